@@ -1,0 +1,205 @@
+// engine::* introspection functions (wire-protocol.md §7.1) and the discovery trigger types (§6).
+import {
+  IIIError,
+  TRIGGER_TYPES,
+  functionsInfoInput,
+  functionsListInput,
+  registeredTriggersListInput,
+  triggersListInput,
+  workersRegisterInput,
+} from "../../../../protocol/src/index.ts";
+import { z } from "zod";
+import type { EngineCore } from "../engine.ts";
+import { parseInput } from "./input.ts";
+
+const matches = (text: string | undefined, search: string | undefined) =>
+  !search || (text ?? "").toLowerCase().includes(search.toLowerCase());
+
+export function installEngineFunctions(core: EngineCore): void {
+  const { catalog } = core;
+
+  core.addBuiltin({
+    id: "engine::workers::register",
+    description: "A worker describes itself (name, runtime, version, pid, metadata)",
+    internal: true,
+    handler: (input, ctx) => {
+      const info = parseInput(workersRegisterInput, input);
+      if (!ctx.callerWorkerId) throw new IIIError("INVALID_ARGUMENTS", "engine::workers::register must be called over a worker connection");
+      core.describeWorker(ctx.callerWorkerId, info);
+      return { success: true };
+    },
+  });
+
+  core.addBuiltin({
+    id: "engine::functions::list",
+    description: "List functions, optionally filtered",
+    internal: true,
+    handler: (input) => {
+      const q = parseInput(functionsListInput, input);
+      const workers = q.workers ?? (q.worker ? [q.worker] : undefined);
+      const functions = core.functionSummaries(q.include_internal === true).filter(
+        (f) =>
+          (!q.prefix || f.function_id.startsWith(q.prefix)) &&
+          (!workers || workers.includes(f.worker_name)) &&
+          (matches(f.function_id, q.search) || matches(f.description, q.search)),
+      );
+      return { functions };
+    },
+  });
+
+  const detail = (id: string) => {
+    const b = core.builtins.get(id);
+    const registered_triggers = [...catalog.triggers.values()].filter((t) => t.function_id === id).map((t) => ({ id: t.id, trigger_type: t.trigger_type, config: t.config, status: t.status }));
+    if (b) {
+      return { function_id: id, worker_name: id.split("::")[0], description: b.description, request_schema: b.request_format, response_schema: b.response_format, registered_triggers };
+    }
+    const f = catalog.functions.get(id);
+    if (!f) return undefined;
+    const out: Record<string, unknown> = { function_id: id, worker_name: core.functionOwnerName(f), kind: f.kind, registered_triggers };
+    if (f.description !== undefined) out.description = f.description;
+    if (f.request_format !== undefined) out.request_schema = f.request_format;
+    if (f.response_format !== undefined) out.response_schema = f.response_format;
+    if (f.metadata !== undefined) out.metadata = f.metadata;
+    return out;
+  };
+
+  core.addBuiltin({
+    id: "engine::functions::info",
+    description: "Details of one function ({function_id}) or several ({function_ids}, at most 32)",
+    internal: true,
+    handler: (input) => {
+      const q = parseInput(functionsInfoInput, input);
+      if ("function_id" in q) {
+        const d = detail(q.function_id);
+        if (!d) throw new IIIError("NOT_FOUND", `Function ${q.function_id} not found`);
+        return d;
+      }
+      return { functions: q.function_ids.map((id) => detail(id) ?? { function_id: id, error: "not_found" }) };
+    },
+  });
+
+  core.addBuiltin({
+    id: "engine::workers::list",
+    description: "Connected workers with what they reported about themselves",
+    internal: true,
+    handler: (input) => {
+      const q = parseInput(z.object({ search: z.string().optional(), runtime: z.string().optional() }).default({}), input);
+      const workers = [...catalog.workers.values()]
+        .filter((w) => core.conns.has(w.worker_id))
+        .map((w) => {
+          const info = w.info;
+          let function_count = 0;
+          for (const f of catalog.functions.values()) if (f.owner === w.worker_id) function_count++;
+          return {
+            id: w.worker_id,
+            name: core.workerName(w.worker_id),
+            description: info.description ?? null,
+            version: info.version ?? null,
+            runtime: info.runtime ?? null,
+            os: info.os ?? null,
+            pid: info.pid ?? null,
+            isolation: info.isolation ?? null,
+            metadata: info.metadata ?? null,
+            status: "connected",
+            function_count,
+            connected_at_ms: w.connected_at,
+            active_invocations: core.activeInvocations(w.worker_id),
+          };
+        })
+        .filter((w) => (!q.runtime || w.runtime === q.runtime) && (matches(w.name, q.search) || matches(String(w.description ?? ""), q.search)))
+        .sort((a, b) => a.connected_at_ms - b.connected_at_ms);
+      return { workers };
+    },
+  });
+
+  core.addBuiltin({
+    id: "engine::triggers::list",
+    description: "Trigger types, built-in and worker-provided",
+    internal: true,
+    handler: (input) => {
+      const q = parseInput(triggersListInput, input);
+      const all = [
+        ...[...core.triggerTypes.values()].map((t) => ({ id: t.id, worker_name: "engine", description: t.description })),
+        ...[...catalog.triggerTypes.values()].map((t) => ({ id: t.id, worker_name: core.workerName(t.owner), description: t.description ?? "" })),
+      ];
+      const triggers = all
+        .filter((t) => (!q.prefix || t.id.startsWith(q.prefix)) && (matches(t.id, q.search) || matches(t.description, q.search)))
+        .filter((t) => q.include_internal || !t.id.startsWith("engine::"))
+        .sort((a, b) => (a.id < b.id ? -1 : 1));
+      return { triggers };
+    },
+  });
+
+  core.addBuiltin({
+    id: "engine::registered-triggers::list",
+    description: "Trigger bindings (active and parked)",
+    internal: true,
+    handler: (input) => {
+      const q = parseInput(registeredTriggersListInput, input);
+      const registered_triggers = [...catalog.triggers.values()]
+        .map((t) => ({
+          id: t.id,
+          trigger_type: t.trigger_type,
+          function_id: t.function_id,
+          worker_name: t.owner ? core.workerName(t.owner) : "engine",
+          config: t.config,
+          config_summary: JSON.stringify(t.config ?? null).slice(0, 120),
+          status: t.status,
+        }))
+        .filter(
+          (t) =>
+            (!q.trigger_type || t.trigger_type === q.trigger_type) &&
+            (!q.function_id || t.function_id === q.function_id) &&
+            (!q.worker || t.worker_name === q.worker) &&
+            (q.include_internal || !t.trigger_type.startsWith("engine::")) &&
+            (matches(t.function_id, q.search) || matches(t.trigger_type, q.search)),
+        )
+        .sort((a, b) => (a.id < b.id ? -1 : 1));
+      return { registered_triggers };
+    },
+  });
+
+  core.addBuiltin({
+    id: "engine::register_trigger",
+    description: "Create a trigger binding owned by the engine (survives the caller's disconnect)",
+    internal: true,
+    handler: (input) => {
+      const q = parseInput(z.object({ trigger_type: z.string().min(1), function_id: z.string().min(1), config: z.unknown().optional(), metadata: z.unknown().optional(), id: z.string().min(1).optional() }), input);
+      const id = q.id ?? core.ports.newId();
+      const err = core.registerTrigger(null, { id, trigger_type: q.trigger_type, function_id: q.function_id, config: q.config ?? null, metadata: q.metadata });
+      if (err) throw new IIIError(err.code, err.message);
+      return { id };
+    },
+  });
+  core.addBuiltin({
+    id: "engine::unregister_trigger",
+    description: "Remove a trigger binding by id",
+    internal: true,
+    handler: (input) => {
+      const q = parseInput(z.object({ id: z.string().min(1) }), input);
+      return { removed: core.removeTrigger(q.id) };
+    },
+  });
+
+  core.addBuiltin({
+    id: "engine::edge::refresh",
+    description: "Reload the manifests of Worker-hosted functions (service bindings in EDGE_HOSTS)",
+    internal: true,
+    handler: async () => {
+      await core.refreshEdgeHosts();
+      return { hosts: Object.keys(core.ports.edgeHosts), functions: [...catalog.functions.values()].filter((f) => f.kind === "edge").map((f) => f.id).sort() };
+    },
+  });
+
+  const noConfig = (config: unknown) => (config === null || config === undefined || (typeof config === "object" && !Array.isArray(config)) ? undefined : "config must be an object");
+  core.addTriggerType({
+    id: TRIGGER_TYPES.functionsAvailable,
+    description: "Fires with the full function list whenever the set of functions changes",
+    validate: noConfig,
+  });
+  core.addTriggerType({
+    id: TRIGGER_TYPES.workersAvailable,
+    description: "Fires when a worker connects, disconnects or updates its metadata",
+    validate: noConfig,
+  });
+}

@@ -1,0 +1,123 @@
+// state::* (wire-protocol.md §7.2) on the object's SQLite, and the `state` trigger type (§8.3).
+import {
+  IIIError,
+  MAX_VALUE_BYTES,
+  TRIGGER_TYPES,
+  stateKeyInput,
+  stateScopeInput,
+  stateSetInput,
+  stateTriggerConfig,
+  stateUpdateInput,
+  type StateEventType,
+} from "../../../../protocol/src/index.ts";
+import type { EngineCore } from "../engine.ts";
+import { applyUpdateOps } from "../update-ops.ts";
+import { parseInput } from "./input.ts";
+
+export function installState(core: EngineCore): void {
+  const { sql } = core.ports;
+  sql.exec("CREATE TABLE IF NOT EXISTS state (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (scope, key))");
+
+  const read = (scope: string, key: string): unknown => {
+    const row = sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? AND key = ?", scope, key)[0];
+    return row ? JSON.parse(row.value) : undefined;
+  };
+  const write = (scope: string, key: string, value: unknown, code: string) => {
+    const text = JSON.stringify(value ?? null);
+    if (text.length > MAX_VALUE_BYTES) throw new IIIError("VALUE_TOO_LARGE", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+    try {
+      sql.exec("INSERT OR REPLACE INTO state (scope, key, value) VALUES (?, ?, ?)", scope, key, text);
+    } catch (e) {
+      throw new IIIError(code, `could not store ${scope}/${key}: ${String(e)}`);
+    }
+  };
+
+  /** state triggers run in the background, one after another, after the write is durable. */
+  const notify = (event_type: StateEventType, scope: string, key: string, old_value: unknown, new_value: unknown) => {
+    const bindings = core.activeBindings(TRIGGER_TYPES.state).filter((b) => {
+      const c = (b.config ?? {}) as { scope?: string; key?: string };
+      return (c.scope === undefined || c.scope === scope) && (c.key === undefined || c.key === key);
+    });
+    if (bindings.length === 0) return;
+    const payload = { type: "state", event_type, scope, key, old_value: old_value ?? null, new_value: new_value ?? null };
+    core.ports.background(
+      (async () => {
+        for (const b of bindings) await core.fire(b, payload);
+      })(),
+    );
+  };
+
+  core.addBuiltin({
+    id: "state::set",
+    description: "Store a JSON value under scope/key; returns {old_value, new_value}",
+    request_format: { type: "object", properties: { scope: { type: "string" }, key: { type: "string" }, value: {} }, required: ["scope", "key", "value"] },
+    handler: (input) => {
+      const { scope, key, value, data } = parseInput(stateSetInput, input);
+      const next = value !== undefined ? value : data;
+      const old = read(scope, key);
+      write(scope, key, next, "SET_ERROR");
+      notify(old === undefined ? "state:created" : "state:updated", scope, key, old, next);
+      return { old_value: old ?? null, new_value: next ?? null };
+    },
+  });
+  core.addBuiltin({
+    id: "state::get",
+    description: "Read scope/key; no result when absent",
+    request_format: { type: "object", properties: { scope: { type: "string" }, key: { type: "string" } }, required: ["scope", "key"] },
+    handler: (input) => {
+      const { scope, key } = parseInput(stateKeyInput, input);
+      return read(scope, key);
+    },
+  });
+  core.addBuiltin({
+    id: "state::delete",
+    description: "Delete scope/key; returns the previous value itself",
+    request_format: { type: "object", properties: { scope: { type: "string" }, key: { type: "string" } }, required: ["scope", "key"] },
+    handler: (input) => {
+      const { scope, key } = parseInput(stateKeyInput, input);
+      const old = read(scope, key);
+      if (old === undefined) return undefined;
+      sql.exec("DELETE FROM state WHERE scope = ? AND key = ?", scope, key);
+      notify("state:deleted", scope, key, old, null);
+      return old;
+    },
+  });
+  core.addBuiltin({
+    id: "state::update",
+    description: "Apply update ops (set, increment, decrement, remove, merge, append) atomically",
+    request_format: { type: "object", properties: { scope: { type: "string" }, key: { type: "string" }, ops: { type: "array" } }, required: ["scope", "key", "ops"] },
+    handler: (input) => {
+      const { scope, key, ops } = parseInput(stateUpdateInput, input);
+      const old = read(scope, key);
+      const { value, errors } = applyUpdateOps(old, ops);
+      write(scope, key, value, "UPDATE_ERROR");
+      notify(old === undefined ? "state:created" : "state:updated", scope, key, old, value);
+      const out: { old_value: unknown; new_value: unknown; errors?: unknown[] } = { old_value: old ?? null, new_value: value };
+      if (errors.length > 0) out.errors = errors;
+      return out;
+    },
+  });
+  core.addBuiltin({
+    id: "state::list",
+    description: "All values in a scope",
+    request_format: { type: "object", properties: { scope: { type: "string" } }, required: ["scope"] },
+    handler: (input) => {
+      const { scope } = parseInput(stateScopeInput, input);
+      return sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? ORDER BY key", scope).map((r) => JSON.parse(r.value));
+    },
+  });
+  core.addBuiltin({
+    id: "state::list_groups",
+    description: "Every scope that holds a value",
+    handler: () => ({ groups: sql.exec<{ scope: string }>("SELECT DISTINCT scope FROM state ORDER BY scope").map((r) => r.scope) }),
+  });
+
+  core.addTriggerType({
+    id: TRIGGER_TYPES.state,
+    description: "Fires on state:created, state:updated and state:deleted, optionally filtered by scope and key",
+    validate(config) {
+      const r = stateTriggerConfig.safeParse(config);
+      return r.success ? undefined : `invalid config: ${r.error.issues[0]?.message ?? "bad shape"}`;
+    },
+  });
+}

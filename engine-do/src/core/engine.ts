@@ -1,0 +1,753 @@
+// The engine core: connections, catalog, invocation routing, trigger dispatch and the built-in
+// functions, as plain TypeScript over the ports of ./ports.ts. No `cloudflare:*` import here.
+import {
+  DEFAULT_INVOKE_TIMEOUT_MS,
+  FRAME_BURST,
+  FRAMES_PER_SECOND,
+  IIIError,
+  MAX_REGISTRATIONS_PER_WORKER,
+  TRIGGER_TYPES,
+  parseWorkerFrame,
+  toErrorBody,
+  type EngineFrame,
+  type ErrorBody,
+  type InvokeFunction,
+  type RegisterFunction,
+  type RegisterTrigger,
+  type TriggerAction,
+  type WorkerFrame,
+} from "../../../protocol/src/index.ts";
+import { Catalog, type FunctionRecord, type TriggerRecord } from "./catalog.ts";
+import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
+
+/** What a built-in function receives besides its input. */
+export interface CallContext {
+  invocationId: string;
+  callerWorkerId?: string;
+  metadata?: unknown;
+  traceparent?: string;
+  baggage?: string;
+}
+export type BuiltinHandler = (data: unknown, ctx: CallContext) => unknown;
+export interface BuiltinFunction {
+  id: string;
+  description: string;
+  handler: BuiltinHandler;
+  request_format?: unknown;
+  response_format?: unknown;
+  /** Hidden from default listings (iii: ids under `engine::`). */
+  internal?: boolean;
+}
+
+/** A trigger type the engine itself provides (state, cron, http, …). */
+export interface BuiltinTriggerType {
+  id: string;
+  description: string;
+  /** Check a binding's config; return an error message to refuse it, or nothing to accept. */
+  validate(config: unknown, binding: TriggerRecord): string | undefined;
+  /** Called after an accepted binding is stored (also for bindings restored on wake). */
+  added?(binding: TriggerRecord): void;
+  /** Called after a binding is removed. */
+  removed?(binding: TriggerRecord): void;
+}
+
+/** Something that needs the object's alarm: the core multiplexes them on the one alarm. */
+export interface AlarmClient {
+  /** Earliest time (ms) this client needs to run, or null. */
+  nextDue(): number | null;
+  run(now: number): Promise<void>;
+}
+
+export interface CallRequest {
+  function_id: string;
+  data: unknown;
+  metadata?: unknown;
+  traceparent?: string;
+  baggage?: string;
+  timeoutMs?: number;
+  invocationId?: string;
+  callerWorkerId?: string;
+}
+
+export interface EnqueueRequest {
+  queue: string;
+  function_id: string;
+  data: unknown;
+  idempotency_key?: string;
+  traceparent?: string;
+  baggage?: string;
+}
+/** The `enqueue` action's provider (queues/). */
+export interface QueueProvider {
+  enqueue(req: EnqueueRequest): Promise<CallOutcome>;
+}
+
+interface Pending {
+  target: string;
+  function_id: string;
+  timer: unknown;
+  resolve(o: CallOutcome): void;
+}
+
+interface Bucket {
+  tokens: number;
+  at: number;
+  warnedAt: number;
+}
+
+/** Characters iii strips from worker names/descriptions: C0/C1 controls and bidi overrides. */
+const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+const sanitize = (v: unknown, max = 280): string | undefined =>
+  typeof v === "string" ? v.replace(UNSAFE_TEXT, "").slice(0, max) : undefined;
+
+/** How long a burst of catalog changes is coalesced before `engine::functions-available` fires. */
+const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+export class EngineCore {
+  readonly ports: EnginePorts;
+  readonly catalog: Catalog;
+  readonly builtins = new Map<string, BuiltinFunction>();
+  readonly triggerTypes = new Map<string, BuiltinTriggerType>();
+  readonly conns = new Map<string, Conn>();
+  private readonly pending = new Map<string, Pending>();
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly alarmClients: AlarmClient[] = [];
+  private queueProvider: QueueProvider | undefined;
+  private functionsTimer: unknown = null;
+  private lastFunctionsSignature: string | undefined;
+  private edgeRefresh: Promise<void> | null = null;
+
+  constructor(ports: EnginePorts) {
+    this.ports = ports;
+    this.catalog = new Catalog(ports.sql);
+  }
+
+  // ---------------------------------------------------------------- extension points
+
+  addBuiltin(fn: BuiltinFunction): void {
+    this.builtins.set(fn.id, fn);
+  }
+  addTriggerType(t: BuiltinTriggerType): void {
+    this.triggerTypes.set(t.id, t);
+  }
+  addAlarmClient(c: AlarmClient): void {
+    this.alarmClients.push(c);
+  }
+  setQueueProvider(q: QueueProvider): void {
+    this.queueProvider = q;
+  }
+
+  /**
+   * Finish start-up once every extension is added: re-announce stored bindings of built-in trigger
+   * types to their provider, drop what belonged to connections that no longer exist (a restart or
+   * redeploy drops every socket without a close event), and arm the alarm.
+   */
+  start(liveConns: Conn[]): void {
+    for (const c of liveConns) this.conns.set(c.workerId, c);
+    for (const t of this.catalog.triggers.values()) {
+      const provider = this.triggerTypes.get(t.trigger_type);
+      if (provider && t.status === "active") provider.added?.(t);
+    }
+    for (const workerId of [...this.catalog.workers.keys()]) {
+      if (!this.conns.has(workerId)) this.cleanup(workerId);
+    }
+    // Functions or bindings whose owner vanished without a worker row (defensive).
+    for (const f of [...this.catalog.functions.values()]) {
+      if (f.kind !== "edge" && !this.conns.has(f.owner)) this.catalog.deleteFunction(f.id, f.owner);
+    }
+    this.lastFunctionsSignature = this.functionsSignature();
+    this.rearmAlarm();
+    if (Object.keys(this.ports.edgeHosts).length > 0) this.refreshEdgeHosts().catch(() => {});
+  }
+
+  // ---------------------------------------------------------------- connections
+
+  /** A new socket: give it an identity and announce it (wire-protocol §2.5). */
+  connect(conn: Conn, token: string): void {
+    this.conns.set(conn.workerId, conn);
+    this.catalog.putWorker({ worker_id: conn.workerId, token, connected_at: this.ports.clock.now(), info: {} });
+    conn.send({ type: "workerregistered", worker_id: conn.workerId, reattach_token: token });
+    this.fireWorkersChanged("worker_connected", conn.workerId);
+  }
+
+  /** The socket closed or errored: clean up in the spec's order, ownership-checked. */
+  disconnect(workerId: string): void {
+    if (!this.catalog.workers.has(workerId) && !this.conns.has(workerId)) return;
+    this.conns.delete(workerId);
+    this.cleanup(workerId);
+  }
+
+  private cleanup(workerId: string): void {
+    this.conns.delete(workerId);
+    this.buckets.delete(workerId);
+    const { catalog } = this;
+    catalog.transaction(() => {
+      // 1–2. functions (worker-hosted and HTTP-invoked) this connection still owns
+      for (const f of [...catalog.functions.values()]) if (f.owner === workerId) catalog.deleteFunction(f.id, workerId);
+    });
+    // 3. in-flight invocations that target it
+    for (const [id, p] of this.pending) {
+      if (p.target === workerId) this.settle(id, { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } });
+    }
+    catalog.transaction(() => {
+      // 4. its triggers (providers told), parked ones dropped
+      for (const t of [...catalog.triggers.values()]) if (t.owner === workerId) this.removeTrigger(t.id);
+      // 5. trigger types it provided: their bindings are parked until a provider returns
+      for (const tt of [...catalog.triggerTypes.values()]) {
+        if (tt.owner !== workerId) continue;
+        catalog.deleteTriggerType(tt.id, workerId);
+        for (const b of catalog.triggersOfType(tt.id)) catalog.setTriggerStatus(b.id, "parked");
+      }
+      catalog.deleteWorker(workerId);
+    });
+    this.functionsMaybeChanged();
+    this.fireWorkersChanged("worker_disconnected", workerId);
+  }
+
+  // ---------------------------------------------------------------- frames
+
+  message(conn: Conn, raw: string | ArrayBuffer): void {
+    if (!this.admit(conn)) return;
+    if (typeof raw !== "string") {
+      // Telemetry prefixes on the control socket are accepted and dropped (§11).
+      const head = new TextDecoder().decode(new Uint8Array(raw, 0, Math.min(4, raw.byteLength)));
+      if (head === "OTLP" || head === "MTRC" || head === "LOGS") return;
+    }
+    const parsed = parseWorkerFrame(raw);
+    if (!parsed.ok) {
+      if (parsed.ignore) {
+        if (parsed.error.message !== "empty frame") this.ports.log.warn("ignored frame", { worker_id: conn.workerId, reason: parsed.error.message });
+        return;
+      }
+      this.refuse(conn, parsed.error, parsed.invocation_id, parsed.function_id);
+      return;
+    }
+    try {
+      this.handle(conn, parsed.frame);
+    } catch (e) {
+      // A frame must never take the engine down; the sender learns what went wrong.
+      this.refuse(conn, toErrorBody(e, "invalid_frame"));
+    }
+  }
+
+  private refuse(conn: Conn, error: ErrorBody, invocationId?: string, functionId?: string): void {
+    this.ports.log.warn("refused frame", { worker_id: conn.workerId, ...error });
+    conn.send({ type: "error", error });
+    if (invocationId) conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId ?? "", error });
+  }
+
+  /** Token bucket per connection: a flood is dropped, not queued, and the sender is told once a second. */
+  private admit(conn: Conn): boolean {
+    const now = this.ports.clock.now();
+    let b = this.buckets.get(conn.workerId);
+    if (!b) this.buckets.set(conn.workerId, (b = { tokens: FRAME_BURST, at: now, warnedAt: 0 }));
+    b.tokens = Math.min(FRAME_BURST, b.tokens + ((now - b.at) * FRAMES_PER_SECOND) / 1000);
+    b.at = now;
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return true;
+    }
+    if (now - b.warnedAt > 1000) {
+      b.warnedAt = now;
+      this.ports.log.warn("rate limited", { worker_id: conn.workerId });
+      conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${FRAMES_PER_SECOND} frames/s; frames are being dropped` } });
+    }
+    return false;
+  }
+
+  private handle(conn: Conn, f: WorkerFrame): void {
+    switch (f.type) {
+      case "registerfunction":
+        return this.registerFunction(conn, f);
+      case "unregisterfunction":
+        if (this.catalog.deleteFunction(f.id, conn.workerId)) this.functionsMaybeChanged();
+        return;
+      case "registertriggertype":
+        return this.registerTriggerType(conn, f.id, f.description, f.trigger_request_format, f.call_request_format);
+      case "unregistertriggertype": {
+        if (!this.catalog.deleteTriggerType(f.id, conn.workerId)) return;
+        for (const b of this.catalog.triggersOfType(f.id)) this.catalog.setTriggerStatus(b.id, "parked");
+        return;
+      }
+      case "registertrigger":
+        this.registerTrigger(conn.workerId, f);
+        return;
+      case "unregistertrigger": {
+        const t = this.catalog.triggers.get(f.id);
+        if (!t) return;
+        if (t.owner !== null && t.owner !== conn.workerId) {
+          conn.send({ type: "error", error: { code: "FORBIDDEN", message: `trigger ${f.id} belongs to another worker` } });
+          return;
+        }
+        this.removeTrigger(f.id);
+        return;
+      }
+      case "triggerregistrationresult": {
+        const tt = this.catalog.triggerTypes.get(f.trigger_type);
+        // Only the current provider of the type may report on its bindings (anti-spoofing).
+        if (!tt || tt.owner !== conn.workerId || !f.error) return;
+        const t = this.catalog.triggers.get(f.id);
+        if (!t) return;
+        this.catalog.setTriggerStatus(t.id, "parked");
+        if (t.owner) this.conns.get(t.owner)?.send({ type: "triggerregistrationresult", id: t.id, trigger_type: t.trigger_type, function_id: t.function_id, error: f.error });
+        return;
+      }
+      case "invokefunction":
+        return this.onInvoke(conn, f);
+      case "invocationresult": {
+        const p = this.pending.get(f.invocation_id);
+        // Results are accepted only from the worker the call was sent to.
+        if (!p || p.target !== conn.workerId) return;
+        this.settle(f.invocation_id, f.error ? { ok: false, error: f.error } : { ok: true, result: f.result ?? undefined });
+        return;
+      }
+      case "reattach":
+        return this.reattach(conn, f.previous_worker_id, f.reattach_token);
+      case "ping":
+        conn.send({ type: "pong" });
+        return;
+      case "pong":
+      case "registerservice":
+      case "workerregistered":
+        return;
+    }
+  }
+
+  private reattach(conn: Conn, previous: string, token: string | undefined): void {
+    if (previous === conn.workerId) return;
+    const old = this.catalog.workers.get(previous);
+    if (!old || !token || old.token !== token) return;
+    const oldConn = this.conns.get(previous);
+    this.cleanup(previous);
+    oldConn?.close(4000, "replaced by a reattached connection");
+  }
+
+  private checkQuota(conn: Conn): boolean {
+    if (this.catalog.countOwnedBy(conn.workerId) < MAX_REGISTRATIONS_PER_WORKER) return true;
+    conn.send({ type: "error", error: { code: "FORBIDDEN", message: `a worker may hold at most ${MAX_REGISTRATIONS_PER_WORKER} registrations` } });
+    return false;
+  }
+
+  private registerFunction(conn: Conn, f: RegisterFunction): void {
+    if (this.builtins.has(f.id)) {
+      conn.send({ type: "error", error: { code: "FORBIDDEN", message: `function id ${f.id} is reserved by the engine` } });
+      return;
+    }
+    const existing = this.catalog.functions.get(f.id);
+    if (existing?.owner !== conn.workerId && !this.checkQuota(conn)) return;
+    if (f.invocation) {
+      const check = this.ports.httpFunctions?.validate(f.invocation.url) ?? { ok: false as const, message: "HTTP-invoked functions are not enabled" };
+      if (!check.ok) {
+        conn.send({ type: "error", error: { code: "url_validation_failed", message: `${f.id}: ${check.message}` } });
+        return;
+      }
+    }
+    if (existing && existing.owner !== conn.workerId) {
+      this.ports.log.warn("function re-registered by another worker; last registration wins", { function_id: f.id, previous: existing.owner, owner: conn.workerId });
+    }
+    const rec: FunctionRecord = { id: f.id, kind: f.invocation ? "http" : "worker", owner: conn.workerId };
+    if (f.description !== undefined) rec.description = f.description;
+    if (f.request_format !== undefined) rec.request_format = f.request_format;
+    if (f.response_format !== undefined) rec.response_format = f.response_format;
+    if (f.metadata !== undefined) rec.metadata = f.metadata;
+    if (f.invocation) rec.invocation = f.invocation;
+    this.catalog.putFunction(rec);
+    this.functionsMaybeChanged();
+  }
+
+  private registerTriggerType(conn: Conn, id: string, description?: string, trf?: unknown, crf?: unknown): void {
+    if (this.triggerTypes.has(id)) {
+      conn.send({ type: "error", error: { code: "FORBIDDEN", message: `trigger type ${id} is provided by the engine` } });
+      return;
+    }
+    const existing = this.catalog.triggerTypes.get(id);
+    if (existing?.owner !== conn.workerId && !this.checkQuota(conn)) return;
+    this.catalog.putTriggerType({ id, owner: conn.workerId, description, trigger_request_format: trf, call_request_format: crf });
+    // Deliver every binding of this type to the (new) provider; parked ones whose owner is gone are dropped.
+    for (const b of this.catalog.triggersOfType(id)) {
+      if (b.owner !== null && !b.owner.startsWith("edge:") && !this.conns.has(b.owner)) {
+        this.catalog.deleteTrigger(b.id);
+        continue;
+      }
+      this.catalog.setTriggerStatus(b.id, "active");
+      conn.send(this.triggerFrame(b));
+    }
+  }
+
+  private triggerFrame(b: TriggerRecord): EngineFrame {
+    const frame: EngineFrame = { type: "registertrigger", id: b.id, trigger_type: b.trigger_type, function_id: b.function_id, config: b.config ?? null };
+    if (b.metadata !== undefined) frame.metadata = b.metadata;
+    return frame;
+  }
+
+  /**
+   * Bind a function to a trigger type. Built-in types validate the config and refuse with
+   * `trigger_registration_failed`; worker-provided types get the binding forwarded; unknown
+   * types park it until a provider appears. Returns the error, if refused.
+   */
+  registerTrigger(owner: string | null, f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">): ErrorBody | undefined {
+    const ownerConn = owner ? this.conns.get(owner) : undefined;
+    const refuse = (error: ErrorBody) => {
+      ownerConn?.send({ type: "triggerregistrationresult", id: f.id, trigger_type: f.trigger_type, function_id: f.function_id, error });
+      return error;
+    };
+    const existing = this.catalog.triggers.get(f.id);
+    if (existing && existing.owner !== owner && existing.owner !== null && this.conns.has(existing.owner)) {
+      return refuse({ code: "trigger_registration_failed", message: `trigger id ${f.id} is owned by another worker` });
+    }
+    if (ownerConn && existing?.owner !== owner && !this.checkQuota(ownerConn)) {
+      return { code: "FORBIDDEN", message: "registration quota exceeded" };
+    }
+    const rec: TriggerRecord = {
+      id: f.id,
+      trigger_type: f.trigger_type,
+      function_id: f.function_id,
+      config: f.config ?? null,
+      owner,
+      status: "active",
+    };
+    if (f.metadata !== undefined) rec.metadata = f.metadata;
+    const builtin = this.triggerTypes.get(f.trigger_type);
+    if (builtin) {
+      const problem = builtin.validate(rec.config, rec);
+      if (problem) return refuse({ code: "trigger_registration_failed", message: `${f.trigger_type}: ${problem}` });
+      if (existing) this.removeTrigger(existing.id);
+      this.catalog.putTrigger(rec);
+      builtin.added?.(rec);
+      return undefined;
+    }
+    if (existing) this.removeTrigger(existing.id, { keepProviderQuiet: true });
+    const provider = this.catalog.triggerTypes.get(f.trigger_type);
+    const providerConn = provider ? this.conns.get(provider.owner) : undefined;
+    if (!providerConn) rec.status = "parked";
+    this.catalog.putTrigger(rec);
+    if (providerConn) providerConn.send(this.triggerFrame(rec));
+    else this.ports.log.info("trigger parked until its type has a provider", { id: rec.id, trigger_type: rec.trigger_type });
+    return undefined;
+  }
+
+  removeTrigger(id: string, opts: { keepProviderQuiet?: boolean } = {}): boolean {
+    const t = this.catalog.deleteTrigger(id);
+    if (!t) return false;
+    const builtin = this.triggerTypes.get(t.trigger_type);
+    if (builtin) {
+      builtin.removed?.(t);
+      return true;
+    }
+    if (t.status === "active" && !opts.keepProviderQuiet) {
+      const provider = this.catalog.triggerTypes.get(t.trigger_type);
+      if (provider) this.conns.get(provider.owner)?.send({ type: "unregistertrigger", id: t.id, trigger_type: t.trigger_type });
+    }
+    return true;
+  }
+
+  // ---------------------------------------------------------------- invocation
+
+  private onInvoke(conn: Conn, f: InvokeFunction): void {
+    const action: TriggerAction | undefined = f.action;
+    if (action?.type === "enqueue") {
+      this.enqueue({
+        queue: action.queue,
+        function_id: f.function_id,
+        data: f.data ?? null,
+        idempotency_key: action.idempotency_key,
+        traceparent: f.traceparent,
+        baggage: f.baggage,
+      }).then((outcome) => {
+        if (f.invocation_id) this.reply(conn, f.invocation_id, f.function_id, outcome);
+      });
+      return;
+    }
+    // §4.6: object payloads from a worker carry the caller's id.
+    const data = isObject(f.data) ? { ...f.data, _caller_worker_id: conn.workerId } : (f.data ?? null);
+    const req: CallRequest = { function_id: f.function_id, data, callerWorkerId: conn.workerId, timeoutMs: f.timeout_ms };
+    if (f.metadata !== undefined) req.metadata = f.metadata;
+    if (f.traceparent) req.traceparent = f.traceparent;
+    if (f.baggage) req.baggage = f.baggage;
+    if (action?.type === "void" || !f.invocation_id) {
+      this.ports.background(this.invoke(req));
+      return;
+    }
+    req.invocationId = f.invocation_id;
+    const invocationId = f.invocation_id;
+    this.invoke(req).then((outcome) => this.reply(conn, invocationId, f.function_id, outcome, req));
+  }
+
+  private reply(conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, req?: CallRequest): void {
+    // The caller may have gone meanwhile: its result is dropped (§2.5 step 3).
+    if (this.conns.get(conn.workerId) !== conn) return;
+    const frame: EngineFrame = { type: "invocationresult", invocation_id: invocationId, function_id: functionId };
+    if (outcome.ok) {
+      if (outcome.result !== undefined) frame.result = outcome.result;
+    } else frame.error = outcome.error;
+    if (req?.traceparent) frame.traceparent = req.traceparent;
+    if (req?.baggage) frame.baggage = req.baggage;
+    conn.send(frame);
+  }
+
+  async enqueue(req: EnqueueRequest): Promise<CallOutcome> {
+    if (!this.queueProvider) return { ok: false, error: { code: "enqueue_error", message: "no queue provider is configured" } };
+    try {
+      return await this.queueProvider.enqueue(req);
+    } catch (e) {
+      return { ok: false, error: toErrorBody(e, "enqueue_error") };
+    }
+  }
+
+  /** Call a function, wherever it lives. Always settles: result, error, or `timeout`. */
+  async invoke(req: CallRequest): Promise<CallOutcome> {
+    const invocationId = req.invocationId && !this.pending.has(req.invocationId) ? req.invocationId : this.ports.newId();
+    const builtin = this.builtins.get(req.function_id);
+    if (builtin) {
+      try {
+        const ctx: CallContext = { invocationId, callerWorkerId: req.callerWorkerId, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage };
+        const result = await builtin.handler(req.data, ctx);
+        return { ok: true, result };
+      } catch (e) {
+        return { ok: false, error: toErrorBody(e) };
+      }
+    }
+    let fn = this.catalog.functions.get(req.function_id);
+    if (!fn && this.edgeRefresh) {
+      await this.edgeRefresh;
+      fn = this.catalog.functions.get(req.function_id);
+    }
+    if (!fn) return { ok: false, error: { code: "function_not_found", message: `Function ${req.function_id} not found` } };
+    const timeoutMs = req.timeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
+    switch (fn.kind) {
+      case "worker":
+        return this.invokeWorker(fn, req, invocationId, timeoutMs);
+      case "edge":
+        return this.withDeadline(invocationId, fn, timeoutMs, async () => {
+          const host = this.ports.edgeHosts[fn.owner];
+          if (!host) return { ok: false, error: { code: "function_not_found", message: `edge host ${fn.owner} is not bound` } };
+          const payload: Parameters<typeof host.iiiInvoke>[0] = { function_id: fn.id, data: req.data, invocation_id: invocationId };
+          if (req.metadata !== undefined) payload.metadata = req.metadata;
+          if (req.traceparent) payload.traceparent = req.traceparent;
+          if (req.baggage) payload.baggage = req.baggage;
+          const r = await host.iiiInvoke(payload);
+          return "error" in r && r.error ? { ok: false, error: r.error } : { ok: true, result: (r as { result?: unknown }).result };
+        });
+      case "http":
+        return this.withDeadline(invocationId, fn, timeoutMs, async () => {
+          if (!this.ports.httpFunctions || !fn.invocation) return { ok: false, error: { code: "function_not_invokable", message: "HTTP-invoked functions are not enabled" } };
+          return this.ports.httpFunctions.invoke({ id: fn.id, invocation: fn.invocation }, req.data, invocationId);
+        });
+    }
+  }
+
+  private invokeWorker(fn: FunctionRecord, req: CallRequest, invocationId: string, timeoutMs: number): Promise<CallOutcome> {
+    const conn = this.conns.get(fn.owner);
+    if (!conn) return Promise.resolve({ ok: false, error: { code: "invocation_stopped", message: `the worker owning ${fn.id} is not connected` } });
+    return new Promise<CallOutcome>((resolve) => {
+      const timer = this.ports.timers.set(() => {
+        this.settle(invocationId, { ok: false, error: { code: "timeout", message: `${fn.id} did not answer within ${timeoutMs} ms` } });
+      }, timeoutMs);
+      this.pending.set(invocationId, { target: fn.owner, function_id: fn.id, timer, resolve });
+      const frame: EngineFrame = { type: "invokefunction", invocation_id: invocationId, function_id: fn.id, data: req.data };
+      if (req.metadata !== undefined) frame.metadata = req.metadata;
+      if (req.traceparent) frame.traceparent = req.traceparent;
+      if (req.baggage) frame.baggage = req.baggage;
+      if (!conn.send(frame)) this.settle(invocationId, { ok: false, error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` } });
+    });
+  }
+
+  private async withDeadline(invocationId: string, fn: FunctionRecord, timeoutMs: number, run: () => Promise<CallOutcome>): Promise<CallOutcome> {
+    let timer: unknown;
+    const deadline = new Promise<CallOutcome>((resolve) => {
+      timer = this.ports.timers.set(() => resolve({ ok: false, error: { code: "timeout", message: `${fn.id} did not answer within ${timeoutMs} ms` } }), timeoutMs);
+    });
+    try {
+      return await Promise.race([run().catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e) })), deadline]);
+    } finally {
+      this.ports.timers.clear(timer);
+      void invocationId;
+    }
+  }
+
+  private settle(invocationId: string, outcome: CallOutcome): void {
+    const p = this.pending.get(invocationId);
+    if (!p) return;
+    this.pending.delete(invocationId);
+    this.ports.timers.clear(p.timer);
+    p.resolve(outcome);
+  }
+
+  activeInvocations(workerId: string): number {
+    let n = 0;
+    for (const p of this.pending.values()) if (p.target === workerId) n++;
+    return n;
+  }
+
+  /**
+   * Fire a trigger binding: condition first (only a literal `false` or an error skips, §8), then
+   * the bound function with the binding's metadata. A binding to a function that does not exist
+   * (yet) is dropped with a log line (§4.5).
+   */
+  async fire(binding: TriggerRecord, payload: unknown, opts: { withMetadata?: boolean; timeoutMs?: number } = {}): Promise<CallOutcome | "skipped"> {
+    const cond = isObject(binding.config) && typeof binding.config.condition_function_id === "string" ? binding.config.condition_function_id : undefined;
+    if (cond) {
+      const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs });
+      if (!c.ok || c.result === false) return "skipped";
+    }
+    if (!this.functionExists(binding.function_id)) {
+      this.ports.log.info("trigger fired for a function that is not registered", { trigger: binding.id, function_id: binding.function_id });
+      return { ok: false, error: { code: "function_not_found", message: `Function ${binding.function_id} not found` } };
+    }
+    const req: CallRequest = { function_id: binding.function_id, data: payload, timeoutMs: opts.timeoutMs };
+    if (opts.withMetadata !== false && binding.metadata !== undefined) req.metadata = binding.metadata;
+    return this.invoke(req);
+  }
+
+  functionExists(id: string): boolean {
+    return this.builtins.has(id) || this.catalog.functions.has(id);
+  }
+
+  activeBindings(type: string): TriggerRecord[] {
+    return this.catalog.triggersOfType(type).filter((t) => t.status === "active");
+  }
+
+  // ---------------------------------------------------------------- discovery (pushed on change)
+
+  private functionsSignature(): string {
+    return [...this.builtins.keys(), ...this.catalog.functions.keys()].sort().join("\n");
+  }
+
+  functionsMaybeChanged(): void {
+    if (this.functionsTimer !== null) return;
+    this.functionsTimer = this.ports.timers.set(() => {
+      this.functionsTimer = null;
+      const sig = this.functionsSignature();
+      if (sig === this.lastFunctionsSignature) return;
+      this.lastFunctionsSignature = sig;
+      const bindings = this.activeBindings(TRIGGER_TYPES.functionsAvailable);
+      if (bindings.length === 0) return;
+      const payload = { event: "functions_changed", functions: this.functionSummaries(true) };
+      for (const b of bindings) this.ports.background(this.fire(b, payload));
+    }, FUNCTIONS_CHANGED_DEBOUNCE_MS);
+  }
+
+  private fireWorkersChanged(event: "worker_connected" | "worker_disconnected" | "worker_metadata_updated", workerId: string): void {
+    for (const b of this.activeBindings(TRIGGER_TYPES.workersAvailable)) {
+      this.ports.background(this.fire(b, { event, worker_id: workerId }));
+    }
+  }
+
+  workerName(ownerOrId: string): string {
+    if (ownerOrId.startsWith("edge:")) return ownerOrId.slice(5);
+    const w = this.catalog.workers.get(ownerOrId);
+    const name = w?.info.name;
+    return typeof name === "string" && name ? name : ownerOrId;
+  }
+
+  functionOwnerName(f: FunctionRecord): string {
+    return f.kind === "edge" ? f.owner : this.workerName(f.owner);
+  }
+
+  isInternal(id: string, metadata?: Record<string, unknown>): boolean {
+    if (metadata?.internal === true) return true;
+    const b = this.builtins.get(id);
+    return b?.internal === true;
+  }
+
+  functionSummaries(includeInternal: boolean): { function_id: string; worker_name: string; description?: string; metadata?: Record<string, unknown> }[] {
+    const out: { function_id: string; worker_name: string; description?: string; metadata?: Record<string, unknown> }[] = [];
+    for (const b of this.builtins.values()) {
+      if (!includeInternal && b.internal) continue;
+      out.push({ function_id: b.id, worker_name: b.id.split("::")[0] ?? b.id, description: b.description });
+    }
+    for (const f of this.catalog.functions.values()) {
+      if (!includeInternal && this.isInternal(f.id, f.metadata)) continue;
+      const s: { function_id: string; worker_name: string; description?: string; metadata?: Record<string, unknown> } = { function_id: f.id, worker_name: this.functionOwnerName(f) };
+      if (f.description !== undefined) s.description = f.description;
+      if (f.metadata !== undefined) s.metadata = f.metadata;
+      out.push(s);
+    }
+    return out.sort((a, b) => (a.function_id < b.function_id ? -1 : a.function_id > b.function_id ? 1 : 0));
+  }
+
+  /** engine::workers::register: store what the worker says about itself. */
+  describeWorker(workerId: string, info: Record<string, unknown>): void {
+    const w = this.catalog.workers.get(workerId);
+    if (!w) return;
+    const clean: Record<string, unknown> = { ...info };
+    for (const k of ["name", "description", "runtime", "version", "os", "isolation"] as const) {
+      if (k in clean) clean[k] = sanitize(clean[k]) ?? null;
+    }
+    delete clean._caller_worker_id;
+    this.catalog.putWorker({ ...w, info: clean });
+    this.fireWorkersChanged("worker_metadata_updated", workerId);
+  }
+
+  // ---------------------------------------------------------------- edge hosts
+
+  refreshEdgeHosts(): Promise<void> {
+    if (this.edgeRefresh) return this.edgeRefresh;
+    const run = async () => {
+      for (const [name, host] of Object.entries(this.ports.edgeHosts)) {
+        let manifest;
+        try {
+          manifest = await host.iiiManifest();
+        } catch (e) {
+          this.ports.log.warn("edge host manifest failed", { host: name, error: String(e) });
+          continue;
+        }
+        const owner = `edge:${name}`;
+        const keep = new Set(manifest.functions.map((f) => f.id));
+        for (const f of [...this.catalog.functions.values()]) {
+          if (f.kind === "edge" && f.owner === name && !keep.has(f.id)) this.catalog.deleteFunction(f.id, name);
+        }
+        for (const f of manifest.functions) {
+          if (this.builtins.has(f.id)) continue;
+          const rec: FunctionRecord = { id: f.id, kind: "edge", owner: name };
+          if (f.description !== undefined) rec.description = f.description;
+          if (f.request_format !== undefined) rec.request_format = f.request_format;
+          if (f.response_format !== undefined) rec.response_format = f.response_format;
+          if (f.metadata !== undefined) rec.metadata = f.metadata;
+          this.catalog.putFunction(rec);
+        }
+        const keepTriggers = new Set(manifest.triggers.map((t) => t.id));
+        for (const t of [...this.catalog.triggers.values()]) if (t.owner === owner && !keepTriggers.has(t.id)) this.removeTrigger(t.id);
+        for (const t of manifest.triggers) {
+          const err = this.registerTrigger(owner, { id: t.id, trigger_type: t.trigger_type, function_id: t.function_id, config: t.config ?? null, metadata: t.metadata });
+          if (err) this.ports.log.warn("edge host trigger refused", { host: name, id: t.id, ...err });
+        }
+      }
+      this.functionsMaybeChanged();
+    };
+    this.edgeRefresh = run().finally(() => {
+      this.edgeRefresh = null;
+    });
+    return this.edgeRefresh;
+  }
+
+  // ---------------------------------------------------------------- alarm
+
+  rearmAlarm(): void {
+    let next: number | null = null;
+    for (const c of this.alarmClients) {
+      const due = c.nextDue();
+      if (due !== null && (next === null || due < next)) next = due;
+    }
+    if (next !== null) this.ports.alarm.request(next);
+  }
+
+  async alarm(): Promise<void> {
+    const now = this.ports.clock.now();
+    for (const c of this.alarmClients) {
+      const due = c.nextDue();
+      if (due !== null && due <= now) {
+        try {
+          await c.run(now);
+        } catch (e) {
+          this.ports.log.warn("alarm client failed", { error: String(e) });
+        }
+      }
+    }
+    this.rearmAlarm();
+  }
+}
+
+export { IIIError };

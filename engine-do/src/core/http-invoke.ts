@@ -1,0 +1,262 @@
+// HTTP-invoked functions (wire-protocol.md §9): URL validation and the outbound request with its
+// response mapping. Plain TypeScript over web standard APIs (fetch, crypto.subtle, URL); the
+// engine's dispatcher calls `invokeHttpFunction` for functions registered with `invocation`.
+import { MAX_FRAME_BYTES, DEFAULT_INVOKE_TIMEOUT_MS, type ErrorBody, type HttpInvocation } from "../../../protocol/src/index.ts";
+
+export interface UrlPolicy {
+  /** Allow http and private/loopback targets (local development, tests). */
+  allowPrivate: boolean;
+  /** Host names allowed (`example.com`, `*.example.com`); absent or `["*"]` = any public host. */
+  allowlist?: string[];
+}
+
+export type UrlCheck = { ok: true } | { ok: false; message: string };
+
+/** Host names that always mean "this machine" or a cloud metadata service. */
+const BLOCKED_NAMES = new Set(["localhost", "localhost.localdomain", "metadata", "metadata.google.internal", "instance-data", "ip6-localhost", "ip6-loopback"]);
+/** Suffixes of names that resolve only inside a host or a private network. */
+const BLOCKED_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa"];
+
+/** IPv4 ranges that are not public unicast: [first octets as number, prefix length, what]. */
+const BLOCKED_V4: [string, number, string][] = [
+  ["0.0.0.0", 8, "this network"],
+  ["10.0.0.0", 8, "private"],
+  ["100.64.0.0", 10, "carrier-grade NAT"],
+  ["127.0.0.0", 8, "loopback"],
+  ["169.254.0.0", 16, "link-local / cloud metadata"],
+  ["172.16.0.0", 12, "private"],
+  ["192.0.0.0", 24, "IETF protocol assignments"],
+  ["192.0.2.0", 24, "documentation"],
+  ["192.168.0.0", 16, "private"],
+  ["198.18.0.0", 15, "benchmarking"],
+  ["198.51.100.0", 24, "documentation"],
+  ["203.0.113.0", 24, "documentation"],
+  ["224.0.0.0", 4, "multicast"],
+  ["240.0.0.0", 4, "reserved / broadcast"],
+];
+
+function v4ToInt(ip: string): number | null {
+  const parts = ip.split(".");
+  if (parts.length !== 4) return null;
+  let n = 0;
+  for (const p of parts) {
+    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) return null;
+    n = n * 256 + Number(p);
+  }
+  return n;
+}
+
+function blockedV4(ip: string): string | null {
+  const n = v4ToInt(ip);
+  if (n === null) return null;
+  for (const [base, bits, what] of BLOCKED_V4) {
+    const b = v4ToInt(base) ?? 0;
+    const size = 2 ** (32 - bits);
+    if (n >= b && n < b + size) return what;
+  }
+  return null;
+}
+
+/** Parse an IPv6 literal as serialised by the URL parser (hex hextets, no dotted tail, no
+ * brackets) into 8 numbers. */
+function parseV6(ip: string): number[] | null {
+  const halves = ip.split("::");
+  if (halves.length > 2) return null;
+  const nums = (part: string) => (part === "" ? [] : part.split(":").map((h) => (/^[0-9a-f]{1,4}$/i.test(h) ? parseInt(h, 16) : NaN)));
+  const head = nums(halves[0]);
+  const rest = halves.length === 2 ? nums(halves[1]) : [];
+  if ([...head, ...rest].some(Number.isNaN)) return null;
+  if (halves.length === 1) return head.length === 8 ? head : null;
+  const fill = 8 - head.length - rest.length;
+  if (fill < 0) return null;
+  return [...head, ...new Array<number>(fill).fill(0), ...rest];
+}
+
+function blockedV6(ip: string): string | null {
+  const w = parseV6(ip);
+  if (!w) return "unparseable IPv6 address";
+  const embedded = () => `${w[6] >> 8}.${w[6] & 255}.${w[7] >> 8}.${w[7] & 255}`;
+  if (w.every((x) => x === 0)) return "unspecified";
+  if (w.slice(0, 7).every((x) => x === 0) && w[7] === 1) return "loopback";
+  // ::ffff:a.b.c.d (IPv4-mapped), ::a.b.c.d (IPv4-compatible), 64:ff9b::a.b.c.d (NAT64): judge the IPv4.
+  if (w.slice(0, 5).every((x) => x === 0) && (w[5] === 0xffff || w[5] === 0)) return blockedV4(embedded()) ?? null;
+  if (w[0] === 0x64 && w[1] === 0xff9b && w.slice(2, 6).every((x) => x === 0)) return blockedV4(embedded()) ?? null;
+  if ((w[0] & 0xfe00) === 0xfc00) return "unique local (private)";
+  if ((w[0] & 0xffc0) === 0xfe80) return "link-local";
+  if ((w[0] & 0xffc0) === 0xfec0) return "site-local";
+  if ((w[0] & 0xff00) === 0xff00) return "multicast";
+  if (w[0] === 0x2001 && w[1] === 0x0db8) return "documentation";
+  return null;
+}
+
+function hostAllowed(host: string, allowlist: string[] | undefined): boolean {
+  if (!allowlist || allowlist.length === 0 || allowlist.includes("*")) return true;
+  return allowlist.some((entry) => {
+    const e = entry.toLowerCase();
+    if (e.startsWith("*.")) return host.endsWith(e.slice(1)) && host.length > e.length - 1;
+    return host === e;
+  });
+}
+
+/**
+ * Decide whether the engine may call `url` (§9 default policy): https only, no loopback, private,
+ * link-local, CGNAT or metadata targets (IPv4-mapped IPv6 unwrapped), unless `allowPrivate`.
+ * Decimal, hex and octal IPv4 forms are normalised by the WHATWG URL parser before the check.
+ * Names are checked as written: a public name that resolves to a private address is not caught
+ * here (Workers' fetch cannot reach private networks in production anyway).
+ */
+export function validateInvocationUrl(url: string, policy: UrlPolicy): UrlCheck {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return { ok: false, message: `not a valid URL: ${url.slice(0, 200)}` };
+  }
+  if (u.protocol !== "https:" && !(policy.allowPrivate && u.protocol === "http:")) {
+    return { ok: false, message: `${u.protocol} is not allowed (https required${policy.allowPrivate ? " or http" : ""})` };
+  }
+  if (u.username || u.password) return { ok: false, message: "credentials in the URL are not allowed; use auth" };
+  const host = u.hostname.toLowerCase().replace(/\.$/, "");
+  if (!host) return { ok: false, message: "URL has no host" };
+  if (!hostAllowed(host, policy.allowlist)) return { ok: false, message: `host ${host} is not in the allowlist` };
+  if (policy.allowPrivate) return { ok: true };
+  if (host.startsWith("[")) {
+    const why = blockedV6(host.slice(1, -1));
+    return why ? { ok: false, message: `${host} is a ${why} address` } : { ok: true };
+  }
+  if (/^[\d.]+$/.test(host)) {
+    if (v4ToInt(host) === null) return { ok: false, message: `${host} is not a valid IPv4 address` };
+    const why = blockedV4(host);
+    return why ? { ok: false, message: `${host} is a ${why} address` } : { ok: true };
+  }
+  if (BLOCKED_NAMES.has(host) || BLOCKED_SUFFIXES.some((s) => host.endsWith(s))) {
+    return { ok: false, message: `${host} names a local or metadata host` };
+  }
+  if (!host.includes(".")) return { ok: false, message: `${host} is a single-label (intranet) name` };
+  return { ok: true };
+}
+
+export interface HttpInvokeOptions {
+  /** Engine environment: auth `*_key` values name entries here. */
+  secrets: Record<string, string | undefined>;
+  /** Sent as `x-iii-Invocation-ID`. */
+  invocationId: string;
+  now?: () => number;
+  fetch?: typeof fetch;
+  /** When `invocation.timeout_ms` is absent (default 30 s, as iii). */
+  defaultTimeoutMs?: number;
+  /** Re-check the URL before calling (the engine also checks at registration). */
+  urlPolicy?: UrlPolicy;
+}
+
+const encoder = new TextEncoder();
+
+function base64(bytes: Uint8Array): string {
+  let bin = "";
+  const CHUNK = 0x8000;
+  for (let i = 0; i < bytes.length; i += CHUNK) bin += String.fromCharCode(...bytes.subarray(i, i + CHUNK));
+  return btoa(bin);
+}
+
+async function hmacHex(secret: string, message: string): Promise<string> {
+  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = await crypto.subtle.sign("HMAC", key, encoder.encode(message));
+  return Array.from(new Uint8Array(mac), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function isErrorBody(v: unknown): v is ErrorBody {
+  return !!v && typeof v === "object" && typeof (v as ErrorBody).code === "string";
+}
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false };
+  }
+}
+
+/** Call an HTTP-invoked function once and map its response (§9). Never throws. */
+export async function invokeHttpFunction(
+  fn: { id: string; invocation: HttpInvocation },
+  data: unknown,
+  opts: HttpInvokeOptions,
+): Promise<{ result?: unknown } | { error: ErrorBody }> {
+  const inv = fn.invocation;
+  if (opts.urlPolicy) {
+    const check = validateInvocationUrl(inv.url, opts.urlPolicy);
+    if (!check.ok) return { error: { code: "url_validation_failed", message: check.message } };
+  }
+  const method = inv.method ?? "POST";
+  // fetch refuses a body on GET; such a function gets its data nowhere but is still signed
+  // (over the empty body).
+  const bodyText = method === "GET" ? "" : JSON.stringify(data ?? null);
+  const bodyBytes = encoder.encode(bodyText);
+  const timestamp = String(Math.floor((opts.now ?? Date.now)() / 1000));
+  const headers = new Headers({
+    "Content-Type": "application/json",
+    "x-iii-Function-Path": fn.id,
+    "x-iii-Invocation-ID": opts.invocationId,
+    "x-iii-Timestamp": timestamp,
+  });
+  for (const [k, v] of Object.entries(inv.headers ?? {})) headers.set(k, v);
+  const auth = inv.auth;
+  if (auth) {
+    const key = auth.type === "hmac" ? auth.secret_key : auth.type === "bearer" ? auth.token_key : auth.value_key;
+    const secret = opts.secrets[key];
+    // Never send an unauthenticated request in place of an authenticated one.
+    if (!secret) return { error: { code: "http_request_failed", message: `auth secret ${key} is not set on the engine` } };
+    if (auth.type === "hmac") headers.set("x-iii-Signature", `sha256=${await hmacHex(secret, `${timestamp}:${base64(bodyBytes)}`)}`);
+    else if (auth.type === "bearer") headers.set("Authorization", `Bearer ${secret}`);
+    else headers.set(auth.header, secret);
+  }
+
+  const timeoutMs = inv.timeout_ms ?? opts.defaultTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  const doFetch = opts.fetch ?? fetch;
+  let status: number;
+  let text: string;
+  try {
+    const res = await doFetch(inv.url, {
+      method,
+      headers,
+      body: method === "GET" ? undefined : bodyBytes,
+      redirect: "manual", // §9: redirects are not followed
+      signal: controller.signal,
+    });
+    status = res.status;
+    const buf = await res.arrayBuffer();
+    // A result must fit in one frame back to the caller.
+    if (buf.byteLength > MAX_FRAME_BYTES) {
+      return { error: { code: "http_response_failed", message: `response of ${buf.byteLength} bytes exceeds ${MAX_FRAME_BYTES}` } };
+    }
+    text = new TextDecoder().decode(buf);
+  } catch (err) {
+    if (controller.signal.aborted) return { error: { code: "http_request_failed", message: `${fn.id}: no response within ${timeoutMs} ms` } };
+    return { error: { code: "http_request_failed", message: `${fn.id}: ${err instanceof Error ? err.message : String(err)}` } };
+  } finally {
+    clearTimeout(timer);
+  }
+
+  const empty = text.trim() === "";
+  if (status >= 200 && status < 300) {
+    if (empty) return {};
+    const parsed = parseJson(text);
+    return parsed.ok ? { result: parsed.value } : { error: { code: "invalid_response", message: `${fn.id}: HTTP ${status} with a non-JSON body` } };
+  }
+  if (status >= 300 && status < 400) {
+    const parsed = empty ? { ok: false as const } : parseJson(text);
+    return parsed.ok ? { result: parsed.value } : {};
+  }
+  if (status >= 400) {
+    const parsed = empty ? { ok: false as const } : parseJson(text);
+    if (parsed.ok && parsed.value && typeof parsed.value === "object") {
+      const e = (parsed.value as { error?: unknown }).error;
+      if (isErrorBody(e)) return { error: { code: e.code, message: typeof e.message === "string" ? e.message : `HTTP ${status}` } };
+    }
+    return { error: { code: "http_error", message: `HTTP ${status}` } };
+  }
+  // Status 0 (an opaque redirect in browsers) or 1xx: nothing usable came back.
+  return { error: { code: "http_response_failed", message: `${fn.id}: unexpected HTTP status ${status}` } };
+}

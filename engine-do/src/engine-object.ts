@@ -1,0 +1,174 @@
+// The Engine Durable Object: a thin shell that adapts workerd (hibernatable WebSockets, SQLite,
+// the alarm, RPC) to the plain core in ./core. One object per iii namespace.
+import { DurableObject } from "cloudflare:workers";
+import { z } from "zod";
+import type { EngineFrame } from "../../protocol/src/index.ts";
+import { EngineCore } from "./core/engine.ts";
+import { installEngine } from "./core/install.ts";
+import type { CallOutcome, Conn, EdgeHost, EnginePorts } from "./core/ports.ts";
+import type { RpcTriggerRequest } from "./rpc-types.ts";
+
+/** What a socket carries through hibernation; validated before it is trusted. */
+const attachment = z.object({
+  v: z.literal(1),
+  kind: z.enum(["worker", "otel"]),
+  worker_id: z.string(),
+});
+type Attachment = z.infer<typeof attachment>;
+
+class SocketConn implements Conn {
+  readonly workerId: string;
+  private readonly ws: WebSocket;
+  constructor(ws: WebSocket, workerId: string) {
+    this.ws = ws;
+    this.workerId = workerId;
+  }
+  send(frame: EngineFrame): boolean {
+    try {
+      this.ws.send(JSON.stringify(frame));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  close(code: number, reason: string): void {
+    try {
+      this.ws.close(code, reason);
+    } catch {
+      // already closed
+    }
+  }
+}
+
+export class Engine extends DurableObject<Env> {
+  private readonly core: EngineCore;
+  private readonly conns = new WeakMap<WebSocket, SocketConn>();
+  private alarmAt: number | null = null;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    const sql = ctx.storage.sql;
+    const edgeHosts: Record<string, EdgeHost> = {};
+    for (const name of (env.EDGE_HOSTS ?? "").split(",").map((s) => s.trim()).filter(Boolean)) {
+      const binding = (env as unknown as Record<string, unknown>)[name];
+      if (binding) edgeHosts[name] = binding as EdgeHost;
+    }
+    const ports: EnginePorts = {
+      namespace: ctx.id.name ?? "default",
+      sql: {
+        exec: (q, ...b) => sql.exec(q, ...b).toArray() as never,
+        transaction: (fn) => ctx.storage.transactionSync(fn),
+      },
+      clock: { now: () => Date.now() },
+      timers: { set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as number) },
+      alarm: { request: (at) => this.requestAlarm(at) },
+      log: {
+        info: (msg, fields) => console.log(JSON.stringify({ level: "info", msg, ...fields })),
+        warn: (msg, fields) => console.warn(JSON.stringify({ level: "warn", msg, ...fields })),
+      },
+      newId: () => crypto.randomUUID(),
+      background: (p) => ctx.waitUntil(p.catch((e) => console.error("background task failed", e))),
+      edgeHosts,
+    };
+    this.core = new EngineCore(ports);
+    installEngine(this.core, env);
+    // A JSON ping is answered by the runtime without waking the object (§2.4); protocol-level
+    // pings are answered by workerd itself.
+    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair('{"type":"ping"}', '{"type":"pong"}'));
+    ctx.blockConcurrencyWhile(async () => {
+      this.alarmAt = await ctx.storage.getAlarm();
+      const live: Conn[] = [];
+      for (const ws of ctx.getWebSockets()) {
+        const c = this.connFor(ws);
+        if (c) live.push(c);
+      }
+      this.core.start(live);
+    });
+  }
+
+  private connFor(ws: WebSocket): SocketConn | undefined {
+    let c = this.conns.get(ws);
+    if (c) return c;
+    const a = attachment.safeParse(ws.deserializeAttachment());
+    if (!a.success || a.data.kind !== "worker") return undefined;
+    c = new SocketConn(ws, a.data.worker_id);
+    this.conns.set(ws, c);
+    return c;
+  }
+
+  private requestAlarm(at: number): void {
+    if (this.alarmAt !== null && this.alarmAt <= at && this.alarmAt > Date.now() - 1000) return;
+    this.alarmAt = at;
+    void this.ctx.storage.setAlarm(at);
+  }
+
+  override async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
+      if (url.pathname.endsWith("/_iii/health")) return Response.json({ ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size });
+      return Response.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, { status: 404 });
+    }
+    const pair = new WebSocketPair();
+    const [client, server] = [pair[0], pair[1]];
+    const isOtel = url.pathname.endsWith("/otel");
+    const workerId = crypto.randomUUID();
+    const a: Attachment = { v: 1, kind: isOtel ? "otel" : "worker", worker_id: workerId };
+    this.ctx.acceptWebSocket(server, [a.kind]);
+    server.serializeAttachment(a);
+    if (!isOtel) {
+      const conn = new SocketConn(server, workerId);
+      this.conns.set(server, conn);
+      this.core.connect(conn, crypto.randomUUID());
+    }
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    const conn = this.connFor(ws);
+    if (!conn) return; // telemetry socket: accepted and dropped (§11)
+    this.core.message(conn, message);
+  }
+
+  override async webSocketClose(ws: WebSocket, code: number): Promise<void> {
+    const conn = this.connFor(ws);
+    if (conn) this.core.disconnect(conn.workerId);
+    try {
+      ws.close(code === 1005 || code === 1006 ? 1000 : code, "closing");
+    } catch {
+      // already closed
+    }
+  }
+
+  override async webSocketError(ws: WebSocket): Promise<void> {
+    const conn = this.connFor(ws);
+    if (conn) this.core.disconnect(conn.workerId);
+  }
+
+  override async alarm(): Promise<void> {
+    this.alarmAt = null;
+    await this.core.alarm();
+  }
+
+  // ------------------------------------------------------------------ RPC (sdk-edge, front door)
+
+  /** Call a function from a Worker or DO without a socket. Never throws for call failures. */
+  async trigger(req: RpcTriggerRequest): Promise<CallOutcome> {
+    if (!req || typeof req.function_id !== "string" || !req.function_id) {
+      return { ok: false, error: { code: "invalid_frame", message: "function_id is required" } };
+    }
+    if (req.action?.type === "enqueue") {
+      return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: req.payload ?? null, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage });
+    }
+    const call = this.core.invoke({ function_id: req.function_id, data: req.payload ?? null, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage, timeoutMs: req.timeout_ms });
+    if (req.action?.type === "void") {
+      this.ctx.waitUntil(call);
+      return { ok: true };
+    }
+    return call;
+  }
+
+  /** For the front door (HTTP triggers and the engine API): the core, in this object. */
+  async health(): Promise<{ ok: true; namespace: string; workers: number; functions: number }> {
+    return { ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size };
+  }
+}

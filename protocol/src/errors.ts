@@ -1,0 +1,75 @@
+// The closed set of error codes iii-edge puts on the wire (design/style.md §3). The iii codes come
+// first and keep their iii spelling; iii-edge additions follow. Anything thrown is normalised once
+// into an ErrorBody by `toErrorBody`, keeping its message and stack.
+import type { ErrorBody } from "./frames.ts";
+
+export const ERROR_CODES = [
+  // iii (wire-protocol.md §4.9)
+  "function_not_found",
+  "invocation_failed",
+  "function_not_invokable",
+  "invocation_stopped",
+  "invocation_error",
+  "channel_send_failed",
+  "enqueue_error",
+  "FORBIDDEN",
+  "deserialization_error",
+  "serialization_error",
+  "trigger_registration_failed",
+  "trigger_type_not_found",
+  "timeout",
+  "NOT_FOUND",
+  "INVALID_ARGUMENTS",
+  "VALUE_TOO_LARGE",
+  "SET_ERROR",
+  "GET_ERROR",
+  "DELETE_ERROR",
+  "UPDATE_ERROR",
+  "LIST_ERROR",
+  "topic_not_set",
+  "url_validation_failed",
+  "http_request_failed",
+  "http_response_failed",
+  "invalid_response",
+  "http_error",
+  // iii-edge
+  "invalid_frame",
+  "frame_too_large",
+  "rate_limited",
+  "invalid_input",
+  "not_connected",
+  "queue_not_found",
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/** An error that knows its wire code. Throw it from a handler or built-in to choose the code. */
+export class IIIError extends Error {
+  readonly code: string;
+  constructor(code: ErrorCode | (string & {}), message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "IIIError";
+    this.code = code;
+  }
+  toBody(): ErrorBody {
+    return { code: this.code, message: this.message };
+  }
+}
+
+/**
+ * Normalise anything thrown into an ErrorBody. An object with a string `code` keeps it (so
+ * `IIIError`, sandbox errors and remote errors pass through); everything else becomes `fallback`.
+ */
+export function toErrorBody(thrown: unknown, fallback: ErrorCode = "invocation_failed"): ErrorBody {
+  if (thrown instanceof Error) {
+    const own = (thrown as unknown as { code?: unknown }).code;
+    const code = typeof own === "string" ? own : fallback;
+    const body: ErrorBody = { code, message: thrown.message };
+    if (thrown.stack && !(thrown instanceof IIIError)) body.stacktrace = thrown.stack;
+    return body;
+  }
+  if (thrown && typeof thrown === "object" && typeof (thrown as ErrorBody).code === "string") {
+    const t = thrown as ErrorBody;
+    return { code: t.code, message: String(t.message ?? t.code) };
+  }
+  return { code: fallback, message: String(thrown) };
+}

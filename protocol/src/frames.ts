@@ -1,0 +1,208 @@
+// The iii wire protocol (shared/spec/wire-protocol.md §3), once. The engine and both SDKs parse
+// every inbound frame with these schemas and build every outbound frame with these types.
+// Unknown fields are ignored (iii-sdk 0.22.1 leaks `message_type` into several frames), so object
+// schemas are non-strict; absent optional fields stay absent.
+import { z } from "zod";
+
+/** JSON value carried in `data`, `result`, `config`, `metadata`. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export const json: z.ZodType<Json> = z.lazy(() =>
+  z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(json), z.record(z.string(), json)]),
+);
+/** Anything JSON.parse produced; structure is checked where it matters, not here. */
+const anyJson = z.unknown();
+const nonEmpty = z.string().min(1).max(512);
+const optString = z.string().optional();
+const jsonObject = z.record(z.string(), z.unknown());
+
+export const errorBody = z.object({
+  code: z.string(),
+  message: z.string(),
+  stacktrace: z.string().optional(),
+});
+export type ErrorBody = z.infer<typeof errorBody>;
+
+export const workerRegistered = z.object({
+  type: z.literal("workerregistered"),
+  worker_id: z.string(),
+  reattach_token: z.string().optional(),
+});
+
+export const reattach = z.object({
+  type: z.literal("reattach"),
+  previous_worker_id: z.string(),
+  reattach_token: z.string().optional(),
+});
+
+/** iii's HTTP-invoked function registration (§9). */
+export const httpInvocation = z.object({
+  url: z.string().min(1),
+  method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]).optional(),
+  timeout_ms: z.number().int().positive().optional(),
+  headers: z.record(z.string(), z.string()).optional(),
+  auth: z
+    .discriminatedUnion("type", [
+      z.object({ type: z.literal("hmac"), secret_key: z.string() }),
+      z.object({ type: z.literal("bearer"), token_key: z.string() }),
+      z.object({ type: z.literal("api_key"), header: z.string(), value_key: z.string() }),
+    ])
+    .optional(),
+});
+export type HttpInvocation = z.infer<typeof httpInvocation>;
+
+export const registerFunction = z.object({
+  type: z.literal("registerfunction"),
+  id: nonEmpty,
+  description: optString,
+  request_format: anyJson.optional(),
+  response_format: anyJson.optional(),
+  metadata: jsonObject.optional(),
+  invocation: httpInvocation.optional(),
+});
+
+export const unregisterFunction = z.object({ type: z.literal("unregisterfunction"), id: nonEmpty });
+
+export const registerTriggerType = z.object({
+  type: z.literal("registertriggertype"),
+  id: nonEmpty,
+  description: z.string().optional(),
+  trigger_request_format: anyJson.optional(),
+  call_request_format: anyJson.optional(),
+});
+
+export const unregisterTriggerType = z.object({
+  type: z.literal("unregistertriggertype"),
+  id: nonEmpty,
+  description: optString,
+});
+
+export const registerTrigger = z.object({
+  type: z.literal("registertrigger"),
+  id: nonEmpty,
+  trigger_type: nonEmpty,
+  function_id: nonEmpty,
+  /** Missing config is treated as null (the SDK drops `undefined`). */
+  config: anyJson.optional(),
+  metadata: anyJson.optional(),
+});
+
+export const unregisterTrigger = z.object({
+  type: z.literal("unregistertrigger"),
+  id: nonEmpty,
+  trigger_type: optString,
+});
+
+export const triggerRegistrationResult = z.object({
+  type: z.literal("triggerregistrationresult"),
+  id: z.string(),
+  trigger_type: z.string(),
+  function_id: z.string(),
+  error: errorBody.optional(),
+});
+
+export const triggerAction = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("void") }),
+  z.object({
+    type: z.literal("enqueue"),
+    queue: z.string().min(1).max(256),
+    /** iii-edge extension: a repeat with the same key returns the first receipt. */
+    idempotency_key: z.string().min(1).max(256).optional(),
+  }),
+]);
+export type TriggerAction = z.infer<typeof triggerAction>;
+
+export const invokeFunction = z.object({
+  type: z.literal("invokefunction"),
+  invocation_id: z.string().min(1).max(128).optional(),
+  function_id: nonEmpty,
+  /** Missing data is treated as null (iii-sdk omits `undefined` payloads). */
+  data: anyJson.optional(),
+  metadata: anyJson.optional(),
+  traceparent: optString,
+  baggage: optString,
+  action: triggerAction.optional(),
+  /** iii-edge extension: the engine-side deadline for this call (default 30 s). */
+  timeout_ms: z.number().int().positive().max(15 * 60_000).optional(),
+});
+
+export const invocationResult = z.object({
+  type: z.literal("invocationresult"),
+  invocation_id: z.string().min(1).max(128),
+  function_id: z.string(),
+  result: anyJson.optional(),
+  error: errorBody.optional(),
+  traceparent: optString,
+  baggage: optString,
+});
+
+export const registerService = z.object({
+  type: z.literal("registerservice"),
+  id: nonEmpty,
+  name: optString,
+  description: optString,
+  parent_service_id: optString,
+});
+
+export const ping = z.object({ type: z.literal("ping") });
+export const pong = z.object({ type: z.literal("pong") });
+
+/** E→W: a frame the engine could not take (iii-edge; the iii SDKs ignore unknown types). */
+export const errorFrame = z.object({ type: z.literal("error"), error: errorBody });
+
+/** Every frame a worker may send to the engine. */
+export const workerFrame = z.discriminatedUnion("type", [
+  reattach,
+  registerFunction,
+  unregisterFunction,
+  registerTriggerType,
+  unregisterTriggerType,
+  registerTrigger,
+  unregisterTrigger,
+  triggerRegistrationResult,
+  invokeFunction,
+  invocationResult,
+  registerService,
+  ping,
+  pong,
+  workerRegistered,
+]);
+export type WorkerFrame = z.infer<typeof workerFrame>;
+
+/** Every frame the engine may send to a worker. */
+export const engineFrame = z.discriminatedUnion("type", [
+  workerRegistered,
+  registerTrigger,
+  unregisterTrigger,
+  triggerRegistrationResult,
+  invokeFunction,
+  invocationResult,
+  ping,
+  pong,
+  errorFrame,
+]);
+export type EngineFrame = z.infer<typeof engineFrame>;
+
+export type RegisterFunction = z.infer<typeof registerFunction>;
+export type RegisterTrigger = z.infer<typeof registerTrigger>;
+export type RegisterTriggerType = z.infer<typeof registerTriggerType>;
+export type InvokeFunction = z.infer<typeof invokeFunction>;
+export type InvocationResult = z.infer<typeof invocationResult>;
+export type TriggerRegistrationResult = z.infer<typeof triggerRegistrationResult>;
+
+export const FRAME_TYPES = [
+  "workerregistered",
+  "reattach",
+  "registerfunction",
+  "unregisterfunction",
+  "registertriggertype",
+  "unregistertriggertype",
+  "registertrigger",
+  "unregistertrigger",
+  "triggerregistrationresult",
+  "invokefunction",
+  "invocationresult",
+  "registerservice",
+  "ping",
+  "pong",
+  "error",
+] as const;

@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+// `npm start`: apply D1 migrations to the local state, then run the engine Worker with wrangler
+// dev on 127.0.0.1:$PORT (default 8787). Local Durable Object, D1 and Queue state lives in
+// $III_STATE_DIR (default .wrangler/state); nothing reaches the network.
+import { spawn, spawnSync } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const port = process.env.PORT || "8787";
+const stateDir = path.resolve(root, process.env.III_STATE_DIR || ".wrangler/state");
+const wrangler = path.join(root, "node_modules", ".bin", "wrangler");
+// Offline: no update check, no telemetry, no Request.cf download (toolchain.md §8).
+// node_modules/.bin first, so wrangler runs on the Node 22 of the `node` devDependency.
+const env = { ...process.env, PATH: `${path.join(root, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
+
+const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir], {
+  cwd: root,
+  env: { ...env, CI: "1" },
+  stdio: ["ignore", "ignore", "inherit"],
+});
+if (migrate.status !== 0) {
+  console.error("D1 migrations failed");
+  process.exit(migrate.status ?? 1);
+}
+
+const args = ["dev", "--ip", "127.0.0.1", "--port", port, "--persist-to", stateDir, "--show-interactive-dev-session=false", "--log-level", process.env.III_LOG_LEVEL || "warn"];
+if (process.env.III_INSPECTOR_PORT) args.push("--inspector-port", process.env.III_INSPECTOR_PORT);
+if (process.env.III_DEV_VARS) for (const kv of process.env.III_DEV_VARS.split(",")) args.push("--var", kv);
+const child = spawn(wrangler, args, { cwd: root, env, stdio: "inherit" });
+console.log(`iii-edge engine starting on http://127.0.0.1:${port} (state: ${path.relative(root, stateDir) || "."})`);
+for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => child.kill(sig));
+child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

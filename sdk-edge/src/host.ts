@@ -1,0 +1,72 @@
+// Edge-hosted functions: a Worker declares functions and triggers once, is reached by a service
+// binding, and the engine invokes it by RPC — no socket held. The engine calls `iiiManifest()`
+// on start and on `engine::edge::refresh`, and `iiiInvoke()` for each call.
+//
+//   export class MyFunctions extends FunctionHost<Env> {
+//     protected register() {
+//       this.function("my::hello", async ({ name }) => ({ greeting: `Hello ${name}` }),
+//         { description: "greets", input: z.object({ name: z.string() }) });
+//     }
+//   }
+import { WorkerEntrypoint } from "cloudflare:workers";
+import type { z } from "zod";
+import type { Schema } from "./client/core.ts";
+import type { FunctionOptions, OutputOf } from "./client/types.ts";
+import { HostRegistry, type HostContext, type HostHandler, type HostInvokeRequest, type HostInvokeResponse, type Manifest } from "./host-registry.ts";
+import { connectEngine, type EngineNamespaceLike } from "./rpc.ts";
+
+export type { HostContext, HostHandler, HostInvokeRequest, HostInvokeResponse, Manifest, ManifestFunction, ManifestTrigger } from "./host-registry.ts";
+export { connectEngine } from "./rpc.ts";
+
+export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> {
+  /** Name of the env binding of the engine's Durable Object namespace, for calls back. */
+  protected engineBinding = "ENGINE";
+  // ES-private so that nothing but iiiManifest/iiiInvoke is reachable over RPC.
+  #registry: HostRegistry<Env> | undefined;
+
+  /** Declare functions (`this.function`) and triggers (`this.trigger`). Runs once per instance. */
+  protected abstract register(): void;
+
+  /** Declare a zod-typed function: input validated (`invalid_input`), JSON Schema published. */
+  protected function<I extends Schema, O extends Schema | undefined = undefined>(
+    id: string,
+    handler: (data: z.output<I>, ctx: HostContext<Env>) => OutputOf<O> | Promise<OutputOf<O>>,
+    options: FunctionOptions & { input: I; output?: O },
+  ): void;
+  protected function(id: string, handler: HostHandler<Env>, options?: FunctionOptions): void;
+  protected function(id: string, handler: HostHandler<Env>, options?: FunctionOptions & { input?: Schema; output?: Schema }): void {
+    this.#declarations().function(id, handler, options);
+  }
+
+  /** Bind a trigger (id derived from the declaration unless given). */
+  protected trigger(t: { trigger_type: string; function_id: string; config?: unknown; metadata?: unknown; id?: string }): void {
+    this.#declarations().trigger(t);
+  }
+
+  #declarations(): HostRegistry<Env> {
+    this.#registry ??= new HostRegistry<Env>();
+    return this.#registry;
+  }
+
+  #loaded(): HostRegistry<Env> {
+    if (!this.#registry) {
+      this.#registry = new HostRegistry<Env>();
+      this.register();
+    }
+    return this.#registry;
+  }
+
+  async iiiManifest(): Promise<Manifest> {
+    return this.#loaded().manifest();
+  }
+
+  async iiiInvoke(req: HostInvokeRequest): Promise<HostInvokeResponse> {
+    const registry = this.#loaded();
+    const env = this.env;
+    const binding = (env as Record<string, unknown> | undefined)?.[this.engineBinding] as EngineNamespaceLike | undefined;
+    return registry.invoke(req, env, async (request, trace) => {
+      if (!binding) throw new Error(`env.${this.engineBinding} is not bound: this host cannot call the engine`);
+      return connectEngine(binding, { namespace: req.namespace, trace }).trigger(request);
+    });
+  }
+}

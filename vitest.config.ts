@@ -1,0 +1,9 @@
+import { defineConfig } from "vitest/config";
+
+// One project per layer (see design/style.md §8): workerd tests for the DO, node e2e against
+// `npm start`, interop with the real iii-sdk, real Chromium, and the sandbox host's microVMs.
+export default defineConfig({
+  test: {
+    projects: ["tests/*/vitest.config.ts", "workers/*/vitest.config.ts"],
+  },
+});

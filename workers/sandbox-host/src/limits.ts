@@ -1,0 +1,75 @@
+// Every bound the sandbox host enforces, with the reason for its value. Host caps (memory, vCPUs,
+// sandbox count) are defaults that `main.ts` flags can lower or raise.
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** Bytes kept per output stream (stdout, stderr) of one exec; the rest is counted as truncated.
+ * Both streams plus JSON escaping must fit the engine's 1 MiB frame (protocol MAX_FRAME_BYTES),
+ * and a model gains nothing from more than a few hundred KiB of log. */
+export const OUTPUT_LIMIT_BYTES = 256 * KiB;
+
+/** Budget for the JSON text of one exec result: under the engine's 1 MiB frame with room for the
+ * invocation envelope. Output that JSON-escapes badly (control bytes) is trimmed further to fit. */
+export const RESULT_JSON_BUDGET_BYTES = 900 * KiB;
+
+/** Largest file write_file accepts and read_file returns. Carried as base64 (4/3 larger) in one
+ * engine frame of at most 1 MiB. */
+export const FILE_LIMIT_BYTES = 512 * KiB;
+
+/** Largest stdin for one exec, same frame reason as FILE_LIMIT_BYTES. */
+export const STDIN_LIMIT_BYTES = 512 * KiB;
+
+/** Longest command line (command plus quoted args, cwd and env) in bytes. */
+export const COMMAND_LIMIT_BYTES = 64 * KiB;
+
+/** Default exec deadline: below the engine's default 30 s invocation timeout, so a command that
+ * hits it still returns its partial output to a caller that kept the default. */
+export const DEFAULT_EXEC_TIMEOUT_MS = 20_000;
+/** Longest exec deadline; callers asking for more must also raise their own trigger timeout. */
+export const MAX_EXEC_TIMEOUT_MS = 15 * 60_000;
+
+/** How long the host waits past an exec's deadline for the guest agent's answer before it
+ * declares the guest hung and kills the VM. Covers the guest's own kill and reap under TCG. */
+export const AGENT_GRACE_MS = 5_000;
+/** Deadline for write_file / read_file / ping answers from the agent. */
+export const AGENT_FILE_TIMEOUT_MS = 30_000;
+
+/** Guest RAM. 96 MiB is the smallest that boots the Debian cloud kernel (80 does not). */
+export const MIN_MEMORY_MB = 96;
+export const DEFAULT_MEMORY_MB = 128;
+/** Host cap on one sandbox's RAM (flag --max-memory-mb). */
+export const DEFAULT_MAX_MEMORY_MB = 1024;
+
+export const DEFAULT_VCPUS = 1;
+
+/** Size of each of the guest's /tmp and /root tmpfs: the sandbox's disk. tmpfs lives in guest
+ * RAM, so it can never exceed memory_mb in practice. */
+export const DEFAULT_DISK_MB = 64;
+export const MIN_DISK_MB = 1;
+export const MAX_DISK_MB = 1024;
+
+/** Idle time after which a sandbox is destroyed (its `timeout_s`). */
+export const DEFAULT_IDLE_TIMEOUT_S = 300;
+export const MAX_IDLE_TIMEOUT_S = 24 * 3600;
+
+/** Concurrent VM boots. Booting under TCG is CPU-bound (about 1.4 s of CPU each), so more than
+ * one per core only makes every boot slower. */
+export const DEFAULT_MAX_CONCURRENT_BOOTS = 2;
+/** Booted, unclaimed VMs kept ready. One hides the cold boot for the next create on a 2-core box. */
+export const DEFAULT_POOL_SIZE = 1;
+/** Live sandboxes per host. A TCG VM costs about 150 MB; 32 leaves most of a small host free. */
+export const DEFAULT_MAX_SANDBOXES = 32;
+
+/** Requests queued behind the running one on a single sandbox (the agent does one at a time). */
+export const MAX_QUEUED_PER_SANDBOX = 8;
+
+/** Deadline for a VM to boot and its agent to say ready. Generous: boots on a busy 2-core CI box
+ * under TCG take 2–3 s each, and several may queue. */
+export const BOOT_TIMEOUT_MS = 60_000;
+
+/** Env vars per sandbox/exec and their total size. */
+export const MAX_ENV_VARS = 256;
+
+/** Crashed/reaped ids remembered so a later call says why the sandbox is gone. */
+export const TOMBSTONES_KEPT = 1024;
