@@ -2,8 +2,9 @@
 // the alarm, RPC) to the plain core in ./core. One object per iii namespace.
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
-import type { EngineFrame } from "../../protocol/src/index.ts";
+import type { EngineFrame, HttpInvocation } from "../../protocol/src/index.ts";
 import { EngineCore } from "./core/engine.ts";
+import { invokeHttpFunction, validateInvocationUrl, type UrlPolicy } from "./core/http-invoke.ts";
 import { installEngine } from "./core/install.ts";
 import type { CallOutcome, Conn, EdgeHost, EnginePorts } from "./core/ports.ts";
 import type { RpcTriggerRequest } from "./rpc-types.ts";
@@ -40,6 +41,35 @@ class SocketConn implements Conn {
   }
 }
 
+/** HTTP-invoked functions (wire-protocol §9): secrets are the engine's own env vars, named by the
+ * registration; private and loopback targets only with ALLOW_PRIVATE_HTTP_FUNCTIONS=true. */
+function secretName(inv: HttpInvocation): string | undefined {
+  const a = inv.auth;
+  return a?.type === "hmac" ? a.secret_key : a?.type === "bearer" ? a.token_key : a?.type === "api_key" ? a.value_key : undefined;
+}
+
+function httpFunctionsPort(env: Env): NonNullable<EnginePorts["httpFunctions"]> {
+  const vars = env as unknown as Record<string, unknown>;
+  const policy: UrlPolicy = { allowPrivate: env.ALLOW_PRIVATE_HTTP_FUNCTIONS === "true" };
+  const secret = (name: string) => (typeof vars[name] === "string" ? (vars[name] as string) : undefined);
+  return {
+    validate(inv) {
+      const url = validateInvocationUrl(inv.url, policy);
+      if (!url.ok) return url;
+      const key = secretName(inv);
+      if (key !== undefined && secret(key) === undefined) return { ok: false, message: `the engine has no secret named ${key}` };
+      return { ok: true };
+    },
+    async invoke(fn, data, invocationId) {
+      const secrets: Record<string, string | undefined> = {};
+      const key = secretName(fn.invocation);
+      if (key) secrets[key] = secret(key);
+      const r = await invokeHttpFunction(fn, data, { secrets, invocationId, urlPolicy: policy });
+      return "error" in r ? { ok: false, error: r.error } : { ok: true, result: r.result };
+    },
+  };
+}
+
 export class Engine extends DurableObject<Env> {
   private readonly core: EngineCore;
   private readonly conns = new WeakMap<WebSocket, SocketConn>();
@@ -69,6 +99,7 @@ export class Engine extends DurableObject<Env> {
       newId: () => crypto.randomUUID(),
       background: (p) => ctx.waitUntil(p.catch((e) => console.error("background task failed", e))),
       edgeHosts,
+      httpFunctions: httpFunctionsPort(env),
     };
     this.core = new EngineCore(ports);
     installEngine(this.core, env);

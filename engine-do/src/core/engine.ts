@@ -338,7 +338,7 @@ export class EngineCore {
     const existing = this.catalog.functions.get(f.id);
     if (existing?.owner !== conn.workerId && !this.checkQuota(conn)) return;
     if (f.invocation) {
-      const check = this.ports.httpFunctions?.validate(f.invocation.url) ?? { ok: false as const, message: "HTTP-invoked functions are not enabled" };
+      const check = this.ports.httpFunctions?.validate(f.invocation) ?? { ok: false as const, message: "HTTP-invoked functions are not enabled" };
       if (!check.ok) {
         conn.send({ type: "error", error: { code: "url_validation_failed", message: `${f.id}: ${check.message}` } });
         return;

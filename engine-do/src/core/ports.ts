@@ -53,7 +53,8 @@ export interface EdgeManifest {
 
 export interface HttpFunctionPort {
   invoke(fn: { id: string; invocation: HttpInvocation }, data: unknown, invocationId: string): Promise<CallOutcome>;
-  validate(url: string): { ok: true } | { ok: false; message: string };
+  /** Check the URL policy and that the auth secrets it names exist, at registration. */
+  validate(invocation: HttpInvocation): { ok: true } | { ok: false; message: string };
 }
 
 export interface Log {

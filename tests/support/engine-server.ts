@@ -1,0 +1,117 @@
+// Runs what `npm start` runs (scripts/start.mjs: D1 migrations, then wrangler dev) on a free port
+// with its own state directory, for node e2e, interop, browser and benchmark suites.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+export interface EngineServer {
+  url: string;
+  wsUrl: string;
+  port: number;
+  stateDir: string;
+  stop(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+/** How long a cold start may take on a busy 2-core CI box (migrations + workerd boot). */
+const START_TIMEOUT_MS = 90_000;
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitHealthy(url: string, child: ChildProcess, output: () => string): Promise<void> {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`engine exited with ${child.exitCode}:\n${output()}`);
+    try {
+      const res = await fetch(`${url}/healthz`);
+      if (res.ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`engine did not answer /healthz within ${START_TIMEOUT_MS} ms:\n${output()}`);
+}
+
+export async function startEngine(opts: { port?: number; stateDir?: string; vars?: Record<string, string> } = {}): Promise<EngineServer> {
+  const port = opts.port ?? (await freePort());
+  const stateDir = opts.stateDir ?? mkdtempSync(path.join(tmpdir(), "iii-edge-state-"));
+  const url = `http://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  let log = "";
+
+  const launch = async () => {
+    log = "";
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: String(port),
+      III_STATE_DIR: stateDir,
+      III_INSPECTOR_PORT: String(await freePort()),
+      PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+    };
+    if (opts.vars) env.III_DEV_VARS = Object.entries(opts.vars).map(([k, v]) => `${k}:${v}`).join(",");
+    // Its own process group, so stop() takes down wrangler, its node child and workerd together.
+    child = spawn(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], { cwd: repoRoot, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout?.on("data", (d) => (log += d));
+    child.stderr?.on("data", (d) => (log += d));
+    await waitHealthy(url, child, () => log);
+  };
+
+  const stop = async () => {
+    const c = child;
+    child = undefined;
+    if (!c || c.exitCode !== null || c.pid === undefined) return;
+    const exited = new Promise<void>((r) => c.once("exit", () => r()));
+    try {
+      process.kill(-c.pid, "SIGTERM");
+    } catch {
+      return;
+    }
+    const killer = setTimeout(() => {
+      try {
+        process.kill(-c.pid!, "SIGKILL");
+      } catch {
+        // gone
+      }
+    }, 10_000);
+    await exited;
+    clearTimeout(killer);
+    // wrangler's workerd may outlive the parent by a moment; wait until the port is free.
+    for (let i = 0; i < 100; i++) {
+      const busy = await new Promise<boolean>((r) => {
+        const s = net.connect(port, "127.0.0.1");
+        s.once("connect", () => (s.destroy(), r(true)));
+        s.once("error", () => r(false));
+      });
+      if (!busy) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+
+  await launch();
+  return {
+    url,
+    wsUrl: `ws://127.0.0.1:${port}`,
+    port,
+    stateDir,
+    stop,
+    restart: async () => {
+      await stop();
+      await launch();
+    },
+  };
+}
