@@ -100,6 +100,10 @@ export class Engine extends DurableObject<Env> {
       background: (p) => ctx.waitUntil(p.catch((e) => console.error("background task failed", e))),
       edgeHosts,
       httpFunctions: httpFunctionsPort(env),
+      otherNamespace: (ns) => {
+        const stub = env.ENGINE.getByName(ns);
+        return { trigger: async (req) => (await stub.trigger(req)) as CallOutcome };
+      },
     };
     this.core = new EngineCore(ports);
     installEngine(this.core, env);

@@ -123,6 +123,8 @@ export const invokeFunction = z.object({
   action: triggerAction.optional(),
   /** iii-edge extension: the engine-side deadline for this call (default 30 s). */
   timeout_ms: z.number().int().positive().max(15 * 60_000).optional(),
+  /** iii 0.23+: the namespace to resolve `function_id` in (absent: the connection's own). */
+  namespace: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional(),
 });
 
 export const invocationResult = z.object({

@@ -447,6 +447,7 @@ export class EngineCore {
 
   private onInvoke(conn: Conn, f: InvokeFunction): void {
     const action: TriggerAction | undefined = f.action;
+    if (f.namespace && f.namespace !== this.ports.namespace) return this.onRemoteInvoke(conn, f, f.namespace);
     if (action?.type === "enqueue") {
       this.enqueue({
         queue: action.queue,
@@ -475,15 +476,33 @@ export class EngineCore {
     this.invoke(req).then((outcome) => this.reply(conn, invocationId, f.function_id, outcome, req));
   }
 
-  private reply(conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, req?: CallRequest): void {
+  /** A call into another namespace goes to that namespace's engine object by RPC. */
+  private onRemoteInvoke(conn: Conn, f: InvokeFunction, namespace: string): void {
+    const remote = this.ports.otherNamespace?.(namespace);
+    const expectsReply = !!f.invocation_id && f.action?.type !== "void";
+    if (!remote) {
+      if (expectsReply) this.reply(conn, f.invocation_id!, f.function_id, { ok: false, error: { code: "function_not_found", message: `namespace ${namespace} is not reachable` } });
+      return;
+    }
+    const req: Parameters<typeof remote.trigger>[0] = { function_id: f.function_id, payload: f.data ?? null, timeout_ms: f.timeout_ms };
+    if (f.action) req.action = f.action;
+    if (f.metadata !== undefined) req.metadata = f.metadata;
+    if (f.traceparent) req.traceparent = f.traceparent;
+    if (f.baggage) req.baggage = f.baggage;
+    const call = remote.trigger(req).catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e, "invocation_error") }));
+    if (expectsReply) call.then((o) => this.reply(conn, f.invocation_id!, f.function_id, o, f));
+    else this.ports.background(call);
+  }
+
+  private reply(conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, trace?: { traceparent?: string; baggage?: string }): void {
     // The caller may have gone meanwhile: its result is dropped (§2.5 step 3).
     if (this.conns.get(conn.workerId) !== conn) return;
     const frame: EngineFrame = { type: "invocationresult", invocation_id: invocationId, function_id: functionId };
     if (outcome.ok) {
       if (outcome.result !== undefined) frame.result = outcome.result;
     } else frame.error = outcome.error;
-    if (req?.traceparent) frame.traceparent = req.traceparent;
-    if (req?.baggage) frame.baggage = req.baggage;
+    if (trace?.traceparent) frame.traceparent = trace.traceparent;
+    if (trace?.baggage) frame.baggage = trace.baggage;
     conn.send(frame);
   }
 

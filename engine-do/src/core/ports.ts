@@ -32,6 +32,16 @@ export interface AlarmPort {
   request(at: number): void;
 }
 
+export interface RemoteTrigger {
+  function_id: string;
+  payload?: unknown;
+  action?: { type: "void" } | { type: "enqueue"; queue: string; idempotency_key?: string };
+  metadata?: unknown;
+  traceparent?: string;
+  baggage?: string;
+  timeout_ms?: number;
+}
+
 export type CallOutcome = { ok: true; result?: unknown } | { ok: false; error: ErrorBody };
 
 /** A Worker reached by service binding that hosts functions (sdk-edge FunctionHost). */
@@ -73,5 +83,7 @@ export interface EnginePorts {
   /** Run work after the current event without blocking it (DO: ctx.waitUntil or plain promise). */
   background(p: Promise<unknown>): void;
   edgeHosts: Record<string, EdgeHost>;
+  /** Another namespace's engine (DO → DO by RPC stub), for cross-namespace calls. */
+  otherNamespace?(namespace: string): { trigger(req: RemoteTrigger): Promise<CallOutcome> };
   httpFunctions?: HttpFunctionPort;
 }
