@@ -1,11 +1,30 @@
-// Placeholder until sdk-edge's FunctionHost lands: an edge host with no functions.
-import { WorkerEntrypoint } from "cloudflare:workers";
+// Demo edge-hosted functions: a Worker that hosts iii functions without a socket. The engine
+// Worker re-exports this class and reaches it through the `EDGE_DEMO` service binding
+// (`entrypoint = "DemoEdgeFunctions"`); it loads the manifest on start and on
+// `engine::edge::refresh`, and invokes the functions by RPC.
+import { FunctionHost, z } from "../../sdk-edge/src/host.ts";
+import type { EngineNamespaceLike } from "../../sdk-edge/src/rpc.ts";
 
-export class DemoEdgeFunctions extends WorkerEntrypoint {
-  async iiiManifest() {
-    return { functions: [], triggers: [] };
-  }
-  async iiiInvoke(req: { function_id: string }) {
-    return { error: { code: "function_not_found", message: `Function ${req.function_id} not found` } };
+interface DemoEnv {
+  ENGINE: EngineNamespaceLike;
+}
+
+export class DemoEdgeFunctions extends FunctionHost<DemoEnv> {
+  protected register(): void {
+    this.function("edge::hello", ({ name }) => ({ greeting: `Hello, ${name}! (from a Worker)` }), {
+      description: "Greets by name; hosted in a Worker, invoked by RPC",
+      input: z.object({ name: z.string().min(1).max(200) }),
+      output: z.object({ greeting: z.string() }),
+    });
+
+    // A Worker calling any function through the engine — e.g. one a browser tab registered.
+    this.function(
+      "edge::call-tab",
+      async ({ function_id, payload }, ctx) => ({ function_id, result: await ctx.trigger({ function_id, payload, timeoutMs: 10_000 }) }),
+      {
+        description: "Calls another function (e.g. a tab's) through the engine and returns its result",
+        input: z.object({ function_id: z.string().min(1), payload: z.unknown().optional() }),
+      },
+    );
   }
 }

@@ -17,6 +17,8 @@ import { connectEngine, type EngineNamespaceLike } from "./rpc.ts";
 
 export type { HostContext, HostHandler, HostInvokeRequest, HostInvokeResponse, Manifest, ManifestFunction, ManifestTrigger } from "./host-registry.ts";
 export { connectEngine } from "./rpc.ts";
+/** sdk-edge's zod (use it for schemas: one copy, matching types). */
+export { z } from "zod";
 
 export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> {
   /** Name of the env binding of the engine's Durable Object namespace, for calls back. */

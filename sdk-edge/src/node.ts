@@ -7,6 +7,8 @@ import type { AmbientTrace, TraceFields } from "./client/trace.ts";
 import type { EdgeClient } from "./client/types.ts";
 
 export * from "./client/types.ts";
+/** sdk-edge's zod (use it for schemas: one copy, matching types). */
+export { z } from "zod";
 export { IIIError, toErrorBody } from "../../protocol/src/index.ts";
 export { MAX_BUFFERED_FRAMES, MAX_BUFFERED_BYTES } from "./client/core.ts";
 
@@ -62,7 +64,26 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
       const socket = new WebSocket(url, init);
       ws = socket;
       socket.binaryType = "arraybuffer";
-      const handshake = setTimeout(() => socket.close(), CONNECT_TIMEOUT_MS);
+      let ended = false;
+      // undici fires only `error` (no `close`) when the connection cannot be made, and only
+      // `close` when an open socket drops, so both end the attempt — once.
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        clearTimeout(handshake);
+        if (ws !== socket) return;
+        if (opened) events.close();
+        if (closed) return;
+        if (cfg.maxRetries >= 0 && attempt >= cfg.maxRetries) {
+          events.failed();
+          return;
+        }
+        retryTimer = setTimeout(connect, reconnectDelay(attempt++, cfg));
+      };
+      const handshake = setTimeout(() => {
+        socket.close();
+        end();
+      }, CONNECT_TIMEOUT_MS);
       socket.addEventListener("open", () => {
         clearTimeout(handshake);
         opened = true;
@@ -73,19 +94,10 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
         if (typeof ev.data === "string" || ev.data instanceof ArrayBuffer) events.message(ev.data);
       });
       socket.addEventListener("error", () => {
-        /* a close event always follows */
+        if (opened) return; // a close event follows on an open socket
+        end();
       });
-      socket.addEventListener("close", () => {
-        clearTimeout(handshake);
-        if (ws !== socket) return;
-        if (opened) events.close();
-        if (closed) return;
-        if (cfg.maxRetries >= 0 && attempt >= cfg.maxRetries) {
-          events.failed();
-          return;
-        }
-        retryTimer = setTimeout(connect, reconnectDelay(attempt++, cfg));
-      });
+      socket.addEventListener("close", end);
     };
     connect();
     return {

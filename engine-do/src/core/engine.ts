@@ -100,6 +100,11 @@ const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 const sanitize = (v: unknown, max = 280): string | undefined =>
   typeof v === "string" ? v.replace(UNSAFE_TEXT, "").slice(0, max) : undefined;
 
+/** Cheap recognisers for a call the rate limiter drops (see EngineCore.answerDropped). */
+const DROPPED_CALL = /"type"\s*:\s*"invokefunction"/;
+const DROPPED_INVOCATION_ID = /"invocation_id"\s*:\s*"([^"\\]{1,128})"/;
+const DROPPED_FUNCTION_ID = /"function_id"\s*:\s*"([^"\\]{1,512})"/;
+
 /** How long a burst of catalog changes is coalesced before `engine::functions-available` fires. */
 const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
 
@@ -209,7 +214,10 @@ export class EngineCore {
   // ---------------------------------------------------------------- frames
 
   message(conn: Conn, raw: string | ArrayBuffer): void {
-    if (!this.admit(conn)) return;
+    if (!this.admit(conn)) {
+      this.answerDropped(conn, raw);
+      return;
+    }
     if (typeof raw !== "string") {
       // Telemetry prefixes on the control socket are accepted and dropped (§11).
       const head = new TextDecoder().decode(new Uint8Array(raw, 0, Math.min(4, raw.byteLength)));
@@ -221,7 +229,16 @@ export class EngineCore {
         if (parsed.error.message !== "empty frame") this.ports.log.warn("ignored frame", { worker_id: conn.workerId, reason: parsed.error.message });
         return;
       }
-      this.refuse(conn, parsed.error, parsed.invocation_id, parsed.function_id);
+      if (parsed.frame_type === "invocationresult") {
+        // A malformed result from the target still ends its call now, not at the deadline.
+        this.refuse(conn, parsed.error);
+        const p = parsed.invocation_id ? this.pending.get(parsed.invocation_id) : undefined;
+        if (p && p.target === conn.workerId) this.settle(parsed.invocation_id!, { ok: false, error: { code: "invocation_failed", message: `the worker sent an invalid result: ${parsed.error.message}` } });
+        return;
+      }
+      // Only a call expects an invocationresult back (echoing one for any other frame type
+      // would answer the sender's own pending calls).
+      this.refuse(conn, parsed.error, parsed.frame_type === "invokefunction" ? parsed.invocation_id : undefined, parsed.function_id);
       return;
     }
     try {
@@ -236,6 +253,18 @@ export class EngineCore {
     this.ports.log.warn("refused frame", { worker_id: conn.workerId, ...error });
     conn.send({ type: "error", error });
     if (invocationId) conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId ?? "", error });
+  }
+
+  /**
+   * A call dropped by the rate limiter still gets its answer (every caller gets one). The frame is
+   * not parsed — that would spend the CPU the limiter protects — the ids are picked out of the text.
+   */
+  private answerDropped(conn: Conn, raw: string | ArrayBuffer): void {
+    if (typeof raw !== "string" || raw.length > 64 * 1024 || !DROPPED_CALL.test(raw)) return;
+    const id = DROPPED_INVOCATION_ID.exec(raw)?.[1];
+    if (!id) return;
+    const fn = DROPPED_FUNCTION_ID.exec(raw)?.[1] ?? "";
+    conn.send({ type: "invocationresult", invocation_id: id, function_id: fn, error: { code: "rate_limited", message: `more than ${FRAMES_PER_SECOND} frames/s; this call was dropped` } });
   }
 
   /** Token bucket per connection: a flood is dropped, not queued, and the sender is told once a second. */
@@ -542,7 +571,7 @@ export class EngineCore {
         return this.withDeadline(invocationId, fn, timeoutMs, async () => {
           const host = this.ports.edgeHosts[fn.owner];
           if (!host) return { ok: false, error: { code: "function_not_found", message: `edge host ${fn.owner} is not bound` } };
-          const payload: Parameters<typeof host.iiiInvoke>[0] = { function_id: fn.id, data: req.data, invocation_id: invocationId };
+          const payload: Parameters<typeof host.iiiInvoke>[0] = { function_id: fn.id, data: req.data, invocation_id: invocationId, namespace: this.ports.namespace };
           if (req.metadata !== undefined) payload.metadata = req.metadata;
           if (req.traceparent) payload.traceparent = req.traceparent;
           if (req.baggage) payload.baggage = req.baggage;

@@ -54,6 +54,8 @@ export interface EdgeHost {
     invocation_id: string;
     traceparent?: string;
     baggage?: string;
+    /** The namespace whose engine invokes it: the host calls back into the same one. */
+    namespace?: string;
   }): Promise<{ result?: unknown } | { error: ErrorBody }>;
 }
 export interface EdgeManifest {

@@ -1,6 +1,6 @@
 // The closed set of error codes a sandbox function can fail with. Every failure crosses the engine
-// boundary as a SandboxError: `code` for clients that read it (sdk-edge) and the same code at the
-// start of the message for clients that only keep the message (iii-sdk's `invocation_failed`).
+// boundary as a SandboxError whose `code` sdk-edge's client puts on the wire as the error code, so
+// iii-sdk and sdk-edge callers alike see `sandbox_not_found`, `exec_timeout`, … as the code.
 
 export type SandboxErrorCode =
   | "invalid_argument" // the request does not match the function's request_format
@@ -19,7 +19,7 @@ export class SandboxError extends Error {
   readonly details?: Record<string, unknown>;
 
   constructor(code: SandboxErrorCode, message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
-    super(`${code}: ${message}`, options?.cause === undefined ? undefined : { cause: options.cause });
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "SandboxError";
     this.code = code;
     this.details = options?.details;

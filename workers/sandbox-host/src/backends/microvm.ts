@@ -21,10 +21,14 @@ export interface MicrovmOptions {
   stateDir: string;
   qemu?: string;
   bootTimeoutMs?: number;
+  /** Start QEMU through `setpriv --pdeathsig KILL` (default true; tests turn it off to make orphans). */
+  parentDeathSignal?: boolean;
 }
 
 /** QEMU's stderr kept for error messages; it holds the only useful cause of a failed start. */
 const STDERR_KEPT_BYTES = 4096;
+/** sun_path holds 108 bytes including the terminating NUL. */
+const MAX_UNIX_SOCKET_PATH = 107;
 /** Tail of the guest console kept for a guest_crashed message (kernel panic text). */
 const CONSOLE_TAIL_BYTES = 400;
 
@@ -66,7 +70,7 @@ function consoleCause(file: string): string {
 export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
   const kind: BackendKind = opts.accel === "kvm" ? "microvm-kvm" : "microvm-tcg";
   const vmRoot = path.join(opts.stateDir, "vm");
-  const setpriv = findSetpriv();
+  const setpriv = opts.parentDeathSignal === false ? undefined : findSetpriv();
   const tscKhz = opts.accel === "tcg" ? hostTscKhz() : 0;
   const qemu = opts.qemu ?? "qemu-system-x86_64";
 
@@ -75,6 +79,10 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
     const dir = fs.mkdtempSync(path.join(vmRoot, `${randomBytes(3).toString("hex")}-`));
     fs.writeFileSync(path.join(dir, "owner"), ownerStamp());
     const sock = path.join(dir, "agent.sock");
+    if (Buffer.byteLength(sock) > MAX_UNIX_SOCKET_PATH) {
+      fs.rmSync(dir, { recursive: true, force: true });
+      throw new SandboxError("boot_failed", `state dir path too long for a unix socket (${sock}); use a shorter --state-dir`);
+    }
     const server = net.createServer();
     await new Promise<void>((resolve) => server.listen(sock, resolve));
 

@@ -26,6 +26,8 @@ function bwrapArgs(dir: string): string[] {
     "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
     "--proc", "/proc", "--dev", "/dev",
     "--bind", path.join(dir, "tmp"), "/tmp", "--bind", path.join(dir, "root"), "/root", "--chdir", "/root",
+    // Debian's /usr/bin/awk and friends are symlinks through /etc/alternatives.
+    ...(fs.existsSync("/etc/alternatives") ? ["--ro-bind", "/etc/alternatives", "/etc/alternatives"] : []),
     "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/root",
   ];
 }

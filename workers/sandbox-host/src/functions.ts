@@ -1,0 +1,216 @@
+// Maps the registry onto the engine: every `sandbox::*` function with its description and JSON
+// Schema formats. The request_format is also what validates the request, so what is published is
+// what is enforced. Failures are thrown as SandboxError with its code.
+import { withoutCallerId } from "../../../sdk-edge/src/client/core.ts";
+import type { EngineClient } from "./engine-client.ts";
+import { SandboxError, toSandboxError } from "./errors.ts";
+import {
+  DEFAULT_DISK_MB, DEFAULT_EXEC_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MEMORY_MB, DEFAULT_VCPUS, FILE_LIMIT_BYTES,
+  GUEST_RESERVED_MB, MAX_ENV_VARS, MAX_EXEC_TIMEOUT_MS, MAX_IDLE_TIMEOUT_S, MIN_MEMORY_MB, OUTPUT_LIMIT_BYTES,
+} from "./limits.ts";
+import { DEFAULT_IMAGE, type OutputChunk, type Sandboxes } from "./sandboxes.ts";
+import { validate, type JsonSchema } from "./schema.ts";
+
+const sandboxId: JsonSchema = { type: "string", description: "Id returned by sandbox::create (sbx_…).", minLength: 1, maxLength: 64 };
+const env: JsonSchema = {
+  type: "object", description: `Environment variables (at most ${MAX_ENV_VARS}).`,
+  additionalProperties: { type: "string" },
+};
+const encoding: JsonSchema = { type: "string", enum: ["utf8", "base64"], description: "utf8 (default) or base64 for binary data." };
+const path: JsonSchema = { type: "string", minLength: 1, maxLength: 4096, description: "Guest path; relative paths are under /root." };
+
+const create = {
+  request: {
+    type: "object", additionalProperties: false,
+    properties: {
+      image: { type: "string", enum: [DEFAULT_IMAGE], description: "Guest image; only the busybox image exists." },
+      memory_mb: { type: "integer", minimum: 1, description: `Guest RAM in MiB (default ${DEFAULT_MEMORY_MB}, at least ${MIN_MEMORY_MB}; the host cap is in sandbox::info).` },
+      vcpus: { type: "integer", minimum: 1, description: `Guest vCPUs (default ${DEFAULT_VCPUS}).` },
+      disk_mb: { type: "integer", minimum: 1, description: `Disk in MiB: /tmp and /root together (default ${DEFAULT_DISK_MB}; at most memory_mb - ${GUEST_RESERVED_MB}).` },
+      timeout_s: { type: "integer", minimum: 1, maximum: MAX_IDLE_TIMEOUT_S, description: `Idle seconds before the sandbox is destroyed (default ${DEFAULT_IDLE_TIMEOUT_S}).` },
+      env: { ...env, description: "Environment applied to every exec in this sandbox." },
+      network: { type: "boolean", description: "Must be false or absent: sandboxes have no network." },
+    },
+  },
+  response: {
+    type: "object", required: ["sandbox_id", "backend"],
+    properties: {
+      sandbox_id: sandboxId,
+      backend: { type: "string", enum: ["microvm-kvm", "microvm-tcg", "process"] },
+      from_pool: { type: "boolean", description: "Served from the warm pool (no boot wait)." },
+      boot_ms: { type: "integer" },
+      memory_mb: { type: "integer" }, vcpus: { type: "integer" }, disk_mb: { type: "integer" }, timeout_s: { type: "integer" },
+    },
+  },
+} satisfies Record<string, JsonSchema>;
+
+const exec = {
+  request: {
+    type: "object", additionalProperties: false, required: ["sandbox_id", "command"],
+    properties: {
+      sandbox_id: sandboxId,
+      command: { type: "string", minLength: 1, description: "Shell command line, run by /bin/sh (busybox) in the guest." },
+      args: { type: "array", items: { type: "string" }, maxItems: 4096, description: "Appended to command, each safely single-quoted." },
+      stdin: { type: "string", description: "Bytes for the command's stdin." },
+      stdin_encoding: encoding,
+      cwd: { type: "string", minLength: 1, maxLength: 4096, description: "Working directory (default /root)." },
+      env: { ...env, description: "Environment for this command, over the sandbox's env." },
+      timeout_ms: { type: "integer", minimum: 1, description: `Deadline (default ${DEFAULT_EXEC_TIMEOUT_MS}, at most ${MAX_EXEC_TIMEOUT_MS}); the command's process group is killed then.` },
+      stream: { type: "boolean", description: "Also send output chunks to on_output_function_id while the command runs." },
+      on_output_function_id: { type: "string", minLength: 1, description: "Function triggered (void) with {sandbox_id, exec_id, seq, stream, data} per chunk." },
+    },
+  },
+  response: {
+    type: "object", required: ["exit_code", "stdout", "stderr", "duration_ms", "timed_out"],
+    properties: {
+      exit_code: { type: "integer", description: "Exit status; 128+n when killed by signal n; 124 when timed_out." },
+      stdout: { type: "string", description: `At most ${OUTPUT_LIMIT_BYTES} bytes (UTF-8).` },
+      stderr: { type: "string", description: `At most ${OUTPUT_LIMIT_BYTES} bytes (UTF-8).` },
+      duration_ms: { type: "integer" },
+      timed_out: { type: "boolean", description: "The deadline killed the command; stdout/stderr hold what it printed before." },
+      truncated: {
+        type: "object", description: "Present when output was cut at the limit.",
+        properties: { stdout: { type: "boolean" }, stderr: { type: "boolean" } },
+      },
+      exec_id: { type: "string", description: "Present when streaming; matches the chunks' exec_id." },
+    },
+  },
+} satisfies Record<string, JsonSchema>;
+
+const writeFile = {
+  request: {
+    type: "object", additionalProperties: false, required: ["sandbox_id", "path", "content"],
+    properties: {
+      sandbox_id: sandboxId, path,
+      content: { type: "string", description: `File bytes (at most ${FILE_LIMIT_BYTES}); parent directories are created.` },
+      encoding,
+      mode: { type: "integer", minimum: 0, maximum: 0o7777, description: "Permission bits, e.g. 493 (0o755)." },
+    },
+  },
+  response: { type: "object", required: ["path", "bytes"], properties: { path: { type: "string" }, bytes: { type: "integer" } } },
+} satisfies Record<string, JsonSchema>;
+
+const readFile = {
+  request: {
+    type: "object", additionalProperties: false, required: ["sandbox_id", "path"],
+    properties: { sandbox_id: sandboxId, path, encoding },
+  },
+  response: {
+    type: "object", required: ["path", "content", "encoding", "bytes"],
+    properties: { path: { type: "string" }, content: { type: "string" }, encoding, bytes: { type: "integer" } },
+  },
+} satisfies Record<string, JsonSchema>;
+
+const byId = {
+  request: { type: "object", additionalProperties: false, required: ["sandbox_id"], properties: { sandbox_id: sandboxId } },
+  response: { type: "object", required: ["sandbox_id", "destroyed"], properties: { sandbox_id: sandboxId, destroyed: { type: "boolean" } } },
+} satisfies Record<string, JsonSchema>;
+
+const list = {
+  request: { type: "object", additionalProperties: false, properties: {} },
+  response: {
+    type: "object", required: ["sandboxes"],
+    properties: {
+      sandboxes: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: {
+            sandbox_id: sandboxId, backend: { type: "string" }, busy: { type: "boolean" },
+            created_at: { type: "string" }, last_used_at: { type: "string" },
+            memory_mb: { type: "integer" }, vcpus: { type: "integer" }, disk_mb: { type: "integer" }, timeout_s: { type: "integer" },
+          },
+        },
+      },
+    },
+  },
+} satisfies Record<string, JsonSchema>;
+
+const info = {
+  request: { type: "object", additionalProperties: false, properties: {} },
+  response: {
+    type: "object", required: ["backend", "limits", "pool"],
+    properties: {
+      backend: { type: "string" },
+      backend_reason: { type: "string" },
+      limits: { type: "object" },
+      pool: { type: "object" },
+    },
+  },
+} satisfies Record<string, JsonSchema>;
+
+/** Published formats, exported for tests and docs. */
+export const SANDBOX_FORMATS = { create, exec, writeFile, readFile, byId, list, info };
+
+export interface RegisterOptions {
+  /** Why the backend was chosen (from the probe), reported by sandbox::info. */
+  backendReason?: string;
+  log?: (msg: string) => void;
+}
+
+export function registerSandboxFunctions(client: EngineClient, sandboxes: Sandboxes, opts: RegisterOptions = {}): string[] {
+  const log = opts.log ?? (() => {});
+  const ids: string[] = [];
+
+  function fn<T>(id: string, description: string, formats: { request: JsonSchema; response: JsonSchema },
+    run: (req: T) => Promise<unknown> | unknown): void {
+    ids.push(id);
+    client.registerFunction({ id, description, request_format: formats.request, response_format: formats.response }, async (data) => {
+      // The engine adds the caller's worker id to object payloads (iii §4.6); it is not input.
+      const req = withoutCallerId(data ?? {});
+      const problem = validate(formats.request, req);
+      if (problem) throw new SandboxError("invalid_argument", problem);
+      try {
+        return await run(req as T);
+      } catch (e) {
+        throw toSandboxError(e);
+      }
+    });
+  }
+
+  fn<Parameters<Sandboxes["create"]>[0]>("sandbox::create",
+    "Create an isolated sandbox (one microVM: no network, no host files) and return its id.", create,
+    (req) => sandboxes.create(req));
+
+  fn<Parameters<Sandboxes["exec"]>[0]>("sandbox::exec",
+    "Run a shell command in a sandbox; returns exit_code, bounded stdout/stderr, duration_ms and timed_out.", exec,
+    (req) => {
+      if (req.stream && !req.on_output_function_id) {
+        throw new SandboxError("invalid_argument", "request.on_output_function_id: required when stream is true");
+      }
+      const target = req.stream ? req.on_output_function_id : undefined;
+      let seq = 0;
+      const onOutput = target
+        ? (chunk: OutputChunk) => {
+          client.trigger({ function_id: target, payload: { ...chunk, seq: seq++ }, action: { type: "void" } })
+            .catch((e: unknown) => log(`output chunk to ${target} failed: ${e instanceof Error ? e.message : String(e)}`));
+        }
+        : undefined;
+      return sandboxes.exec(req, onOutput);
+    });
+
+  fn<Parameters<Sandboxes["writeFile"]>[0]>("sandbox::write_file",
+    "Write a file in a sandbox (utf8 or base64 content), creating parent directories.", writeFile,
+    (req) => sandboxes.writeFile(req));
+
+  fn<Parameters<Sandboxes["readFile"]>[0]>("sandbox::read_file",
+    "Read a file from a sandbox as utf8 or base64.", readFile,
+    (req) => sandboxes.readFile(req));
+
+  fn<Record<string, never>>("sandbox::list", "List this host's live sandboxes.", list, () => sandboxes.list());
+
+  fn<{ sandbox_id: string }>("sandbox::stop", "Stop a sandbox: its VM is killed and its files are gone (same as sandbox::destroy).",
+    byId, (req) => sandboxes.destroy(req.sandbox_id));
+
+  fn<{ sandbox_id: string }>("sandbox::destroy", "Destroy a sandbox: its VM is killed and its files are gone.",
+    byId, (req) => sandboxes.destroy(req.sandbox_id));
+
+  fn<Record<string, never>>("sandbox::info", "This host's backend, limits and warm pool.", info, () => ({
+    backend: sandboxes.backend.kind,
+    backend_reason: opts.backendReason,
+    limits: sandboxes.limits,
+    pool: { size: sandboxes.poolSize, ...sandboxes.stats },
+  }));
+
+  return ids;
+}

@@ -1,0 +1,103 @@
+// End to end through a running engine: starts `src/main.ts` against the engine and drives it
+// with iii-sdk as an agent harness would. The engine is `npm start`'s (tests/support/engine-server)
+// on a free port, or the one at ENGINE_URL when that is set.
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { registerWorker } from "iii-sdk";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { alive, testStateDir, waitFor } from "./support.ts";
+
+let ENGINE_URL = process.env.ENGINE_URL;
+let engine: EngineServer | undefined;
+const skip = false;
+
+function childrenOf(ppid: number): number[] {
+  return fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((d) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === ppid;
+    } catch {
+      return false;
+    }
+  }).map(Number);
+}
+
+const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
+
+describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${skip})` : ""}`, () => {
+  let host: ChildProcess;
+  let harness: ReturnType<typeof registerWorker>;
+  let hostLog = "";
+
+  beforeAll(async () => {
+    if (!ENGINE_URL) {
+      engine = await startEngine();
+      ENGINE_URL = engine.wsUrl;
+    }
+    host = spawn(process.execPath, [main, "--engine", ENGINE_URL!, "--state-dir", testStateDir("e2e"), "--pool", "1"],
+      { stdio: ["ignore", "ignore", "pipe"] });
+    host.stderr?.on("data", (d: Buffer) => { hostLog += d.toString(); });
+    expect(await waitFor(() => hostLog.includes("serving sandbox::"), 120_000)).toBe(true);
+    harness = registerWorker(ENGINE_URL!, { workerName: "sandbox-e2e-harness", otel: { enabled: false } });
+  });
+  afterAll(async () => {
+    await harness?.shutdown();
+    if (host && host.exitCode === null && host.signalCode === null) {
+      const exited = new Promise((r) => host.once("exit", r));
+      host.kill("SIGTERM");
+      await exited;
+    }
+    await engine?.stop();
+  });
+
+  const call = async (function_id: string, payload: unknown): Promise<any> => {
+    // The host registers asynchronously after connecting: retry briefly on function_not_found.
+    for (let i = 0; ; i++) {
+      try {
+        return await harness.trigger({ function_id, payload, timeoutMs: 60_000 });
+      } catch (e) {
+        if (i > 150 || !String((e as Error).message ?? e).includes("not_found")) throw e;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  };
+
+  test("create → exec → files → destroy through the engine", async () => {
+    const info = await call("sandbox::info", {});
+    expect(["microvm-kvm", "microvm-tcg", "process"]).toContain(info.backend);
+    const { sandbox_id } = await call("sandbox::create", {});
+    const r = await call("sandbox::exec", { sandbox_id, command: "echo hello; exit 2" });
+    expect(r).toMatchObject({ exit_code: 2, stdout: "hello\n", timed_out: false });
+    await call("sandbox::write_file", { sandbox_id, path: "f.txt", content: "x" });
+    expect((await call("sandbox::read_file", { sandbox_id, path: "f.txt" })).content).toBe("x");
+    expect(await call("sandbox::destroy", { sandbox_id })).toMatchObject({ destroyed: true });
+    const err = await call("sandbox::exec", { sandbox_id, command: "true" }).catch((e: Error) => e);
+    expect(String((err as Error).message ?? JSON.stringify(err))).toContain("sandbox_not_found");
+  });
+
+  test.skipIf(!!process.env.ENGINE_URL)("after an engine restart the host reconnects and re-registers by itself", async () => {
+    await harness.shutdown();
+    await engine!.restart();
+    harness = registerWorker(ENGINE_URL!, { workerName: "sandbox-e2e-harness", otel: { enabled: false } });
+    // `call` retries function_not_found while the host is still reconnecting (backoff ≤ a few s).
+    const { sandbox_id } = await call("sandbox::create", {});
+    const r = await call("sandbox::exec", { sandbox_id, command: "echo back" });
+    expect(r).toMatchObject({ exit_code: 0, stdout: "back\n" });
+    await call("sandbox::destroy", { sandbox_id });
+  });
+
+  test("SIGTERM on the host stops every VM", async () => {
+    const { sandbox_id } = await call("sandbox::create", {});
+    expect(sandbox_id).toMatch(/^sbx_/);
+    // QEMU runs as a direct child of the host (setpriv execs it).
+    const pids = childrenOf(host.pid!);
+    expect(pids.length).toBeGreaterThanOrEqual(1); // the sandbox (and the warm pool VM, once refilled)
+    const exited = new Promise((r) => host.once("exit", r));
+    host.kill("SIGTERM");
+    await exited;
+    expect(await waitFor(() => !pids.some(alive), 10_000)).toBe(true);
+  });
+});

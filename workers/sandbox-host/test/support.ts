@@ -1,0 +1,65 @@
+// Shared by the sandbox-host tests: which backends this machine can run, and why one is skipped.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { createMicrovmBackend } from "../src/backends/microvm.ts";
+import { createProcessBackend } from "../src/backends/process.ts";
+import type { SandboxBackend } from "../src/backends/types.ts";
+import { DEFAULT_GUEST_DIR } from "../src/guest.ts";
+import { bwrapWorks, kvmObstacle, which } from "../src/probe.ts";
+
+export const qemuMissing: string | false = which("qemu-system-x86_64") ? false : "qemu-system-x86_64 not installed";
+export const bwrapMissing: string | false = which("bwrap") && bwrapWorks() ? false : "bubblewrap (bwrap) not installed or not usable";
+/** KVM is only tried where the probe would try it; here (no vmx/svm) the TCG suite covers the VM path. */
+export const kvmMissing: string | false = qemuMissing || kvmObstacle() || false;
+
+if (qemuMissing) console.warn(`[sandbox tests] skipping microVM tests: ${qemuMissing}`);
+
+export function testStateDir(name: string): string {
+  return fs.mkdtempSync(path.join(process.env.SBX_TEST_ROOT ?? os.tmpdir(), `sbx-test-${name}-`));
+}
+
+export function tcgBackend(stateDir: string = testStateDir("tcg")): SandboxBackend {
+  return createMicrovmBackend({
+    accel: "tcg", stateDir, kernel: path.join(DEFAULT_GUEST_DIR, "vmlinux"), initrd: path.join(DEFAULT_GUEST_DIR, "initrd.gz"),
+  });
+}
+
+export function kvmBackend(stateDir: string = testStateDir("kvm")): SandboxBackend {
+  return createMicrovmBackend({
+    accel: "kvm", stateDir, kernel: path.join(DEFAULT_GUEST_DIR, "vmlinux"), initrd: path.join(DEFAULT_GUEST_DIR, "initrd.gz"),
+  });
+}
+
+export function processBackend(stateDir: string = testStateDir("proc")): SandboxBackend {
+  return createProcessBackend({ stateDir });
+}
+
+export function alive(pid: number | undefined): boolean {
+  if (!pid) return false;
+  try {
+    // A zombie still answers kill(0); it is dead for our purposes.
+    return !/^\S+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+export async function waitFor(cond: () => boolean, timeoutMs = 5_000): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (cond()) return true;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return cond();
+}
+
+/** Resolve to the SandboxError code a promise rejects with (or "resolved"). */
+export async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return "resolved";
+  } catch (e) {
+    return (e as { code?: string }).code ?? "no-code";
+  }
+}
