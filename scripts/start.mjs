@@ -26,7 +26,8 @@ if (migrate.status !== 0) {
 
 const args = ["dev", "--ip", "127.0.0.1", "--port", port, "--persist-to", stateDir, "--show-interactive-dev-session=false", "--log-level", process.env.III_LOG_LEVEL || "warn"];
 if (process.env.III_INSPECTOR_PORT) args.push("--inspector-port", process.env.III_INSPECTOR_PORT);
-if (process.env.III_DEV_VARS) for (const kv of process.env.III_DEV_VARS.split(",")) args.push("--var", kv);
+// Extra Worker vars as a JSON object, e.g. III_DEV_VARS='{"QUEUES":"{…}"}' (values may hold commas).
+if (process.env.III_DEV_VARS) for (const [k, v] of Object.entries(JSON.parse(process.env.III_DEV_VARS))) args.push("--var", `${k}:${v}`);
 const child = spawn(wrangler, args, { cwd: root, env, stdio: "inherit" });
 console.log(`iii-edge engine starting on http://127.0.0.1:${port} (state: ${path.relative(root, stateDir) || "."})`);
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => child.kill(sig));

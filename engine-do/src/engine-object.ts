@@ -5,14 +5,17 @@ import { z } from "zod";
 import type { EngineFrame, HttpInvocation } from "../../protocol/src/index.ts";
 import { EngineCore } from "./core/engine.ts";
 import { invokeHttpFunction, validateInvocationUrl, type UrlPolicy } from "./core/http-invoke.ts";
-import { installEngine } from "./core/install.ts";
+import { installEngine, type Installed } from "./core/install.ts";
+import type { CloudMessageBody, DeliveryVerdict } from "./core/queues/cloudflare-queue.ts";
+import type { HttpTriggerRequest, HttpTriggerResponse } from "./core/triggers/http.ts";
+import { StreamSockets } from "./stream-sockets.ts";
 import type { CallOutcome, Conn, EdgeHost, EnginePorts } from "./core/ports.ts";
 import type { RpcTriggerRequest } from "./rpc-types.ts";
 
 /** What a socket carries through hibernation; validated before it is trusted. */
 const attachment = z.object({
   v: z.literal(1),
-  kind: z.enum(["worker", "otel"]),
+  kind: z.enum(["worker", "otel", "stream"]),
   worker_id: z.string(),
 });
 type Attachment = z.infer<typeof attachment>;
@@ -72,6 +75,8 @@ function httpFunctionsPort(env: Env): NonNullable<EnginePorts["httpFunctions"]> 
 
 export class Engine extends DurableObject<Env> {
   private readonly core: EngineCore;
+  private readonly installed: Installed;
+  private readonly streamSockets: StreamSockets;
   private readonly conns = new WeakMap<WebSocket, SocketConn>();
   private alarmAt: number | null = null;
 
@@ -106,7 +111,8 @@ export class Engine extends DurableObject<Env> {
       },
     };
     this.core = new EngineCore(ports);
-    installEngine(this.core, env);
+    this.installed = installEngine(this.core, env);
+    this.streamSockets = new StreamSockets(ctx, this.installed.streams);
     // A JSON ping is answered by the runtime without waking the object (§2.4); protocol-level
     // pings are answered by workerd itself.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair('{"type":"ping"}', '{"type":"pong"}'));
@@ -139,6 +145,7 @@ export class Engine extends DurableObject<Env> {
 
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
+    if (url.pathname.endsWith("/_iii/streams")) return this.streamSockets.accept(request);
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
       if (url.pathname.endsWith("/_iii/health")) return Response.json({ ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size });
       return Response.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, { status: 404 });
@@ -160,13 +167,17 @@ export class Engine extends DurableObject<Env> {
 
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     const conn = this.connFor(ws);
-    if (!conn) return; // telemetry socket: accepted and dropped (§11)
+    if (!conn) {
+      this.streamSockets.message(ws, message); // a browser stream socket; else telemetry, dropped (§11)
+      return;
+    }
     this.core.message(conn, message);
   }
 
   override async webSocketClose(ws: WebSocket, code: number): Promise<void> {
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
+    else this.streamSockets.closed(ws);
     try {
       ws.close(code === 1005 || code === 1006 ? 1000 : code, "closing");
     } catch {
@@ -177,6 +188,7 @@ export class Engine extends DurableObject<Env> {
   override async webSocketError(ws: WebSocket): Promise<void> {
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
+    else this.streamSockets.closed(ws);
   }
 
   override async alarm(): Promise<void> {
@@ -200,6 +212,16 @@ export class Engine extends DurableObject<Env> {
       return { ok: true };
     }
     return call;
+  }
+
+  /** HTTP-trigger routes (core/triggers/http.ts), forwarded by the front door (http-routes.ts). */
+  async httpRequest(req: HttpTriggerRequest): Promise<HttpTriggerResponse> {
+    return this.installed.http.handle(req);
+  }
+
+  /** One Cloudflare Queues delivery, handed back by the Worker's queue() handler (queue-consumer.ts). */
+  async deliverQueued(body: CloudMessageBody, attempts: number): Promise<DeliveryVerdict> {
+    return this.installed.queues.deliverCloud(body, attempts);
   }
 
   /** For the front door (HTTP triggers and the engine API): the core, in this object. */

@@ -3,6 +3,8 @@
 import { Hono } from "hono";
 import type { CallOutcome } from "./core/ports.ts";
 import { Engine } from "./engine-object.ts";
+import { mountTriggerRoutes } from "./http-routes.ts";
+import { consumeDeliveries } from "./queue-consumer.ts";
 
 export { Engine };
 export { DemoEdgeFunctions } from "../../demo-app/edge/functions.ts";
@@ -48,6 +50,9 @@ app.post("/_iii/invoke", async (c) => {
   return c.json({ error: out.error }, status);
 });
 
+// HTTP-trigger routes, stream sockets and the bench baseline (http-routes.ts); the catch-all goes last.
+mountTriggerRoutes(app);
+
 app.notFound(async (c) => {
   if (c.req.path.startsWith("/_iii/")) return c.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, 404);
   return c.env.ASSETS.fetch(c.req.raw);
@@ -55,4 +60,5 @@ app.notFound(async (c) => {
 
 export default {
   fetch: app.fetch,
+  queue: consumeDeliveries,
 } satisfies ExportedHandler<Env>;

@@ -5,12 +5,20 @@ import { MAX_FRAME_BYTES } from "./limits.ts";
 export type ParseResult<T> =
   | { ok: true; frame: T }
   /** `ignore`: nothing to answer (empty frame, unknown type per §2.3); otherwise an error to report. */
-  | { ok: false; ignore: boolean; error: ErrorBody; invocation_id?: string; function_id?: string };
+  | { ok: false; ignore: boolean; error: ErrorBody; frame_type?: string; invocation_id?: string; function_id?: string };
 
 const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+/** UTF-8 size of a text frame; only counted when its length alone cannot decide (≤3 bytes/unit). */
+function byteSize(raw: string | ArrayBuffer | Uint8Array): number {
+  if (typeof raw !== "string") return raw.byteLength;
+  if (raw.length > MAX_FRAME_BYTES || raw.length * 3 <= MAX_FRAME_BYTES) return raw.length;
+  return encoder.encode(raw).byteLength;
+}
 
 function parseWith<T>(raw: string | ArrayBuffer | Uint8Array, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } }): ParseResult<T> {
-  const size = typeof raw === "string" ? raw.length : raw.byteLength;
+  const size = byteSize(raw);
   if (size > MAX_FRAME_BYTES) {
     return { ok: false, ignore: false, error: { code: "frame_too_large", message: `frame of ${size} bytes exceeds the ${MAX_FRAME_BYTES}-byte limit` } };
   }
@@ -42,6 +50,7 @@ function parseWith<T>(raw: string | ArrayBuffer | Uint8Array, schema: { safePars
     ok: false,
     ignore: false,
     error: { code: "invalid_frame", message: `${type}: ${where ? `${where}: ` : ""}${issue?.message ?? "invalid"}` },
+    frame_type: type,
     invocation_id: typeof v.invocation_id === "string" ? v.invocation_id : undefined,
     function_id: typeof v.function_id === "string" ? v.function_id : undefined,
   };

@@ -63,7 +63,7 @@ export async function startEngine(opts: { port?: number; stateDir?: string; vars
       III_INSPECTOR_PORT: String(await freePort()),
       PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
     };
-    if (opts.vars) env.III_DEV_VARS = Object.entries(opts.vars).map(([k, v]) => `${k}:${v}`).join(",");
+    if (opts.vars) env.III_DEV_VARS = JSON.stringify(opts.vars);
     // Its own process group, so stop() takes down wrangler, its node child and workerd together.
     child = spawn(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], { cwd: repoRoot, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     child.stdout?.on("data", (d) => (log += d));

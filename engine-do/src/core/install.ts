@@ -1,19 +1,53 @@
 // Everything the engine provides out of the box, added to a core in one place.
 import { installEngineFunctions } from "./builtins/engine-fns.ts";
+import { installPubSub } from "./builtins/pubsub.ts";
 import { installState } from "./builtins/state.ts";
+import { installStreams, type Streams } from "./builtins/streams.ts";
 import type { EngineCore } from "./engine.ts";
-import { DurableQueues } from "./queues/durable-queue.ts";
+import type { QueueProducerLike } from "./queues/cloudflare-queue.ts";
+import { parseQueueConfigs } from "./queues/config.ts";
+import { D1DeadLetters, LocalDeadLetters, type D1Like } from "./queues/dead-letters.ts";
+import { QueueRouter, installQueueBuiltins } from "./queues/router.ts";
+import { installCron, type CronScheduler } from "./triggers/cron.ts";
+import { installHttp, type HttpRoutes } from "./triggers/http.ts";
 
 export interface InstallOptions {
-  /** Extra configuration read from the Worker's vars (see wrangler.toml). */
+  /** Named queues, JSON (see queues/config.ts and wrangler.toml). */
   QUEUES?: string;
+  /** D1 for dead letters; without it they stay in the object's SQLite. */
+  DB?: D1Like;
+  /** Cloudflare Queues producer; without it cloudflare-backed queues run on the durable backend. */
+  DELIVERIES?: QueueProducerLike;
 }
 
-export function installEngine(core: EngineCore, _opts: InstallOptions = {}): { queues: DurableQueues } {
+export interface Installed {
+  queues: QueueRouter;
+  cron: CronScheduler;
+  http: HttpRoutes;
+  streams: Streams;
+}
+
+export function installEngine(core: EngineCore, opts: InstallOptions = {}): Installed {
   installEngineFunctions(core);
   installState(core);
-  const queues = new DurableQueues(core);
+  const now = () => core.ports.clock.now();
+  const deadLetters = opts.DB ? new D1DeadLetters(opts.DB, core.ports.namespace, now) : new LocalDeadLetters(core.ports.sql, now);
+  let configs;
+  try {
+    configs = parseQueueConfigs(opts.QUEUES, opts.DELIVERIES !== undefined);
+  } catch (e) {
+    // A bad QUEUES var must not take the engine down: only `default` exists, and enqueues to the
+    // other names fail with enqueue_error naming the problem in this log line.
+    core.ports.log.warn("QUEUES configuration refused; only the default queue is available", { error: e instanceof Error ? e.message : String(e) });
+    configs = parseQueueConfigs(undefined, opts.DELIVERIES !== undefined);
+  }
+  const queues = new QueueRouter(core, configs, deadLetters, opts.DELIVERIES);
   core.setQueueProvider(queues);
-  core.addAlarmClient(queues);
-  return { queues };
+  core.addAlarmClient(queues.durable);
+  installQueueBuiltins(core, queues);
+  installPubSub(core, queues);
+  const streams = installStreams(core);
+  const cron = installCron(core);
+  const http = installHttp(core);
+  return { queues, cron, http, streams };
 }

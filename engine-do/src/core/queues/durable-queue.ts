@@ -1,36 +1,27 @@
 // The durable queue inside the engine object: SQLite rows + the object's alarm. Backs the iii
-// `enqueue` action for queues configured with backend "durable" (ordered, millisecond latency).
-// At-least-once: a message is deleted only after its handler succeeded; a delivery in flight
-// holds a lease, and a lease that expires (eviction mid-delivery) makes the message due again.
-import type { AlarmClient, EngineCore, EnqueueRequest, QueueProvider } from "../engine.ts";
-import type { CallOutcome } from "../ports.ts";
+// `enqueue` action for queues configured with backend "durable" (ordered, millisecond latency)
+// and the `durable:subscriber` topics. At-least-once: a message is deleted only after its handler
+// succeeded; a delivery in flight holds a lease, and leases of a previous instance are void on
+// wake (eviction mid-delivery makes the message due again). The message id is the invocation id
+// of every attempt, so a handler can deduplicate.
+import type { AlarmClient, EngineCore, EnqueueRequest } from "../engine.ts";
+import { backoffDelay, type QueueConfig } from "./config.ts";
+import type { DeadLetter, DeadLetterSink } from "./dead-letters.ts";
 
-export interface QueueConfig {
-  name: string;
-  /** Retries after the first attempt before the message is dead-lettered (iii default 3). */
-  max_retries: number;
-  /** First retry delay; doubles each attempt (iii default 1000 ms). */
-  backoff_ms: number;
-  /** Deliveries in flight at once for this queue (iii default 10). */
-  concurrency: number;
-  type: "standard" | "fifo";
-  /** fifo: field of `data` whose value orders messages into groups (required for fifo). */
-  message_group_field?: string;
-  /** Engine-side deadline of one delivery. */
-  timeout_ms: number;
-}
-
-export const DEFAULT_QUEUES: QueueConfig[] = [
-  { name: "default", max_retries: 3, backoff_ms: 1000, concurrency: 10, type: "standard", timeout_ms: 30_000 },
-];
+export type { QueueConfig } from "./config.ts";
 
 /** Extra time on top of a delivery's deadline before its lease is considered lost. */
 const LEASE_MARGIN_MS = 5_000;
-/** Longest backoff, so a message with many retries is still retried within the hour. */
-const MAX_BACKOFF_MS = 3_600_000;
+/** While deliveries are in flight, their completion re-pumps; the alarm is only a safety net this
+ * far ahead (otherwise a due message waiting for a busy fifo group would spin the alarm). */
+const SAFETY_REPUMP_MS = 1_000;
+/** Most rows one pump looks at per queue (bounds the work of one event). */
+const PUMP_SCAN_LIMIT = 1_000;
 
-export interface DeadLetterSink {
-  deadLetter(msg: { id: string; queue: string; function_id: string; data: unknown; attempts: number; error: string; enqueued_at: number }): Promise<void>;
+/** Per-message overrides (a `durable:subscriber` binding's `queue_config`). */
+export interface MessageOverrides {
+  max_retries?: number;
+  backoff_ms?: number;
 }
 
 interface Row {
@@ -45,88 +36,104 @@ interface Row {
   enqueued_at: number;
   traceparent: string | null;
   baggage: string | null;
+  max_retries: number | null;
+  backoff_ms: number | null;
+  last_error: string | null;
 }
 
-export class DurableQueues implements QueueProvider, AlarmClient {
+export class DurableQueues implements AlarmClient {
   private readonly core: EngineCore;
-  private readonly configs = new Map<string, QueueConfig>();
+  private readonly configFor: (queue: string) => QueueConfig | undefined;
   private readonly inflight = new Map<string, number>();
   private readonly inflightGroups = new Set<string>();
+  private inflightTotal = 0;
+  private seq: number;
   private deadLetters: DeadLetterSink | undefined;
   private pumping = false;
   private pumpAgain = false;
+  private kicked = false;
+  /** Called after each settled delivery (tests and benchmarks observe progress). */
+  onSettled: ((id: string, outcome: "delivered" | "retry" | "dead") => void) | undefined;
 
-  constructor(core: EngineCore, configs: QueueConfig[] = DEFAULT_QUEUES) {
+  constructor(core: EngineCore, configFor: (queue: string) => QueueConfig | undefined) {
     this.core = core;
-    for (const c of configs) this.configs.set(c.name, c);
+    this.configFor = configFor;
     const { sql } = core.ports;
     sql.exec(`CREATE TABLE IF NOT EXISTS queue_messages (
       id TEXT PRIMARY KEY, queue TEXT NOT NULL, function_id TEXT NOT NULL, data TEXT NOT NULL,
       attempts INTEGER NOT NULL DEFAULT 0, next_at INTEGER NOT NULL, leased INTEGER NOT NULL DEFAULT 0,
       group_key TEXT, enqueued_at INTEGER NOT NULL, seq INTEGER NOT NULL, traceparent TEXT, baggage TEXT,
-      last_error TEXT)`);
+      last_error TEXT, max_retries INTEGER, backoff_ms INTEGER)`);
+    // Objects created before the per-message overrides existed get the columns added.
+    const cols = new Set(sql.exec<{ name: string }>("PRAGMA table_info(queue_messages)").map((c) => c.name));
+    for (const c of ["max_retries", "backoff_ms"]) if (!cols.has(c)) sql.exec(`ALTER TABLE queue_messages ADD COLUMN ${c} INTEGER`);
     sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_due ON queue_messages (queue, next_at)");
-    sql.exec("CREATE TABLE IF NOT EXISTS queue_receipts (queue TEXT NOT NULL, idempotency_key TEXT NOT NULL, receipt TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (queue, idempotency_key))");
+    sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_seq ON queue_messages (queue, group_key, seq)");
     // Leases held by a previous instance are void: their deliveries died with it.
     sql.exec("UPDATE queue_messages SET leased = 0");
+    this.seq = sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM queue_messages")[0]?.s ?? 0;
   }
 
   setDeadLetterSink(sink: DeadLetterSink): void {
     this.deadLetters = sink;
   }
 
-  configure(c: QueueConfig): void {
-    this.configs.set(c.name, c);
-  }
-  config(name: string): QueueConfig | undefined {
-    return this.configs.get(name);
-  }
-
-  async enqueue(req: EnqueueRequest): Promise<CallOutcome> {
-    const cfg = this.configs.get(req.queue);
-    if (!cfg) return { ok: false, error: { code: "enqueue_error", message: `queue '${req.queue}' is not configured` } };
-    const { sql, clock } = this.core.ports;
-    if (req.idempotency_key) {
-      const prior = sql.exec<{ receipt: string }>("SELECT receipt FROM queue_receipts WHERE queue = ? AND idempotency_key = ?", req.queue, req.idempotency_key)[0];
-      if (prior) return { ok: true, result: { messageReceiptId: prior.receipt } };
-    }
+  /**
+   * Store one message (synchronously, so the caller can make it atomic with its receipt). A
+   * message whose id is already queued is left alone (a repeated redrive is harmless).
+   */
+  push(cfg: QueueConfig, req: EnqueueRequest, id: string, overrides: MessageOverrides = {}): { ok: true } | { ok: false; message: string } {
     let group: string | null = null;
     if (cfg.type === "fifo") {
       const field = cfg.message_group_field ?? "";
       const v = req.data && typeof req.data === "object" ? (req.data as Record<string, unknown>)[field] : undefined;
-      if (v === undefined || v === null) return { ok: false, error: { code: "enqueue_error", message: `fifo queue '${cfg.name}' needs data.${field}` } };
-      group = String(v);
+      if (v === undefined || v === null) return { ok: false, message: `fifo queue '${cfg.name}' needs data.${field}` };
+      group = typeof v === "string" ? v : JSON.stringify(v);
     }
-    const id = this.core.ports.newId();
-    const now = clock.now();
-    sql.transaction(() => {
-      const seq = (sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM queue_messages")[0]?.s ?? 0) + 1;
-      sql.exec(
-        "INSERT INTO queue_messages (id, queue, function_id, data, next_at, group_key, enqueued_at, seq, traceparent, baggage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        id, cfg.name, req.function_id, JSON.stringify(req.data ?? null), now, group, now, seq, req.traceparent ?? null, req.baggage ?? null,
-      );
-      if (req.idempotency_key) sql.exec("INSERT INTO queue_receipts (queue, idempotency_key, receipt, created_at) VALUES (?, ?, ?, ?)", cfg.name, req.idempotency_key, id, now);
-    });
+    const now = this.core.ports.clock.now();
+    this.seq += 1;
+    this.core.ports.sql.exec(
+      "INSERT OR IGNORE INTO queue_messages (id, queue, function_id, data, next_at, group_key, enqueued_at, seq, traceparent, baggage, max_retries, backoff_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      id, cfg.name, req.function_id, JSON.stringify(req.data ?? null), now, group, now, this.seq, req.traceparent ?? null, req.baggage ?? null,
+      overrides.max_retries ?? null, overrides.backoff_ms ?? null,
+    );
     this.kick();
-    return { ok: true, result: { messageReceiptId: id } };
+    return { ok: true };
   }
 
-  /** Deliver what is due now, soon after the current event. */
+  /** Deliver what is due now, soon after the current event (coalesced). */
   kick(): void {
-    this.core.ports.timers.set(() => this.pump(), 0);
+    if (this.kicked) return;
+    this.kicked = true;
+    this.core.ports.timers.set(() => {
+      this.kicked = false;
+      this.pump();
+    }, 0);
   }
 
   nextDue(): number | null {
-    const r = this.core.ports.sql.exec<{ t: number | null }>("SELECT MIN(next_at) AS t FROM queue_messages WHERE leased = 0")[0];
-    return r?.t ?? null;
+    const t = this.core.ports.sql.exec<{ t: number | null }>("SELECT MIN(next_at) AS t FROM queue_messages WHERE leased = 0")[0]?.t ?? null;
+    if (t === null) return null;
+    const now = this.core.ports.clock.now();
+    if (this.inflightTotal > 0 && t <= now) return now + SAFETY_REPUMP_MS;
+    return t;
   }
 
   async run(): Promise<void> {
     this.pump();
   }
 
-  depth(queue: string): number {
-    return this.core.ports.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages WHERE queue = ?", queue)[0]?.n ?? 0;
+  depth(queue?: string): number {
+    const { sql } = this.core.ports;
+    const r = queue === undefined ? sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages") : sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages WHERE queue = ?", queue);
+    return r[0]?.n ?? 0;
+  }
+
+  /** Queue names with messages, and how many (engine::queue::list_topics). */
+  stats(): { queue: string; depth: number; inflight: number }[] {
+    return this.core.ports.sql
+      .exec<{ queue: string; n: number }>("SELECT queue, COUNT(*) AS n FROM queue_messages GROUP BY queue ORDER BY queue")
+      .map((r) => ({ queue: r.queue, depth: r.n, inflight: this.inflight.get(r.queue) ?? 0 }));
   }
 
   private pump(): void {
@@ -138,28 +145,32 @@ export class DurableQueues implements QueueProvider, AlarmClient {
     try {
       const { sql, clock } = this.core.ports;
       const now = clock.now();
-      for (const cfg of this.configs.values()) {
+      const queues = sql.exec<{ queue: string }>("SELECT DISTINCT queue FROM queue_messages WHERE leased = 0 AND next_at <= ?", now);
+      for (const { queue } of queues) {
+        const cfg = this.configFor(queue);
+        // A queue removed from configuration keeps its messages until it is configured again.
+        if (!cfg) continue;
         const free = cfg.concurrency - (this.inflight.get(cfg.name) ?? 0);
         if (free <= 0) continue;
-        // In order of arrival; for fifo only the head of each idle group is eligible.
-        const rows = sql.exec<Row>(
-          "SELECT * FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?",
-          cfg.name, now, cfg.type === "fifo" ? 1000 : free,
-        );
+        if (cfg.type !== "fifo") {
+          const rows = sql.exec<Row>("SELECT * FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, free);
+          for (const row of rows) this.deliver(cfg, row);
+          continue;
+        }
+        // fifo: only the head of each idle group is eligible, and a head waiting on backoff (or in
+        // flight) holds back every later message of its group.
+        const rows = sql.exec<Row>("SELECT * FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, PUMP_SCAN_LIMIT);
+        const seen = new Set<string>();
         let started = 0;
-        const seenGroups = new Set<string>();
         for (const row of rows) {
           if (started >= free) break;
-          if (cfg.type === "fifo") {
-            const g = `${cfg.name}\u0000${row.group_key}`;
-            if (seenGroups.has(g)) continue;
-            seenGroups.add(g);
-            if (this.inflightGroups.has(g)) continue;
-            // A group's head may be waiting on backoff: a later message of the group must not overtake it.
-            const head = sql.exec<{ id: string }>("SELECT id FROM queue_messages WHERE queue = ? AND group_key = ? ORDER BY seq LIMIT 1", cfg.name, row.group_key)[0];
-            if (head?.id !== row.id) continue;
-            this.inflightGroups.add(g);
-          }
+          const g = `${cfg.name}\u0000${row.group_key}`;
+          if (seen.has(g)) continue;
+          seen.add(g);
+          if (this.inflightGroups.has(g)) continue;
+          const head = sql.exec<{ id: string }>("SELECT id FROM queue_messages WHERE queue = ? AND group_key = ? ORDER BY seq LIMIT 1", cfg.name, row.group_key)[0];
+          if (head?.id !== row.id) continue;
+          this.inflightGroups.add(g);
           started++;
           this.deliver(cfg, row);
         }
@@ -179,44 +190,51 @@ export class DurableQueues implements QueueProvider, AlarmClient {
     const leaseUntil = clock.now() + cfg.timeout_ms + LEASE_MARGIN_MS;
     sql.exec("UPDATE queue_messages SET leased = 1, next_at = ? WHERE id = ?", leaseUntil, row.id);
     this.inflight.set(cfg.name, (this.inflight.get(cfg.name) ?? 0) + 1);
+    this.inflightTotal++;
     const group = cfg.type === "fifo" ? `${cfg.name}\u0000${row.group_key}` : null;
     const req: Parameters<EngineCore["invoke"]>[0] = { function_id: row.function_id, data: JSON.parse(row.data), timeoutMs: cfg.timeout_ms, invocationId: row.id };
     if (row.traceparent) req.traceparent = row.traceparent;
     if (row.baggage) req.baggage = row.baggage;
+    const maxRetries = row.max_retries ?? cfg.max_retries;
+    const backoff = { backoff_ms: row.backoff_ms ?? cfg.backoff_ms };
+    let settled: "delivered" | "retry" | "dead" = "retry";
     const done = this.core
       .invoke(req)
       .then(async (outcome) => {
         const attempts = row.attempts + 1;
         if (outcome.ok) {
           sql.exec("DELETE FROM queue_messages WHERE id = ?", row.id);
-        } else if (attempts > cfg.max_retries) {
-          const error = `${outcome.error.code}: ${outcome.error.message}`;
-          sql.exec("DELETE FROM queue_messages WHERE id = ?", row.id);
-          await this.deadLetter({ id: row.id, queue: cfg.name, function_id: row.function_id, data: JSON.parse(row.data), attempts, error, enqueued_at: row.enqueued_at });
-        } else {
-          const delay = Math.min(MAX_BACKOFF_MS, cfg.backoff_ms * 2 ** (attempts - 1));
-          sql.exec(
-            "UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?",
-            attempts, clock.now() + delay, `${outcome.error.code}: ${outcome.error.message}`, row.id,
-          );
+          settled = "delivered";
+          return;
         }
+        const error = `${outcome.error.code}: ${outcome.error.message}`;
+        if (attempts > maxRetries) {
+          // Hand over to the dead-letter store first; only then forget the message, so a crash
+          // in between redelivers rather than loses it.
+          await this.deadLetter({ id: row.id, queue: row.queue, function_id: row.function_id, data: JSON.parse(row.data), attempts, error, enqueued_at: row.enqueued_at, traceparent: row.traceparent ?? undefined });
+          sql.exec("DELETE FROM queue_messages WHERE id = ?", row.id);
+          settled = "dead";
+          return;
+        }
+        sql.exec("UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?", attempts, clock.now() + backoffDelay(backoff, attempts), error, row.id);
+      })
+      .catch((e) => {
+        // The dead-letter store failed: keep the message and try again later.
+        this.core.ports.log.warn("durable queue settle failed; message kept", { id: row.id, error: String(e) });
+        sql.exec("UPDATE queue_messages SET leased = 0, next_at = ? WHERE id = ?", clock.now() + backoffDelay(backoff, row.attempts + 1), row.id);
       })
       .finally(() => {
         this.inflight.set(cfg.name, (this.inflight.get(cfg.name) ?? 1) - 1);
+        this.inflightTotal--;
         if (group) this.inflightGroups.delete(group);
+        this.onSettled?.(row.id, settled);
         this.pump();
       });
     this.core.ports.background(done);
   }
 
-  private async deadLetter(msg: Parameters<DeadLetterSink["deadLetter"]>[0]): Promise<void> {
-    if (this.deadLetters) {
-      await this.deadLetters.deadLetter(msg);
-      return;
-    }
-    // Without a sink (plain core tests) keep it in the object so nothing acknowledged is lost.
-    const { sql } = this.core.ports;
-    sql.exec("CREATE TABLE IF NOT EXISTS queue_dead (id TEXT PRIMARY KEY, queue TEXT, function_id TEXT, data TEXT, attempts INTEGER, error TEXT, enqueued_at INTEGER)");
-    sql.exec("INSERT OR REPLACE INTO queue_dead VALUES (?, ?, ?, ?, ?, ?, ?)", msg.id, msg.queue, msg.function_id, JSON.stringify(msg.data), msg.attempts, msg.error, msg.enqueued_at);
+  private async deadLetter(msg: DeadLetter): Promise<void> {
+    if (!this.deadLetters) throw new Error("no dead-letter sink configured");
+    await this.deadLetters.deadLetter(msg);
   }
 }

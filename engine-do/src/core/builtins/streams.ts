@@ -1,0 +1,328 @@
+// Streams (wire-protocol §7.3, §8.6): three-level JSON items (stream → group → item) in the
+// object's SQLite, the `stream`, `stream:join` and `stream:leave` trigger types, and live
+// subscriptions for browser clients. A browser socket (`/_iii/streams`, accepted by the Engine
+// object) sends {type:"join"|"leave", data:{subscriptionId, streamName, groupId, id?}}; a join is
+// answered with a `sync` event carrying the current items, then create/update/delete/event pushes
+// follow. Subscriptions are rows of `stream_subs` keyed by the socket's id (kept in its
+// attachment), so they survive hibernation.
+import { IIIError, MAX_VALUE_BYTES, TRIGGER_TYPES, updateOp } from "../../../../protocol/src/index.ts";
+import { z } from "zod";
+import type { EngineCore } from "../engine.ts";
+import { applyUpdateOps } from "../update-ops.ts";
+import { parseInput } from "./input.ts";
+
+const name = z.string().min(1).max(512);
+const itemKey = z.object({ stream_name: name, group_id: name, item_id: name });
+const setInput = itemKey.extend({ data: z.unknown() });
+const groupInput = z.object({ stream_name: name, group_id: name });
+const streamInput = z.object({ stream_name: name });
+const sendInput = z.object({ stream_name: name, group_id: name, id: name.optional(), type: z.string().min(1).max(256), data: z.unknown().optional() });
+const updateInput = itemKey.extend({ ops: z.array(updateOp).max(1024) });
+
+/** Browser → engine on a stream socket. */
+const clientMessage = z.object({
+  type: z.enum(["join", "leave"]),
+  data: z.object({ subscriptionId: z.string().min(1).max(256), streamName: name, groupId: name, id: name.nullish() }),
+});
+
+/** Subscriptions one browser socket may hold (bounds the fan-out one socket can cause). */
+export const MAX_SUBSCRIPTIONS_PER_SOCKET = 256;
+/** Deadline for a `stream:join` handler deciding on a subscription. */
+const JOIN_TIMEOUT_MS = 10_000;
+
+export type StreamEventType = "create" | "update" | "delete";
+export interface StreamWireMessage {
+  type: "stream";
+  timestamp: number;
+  streamName: string;
+  groupId: string;
+  id: string | null;
+  event: { type: "sync" | StreamEventType | "unauthorized"; data?: unknown } | { type: "event"; event: { type: string; data: unknown } };
+}
+
+/** The shell's side: deliver a JSON message to one browser stream socket. */
+export interface StreamSocketPort {
+  send(socketId: string, message: StreamWireMessage): boolean;
+}
+
+export class Streams {
+  private readonly core: EngineCore;
+  private sockets: StreamSocketPort | undefined;
+
+  constructor(core: EngineCore) {
+    this.core = core;
+    const { sql } = core.ports;
+    sql.exec("CREATE TABLE IF NOT EXISTS stream_items (stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (stream_name, group_id, item_id))");
+    sql.exec("CREATE TABLE IF NOT EXISTS stream_subs (socket_id TEXT NOT NULL, subscription_id TEXT NOT NULL, stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT, context TEXT, PRIMARY KEY (socket_id, subscription_id))");
+    sql.exec("CREATE INDEX IF NOT EXISTS stream_subs_by_group ON stream_subs (stream_name, group_id)");
+  }
+
+  setSockets(port: StreamSocketPort): void {
+    this.sockets = port;
+  }
+
+  /** Drop subscriptions of sockets that no longer exist (a restart drops every socket). */
+  forgetSocketsExcept(live: Set<string>): void {
+    const { sql } = this.core.ports;
+    for (const r of sql.exec<{ socket_id: string }>("SELECT DISTINCT socket_id FROM stream_subs")) {
+      if (!live.has(r.socket_id)) sql.exec("DELETE FROM stream_subs WHERE socket_id = ?", r.socket_id);
+    }
+  }
+
+  // ------------------------------------------------------------------ items
+
+  read(stream: string, group: string, item: string): unknown {
+    const r = this.core.ports.sql.exec<{ value: string }>("SELECT value FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id = ?", stream, group, item)[0];
+    return r ? JSON.parse(r.value) : undefined;
+  }
+  list(stream: string, group: string): unknown[] {
+    return this.core.ports.sql.exec<{ value: string }>("SELECT value FROM stream_items WHERE stream_name = ? AND group_id = ? ORDER BY item_id", stream, group).map((r) => JSON.parse(r.value));
+  }
+  private write(stream: string, group: string, item: string, value: unknown, code: string): void {
+    const text = JSON.stringify(value ?? null);
+    if (text.length > MAX_VALUE_BYTES) throw new IIIError("VALUE_TOO_LARGE", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+    try {
+      this.core.ports.sql.exec("INSERT OR REPLACE INTO stream_items (stream_name, group_id, item_id, value) VALUES (?, ?, ?, ?)", stream, group, item, text);
+    } catch (e) {
+      throw new IIIError(code, `could not store ${stream}/${group}/${item}: ${String(e)}`);
+    }
+  }
+
+  set(stream: string, group: string, item: string, data: unknown): { old_value: unknown; new_value: unknown } {
+    const old = this.read(stream, group, item);
+    this.write(stream, group, item, data, "STREAM_SET_ERROR");
+    this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: data ?? null });
+    return { old_value: old ?? null, new_value: data ?? null };
+  }
+  update(stream: string, group: string, item: string, ops: z.infer<typeof updateInput>["ops"]) {
+    const old = this.read(stream, group, item);
+    const { value, errors } = applyUpdateOps(old, ops);
+    this.write(stream, group, item, value, "STREAM_UPDATE_ERROR");
+    this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: value });
+    const out: { old_value: unknown; new_value: unknown; errors?: unknown[] } = { old_value: old ?? null, new_value: value };
+    if (errors.length > 0) out.errors = errors;
+    return out;
+  }
+  delete(stream: string, group: string, item: string): { old_value: unknown } {
+    const old = this.read(stream, group, item);
+    if (old !== undefined) {
+      this.core.ports.sql.exec("DELETE FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id = ?", stream, group, item);
+      this.emit(stream, group, item, { type: "delete", data: old });
+    }
+    return { old_value: old ?? null };
+  }
+
+  // ------------------------------------------------------------------ events
+
+  /** Push to subscribed sockets now, and fire `stream` triggers in the background, in order. */
+  emit(stream: string, group: string, item: string | null, event: { type: StreamEventType; data: unknown } | { type: "event"; event: { type: string; data: unknown } }): void {
+    const timestamp = this.core.ports.clock.now();
+    const msg: StreamWireMessage = { type: "stream", timestamp, streamName: stream, groupId: group, id: item, event };
+    if (this.sockets) {
+      const subs = this.core.ports.sql.exec<{ socket_id: string; item_id: string | null }>("SELECT socket_id, item_id FROM stream_subs WHERE stream_name = ? AND group_id = ?", stream, group);
+      const sent = new Set<string>();
+      for (const s of subs) {
+        if (s.item_id !== null && item !== null && s.item_id !== item) continue;
+        if (sent.has(s.socket_id)) continue; // one push per socket, whatever its subscriptions
+        sent.add(s.socket_id);
+        this.sockets.send(s.socket_id, msg);
+      }
+    }
+    const bindings = this.core.activeBindings(TRIGGER_TYPES.stream).filter((b) => {
+      const c = (b.config ?? {}) as { stream_name?: string; group_id?: string; item_id?: string };
+      return c.stream_name === stream && (c.group_id === undefined || c.group_id === group) && (c.item_id === undefined || c.item_id === item);
+    });
+    if (bindings.length === 0) return;
+    const payload = { type: "stream", timestamp, streamName: stream, groupId: group, id: item, event };
+    this.core.ports.background(
+      (async () => {
+        for (const b of bindings) await this.core.fire(b, payload);
+      })(),
+    );
+  }
+
+  // ------------------------------------------------------------------ browser sockets
+
+  /** One text message from a browser stream socket. Bad input is answered, never fatal. */
+  async message(socketId: string, raw: string | ArrayBuffer): Promise<void> {
+    let value: unknown;
+    try {
+      value = JSON.parse(typeof raw === "string" ? raw : new TextDecoder().decode(raw));
+    } catch {
+      return;
+    }
+    const m = clientMessage.safeParse(value);
+    if (!m.success) return;
+    const { subscriptionId, streamName, groupId } = m.data.data;
+    const id = m.data.data.id ?? null;
+    if (m.data.type === "leave") {
+      this.leave(socketId, subscriptionId);
+      return;
+    }
+    await this.join(socketId, subscriptionId, streamName, groupId, id);
+  }
+
+  private async join(socketId: string, subscriptionId: string, streamName: string, groupId: string, id: string | null): Promise<void> {
+    const { sql, clock } = this.core.ports;
+    const base = { type: "stream" as const, timestamp: clock.now(), streamName, groupId, id };
+    const count = sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM stream_subs WHERE socket_id = ?", socketId)[0]?.n ?? 0;
+    if (count >= MAX_SUBSCRIPTIONS_PER_SOCKET) {
+      this.sockets?.send(socketId, { ...base, event: { type: "unauthorized", data: { reason: `at most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions per socket` } } });
+      return;
+    }
+    const payload: Record<string, unknown> = { subscription_id: subscriptionId, stream_name: streamName, group_id: groupId };
+    if (id !== null) payload.id = id;
+    // Every join binding is asked (filtered by stream_name when it sets one); any {unauthorized:true} rejects.
+    for (const b of this.core.activeBindings(TRIGGER_TYPES.streamJoin)) {
+      const want = (b.config as { stream_name?: string } | null)?.stream_name;
+      if (want !== undefined && want !== streamName) continue;
+      const out = await this.core.fire(b, payload, { timeoutMs: JOIN_TIMEOUT_MS });
+      if (out !== "skipped" && out.ok && out.result && typeof out.result === "object" && (out.result as { unauthorized?: unknown }).unauthorized === true) {
+        this.sockets?.send(socketId, { ...base, event: { type: "unauthorized" } });
+        return;
+      }
+    }
+    sql.exec("INSERT OR REPLACE INTO stream_subs (socket_id, subscription_id, stream_name, group_id, item_id) VALUES (?, ?, ?, ?, ?)", socketId, subscriptionId, streamName, groupId, id);
+    const data = id === null ? this.list(streamName, groupId) : (this.read(streamName, groupId, id) ?? null);
+    this.sockets?.send(socketId, { ...base, timestamp: clock.now(), event: { type: "sync", data } });
+  }
+
+  private leave(socketId: string, subscriptionId: string): void {
+    const { sql } = this.core.ports;
+    const row = sql.exec<{ stream_name: string; group_id: string; item_id: string | null }>("SELECT stream_name, group_id, item_id FROM stream_subs WHERE socket_id = ? AND subscription_id = ?", socketId, subscriptionId)[0];
+    if (!row) return;
+    sql.exec("DELETE FROM stream_subs WHERE socket_id = ? AND subscription_id = ?", socketId, subscriptionId);
+    this.fireLeave(subscriptionId, row);
+  }
+
+  /** The browser socket closed: every subscription it held ends. */
+  closed(socketId: string): void {
+    const { sql } = this.core.ports;
+    const rows = sql.exec<{ subscription_id: string; stream_name: string; group_id: string; item_id: string | null }>("SELECT subscription_id, stream_name, group_id, item_id FROM stream_subs WHERE socket_id = ?", socketId);
+    sql.exec("DELETE FROM stream_subs WHERE socket_id = ?", socketId);
+    for (const r of rows) this.fireLeave(r.subscription_id, r);
+  }
+
+  private fireLeave(subscriptionId: string, row: { stream_name: string; group_id: string; item_id: string | null }): void {
+    const payload: Record<string, unknown> = { subscription_id: subscriptionId, stream_name: row.stream_name, group_id: row.group_id };
+    if (row.item_id !== null) payload.id = row.item_id;
+    for (const b of this.core.activeBindings(TRIGGER_TYPES.streamLeave)) {
+      const want = (b.config as { stream_name?: string } | null)?.stream_name;
+      if (want !== undefined && want !== row.stream_name) continue;
+      this.core.ports.background(this.core.fire(b, payload));
+    }
+  }
+
+  subscriptionCount(): number {
+    return this.core.ports.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM stream_subs")[0]?.n ?? 0;
+  }
+}
+
+const optionalStreamConfig = (config: unknown, requireStream: boolean): string | undefined => {
+  if (config === null || config === undefined) return requireStream ? "stream_name is required" : undefined;
+  if (typeof config !== "object" || Array.isArray(config)) return "config must be an object";
+  const c = config as Record<string, unknown>;
+  if (requireStream && (typeof c.stream_name !== "string" || !c.stream_name)) return "stream_name is required";
+  for (const k of ["stream_name", "group_id", "item_id", "condition_function_id"]) {
+    if (c[k] !== undefined && typeof c[k] !== "string") return `${k} must be a string`;
+  }
+  return undefined;
+};
+
+export function installStreams(core: EngineCore): Streams {
+  const s = new Streams(core);
+  core.addTriggerType({
+    id: TRIGGER_TYPES.stream,
+    description: "Fires on stream item create/update/delete and custom events ({stream_name, group_id?, item_id?})",
+    validate: (config) => optionalStreamConfig(config, true),
+  });
+  core.addTriggerType({
+    id: TRIGGER_TYPES.streamJoin,
+    description: "Fires when a browser subscribes to a stream; returning {unauthorized:true} rejects it",
+    validate: (config) => optionalStreamConfig(config, false),
+  });
+  core.addTriggerType({
+    id: TRIGGER_TYPES.streamLeave,
+    description: "Fires when a browser subscription ends (leave or socket closed)",
+    validate: (config) => optionalStreamConfig(config, false),
+  });
+
+  const fmt = (props: Record<string, unknown>, required: string[]) => ({ type: "object", properties: props, required });
+  const str = { type: "string" };
+  core.addBuiltin({
+    id: "stream::set",
+    description: "Store an item: {stream_name, group_id, item_id, data} → {old_value, new_value}",
+    request_format: fmt({ stream_name: str, group_id: str, item_id: str, data: {} }, ["stream_name", "group_id", "item_id", "data"]),
+    handler: (input) => {
+      const q = parseInput(setInput, input);
+      return s.set(q.stream_name, q.group_id, q.item_id, q.data);
+    },
+  });
+  core.addBuiltin({
+    id: "stream::get",
+    description: "Read an item; no result when absent",
+    request_format: fmt({ stream_name: str, group_id: str, item_id: str }, ["stream_name", "group_id", "item_id"]),
+    handler: (input) => {
+      const q = parseInput(itemKey, input);
+      return s.read(q.stream_name, q.group_id, q.item_id);
+    },
+  });
+  core.addBuiltin({
+    id: "stream::delete",
+    description: "Delete an item → {old_value}",
+    request_format: fmt({ stream_name: str, group_id: str, item_id: str }, ["stream_name", "group_id", "item_id"]),
+    handler: (input) => {
+      const q = parseInput(itemKey, input);
+      return s.delete(q.stream_name, q.group_id, q.item_id);
+    },
+  });
+  core.addBuiltin({
+    id: "stream::list",
+    description: "Items of a group, as an array of values",
+    request_format: fmt({ stream_name: str, group_id: str }, ["stream_name", "group_id"]),
+    handler: (input) => {
+      const q = parseInput(groupInput, input);
+      return s.list(q.stream_name, q.group_id);
+    },
+  });
+  core.addBuiltin({
+    id: "stream::list_groups",
+    description: "Group ids of a stream",
+    request_format: fmt({ stream_name: str }, ["stream_name"]),
+    handler: (input) => {
+      const q = parseInput(streamInput, input);
+      return core.ports.sql.exec<{ group_id: string }>("SELECT DISTINCT group_id FROM stream_items WHERE stream_name = ? ORDER BY group_id", q.stream_name).map((r) => r.group_id);
+    },
+  });
+  core.addBuiltin({
+    id: "stream::list_all",
+    description: "Every stream with its groups → {stream:[{id, groups}], count}",
+    handler: () => {
+      const rows = core.ports.sql.exec<{ stream_name: string; group_id: string }>("SELECT DISTINCT stream_name, group_id FROM stream_items ORDER BY stream_name, group_id");
+      const by = new Map<string, string[]>();
+      for (const r of rows) by.set(r.stream_name, [...(by.get(r.stream_name) ?? []), r.group_id]);
+      const stream = [...by].map(([id, groups]) => ({ id, groups }));
+      return { stream, count: stream.length };
+    },
+  });
+  core.addBuiltin({
+    id: "stream::send",
+    description: "Send a custom event {stream_name, group_id, id?, type, data} to subscribers and stream triggers",
+    request_format: fmt({ stream_name: str, group_id: str, id: str, type: str, data: {} }, ["stream_name", "group_id", "type"]),
+    handler: (input) => {
+      const q = parseInput(sendInput, input);
+      s.emit(q.stream_name, q.group_id, q.id ?? null, { type: "event", event: { type: q.type, data: q.data ?? null } });
+      return undefined;
+    },
+  });
+  core.addBuiltin({
+    id: "stream::update",
+    description: "Apply update ops to an item → {old_value, new_value, errors?}",
+    request_format: fmt({ stream_name: str, group_id: str, item_id: str, ops: { type: "array" } }, ["stream_name", "group_id", "item_id", "ops"]),
+    handler: (input) => {
+      const q = parseInput(updateInput, input);
+      return s.update(q.stream_name, q.group_id, q.item_id, q.ops);
+    },
+  });
+  return s;
+}

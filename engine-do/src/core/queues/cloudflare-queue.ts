@@ -1,0 +1,126 @@
+// The Cloudflare Queues backend of the `enqueue` action (throughput; at-least-once; unordered).
+// The engine object produces to the `DELIVERIES` queue; the Worker's `queue()` handler hands each
+// message back to the object of its namespace (`Engine.deliverQueued`), which invokes the target
+// here and answers ack or retry-with-backoff. Past max_retries the message becomes a dead letter.
+// Cloudflare may deliver a message twice: a table of delivered receipt ids drops the repeat.
+import type { EngineCore, EnqueueRequest } from "../engine.ts";
+import { CLOUDFLARE_MAX_DELAY_S, backoffDelay, type QueueConfig } from "./config.ts";
+import type { DeadLetterSink } from "./dead-letters.ts";
+
+/** The part of a Queue producer binding used here (structural: no `cloudflare:*` types in core). */
+export interface QueueProducerLike {
+  send(body: CloudMessageBody, options?: { delaySeconds?: number }): Promise<unknown>;
+}
+
+/** What travels through Cloudflare Queues. Versioned: a deploy may meet messages of the last one. */
+export interface CloudMessageBody {
+  v: 1;
+  ns: string;
+  id: string;
+  queue: string;
+  function_id: string;
+  data: unknown;
+  enqueued_at: number;
+  traceparent?: string;
+  baggage?: string;
+}
+
+export type DeliveryVerdict = { ack: true; outcome: "delivered" | "duplicate" | "dead" } | { ack: false; delaySeconds: number };
+
+/** Cloudflare Queues refuses messages over 128 KB; leave room for the envelope. */
+export const MAX_CLOUD_MESSAGE_BYTES = 120 * 1024;
+/** How long delivered ids are remembered for deduplication (Cloudflare redelivers within minutes). */
+const DELIVERED_WINDOW_MS = 24 * 3_600_000;
+/** Prune the delivered-id table once every this many deliveries. */
+const PRUNE_EVERY = 500;
+
+export function isCloudMessageBody(v: unknown): v is CloudMessageBody {
+  if (!v || typeof v !== "object") return false;
+  const b = v as Record<string, unknown>;
+  return b.v === 1 && typeof b.ns === "string" && typeof b.id === "string" && typeof b.queue === "string" && typeof b.function_id === "string" && typeof b.enqueued_at === "number";
+}
+
+export class CloudflareQueue {
+  private readonly core: EngineCore;
+  private readonly producer: QueueProducerLike;
+  private readonly configFor: (queue: string) => QueueConfig | undefined;
+  private readonly deadLetters: DeadLetterSink;
+  private readonly running = new Map<string, number>();
+  private readonly waiters = new Map<string, (() => void)[]>();
+  private deliveries = 0;
+
+  constructor(core: EngineCore, producer: QueueProducerLike, configFor: (queue: string) => QueueConfig | undefined, deadLetters: DeadLetterSink) {
+    this.core = core;
+    this.producer = producer;
+    this.configFor = configFor;
+    this.deadLetters = deadLetters;
+    core.ports.sql.exec("CREATE TABLE IF NOT EXISTS queue_delivered (id TEXT PRIMARY KEY, at INTEGER NOT NULL)");
+  }
+
+  /** Produce one message. Throws when the payload is too large or the producer fails. */
+  async send(cfg: QueueConfig, req: EnqueueRequest, id: string): Promise<void> {
+    const body: CloudMessageBody = { v: 1, ns: this.core.ports.namespace, id, queue: cfg.name, function_id: req.function_id, data: req.data ?? null, enqueued_at: this.core.ports.clock.now() };
+    if (req.traceparent) body.traceparent = req.traceparent;
+    if (req.baggage) body.baggage = req.baggage;
+    const size = JSON.stringify(body).length;
+    if (size > MAX_CLOUD_MESSAGE_BYTES) throw new Error(`message of ${size} bytes exceeds ${MAX_CLOUD_MESSAGE_BYTES} bytes (Cloudflare Queues limit); use a durable queue`);
+    await this.producer.send(body);
+  }
+
+  /** One delivery attempt (`attempts` counts from 1, as Cloudflare's `Message.attempts`). */
+  async deliver(body: CloudMessageBody, attempts: number): Promise<DeliveryVerdict> {
+    const { sql, clock } = this.core.ports;
+    if (sql.exec("SELECT 1 FROM queue_delivered WHERE id = ?", body.id).length > 0) return { ack: true, outcome: "duplicate" };
+    const cfg = this.configFor(body.queue);
+    if (!cfg) {
+      // Configuration changed under the message: keep it as a dead letter rather than drop it.
+      await this.deadLetters.deadLetter({ id: body.id, queue: body.queue, function_id: body.function_id, data: body.data, attempts, error: `enqueue_error: queue '${body.queue}' is not configured`, enqueued_at: body.enqueued_at });
+      return { ack: true, outcome: "dead" };
+    }
+    await this.acquire(cfg);
+    let outcome;
+    try {
+      const req: Parameters<EngineCore["invoke"]>[0] = { function_id: body.function_id, data: body.data, timeoutMs: cfg.timeout_ms, invocationId: body.id };
+      if (body.traceparent) req.traceparent = body.traceparent;
+      if (body.baggage) req.baggage = body.baggage;
+      outcome = await this.core.invoke(req);
+    } finally {
+      this.release(cfg);
+    }
+    if (outcome.ok) {
+      sql.exec("INSERT OR REPLACE INTO queue_delivered (id, at) VALUES (?, ?)", body.id, clock.now());
+      if (++this.deliveries % PRUNE_EVERY === 0) sql.exec("DELETE FROM queue_delivered WHERE at < ?", clock.now() - DELIVERED_WINDOW_MS);
+      return { ack: true, outcome: "delivered" };
+    }
+    const error = `${outcome.error.code}: ${outcome.error.message}`;
+    if (attempts > cfg.max_retries) {
+      const dl: Parameters<DeadLetterSink["deadLetter"]>[0] = { id: body.id, queue: body.queue, function_id: body.function_id, data: body.data, attempts, error, enqueued_at: body.enqueued_at };
+      if (body.traceparent) dl.traceparent = body.traceparent;
+      await this.deadLetters.deadLetter(dl);
+      return { ack: true, outcome: "dead" };
+    }
+    return { ack: false, delaySeconds: Math.min(CLOUDFLARE_MAX_DELAY_S, Math.ceil(backoffDelay(cfg, attempts) / 1000)) };
+  }
+
+  /** Per-queue `concurrency` inside this object (batches from several consumers may overlap). */
+  private acquire(cfg: QueueConfig): Promise<void> {
+    const n = this.running.get(cfg.name) ?? 0;
+    if (n < cfg.concurrency) {
+      this.running.set(cfg.name, n + 1);
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const list = this.waiters.get(cfg.name) ?? [];
+      list.push(() => {
+        this.running.set(cfg.name, (this.running.get(cfg.name) ?? 0) + 1);
+        resolve();
+      });
+      this.waiters.set(cfg.name, list);
+    });
+  }
+  private release(cfg: QueueConfig): void {
+    this.running.set(cfg.name, (this.running.get(cfg.name) ?? 1) - 1);
+    const next = this.waiters.get(cfg.name)?.shift();
+    next?.();
+  }
+}

@@ -1,0 +1,292 @@
+// The `http` trigger type (wire-protocol §8.1). A binding {api_path, http_method} is a route; the
+// route table is rebuilt from the stored bindings on wake (SQLite is the truth). The Worker front
+// door (../../http-routes.ts) forwards every non-reserved request to the object of its namespace
+// (`Engine.httpRequest`), which matches it here, runs middleware, the condition and the function,
+// and maps the function's {status_code, headers, body} onto the response.
+//
+// iii-edge differences, on purpose: `request_body`/`response` channels are not provided (bodies
+// are buffered: JSON → parsed, text/* → the text as a string, anything else → null); a function
+// result that is not {status_code?, headers?, body?} is sent as the JSON body; config `timeout_ms`
+// sets the request deadline (default 30 s).
+import { TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
+import type { TriggerRecord } from "../catalog.ts";
+import type { EngineCore } from "../engine.ts";
+import type { CallOutcome } from "../ports.ts";
+
+/** Overall deadline of one HTTP-triggered request unless the binding sets `timeout_ms` (iii: 30 s). */
+export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
+/** Longest api_path (bounds matching work). */
+const MAX_PATH_LENGTH = 1024;
+/** Most middleware functions per route. */
+const MAX_MIDDLEWARES = 16;
+export const HTTP_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"] as const;
+
+/**
+ * Paths the front door keeps for itself (index.ts) and the demo app's static files. A route here
+ * would never be reached, so registration refuses it. Top-level paths with a static-file
+ * extension are refused too: the asset layer answers them before the Worker runs.
+ */
+const RESERVED_EXACT = new Set(["", "healthz", "otel", "ns", "ws", "_iii", "index.html", "sdk", "assets", "favicon.ico", "robots.txt"]);
+const RESERVED_PREFIXES = ["ns/", "ws/", "_iii/", "sdk/", "assets/"];
+const STATIC_EXTENSION = /\.(html?|js|mjs|css|map|ico|png|jpe?g|gif|svg|webp|txt|webmanifest|woff2?)$/i;
+
+export function normalizePath(p: string): string {
+  return p.replace(/^\/+/, "").replace(/\/+$/, "").replace(/\/{2,}/g, "/");
+}
+
+export function reservedReason(pattern: string): string | undefined {
+  const p = normalizePath(pattern);
+  if (RESERVED_EXACT.has(p)) return `'/${p}' is reserved by the engine`;
+  for (const pre of RESERVED_PREFIXES) if (p.startsWith(pre)) return `'/${p}' is under the engine's reserved prefix '/${pre}*'`;
+  if (!p.includes("/") && STATIC_EXTENSION.test(p)) return `'/${p}' looks like a static asset of the demo app (served before any route)`;
+  return undefined;
+}
+
+interface Route {
+  binding: TriggerRecord;
+  method: string;
+  pattern: string;
+  segments: string[];
+  /** Shape key: params replaced by ':' (two routes with the same shape collide). */
+  shape: string;
+}
+
+export interface HttpTriggerConfig {
+  api_path: string;
+  http_method?: string;
+  condition_function_id?: string;
+  middleware_function_ids?: string[];
+  timeout_ms?: number;
+}
+
+/** A request as the front door hands it over RPC (plain data: structured-clone friendly). */
+export interface HttpTriggerRequest {
+  method: string;
+  /** URL path, still percent-encoded. */
+  path: string;
+  query: Record<string, string>;
+  headers: Record<string, string>;
+  /** Body as text (UTF-8), or null when there is none. */
+  body: string | null;
+}
+export interface HttpTriggerResponse {
+  /** false: no route matched (the front door may then try static assets). */
+  matched: boolean;
+  status: number;
+  headers: [string, string][];
+  body: string | null;
+}
+
+const json = (status: number, body: unknown, matched = true): HttpTriggerResponse => ({ matched, status, headers: [["content-type", "application/json"]], body: JSON.stringify(body) });
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function parseConfig(config: unknown): { ok: true; c: HttpTriggerConfig; method: string; pattern: string } | { ok: false; error: string } {
+  if (!isObj(config)) return { ok: false, error: "config must be {api_path, http_method?, condition_function_id?, middleware_function_ids?}" };
+  if (typeof config.api_path !== "string" || !config.api_path.trim()) return { ok: false, error: "api_path is required" };
+  if (config.api_path.length > MAX_PATH_LENGTH) return { ok: false, error: `api_path longer than ${MAX_PATH_LENGTH}` };
+  const method = (typeof config.http_method === "string" ? config.http_method : "GET").toUpperCase();
+  if (!(HTTP_METHODS as readonly string[]).includes(method)) return { ok: false, error: `http_method must be one of ${HTTP_METHODS.join(" ")}` };
+  if (config.condition_function_id !== undefined && typeof config.condition_function_id !== "string") return { ok: false, error: "condition_function_id must be a string" };
+  const mw = config.middleware_function_ids;
+  if (mw !== undefined && (!Array.isArray(mw) || mw.length > MAX_MIDDLEWARES || mw.some((m) => typeof m !== "string" || !m))) return { ok: false, error: `middleware_function_ids must be at most ${MAX_MIDDLEWARES} function ids` };
+  const t = config.timeout_ms;
+  if (t !== undefined && (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > 15 * 60_000)) return { ok: false, error: "timeout_ms must be an integer between 1 and 900000" };
+  const pattern = normalizePath(config.api_path);
+  if (pattern.split("/").some((s) => s === ":")) return { ok: false, error: "a path parameter needs a name (':id')" };
+  return { ok: true, c: config as unknown as HttpTriggerConfig, method, pattern };
+}
+
+export class HttpRoutes {
+  private readonly core: EngineCore;
+  /** `METHOD shape` → route; the latest binding for a (method, path) wins (iii: replaces). */
+  private readonly routes = new Map<string, Route>();
+
+  constructor(core: EngineCore) {
+    this.core = core;
+  }
+
+  install(): void {
+    this.core.addTriggerType({
+      id: TRIGGER_TYPES.http,
+      description: "Serves an HTTP route {api_path, http_method?} at the engine's front door; the function's {status_code, headers, body} is the response",
+      validate: (config, binding) => {
+        const p = parseConfig(config);
+        if (!p.ok) return p.error;
+        const reserved = reservedReason(p.pattern);
+        if (reserved) return `api_path ${reserved}; choose another path`;
+        const route = this.toRoute(binding, p.method, p.pattern);
+        const existing = this.routes.get(`${route.method} ${route.shape}`);
+        if (existing && existing.binding.id !== binding.id && existing.pattern !== route.pattern) {
+          return `${route.method} /${route.pattern} collides with /${existing.pattern} (same shape, different parameter names)`;
+        }
+        return undefined;
+      },
+      added: (b) => {
+        const p = parseConfig(b.config);
+        if (!p.ok) return;
+        const r = this.toRoute(b, p.method, p.pattern);
+        this.routes.set(`${r.method} ${r.shape}`, r);
+      },
+      removed: (b) => {
+        for (const [k, r] of this.routes) {
+          if (r.binding.id !== b.id) continue;
+          this.routes.delete(k);
+          // Another binding of the same route (replaced earlier) takes over.
+          const fallback = this.core.activeBindings(TRIGGER_TYPES.http).find((o) => o.id !== b.id && (() => {
+            const p = parseConfig(o.config);
+            return p.ok && `${p.method} ${this.toRoute(o, p.method, p.pattern).shape}` === k;
+          })());
+          if (fallback) {
+            const p = parseConfig(fallback.config);
+            if (p.ok) this.routes.set(k, this.toRoute(fallback, p.method, p.pattern));
+          }
+        }
+      },
+    });
+  }
+
+  private toRoute(binding: TriggerRecord, method: string, pattern: string): Route {
+    const segments = pattern === "" ? [] : pattern.split("/");
+    const shape = segments.map((s) => (s.startsWith(":") ? ":" : s)).join("/");
+    return { binding, method, pattern, segments, shape };
+  }
+
+  /** Find the route for a concrete path: static segments beat parameters, left to right. */
+  match(method: string, rawPath: string): { route: Route; params: Record<string, string> } | undefined {
+    const parts = normalizePath(rawPath).split("/").filter((s, i, a) => !(a.length === 1 && s === ""));
+    let best: { route: Route; params: Record<string, string>; score: string } | undefined;
+    const m = method.toUpperCase();
+    for (const route of this.routes.values()) {
+      if (route.method !== m && !(m === "HEAD" && route.method === "GET")) continue;
+      if (route.segments.length !== parts.length) continue;
+      const params: Record<string, string> = {};
+      let score = "";
+      let ok = true;
+      for (let i = 0; i < parts.length; i++) {
+        const seg = route.segments[i] as string;
+        let part: string;
+        try {
+          part = decodeURIComponent(parts[i] as string);
+        } catch {
+          part = parts[i] as string;
+        }
+        if (seg.startsWith(":")) {
+          params[seg.slice(1)] = part;
+          score += "1";
+        } else if (seg === part) score += "0";
+        else {
+          ok = false;
+          break;
+        }
+      }
+      // An exact method match beats HEAD served by a GET route.
+      score += route.method === m ? "0" : "1";
+      if (ok && (!best || score < best.score)) best = { route, params, score };
+    }
+    return best ? { route: best.route, params: best.params } : undefined;
+  }
+
+  routeCount(): number {
+    return this.routes.size;
+  }
+
+  async handle(req: HttpTriggerRequest): Promise<HttpTriggerResponse> {
+    const found = this.match(req.method, req.path);
+    if (!found) return json(404, { error: { code: "NOT_FOUND", message: "Not Found" } }, false);
+    const { route, params } = found;
+    const cfg = route.binding.config as HttpTriggerConfig;
+    const timeoutMs = cfg.timeout_ms ?? HTTP_REQUEST_TIMEOUT_MS;
+    const deadline = this.core.ports.clock.now() + timeoutMs;
+    const left = () => Math.max(1, deadline - this.core.ports.clock.now());
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = v;
+    const method = req.method.toUpperCase();
+
+    // Middleware (§8.1): each may continue or respond; an error is a 500, a timeout a 504.
+    for (const mw of cfg.middleware_function_ids ?? []) {
+      const out = await this.core.invoke({ function_id: mw, data: { phase: "preHandler", request: { path_params: params, query_params: req.query, headers, method }, context: {} }, timeoutMs: left() });
+      if (!out.ok) {
+        if (out.error.code === "timeout") return json(504, { error: { code: "MIDDLEWARE_TIMEOUT", message: out.error.message } });
+        return this.errorResponse(out.error);
+      }
+      const r = out.result;
+      if (isObj(r) && r.action === "respond") return this.buffered(isObj(r.response) ? r.response : {});
+    }
+
+    const payload = {
+      query_params: req.query,
+      path_params: params,
+      headers,
+      path: route.pattern,
+      method,
+      body: parseBody(headers["content-type"], req.body),
+      trigger: { type: "http", path: route.pattern, method: route.method },
+    };
+    const outcome = await this.core.fire(route.binding, payload, { timeoutMs: left() });
+    if (outcome === "skipped") return json(422, { error: { code: "CONDITION_NOT_MET", message: "Request condition not met" }, skipped: true });
+    if (!outcome.ok) {
+      if (outcome.error.code === "timeout") return json(504, { error: { code: "timeout", message: outcome.error.message } });
+      if (outcome.error.code === "function_not_found") return json(404, { error: { code: "function_not_found", message: outcome.error.message } });
+      return this.errorResponse(outcome.error);
+    }
+    const res = this.buffered(outcome.result);
+    return method === "HEAD" ? { ...res, body: null } : res;
+  }
+
+  private errorResponse(error: Extract<CallOutcome, { ok: false }>["error"]): HttpTriggerResponse {
+    const error_id = this.core.ports.newId().replace(/-/g, "").slice(0, 16);
+    this.core.ports.log.warn("http trigger failed", { error_id, code: error.code, message: error.message });
+    return json(500, { error: { code: error.code, message: error.message, error_id } });
+  }
+
+  /** The buffered response mapping of §8.1. */
+  private buffered(result: unknown): HttpTriggerResponse {
+    const shaped = isObj(result) && ("status_code" in result || "body" in result || "headers" in result);
+    const r = shaped ? result : { body: result === undefined ? {} : result };
+    const status = typeof r.status_code === "number" && r.status_code >= 100 && r.status_code <= 599 ? Math.trunc(r.status_code) : 200;
+    const headers: [string, string][] = [];
+    if (Array.isArray(r.headers)) {
+      for (const h of r.headers) {
+        if (typeof h !== "string") continue;
+        const i = h.indexOf(":");
+        if (i > 0) headers.push([h.slice(0, i).trim(), h.slice(i + 1).trim()]);
+      }
+    } else if (isObj(r.headers)) {
+      for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && v !== null) headers.push([k, String(v)]);
+    }
+    const ctype = headers.find(([k]) => k.toLowerCase() === "content-type")?.[1];
+    const body = r.body === undefined ? {} : r.body;
+    let text: string | null;
+    if (ctype !== undefined) {
+      if (typeof body === "string") text = body;
+      else if (body === null) text = null;
+      else text = JSON.stringify(body);
+    } else {
+      headers.push(["content-type", "application/json"]);
+      text = JSON.stringify(body);
+    }
+    if (status === 204 || status === 304) text = null;
+    return { matched: true, status, headers, body: text };
+  }
+}
+
+/** §8.1 body: JSON when the content type says so (invalid → null); iii-edge adds text/* as a string. */
+export function parseBody(contentType: string | undefined, text: string | null): unknown {
+  if (text === null || text === "") return null;
+  const ct = (contentType ?? "").toLowerCase();
+  if (ct.includes("application/json") || ct.includes("+json")) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return null;
+    }
+  }
+  if (ct.startsWith("text/")) return text;
+  return null;
+}
+
+export function installHttp(core: EngineCore): HttpRoutes {
+  const h = new HttpRoutes(core);
+  h.install();
+  return h;
+}

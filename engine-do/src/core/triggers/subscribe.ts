@@ -1,0 +1,30 @@
+// The `subscribe` trigger type (wire-protocol §8.4): config {topic}; payload = the published data;
+// no metadata, no condition, fire-and-forget. A binding with an empty topic is kept but never fires.
+import { TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
+import type { EngineCore } from "../engine.ts";
+
+export function installSubscribe(core: EngineCore): { publish(topic: string, data: unknown): number } {
+  core.addTriggerType({
+    id: TRIGGER_TYPES.subscribe,
+    description: "Receives every message published to its topic ({topic}); payload is the published data",
+    validate(config) {
+      if (config === null || config === undefined) return undefined;
+      if (typeof config !== "object" || Array.isArray(config)) return "config must be {topic}";
+      const topic = (config as { topic?: unknown }).topic;
+      if (topic !== undefined && typeof topic !== "string") return "topic must be a string";
+      return undefined;
+    },
+  });
+  return {
+    publish(topic, data) {
+      let n = 0;
+      for (const b of core.activeBindings(TRIGGER_TYPES.subscribe)) {
+        if ((b.config as { topic?: string } | null)?.topic !== topic) continue;
+        if (!core.functionExists(b.function_id)) continue;
+        n++;
+        core.ports.background(core.invoke({ function_id: b.function_id, data }));
+      }
+      return n;
+    },
+  };
+}

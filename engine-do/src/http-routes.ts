@@ -1,0 +1,82 @@
+// The front-door half of `http` triggers (core/triggers/http.ts has the routing): any request the
+// engine does not reserve goes to the default namespace's Engine object, and
+// `/ns/<namespace>/http/<path>` to another namespace's. When no route matches, a GET falls back to
+// the demo app's static assets, and otherwise gets `404 {"error":{"code":"NOT_FOUND",...}}`.
+// Also here: browser stream sockets (`/_iii/streams`, `/ns/<ns>/_iii/streams`) and the benchmark
+// baseline `/_iii/bench/plain` (the same JSON an http-trigger bench route answers, without the DO).
+import type { Context, Hono } from "hono";
+import { reservedReason, type HttpTriggerRequest } from "./core/triggers/http.ts";
+
+type AppEnv = { Bindings: Env };
+
+/** iii namespaces name Durable Objects: keep them short and printable (same rule as index.ts). */
+const NAMESPACE = /^[A-Za-z0-9._-]{1,64}$/;
+const DEFAULT_NAMESPACE = "default";
+/** Largest request body forwarded to a function (same bound as a frame, protocol/limits.ts). */
+const MAX_HTTP_BODY_BYTES = 1024 * 1024;
+/** What `/_iii/bench/plain` answers; tests/bench/triggers-bench.mjs registers a route answering the same. */
+export const BENCH_PLAIN_BODY = { ok: true, message: "hello from iii-edge" };
+
+const notFound = (c: Context<AppEnv>) => c.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, 404);
+
+async function forward(c: Context<AppEnv>, namespace: string, path: string, assets: boolean): Promise<Response> {
+  if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${namespace}'` } }, 400);
+  const raw = c.req.raw;
+  const method = raw.method.toUpperCase();
+  let body: string | null = null;
+  if (method !== "GET" && method !== "HEAD" && raw.body) {
+    const declared = Number(raw.headers.get("content-length") ?? "0");
+    if (declared > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
+    const bytes = await raw.arrayBuffer();
+    if (bytes.byteLength > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
+    body = new TextDecoder().decode(bytes);
+  }
+  const query: Record<string, string> = {};
+  for (const [k, v] of new URL(raw.url).searchParams) if (!(k in query)) query[k] = v;
+  const headers: Record<string, string> = {};
+  raw.headers.forEach((v, k) => {
+    headers[k.toLowerCase()] = v;
+  });
+  const req: HttpTriggerRequest = { method, path, query, headers, body };
+  let res;
+  try {
+    res = await c.env.ENGINE.getByName(namespace).httpRequest(req);
+  } catch (e) {
+    return c.json({ error: { code: "invocation_error", message: `engine unavailable: ${String(e)}` } }, 503);
+  }
+  if (!res.matched && assets && (method === "GET" || method === "HEAD")) {
+    const asset = await c.env.ASSETS.fetch(raw);
+    if (asset.status !== 404) return asset;
+  }
+  return new Response(res.body, { status: res.status, headers: res.headers });
+}
+
+const streamSocket = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
+  if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${namespace}'` } }, 400);
+  return c.env.ENGINE.getByName(namespace).fetch(c.req.raw);
+};
+
+/** Mount after the engine's own routes: the last route catches everything else. */
+export function mountTriggerRoutes(app: Hono<AppEnv>): void {
+  app.get("/_iii/bench/plain", (c) => c.json(BENCH_PLAIN_BODY));
+  app.get("/_iii/streams", (c) => streamSocket(c, DEFAULT_NAMESPACE));
+  app.get("/ns/:ns/_iii/streams", (c) => streamSocket(c, c.req.param("ns")));
+  app.all("/ns/:ns/http/*", (c) => {
+    const ns = c.req.param("ns");
+    const prefix = `/ns/${ns}/http`;
+    return forward(c, ns, c.req.path.slice(prefix.length) || "/", false);
+  });
+  app.all("*", async (c) => {
+    const path = c.req.path;
+    if (path === "/_iii" || path.startsWith("/_iii/")) return notFound(c);
+    if (reservedReason(path)) {
+      const m = c.req.method.toUpperCase();
+      if (m === "GET" || m === "HEAD") {
+        const asset = await c.env.ASSETS.fetch(c.req.raw);
+        if (asset.status !== 404) return asset;
+      }
+      return notFound(c);
+    }
+    return forward(c, DEFAULT_NAMESPACE, path, true);
+  });
+}

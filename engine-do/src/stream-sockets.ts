@@ -1,0 +1,80 @@
+// Browser stream subscriptions on the Engine object (wire-protocol §8.6): the workerd side of
+// core/builtins/streams.ts. Sockets are hibernatable (tag "stream"); each carries its id in a
+// validated attachment, and its subscriptions live in SQLite, so both survive hibernation.
+import { z } from "zod";
+import type { StreamSocketPort, Streams, StreamWireMessage } from "./core/builtins/streams.ts";
+
+const streamAttachment = z.object({ v: z.literal(1), kind: z.literal("stream"), worker_id: z.string() });
+const TAG = "stream";
+
+export class StreamSockets implements StreamSocketPort {
+  private readonly ctx: DurableObjectState;
+  private readonly streams: Streams;
+  private readonly byId = new Map<string, WebSocket>();
+
+  constructor(ctx: DurableObjectState, streams: Streams) {
+    this.ctx = ctx;
+    this.streams = streams;
+    streams.setSockets(this);
+    const live = new Set<string>();
+    for (const ws of ctx.getWebSockets(TAG)) {
+      const id = this.idOf(ws);
+      if (id) {
+        live.add(id);
+        this.byId.set(id, ws);
+      }
+    }
+    // A restart or redeploy dropped sockets without a close event: their subscriptions end.
+    streams.forgetSocketsExcept(live);
+  }
+
+  idOf(ws: WebSocket): string | undefined {
+    const a = streamAttachment.safeParse(ws.deserializeAttachment());
+    return a.success ? a.data.worker_id : undefined;
+  }
+
+  accept(request: Request): Response {
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
+      return Response.json({ error: { code: "INVALID_ARGUMENTS", message: "stream subscriptions need a WebSocket upgrade" } }, { status: 426 });
+    }
+    const pair = new WebSocketPair();
+    const [client, server] = [pair[0], pair[1]];
+    const id = crypto.randomUUID();
+    this.ctx.acceptWebSocket(server, [TAG]);
+    server.serializeAttachment({ v: 1, kind: "stream", worker_id: id });
+    this.byId.set(id, server);
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  send(socketId: string, message: StreamWireMessage): boolean {
+    let ws = this.byId.get(socketId);
+    if (!ws) {
+      ws = this.ctx.getWebSockets(TAG).find((w) => this.idOf(w) === socketId);
+      if (!ws) return false;
+      this.byId.set(socketId, ws);
+    }
+    try {
+      ws.send(JSON.stringify(message));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Returns false when `ws` is not a stream socket. */
+  message(ws: WebSocket, raw: string | ArrayBuffer): boolean {
+    const id = this.idOf(ws);
+    if (!id) return false;
+    this.byId.set(id, ws);
+    this.ctx.waitUntil(this.streams.message(id, raw).catch((e) => console.error("stream socket message failed", e)));
+    return true;
+  }
+
+  closed(ws: WebSocket): boolean {
+    const id = this.idOf(ws);
+    if (!id) return false;
+    this.byId.delete(id);
+    this.streams.closed(id);
+    return true;
+  }
+}

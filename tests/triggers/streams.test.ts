@@ -1,0 +1,105 @@
+// Streams: stream::* in SQLite, `stream` triggers, and browser subscriptions over /_iii/streams
+// (join → sync, then create/update/delete/event pushes; stream:join can reject; stream:leave
+// fires), surviving hibernation of the engine object.
+import { evictDurableObject } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { RawWorker, eventually } from "./raw-worker.ts";
+
+interface Push {
+  type: string;
+  streamName: string;
+  groupId: string;
+  id: string | null;
+  event: { type: string; data?: unknown; event?: unknown };
+}
+
+async function subscriber(ns: string) {
+  const res = await exports.default.fetch(`http://engine/ns/${ns}/_iii/streams`, { headers: { Upgrade: "websocket" } });
+  expect(res.status).toBe(101);
+  const ws = res.webSocket!;
+  ws.accept();
+  const got: Push[] = [];
+  ws.addEventListener("message", (e) => got.push(JSON.parse(String(e.data)) as Push));
+  return { ws, got, send: (m: unknown) => ws.send(JSON.stringify(m)) };
+}
+
+describe("streams", () => {
+  it("implements stream::* with the §7.3 results", async () => {
+    const w = await RawWorker.connect("st-fns");
+    const key = { stream_name: "chat", group_id: "room1", item_id: "m1" };
+    expect((await w.call("stream::set", { ...key, data: { text: "hi" } })).result).toEqual({ old_value: null, new_value: { text: "hi" } });
+    expect((await w.call("stream::get", key)).result).toEqual({ text: "hi" });
+    expect((await w.call("stream::update", { ...key, ops: [{ type: "set", path: "text", value: "yo" }, { type: "increment", path: "n", by: 2 }] })).result).toEqual({ old_value: { text: "hi" }, new_value: { text: "yo", n: 2 } });
+    await w.call("stream::set", { stream_name: "chat", group_id: "room2", item_id: "m9", data: 1 });
+    expect((await w.call("stream::list", { stream_name: "chat", group_id: "room1" })).result).toEqual([{ text: "yo", n: 2 }]);
+    expect((await w.call("stream::list_groups", { stream_name: "chat" })).result).toEqual(["room1", "room2"]);
+    expect((await w.call("stream::list_all", {})).result).toEqual({ stream: [{ id: "chat", groups: ["room1", "room2"] }], count: 1 });
+    expect((await w.call("stream::delete", key)).result).toEqual({ old_value: { text: "yo", n: 2 } });
+    expect((await w.call("stream::get", key)).result).toBeUndefined();
+    expect((await w.call("stream::set", { stream_name: "chat" })).error?.code).toBe("deserialization_error");
+    w.close();
+  });
+
+  it("fires stream triggers with the §8.6 payload for create/update/delete/event", async () => {
+    const w = await RawWorker.connect("st-trig");
+    const events: { type: string; streamName: string; groupId: string; id: string | null; event: { type: string } }[] = [];
+    w.fn("st::on", (p) => void events.push(p as never));
+    w.trigger("stream", "st::on", { stream_name: "todo", group_id: "g" });
+    const bad = w.trigger("stream", "st::on", {});
+    await w.settle();
+    expect(w.registrationErrors(bad)[0]?.code).toBe("trigger_registration_failed");
+    const k = { stream_name: "todo", group_id: "g", item_id: "1" };
+    await w.call("stream::set", { ...k, data: { done: false } });
+    await w.call("stream::set", { ...k, data: { done: true } });
+    await w.call("stream::set", { stream_name: "todo", group_id: "other", item_id: "1", data: 0 });
+    await w.call("stream::send", { stream_name: "todo", group_id: "g", type: "ping", data: { x: 1 } });
+    await w.call("stream::delete", k);
+    await eventually(() => events.length === 4, 5000, "four events");
+    expect(events.map((e) => e.event.type)).toEqual(["create", "update", "event", "delete"]);
+    expect(events[0]).toMatchObject({ type: "stream", streamName: "todo", groupId: "g", id: "1", event: { type: "create", data: { done: false } } });
+    expect(events[2]).toMatchObject({ id: null, event: { type: "event", event: { type: "ping", data: { x: 1 } } } });
+    w.close();
+  });
+
+  it("pushes live changes to a browser subscriber: sync on join, then changes; join can reject; leave fires", async () => {
+    const ns = "st-live";
+    const w = await RawWorker.connect(ns);
+    const joins: unknown[] = [];
+    const leaves: unknown[] = [];
+    w.fn("st::join", (p) => {
+      joins.push(p);
+      return (p as { group_id: string }).group_id === "secret" ? { unauthorized: true } : null;
+    });
+    w.fn("st::leave", (p) => void leaves.push(p));
+    w.trigger("stream:join", "st::join", {});
+    w.trigger("stream:leave", "st::leave", {});
+    await w.call("stream::set", { stream_name: "chat", group_id: "room", item_id: "a", data: { text: "first" } });
+    const s = await subscriber(ns);
+    s.send({ type: "join", data: { subscriptionId: "sub-1", streamName: "chat", groupId: "room" } });
+    s.send({ type: "join", data: { subscriptionId: "sub-2", streamName: "chat", groupId: "secret" } });
+    await eventually(() => s.got.length === 2, 5000, "sync + unauthorized");
+    expect(s.got.find((m) => m.groupId === "room")).toMatchObject({ type: "stream", streamName: "chat", groupId: "room", id: null, event: { type: "sync", data: [{ text: "first" }] } });
+    expect(s.got.find((m) => m.groupId === "secret")?.event.type).toBe("unauthorized");
+    expect(joins).toContainEqual({ subscription_id: "sub-1", stream_name: "chat", group_id: "room" });
+
+    // The engine object hibernates; the subscription (in SQLite + the socket attachment) survives.
+    await evictDurableObject(env.ENGINE.getByName(ns), { webSockets: "hibernate" });
+    await w.call("stream::set", { stream_name: "chat", group_id: "room", item_id: "b", data: { text: "second" } });
+    await w.call("stream::update", { stream_name: "chat", group_id: "room", item_id: "a", ops: [{ type: "set", path: "text", value: "edited" }] });
+    await w.call("stream::send", { stream_name: "chat", group_id: "room", type: "typing", data: { who: "ann" } });
+    await w.call("stream::delete", { stream_name: "chat", group_id: "room", item_id: "b" });
+    await w.call("stream::set", { stream_name: "chat", group_id: "secret", item_id: "x", data: 1 });
+    await eventually(() => s.got.length === 6, 5000, "four pushes");
+    expect(s.got.slice(2).map((m) => [m.event.type, m.id])).toEqual([["create", "b"], ["update", "a"], ["event", null], ["delete", "b"]]);
+
+    s.send({ type: "leave", data: { subscriptionId: "sub-1", streamName: "chat", groupId: "room" } });
+    await eventually(() => leaves.length === 1, 5000, "leave trigger");
+    expect(leaves[0]).toEqual({ subscription_id: "sub-1", stream_name: "chat", group_id: "room" });
+    await w.call("stream::set", { stream_name: "chat", group_id: "room", item_id: "c", data: 3 });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(s.got).toHaveLength(6);
+    s.ws.close();
+    w.close();
+  });
+});

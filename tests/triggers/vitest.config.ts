@@ -1,0 +1,29 @@
+import path from "node:path";
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
+import { defineProject } from "vitest/config";
+
+const root = path.resolve(import.meta.dirname, "../..");
+
+// Trigger types and durable delivery inside workerd (toolchain.md §5): the real Engine object,
+// D1, Cloudflare Queues and alarms. Queues are configured with short backoffs so retries and dead
+// letters take milliseconds (durable) or about a second per hop (Cloudflare Queues).
+export const TEST_QUEUES = {
+  default: { backend: "cloudflare", max_retries: 2, backoff_ms: 0 },
+  jobs: { backend: "durable", max_retries: 2, backoff_ms: 5, concurrency: 4 },
+  turns: { backend: "durable", type: "fifo", message_group_field: "session_id", max_retries: 2, backoff_ms: 5, concurrency: 8 },
+};
+
+export default defineProject(async () => ({
+  plugins: [
+    cloudflareTest({
+      wrangler: { configPath: path.join(root, "wrangler.toml") },
+      miniflare: {
+        bindings: {
+          TEST_MIGRATIONS: await readD1Migrations(path.join(root, "engine-do/migrations")),
+          QUEUES: JSON.stringify(TEST_QUEUES),
+        },
+      },
+    }),
+  ],
+  test: { name: "triggers", include: ["**/*.test.ts"], setupFiles: ["./apply-migrations.ts"], testTimeout: 30_000 },
+}));
