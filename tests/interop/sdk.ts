@@ -1,0 +1,51 @@
+// Helpers for driving the engine with iii-sdk 0.22.1 exactly as an application would.
+import { registerWorker, type IIIClient, type InitOptions } from "iii-sdk";
+
+export type Worker = IIIClient;
+
+/** A worker with OTel off (the engine accepts /otel, but the tests need no telemetry noise). */
+export function worker(url: string, name: string, opts: Omit<InitOptions, "workerName" | "otel"> = {}): Worker {
+  return registerWorker(url, { workerName: name, otel: { enabled: false }, invocationTimeoutMs: 10_000, ...opts });
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Poll until `fn` returns something truthy (or throw with `what` after `ms`). */
+export async function until<T>(fn: () => Promise<T> | T, what: string, ms = 10_000, step = 50): Promise<NonNullable<T>> {
+  const deadline = Date.now() + ms;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v as NonNullable<T>;
+    } catch (e) {
+      lastError = e;
+    }
+    await sleep(step);
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
+}
+
+/** Function ids the engine lists right now. */
+export async function listed(w: Worker): Promise<string[]> {
+  const r = (await w.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as { functions: { function_id: string }[] };
+  return r.functions.map((f) => f.function_id);
+}
+
+/** Resolves once every id is registered (registrations are fire-and-forget on the wire). */
+export function registered(w: Worker, ...ids: string[]): Promise<boolean> {
+  return until(async () => {
+    const have = await listed(w);
+    return ids.every((id) => have.includes(id));
+  }, `functions ${ids.join(", ")}`);
+}
+
+/** The error a rejected call carries: `code` is the wire code (iii-sdk InvocationError). */
+export async function failure(p: Promise<unknown>): Promise<{ code: string; message: string }> {
+  try {
+    await p;
+  } catch (e) {
+    return e as { code: string; message: string };
+  }
+  throw new Error("expected the call to fail");
+}

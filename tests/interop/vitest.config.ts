@@ -1,0 +1,14 @@
+import { defineProject } from "vitest/config";
+
+// Interop with the real client: `npm start`'s engine (tests/support/engine-server.ts) driven by the
+// unmodified iii-sdk@0.22.1 from npm. One engine per file, files one after another.
+export default defineProject({
+  test: {
+    name: "interop",
+    environment: "node",
+    include: ["**/*.test.ts"],
+    fileParallelism: false,
+    testTimeout: 30_000,
+    hookTimeout: 120_000,
+  },
+});

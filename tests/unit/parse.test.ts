@@ -1,0 +1,103 @@
+// The frame parser shared by the engine and the SDKs (wire-protocol §2.3): never throws, valid
+// frames round-trip, refusals carry the right code and the ids needed to answer a caller.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { FRAME_TYPES, MAX_FRAME_BYTES, parseEngineFrame, parseWorkerFrame } from "../../protocol/src/index.ts";
+
+const id = fc.stringMatching(/^[a-z][a-z0-9:_-]{0,40}$/);
+const json = fc.jsonValue({ maxDepth: 3 });
+const validWorkerFrame = fc.oneof(
+  fc.record({ type: fc.constant("registerfunction"), id, description: fc.string({ maxLength: 20 }) }, { requiredKeys: ["type", "id"] }),
+  fc.record({ type: fc.constant("unregisterfunction"), id }),
+  fc.record({ type: fc.constant("registertriggertype"), id, description: fc.string({ maxLength: 20 }) }),
+  fc.record({ type: fc.constant("registertrigger"), id, trigger_type: id, function_id: id, config: json, metadata: json }, { requiredKeys: ["type", "id", "trigger_type", "function_id"] }),
+  fc.record({ type: fc.constant("unregistertrigger"), id, trigger_type: id }, { requiredKeys: ["type", "id"] }),
+  fc.record({ type: fc.constant("triggerregistrationresult"), id, trigger_type: id, function_id: id, error: fc.record({ code: fc.string(), message: fc.string() }) }, { requiredKeys: ["type", "id", "trigger_type", "function_id"] }),
+  fc.record(
+    { type: fc.constant("invokefunction"), invocation_id: fc.uuid(), function_id: id, data: json, metadata: json, traceparent: fc.string({ maxLength: 60 }), baggage: fc.string({ maxLength: 60 }), action: fc.oneof(fc.constant({ type: "void" }), fc.record({ type: fc.constant("enqueue"), queue: id })), timeout_ms: fc.integer({ min: 1, max: 900_000 }) },
+    { requiredKeys: ["type", "function_id"] },
+  ),
+  fc.record({ type: fc.constant("invocationresult"), invocation_id: fc.uuid(), function_id: id, result: json }, { requiredKeys: ["type", "invocation_id", "function_id"] }),
+  fc.record({ type: fc.constant("reattach"), previous_worker_id: fc.uuid(), reattach_token: fc.uuid() }, { requiredKeys: ["type", "previous_worker_id"] }),
+  fc.record({ type: fc.constantFrom("ping", "pong") }),
+);
+
+describe("parseWorkerFrame", () => {
+  it("property: valid frames parse and round-trip (unknown fields ignored, nothing added)", () => {
+    fc.assert(
+      fc.property(validWorkerFrame, (frame) => {
+        const text = JSON.stringify(frame);
+        const r = parseWorkerFrame(text);
+        expect(r.ok).toBe(true);
+        if (r.ok) expect(JSON.parse(JSON.stringify(r.frame))).toEqual(JSON.parse(text));
+        // The SDK's leaked `message_type` (§12.7) and other unknown fields do not matter.
+        const noisy = parseWorkerFrame(JSON.stringify({ ...frame, message_type: frame.type, extra: [1] }));
+        expect(noisy.ok).toBe(true);
+        // Binary frames holding the same JSON parse the same.
+        const bin = parseWorkerFrame(new TextEncoder().encode(text));
+        expect(bin.ok).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("property: never throws on any input; refusals are invalid_frame / frame_too_large or ignored", () => {
+    const anyInput = fc.oneof(
+      fc.string({ maxLength: 300 }),
+      fc.string({ unit: "binary", maxLength: 300 }),
+      json.map((v) => JSON.stringify(v) ?? ""),
+      fc.uint8Array({ maxLength: 300 }),
+      fc.record({ type: fc.constantFrom(...FRAME_TYPES, "bogus") }).chain((t) => fc.dictionary(fc.string({ maxLength: 12 }), json, { maxKeys: 6 }).map((d) => JSON.stringify({ ...d, ...t }))),
+    );
+    fc.assert(
+      fc.property(anyInput, (input) => {
+        const r = parseWorkerFrame(input);
+        if (!r.ok) expect(["invalid_frame", "frame_too_large"]).toContain(r.error.code);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("classifies each kind of bad input", () => {
+    const bad = (raw: string) => parseWorkerFrame(raw) as Extract<ReturnType<typeof parseWorkerFrame>, { ok: false }>;
+    expect(bad("")).toMatchObject({ ok: false, ignore: true });
+    expect(bad("   ")).toMatchObject({ ok: false, ignore: true });
+    expect(bad('{"type":"nope"}')).toMatchObject({ ok: false, ignore: true });
+    for (const raw of ["{x", "[]", "1", "null", '"s"', "{}", '{"type":1}']) expect(bad(raw), raw).toMatchObject({ ok: false, ignore: false, error: { code: "invalid_frame" } });
+    const call = bad(JSON.stringify({ type: "invokefunction", invocation_id: "abc", function_id: 7 }));
+    expect(call).toMatchObject({ ignore: false, error: { code: "invalid_frame" }, frame_type: "invokefunction", invocation_id: "abc" });
+    expect(call.error.message).toContain("function_id");
+  });
+
+  it(`refuses frames over ${MAX_FRAME_BYTES} bytes, counting UTF-8 bytes of text`, () => {
+    const pad = (n: number, ch = "x") => JSON.stringify({ type: "ping", pad: ch.repeat(n) });
+    const over = pad(0).length;
+    expect(parseWorkerFrame(pad(MAX_FRAME_BYTES - over)).ok).toBe(true);
+    expect(parseWorkerFrame(pad(MAX_FRAME_BYTES - over + 1))).toMatchObject({ ok: false, error: { code: "frame_too_large" } });
+    expect(parseWorkerFrame(pad(MAX_FRAME_BYTES / 2, "é"))).toMatchObject({ ok: false, error: { code: "frame_too_large" } });
+    expect(parseWorkerFrame(new Uint8Array(MAX_FRAME_BYTES + 1))).toMatchObject({ ok: false, error: { code: "frame_too_large" } });
+  });
+});
+
+describe("parseEngineFrame", () => {
+  it("accepts the engine frames of the real capture (shared/spec/iii-sdk-0.22.1-frames.jsonl)", async () => {
+    const { readFileSync, existsSync } = await import("node:fs");
+    const file = "/work/shared/spec/iii-sdk-0.22.1-frames.jsonl";
+    if (!existsSync(file)) return;
+    const lines = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { dir: string; conn: string; frame: Record<string, unknown> });
+    let engine = 0;
+    let worker = 0;
+    for (const l of lines) {
+      if (!l.conn.startsWith("worker") || typeof l.frame.type !== "string") continue;
+      if (l.dir === "engine->client") {
+        engine++;
+        expect(parseEngineFrame(JSON.stringify(l.frame)).ok, JSON.stringify(l.frame)).toBe(true);
+      } else {
+        worker++;
+        expect(parseWorkerFrame(JSON.stringify(l.frame)).ok, JSON.stringify(l.frame)).toBe(true);
+      }
+    }
+    expect(engine).toBeGreaterThan(10);
+    expect(worker).toBeGreaterThan(10);
+  });
+});

@@ -1,0 +1,5 @@
+// Runs once per test file (idempotent): each file gets fresh storage (toolchain.md §5).
+import { applyD1Migrations } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+
+await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
