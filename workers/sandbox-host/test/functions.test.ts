@@ -89,7 +89,7 @@ describe.skipIf(qemuMissing)(`sandbox::* functions${qemuMissing ? ` (skipped: ${
     expect(await client.call("sandbox::destroy", { sandbox_id: id })).toEqual({ sandbox_id: id, destroyed: true });
     const gone = await errorOf(client.call("sandbox::exec", { sandbox_id: id, command: "true" }));
     expect(gone.code).toBe("sandbox_not_found");
-    expect(gone.message).toMatch(/^sandbox_not_found: /);
+    expect(gone.message).toMatch(/sbx_/);
   });
 
   test("requests that break request_format fail with invalid_argument", async () => {
@@ -105,7 +105,7 @@ describe.skipIf(qemuMissing)(`sandbox::* functions${qemuMissing ? ` (skipped: ${
     for (const [id, payload] of bad) {
       const e = await errorOf(client.call(id, payload));
       expect({ id, code: e.code }).toEqual({ id, code: "invalid_argument" });
-      expect(e.message).toMatch(/^invalid_argument: request/);
+      expect(e.message).toMatch(/^request/);
     }
   });
 
