@@ -68,6 +68,9 @@ describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${ski
   test("create → exec → files → destroy through the engine", async () => {
     const info = await call("sandbox::info", {});
     expect(["microvm-kvm", "microvm-tcg", "process"]).toContain(info.backend);
+    // The backend is also in the worker's engine::workers::register metadata.
+    const { workers } = await call("engine::workers::list", {});
+    expect(workers.find((w: { metadata?: { backend?: string } }) => w.metadata?.backend)?.metadata?.backend).toBe(info.backend);
     const { sandbox_id } = await call("sandbox::create", {});
     const r = await call("sandbox::exec", { sandbox_id, command: "echo hello; exit 2" });
     expect(r).toMatchObject({ exit_code: 2, stdout: "hello\n", timed_out: false });
