@@ -16,6 +16,9 @@ export interface BackendCaps {
 }
 
 export function describeBackendConformance(name: string, make: () => SandboxBackend, caps: BackendCaps, skip: string | false): void {
+  // Say why in the run's output, not only in the (default-reporter-hidden) suite name.
+  if (skip) console.warn(`[sandbox tests] skipping the ${name} conformance suite: ${skip}`);
+  else if (!caps.vm) console.warn(`[sandbox tests] ${name}: skipping the VM-only cases (crash, OOM, disk limit): ${name} is not a VM`);
   describe.skipIf(skip)(`backend conformance: ${name}${skip ? ` (skipped: ${skip})` : ""}`, () => {
     let sandboxes: Sandboxes;
     let id: string;
