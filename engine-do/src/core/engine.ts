@@ -59,6 +59,8 @@ export interface AlarmClient {
 }
 
 export interface CallRequest {
+  /** For a call from a worker socket: answer it even if the object is evicted meanwhile. */
+  route?: SocketRoute;
   function_id: string;
   data: unknown;
   metadata?: unknown;
@@ -86,8 +88,28 @@ interface Pending {
   target: string;
   function_id: string;
   timer: unknown;
+  deadline: number;
+  startedAt: number;
+  /** Set when a worker socket is the caller: what it takes to answer it after an eviction. */
+  route?: SocketRoute;
+  /** Written to `routed_calls` (long-running): deleted again when the call settles. */
+  persisted?: boolean;
   resolve(o: CallOutcome): void;
 }
+
+/** A routed call's way back to its caller, as stored for calls that outlive PERSIST_AFTER_MS. */
+interface SocketRoute {
+  caller: string;
+  traceparent?: string;
+  baggage?: string;
+}
+
+/**
+ * A routed call still open after this long is written to SQLite, so an eviction in the middle of
+ * it (a long model call, say) loses neither the caller's answer nor its deadline. Shorter calls —
+ * nearly all of them — never touch storage (the fast path stays in memory).
+ */
+const PERSIST_AFTER_MS = 1_000;
 
 interface Bucket {
   tokens: number;
@@ -123,10 +145,24 @@ export class EngineCore {
   private functionsTimer: unknown = null;
   private lastFunctionsSignature: string | undefined;
   private edgeRefresh: Promise<void> | null = null;
+  private persistTimer: unknown = null;
 
   constructor(ports: EnginePorts) {
     this.ports = ports;
     this.catalog = new Catalog(ports.sql);
+    ports.sql.exec(
+      "CREATE TABLE IF NOT EXISTS routed_calls (id TEXT PRIMARY KEY, function_id TEXT NOT NULL, target TEXT NOT NULL, caller TEXT NOT NULL, deadline INTEGER NOT NULL, traceparent TEXT, baggage TEXT)",
+    );
+    this.addAlarmClient({
+      nextDue: () => {
+        let next: number | null = null;
+        for (const p of this.pending.values()) if (p.persisted && (next === null || p.deadline < next)) next = p.deadline;
+        return next;
+      },
+      run: async (now) => {
+        for (const [id, p] of [...this.pending]) if (p.persisted && p.deadline <= now) this.settle(id, this.timeoutOutcome(p.function_id));
+      },
+    });
   }
 
   // ---------------------------------------------------------------- extension points
@@ -162,6 +198,7 @@ export class EngineCore {
     for (const f of [...this.catalog.functions.values()]) {
       if (f.kind !== "edge" && !this.conns.has(f.owner)) this.catalog.deleteFunction(f.id, f.owner);
     }
+    this.restoreRoutedCalls();
     this.lastFunctionsSignature = this.functionsSignature();
     this.rearmAlarm();
     if (Object.keys(this.ports.edgeHosts).length > 0) this.refreshEdgeHosts().catch(() => {});
@@ -501,6 +538,7 @@ export class EngineCore {
       return;
     }
     req.invocationId = f.invocation_id;
+    req.route = { caller: conn.workerId, traceparent: req.traceparent, baggage: req.baggage };
     const invocationId = f.invocation_id;
     this.invoke(req).then((outcome) => this.reply(conn, invocationId, f.function_id, outcome, req));
   }
@@ -590,10 +628,15 @@ export class EngineCore {
     const conn = this.conns.get(fn.owner);
     if (!conn) return Promise.resolve({ ok: false, error: { code: "invocation_stopped", message: `the worker owning ${fn.id} is not connected` } });
     return new Promise<CallOutcome>((resolve) => {
-      const timer = this.ports.timers.set(() => {
-        this.settle(invocationId, { ok: false, error: { code: "timeout", message: `${fn.id} did not answer within ${timeoutMs} ms` } });
-      }, timeoutMs);
-      this.pending.set(invocationId, { target: fn.owner, function_id: fn.id, timer, resolve });
+      const timer = this.ports.timers.set(() => this.settle(invocationId, this.timeoutOutcome(fn.id, timeoutMs)), timeoutMs);
+      const now = this.ports.clock.now();
+      const entry: Pending = { target: fn.owner, function_id: fn.id, timer, resolve, deadline: now + timeoutMs, startedAt: now };
+      // The caller id in the route must be the invocation's, so only the caller's own id qualifies.
+      if (req.route && invocationId === req.invocationId) {
+        entry.route = req.route;
+        this.schedulePersist();
+      }
+      this.pending.set(invocationId, entry);
       const frame: EngineFrame = { type: "invokefunction", invocation_id: invocationId, function_id: fn.id, data: req.data };
       if (req.metadata !== undefined) frame.metadata = req.metadata;
       if (req.traceparent) frame.traceparent = req.traceparent;
@@ -620,7 +663,68 @@ export class EngineCore {
     if (!p) return;
     this.pending.delete(invocationId);
     this.ports.timers.clear(p.timer);
+    if (p.persisted) this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", invocationId);
     p.resolve(outcome);
+  }
+
+  private timeoutOutcome(functionId: string, timeoutMs?: number): CallOutcome {
+    const within = timeoutMs === undefined ? "before its deadline" : `within ${timeoutMs} ms`;
+    return { ok: false, error: { code: "timeout", message: `${functionId} did not answer ${within}` } };
+  }
+
+  /** Write routed calls open longer than PERSIST_AFTER_MS; one timer for all of them. */
+  private schedulePersist(): void {
+    if (this.persistTimer !== null) return;
+    this.persistTimer = this.ports.timers.set(() => {
+      this.persistTimer = null;
+      const now = this.ports.clock.now();
+      let waiting = false;
+      let wrote = false;
+      for (const [id, p] of this.pending) {
+        if (!p.route || p.persisted) continue;
+        // Timers fire a little early or late: anything at least half-way there goes now.
+        if (now - p.startedAt < PERSIST_AFTER_MS / 2) {
+          waiting = true;
+          continue;
+        }
+        this.ports.sql.exec(
+          "INSERT OR REPLACE INTO routed_calls (id, function_id, target, caller, deadline, traceparent, baggage) VALUES (?, ?, ?, ?, ?, ?, ?)",
+          id, p.function_id, p.target, p.route.caller, p.deadline, p.route.traceparent ?? null, p.route.baggage ?? null,
+        );
+        p.persisted = true;
+        wrote = true;
+      }
+      if (wrote) this.rearmAlarm();
+      if (waiting) this.schedulePersist();
+    }, PERSIST_AFTER_MS);
+  }
+
+  /**
+   * After an eviction: routed calls that were open are re-attached to their caller. Their target
+   * answers on the same socket (it never knew), so the result still finds its way back; a target
+   * that is gone ends the call with `invocation_stopped`, a passed deadline with `timeout`.
+   */
+  private restoreRoutedCalls(): void {
+    const now = this.ports.clock.now();
+    const rows = this.ports.sql.exec<{ id: string; function_id: string; target: string; caller: string; deadline: number; traceparent: string | null; baggage: string | null }>(
+      "SELECT * FROM routed_calls",
+    );
+    for (const r of rows) {
+      const caller = this.conns.get(r.caller);
+      const trace = { traceparent: r.traceparent ?? undefined, baggage: r.baggage ?? undefined };
+      const answer = (o: CallOutcome) => {
+        if (caller) this.reply(caller, r.id, r.function_id, o, trace);
+      };
+      if (this.pending.has(r.id)) continue;
+      if (!caller || !this.conns.has(r.target) || r.deadline <= now) {
+        this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", r.id);
+        if (!this.conns.has(r.target)) answer({ ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } });
+        else answer(this.timeoutOutcome(r.function_id));
+        continue;
+      }
+      const timer = this.ports.timers.set(() => this.settle(r.id, this.timeoutOutcome(r.function_id)), r.deadline - now);
+      this.pending.set(r.id, { target: r.target, function_id: r.function_id, timer, deadline: r.deadline, startedAt: now, route: { caller: r.caller, ...trace }, persisted: true, resolve: answer });
+    }
   }
 
   activeInvocations(workerId: string): number {

@@ -1,0 +1,140 @@
+// The engine core in plain Node (design/style.md §8: the core has no `cloudflare:*` import), over
+// Node's own SQLite: a routed call that outlives PERSIST_AFTER_MS survives the loss of the object's
+// memory. An "eviction" here is what workerd does to a Durable Object: the instance and its timers
+// are gone, SQLite and the (hibernated) sockets remain, and a new instance starts over them.
+// (miniflare's evictDurableObject waits for pending timers, so workerd tests cannot show this.)
+import { DatabaseSync } from "node:sqlite";
+import { afterEach, describe, expect, it } from "vitest";
+import type { EngineFrame } from "../../protocol/src/index.ts";
+import { EngineCore } from "../../engine-do/src/core/engine.ts";
+import type { Conn, EnginePorts, SqlValue } from "../../engine-do/src/core/ports.ts";
+
+class FakeConn implements Conn {
+  readonly workerId: string;
+  readonly frames: EngineFrame[] = [];
+  constructor(workerId: string) {
+    this.workerId = workerId;
+  }
+  send(frame: EngineFrame): boolean {
+    this.frames.push(frame);
+    return true;
+  }
+  close(): void {}
+  find(type: string, pred: (f: Record<string, unknown>) => boolean = () => true) {
+    return this.frames.find((f) => f.type === type && pred(f as Record<string, unknown>)) as Record<string, unknown> | undefined;
+  }
+}
+
+/** One object instance: its own timers (dropped on "eviction"), the shared database. */
+function instance(db: DatabaseSync) {
+  const handles = new Set<ReturnType<typeof setTimeout>>();
+  const ports: EnginePorts = {
+    namespace: "default",
+    sql: {
+      exec: <T,>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
+      transaction: <T,>(fn: () => T): T => {
+        db.exec("BEGIN");
+        try {
+          const r = fn();
+          db.exec("COMMIT");
+          return r;
+        } catch (e) {
+          db.exec("ROLLBACK");
+          throw e;
+        }
+      },
+    },
+    clock: { now: () => Date.now() },
+    timers: {
+      set: (fn, ms) => {
+        const h = setTimeout(() => {
+          handles.delete(h);
+          fn();
+        }, ms);
+        handles.add(h);
+        return h;
+      },
+      clear: (h) => {
+        clearTimeout(h as ReturnType<typeof setTimeout>);
+        handles.delete(h as ReturnType<typeof setTimeout>);
+      },
+    },
+    alarm: { request: () => {} },
+    log: { info: () => {}, warn: () => {} },
+    newId: () => crypto.randomUUID(),
+    background: (p) => void p.catch(() => {}),
+    edgeHosts: {},
+  };
+  const core = new EngineCore(ports);
+  return { core, evict: () => handles.forEach((h) => clearTimeout(h)) };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const live: { evict(): void }[] = [];
+afterEach(() => live.splice(0).forEach((i) => i.evict()));
+
+async function openCall(db: DatabaseSync, timeout_ms: number) {
+  const first = instance(db);
+  live.push(first);
+  first.core.start([]);
+  const target = new FakeConn("target-1");
+  const caller = new FakeConn("caller-1");
+  first.core.connect(target, "t-token");
+  first.core.connect(caller, "c-token");
+  first.core.message(target, JSON.stringify({ type: "registerfunction", id: "slow::model" }));
+  first.core.message(caller, JSON.stringify({ type: "invokefunction", invocation_id: "call-1", function_id: "slow::model", data: { q: 1 }, timeout_ms, traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }));
+  expect(target.find("invokefunction")).toMatchObject({ invocation_id: "call-1", function_id: "slow::model" });
+  await sleep(1_100); // past PERSIST_AFTER_MS: the call is now in SQLite
+  first.evict();
+  return { target: new FakeConn("target-1"), caller: new FakeConn("caller-1") };
+}
+
+describe("routed calls across an eviction", () => {
+  it("the target's late result still reaches the caller, with its trace context", async () => {
+    const db = new DatabaseSync(":memory:");
+    const { target, caller } = await openCall(db, 20_000);
+    const second = instance(db);
+    live.push(second);
+    second.core.start([target, caller]);
+    second.core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: "call-1", function_id: "slow::model", result: { answer: 42 } }));
+    expect(caller.find("invocationresult")).toMatchObject({ invocation_id: "call-1", result: { answer: 42 }, traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" });
+    expect(db.prepare("SELECT COUNT(*) AS n FROM routed_calls").get()).toEqual({ n: 0 });
+  });
+
+  it("the engine deadline still ends a call nobody answers", async () => {
+    const db = new DatabaseSync(":memory:");
+    const { target, caller } = await openCall(db, 2_000);
+    const second = instance(db);
+    live.push(second);
+    second.core.start([target, caller]);
+    expect(caller.find("invocationresult")).toBeUndefined();
+    await sleep(1_200);
+    expect(caller.find("invocationresult")).toMatchObject({ invocation_id: "call-1", error: { code: "timeout" } });
+  });
+
+  it("a target that is gone after the eviction ends the call with invocation_stopped at once", async () => {
+    const db = new DatabaseSync(":memory:");
+    const { caller } = await openCall(db, 20_000);
+    const second = instance(db);
+    live.push(second);
+    second.core.start([caller]); // the target's socket did not survive
+    expect(caller.find("invocationresult")).toMatchObject({ invocation_id: "call-1", error: { code: "invocation_stopped" } });
+  });
+
+  it("short calls never touch storage", async () => {
+    const db = new DatabaseSync(":memory:");
+    const one = instance(db);
+    live.push(one);
+    one.core.start([]);
+    const target = new FakeConn("t");
+    const caller = new FakeConn("c");
+    one.core.connect(target, "x");
+    one.core.connect(caller, "y");
+    one.core.message(target, JSON.stringify({ type: "registerfunction", id: "fast::fn" }));
+    one.core.message(caller, JSON.stringify({ type: "invokefunction", invocation_id: "c-1", function_id: "fast::fn", data: {} }));
+    one.core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: "c-1", function_id: "fast::fn", result: 1 }));
+    await sleep(1_100);
+    expect(caller.find("invocationresult")).toMatchObject({ result: 1 });
+    expect(db.prepare("SELECT COUNT(*) AS n FROM routed_calls").get()).toEqual({ n: 0 });
+  });
+});
