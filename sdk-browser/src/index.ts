@@ -90,6 +90,9 @@ export function partySocketConnector(url: string, reconnection: Partial<BrowserR
       close() {
         rws.close(1000, "shutdown");
       },
+      drop() {
+        rws.reconnect(4000, "heartbeat timeout");
+      },
     };
   };
 }

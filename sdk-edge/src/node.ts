@@ -56,6 +56,7 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
     let attempt = 0;
     let closed = false;
     let retryTimer: ReturnType<typeof setTimeout> | undefined;
+    let endCurrent: (() => void) | undefined;
     const connect = () => {
       if (closed) return;
       let opened = false;
@@ -80,6 +81,7 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
         }
         retryTimer = setTimeout(connect, reconnectDelay(attempt++, cfg));
       };
+      endCurrent = end;
       const handshake = setTimeout(() => {
         socket.close();
         end();
@@ -109,6 +111,15 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
         closed = true;
         if (retryTimer) clearTimeout(retryTimer);
         ws?.close(1000);
+      },
+      drop: () => {
+        // A silent socket may never finish a close handshake: report the drop now, reconnect.
+        try {
+          ws?.close(4000, "heartbeat timeout");
+        } catch {
+          // already closing
+        }
+        endCurrent?.();
       },
     };
   };

@@ -106,6 +106,25 @@ describe("reconnect", () => {
     expect(res).toMatchObject({ type: "invocationresult", result: "g" });
   });
 
+  it("pings with JSON and reconnects by itself when the engine goes silent (half-open socket)", async () => {
+    const c = connect({ heartbeat: { intervalMs: 50, timeoutMs: 250 } });
+    c.registerFunction("u::hb", async () => "hb");
+    // The first connection never answers: after the timeout the client gives it up and replays.
+    const second = await engine.until(() => engine.connections[1]?.frames.some((f) => f.type === "registerfunction") && engine.connections[1], 3_000);
+    expect(engine.connections[0]!.frames.filter((f) => f.type === "ping").length).toBeGreaterThanOrEqual(2);
+    expect(second.frames[0]).toMatchObject({ type: "reattach", previous_worker_id: "worker-1" });
+  });
+
+  it("stays on a socket whose engine answers the pings", async () => {
+    engine.onFrame = (conn, f) => {
+      if (f.type === "ping") conn.send({ type: "pong" });
+    };
+    connect({ heartbeat: { intervalMs: 50, timeoutMs: 250 } });
+    await new Promise((r) => setTimeout(r, 700));
+    expect(engine.connections.length).toBe(1);
+    expect(engine.connections[0]!.frames.filter((f) => f.type === "ping").length).toBeGreaterThanOrEqual(5);
+  });
+
   it("uses iii-sdk's backoff: 1 s × 2^n capped at 30 s, ±30 %", () => {
     expect(reconnectDelay(0, DEFAULT_RECONNECTION, () => 0.5)).toBe(1000);
     expect(reconnectDelay(3, DEFAULT_RECONNECTION, () => 0.5)).toBe(8000);

@@ -23,6 +23,15 @@ describe("connect", () => {
     expect(fa.reattach_token).not.toBe(fb.reattach_token);
   });
 
+  it("answers the SDKs' JSON keep-alive ping with a pong, also after an eviction", async () => {
+    const w = await wires.connect();
+    w.send({ type: "ping" });
+    expect(await w.next((f) => f.type === "pong")).toEqual({ type: "pong" });
+    await evictEngine();
+    w.send({ type: "ping" });
+    expect(await w.next((f) => f.type === "pong")).toEqual({ type: "pong" });
+  });
+
   it("serves / (the default namespace) and /ns/<name> as separate engines", async () => {
     const dflt = await wires.connect("/");
     const blue = await wires.connect("/ns/blue");

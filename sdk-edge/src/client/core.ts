@@ -53,12 +53,23 @@ export const LOCAL_TIMEOUT_GRACE_MS = 2_000;
 
 export const SDK_VERSION = "0.1.0";
 
+/**
+ * Keep-alive: a JSON `{"type":"ping"}` every 20 s, answered by the engine's runtime without waking
+ * the object (its WebSocket auto-response), and a socket that has sent nothing for 60 s is given up
+ * and reconnected. iii-sdk does the same with protocol pings, which browsers and undici cannot send;
+ * without this a half-open socket (a sleeping laptop, a NAT that forgot us) is never noticed.
+ */
+export const HEARTBEAT_INTERVAL_MS = 20_000;
+export const HEARTBEAT_TIMEOUT_MS = 60_000;
+
 /** One socket that an adapter keeps (re)connected. */
 export interface Link {
   /** Send one text frame. Only called between `open` and `close`. May throw if the socket died. */
   send(text: string): void;
   /** Close for good (no reconnect). */
   close(): void;
+  /** Give up on the current socket (it went silent) and reconnect as after a drop. */
+  drop(): void;
 }
 
 /** What an adapter reports about its socket. */
@@ -99,6 +110,8 @@ export interface ClientOptions {
   metadata?: Record<string, unknown>;
   /** Default deadline of synchronous calls (iii-sdk's option name). */
   invocationTimeoutMs?: number;
+  /** Keep-alive timing (defaults HEARTBEAT_INTERVAL_MS / HEARTBEAT_TIMEOUT_MS); false turns it off. */
+  heartbeat?: { intervalMs: number; timeoutMs: number } | false;
   logger?: Logger;
 }
 
@@ -236,6 +249,8 @@ export class Client implements EdgeClient {
   private reattachToken: string | undefined;
   private draining = false;
   private drainAgain = false;
+  private heartbeat: ReturnType<typeof setInterval> | undefined;
+  private lastInbound = 0;
 
   constructor(opts: CoreOptions) {
     this.opts = opts;
@@ -544,6 +559,7 @@ export class Client implements EdgeClient {
       if (b.invocation_id) this.markSent(b.invocation_id);
     }
     this.sendNow(this.workersRegisterFrame());
+    this.startHeartbeat();
     this.setState("connected");
     void this.drainOutbox();
   }
@@ -558,7 +574,31 @@ export class Client implements EdgeClient {
     return { type: "invokefunction", function_id: "engine::workers::register", data, action: { type: "void" } };
   }
 
+  private startHeartbeat(): void {
+    this.stopHeartbeat();
+    const hb = this.opts.heartbeat === undefined ? { intervalMs: HEARTBEAT_INTERVAL_MS, timeoutMs: HEARTBEAT_TIMEOUT_MS } : this.opts.heartbeat;
+    if (!hb) return;
+    this.lastInbound = this.now();
+    this.heartbeat = setInterval(() => {
+      if (!this.connected) return;
+      if (this.now() - this.lastInbound > hb.timeoutMs) {
+        this.log.warn(`no frame from the engine for ${hb.timeoutMs} ms; reconnecting`);
+        this.link.drop();
+        return;
+      }
+      this.sendNow({ type: "ping" });
+    }, hb.intervalMs);
+    // Never the reason a Node process stays alive.
+    (this.heartbeat as { unref?: () => void }).unref?.();
+  }
+
+  private stopHeartbeat(): void {
+    if (this.heartbeat !== undefined) clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+  }
+
   private onClose(): void {
+    this.stopHeartbeat();
     const wasConnected = this.connected;
     this.connected = false;
     // Fail fast: a synchronous call already on the dead socket cannot be answered on a new one
@@ -575,6 +615,7 @@ export class Client implements EdgeClient {
   }
 
   private onMessage(raw: string | ArrayBuffer): void {
+    this.lastInbound = this.now();
     const parsed = parseEngineFrame(raw);
     if (!parsed.ok) {
       if (!parsed.ignore) this.log.warn(`dropped a frame from the engine: ${parsed.error.message}`);
@@ -673,6 +714,7 @@ export class Client implements EdgeClient {
     if (this.stopped) return;
     this.stopped = true;
     this.connected = false;
+    this.stopHeartbeat();
     for (const [id] of this.pending) this.settle(id, undefined, new IIIError("not_connected", "the client was shut down"));
     this.buffer = [];
     this.bufferedBytes = 0;
