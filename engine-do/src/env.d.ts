@@ -8,4 +8,5 @@ interface Env {
   EDGE_HOSTS?: string;
   ALLOW_PRIVATE_HTTP_FUNCTIONS?: string;
   QUEUES?: string;
+  HTTP_MIDDLEWARE?: string;
 }

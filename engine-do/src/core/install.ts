@@ -18,6 +18,8 @@ export interface InstallOptions {
   DB?: D1Like;
   /** Cloudflare Queues producer; without it cloudflare-backed queues run on the durable backend. */
   DELIVERIES?: QueueProducerLike;
+  /** Function ids run as middleware before every HTTP-trigger route, comma-separated. */
+  HTTP_MIDDLEWARE?: string;
 }
 
 export interface Installed {
@@ -48,6 +50,6 @@ export function installEngine(core: EngineCore, opts: InstallOptions = {}): Inst
   installPubSub(core, queues);
   const streams = installStreams(core);
   const cron = installCron(core);
-  const http = installHttp(core);
+  const http = installHttp(core, (opts.HTTP_MIDDLEWARE ?? "").split(",").map((m) => m.trim()).filter(Boolean));
   return { queues, cron, http, streams };
 }

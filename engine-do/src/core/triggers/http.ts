@@ -100,9 +100,12 @@ export class HttpRoutes {
   private readonly core: EngineCore;
   /** `METHOD shape` → route; the latest binding for a (method, path) wins (iii: replaces). */
   private readonly routes = new Map<string, Route>();
+  /** Global middleware (§8.1), run before every route's own: the `HTTP_MIDDLEWARE` var. */
+  private readonly globalMiddleware: string[];
 
-  constructor(core: EngineCore) {
+  constructor(core: EngineCore, globalMiddleware: string[] = []) {
     this.core = core;
+    this.globalMiddleware = globalMiddleware;
   }
 
   install(): void {
@@ -202,8 +205,9 @@ export class HttpRoutes {
     for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = v;
     const method = req.method.toUpperCase();
 
-    // Middleware (§8.1): each may continue or respond; an error is a 500, a timeout a 504.
-    for (const mw of cfg.middleware_function_ids ?? []) {
+    // Middleware (§8.1): global first, then the route's; each may continue or respond; an error
+    // (a missing middleware function included: fail closed) is a 500, a timeout a 504.
+    for (const mw of [...this.globalMiddleware, ...(cfg.middleware_function_ids ?? [])]) {
       const out = await this.core.invoke({ function_id: mw, data: { phase: "preHandler", request: { path_params: params, query_params: req.query, headers, method }, context: {} }, timeoutMs: left() });
       if (!out.ok) {
         if (out.error.code === "timeout") return json(504, { error: { code: "MIDDLEWARE_TIMEOUT", message: out.error.message } });
@@ -285,8 +289,8 @@ export function parseBody(contentType: string | undefined, text: string | null):
   return null;
 }
 
-export function installHttp(core: EngineCore): HttpRoutes {
-  const h = new HttpRoutes(core);
+export function installHttp(core: EngineCore, globalMiddleware: string[] = []): HttpRoutes {
+  const h = new HttpRoutes(core, globalMiddleware);
   h.install();
   return h;
 }
