@@ -17,8 +17,8 @@ it("wrangler deploy --dry-run builds the engine Worker with its bindings", async
     });
     for (const binding of ["env.ENGINE (Engine)", "env.DB", "env.DELIVERIES", "env.EDGE_DEMO", "env.ASSETS"]) expect(stdout).toContain(binding);
     const bundle = readFileSync(path.join(out, "index.js"), "utf8");
-    expect(bundle).toMatch(/class Engine\b/);
-    expect(bundle).toMatch(/class DemoEdgeFunctions\b/);
+    expect(bundle).toMatch(/\bEngine = class extends DurableObject\b|class Engine extends DurableObject\b/);
+    expect(bundle).toMatch(/\bDemoEdgeFunctions = class\b|class DemoEdgeFunctions\b/);
   } finally {
     rmSync(out, { recursive: true, force: true });
   }
