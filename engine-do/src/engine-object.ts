@@ -8,16 +8,16 @@ import { invokeHttpFunction, validateInvocationUrl, type UrlPolicy } from "./cor
 import { installEngine, type Installed } from "./core/install.ts";
 import type { CloudMessageBody, DeliveryVerdict } from "./core/queues/cloudflare-queue.ts";
 import type { HttpTriggerRequest, HttpTriggerResponse } from "./core/triggers/http.ts";
+import { ChannelSockets, channelAttachment } from "./channel-sockets.ts";
 import { StreamSockets } from "./stream-sockets.ts";
 import type { CallOutcome, Conn, EdgeHost, EnginePorts } from "./core/ports.ts";
 import type { RpcTriggerRequest } from "./rpc-types.ts";
 
 /** What a socket carries through hibernation; validated before it is trusted. */
-const attachment = z.object({
-  v: z.literal(1),
-  kind: z.enum(["worker", "otel", "stream"]),
-  worker_id: z.string(),
-});
+const attachment = z.discriminatedUnion("kind", [
+  z.object({ v: z.literal(1), kind: z.enum(["worker", "otel", "stream"]), worker_id: z.string() }),
+  channelAttachment,
+]);
 type Attachment = z.infer<typeof attachment>;
 
 class SocketConn implements Conn {
@@ -77,6 +77,7 @@ export class Engine extends DurableObject<Env> {
   private readonly core: EngineCore;
   private readonly installed: Installed;
   private readonly streamSockets: StreamSockets;
+  private readonly channelSockets: ChannelSockets;
   private readonly conns = new WeakMap<WebSocket, SocketConn>();
   private alarmAt: number | null = null;
 
@@ -113,6 +114,7 @@ export class Engine extends DurableObject<Env> {
     this.core = new EngineCore(ports);
     this.installed = installEngine(this.core, env);
     this.streamSockets = new StreamSockets(ctx, this.installed.streams);
+    this.channelSockets = new ChannelSockets(ctx, this.installed.channels);
     // A JSON ping is answered by the runtime without waking the object (§2.4); protocol-level
     // pings are answered by workerd itself.
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair('{"type":"ping"}', '{"type":"pong"}'));
@@ -146,6 +148,7 @@ export class Engine extends DurableObject<Env> {
   override async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname.endsWith("/_iii/streams")) return this.streamSockets.accept(request);
+    if (ChannelSockets.matches(url)) return this.channelSockets.accept(request);
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
       if (url.pathname.endsWith("/_iii/health")) return Response.json({ ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size });
       return Response.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, { status: 404 });
@@ -168,7 +171,8 @@ export class Engine extends DurableObject<Env> {
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     const conn = this.connFor(ws);
     if (!conn) {
-      this.streamSockets.message(ws, message); // a browser stream socket; else telemetry, dropped (§11)
+      // A channel end, a browser stream socket; else telemetry, dropped (§11).
+      if (!this.channelSockets.message(ws, message)) this.streamSockets.message(ws, message);
       return;
     }
     this.core.message(conn, message);
@@ -177,7 +181,7 @@ export class Engine extends DurableObject<Env> {
   override async webSocketClose(ws: WebSocket, code: number): Promise<void> {
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
-    else this.streamSockets.closed(ws);
+    else if (!this.channelSockets.closed(ws)) this.streamSockets.closed(ws);
     try {
       ws.close(code === 1005 || code === 1006 ? 1000 : code, "closing");
     } catch {
@@ -188,7 +192,7 @@ export class Engine extends DurableObject<Env> {
   override async webSocketError(ws: WebSocket): Promise<void> {
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
-    else this.streamSockets.closed(ws);
+    else if (!this.channelSockets.closed(ws)) this.streamSockets.closed(ws);
   }
 
   override async alarm(): Promise<void> {

@@ -23,13 +23,13 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
   if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${namespace}'` } }, 400);
   const raw = c.req.raw;
   const method = raw.method.toUpperCase();
-  let body: string | null = null;
+  let body: Uint8Array | null = null;
   if (method !== "GET" && method !== "HEAD" && raw.body) {
     const declared = Number(raw.headers.get("content-length") ?? "0");
     if (declared > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
     const bytes = await raw.arrayBuffer();
     if (bytes.byteLength > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
-    body = new TextDecoder().decode(bytes);
+    body = new Uint8Array(bytes); // raw: the engine fills the `request_body` channel with it
   }
   const query: Record<string, string> = {};
   for (const [k, v] of new URL(raw.url).searchParams) if (!(k in query)) query[k] = v;

@@ -34,6 +34,12 @@ app.get("/", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? c.env.ASSETS.
 app.get("/otel", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? c.json({ error: { code: "NOT_FOUND", message: "WebSocket only" } }, 404));
 app.get("/ns/:ns", async (c) => (await upgrade(c, c.req.param("ns"))) ?? c.json({ error: { code: "NOT_FOUND", message: "WebSocket only" } }, 404));
 app.get("/ns/:ns/otel", async (c) => (await upgrade(c, c.req.param("ns"))) ?? c.json({ error: { code: "NOT_FOUND", message: "WebSocket only" } }, 404));
+// Channel ends (wire-protocol §10): the SDK appends `/ws/channels/<id>?key=…&dir=…` to the engine
+// address as text, so `ws://h` dials `/ws/channels/<id>` and `ws://h/ns/<ns>` dials
+// `/ns/<ns>/ws/channels/<id>`. The namespace's Engine object checks the key (404 when wrong).
+const channelOnly = (c: { json(b: unknown, s?: number): Response }) => c.json({ error: { code: "INVALID_ARGUMENTS", message: "channels need a WebSocket upgrade" } }, 426);
+app.get("/ws/channels/:id", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? channelOnly(c));
+app.get("/ns/:ns/ws/channels/:id", async (c) => (await upgrade(c, c.req.param("ns"))) ?? channelOnly(c));
 
 // The engine's HTTP API: call a function (handy for curl, the demo app and tests).
 app.post("/_iii/invoke", async (c) => {

@@ -105,3 +105,11 @@ export const TRIGGER_TYPES = {
   streamLeave: "stream:leave",
   queue: "queue",
 } as const;
+
+/** Channels (§10): a `StreamChannelRef` and `engine::channels::create`'s input. */
+export const CHANNEL_DIRECTIONS = ["read", "write"] as const;
+export type ChannelDirection = (typeof CHANNEL_DIRECTIONS)[number];
+export const streamChannelRef = z.object({ channel_id: z.string().min(1).max(128), access_key: z.string().min(1).max(256), direction: z.enum(CHANNEL_DIRECTIONS) });
+export type StreamChannelRef = z.infer<typeof streamChannelRef>;
+/** `buffer_size`: items a channel holds while its reader is not attached (engine default 64, most 1024). */
+export const channelsCreateInput = z.object({ buffer_size: z.number().int().min(1).max(1024).nullish() });

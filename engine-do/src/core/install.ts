@@ -1,5 +1,6 @@
 // Everything the engine provides out of the box, added to a core in one place.
 import { installEngineFunctions } from "./builtins/engine-fns.ts";
+import { installChannels, type ChannelHub } from "./channels/hub.ts";
 import { installPubSub } from "./builtins/pubsub.ts";
 import { installState } from "./builtins/state.ts";
 import { installStreams, type Streams } from "./builtins/streams.ts";
@@ -27,6 +28,7 @@ export interface Installed {
   cron: CronScheduler;
   http: HttpRoutes;
   streams: Streams;
+  channels: ChannelHub;
 }
 
 export function installEngine(core: EngineCore, opts: InstallOptions = {}): Installed {
@@ -50,6 +52,7 @@ export function installEngine(core: EngineCore, opts: InstallOptions = {}): Inst
   installPubSub(core, queues);
   const streams = installStreams(core);
   const cron = installCron(core);
-  const http = installHttp(core, (opts.HTTP_MIDDLEWARE ?? "").split(",").map((m) => m.trim()).filter(Boolean));
-  return { queues, cron, http, streams };
+  const channels = installChannels(core);
+  const http = installHttp(core, (opts.HTTP_MIDDLEWARE ?? "").split(",").map((m) => m.trim()).filter(Boolean), channels);
+  return { queues, cron, http, streams, channels };
 }

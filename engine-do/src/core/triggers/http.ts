@@ -4,17 +4,30 @@
 // (`Engine.httpRequest`), which matches it here, runs middleware, the condition and the function,
 // and maps the function's {status_code, headers, body} onto the response.
 //
-// iii-edge differences, on purpose: `request_body`/`response` channels are not provided (bodies
-// are buffered: JSON → parsed, text/* → the text as a string, anything else → null); a function
+// Channels (§8.1, §10): every call gets `request_body` (a reader ref whose channel already holds
+// the raw body, then ends) and `response` (a writer ref). Both are request channels of
+// ../channels/hub.ts: in memory, removed when the request ends. A function that returns nothing
+// and attached the response writer is answered in streaming mode (control texts, then the body).
+//
+// iii-edge differences, on purpose: `body` also carries text/* bodies as a string; a function
 // result that is not {status_code?, headers?, body?} is sent as the JSON body; config `timeout_ms`
-// sets the request deadline (default 30 s).
+// sets the request deadline (default 30 s), streamed bodies included; an empty result waits at most
+// RESPONSE_ATTACH_GRACE_MS for the response writer before it is answered as `{}`.
 import { TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
 import type { TriggerRecord } from "../catalog.ts";
 import type { EngineCore } from "../engine.ts";
+import type { ChannelHub, RequestChannels } from "../channels/hub.ts";
 import type { CallOutcome } from "../ports.ts";
 
 /** Overall deadline of one HTTP-triggered request unless the binding sets `timeout_ms` (iii: 30 s). */
 export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * How long an empty result waits for the function's `response` writer to attach. The SDK opens the
+ * channel socket only when the handler first writes, and its result travels on the already open
+ * control socket, so the result nearly always arrives first; the grace covers a WebSocket handshake
+ * across the internet. A function returning nothing without using the channel pays it once.
+ */
+export const RESPONSE_ATTACH_GRACE_MS = 1_000;
 /** Longest api_path (bounds matching work). */
 const MAX_PATH_LENGTH = 1024;
 /** Most middleware functions per route. */
@@ -66,16 +79,20 @@ export interface HttpTriggerRequest {
   path: string;
   query: Record<string, string>;
   headers: Record<string, string>;
-  /** Body as text (UTF-8), or null when there is none. */
-  body: string | null;
+  /** Raw body bytes (or, from tests and older callers, its UTF-8 text); null when there is none. */
+  body: Uint8Array | string | null;
 }
 export interface HttpTriggerResponse {
   /** false: no route matched (the front door may then try static assets). */
   matched: boolean;
   status: number;
   headers: [string, string][];
-  body: string | null;
+  /** A stream in the streaming mode (crosses the RPC boundary to the front door as a byte stream). */
+  body: string | ReadableStream<Uint8Array> | null;
 }
+
+const TIMEOUT = Symbol("timeout");
+const encoder = new TextEncoder();
 
 const json = (status: number, body: unknown, matched = true): HttpTriggerResponse => ({ matched, status, headers: [["content-type", "application/json"]], body: JSON.stringify(body) });
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -102,10 +119,13 @@ export class HttpRoutes {
   private readonly routes = new Map<string, Route>();
   /** Global middleware (§8.1), run before every route's own: the `HTTP_MIDDLEWARE` var. */
   private readonly globalMiddleware: string[];
+  /** Without a hub, calls get no `request_body`/`response` (core tests that need none). */
+  private readonly channels: ChannelHub | undefined;
 
-  constructor(core: EngineCore, globalMiddleware: string[] = []) {
+  constructor(core: EngineCore, globalMiddleware: string[] = [], channels?: ChannelHub) {
     this.core = core;
     this.globalMiddleware = globalMiddleware;
+    this.channels = channels;
   }
 
   install(): void {
@@ -217,6 +237,8 @@ export class HttpRoutes {
       if (isObj(r) && r.action === "respond") return this.buffered(isObj(r.response) ? r.response : {});
     }
 
+    const bytes = typeof req.body === "string" ? encoder.encode(req.body) : req.body;
+    const channels = this.channels?.openRequest(bytes);
     const payload = {
       query_params: req.query,
       path_params: params,
@@ -225,16 +247,99 @@ export class HttpRoutes {
       method,
       body: parseBody(headers["content-type"], req.body),
       trigger: { type: "http", path: route.pattern, method: route.method },
+      ...(channels ? { request_body: channels.request_body, response: channels.response } : {}),
     };
-    const outcome = await this.core.fire(route.binding, payload, { timeoutMs: left() });
-    if (outcome === "skipped") return json(422, { error: { code: "CONDITION_NOT_MET", message: "Request condition not met" }, skipped: true });
-    if (!outcome.ok) {
-      if (outcome.error.code === "timeout") return json(504, { error: { code: "timeout", message: outcome.error.message } });
-      if (outcome.error.code === "function_not_found") return json(404, { error: { code: "function_not_found", message: outcome.error.message } });
-      return this.errorResponse(outcome.error);
+    let streaming = false;
+    try {
+      const outcome = await this.core.fire(route.binding, payload, { timeoutMs: left() });
+      if (outcome === "skipped") return json(422, { error: { code: "CONDITION_NOT_MET", message: "Request condition not met" }, skipped: true });
+      if (!outcome.ok) {
+        if (outcome.error.code === "timeout") return json(504, { error: { code: "timeout", message: outcome.error.message } });
+        if (outcome.error.code === "function_not_found") return json(404, { error: { code: "function_not_found", message: outcome.error.message } });
+        return this.errorResponse(outcome.error);
+      }
+      if ((outcome.result === undefined || outcome.result === null) && channels) {
+        const res = await this.streamed(channels, method, deadline);
+        if (res) {
+          streaming = res.body instanceof ReadableStream;
+          return res;
+        }
+      }
+      const res = this.buffered(outcome.result);
+      return method === "HEAD" ? { ...res, body: null } : res;
+    } finally {
+      // A streamed body disposes of the channels when it ends; everything else is over now.
+      if (!streaming) channels?.dispose();
     }
-    const res = this.buffered(outcome.result);
-    return method === "HEAD" ? { ...res, body: null } : res;
+  }
+
+  /** `p`, or TIMEOUT after `ms`. */
+  private async within<T>(p: Promise<T>, ms: number): Promise<T | typeof TIMEOUT> {
+    let timer: unknown;
+    const timeout = new Promise<typeof TIMEOUT>((r) => (timer = this.core.ports.timers.set(() => r(TIMEOUT), Math.max(1, ms))));
+    try {
+      return await Promise.race([p, timeout]);
+    } finally {
+      this.core.ports.timers.clear(timer);
+    }
+  }
+
+  /**
+   * Streaming mode (§8.1): control texts (`set_status`, `set_headers`) until the first binary
+   * chunk, then the rest as the body. Undefined when the writer never attached (→ buffered).
+   */
+  private async streamed(ch: RequestChannels, method: string, deadline: number): Promise<HttpTriggerResponse | undefined> {
+    const sink = ch.responseSink;
+    const left = () => deadline - this.core.ports.clock.now();
+    if (!sink.writerSeen && (await this.within(sink.writerAttached, Math.min(RESPONSE_ATTACH_GRACE_MS, left()))) === TIMEOUT) return undefined;
+    let status = 200;
+    const headers: [string, string][] = [];
+    for (;;) {
+      const item = await this.within(sink.next(), left());
+      if (item === TIMEOUT) return json(504, { error: { code: "timeout", message: "the response channel sent no body before the deadline" } });
+      if (item === null) return { matched: true, status, headers, body: null };
+      if (item.type === "text") {
+        const c = controlFrame(item.value);
+        if (c?.type === "set_status") status = c.status_code;
+        else if (c?.type === "set_headers") headers.push(...c.headers);
+        continue;
+      }
+      if (method === "HEAD" || status === 204 || status === 304) return { matched: true, status, headers, body: null };
+      return { matched: true, status, headers, body: this.bodyStream(new Uint8Array(item.value), ch, left) };
+    }
+  }
+
+  /** The rest of the response channel as a byte stream, pulled as the front door reads it. */
+  private bodyStream(first: Uint8Array, ch: RequestChannels, left: () => number): ReadableStream<Uint8Array> {
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      ch.dispose();
+    };
+    return new ReadableStream<Uint8Array>({
+      start: (c) => c.enqueue(first),
+      // Loop until something is enqueued: a pull that resolves having enqueued nothing is not
+      // necessarily called again.
+      pull: async (c) => {
+        for (;;) {
+          const item = await this.within(ch.responseSink.next(), left());
+          if (item === TIMEOUT) {
+            finish();
+            c.error(new Error("http trigger deadline reached while streaming the response"));
+            return;
+          }
+          if (item === null) {
+            finish();
+            c.close();
+            return;
+          }
+          if (item.type === "binary") return c.enqueue(new Uint8Array(item.value));
+          if (!controlFrame(item.value)) return c.enqueue(encoder.encode(item.value)); // text after the body starts is body text
+        }
+      },
+      cancel: () => finish(),
+    });
   }
 
   private errorResponse(error: Extract<CallOutcome, { ok: false }>["error"]): HttpTriggerResponse {
@@ -274,10 +379,36 @@ export class HttpRoutes {
   }
 }
 
+type ControlFrame = { type: "set_status"; status_code: number } | { type: "set_headers"; headers: [string, string][] };
+
+/** A response-channel control text (§8.1), or undefined for any other text. */
+function controlFrame(text: string): ControlFrame | undefined {
+  if (!text.startsWith("{")) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!isObj(v)) return undefined;
+  if (v.type === "set_status" && typeof v.status_code === "number" && v.status_code >= 100 && v.status_code <= 599) return { type: "set_status", status_code: Math.trunc(v.status_code) };
+  if (v.type === "set_headers" && isObj(v.headers)) {
+    const headers: [string, string][] = [];
+    for (const [k, h] of Object.entries(v.headers)) {
+      if (Array.isArray(h)) for (const one of h) headers.push([k, String(one)]);
+      else if (h !== undefined && h !== null) headers.push([k, String(h)]);
+    }
+    return { type: "set_headers", headers };
+  }
+  return undefined;
+}
+
 /** §8.1 body: JSON when the content type says so (invalid → null); iii-edge adds text/* as a string. */
-export function parseBody(contentType: string | undefined, text: string | null): unknown {
-  if (text === null || text === "") return null;
+export function parseBody(contentType: string | undefined, raw: Uint8Array | string | null): unknown {
+  if (raw === null || raw.length === 0) return null;
   const ct = (contentType ?? "").toLowerCase();
+  if (!ct.includes("json") && !ct.startsWith("text/")) return null;
+  const text = typeof raw === "string" ? raw : new TextDecoder().decode(raw);
   if (ct.includes("application/json") || ct.includes("+json")) {
     try {
       return JSON.parse(text);
@@ -289,8 +420,8 @@ export function parseBody(contentType: string | undefined, text: string | null):
   return null;
 }
 
-export function installHttp(core: EngineCore, globalMiddleware: string[] = []): HttpRoutes {
-  const h = new HttpRoutes(core, globalMiddleware);
+export function installHttp(core: EngineCore, globalMiddleware: string[] = [], channels?: ChannelHub): HttpRoutes {
+  const h = new HttpRoutes(core, globalMiddleware, channels);
   h.install();
   return h;
 }

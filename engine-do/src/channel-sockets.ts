@@ -1,0 +1,129 @@
+// Channel sockets on the Engine object (wire-protocol §10): the workerd side of
+// core/channels/hub.ts. `GET …/ws/channels/<id>?key=…&dir=read|write` arrives here from the front
+// door. Sockets are hibernatable: each carries {kind:"channel", channel_id, dir} in a validated
+// attachment and a tag naming its end, so the reader is found again after the object wakes.
+import { z } from "zod";
+import { CHANNEL_DIRECTIONS, type ChannelDirection } from "../../protocol/src/index.ts";
+import { CLOSE, type ChannelHub, type ChannelItem, type ChannelSocketPort } from "./core/channels/hub.ts";
+
+export const channelAttachment = z.object({ v: z.literal(1), kind: z.literal("channel"), channel_id: z.string(), dir: z.enum(CHANNEL_DIRECTIONS) });
+const TAG = "channel";
+const REFUSED_TAG = "channel-refused";
+/** One tag per end: `getWebSockets(tag)` finds the socket after hibernation (tags ≤ 256 chars). */
+const endTag = (id: string, dir: ChannelDirection) => `ch:${dir}:${id}`;
+const CHANNEL_PATH = /\/ws\/channels\/([^/]{1,128})$/;
+
+const json = (status: number, code: string, message: string) => Response.json({ error: { code, message } }, { status });
+
+export class ChannelSockets implements ChannelSocketPort {
+  private readonly ctx: DurableObjectState;
+  private readonly hub: ChannelHub;
+  /** Sockets whose 101 response is not out yet, and closes waiting for it. */
+  private readonly opening = new Set<WebSocket>();
+  private readonly deferredCloses: { ws: WebSocket; code: number; reason: string }[] = [];
+
+  constructor(ctx: DurableObjectState, hub: ChannelHub) {
+    this.ctx = ctx;
+    this.hub = hub;
+    hub.setSockets(this);
+    // After a restart, sockets of request channels (kept in memory) point at nothing: close them.
+    for (const ws of ctx.getWebSockets(TAG)) {
+      const end = this.endOf(ws);
+      if (end && !hub.exists(end.channel_id)) this.closeSocket(ws, CLOSE.requestEnded.code, "channel_gone");
+    }
+  }
+
+  static matches(url: URL): boolean {
+    return CHANNEL_PATH.test(url.pathname);
+  }
+
+  endOf(ws: WebSocket): { channel_id: string; dir: ChannelDirection } | undefined {
+    const a = channelAttachment.safeParse(ws.deserializeAttachment());
+    return a.success ? a.data : undefined;
+  }
+
+  accept(request: Request): Response {
+    const url = new URL(request.url);
+    const id = decodeURIComponent(CHANNEL_PATH.exec(url.pathname)?.[1] ?? "");
+    const key = url.searchParams.get("key") ?? "";
+    const dir = url.searchParams.get("dir");
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return json(426, "INVALID_ARGUMENTS", "channels need a WebSocket upgrade");
+    if (dir !== "read" && dir !== "write") return json(400, "INVALID_ARGUMENTS", "dir must be read or write");
+    const verdict = this.hub.authorize(id, key, dir);
+    if (verdict === "not_found") return json(404, "NOT_FOUND", "Not Found");
+    const pair = new WebSocketPair();
+    const [client, server] = [pair[0], pair[1]];
+    if (verdict === "taken") {
+      // Accepted as hibernatable too: a plain `accept()`ed socket would keep the object from
+      // hibernating (and blocks eviction in tests) until its close handshake finishes.
+      this.ctx.acceptWebSocket(server, [REFUSED_TAG]);
+      server.close(CLOSE.endTaken.code, CLOSE.endTaken.reason);
+      return new Response(null, { status: 101, webSocket: client });
+    }
+    this.ctx.acceptWebSocket(server, [TAG, endTag(id, dir)]);
+    server.serializeAttachment({ v: 1, kind: "channel", channel_id: id, dir });
+    // A reader gets what is buffered (and its close, if the writer is done) once the 101 is out:
+    // a close sent before the handshake response left workerd's TCP connection open, so Node's
+    // `ws` saw the close only after its 30 s close timeout. Frames meanwhile stay buffered in order.
+    this.opening.add(server);
+    this.hub.attached(id, dir);
+    setTimeout(() => {
+      this.opening.delete(server);
+      for (const c of this.deferredCloses.splice(0)) this.closeSocket(c.ws, c.code, c.reason);
+    }, 0);
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  /** Returns false when `ws` is not a channel socket. */
+  message(ws: WebSocket, raw: string | ArrayBuffer): boolean {
+    const end = this.endOf(ws);
+    if (!end) return false;
+    if (end.dir === "write") {
+      const item: ChannelItem = typeof raw === "string" ? { type: "text", value: raw } : { type: "binary", value: raw };
+      this.hub.write(end.channel_id, item);
+    }
+    return true; // a reader has nothing to say: ignored
+  }
+
+  closed(ws: WebSocket): boolean {
+    const end = this.endOf(ws);
+    if (!end) return false;
+    this.hub.closed(end.channel_id, end.dir);
+    return true;
+  }
+
+  private socket(id: string, dir: ChannelDirection): WebSocket | undefined {
+    return this.ctx.getWebSockets(endTag(id, dir))[0];
+  }
+
+  send(id: string, item: ChannelItem): boolean {
+    const ws = this.socket(id, "read");
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+    try {
+      ws.send(item.value);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  close(id: string, dir: ChannelDirection, code: number, reason: string): void {
+    const ws = this.socket(id, dir);
+    if (!ws) return;
+    if (this.opening.has(ws)) this.deferredCloses.push({ ws, code, reason });
+    else this.closeSocket(ws, code, reason);
+  }
+
+  isOpen(id: string, dir: ChannelDirection): boolean {
+    const ws = this.socket(id, dir);
+    return ws !== undefined && ws.readyState === WebSocket.OPEN;
+  }
+
+  private closeSocket(ws: WebSocket, code: number, reason: string): void {
+    try {
+      ws.close(code, reason);
+    } catch {
+      // already closed
+    }
+  }
+}

@@ -1,0 +1,313 @@
+// Channels (wire-protocol §10): one-way pipes with a write end and a read end, each taken once by a
+// WebSocket (`/ws/channels/<id>?key=…&dir=read|write`). The hub owns the rules; the Durable Object
+// shell (../../channel-sockets.ts) only carries frames in and out through `ChannelSocketPort`.
+//
+// Two kinds of channel share those rules, differing only in where they are kept (./store.ts):
+// * created by `engine::channels::create`: a row plus buffered items in the object's SQLite, so a
+//   channel survives hibernation and eviction between frames;
+// * request channels of an `http` trigger (`request_body`, `response`): in memory for the life of
+//   one request (the in-flight request keeps the object awake), so the HTTP fast path writes no
+//   SQLite row. Their engine-side end is the engine itself: `request_body` is filled before the
+//   call, `response` is read by the http trigger through a `ChannelSink`.
+//
+// Back-pressure: a Durable Object cannot pause a WebSocket, so a writer that outruns the buffer is
+// closed with CLOSE.bufferFull instead (the items already accepted are still delivered).
+import { IIIError, channelsCreateInput, type ChannelDirection, type StreamChannelRef } from "../../../../protocol/src/index.ts";
+import { parseInput } from "../builtins/input.ts";
+import type { EngineCore } from "../engine.ts";
+import { MemoryChannelStore, SqlChannelStore, type ChannelItem, type ChannelRow, type ChannelStore, itemBytes } from "./store.ts";
+
+export type { ChannelItem } from "./store.ts";
+
+/** Items held while the reader is not attached, unless `buffer_size` says otherwise (iii: 64). */
+export const DEFAULT_CHANNEL_BUFFER_ITEMS = 64;
+/** Bytes one channel may hold, whatever its `buffer_size`: 8 buffered MiB per channel keeps a few
+ * busy channels well inside a Durable Object's 128 MB of memory and its SQLite budget. */
+export const MAX_CHANNEL_BUFFER_BYTES = 8 * 1024 * 1024;
+/** Largest item: a DO SQLite row holds at most 2 MB, and workerd's WebSocket messages 1 MiB. */
+export const MAX_CHANNEL_ITEM_BYTES = 1024 * 1024;
+/** A channel whose ends were not both attached within this time is removed (iii: 5 minutes). */
+export const CHANNEL_TTL_MS = 5 * 60_000;
+/** How often a channel that is still in use is looked at again by the sweep (iii: 60 s). */
+export const CHANNEL_SWEEP_INTERVAL_MS = 60_000;
+/** Open channels per object: bounds the table a caller looping on `create` can grow. */
+export const MAX_OPEN_CHANNELS = 10_000;
+
+/** Close codes the engine sends on channel sockets. */
+export const CLOSE = {
+  /** Reader: the writer ended and every item was delivered. */
+  complete: { code: 1000, reason: "stream_complete" },
+  /** Writer: the reader went away, nobody will read what it writes. */
+  readerClosed: { code: 1000, reason: "reader_closed" },
+  /** Either end of an http request channel when the request is over. */
+  requestEnded: { code: 1000, reason: "request_ended" },
+  /** Sweep: the channel outlived CHANNEL_TTL_MS without both ends attached. */
+  expired: { code: 1001, reason: "channel_expired" },
+  /** The end was already taken (§10: a second attach gets an immediate close). */
+  endTaken: { code: 1008, reason: "channel_end_already_attached" },
+  /** Writer: one item over MAX_CHANNEL_ITEM_BYTES. */
+  itemTooLarge: { code: 1009, reason: "channel_item_too_large" },
+  /** Writer (and then the reader, after the accepted items): the buffer is full. 1013 is
+   * "try again later": the engine cannot apply back-pressure, so the stream is cut instead. */
+  bufferFull: { code: 1013, reason: "channel_buffer_full" },
+} as const;
+type Close = { code: number; reason: string };
+
+/** The DO shell's side: the sockets attached to channel ends (found again after hibernation). */
+export interface ChannelSocketPort {
+  /** Send one item to the reader socket of `channelId`; false when there is none. */
+  send(channelId: string, item: ChannelItem): boolean;
+  close(channelId: string, dir: ChannelDirection, code: number, reason: string): void;
+  isOpen(channelId: string, dir: ChannelDirection): boolean;
+}
+
+export type AttachVerdict = "ok" | "not_found" | "taken";
+
+/**
+ * The engine as the reader of a request channel (the http trigger's `response`): items are queued
+ * in memory (bounded by MAX_CHANNEL_BUFFER_BYTES) until `next()` takes them.
+ */
+export class ChannelSink {
+  private readonly queue: ChannelItem[] = [];
+  private bytes = 0;
+  private ended: Close | null = null;
+  private wake: (() => void) | null = null;
+  private attachedResolve!: () => void;
+  /** Resolves when the writer socket attaches. */
+  readonly writerAttached = new Promise<void>((r) => (this.attachedResolve = r));
+  writerSeen = false;
+
+  onWriterAttached(): void {
+    this.writerSeen = true;
+    this.attachedResolve();
+  }
+  push(item: ChannelItem): boolean {
+    const n = itemBytes(item);
+    if (this.bytes + n > MAX_CHANNEL_BUFFER_BYTES) return false;
+    this.bytes += n;
+    this.queue.push(item);
+    this.poke();
+    return true;
+  }
+  end(close: Close): void {
+    this.ended ??= close;
+    this.poke();
+  }
+  /** The next item, or null once the writer has ended and everything was taken. */
+  async next(): Promise<ChannelItem | null> {
+    for (;;) {
+      const item = this.queue.shift();
+      if (item) {
+        this.bytes -= itemBytes(item);
+        return item;
+      }
+      if (this.ended) return null;
+      await new Promise<void>((r) => (this.wake = r));
+    }
+  }
+  private poke(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  }
+}
+
+/** The two channels of one http-trigger request; `dispose` when the request is over. */
+export interface RequestChannels {
+  request_body: StreamChannelRef;
+  response: StreamChannelRef;
+  responseSink: ChannelSink;
+  dispose(): void;
+}
+
+const constantTimeEqual = (a: string, b: string): boolean => {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+};
+
+export class ChannelHub {
+  private readonly core: EngineCore;
+  private readonly sql: SqlChannelStore;
+  private readonly memory = new MemoryChannelStore();
+  private readonly sinks = new Map<string, ChannelSink>();
+  private sockets: ChannelSocketPort | null = null;
+
+  constructor(core: EngineCore) {
+    this.core = core;
+    this.sql = new SqlChannelStore(core.ports.sql);
+  }
+
+  setSockets(port: ChannelSocketPort): void {
+    this.sockets = port;
+  }
+
+  install(): void {
+    this.core.addBuiltin({
+      id: "engine::channels::create",
+      description: "Create a channel: {buffer_size?=64 (max 1024)} → {writer, reader} channel refs",
+      internal: true,
+      handler: (input) => {
+        const { buffer_size } = parseInput(channelsCreateInput, input);
+        return this.create(buffer_size ?? DEFAULT_CHANNEL_BUFFER_ITEMS);
+      },
+    });
+    this.core.addAlarmClient({ nextDue: () => this.sql.nextSweep(), run: async (now) => this.sweep(now) });
+  }
+
+  create(bufferSize: number): { writer: StreamChannelRef; reader: StreamChannelRef } {
+    if (this.sql.count() >= MAX_OPEN_CHANNELS) throw new IIIError("channel_limit", `this engine already has ${MAX_OPEN_CHANNELS} open channels`);
+    const now = this.core.ports.clock.now();
+    const row = this.newRow(bufferSize, now);
+    this.sql.insert(row);
+    this.core.rearmAlarm();
+    return { writer: { channel_id: row.id, access_key: row.access_key, direction: "write" }, reader: { channel_id: row.id, access_key: row.access_key, direction: "read" } };
+  }
+
+  /**
+   * Channels for one http request: `request_body` already holds the raw body (one binary item)
+   * and is ended; `response` is read by the returned sink. Cost: four random ids and two small
+   * objects in memory — no SQLite.
+   */
+  openRequest(body: Uint8Array | null): RequestChannels {
+    const now = this.core.ports.clock.now();
+    const req = this.newRow(1, now);
+    req.writer = 2;
+    const res = this.newRow(DEFAULT_CHANNEL_BUFFER_ITEMS, now);
+    res.reader = 1; // the engine itself
+    this.memory.insert(req);
+    if (body && body.byteLength > 0) this.memory.append(req.id, { type: "binary", value: body.slice().buffer as ArrayBuffer });
+    this.memory.insert(res);
+    const sink = new ChannelSink();
+    this.sinks.set(res.id, sink);
+    return {
+      request_body: { channel_id: req.id, access_key: req.access_key, direction: "read" },
+      response: { channel_id: res.id, access_key: res.access_key, direction: "write" },
+      responseSink: sink,
+      dispose: () => {
+        for (const [id, dir] of [[req.id, "read"], [res.id, "write"]] as const) {
+          if (this.sockets?.isOpen(id, dir)) this.sockets.close(id, dir, CLOSE.requestEnded.code, CLOSE.requestEnded.reason);
+          this.memory.remove(id);
+        }
+        sink.end(CLOSE.requestEnded);
+        this.sinks.delete(res.id);
+      },
+    };
+  }
+
+  private newRow(bufferSize: number, now: number): ChannelRow {
+    const ids = this.core.ports;
+    return { id: ids.newId(), access_key: ids.newId().replace(/-/g, "") + ids.newId().replace(/-/g, ""), created_at: now, buffer_size: bufferSize, writer: 0, reader: 0, end_code: null, end_reason: null, items: 0, bytes: 0, sweep_at: now + CHANNEL_TTL_MS };
+  }
+
+  private storeOf(id: string): { store: ChannelStore; row: ChannelRow } | undefined {
+    const m = this.memory.get(id);
+    if (m) return { store: this.memory, row: m };
+    const s = this.sql.get(id);
+    return s ? { store: this.sql, row: s } : undefined;
+  }
+
+  /** May a socket take this end? Wrong id or key → not_found (HTTP 404), taken → immediate close. */
+  authorize(id: string, key: string, dir: ChannelDirection): AttachVerdict {
+    const found = this.storeOf(id);
+    if (!found || !constantTimeEqual(found.row.access_key, key)) return "not_found";
+    return (dir === "read" ? found.row.reader : found.row.writer) === 0 ? "ok" : "taken";
+  }
+
+  /** A socket now holds this end (after `authorize` said ok). */
+  attached(id: string, dir: ChannelDirection): void {
+    const found = this.storeOf(id);
+    if (!found) return;
+    const { store, row } = found;
+    if (dir === "write") {
+      store.update(id, { writer: 1 });
+      this.sinks.get(id)?.onWriterAttached();
+      return;
+    }
+    store.update(id, { reader: 1 });
+    this.flush(store, { ...row, reader: 1 });
+  }
+
+  /** Deliver what is buffered to the attached reader; close it when the writer has ended. */
+  private flush(store: ChannelStore, row: ChannelRow): void {
+    const port = this.sockets;
+    if (!port) return;
+    if (row.items > 0) for (const item of store.drain(row.id)) port.send(row.id, item);
+    if (row.writer === 2) port.close(row.id, "read", row.end_code ?? CLOSE.complete.code, row.end_reason ?? CLOSE.complete.reason);
+  }
+
+  /** One frame from a writer socket. */
+  write(id: string, item: ChannelItem): void {
+    const found = this.storeOf(id);
+    if (!found || found.row.writer !== 1) return; // the engine already ended this writer
+    const { store, row } = found;
+    const n = itemBytes(item);
+    if (n > MAX_CHANNEL_ITEM_BYTES) return this.cut(store, row, CLOSE.itemTooLarge);
+    const sink = this.sinks.get(id);
+    if (sink) {
+      if (!sink.push(item)) this.cut(store, row, CLOSE.bufferFull);
+      return;
+    }
+    if (row.reader === 2) return;
+    if (row.reader === 1 && row.items === 0 && this.sockets?.send(id, item)) return; // the fast path: straight through
+    if (row.items + 1 > row.buffer_size || row.bytes + n > MAX_CHANNEL_BUFFER_BYTES) return this.cut(store, row, CLOSE.bufferFull);
+    store.append(id, item);
+  }
+
+  /** The engine ends a writer (limits): close its socket, then end the stream with that reason. */
+  private cut(store: ChannelStore, row: ChannelRow, close: Close): void {
+    this.sockets?.close(row.id, "write", close.code, close.reason);
+    this.end(store, row, close);
+  }
+
+  private end(store: ChannelStore, row: ChannelRow, close: Close): void {
+    store.update(row.id, { writer: 2, end_code: close.code, end_reason: close.reason });
+    const sink = this.sinks.get(row.id);
+    if (sink) return sink.end(close);
+    if (row.reader === 1 && row.items === 0) this.sockets?.close(row.id, "read", close.code, close.reason);
+  }
+
+  /** A channel socket closed (or errored). */
+  closed(id: string, dir: ChannelDirection): void {
+    const found = this.storeOf(id);
+    if (!found) return;
+    const { store, row } = found;
+    if (dir === "write") {
+      if (row.writer !== 1) return;
+      // Frames that arrived before the close were already handled: workerd delivers a socket's
+      // events in order, so "frames right after the close" (§10) need no timer here.
+      this.end(store, row, CLOSE.complete);
+      if (row.reader === 2) store.remove(id);
+      return;
+    }
+    // The reader is gone: nothing more can be read, so the writer is told and the channel removed.
+    if (row.writer === 1) this.sockets?.close(id, "write", CLOSE.readerClosed.code, CLOSE.readerClosed.reason);
+    store.remove(id);
+  }
+
+  /** Alarm: drop channels past their TTL whose ends were not both attached, and finished ones. */
+  sweep(now: number): void {
+    for (const row of this.sql.due(now)) {
+      const both = row.writer !== 0 && row.reader !== 0;
+      const live = this.sockets !== null && (this.sockets.isOpen(row.id, "write") || this.sockets.isOpen(row.id, "read"));
+      if (both && live) {
+        this.sql.update(row.id, { sweep_at: now + CHANNEL_SWEEP_INTERVAL_MS });
+        continue;
+      }
+      for (const dir of ["write", "read"] as const) if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.expired.code, CLOSE.expired.reason);
+      this.sql.remove(row.id);
+    }
+  }
+
+  /** For the shell after a restart: does this channel still exist? */
+  exists(id: string): boolean {
+    return this.storeOf(id) !== undefined;
+  }
+}
+
+export function installChannels(core: EngineCore): ChannelHub {
+  const hub = new ChannelHub(core);
+  hub.install();
+  return hub;
+}
