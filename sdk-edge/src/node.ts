@@ -143,3 +143,4 @@ export function registerWorker(url: string, options: NodeWorkerOptions = {}): Ed
 
 export { nodeHttpListener } from "./http-receiver-node.ts";
 export { verifyIIISignature, httpFunctionHandler } from "./http-receiver.ts";
+export { channelUrl, openChannelWriter, readChannel, type ChannelWriter } from "./channels.ts";

@@ -1,6 +1,7 @@
 // Maps the registry onto the engine: every `sandbox::*` function with its description and JSON
 // Schema formats. The request_format is also what validates the request, so what is published is
 // what is enforced. Failures are thrown as SandboxError with its code.
+import { openChannelWriter, type ChannelWriter } from "../../../sdk-edge/src/channels.ts";
 import { withoutCallerId } from "../../../sdk-edge/src/client/core.ts";
 import type { EngineClient } from "./engine-client.ts";
 import { SandboxError, toSandboxError } from "./errors.ts";
@@ -58,6 +59,11 @@ const exec = {
       timeout_ms: { type: "integer", minimum: 1, description: `Deadline (default ${DEFAULT_EXEC_TIMEOUT_MS}, at most ${MAX_EXEC_TIMEOUT_MS}); the command's process group is killed then.` },
       stream: { type: "boolean", description: "Also send output chunks to on_output_function_id while the command runs." },
       on_output_function_id: { type: "string", minLength: 1, description: "Function triggered (void) with {sandbox_id, exec_id, seq, stream, data} per chunk." },
+      output_channel: {
+        type: "object", required: ["channel_id", "access_key", "direction"],
+        properties: { channel_id: { type: "string", minLength: 1 }, access_key: { type: "string", minLength: 1 }, direction: { type: "string", enum: ["write"] } },
+        description: "Writer ref of a channel (engine::channels::create): while the command runs each output chunk is written to it as a JSON text item {stream, data, seq}; the channel ends with the command.",
+      },
     },
   },
   response: {
@@ -145,6 +151,8 @@ export const SANDBOX_FORMATS = { create, exec, writeFile, readFile, byId, list, 
 export interface RegisterOptions {
   /** Why the backend was chosen (from the probe), reported by sandbox::info. */
   backendReason?: string;
+  /** The engine's address, for attaching to channels (`output_channel`). */
+  engineUrl?: string;
   log?: (msg: string) => void;
 }
 
@@ -174,19 +182,39 @@ export function registerSandboxFunctions(client: EngineClient, sandboxes: Sandbo
 
   fn<Parameters<Sandboxes["exec"]>[0]>("sandbox::exec",
     "Run a shell command in a sandbox; returns exit_code, bounded stdout/stderr, duration_ms and timed_out.", exec,
-    (req) => {
-      if (req.stream && !req.on_output_function_id) {
-        throw new SandboxError("invalid_argument", "request.on_output_function_id: required when stream is true");
+    async (req) => {
+      if (req.stream && !req.on_output_function_id && !req.output_channel) {
+        throw new SandboxError("invalid_argument", "request.on_output_function_id: required when stream is true (or give output_channel)");
       }
       const target = req.stream ? req.on_output_function_id : undefined;
+      const channel = req.output_channel;
+      if (channel && !opts.engineUrl) throw new SandboxError("invalid_argument", "request.output_channel: this host was started without an engine URL");
+      let writer: ChannelWriter | undefined;
+      if (channel) {
+        writer = await openChannelWriter(opts.engineUrl!, channel).catch((e: unknown) => {
+          throw new SandboxError("invalid_argument", `request.output_channel: ${e instanceof Error ? e.message : String(e)}`);
+        });
+      }
       let seq = 0;
-      const onOutput = target
+      const onOutput = target || writer
         ? (chunk: OutputChunk) => {
-          client.trigger({ function_id: target, payload: { ...chunk, seq: seq++ }, action: { type: "void" } })
-            .catch((e: unknown) => log(`output chunk to ${target} failed: ${e instanceof Error ? e.message : String(e)}`));
+          const n = seq++;
+          if (target) {
+            client.trigger({ function_id: target, payload: { ...chunk, seq: n }, action: { type: "void" } })
+              .catch((e: unknown) => log(`output chunk to ${target} failed: ${e instanceof Error ? e.message : String(e)}`));
+          }
+          try {
+            writer?.write(JSON.stringify({ stream: chunk.stream, data: chunk.data, seq: n }));
+          } catch (e) {
+            log(`output chunk to channel ${channel?.channel_id} failed: ${e instanceof Error ? e.message : String(e)}`);
+          }
         }
         : undefined;
-      return sandboxes.exec(req, onOutput);
+      try {
+        return await sandboxes.exec(req, onOutput);
+      } finally {
+        writer?.close();
+      }
     });
 
   fn<Parameters<Sandboxes["writeFile"]>[0]>("sandbox::write_file",

@@ -77,7 +77,7 @@ async function main(): Promise<void> {
     metadata: { backend: backend.kind, backend_reason: reason, limits: sandboxes.limits, pool_size: sandboxes.poolSize },
   });
   client.addConnectionStateListener?.((state) => log(`engine connection: ${state}`));
-  const ids = registerSandboxFunctions(client, sandboxes, { backendReason: reason, log });
+  const ids = registerSandboxFunctions(client, sandboxes, { backendReason: reason, log, engineUrl });
   log(`serving ${ids.join(", ")} via ${engineUrl}`);
 
   let stopping = false;

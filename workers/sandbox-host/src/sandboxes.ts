@@ -45,6 +45,8 @@ export interface ExecRequest {
   timeout_ms?: number;
   stream?: boolean;
   on_output_function_id?: string;
+  /** A channel's writer ref; functions.ts streams output chunks into it (the registry ignores it). */
+  output_channel?: { channel_id: string; access_key: string; direction: "write" };
 }
 export interface ExecResult {
   exit_code: number;

@@ -7,6 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { readChannel } from "../../../sdk-edge/src/channels.ts";
 import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
 import { alive, testStateDir, waitFor } from "./support.ts";
 
@@ -59,7 +60,8 @@ describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${ski
       try {
         return await harness.trigger({ function_id, payload, timeoutMs: 60_000 });
       } catch (e) {
-        if (i > 150 || !String((e as Error).message ?? e).includes("not_found")) throw e;
+        // Only the function missing (host not registered yet) is worth a retry, not sandbox_not_found.
+        if (i > 150 || (e as { code?: string }).code !== "function_not_found") throw e;
         await new Promise((r) => setTimeout(r, 200));
       }
     }
@@ -79,6 +81,27 @@ describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${ski
     expect(await call("sandbox::destroy", { sandbox_id })).toMatchObject({ destroyed: true });
     const err = await call("sandbox::exec", { sandbox_id, command: "true" }).catch((e: Error) => e);
     expect(String((err as Error).message ?? JSON.stringify(err))).toContain("sandbox_not_found");
+  });
+
+  test("a long command streams its output through a channel while it runs", async () => {
+    const { sandbox_id } = await call("sandbox::create", {});
+    const { writer, reader } = await call("engine::channels::create", {});
+    const chunks: { stream: string; data: string; seq: number; at: number }[] = [];
+    const reading = (async () => {
+      for await (const item of readChannel(ENGINE_URL!, reader)) {
+        chunks.push({ ...JSON.parse(String(item)), at: Date.now() });
+        if (chunks.map((c) => c.data).join("").includes("3\n")) return;
+      }
+    })();
+    const r = await call("sandbox::exec", { sandbox_id, command: "for i in 1 2 3; do echo $i; sleep 0.4; done", output_channel: writer });
+    const finished = Date.now();
+    await reading;
+    expect(r).toMatchObject({ exit_code: 0, stdout: "1\n2\n3\n" });
+    expect(chunks.map((c) => c.data).join("")).toBe("1\n2\n3\n");
+    expect(chunks.every((c, i) => c.stream === "stdout" && c.seq === i)).toBe(true);
+    // Streamed, not delivered at the end: the first line arrived while the command still ran.
+    expect(finished - chunks[0]!.at).toBeGreaterThan(500);
+    await call("sandbox::destroy", { sandbox_id });
   });
 
   test.skipIf(!!process.env.ENGINE_URL)("after an engine restart the host reconnects and re-registers by itself", async () => {
