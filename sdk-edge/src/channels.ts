@@ -48,7 +48,7 @@ export async function openChannelWriter(engineUrl: string, ref: StreamChannelRef
   return {
     write(item) {
       if (ws.readyState !== WebSocket.OPEN) throw new Error(`channel ${r.channel_id} is closed`);
-      ws.send(item);
+      ws.send(typeof item === "string" ? item : new Uint8Array(item)); // an ArrayBuffer-backed copy (send takes no SharedArrayBuffer)
     },
     close() {
       if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.close(1000, "stream_complete");
