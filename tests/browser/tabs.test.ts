@@ -3,13 +3,11 @@
 // through the engine; the tab survives an engine restart without a reload; calls made offline
 // are delivered once after reconnect and after a reload; a Worker-hosted function is invoked
 // from iii-sdk and from the tab, and calls the tab back.
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { registerWorker as iiiSdkWorker, TriggerAction as IIITriggerAction, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerWorker, TriggerAction, type EdgeClient } from "../../sdk-edge/src/node.ts";
+import { launchChromium } from "../support/chromium.ts";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 
 let engine: EngineServer;
@@ -19,17 +17,6 @@ let node: EdgeClient;
 let iii: IIIClient;
 const recorded: unknown[] = [];
 
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-];
 
 async function until<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000, what = "condition"): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -56,8 +43,7 @@ async function openTab(): Promise<void> {
 
 beforeAll(async () => {
   engine = await startEngine();
-  const profile = mkdtempSync(path.join(tmpdir(), "iii-edge-chromium-"));
-  ctx = await chromium.launchPersistentContext(profile, { executablePath: "/usr/bin/chromium", headless: true, args: CHROMIUM_ARGS });
+  ctx = await launchChromium();
   page = ctx.pages()[0] ?? (await ctx.newPage());
   page.on("pageerror", (e) => console.error("[tab] pageerror", e));
   node = registerWorker(`${engine.wsUrl}/`, { workerName: "node-e2e", reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 }, logger: { warn: () => {}, error: () => {} } });
