@@ -858,11 +858,18 @@ export class EngineCore {
           if (f.request_format !== undefined) rec.request_format = f.request_format;
           if (f.response_format !== undefined) rec.response_format = f.response_format;
           if (f.metadata !== undefined) rec.metadata = f.metadata;
-          this.catalog.putFunction(rec);
+          // The manifest is reloaded on every wake: write only what changed.
+          const had = this.catalog.functions.get(f.id);
+          if (!had || JSON.stringify(had) !== JSON.stringify(rec)) this.catalog.putFunction(rec);
         }
         const keepTriggers = new Set(manifest.triggers.map((t) => t.id));
         for (const t of [...this.catalog.triggers.values()]) if (t.owner === owner && !keepTriggers.has(t.id)) this.removeTrigger(t.id);
         for (const t of manifest.triggers) {
+          // Unchanged bindings stay as they are (a cron schedule keeps its next occurrence).
+          const had = this.catalog.triggers.get(t.id);
+          const same = had && had.owner === owner && had.trigger_type === t.trigger_type && had.function_id === t.function_id &&
+            JSON.stringify(had.config ?? null) === JSON.stringify(t.config ?? null) && JSON.stringify(had.metadata) === JSON.stringify(t.metadata);
+          if (same) continue;
           const err = this.registerTrigger(owner, { id: t.id, trigger_type: t.trigger_type, function_id: t.function_id, config: t.config ?? null, metadata: t.metadata });
           if (err) this.ports.log.warn("edge host trigger refused", { host: name, id: t.id, ...err });
         }
