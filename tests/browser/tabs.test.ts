@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerWorker, TriggerAction, type EdgeClient } from "../../sdk-edge/src/node.ts";
 import { launchChromium } from "../support/chromium.ts";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { until } from "../support/wait.ts";
 
 let engine: EngineServer;
 let ctx: BrowserContext;
@@ -18,19 +19,6 @@ let iii: IIIClient;
 const recorded: unknown[] = [];
 
 
-async function until<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000, what = "condition"): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch {
-      // not yet (e.g. function_not_found while a registration is in flight)
-    }
-    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const tabStatus = () => page.locator("#status").textContent();
 // toolchain P5: vitest rewrites code inside page.evaluate(fn); pass strings.
@@ -38,7 +26,7 @@ const inTab = <T>(expr: string) => page.evaluate(expr) as Promise<T>;
 
 async function openTab(): Promise<void> {
   await page.goto(`${engine.url}/test-tab.html?name=tab-a&retryMs=250`);
-  await until(async () => (await tabStatus()) === "connected", 20_000, "tab connected");
+  await until(async () => (await tabStatus()) === "connected", "tab connected", 20_000);
 }
 
 beforeAll(async () => {
@@ -64,7 +52,7 @@ afterAll(async () => {
 
 describe("a tab as a worker", () => {
   it("is invoked by a Node worker through the engine (plain and zod-typed functions)", async () => {
-    const echo = await until(() => node.trigger<unknown, { echoed: unknown; from: string }>({ function_id: "tab::echo", payload: { hi: 1 } }), 10_000, "tab::echo callable");
+    const echo = await until(() => node.trigger<unknown, { echoed: unknown; from: string }>({ function_id: "tab::echo", payload: { hi: 1 } }), "tab::echo callable", 10_000);
     expect(echo.from).toBe("tab-a");
     expect(echo.echoed).toMatchObject({ hi: 1 });
     await expect(node.trigger({ function_id: "tab::add", payload: { a: 2, b: 40 } })).resolves.toEqual({ sum: 42 });
@@ -106,8 +94,8 @@ describe("resilience", () => {
   it("survives an engine restart: the tab's functions come back without a reload", async () => {
     const marker = await inTab<string>(`(window.__marker = "${Date.now()}")`);
     await engine.restart();
-    await until(async () => (await tabStatus()) === "connected", 30_000, "tab reconnected");
-    await expect(until(() => node.trigger({ function_id: "tab::add", payload: { a: 5, b: 6 } }), 20_000, "tab::add after restart")).resolves.toEqual({ sum: 11 });
+    await until(async () => (await tabStatus()) === "connected", "tab reconnected", 30_000);
+    await expect(until(() => node.trigger({ function_id: "tab::add", payload: { a: 5, b: 6 } }), "tab::add after restart", 20_000)).resolves.toEqual({ sum: 11 });
     expect(await inTab<string>("window.__marker")).toBe(marker); // same page, no reload
   });
 
@@ -123,15 +111,15 @@ describe("resilience", () => {
 
   it("delivers void and enqueue calls made offline exactly once after reconnect", async () => {
     await engine.stop();
-    await until(async () => (await tabStatus()) === "reconnecting", 10_000, "tab noticed the drop");
+    await until(async () => (await tabStatus()) === "reconnecting", "tab noticed the drop", 10_000);
     await inTab(bump("void-1", `{ type: "void" }`));
     await inTab(`window.__receipt = ${bump("enqueue-1", `{ type: "enqueue", queue: "default" }`)}; 0`);
-    await until(() => inTab<number>("window.iii.outbox.size()").then((n) => n === 2), 5_000, "two calls in the outbox");
+    await until(() => inTab<number>("window.iii.outbox.size()").then((n) => n === 2), "two calls in the outbox", 5_000);
     await engine.restart();
-    await until(async () => (await tabStatus()) === "connected", 30_000, "tab reconnected");
+    await until(async () => (await tabStatus()) === "connected", "tab reconnected", 30_000);
     const receipt = await inTab<{ messageReceiptId: string }>("window.__receipt");
     expect(receipt.messageReceiptId).toEqual(expect.any(String));
-    await until(async () => (await counter("void-1")) >= 1 && (await counter("enqueue-1")) >= 1, 20_000, "both offline calls delivered");
+    await until(async () => (await counter("void-1")) >= 1 && (await counter("enqueue-1")) >= 1, "both offline calls delivered", 20_000);
     await new Promise((r) => setTimeout(r, 2_000)); // would a duplicate arrive?
     expect(await counter("void-1")).toBe(1);
     expect(await counter("enqueue-1")).toBe(1);
@@ -140,17 +128,17 @@ describe("resilience", () => {
 
   it("keeps offline calls across a reload and delivers them once from the reloaded tab", async () => {
     await engine.stop();
-    await until(async () => (await tabStatus()) === "reconnecting", 10_000, "tab noticed the drop");
+    await until(async () => (await tabStatus()) === "reconnecting", "tab noticed the drop", 10_000);
     await inTab(bump("void-2", `{ type: "void" }`));
     // The enqueue promise is lost with the page; the outbox keeps the call.
     await inTab(`void ${bump("enqueue-2", `{ type: "enqueue", queue: "default" }`)}.catch(() => {}); 0`);
-    await until(() => inTab<number>("window.iii.outbox.size()").then((n) => n === 2), 5_000, "two calls in the outbox");
+    await until(() => inTab<number>("window.iii.outbox.size()").then((n) => n === 2), "two calls in the outbox", 5_000);
     // Close this page's client so it cannot drain the outbox itself, then bring the engine back
     // and reload: the new page finds the calls in IndexedDB and sends them.
     await inTab("window.iii.shutdown()");
     await engine.restart();
     await openTab();
-    await until(async () => (await counter("void-2")) >= 1 && (await counter("enqueue-2")) >= 1, 20_000, "both offline calls delivered after the reload");
+    await until(async () => (await counter("void-2")) >= 1 && (await counter("enqueue-2")) >= 1, "both offline calls delivered after the reload", 20_000);
     await new Promise((r) => setTimeout(r, 2_000));
     expect(await counter("void-2")).toBe(1);
     expect(await counter("enqueue-2")).toBe(1);

@@ -1,5 +1,6 @@
 // Helpers for driving the engine with iii-sdk 0.22.1 exactly as an application would.
 import { registerWorker, type IIIClient, type InitOptions } from "iii-sdk";
+import { until } from "../support/wait.ts";
 
 export type Worker = IIIClient;
 
@@ -10,21 +11,7 @@ export function worker(url: string, name: string, opts: Omit<InitOptions, "worke
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** Poll until `fn` returns something truthy (or throw with `what` after `ms`). */
-export async function until<T>(fn: () => Promise<T> | T, what: string, ms = 10_000, step = 50): Promise<NonNullable<T>> {
-  const deadline = Date.now() + ms;
-  let lastError: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await fn();
-      if (v) return v as NonNullable<T>;
-    } catch (e) {
-      lastError = e;
-    }
-    await sleep(step);
-  }
-  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
-}
+export { until } from "../support/wait.ts";
 
 /** Function ids the engine lists right now. */
 export async function listed(w: Worker): Promise<string[]> {

@@ -2,19 +2,11 @@
 import { registerWorker, TriggerAction, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { eventually } from "../support/wait.ts";
 
 let engine: EngineServer;
 let iii: IIIClient;
 
-async function eventually<T>(check: () => T | undefined | false | Promise<T | undefined | false>, ms: number, what: string): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 const cronTicks: string[] = [];
 const delivered: { fn: string; data: unknown }[] = [];

@@ -96,13 +96,4 @@ export class RawWorker {
   }
 }
 
-/** Poll until `check` returns a value (not undefined/false), or fail after `ms`. */
-export async function eventually<T>(check: () => T | undefined | false | Promise<T | undefined | false>, ms = 10_000, what = "condition"): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+export { eventually } from "../support/wait.ts";

@@ -1,8 +1,5 @@
-import path from "node:path";
-import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineProject } from "vitest/config";
-
-const root = path.resolve(import.meta.dirname, "../..");
+import { engineInWorkerd } from "../support/workerd-project.ts";
 
 // Trigger types and durable delivery inside workerd (toolchain.md §5): the real Engine object,
 // D1, Cloudflare Queues and alarms. Queues are configured with short backoffs so retries and dead
@@ -14,16 +11,6 @@ export const TEST_QUEUES = {
 };
 
 export default defineProject(async () => ({
-  plugins: [
-    cloudflareTest({
-      wrangler: { configPath: path.join(root, "wrangler.toml") },
-      miniflare: {
-        bindings: {
-          TEST_MIGRATIONS: await readD1Migrations(path.join(root, "engine-do/migrations")),
-          QUEUES: JSON.stringify(TEST_QUEUES),
-        },
-      },
-    }),
-  ],
+  plugins: [await engineInWorkerd({ QUEUES: JSON.stringify(TEST_QUEUES) })],
   test: { name: "triggers", include: ["**/*.test.ts"], setupFiles: ["./apply-migrations.ts"], testTimeout: 30_000 },
 }));

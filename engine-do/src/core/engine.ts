@@ -606,7 +606,7 @@ export class EngineCore {
       case "worker":
         return this.invokeWorker(fn, req, invocationId, timeoutMs);
       case "edge":
-        return this.withDeadline(invocationId, fn, timeoutMs, async () => {
+        return this.withDeadline(fn, timeoutMs, async () => {
           const host = this.ports.edgeHosts[fn.owner];
           if (!host) return { ok: false, error: { code: "function_not_found", message: `edge host ${fn.owner} is not bound` } };
           const payload: Parameters<typeof host.iiiInvoke>[0] = { function_id: fn.id, data: req.data, invocation_id: invocationId, namespace: this.ports.namespace };
@@ -617,7 +617,7 @@ export class EngineCore {
           return "error" in r && r.error ? { ok: false, error: r.error } : { ok: true, result: (r as { result?: unknown }).result };
         });
       case "http":
-        return this.withDeadline(invocationId, fn, timeoutMs, async () => {
+        return this.withDeadline(fn, timeoutMs, async () => {
           if (!this.ports.httpFunctions || !fn.invocation) return { ok: false, error: { code: "function_not_invokable", message: "HTTP-invoked functions are not enabled" } };
           return this.ports.httpFunctions.invoke({ id: fn.id, invocation: fn.invocation }, req.data, invocationId);
         });
@@ -645,7 +645,7 @@ export class EngineCore {
     });
   }
 
-  private async withDeadline(invocationId: string, fn: FunctionRecord, timeoutMs: number, run: () => Promise<CallOutcome>): Promise<CallOutcome> {
+  private async withDeadline(fn: FunctionRecord, timeoutMs: number, run: () => Promise<CallOutcome>): Promise<CallOutcome> {
     let timer: unknown;
     const deadline = new Promise<CallOutcome>((resolve) => {
       timer = this.ports.timers.set(() => resolve({ ok: false, error: { code: "timeout", message: `${fn.id} did not answer within ${timeoutMs} ms` } }), timeoutMs);
@@ -654,7 +654,6 @@ export class EngineCore {
       return await Promise.race([run().catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e) })), deadline]);
     } finally {
       this.ports.timers.clear(timer);
-      void invocationId;
     }
   }
 
