@@ -127,6 +127,9 @@ const DROPPED_CALL = /"type"\s*:\s*"invokefunction"/;
 const DROPPED_INVOCATION_ID = /"invocation_id"\s*:\s*"([^"\\]{1,128})"/;
 const DROPPED_FUNCTION_ID = /"function_id"\s*:\s*"([^"\\]{1,512})"/;
 
+/** What a caller gets when the worker running its call disconnects (wire-protocol §2.5 step 3). */
+const TARGET_GONE: CallOutcome = { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } };
+
 /** How long a burst of catalog changes is coalesced before `engine::functions-available` fires. */
 const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
 
@@ -231,7 +234,7 @@ export class EngineCore {
     });
     // 3. in-flight invocations that target it
     for (const [id, p] of this.pending) {
-      if (p.target === workerId) this.settle(id, { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } });
+      if (p.target === workerId) this.settle(id, TARGET_GONE);
     }
     catalog.transaction(() => {
       // 4. its triggers (providers told), parked ones dropped
@@ -717,7 +720,7 @@ export class EngineCore {
       if (this.pending.has(r.id)) continue;
       if (!caller || !this.conns.has(r.target) || r.deadline <= now) {
         this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", r.id);
-        if (!this.conns.has(r.target)) answer({ ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } });
+        if (!this.conns.has(r.target)) answer(TARGET_GONE);
         else answer(this.timeoutOutcome(r.function_id));
         continue;
       }
