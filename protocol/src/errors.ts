@@ -39,6 +39,10 @@ export const ERROR_CODES = [
   "invalid_input",
   "not_connected",
   "queue_not_found",
+  "unauthorized",
+  "result_too_large",
+  "too_many_calls",
+  "too_many_connections",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -47,7 +47,8 @@ async function waitHealthy(url: string, child: ChildProcess, output: () => strin
   throw new Error(`engine did not answer /healthz within ${START_TIMEOUT_MS} ms:\n${output()}`);
 }
 
-export async function startEngine(opts: { port?: number; stateDir?: string; vars?: Record<string, string> } = {}): Promise<EngineServer> {
+/** `env` is the environment `npm start` runs in (e.g. `AUTH_SECRET`); `vars` are extra Worker vars. */
+export async function startEngine(opts: { port?: number; stateDir?: string; vars?: Record<string, string>; env?: Record<string, string> } = {}): Promise<EngineServer> {
   const port = opts.port ?? (await freePort());
   const stateDir = opts.stateDir ?? mkdtempSync(path.join(tmpdir(), "iii-edge-state-"));
   const url = `http://127.0.0.1:${port}`;
@@ -62,6 +63,7 @@ export async function startEngine(opts: { port?: number; stateDir?: string; vars
       III_STATE_DIR: stateDir,
       III_INSPECTOR_PORT: String(await freePort()),
       PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+      ...opts.env,
     };
     if (opts.vars) env.III_DEV_VARS = JSON.stringify(opts.vars);
     // Its own process group, so stop() takes down wrangler, its node child and workerd together.

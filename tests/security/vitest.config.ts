@@ -1,0 +1,14 @@
+import { defineProject } from "vitest/config";
+
+// The security issue's attacks, each performed against `npm start` with AUTH_SECRET set
+// (tests/support/auth.ts): refused, bounded or answered, with nothing registered or stored changing.
+// One engine per file; files run in parallel with each other (each has its own port and state).
+export default defineProject({
+  test: {
+    name: "security",
+    environment: "node",
+    include: ["**/*.test.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+  },
+});
