@@ -35,6 +35,8 @@ export interface TriggerRecord {
   metadata?: unknown;
   /** worker_id, `edge:<binding>`, or null for bindings made with engine::register_trigger. */
   owner: string | null;
+  /** Who made it (the grant's `sub`): owns an engine-held (owner null) binding. */
+  principal?: string;
   status: TriggerStatus;
 }
 

@@ -43,8 +43,9 @@ export interface BuiltinFunction {
 export interface BuiltinTriggerType {
   id: string;
   description: string;
-  /** Check a binding's config; return an error message to refuse it, or nothing to accept. */
-  validate(config: unknown, binding: TriggerRecord): string | undefined;
+  /** Check a binding's config; return an error message (or a typed error, e.g. FORBIDDEN for a
+   * route another worker holds) to refuse it, or nothing to accept. */
+  validate(config: unknown, binding: TriggerRecord): string | ErrorBody | undefined;
   /** Called after an accepted binding is stored (also for bindings restored on wake). */
   added?(binding: TriggerRecord): void;
   /** Called after a binding is removed. */
@@ -481,7 +482,8 @@ export class EngineCore {
     const builtin = this.triggerTypes.get(f.trigger_type);
     if (builtin) {
       const problem = builtin.validate(rec.config, rec);
-      if (problem) return refuse({ code: "trigger_registration_failed", message: `${f.trigger_type}: ${problem}` });
+      if (typeof problem === "string") return refuse({ code: "trigger_registration_failed", message: `${f.trigger_type}: ${problem}` });
+      if (problem) return refuse(problem);
       if (existing) this.removeTrigger(existing.id);
       this.catalog.putTrigger(rec);
       builtin.added?.(rec);
