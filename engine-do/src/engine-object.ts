@@ -2,9 +2,10 @@
 // the alarm, RPC) to the plain core in ./core. One object per iii namespace.
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
-import type { EngineFrame, HttpInvocation } from "../../protocol/src/index.ts";
+import { MAX_FRAME_BYTES, grantSchema, mayCall, mayUseNamespace, type EngineFrame } from "../../protocol/src/index.ts";
+import { CLIENT_IP_HEADER, WS_PROTOCOL_HEADER, grantOf } from "./auth.ts";
 import { EngineCore } from "./core/engine.ts";
-import { invokeHttpFunction, validateInvocationUrl, type UrlPolicy } from "./core/http-invoke.ts";
+import { httpFunctionsPort } from "./core/http-invoke.ts";
 import { installEngine, type Installed } from "./core/install.ts";
 import type { CloudMessageBody, DeliveryVerdict } from "./core/queues/cloudflare-queue.ts";
 import type { HttpTriggerRequest, HttpTriggerResponse } from "./core/triggers/http.ts";
@@ -27,9 +28,12 @@ class SocketConn implements Conn {
     this.ws = ws;
     this.workerId = workerId;
   }
-  send(frame: EngineFrame): boolean {
+  send(frame: EngineFrame): boolean | "too_large" {
     try {
-      this.ws.send(JSON.stringify(frame));
+      const text = JSON.stringify(frame);
+      // Measured in UTF-16 units: a cheap upper bound check first, bytes only when it is close.
+      if (text.length > MAX_FRAME_BYTES / 3 && new TextEncoder().encode(text).byteLength > MAX_FRAME_BYTES) return "too_large";
+      this.ws.send(text);
       return true;
     } catch {
       return false;
@@ -44,33 +48,15 @@ class SocketConn implements Conn {
   }
 }
 
-/** HTTP-invoked functions (wire-protocol §9): secrets are the engine's own env vars, named by the
- * registration; private and loopback targets only with ALLOW_PRIVATE_HTTP_FUNCTIONS=true. */
-function secretName(inv: HttpInvocation): string | undefined {
-  const a = inv.auth;
-  return a?.type === "hmac" ? a.secret_key : a?.type === "bearer" ? a.token_key : a?.type === "api_key" ? a.value_key : undefined;
-}
-
-function httpFunctionsPort(env: Env): NonNullable<EnginePorts["httpFunctions"]> {
-  const vars = env as unknown as Record<string, unknown>;
-  const policy: UrlPolicy = { allowPrivate: env.ALLOW_PRIVATE_HTTP_FUNCTIONS === "true" };
-  const secret = (name: string) => (typeof vars[name] === "string" ? (vars[name] as string) : undefined);
-  return {
-    validate(inv) {
-      const url = validateInvocationUrl(inv.url, policy);
-      if (!url.ok) return url;
-      const key = secretName(inv);
-      if (key !== undefined && secret(key) === undefined) return { ok: false, message: `the engine has no secret named ${key}` };
-      return { ok: true };
-    },
-    async invoke(fn, data, invocationId) {
-      const secrets: Record<string, string | undefined> = {};
-      const key = secretName(fn.invocation);
-      if (key) secrets[key] = secret(key);
-      const r = await invokeHttpFunction(fn, data, { secrets, invocationId, urlPolicy: policy });
-      return "error" in r ? { ok: false, error: r.error } : { ok: true, result: r.result };
-    },
-  };
+/** MAX_CONNECTIONS_PER_* (core/bounds.ts) may be lowered per deployment (tests use small ones). */
+function connectionLimits(env: Env): { perPrincipal?: number; perIp?: number } {
+  const n = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
+  const out: { perPrincipal?: number; perIp?: number } = {};
+  const p = n(env.MAX_CONNECTIONS_PER_TOKEN);
+  const i = n(env.MAX_CONNECTIONS_PER_IP);
+  if (p !== undefined) out.perPrincipal = p;
+  if (i !== undefined) out.perIp = i;
+  return out;
 }
 
 export class Engine extends DurableObject<Env> {
@@ -80,6 +66,7 @@ export class Engine extends DurableObject<Env> {
   private readonly channelSockets: ChannelSockets;
   private readonly conns = new WeakMap<WebSocket, SocketConn>();
   private alarmAt: number | null = null;
+  private readonly connectionLimits: { perPrincipal?: number; perIp?: number };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -105,13 +92,14 @@ export class Engine extends DurableObject<Env> {
       newId: () => crypto.randomUUID(),
       background: (p) => ctx.waitUntil(p.catch((e) => console.error("background task failed", e))),
       edgeHosts,
-      httpFunctions: httpFunctionsPort(env),
+      httpFunctions: httpFunctionsPort(env as unknown as Record<string, unknown>),
       otherNamespace: (ns) => {
         const stub = env.ENGINE.getByName(ns);
         return { trigger: async (req) => (await stub.trigger(req)) as CallOutcome };
       },
     };
     this.core = new EngineCore(ports);
+    this.connectionLimits = connectionLimits(env);
     this.installed = installEngine(this.core, env);
     this.streamSockets = new StreamSockets(ctx, this.installed.streams);
     this.channelSockets = new ChannelSockets(ctx, this.installed.channels);
@@ -153,9 +141,18 @@ export class Engine extends DurableObject<Env> {
       if (url.pathname.endsWith("/_iii/health")) return Response.json({ ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size });
       return Response.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, { status: 404 });
     }
+    // Who this is was decided by the front door (auth.ts); a request without its grant did not
+    // come through it and is refused (fail closed).
+    const grant = grantOf(request);
+    if (!grant) return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
+    const ip = request.headers.get(CLIENT_IP_HEADER) ?? undefined;
+    const isOtel = url.pathname.endsWith("/otel");
+    if (!isOtel) {
+      const full = this.core.admitConnection(grant, ip, this.connectionLimits);
+      if (full) return Response.json({ error: full }, { status: 429 });
+    }
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
-    const isOtel = url.pathname.endsWith("/otel");
     const workerId = crypto.randomUUID();
     const a: Attachment = { v: 1, kind: isOtel ? "otel" : "worker", worker_id: workerId };
     this.ctx.acceptWebSocket(server, [a.kind]);
@@ -163,9 +160,11 @@ export class Engine extends DurableObject<Env> {
     if (!isOtel) {
       const conn = new SocketConn(server, workerId);
       this.conns.set(server, conn);
-      this.core.connect(conn, crypto.randomUUID());
+      this.core.connect(conn, crypto.randomUUID(), { grant, ip });
     }
-    return new Response(null, { status: 101, webSocket: client });
+    // A browser that sent its token as a subprotocol must get one of its offers back.
+    const protocol = request.headers.get(WS_PROTOCOL_HEADER);
+    return new Response(null, { status: 101, webSocket: client, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : {} });
   }
 
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
@@ -207,10 +206,17 @@ export class Engine extends DurableObject<Env> {
     if (!req || typeof req.function_id !== "string" || !req.function_id) {
       return { ok: false, error: { code: "invalid_frame", message: "function_id is required" } };
     }
+    // A grant read back from another object or the front door is validated before it is trusted.
+    const grant = req.grant === undefined ? undefined : grantSchema.safeParse(req.grant).data;
+    if (req.grant !== undefined && !grant) return { ok: false, error: { code: "unauthorized", message: "malformed grant" } };
+    if (grant && !mayUseNamespace(grant, this.core.ports.namespace)) {
+      return { ok: false, error: { code: "FORBIDDEN", message: `'${grant.sub}' may not use namespace '${this.core.ports.namespace}'` } };
+    }
     if (req.action?.type === "enqueue") {
+      if (grant && !mayCall(grant, req.function_id)) return { ok: false, error: { code: "FORBIDDEN", message: `'${grant.sub}' may not call ${req.function_id}` } };
       return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: req.payload ?? null, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage });
     }
-    const call = this.core.invoke({ function_id: req.function_id, data: req.payload ?? null, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage, timeoutMs: req.timeout_ms });
+    const call = this.core.invokeFrom({ function_id: req.function_id, data: req.payload ?? null, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage, timeoutMs: req.timeout_ms, grant, stampCaller: req.caller });
     if (req.action?.type === "void") {
       this.ctx.waitUntil(call);
       return { ok: true };

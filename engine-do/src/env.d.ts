@@ -9,4 +9,13 @@ interface Env {
   ALLOW_PRIVATE_HTTP_FUNCTIONS?: string;
   QUEUES?: string;
   HTTP_MIDDLEWARE?: string;
+  /** Signs and verifies tokens (a Worker secret when deployed; `npm start` reads the environment). */
+  AUTH_SECRET?: string;
+  /** A function id (default namespace) that turns a request's headers/query into a grant. */
+  AUTH_FUNCTION?: string;
+  /** Comma-separated env var names HTTP-invoked functions may use as secrets. */
+  HTTP_FUNCTION_SECRETS?: string;
+  /** Lower the connection bounds of core/bounds.ts (tests). */
+  MAX_CONNECTIONS_PER_TOKEN?: string;
+  MAX_CONNECTIONS_PER_IP?: string;
 }

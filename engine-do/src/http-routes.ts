@@ -5,6 +5,7 @@
 // Also here: browser stream sockets (`/_iii/streams`, `/ns/<ns>/_iii/streams`) and the benchmark
 // baseline `/_iii/bench/plain` (the same JSON an http-trigger bench route answers, without the DO).
 import type { Context, Hono } from "hono";
+import { authenticateRequest, withGrant } from "./auth.ts";
 import { reservedReason, type HttpTriggerRequest } from "./core/triggers/http.ts";
 
 type AppEnv = { Bindings: Env };
@@ -19,6 +20,33 @@ export const BENCH_PLAIN_BODY = { ok: true, message: "hello from iii-edge" };
 
 const notFound = (c: Context<AppEnv>) => c.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, 404);
 
+/**
+ * Read a body, at most `max` bytes: null as soon as it passes them (the stream is cancelled then,
+ * not drained, so a huge upload costs at most `max` bytes and is answered at once).
+ */
+async function readBounded(stream: ReadableStream<Uint8Array>, max: number): Promise<Uint8Array | null> {
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      reader.cancel("request body too large").catch(() => {});
+      return null;
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
+}
+
 async function forward(c: Context<AppEnv>, namespace: string, path: string, assets: boolean): Promise<Response> {
   if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${namespace}'` } }, 400);
   const raw = c.req.raw;
@@ -27,9 +55,10 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
   if (method !== "GET" && method !== "HEAD" && raw.body) {
     const declared = Number(raw.headers.get("content-length") ?? "0");
     if (declared > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
-    const bytes = await raw.arrayBuffer();
-    if (bytes.byteLength > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
-    body = new Uint8Array(bytes); // raw: the engine fills the `request_body` channel with it
+    // Counted as it arrives: a chunked body declares no length, and is cut off past the bound.
+    const bytes = await readBounded(raw.body, MAX_HTTP_BODY_BYTES);
+    if (!bytes) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
+    body = bytes; // raw: the engine fills the `request_body` channel with it
   }
   const query: Record<string, string> = {};
   for (const [k, v] of new URL(raw.url).searchParams) if (!(k in query)) query[k] = v;
@@ -51,9 +80,12 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
   return new Response(res.body, { status: res.status, headers: res.headers });
 }
 
+/** Browser stream sockets need a grant for their namespace, like every other socket (auth.ts). */
 const streamSocket = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
   if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${namespace}'` } }, 400);
-  return c.env.ENGINE.getByName(namespace).fetch(c.req.raw);
+  const who = await authenticateRequest(c.req.raw, c.env, namespace);
+  if (!who.ok) return c.json({ error: { code: who.code, message: who.message } }, who.status);
+  return c.env.ENGINE.getByName(namespace).fetch(withGrant(c.req.raw, who.grant, who.viaProtocol));
 };
 
 /** Mount after the engine's own routes: the last route catches everything else. */

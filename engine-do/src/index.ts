@@ -1,7 +1,9 @@
-// The engine Worker: the front door. WebSocket upgrades go to the Engine object of their
-// namespace; /_iii/* is the engine's own HTTP API; everything else is the demo app's assets.
-import { Hono } from "hono";
+// The engine Worker: the front door. Every WebSocket upgrade and /_iii/* request is authenticated
+// here (auth.ts) before the Engine object of its namespace is touched; /_iii/* is the engine's own
+// HTTP API; everything else is HTTP-trigger routes or the demo app's assets.
+import { Hono, type Context } from "hono";
 import type { CallOutcome } from "./core/ports.ts";
+import { authMode, authenticateRequest, isLoopback, withGrant } from "./auth.ts";
 import { Engine } from "./engine-object.ts";
 import { mountTriggerRoutes } from "./http-routes.ts";
 import { consumeDeliveries } from "./queue-consumer.ts";
@@ -10,7 +12,7 @@ export { Engine };
 export { DemoEdgeFunctions } from "../../demo-app/edge/functions.ts";
 
 /** iii namespaces name Durable Objects: keep them short and printable. */
-const NAMESPACE = /^[A-Za-z0-9._-]{1,64}$/;
+export const NAMESPACE = /^[A-Za-z0-9._-]{1,64}$/;
 const DEFAULT_NAMESPACE = "default";
 
 type AppEnv = { Bindings: Env };
@@ -18,49 +20,96 @@ const app = new Hono<AppEnv>();
 
 const engineFor = (env: Env, namespace: string) => env.ENGINE.getByName(namespace);
 
+const errorJson = (c: Context<AppEnv>, status: number, code: string, message: string) =>
+  c.json({ error: { code, message } }, status as 400);
+
+const authFor = (c: Context<AppEnv>, namespace: string) => authenticateRequest(c.req.raw, c.env, namespace);
+
+
 app.get("/healthz", async (c) => {
   const health = await engineFor(c.env, DEFAULT_NAMESPACE).health();
-  return c.json({ ok: true, engine: health });
+  return c.json({ ok: true, auth: authMode(c.env), engine: health });
 });
+
+/** A WebSocket upgrade for `namespace`: authenticated, then handed to its Engine object. */
+const upgrade = async (c: Context<AppEnv>, namespace: string): Promise<Response | null> => {
+  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return null;
+  if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${namespace}'`);
+  const who = await authFor(c, namespace);
+  if (!who.ok) return errorJson(c, who.status, who.code, who.message);
+  return engineFor(c.env, namespace).fetch(withGrant(c.req.raw, who.grant, who.viaProtocol));
+};
+const webSocketOnly = (c: Context<AppEnv>) => errorJson(c, 404, "NOT_FOUND", "WebSocket only");
 
 // Worker control socket (default namespace: what iii-sdk dials), its /otel side channel, and the
 // same under /ns/<namespace>.
-const upgrade = async (c: { req: { raw: Request; header(n: string): string | undefined }; env: Env; json(b: unknown, s?: number): Response }, namespace: string) => {
-  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return null;
-  if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${namespace}'` } }, 400);
-  return engineFor(c.env, namespace).fetch(c.req.raw);
-};
 app.get("/", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? c.env.ASSETS.fetch(c.req.raw));
-app.get("/otel", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? c.json({ error: { code: "NOT_FOUND", message: "WebSocket only" } }, 404));
-app.get("/ns/:ns", async (c) => (await upgrade(c, c.req.param("ns"))) ?? c.json({ error: { code: "NOT_FOUND", message: "WebSocket only" } }, 404));
-app.get("/ns/:ns/otel", async (c) => (await upgrade(c, c.req.param("ns"))) ?? c.json({ error: { code: "NOT_FOUND", message: "WebSocket only" } }, 404));
+app.get("/otel", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? webSocketOnly(c));
+app.get("/ns/:ns", async (c) => (await upgrade(c, c.req.param("ns"))) ?? webSocketOnly(c));
+app.get("/ns/:ns/otel", async (c) => (await upgrade(c, c.req.param("ns"))) ?? webSocketOnly(c));
+
 // Channel ends (wire-protocol §10): the SDK appends `/ws/channels/<id>?key=…&dir=…` to the engine
 // address as text, so `ws://h` dials `/ws/channels/<id>` and `ws://h/ns/<ns>` dials
-// `/ns/<ns>/ws/channels/<id>`. The namespace's Engine object checks the key (404 when wrong).
-const channelOnly = (c: { json(b: unknown, s?: number): Response }) => c.json({ error: { code: "INVALID_ARGUMENTS", message: "channels need a WebSocket upgrade" } }, 426);
-app.get("/ws/channels/:id", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? channelOnly(c));
-app.get("/ns/:ns/ws/channels/:id", async (c) => (await upgrade(c, c.req.param("ns"))) ?? channelOnly(c));
+// `/ns/<ns>/ws/channels/<id>`. A channel's key is its capability: 128 random bits that only the
+// authenticated creator of the channel was given, checked by the namespace's Engine object (404
+// when wrong). iii-sdk opens channel sockets without headers, so no token is asked for here — but
+// an engine without auth configured still serves them to loopback clients only.
+const channel = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
+  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return errorJson(c, 426, "INVALID_ARGUMENTS", "channels need a WebSocket upgrade");
+  if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${namespace}'`);
+  if (authMode(c.env) === "open" && !isLoopback(c.req.raw)) {
+    const who = await authFor(c, namespace);
+    if (!who.ok) return errorJson(c, who.status, who.code, who.message);
+  }
+  return engineFor(c.env, namespace).fetch(withGrant(c.req.raw, { sub: "channel", ns: [namespace] }, false));
+};
+app.get("/ws/channels/:id", (c) => channel(c, DEFAULT_NAMESPACE));
+app.get("/ns/:ns/ws/channels/:id", (c) => channel(c, c.req.param("ns")));
 
 // The engine's HTTP API: call a function (handy for curl, the demo app and tests).
 app.post("/_iii/invoke", async (c) => {
   const body = await c.req.json().catch(() => null);
   if (!body || typeof body !== "object" || typeof (body as { function_id?: unknown }).function_id !== "string") {
-    return c.json({ error: { code: "INVALID_ARGUMENTS", message: "body must be {function_id, payload?, namespace?, action?, timeout_ms?}" } }, 400);
+    return errorJson(c, 400, "INVALID_ARGUMENTS", "body must be {function_id, payload?, namespace?, action?, timeout_ms?}");
   }
   const b = body as { function_id: string; payload?: unknown; namespace?: string; action?: never; timeout_ms?: number };
   const ns = b.namespace ?? DEFAULT_NAMESPACE;
-  if (!NAMESPACE.test(ns)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${ns}'` } }, 400);
-  const out = (await engineFor(c.env, ns).trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms })) as CallOutcome;
+  if (!NAMESPACE.test(ns)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${ns}'`);
+  const who = await authFor(c, ns);
+  if (!who.ok) return errorJson(c, who.status, who.code, who.message);
+  const out = (await engineFor(c.env, ns).trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms, grant: who.grant })) as CallOutcome;
   if (out.ok) return c.json({ result: out.result ?? null });
-  const status = out.error.code === "function_not_found" ? 404 : out.error.code === "timeout" ? 504 : 500;
-  return c.json({ error: out.error }, status);
+  return c.json({ error: out.error }, statusOf(out.error.code));
 });
+
+function statusOf(code: string): 400 | 403 | 404 | 413 | 429 | 500 | 504 {
+  switch (code) {
+    case "function_not_found":
+      return 404;
+    case "timeout":
+      return 504;
+    case "FORBIDDEN":
+      return 403;
+    case "result_too_large":
+    case "VALUE_TOO_LARGE":
+      return 413;
+    case "too_many_calls":
+    case "rate_limited":
+      return 429;
+    case "INVALID_ARGUMENTS":
+    case "invalid_frame":
+    case "invalid_input":
+      return 400;
+    default:
+      return 500;
+  }
+}
 
 // HTTP-trigger routes, stream sockets and the bench baseline (http-routes.ts); the catch-all goes last.
 mountTriggerRoutes(app);
 
 app.notFound(async (c) => {
-  if (c.req.path.startsWith("/_iii/")) return c.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, 404);
+  if (c.req.path.startsWith("/_iii/")) return errorJson(c, 404, "NOT_FOUND", "Not Found");
   return c.env.ASSETS.fetch(c.req.raw);
 });
 

@@ -1,5 +1,7 @@
 // Payloads of the engine's built-in functions and trigger types (wire-protocol.md §6–§8).
 import { z } from "zod";
+import { jsonBytes } from "./frames.ts";
+import { MAX_LIST_PAGE, MAX_WORKER_INFO_BYTES } from "./limits.ts";
 
 const scopeName = z.string().min(1).max(512);
 const keyName = z.string().min(1).max(1024);
@@ -9,6 +11,17 @@ export const stateSetInput = z
   .refine((v) => v.value !== undefined || v.data !== undefined, { message: "value is required" });
 export const stateKeyInput = z.object({ scope: scopeName, key: keyName });
 export const stateScopeInput = z.object({ scope: scopeName });
+
+/** Paging of a listing (iii-edge extension): `offset` entries skipped, at most `limit` returned
+ * (1…MAX_LIST_PAGE). Pages are in the listing's order (state: by key; engine lists: by id). */
+const paging = {
+  limit: z.number().int().min(1).max(MAX_LIST_PAGE).optional(),
+  offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+};
+export type Paging = { limit?: number; offset?: number };
+/** `state::list`: the spec's `{scope}`; with `limit`/`offset` one page of the scope's values. */
+export const stateListInput = z.object({ scope: scopeName, ...paging });
+export const stateListGroupsInput = z.object({ ...paging }).default({});
 
 const path = z.string().max(256);
 const mergePath = z.union([z.string().max(256), z.array(z.string().max(256)).max(32)]);
@@ -30,6 +43,7 @@ export const functionsListInput = z
     worker: z.string().optional(),
     workers: z.array(z.string()).optional(),
     include_internal: z.boolean().optional(),
+    ...paging,
   })
   .default({});
 export const functionsInfoInput = z.union([
@@ -48,7 +62,13 @@ export const workersRegisterInput = z
     telemetry: z.record(z.string(), z.unknown()).nullish(),
     metadata: z.record(z.string(), z.unknown()).nullish(),
   })
-  .passthrough();
+  .passthrough()
+  // Everything it says is kept and listed for every connection: bounded as a whole.
+  .superRefine((v, ctx) => {
+    const size = jsonBytes(v);
+    if (size > MAX_WORKER_INFO_BYTES) ctx.addIssue({ code: "custom", message: `worker info is ${Number.isFinite(size) ? `${size} bytes of JSON` : "nested too deeply"}, over the ${MAX_WORKER_INFO_BYTES}-byte limit` });
+  });
+export const workersListInput = z.object({ search: z.string().optional(), runtime: z.string().optional(), ...paging }).default({});
 export const registeredTriggersListInput = z
   .object({
     search: z.string().optional(),
@@ -56,10 +76,11 @@ export const registeredTriggersListInput = z
     function_id: z.string().optional(),
     worker: z.string().optional(),
     include_internal: z.boolean().optional(),
+    ...paging,
   })
   .default({});
 export const triggersListInput = z
-  .object({ search: z.string().optional(), prefix: z.string().optional(), include_internal: z.boolean().optional() })
+  .object({ search: z.string().optional(), prefix: z.string().optional(), include_internal: z.boolean().optional(), ...paging })
   .default({});
 
 /** `state` trigger config and payload (§8.3). */

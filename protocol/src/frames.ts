@@ -3,6 +3,13 @@
 // Unknown fields are ignored (iii-sdk 0.22.1 leaks `message_type` into several frames), so object
 // schemas are non-strict; absent optional fields stay absent.
 import { z } from "zod";
+import {
+  MAX_DESCRIPTION_BYTES,
+  MAX_HTTP_INVOCATION_BYTES,
+  MAX_METADATA_BYTES,
+  MAX_SCHEMA_BYTES,
+  MAX_TRIGGER_CONFIG_BYTES,
+} from "./limits.ts";
 
 /** JSON value carried in `data`, `result`, `config`, `metadata`. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -14,6 +21,54 @@ const anyJson = z.unknown();
 const nonEmpty = z.string().min(1).max(512);
 const optString = z.string().optional();
 const jsonObject = z.record(z.string(), z.unknown());
+
+/** UTF-8 size of a string (lone surrogates count 3 bytes: what TextEncoder makes of them). */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2; // a pair: 2 units, 4 bytes
+      i++;
+    } else n += 2;
+  }
+  return n;
+}
+
+/** UTF-8 size of a value as JSON; Infinity when it cannot be serialised (nested too deep). */
+export function jsonBytes(v: unknown): number {
+  if (v === undefined) return 0;
+  try {
+    const text = JSON.stringify(v);
+    return text === undefined ? 0 : utf8Length(text);
+  } catch {
+    return Infinity;
+  }
+}
+
+/** `schema`, refused when its JSON is over `max` bytes: what a registration stores (and every
+ * listing repeats) is bounded where the frame is parsed, so an oversized one changes nothing. */
+export function boundedJson<T extends z.ZodType>(schema: T, max: number) {
+  return schema.superRefine((v, ctx) => {
+    const size = jsonBytes(v);
+    if (size > max) {
+      const what = Number.isFinite(size) ? `${size} bytes of JSON` : "nested too deeply to store";
+      ctx.addIssue({ code: "custom", message: `${what}, over the ${max}-byte limit` });
+    }
+  });
+}
+/** Text of at most `max` UTF-8 bytes. */
+const boundedText = (max: number) =>
+  z.string().superRefine((s, ctx) => {
+    // Cheap first: ≤3 bytes per UTF-16 unit.
+    if (s.length * 3 <= max) return;
+    const size = utf8Length(s);
+    if (size > max) ctx.addIssue({ code: "custom", message: `${size} bytes, over the ${max}-byte limit` });
+  });
+const description = boundedText(MAX_DESCRIPTION_BYTES).optional();
+const schemaJson = boundedJson(anyJson, MAX_SCHEMA_BYTES).optional();
 
 export const errorBody = z.object({
   code: z.string(),
@@ -53,11 +108,11 @@ export type HttpInvocation = z.infer<typeof httpInvocation>;
 export const registerFunction = z.object({
   type: z.literal("registerfunction"),
   id: nonEmpty,
-  description: optString,
-  request_format: anyJson.optional(),
-  response_format: anyJson.optional(),
-  metadata: jsonObject.optional(),
-  invocation: httpInvocation.optional(),
+  description,
+  request_format: schemaJson,
+  response_format: schemaJson,
+  metadata: boundedJson(jsonObject, MAX_METADATA_BYTES).optional(),
+  invocation: boundedJson(httpInvocation, MAX_HTTP_INVOCATION_BYTES).optional(),
 });
 
 export const unregisterFunction = z.object({ type: z.literal("unregisterfunction"), id: nonEmpty });
@@ -65,9 +120,9 @@ export const unregisterFunction = z.object({ type: z.literal("unregisterfunction
 export const registerTriggerType = z.object({
   type: z.literal("registertriggertype"),
   id: nonEmpty,
-  description: z.string().optional(),
-  trigger_request_format: anyJson.optional(),
-  call_request_format: anyJson.optional(),
+  description,
+  trigger_request_format: schemaJson,
+  call_request_format: schemaJson,
 });
 
 export const unregisterTriggerType = z.object({
@@ -82,8 +137,8 @@ export const registerTrigger = z.object({
   trigger_type: nonEmpty,
   function_id: nonEmpty,
   /** Missing config is treated as null (the SDK drops `undefined`). */
-  config: anyJson.optional(),
-  metadata: anyJson.optional(),
+  config: boundedJson(anyJson, MAX_TRIGGER_CONFIG_BYTES).optional(),
+  metadata: boundedJson(anyJson, MAX_METADATA_BYTES).optional(),
 });
 
 export const unregisterTrigger = z.object({

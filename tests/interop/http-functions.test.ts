@@ -21,7 +21,8 @@ describe("HTTP-invoked functions", () => {
 
   beforeAll(async () => {
     // Loopback targets are refused by default; this engine allows them, as a local setup would.
-    engine = await startEngine({ vars: { ALLOW_PRIVATE_HTTP_FUNCTIONS: "true", IIIEDGE_TEST_HMAC: SECRET } });
+    // A registration may name only the secrets HTTP_FUNCTION_SECRETS lists (here: sign only).
+    engine = await startEngine({ vars: { ALLOW_PRIVATE_HTTP_FUNCTIONS: "true", IIIEDGE_TEST_HMAC: SECRET, HTTP_FUNCTION_SECRETS: "IIIEDGE_TEST_HMAC:hmac" } });
     server = http.createServer(
       nodeHttpListener(
         httpFunctionHandler<{ a: number; b: number }>(SECRET, (data, info) => {

@@ -23,7 +23,7 @@ export class RawWorker {
   }
 
   static async connect(ns: string): Promise<RawWorker> {
-    const res = await exports.default.fetch(`http://engine/ns/${ns}`, { headers: { Upgrade: "websocket" } });
+    const res = await exports.default.fetch(`http://localhost/ns/${ns}`, { headers: { Upgrade: "websocket" } });
     if (res.status !== 101 || !res.webSocket) throw new Error(`upgrade failed: ${res.status}`);
     res.webSocket.accept();
     return new RawWorker(res.webSocket, ns);

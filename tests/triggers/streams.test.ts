@@ -15,7 +15,7 @@ interface Push {
 }
 
 async function subscriber(ns: string) {
-  const res = await exports.default.fetch(`http://engine/ns/${ns}/_iii/streams`, { headers: { Upgrade: "websocket" } });
+  const res = await exports.default.fetch(`http://localhost/ns/${ns}/_iii/streams`, { headers: { Upgrade: "websocket" } });
   expect(res.status).toBe(101);
   const ws = res.webSocket!;
   ws.accept();

@@ -148,7 +148,7 @@ describe("state::*", () => {
       expect(r.error?.code, `${fn} ${JSON.stringify(data)}`).toBe("deserialization_error");
     }
     // Frames are capped at 1 MiB, so only the HTTP front door can carry a value over the limit.
-    const res = await exports.default.fetch("http://engine.test/_iii/invoke", {
+    const res = await exports.default.fetch("http://localhost/_iii/invoke", {
       method: "POST",
       body: JSON.stringify({ function_id: "state::set", payload: { scope: "big", key: "k", value: "x".repeat(1024 * 1024 + 1) } }),
     });

@@ -50,7 +50,7 @@ class End {
 }
 
 const dial = (ref: Ref, prefix = "") =>
-  exports.default.fetch(`http://engine.test${prefix}/ws/channels/${ref.channel_id}?key=${encodeURIComponent(ref.access_key)}&dir=${ref.direction}`, { headers: { Upgrade: "websocket" } });
+  exports.default.fetch(`http://localhost${prefix}/ws/channels/${ref.channel_id}?key=${encodeURIComponent(ref.access_key)}&dir=${ref.direction}`, { headers: { Upgrade: "websocket" } });
 /** Status of a refused upgrade; the body is read so no request stays open in the object. */
 const refused = async (ref: Ref, prefix = "") => {
   const res = await dial(ref, prefix);
@@ -123,7 +123,7 @@ describe("channels", () => {
     expect(second.closed).toEqual({ code: 1008, reason: "channel_end_already_attached" });
     expect(await refused({ ...ch.reader, access_key: "wrong" })).toBe(404);
     expect(await refused({ ...ch.reader, channel_id: crypto.randomUUID() })).toBe(404);
-    const plain = await exports.default.fetch(`http://engine.test/ws/channels/${ch.reader.channel_id}?key=${ch.reader.access_key}&dir=read`);
+    const plain = await exports.default.fetch(`http://localhost/ws/channels/${ch.reader.channel_id}?key=${ch.reader.access_key}&dir=read`);
     expect(plain.status).toBe(426);
     await plain.text();
     const bad = await w.call("engine::channels::create", { buffer_size: 5000 });
@@ -229,7 +229,7 @@ describe("http trigger channels (§8.1)", () => {
     });
     w.send({ type: "registertrigger", id: "chan-trig-1", trigger_type: "http", function_id: "chan::stream", config: { api_path: "chan/stream", http_method: "POST" } });
     await sleep(50);
-    const res = await exports.default.fetch("http://engine.test/chan/stream", { method: "POST", headers: { "content-type": "application/octet-stream" }, body: bytes(104, 105, 0, 255) });
+    const res = await exports.default.fetch("http://localhost/chan/stream", { method: "POST", headers: { "content-type": "application/octet-stream" }, body: bytes(104, 105, 0, 255) });
     expect(res.status).toBe(201);
     expect(res.headers.get("x-chunks")).toBe("2");
     expect([...new Uint8Array(await res.arrayBuffer())]).toEqual([...new TextEncoder().encode("echo: "), 104, 105, 0, 255]);
@@ -245,7 +245,7 @@ describe("http trigger channels (§8.1)", () => {
     });
     w.send({ type: "registertrigger", id: "chan-trig-2", trigger_type: "http", function_id: "chan::plain", config: { api_path: "chan/plain" } });
     await sleep(50);
-    const res = await exports.default.fetch("http://engine.test/chan/plain");
+    const res = await exports.default.fetch("http://localhost/chan/plain");
     expect(await res.json()).toEqual({ ok: true });
     // The request is over: its channels are gone, and none was written to SQLite.
     expect(await refused(refs!.response)).toBe(404);

@@ -73,10 +73,13 @@ describe("eviction with hibernated sockets", () => {
     const old = await wires.connect();
     old.serve("hib::owned", () => "old");
     const other = await wires.connect();
-    other.serve("hib::owned", () => "other"); // ownership moves
     await evictEngine();
-    await old.close(); // late close of the previous owner, on a new instance
-    await sleep(30);
+    other.serve("hib::owned", () => "other"); // refused: the owner is still connected, on a new instance
+    expect((await other.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect(await other.ok("hib::owned")).toBe("old");
+    await old.close(); // the owner's close, handled by the new instance, frees the id
+    await eventually(async () => !(await functionIds(other)).includes("hib::owned"));
+    other.serve("hib::owned", () => "other");
     expect(await other.ok("hib::owned")).toBe("other");
     expect(await functionIds(other)).toContain("hib::owned");
   });

@@ -231,13 +231,13 @@ describe("enqueue", () => {
 
 describe("front door", () => {
   it("GET /healthz → 200 JSON", async () => {
-    const res = await exports.default.fetch("http://engine.test/healthz");
+    const res = await exports.default.fetch("http://localhost/healthz");
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ ok: true, engine: { ok: true, namespace: "default" } });
   });
 
   it("POST /_iii/invoke → {result}, 404 function_not_found, 504 timeout, 400 bad body", async () => {
-    const post = (body: unknown) => exports.default.fetch("http://engine.test/_iii/invoke", { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+    const post = (body: unknown) => exports.default.fetch("http://localhost/_iii/invoke", { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
     let res = await post({ function_id: "state::set", payload: { scope: "fd", key: "k", value: 1 } });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ result: { old_value: null, new_value: 1 } });
@@ -256,7 +256,7 @@ describe("front door", () => {
     expect(res.status).toBe(504);
     expect(((await res.json()) as Frame).error.code).toBe("timeout");
 
-    res = await exports.default.fetch("http://engine.test/_iii/invoke", { method: "POST", body: "nope" });
+    res = await exports.default.fetch("http://localhost/_iii/invoke", { method: "POST", body: "nope" });
     expect(res.status).toBe(400);
 
     // The namespace is honoured.

@@ -1,7 +1,7 @@
 // Connection lifecycle (wire-protocol §2.5–2.6, §3.2–3.5): identity first, registrations owned
 // by their connection, reattach with a token, and the ownership-checked cleanup race.
 import { afterEach, describe, expect, it } from "vitest";
-import { Wire, Wires, evictEngine, functionIds, sleep, uuid } from "./wire.ts";
+import { Wire, Wires, evictEngine, eventually, functionIds, sleep, uuid } from "./wire.ts";
 
 const wires = new Wires();
 afterEach(() => wires.closeAll());
@@ -45,7 +45,7 @@ describe("connect", () => {
 
   it("refuses an invalid namespace and answers /otel without a workerregistered", async () => {
     const { exports } = await import("cloudflare:workers");
-    const bad = await exports.default.fetch("http://engine.test/ns/bad%20name", { headers: { Upgrade: "websocket" } });
+    const bad = await exports.default.fetch("http://localhost/ns/bad%20name", { headers: { Upgrade: "websocket" } });
     expect(bad.status).toBe(400);
     const otel = await wires.raw("/otel");
     otel.send(new TextEncoder().encode("OTLP{}").buffer as ArrayBuffer);
@@ -66,12 +66,17 @@ describe("functions", () => {
     expect(r.error.code).toBe("function_not_found");
   });
 
-  it("last registration wins and moves ownership", async () => {
+  it("a live function belongs to its worker: another's registration is FORBIDDEN until the owner leaves", async () => {
     const a = await wires.connect();
     const b = await wires.connect();
     const c = await wires.connect();
     a.serve("life::who", () => "a");
     expect(await c.ok("life::who")).toBe("a");
+    b.serve("life::who", () => "b");
+    expect((await b.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect(await c.ok("life::who")).toBe("a");
+    await a.close();
+    await eventually(async () => !(await functionIds(c)).includes("life::who"));
     b.serve("life::who", () => "b");
     expect(await c.ok("life::who")).toBe("b");
   });
@@ -165,14 +170,16 @@ describe("cleanup race (ownership-checked, §2.5 step 1)", () => {
     expect(await provider.maybe((f) => f.type === "unregistertrigger" && f.id === "race-trig", 200)).toBeNull();
   });
 
-  it("without reattach, the old socket's close does not remove a function another connection re-registered", async () => {
+  it("without reattach, a new connection cannot take a live one's function; once the old one closes it can", async () => {
     const old = await wires.connect();
     const fresh = await wires.connect();
     old.serve("life::race2", () => "old");
     fresh.serve("life::race2", () => "new");
-    expect(await fresh.ok("life::race2")).toBe("new");
+    expect((await fresh.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect(await fresh.ok("life::race2")).toBe("old");
     await old.close();
-    await sleep(50);
+    await eventually(async () => !(await functionIds(fresh)).includes("life::race2"));
+    fresh.serve("life::race2", () => "new");
     expect(await fresh.ok("life::race2")).toBe("new");
     expect(await functionIds(fresh)).toContain("life::race2");
   });

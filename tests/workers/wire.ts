@@ -70,7 +70,7 @@ export class Wire {
 
   /** Open a control socket on `path` (default namespace `/`, or `/ns/<name>`). */
   static async open(path = "/"): Promise<Wire> {
-    const res = await exports.default.fetch(`http://engine.test${path}`, { headers: { Upgrade: "websocket" } });
+    const res = await exports.default.fetch(`http://localhost${path}`, { headers: { Upgrade: "websocket" } });
     if (res.status !== 101 || !res.webSocket) throw new Error(`upgrade of ${path} failed: ${res.status} ${await res.text()}`);
     const ws = res.webSocket;
     ws.accept();

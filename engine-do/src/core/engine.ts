@@ -5,8 +5,15 @@ import {
   FRAME_BURST,
   FRAMES_PER_SECOND,
   IIIError,
+  MAX_FRAME_BYTES,
   MAX_REGISTRATIONS_PER_WORKER,
+  OPEN_GRANT,
   TRIGGER_TYPES,
+  mayBind,
+  mayCall,
+  mayRegister,
+  mayUseNamespace,
+  type Grant,
   parseWorkerFrame,
   toErrorBody,
   type EngineFrame,
@@ -17,13 +24,24 @@ import {
   type TriggerAction,
   type WorkerFrame,
 } from "../../../protocol/src/index.ts";
+import {
+  MAX_CONNECTIONS_PER_IP,
+  MAX_CONNECTIONS_PER_PRINCIPAL,
+  MAX_OPEN_CALLS,
+  MAX_OPEN_CALLS_PER_CALLER,
+  MAX_OPEN_CALLS_PER_TARGET,
+  MAX_REGISTRATIONS_PER_PRINCIPAL,
+} from "./bounds.ts";
 import { Catalog, type FunctionRecord, type TriggerRecord } from "./catalog.ts";
+import { Deadlines } from "./deadlines.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
 
 /** What a built-in function receives besides its input. */
 export interface CallContext {
   invocationId: string;
   callerWorkerId?: string;
+  /** The caller's permissions (OPEN_GRANT for the engine itself and trusted edge code). */
+  grant: Grant;
   metadata?: unknown;
   traceparent?: string;
   baggage?: string;
@@ -70,6 +88,10 @@ export interface CallRequest {
   timeoutMs?: number;
   invocationId?: string;
   callerWorkerId?: string;
+  /** Whose permissions the call runs with; absent for the engine's own calls (trigger fires). */
+  grant?: Grant;
+  /** Counted against MAX_OPEN_CALLS_PER_CALLER: a worker id or `http:<sub>`. */
+  caller?: string;
 }
 
 export interface EnqueueRequest {
@@ -88,7 +110,6 @@ export interface QueueProvider {
 interface Pending {
   target: string;
   function_id: string;
-  timer: unknown;
   deadline: number;
   startedAt: number;
   /** Set when a worker socket is the caller: what it takes to answer it after an eviction. */
@@ -128,6 +149,10 @@ const DROPPED_CALL = /"type"\s*:\s*"invokefunction"/;
 const DROPPED_INVOCATION_ID = /"invocation_id"\s*:\s*"([^"\\]{1,128})"/;
 const DROPPED_FUNCTION_ID = /"function_id"\s*:\s*"([^"\\]{1,512})"/;
 
+/** Built-ins every connection may call whatever its grant says: they only touch the caller itself
+ * (iii-sdk describes itself with engine::workers::register right after connecting). */
+const SELF_FUNCTIONS = new Set(["engine::workers::register"]);
+
 /** What a caller gets when the worker running its call disconnects (wire-protocol §2.5 step 3). */
 const TARGET_GONE: CallOutcome = { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } };
 
@@ -143,6 +168,15 @@ export class EngineCore {
   readonly triggerTypes = new Map<string, BuiltinTriggerType>();
   readonly conns = new Map<string, Conn>();
   private readonly pending = new Map<string, Pending>();
+  /** Every open call's deadline (routed, Worker-hosted, HTTP-invoked) on one timer. */
+  private readonly deadlines: Deadlines;
+  /** Open calls per caller and per target, for MAX_OPEN_CALLS_PER_*. */
+  private readonly openByCaller = new Map<string, number>();
+  private readonly openByTarget = new Map<string, number>();
+  /** Live connections per principal and per client address, for MAX_CONNECTIONS_PER_*. */
+  private readonly connsByPrincipal = new Map<string, number>();
+  private readonly connsByIp = new Map<string, number>();
+  private readonly counted = new Set<string>();
   private readonly buckets = new Map<string, Bucket>();
   private readonly alarmClients: AlarmClient[] = [];
   private queueProvider: QueueProvider | undefined;
@@ -154,6 +188,7 @@ export class EngineCore {
   constructor(ports: EnginePorts) {
     this.ports = ports;
     this.catalog = new Catalog(ports.sql);
+    this.deadlines = new Deadlines(ports.timers, ports.clock);
     ports.sql.exec(
       "CREATE TABLE IF NOT EXISTS routed_calls (id TEXT PRIMARY KEY, function_id TEXT NOT NULL, target TEXT NOT NULL, caller TEXT NOT NULL, deadline INTEGER NOT NULL, traceparent TEXT, baggage TEXT)",
     );
@@ -190,7 +225,10 @@ export class EngineCore {
    * redeploy drops every socket without a close event), and arm the alarm.
    */
   start(liveConns: Conn[]): void {
-    for (const c of liveConns) this.conns.set(c.workerId, c);
+    for (const c of liveConns) {
+      this.conns.set(c.workerId, c);
+      this.countConnection(c.workerId, +1);
+    }
     for (const t of this.catalog.triggers.values()) {
       const provider = this.triggerTypes.get(t.trigger_type);
       if (provider && t.status === "active") provider.added?.(t);
@@ -211,9 +249,13 @@ export class EngineCore {
   // ---------------------------------------------------------------- connections
 
   /** A new socket: give it an identity and announce it (wire-protocol §2.5). */
-  connect(conn: Conn, token: string): void {
+  connect(conn: Conn, token: string, who: { grant?: Grant; ip?: string } = {}): void {
     this.conns.set(conn.workerId, conn);
-    this.catalog.putWorker({ worker_id: conn.workerId, token, connected_at: this.ports.clock.now(), info: {} });
+    const w: { worker_id: string; token: string; connected_at: number; info: Record<string, unknown>; grant?: Grant; ip?: string } = { worker_id: conn.workerId, token, connected_at: this.ports.clock.now(), info: {} };
+    if (who.grant) w.grant = who.grant;
+    if (who.ip) w.ip = who.ip;
+    this.catalog.putWorker(w);
+    this.countConnection(conn.workerId, +1);
     conn.send({ type: "workerregistered", worker_id: conn.workerId, reattach_token: token });
     this.fireWorkersChanged("worker_connected", conn.workerId);
   }
@@ -225,7 +267,44 @@ export class EngineCore {
     this.cleanup(workerId);
   }
 
+  /**
+   * May one more connection of `grant` from `ip` be accepted? (Checked before the upgrade is
+   * answered.) The open grant of a loopback engine is nobody in particular: only the per-address
+   * bound applies to it.
+   */
+  admitConnection(grant: Grant, ip: string | undefined, limits: { perPrincipal?: number; perIp?: number } = {}): ErrorBody | undefined {
+    const perPrincipal = limits.perPrincipal ?? MAX_CONNECTIONS_PER_PRINCIPAL;
+    const perIp = limits.perIp ?? MAX_CONNECTIONS_PER_IP;
+    if (grant !== OPEN_GRANT && (this.connsByPrincipal.get(grant.sub) ?? 0) >= perPrincipal) {
+      return { code: "too_many_connections", message: `'${grant.sub}' already holds ${perPrincipal} connections to this namespace` };
+    }
+    if (ip && (this.connsByIp.get(ip) ?? 0) >= perIp) {
+      return { code: "too_many_connections", message: `${perIp} connections from this address are open already` };
+    }
+    return undefined;
+  }
+
+  private countConnection(workerId: string, delta: 1 | -1): void {
+    const w = this.catalog.workers.get(workerId);
+    if (!w || this.counted.has(workerId) === (delta === 1)) return;
+    if (delta === 1) this.counted.add(workerId);
+    else this.counted.delete(workerId);
+    const bump = (m: Map<string, number>, k: string) => {
+      const n = (m.get(k) ?? 0) + delta;
+      if (n > 0) m.set(k, n);
+      else m.delete(k);
+    };
+    bump(this.connsByPrincipal, (w.grant ?? OPEN_GRANT).sub);
+    if (w.ip) bump(this.connsByIp, w.ip);
+  }
+
+  /** What a connection may do. Rows from before auth existed ran open. */
+  grantOf(workerId: string): Grant {
+    return this.catalog.workers.get(workerId)?.grant ?? OPEN_GRANT;
+  }
+
   private cleanup(workerId: string): void {
+    this.countConnection(workerId, -1);
     this.conns.delete(workerId);
     this.buckets.delete(workerId);
     const { catalog } = this;
@@ -342,13 +421,14 @@ export class EngineCore {
         return;
       }
       case "registertrigger":
-        this.registerTrigger(conn.workerId, f);
+        this.registerTrigger(conn.workerId, f, this.grantOf(conn.workerId));
         return;
       case "unregistertrigger": {
         const t = this.catalog.triggers.get(f.id);
         if (!t) return;
-        if (t.owner !== null && t.owner !== conn.workerId) {
-          conn.send({ type: "error", error: { code: "FORBIDDEN", message: `trigger ${f.id} belongs to another worker` } });
+        const refused = this.mayRemoveTrigger(t, conn.workerId, this.grantOf(conn.workerId));
+        if (refused) {
+          conn.send({ type: "error", error: refused });
           return;
         }
         this.removeTrigger(f.id);
@@ -389,15 +469,42 @@ export class EngineCore {
     if (previous === conn.workerId) return;
     const old = this.catalog.workers.get(previous);
     if (!old || !token || old.token !== token) return;
+    // The successor must be the same principal: a reattach token alone does not carry identity.
+    if ((old.grant ?? OPEN_GRANT).sub !== this.grantOf(conn.workerId).sub) return;
     const oldConn = this.conns.get(previous);
     this.cleanup(previous);
     oldConn?.close(4000, "replaced by a reattached connection");
   }
 
+  /** Registrations held by a principal: its live connections' plus its engine-held bindings. */
+  private heldByPrincipal(sub: string): number {
+    let n = 0;
+    for (const id of this.counted) if (this.grantOf(id).sub === sub) n += this.catalog.countOwnedBy(id);
+    return n;
+  }
+
   private checkQuota(conn: Conn): boolean {
-    if (this.catalog.countOwnedBy(conn.workerId) < MAX_REGISTRATIONS_PER_WORKER) return true;
-    conn.send({ type: "error", error: { code: "FORBIDDEN", message: `a worker may hold at most ${MAX_REGISTRATIONS_PER_WORKER} registrations` } });
-    return false;
+    const forbid = (message: string) => {
+      conn.send({ type: "error", error: { code: "FORBIDDEN", message } });
+      return false;
+    };
+    if (this.catalog.countOwnedBy(conn.workerId) >= MAX_REGISTRATIONS_PER_WORKER) return forbid(`a worker may hold at most ${MAX_REGISTRATIONS_PER_WORKER} registrations`);
+    const g = this.grantOf(conn.workerId);
+    if (g !== OPEN_GRANT && this.heldByPrincipal(g.sub) >= MAX_REGISTRATIONS_PER_PRINCIPAL) {
+      return forbid(`'${g.sub}' may hold at most ${MAX_REGISTRATIONS_PER_PRINCIPAL} registrations in this namespace`);
+    }
+    return true;
+  }
+
+  /** FORBIDDEN, or nothing when the connection may register the id (a function or trigger type). */
+  private mayRegisterId(conn: Conn, kind: "function" | "trigger type", id: string, heldBy: string | undefined): ErrorBody | undefined {
+    const g = this.grantOf(conn.workerId);
+    if (!mayRegister(g, id)) return { code: "FORBIDDEN", message: `'${g.sub}' may not register ${kind} ${id} (allowed prefixes: ${g.register?.join(", ") || "none"})` };
+    // Ownership, not last-writer-wins: a live holder keeps its id until it disconnects.
+    if (heldBy !== undefined && heldBy !== conn.workerId && (heldBy.startsWith("edge:") || this.conns.has(heldBy))) {
+      return { code: "FORBIDDEN", message: `${kind} ${id} is registered by another worker` };
+    }
+    return undefined;
   }
 
   private registerFunction(conn: Conn, f: RegisterFunction): void {
@@ -406,6 +513,11 @@ export class EngineCore {
       return;
     }
     const existing = this.catalog.functions.get(f.id);
+    const refused = this.mayRegisterId(conn, "function", f.id, existing ? (existing.kind === "edge" ? `edge:${existing.owner}` : existing.owner) : undefined);
+    if (refused) {
+      conn.send({ type: "error", error: refused });
+      return;
+    }
     if (existing?.owner !== conn.workerId && !this.checkQuota(conn)) return;
     if (f.invocation) {
       const check = this.ports.httpFunctions?.validate(f.invocation) ?? { ok: false as const, message: "HTTP-invoked functions are not enabled" };
@@ -413,9 +525,6 @@ export class EngineCore {
         conn.send({ type: "error", error: { code: "url_validation_failed", message: `${f.id}: ${check.message}` } });
         return;
       }
-    }
-    if (existing && existing.owner !== conn.workerId) {
-      this.ports.log.warn("function re-registered by another worker; last registration wins", { function_id: f.id, previous: existing.owner, owner: conn.workerId });
     }
     const rec: FunctionRecord = { id: f.id, kind: f.invocation ? "http" : "worker", owner: conn.workerId };
     if (f.description !== undefined) rec.description = f.description;
@@ -433,6 +542,11 @@ export class EngineCore {
       return;
     }
     const existing = this.catalog.triggerTypes.get(id);
+    const refused = this.mayRegisterId(conn, "trigger type", id, existing?.owner);
+    if (refused) {
+      conn.send({ type: "error", error: refused });
+      return;
+    }
     if (existing?.owner !== conn.workerId && !this.checkQuota(conn)) return;
     this.catalog.putTriggerType({ id, owner: conn.workerId, description, trigger_request_format: trf, call_request_format: crf });
     // Deliver every binding of this type to the (new) provider; parked ones whose owner is gone are dropped.
@@ -457,15 +571,19 @@ export class EngineCore {
    * `trigger_registration_failed`; worker-provided types get the binding forwarded; unknown
    * types park it until a provider appears. Returns the error, if refused.
    */
-  registerTrigger(owner: string | null, f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">): ErrorBody | undefined {
+  registerTrigger(owner: string | null, f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">, grant?: Grant): ErrorBody | undefined {
     const ownerConn = owner ? this.conns.get(owner) : undefined;
     const refuse = (error: ErrorBody) => {
       ownerConn?.send({ type: "triggerregistrationresult", id: f.id, trigger_type: f.trigger_type, function_id: f.function_id, error });
       return error;
     };
+    if (grant && !mayBind(grant, f.trigger_type)) return refuse({ code: "FORBIDDEN", message: `'${grant.sub}' may not bind trigger type ${f.trigger_type}` });
+    // A binding calls its function with the engine's hand: only for a function its maker may call.
+    if (grant && !mayCall(grant, f.function_id)) return refuse({ code: "FORBIDDEN", message: `'${grant.sub}' may not call ${f.function_id}, so it may not bind it` });
     const existing = this.catalog.triggers.get(f.id);
-    if (existing && existing.owner !== owner && existing.owner !== null && this.conns.has(existing.owner)) {
-      return refuse({ code: "trigger_registration_failed", message: `trigger id ${f.id} is owned by another worker` });
+    if (existing && existing.owner !== owner) {
+      const held = existing.owner === null ? this.mayRemoveTrigger(existing, null, grant ?? OPEN_GRANT) : existing.owner.startsWith("edge:") || this.conns.has(existing.owner) ? { code: "FORBIDDEN", message: `trigger id ${f.id} is owned by another worker` } : undefined;
+      if (held) return refuse(held);
     }
     if (ownerConn && existing?.owner !== owner && !this.checkQuota(ownerConn)) {
       return { code: "FORBIDDEN", message: "registration quota exceeded" };
@@ -479,6 +597,7 @@ export class EngineCore {
       status: "active",
     };
     if (f.metadata !== undefined) rec.metadata = f.metadata;
+    if (grant) rec.principal = grant.sub;
     const builtin = this.triggerTypes.get(f.trigger_type);
     if (builtin) {
       const problem = builtin.validate(rec.config, rec);
@@ -497,6 +616,20 @@ export class EngineCore {
     if (providerConn) providerConn.send(this.triggerFrame(rec));
     else this.ports.log.info("trigger parked until its type has a provider", { id: rec.id, trigger_type: rec.trigger_type });
     return undefined;
+  }
+
+  /**
+   * Ownership of a binding: a connection's belongs to it (and its reattach successor), an edge
+   * host's to its manifest, an engine-held one (engine::register_trigger) to the principal that made
+   * it. Returns FORBIDDEN, or nothing when `workerId`/`grant` may remove or replace it.
+   */
+  mayRemoveTrigger(t: TriggerRecord, workerId: string | null, grant: Grant): ErrorBody | undefined {
+    if (t.owner === null) {
+      if ((t.principal ?? OPEN_GRANT.sub) === grant.sub) return undefined;
+      return { code: "FORBIDDEN", message: `trigger ${t.id} belongs to '${t.principal ?? OPEN_GRANT.sub}'` };
+    }
+    if (t.owner === workerId) return undefined;
+    return { code: "FORBIDDEN", message: `trigger ${t.id} belongs to another worker` };
   }
 
   removeTrigger(id: string, opts: { keepProviderQuiet?: boolean } = {}): boolean {
@@ -518,7 +651,17 @@ export class EngineCore {
 
   private onInvoke(conn: Conn, f: InvokeFunction): void {
     const action: TriggerAction | undefined = f.action;
-    if (f.namespace && f.namespace !== this.ports.namespace) return this.onRemoteInvoke(conn, f, f.namespace);
+    const grant = this.grantOf(conn.workerId);
+    const expectsReply = !!f.invocation_id && action?.type !== "void";
+    const deny = (error: ErrorBody) => {
+      if (expectsReply) this.reply(conn, f.invocation_id!, f.function_id, { ok: false, error });
+      else conn.send({ type: "error", error });
+    };
+    if (f.namespace && f.namespace !== this.ports.namespace) {
+      if (!mayUseNamespace(grant, f.namespace)) return deny({ code: "FORBIDDEN", message: `'${grant.sub}' may not use namespace '${f.namespace}'` });
+      return this.onRemoteInvoke(conn, f, f.namespace);
+    }
+    if (!SELF_FUNCTIONS.has(f.function_id) && !mayCall(grant, f.function_id)) return deny({ code: "FORBIDDEN", message: `'${grant.sub}' may not call ${f.function_id}` });
     if (action?.type === "enqueue") {
       this.enqueue({
         queue: action.queue,
@@ -532,9 +675,9 @@ export class EngineCore {
       });
       return;
     }
-    // §4.6: object payloads from a worker carry the caller's id.
+    // §4.6: object payloads from a worker carry the caller's id, stamped here (never trusted from the payload).
     const data = isObject(f.data) ? { ...f.data, _caller_worker_id: conn.workerId } : (f.data ?? null);
-    const req: CallRequest = { function_id: f.function_id, data, callerWorkerId: conn.workerId, timeoutMs: f.timeout_ms };
+    const req: CallRequest = { function_id: f.function_id, data, callerWorkerId: conn.workerId, timeoutMs: f.timeout_ms, grant, caller: conn.workerId };
     if (f.metadata !== undefined) req.metadata = f.metadata;
     if (f.traceparent) req.traceparent = f.traceparent;
     if (f.baggage) req.baggage = f.baggage;
@@ -556,7 +699,8 @@ export class EngineCore {
       if (expectsReply) this.reply(conn, f.invocation_id!, f.function_id, { ok: false, error: { code: "function_not_found", message: `namespace ${namespace} is not reachable` } });
       return;
     }
-    const req: Parameters<typeof remote.trigger>[0] = { function_id: f.function_id, payload: f.data ?? null, timeout_ms: f.timeout_ms };
+    // The target namespace checks the same grant and stamps the caller itself.
+    const req: Parameters<typeof remote.trigger>[0] = { function_id: f.function_id, payload: f.data ?? null, timeout_ms: f.timeout_ms, grant: this.grantOf(conn.workerId), caller: `${this.ports.namespace}/${conn.workerId}` };
     if (f.action) req.action = f.action;
     if (f.metadata !== undefined) req.metadata = f.metadata;
     if (f.traceparent) req.traceparent = f.traceparent;
@@ -575,7 +719,9 @@ export class EngineCore {
     } else frame.error = outcome.error;
     if (trace?.traceparent) frame.traceparent = trace.traceparent;
     if (trace?.baggage) frame.baggage = trace.baggage;
-    conn.send(frame);
+    if (conn.send(frame) === "too_large") {
+      conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId, error: { code: "result_too_large", message: `the result of ${functionId} is larger than ${MAX_FRAME_BYTES} bytes` } });
+    }
   }
 
   async enqueue(req: EnqueueRequest): Promise<CallOutcome> {
@@ -587,13 +733,49 @@ export class EngineCore {
     }
   }
 
+  /**
+   * A call from outside this object by RPC (the front door's /_iii/invoke, another namespace, an
+   * edge host): a caller with a grant is checked against it, and `_caller_worker_id` is always
+   * stamped here, never taken from the payload.
+   */
+  invokeFrom(req: Omit<CallRequest, "callerWorkerId" | "route" | "caller"> & { stampCaller?: string }): Promise<CallOutcome> {
+    const { stampCaller, ...call } = req;
+    if (call.grant && !mayCall(call.grant, call.function_id)) {
+      return Promise.resolve({ ok: false, error: { code: "FORBIDDEN", message: `'${call.grant.sub}' may not call ${call.function_id}` } });
+    }
+    // A worker in another namespace is stamped as `<namespace>/<worker id>`; an HTTP caller is no
+    // worker, so it gets none — and a claimed one is dropped either way.
+    let data = call.data;
+    if (isObject(data)) {
+      const { _caller_worker_id: _claimed, ...rest } = data;
+      data = stampCaller ? { ...rest, _caller_worker_id: stampCaller } : rest;
+    }
+    const caller = stampCaller ?? (call.grant ? `http:${call.grant.sub}` : undefined);
+    return this.invoke(caller ? { ...call, data, caller } : { ...call, data });
+  }
+
   /** Call a function, wherever it lives. Always settles: result, error, or `timeout`. */
   async invoke(req: CallRequest): Promise<CallOutcome> {
+    if (req.caller === undefined) return this.invokeUncounted(req);
+    // Bounded per caller: one flood of never-answered calls cannot hold the object's memory.
+    const open = this.openByCaller.get(req.caller) ?? 0;
+    if (open >= MAX_OPEN_CALLS_PER_CALLER) return { ok: false, error: { code: "too_many_calls", message: `${MAX_OPEN_CALLS_PER_CALLER} calls of this caller are open already; wait for some to finish` } };
+    this.openByCaller.set(req.caller, open + 1);
+    try {
+      return await this.invokeUncounted(req);
+    } finally {
+      const left = (this.openByCaller.get(req.caller) ?? 1) - 1;
+      if (left > 0) this.openByCaller.set(req.caller, left);
+      else this.openByCaller.delete(req.caller);
+    }
+  }
+
+  private async invokeUncounted(req: CallRequest): Promise<CallOutcome> {
     const invocationId = req.invocationId && !this.pending.has(req.invocationId) ? req.invocationId : this.ports.newId();
     const builtin = this.builtins.get(req.function_id);
     if (builtin) {
       try {
-        const ctx: CallContext = { invocationId, callerWorkerId: req.callerWorkerId, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage };
+        const ctx: CallContext = { invocationId, callerWorkerId: req.callerWorkerId, grant: req.grant ?? OPEN_GRANT, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage };
         const result = await builtin.handler(req.data, ctx);
         return { ok: true, result };
       } catch (e) {
@@ -606,6 +788,9 @@ export class EngineCore {
       fn = this.catalog.functions.get(req.function_id);
     }
     if (!fn) return { ok: false, error: { code: "function_not_found", message: `Function ${req.function_id} not found` } };
+    if (this.pending.size + this.deadlines.size >= MAX_OPEN_CALLS) {
+      return { ok: false, error: { code: "too_many_calls", message: `the engine has ${MAX_OPEN_CALLS} calls open; try again shortly` } };
+    }
     const timeoutMs = req.timeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
     switch (fn.kind) {
       case "worker":
@@ -632,10 +817,15 @@ export class EngineCore {
   private invokeWorker(fn: FunctionRecord, req: CallRequest, invocationId: string, timeoutMs: number): Promise<CallOutcome> {
     const conn = this.conns.get(fn.owner);
     if (!conn) return Promise.resolve({ ok: false, error: { code: "invocation_stopped", message: `the worker owning ${fn.id} is not connected` } });
+    const busy = this.openByTarget.get(fn.owner) ?? 0;
+    if (busy >= MAX_OPEN_CALLS_PER_TARGET) {
+      return Promise.resolve({ ok: false, error: { code: "too_many_calls", message: `the worker owning ${fn.id} has ${MAX_OPEN_CALLS_PER_TARGET} calls open already` } });
+    }
     return new Promise<CallOutcome>((resolve) => {
-      const timer = this.ports.timers.set(() => this.settle(invocationId, this.timeoutOutcome(fn.id, timeoutMs)), timeoutMs);
       const now = this.ports.clock.now();
-      const entry: Pending = { target: fn.owner, function_id: fn.id, timer, resolve, deadline: now + timeoutMs, startedAt: now };
+      const entry: Pending = { target: fn.owner, function_id: fn.id, resolve, deadline: now + timeoutMs, startedAt: now };
+      this.deadlines.add(invocationId, entry.deadline, () => this.settle(invocationId, this.timeoutOutcome(fn.id, timeoutMs)));
+      this.openByTarget.set(fn.owner, busy + 1);
       // The caller id in the route must be the invocation's, so only the caller's own id qualifies.
       if (req.route && invocationId === req.invocationId) {
         entry.route = req.route;
@@ -651,14 +841,14 @@ export class EngineCore {
   }
 
   private async withDeadline(fn: FunctionRecord, timeoutMs: number, run: () => Promise<CallOutcome>): Promise<CallOutcome> {
-    let timer: unknown;
+    const id = `deadline:${this.ports.newId()}`;
     const deadline = new Promise<CallOutcome>((resolve) => {
-      timer = this.ports.timers.set(() => resolve({ ok: false, error: { code: "timeout", message: `${fn.id} did not answer within ${timeoutMs} ms` } }), timeoutMs);
+      this.deadlines.add(id, this.ports.clock.now() + timeoutMs, () => resolve({ ok: false, error: { code: "timeout", message: `${fn.id} did not answer within ${timeoutMs} ms` } }));
     });
     try {
       return await Promise.race([run().catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e) })), deadline]);
     } finally {
-      this.ports.timers.clear(timer);
+      this.deadlines.cancel(id);
     }
   }
 
@@ -666,7 +856,10 @@ export class EngineCore {
     const p = this.pending.get(invocationId);
     if (!p) return;
     this.pending.delete(invocationId);
-    this.ports.timers.clear(p.timer);
+    this.deadlines.cancel(invocationId);
+    const busy = (this.openByTarget.get(p.target) ?? 1) - 1;
+    if (busy > 0) this.openByTarget.set(p.target, busy);
+    else this.openByTarget.delete(p.target);
     if (p.persisted) this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", invocationId);
     p.resolve(outcome);
   }
@@ -726,8 +919,9 @@ export class EngineCore {
         else answer(this.timeoutOutcome(r.function_id));
         continue;
       }
-      const timer = this.ports.timers.set(() => this.settle(r.id, this.timeoutOutcome(r.function_id)), r.deadline - now);
-      this.pending.set(r.id, { target: r.target, function_id: r.function_id, timer, deadline: r.deadline, startedAt: now, route: { caller: r.caller, ...trace }, persisted: true, resolve: answer });
+      this.deadlines.add(r.id, r.deadline, () => this.settle(r.id, this.timeoutOutcome(r.function_id)));
+      this.openByTarget.set(r.target, (this.openByTarget.get(r.target) ?? 0) + 1);
+      this.pending.set(r.id, { target: r.target, function_id: r.function_id, deadline: r.deadline, startedAt: now, route: { caller: r.caller, ...trace }, persisted: true, resolve: answer });
     }
   }
 

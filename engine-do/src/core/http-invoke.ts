@@ -1,7 +1,9 @@
 // HTTP-invoked functions (wire-protocol.md §9): URL validation and the outbound request with its
 // response mapping. Plain TypeScript over web standard APIs (fetch, crypto.subtle, URL); the
-// engine's dispatcher calls `invokeHttpFunction` for functions registered with `invocation`.
+// engine's dispatcher calls `invokeHttpFunction` for functions registered with `invocation`, through
+// the port `httpFunctionsPort` builds from the engine's vars (which secrets a registration may name).
 import { MAX_FRAME_BYTES, DEFAULT_INVOKE_TIMEOUT_MS, type ErrorBody, type HttpInvocation } from "../../../protocol/src/index.ts";
+import type { HttpFunctionPort } from "./ports.ts";
 
 export interface UrlPolicy {
   /** Allow http and private/loopback targets (local development, tests). */
@@ -27,6 +29,7 @@ const BLOCKED_V4: [string, number, string][] = [
   ["172.16.0.0", 12, "private"],
   ["192.0.0.0", 24, "IETF protocol assignments"],
   ["192.0.2.0", 24, "documentation"],
+  ["192.88.99.0", 24, "deprecated 6to4 relay anycast"],
   ["192.168.0.0", 16, "private"],
   ["198.18.0.0", 15, "benchmarking"],
   ["198.51.100.0", 24, "documentation"],
@@ -72,20 +75,56 @@ function parseV6(ip: string): number[] | null {
   return [...head, ...new Array<number>(fill).fill(0), ...rest];
 }
 
+/** The IPv4 address held in two hextets, dotted. */
+const v4In = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+
+/** Judge the IPv4 address an IPv6 form carries (the packet ends up there): why it is refused, or null. */
+function embeddedV4(v4: string, form: string): string | null {
+  const why = blockedV4(v4);
+  return why ? `${why} (${v4} inside ${form})` : null;
+}
+
+/**
+ * Why an IPv6 literal is not a public unicast target, or null. Every form that carries an IPv4
+ * address is unwrapped and the IPv4 judged; anything outside global unicast (2000::/3) is refused.
+ * Not caught: NAT64 through an operator's own network-specific prefix (RFC 6052), which looks like
+ * any other global address.
+ */
 function blockedV6(ip: string): string | null {
   const w = parseV6(ip);
   if (!w) return "unparseable IPv6 address";
-  const embedded = () => `${w[6] >> 8}.${w[6] & 255}.${w[7] >> 8}.${w[7] & 255}`;
-  if (w.every((x) => x === 0)) return "unspecified";
-  if (w.slice(0, 7).every((x) => x === 0) && w[7] === 1) return "loopback";
-  // ::ffff:a.b.c.d (IPv4-mapped), ::a.b.c.d (IPv4-compatible), 64:ff9b::a.b.c.d (NAT64): judge the IPv4.
-  if (w.slice(0, 5).every((x) => x === 0) && (w[5] === 0xffff || w[5] === 0)) return blockedV4(embedded()) ?? null;
-  if (w[0] === 0x64 && w[1] === 0xff9b && w.slice(2, 6).every((x) => x === 0)) return blockedV4(embedded()) ?? null;
-  if ((w[0] & 0xfe00) === 0xfc00) return "unique local (private)";
-  if ((w[0] & 0xffc0) === 0xfe80) return "link-local";
-  if ((w[0] & 0xffc0) === 0xfec0) return "site-local";
-  if ((w[0] & 0xff00) === 0xff00) return "multicast";
-  if (w[0] === 0x2001 && w[1] === 0x0db8) return "documentation";
+  const zero = (from: number, to: number) => w.slice(from, to).every((x) => x === 0);
+  const [w0, w1, w2, w3, w4, w5, w6, w7] = w as [number, number, number, number, number, number, number, number];
+  if (zero(0, 8)) return "unspecified";
+  if (zero(0, 7) && w7 === 1) return "loopback";
+  if (zero(0, 5) && w5 === 0xffff) return embeddedV4(v4In(w6, w7), "an IPv4-mapped address");
+  if (zero(0, 6)) return embeddedV4(v4In(w6, w7), "an IPv4-compatible address");
+  // SIIT's IPv4-translated form ::ffff:0:a.b.c.d (RFC 7915).
+  if (zero(0, 4) && w4 === 0xffff && w5 === 0) return embeddedV4(v4In(w6, w7), "an IPv4-translated address");
+  if (w0 === 0x64 && w1 === 0xff9b) {
+    // The well-known NAT64 prefix 64:ff9b::/96 reaches the IPv4 it carries; 64:ff9b:1::/48 is for
+    // networks' own translators (RFC 8215), so where it leads is private by definition.
+    if (zero(2, 6)) return embeddedV4(v4In(w6, w7), "a NAT64 address");
+    return "local-use NAT64";
+  }
+  // 6to4 (RFC 3056): 2002:AABB:CCDD::/48 is the site behind IPv4 AA.BB.CC.DD.
+  if (w0 === 0x2002) return embeddedV4(v4In(w1, w2), "a 6to4 address");
+  // Teredo (RFC 4380): 2001:0::/32 + server IPv4 + flags, port and client IPv4, both obfuscated.
+  if (w0 === 0x2001 && w1 === 0) return embeddedV4(v4In(w2, w3), "a Teredo server field") ?? embeddedV4(v4In(~w6 & 0xffff, ~w7 & 0xffff), "a Teredo client field");
+  // ISATAP (RFC 5214): any prefix + interface id 0:5efe or 200:5efe + the host's IPv4.
+  if ((w4 === 0 || w4 === 0x200) && w5 === 0x5efe) {
+    const why = embeddedV4(v4In(w6, w7), "an ISATAP address");
+    if (why) return why;
+  }
+  if ((w0 & 0xe000) !== 0x2000) {
+    if ((w0 & 0xfe00) === 0xfc00) return "unique local (private)";
+    if ((w0 & 0xffc0) === 0xfe80) return "link-local";
+    if ((w0 & 0xffc0) === 0xfec0) return "site-local";
+    if ((w0 & 0xff00) === 0xff00) return "multicast";
+    return "non-global (outside 2000::/3)";
+  }
+  if (w0 === 0x2001 && w1 < 0x200) return "IETF protocol assignment (2001::/23)";
+  if ((w0 === 0x2001 && w1 === 0x0db8) || (w0 === 0x3fff && w1 < 0x1000)) return "documentation";
   return null;
 }
 
@@ -100,9 +139,10 @@ function hostAllowed(host: string, allowlist: string[] | undefined): boolean {
 
 /**
  * Decide whether the engine may call `url` (§9 default policy): https only, no loopback, private,
- * link-local, CGNAT or metadata targets (IPv4-mapped IPv6 unwrapped), unless `allowPrivate`.
+ * link-local, CGNAT or metadata targets, unless `allowPrivate`. IPv6 forms that carry an IPv4
+ * address (mapped, compatible, translated, NAT64, 6to4, Teredo, ISATAP) are judged by that IPv4.
  * Decimal, hex and octal IPv4 forms are normalised by the WHATWG URL parser before the check.
- * Names are checked as written: a public name that resolves to a private address is not caught
+ * Names are checked without trailing dots: a public name that resolves to a private address is not caught
  * here (Workers' fetch cannot reach private networks in production anyway).
  */
 export function validateInvocationUrl(url: string, policy: UrlPolicy): UrlCheck {
@@ -116,7 +156,8 @@ export function validateInvocationUrl(url: string, policy: UrlPolicy): UrlCheck 
     return { ok: false, message: `${u.protocol} is not allowed (https required${policy.allowPrivate ? " or http" : ""})` };
   }
   if (u.username || u.password) return { ok: false, message: "credentials in the URL are not allowed; use auth" };
-  const host = u.hostname.toLowerCase().replace(/\.$/, "");
+  // A name means the same with any number of trailing dots (`localhost.`, `LOCALHOST..`): judge it without them.
+  const host = u.hostname.toLowerCase().replace(/\.+$/, "");
   if (!host) return { ok: false, message: "URL has no host" };
   if (!hostAllowed(host, policy.allowlist)) return { ok: false, message: `host ${host} is not in the allowlist` };
   if (policy.allowPrivate) return { ok: true };
@@ -134,6 +175,76 @@ export function validateInvocationUrl(url: string, policy: UrlPolicy): UrlCheck 
   }
   if (!host.includes(".")) return { ok: false, message: `${host} is a single-label (intranet) name` };
   return { ok: true };
+}
+
+type AuthType = NonNullable<HttpInvocation["auth"]>["type"];
+const AUTH_TYPES: readonly AuthType[] = ["hmac", "bearer", "api_key"];
+const AUTH_FIELDS: Record<AuthType, string> = { hmac: "secret_key", bearer: "token_key", api_key: "value_key" };
+
+/**
+ * Engine vars that are never an HTTP function's secret, even if listed in HTTP_FUNCTION_SECRETS:
+ * the engine's own key and settings.
+ */
+const ENGINE_OWN_VARS = new Set(["AUTH_SECRET", "AUTH_FUNCTION", "HTTP_FUNCTION_SECRETS", "ALLOW_PRIVATE_HTTP_FUNCTIONS", "HTTP_MIDDLEWARE", "EDGE_HOSTS", "QUEUES"]);
+
+/** The env var an invocation's auth names (`secret_key`, `token_key` or `value_key`), if any. */
+export function authSecretName(inv: HttpInvocation): string | undefined {
+  const a = inv.auth;
+  return a?.type === "hmac" ? a.secret_key : a?.type === "bearer" ? a.token_key : a?.type === "api_key" ? a.value_key : undefined;
+}
+
+/**
+ * Parse HTTP_FUNCTION_SECRETS: `NAME` (any auth type) or `NAME:hmac|bearer|api_key` (only that
+ * type: an HMAC key listed as `NAME:hmac` only ever signs, it is never sent as a bearer token),
+ * comma-separated. Malformed entries and the engine's own vars are dropped.
+ */
+export function parseHttpFunctionSecrets(raw: unknown): Map<string, ReadonlySet<AuthType>> {
+  const out = new Map<string, Set<AuthType>>();
+  if (typeof raw !== "string") return out;
+  for (const entry of raw.split(",")) {
+    const [name = "", type, extra] = entry.trim().split(":").map((s) => s.trim());
+    if (!name || extra !== undefined || ENGINE_OWN_VARS.has(name)) continue;
+    if (type !== undefined && !(AUTH_TYPES as readonly string[]).includes(type)) continue;
+    const types = out.get(name) ?? new Set<AuthType>();
+    for (const t of type === undefined ? AUTH_TYPES : [type as AuthType]) types.add(t);
+    out.set(name, types);
+  }
+  return out;
+}
+
+/**
+ * The engine's HTTP-invoked functions over its vars: the URL policy (private and loopback targets
+ * only with ALLOW_PRIVATE_HTTP_FUNCTIONS=true) and the secrets a registration may name — only those
+ * listed in HTTP_FUNCTION_SECRETS, with a value. A refusal reads the same whether or not a var of
+ * that name exists, and no secret value ever appears in a message.
+ */
+export function httpFunctionsPort(vars: Record<string, unknown>): HttpFunctionPort {
+  const policy: UrlPolicy = { allowPrivate: vars.ALLOW_PRIVATE_HTTP_FUNCTIONS === "true" };
+  const offered = parseHttpFunctionSecrets(vars.HTTP_FUNCTION_SECRETS);
+  /** The secret an invocation's auth may use, or the refusal; undefined when it names none. */
+  const secretFor = (inv: HttpInvocation): { name: string; value: string } | { refused: string } | undefined => {
+    const name = authSecretName(inv);
+    if (name === undefined || !inv.auth) return undefined;
+    const value = vars[name];
+    if (offered.get(name)?.has(inv.auth.type) && typeof value === "string" && value !== "") return { name, value };
+    // The same words for every name, set or not: a refusal must not tell which vars exist.
+    return { refused: `auth.${AUTH_FIELDS[inv.auth.type]} is not a secret this engine offers to HTTP-invoked functions (${inv.auth.type}; see HTTP_FUNCTION_SECRETS)` };
+  };
+  return {
+    validate(inv) {
+      const url = validateInvocationUrl(inv.url, policy);
+      if (!url.ok) return url;
+      const secret = secretFor(inv);
+      return secret && "refused" in secret ? { ok: false, message: secret.refused } : { ok: true };
+    },
+    async invoke(fn, data, invocationId) {
+      const secret = secretFor(fn.invocation);
+      if (secret && "refused" in secret) return { ok: false, error: { code: "http_request_failed", message: `${fn.id}: ${secret.refused}` } };
+      const secrets = secret ? { [secret.name]: secret.value } : {};
+      const r = await invokeHttpFunction(fn, data, { secrets, invocationId, urlPolicy: policy });
+      return "error" in r ? { ok: false, error: r.error } : { ok: true, result: r.result };
+    },
+  };
 }
 
 export interface HttpInvokeOptions {

@@ -1,11 +1,12 @@
 // The engine core talks to the world only through these small interfaces. The Durable Object
 // shell (../engine-object.ts) implements them over workerd; tests may implement them in Node.
-import type { EngineFrame, ErrorBody, HttpInvocation } from "../../../protocol/src/index.ts";
+import type { EngineFrame, ErrorBody, Grant, HttpInvocation } from "../../../protocol/src/index.ts";
 
-/** A live worker connection. `send` returns false when the socket is gone. */
+/** A live worker connection. `send` returns false when the socket is gone, and "too_large" (sending
+ * nothing) when the frame is over MAX_FRAME_BYTES. */
 export interface Conn {
   readonly workerId: string;
-  send(frame: EngineFrame): boolean;
+  send(frame: EngineFrame): boolean | "too_large";
   close(code: number, reason: string): void;
 }
 
@@ -40,6 +41,10 @@ export interface RemoteTrigger {
   traceparent?: string;
   baggage?: string;
   timeout_ms?: number;
+  /** The caller's permissions, checked by the target namespace too. */
+  grant?: Grant;
+  /** Who called (`<namespace>/<worker id>`), stamped into `_caller_worker_id` by the target. */
+  caller?: string;
 }
 
 export type CallOutcome = { ok: true; result?: unknown } | { ok: false; error: ErrorBody };

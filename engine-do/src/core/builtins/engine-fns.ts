@@ -6,14 +6,23 @@ import {
   functionsListInput,
   registeredTriggersListInput,
   triggersListInput,
+  workersListInput,
   workersRegisterInput,
 } from "../../../../protocol/src/index.ts";
 import { z } from "zod";
 import type { EngineCore } from "../engine.ts";
 import { parseInput } from "./input.ts";
+import { pageOf, type Page } from "./paging.ts";
 
 const matches = (text: string | undefined, search: string | undefined) =>
   !search || (text ?? "").toLowerCase().includes(search.toLowerCase());
+
+/** A listing's result: the spec's `{<key>: [...]}`, plus `total` and (unless last) `next_offset`. */
+function listed<K extends string, T>(key: K, page: Page<T>): { [k in K]: T[] } & { total: number; next_offset?: number } {
+  const out = { [key]: page.items, total: page.total } as { [k in K]: T[] } & { total: number; next_offset?: number };
+  if (page.next_offset !== undefined) out.next_offset = page.next_offset;
+  return out;
+}
 
 export function installEngineFunctions(core: EngineCore): void {
   const { catalog } = core;
@@ -43,7 +52,7 @@ export function installEngineFunctions(core: EngineCore): void {
           (!workers || workers.includes(f.worker_name)) &&
           (matches(f.function_id, q.search) || matches(f.description, q.search)),
       );
-      return { functions };
+      return listed("functions", pageOf(functions, q, "engine::functions::list"));
     },
   });
 
@@ -83,13 +92,12 @@ export function installEngineFunctions(core: EngineCore): void {
     description: "Connected workers with what they reported about themselves",
     internal: true,
     handler: (input) => {
-      const q = parseInput(z.object({ search: z.string().optional(), runtime: z.string().optional() }).default({}), input);
+      const q = parseInput(workersListInput, input);
       const workers = [...catalog.workers.values()]
         .filter((w) => core.conns.has(w.worker_id))
         .map((w) => {
           const info = w.info;
-          let function_count = 0;
-          for (const f of catalog.functions.values()) if (f.owner === w.worker_id) function_count++;
+          const function_count = catalog.countOwnedBy(w.worker_id, "functions");
           return {
             id: w.worker_id,
             name: core.workerName(w.worker_id),
@@ -107,8 +115,8 @@ export function installEngineFunctions(core: EngineCore): void {
           };
         })
         .filter((w) => (!q.runtime || w.runtime === q.runtime) && (matches(w.name, q.search) || matches(String(w.description ?? ""), q.search)))
-        .sort((a, b) => a.connected_at_ms - b.connected_at_ms);
-      return { workers };
+        .sort((a, b) => a.connected_at_ms - b.connected_at_ms || (a.id < b.id ? -1 : 1));
+      return listed("workers", pageOf(workers, q, "engine::workers::list"));
     },
   });
 
@@ -126,7 +134,7 @@ export function installEngineFunctions(core: EngineCore): void {
         .filter((t) => (!q.prefix || t.id.startsWith(q.prefix)) && (matches(t.id, q.search) || matches(t.description, q.search)))
         .filter((t) => q.include_internal || !t.id.startsWith("engine::"))
         .sort((a, b) => (a.id < b.id ? -1 : 1));
-      return { triggers };
+      return listed("triggers", pageOf(triggers, q, "engine::triggers::list"));
     },
   });
 
@@ -155,7 +163,7 @@ export function installEngineFunctions(core: EngineCore): void {
             (matches(t.function_id, q.search) || matches(t.trigger_type, q.search)),
         )
         .sort((a, b) => (a.id < b.id ? -1 : 1));
-      return { registered_triggers };
+      return listed("registered_triggers", pageOf(registered_triggers, q, "engine::registered-triggers::list"));
     },
   });
 
@@ -163,10 +171,11 @@ export function installEngineFunctions(core: EngineCore): void {
     id: "engine::register_trigger",
     description: "Create a trigger binding owned by the engine (survives the caller's disconnect)",
     internal: true,
-    handler: (input) => {
+    handler: (input, ctx) => {
       const q = parseInput(z.object({ trigger_type: z.string().min(1), function_id: z.string().min(1), config: z.unknown().optional(), metadata: z.unknown().optional(), id: z.string().min(1).optional() }), input);
       const id = q.id ?? core.ports.newId();
-      const err = core.registerTrigger(null, { id, trigger_type: q.trigger_type, function_id: q.function_id, config: q.config ?? null, metadata: q.metadata });
+      // Held by the engine, owned by the caller's principal: only it may replace or remove it.
+      const err = core.registerTrigger(null, { id, trigger_type: q.trigger_type, function_id: q.function_id, config: q.config ?? null, metadata: q.metadata }, ctx.grant);
       if (err) throw new IIIError(err.code, err.message);
       return { id };
     },
@@ -175,8 +184,13 @@ export function installEngineFunctions(core: EngineCore): void {
     id: "engine::unregister_trigger",
     description: "Remove a trigger binding by id",
     internal: true,
-    handler: (input) => {
+    handler: (input, ctx) => {
       const q = parseInput(z.object({ id: z.string().min(1) }), input);
+      const t = catalog.triggers.get(q.id);
+      if (!t) return { removed: false };
+      // The same owner rule as the `unregistertrigger` frame.
+      const refused = core.mayRemoveTrigger(t, ctx.callerWorkerId ?? null, ctx.grant);
+      if (refused) throw new IIIError(refused.code, refused.message);
       return { removed: core.removeTrigger(q.id) };
     },
   });

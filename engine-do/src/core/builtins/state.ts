@@ -1,10 +1,12 @@
 // state::* (wire-protocol.md §7.2) on the object's SQLite, and the `state` trigger type (§8.3).
 import {
   IIIError,
+  MAX_LIST_PAGE,
   MAX_VALUE_BYTES,
   TRIGGER_TYPES,
   stateKeyInput,
-  stateScopeInput,
+  stateListGroupsInput,
+  stateListInput,
   stateSetInput,
   stateTriggerConfig,
   stateUpdateInput,
@@ -13,6 +15,7 @@ import {
 import type { EngineCore } from "../engine.ts";
 import { applyUpdateOps } from "../update-ops.ts";
 import { parseInput } from "./input.ts";
+import { stateListing } from "./state-list.ts";
 
 export function installState(core: EngineCore): void {
   const { sql } = core.ports;
@@ -97,19 +100,27 @@ export function installState(core: EngineCore): void {
       return out;
     },
   });
+  const listing = stateListing(sql);
+  const pageFormat = { limit: { type: "integer", minimum: 1, maximum: MAX_LIST_PAGE }, offset: { type: "integer", minimum: 0 } };
   core.addBuiltin({
     id: "state::list",
-    description: "All values in a scope",
-    request_format: { type: "object", properties: { scope: { type: "string" } }, required: ["scope"] },
+    description: `Values in a scope, in key order: all of them (at most ${MAX_LIST_PAGE}, within one result), or a page with {limit, offset}`,
+    request_format: { type: "object", properties: { scope: { type: "string" }, ...pageFormat }, required: ["scope"] },
     handler: (input) => {
-      const { scope } = parseInput(stateScopeInput, input);
-      return sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? ORDER BY key", scope).map((r) => JSON.parse(r.value));
+      const { scope, limit, offset } = parseInput(stateListInput, input);
+      return listing.values(scope, { limit, offset });
     },
   });
   core.addBuiltin({
     id: "state::list_groups",
-    description: "Every scope that holds a value",
-    handler: () => ({ groups: sql.exec<{ scope: string }>("SELECT DISTINCT scope FROM state ORDER BY scope").map((r) => r.scope) }),
+    description: "Scopes that hold a value, sorted; a page ({limit, offset}) with total and next_offset",
+    request_format: { type: "object", properties: pageFormat },
+    handler: (input) => {
+      const page = listing.groups(parseInput(stateListGroupsInput, input));
+      const out: { groups: string[]; total: number; next_offset?: number } = { groups: page.items, total: page.total };
+      if (page.next_offset !== undefined) out.next_offset = page.next_offset;
+      return out;
+    },
   });
 
   core.addTriggerType({

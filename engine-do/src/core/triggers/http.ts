@@ -55,6 +55,29 @@ export function reservedReason(pattern: string): string | undefined {
   return undefined;
 }
 
+/** Who made an engine-held binding when no principal was recorded (an engine running open). */
+const ANONYMOUS = "anonymous";
+
+/**
+ * Do two bindings have the same owner? Worker and Worker-hosted bindings compare their owner;
+ * engine-held ones (owner null, from engine::register_trigger) the principal that made them, a
+ * binding made without one counting as "anonymous".
+ */
+export function sameOwner(a: TriggerRecord, b: TriggerRecord): boolean {
+  if (a.owner !== null || b.owner !== null) return a.owner === b.owner;
+  return (a.principal ?? ANONYMOUS) === (b.principal ?? ANONYMOUS);
+}
+
+/**
+ * Why a decoded path param is refused, or undefined. A param is one segment: a `/` or `\` (from
+ * `%2F`, `%5C`), a `.`/`..` or a NUL would let a handler that builds a path from it escape its root.
+ */
+export function unsafePathParam(value: string): string | undefined {
+  if (value === "." || value === "..") return "is a dot segment";
+  if (/[\/\\\0]/.test(value)) return "contains '/', '\\' or NUL";
+  return undefined;
+}
+
 interface Route {
   binding: TriggerRecord;
   method: string;
@@ -139,6 +162,11 @@ export class HttpRoutes {
         if (reserved) return `api_path ${reserved}; choose another path`;
         const route = this.toRoute(binding, p.method, p.pattern);
         const existing = this.routes.get(`${route.method} ${route.shape}`);
+        // A route belongs to the binding holding it while its owner is connected: another owner
+        // would receive its requests (authorization headers included).
+        if (existing && this.holderLive(existing.binding) && !sameOwner(existing.binding, binding)) {
+          return { code: "FORBIDDEN", message: `${route.method} /${route.pattern} is held by another owner's trigger (as /${existing.pattern}); choose another path` };
+        }
         if (existing && existing.binding.id !== binding.id && existing.pattern !== route.pattern) {
           return `${route.method} /${route.pattern} collides with /${existing.pattern} (same shape, different parameter names)`;
         }
@@ -166,6 +194,11 @@ export class HttpRoutes {
         }
       },
     });
+  }
+
+  /** Is the binding's owner still there? Engine-held and Worker-hosted (`edge:`) bindings always are. */
+  private holderLive(b: TriggerRecord): boolean {
+    return b.owner === null || b.owner.startsWith("edge:") || this.core.conns.has(b.owner);
   }
 
   private toRoute(binding: TriggerRecord, method: string, pattern: string): Route {
@@ -217,6 +250,10 @@ export class HttpRoutes {
     const found = this.match(req.method, req.path);
     if (!found) return json(404, { error: { code: "NOT_FOUND", message: "Not Found" } }, false);
     const { route, params } = found;
+    for (const [name, value] of Object.entries(params)) {
+      const why = unsafePathParam(value);
+      if (why) return json(400, { error: { code: "INVALID_ARGUMENTS", message: `path parameter '${name}' ${why} once decoded` } });
+    }
     const cfg = route.binding.config as HttpTriggerConfig;
     const timeoutMs = cfg.timeout_ms ?? HTTP_REQUEST_TIMEOUT_MS;
     const deadline = this.core.ports.clock.now() + timeoutMs;
