@@ -7,6 +7,7 @@ import ReconnectingWebSocket from "partysocket/ws";
 import { Client, type ClientOptions, type Connector } from "../../sdk-edge/src/client/core.ts";
 import type { EdgeClient } from "../../sdk-edge/src/client/types.ts";
 import { idbOutbox, type IdbOutbox } from "./outbox.ts";
+import { WS_BEARER_PREFIX, WS_PROTOCOL } from "../../protocol/src/auth.ts";
 
 export * from "../../sdk-edge/src/client/types.ts";
 export { IIIError, toErrorBody, ERROR_CODES, type ErrorCode, type ErrorBody } from "../../protocol/src/index.ts";
@@ -34,6 +35,13 @@ export interface BrowserWorkerOptions extends ClientOptions {
   /** Keep offline `void`/`enqueue` calls in IndexedDB (default true). `false` keeps them in the
    * bounded in-memory buffer instead (lost on reload). */
   outbox?: boolean;
+  /**
+   * A token for an engine that requires one (AUTH_SECRET). Browsers cannot set headers on a
+   * WebSocket, so it travels as the subprotocol `iii.bearer.<token>` beside `iii` — in a header,
+   * out of URLs and the access logs that record them. A function is asked again on every
+   * reconnect, so a short-lived token can be refreshed (e.g. fetched from your app's backend).
+   */
+  token?: string | (() => string | Promise<string>);
 }
 
 export interface BrowserClient extends EdgeClient {
@@ -50,10 +58,17 @@ export function engineUrl(url: string): string {
   return u.toString();
 }
 
-export function partySocketConnector(url: string, reconnection: Partial<BrowserReconnection> = {}): Connector {
+/** The subprotocols that carry `token` (see BrowserWorkerOptions.token). */
+export async function tokenProtocols(token: BrowserWorkerOptions["token"]): Promise<string[]> {
+  if (token === undefined) return [];
+  const t = typeof token === "function" ? await token() : token;
+  return t ? [WS_PROTOCOL, `${WS_BEARER_PREFIX}${t}`] : [];
+}
+
+export function partySocketConnector(url: string, reconnection: Partial<BrowserReconnection> = {}, token?: BrowserWorkerOptions["token"]): Connector {
   const cfg = { ...DEFAULT_BROWSER_RECONNECTION, ...reconnection };
   return (events) => {
-    const rws = new ReconnectingWebSocket(engineUrl(url), [], {
+    const rws = new ReconnectingWebSocket(engineUrl(url), () => tokenProtocols(token), {
       // partysocket grows the delay exponentially but adds no jitter; it reads the options on
       // every retry, so a getter gives each retry its own jittered base (no thundering herd of
       // tabs after an engine redeploy).
@@ -111,7 +126,7 @@ export function registerWorker(url: string, options: BrowserWorkerOptions = {}):
   const client = new Client({
     ...options,
     workerName,
-    connector: partySocketConnector(url, options.reconnectionConfig),
+    connector: partySocketConnector(url, options.reconnectionConfig, options.token),
     runtime: "browser",
     os: typeof navigator !== "undefined" ? navigator.userAgent : undefined,
     outbox,

@@ -149,6 +149,9 @@ const DROPPED_CALL = /"type"\s*:\s*"invokefunction"/;
 const DROPPED_INVOCATION_ID = /"invocation_id"\s*:\s*"([^"\\]{1,128})"/;
 const DROPPED_FUNCTION_ID = /"function_id"\s*:\s*"([^"\\]{1,512})"/;
 
+/** Locally every client shares a loopback address, so the per-address bound is for real ones. */
+const LOOPBACK_IP = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/;
+
 /** Built-ins every connection may call whatever its grant says: they only touch the caller itself
  * (iii-sdk describes itself with engine::workers::register right after connecting). */
 const SELF_FUNCTIONS = new Set(["engine::workers::register"]);
@@ -278,7 +281,7 @@ export class EngineCore {
     if (grant !== OPEN_GRANT && (this.connsByPrincipal.get(grant.sub) ?? 0) >= perPrincipal) {
       return { code: "too_many_connections", message: `'${grant.sub}' already holds ${perPrincipal} connections to this namespace` };
     }
-    if (ip && (this.connsByIp.get(ip) ?? 0) >= perIp) {
+    if (ip && !LOOPBACK_IP.test(ip) && (this.connsByIp.get(ip) ?? 0) >= perIp) {
       return { code: "too_many_connections", message: `${perIp} connections from this address are open already` };
     }
     return undefined;
@@ -581,8 +584,14 @@ export class EngineCore {
     // A binding calls its function with the engine's hand: only for a function its maker may call.
     if (grant && !mayCall(grant, f.function_id)) return refuse({ code: "FORBIDDEN", message: `'${grant.sub}' may not call ${f.function_id}, so it may not bind it` });
     const existing = this.catalog.triggers.get(f.id);
-    if (existing && existing.owner !== owner) {
-      const held = existing.owner === null ? this.mayRemoveTrigger(existing, null, grant ?? OPEN_GRANT) : existing.owner.startsWith("edge:") || this.conns.has(existing.owner) ? { code: "FORBIDDEN", message: `trigger id ${f.id} is owned by another worker` } : undefined;
+    if (existing) {
+      // An engine-held binding belongs to its principal; a connection's or edge host's to it while it lives.
+      const held =
+        existing.owner === null
+          ? this.mayRemoveTrigger(existing, null, grant ?? OPEN_GRANT)
+          : existing.owner !== owner && (existing.owner.startsWith("edge:") || this.conns.has(existing.owner))
+            ? { code: "FORBIDDEN", message: `trigger id ${f.id} is owned by another worker` }
+            : undefined;
       if (held) return refuse(held);
     }
     if (ownerConn && existing?.owner !== owner && !this.checkQuota(ownerConn)) {

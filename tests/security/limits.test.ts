@@ -1,0 +1,140 @@
+// Bounds that stop one caller from holding the engine (findings 6 and 9, and connection floods),
+// against `npm start` with AUTH_SECRET: each limit answers the caller at once with a typed error,
+// and every other worker keeps being served.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET, MAX_REGISTRATIONS_PER_PRINCIPAL } from "../../engine-do/src/core/bounds.ts";
+import { bearer, startSecureEngine, token } from "../support/auth.ts";
+import type { EngineServer } from "../support/engine-server.ts";
+import { NO_REPLY, RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";
+import { eventually } from "../support/wait.ts";
+
+let engine: EngineServer;
+const open: RawSocket[] = [];
+const PER_TOKEN = 5;
+const PER_IP = 8;
+
+async function connect(sub: string, headers: Record<string, string> = {}): Promise<RawSocket> {
+  const s = await RawSocket.open(`${engine.wsUrl}/`, { ...bearer(await token(sub)), ...headers });
+  open.push(s);
+  return s;
+}
+
+/** Send `n` calls at once; resolve with each one's result frame. */
+function flood(s: RawSocket, fn: string, n: number, timeout_ms = 60_000): Promise<Frame[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const invocation_id = `${fn}-${s.workerId}-${i}`;
+    ids.push(invocation_id);
+    s.send({ type: "invokefunction", invocation_id, function_id: fn, data: { i }, timeout_ms });
+  }
+  return Promise.all(ids.map((id) => s.next((f) => f.type === "invocationresult" && f.invocation_id === id, 90_000)));
+}
+
+beforeAll(async () => {
+  engine = await startSecureEngine({ MAX_CONNECTIONS_PER_TOKEN: String(PER_TOKEN), MAX_CONNECTIONS_PER_IP: String(PER_IP) });
+});
+afterAll(async () => {
+  for (const s of open) await s.close().catch(() => {});
+  await engine?.stop();
+});
+
+describe("open calls are bounded (finding 6)", () => {
+  it("10,000 calls to a worker that never answers: the excess is refused at once, everyone else is served, and the rest end when it leaves", async () => {
+    const hung = await connect("hung");
+    hung.serve("slow::never", () => NO_REPLY);
+    const healthy = await connect("healthy");
+    healthy.serve("ok::echo", (d) => d);
+    const flooder = await connect("flooder");
+    const bystander = await connect("bystander");
+    await eventually(async () => (await bystander.call("ok::echo", { x: 1 })).result?.x === 1, 10_000, "ok::echo");
+
+    const all = flood(flooder, "slow::never", 10_000);
+    // Refusals come back at once, long before any deadline.
+    const refused = await eventually(() => {
+      const n = flooder.received.filter((f) => f.type === "invocationresult" && f.error?.code === "too_many_calls").length;
+      return n >= 10_000 - MAX_OPEN_CALLS_PER_CALLER ? n : false;
+    }, 30_000, "too_many_calls refusals");
+    expect(refused).toBe(10_000 - MAX_OPEN_CALLS_PER_CALLER);
+
+    // Meanwhile: other callers, the health check, state and the durable queue all still work.
+    const t0 = Date.now();
+    expect((await bystander.call("ok::echo", { y: 2 })).result).toEqual({ y: 2, _caller_worker_id: bystander.workerId });
+    expect((await fetch(`${engine.url}/healthz`)).status).toBe(200);
+    await bystander.ok("state::set", { scope: "limits", key: "k", value: 1 });
+    const queued = await bystander.call("ok::echo", { via: "queue" }, { action: { type: "enqueue", queue: "jobs" } });
+    expect(queued.error).toBeUndefined();
+    expect(Date.now() - t0).toBeLessThan(5_000);
+
+    // The held calls end when the target goes: every caller gets an answer.
+    await hung.close();
+    const results = await all;
+    const codes = new Map<string, number>();
+    for (const r of results) codes.set(r.error?.code ?? "ok", (codes.get(r.error?.code ?? "ok") ?? 0) + 1);
+    expect(Object.fromEntries(codes)).toEqual({ too_many_calls: 10_000 - MAX_OPEN_CALLS_PER_CALLER, invocation_stopped: MAX_OPEN_CALLS_PER_CALLER });
+  });
+
+  it("one target collects at most MAX_OPEN_CALLS_PER_TARGET calls from all callers together", async () => {
+    const hung = await connect("hung-2");
+    hung.serve("slow::target", () => NO_REPLY);
+    const callers = [await connect("c1"), await connect("c2"), await connect("c3")];
+    await eventually(async () => (await callers[0]!.call("engine::functions::info", { function_id: "slow::target" })).result, 10_000, "slow::target");
+    const floods = callers.map((c) => flood(c, "slow::target", MAX_OPEN_CALLS_PER_CALLER));
+    await eventually(() => {
+      const refused = callers.reduce((n, c) => n + c.received.filter((f) => f.error?.code === "too_many_calls").length, 0);
+      return refused >= 3 * MAX_OPEN_CALLS_PER_CALLER - MAX_OPEN_CALLS_PER_TARGET;
+    }, 30_000, "per-target refusals");
+    await hung.close();
+    const results = (await Promise.all(floods)).flat();
+    expect(results.filter((r) => r.error?.code === "invocation_stopped").length).toBe(MAX_OPEN_CALLS_PER_TARGET);
+  });
+});
+
+describe("connections are bounded per token and per address", () => {
+  it(`a token holds at most ${PER_TOKEN} connections; the next gets 429 too_many_connections, others are unaffected`, async () => {
+    const t = await token("fleet");
+    const mine: RawSocket[] = [];
+    for (let i = 0; i < PER_TOKEN; i++) mine.push(await RawSocket.open(`${engine.wsUrl}/`, bearer(t)));
+    open.push(...mine);
+    const over = await upgradeStatus(`${engine.wsUrl}/`, bearer(t));
+    expect(over.status).toBe(429);
+    expect(over.body?.error?.code).toBe("too_many_connections");
+    expect((await upgradeStatus(`${engine.wsUrl}/`, bearer(await token("someone-else")))).status).toBe(101);
+    await mine[0]!.close();
+    await eventually(async () => (await upgradeStatus(`${engine.wsUrl}/`, bearer(t))).status === 101, 10_000, "a slot free again");
+  });
+
+  it(`one client address holds at most ${PER_IP} connections`, async () => {
+    // Locally the front door reads the client address from CF-Connecting-IP like Cloudflare sets it.
+    const ip = { "CF-Connecting-IP": "198.51.100.7" };
+    for (let i = 0; i < PER_IP; i++) open.push(await RawSocket.open(`${engine.wsUrl}/`, { ...bearer(await token(`ip-${i}`)), ...ip }));
+    const over = await upgradeStatus(`${engine.wsUrl}/`, { ...bearer(await token("ip-extra")), ...ip });
+    expect(over.status).toBe(429);
+    expect(over.body?.error?.code).toBe("too_many_connections");
+    expect((await upgradeStatus(`${engine.wsUrl}/`, { ...bearer(await token("ip-extra")), "CF-Connecting-IP": "198.51.100.8" })).status).toBe(101);
+  });
+});
+
+describe("registrations are bounded per token, across its connections (finding 9)", () => {
+  it(`${PER_TOKEN - 1} sockets of one token cannot register more than ${MAX_REGISTRATIONS_PER_PRINCIPAL} functions together`, async () => {
+    const t = await token("registrar");
+    const sockets: RawSocket[] = [];
+    for (let i = 0; i < PER_TOKEN - 1; i++) sockets.push(await RawSocket.open(`${engine.wsUrl}/`, bearer(t)));
+    open.push(...sockets);
+    const each = Math.ceil((MAX_REGISTRATIONS_PER_PRINCIPAL + 2_000) / sockets.length);
+    sockets.forEach((s, k) => {
+      for (let i = 0; i < each; i++) s.send({ type: "registerfunction", id: `reg::${k}::${i}` });
+    });
+    // A call after the registrations answers once they were all handled (frames are in order).
+    await Promise.all(sockets.map((s) => s.ok("state::list_groups")));
+    const refused = sockets.reduce((n, s) => n + s.received.filter((f) => f.type === "error" && f.error.code === "FORBIDDEN").length, 0);
+    expect(refused).toBe(each * sockets.length - MAX_REGISTRATIONS_PER_PRINCIPAL);
+    const workers = await sockets[0]!.ok<{ workers: { id: string; function_count: number }[] }>("engine::workers::list", {});
+    const ids = new Set(sockets.map((s) => s.workerId));
+    const held = workers.workers.filter((w) => ids.has(w.id)).reduce((n, w) => n + w.function_count, 0);
+    expect(held).toBe(MAX_REGISTRATIONS_PER_PRINCIPAL);
+    // Another principal still registers.
+    const other = await connect("not-registrar");
+    other.serve("other::fn", () => 1);
+    await eventually(async () => (await other.call("other::fn")).result === 1, 10_000, "other::fn");
+  });
+});
