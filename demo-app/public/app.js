@@ -7,7 +7,23 @@ const tabName = `tab-${tabId}`;
 const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`;
 $("ws-url").textContent = wsUrl;
 
-const iii = registerWorker("/", { workerName: tabName });
+// An engine with auth on (AUTH_SECRET) needs a token: open the page as `/#token=<token>` (mint one
+// with `npm run token -- --sub NAME`). The fragment never reaches the server or its logs; the SDK
+// offers the token as the WebSocket subprotocol `iii.bearer.<token>`. Without one the page works
+// against an open local engine, as before.
+const token = new URLSearchParams(location.hash.slice(1)).get("token") || undefined;
+
+/** Every request this page makes to the engine's own API (`/_iii/*`) goes through here, with the
+ * token as a Bearer header. Also on `window` for the console:
+ * `await (await iiiFetch("/_iii/invoke", { method: "POST", body: '{"function_id":"state::list_groups"}' })).json()` */
+function iiiFetch(path, init = {}) {
+  const headers = new Headers(init.headers);
+  if (token && !headers.has("authorization")) headers.set("authorization", `Bearer ${token}`);
+  return fetch(path, { ...init, headers });
+}
+window.iiiFetch = iiiFetch;
+
+const iii = registerWorker("/", { workerName: tabName, token });
 
 iii.addConnectionStateListener((state) => {
   $("status").textContent = state;
@@ -19,7 +35,7 @@ iii.addConnectionStateListener((state) => {
 // This tab's own function: the backend, another tab or curl can call it.
 const greetId = `${tabName}::greet`;
 $("tab-fn").textContent = greetId;
-$("curl").textContent = `curl -s ${location.origin}/_iii/invoke -d '{"function_id":"${greetId}","payload":{"name":"curl"}}'`;
+$("curl").textContent = `curl -s ${location.origin}/_iii/invoke${token ? ` -H "Authorization: Bearer $III_TOKEN"` : ""} -d '{"function_id":"${greetId}","payload":{"name":"curl"}}'`;
 let invoked = 0;
 iii.registerFunction(greetId, ({ name }) => {
   invoked += 1;

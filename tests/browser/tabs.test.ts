@@ -2,13 +2,16 @@
 // a page registers functions; Node workers (sdk-edge and the official iii-sdk) invoke them
 // through the engine; the tab survives an engine restart without a reload; calls made offline
 // are delivered once after reconnect and after a reload; a Worker-hosted function is invoked
-// from iii-sdk and from the tab, and calls the tab back.
+// from iii-sdk and from the tab, and calls the tab back. The engine runs with auth on: every client
+// presents a token (Node: a Bearer header; the tab: `#token=` in its URL, offered as the WebSocket
+// subprotocol), and a tab without one, or with one for another namespace, is refused.
 import type { BrowserContext, Page } from "playwright-core";
 import { registerWorker as iiiSdkWorker, TriggerAction as IIITriggerAction, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerWorker, TriggerAction, type EdgeClient } from "../../sdk-edge/src/node.ts";
+import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import { launchChromium } from "../support/chromium.ts";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import type { EngineServer } from "../support/engine-server.ts";
 import { until } from "../support/wait.ts";
 
 let engine: EngineServer;
@@ -17,29 +20,33 @@ let page: Page;
 let node: EdgeClient;
 let iii: IIIClient;
 const recorded: unknown[] = [];
-
-
+let tabToken: string;
 
 const tabStatus = () => page.locator("#status").textContent();
 // toolchain P5: vitest rewrites code inside page.evaluate(fn); pass strings.
 const inTab = <T>(expr: string) => page.evaluate(expr) as Promise<T>;
 
 async function openTab(): Promise<void> {
-  await page.goto(`${engine.url}/test-tab.html?name=tab-a&retryMs=250`);
+  const url = `${engine.url}/test-tab.html?name=tab-a&retryMs=250#token=${tabToken}`;
+  // To the same URL (fragment included) goto would only scroll to the fragment: reload instead.
+  if (page.url() === url) await page.reload();
+  else await page.goto(url);
   await until(async () => (await tabStatus()) === "connected", "tab connected", 20_000);
 }
 
 beforeAll(async () => {
-  engine = await startEngine();
+  engine = await startSecureEngine();
+  tabToken = await token("tab-a");
   ctx = await launchChromium();
   page = ctx.pages()[0] ?? (await ctx.newPage());
   page.on("pageerror", (e) => console.error("[tab] pageerror", e));
-  node = registerWorker(`${engine.wsUrl}/`, { workerName: "node-e2e", reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 }, logger: { warn: () => {}, error: () => {} } });
+  node = registerWorker(`${engine.wsUrl}/`, { workerName: "node-e2e", headers: bearer(await token("node-e2e")), reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 }, logger: { warn: () => {}, error: () => {} } });
   node.registerFunction("node::record", (data) => {
     recorded.push(data);
     return { recorded: recorded.length };
   });
-  iii = iiiSdkWorker(`${engine.wsUrl}/`, { workerName: "iii-sdk-e2e", enableMetricsReporting: false, otel: { enabled: false }, reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 } });
+  // OTel off: iii-sdk's /otel socket sends no headers and would be refused (401) over and over.
+  iii = iiiSdkWorker(`${engine.wsUrl}/`, { workerName: "iii-sdk-e2e", enableMetricsReporting: false, otel: { enabled: false }, headers: bearer(await token("iii-sdk-e2e")), reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 } });
   await openTab();
 });
 
@@ -87,6 +94,54 @@ describe("Worker-hosted functions", () => {
     const r = await node.trigger({ function_id: "edge::call-tab", payload: { function_id: "tab::add", payload: { a: 20, b: 22 } } });
     expect(r).toEqual({ function_id: "tab::add", result: { sum: 42 } });
     expect(Number(await page.locator("#count").textContent())).toBe(before + 1);
+  });
+});
+
+describe("auth", () => {
+  const workerNames = async () => (await node.trigger<unknown, { workers: { name: string }[] }>({ function_id: "engine::workers::list", payload: {} })).workers.map((w) => w.name);
+  /** A second tab on test-tab.html; the console lines Chromium logs about its sockets. */
+  async function otherTab(query: string, fragment: string) {
+    const p = await ctx.newPage();
+    const consoleLines: string[] = [];
+    p.on("console", (m) => consoleLines.push(m.text()));
+    await p.goto(`${engine.url}/test-tab.html?${query}&retryMs=250${fragment}`);
+    return { p, consoleLines, states: () => p.evaluate("window.iiiTest.states") as Promise<string[]>, status: () => p.locator("#status").textContent() };
+  }
+
+  it("a tab without a token, or with a bad one, is refused: never connected, not in the catalog", async () => {
+    const tabs = [await otherTab("name=tab-anon", ""), await otherTab("name=tab-forged", `#token=${tabToken.slice(0, -4)}AAAA`)];
+    try {
+      // Several 250 ms retries, each refused at the upgrade (401).
+      await new Promise((r) => setTimeout(r, 3_000));
+      for (const t of tabs) {
+        expect(await t.states()).not.toContain("connected");
+        expect(await t.status()).toBe("connecting");
+        // Chromium's words for a 401 answer to the upgrade.
+        expect(t.consoleLines.some((l) => l.includes("HTTP Authentication failed"))).toBe(true);
+      }
+      const names = await workerNames();
+      expect(names).not.toContain("tab-anon");
+      expect(names).not.toContain("tab-forged");
+      expect(names).toContain("tab-a"); // the tab with a token is there all along
+    } finally {
+      for (const t of tabs) await t.p.close();
+    }
+  });
+
+  it("a tab whose token is restricted to namespace 'other' cannot connect to the default one (but can to 'other')", async () => {
+    const other = await token("tab", { ns: ["other"] });
+    const refused = await otherTab("name=tab-ns", `#token=${other}`);
+    const allowed = await otherTab("name=tab-ns-other&engine=/ns/other", `#token=${other}`);
+    try {
+      await until(async () => (await allowed.status()) === "connected", "the tab in namespace other", 20_000);
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(await refused.states()).not.toContain("connected");
+      expect(refused.consoleLines.some((l) => l.includes("Unexpected response code: 403"))).toBe(true);
+      expect(await workerNames()).not.toContain("tab-ns");
+    } finally {
+      await refused.p.close();
+      await allowed.p.close();
+    }
   });
 });
 

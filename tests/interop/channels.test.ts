@@ -6,7 +6,8 @@ import { http } from "@iii-dev/helpers/http";
 import type { ChannelReader, ChannelWriter } from "iii-sdk/channel";
 import { createChannel } from "iii-sdk/helpers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine } from "../support/auth.ts";
+import type { EngineServer } from "../support/engine-server.ts";
 import { registered, sleep, until, worker, type Worker } from "./sdk.ts";
 
 /**
@@ -25,10 +26,10 @@ describe("channels with iii-sdk 0.22.1", () => {
   let b: Worker;
 
   beforeAll(async () => {
-    engine = await startEngine();
+    engine = await startSecureEngine();
     // Longer call deadline than sdk.ts's 10 s: see CLOSE_LATENCY_MS.
-    a = worker(engine.wsUrl, "chan-a", { invocationTimeoutMs: SLOW });
-    b = worker(engine.wsUrl, "chan-b", { invocationTimeoutMs: SLOW });
+    a = await worker(engine.wsUrl, "chan-a", { invocationTimeoutMs: SLOW });
+    b = await worker(engine.wsUrl, "chan-b", { invocationTimeoutMs: SLOW });
   });
   afterAll(async () => {
     await a?.shutdown();

@@ -2,15 +2,16 @@
 // engine `npm start` runs: their manifest's functions and triggers are loaded at start, serve
 // calls and HTTP routes with no socket held, and are there again after the engine restarts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { worker, type Worker } from "./sdk.ts";
+import { startSecureEngine } from "../support/auth.ts";
+import type { EngineServer } from "../support/engine-server.ts";
+import { invokeHttp, worker, type Worker } from "./sdk.ts";
 
 let engine: EngineServer;
 let caller: Worker;
 
 beforeAll(async () => {
-  engine = await startEngine();
-  caller = worker(engine.wsUrl, "edge-caller");
+  engine = await startSecureEngine();
+  caller = await worker(engine.wsUrl, "edge-caller");
 });
 afterAll(async () => {
   await caller?.shutdown();
@@ -43,7 +44,7 @@ describe("edge-hosted functions", () => {
   it("are there again after the engine restarts, and engine::edge::refresh reloads them", async () => {
     await engine.restart();
     expect(await hello("linus")).toEqual({ status: 200, body: { greeting: "Hello, linus! (from a Worker)" } });
-    const refreshed = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", body: JSON.stringify({ function_id: "engine::edge::refresh" }) });
+    const refreshed = await invokeHttp(engine.url, { function_id: "engine::edge::refresh" });
     expect(((await refreshed.json()) as { result: { functions: string[] } }).result.functions).toEqual(["edge::call-tab", "edge::hello", "edge::hello-http"]);
     expect((await hello("barbara")).status).toBe(200);
   });

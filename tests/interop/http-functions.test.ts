@@ -6,7 +6,8 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpFunctionHandler } from "../../sdk-edge/src/http-receiver.ts";
 import { nodeHttpListener } from "../../sdk-edge/src/http-receiver-node.ts";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine } from "../support/auth.ts";
+import type { EngineServer } from "../support/engine-server.ts";
 import { listed, sleep, until, worker, type Worker } from "./sdk.ts";
 
 const SECRET = "hmac-secret-for-tests";
@@ -22,7 +23,7 @@ describe("HTTP-invoked functions", () => {
   beforeAll(async () => {
     // Loopback targets are refused by default; this engine allows them, as a local setup would.
     // A registration may name only the secrets HTTP_FUNCTION_SECRETS lists (here: sign only).
-    engine = await startEngine({ vars: { ALLOW_PRIVATE_HTTP_FUNCTIONS: "true", IIIEDGE_TEST_HMAC: SECRET, HTTP_FUNCTION_SECRETS: "IIIEDGE_TEST_HMAC:hmac" } });
+    engine = await startSecureEngine({ ALLOW_PRIVATE_HTTP_FUNCTIONS: "true", IIIEDGE_TEST_HMAC: SECRET, HTTP_FUNCTION_SECRETS: "IIIEDGE_TEST_HMAC:hmac" });
     server = http.createServer(
       nodeHttpListener(
         httpFunctionHandler<{ a: number; b: number }>(SECRET, (data, info) => {
@@ -34,8 +35,8 @@ describe("HTTP-invoked functions", () => {
     );
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    owner = worker(engine.wsUrl, "http-owner");
-    caller = worker(engine.wsUrl, "http-caller");
+    owner = await worker(engine.wsUrl, "http-owner");
+    caller = await worker(engine.wsUrl, "http-caller");
   });
   afterAll(async () => {
     await owner?.shutdown();

@@ -2,7 +2,8 @@
 // `npm start`'s engine and starts it again on the same port and state; both iii-sdk workers
 // reconnect by themselves, replay their registrations, and calls between them work again.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine } from "../support/auth.ts";
+import type { EngineServer } from "../support/engine-server.ts";
 import { listed, registered, until, worker, type Worker } from "./sdk.ts";
 
 let engine: EngineServer;
@@ -11,11 +12,11 @@ let b: Worker;
 const stateEvents: unknown[] = [];
 
 beforeAll(async () => {
-  engine = await startEngine();
+  engine = await startSecureEngine();
   // Reconnect backoff capped at 1 s so the test does not wait through 1+2+4+8 s of doubling.
   const reconnectionConfig = { maxDelayMs: 1_000 };
-  a = worker(engine.wsUrl, "restart-a", { reconnectionConfig });
-  b = worker(engine.wsUrl, "restart-b", { reconnectionConfig });
+  a = await worker(engine.wsUrl, "restart-a", { reconnectionConfig });
+  b = await worker(engine.wsUrl, "restart-b", { reconnectionConfig });
   b.registerFunction("b::greet", async (data: { name: string }) => `hello ${data.name}`);
   a.registerFunction("a::on-state", async (data) => {
     stateEvents.push(data);

@@ -1,12 +1,23 @@
-// Helpers for driving the engine with iii-sdk 0.22.1 exactly as an application would.
+// Helpers for driving the engine with iii-sdk 0.22.1 exactly as an application would. The suites
+// run the engine with auth on (tests/support/auth.ts): every worker presents a signed token.
 import { registerWorker, type IIIClient, type InitOptions } from "iii-sdk";
+import { bearer, token } from "../support/auth.ts";
 import { until } from "../support/wait.ts";
 
 export type Worker = IIIClient;
 
-/** A worker with OTel off (the engine accepts /otel, but the tests need no telemetry noise). */
-export function worker(url: string, name: string, opts: Omit<InitOptions, "workerName" | "otel"> = {}): Worker {
-  return registerWorker(url, { workerName: name, otel: { enabled: false }, invocationTimeoutMs: 10_000, ...opts });
+/**
+ * A worker with a token for `name` in its handshake headers (iii-sdk's `headers` option), and OTel
+ * off: the SDK's separate telemetry socket to /otel cannot send headers, so against an engine with
+ * auth on it would be refused (401) and retry forever; the tests need no telemetry anyway.
+ */
+export async function worker(url: string, name: string, opts: Omit<InitOptions, "workerName" | "otel"> = {}): Promise<Worker> {
+  return registerWorker(url, { workerName: name, otel: { enabled: false }, invocationTimeoutMs: 10_000, headers: bearer(await token(name)), ...opts });
+}
+
+/** POST /_iii/invoke with a token for `sub` (or the token given), as curl would. */
+export async function invokeHttp(baseUrl: string, body: unknown, tok?: string): Promise<Response> {
+  return fetch(`${baseUrl}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json", ...bearer(tok ?? (await token("http-caller"))) }, body: JSON.stringify(body) });
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
