@@ -13,7 +13,7 @@
 // result that is not {status_code?, headers?, body?} is sent as the JSON body; config `timeout_ms`
 // sets the request deadline (default 30 s), streamed bodies included; an empty result waits at most
 // RESPONSE_ATTACH_GRACE_MS for the response writer before it is answered as `{}`.
-import { TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
+import { OPEN_GRANT, TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
 import type { TriggerRecord } from "../catalog.ts";
 import type { EngineCore } from "../engine.ts";
 import type { ChannelHub, RequestChannels } from "../channels/hub.ts";
@@ -55,17 +55,14 @@ export function reservedReason(pattern: string): string | undefined {
   return undefined;
 }
 
-/** Who made an engine-held binding when no principal was recorded (an engine running open). */
-const ANONYMOUS = "anonymous";
-
 /**
  * Do two bindings have the same owner? Worker and Worker-hosted bindings compare their owner;
  * engine-held ones (owner null, from engine::register_trigger) the principal that made them, a
- * binding made without one counting as "anonymous".
+ * binding made without one counting as the open engine's "anonymous".
  */
 export function sameOwner(a: TriggerRecord, b: TriggerRecord): boolean {
   if (a.owner !== null || b.owner !== null) return a.owner === b.owner;
-  return (a.principal ?? ANONYMOUS) === (b.principal ?? ANONYMOUS);
+  return (a.principal ?? OPEN_GRANT.sub) === (b.principal ?? OPEN_GRANT.sub);
 }
 
 /**
