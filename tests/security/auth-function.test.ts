@@ -81,7 +81,8 @@ describe("an engine without AUTH_SECRET is closed to everyone but loopback", () 
 
   it("serves loopback clients open, and refuses a non-loopback host or client address with how to configure auth", async () => {
     expect((await upgradeStatus(`${engine.wsUrl}/`)).status).toBe(101);
-    for (const headers of [{ Host: "engine.example.com" }, { "CF-Connecting-IP": "203.0.113.9" }]) {
+    const refusedHeaders: Record<string, string>[] = [{ Host: "engine.example.com" }, { "CF-Connecting-IP": "203.0.113.9" }];
+    for (const headers of refusedHeaders) {
       const ws = await upgradeStatus(`${engine.wsUrl}/`, headers);
       expect(ws.status).toBe(403);
       expect(ws.body?.error.message).toMatch(/AUTH_SECRET/);
