@@ -1,0 +1,61 @@
+// The README's examples (examples/*.mjs, the unmodified iii-sdk) against one `npm start` engine:
+// each must exit 0 on its own, within a bound, printing the output the README shows.
+import { execFile } from "node:child_process";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
+
+/** An example connects, does one thing and disconnects: ~0.5 s here; a hang fails well before the test timeout. */
+const EXAMPLE_TIMEOUT_MS = 20_000;
+
+let engine: EngineServer;
+
+beforeAll(async () => {
+  engine = await startEngine();
+}, 120_000);
+
+afterAll(async () => {
+  await engine?.stop();
+});
+
+function run(example: string): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string; ms: number }> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    execFile(process.execPath, [path.join("examples", example)], { cwd: repoRoot, env: { ...process.env, III_URL: engine.wsUrl }, timeout: EXAMPLE_TIMEOUT_MS, killSignal: "SIGKILL" }, (err, stdout, stderr) => {
+      const e = err as (Error & { code?: unknown; signal?: string | null }) | null;
+      resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, signal: e?.signal ?? null, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+
+describe("README examples", () => {
+  const cases: [string, (string | RegExp)[]][] = [
+    ["connect.mjs", ["{ sum: 5 }"]],
+    ["http-trigger.mjs", ['GET /greet/ada?greeting=hi -> 200 {"message":"hi, ada!"}']],
+    [
+      "state.mjs",
+      [
+        'set    {"old_value":null,"new_value":{"text":"hello","n":1}}',
+        'get    {"text":"hello","n":1}',
+        'update {"old_value":{"text":"hello","n":1},"new_value":{"text":"hello","n":2}}',
+        'delete {"text":"hello","n":2}',
+        "get    undefined",
+      ],
+    ],
+    ["queue.mjs", [new RegExp(`^enqueued \\{ messageReceiptId: '${UUID}' \\}$`), "handled { image: 'cat.png', width: 640 }"]],
+  ];
+
+  it.each(cases)("%s exits 0 by itself and prints what the README shows", async (example, expected) => {
+    const r = await run(example);
+    const lines = r.stdout.split("\n");
+    expect(r.signal, `${example} was killed after ${r.ms} ms (it did not exit by itself)`).toBeNull();
+    expect(r.code, `${example} stderr:\n${r.stderr}\nstdout:\n${r.stdout}`).toBe(0);
+    for (const want of expected) {
+      if (typeof want === "string") expect(lines, `${example} stdout:\n${r.stdout}`).toContain(want);
+      else expect(lines.some((l) => want.test(l)), `${example} stdout should have a line matching ${want}:\n${r.stdout}`).toBe(true);
+    }
+    expect(r.ms).toBeLessThan(EXAMPLE_TIMEOUT_MS);
+  }, EXAMPLE_TIMEOUT_MS + 5_000);
+});
