@@ -11,6 +11,11 @@ import type { CloudMessageBody, DeliveryVerdict } from "./core/queues/cloudflare
 import type { HttpTriggerRequest, HttpTriggerResponse } from "./core/triggers/http.ts";
 import { ChannelSockets, channelAttachment } from "./channel-sockets.ts";
 import { StreamSockets } from "./stream-sockets.ts";
+import { FLOOD_CLOSE_CODE } from "../../protocol/src/limits.ts";
+import { CHANNEL_FRAMES, CONTROL_FRAMES, STREAM_SOCKET_FRAMES, SocketBudget, floodCloseReason, type FrameLimits } from "./core/socket-budget.ts";
+
+/** A side socket's frame budget, by the kind in its attachment (telemetry: a worker's). */
+const sideFrames = (kind: string): FrameLimits => (kind === "channel" ? CHANNEL_FRAMES : kind === "stream" ? STREAM_SOCKET_FRAMES : CONTROL_FRAMES);
 import type { CallOutcome, Conn, EdgeHost, EnginePorts } from "./core/ports.ts";
 import type { RpcTriggerRequest } from "./rpc-types.ts";
 
@@ -167,14 +172,69 @@ export class Engine extends DurableObject<Env> {
     return new Response(null, { status: 101, webSocket: client, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : {} });
   }
 
+  // ------------------------------------------------------------------ socket messages
+
+  /** Frame/byte budgets of the sockets that are not worker connections (channel ends, stream and
+   * telemetry sockets); a worker connection's budget is kept by the core (EngineCore.admit). */
+  private readonly sideBudgets = new WeakMap<WebSocket, SocketBudget>();
+  /** What each of those sockets is, read from its attachment once (not once per frame). */
+  private readonly sideKinds = new WeakMap<WebSocket, string>();
+
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
-    const conn = this.connFor(ws);
-    if (!conn) {
-      // A channel end, a browser stream socket; else telemetry, dropped (§11).
-      if (!this.channelSockets.message(ws, message)) this.streamSockets.message(ws, message);
-      return;
+    const conn = this.sideKinds.has(ws) ? undefined : this.connFor(ws);
+    if (conn) return this.core.message(conn, message);
+    // The budget before anything looks at the frame.
+    if (!this.admitSide(ws, message)) return;
+    const kind = this.sideKind(ws);
+    if (kind === "channel") this.channelSockets.message(ws, message);
+    else if (kind === "stream") this.streamSockets.message(ws, message);
+    // Else telemetry, dropped (§11), or a refused channel end.
+  }
+
+  private sideKind(ws: WebSocket): string {
+    let kind = this.sideKinds.get(ws);
+    if (kind === undefined) {
+      const a = ws.deserializeAttachment() as { kind?: unknown } | null;
+      kind = typeof a?.kind === "string" ? a.kind : "none";
+      this.sideKinds.set(ws, kind);
     }
-    this.core.message(conn, message);
+    return kind;
+  }
+
+  /** A side socket's budget (socket-budget.ts): over it, frames are dropped (these protocols have no
+   * error frame to warn with), and a socket still over it FLOOD_GRACE_MS later is closed. A channel
+   * is a byte stream, where a dropped chunk would corrupt what the reader gets: its end is closed at
+   * the first frame over budget instead. */
+  private admitSide(ws: WebSocket, message: string | ArrayBuffer): boolean {
+    const now = Date.now();
+    const kind = this.sideKind(ws);
+    let budget = this.sideBudgets.get(ws);
+    if (!budget) this.sideBudgets.set(ws, (budget = new SocketBudget(now, sideFrames(kind))));
+    if (budget.closed) return false;
+    const verdict = budget.admit(typeof message === "string" ? message.length : message.byteLength, now);
+    if (verdict === "admit") return true;
+    if (verdict === "close" || kind === "channel") {
+      budget.closed = true;
+      this.closeFlooder(ws, kind, budget);
+    } else if (verdict === "warn") {
+      const leftOut = budget.log(now);
+      if (leftOut !== undefined) this.core.ports.log.warn("socket over budget; frames dropped", { kind, dropped: budget.dropped, ...(leftOut > 0 ? { lines_left_out: leftOut } : {}) });
+    }
+    return false;
+  }
+
+  private closeFlooder(ws: WebSocket, kind: string, budget: SocketBudget): void {
+    this.core.ports.log.warn("socket closed for flooding", { kind, dropped: budget.dropped });
+    const reason = floodCloseReason(sideFrames(kind));
+    try {
+      ws.close(FLOOD_CLOSE_CODE, reason);
+    } catch {
+      // already closed
+    }
+    // The reader of a cut channel learns it was cut: the writer's close event alone would end the
+    // stream as complete.
+    const end = kind === "channel" ? this.channelSockets.endOf(ws) : undefined;
+    if (end?.dir === "write") this.channelSockets.close(end.channel_id, "read", FLOOD_CLOSE_CODE, reason);
   }
 
   override async webSocketClose(ws: WebSocket, code: number): Promise<void> {

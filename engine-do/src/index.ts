@@ -2,6 +2,8 @@
 // here (auth.ts) before the Engine object of its namespace is touched; /_iii/* is the engine's own
 // HTTP API; everything else is HTTP-trigger routes or the demo app's assets.
 import { Hono, type Context } from "hono";
+import { z } from "zod";
+import { triggerAction } from "../../protocol/src/index.ts";
 import type { CallOutcome } from "./core/ports.ts";
 import { authMode, authenticateRequest, isLoopback, withGrant } from "./auth.ts";
 import { Engine } from "./engine-object.ts";
@@ -66,15 +68,22 @@ const channel = async (c: Context<AppEnv>, namespace: string): Promise<Response>
 app.get("/ws/channels/:id", (c) => channel(c, DEFAULT_NAMESPACE));
 app.get("/ns/:ns/ws/channels/:id", (c) => channel(c, c.req.param("ns")));
 
+/** The body of POST /_iii/invoke: an invokefunction without the socket parts. */
+const invokeBody = z.object({
+  function_id: z.string().min(1),
+  payload: z.unknown().optional(),
+  namespace: z.string().optional(),
+  action: triggerAction.optional(),
+  timeout_ms: z.number().int().positive().max(15 * 60_000).optional(),
+});
+
 // The engine's HTTP API: call a function (handy for curl, the demo app and tests).
 app.post("/_iii/invoke", async (c) => {
-  const body = await c.req.json().catch(() => null);
-  if (!body || typeof body !== "object" || typeof (body as { function_id?: unknown }).function_id !== "string") {
-    return errorJson(c, 400, "INVALID_ARGUMENTS", "body must be {function_id, payload?, namespace?, action?, timeout_ms?}");
-  }
-  const b = body as { function_id: string; payload?: unknown; namespace?: string; action?: never; timeout_ms?: number };
+  const parsed = invokeBody.safeParse(await c.req.json().catch(() => null));
+  if (!parsed.success) return errorJson(c, 400, "INVALID_ARGUMENTS", "body must be {function_id, payload?, namespace?, action?, timeout_ms?}");
+  const b = parsed.data;
   const ns = b.namespace ?? DEFAULT_NAMESPACE;
-  if (!NAMESPACE.test(ns)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${ns}'`);
+  if (!NAMESPACE.test(ns)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${ns.slice(0, 80)}'`);
   const who = await authFor(c, ns);
   if (!who.ok) return errorJson(c, who.status, who.code, who.message);
   const out = (await engineFor(c.env, ns).trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms, grant: who.grant })) as CallOutcome;

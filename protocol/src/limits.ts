@@ -52,3 +52,39 @@ export const MAX_HTTP_INVOCATION_BYTES = 16 * 1024;
 /** Largest engine::workers::register input (JSON): name, runtime, version, telemetry and metadata a
  * worker says about itself; engine::workers::list carries it for every connection. */
 export const MAX_WORKER_INFO_BYTES = 16 * 1024;
+
+// ---------------------------------------------------------------- floods and hostile input
+// What one socket (control, channel or stream alike) may send, and what a frame may be. The engine's
+// own budgets (its fair share under load, error replies, log lines) are in
+// engine-do/src/core/socket-budget.ts.
+
+/** Bytes per second one socket may send, sustained: eight MAX_FRAME_BYTES frames a second is far
+ * more than a worker's registrations and state writes, and parsing that much JSON costs the object
+ * ~20–40 ms of each second. Past it, frames are dropped like frames past FRAMES_PER_SECOND. */
+export const BYTES_PER_SECOND = 8 * 1024 * 1024;
+/** Byte burst on top of BYTES_PER_SECOND: sixteen MAX_FRAME_BYTES frames back to back (a
+ * reconnect replaying large schemas, a channel writer's first chunks). */
+export const BYTE_BURST = 16 * 1024 * 1024;
+/** How long a socket may stay over its frame or byte budget after the engine told it so
+ * (`rate_limited`) before it is closed with FLOOD_CLOSE_CODE. A client that reacts at all backs off
+ * within a round trip; one that keeps flooding this long only fills the runtime's queue. */
+export const FLOOD_GRACE_MS = 2_000;
+/** Close code of a socket closed for flooding: 1008, policy violation (RFC 6455 §7.4.1). */
+export const FLOOD_CLOSE_CODE = 1008;
+/** Frames per second one channel end may send, and its burst (its bytes are bounded as above).
+ * Each chunk costs the engine object ~300 µs (measured under wrangler dev: most of it a SQLite
+ * read of the channel per chunk), so 1 000 a second is a third of the object; streaming sources
+ * (Node streams, model tokens) send far fewer, larger chunks. A channel end over it is closed at
+ * once: a chunk dropped would corrupt the stream. */
+export const CHANNEL_FRAMES_PER_SECOND = 1_000;
+export const CHANNEL_FRAME_BURST = 2_000;
+/** Frames per second a browser stream socket (`/_iii/streams`) may send, and its burst: join and
+ * leave messages, each a SQLite write and a reply. A page joins at most 256 subscriptions
+ * (MAX_SUBSCRIPTIONS_PER_SOCKET) at once; the burst is twice that. */
+export const STREAM_SOCKET_FRAMES_PER_SECOND = 100;
+export const STREAM_SOCKET_FRAME_BURST = 512;
+/** Deepest JSON nesting the engine accepts in a frame, an invoke payload or a stored value (the
+ * outermost object or array is level 1). 128 is serde_json's default recursion limit, so anything
+ * iii's Rust engine and SDK can parse is accepted; a recursive JSON.stringify or structured clone
+ * overflows the stack thousands of levels further down, so nothing accepted can crash on the way out. */
+export const MAX_JSON_DEPTH = 128;

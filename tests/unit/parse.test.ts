@@ -2,7 +2,19 @@
 // frames round-trip, refusals carry the right code and the ids needed to answer a caller.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { FRAME_TYPES, MAX_FRAME_BYTES, parseEngineFrame, parseWorkerFrame } from "../../protocol/src/index.ts";
+import {
+  FRAME_TYPES,
+  MAX_DESCRIPTION_BYTES,
+  MAX_FRAME_BYTES,
+  MAX_METADATA_BYTES,
+  MAX_SCHEMA_BYTES,
+  MAX_TRIGGER_CONFIG_BYTES,
+  jsonBytes,
+  parseEngineFrame,
+  parseWorkerFrame,
+  utf8Length,
+} from "../../protocol/src/index.ts";
+import { fuzzSeed, oversizedList, workerFrames } from "../support/fuzz-input.ts";
 
 const id = fc.stringMatching(/^[a-z][a-z0-9:_-]{0,40}$/);
 const json = fc.jsonValue({ maxDepth: 3 });
@@ -99,5 +111,80 @@ describe("parseEngineFrame", () => {
     }
     expect(engine).toBeGreaterThan(10);
     expect(worker).toBeGreaterThan(10);
+  });
+});
+
+describe("hostile frames (tests/support/fuzz-input.ts)", () => {
+  const seed = fuzzSeed(process.env.FUZZ_SEED);
+  const frames = workerFrames({
+    registerIds: fc.stringMatching(/^[a-z][a-z0-9:_-]{0,20}$/).map((s) => `fz-${s}`),
+    heldIds: ["keep::fn", "keep-trigger"],
+    callable: ["state::get", "engine::functions::list"],
+    mutating: ["state::set", "engine::register_trigger"],
+    namespaces: ["default", "fz-other"],
+  });
+
+  it("property: 10 000 hostile frames never throw; each parses within the registration limits or is refused", () => {
+    console.log(`parse fuzz seed ${seed} (FUZZ_SEED=${seed} replays it)`);
+    const codes = new Map<string, number>();
+    fc.assert(
+      fc.property(frames, ({ raw, answer }) => {
+        const r = parseWorkerFrame(raw);
+        const size = typeof raw === "string" ? utf8Length(raw) : raw.byteLength;
+        if (size > MAX_FRAME_BYTES) expect(r).toMatchObject({ ok: false, error: { code: "frame_too_large" } });
+        if (answer !== undefined && size <= MAX_FRAME_BYTES) expect(r.ok, String(raw).slice(0, 200)).toBe(true);
+        if (!r.ok) {
+          expect(["invalid_frame", "frame_too_large"]).toContain(r.error.code);
+          codes.set(r.error.code, (codes.get(r.error.code) ?? 0) + 1);
+          return;
+        }
+        codes.set(`ok:${r.frame.type}`, (codes.get(`ok:${r.frame.type}`) ?? 0) + 1);
+        const f = r.frame as Record<string, unknown>;
+        // What a registration stores is within its limits, and serialisable.
+        if (f.type === "registerfunction" || f.type === "registertriggertype" || f.type === "registertrigger") {
+          if (typeof f.description === "string") expect(utf8Length(f.description)).toBeLessThanOrEqual(MAX_DESCRIPTION_BYTES);
+          for (const k of ["request_format", "response_format", "trigger_request_format", "call_request_format"]) expect(jsonBytes(f[k])).toBeLessThanOrEqual(MAX_SCHEMA_BYTES);
+          expect(jsonBytes(f.metadata)).toBeLessThanOrEqual(MAX_METADATA_BYTES);
+          expect(jsonBytes(f.config)).toBeLessThanOrEqual(MAX_TRIGGER_CONFIG_BYTES);
+        }
+        // A `__proto__` key never becomes a prototype on the way in.
+        if (f.metadata && typeof f.metadata === "object" && !Array.isArray(f.metadata)) expect(Object.getPrototypeOf(f.metadata)).toBe(Object.prototype);
+      }),
+      { numRuns: 10_000, seed },
+    );
+    // The generator reaches both sides: accepted frames of most types, and each kind of refusal.
+    expect(codes.get("invalid_frame")).toBeGreaterThan(1_000);
+    expect([...codes.keys()].filter((k) => k.startsWith("ok:")).length).toBeGreaterThanOrEqual(8);
+  }, 60_000);
+
+  it("registration limits: at the limit accepted, one byte over refused with the field named", () => {
+    const json = (bytes: number) => ({ pad: "x".repeat(bytes - jsonBytes({ pad: "" })) });
+    const cases: [Record<string, unknown>, string, number][] = [
+      [{ type: "registerfunction", id: "f" }, "metadata", MAX_METADATA_BYTES],
+      [{ type: "registerfunction", id: "f" }, "request_format", MAX_SCHEMA_BYTES],
+      [{ type: "registerfunction", id: "f" }, "response_format", MAX_SCHEMA_BYTES],
+      [{ type: "registertriggertype", id: "t" }, "trigger_request_format", MAX_SCHEMA_BYTES],
+      [{ type: "registertriggertype", id: "t" }, "call_request_format", MAX_SCHEMA_BYTES],
+      [{ type: "registertrigger", id: "b", trigger_type: "state", function_id: "f" }, "config", MAX_TRIGGER_CONFIG_BYTES],
+      [{ type: "registertrigger", id: "b", trigger_type: "state", function_id: "f" }, "metadata", MAX_METADATA_BYTES],
+    ];
+    for (const [frame, key, max] of cases) {
+      expect(parseWorkerFrame(JSON.stringify({ ...frame, [key]: json(max) })).ok, `${frame.type}.${key} at ${max}`).toBe(true);
+      const over = parseWorkerFrame(JSON.stringify({ ...frame, [key]: json(max + 1) }));
+      expect(over, `${frame.type}.${key} over`).toMatchObject({ ok: false, error: { code: "invalid_frame" } });
+      if (!over.ok) expect(over.error.message).toContain(`${frame.type}: ${key}: ${max + 1} bytes of JSON, over the ${max}-byte limit`);
+    }
+    // Descriptions count UTF-8 bytes.
+    expect(parseWorkerFrame(JSON.stringify({ type: "registerfunction", id: "f", description: "é".repeat(MAX_DESCRIPTION_BYTES / 2) })).ok).toBe(true);
+    const wide = parseWorkerFrame(JSON.stringify({ type: "registerfunction", id: "f", description: "é".repeat(MAX_DESCRIPTION_BYTES / 2) + "x" }));
+    expect(wide).toMatchObject({ ok: false, error: { code: "invalid_frame", message: expect.stringContaining("description") } });
+    // Each oversized registration of the fuzz set is refused (a call's deep `data` is the callee's business).
+    for (const raw of oversizedList().filter((r) => !r.startsWith('{"type":"invokefunction"'))) {
+      expect(parseWorkerFrame(raw), raw.slice(0, 80)).toMatchObject({ ok: false, error: { code: expect.stringMatching(/^(invalid_frame|frame_too_large)$/) } });
+    }
+    // Nested too deeply to store: refused, not thrown.
+    const deep = '{"a":'.repeat(50_000) + "1" + "}".repeat(50_000);
+    const r = parseWorkerFrame(`{"type":"registerfunction","id":"f","metadata":${deep}}`);
+    expect(r).toMatchObject({ ok: false, error: { code: "invalid_frame", message: expect.stringContaining("nested too deeply") } });
   });
 });

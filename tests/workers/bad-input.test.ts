@@ -119,7 +119,8 @@ describe("each kind of bad frame", () => {
 
   it(`refuses frames over MAX_FRAME_BYTES (${MAX_FRAME_BYTES} bytes) with frame_too_large and keeps the connection`, async () => {
     const w = await wires.connect();
-    const pad = (n: number) => JSON.stringify({ type: "registerfunction", id: "bad::huge", description: "x".repeat(n) });
+    // Padded in a field the engine ignores: description, metadata and formats have limits of their own.
+    const pad = (n: number) => JSON.stringify({ type: "registerfunction", id: "bad::huge", pad: "x".repeat(n) });
     const overhead = pad(0).length;
     let got = await answerTo(w, pad(MAX_FRAME_BYTES - overhead + 1));
     expect(errorCodes(got)).toEqual(["frame_too_large"]);
@@ -130,7 +131,7 @@ describe("each kind of bad frame", () => {
     expect(errorCodes(got)).toEqual([]);
     w.send({ type: "unregisterfunction", id: "bad::huge" });
     // The limit is in bytes: multi-byte text counts by its UTF-8 size.
-    const wide = JSON.stringify({ type: "registerfunction", id: "bad::wide", description: "é".repeat(MAX_FRAME_BYTES / 2 + 10) });
+    const wide = JSON.stringify({ type: "registerfunction", id: "bad::wide", pad: "é".repeat(MAX_FRAME_BYTES / 2 + 10) });
     got = await answerTo(w, wide);
     expect(errorCodes(got)).toEqual(["frame_too_large"]);
     w.send({ type: "unregisterfunction", id: "bad::wide" });

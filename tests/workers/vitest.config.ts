@@ -5,7 +5,8 @@ import { engineInWorkerd } from "../support/workerd-project.ts";
 
 export default defineProject(async () => ({
   // No Worker-hosted functions here: the engine must not wait for an edge manifest.
-  plugins: [await engineInWorkerd({ EDGE_HOSTS: "" })],
+  // FUZZ_SEED replays a run of fuzz.test.ts.
+  plugins: [await engineInWorkerd({ EDGE_HOSTS: "", FUZZ_SEED: process.env.FUZZ_SEED ?? "" })],
   test: {
     name: "workers",
     include: ["**/*.test.ts"],

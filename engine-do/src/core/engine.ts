@@ -2,7 +2,8 @@
 // functions, as plain TypeScript over the ports of ./ports.ts. No `cloudflare:*` import here.
 import {
   DEFAULT_INVOKE_TIMEOUT_MS,
-  FRAME_BURST,
+  BYTES_PER_SECOND,
+  FLOOD_CLOSE_CODE,
   FRAMES_PER_SECOND,
   IIIError,
   MAX_FRAME_BYTES,
@@ -15,6 +16,7 @@ import {
   mayUseNamespace,
   type Grant,
   parseWorkerFrame,
+  peekCallIds,
   toErrorBody,
   type EngineFrame,
   type ErrorBody,
@@ -35,6 +37,7 @@ import {
 import { Catalog, type FunctionRecord, type TriggerRecord } from "./catalog.ts";
 import { Deadlines } from "./deadlines.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
+import { ERROR_NOTICES_PER_SECOND, FLOOD_CLOSE_REASON, SocketBudget } from "./socket-budget.ts";
 
 /** What a built-in function receives besides its input. */
 export interface CallContext {
@@ -133,21 +136,10 @@ interface SocketRoute {
  */
 const PERSIST_AFTER_MS = 1_000;
 
-interface Bucket {
-  tokens: number;
-  at: number;
-  warnedAt: number;
-}
-
 /** Characters iii strips from worker names/descriptions: C0/C1 controls and bidi overrides. */
 const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 const sanitize = (v: unknown, max = 280): string | undefined =>
   typeof v === "string" ? v.replace(UNSAFE_TEXT, "").slice(0, max) : undefined;
-
-/** Cheap recognisers for a call the rate limiter drops (see EngineCore.answerDropped). */
-const DROPPED_CALL = /"type"\s*:\s*"invokefunction"/;
-const DROPPED_INVOCATION_ID = /"invocation_id"\s*:\s*"([^"\\]{1,128})"/;
-const DROPPED_FUNCTION_ID = /"function_id"\s*:\s*"([^"\\]{1,512})"/;
 
 /** Locally every client shares a loopback address, so the per-address bound is for real ones. */
 const LOOPBACK_IP = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/;
@@ -180,7 +172,8 @@ export class EngineCore {
   private readonly connsByPrincipal = new Map<string, number>();
   private readonly connsByIp = new Map<string, number>();
   private readonly counted = new Set<string>();
-  private readonly buckets = new Map<string, Bucket>();
+  /** Each connection's frame/byte budget (socket-budget.ts), by worker id. */
+  private readonly buckets = new Map<string, SocketBudget>();
   private readonly alarmClients: AlarmClient[] = [];
   private queueProvider: QueueProvider | undefined;
   private functionsTimer: unknown = null;
@@ -337,10 +330,8 @@ export class EngineCore {
   // ---------------------------------------------------------------- frames
 
   message(conn: Conn, raw: string | ArrayBuffer): void {
-    if (!this.admit(conn)) {
-      this.answerDropped(conn, raw);
-      return;
-    }
+    // The budget first, before the frame is decoded or parsed (socket-budget.ts).
+    if (!this.admit(conn, raw)) return;
     if (typeof raw !== "string") {
       // Telemetry prefixes on the control socket are accepted and dropped (§11).
       const head = new TextDecoder().decode(new Uint8Array(raw, 0, Math.min(4, raw.byteLength)));
@@ -349,7 +340,7 @@ export class EngineCore {
     const parsed = parseWorkerFrame(raw);
     if (!parsed.ok) {
       if (parsed.ignore) {
-        if (parsed.error.message !== "empty frame") this.ports.log.warn("ignored frame", { worker_id: conn.workerId, reason: parsed.error.message });
+        if (parsed.error.message !== "empty frame") this.abuseLog(conn, "ignored frame", { reason: parsed.error.message });
         return;
       }
       if (parsed.frame_type === "invocationresult") {
@@ -373,39 +364,58 @@ export class EngineCore {
   }
 
   private refuse(conn: Conn, error: ErrorBody, invocationId?: string, functionId?: string): void {
-    this.ports.log.warn("refused frame", { worker_id: conn.workerId, ...error });
-    conn.send({ type: "error", error });
+    this.abuseLog(conn, "refused frame", { ...error });
+    // The `error` frame within the socket's notice budget; a call's answer always.
+    const notice = this.buckets.get(conn.workerId)?.notice(this.ports.clock.now()) ?? "answer";
+    if (notice === "answer") conn.send({ type: "error", error });
+    else if (notice === "warn") conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${ERROR_NOTICES_PER_SECOND} refused frames/s: refused frames are no longer answered (calls still are)` } });
     if (invocationId) conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId ?? "", error });
   }
 
-  /**
-   * A call dropped by the rate limiter still gets its answer (every caller gets one). The frame is
-   * not parsed — that would spend the CPU the limiter protects — the ids are picked out of the text.
-   */
-  private answerDropped(conn: Conn, raw: string | ArrayBuffer): void {
-    if (typeof raw !== "string" || raw.length > 64 * 1024 || !DROPPED_CALL.test(raw)) return;
-    const id = DROPPED_INVOCATION_ID.exec(raw)?.[1];
-    if (!id) return;
-    const fn = DROPPED_FUNCTION_ID.exec(raw)?.[1] ?? "";
-    conn.send({ type: "invocationresult", invocation_id: id, function_id: fn, error: { code: "rate_limited", message: `more than ${FRAMES_PER_SECOND} frames/s; this call was dropped` } });
+  /** A warning about a connection, at most one line per ABUSE_LOG_INTERVAL_MS per connection (the
+   * next says how many it left out): a flood must not turn into a flood of log lines. */
+  private abuseLog(conn: Conn, msg: string, fields: Record<string, unknown>): void {
+    const budget = this.buckets.get(conn.workerId);
+    const leftOut = budget ? budget.log(this.ports.clock.now()) : 0;
+    if (leftOut === undefined) return;
+    this.ports.log.warn(msg, { worker_id: conn.workerId, ...fields, ...(leftOut > 0 ? { lines_left_out: leftOut } : {}) });
   }
 
-  /** Token bucket per connection: a flood is dropped, not queued, and the sender is told once a second. */
-  private admit(conn: Conn): boolean {
+  /**
+   * A call dropped by the budget still gets its answer (every caller gets one). The frame is not
+   * parsed — that would spend the CPU the budget protects — its ids are picked out of the head and
+   * tail of the text (peekCallIds), whatever its size.
+   */
+  private answerDropped(conn: Conn, raw: string | ArrayBuffer): void {
+    const call = peekCallIds(raw);
+    if (!call) return;
+    conn.send({ type: "invocationresult", ...call, error: { code: "rate_limited", message: `over this connection's budget (${FRAMES_PER_SECOND} frames/s, ${BYTES_PER_SECOND} bytes/s); this call was dropped` } });
+  }
+
+  /**
+   * The connection's frame and byte budget (socket-budget.ts): a flood is dropped, not queued; the
+   * sender is told once a second (`rate_limited`), every dropped call is answered, and a connection
+   * still over budget FLOOD_GRACE_MS after being told is closed with FLOOD_CLOSE_CODE.
+   */
+  private admit(conn: Conn, raw: string | ArrayBuffer): boolean {
     const now = this.ports.clock.now();
     let b = this.buckets.get(conn.workerId);
-    if (!b) this.buckets.set(conn.workerId, (b = { tokens: FRAME_BURST, at: now, warnedAt: 0 }));
-    b.tokens = Math.min(FRAME_BURST, b.tokens + ((now - b.at) * FRAMES_PER_SECOND) / 1000);
-    b.at = now;
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
-      return true;
+    if (!b) this.buckets.set(conn.workerId, (b = new SocketBudget(now)));
+    // Closing: what the runtime still delivers is dropped unseen (the socket cannot be answered).
+    if (b.closed) return false;
+    const verdict = b.admit(typeof raw === "string" ? raw.length : raw.byteLength, now);
+    if (verdict === "admit") return true;
+    if (verdict === "close") {
+      this.ports.log.warn("connection closed for flooding", { worker_id: conn.workerId, dropped: b.dropped });
+      conn.send({ type: "error", error: { code: "rate_limited", message: `closing the connection: ${FLOOD_CLOSE_REASON}` } });
+      conn.close(FLOOD_CLOSE_CODE, FLOOD_CLOSE_REASON);
+      return false;
     }
-    if (now - b.warnedAt > 1000) {
-      b.warnedAt = now;
-      this.ports.log.warn("rate limited", { worker_id: conn.workerId });
-      conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${FRAMES_PER_SECOND} frames/s; frames are being dropped` } });
+    if (verdict === "warn") {
+      this.abuseLog(conn, "rate limited", { dropped: b.dropped });
+      conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${FRAMES_PER_SECOND} frames/s or ${BYTES_PER_SECOND} bytes/s; frames are being dropped` } });
     }
+    this.answerDropped(conn, raw);
     return false;
   }
 
@@ -442,7 +452,8 @@ export class EngineCore {
         // Only the current provider of the type may report on its bindings (anti-spoofing).
         if (!tt || tt.owner !== conn.workerId || !f.error) return;
         const t = this.catalog.triggers.get(f.id);
-        if (!t) return;
+        // …and only on bindings of its own type (found by the fuzz: any provider could park any binding).
+        if (!t || t.trigger_type !== f.trigger_type) return;
         this.catalog.setTriggerStatus(t.id, "parked");
         if (t.owner) this.conns.get(t.owner)?.send({ type: "triggerregistrationresult", id: t.id, trigger_type: t.trigger_type, function_id: t.function_id, error: f.error });
         return;
@@ -479,13 +490,6 @@ export class EngineCore {
     oldConn?.close(4000, "replaced by a reattached connection");
   }
 
-  /** Registrations held by a principal: its live connections' plus its engine-held bindings. */
-  private heldByPrincipal(sub: string): number {
-    let n = 0;
-    for (const id of this.counted) if (this.grantOf(id).sub === sub) n += this.catalog.countOwnedBy(id);
-    return n;
-  }
-
   private checkQuota(conn: Conn): boolean {
     const forbid = (message: string) => {
       conn.send({ type: "error", error: { code: "FORBIDDEN", message } });
@@ -493,7 +497,7 @@ export class EngineCore {
     };
     if (this.catalog.countOwnedBy(conn.workerId) >= MAX_REGISTRATIONS_PER_WORKER) return forbid(`a worker may hold at most ${MAX_REGISTRATIONS_PER_WORKER} registrations`);
     const g = this.grantOf(conn.workerId);
-    if (g !== OPEN_GRANT && this.heldByPrincipal(g.sub) >= MAX_REGISTRATIONS_PER_PRINCIPAL) {
+    if (g !== OPEN_GRANT && this.catalog.countByPrincipal(g.sub) >= MAX_REGISTRATIONS_PER_PRINCIPAL) {
       return forbid(`'${g.sub}' may hold at most ${MAX_REGISTRATIONS_PER_PRINCIPAL} registrations in this namespace`);
     }
     return true;

@@ -4,6 +4,8 @@ import {
   MAX_LIST_PAGE,
   MAX_VALUE_BYTES,
   TRIGGER_TYPES,
+  exceedsJsonDepth,
+  jsonDepthMessage,
   stateKeyInput,
   stateListGroupsInput,
   stateListInput,
@@ -26,6 +28,9 @@ export function installState(core: EngineCore): void {
     return row ? JSON.parse(row.value) : undefined;
   };
   const write = (scope: string, key: string, value: unknown, code: string) => {
+    // A value nested deeper than MAX_JSON_DEPTH could be stored but not read back (a recursive
+    // serialiser on the way out overflows the stack): refused before it is stored.
+    if (exceedsJsonDepth(value)) throw new IIIError("invalid_input", jsonDepthMessage("value"));
     const text = JSON.stringify(value ?? null);
     if (text.length > MAX_VALUE_BYTES) throw new IIIError("VALUE_TOO_LARGE", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
     try {

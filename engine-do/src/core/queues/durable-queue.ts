@@ -52,6 +52,8 @@ export class DurableQueues implements AlarmClient {
   private pumping = false;
   private pumpAgain = false;
   private kicked = false;
+  /** The last kick could not set a timer (logged once per run of failures). */
+  private timerFailed = false;
   /** Called after each settled delivery (tests and benchmarks observe progress). */
   onSettled: ((id: string, outcome: "delivered" | "retry" | "dead") => void) | undefined;
 
@@ -101,14 +103,24 @@ export class DurableQueues implements AlarmClient {
     return { ok: true };
   }
 
-  /** Deliver what is due now, soon after the current event (coalesced). */
+  /** Deliver what is due now, soon after the current event (coalesced). Marked kicked only once the
+   * timer is armed: a timer that could not be set (workerd: "QuotaExceededError: max active
+   * timeouts") must not leave the queue waiting for a pump that never comes, so the alarm, which
+   * delivers whatever is due, takes over. */
   kick(): void {
     if (this.kicked) return;
-    this.kicked = true;
-    this.core.ports.timers.set(() => {
-      this.kicked = false;
-      this.pump();
-    }, 0);
+    try {
+      this.core.ports.timers.set(() => {
+        this.kicked = false;
+        this.pump();
+      }, 0);
+      this.kicked = true;
+      this.timerFailed = false;
+    } catch (e) {
+      if (!this.timerFailed) this.core.ports.log.warn("durable queue: no timer, delivering on the alarm", { error: String(e) });
+      this.timerFailed = true;
+      this.core.rearmAlarm();
+    }
   }
 
   nextDue(): number | null {
