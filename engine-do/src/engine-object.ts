@@ -226,6 +226,8 @@ export class Engine extends DurableObject<Env> {
   private closeFlooder(ws: WebSocket, kind: string, budget: SocketBudget): void {
     this.core.ports.log.warn("socket closed for flooding", { kind, dropped: budget.dropped });
     const reason = floodCloseReason(sideFrames(kind));
+    // (The attachment is read before the close: a closed socket no longer has one.)
+    const end = kind === "channel" ? this.channelSockets.endOf(ws) : undefined;
     try {
       ws.close(FLOOD_CLOSE_CODE, reason);
     } catch {
@@ -233,7 +235,6 @@ export class Engine extends DurableObject<Env> {
     }
     // The reader of a cut channel learns it was cut: the writer's close event alone would end the
     // stream as complete.
-    const end = kind === "channel" ? this.channelSockets.endOf(ws) : undefined;
     if (end?.dir === "write") this.channelSockets.close(end.channel_id, "read", FLOOD_CLOSE_CODE, reason);
   }
 

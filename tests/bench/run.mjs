@@ -1,13 +1,19 @@
 #!/usr/bin/env node
 // `npm run bench`: routed invoke (caller → engine → worker → engine → caller, the worker in a
 // separate process) against a raw Durable Object WebSocket echo, on the same runtime in the same
-// run, plus a relay baseline (the same two hops through a Durable Object with no engine logic).
-// See README.md in this folder for what is measured and the figures.
+// run, plus a relay baseline (the same two hops through a Durable Object with no engine logic);
+// then the same routed invoke on an engine with AUTH_SECRET (callers and worker holding tokens)
+// against the open engine, and connect latency (upgrade → workerregistered) open / with a token /
+// through an AUTH_FUNCTION. See README.md in this folder for what is measured and the figures.
 //
 // Options (env): BENCH_DURATION_MS (3000), BENCH_WARMUP_MS (1000), BENCH_RUNS (3),
-// BENCH_CONCURRENCY ("1,10,100"), BENCH_WORKER ("sdk" | "raw"), BENCH_PORT (free port).
+// BENCH_CONCURRENCY ("1,10,100"), BENCH_WORKER ("sdk" | "raw"), BENCH_PORT (free port, open engine),
+// BENCH_ONLY ("auth": routed auth on/off and connect only; "base": without the auth parts),
+// BENCH_CONNECTS (200 sequential connects per variant and run), BENCH_AUTH_CALL (the callers'
+// `call` globs, comma-separated; "none" for a grant without a call list — isolates the glob check).
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -24,9 +30,26 @@ const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,10,100").split(",").map(Number);
 const WORKER_MODE = process.env.BENCH_WORKER ?? "sdk";
+const ONLY = process.env.BENCH_ONLY ?? "";
+if (!["", "auth", "base"].includes(ONLY)) throw new Error(`BENCH_ONLY must be "auth" or "base", not ${ONLY}`);
+const WITH_BASE = ONLY !== "auth";
+const WITH_AUTH = ONLY !== "base";
+const CONNECTS = Number(process.env.BENCH_CONNECTS ?? 200);
 /** Targets from the issue: routed ≥ 50 % of raw-echo round trips/s (1 and 100 callers), p99 ≤ 3× raw at 100. */
 const TARGET_RPS_RATIO = 0.5;
 const TARGET_P99_RATIO = 3;
+/** Targets of the auth work: the per-call grant check costs ≤ 5 % of routed rt/s; a token adds ≤ 2 ms to connect p50. */
+const TARGET_AUTH_COST = 0.05;
+const TARGET_TOKEN_CONNECT_MS = 2;
+
+/** Grants of the auth-on engine's clients. The callers' `call` list is a realistic few entries with
+ * the match last, so every call runs the whole check (two literal compares, two glob regexes). */
+const CALLER_GRANT = { sub: "bench-caller", ns: ["*"], call: ["state::get", "state::set", "orders::*", "bench::*"] };
+if (process.env.BENCH_AUTH_CALL === "none") delete CALLER_GRANT.call;
+else if (process.env.BENCH_AUTH_CALL) CALLER_GRANT.call = process.env.BENCH_AUTH_CALL.split(",");
+const ANSWER_GRANT = { sub: "bench-answer", ns: ["*"], register: ["bench::"] };
+/** What connects through the AUTH_FUNCTION engine present (answer-worker.mjs `authfn` checks it). */
+const AUTHFN_HEADERS = { "x-api-key": "bench-key" };
 
 const OFFLINE_ENV = {
   ...process.env,
@@ -65,11 +88,22 @@ function cleanup() {
 process.on("exit", cleanup);
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => (cleanup(), process.exit(130)));
 
-async function startEngine() {
-  const port = Number(process.env.BENCH_PORT) || (await freePort());
+/**
+ * wrangler dev on tests/bench/wrangler.bench.toml with its own state. `secretVars` (AUTH_SECRET,
+ * AUTH_FUNCTION) reach the Worker as scripts/start.mjs passes them: through a private env file
+ * (mode 0600, removed with the state), never on the command line.
+ */
+async function startEngine({ port: wantPort, secretVars } = {}) {
+  const port = wantPort || (await freePort());
   const persist = mkdtempSync(path.join(tmpdir(), "iii-bench-"));
   execFileSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, "-c", config], { cwd: root, env: OFFLINE_ENV, stdio: ["ignore", "ignore", "inherit"] });
   const args = ["dev", "-c", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(await freePort()), "--persist-to", persist, "--show-interactive-dev-session=false", "--log-level", "warn"];
+  if (secretVars) {
+    const file = path.join(persist, "vars.env");
+    writeFileSync(file, Object.entries(secretVars).map(([k, v]) => `${k}=${JSON.stringify(v)}\n`).join(""), { mode: 0o600 });
+    chmodSync(file, 0o600);
+    args.push("--env-file", file);
+  }
   const child = spawn(wrangler, args, { cwd: root, env: OFFLINE_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
   child.stdout.on("data", (d) => (log += d));
@@ -90,25 +124,31 @@ async function startEngine() {
   return { port, url, wsUrl: `ws://127.0.0.1:${port}`, persist, log: () => log };
 }
 
-function startAnswerWorker(wsUrl, mode = WORKER_MODE) {
-  const child = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), wsUrl, mode], { cwd: root, stdio: ["ignore", process.env.BENCH_DEBUG ? "inherit" : "ignore", "inherit"] });
+/** `token`: the worker connects with it (passed in its environment, not its arguments). */
+function startAnswerWorker(wsUrl, mode = WORKER_MODE, token) {
+  const env = { ...process.env };
+  if (token) env.BENCH_TOKEN = token;
+  else delete env.BENCH_TOKEN;
+  const child = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), wsUrl, mode], { cwd: root, env, stdio: ["ignore", process.env.BENCH_DEBUG ? "inherit" : "ignore", "inherit"] });
   children.push({ child, detached: false });
   return child;
 }
 
 // ------------------------------------------------------------------ clients
 
-function open(url) {
+const bearer = (token) => (token ? { Authorization: `Bearer ${token}` } : {});
+
+function open(url, headers = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false });
+    const ws = new WebSocket(url, { perMessageDeflate: false, headers });
     ws.once("open", () => resolve(ws));
     ws.once("error", reject);
   });
 }
 
 /** One raw iii call on a fresh control socket (used for readiness checks). */
-async function callOnce(wsUrl, function_id, data) {
-  const ws = await open(wsUrl);
+async function callOnce(wsUrl, function_id, data, headers = {}) {
+  const ws = await open(wsUrl, headers);
   try {
     return await new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`${function_id}: no answer`)), 5000);
@@ -130,10 +170,12 @@ async function callOnce(wsUrl, function_id, data) {
  * N callers, each its own WebSocket with one call outstanding (closed loop): send, wait for the
  * answer, send the next. `routed` sends iii invokefunction frames to the engine and waits for the
  * invocationresult; `echo` sends the very same text to EchoBench and waits for it to come back.
+ * `target` = { kind: "routed" | "echo" | "relay", wsUrl, headers? }.
  */
-async function measure(kind, wsUrl, n) {
+async function measure(target, n) {
+  const { kind, wsUrl, headers = {} } = target;
   const url = kind === "routed" ? `${wsUrl}/` : `${wsUrl}/_bench/${kind}`;
-  const sockets = await Promise.all(Array.from({ length: n }, () => open(url)));
+  const sockets = await Promise.all(Array.from({ length: n }, () => open(url, headers)));
   if (kind === "routed") await sleep(50); // let the workerregistered frames arrive first
   let recording = false;
   let running = true;
@@ -184,6 +226,40 @@ async function measure(kind, wsUrl, n) {
   return { rps: (done / elapsed) * 1000, p50: pct(50), p99: pct(99), count: done, failures };
 }
 
+/** One connect: `new WebSocket(url, {headers})` → the first `workerregistered` frame, in ms. */
+function connectOnce(url, headers) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const ws = new WebSocket(url, { perMessageDeflate: false, headers });
+    const fail = (e) => (clearTimeout(timer), ws.terminate(), reject(e));
+    const timer = setTimeout(() => fail(new Error(`connect to ${url}: no workerregistered within 10 s`)), 10_000);
+    ws.once("unexpected-response", (_req, res) => fail(new Error(`connect to ${url}: HTTP ${res.statusCode}`)));
+    ws.once("error", fail);
+    ws.on("message", (raw) => {
+      if (!raw.toString().includes('"workerregistered"')) return;
+      const ms = performance.now() - t0;
+      clearTimeout(timer);
+      ws.removeAllListeners("error");
+      ws.on("error", () => {});
+      // Closed before the next connect (not timed), so connections do not pile up in the object.
+      ws.once("close", () => resolve(ms));
+      ws.close();
+      setTimeout(() => resolve(ms), 1000);
+    });
+  });
+}
+
+/** `count` sequential connects after 20 untimed ones; p50/p99 in ms. */
+async function measureConnect(target, count = CONNECTS) {
+  const url = `${target.wsUrl}/`;
+  for (let i = 0; i < 20; i++) await connectOnce(url, target.headers);
+  const times = [];
+  for (let i = 0; i < count; i++) times.push(await connectOnce(url, target.headers));
+  times.sort((a, b) => a - b);
+  const pct = (p) => times[Math.min(times.length - 1, Math.floor((p / 100) * times.length))];
+  return { p50: pct(50), p99: pct(99), count };
+}
+
 // ------------------------------------------------------------------ main
 
 const median = (xs) => {
@@ -193,65 +269,169 @@ const median = (xs) => {
 };
 const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : "—");
 
-async function main() {
-  console.log(`iii-edge bench: ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker: ${WORKER_MODE === "sdk" ? "iii-sdk@0.22.1" : "raw ws"} in a separate process`);
-  console.log("callers = N WebSocket connections, one call outstanding each (closed loop); same for the raw echo.");
-  const engine = await startEngine();
-  console.log(`engine (wrangler dev, tests/bench/wrangler.bench.toml) on ${engine.url}`);
-  const worker = startAnswerWorker(engine.wsUrl);
+/** Wait until `function_id` answers through `wsUrl` (the answering worker has registered). */
+async function untilCallable(wsUrl, function_id, worker, headers = {}) {
   const deadline = Date.now() + 30_000;
   for (;;) {
     try {
-      const r = await callOnce(engine.wsUrl, "bench::echo", { ping: 1 });
-      if (!r.error) break;
+      const r = await callOnce(wsUrl, function_id, { ping: 1 }, headers);
+      if (!r.error) return;
     } catch {
       // not ready
     }
-    if (worker.exitCode !== null) throw new Error("answering worker exited");
-    if (Date.now() > deadline) throw new Error("bench::echo never became callable");
+    if (worker.exitCode !== null) throw new Error(`the worker answering ${function_id} exited`);
+    if (Date.now() > deadline) throw new Error(`${function_id} never became callable on ${wsUrl}`);
     await sleep(200);
   }
+}
 
-  // The relay baseline's responder, also in its own process.
-  const relay = startAnswerWorker(engine.wsUrl, "relay");
-  await sleep(500);
-  if (relay.exitCode !== null) throw new Error("relay responder exited");
+function printRun(run, label, r) {
+  console.log(`  run ${run}  ${label.padEnd(11)} callers=${String(r.n).padStart(3)}  ${fmt(r.rps).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(7)} ms  p99 ${fmt(r.p99, 2).padStart(7)} ms  (${r.count} calls${r.failures ? `, ${r.failures} failed` : ""})`);
+}
 
-  const results = {}; // results[kind][n] = [{rps,p50,p99}]
-  for (let run = 1; run <= RUNS; run++) {
-    for (const n of CONCURRENCY) {
-      // Alternate the order so drift (thermal, GC, other load) does not favour one side.
-      const order = run % 2 ? ["echo", "relay", "routed"] : ["routed", "relay", "echo"];
-      for (const kind of order) {
-        const r = await measure(kind, engine.wsUrl, n);
-        ((results[kind] ??= {})[n] ??= []).push(r);
-        console.log(`  run ${run}  ${kind.padEnd(6)} callers=${String(n).padStart(3)}  ${fmt(r.rps).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(7)} ms  p99 ${fmt(r.p99, 2).padStart(7)} ms  (${r.count} calls${r.failures ? `, ${r.failures} failed` : ""})`);
+async function main() {
+  const parts = [WITH_BASE && "routed vs raw echo vs relay", WITH_AUTH && "routed auth on/off + connect"].filter(Boolean).join("; ");
+  console.log(`iii-edge bench (${parts}): ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker: ${WORKER_MODE === "sdk" ? "iii-sdk@0.22.1" : "raw ws"} in a separate process`);
+  console.log("callers = N WebSocket connections, one call outstanding each (closed loop); same for the raw echo.");
+
+  // Engines: `open` (no AUTH_SECRET: the loopback engine runs open) always; with the auth parts,
+  // `auth` (AUTH_SECRET) and `authfn` (AUTH_SECRET + AUTH_FUNCTION=bench::auth), same config.
+  let tokens = {};
+  let secret;
+  if (WITH_AUTH) {
+    const { mintToken } = await import("../../protocol/src/token.ts");
+    secret = randomBytes(32).toString("hex");
+    tokens = {
+      caller: await mintToken(secret, CALLER_GRANT, 3600),
+      answer: await mintToken(secret, ANSWER_GRANT, 3600),
+      authfn: await mintToken(secret, { sub: "bench-auth", ns: ["*"], register: ["bench::"] }, 3600),
+    };
+  }
+  const [engine, authEngine, fnEngine] = await Promise.all([
+    startEngine({ port: Number(process.env.BENCH_PORT) || undefined }),
+    WITH_AUTH ? startEngine({ secretVars: { AUTH_SECRET: secret } }) : undefined,
+    WITH_AUTH ? startEngine({ secretVars: { AUTH_SECRET: secret, AUTH_FUNCTION: "bench::auth" } }) : undefined,
+  ]);
+  console.log(`engine (wrangler dev, tests/bench/wrangler.bench.toml) on ${engine.url}${authEngine ? `; with AUTH_SECRET on ${authEngine.url}; with AUTH_SECRET + AUTH_FUNCTION on ${fnEngine.url}` : ""}`);
+  if (WITH_AUTH) console.log(`callers' grant on the AUTH_SECRET engine: ${JSON.stringify(CALLER_GRANT)}`);
+  const workers = [];
+  const worker = startAnswerWorker(engine.wsUrl);
+  workers.push(worker);
+  await untilCallable(engine.wsUrl, "bench::echo", worker);
+  if (WITH_AUTH) {
+    // An engine with AUTH_SECRET refuses the upgrade without a token: this also checks it is on.
+    const refused = await open(`${authEngine.wsUrl}/`).then((ws) => (ws.close(), false), () => true);
+    if (!refused) throw new Error("the AUTH_SECRET engine accepted a connection without a token");
+    const authWorker = startAnswerWorker(authEngine.wsUrl, WORKER_MODE, tokens.answer);
+    const fnWorker = startAnswerWorker(fnEngine.wsUrl, "authfn", tokens.authfn);
+    workers.push(authWorker, fnWorker);
+    await untilCallable(authEngine.wsUrl, "bench::echo", authWorker, bearer(tokens.caller));
+    // …and that the callers' grant is checked on each call: outside its `call` list is refused.
+    const outside = await callOnce(authEngine.wsUrl, "admin::reset", {}, bearer(tokens.caller));
+    if (CALLER_GRANT.call && outside.error?.code !== "FORBIDDEN") throw new Error(`a call outside the grant was not refused: ${JSON.stringify(outside)}`);
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        await connectOnce(`${fnEngine.wsUrl}/`, AUTHFN_HEADERS);
+        break;
+      } catch (e) {
+        if (fnWorker.exitCode !== null) throw new Error("the auth-function worker exited");
+        if (Date.now() > deadline) throw new Error(`the AUTH_FUNCTION engine never admitted a connect: ${e.message}`);
+        await sleep(200);
       }
     }
   }
 
-  console.log(`\nMedians of ${RUNS} runs:`);
-  console.log("| callers | routed rt/s | routed p50 | routed p99 | echo rt/s | echo p50 | echo p99 | routed/echo rt/s | routed/echo p99 | relay rt/s | relay p99 | routed/relay rt/s |");
-  console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+  if (WITH_BASE) {
+    // The relay baseline's responder, also in its own process.
+    const relay = startAnswerWorker(engine.wsUrl, "relay");
+    workers.push(relay);
+    await sleep(500);
+    if (relay.exitCode !== null) throw new Error("relay responder exited");
+  }
+
+  const targets = {
+    echo: { kind: "echo", wsUrl: engine.wsUrl },
+    relay: { kind: "relay", wsUrl: engine.wsUrl },
+    routed: { kind: "routed", wsUrl: engine.wsUrl },
+    "routed+auth": { kind: "routed", wsUrl: authEngine?.wsUrl, headers: bearer(tokens.caller) },
+  };
+  const connectTargets = {
+    open: { wsUrl: engine.wsUrl, headers: {} },
+    token: { wsUrl: authEngine?.wsUrl, headers: bearer(tokens.caller) },
+    "auth function": { wsUrl: fnEngine?.wsUrl, headers: AUTHFN_HEADERS },
+  };
+  const kinds = [...(WITH_BASE ? ["echo", "relay"] : []), "routed", ...(WITH_AUTH ? ["routed+auth"] : [])];
+  const results = {}; // results[kind][n] = [{rps,p50,p99}]
+  const connects = {}; // connects[variant] = [{p50,p99}]
+  for (let run = 1; run <= RUNS; run++) {
+    for (const n of CONCURRENCY) {
+      // Alternate the order so drift (thermal, GC, other load) does not favour one side; auth on
+      // and off stay next to each other.
+      const order = run % 2 ? kinds : [...kinds].reverse();
+      for (const kind of order) {
+        const r = { n, ...(await measure(targets[kind], n)) };
+        ((results[kind] ??= {})[n] ??= []).push(r);
+        printRun(run, kind, r);
+      }
+    }
+    if (WITH_AUTH) {
+      const variants = run % 2 ? ["open", "token", "auth function"] : ["auth function", "token", "open"];
+      for (const v of variants) {
+        const r = await measureConnect(connectTargets[v]);
+        (connects[v] ??= []).push(r);
+        console.log(`  run ${run}  connect ${v.padEnd(13)} ${r.count} sequential  p50 ${fmt(r.p50, 2).padStart(6)} ms  p99 ${fmt(r.p99, 2).padStart(6)} ms`);
+      }
+    }
+  }
+
+  const m = (kind, n, key) => median(results[kind][n].map((r) => r[key]));
   const verdicts = [];
-  for (const n of CONCURRENCY) {
-    const m = (kind, key) => median(results[kind][n].map((r) => r[key]));
-    const rr = m("routed", "rps"), rp50 = m("routed", "p50"), rp99 = m("routed", "p99");
-    const er = m("echo", "rps"), ep50 = m("echo", "p50"), ep99 = m("echo", "p99");
-    const lr = m("relay", "rps"), lp99 = m("relay", "p99");
-    const rpsRatio = rr / er, p99Ratio = rp99 / ep99;
-    console.log(`| ${n} | ${fmt(rr)} | ${fmt(rp50, 2)} ms | ${fmt(rp99, 2)} ms | ${fmt(er)} | ${fmt(ep50, 2)} ms | ${fmt(ep99, 2)} ms | ${fmt(rpsRatio * 100)} % | ${fmt(p99Ratio, 2)}× | ${fmt(lr)} | ${fmt(lp99, 2)} ms | ${fmt((rr / lr) * 100)} % |`);
-    if (n === 1 || n === 100) verdicts.push(`routed/raw rt/s at ${n} caller${n > 1 ? "s" : ""}: ${fmt(rpsRatio * 100)} % (target ≥ ${TARGET_RPS_RATIO * 100} %) ${rpsRatio >= TARGET_RPS_RATIO ? "PASS" : "MISS"}`);
-    if (n === 100) verdicts.push(`routed p99 / raw p99 at 100 callers: ${fmt(p99Ratio, 2)}× (target ≤ ${TARGET_P99_RATIO}×) ${p99Ratio <= TARGET_P99_RATIO ? "PASS" : "MISS"}`);
+  if (WITH_BASE) {
+    console.log(`\nMedians of ${RUNS} runs:`);
+    console.log("| callers | routed rt/s | routed p50 | routed p99 | echo rt/s | echo p50 | echo p99 | routed/echo rt/s | routed/echo p99 | relay rt/s | relay p99 | routed/relay rt/s |");
+    console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for (const n of CONCURRENCY) {
+      const rr = m("routed", n, "rps"), rp50 = m("routed", n, "p50"), rp99 = m("routed", n, "p99");
+      const er = m("echo", n, "rps"), ep50 = m("echo", n, "p50"), ep99 = m("echo", n, "p99");
+      const lr = m("relay", n, "rps"), lp99 = m("relay", n, "p99");
+      const rpsRatio = rr / er, p99Ratio = rp99 / ep99;
+      console.log(`| ${n} | ${fmt(rr)} | ${fmt(rp50, 2)} ms | ${fmt(rp99, 2)} ms | ${fmt(er)} | ${fmt(ep50, 2)} ms | ${fmt(ep99, 2)} ms | ${fmt(rpsRatio * 100)} % | ${fmt(p99Ratio, 2)}× | ${fmt(lr)} | ${fmt(lp99, 2)} ms | ${fmt((rr / lr) * 100)} % |`);
+      if (n === 1 || n === 100) verdicts.push(`routed/raw rt/s at ${n} caller${n > 1 ? "s" : ""}: ${fmt(rpsRatio * 100)} % (target ≥ ${TARGET_RPS_RATIO * 100} %) ${rpsRatio >= TARGET_RPS_RATIO ? "PASS" : "MISS"}`);
+      if (n === 100) verdicts.push(`routed p99 / raw p99 at 100 callers: ${fmt(p99Ratio, 2)}× (target ≤ ${TARGET_P99_RATIO}×) ${p99Ratio <= TARGET_P99_RATIO ? "PASS" : "MISS"}`);
+    }
+  }
+  if (WITH_AUTH) {
+    console.log(`\nRouted invoke, auth off (open engine) vs on (AUTH_SECRET, token grants), medians of ${RUNS} runs:`);
+    console.log(`| callers | off rt/s | off p50 | off p99 | on rt/s | on p50 | on p99 | on/off rt/s | on/off p99 | per-run on/off rt/s |${WITH_BASE ? " echo rt/s |" : ""}`);
+    console.log(`|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|${WITH_BASE ? "--:|" : ""}`);
+    for (const n of CONCURRENCY) {
+      const or = m("routed", n, "rps"), op50 = m("routed", n, "p50"), op99 = m("routed", n, "p99");
+      const ar = m("routed+auth", n, "rps"), ap50 = m("routed+auth", n, "p50"), ap99 = m("routed+auth", n, "p99");
+      // Paired by run (the two were measured back to back): less drift than the ratio of medians.
+      const paired = results["routed+auth"][n].map((r, i) => r.rps / results.routed[n][i].rps);
+      const ratio = ar / or;
+      console.log(`| ${n} | ${fmt(or)} | ${fmt(op50, 2)} ms | ${fmt(op99, 2)} ms | ${fmt(ar)} | ${fmt(ap50, 2)} ms | ${fmt(ap99, 2)} ms | ${fmt(ratio * 100, 1)} % | ${fmt(ap99 / op99, 2)}× | ${paired.map((x) => fmt(x * 100, 1)).join(" / ")} % |${WITH_BASE ? ` ${fmt(m("echo", n, "rps"))} |` : ""}`);
+      const cost = 1 - median(paired);
+      verdicts.push(`auth per-call cost at ${n} caller${n > 1 ? "s" : ""} (1 − median paired on/off rt/s): ${fmt(cost * 100, 1)} % (target ≤ ${TARGET_AUTH_COST * 100} %) ${cost <= TARGET_AUTH_COST ? "PASS" : "MISS"}`);
+    }
+    console.log(`\nConnect (new WebSocket → workerregistered), ${CONNECTS} sequential connects per run, medians of ${RUNS} runs:`);
+    console.log("| connect | p50 | p99 | p50 − open |");
+    console.log("|---|--:|--:|--:|");
+    const c = (v, key) => median(connects[v].map((r) => r[key]));
+    for (const v of ["open", "token", "auth function"]) {
+      console.log(`| ${v === "open" ? "open engine, no token" : v === "token" ? "AUTH_SECRET, bearer token" : "AUTH_FUNCTION (bench::auth)"} | ${fmt(c(v, "p50"), 2)} ms | ${fmt(c(v, "p99"), 2)} ms | ${v === "open" ? "—" : `${fmt(c(v, "p50") - c("open", "p50"), 2)} ms`} |`);
+    }
+    const extra = c("token", "p50") - c("open", "p50");
+    verdicts.push(`connect with a token, extra p50: ${fmt(extra, 2)} ms (target ≤ ${TARGET_TOKEN_CONNECT_MS} ms) ${extra <= TARGET_TOKEN_CONNECT_MS ? "PASS" : "MISS"}`);
   }
   console.log("");
   for (const v of verdicts) console.log(v);
-  if (process.env.BENCH_DEBUG) console.log(engine.log());
-  worker.kill("SIGTERM");
-  relay.kill("SIGTERM");
+  if (process.env.BENCH_DEBUG) for (const e of [engine, authEngine, fnEngine]) if (e) console.log(e.log());
+  for (const w of workers) w.kill("SIGTERM");
   cleanup();
   await sleep(300);
-  rmSync(engine.persist, { recursive: true, force: true });
+  for (const e of [engine, authEngine, fnEngine]) if (e) rmSync(e.persist, { recursive: true, force: true });
 }
 
 main().catch((e) => {
