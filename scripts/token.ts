@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { MIN_SECRET_BYTES, mintToken } from "../protocol/src/token.ts";
+import { MIN_SECRET_BYTES, mintToken } from "@iii-edge/protocol/token";
 
 const { values } = parseArgs({
   options: {

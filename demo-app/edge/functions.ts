@@ -2,8 +2,8 @@
 // Worker re-exports this class and reaches it through the `EDGE_DEMO` service binding
 // (`entrypoint = "DemoEdgeFunctions"`); it loads the manifest on start and on
 // `engine::edge::refresh`, and invokes the functions by RPC.
-import { FunctionHost, z } from "../../sdk-edge/src/host.ts";
-import type { EngineNamespaceLike } from "../../sdk-edge/src/rpc.ts";
+import { FunctionHost, z } from "@iii-edge/sdk-edge/host";
+import type { EngineNamespaceLike } from "@iii-edge/sdk-edge/rpc";
 
 interface DemoEnv {
   ENGINE: EngineNamespaceLike;

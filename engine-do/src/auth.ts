@@ -16,8 +16,8 @@ import {
   mayUseNamespace,
   type AuthFunctionInput,
   type Grant,
-} from "../../protocol/src/auth.ts";
-import { verifyToken } from "../../protocol/src/token.ts";
+} from "@iii-edge/protocol";
+import { verifyToken } from "@iii-edge/protocol/token";
 import type { CallOutcome } from "./core/ports.ts";
 
 /** Headers only the front door may set; anything a client sends under this prefix is dropped. */

@@ -3,7 +3,7 @@
 // door. Sockets are hibernatable: each carries {kind:"channel", channel_id, dir} in a validated
 // attachment and a tag naming its end, so the reader is found again after the object wakes.
 import { z } from "zod";
-import { CHANNEL_DIRECTIONS, type ChannelDirection } from "../../protocol/src/index.ts";
+import { CHANNEL_DIRECTIONS, type ChannelDirection } from "@iii-edge/protocol";
 import { CLOSE, type ChannelHub, type ChannelItem, type ChannelSocketPort } from "./core/channels/hub.ts";
 
 export const channelAttachment = z.object({ v: z.literal(1), kind: z.literal("channel"), channel_id: z.string(), dir: z.enum(CHANNEL_DIRECTIONS) });

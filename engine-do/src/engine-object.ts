@@ -2,7 +2,7 @@
 // the alarm, RPC) to the plain core in ./core. One object per iii namespace.
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
-import { MAX_FRAME_BYTES, grantSchema, mayCall, mayUseNamespace, type EngineFrame } from "../../protocol/src/index.ts";
+import { MAX_FRAME_BYTES, grantSchema, mayCall, mayUseNamespace, type EngineFrame } from "@iii-edge/protocol";
 import { CLIENT_IP_HEADER, WS_PROTOCOL_HEADER, grantOf } from "./auth.ts";
 import { EngineCore } from "./core/engine.ts";
 import { httpFunctionsPort } from "./core/http-invoke.ts";
@@ -11,7 +11,7 @@ import type { CloudMessageBody, DeliveryVerdict } from "./core/queues/cloudflare
 import type { HttpTriggerRequest, HttpTriggerResponse } from "./core/triggers/http.ts";
 import { ChannelSockets, channelAttachment } from "./channel-sockets.ts";
 import { StreamSockets } from "./stream-sockets.ts";
-import { FLOOD_CLOSE_CODE } from "../../protocol/src/limits.ts";
+import { FLOOD_CLOSE_CODE } from "@iii-edge/protocol";
 import { CHANNEL_FRAMES, CONTROL_FRAMES, STREAM_SOCKET_FRAMES, SocketBudget, floodCloseReason, type FrameLimits } from "./core/socket-budget.ts";
 
 /** A side socket's frame budget, by the kind in its attachment (telemetry: a worker's). */

@@ -3,7 +3,7 @@
 // HTTP API; everything else is HTTP-trigger routes or the demo app's assets.
 import { Hono, type Context } from "hono";
 import { z } from "zod";
-import { triggerAction } from "../../protocol/src/index.ts";
+import { triggerAction } from "@iii-edge/protocol";
 import type { CallOutcome } from "./core/ports.ts";
 import { authMode, authenticateRequest, isLoopback, withGrant } from "./auth.ts";
 import { Engine } from "./engine-object.ts";
@@ -11,7 +11,6 @@ import { mountTriggerRoutes } from "./http-routes.ts";
 import { consumeDeliveries } from "./queue-consumer.ts";
 
 export { Engine };
-export { DemoEdgeFunctions } from "../../demo-app/edge/functions.ts";
 
 /** iii namespaces name Durable Objects: keep them short and printable. */
 export const NAMESPACE = /^[A-Za-z0-9._-]{1,64}$/;
@@ -122,7 +121,9 @@ app.notFound(async (c) => {
   return c.env.ASSETS.fetch(c.req.raw);
 });
 
-export default {
+/** The engine Worker's handlers. The deployable (deploy/worker.ts) composes them with whatever
+ * runs on the engine (demo and harness functions); the engine depends on none of it. */
+export const engineWorker = {
   fetch: app.fetch,
   queue: consumeDeliveries,
 } satisfies ExportedHandler<Env>;

@@ -1,5 +1,5 @@
 // The Engine object's RPC surface, shared with sdk-edge's DO client.
-import type { Grant, TriggerAction } from "../../protocol/src/index.ts";
+import type { Grant, TriggerAction } from "@iii-edge/protocol";
 
 export interface RpcTriggerRequest {
   function_id: string;

@@ -4,14 +4,14 @@
 // IndexedDB outbox for `void`/`enqueue` calls made offline, zod-typed functions and W3C trace
 // context. Same surface as iii-sdk's `registerWorker`.
 import ReconnectingWebSocket from "partysocket/ws";
-import { Client, type ClientOptions, type Connector } from "../../sdk-edge/src/client/core.ts";
-import type { EdgeClient } from "../../sdk-edge/src/client/types.ts";
+import { Client, type ClientOptions, type Connector } from "@iii-edge/sdk-edge/client";
+import type { EdgeClient } from "@iii-edge/sdk-edge/client";
 import { idbOutbox, type IdbOutbox } from "./outbox.ts";
-import { WS_BEARER_PREFIX, WS_PROTOCOL } from "../../protocol/src/auth.ts";
+import { WS_BEARER_PREFIX, WS_PROTOCOL } from "@iii-edge/protocol";
 
-export * from "../../sdk-edge/src/client/types.ts";
-export { IIIError, toErrorBody, ERROR_CODES, type ErrorCode, type ErrorBody } from "../../protocol/src/index.ts";
-export { MAX_BUFFERED_FRAMES, MAX_BUFFERED_BYTES } from "../../sdk-edge/src/client/core.ts";
+export * from "@iii-edge/sdk-edge/client";
+export { IIIError, toErrorBody, ERROR_CODES, type ErrorCode, type ErrorBody } from "@iii-edge/protocol";
+export { MAX_BUFFERED_FRAMES, MAX_BUFFERED_BYTES } from "@iii-edge/sdk-edge/client";
 /** The bundle's zod, so a page needs no second copy for its schemas. */
 export { z } from "zod";
 export { MAX_OUTBOX_ENTRIES, idbOutbox, type IdbOutbox } from "./outbox.ts";

@@ -6,9 +6,9 @@
 // first receipt for a repeat, so they are delivered exactly once. Void has no key on the wire:
 // void entries are at least once per outbox entry (a resend needs a crash in that tiny window).
 // Tabs of one origin share the store; a Web Lock keeps two tabs from draining it at once.
-import { IIIError } from "../../protocol/src/index.ts";
+import { IIIError } from "@iii-edge/protocol";
 import { createStore, del, entries, set, type UseStore } from "idb-keyval";
-import type { Outbox, OutboxEntry } from "../../sdk-edge/src/client/core.ts";
+import type { Outbox, OutboxEntry } from "@iii-edge/sdk-edge/client";
 
 /** Most entries kept per worker name: a tab offline for a long time must not fill the origin's
  * storage quota; older calls are kept, new ones refused with `not_connected`. */

@@ -1,6 +1,6 @@
 // Channels (wire-protocol §10) from Node or any runtime with a global WebSocket: attach to one end
 // of a channel the engine created (`engine::channels::create`) and stream items through it.
-import { streamChannelRef, type StreamChannelRef } from "../../protocol/src/index.ts";
+import { streamChannelRef, type StreamChannelRef } from "@iii-edge/protocol";
 
 /** The URL of one end, derived from the engine address as iii's SDKs derive it (by text). */
 export function channelUrl(engineUrl: string, ref: StreamChannelRef): string {

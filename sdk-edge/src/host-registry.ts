@@ -1,7 +1,7 @@
 // The plain part of edge-hosted functions: what a FunctionHost declares, its manifest, and one
 // invocation. No `cloudflare:*` import, so it is testable in Node; `host.ts` is the thin
 // WorkerEntrypoint shell around it.
-import { type ErrorBody } from "../../protocol/src/index.ts";
+import { type ErrorBody } from "@iii-edge/protocol";
 import { functionEntry, runHandler, type Schema } from "./client/core.ts";
 import { syncAmbientTrace, type AmbientTrace, type TraceFields } from "./client/trace.ts";
 import type { FunctionOptions, InvocationContext, OutputOf, TriggerRequest } from "./client/types.ts";

@@ -1,6 +1,6 @@
 // The receiving side of iii's HTTP-invoked functions (wire-protocol.md §9), for a function that
 // lives outside Cloudflare (Node, Deno, Bun, any fetch-style server). Web standard APIs only.
-import { toErrorBody, type ErrorBody } from "../../protocol/src/index.ts";
+import { toErrorBody, type ErrorBody } from "@iii-edge/protocol";
 
 /** The engine sends no nonce, so the timestamp age is the only replay bound: five minutes is
  * the usual webhook window (clock skew between hosts plus one slow retry). */

@@ -9,7 +9,7 @@ import type { EdgeClient } from "./client/types.ts";
 export * from "./client/types.ts";
 /** sdk-edge's zod (use it for schemas: one copy, matching types). */
 export { z } from "zod";
-export { IIIError, toErrorBody } from "../../protocol/src/index.ts";
+export { IIIError, toErrorBody } from "@iii-edge/protocol";
 export { MAX_BUFFERED_FRAMES, MAX_BUFFERED_BYTES } from "./client/core.ts";
 
 /** iii-sdk's reconnect policy and defaults (wire-protocol.md §2.6). */

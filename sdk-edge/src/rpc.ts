@@ -1,6 +1,6 @@
 // Calling the engine from any Worker or Durable Object through the engine's Durable Object
 // binding (RPC, no socket). Same `trigger` API and actions as the WebSocket clients.
-import { IIIError, DEFAULT_INVOKE_TIMEOUT_MS, type ErrorBody } from "../../protocol/src/index.ts";
+import { IIIError, DEFAULT_INVOKE_TIMEOUT_MS, type ErrorBody } from "@iii-edge/protocol";
 import { outgoingTrace, type TraceFields } from "./client/trace.ts";
 import type { TriggerAction, TriggerRequest } from "./client/types.ts";
 

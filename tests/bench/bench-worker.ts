@@ -2,9 +2,9 @@
 // hibernatable WebSocket echo Durable Object at /_bench/echo — the raw baseline measured in the
 // same run on the same runtime.
 import { DurableObject } from "cloudflare:workers";
-import engine from "../../engine-do/src/index.ts";
+import engine from "../../deploy/worker.ts";
 
-export * from "../../engine-do/src/index.ts";
+export * from "../../deploy/worker.ts";
 
 interface BenchEnv extends Env {
   ECHO: DurableObjectNamespace<EchoBench>;

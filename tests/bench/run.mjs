@@ -299,7 +299,7 @@ async function main() {
   let tokens = {};
   let secret;
   if (WITH_AUTH) {
-    const { mintToken } = await import("../../protocol/src/token.ts");
+    const { mintToken } = await import("@iii-edge/protocol/token");
     secret = randomBytes(32).toString("hex");
     tokens = {
       caller: await mintToken(secret, CALLER_GRANT, 3600),

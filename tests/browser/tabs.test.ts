@@ -8,7 +8,7 @@
 import type { BrowserContext, Page } from "playwright-core";
 import { registerWorker as iiiSdkWorker, TriggerAction as IIITriggerAction, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { registerWorker, TriggerAction, type EdgeClient } from "../../sdk-edge/src/node.ts";
+import { registerWorker, TriggerAction, type EdgeClient } from "@iii-edge/sdk-edge/node";
 import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import { launchChromium } from "../support/chromium.ts";
 import type { EngineServer } from "../support/engine-server.ts";

@@ -4,8 +4,8 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { httpFunctionHandler } from "../../sdk-edge/src/http-receiver.ts";
-import { nodeHttpListener } from "../../sdk-edge/src/http-receiver-node.ts";
+import { httpFunctionHandler } from "@iii-edge/sdk-edge/http";
+import { nodeHttpListener } from "@iii-edge/sdk-edge/http-node";
 import { startSecureEngine } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
 import { listed, sleep, until, worker, type Worker } from "./sdk.ts";

@@ -1,8 +1,11 @@
 import { defineProject } from "vitest/config";
+import { sourceAliases } from "../../scripts/workspace-exports.mjs";
 
 // Interop with the real client: `npm start`'s engine (tests/support/engine-server.ts) driven by the
 // unmodified iii-sdk@0.22.1 from npm. One engine per file, files one after another.
 export default defineProject({
+  // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).
+  resolve: { alias: sourceAliases() },
   test: {
     name: "interop",
     environment: "node",

@@ -2,7 +2,7 @@
 // WebSocket server: replay order, reconnect + reattach, fail-fast, bounded buffer, zod-typed
 // functions, trigger type providers, error codes and trace context.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { registerWorker, z, IIIError, TriggerAction, MAX_BUFFERED_FRAMES, reconnectDelay, DEFAULT_RECONNECTION, type EdgeClient } from "../../sdk-edge/src/node.ts";
+import { registerWorker, z, IIIError, TriggerAction, MAX_BUFFERED_FRAMES, reconnectDelay, DEFAULT_RECONNECTION, type EdgeClient } from "@iii-edge/sdk-edge/node";
 import { FakeEngine, types } from "./fake-engine.ts";
 
 const fast = { reconnectionConfig: { initialDelayMs: 30, maxDelayMs: 200, jitterFactor: 0 } };

@@ -2,9 +2,9 @@
 // WorkerEntrypoint shell wraps: manifest, zod validation, errors, calls back with trace context.
 // The shell itself runs in workerd and is covered by the browser suite (edge::hello, edge::call-tab).
 import { describe, expect, it } from "vitest";
-import { HostRegistry } from "../../sdk-edge/src/host-registry.ts";
-import { rpcClient, type EngineTriggerRequest } from "../../sdk-edge/src/rpc.ts";
-import { IIIError, z } from "../../sdk-edge/src/node.ts";
+import { HostRegistry } from "@iii-edge/sdk-edge/registry";
+import { rpcClient, type EngineTriggerRequest } from "@iii-edge/sdk-edge/rpc";
+import { IIIError, z } from "@iii-edge/sdk-edge/node";
 
 describe("HostRegistry", () => {
   const host = new HostRegistry<{ greeting: string }>();

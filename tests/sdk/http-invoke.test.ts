@@ -4,10 +4,10 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { invokeHttpFunction, validateInvocationUrl } from "../../engine-do/src/core/http-invoke.ts";
-import { httpFunctionHandler, iiiSignature, verifyIIISignature } from "../../sdk-edge/src/http-receiver.ts";
-import { nodeHttpListener } from "../../sdk-edge/src/http-receiver-node.ts";
-import { IIIError } from "../../sdk-edge/src/node.ts";
+import { invokeHttpFunction, validateInvocationUrl } from "@iii-edge/engine-do/core/http-invoke.ts";
+import { httpFunctionHandler, iiiSignature, verifyIIISignature } from "@iii-edge/sdk-edge/http";
+import { nodeHttpListener } from "@iii-edge/sdk-edge/http-node";
+import { IIIError } from "@iii-edge/sdk-edge/node";
 
 const SECRET = "s3cret-for-tests";
 let server: Server;

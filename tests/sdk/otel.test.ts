@@ -14,7 +14,7 @@ import {
   type TextMapPropagator,
 } from "@opentelemetry/api";
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
-import { registerWorker, type EdgeClient } from "../../sdk-edge/src/node.ts";
+import { registerWorker, type EdgeClient } from "@iii-edge/sdk-edge/node";
 import { FakeEngine } from "./fake-engine.ts";
 
 class AlsContextManager implements ContextManager {

@@ -1,8 +1,8 @@
 // Type tests for the public API (run by vitest's typecheck in the sdk project).
 import { describe, expectTypeOf, it } from "vitest";
-import { registerWorker, z, TriggerAction, type EdgeClient, type FunctionRef, type ConnectionState, type InvocationContext } from "../../sdk-edge/src/node.ts";
-import { connectEngine, type EngineClient } from "../../sdk-edge/src/rpc.ts";
-import type { BrowserClient } from "../../sdk-browser/src/index.ts";
+import { registerWorker, z, TriggerAction, type EdgeClient, type FunctionRef, type ConnectionState, type InvocationContext } from "@iii-edge/sdk-edge/node";
+import { connectEngine, type EngineClient } from "@iii-edge/sdk-edge/rpc";
+import type { BrowserClient } from "@iii-edge/sdk-browser";
 import type { IIIClient } from "iii-sdk";
 
 declare const iii: EdgeClient;

@@ -1,7 +1,7 @@
 // Tokens, namespaces and ownership against `npm start` with AUTH_SECRET: every attack of the
 // security issue's findings 1, 3, 4 and 5, each refused with nothing registered or stored changing.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mintToken } from "../../protocol/src/token.ts";
+import { mintToken } from "@iii-edge/protocol/token";
 import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
 import { NO_REPLY, RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";

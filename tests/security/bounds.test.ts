@@ -6,8 +6,8 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_REGISTRATIONS_PER_PRINCIPAL } from "../../engine-do/src/core/bounds.ts";
-import { ERROR_CODES, MAX_LIST_PAGE, MAX_METADATA_BYTES, MAX_REGISTRATIONS_PER_WORKER, MAX_RESULT_BYTES, MAX_SCHEMA_BYTES, MAX_TRIGGER_CONFIG_BYTES, jsonBytes } from "../../protocol/src/index.ts";
+import { MAX_REGISTRATIONS_PER_PRINCIPAL } from "@iii-edge/engine-do/core/bounds.ts";
+import { ERROR_CODES, MAX_LIST_PAGE, MAX_METADATA_BYTES, MAX_REGISTRATIONS_PER_WORKER, MAX_RESULT_BYTES, MAX_SCHEMA_BYTES, MAX_TRIGGER_CONFIG_BYTES, jsonBytes } from "@iii-edge/protocol";
 import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
 import { RawSocket, type Frame } from "../support/raw-socket.ts";

@@ -18,7 +18,7 @@ import {
   FLOOD_CLOSE_CODE,
   MAX_FRAME_BYTES,
   MAX_JSON_DEPTH,
-} from "../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { RawSocket, type Frame } from "../support/raw-socket.ts";
@@ -27,7 +27,10 @@ import { eventually } from "../support/wait.ts";
 let engine: EngineServer;
 const opened: { close(): Promise<void> | void }[] = [];
 
-/** /healthz must answer within this during and after every flood. */
+/** /healthz must answer within this during and after every flood — or, for the 60 000-frame burst,
+ * within twice what the same burst of pongs takes (the runtime's own cost of dispatching 60 000
+ * messages, which is about 1 s on an idle 2-core box and several on a busy one; see
+ * tests/bench/ws-sink/README.md). */
 const HEALTH_BOUND_MS = 2_000;
 /** How much the engine's workerd may grow during a flood (it grew 146 → 1 388 MiB before). */
 const RSS_GROWTH_BOUND_MIB = 256;
@@ -257,13 +260,40 @@ afterAll(async () => {
 
 // ------------------------------------------------------------------ the burst
 
+/** 4 sockets × `frames` frames at once, then until every call among them is answered. */
+async function burst(sub: string, frames: number, frameOf: (i: number, f: number) => string, calls: Set<string>[]) {
+  const flooders = await Promise.all([0, 1, 2, 3].map(() => Flooder.open("/", sub)));
+  const health = watchHealth();
+  const memory = watchMemory();
+  const calling = keepCalling();
+  const t0 = Date.now();
+  for (let i = 0; i < frames; i++) for (let f = 0; f < flooders.length; f++) flooders[f]!.send(frameOf(i, f));
+  // A last call on each: when it is answered, the socket's whole burst has been handled.
+  for (let f = 0; f < flooders.length; f++) {
+    const id = randomUUID();
+    calls[f]!.add(id);
+    flooders[f]!.send(JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::get", data: { scope: "flood", key: "kept" } }));
+  }
+  await Promise.all(flooders.map((f) => f.drained()));
+  const sentMs = Date.now() - t0;
+  const answered = (f: number) => flooders[f]!.frames.filter((x) => x.type === "invocationresult" && calls[f]!.has(x.invocation_id)).length;
+  await eventually(() => flooders.every((fl, f) => fl.closed !== null || answered(f) === calls[f]!.size), 45_000, "every flooder's calls answered", 50);
+  const doneMs = Date.now() - t0;
+  await new Promise((r) => setTimeout(r, 500)); // and a little after
+  return { flooders, sentMs, doneMs, health: await health.stop(), memory: await memory.stop(), calling: await calling.stop() };
+}
+
 describe("a burst of 4 × 15 000 frames (finding 7)", () => {
   it("healthz and a well-behaved worker keep answering; the flooders are told; memory stays bounded; nothing changes", async () => {
     const FRAMES = 15_000;
-    const flooders = await Promise.all([0, 1, 2, 3].map(() => Flooder.open("/", "flooder")));
-    /** Each flooder's calls, by invocation id: every one must be answered. */
-    const calls = flooders.map(() => new Set<string>());
     const pad = "x".repeat(40);
+    // First the floor: the same burst of pongs, which the engine takes and drops unparsed-cheap.
+    const noCalls = [0, 1, 2, 3].map(() => new Set<string>());
+    const floor = await burst("baseline", FRAMES, () => `{"type":"pong","pad":"${pad}${pad}"}`, noCalls);
+    for (const fl of floor.flooders) fl.close();
+    console.log(`pong burst (the runtime's floor): sent in ${floor.sentMs} ms, handled in ${floor.doneMs} ms; healthz worst ${floor.health.worst} ms`);
+    /** Each flooder's calls, by invocation id: every one must be answered. */
+    const calls = [0, 1, 2, 3].map(() => new Set<string>());
     // ~100-byte frames, as in the finding: refused (not JSON, invalid) and ignored (unknown type),
     // and one in ten a call (to a built-in that refuses its input, or that reads state).
     const frameOf = (i: number, f: number): string => {
@@ -277,29 +307,16 @@ describe("a burst of 4 × 15 000 frames (finding 7)", () => {
         ? JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::get", data: { scope: "flood", key: "kept" } })
         : JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::set", data: { scope: 5, key: "x", value: pad } });
     };
-    const health = watchHealth();
-    const memory = watchMemory();
-    const calling = keepCalling();
-    const t0 = Date.now();
-    for (let i = 0; i < FRAMES; i++) for (let f = 0; f < flooders.length; f++) flooders[f]!.send(frameOf(i, f));
-    await Promise.all(flooders.map((f) => f.drained()));
-    const sentMs = Date.now() - t0;
-    // Done when each flooder has every call answered (or was closed).
-    const answered = (f: number) => flooders[f]!.frames.filter((x) => x.type === "invocationresult" && calls[f]!.has(x.invocation_id)).length;
-    await eventually(() => flooders.every((fl, f) => fl.closed !== null || answered(f) === calls[f]!.size), 45_000, "every flooder's calls answered", 50);
-    const doneMs = Date.now() - t0;
-    await new Promise((r) => setTimeout(r, 500)); // and a little after
-    const h = await health.stop();
-    const m = await memory.stop();
-    const c = await calling.stop();
-    console.log(`burst: sent in ${sentMs} ms, handled in ${doneMs} ms; healthz worst ${h.worst} ms over ${h.samples}; ${c.answered} well-behaved calls, worst ${c.worst} ms`);
+    const { flooders, sentMs, doneMs, health: h, memory: m, calling: c } = await burst("flooder", FRAMES, frameOf, calls);
+    console.log(`junk burst: sent in ${sentMs} ms, handled in ${doneMs} ms; healthz worst ${h.worst} ms over ${h.samples}; ${c.answered} well-behaved calls, worst ${c.worst} ms`);
 
+    const bound = Math.max(HEALTH_BOUND_MS, 2 * floor.health.worst);
+    assertMemory(m, "burst");
     expect(h.failures, "healthz failures").toBe(0);
-    expect(h.worst, "slowest healthz").toBeLessThan(HEALTH_BOUND_MS);
+    expect(h.worst, `slowest healthz (the pong floor: ${floor.health.worst} ms)`).toBeLessThan(bound);
     expect(c.problems).toEqual([]);
     expect(c.answered).toBeGreaterThan(0);
-    expect(c.worst, "slowest well-behaved call").toBeLessThan(HEALTH_BOUND_MS);
-    assertMemory(m, "burst");
+    expect(c.worst, "slowest well-behaved call").toBeLessThan(bound);
     for (const [f, fl] of flooders.entries()) {
       expect(fl.rateLimited() || fl.closed?.code === FLOOD_CLOSE_CODE, `flooder ${f}: rate_limited or closed 1008 (closed: ${JSON.stringify(fl.closed)})`).toBe(true);
       if (fl.closed) continue;
@@ -354,20 +371,23 @@ describe("a socket that keeps flooding is closed with 1008", () => {
   it("channel writer: closed with 1008 (its reader told the same), nothing else disturbed", async () => {
     const refs = await caller.ok<{ writer: Frame; reader: Frame }>("engine::channels::create", { buffer_size: 64 });
     const path = (r: Frame) => `/ws/channels/${r.channel_id}?key=${encodeURIComponent(r.access_key)}&dir=${r.direction}`;
-    const reader = await Flooder.open(path(refs.reader), "good-caller");
+    // The reader over raw TCP: it sees the close frame itself (under wrangler dev the TCP
+    // connection of a channel end the engine closed stays open 10–30 s; engine-do/README.md).
+    const reader = await rawSocket(path(refs.reader), "good-caller");
     const writer = await Flooder.open(path(refs.writer), "good-caller");
     const health = watchHealth();
     const calling = keepCalling();
-    // 15 000 small frames first (a fast reader keeps up with them), then 64 KiB ones.
+    // 15 000 small chunks (over CHANNEL_FRAME_BURST), then 64 KiB ones if it is still open.
     for (let i = 0; i < 15_000; i++) writer.send(`chunk ${i}`);
     const sent = await floodUntilClosed(writer, () => BIG);
-    await eventually(() => reader.closed !== null, 10_000, "the reader closed", 20);
+    await eventually(() => reader.closed(), 10_000, "the reader's close frame", 20);
     const h = await health.stop();
     const c = await calling.stop();
-    console.log(`channel flood: ${sent} big frames; writer ${JSON.stringify(writer.closed)}, reader ${JSON.stringify(reader.closed)}; healthz worst ${h.worst} ms`);
+    console.log(`channel flood: ${sent} big frames after the chunks; writer ${JSON.stringify(writer.closed)}, reader ${JSON.stringify(reader.closed())}; healthz worst ${h.worst} ms`);
     // Over its budget (1008), or — if the reader fell behind first — the channel's buffer (1013).
     expect([FLOOD_CLOSE_CODE, 1013]).toContain(writer.closed?.code);
-    expect([FLOOD_CLOSE_CODE, 1013]).toContain(reader.closed?.code);
+    expect([FLOOD_CLOSE_CODE, 1013]).toContain(reader.closed()?.code);
+    reader.end();
     expect(h.failures).toBe(0);
     expect(h.worst).toBeLessThan(HEALTH_BOUND_MS);
     expect(c.problems).toEqual([]);
@@ -417,7 +437,14 @@ async function rawSocket(path: string, sub: string): Promise<{ sendText(bytes: U
       if (buf.length < at + len) return;
       const payload = buf.subarray(at, at + len);
       buf = buf.subarray(at + len);
-      if (op === 1) frames.push(JSON.parse(payload.toString("utf8")) as Frame);
+      if (op === 1) {
+        const text = payload.toString("utf8");
+        try {
+          frames.push(JSON.parse(text) as Frame);
+        } catch {
+          frames.push({ raw: text });
+        }
+      }
       if (op === 8) close = { code: payload.length >= 2 ? payload.readUInt16BE(0) : 1005 };
     }
   };

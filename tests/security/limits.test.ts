@@ -2,7 +2,7 @@
 // against `npm start` with AUTH_SECRET: each limit answers the caller at once with a typed error,
 // and every other worker keeps being served.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "../../engine-do/src/core/bounds.ts";
+import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "@iii-edge/engine-do/core/bounds.ts";
 import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
 import { NO_REPLY, RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";

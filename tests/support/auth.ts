@@ -1,7 +1,7 @@
 // Tokens for suites that run the engine with auth on: one AUTH_SECRET for the run, and a minting
 // helper over the same code `npm run token` uses.
-import { mintToken } from "../../protocol/src/token.ts";
-import type { Grant } from "../../protocol/src/auth.ts";
+import { mintToken } from "@iii-edge/protocol/token";
+import type { Grant } from "@iii-edge/protocol";
 import { startEngine, type EngineServer } from "./engine-server.ts";
 
 export const TEST_AUTH_SECRET = "test-secret-0123456789abcdef0123456789abcdef";

@@ -4,7 +4,7 @@
 // duplicate keys, numbers out of range, 100 000-deep nesting), plus binary frames with invalid
 // UTF-8, and HTTP requests for the front door. No runtime-specific import here.
 import fc from "fast-check";
-import { FRAME_TYPES, MAX_FRAME_BYTES } from "../../protocol/src/index.ts";
+import { FRAME_TYPES, MAX_FRAME_BYTES } from "@iii-edge/protocol";
 
 /** The seed of a run: FUZZ_SEED when set (to replay a failure), else fresh; always printed. */
 export function fuzzSeed(fromEnv: string | undefined): number {

@@ -1,7 +1,7 @@
 declare global {
   namespace Cloudflare {
     interface Env {
-      ENGINE: DurableObjectNamespace<import("../../engine-do/src/engine-object.ts").Engine>;
+      ENGINE: DurableObjectNamespace<import("@iii-edge/engine-do").Engine>;
       DB: D1Database;
       DELIVERIES: Queue;
       ASSETS: Fetcher;
@@ -9,7 +9,7 @@ declare global {
       TEST_MIGRATIONS: import("cloudflare:test").D1Migration[];
     }
     interface GlobalProps {
-      mainModule: typeof import("../../engine-do/src/index.ts");
+      mainModule: typeof import("../../deploy/worker.ts");
       durableNamespaces: "Engine";
     }
   }

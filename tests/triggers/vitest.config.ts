@@ -1,4 +1,5 @@
 import { defineProject } from "vitest/config";
+import { sourceAliases } from "../../scripts/workspace-exports.mjs";
 import { engineInWorkerd } from "../support/workerd-project.ts";
 
 // Trigger types and durable delivery inside workerd (toolchain.md §5): the real Engine object,
@@ -11,6 +12,8 @@ export const TEST_QUEUES = {
 };
 
 export default defineProject(async () => ({
+  // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).
+  resolve: { alias: sourceAliases() },
   plugins: [await engineInWorkerd({ QUEUES: JSON.stringify(TEST_QUEUES) })],
   test: { name: "triggers", include: ["**/*.test.ts"], setupFiles: ["./apply-migrations.ts"], testTimeout: 30_000 },
 }));

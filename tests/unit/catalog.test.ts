@@ -5,8 +5,8 @@
 import { DatabaseSync } from "node:sqlite";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Catalog, type HoldingKind } from "../../engine-do/src/core/catalog.ts";
-import type { Sql, SqlValue } from "../../engine-do/src/core/ports.ts";
+import { Catalog, type HoldingKind } from "@iii-edge/engine-do/core/catalog.ts";
+import type { Sql, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
 
 function sqlOver(db: DatabaseSync): Sql {
   return {

@@ -4,9 +4,9 @@
 // "kicked" after the failure and never pump again). The core runs over Node's SQLite.
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
-import { EngineCore } from "../../engine-do/src/core/engine.ts";
-import type { EnginePorts, SqlValue } from "../../engine-do/src/core/ports.ts";
-import { DurableQueues, type QueueConfig } from "../../engine-do/src/core/queues/durable-queue.ts";
+import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
+import type { EnginePorts, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
+import { DurableQueues, type QueueConfig } from "@iii-edge/engine-do/core/queues/durable-queue.ts";
 import { eventually } from "../support/wait.ts";
 
 const QUEUE: QueueConfig = { name: "jobs", backend: "durable", max_retries: 3, backoff_ms: 10, concurrency: 10, type: "standard", timeout_ms: 5_000 };

@@ -2,7 +2,7 @@
 // MAX_JSON_DEPTH, a call too large to read still answerable from its ids, binary frames that are
 // not UTF-8 refused.
 import { describe, expect, it } from "vitest";
-import { MAX_FRAME_BYTES, MAX_JSON_DEPTH, exceedsJsonDepth, parseWorkerFrame, peekCallIds } from "../../protocol/src/index.ts";
+import { MAX_FRAME_BYTES, MAX_JSON_DEPTH, exceedsJsonDepth, parseWorkerFrame, peekCallIds } from "@iii-edge/protocol";
 
 const nested = (depth: number, kind: "array" | "object", leaf = "1") => (kind === "array" ? "[".repeat(depth) + leaf + "]".repeat(depth) : '{"a":'.repeat(depth) + leaf + "}".repeat(depth));
 

@@ -4,8 +4,8 @@
 // value in any message.
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { httpFunctionsPort, parseHttpFunctionSecrets, validateInvocationUrl } from "../../engine-do/src/core/http-invoke.ts";
-import type { HttpInvocation } from "../../protocol/src/index.ts";
+import { httpFunctionsPort, parseHttpFunctionSecrets, validateInvocationUrl } from "@iii-edge/engine-do/core/http-invoke.ts";
+import type { HttpInvocation } from "@iii-edge/protocol";
 
 const strict = { allowPrivate: false };
 const refused = (url: string) => !validateInvocationUrl(url, strict).ok;

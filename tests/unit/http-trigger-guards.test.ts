@@ -2,8 +2,8 @@
 // path params are refused, and who counts as the same owner of a route.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { TriggerRecord } from "../../engine-do/src/core/catalog.ts";
-import { sameOwner, unsafePathParam } from "../../engine-do/src/core/triggers/http.ts";
+import type { TriggerRecord } from "@iii-edge/engine-do/core/catalog.ts";
+import { sameOwner, unsafePathParam } from "@iii-edge/engine-do/core/triggers/http.ts";
 
 describe("unsafePathParam", () => {
   it.each(["../../etc/passwd", "a/b", "..\\windows", "\\", "/", ".", "..", "a\0b"])("refuses %j", (v) => {

@@ -13,7 +13,7 @@ import {
   parseEngineFrame,
   parseWorkerFrame,
   utf8Length,
-} from "../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 import { fuzzSeed, oversizedList, workerFrames } from "../support/fuzz-input.ts";
 
 const id = fc.stringMatching(/^[a-z][a-z0-9:_-]{0,40}$/);

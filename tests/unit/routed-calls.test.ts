@@ -5,9 +5,9 @@
 // (miniflare's evictDurableObject waits for pending timers, so workerd tests cannot show this.)
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
-import type { EngineFrame } from "../../protocol/src/index.ts";
-import { EngineCore } from "../../engine-do/src/core/engine.ts";
-import type { Conn, EnginePorts, SqlValue } from "../../engine-do/src/core/ports.ts";
+import type { EngineFrame } from "@iii-edge/protocol";
+import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
+import type { Conn, EnginePorts, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
 
 class FakeConn implements Conn {
   readonly workerId: string;

@@ -2,18 +2,19 @@
 // bytes per second with a burst, one warning a second, closed after FLOOD_GRACE_MS of ignoring it,
 // a clean slate after backing off, bounded error notices and log lines.
 import { describe, expect, it } from "vitest";
-import { BYTE_BURST, BYTES_PER_SECOND, FLOOD_GRACE_MS, FRAME_BURST, FRAMES_PER_SECOND, MAX_FRAME_BYTES } from "../../protocol/src/index.ts";
+import { BYTE_BURST, BYTES_PER_SECOND, FLOOD_GRACE_MS, FRAME_BURST, FRAMES_PER_SECOND, MAX_FRAME_BYTES } from "@iii-edge/protocol";
 import {
   ABUSE_LOG_INTERVAL_MS,
   ERROR_NOTICE_BURST,
   ERROR_NOTICES_PER_SECOND,
   CHANNEL_FRAMES,
   FLOOD_CLOSE_REASON,
+  REFUSED_FRAME_COST,
   STREAM_SOCKET_FRAMES,
   SocketBudget,
   floodCloseReason,
   type Admission,
-} from "../../engine-do/src/core/socket-budget.ts";
+} from "@iii-edge/engine-do/core/socket-budget.ts";
 
 const count = (vs: string[]) => vs.reduce<Record<string, number>>((m, v) => ((m[v] = (m[v] ?? 0) + 1), m), {});
 
@@ -98,6 +99,16 @@ describe("SocketBudget", () => {
     for (let t = 1; t < 1_000; t++) expect(b.log(t)).toBeUndefined();
     expect(b.log(ABUSE_LOG_INTERVAL_MS)).toBe(999);
     expect(b.log(ABUSE_LOG_INTERVAL_MS + 1)).toBeUndefined();
+  });
+
+  it(`a refused frame costs REFUSED_FRAME_COST (${REFUSED_FRAME_COST}) frames of budget`, () => {
+    const b = new SocketBudget(0);
+    const junk = FRAME_BURST / REFUSED_FRAME_COST;
+    for (let i = 0; i < junk; i++) {
+      expect(b.admit(10, 0)).toBe("admit");
+      b.refused();
+    }
+    expect(b.admit(10, 0)).toBe("warn");
   });
 
   it("channel ends and stream sockets have budgets of their own", () => {

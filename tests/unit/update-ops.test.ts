@@ -1,8 +1,8 @@
 // state::update / stream::update operations (wire-protocol §7.2), as a pure function.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { applyUpdateOps } from "../../engine-do/src/core/update-ops.ts";
-import { updateOp, type UpdateOp } from "../../protocol/src/index.ts";
+import { applyUpdateOps } from "@iii-edge/engine-do/core/update-ops.ts";
+import { updateOp, type UpdateOp } from "@iii-edge/protocol";
 
 /** Ops as they arrive on the wire go through the protocol schema (defaults applied). */
 const ops = (...raw: unknown[]): UpdateOp[] => raw.map((o) => updateOp.parse(o));

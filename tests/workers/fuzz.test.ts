@@ -7,7 +7,7 @@
 import { env, exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { ERROR_CODES, MAX_FRAME_BYTES, utf8Length } from "../../protocol/src/index.ts";
+import { ERROR_CODES, MAX_FRAME_BYTES, utf8Length } from "@iii-edge/protocol";
 import { fuzzSeed, httpRequests, oversizedList, workerFrames, type FuzzRequest } from "../support/fuzz-input.ts";
 import { eventually } from "../support/wait.ts";
 import { Wires, type Connected, type Frame, type Wire } from "./wire.ts";

@@ -11,7 +11,7 @@ import {
   MAX_TRIGGER_CONFIG_BYTES,
   MAX_WORKER_INFO_BYTES,
   jsonBytes,
-} from "../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 import { Wires, type Connected, type Frame } from "./wire.ts";
 
 const wires = new Wires();

@@ -1,9 +1,12 @@
 // workerd tests for the Engine Durable Object (design/style.md §8): raw iii frames over real
 // hibernatable WebSockets, eviction between steps, and property tests over the protocol schemas.
 import { defineProject } from "vitest/config";
+import { sourceAliases } from "../../scripts/workspace-exports.mjs";
 import { engineInWorkerd } from "../support/workerd-project.ts";
 
 export default defineProject(async () => ({
+  // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).
+  resolve: { alias: sourceAliases() },
   // No Worker-hosted functions here: the engine must not wait for an edge manifest.
   // FUZZ_SEED replays a run of fuzz.test.ts.
   plugins: [await engineInWorkerd({ EDGE_HOSTS: "", FUZZ_SEED: process.env.FUZZ_SEED ?? "" })],

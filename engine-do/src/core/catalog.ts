@@ -1,7 +1,7 @@
 // The catalog: workers, functions, trigger types and trigger bindings. SQLite is the truth (it
 // survives hibernation, eviction and restarts); the maps here are caches loaded on wake and
 // written through on every change.
-import { OPEN_GRANT, grantSchema, type Grant, type HttpInvocation } from "../../../protocol/src/index.ts";
+import { OPEN_GRANT, grantSchema, type Grant, type HttpInvocation } from "@iii-edge/protocol";
 import type { Sql, SqlValue } from "./ports.ts";
 
 export type FunctionKind = "worker" | "http" | "edge";

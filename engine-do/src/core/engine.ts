@@ -25,7 +25,7 @@ import {
   type RegisterTrigger,
   type TriggerAction,
   type WorkerFrame,
-} from "../../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 import {
   MAX_CONNECTIONS_PER_IP,
   MAX_CONNECTIONS_PER_PRINCIPAL,
@@ -340,7 +340,10 @@ export class EngineCore {
     const parsed = parseWorkerFrame(raw);
     if (!parsed.ok) {
       if (parsed.ignore) {
-        if (parsed.error.message !== "empty frame") this.abuseLog(conn, "ignored frame", { reason: parsed.error.message });
+        if (parsed.error.message !== "empty frame") {
+          this.buckets.get(conn.workerId)?.refused();
+          this.abuseLog(conn, "ignored frame", { reason: parsed.error.message });
+        }
         return;
       }
       if (parsed.frame_type === "invocationresult") {
@@ -365,8 +368,10 @@ export class EngineCore {
 
   private refuse(conn: Conn, error: ErrorBody, invocationId?: string, functionId?: string): void {
     this.abuseLog(conn, "refused frame", { ...error });
+    const budget = this.buckets.get(conn.workerId);
+    budget?.refused();
     // The `error` frame within the socket's notice budget; a call's answer always.
-    const notice = this.buckets.get(conn.workerId)?.notice(this.ports.clock.now()) ?? "answer";
+    const notice = budget?.notice(this.ports.clock.now()) ?? "answer";
     if (notice === "answer") conn.send({ type: "error", error });
     else if (notice === "warn") conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${ERROR_NOTICES_PER_SECOND} refused frames/s: refused frames are no longer answered (calls still are)` } });
     if (invocationId) conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId ?? "", error });

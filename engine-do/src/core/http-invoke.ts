@@ -2,7 +2,7 @@
 // response mapping. Plain TypeScript over web standard APIs (fetch, crypto.subtle, URL); the
 // engine's dispatcher calls `invokeHttpFunction` for functions registered with `invocation`, through
 // the port `httpFunctionsPort` builds from the engine's vars (which secrets a registration may name).
-import { MAX_FRAME_BYTES, DEFAULT_INVOKE_TIMEOUT_MS, type ErrorBody, type HttpInvocation } from "../../../protocol/src/index.ts";
+import { MAX_FRAME_BYTES, DEFAULT_INVOKE_TIMEOUT_MS, type ErrorBody, type HttpInvocation } from "@iii-edge/protocol";
 import type { HttpFunctionPort } from "./ports.ts";
 
 export interface UrlPolicy {

@@ -1,6 +1,6 @@
 // The engine core talks to the world only through these small interfaces. The Durable Object
 // shell (../engine-object.ts) implements them over workerd; tests may implement them in Node.
-import type { EngineFrame, ErrorBody, Grant, HttpInvocation } from "../../../protocol/src/index.ts";
+import type { EngineFrame, ErrorBody, Grant, HttpInvocation } from "@iii-edge/protocol";
 
 /** A live worker connection. `send` returns false when the socket is gone, and "too_large" (sending
  * nothing) when the frame is over MAX_FRAME_BYTES. */

@@ -20,7 +20,7 @@ import {
   FRAMES_PER_SECOND,
   STREAM_SOCKET_FRAME_BURST,
   STREAM_SOCKET_FRAMES_PER_SECOND,
-} from "../../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 
 /** A kind of socket's frame budget (its byte budget is the same for every kind). */
 export interface FrameLimits {
@@ -39,6 +39,12 @@ export const STREAM_SOCKET_FRAMES: FrameLimits = { perSecond: STREAM_SOCKET_FRAM
  * its parse and no reply. */
 export const ERROR_NOTICE_BURST = 1_000;
 export const ERROR_NOTICES_PER_SECOND = 100;
+/** What a refused or ignored frame costs its socket's frame budget, in frames: a frame that is
+ * parsed only to be thrown away costs the object a parse (and the first ones a reply) where a pong
+ * costs nothing, so a socket sending junk runs out of budget REFUSED_FRAME_COST times sooner and
+ * the rest of its flood is dropped unparsed. A worker connection may still send 2 000 junk frames
+ * at once and 2 000 a second (FRAME_BURST and FRAMES_PER_SECOND over this). */
+export const REFUSED_FRAME_COST = 5;
 /** At most one log line per misbehaving socket per this interval (the next one says how many it
  * left out). A line per frame was the costliest part of a junk flood: under `wrangler dev` each
  * console line crosses the inspector proxy, and 60 000 of them took it to 1.1 GB and a minute of CPU. */
@@ -94,6 +100,12 @@ export class SocketBudget {
     this.frames -= 1;
     this.bytes -= size;
     return "admit";
+  }
+
+  /** A frame that was refused or ignored after it was admitted: charge the rest of its cost
+   * (REFUSED_FRAME_COST in all). The budget may go into debt; it refills as usual. */
+  refused(): void {
+    this.frames -= REFUSED_FRAME_COST - 1;
   }
 
   /** Over the socket's own budget: drop, tell once a second, close after FLOOD_GRACE_MS. */

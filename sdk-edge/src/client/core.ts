@@ -19,7 +19,7 @@ import {
   type RegisterTrigger,
   type RegisterTriggerType,
   type WorkerFrame,
-} from "../../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 import { outgoingTrace, runInTrace, syncAmbientTrace, type AmbientTrace, type TraceFields } from "./trace.ts";
 export { syncAmbientTrace, type AmbientTrace, type TraceFields } from "./trace.ts";
 import type {

@@ -20,4 +20,4 @@ export {
   type OutboxEntry,
 } from "./core.ts";
 export { syncAmbientTrace, type AmbientTrace, type TraceFields } from "./trace.ts";
-export { IIIError, toErrorBody } from "../../../protocol/src/index.ts";
+export { IIIError, toErrorBody } from "@iii-edge/protocol";

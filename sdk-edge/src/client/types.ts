@@ -2,7 +2,7 @@
 // registerFunction, registerTrigger, registerTriggerType, trigger, addConnectionStateListener,
 // shutdown) so code moves between iii and iii-edge unchanged, and adds zod-typed functions.
 import type { z } from "zod";
-import type { HttpInvocation, TriggerAction as WireTriggerAction } from "../../../protocol/src/index.ts";
+import type { HttpInvocation, TriggerAction as WireTriggerAction } from "@iii-edge/protocol";
 
 /** iii-sdk's connection states. `failed`: the reconnect policy gave up (maxRetries reached). */
 export type ConnectionState = "disconnected" | "connecting" | "connected" | "reconnecting" | "failed";

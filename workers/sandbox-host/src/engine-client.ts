@@ -33,4 +33,4 @@ export interface WorkerOptions {
 }
 
 // sdk-edge's Node client (reconnect, reattach, registration replay, worker metadata).
-export { registerWorker } from "../../../sdk-edge/src/node.ts";
+export { registerWorker } from "@iii-edge/sdk-edge/node";

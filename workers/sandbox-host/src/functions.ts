@@ -1,8 +1,8 @@
 // Maps the registry onto the engine: every `sandbox::*` function with its description and JSON
 // Schema formats. The request_format is also what validates the request, so what is published is
 // what is enforced. Failures are thrown as SandboxError with its code.
-import { openChannelWriter, type ChannelWriter } from "../../../sdk-edge/src/channels.ts";
-import { withoutCallerId } from "../../../sdk-edge/src/client/core.ts";
+import { openChannelWriter, type ChannelWriter } from "@iii-edge/sdk-edge/channels";
+import { withoutCallerId } from "@iii-edge/sdk-edge/client";
 import type { EngineClient } from "./engine-client.ts";
 import { SandboxError, toSandboxError } from "./errors.ts";
 import {

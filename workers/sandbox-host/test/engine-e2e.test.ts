@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { readChannel } from "../../../sdk-edge/src/channels.ts";
+import { readChannel } from "@iii-edge/sdk-edge/channels";
 import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
 import { alive, testStateDir, waitFor } from "./support.ts";
 

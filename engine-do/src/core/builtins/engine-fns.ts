@@ -8,7 +8,7 @@ import {
   triggersListInput,
   workersListInput,
   workersRegisterInput,
-} from "../../../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 import { z } from "zod";
 import type { EngineCore } from "../engine.ts";
 import { parseInput } from "./input.ts";

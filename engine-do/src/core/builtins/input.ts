@@ -1,5 +1,5 @@
 // Built-in inputs are parsed with their protocol/ schema; a mismatch is a typed error, never a cast.
-import { IIIError } from "../../../../protocol/src/index.ts";
+import { IIIError } from "@iii-edge/protocol";
 
 interface Schema<T> {
   safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } };

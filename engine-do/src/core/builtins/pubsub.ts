@@ -1,7 +1,7 @@
 // Pub/sub (wire-protocol §7.4, §7.5): `publish` fans a message out to every `subscribe` binding of
 // its topic, fire-and-forget; `iii::durable::publish` turns it into one durable queue message per
 // subscribed function (`durable:subscriber` bindings), with retries and dead letters.
-import { IIIError } from "../../../../protocol/src/index.ts";
+import { IIIError } from "@iii-edge/protocol";
 import { z } from "zod";
 import type { EngineCore } from "../engine.ts";
 import type { QueueRouter } from "../queues/router.ts";

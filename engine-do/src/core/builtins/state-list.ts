@@ -1,6 +1,6 @@
 // state::list and state::list_groups, bounded (iii-edge): a listing is sized in SQL before a value
 // is read, so the engine never builds a result over MAX_RESULT_BYTES to find out it is too big.
-import { IIIError, MAX_LIST_PAGE, MAX_RESULT_BYTES, type Paging } from "../../../../protocol/src/index.ts";
+import { IIIError, MAX_LIST_PAGE, MAX_RESULT_BYTES, type Paging } from "@iii-edge/protocol";
 import type { Sql } from "../ports.ts";
 import { fitPage, type Page } from "./paging.ts";
 

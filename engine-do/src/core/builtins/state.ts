@@ -13,7 +13,7 @@ import {
   stateTriggerConfig,
   stateUpdateInput,
   type StateEventType,
-} from "../../../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 import type { EngineCore } from "../engine.ts";
 import { applyUpdateOps } from "../update-ops.ts";
 import { parseInput } from "./input.ts";

@@ -5,7 +5,7 @@
 // answered with a `sync` event carrying the current items, then create/update/delete/event pushes
 // follow. Subscriptions are rows of `stream_subs` keyed by the socket's id (kept in its
 // attachment), so they survive hibernation.
-import { IIIError, MAX_VALUE_BYTES, TRIGGER_TYPES, updateOp } from "../../../../protocol/src/index.ts";
+import { IIIError, MAX_VALUE_BYTES, TRIGGER_TYPES, updateOp } from "@iii-edge/protocol";
 import { z } from "zod";
 import type { EngineCore } from "../engine.ts";
 import { applyUpdateOps } from "../update-ops.ts";

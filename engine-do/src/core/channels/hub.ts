@@ -12,7 +12,7 @@
 //
 // Back-pressure: a Durable Object cannot pause a WebSocket, so a writer that outruns the buffer is
 // closed with CLOSE.bufferFull instead (the items already accepted are still delivered).
-import { IIIError, channelsCreateInput, type ChannelDirection, type StreamChannelRef } from "../../../../protocol/src/index.ts";
+import { IIIError, channelsCreateInput, type ChannelDirection, type StreamChannelRef } from "@iii-edge/protocol";
 import { parseInput } from "../builtins/input.ts";
 import type { EngineCore } from "../engine.ts";
 import { MemoryChannelStore, SqlChannelStore, type ChannelItem, type ChannelRow, type ChannelStore, itemBytes } from "./store.ts";

@@ -1,7 +1,7 @@
 // The `enqueue` action's provider: picks each queue's backend from configuration (config.ts),
 // keeps idempotency receipts for both backends in the object's SQLite, and offers the queue
 // built-ins (topics, dead letters, redrive, discard; wire-protocol §7.1 "Queue worker").
-import { IIIError } from "../../../../protocol/src/index.ts";
+import { IIIError } from "@iii-edge/protocol";
 import { z } from "zod";
 import { parseInput } from "../builtins/input.ts";
 import type { EngineCore, EnqueueRequest, QueueProvider } from "../engine.ts";

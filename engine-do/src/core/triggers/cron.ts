@@ -5,7 +5,7 @@
 // Runs of one job never overlap: an occurrence that comes due while `running_since` is set is
 // skipped and counted. A run cut short by eviction is not retried (its occurrence was claimed).
 import { Cron } from "croner";
-import { TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
+import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import type { TriggerRecord } from "../catalog.ts";
 import type { AlarmClient, EngineCore } from "../engine.ts";
 

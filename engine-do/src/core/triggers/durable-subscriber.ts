@@ -3,7 +3,7 @@
 // `iii::durable::publish` enqueues one message per distinct subscribed function on the durable
 // queue `durable:<topic>` (so dead letters are listed under that name and redriven to it). The
 // condition function, if any, is checked at publish time with the published data.
-import { TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
+import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import type { TriggerRecord } from "../catalog.ts";
 import type { EngineCore } from "../engine.ts";
 import { DURABLE_TOPIC_PREFIX } from "../queues/config.ts";

@@ -13,7 +13,7 @@
 // result that is not {status_code?, headers?, body?} is sent as the JSON body; config `timeout_ms`
 // sets the request deadline (default 30 s), streamed bodies included; an empty result waits at most
 // RESPONSE_ATTACH_GRACE_MS for the response writer before it is answered as `{}`.
-import { OPEN_GRANT, TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
+import { OPEN_GRANT, TRIGGER_TYPES } from "@iii-edge/protocol";
 import type { TriggerRecord } from "../catalog.ts";
 import type { EngineCore } from "../engine.ts";
 import type { ChannelHub, RequestChannels } from "../channels/hub.ts";

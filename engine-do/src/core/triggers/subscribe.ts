@@ -1,6 +1,6 @@
 // The `subscribe` trigger type (wire-protocol §8.4): config {topic}; payload = the published data;
 // no metadata, no condition, fire-and-forget. A binding with an empty topic is kept but never fires.
-import { TRIGGER_TYPES } from "../../../../protocol/src/index.ts";
+import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import type { EngineCore } from "../engine.ts";
 
 export function installSubscribe(core: EngineCore): { publish(topic: string, data: unknown): number } {
