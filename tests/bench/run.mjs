@@ -427,6 +427,7 @@ async function main() {
   }
   console.log("");
   for (const v of verdicts) console.log(v);
+  if (WITH_AUTH) console.log("(auth on and off run on two engines; on a shared machine their paired 3-s runs differ by ±20 % or more even when both are open — `node --conditions=iii-edge-source tests/bench/auth-micro.ts` measures the check itself)");
   if (process.env.BENCH_DEBUG) for (const e of [engine, authEngine, fnEngine]) if (e) console.log(e.log());
   for (const w of workers) w.kill("SIGTERM");
   cleanup();
