@@ -2,13 +2,17 @@ import { defineProject } from "vitest/config";
 import { sourceAliases } from "../../scripts/workspace-exports.mjs";
 import { engineInWorkerd } from "../support/workerd-project.ts";
 
-// Trigger types and durable delivery inside workerd (toolchain.md §5): the real Engine object,
-// D1, Cloudflare Queues and alarms. Queues are configured with short backoffs so retries and dead
-// letters take milliseconds (durable) or about a second per hop (Cloudflare Queues).
+// Trigger types and durable delivery inside workerd (docs/engineering.md Toolchain §5): the real
+// Engine object, D1, Cloudflare Queues and alarms. Queues are configured with short backoffs so
+// retries and dead letters take milliseconds (durable) or about a second a hop (Cloudflare Queues).
 export const TEST_QUEUES = {
   default: { backend: "cloudflare", max_retries: 2, backoff_ms: 0 },
   jobs: { backend: "durable", max_retries: 2, backoff_ms: 5, concurrency: 4 },
   turns: { backend: "durable", type: "fifo", message_group_field: "session_id", max_retries: 2, backoff_ms: 5, concurrency: 8 },
+  // The queue backend conformance suite (queue-backend.case.ts): backoffs long enough to measure,
+  // Cloudflare's in whole seconds (its retry delays are), and a concurrency a batch of 10 exceeds.
+  conformance_durable: { backend: "durable", max_retries: 2, backoff_ms: 50, concurrency: 3 },
+  conformance_cloudflare: { backend: "cloudflare", max_retries: 2, backoff_ms: 1000, concurrency: 2 },
 };
 
 export default defineProject(async () => ({

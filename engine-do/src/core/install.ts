@@ -8,7 +8,8 @@ import type { EngineCore } from "./engine.ts";
 import type { QueueProducerLike } from "./queues/cloudflare-queue.ts";
 import { parseQueueConfigs } from "./queues/config.ts";
 import { D1DeadLetters, LocalDeadLetters, type D1Like } from "./queues/dead-letters.ts";
-import { QueueRouter, installQueueBuiltins } from "./queues/router.ts";
+import { installQueueBuiltins } from "./queues/builtins.ts";
+import { QueueRouter } from "./queues/router.ts";
 import { installCron, type CronScheduler } from "./triggers/cron.ts";
 import { installHttp, type HttpRoutes } from "./triggers/http.ts";
 

@@ -1,9 +1,11 @@
-// The Cloudflare Queues backend of the `enqueue` action (throughput; at-least-once; unordered).
-// The engine object produces to the `DELIVERIES` queue; the Worker's `queue()` handler hands each
-// message back to the object of its namespace (`Engine.deliverQueued`), which invokes the target
-// here and answers ack or retry-with-backoff. Past max_retries the message becomes a dead letter.
-// Cloudflare may deliver a message twice: a table of delivered receipt ids drops the repeat.
-import type { EngineCore, EnqueueRequest } from "../engine.ts";
+// The Cloudflare Queues backend (QueueBackend, backend.ts) of the `enqueue` action: throughput,
+// at-least-once, unordered. The engine object produces to the `DELIVERIES` queue; the Worker's
+// `queue()` handler hands each message back to the object of its namespace (`Engine.deliverQueued`),
+// which invokes the target here and answers ack or retry-with-backoff. Past max_retries the message
+// becomes a dead letter. Cloudflare may deliver a message twice: a table of delivered receipt ids
+// drops the repeat.
+import type { EngineCore } from "../engine.ts";
+import type { EnqueueResult, QueueBackend, QueueMessage } from "./backend.ts";
 import { CLOUDFLARE_MAX_DELAY_S, backoffDelay, type QueueConfig } from "./config.ts";
 import type { DeadLetterSink } from "./dead-letters.ts";
 
@@ -40,7 +42,8 @@ export function isCloudMessageBody(v: unknown): v is CloudMessageBody {
   return b.v === 1 && typeof b.ns === "string" && typeof b.id === "string" && typeof b.queue === "string" && typeof b.function_id === "string" && typeof b.enqueued_at === "number";
 }
 
-export class CloudflareQueue {
+export class CloudflareQueue implements QueueBackend {
+  readonly name = "cloudflare";
   private readonly core: EngineCore;
   private readonly producer: QueueProducerLike;
   private readonly configFor: (queue: string) => QueueConfig | undefined;
@@ -57,14 +60,25 @@ export class CloudflareQueue {
     core.ports.sql.exec("CREATE TABLE IF NOT EXISTS queue_delivered (id TEXT PRIMARY KEY, at INTEGER NOT NULL)");
   }
 
-  /** Produce one message. Throws when the payload is too large or the producer fails. */
-  async send(cfg: QueueConfig, req: EnqueueRequest, id: string): Promise<void> {
-    const body: CloudMessageBody = { v: 1, ns: this.core.ports.namespace, id, queue: cfg.name, function_id: req.function_id, data: req.data ?? null, enqueued_at: this.core.ports.clock.now() };
-    if (req.traceparent) body.traceparent = req.traceparent;
-    if (req.baggage) body.baggage = req.baggage;
+  /** Produce one message. Refuses payloads over the Cloudflare limit and what only the durable
+   * backend offers (fifo, per-message retry overrides: config.ts never routes either here). */
+  async enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void): Promise<EnqueueResult> {
+    if (cfg.type === "fifo") return { ok: false, message: `fifo queue '${cfg.name}' needs backend "durable" (Cloudflare Queues do not keep order)` };
+    if (msg.overrides && Object.keys(msg.overrides).length > 0) return { ok: false, message: `per-message retry overrides need backend "durable" (queue '${cfg.name}')` };
+    const body: CloudMessageBody = { v: 1, ns: this.core.ports.namespace, id: msg.id, queue: cfg.name, function_id: msg.function_id, data: msg.data ?? null, enqueued_at: this.core.ports.clock.now() };
+    if (msg.traceparent) body.traceparent = msg.traceparent;
+    if (msg.baggage) body.baggage = msg.baggage;
     const size = JSON.stringify(body).length;
-    if (size > MAX_CLOUD_MESSAGE_BYTES) throw new Error(`message of ${size} bytes exceeds ${MAX_CLOUD_MESSAGE_BYTES} bytes (Cloudflare Queues limit); use a durable queue`);
-    await this.producer.send(body);
+    if (size > MAX_CLOUD_MESSAGE_BYTES) return { ok: false, message: `message of ${size} bytes exceeds ${MAX_CLOUD_MESSAGE_BYTES} bytes (Cloudflare Queues limit); use a durable queue` };
+    // The receipt is held before the await, so a concurrent repeat of the key gets this receipt;
+    // a failed send makes the router withdraw it.
+    onAccept();
+    try {
+      await this.producer.send(body);
+    } catch (e) {
+      return { ok: false, message: e instanceof Error ? e.message : String(e) };
+    }
+    return { ok: true };
   }
 
   /** One delivery attempt (`attempts` counts from 1, as Cloudflare's `Message.attempts`). */

@@ -1,14 +1,15 @@
-// Named queue configuration (wire-protocol §7.5), read from the Worker's `QUEUES` var (JSON, see
-// wrangler.toml). Each queue picks its backend: "cloudflare" (Cloudflare Queues: throughput,
+// Named queue configuration (protocol/README.md §7.5), read from the Worker's `QUEUES` var (JSON,
+// see wrangler.toml). Each queue picks its backend: "cloudflare" (Cloudflare Queues: throughput,
 // at-least-once, unordered) or "durable" (SQLite + alarm inside the engine object: ordered,
 // millisecond latency). Invalid configuration fails loudly at start-up rather than losing messages.
 import { z } from "zod";
 
-export type QueueBackend = "cloudflare" | "durable";
+/** Which backend carries a queue (the implementations of `QueueBackend`, backend.ts). */
+export type QueueBackendName = "cloudflare" | "durable";
 
 export interface QueueConfig {
   name: string;
-  backend: QueueBackend;
+  backend: QueueBackendName;
   /** Retries after the first attempt before the message is dead-lettered (iii default 3). */
   max_retries: number;
   /** First retry delay; doubles each attempt (iii default 1000 ms). */

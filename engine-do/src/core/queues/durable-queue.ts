@@ -1,14 +1,16 @@
-// The durable queue inside the engine object: SQLite rows + the object's alarm. Backs the iii
-// `enqueue` action for queues configured with backend "durable" (ordered, millisecond latency)
-// and the `durable:subscriber` topics. At-least-once: a message is deleted only after its handler
-// succeeded; a delivery in flight holds a lease, and leases of a previous instance are void on
-// wake (eviction mid-delivery makes the message due again). The message id is the invocation id
-// of every attempt, so a handler can deduplicate.
+// The durable queue inside the engine object: SQLite rows + the object's alarm. The backend
+// (QueueBackend, backend.ts) of the iii `enqueue` action for queues configured with backend
+// "durable" (ordered, millisecond latency) and of the `durable:subscriber` topics. At-least-once:
+// a message is deleted only after its handler succeeded; a delivery in flight holds a lease, and
+// leases of a previous instance are void on wake (eviction mid-delivery makes the message due
+// again). The message id is the invocation id of every attempt, so a handler can deduplicate.
 import type { AlarmClient, EngineCore, EnqueueRequest } from "../engine.ts";
+import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { backoffDelay, type QueueConfig } from "./config.ts";
 import type { DeadLetter, DeadLetterSink } from "./dead-letters.ts";
 
 export type { QueueConfig } from "./config.ts";
+export type { MessageOverrides } from "./backend.ts";
 
 /** Extra time on top of a delivery's deadline before its lease is considered lost. */
 const LEASE_MARGIN_MS = 5_000;
@@ -17,12 +19,6 @@ const LEASE_MARGIN_MS = 5_000;
 const SAFETY_REPUMP_MS = 1_000;
 /** Most rows one pump looks at per queue (bounds the work of one event). */
 const PUMP_SCAN_LIMIT = 1_000;
-
-/** Per-message overrides (a `durable:subscriber` binding's `queue_config`). */
-export interface MessageOverrides {
-  max_retries?: number;
-  backoff_ms?: number;
-}
 
 interface Row {
   id: string;
@@ -41,14 +37,15 @@ interface Row {
   last_error: string | null;
 }
 
-export class DurableQueues implements AlarmClient {
+export class DurableQueues implements QueueBackend, AlarmClient {
+  readonly name = "durable";
   private readonly core: EngineCore;
   private readonly configFor: (queue: string) => QueueConfig | undefined;
   private readonly inflight = new Map<string, number>();
   private readonly inflightGroups = new Set<string>();
   private inflightTotal = 0;
   private seq: number;
-  private deadLetters: DeadLetterSink | undefined;
+  private readonly deadLetters: DeadLetterSink | undefined;
   private pumping = false;
   private pumpAgain = false;
   private kicked = false;
@@ -57,9 +54,10 @@ export class DurableQueues implements AlarmClient {
   /** Called after each settled delivery (tests and benchmarks observe progress). */
   onSettled: ((id: string, outcome: "delivered" | "retry" | "dead") => void) | undefined;
 
-  constructor(core: EngineCore, configFor: (queue: string) => QueueConfig | undefined) {
+  constructor(core: EngineCore, configFor: (queue: string) => QueueConfig | undefined, deadLetters?: DeadLetterSink) {
     this.core = core;
     this.configFor = configFor;
+    this.deadLetters = deadLetters;
     const { sql } = core.ports;
     sql.exec(`CREATE TABLE IF NOT EXISTS queue_messages (
       id TEXT PRIMARY KEY, queue TEXT NOT NULL, function_id TEXT NOT NULL, data TEXT NOT NULL,
@@ -76,15 +74,21 @@ export class DurableQueues implements AlarmClient {
     this.seq = sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM queue_messages")[0]?.s ?? 0;
   }
 
-  setDeadLetterSink(sink: DeadLetterSink): void {
-    this.deadLetters = sink;
+  /** Store `msg`; its receipt goes in the same transaction: acknowledged means stored. */
+  enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void): Promise<EnqueueResult> {
+    const r = this.core.ports.sql.transaction(() => {
+      const pushed = this.push(cfg, { ...msg, queue: cfg.name }, msg.id, msg.overrides);
+      if (pushed.ok) onAccept();
+      return pushed;
+    });
+    return Promise.resolve(r);
   }
 
   /**
    * Store one message (synchronously, so the caller can make it atomic with its receipt). A
    * message whose id is already queued is left alone (a repeated redrive is harmless).
    */
-  push(cfg: QueueConfig, req: EnqueueRequest, id: string, overrides: MessageOverrides = {}): { ok: true } | { ok: false; message: string } {
+  push(cfg: QueueConfig, req: EnqueueRequest, id: string, overrides: MessageOverrides = {}): EnqueueResult {
     let group: string | null = null;
     if (cfg.type === "fifo") {
       const field = cfg.message_group_field ?? "";
