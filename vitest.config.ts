@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config";
 
-// One project per layer (see design/style.md §8): workerd tests for the DO, node e2e against
+// One project per layer (docs/engineering.md Style §8): workerd tests for the DO, node e2e against
 // `npm start`, interop with the real iii-sdk, real Chromium, and the sandbox host's microVMs.
 export default defineConfig({
   test: {

@@ -12,8 +12,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const port = process.env.PORT || "8787";
 const stateDir = path.resolve(root, process.env.III_STATE_DIR || ".wrangler/state");
 const wrangler = path.join(root, "node_modules", ".bin", "wrangler");
-// Offline: no update check, no telemetry, no Request.cf download (toolchain.md §8).
-// node_modules/.bin first, so wrangler runs on the Node 22 of the `node` devDependency.
+// Offline: no update check, no telemetry, no Request.cf download (docs/engineering.md Toolchain
+// §8). node_modules/.bin first, so wrangler runs on the Node 22 of the `node` devDependency.
 const env = { ...process.env, PATH: `${path.join(root, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
 
 const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir], {

@@ -15,10 +15,11 @@ import {
   grantSchema,
   mayUseNamespace,
   type AuthFunctionInput,
+  type CallOutcome,
+  type EngineRpc,
   type Grant,
 } from "@iii-edge/protocol";
 import { verifyToken } from "@iii-edge/protocol/token";
-import type { CallOutcome } from "./core/ports.ts";
 
 /** Headers only the front door may set; anything a client sends under this prefix is dropped. */
 export const INTERNAL_HEADER_PREFIX = "x-iii-";
@@ -150,9 +151,11 @@ async function askAuthFunction(
 
 /** `authenticate` for the engine Worker: AUTH_FUNCTION is answered by the default namespace's engine. */
 export function authenticateRequest(req: Request, env: Env, namespace: string): Promise<AuthResult> {
-  return authenticate(req, namespace, env, (function_id, payload, timeout_ms) =>
-    env.ENGINE.getByName("default").trigger({ function_id, payload, timeout_ms }) as Promise<CallOutcome>,
-  );
+  return authenticate(req, namespace, env, (function_id, payload, timeout_ms) => {
+    // Typed by protocol's contract: workerd's generated stub type drops the `unknown` result.
+    const engine: EngineRpc = env.ENGINE.getByName("default");
+    return engine.trigger({ function_id, payload, timeout_ms });
+  });
 }
 
 /** The request the engine object sees: client-sent internal headers dropped, the grant set. */

@@ -1,4 +1,4 @@
-// Channel sockets on the Engine object (wire-protocol §10): the workerd side of
+// Channel sockets on the Engine object (protocol/README.md §10): the workerd side of
 // core/channels/hub.ts. `GET …/ws/channels/<id>?key=…&dir=read|write` arrives here from the front
 // door. Sockets are hibernatable: each carries {kind:"channel", channel_id, dir} in a validated
 // attachment and a tag naming its end, so the reader is found again after the object wakes.

@@ -2,7 +2,17 @@
 // the alarm, RPC) to the plain core in ./core. One object per iii namespace.
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
-import { MAX_FRAME_BYTES, grantSchema, mayCall, mayUseNamespace, type EngineFrame } from "@iii-edge/protocol";
+import {
+  MAX_FRAME_BYTES,
+  grantSchema,
+  mayCall,
+  mayUseNamespace,
+  rpcTriggerRequest,
+  type CallOutcome,
+  type EngineFrame,
+  type EngineRpc,
+  type RpcTriggerRequest,
+} from "@iii-edge/protocol";
 import { CLIENT_IP_HEADER, WS_PROTOCOL_HEADER, grantOf } from "./auth.ts";
 import { EngineCore } from "./core/engine.ts";
 import { httpFunctionsPort } from "./core/http-invoke.ts";
@@ -16,8 +26,8 @@ import { CHANNEL_FRAMES, CONTROL_FRAMES, STREAM_SOCKET_FRAMES, SocketBudget, flo
 
 /** A side socket's frame budget, by the kind in its attachment (telemetry: a worker's). */
 const sideFrames = (kind: string): FrameLimits => (kind === "channel" ? CHANNEL_FRAMES : kind === "stream" ? STREAM_SOCKET_FRAMES : CONTROL_FRAMES);
-import type { CallOutcome, Conn, EdgeHost, EnginePorts } from "./core/ports.ts";
-import type { RpcTriggerRequest } from "./rpc-types.ts";
+import { edgeHostPort, type EdgeHostBinding } from "./core/edge-hosts.ts";
+import type { Conn, EnginePorts } from "./core/ports.ts";
 
 /** What a socket carries through hibernation; validated before it is trusted. */
 const attachment = z.discriminatedUnion("kind", [
@@ -64,7 +74,7 @@ function connectionLimits(env: Env): { perPrincipal?: number; perIp?: number } {
   return out;
 }
 
-export class Engine extends DurableObject<Env> {
+export class Engine extends DurableObject<Env> implements EngineRpc {
   private readonly core: EngineCore;
   private readonly installed: Installed;
   private readonly streamSockets: StreamSockets;
@@ -76,10 +86,11 @@ export class Engine extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     const sql = ctx.storage.sql;
-    const edgeHosts: Record<string, EdgeHost> = {};
+    const edgeHosts: EnginePorts["edgeHosts"] = {};
     for (const name of (env.EDGE_HOSTS ?? "").split(",").map((s) => s.trim()).filter(Boolean)) {
+      // Named by a var, so Env cannot type it: what the binding answers is parsed (core/edge-hosts.ts).
       const binding = (env as unknown as Record<string, unknown>)[name];
-      if (binding) edgeHosts[name] = binding as EdgeHost;
+      if (binding) edgeHosts[name] = edgeHostPort(name, binding as EdgeHostBinding);
     }
     const ports: EnginePorts = {
       namespace: ctx.id.name ?? "default",
@@ -98,10 +109,7 @@ export class Engine extends DurableObject<Env> {
       background: (p) => ctx.waitUntil(p.catch((e) => console.error("background task failed", e))),
       edgeHosts,
       httpFunctions: httpFunctionsPort(env as unknown as Record<string, unknown>),
-      otherNamespace: (ns) => {
-        const stub = env.ENGINE.getByName(ns);
-        return { trigger: async (req) => (await stub.trigger(req)) as CallOutcome };
-      },
+      otherNamespace: (ns): EngineRpc => env.ENGINE.getByName(ns),
     };
     this.core = new EngineCore(ports);
     this.connectionLimits = connectionLimits(env);
@@ -175,7 +183,7 @@ export class Engine extends DurableObject<Env> {
   // ------------------------------------------------------------------ socket messages
 
   /** Frame/byte budgets of the sockets that are not worker connections (channel ends, stream and
-   * telemetry sockets); a worker connection's budget is kept by the core (EngineCore.admit). */
+   * telemetry sockets); a worker connection's budget is kept by the core (core/admission.ts). */
   private readonly sideBudgets = new WeakMap<WebSocket, SocketBudget>();
   /** What each of those sockets is, read from its attachment once (not once per frame). */
   private readonly sideKinds = new WeakMap<WebSocket, string>();
@@ -262,14 +270,23 @@ export class Engine extends DurableObject<Env> {
 
   // ------------------------------------------------------------------ RPC (sdk-edge, front door)
 
-  /** Call a function from a Worker or DO without a socket. Never throws for call failures. */
-  async trigger(req: RpcTriggerRequest): Promise<CallOutcome> {
-    if (!req || typeof req.function_id !== "string" || !req.function_id) {
+  /** Call a function from a Worker or DO without a socket (protocol's `EngineRpc`). Never throws
+   * for call failures. The request comes from another object, Worker or the front door: its type
+   * is what callers promise, the schema what is trusted. */
+  async trigger(sent: RpcTriggerRequest): Promise<CallOutcome> {
+    const loose = sent as { function_id?: unknown; grant?: unknown } | null | undefined;
+    if (!loose || typeof loose.function_id !== "string" || !loose.function_id) {
       return { ok: false, error: { code: "invalid_frame", message: "function_id is required" } };
     }
     // A grant read back from another object or the front door is validated before it is trusted.
-    const grant = req.grant === undefined ? undefined : grantSchema.safeParse(req.grant).data;
-    if (req.grant !== undefined && !grant) return { ok: false, error: { code: "unauthorized", message: "malformed grant" } };
+    if (loose.grant !== undefined && !grantSchema.safeParse(loose.grant).success) return { ok: false, error: { code: "unauthorized", message: "malformed grant" } };
+    const parsed = rpcTriggerRequest.safeParse(sent);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return { ok: false, error: { code: "invalid_frame", message: `trigger: ${issue?.path.map(String).join(".") || "request"}: ${issue?.message ?? "invalid"}` } };
+    }
+    const req = parsed.data;
+    const grant = req.grant;
     if (grant && !mayUseNamespace(grant, this.core.ports.namespace)) {
       return { ok: false, error: { code: "FORBIDDEN", message: `'${grant.sub}' may not use namespace '${this.core.ports.namespace}'` } };
     }

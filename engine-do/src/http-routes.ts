@@ -2,8 +2,7 @@
 // engine does not reserve goes to the default namespace's Engine object, and
 // `/ns/<namespace>/http/<path>` to another namespace's. When no route matches, a GET falls back to
 // the demo app's static assets, and otherwise gets `404 {"error":{"code":"NOT_FOUND",...}}`.
-// Also here: browser stream sockets (`/_iii/streams`, `/ns/<ns>/_iii/streams`) and the benchmark
-// baseline `/_iii/bench/plain` (the same JSON an http-trigger bench route answers, without the DO).
+// Also here: browser stream sockets (`/_iii/streams`, `/ns/<ns>/_iii/streams`).
 import type { Context, Hono } from "hono";
 import { authenticateRequest, withGrant } from "./auth.ts";
 import { reservedReason, type HttpTriggerRequest } from "./core/triggers/http.ts";
@@ -15,8 +14,6 @@ const NAMESPACE = /^[A-Za-z0-9._-]{1,64}$/;
 const DEFAULT_NAMESPACE = "default";
 /** Largest request body forwarded to a function (same bound as a frame, protocol/limits.ts). */
 const MAX_HTTP_BODY_BYTES = 1024 * 1024;
-/** What `/_iii/bench/plain` answers; tests/bench/triggers-bench.mjs registers a route answering the same. */
-export const BENCH_PLAIN_BODY = { ok: true, message: "hello from iii-edge" };
 
 const notFound = (c: Context<AppEnv>) => c.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, 404);
 
@@ -90,7 +87,6 @@ const streamSocket = async (c: Context<AppEnv>, namespace: string): Promise<Resp
 
 /** Mount after the engine's own routes: the last route catches everything else. */
 export function mountTriggerRoutes(app: Hono<AppEnv>): void {
-  app.get("/_iii/bench/plain", (c) => c.json(BENCH_PLAIN_BODY));
   app.get("/_iii/streams", (c) => streamSocket(c, DEFAULT_NAMESPACE));
   app.get("/ns/:ns/_iii/streams", (c) => streamSocket(c, c.req.param("ns")));
   app.all("/ns/:ns/http/*", (c) => {

@@ -3,8 +3,7 @@
 // HTTP API; everything else is HTTP-trigger routes or the demo app's assets.
 import { Hono, type Context } from "hono";
 import { z } from "zod";
-import { triggerAction } from "@iii-edge/protocol";
-import type { CallOutcome } from "./core/ports.ts";
+import { rpcTriggerRequest, type EngineRpc } from "@iii-edge/protocol";
 import { authMode, authenticateRequest, isLoopback, withGrant } from "./auth.ts";
 import { Engine } from "./engine-object.ts";
 import { mountTriggerRoutes } from "./http-routes.ts";
@@ -49,8 +48,8 @@ app.get("/otel", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? webSocket
 app.get("/ns/:ns", async (c) => (await upgrade(c, c.req.param("ns"))) ?? webSocketOnly(c));
 app.get("/ns/:ns/otel", async (c) => (await upgrade(c, c.req.param("ns"))) ?? webSocketOnly(c));
 
-// Channel ends (wire-protocol §10): the SDK appends `/ws/channels/<id>?key=…&dir=…` to the engine
-// address as text, so `ws://h` dials `/ws/channels/<id>` and `ws://h/ns/<ns>` dials
+// Channel ends (protocol/README.md §10): the SDK appends `/ws/channels/<id>?key=…&dir=…` to the
+// engine address as text, so `ws://h` dials `/ws/channels/<id>` and `ws://h/ns/<ns>` dials
 // `/ns/<ns>/ws/channels/<id>`. A channel's key is its capability: 128 random bits that only the
 // authenticated creator of the channel was given, checked by the namespace's Engine object (404
 // when wrong). iii-sdk opens channel sockets without headers, so no token is asked for here — but
@@ -68,13 +67,7 @@ app.get("/ws/channels/:id", (c) => channel(c, DEFAULT_NAMESPACE));
 app.get("/ns/:ns/ws/channels/:id", (c) => channel(c, c.req.param("ns")));
 
 /** The body of POST /_iii/invoke: an invokefunction without the socket parts. */
-const invokeBody = z.object({
-  function_id: z.string().min(1),
-  payload: z.unknown().optional(),
-  namespace: z.string().optional(),
-  action: triggerAction.optional(),
-  timeout_ms: z.number().int().positive().max(15 * 60_000).optional(),
-});
+const invokeBody = rpcTriggerRequest.pick({ function_id: true, payload: true, action: true, timeout_ms: true }).extend({ namespace: z.string().optional() });
 
 // The engine's HTTP API: call a function (handy for curl, the demo app and tests).
 app.post("/_iii/invoke", async (c) => {
@@ -85,7 +78,9 @@ app.post("/_iii/invoke", async (c) => {
   if (!NAMESPACE.test(ns)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${ns.slice(0, 80)}'`);
   const who = await authFor(c, ns);
   if (!who.ok) return errorJson(c, who.status, who.code, who.message);
-  const out = (await engineFor(c.env, ns).trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms, grant: who.grant })) as CallOutcome;
+  // Typed by protocol's contract: workerd's generated stub type drops the `unknown` result.
+  const engine: EngineRpc = engineFor(c.env, ns);
+  const out = await engine.trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms, grant: who.grant });
   if (out.ok) return c.json({ result: out.result ?? null });
   return c.json({ error: out.error }, statusOf(out.error.code));
 });
@@ -113,7 +108,7 @@ function statusOf(code: string): 400 | 403 | 404 | 413 | 429 | 500 | 504 {
   }
 }
 
-// HTTP-trigger routes, stream sockets and the bench baseline (http-routes.ts); the catch-all goes last.
+// HTTP-trigger routes and stream sockets (http-routes.ts); the catch-all goes last.
 mountTriggerRoutes(app);
 
 app.notFound(async (c) => {

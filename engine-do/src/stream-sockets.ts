@@ -1,8 +1,9 @@
-// Browser stream subscriptions on the Engine object (wire-protocol §8.6): the workerd side of
+// Browser stream subscriptions on the Engine object (protocol/README.md §8.6): the workerd side of
 // core/builtins/streams.ts. Sockets are hibernatable (tag "stream"); each carries its id in a
 // validated attachment, and its subscriptions live in SQLite, so both survive hibernation.
+import type { StreamSocketPush } from "@iii-edge/protocol";
 import { z } from "zod";
-import type { StreamSocketPort, Streams, StreamWireMessage } from "./core/builtins/streams.ts";
+import type { StreamSocketPort, Streams } from "./core/builtins/streams.ts";
 
 const streamAttachment = z.object({ v: z.literal(1), kind: z.literal("stream"), worker_id: z.string() });
 const TAG = "stream";
@@ -46,7 +47,7 @@ export class StreamSockets implements StreamSocketPort {
     return new Response(null, { status: 101, webSocket: client });
   }
 
-  send(socketId: string, message: StreamWireMessage): boolean {
+  send(socketId: string, message: StreamSocketPush): boolean {
     let ws = this.byId.get(socketId);
     if (!ws) {
       ws = this.ctx.getWebSockets(TAG).find((w) => this.idOf(w) === socketId);

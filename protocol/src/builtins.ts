@@ -1,16 +1,20 @@
-// Payloads of the engine's built-in functions and trigger types (wire-protocol.md §6–§8).
+// The engine's built-in functions and trigger types (protocol/README.md §6–§8): every built-in's
+// input and output schema, and `BUILTINS`, the catalogue by function id. The engine parses a
+// built-in's input with its schema, and the `request_format` / `response_format` that
+// engine::functions::info publishes are derived from the same schemas (`builtinFormats`).
 import { z } from "zod";
 import { jsonBytes } from "./frames.ts";
 import { MAX_LIST_PAGE, MAX_WORKER_INFO_BYTES } from "./limits.ts";
+import { streamName } from "./streams.ts";
 
 const scopeName = z.string().min(1).max(512);
 const keyName = z.string().min(1).max(1024);
-
-export const stateSetInput = z
-  .object({ scope: scopeName, key: keyName, value: z.unknown().optional(), data: z.unknown().optional() })
-  .refine((v) => v.value !== undefined || v.data !== undefined, { message: "value is required" });
-export const stateKeyInput = z.object({ scope: scopeName, key: keyName });
-export const stateScopeInput = z.object({ scope: scopeName });
+const count = z.number().int().min(0);
+const jsonObject = z.record(z.string(), z.unknown());
+/** A built-in that takes no input: whatever is sent is ignored. */
+const noInput = z.unknown();
+/** A built-in that answers nothing (the `invocationresult` has no `result`). */
+const noResult = z.undefined().describe("no result");
 
 /** Paging of a listing (iii-edge extension): `offset` entries skipped, at most `limit` returned
  * (1…MAX_LIST_PAGE). Pages are in the listing's order (state: by key; engine lists: by id). */
@@ -19,6 +23,16 @@ const paging = {
   offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 };
 export type Paging = { limit?: number; offset?: number };
+/** Beside a page's array: entries in the whole (filtered) listing, and where the next page starts
+ * (absent on the last page). */
+const pageOutput = { total: count, next_offset: count.optional() };
+
+// ---------------------------------------------------------------- state::* (§7.2)
+
+export const stateSetInput = z
+  .object({ scope: scopeName, key: keyName, value: z.unknown().optional(), data: z.unknown().optional() })
+  .refine((v) => v.value !== undefined || v.data !== undefined, { message: "value is required" });
+export const stateKeyInput = z.object({ scope: scopeName, key: keyName });
 /** `state::list`: the spec's `{scope}`; with `limit`/`offset` one page of the scope's values. */
 export const stateListInput = z.object({ scope: scopeName, ...paging });
 export const stateListGroupsInput = z.object({ ...paging }).default({});
@@ -35,6 +49,19 @@ export const updateOp = z.discriminatedUnion("type", [
 ]);
 export type UpdateOp = z.infer<typeof updateOp>;
 export const stateUpdateInput = z.object({ scope: scopeName, key: keyName, ops: z.array(updateOp).max(1024) });
+
+/** A stored value, or nothing (absent key). */
+const storedValue = z.unknown();
+/** A write's answer: the value before (null when there was none) and after. */
+export const valueChange = z.object({ old_value: z.unknown(), new_value: z.unknown() });
+/** An update's answer: per-op errors for ops that were skipped (the others still applied). */
+export const updateOutput = valueChange.extend({
+  errors: z.array(z.object({ op_index: count, code: z.string(), message: z.string() })).optional(),
+});
+export type UpdateOutput = z.infer<typeof updateOutput>;
+export const stateListGroupsOutput = z.object({ groups: z.array(z.string()), ...pageOutput });
+
+// ---------------------------------------------------------------- engine::* (§7.1, §6)
 
 export const functionsListInput = z
   .object({
@@ -82,6 +109,65 @@ export const registeredTriggersListInput = z
 export const triggersListInput = z
   .object({ search: z.string().optional(), prefix: z.string().optional(), include_internal: z.boolean().optional(), ...paging })
   .default({});
+export const registerTriggerInput = z.object({ trigger_type: z.string().min(1), function_id: z.string().min(1), config: z.unknown().optional(), metadata: z.unknown().optional(), id: z.string().min(1).optional() });
+export const unregisterTriggerInput = z.object({ id: z.string().min(1) });
+
+export const functionSummary = z.object({ function_id: z.string(), worker_name: z.string(), description: z.string().optional(), metadata: jsonObject.optional() });
+export type FunctionSummary = z.infer<typeof functionSummary>;
+const triggerStatus = z.enum(["active", "parked"]);
+/** One function in engine::functions::info: its formats, and the bindings that call it. */
+export const functionDetail = z.object({
+  function_id: z.string(),
+  worker_name: z.string(),
+  /** Absent for built-ins. */
+  kind: z.enum(["worker", "edge", "http"]).optional(),
+  description: z.string().optional(),
+  request_schema: z.unknown().optional(),
+  response_schema: z.unknown().optional(),
+  metadata: jsonObject.optional(),
+  registered_triggers: z.array(z.object({ id: z.string(), trigger_type: z.string(), config: z.unknown(), status: triggerStatus })),
+});
+export type FunctionDetail = z.infer<typeof functionDetail>;
+export const functionsInfoOutput = z.union([
+  functionDetail,
+  z.object({ functions: z.array(z.union([functionDetail, z.object({ function_id: z.string(), error: z.literal("not_found") })])) }),
+]);
+const reported = z.string().nullable();
+export const workerEntry = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: reported,
+  version: reported,
+  runtime: reported,
+  os: reported,
+  pid: z.number().nullable(),
+  isolation: reported,
+  metadata: jsonObject.nullable(),
+  status: z.literal("connected"),
+  function_count: count,
+  connected_at_ms: z.number(),
+  active_invocations: count,
+});
+export const triggerTypeEntry = z.object({ id: z.string(), worker_name: z.string(), description: z.string() });
+export const registeredTriggerEntry = z.object({
+  id: z.string(),
+  trigger_type: z.string(),
+  function_id: z.string(),
+  worker_name: z.string(),
+  config: z.unknown(),
+  config_summary: z.string(),
+  status: triggerStatus,
+});
+export const cronJob = z.object({
+  job_id: z.string(),
+  expression: z.string(),
+  /** RFC 3339, UTC. */
+  next_time: z.string().nullable(),
+  last_scheduled_time: z.string().nullable(),
+  running: z.boolean(),
+  runs: count,
+  skipped: count,
+});
 
 /** `state` trigger config and payload (§8.3). */
 export const stateTriggerConfig = z
@@ -97,12 +183,6 @@ export interface StateTriggerPayload {
   new_value: unknown;
 }
 
-export interface FunctionSummary {
-  function_id: string;
-  worker_name: string;
-  description?: string;
-  metadata?: Record<string, unknown>;
-}
 export interface FunctionsChangedPayload {
   event: "functions_changed";
   functions: FunctionSummary[];
@@ -134,3 +214,125 @@ export const streamChannelRef = z.object({ channel_id: z.string().min(1).max(128
 export type StreamChannelRef = z.infer<typeof streamChannelRef>;
 /** `buffer_size`: items a channel holds while its reader is not attached (engine default 64, most 1024). */
 export const channelsCreateInput = z.object({ buffer_size: z.number().int().min(1).max(1024).nullish() });
+
+// ---------------------------------------------------------------- stream::* (§7.3)
+
+const streamItemKey = z.object({ stream_name: streamName, group_id: streamName, item_id: streamName });
+export const streamSetInput = streamItemKey.extend({ data: z.unknown() });
+export const streamItemInput = streamItemKey;
+export const streamGroupInput = z.object({ stream_name: streamName, group_id: streamName });
+export const streamInput = z.object({ stream_name: streamName });
+export const streamSendInput = z.object({ stream_name: streamName, group_id: streamName, id: streamName.optional(), type: z.string().min(1).max(256), data: z.unknown().optional() });
+export const streamUpdateInput = streamItemKey.extend({ ops: z.array(updateOp).max(1024) });
+
+// ---------------------------------------------------------------- pub/sub (§7.4, §7.5)
+
+export const publishInput = z.object({ topic: z.string().max(512).optional(), data: z.unknown().optional() });
+
+// ---------------------------------------------------------------- queues (§7.1 "Queue worker")
+
+/** Most dead letters one engine::queue::dlq_messages page returns. */
+export const DLQ_PAGE_MAX = 1_000;
+const queueName = z.string().min(1).max(256);
+const messageId = z.string().min(1).max(256);
+export const queueEnqueueInput = z.object({ queue: queueName, function_id: z.string().min(1).max(512), data: z.unknown().optional(), idempotency_key: z.string().min(1).max(256).optional() });
+export const queueTopicInput = z.object({ topic: queueName });
+export const dlqMessagesInput = z.object({ topic: queueName.optional(), queue: queueName.optional(), offset: z.number().int().min(0).default(0), limit: z.number().int().min(1).max(DLQ_PAGE_MAX).default(100) });
+export const queueInput = z.object({ queue: queueName });
+export const queueMessageInput = z.object({ queue: queueName, message_id: messageId });
+
+const queueBackend = z.enum(["cloudflare", "durable"]);
+const queueType = z.enum(["standard", "fifo"]);
+/** What an enqueue answers: the message's receipt (the invocation id of every attempt). */
+export const enqueueReceipt = z.object({ messageReceiptId: z.string() });
+export const queueConfigOutput = z.object({
+  name: z.string(),
+  backend: queueBackend,
+  max_retries: count,
+  backoff_ms: count,
+  concurrency: count,
+  type: queueType,
+  message_group_field: z.string().optional(),
+  timeout_ms: count,
+});
+export const deadLetterEntry = z.object({
+  message_id: z.string(),
+  id: z.string(),
+  queue: z.string(),
+  function_id: z.string(),
+  data: z.unknown(),
+  attempts: count,
+  error: z.string(),
+  enqueued_at: z.number(),
+  failed_at: z.number(),
+  traceparent: z.string().optional(),
+});
+
+// ---------------------------------------------------------------- the catalogue
+
+const contract = <I extends z.ZodType, O extends z.ZodType>(input: I, output: O) => ({ input, output });
+
+/** Every built-in function: the schema its input is parsed with, and the shape of its result. */
+export const BUILTINS = {
+  "engine::workers::register": contract(workersRegisterInput, z.object({ success: z.literal(true) })),
+  "engine::functions::list": contract(functionsListInput, z.object({ functions: z.array(functionSummary), ...pageOutput })),
+  "engine::functions::info": contract(functionsInfoInput, functionsInfoOutput),
+  "engine::workers::list": contract(workersListInput, z.object({ workers: z.array(workerEntry), ...pageOutput })),
+  "engine::triggers::list": contract(triggersListInput, z.object({ triggers: z.array(triggerTypeEntry), ...pageOutput })),
+  "engine::registered-triggers::list": contract(registeredTriggersListInput, z.object({ registered_triggers: z.array(registeredTriggerEntry), ...pageOutput })),
+  "engine::register_trigger": contract(registerTriggerInput, z.object({ id: z.string() })),
+  "engine::unregister_trigger": contract(unregisterTriggerInput, z.object({ removed: z.boolean() })),
+  "engine::edge::refresh": contract(noInput, z.object({ hosts: z.array(z.string()), functions: z.array(z.string()) })),
+  "engine::channels::create": contract(channelsCreateInput, z.object({ writer: streamChannelRef, reader: streamChannelRef })),
+  "engine::cron::jobs": contract(noInput, z.object({ jobs: z.array(cronJob) })),
+
+  "state::set": contract(stateSetInput, valueChange),
+  "state::get": contract(stateKeyInput, storedValue),
+  /** Answers the previous value itself (nothing when there was none). */
+  "state::delete": contract(stateKeyInput, storedValue),
+  "state::update": contract(stateUpdateInput, updateOutput),
+  "state::list": contract(stateListInput, z.array(z.unknown())),
+  "state::list_groups": contract(stateListGroupsInput, stateListGroupsOutput),
+
+  "stream::set": contract(streamSetInput, valueChange),
+  "stream::get": contract(streamItemInput, storedValue),
+  "stream::delete": contract(streamItemInput, z.object({ old_value: z.unknown() })),
+  "stream::list": contract(streamGroupInput, z.array(z.unknown())),
+  "stream::list_groups": contract(streamInput, z.array(z.string())),
+  "stream::list_all": contract(noInput, z.object({ stream: z.array(z.object({ id: z.string(), groups: z.array(z.string()) })), count })),
+  "stream::send": contract(streamSendInput, noResult),
+  "stream::update": contract(streamUpdateInput, updateOutput),
+
+  publish: contract(publishInput, noResult),
+  /** The receipts are an iii-edge addition (iii answers nothing). */
+  "iii::durable::publish": contract(publishInput, z.object({ messageReceiptIds: z.array(z.string()) })),
+
+  "engine::queue::enqueue": contract(queueEnqueueInput, enqueueReceipt),
+  "engine::queue::list_topics": contract(noInput, z.object({ topics: z.array(z.object({ name: z.string(), backend: queueBackend.nullable(), type: queueType.nullable(), depth: count, inflight: count })) })),
+  "engine::queue::topic_stats": contract(queueTopicInput, z.object({ topic: z.string(), config: queueConfigOutput, depth: count })),
+  "engine::queue::dlq_topics": contract(noInput, z.object({ topics: z.array(z.object({ topic: z.string(), count })) })),
+  "engine::queue::dlq_messages": contract(dlqMessagesInput, z.object({ topic: z.string(), messages: z.array(deadLetterEntry) })),
+  "iii::queue::redrive": contract(queueInput, z.object({ queue: z.string(), redriven: count })),
+  "iii::queue::redrive_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), redriven: z.literal(true) })),
+  "iii::queue::discard_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), discarded: z.literal(true) })),
+} as const;
+export type BuiltinId = keyof typeof BUILTINS;
+export type BuiltinInput<Id extends BuiltinId> = z.output<(typeof BUILTINS)[Id]["input"]>;
+export type BuiltinOutput<Id extends BuiltinId> = z.input<(typeof BUILTINS)[Id]["output"]>;
+
+/** How a built-in's schemas are published: JSON Schema of what it accepts and of what it answers. */
+export function formatsOf(contract: { input: z.ZodType; output: z.ZodType }): { request_format: unknown; response_format: unknown } {
+  // unrepresentable: "any" — a refinement or `undefined` (no result) has no JSON Schema of its own.
+  return {
+    request_format: z.toJSONSchema(contract.input, { io: "input", unrepresentable: "any" }),
+    response_format: z.toJSONSchema(contract.output, { io: "output", unrepresentable: "any" }),
+  };
+}
+
+const formatCache = new Map<BuiltinId, { request_format: unknown; response_format: unknown }>();
+/** `formatsOf(BUILTINS[id])`, computed once per isolate, when first asked for. */
+export function builtinFormats(id: BuiltinId): { request_format: unknown; response_format: unknown } {
+  let f = formatCache.get(id);
+  if (!f) formatCache.set(id, (f = formatsOf(BUILTINS[id])));
+  return f;
+}

@@ -1,10 +1,10 @@
-// The closed set of error codes iii-edge puts on the wire (design/style.md §3). The iii codes come
-// first and keep their iii spelling; iii-edge additions follow. Anything thrown is normalised once
-// into an ErrorBody by `toErrorBody`, keeping its message and stack.
+// The closed set of error codes iii-edge puts on the wire (docs/engineering.md Style §3). The iii
+// codes come first and keep their iii spelling; iii-edge additions follow. Anything thrown is
+// normalised once into an ErrorBody by `toErrorBody`, keeping its message and stack.
 import type { ErrorBody } from "./frames.ts";
 
 export const ERROR_CODES = [
-  // iii (wire-protocol.md §4.9)
+  // iii (protocol/README.md §4.9)
   "function_not_found",
   "invocation_failed",
   "function_not_invokable",

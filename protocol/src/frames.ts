@@ -1,4 +1,4 @@
-// The iii wire protocol (shared/spec/wire-protocol.md §3), once. The engine and both SDKs parse
+// The iii wire protocol (protocol/README.md §3), once. The engine and both SDKs parse
 // every inbound frame with these schemas and build every outbound frame with these types.
 // Unknown fields are ignored (iii-sdk 0.22.1 leaks `message_type` into several frames), so object
 // schemas are non-strict; absent optional fields stay absent.

@@ -5,3 +5,7 @@ export * from "./limits.ts";
 export { parseWorkerFrame, parseEngineFrame, peekCallIds, type ParseResult } from "./parse.ts";
 export * from "./json-depth.ts";
 export * from "./auth.ts";
+export * from "./rpc.ts";
+export * from "./edge-host.ts";
+export * from "./signature.ts";
+export * from "./streams.ts";

@@ -1,5 +1,5 @@
-// Channels (wire-protocol §10) from Node or any runtime with a global WebSocket: attach to one end
-// of a channel the engine created (`engine::channels::create`) and stream items through it.
+// Channels (protocol/README.md §10) from Node or any runtime with a global WebSocket: attach to one
+// end of a channel the engine created (`engine::channels::create`) and stream items through it.
 import { streamChannelRef, type StreamChannelRef } from "@iii-edge/protocol";
 
 /** The URL of one end, derived from the engine address as iii's SDKs derive it (by text). */

@@ -1,41 +1,11 @@
 // The plain part of edge-hosted functions: what a FunctionHost declares, its manifest, and one
-// invocation. No `cloudflare:*` import, so it is testable in Node; `host.ts` is the thin
+// invocation (the shapes are protocol's edge-host.ts). No `cloudflare:*` import, so it is testable in Node; `host.ts` is the thin
 // WorkerEntrypoint shell around it.
-import { type ErrorBody } from "@iii-edge/protocol";
+import type { EdgeInvokeRequest, EdgeInvokeResponse, EdgeManifest, ManifestFunction, ManifestTrigger } from "@iii-edge/protocol";
 import { functionEntry, runHandler, type Schema } from "./client/core.ts";
 import { syncAmbientTrace, type AmbientTrace, type TraceFields } from "./client/trace.ts";
 import type { FunctionOptions, InvocationContext, OutputOf, TriggerRequest } from "./client/types.ts";
 import type { z } from "zod";
-
-export interface ManifestFunction {
-  id: string;
-  description?: string;
-  request_format?: unknown;
-  response_format?: unknown;
-  metadata?: Record<string, unknown>;
-}
-export interface ManifestTrigger {
-  id: string;
-  trigger_type: string;
-  function_id: string;
-  config?: unknown;
-  metadata?: unknown;
-}
-export interface Manifest {
-  functions: ManifestFunction[];
-  triggers: ManifestTrigger[];
-}
-export interface HostInvokeRequest {
-  function_id: string;
-  data: unknown;
-  metadata?: unknown;
-  invocation_id: string;
-  traceparent?: string;
-  baggage?: string;
-  /** The engine namespace that invoked (optional; calls back go there). */
-  namespace?: string;
-}
-export type HostInvokeResponse = { result?: unknown } | { error: ErrorBody };
 
 /** What an edge-hosted handler gets: the invocation, the Worker's env and an engine client
  * bound to the caller's trace context. */
@@ -81,15 +51,15 @@ export class HostRegistry<Env> {
     this.triggers.push(trig);
   }
 
-  manifest(): Manifest {
+  manifest(): EdgeManifest {
     return { functions: [...this.functions.values()].map((f) => f.frame), triggers: [...this.triggers] };
   }
 
   async invoke(
-    req: HostInvokeRequest,
+    req: EdgeInvokeRequest,
     env: Env,
     call: (request: TriggerRequest<unknown>, trace: TraceFields) => Promise<unknown>,
-  ): Promise<HostInvokeResponse> {
+  ): Promise<EdgeInvokeResponse> {
     const fn = this.functions.get(req.function_id);
     if (!fn) return { error: { code: "function_not_found", message: `Function ${req.function_id} not found` } };
     const trace: TraceFields = {};

@@ -12,15 +12,17 @@ import { WorkerEntrypoint } from "cloudflare:workers";
 import type { z } from "zod";
 import type { Schema } from "./client/core.ts";
 import type { FunctionOptions, OutputOf } from "./client/types.ts";
-import { HostRegistry, type HostContext, type HostHandler, type HostInvokeRequest, type HostInvokeResponse, type Manifest } from "./host-registry.ts";
+import type { EdgeHost, EdgeInvokeRequest, EdgeInvokeResponse, EdgeManifest } from "@iii-edge/protocol";
+import { HostRegistry, type HostContext, type HostHandler } from "./host-registry.ts";
 import { connectEngine, type EngineNamespaceLike } from "./rpc.ts";
 
-export type { HostContext, HostHandler, HostInvokeRequest, HostInvokeResponse, Manifest, ManifestFunction, ManifestTrigger } from "./host-registry.ts";
+export type { HostContext, HostHandler } from "./host-registry.ts";
+export type { EdgeInvokeRequest, EdgeInvokeResponse, EdgeManifest, ManifestFunction, ManifestTrigger } from "@iii-edge/protocol";
 export { connectEngine } from "./rpc.ts";
 /** sdk-edge's zod (use it for schemas: one copy, matching types). */
 export { z } from "zod";
 
-export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> {
+export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> implements EdgeHost {
   /** Name of the env binding of the engine's Durable Object namespace, for calls back. */
   protected engineBinding = "ENGINE";
   // ES-private so that nothing but iiiManifest/iiiInvoke is reachable over RPC.
@@ -58,11 +60,11 @@ export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> 
     return this.#registry;
   }
 
-  async iiiManifest(): Promise<Manifest> {
+  async iiiManifest(): Promise<EdgeManifest> {
     return this.#loaded().manifest();
   }
 
-  async iiiInvoke(req: HostInvokeRequest): Promise<HostInvokeResponse> {
+  async iiiInvoke(req: EdgeInvokeRequest): Promise<EdgeInvokeResponse> {
     const registry = this.#loaded();
     const env = this.env;
     const binding = (env as Record<string, unknown> | undefined)?.[this.engineBinding] as EngineNamespaceLike | undefined;

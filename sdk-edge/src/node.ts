@@ -12,7 +12,7 @@ export { z } from "zod";
 export { IIIError, toErrorBody } from "@iii-edge/protocol";
 export { MAX_BUFFERED_FRAMES, MAX_BUFFERED_BYTES } from "./client/core.ts";
 
-/** iii-sdk's reconnect policy and defaults (wire-protocol.md §2.6). */
+/** iii-sdk's reconnect policy and defaults (protocol/README.md §2.6). */
 export interface ReconnectionConfig {
   initialDelayMs: number;
   maxDelayMs: number;

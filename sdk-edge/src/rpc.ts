@@ -1,30 +1,16 @@
 // Calling the engine from any Worker or Durable Object through the engine's Durable Object
 // binding (RPC, no socket). Same `trigger` API and actions as the WebSocket clients.
-import { IIIError, DEFAULT_INVOKE_TIMEOUT_MS, type ErrorBody } from "@iii-edge/protocol";
+import { IIIError, DEFAULT_INVOKE_TIMEOUT_MS, type EngineRpc, type RpcTriggerRequest } from "@iii-edge/protocol";
 import { outgoingTrace, type TraceFields } from "./client/trace.ts";
-import type { TriggerAction, TriggerRequest } from "./client/types.ts";
+import type { TriggerRequest } from "./client/types.ts";
 
-/** The engine Durable Object's RPC `trigger` request (fixed with the engine). */
-export interface EngineTriggerRequest {
-  function_id: string;
-  payload?: unknown;
-  action?: TriggerAction;
-  metadata?: unknown;
-  traceparent?: string;
-  baggage?: string;
-  timeout_ms?: number;
-}
-export type EngineTriggerResponse = { ok: true; result?: unknown } | { ok: false; error: ErrorBody };
+/** The engine's RPC contract (protocol's rpc.ts), for code that types its own stubs. */
+export type { CallOutcome, EngineRpc, RpcTriggerRequest } from "@iii-edge/protocol";
 
-/** The RPC surface of the engine's Durable Object that this client uses. */
-export interface EngineRpc {
-  trigger(req: EngineTriggerRequest): Promise<EngineTriggerResponse>;
-}
-
-/** `env.ENGINE` (a DurableObjectNamespace of the engine class); typed structurally so callers
- * need not import the engine. */
+/** `env.ENGINE` (a DurableObjectNamespace of the engine class): its stubs serve protocol's
+ * `EngineRpc`, so callers need not import the engine. */
 export interface EngineNamespaceLike {
-  getByName(name: string): object;
+  getByName(name: string): EngineRpc;
 }
 
 export interface EngineClient {
@@ -39,9 +25,7 @@ export const DEFAULT_NAMESPACE = "default";
 
 /** `connectEngine(env.ENGINE)` → `{ trigger }` against namespace `default` (or `namespace`). */
 export function connectEngine(engine: EngineNamespaceLike, options: { namespace?: string; trace?: TraceFields } = {}): EngineClient {
-  // The engine's stub exposes `trigger` over RPC; its generated type is not visible from here.
-  const stub = engine.getByName(options.namespace ?? DEFAULT_NAMESPACE) as EngineRpc;
-  return rpcClient(stub, options.trace);
+  return rpcClient(engine.getByName(options.namespace ?? DEFAULT_NAMESPACE), options.trace);
 }
 
 export function rpcClient(stub: EngineRpc, inherited?: TraceFields): EngineClient {
@@ -51,7 +35,7 @@ export function rpcClient(stub: EngineRpc, inherited?: TraceFields): EngineClien
         throw new IIIError("INVALID_ARGUMENTS", "trigger needs a function_id");
       }
       const trace = outgoingTrace({ traceparent: request.traceparent, baggage: request.baggage }, inherited);
-      const req: EngineTriggerRequest = { function_id: request.function_id, payload: request.payload ?? null, ...trace };
+      const req: RpcTriggerRequest = { function_id: request.function_id, payload: request.payload ?? null, ...trace };
       if (request.action) req.action = request.action;
       if (request.metadata !== undefined) req.metadata = request.metadata;
       if (!request.action) req.timeout_ms = request.timeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;

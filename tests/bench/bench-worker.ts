@@ -1,8 +1,9 @@
-// The benchmark's Worker: the engine exactly as `npm start` runs it, plus `EchoBench`, a
-// hibernatable WebSocket echo Durable Object at /_bench/echo — the raw baseline measured in the
-// same run on the same runtime.
+// The benchmark's Worker: the engine exactly as `npm start` runs it, plus the baselines measured in
+// the same run on the same runtime: `EchoBench`, a hibernatable WebSocket echo Durable Object at
+// /_bench/echo (run.mjs), and the plain Worker route /_iii/bench/plain (triggers-bench.mjs).
 import { DurableObject } from "cloudflare:workers";
 import engine from "../../deploy/worker.ts";
+import { BENCH_PLAIN_BODY, BENCH_PLAIN_PATH } from "./baseline.ts";
 
 export * from "../../deploy/worker.ts";
 
@@ -78,7 +79,10 @@ export class EchoBench extends DurableObject<BenchEnv> {
 export default {
   ...engine,
   fetch(request: Request, env: BenchEnv, ctx: ExecutionContext): Response | Promise<Response> {
-    if (new URL(request.url).pathname.startsWith("/_bench/")) return env.ECHO.getByName("echo").fetch(request);
+    const path = new URL(request.url).pathname;
+    if (path.startsWith("/_bench/")) return env.ECHO.getByName("echo").fetch(request);
+    // The same JSON as the bench's http-trigger route, from the Worker alone.
+    if (path === BENCH_PLAIN_PATH && request.method === "GET") return Response.json(BENCH_PLAIN_BODY);
     return engine.fetch(request, env, ctx);
   },
 } satisfies ExportedHandler<BenchEnv>;

@@ -11,19 +11,16 @@
 // BENCH_ONLY ("auth": routed auth on/off and connect only; "base": without the auth parts),
 // BENCH_CONNECTS (200 sequential connects per variant and run), BENCH_AUTH_CALL (the callers'
 // `call` globs, comma-separated; "none" for a grant without a call list — isolates the glob check).
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
-import { tmpdir } from "node:os";
+import { rmSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
+import { startBenchEngine } from "./bench-engine.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
-const config = path.join(here, "wrangler.bench.toml");
-const wrangler = path.join(root, "node_modules/.bin/wrangler");
 
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1000);
@@ -51,26 +48,7 @@ const ANSWER_GRANT = { sub: "bench-answer", ns: ["*"], register: ["bench::"] };
 /** What connects through the AUTH_FUNCTION engine present (answer-worker.mjs `authfn` checks it). */
 const AUTHFN_HEADERS = { "x-api-key": "bench-key" };
 
-const OFFLINE_ENV = {
-  ...process.env,
-  PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH ?? ""}`,
-  WRANGLER_SEND_METRICS: "false",
-  WRANGLER_HIDE_BANNER: "true",
-  CLOUDFLARE_CF_FETCH_ENABLED: "false",
-  CI: "1",
-};
-
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 // ------------------------------------------------------------------ processes
 
@@ -88,40 +66,12 @@ function cleanup() {
 process.on("exit", cleanup);
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => (cleanup(), process.exit(130)));
 
-/**
- * wrangler dev on tests/bench/wrangler.bench.toml with its own state. `secretVars` (AUTH_SECRET,
- * AUTH_FUNCTION) reach the Worker as scripts/start.mjs passes them: through a private env file
- * (mode 0600, removed with the state), never on the command line.
- */
-async function startEngine({ port: wantPort, secretVars } = {}) {
-  const port = wantPort || (await freePort());
-  const persist = mkdtempSync(path.join(tmpdir(), "iii-bench-"));
-  execFileSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, "-c", config], { cwd: root, env: OFFLINE_ENV, stdio: ["ignore", "ignore", "inherit"] });
-  const args = ["dev", "-c", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(await freePort()), "--persist-to", persist, "--show-interactive-dev-session=false", "--log-level", "warn"];
-  if (secretVars) {
-    const file = path.join(persist, "vars.env");
-    writeFileSync(file, Object.entries(secretVars).map(([k, v]) => `${k}=${JSON.stringify(v)}\n`).join(""), { mode: 0o600 });
-    chmodSync(file, 0o600);
-    args.push("--env-file", file);
-  }
-  const child = spawn(wrangler, args, { cwd: root, env: OFFLINE_ENV, detached: true, stdio: ["ignore", "pipe", "pipe"] });
-  let log = "";
-  child.stdout.on("data", (d) => (log += d));
-  child.stderr.on("data", (d) => (log += d));
-  children.push({ child, detached: true });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited:\n${log}`);
-    try {
-      if ((await fetch(`${url}/healthz`)).ok) break;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`engine not up within 90 s:\n${log}`);
-    await sleep(200);
-  }
-  return { port, url, wsUrl: `ws://127.0.0.1:${port}`, persist, log: () => log };
+/** The bench engine (bench-engine.mjs: wrangler dev on wrangler.bench.toml with its own state),
+ * stopped by cleanup() with the other processes. */
+async function startEngine(opts) {
+  const engine = await startBenchEngine(opts);
+  children.push({ child: engine.child, detached: true });
+  return engine;
 }
 
 /** `token`: the worker connects with it (passed in its environment, not its arguments). */

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Triggers and delivery, measured against the engine `npm start` runs (tests/support/engine-server.ts):
+// Triggers and delivery, measured against the bench engine (bench-engine.mjs: the engine `npm start`
+// runs, with its queues, plus the bench's baselines, bench-worker.ts):
 //  - enqueue → handler throughput and p50/p99 latency, durable backend (queue `jobs`) and Cloudflare
 //    Queues backend (queue `default`), with an iii-sdk worker as the handler;
 //  - http-trigger requests/s versus the plain Worker route `/_iii/bench/plain` answering the same
@@ -7,7 +8,8 @@
 // Each measurement runs RUNS times (interleaved); medians are printed, with ratios. Usage:
 //   node tests/bench/triggers-bench.mjs [--runs 3] [--messages 1000] [--cf-messages 300] [--seconds 5] [--connections 16]
 import { registerWorker, TriggerAction } from "iii-sdk";
-import { startEngine } from "../support/engine-server.ts";
+import { BENCH_PLAIN_BODY, BENCH_PLAIN_PATH } from "./baseline.ts";
+import { startBenchEngine } from "./bench-engine.mjs";
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -20,7 +22,6 @@ const SECONDS = arg("seconds", 5);
 const CONNECTIONS = arg("connections", 16);
 /** Enqueue calls in flight at once from the producer. */
 const ENQUEUE_WINDOW = 50;
-const BENCH_BODY = { ok: true, message: "hello from iii-edge" }; // = BENCH_PLAIN_BODY in engine-do/src/http-routes.ts
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -31,13 +32,13 @@ const pct = (xs, p) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
 
-const engine = await startEngine();
+const engine = await startBenchEngine();
 const iii = registerWorker(engine.wsUrl, { workerName: "triggers-bench", otel: { enabled: false } });
 let sink = null;
 iii.registerFunction("bench::deliver", async (d) => {
   sink?.(d);
 });
-iii.registerFunction("bench::http", async () => ({ status_code: 200, body: BENCH_BODY }));
+iii.registerFunction("bench::http", async () => ({ status_code: 200, body: BENCH_PLAIN_BODY }));
 iii.registerTrigger({ type: "http", function_id: "bench::http", config: { api_path: "bench/json" } });
 for (let i = 0; i < 100; i++) {
   if ((await fetch(`${engine.url}/bench/json`)).status === 200) break;
@@ -108,7 +109,7 @@ async function httpRun(path) {
 await queueRun("jobs", 50);
 await queueRun("default", 20);
 await httpRun("/bench/json");
-await httpRun("/_iii/bench/plain");
+await httpRun(BENCH_PLAIN_PATH);
 
 const results = { durable: [], cloudflare: [], http: [], plain: [], durableIdle: [], cloudflareIdle: [] };
 for (let r = 0; r < RUNS; r++) {
@@ -117,7 +118,7 @@ for (let r = 0; r < RUNS; r++) {
   results.durableIdle.push(await idleLatency("jobs", 50));
   results.cloudflareIdle.push(await idleLatency("default", 10));
   results.http.push(await httpRun("/bench/json"));
-  results.plain.push(await httpRun("/_iii/bench/plain"));
+  results.plain.push(await httpRun(BENCH_PLAIN_PATH));
   console.error(`run ${r + 1}/${RUNS} done`);
 }
 const m = (k, f) => median(results[k].map((x) => x[f]));

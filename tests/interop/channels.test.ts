@@ -1,7 +1,7 @@
-// Channels (wire-protocol §10) and the http trigger's channels (§8.1) through `npm start`'s engine,
-// driven by the unmodified iii-sdk@0.22.1: `createChannel` from `iii-sdk/helpers`, a reader ref
-// passed to another worker's function, `@iii-dev/helpers/http`'s streaming `http()` wrapper, and a
-// handler reading `request_body`.
+// Channels (protocol/README.md §10) and the http trigger's channels (§8.1) through `npm start`'s
+// engine, driven by the unmodified iii-sdk@0.22.1: `createChannel` from `iii-sdk/helpers`, a reader
+// ref passed to another worker's function, `@iii-dev/helpers/http`'s streaming `http()` wrapper,
+// and a handler reading `request_body`.
 import { http } from "@iii-dev/helpers/http";
 import type { ChannelReader, ChannelWriter } from "iii-sdk/channel";
 import { createChannel } from "iii-sdk/helpers";

@@ -1,4 +1,4 @@
-// iii's HTTP-invoked functions (wire-protocol §9) through `npm start`'s engine: an unmodified
+// iii's HTTP-invoked functions (protocol/README.md §9) through `npm start`'s engine: an unmodified
 // iii-sdk worker registers a function that lives behind a URL; the engine signs each call with
 // HMAC from its own secret, and sdk-edge's receiver verifies it.
 import http from "node:http";

@@ -1,4 +1,4 @@
-// Reconnect after the engine restarts (wire-protocol §2.6, §12.5): `engine.restart()` stops
+// Reconnect after the engine restarts (protocol/README.md §2.6, §12.5): `engine.restart()` stops
 // `npm start`'s engine and starts it again on the same port and state; both iii-sdk workers
 // reconnect by themselves, replay their registrations, and calls between them work again.
 import { afterAll, beforeAll, expect, it } from "vitest";

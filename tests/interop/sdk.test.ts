@@ -1,5 +1,5 @@
 // The unmodified iii-sdk@0.22.1 against `npm start`'s engine: two workers in this process and one
-// in a child process, calling each other through the engine (wire-protocol §12).
+// in a child process, calling each other through the engine (protocol/README.md §12).
 import { spawn, type ChildProcess } from "node:child_process";
 import http from "node:http";
 import path from "node:path";

@@ -3,7 +3,7 @@
 // The shell itself runs in workerd and is covered by the browser suite (edge::hello, edge::call-tab).
 import { describe, expect, it } from "vitest";
 import { HostRegistry } from "@iii-edge/sdk-edge/registry";
-import { rpcClient, type EngineTriggerRequest } from "@iii-edge/sdk-edge/rpc";
+import { rpcClient, type RpcTriggerRequest } from "@iii-edge/sdk-edge/rpc";
 import { IIIError, z } from "@iii-edge/sdk-edge/node";
 
 describe("HostRegistry", () => {
@@ -43,8 +43,8 @@ describe("HostRegistry", () => {
   });
 
   it("calls back through the engine RPC client with the caller's trace context", async () => {
-    const sent: EngineTriggerRequest[] = [];
-    const stub = { trigger: async (req: EngineTriggerRequest) => (sent.push(req), { ok: true as const, result: { echoed: req.payload } }) };
+    const sent: RpcTriggerRequest[] = [];
+    const stub = { trigger: async (req: RpcTriggerRequest) => (sent.push(req), { ok: true as const, result: { echoed: req.payload } }) };
     const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     const out = await host.invoke({ function_id: "h::relay", data: { to: "tab::echo" }, invocation_id: "i-2", traceparent: tp }, env, (req, trace) => rpcClient(stub, trace).trigger(req));
     expect(out).toEqual({ result: { echoed: { via: "relay" } } });

@@ -1,6 +1,7 @@
-// HTTP-invoked functions (wire-protocol.md §9): the engine side (engine-do/src/core/http-invoke.ts)
-// against a real node:http server on 127.0.0.1, whose handler is sdk-edge's receiver — so the
-// signature is checked end to end — plus the response mapping and the URL policy.
+// HTTP-invoked functions (protocol/README.md §9): the engine side
+// (engine-do/src/core/http-invoke.ts) against a real node:http server on 127.0.0.1, whose handler
+// is sdk-edge's receiver — so the signature is checked end to end — plus the response mapping and
+// the URL policy.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -1,7 +1,8 @@
 // Type tests for the public API (run by vitest's typecheck in the sdk project).
 import { describe, expectTypeOf, it } from "vitest";
 import { registerWorker, z, TriggerAction, type EdgeClient, type FunctionRef, type ConnectionState, type InvocationContext } from "@iii-edge/sdk-edge/node";
-import { connectEngine, type EngineClient } from "@iii-edge/sdk-edge/rpc";
+import { connectEngine, type EngineClient, type EngineNamespaceLike } from "@iii-edge/sdk-edge/rpc";
+import type { CallOutcome, EngineRpc, RpcTriggerRequest } from "@iii-edge/protocol";
 import type { BrowserClient } from "@iii-edge/sdk-browser";
 import type { IIIClient } from "iii-sdk";
 
@@ -52,5 +53,24 @@ describe("trigger and the rest of the surface", () => {
     expectTypeOf(connectEngine).returns.toEqualTypeOf<EngineClient>();
     // Code written against iii-sdk's registerWorker/trigger call shape compiles against ours.
     expectTypeOf<Parameters<EdgeClient["trigger"]>[0]["function_id"]>().toEqualTypeOf<Parameters<IIIClient["trigger"]>[0]["function_id"]>();
+  });
+});
+
+describe("the engine RPC client", () => {
+  // The engine's Durable Object stub against this expectation: tests/workers/rpc.test.ts (it needs
+  // workerd's types, which this project does not load).
+  it("expects exactly protocol's contract of the engine's trigger()", () => {
+    expectTypeOf<ReturnType<EngineNamespaceLike["getByName"]>>().toEqualTypeOf<EngineRpc>();
+    expectTypeOf<Parameters<EngineRpc["trigger"]>[0]>().toEqualTypeOf<RpcTriggerRequest>();
+    expectTypeOf<ReturnType<EngineRpc["trigger"]>>().toEqualTypeOf<Promise<CallOutcome>>();
+  });
+
+  it("refuses an engine whose trigger() drifted from it", () => {
+    const needsMore = { getByName: () => ({ trigger: async (_req: RpcTriggerRequest & { route: string }) => ({ ok: true as const }) }) };
+    // @ts-expect-error the engine would want a field the client never sends
+    connectEngine(needsMore);
+    const answersOther = { getByName: () => ({ trigger: async () => ({ success: true }) }) };
+    // @ts-expect-error the engine answers something other than a CallOutcome
+    connectEngine(answersOther);
   });
 });

@@ -80,6 +80,13 @@ class Flooder {
   close(): void {
     if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(1000, "done");
   }
+  /** Close and wait until it is closed: under wrangler dev every message a still-open hibernatable
+   * socket has received makes each later message of the object dearer (tests/bench/ws-sink), so a
+   * burst's sockets are gone before the next burst is measured. */
+  async closeAndWait(): Promise<void> {
+    this.close();
+    await eventually(() => this.closed !== null, 15_000, "the socket closed", 20).catch(() => {});
+  }
 }
 
 async function connect(sub: string): Promise<RawSocket> {
@@ -290,7 +297,7 @@ describe("a burst of 4 × 15 000 frames (finding 7)", () => {
     // First the floor: the same burst of pongs, which the engine takes and drops unparsed-cheap.
     const noCalls = [0, 1, 2, 3].map(() => new Set<string>());
     const floor = await burst("baseline", FRAMES, () => `{"type":"pong","pad":"${pad}${pad}"}`, noCalls);
-    for (const fl of floor.flooders) fl.close();
+    await Promise.all(floor.flooders.map((fl) => fl.closeAndWait()));
     console.log(`pong burst (the runtime's floor): sent in ${floor.sentMs} ms, handled in ${floor.doneMs} ms; healthz worst ${floor.health.worst} ms`);
     /** Each flooder's calls, by invocation id: every one must be answered. */
     const calls = [0, 1, 2, 3].map(() => new Set<string>());
@@ -328,7 +335,7 @@ describe("a burst of 4 × 15 000 frames (finding 7)", () => {
         else expect(r.error?.code).toBeTruthy();
       }
     }
-    for (const fl of flooders) fl.close();
+    await Promise.all(flooders.map((fl) => fl.closeAndWait()));
     await eventually(async () => JSON.stringify(await catalog(observer)) === JSON.stringify(baseline), 10_000, "the catalog and state as before", 100);
   }, 90_000);
 });

@@ -1,5 +1,6 @@
 // Debian's Chromium through playwright-core, as the browser suites launch it: a fresh profile,
-// no background networking, every host but 127.0.0.1 unresolvable (toolchain.md §7–§8).
+// no background networking, every host but 127.0.0.1 unresolvable (docs/engineering.md,
+// Toolchain §7–§8).
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";

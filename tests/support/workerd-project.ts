@@ -1,6 +1,6 @@
-// The workerd test projects' common setup (toolchain.md §5): the engine's own wrangler.toml and
-// its D1 migrations (read here in Node, applied in each project's setup file), plus the bindings a
-// project overrides.
+// The workerd test projects' common setup (docs/engineering.md Toolchain §5): the engine's own
+// wrangler.toml and its D1 migrations (read here in Node, applied in each project's setup file),
+// plus the bindings a project overrides.
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { repoRoot } from "./engine-server.ts";

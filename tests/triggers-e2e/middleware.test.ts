@@ -1,4 +1,4 @@
-// Global HTTP middleware (wire-protocol §8.1), configured with the HTTP_MIDDLEWARE var of the
+// Global HTTP middleware (protocol/README.md §8.1), configured with the HTTP_MIDDLEWARE var of the
 // engine `npm start` runs: it runs before every route's own middleware and can answer by itself.
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -4,24 +4,18 @@
 import { evictDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import type { StreamSocketMessage, StreamSocketPush } from "@iii-edge/protocol";
 import { RawWorker, eventually } from "./raw-worker.ts";
-
-interface Push {
-  type: string;
-  streamName: string;
-  groupId: string;
-  id: string | null;
-  event: { type: string; data?: unknown; event?: unknown };
-}
 
 async function subscriber(ns: string) {
   const res = await exports.default.fetch(`http://localhost/ns/${ns}/_iii/streams`, { headers: { Upgrade: "websocket" } });
   expect(res.status).toBe(101);
   const ws = res.webSocket!;
   ws.accept();
-  const got: Push[] = [];
-  ws.addEventListener("message", (e) => got.push(JSON.parse(String(e.data)) as Push));
-  return { ws, got, send: (m: unknown) => ws.send(JSON.stringify(m)) };
+  // The socket's messages as protocol's streams.ts has them (read as such; the test checks them).
+  const got: StreamSocketPush[] = [];
+  ws.addEventListener("message", (e) => got.push(JSON.parse(String(e.data)) as StreamSocketPush));
+  return { ws, got, send: (m: StreamSocketMessage) => ws.send(JSON.stringify(m)) };
 }
 
 describe("streams", () => {

@@ -1,4 +1,4 @@
-// The frame parser shared by the engine and the SDKs (wire-protocol §2.3): never throws, valid
+// The frame parser shared by the engine and the SDKs (protocol/README.md §2.3): never throws, valid
 // frames round-trip, refusals carry the right code and the ids needed to answer a caller.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";

@@ -1,8 +1,8 @@
-// The engine core in plain Node (design/style.md §8: the core has no `cloudflare:*` import), over
-// Node's own SQLite: a routed call that outlives PERSIST_AFTER_MS survives the loss of the object's
-// memory. An "eviction" here is what workerd does to a Durable Object: the instance and its timers
-// are gone, SQLite and the (hibernated) sockets remain, and a new instance starts over them.
-// (miniflare's evictDurableObject waits for pending timers, so workerd tests cannot show this.)
+// The engine core in plain Node (docs/engineering.md Style §1, §8: the core has no `cloudflare:*`
+// import), over Node's own SQLite: a routed call that outlives PERSIST_AFTER_MS survives the loss
+// of the object's memory. An "eviction" here is what workerd does to a Durable Object: the instance
+// and its timers are gone, SQLite and the (hibernated) sockets remain, and a new instance starts
+// over them. (miniflare's evictDurableObject waits for pending timers: workerd tests cannot show it.)
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
 import type { EngineFrame } from "@iii-edge/protocol";

@@ -1,4 +1,4 @@
-// state::update / stream::update operations (wire-protocol §7.2), as a pure function.
+// state::update / stream::update operations (protocol/README.md §7.2), as a pure function.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { applyUpdateOps } from "@iii-edge/engine-do/core/update-ops.ts";

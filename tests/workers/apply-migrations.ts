@@ -1,4 +1,5 @@
-// Runs once per test file (idempotent): each file gets fresh storage (toolchain.md §5).
+// Runs once per test file (idempotent): each file gets fresh storage (docs/engineering.md,
+// Toolchain §5).
 import { applyD1Migrations } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 

@@ -1,4 +1,4 @@
-// Bad input (wire-protocol §2.3 and the engine's refusals): every kind of broken frame gets a
+// Bad input (protocol/README.md §2.3 and the engine's refusals): every kind of broken frame gets a
 // clear `error` frame or is ignored as the spec says; the connection and the engine stay up and
 // nothing already registered changes. Property tests (fast-check) corrupt valid frames built
 // from the protocol schemas, and throw random JSON, text and bytes at the engine.

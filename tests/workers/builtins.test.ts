@@ -1,5 +1,5 @@
-// Built-in functions and trigger types (wire-protocol §6, §7.1–7.2, §8.3, §8.7), over the wire.
-// Discovery is pushed on change: a binding to engine::functions-available hears about a new
+// Built-in functions and trigger types (protocol/README.md §6, §7.1–7.2, §8.3, §8.7), over the
+// wire. Discovery is pushed on change: a binding to engine::functions-available hears about a new
 // function well under a second after its registration.
 import { exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";

@@ -1,5 +1,5 @@
-// Channels (wire-protocol §10) on the Engine object: create, attach both ends over the front door,
-// items in order with their text/binary type, close propagation, buffering before the reader,
+// Channels (protocol/README.md §10) on the Engine object: create, attach both ends over the front
+// door, items in order with their text/binary type, close propagation, buffering before the reader,
 // one attach per end, 404 for a wrong key, overflow, hibernation between writes, the alarm sweep,
 // and the http trigger's request_body / streamed response (§8.1).
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";

@@ -1,4 +1,4 @@
-// Worker-provided trigger types (wire-protocol §3.6–3.10, §8.10): bindings parked until a
+// Worker-provided trigger types (protocol/README.md §3.6–3.10, §8.10): bindings parked until a
 // provider exists, delivered when one appears, the provider's errors forwarded to the binding's
 // owner, and unregistertrigger forwarded to the provider.
 import { afterEach, describe, expect, it } from "vitest";

@@ -1,6 +1,6 @@
-// Hibernation and eviction lose nothing (design/style.md §4): the catalog, bindings (active and
-// parked), state and per-socket identity survive `evictDurableObject`, and the same sockets keep
-// working against the new instance.
+// Hibernation and eviction lose nothing (docs/engineering.md Style §4): the catalog, bindings
+// (active and parked), state and per-socket identity survive `evictDurableObject`, and the same
+// sockets keep working against the new instance.
 import { afterEach, describe, expect, it } from "vitest";
 import { NO_REPLY, Wires, eventually, evictEngine, functionIds, sleep, type Frame } from "./wire.ts";
 

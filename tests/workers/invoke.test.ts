@@ -1,4 +1,4 @@
-// Invocation routing (wire-protocol §4): sync, void and enqueue; metadata and trace context on
+// Invocation routing (protocol/README.md §4): sync, void and enqueue; metadata and trace context on
 // every hop; `_caller_worker_id`; and "every caller gets an answer" — unknown function at once,
 // the engine-side deadline, and a target that disconnects mid-call.
 import { exports } from "cloudflare:workers";

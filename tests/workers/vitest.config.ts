@@ -1,5 +1,5 @@
-// workerd tests for the Engine Durable Object (design/style.md §8): raw iii frames over real
-// hibernatable WebSockets, eviction between steps, and property tests over the protocol schemas.
+// workerd tests for the Engine Durable Object (docs/engineering.md Style §8): raw iii frames over
+// real hibernatable WebSockets, eviction between steps, property tests over the protocol schemas.
 import { defineProject } from "vitest/config";
 import { sourceAliases } from "../../scripts/workspace-exports.mjs";
 import { engineInWorkerd } from "../support/workerd-project.ts";

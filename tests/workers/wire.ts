@@ -1,6 +1,6 @@
 // A raw iii wire client for workerd tests: one WebSocket to the engine Worker's front door,
 // every frame it receives kept in order, and small helpers to wait for, call and serve. It speaks
-// the frames of wire-protocol.md §3 by hand, so the tests see exactly what the engine sends.
+// the frames of protocol/README.md §3 by hand, so the tests see exactly what the engine sends.
 import { evictDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 
@@ -16,7 +16,7 @@ export const uuid = () => crypto.randomUUID();
 /** The Engine object iii-sdk's default namespace lives in. */
 export const engineStub = () => env.ENGINE.getByName("default");
 
-/** Evict the engine object; hibernatable sockets stay open (toolchain.md §5). */
+/** Evict the engine object; hibernatable sockets stay open (docs/engineering.md Toolchain §5). */
 export async function evictEngine(name = "default"): Promise<void> {
   await evictDurableObject(env.ENGINE.getByName(name), { webSockets: "hibernate" });
 }

@@ -234,7 +234,7 @@ export class Catalog {
     this.functions.set(f.id, f);
     this.holdings.count(f.owner, "functions", 1);
   }
-  /** Remove a function only if `owner` still owns it (the reconnect race, wire-protocol §2.5). */
+  /** Remove a function only if `owner` still owns it (the reconnect race, protocol/README.md §2.5). */
   deleteFunction(id: string, owner: string): boolean {
     const f = this.functions.get(id);
     if (!f || f.owner !== owner) return false;

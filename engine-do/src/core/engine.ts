@@ -1,10 +1,11 @@
-// The engine core: connections, catalog, invocation routing, trigger dispatch and the built-in
-// functions, as plain TypeScript over the ports of ./ports.ts. No `cloudflare:*` import here.
+// The engine core: connections, the catalog's ownership rules (who may register, replace and remove
+// functions, trigger types and bindings; grants; reattach; cleanup), frame dispatch, and the
+// composition of its parts, as plain TypeScript over the ports of ./ports.ts. No `cloudflare:*`
+// import here. The parts: invocations.ts (open calls, deadlines, bounds, eviction persistence),
+// admission.ts (connection counts, frame budgets), edge-hosts.ts (Worker-hosted functions),
+// introspection.ts (what the engine::* listings read). Features see the engine as EngineApi (api.ts).
 import {
   DEFAULT_INVOKE_TIMEOUT_MS,
-  BYTES_PER_SECOND,
-  FLOOD_CLOSE_CODE,
-  FRAMES_PER_SECOND,
   IIIError,
   MAX_FRAME_BYTES,
   MAX_REGISTRATIONS_PER_WORKER,
@@ -16,7 +17,6 @@ import {
   mayUseNamespace,
   type Grant,
   parseWorkerFrame,
-  peekCallIds,
   toErrorBody,
   type EngineFrame,
   type ErrorBody,
@@ -26,178 +26,67 @@ import {
   type TriggerAction,
   type WorkerFrame,
 } from "@iii-edge/protocol";
-import {
-  MAX_CONNECTIONS_PER_IP,
-  MAX_CONNECTIONS_PER_PRINCIPAL,
-  MAX_OPEN_CALLS,
-  MAX_OPEN_CALLS_PER_CALLER,
-  MAX_OPEN_CALLS_PER_TARGET,
-  MAX_REGISTRATIONS_PER_PRINCIPAL,
-} from "./bounds.ts";
+import { AdmissionControl } from "./admission.ts";
+import type {
+  AlarmClient,
+  BuiltinFunction,
+  BuiltinTriggerType,
+  CallContext,
+  CallRequest,
+  EngineApi,
+  EnqueueRequest,
+  QueueProvider,
+} from "./api.ts";
+import { MAX_REGISTRATIONS_PER_PRINCIPAL } from "./bounds.ts";
 import { Catalog, type FunctionRecord, type TriggerRecord } from "./catalog.ts";
-import { Deadlines } from "./deadlines.ts";
+import { EdgeHostSync } from "./edge-hosts.ts";
+import { Introspection } from "./introspection.ts";
+import { Invocations } from "./invocations.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
-import { ERROR_NOTICES_PER_SECOND, FLOOD_CLOSE_REASON, SocketBudget } from "./socket-budget.ts";
 
-/** What a built-in function receives besides its input. */
-export interface CallContext {
-  invocationId: string;
-  callerWorkerId?: string;
-  /** The caller's permissions (OPEN_GRANT for the engine itself and trusted edge code). */
-  grant: Grant;
-  metadata?: unknown;
-  traceparent?: string;
-  baggage?: string;
-}
-export type BuiltinHandler = (data: unknown, ctx: CallContext) => unknown;
-export interface BuiltinFunction {
-  id: string;
-  description: string;
-  handler: BuiltinHandler;
-  request_format?: unknown;
-  response_format?: unknown;
-  /** Hidden from default listings (iii: ids under `engine::`). */
-  internal?: boolean;
-}
-
-/** A trigger type the engine itself provides (state, cron, http, …). */
-export interface BuiltinTriggerType {
-  id: string;
-  description: string;
-  /** Check a binding's config; return an error message (or a typed error, e.g. FORBIDDEN for a
-   * route another worker holds) to refuse it, or nothing to accept. */
-  validate(config: unknown, binding: TriggerRecord): string | ErrorBody | undefined;
-  /** Called after an accepted binding is stored (also for bindings restored on wake). */
-  added?(binding: TriggerRecord): void;
-  /** Called after a binding is removed. */
-  removed?(binding: TriggerRecord): void;
-}
-
-/** Something that needs the object's alarm: the core multiplexes them on the one alarm. */
-export interface AlarmClient {
-  /** Earliest time (ms) this client needs to run, or null. */
-  nextDue(): number | null;
-  run(now: number): Promise<void>;
-}
-
-export interface CallRequest {
-  /** For a call from a worker socket: answer it even if the object is evicted meanwhile. */
-  route?: SocketRoute;
-  function_id: string;
-  data: unknown;
-  metadata?: unknown;
-  traceparent?: string;
-  baggage?: string;
-  timeoutMs?: number;
-  invocationId?: string;
-  callerWorkerId?: string;
-  /** Whose permissions the call runs with; absent for the engine's own calls (trigger fires). */
-  grant?: Grant;
-  /** Counted against MAX_OPEN_CALLS_PER_CALLER: a worker id or `http:<sub>`. */
-  caller?: string;
-}
-
-export interface EnqueueRequest {
-  queue: string;
-  function_id: string;
-  data: unknown;
-  idempotency_key?: string;
-  traceparent?: string;
-  baggage?: string;
-}
-/** The `enqueue` action's provider (queues/). */
-export interface QueueProvider {
-  enqueue(req: EnqueueRequest): Promise<CallOutcome>;
-}
-
-interface Pending {
-  target: string;
-  function_id: string;
-  deadline: number;
-  startedAt: number;
-  /** Set when a worker socket is the caller: what it takes to answer it after an eviction. */
-  route?: SocketRoute;
-  /** Written to `routed_calls` (long-running): deleted again when the call settles. */
-  persisted?: boolean;
-  resolve(o: CallOutcome): void;
-}
-
-/** A routed call's way back to its caller, as stored for calls that outlive PERSIST_AFTER_MS. */
-interface SocketRoute {
-  caller: string;
-  traceparent?: string;
-  baggage?: string;
-}
-
-/**
- * A routed call still open after this long is written to SQLite, so an eviction in the middle of
- * it (a long model call, say) loses neither the caller's answer nor its deadline. Shorter calls —
- * nearly all of them — never touch storage (the fast path stays in memory).
- */
-const PERSIST_AFTER_MS = 1_000;
+// The extension shapes used to live here; they are api.ts's now (kept importable from here).
+export type { AlarmClient, BuiltinFunction, BuiltinHandler, BuiltinTriggerType, CallContext, CallRequest, EngineApi, EnqueueRequest, QueueProvider } from "./api.ts";
 
 /** Characters iii strips from worker names/descriptions: C0/C1 controls and bidi overrides. */
 const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 const sanitize = (v: unknown, max = 280): string | undefined =>
   typeof v === "string" ? v.replace(UNSAFE_TEXT, "").slice(0, max) : undefined;
 
-/** Locally every client shares a loopback address, so the per-address bound is for real ones. */
-const LOOPBACK_IP = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/;
-
 /** Built-ins every connection may call whatever its grant says: they only touch the caller itself
  * (iii-sdk describes itself with engine::workers::register right after connecting). */
 const SELF_FUNCTIONS = new Set(["engine::workers::register"]);
-
-/** What a caller gets when the worker running its call disconnects (wire-protocol §2.5 step 3). */
-const TARGET_GONE: CallOutcome = { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } };
 
 /** How long a burst of catalog changes is coalesced before `engine::functions-available` fires. */
 const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-export class EngineCore {
+export class EngineCore implements EngineApi {
   readonly ports: EnginePorts;
   readonly catalog: Catalog;
   readonly builtins = new Map<string, BuiltinFunction>();
   readonly triggerTypes = new Map<string, BuiltinTriggerType>();
   readonly conns = new Map<string, Conn>();
-  private readonly pending = new Map<string, Pending>();
-  /** Every open call's deadline (routed, Worker-hosted, HTTP-invoked) on one timer. */
-  private readonly deadlines: Deadlines;
-  /** Open calls per caller and per target, for MAX_OPEN_CALLS_PER_*. */
-  private readonly openByCaller = new Map<string, number>();
-  private readonly openByTarget = new Map<string, number>();
-  /** Live connections per principal and per client address, for MAX_CONNECTIONS_PER_*. */
-  private readonly connsByPrincipal = new Map<string, number>();
-  private readonly connsByIp = new Map<string, number>();
-  private readonly counted = new Set<string>();
-  /** Each connection's frame/byte budget (socket-budget.ts), by worker id. */
-  private readonly buckets = new Map<string, SocketBudget>();
+  /** Open calls: routing table, deadlines, bounds, eviction persistence. */
+  private readonly invocations: Invocations;
+  /** Connection counts and each connection's frame budget. */
+  private readonly admission: AdmissionControl;
+  private readonly edgeSync: EdgeHostSync;
+  readonly introspection: Introspection;
   private readonly alarmClients: AlarmClient[] = [];
   private queueProvider: QueueProvider | undefined;
   private functionsTimer: unknown = null;
   private lastFunctionsSignature: string | undefined;
-  private edgeRefresh: Promise<void> | null = null;
-  private persistTimer: unknown = null;
 
   constructor(ports: EnginePorts) {
     this.ports = ports;
     this.catalog = new Catalog(ports.sql);
-    this.deadlines = new Deadlines(ports.timers, ports.clock);
-    ports.sql.exec(
-      "CREATE TABLE IF NOT EXISTS routed_calls (id TEXT PRIMARY KEY, function_id TEXT NOT NULL, target TEXT NOT NULL, caller TEXT NOT NULL, deadline INTEGER NOT NULL, traceparent TEXT, baggage TEXT)",
-    );
-    this.addAlarmClient({
-      nextDue: () => {
-        let next: number | null = null;
-        for (const p of this.pending.values()) if (p.persisted && (next === null || p.deadline < next)) next = p.deadline;
-        return next;
-      },
-      run: async (now) => {
-        for (const [id, p] of [...this.pending]) if (p.persisted && p.deadline <= now) this.settle(id, this.timeoutOutcome(p.function_id));
-      },
-    });
+    this.invocations = new Invocations(ports, () => this.rearmAlarm());
+    // Persisted calls' deadlines: the first alarm client.
+    this.addAlarmClient(this.invocations);
+    this.admission = new AdmissionControl(ports, this.catalog.workers);
+    this.edgeSync = new EdgeHostSync(ports, this);
+    this.introspection = new Introspection(this.catalog, this.builtins, this.triggerTypes, (workerId) => this.invocations.activeFor(workerId));
   }
 
   // ---------------------------------------------------------------- extension points
@@ -223,7 +112,7 @@ export class EngineCore {
   start(liveConns: Conn[]): void {
     for (const c of liveConns) {
       this.conns.set(c.workerId, c);
-      this.countConnection(c.workerId, +1);
+      this.admission.connected(c.workerId);
     }
     for (const t of this.catalog.triggers.values()) {
       const provider = this.triggerTypes.get(t.trigger_type);
@@ -236,8 +125,8 @@ export class EngineCore {
     for (const f of [...this.catalog.functions.values()]) {
       if (f.kind !== "edge" && !this.conns.has(f.owner)) this.catalog.deleteFunction(f.id, f.owner);
     }
-    this.restoreRoutedCalls();
-    this.lastFunctionsSignature = this.functionsSignature();
+    this.invocations.restore(this.conns, (conn, id, functionId, outcome, trace) => this.reply(conn, id, functionId, outcome, trace));
+    this.lastFunctionsSignature = this.introspection.functionsSignature();
     this.rearmAlarm();
     if (Object.keys(this.ports.edgeHosts).length > 0) this.refreshEdgeHosts().catch(() => {});
   }
@@ -251,7 +140,7 @@ export class EngineCore {
     if (who.grant) w.grant = who.grant;
     if (who.ip) w.ip = who.ip;
     this.catalog.putWorker(w);
-    this.countConnection(conn.workerId, +1);
+    this.admission.connected(conn.workerId);
     conn.send({ type: "workerregistered", worker_id: conn.workerId, reattach_token: token });
     this.fireWorkersChanged("worker_connected", conn.workerId);
   }
@@ -263,35 +152,13 @@ export class EngineCore {
     this.cleanup(workerId);
   }
 
-  /**
-   * May one more connection of `grant` from `ip` be accepted? (Checked before the upgrade is
-   * answered.) The open grant of a loopback engine is nobody in particular: only the per-address
-   * bound applies to it.
-   */
+  /** May one more connection of `grant` from `ip` be accepted? (admission.ts) */
   admitConnection(grant: Grant, ip: string | undefined, limits: { perPrincipal?: number; perIp?: number } = {}): ErrorBody | undefined {
-    const perPrincipal = limits.perPrincipal ?? MAX_CONNECTIONS_PER_PRINCIPAL;
-    const perIp = limits.perIp ?? MAX_CONNECTIONS_PER_IP;
-    if (grant !== OPEN_GRANT && (this.connsByPrincipal.get(grant.sub) ?? 0) >= perPrincipal) {
-      return { code: "too_many_connections", message: `'${grant.sub}' already holds ${perPrincipal} connections to this namespace` };
-    }
-    if (ip && !LOOPBACK_IP.test(ip) && (this.connsByIp.get(ip) ?? 0) >= perIp) {
-      return { code: "too_many_connections", message: `${perIp} connections from this address are open already` };
-    }
-    return undefined;
+    return this.admission.admitConnection(grant, ip, limits);
   }
 
-  private countConnection(workerId: string, delta: 1 | -1): void {
-    const w = this.catalog.workers.get(workerId);
-    if (!w || this.counted.has(workerId) === (delta === 1)) return;
-    if (delta === 1) this.counted.add(workerId);
-    else this.counted.delete(workerId);
-    const bump = (m: Map<string, number>, k: string) => {
-      const n = (m.get(k) ?? 0) + delta;
-      if (n > 0) m.set(k, n);
-      else m.delete(k);
-    };
-    bump(this.connsByPrincipal, (w.grant ?? OPEN_GRANT).sub);
-    if (w.ip) bump(this.connsByIp, w.ip);
+  isConnected(workerId: string): boolean {
+    return this.conns.has(workerId);
   }
 
   /** What a connection may do. Rows from before auth existed ran open. */
@@ -300,18 +167,15 @@ export class EngineCore {
   }
 
   private cleanup(workerId: string): void {
-    this.countConnection(workerId, -1);
+    this.admission.released(workerId);
     this.conns.delete(workerId);
-    this.buckets.delete(workerId);
     const { catalog } = this;
     catalog.transaction(() => {
       // 1–2. functions (worker-hosted and HTTP-invoked) this connection still owns
       for (const f of [...catalog.functions.values()]) if (f.owner === workerId) catalog.deleteFunction(f.id, workerId);
     });
     // 3. in-flight invocations that target it
-    for (const [id, p] of this.pending) {
-      if (p.target === workerId) this.settle(id, TARGET_GONE);
-    }
+    this.invocations.targetGone(workerId);
     catalog.transaction(() => {
       // 4. its triggers (providers told), parked ones dropped
       for (const t of [...catalog.triggers.values()]) if (t.owner === workerId) this.removeTrigger(t.id);
@@ -331,7 +195,7 @@ export class EngineCore {
 
   message(conn: Conn, raw: string | ArrayBuffer): void {
     // The budget first, before the frame is decoded or parsed (socket-budget.ts).
-    if (!this.admit(conn, raw)) return;
+    if (!this.admission.admit(conn, raw)) return;
     if (typeof raw !== "string") {
       // Telemetry prefixes on the control socket are accepted and dropped (§11).
       const head = new TextDecoder().decode(new Uint8Array(raw, 0, Math.min(4, raw.byteLength)));
@@ -340,88 +204,27 @@ export class EngineCore {
     const parsed = parseWorkerFrame(raw);
     if (!parsed.ok) {
       if (parsed.ignore) {
-        if (parsed.error.message !== "empty frame") {
-          this.buckets.get(conn.workerId)?.refused();
-          this.abuseLog(conn, "ignored frame", { reason: parsed.error.message });
-        }
+        if (parsed.error.message !== "empty frame") this.admission.ignored(conn, parsed.error.message);
         return;
       }
       if (parsed.frame_type === "invocationresult") {
         // A malformed result from the target still ends its call now, not at the deadline.
-        this.refuse(conn, parsed.error);
-        const p = parsed.invocation_id ? this.pending.get(parsed.invocation_id) : undefined;
-        if (p && p.target === conn.workerId) this.settle(parsed.invocation_id!, { ok: false, error: { code: "invocation_failed", message: `the worker sent an invalid result: ${parsed.error.message}` } });
+        this.admission.refuse(conn, parsed.error);
+        // (Only from the worker the call was sent to.)
+        if (parsed.invocation_id) this.invocations.answer(conn.workerId, parsed.invocation_id, { ok: false, error: { code: "invocation_failed", message: `the worker sent an invalid result: ${parsed.error.message}` } });
         return;
       }
       // Only a call expects an invocationresult back (echoing one for any other frame type
       // would answer the sender's own pending calls).
-      this.refuse(conn, parsed.error, parsed.frame_type === "invokefunction" ? parsed.invocation_id : undefined, parsed.function_id);
+      this.admission.refuse(conn, parsed.error, parsed.frame_type === "invokefunction" ? parsed.invocation_id : undefined, parsed.function_id);
       return;
     }
     try {
       this.handle(conn, parsed.frame);
     } catch (e) {
       // A frame must never take the engine down; the sender learns what went wrong.
-      this.refuse(conn, toErrorBody(e, "invalid_frame"));
+      this.admission.refuse(conn, toErrorBody(e, "invalid_frame"));
     }
-  }
-
-  private refuse(conn: Conn, error: ErrorBody, invocationId?: string, functionId?: string): void {
-    this.abuseLog(conn, "refused frame", { ...error });
-    const budget = this.buckets.get(conn.workerId);
-    budget?.refused();
-    // The `error` frame within the socket's notice budget; a call's answer always.
-    const notice = budget?.notice(this.ports.clock.now()) ?? "answer";
-    if (notice === "answer") conn.send({ type: "error", error });
-    else if (notice === "warn") conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${ERROR_NOTICES_PER_SECOND} refused frames/s: refused frames are no longer answered (calls still are)` } });
-    if (invocationId) conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId ?? "", error });
-  }
-
-  /** A warning about a connection, at most one line per ABUSE_LOG_INTERVAL_MS per connection (the
-   * next says how many it left out): a flood must not turn into a flood of log lines. */
-  private abuseLog(conn: Conn, msg: string, fields: Record<string, unknown>): void {
-    const budget = this.buckets.get(conn.workerId);
-    const leftOut = budget ? budget.log(this.ports.clock.now()) : 0;
-    if (leftOut === undefined) return;
-    this.ports.log.warn(msg, { worker_id: conn.workerId, ...fields, ...(leftOut > 0 ? { lines_left_out: leftOut } : {}) });
-  }
-
-  /**
-   * A call dropped by the budget still gets its answer (every caller gets one). The frame is not
-   * parsed — that would spend the CPU the budget protects — its ids are picked out of the head and
-   * tail of the text (peekCallIds), whatever its size.
-   */
-  private answerDropped(conn: Conn, raw: string | ArrayBuffer): void {
-    const call = peekCallIds(raw);
-    if (!call) return;
-    conn.send({ type: "invocationresult", ...call, error: { code: "rate_limited", message: `over this connection's budget (${FRAMES_PER_SECOND} frames/s, ${BYTES_PER_SECOND} bytes/s); this call was dropped` } });
-  }
-
-  /**
-   * The connection's frame and byte budget (socket-budget.ts): a flood is dropped, not queued; the
-   * sender is told once a second (`rate_limited`), every dropped call is answered, and a connection
-   * still over budget FLOOD_GRACE_MS after being told is closed with FLOOD_CLOSE_CODE.
-   */
-  private admit(conn: Conn, raw: string | ArrayBuffer): boolean {
-    const now = this.ports.clock.now();
-    let b = this.buckets.get(conn.workerId);
-    if (!b) this.buckets.set(conn.workerId, (b = new SocketBudget(now)));
-    // Closing: what the runtime still delivers is dropped unseen (the socket cannot be answered).
-    if (b.closed) return false;
-    const verdict = b.admit(typeof raw === "string" ? raw.length : raw.byteLength, now);
-    if (verdict === "admit") return true;
-    if (verdict === "close") {
-      this.ports.log.warn("connection closed for flooding", { worker_id: conn.workerId, dropped: b.dropped });
-      conn.send({ type: "error", error: { code: "rate_limited", message: `closing the connection: ${FLOOD_CLOSE_REASON}` } });
-      conn.close(FLOOD_CLOSE_CODE, FLOOD_CLOSE_REASON);
-      return false;
-    }
-    if (verdict === "warn") {
-      this.abuseLog(conn, "rate limited", { dropped: b.dropped });
-      conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${FRAMES_PER_SECOND} frames/s or ${BYTES_PER_SECOND} bytes/s; frames are being dropped` } });
-    }
-    this.answerDropped(conn, raw);
-    return false;
   }
 
   private handle(conn: Conn, f: WorkerFrame): void {
@@ -465,13 +268,10 @@ export class EngineCore {
       }
       case "invokefunction":
         return this.onInvoke(conn, f);
-      case "invocationresult": {
-        const p = this.pending.get(f.invocation_id);
+      case "invocationresult":
         // Results are accepted only from the worker the call was sent to.
-        if (!p || p.target !== conn.workerId) return;
-        this.settle(f.invocation_id, f.error ? { ok: false, error: f.error } : { ok: true, result: f.result ?? undefined });
+        this.invocations.answer(conn.workerId, f.invocation_id, f.error ? { ok: false, error: f.error } : { ok: true, result: f.result ?? undefined });
         return;
-      }
       case "reattach":
         return this.reattach(conn, f.previous_worker_id, f.reattach_token);
       case "ping":
@@ -776,20 +576,11 @@ export class EngineCore {
   async invoke(req: CallRequest): Promise<CallOutcome> {
     if (req.caller === undefined) return this.invokeUncounted(req);
     // Bounded per caller: one flood of never-answered calls cannot hold the object's memory.
-    const open = this.openByCaller.get(req.caller) ?? 0;
-    if (open >= MAX_OPEN_CALLS_PER_CALLER) return { ok: false, error: { code: "too_many_calls", message: `${MAX_OPEN_CALLS_PER_CALLER} calls of this caller are open already; wait for some to finish` } };
-    this.openByCaller.set(req.caller, open + 1);
-    try {
-      return await this.invokeUncounted(req);
-    } finally {
-      const left = (this.openByCaller.get(req.caller) ?? 1) - 1;
-      if (left > 0) this.openByCaller.set(req.caller, left);
-      else this.openByCaller.delete(req.caller);
-    }
+    return this.invocations.counted(req.caller, () => this.invokeUncounted(req));
   }
 
   private async invokeUncounted(req: CallRequest): Promise<CallOutcome> {
-    const invocationId = req.invocationId && !this.pending.has(req.invocationId) ? req.invocationId : this.ports.newId();
+    const invocationId = this.invocations.idFor(req.invocationId);
     const builtin = this.builtins.get(req.function_id);
     if (builtin) {
       try {
@@ -801,152 +592,29 @@ export class EngineCore {
       }
     }
     let fn = this.catalog.functions.get(req.function_id);
-    if (!fn && this.edgeRefresh) {
-      await this.edgeRefresh;
+    const refreshing = this.edgeSync.refreshing;
+    if (!fn && refreshing) {
+      await refreshing;
       fn = this.catalog.functions.get(req.function_id);
     }
     if (!fn) return { ok: false, error: { code: "function_not_found", message: `Function ${req.function_id} not found` } };
-    if (this.pending.size + this.deadlines.size >= MAX_OPEN_CALLS) {
-      return { ok: false, error: { code: "too_many_calls", message: `the engine has ${MAX_OPEN_CALLS} calls open; try again shortly` } };
-    }
+    const full = this.invocations.full();
+    if (full) return full;
     const timeoutMs = req.timeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
     switch (fn.kind) {
-      case "worker":
-        return this.invokeWorker(fn, req, invocationId, timeoutMs);
+      case "worker": {
+        const conn = this.conns.get(fn.owner);
+        if (!conn) return { ok: false, error: { code: "invocation_stopped", message: `the worker owning ${fn.id} is not connected` } };
+        return this.invocations.route(conn, fn, req, invocationId, timeoutMs);
+      }
       case "edge":
-        return this.withDeadline(fn, timeoutMs, async () => {
-          const host = this.ports.edgeHosts[fn.owner];
-          if (!host) return { ok: false, error: { code: "function_not_found", message: `edge host ${fn.owner} is not bound` } };
-          const payload: Parameters<typeof host.iiiInvoke>[0] = { function_id: fn.id, data: req.data, invocation_id: invocationId, namespace: this.ports.namespace };
-          if (req.metadata !== undefined) payload.metadata = req.metadata;
-          if (req.traceparent) payload.traceparent = req.traceparent;
-          if (req.baggage) payload.baggage = req.baggage;
-          const r = await host.iiiInvoke(payload);
-          return "error" in r && r.error ? { ok: false, error: r.error } : { ok: true, result: (r as { result?: unknown }).result };
-        });
+        return this.invocations.withDeadline(fn.id, timeoutMs, () => this.edgeSync.call(fn, req, invocationId));
       case "http":
-        return this.withDeadline(fn, timeoutMs, async () => {
+        return this.invocations.withDeadline(fn.id, timeoutMs, async () => {
           if (!this.ports.httpFunctions || !fn.invocation) return { ok: false, error: { code: "function_not_invokable", message: "HTTP-invoked functions are not enabled" } };
           return this.ports.httpFunctions.invoke({ id: fn.id, invocation: fn.invocation }, req.data, invocationId);
         });
     }
-  }
-
-  private invokeWorker(fn: FunctionRecord, req: CallRequest, invocationId: string, timeoutMs: number): Promise<CallOutcome> {
-    const conn = this.conns.get(fn.owner);
-    if (!conn) return Promise.resolve({ ok: false, error: { code: "invocation_stopped", message: `the worker owning ${fn.id} is not connected` } });
-    const busy = this.openByTarget.get(fn.owner) ?? 0;
-    if (busy >= MAX_OPEN_CALLS_PER_TARGET) {
-      return Promise.resolve({ ok: false, error: { code: "too_many_calls", message: `the worker owning ${fn.id} has ${MAX_OPEN_CALLS_PER_TARGET} calls open already` } });
-    }
-    return new Promise<CallOutcome>((resolve) => {
-      const now = this.ports.clock.now();
-      const entry: Pending = { target: fn.owner, function_id: fn.id, resolve, deadline: now + timeoutMs, startedAt: now };
-      this.deadlines.add(invocationId, entry.deadline, () => this.settle(invocationId, this.timeoutOutcome(fn.id, timeoutMs)));
-      this.openByTarget.set(fn.owner, busy + 1);
-      // The caller id in the route must be the invocation's, so only the caller's own id qualifies.
-      if (req.route && invocationId === req.invocationId) {
-        entry.route = req.route;
-        this.schedulePersist();
-      }
-      this.pending.set(invocationId, entry);
-      const frame: EngineFrame = { type: "invokefunction", invocation_id: invocationId, function_id: fn.id, data: req.data };
-      if (req.metadata !== undefined) frame.metadata = req.metadata;
-      if (req.traceparent) frame.traceparent = req.traceparent;
-      if (req.baggage) frame.baggage = req.baggage;
-      if (!conn.send(frame)) this.settle(invocationId, { ok: false, error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` } });
-    });
-  }
-
-  private async withDeadline(fn: FunctionRecord, timeoutMs: number, run: () => Promise<CallOutcome>): Promise<CallOutcome> {
-    const id = `deadline:${this.ports.newId()}`;
-    const deadline = new Promise<CallOutcome>((resolve) => {
-      this.deadlines.add(id, this.ports.clock.now() + timeoutMs, () => resolve({ ok: false, error: { code: "timeout", message: `${fn.id} did not answer within ${timeoutMs} ms` } }));
-    });
-    try {
-      return await Promise.race([run().catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e) })), deadline]);
-    } finally {
-      this.deadlines.cancel(id);
-    }
-  }
-
-  private settle(invocationId: string, outcome: CallOutcome): void {
-    const p = this.pending.get(invocationId);
-    if (!p) return;
-    this.pending.delete(invocationId);
-    this.deadlines.cancel(invocationId);
-    const busy = (this.openByTarget.get(p.target) ?? 1) - 1;
-    if (busy > 0) this.openByTarget.set(p.target, busy);
-    else this.openByTarget.delete(p.target);
-    if (p.persisted) this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", invocationId);
-    p.resolve(outcome);
-  }
-
-  private timeoutOutcome(functionId: string, timeoutMs?: number): CallOutcome {
-    const within = timeoutMs === undefined ? "before its deadline" : `within ${timeoutMs} ms`;
-    return { ok: false, error: { code: "timeout", message: `${functionId} did not answer ${within}` } };
-  }
-
-  /** Write routed calls open longer than PERSIST_AFTER_MS; one timer for all of them. */
-  private schedulePersist(): void {
-    if (this.persistTimer !== null) return;
-    this.persistTimer = this.ports.timers.set(() => {
-      this.persistTimer = null;
-      const now = this.ports.clock.now();
-      let waiting = false;
-      let wrote = false;
-      for (const [id, p] of this.pending) {
-        if (!p.route || p.persisted) continue;
-        // Timers fire a little early or late: anything at least half-way there goes now.
-        if (now - p.startedAt < PERSIST_AFTER_MS / 2) {
-          waiting = true;
-          continue;
-        }
-        this.ports.sql.exec(
-          "INSERT OR REPLACE INTO routed_calls (id, function_id, target, caller, deadline, traceparent, baggage) VALUES (?, ?, ?, ?, ?, ?, ?)",
-          id, p.function_id, p.target, p.route.caller, p.deadline, p.route.traceparent ?? null, p.route.baggage ?? null,
-        );
-        p.persisted = true;
-        wrote = true;
-      }
-      if (wrote) this.rearmAlarm();
-      if (waiting) this.schedulePersist();
-    }, PERSIST_AFTER_MS);
-  }
-
-  /**
-   * After an eviction: routed calls that were open are re-attached to their caller. Their target
-   * answers on the same socket (it never knew), so the result still finds its way back; a target
-   * that is gone ends the call with `invocation_stopped`, a passed deadline with `timeout`.
-   */
-  private restoreRoutedCalls(): void {
-    const now = this.ports.clock.now();
-    const rows = this.ports.sql.exec<{ id: string; function_id: string; target: string; caller: string; deadline: number; traceparent: string | null; baggage: string | null }>(
-      "SELECT * FROM routed_calls",
-    );
-    for (const r of rows) {
-      const caller = this.conns.get(r.caller);
-      const trace = { traceparent: r.traceparent ?? undefined, baggage: r.baggage ?? undefined };
-      const answer = (o: CallOutcome) => {
-        if (caller) this.reply(caller, r.id, r.function_id, o, trace);
-      };
-      if (this.pending.has(r.id)) continue;
-      if (!caller || !this.conns.has(r.target) || r.deadline <= now) {
-        this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", r.id);
-        if (!this.conns.has(r.target)) answer(TARGET_GONE);
-        else answer(this.timeoutOutcome(r.function_id));
-        continue;
-      }
-      this.deadlines.add(r.id, r.deadline, () => this.settle(r.id, this.timeoutOutcome(r.function_id)));
-      this.openByTarget.set(r.target, (this.openByTarget.get(r.target) ?? 0) + 1);
-      this.pending.set(r.id, { target: r.target, function_id: r.function_id, deadline: r.deadline, startedAt: now, route: { caller: r.caller, ...trace }, persisted: true, resolve: answer });
-    }
-  }
-
-  activeInvocations(workerId: string): number {
-    let n = 0;
-    for (const p of this.pending.values()) if (p.target === workerId) n++;
-    return n;
   }
 
   /**
@@ -979,20 +647,16 @@ export class EngineCore {
 
   // ---------------------------------------------------------------- discovery (pushed on change)
 
-  private functionsSignature(): string {
-    return [...this.builtins.keys(), ...this.catalog.functions.keys()].sort().join("\n");
-  }
-
   functionsMaybeChanged(): void {
     if (this.functionsTimer !== null) return;
     this.functionsTimer = this.ports.timers.set(() => {
       this.functionsTimer = null;
-      const sig = this.functionsSignature();
+      const sig = this.introspection.functionsSignature();
       if (sig === this.lastFunctionsSignature) return;
       this.lastFunctionsSignature = sig;
       const bindings = this.activeBindings(TRIGGER_TYPES.functionsAvailable);
       if (bindings.length === 0) return;
-      const payload = { event: "functions_changed", functions: this.functionSummaries(true) };
+      const payload = { event: "functions_changed", functions: this.introspection.functionSummaries(true) };
       for (const b of bindings) this.ports.background(this.fire(b, payload));
     }, FUNCTIONS_CHANGED_DEBOUNCE_MS);
   }
@@ -1001,39 +665,6 @@ export class EngineCore {
     for (const b of this.activeBindings(TRIGGER_TYPES.workersAvailable)) {
       this.ports.background(this.fire(b, { event, worker_id: workerId }));
     }
-  }
-
-  workerName(ownerOrId: string): string {
-    if (ownerOrId.startsWith("edge:")) return ownerOrId.slice(5);
-    const w = this.catalog.workers.get(ownerOrId);
-    const name = w?.info.name;
-    return typeof name === "string" && name ? name : ownerOrId;
-  }
-
-  functionOwnerName(f: FunctionRecord): string {
-    return f.kind === "edge" ? f.owner : this.workerName(f.owner);
-  }
-
-  isInternal(id: string, metadata?: Record<string, unknown>): boolean {
-    if (metadata?.internal === true) return true;
-    const b = this.builtins.get(id);
-    return b?.internal === true;
-  }
-
-  functionSummaries(includeInternal: boolean): { function_id: string; worker_name: string; description?: string; metadata?: Record<string, unknown> }[] {
-    const out: { function_id: string; worker_name: string; description?: string; metadata?: Record<string, unknown> }[] = [];
-    for (const b of this.builtins.values()) {
-      if (!includeInternal && b.internal) continue;
-      out.push({ function_id: b.id, worker_name: b.id.split("::")[0] ?? b.id, description: b.description });
-    }
-    for (const f of this.catalog.functions.values()) {
-      if (!includeInternal && this.isInternal(f.id, f.metadata)) continue;
-      const s: { function_id: string; worker_name: string; description?: string; metadata?: Record<string, unknown> } = { function_id: f.id, worker_name: this.functionOwnerName(f) };
-      if (f.description !== undefined) s.description = f.description;
-      if (f.metadata !== undefined) s.metadata = f.metadata;
-      out.push(s);
-    }
-    return out.sort((a, b) => (a.function_id < b.function_id ? -1 : a.function_id > b.function_id ? 1 : 0));
   }
 
   /** engine::workers::register: store what the worker says about itself. */
@@ -1051,51 +682,9 @@ export class EngineCore {
 
   // ---------------------------------------------------------------- edge hosts
 
+  /** Reload the manifests of Worker-hosted functions (edge-hosts.ts). */
   refreshEdgeHosts(): Promise<void> {
-    if (this.edgeRefresh) return this.edgeRefresh;
-    const run = async () => {
-      for (const [name, host] of Object.entries(this.ports.edgeHosts)) {
-        let manifest;
-        try {
-          manifest = await host.iiiManifest();
-        } catch (e) {
-          this.ports.log.warn("edge host manifest failed", { host: name, error: String(e) });
-          continue;
-        }
-        const owner = `edge:${name}`;
-        const keep = new Set(manifest.functions.map((f) => f.id));
-        for (const f of [...this.catalog.functions.values()]) {
-          if (f.kind === "edge" && f.owner === name && !keep.has(f.id)) this.catalog.deleteFunction(f.id, name);
-        }
-        for (const f of manifest.functions) {
-          if (this.builtins.has(f.id)) continue;
-          const rec: FunctionRecord = { id: f.id, kind: "edge", owner: name };
-          if (f.description !== undefined) rec.description = f.description;
-          if (f.request_format !== undefined) rec.request_format = f.request_format;
-          if (f.response_format !== undefined) rec.response_format = f.response_format;
-          if (f.metadata !== undefined) rec.metadata = f.metadata;
-          // The manifest is reloaded on every wake: write only what changed.
-          const had = this.catalog.functions.get(f.id);
-          if (!had || JSON.stringify(had) !== JSON.stringify(rec)) this.catalog.putFunction(rec);
-        }
-        const keepTriggers = new Set(manifest.triggers.map((t) => t.id));
-        for (const t of [...this.catalog.triggers.values()]) if (t.owner === owner && !keepTriggers.has(t.id)) this.removeTrigger(t.id);
-        for (const t of manifest.triggers) {
-          // Unchanged bindings stay as they are (a cron schedule keeps its next occurrence).
-          const had = this.catalog.triggers.get(t.id);
-          const same = had && had.owner === owner && had.trigger_type === t.trigger_type && had.function_id === t.function_id &&
-            JSON.stringify(had.config ?? null) === JSON.stringify(t.config ?? null) && JSON.stringify(had.metadata) === JSON.stringify(t.metadata);
-          if (same) continue;
-          const err = this.registerTrigger(owner, { id: t.id, trigger_type: t.trigger_type, function_id: t.function_id, config: t.config ?? null, metadata: t.metadata });
-          if (err) this.ports.log.warn("edge host trigger refused", { host: name, id: t.id, ...err });
-        }
-      }
-      this.functionsMaybeChanged();
-    };
-    this.edgeRefresh = run().finally(() => {
-      this.edgeRefresh = null;
-    });
-    return this.edgeRefresh;
+    return this.edgeSync.refresh();
   }
 
   // ---------------------------------------------------------------- alarm

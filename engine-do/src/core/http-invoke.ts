@@ -1,8 +1,8 @@
-// HTTP-invoked functions (wire-protocol.md §9): URL validation and the outbound request with its
-// response mapping. Plain TypeScript over web standard APIs (fetch, crypto.subtle, URL); the
+// HTTP-invoked functions (protocol/README.md §9): URL validation and the outbound request with its
+// response mapping (the signature is protocol's, `iiiSignature`). Web standard APIs only; the
 // engine's dispatcher calls `invokeHttpFunction` for functions registered with `invocation`, through
 // the port `httpFunctionsPort` builds from the engine's vars (which secrets a registration may name).
-import { MAX_FRAME_BYTES, DEFAULT_INVOKE_TIMEOUT_MS, type ErrorBody, type HttpInvocation } from "@iii-edge/protocol";
+import { MAX_FRAME_BYTES, DEFAULT_INVOKE_TIMEOUT_MS, HTTP_INVOKE_HEADERS, iiiSignature, type ErrorBody, type HttpInvocation } from "@iii-edge/protocol";
 import type { HttpFunctionPort } from "./ports.ts";
 
 export interface UrlPolicy {
@@ -262,19 +262,6 @@ export interface HttpInvokeOptions {
 
 const encoder = new TextEncoder();
 
-function base64(bytes: Uint8Array): string {
-  let bin = "";
-  const CHUNK = 0x8000;
-  for (let i = 0; i < bytes.length; i += CHUNK) bin += String.fromCharCode(...bytes.subarray(i, i + CHUNK));
-  return btoa(bin);
-}
-
-async function hmacHex(secret: string, message: string): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const mac = await crypto.subtle.sign("HMAC", key, encoder.encode(message));
-  return Array.from(new Uint8Array(mac), (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 function isErrorBody(v: unknown): v is ErrorBody {
   return !!v && typeof v === "object" && typeof (v as ErrorBody).code === "string";
 }
@@ -306,9 +293,9 @@ export async function invokeHttpFunction(
   const timestamp = String(Math.floor((opts.now ?? Date.now)() / 1000));
   const headers = new Headers({
     "Content-Type": "application/json",
-    "x-iii-Function-Path": fn.id,
-    "x-iii-Invocation-ID": opts.invocationId,
-    "x-iii-Timestamp": timestamp,
+    [HTTP_INVOKE_HEADERS.functionPath]: fn.id,
+    [HTTP_INVOKE_HEADERS.invocationId]: opts.invocationId,
+    [HTTP_INVOKE_HEADERS.timestamp]: timestamp,
   });
   for (const [k, v] of Object.entries(inv.headers ?? {})) headers.set(k, v);
   const auth = inv.auth;
@@ -317,7 +304,7 @@ export async function invokeHttpFunction(
     const secret = opts.secrets[key];
     // Never send an unauthenticated request in place of an authenticated one.
     if (!secret) return { error: { code: "http_request_failed", message: `auth secret ${key} is not set on the engine` } };
-    if (auth.type === "hmac") headers.set("x-iii-Signature", `sha256=${await hmacHex(secret, `${timestamp}:${base64(bodyBytes)}`)}`);
+    if (auth.type === "hmac") headers.set(HTTP_INVOKE_HEADERS.signature, await iiiSignature(secret, timestamp, bodyBytes));
     else if (auth.type === "bearer") headers.set("Authorization", `Bearer ${secret}`);
     else headers.set(auth.header, secret);
   }

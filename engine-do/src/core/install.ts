@@ -4,7 +4,7 @@ import { installChannels, type ChannelHub } from "./channels/hub.ts";
 import { installPubSub } from "./builtins/pubsub.ts";
 import { installState } from "./builtins/state.ts";
 import { installStreams, type Streams } from "./builtins/streams.ts";
-import type { EngineCore } from "./engine.ts";
+import type { EngineApi } from "./api.ts";
 import type { QueueProducerLike } from "./queues/cloudflare-queue.ts";
 import { parseQueueConfigs } from "./queues/config.ts";
 import { D1DeadLetters, LocalDeadLetters, type D1Like } from "./queues/dead-letters.ts";
@@ -32,7 +32,7 @@ export interface Installed {
   channels: ChannelHub;
 }
 
-export function installEngine(core: EngineCore, opts: InstallOptions = {}): Installed {
+export function installEngine(core: EngineApi, opts: InstallOptions = {}): Installed {
   installEngineFunctions(core);
   installState(core);
   const now = () => core.ports.clock.now();

@@ -1,6 +1,9 @@
 // The engine core talks to the world only through these small interfaces. The Durable Object
 // shell (../engine-object.ts) implements them over workerd; tests may implement them in Node.
-import type { EngineFrame, ErrorBody, Grant, HttpInvocation } from "@iii-edge/protocol";
+import type { CallOutcome, EdgeHost, EngineFrame, EngineRpc, HttpInvocation } from "@iii-edge/protocol";
+
+/** Protocol's (rpc.ts), re-exported for the core files that take it from here with the ports. */
+export type { CallOutcome } from "@iii-edge/protocol";
 
 /** A live worker connection. `send` returns false when the socket is gone, and "too_large" (sending
  * nothing) when the frame is over MAX_FRAME_BYTES. */
@@ -33,41 +36,6 @@ export interface AlarmPort {
   request(at: number): void;
 }
 
-export interface RemoteTrigger {
-  function_id: string;
-  payload?: unknown;
-  action?: { type: "void" } | { type: "enqueue"; queue: string; idempotency_key?: string };
-  metadata?: unknown;
-  traceparent?: string;
-  baggage?: string;
-  timeout_ms?: number;
-  /** The caller's permissions, checked by the target namespace too. */
-  grant?: Grant;
-  /** Who called (`<namespace>/<worker id>`), stamped into `_caller_worker_id` by the target. */
-  caller?: string;
-}
-
-export type CallOutcome = { ok: true; result?: unknown } | { ok: false; error: ErrorBody };
-
-/** A Worker reached by service binding that hosts functions (sdk-edge FunctionHost). */
-export interface EdgeHost {
-  iiiManifest(): Promise<EdgeManifest>;
-  iiiInvoke(req: {
-    function_id: string;
-    data: unknown;
-    metadata?: unknown;
-    invocation_id: string;
-    traceparent?: string;
-    baggage?: string;
-    /** The namespace whose engine invokes it: the host calls back into the same one. */
-    namespace?: string;
-  }): Promise<{ result?: unknown } | { error: ErrorBody }>;
-}
-export interface EdgeManifest {
-  functions: { id: string; description?: string; request_format?: unknown; response_format?: unknown; metadata?: Record<string, unknown> }[];
-  triggers: { id: string; trigger_type: string; function_id: string; config?: unknown; metadata?: unknown }[];
-}
-
 export interface HttpFunctionPort {
   invoke(fn: { id: string; invocation: HttpInvocation }, data: unknown, invocationId: string): Promise<CallOutcome>;
   /** Check the URL policy and that the auth secrets it names exist, at registration. */
@@ -91,6 +59,6 @@ export interface EnginePorts {
   background(p: Promise<unknown>): void;
   edgeHosts: Record<string, EdgeHost>;
   /** Another namespace's engine (DO → DO by RPC stub), for cross-namespace calls. */
-  otherNamespace?(namespace: string): { trigger(req: RemoteTrigger): Promise<CallOutcome> };
+  otherNamespace?(namespace: string): EngineRpc;
   httpFunctions?: HttpFunctionPort;
 }

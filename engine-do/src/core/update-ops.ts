@@ -1,4 +1,4 @@
-// The update operations shared by state::update and stream::update (wire-protocol.md §7.2).
+// The update operations shared by state::update and stream::update (protocol/README.md §7.2).
 // Pure: takes the current value and returns the new one plus per-op errors; a failing op is
 // skipped and the others still apply, as in iii.
 import type { UpdateOp } from "@iii-edge/protocol";

@@ -1,6 +1,6 @@
 // The transport-agnostic iii client used by both SDKs (Node over the global WebSocket, browsers
 // over partysocket). It owns the registrations and replays them on every open in iii-sdk's order
-// (wire-protocol.md §2.6), the pending-call table, the bounded send buffer, handler dispatch and
+// (protocol/README.md §2.6), the pending-call table, the bounded send buffer, handler dispatch and
 // the custom trigger type providers. Every frame is built with the protocol/ types and every
 // inbound frame is parsed with `parseEngineFrame`.
 import { z } from "zod";

@@ -1,17 +1,8 @@
-// engine::* introspection functions (wire-protocol.md §7.1) and the discovery trigger types (§6).
-import {
-  IIIError,
-  TRIGGER_TYPES,
-  functionsInfoInput,
-  functionsListInput,
-  registeredTriggersListInput,
-  triggersListInput,
-  workersListInput,
-  workersRegisterInput,
-} from "@iii-edge/protocol";
-import { z } from "zod";
-import type { EngineCore } from "../engine.ts";
-import { parseInput } from "./input.ts";
+// engine::* introspection functions (protocol/README.md §7.1) and the discovery trigger types (§6).
+// Inputs and results: protocol's BUILTINS.
+import { IIIError, TRIGGER_TYPES, type FunctionDetail } from "@iii-edge/protocol";
+import type { EngineApi } from "../api.ts";
+import { defineBuiltin } from "./define.ts";
 import { pageOf, type Page } from "./paging.ts";
 
 const matches = (text: string | undefined, search: string | undefined) =>
@@ -24,29 +15,28 @@ function listed<K extends string, T>(key: K, page: Page<T>): { [k in K]: T[] } &
   return out;
 }
 
-export function installEngineFunctions(core: EngineCore): void {
-  const { catalog } = core;
+const reportedText = (v: unknown): string | null => (typeof v === "string" ? v : null);
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-  core.addBuiltin({
-    id: "engine::workers::register",
+export function installEngineFunctions(core: EngineApi): void {
+  const { catalog, introspection: look } = core;
+
+  defineBuiltin(core, "engine::workers::register", {
     description: "A worker describes itself (name, runtime, version, pid, metadata)",
     internal: true,
-    handler: (input, ctx) => {
-      const info = parseInput(workersRegisterInput, input);
+    handler: (info, ctx) => {
       if (!ctx.callerWorkerId) throw new IIIError("INVALID_ARGUMENTS", "engine::workers::register must be called over a worker connection");
       core.describeWorker(ctx.callerWorkerId, info);
-      return { success: true };
+      return { success: true as const };
     },
   });
 
-  core.addBuiltin({
-    id: "engine::functions::list",
+  defineBuiltin(core, "engine::functions::list", {
     description: "List functions, optionally filtered",
     internal: true,
-    handler: (input) => {
-      const q = parseInput(functionsListInput, input);
+    handler: (q) => {
       const workers = q.workers ?? (q.worker ? [q.worker] : undefined);
-      const functions = core.functionSummaries(q.include_internal === true).filter(
+      const functions = look.functionSummaries(q.include_internal === true).filter(
         (f) =>
           (!q.prefix || f.function_id.startsWith(q.prefix)) &&
           (!workers || workers.includes(f.worker_name)) &&
@@ -57,14 +47,14 @@ export function installEngineFunctions(core: EngineCore): void {
   });
 
   const detail = (id: string) => {
-    const b = core.builtins.get(id);
+    const b = look.builtin(id);
     const registered_triggers = [...catalog.triggers.values()].filter((t) => t.function_id === id).map((t) => ({ id: t.id, trigger_type: t.trigger_type, config: t.config, status: t.status }));
     if (b) {
       return { function_id: id, worker_name: id.split("::")[0], description: b.description, request_schema: b.request_format, response_schema: b.response_format, registered_triggers };
     }
     const f = catalog.functions.get(id);
     if (!f) return undefined;
-    const out: Record<string, unknown> = { function_id: id, worker_name: core.functionOwnerName(f), kind: f.kind, registered_triggers };
+    const out: FunctionDetail = { function_id: id, worker_name: look.functionOwnerName(f), kind: f.kind, registered_triggers };
     if (f.description !== undefined) out.description = f.description;
     if (f.request_format !== undefined) out.request_schema = f.request_format;
     if (f.response_format !== undefined) out.response_schema = f.response_format;
@@ -72,46 +62,43 @@ export function installEngineFunctions(core: EngineCore): void {
     return out;
   };
 
-  core.addBuiltin({
-    id: "engine::functions::info",
+  defineBuiltin(core, "engine::functions::info", {
     description: "Details of one function ({function_id}) or several ({function_ids}, at most 32)",
     internal: true,
-    handler: (input) => {
-      const q = parseInput(functionsInfoInput, input);
+    handler: (q) => {
       if ("function_id" in q) {
         const d = detail(q.function_id);
         if (!d) throw new IIIError("NOT_FOUND", `Function ${q.function_id} not found`);
         return d;
       }
-      return { functions: q.function_ids.map((id) => detail(id) ?? { function_id: id, error: "not_found" }) };
+      return { functions: q.function_ids.map((id) => detail(id) ?? { function_id: id, error: "not_found" as const }) };
     },
   });
 
-  core.addBuiltin({
-    id: "engine::workers::list",
+  defineBuiltin(core, "engine::workers::list", {
     description: "Connected workers with what they reported about themselves",
     internal: true,
-    handler: (input) => {
-      const q = parseInput(workersListInput, input);
+    handler: (q) => {
       const workers = [...catalog.workers.values()]
-        .filter((w) => core.conns.has(w.worker_id))
+        .filter((w) => core.isConnected(w.worker_id))
         .map((w) => {
+          // What it said about itself, as workersRegisterInput let it through (its texts sanitised).
           const info = w.info;
           const function_count = catalog.countOwnedBy(w.worker_id, "functions");
           return {
             id: w.worker_id,
-            name: core.workerName(w.worker_id),
-            description: info.description ?? null,
-            version: info.version ?? null,
-            runtime: info.runtime ?? null,
-            os: info.os ?? null,
-            pid: info.pid ?? null,
-            isolation: info.isolation ?? null,
-            metadata: info.metadata ?? null,
-            status: "connected",
+            name: look.workerName(w.worker_id),
+            description: reportedText(info.description),
+            version: reportedText(info.version),
+            runtime: reportedText(info.runtime),
+            os: reportedText(info.os),
+            pid: typeof info.pid === "number" ? info.pid : null,
+            isolation: reportedText(info.isolation),
+            metadata: isRecord(info.metadata) ? info.metadata : null,
+            status: "connected" as const,
             function_count,
             connected_at_ms: w.connected_at,
-            active_invocations: core.activeInvocations(w.worker_id),
+            active_invocations: look.activeInvocations(w.worker_id),
           };
         })
         .filter((w) => (!q.runtime || w.runtime === q.runtime) && (matches(w.name, q.search) || matches(String(w.description ?? ""), q.search)))
@@ -120,15 +107,13 @@ export function installEngineFunctions(core: EngineCore): void {
     },
   });
 
-  core.addBuiltin({
-    id: "engine::triggers::list",
+  defineBuiltin(core, "engine::triggers::list", {
     description: "Trigger types, built-in and worker-provided",
     internal: true,
-    handler: (input) => {
-      const q = parseInput(triggersListInput, input);
+    handler: (q) => {
       const all = [
-        ...[...core.triggerTypes.values()].map((t) => ({ id: t.id, worker_name: "engine", description: t.description })),
-        ...[...catalog.triggerTypes.values()].map((t) => ({ id: t.id, worker_name: core.workerName(t.owner), description: t.description ?? "" })),
+        ...[...look.builtinTriggerTypes()].map((t) => ({ id: t.id, worker_name: "engine", description: t.description })),
+        ...[...catalog.triggerTypes.values()].map((t) => ({ id: t.id, worker_name: look.workerName(t.owner), description: t.description ?? "" })),
       ];
       const triggers = all
         .filter((t) => (!q.prefix || t.id.startsWith(q.prefix)) && (matches(t.id, q.search) || matches(t.description, q.search)))
@@ -138,18 +123,16 @@ export function installEngineFunctions(core: EngineCore): void {
     },
   });
 
-  core.addBuiltin({
-    id: "engine::registered-triggers::list",
+  defineBuiltin(core, "engine::registered-triggers::list", {
     description: "Trigger bindings (active and parked)",
     internal: true,
-    handler: (input) => {
-      const q = parseInput(registeredTriggersListInput, input);
+    handler: (q) => {
       const registered_triggers = [...catalog.triggers.values()]
         .map((t) => ({
           id: t.id,
           trigger_type: t.trigger_type,
           function_id: t.function_id,
-          worker_name: t.owner ? core.workerName(t.owner) : "engine",
+          worker_name: t.owner ? look.workerName(t.owner) : "engine",
           config: t.config,
           config_summary: JSON.stringify(t.config ?? null).slice(0, 120),
           status: t.status,
@@ -167,12 +150,10 @@ export function installEngineFunctions(core: EngineCore): void {
     },
   });
 
-  core.addBuiltin({
-    id: "engine::register_trigger",
+  defineBuiltin(core, "engine::register_trigger", {
     description: "Create a trigger binding owned by the engine (survives the caller's disconnect)",
     internal: true,
-    handler: (input, ctx) => {
-      const q = parseInput(z.object({ trigger_type: z.string().min(1), function_id: z.string().min(1), config: z.unknown().optional(), metadata: z.unknown().optional(), id: z.string().min(1).optional() }), input);
+    handler: (q, ctx) => {
       const id = q.id ?? core.ports.newId();
       // Held by the engine, owned by the caller's principal: only it may replace or remove it.
       const err = core.registerTrigger(null, { id, trigger_type: q.trigger_type, function_id: q.function_id, config: q.config ?? null, metadata: q.metadata }, ctx.grant);
@@ -180,12 +161,10 @@ export function installEngineFunctions(core: EngineCore): void {
       return { id };
     },
   });
-  core.addBuiltin({
-    id: "engine::unregister_trigger",
+  defineBuiltin(core, "engine::unregister_trigger", {
     description: "Remove a trigger binding by id",
     internal: true,
-    handler: (input, ctx) => {
-      const q = parseInput(z.object({ id: z.string().min(1) }), input);
+    handler: (q, ctx) => {
       const t = catalog.triggers.get(q.id);
       if (!t) return { removed: false };
       // The same owner rule as the `unregistertrigger` frame.
@@ -195,8 +174,7 @@ export function installEngineFunctions(core: EngineCore): void {
     },
   });
 
-  core.addBuiltin({
-    id: "engine::edge::refresh",
+  defineBuiltin(core, "engine::edge::refresh", {
     description: "Reload the manifests of Worker-hosted functions (service bindings in EDGE_HOSTS)",
     internal: true,
     handler: async () => {

@@ -1,6 +1,6 @@
-// Pages of a listing (iii-edge extension of wire-protocol §7): `offset`/`limit` over a listing in
-// its order, cut short so a page always fits one frame, with `total` and `next_offset` beside the
-// array. Shared by engine::*::list and state::list_groups.
+// Pages of a listing (iii-edge extension of protocol/README.md §7): `offset`/`limit` over a listing
+// in its order, cut short so a page always fits one frame, with `total` and `next_offset` beside
+// the array. Shared by engine::*::list and state::list_groups.
 import { IIIError, MAX_LIST_PAGE, MAX_RESULT_BYTES, jsonBytes, type Paging } from "@iii-edge/protocol";
 
 export interface Page<T> {

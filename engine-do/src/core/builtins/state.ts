@@ -1,25 +1,12 @@
-// state::* (wire-protocol.md §7.2) on the object's SQLite, and the `state` trigger type (§8.3).
-import {
-  IIIError,
-  MAX_LIST_PAGE,
-  MAX_VALUE_BYTES,
-  TRIGGER_TYPES,
-  exceedsJsonDepth,
-  jsonDepthMessage,
-  stateKeyInput,
-  stateListGroupsInput,
-  stateListInput,
-  stateSetInput,
-  stateTriggerConfig,
-  stateUpdateInput,
-  type StateEventType,
-} from "@iii-edge/protocol";
-import type { EngineCore } from "../engine.ts";
+// state::* (protocol/README.md §7.2) on the object's SQLite, and the `state` trigger type (§8.3).
+// Inputs and results: protocol's BUILTINS.
+import { IIIError, MAX_LIST_PAGE, MAX_VALUE_BYTES, TRIGGER_TYPES, exceedsJsonDepth, jsonDepthMessage, stateTriggerConfig, type StateEventType, type UpdateOutput } from "@iii-edge/protocol";
+import type { EngineApi } from "../api.ts";
 import { applyUpdateOps } from "../update-ops.ts";
-import { parseInput } from "./input.ts";
+import { defineBuiltin } from "./define.ts";
 import { stateListing } from "./state-list.ts";
 
-export function installState(core: EngineCore): void {
+export function installState(core: EngineApi): void {
   const { sql } = core.ports;
   sql.exec("CREATE TABLE IF NOT EXISTS state (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (scope, key))");
 
@@ -55,12 +42,9 @@ export function installState(core: EngineCore): void {
     );
   };
 
-  core.addBuiltin({
-    id: "state::set",
+  defineBuiltin(core, "state::set", {
     description: "Store a JSON value under scope/key; returns {old_value, new_value}",
-    request_format: { type: "object", properties: { scope: { type: "string" }, key: { type: "string" }, value: {} }, required: ["scope", "key", "value"] },
-    handler: (input) => {
-      const { scope, key, value, data } = parseInput(stateSetInput, input);
+    handler: ({ scope, key, value, data }) => {
       const next = value !== undefined ? value : data;
       const old = read(scope, key);
       write(scope, key, next, "SET_ERROR");
@@ -68,21 +52,13 @@ export function installState(core: EngineCore): void {
       return { old_value: old ?? null, new_value: next ?? null };
     },
   });
-  core.addBuiltin({
-    id: "state::get",
+  defineBuiltin(core, "state::get", {
     description: "Read scope/key; no result when absent",
-    request_format: { type: "object", properties: { scope: { type: "string" }, key: { type: "string" } }, required: ["scope", "key"] },
-    handler: (input) => {
-      const { scope, key } = parseInput(stateKeyInput, input);
-      return read(scope, key);
-    },
+    handler: ({ scope, key }) => read(scope, key),
   });
-  core.addBuiltin({
-    id: "state::delete",
+  defineBuiltin(core, "state::delete", {
     description: "Delete scope/key; returns the previous value itself",
-    request_format: { type: "object", properties: { scope: { type: "string" }, key: { type: "string" } }, required: ["scope", "key"] },
-    handler: (input) => {
-      const { scope, key } = parseInput(stateKeyInput, input);
+    handler: ({ scope, key }) => {
       const old = read(scope, key);
       if (old === undefined) return undefined;
       sql.exec("DELETE FROM state WHERE scope = ? AND key = ?", scope, key);
@@ -90,38 +66,27 @@ export function installState(core: EngineCore): void {
       return old;
     },
   });
-  core.addBuiltin({
-    id: "state::update",
+  defineBuiltin(core, "state::update", {
     description: "Apply update ops (set, increment, decrement, remove, merge, append) atomically",
-    request_format: { type: "object", properties: { scope: { type: "string" }, key: { type: "string" }, ops: { type: "array" } }, required: ["scope", "key", "ops"] },
-    handler: (input) => {
-      const { scope, key, ops } = parseInput(stateUpdateInput, input);
+    handler: ({ scope, key, ops }) => {
       const old = read(scope, key);
       const { value, errors } = applyUpdateOps(old, ops);
       write(scope, key, value, "UPDATE_ERROR");
       notify(old === undefined ? "state:created" : "state:updated", scope, key, old, value);
-      const out: { old_value: unknown; new_value: unknown; errors?: unknown[] } = { old_value: old ?? null, new_value: value };
+      const out: UpdateOutput = { old_value: old ?? null, new_value: value };
       if (errors.length > 0) out.errors = errors;
       return out;
     },
   });
   const listing = stateListing(sql);
-  const pageFormat = { limit: { type: "integer", minimum: 1, maximum: MAX_LIST_PAGE }, offset: { type: "integer", minimum: 0 } };
-  core.addBuiltin({
-    id: "state::list",
+  defineBuiltin(core, "state::list", {
     description: `Values in a scope, in key order: all of them (at most ${MAX_LIST_PAGE}, within one result), or a page with {limit, offset}`,
-    request_format: { type: "object", properties: { scope: { type: "string" }, ...pageFormat }, required: ["scope"] },
-    handler: (input) => {
-      const { scope, limit, offset } = parseInput(stateListInput, input);
-      return listing.values(scope, { limit, offset });
-    },
+    handler: ({ scope, limit, offset }) => listing.values(scope, { limit, offset }),
   });
-  core.addBuiltin({
-    id: "state::list_groups",
+  defineBuiltin(core, "state::list_groups", {
     description: "Scopes that hold a value, sorted; a page ({limit, offset}) with total and next_offset",
-    request_format: { type: "object", properties: pageFormat },
-    handler: (input) => {
-      const page = listing.groups(parseInput(stateListGroupsInput, input));
+    handler: (q) => {
+      const page = listing.groups(q);
       const out: { groups: string[]; total: number; next_offset?: number } = { groups: page.items, total: page.total };
       if (page.next_offset !== undefined) out.next_offset = page.next_offset;
       return out;

@@ -1,55 +1,41 @@
-// Streams (wire-protocol §7.3, §8.6): three-level JSON items (stream → group → item) in the
+// Streams (protocol/README.md §7.3, §8.6): three-level JSON items (stream → group → item) in the
 // object's SQLite, the `stream`, `stream:join` and `stream:leave` trigger types, and live
 // subscriptions for browser clients. A browser socket (`/_iii/streams`, accepted by the Engine
-// object) sends {type:"join"|"leave", data:{subscriptionId, streamName, groupId, id?}}; a join is
-// answered with a `sync` event carrying the current items, then create/update/delete/event pushes
-// follow. Subscriptions are rows of `stream_subs` keyed by the socket's id (kept in its
-// attachment), so they survive hibernation.
-import { IIIError, MAX_VALUE_BYTES, TRIGGER_TYPES, updateOp } from "@iii-edge/protocol";
-import { z } from "zod";
-import type { EngineCore } from "../engine.ts";
+// object) speaks protocol's streams.ts: `join` is answered with a `sync` event carrying the current
+// items, then create/update/delete/event pushes follow. Subscriptions are rows of `stream_subs`
+// keyed by the socket's id (kept in its attachment), so they survive hibernation. The stream::*
+// inputs and results are protocol's BUILTINS.
+import {
+  IIIError,
+  MAX_VALUE_BYTES,
+  TRIGGER_TYPES,
+  streamSocketMessage,
+  type StreamChange,
+  type StreamSocketPush,
+  type StreamSubscriptionPayload,
+  type StreamTriggerPayload,
+  type UpdateOp,
+  type UpdateOutput,
+} from "@iii-edge/protocol";
+import type { EngineApi } from "../api.ts";
 import { applyUpdateOps } from "../update-ops.ts";
-import { parseInput } from "./input.ts";
-
-const name = z.string().min(1).max(512);
-const itemKey = z.object({ stream_name: name, group_id: name, item_id: name });
-const setInput = itemKey.extend({ data: z.unknown() });
-const groupInput = z.object({ stream_name: name, group_id: name });
-const streamInput = z.object({ stream_name: name });
-const sendInput = z.object({ stream_name: name, group_id: name, id: name.optional(), type: z.string().min(1).max(256), data: z.unknown().optional() });
-const updateInput = itemKey.extend({ ops: z.array(updateOp).max(1024) });
-
-/** Browser → engine on a stream socket. */
-const clientMessage = z.object({
-  type: z.enum(["join", "leave"]),
-  data: z.object({ subscriptionId: z.string().min(1).max(256), streamName: name, groupId: name, id: name.nullish() }),
-});
+import { defineBuiltin } from "./define.ts";
 
 /** Subscriptions one browser socket may hold (bounds the fan-out one socket can cause). */
 export const MAX_SUBSCRIPTIONS_PER_SOCKET = 256;
 /** Deadline for a `stream:join` handler deciding on a subscription. */
 const JOIN_TIMEOUT_MS = 10_000;
 
-export type StreamEventType = "create" | "update" | "delete";
-export interface StreamWireMessage {
-  type: "stream";
-  timestamp: number;
-  streamName: string;
-  groupId: string;
-  id: string | null;
-  event: { type: "sync" | StreamEventType | "unauthorized"; data?: unknown } | { type: "event"; event: { type: string; data: unknown } };
-}
-
 /** The shell's side: deliver a JSON message to one browser stream socket. */
 export interface StreamSocketPort {
-  send(socketId: string, message: StreamWireMessage): boolean;
+  send(socketId: string, message: StreamSocketPush): boolean;
 }
 
 export class Streams {
-  private readonly core: EngineCore;
+  private readonly core: EngineApi;
   private sockets: StreamSocketPort | undefined;
 
-  constructor(core: EngineCore) {
+  constructor(core: EngineApi) {
     this.core = core;
     const { sql } = core.ports;
     sql.exec("CREATE TABLE IF NOT EXISTS stream_items (stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (stream_name, group_id, item_id))");
@@ -94,12 +80,12 @@ export class Streams {
     this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: data ?? null });
     return { old_value: old ?? null, new_value: data ?? null };
   }
-  update(stream: string, group: string, item: string, ops: z.infer<typeof updateInput>["ops"]) {
+  update(stream: string, group: string, item: string, ops: UpdateOp[]): UpdateOutput {
     const old = this.read(stream, group, item);
     const { value, errors } = applyUpdateOps(old, ops);
     this.write(stream, group, item, value, "STREAM_UPDATE_ERROR");
     this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: value });
-    const out: { old_value: unknown; new_value: unknown; errors?: unknown[] } = { old_value: old ?? null, new_value: value };
+    const out: UpdateOutput = { old_value: old ?? null, new_value: value };
     if (errors.length > 0) out.errors = errors;
     return out;
   }
@@ -115,9 +101,9 @@ export class Streams {
   // ------------------------------------------------------------------ events
 
   /** Push to subscribed sockets now, and fire `stream` triggers in the background, in order. */
-  emit(stream: string, group: string, item: string | null, event: { type: StreamEventType; data: unknown } | { type: "event"; event: { type: string; data: unknown } }): void {
+  emit(stream: string, group: string, item: string | null, event: StreamChange): void {
     const timestamp = this.core.ports.clock.now();
-    const msg: StreamWireMessage = { type: "stream", timestamp, streamName: stream, groupId: group, id: item, event };
+    const msg: StreamTriggerPayload = { type: "stream", timestamp, streamName: stream, groupId: group, id: item, event };
     if (this.sockets) {
       const subs = this.core.ports.sql.exec<{ socket_id: string; item_id: string | null }>("SELECT socket_id, item_id FROM stream_subs WHERE stream_name = ? AND group_id = ?", stream, group);
       const sent = new Set<string>();
@@ -133,10 +119,9 @@ export class Streams {
       return c.stream_name === stream && (c.group_id === undefined || c.group_id === group) && (c.item_id === undefined || c.item_id === item);
     });
     if (bindings.length === 0) return;
-    const payload = { type: "stream", timestamp, streamName: stream, groupId: group, id: item, event };
     this.core.ports.background(
       (async () => {
-        for (const b of bindings) await this.core.fire(b, payload);
+        for (const b of bindings) await this.core.fire(b, msg);
       })(),
     );
   }
@@ -151,7 +136,7 @@ export class Streams {
     } catch {
       return;
     }
-    const m = clientMessage.safeParse(value);
+    const m = streamSocketMessage.safeParse(value);
     if (!m.success) return;
     const { subscriptionId, streamName, groupId } = m.data.data;
     const id = m.data.data.id ?? null;
@@ -170,7 +155,7 @@ export class Streams {
       this.sockets?.send(socketId, { ...base, event: { type: "unauthorized", data: { reason: `at most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions per socket` } } });
       return;
     }
-    const payload: Record<string, unknown> = { subscription_id: subscriptionId, stream_name: streamName, group_id: groupId };
+    const payload: StreamSubscriptionPayload = { subscription_id: subscriptionId, stream_name: streamName, group_id: groupId };
     if (id !== null) payload.id = id;
     // Every join binding is asked (filtered by stream_name when it sets one); any {unauthorized:true} rejects.
     for (const b of this.core.activeBindings(TRIGGER_TYPES.streamJoin)) {
@@ -204,7 +189,7 @@ export class Streams {
   }
 
   private fireLeave(subscriptionId: string, row: { stream_name: string; group_id: string; item_id: string | null }): void {
-    const payload: Record<string, unknown> = { subscription_id: subscriptionId, stream_name: row.stream_name, group_id: row.group_id };
+    const payload: StreamSubscriptionPayload = { subscription_id: subscriptionId, stream_name: row.stream_name, group_id: row.group_id };
     if (row.item_id !== null) payload.id = row.item_id;
     for (const b of this.core.activeBindings(TRIGGER_TYPES.streamLeave)) {
       const want = (b.config as { stream_name?: string } | null)?.stream_name;
@@ -229,7 +214,7 @@ const optionalStreamConfig = (config: unknown, requireStream: boolean): string |
   return undefined;
 };
 
-export function installStreams(core: EngineCore): Streams {
+export function installStreams(core: EngineApi): Streams {
   const s = new Streams(core);
   core.addTriggerType({
     id: TRIGGER_TYPES.stream,
@@ -247,55 +232,27 @@ export function installStreams(core: EngineCore): Streams {
     validate: (config) => optionalStreamConfig(config, false),
   });
 
-  const fmt = (props: Record<string, unknown>, required: string[]) => ({ type: "object", properties: props, required });
-  const str = { type: "string" };
-  core.addBuiltin({
-    id: "stream::set",
+  defineBuiltin(core, "stream::set", {
     description: "Store an item: {stream_name, group_id, item_id, data} → {old_value, new_value}",
-    request_format: fmt({ stream_name: str, group_id: str, item_id: str, data: {} }, ["stream_name", "group_id", "item_id", "data"]),
-    handler: (input) => {
-      const q = parseInput(setInput, input);
-      return s.set(q.stream_name, q.group_id, q.item_id, q.data);
-    },
+    handler: (q) => s.set(q.stream_name, q.group_id, q.item_id, q.data),
   });
-  core.addBuiltin({
-    id: "stream::get",
+  defineBuiltin(core, "stream::get", {
     description: "Read an item; no result when absent",
-    request_format: fmt({ stream_name: str, group_id: str, item_id: str }, ["stream_name", "group_id", "item_id"]),
-    handler: (input) => {
-      const q = parseInput(itemKey, input);
-      return s.read(q.stream_name, q.group_id, q.item_id);
-    },
+    handler: (q) => s.read(q.stream_name, q.group_id, q.item_id),
   });
-  core.addBuiltin({
-    id: "stream::delete",
+  defineBuiltin(core, "stream::delete", {
     description: "Delete an item → {old_value}",
-    request_format: fmt({ stream_name: str, group_id: str, item_id: str }, ["stream_name", "group_id", "item_id"]),
-    handler: (input) => {
-      const q = parseInput(itemKey, input);
-      return s.delete(q.stream_name, q.group_id, q.item_id);
-    },
+    handler: (q) => s.delete(q.stream_name, q.group_id, q.item_id),
   });
-  core.addBuiltin({
-    id: "stream::list",
+  defineBuiltin(core, "stream::list", {
     description: "Items of a group, as an array of values",
-    request_format: fmt({ stream_name: str, group_id: str }, ["stream_name", "group_id"]),
-    handler: (input) => {
-      const q = parseInput(groupInput, input);
-      return s.list(q.stream_name, q.group_id);
-    },
+    handler: (q) => s.list(q.stream_name, q.group_id),
   });
-  core.addBuiltin({
-    id: "stream::list_groups",
+  defineBuiltin(core, "stream::list_groups", {
     description: "Group ids of a stream",
-    request_format: fmt({ stream_name: str }, ["stream_name"]),
-    handler: (input) => {
-      const q = parseInput(streamInput, input);
-      return core.ports.sql.exec<{ group_id: string }>("SELECT DISTINCT group_id FROM stream_items WHERE stream_name = ? ORDER BY group_id", q.stream_name).map((r) => r.group_id);
-    },
+    handler: (q) => core.ports.sql.exec<{ group_id: string }>("SELECT DISTINCT group_id FROM stream_items WHERE stream_name = ? ORDER BY group_id", q.stream_name).map((r) => r.group_id),
   });
-  core.addBuiltin({
-    id: "stream::list_all",
+  defineBuiltin(core, "stream::list_all", {
     description: "Every stream with its groups → {stream:[{id, groups}], count}",
     handler: () => {
       const rows = core.ports.sql.exec<{ stream_name: string; group_id: string }>("SELECT DISTINCT stream_name, group_id FROM stream_items ORDER BY stream_name, group_id");
@@ -305,24 +262,16 @@ export function installStreams(core: EngineCore): Streams {
       return { stream, count: stream.length };
     },
   });
-  core.addBuiltin({
-    id: "stream::send",
+  defineBuiltin(core, "stream::send", {
     description: "Send a custom event {stream_name, group_id, id?, type, data} to subscribers and stream triggers",
-    request_format: fmt({ stream_name: str, group_id: str, id: str, type: str, data: {} }, ["stream_name", "group_id", "type"]),
-    handler: (input) => {
-      const q = parseInput(sendInput, input);
+    handler: (q) => {
       s.emit(q.stream_name, q.group_id, q.id ?? null, { type: "event", event: { type: q.type, data: q.data ?? null } });
       return undefined;
     },
   });
-  core.addBuiltin({
-    id: "stream::update",
+  defineBuiltin(core, "stream::update", {
     description: "Apply update ops to an item → {old_value, new_value, errors?}",
-    request_format: fmt({ stream_name: str, group_id: str, item_id: str, ops: { type: "array" } }, ["stream_name", "group_id", "item_id", "ops"]),
-    handler: (input) => {
-      const q = parseInput(updateInput, input);
-      return s.update(q.stream_name, q.group_id, q.item_id, q.ops);
-    },
+    handler: (q) => s.update(q.stream_name, q.group_id, q.item_id, q.ops),
   });
   return s;
 }

@@ -1,6 +1,6 @@
-// Channels (wire-protocol §10): one-way pipes with a write end and a read end, each taken once by a
-// WebSocket (`/ws/channels/<id>?key=…&dir=read|write`). The hub owns the rules; the Durable Object
-// shell (../../channel-sockets.ts) only carries frames in and out through `ChannelSocketPort`.
+// Channels (protocol/README.md §10): one-way pipes with a write end and a read end, each taken once
+// by a WebSocket (`/ws/channels/<id>?key=…&dir=read|write`). The hub owns the rules; the Durable
+// Object shell (../../channel-sockets.ts) only carries frames in and out (`ChannelSocketPort`).
 //
 // Two kinds of channel share those rules, differing only in where they are kept (./store.ts):
 // * created by `engine::channels::create`: a row plus buffered items in the object's SQLite, so a
@@ -12,9 +12,9 @@
 //
 // Back-pressure: a Durable Object cannot pause a WebSocket, so a writer that outruns the buffer is
 // closed with CLOSE.bufferFull instead (the items already accepted are still delivered).
-import { IIIError, channelsCreateInput, type ChannelDirection, type StreamChannelRef } from "@iii-edge/protocol";
-import { parseInput } from "../builtins/input.ts";
-import type { EngineCore } from "../engine.ts";
+import { IIIError, type ChannelDirection, type StreamChannelRef } from "@iii-edge/protocol";
+import { defineBuiltin } from "../builtins/define.ts";
+import type { EngineApi } from "../api.ts";
 import { MemoryChannelStore, SqlChannelStore, type ChannelItem, type ChannelRow, type ChannelStore, itemBytes } from "./store.ts";
 
 export type { ChannelItem } from "./store.ts";
@@ -128,13 +128,13 @@ const constantTimeEqual = (a: string, b: string): boolean => {
 };
 
 export class ChannelHub {
-  private readonly core: EngineCore;
+  private readonly core: EngineApi;
   private readonly sql: SqlChannelStore;
   private readonly memory = new MemoryChannelStore();
   private readonly sinks = new Map<string, ChannelSink>();
   private sockets: ChannelSocketPort | null = null;
 
-  constructor(core: EngineCore) {
+  constructor(core: EngineApi) {
     this.core = core;
     this.sql = new SqlChannelStore(core.ports.sql);
   }
@@ -144,14 +144,10 @@ export class ChannelHub {
   }
 
   install(): void {
-    this.core.addBuiltin({
-      id: "engine::channels::create",
+    defineBuiltin(this.core, "engine::channels::create", {
       description: "Create a channel: {buffer_size?=64 (max 1024)} → {writer, reader} channel refs",
       internal: true,
-      handler: (input) => {
-        const { buffer_size } = parseInput(channelsCreateInput, input);
-        return this.create(buffer_size ?? DEFAULT_CHANNEL_BUFFER_ITEMS);
-      },
+      handler: ({ buffer_size }) => this.create(buffer_size ?? DEFAULT_CHANNEL_BUFFER_ITEMS),
     });
     this.core.addAlarmClient({ nextDue: () => this.sql.nextSweep(), run: async (now) => this.sweep(now) });
   }
@@ -306,7 +302,7 @@ export class ChannelHub {
   }
 }
 
-export function installChannels(core: EngineCore): ChannelHub {
+export function installChannels(core: EngineApi): ChannelHub {
   const hub = new ChannelHub(core);
   hub.install();
   return hub;

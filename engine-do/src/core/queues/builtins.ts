@@ -3,10 +3,10 @@
 // Inputs and results: protocol's BUILTINS.
 import { IIIError, enqueueReceipt } from "@iii-edge/protocol";
 import { defineBuiltin } from "../builtins/define.ts";
-import type { EngineCore, EnqueueRequest } from "../engine.ts";
+import type { EngineApi, EnqueueRequest } from "../api.ts";
 import type { QueueRouter } from "./router.ts";
 
-export function installQueueBuiltins(core: EngineCore, router: QueueRouter): void {
+export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void {
   defineBuiltin(core, "engine::queue::enqueue", {
     description: "Enqueue {queue, function_id, data, idempotency_key?}; returns {messageReceiptId}",
     handler: async (q, ctx) => {

@@ -4,7 +4,7 @@
 // which invokes the target here and answers ack or retry-with-backoff. Past max_retries the message
 // becomes a dead letter. Cloudflare may deliver a message twice: a table of delivered receipt ids
 // drops the repeat.
-import type { EngineCore } from "../engine.ts";
+import type { CallRequest, EngineApi } from "../api.ts";
 import type { EnqueueResult, QueueBackend, QueueMessage } from "./backend.ts";
 import { CLOUDFLARE_MAX_DELAY_S, backoffDelay, type QueueConfig } from "./config.ts";
 import type { DeadLetterSink } from "./dead-letters.ts";
@@ -44,7 +44,7 @@ export function isCloudMessageBody(v: unknown): v is CloudMessageBody {
 
 export class CloudflareQueue implements QueueBackend {
   readonly name = "cloudflare";
-  private readonly core: EngineCore;
+  private readonly core: EngineApi;
   private readonly producer: QueueProducerLike;
   private readonly configFor: (queue: string) => QueueConfig | undefined;
   private readonly deadLetters: DeadLetterSink;
@@ -52,7 +52,7 @@ export class CloudflareQueue implements QueueBackend {
   private readonly waiters = new Map<string, (() => void)[]>();
   private deliveries = 0;
 
-  constructor(core: EngineCore, producer: QueueProducerLike, configFor: (queue: string) => QueueConfig | undefined, deadLetters: DeadLetterSink) {
+  constructor(core: EngineApi, producer: QueueProducerLike, configFor: (queue: string) => QueueConfig | undefined, deadLetters: DeadLetterSink) {
     this.core = core;
     this.producer = producer;
     this.configFor = configFor;
@@ -94,7 +94,7 @@ export class CloudflareQueue implements QueueBackend {
     await this.acquire(cfg);
     let outcome;
     try {
-      const req: Parameters<EngineCore["invoke"]>[0] = { function_id: body.function_id, data: body.data, timeoutMs: cfg.timeout_ms, invocationId: body.id };
+      const req: CallRequest = { function_id: body.function_id, data: body.data, timeoutMs: cfg.timeout_ms, invocationId: body.id };
       if (body.traceparent) req.traceparent = body.traceparent;
       if (body.baggage) req.baggage = body.baggage;
       outcome = await this.core.invoke(req);

@@ -4,7 +4,7 @@
 // a message is deleted only after its handler succeeded; a delivery in flight holds a lease, and
 // leases of a previous instance are void on wake (eviction mid-delivery makes the message due
 // again). The message id is the invocation id of every attempt, so a handler can deduplicate.
-import type { AlarmClient, EngineCore, EnqueueRequest } from "../engine.ts";
+import type { AlarmClient, CallRequest, EngineApi, EnqueueRequest } from "../api.ts";
 import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { backoffDelay, type QueueConfig } from "./config.ts";
 import type { DeadLetter, DeadLetterSink } from "./dead-letters.ts";
@@ -39,7 +39,7 @@ interface Row {
 
 export class DurableQueues implements QueueBackend, AlarmClient {
   readonly name = "durable";
-  private readonly core: EngineCore;
+  private readonly core: EngineApi;
   private readonly configFor: (queue: string) => QueueConfig | undefined;
   private readonly inflight = new Map<string, number>();
   private readonly inflightGroups = new Set<string>();
@@ -54,7 +54,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   /** Called after each settled delivery (tests and benchmarks observe progress). */
   onSettled: ((id: string, outcome: "delivered" | "retry" | "dead") => void) | undefined;
 
-  constructor(core: EngineCore, configFor: (queue: string) => QueueConfig | undefined, deadLetters?: DeadLetterSink) {
+  constructor(core: EngineApi, configFor: (queue: string) => QueueConfig | undefined, deadLetters?: DeadLetterSink) {
     this.core = core;
     this.configFor = configFor;
     this.deadLetters = deadLetters;
@@ -208,7 +208,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     this.inflight.set(cfg.name, (this.inflight.get(cfg.name) ?? 0) + 1);
     this.inflightTotal++;
     const group = cfg.type === "fifo" ? `${cfg.name}\u0000${row.group_key}` : null;
-    const req: Parameters<EngineCore["invoke"]>[0] = { function_id: row.function_id, data: JSON.parse(row.data), timeoutMs: cfg.timeout_ms, invocationId: row.id };
+    const req: CallRequest = { function_id: row.function_id, data: JSON.parse(row.data), timeoutMs: cfg.timeout_ms, invocationId: row.id };
     if (row.traceparent) req.traceparent = row.traceparent;
     if (row.baggage) req.baggage = row.baggage;
     const maxRetries = row.max_retries ?? cfg.max_retries;

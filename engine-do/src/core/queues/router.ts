@@ -3,7 +3,7 @@
 // in the object); idempotency receipts (receipts.ts) and redrive of dead letters (dead-letters.ts)
 // sit on top of the backends' one `enqueue`, the same for both. The built-ins are in builtins.ts.
 import { IIIError } from "@iii-edge/protocol";
-import type { EngineCore, EnqueueRequest, QueueProvider } from "../engine.ts";
+import type { EngineApi, EnqueueRequest, QueueProvider } from "../api.ts";
 import type { CallOutcome } from "../ports.ts";
 import type { MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { CloudflareQueue, type CloudMessageBody, type DeliveryVerdict, type QueueProducerLike } from "./cloudflare-queue.ts";
@@ -23,11 +23,11 @@ export class QueueRouter implements QueueProvider {
   readonly durable: DurableQueues;
   readonly cloud: CloudflareQueue | undefined;
   readonly deadLetters: DeadLetterStore;
-  private readonly core: EngineCore;
+  private readonly core: EngineApi;
   private readonly configs = new Map<string, QueueConfig>();
   private readonly receipts: IdempotencyReceipts;
 
-  constructor(core: EngineCore, configs: QueueConfig[], deadLetters: DeadLetterStore, producer?: QueueProducerLike) {
+  constructor(core: EngineApi, configs: QueueConfig[], deadLetters: DeadLetterStore, producer?: QueueProducerLike) {
     this.core = core;
     for (const c of configs) this.configs.set(c.name, c);
     this.deadLetters = deadLetters;

@@ -1,13 +1,14 @@
-// The `cron` trigger type (wire-protocol §8.2). Every schedule is a row of `cron_schedule`; all of
-// them share the object's one alarm (core.addAlarmClient). Exactly once: an occurrence is claimed
-// in SQLite (next_at advanced, last_scheduled and running_since recorded, in one transaction)
-// before the function is called, so an eviction, restart or repeated alarm never fires it again.
-// Runs of one job never overlap: an occurrence that comes due while `running_since` is set is
-// skipped and counted. A run cut short by eviction is not retried (its occurrence was claimed).
+// The `cron` trigger type (protocol/README.md §8.2). Every schedule is a row of `cron_schedule`;
+// all of them share the object's one alarm (core.addAlarmClient). Exactly once: an occurrence is
+// claimed in SQLite (next_at advanced, last_scheduled and running_since recorded, in one
+// transaction) before the function is called, so an eviction, restart or repeated alarm never fires
+// it again. Runs of one job never overlap: an occurrence that comes due while `running_since` is
+// set is skipped and counted. A run cut short by eviction is not retried (it was claimed).
 import { Cron } from "croner";
 import { TRIGGER_TYPES } from "@iii-edge/protocol";
+import { defineBuiltin } from "../builtins/define.ts";
 import type { TriggerRecord } from "../catalog.ts";
-import type { AlarmClient, EngineCore } from "../engine.ts";
+import type { AlarmClient, EngineApi } from "../api.ts";
 
 /** Default deadline of one run; a run may choose its own with config `timeout_ms`. The job stays
  * "running" (later occurrences skipped) until the run answers or this passes. */
@@ -55,10 +56,10 @@ interface ScheduleRow {
 }
 
 export class CronScheduler implements AlarmClient {
-  private readonly core: EngineCore;
+  private readonly core: EngineApi;
   private readonly parsed = new Map<string, Cron>();
 
-  constructor(core: EngineCore) {
+  constructor(core: EngineApi) {
     this.core = core;
     const { sql } = core.ports;
     sql.exec(`CREATE TABLE IF NOT EXISTS cron_schedule (
@@ -188,11 +189,10 @@ export class CronScheduler implements AlarmClient {
   }
 }
 
-export function installCron(core: EngineCore): CronScheduler {
+export function installCron(core: EngineApi): CronScheduler {
   const s = new CronScheduler(core);
   s.install();
-  core.addBuiltin({
-    id: "engine::cron::jobs",
+  defineBuiltin(core, "engine::cron::jobs", {
     description: "Cron schedules: next occurrence, last claimed occurrence, runs and skipped occurrences",
     internal: true,
     handler: () => ({

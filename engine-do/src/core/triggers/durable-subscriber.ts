@@ -1,11 +1,11 @@
-// The `durable:subscriber` trigger type (wire-protocol §8.5): config {topic,
+// The `durable:subscriber` trigger type (protocol/README.md §8.5): config {topic,
 // condition_function_id?, queue_config?: {maxRetries|max_retries, backoffDelayMs|backoff_ms}}.
 // `iii::durable::publish` enqueues one message per distinct subscribed function on the durable
 // queue `durable:<topic>` (so dead letters are listed under that name and redriven to it). The
 // condition function, if any, is checked at publish time with the published data.
 import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import type { TriggerRecord } from "../catalog.ts";
-import type { EngineCore } from "../engine.ts";
+import type { EngineApi } from "../api.ts";
 import { DURABLE_TOPIC_PREFIX } from "../queues/config.ts";
 import type { MessageOverrides } from "../queues/durable-queue.ts";
 import type { QueueRouter } from "../queues/router.ts";
@@ -28,7 +28,7 @@ function overridesOf(b: TriggerRecord): MessageOverrides {
   return o;
 }
 
-export function installDurableSubscriber(core: EngineCore, queues: QueueRouter): { publish(topic: string, data: unknown, traceparent?: string): Promise<string[]> } {
+export function installDurableSubscriber(core: EngineApi, queues: QueueRouter): { publish(topic: string, data: unknown, traceparent?: string): Promise<string[]> } {
   core.addTriggerType({
     id: TRIGGER_TYPES.durableSubscriber,
     description: "Durable fan-out: every subscribed function gets each message of its topic, with retries and dead letters",

@@ -1,8 +1,8 @@
-// The `http` trigger type (wire-protocol §8.1). A binding {api_path, http_method} is a route; the
-// route table is rebuilt from the stored bindings on wake (SQLite is the truth). The Worker front
-// door (../../http-routes.ts) forwards every non-reserved request to the object of its namespace
-// (`Engine.httpRequest`), which matches it here, runs middleware, the condition and the function,
-// and maps the function's {status_code, headers, body} onto the response.
+// The `http` trigger type (protocol/README.md §8.1). A binding {api_path, http_method} is a route;
+// the route table is rebuilt from the stored bindings on wake (SQLite is the truth). The Worker
+// front door (../../http-routes.ts) forwards every non-reserved request to the object of its
+// namespace (`Engine.httpRequest`), which matches it here, runs middleware, the condition and the
+// function, and maps the function's {status_code, headers, body} onto the response.
 //
 // Channels (§8.1, §10): every call gets `request_body` (a reader ref whose channel already holds
 // the raw body, then ends) and `response` (a writer ref). Both are request channels of
@@ -13,11 +13,10 @@
 // result that is not {status_code?, headers?, body?} is sent as the JSON body; config `timeout_ms`
 // sets the request deadline (default 30 s), streamed bodies included; an empty result waits at most
 // RESPONSE_ATTACH_GRACE_MS for the response writer before it is answered as `{}`.
-import { OPEN_GRANT, TRIGGER_TYPES } from "@iii-edge/protocol";
+import { OPEN_GRANT, TRIGGER_TYPES, type CallOutcome } from "@iii-edge/protocol";
 import type { TriggerRecord } from "../catalog.ts";
-import type { EngineCore } from "../engine.ts";
+import type { EngineApi } from "../api.ts";
 import type { ChannelHub, RequestChannels } from "../channels/hub.ts";
-import type { CallOutcome } from "../ports.ts";
 
 /** Overall deadline of one HTTP-triggered request unless the binding sets `timeout_ms` (iii: 30 s). */
 export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
@@ -134,7 +133,7 @@ function parseConfig(config: unknown): { ok: true; c: HttpTriggerConfig; method:
 }
 
 export class HttpRoutes {
-  private readonly core: EngineCore;
+  private readonly core: EngineApi;
   /** `METHOD shape` → route; the latest binding for a (method, path) wins (iii: replaces). */
   private readonly routes = new Map<string, Route>();
   /** Global middleware (§8.1), run before every route's own: the `HTTP_MIDDLEWARE` var. */
@@ -142,7 +141,7 @@ export class HttpRoutes {
   /** Without a hub, calls get no `request_body`/`response` (core tests that need none). */
   private readonly channels: ChannelHub | undefined;
 
-  constructor(core: EngineCore, globalMiddleware: string[] = [], channels?: ChannelHub) {
+  constructor(core: EngineApi, globalMiddleware: string[] = [], channels?: ChannelHub) {
     this.core = core;
     this.globalMiddleware = globalMiddleware;
     this.channels = channels;
@@ -195,7 +194,7 @@ export class HttpRoutes {
 
   /** Is the binding's owner still there? Engine-held and Worker-hosted (`edge:`) bindings always are. */
   private holderLive(b: TriggerRecord): boolean {
-    return b.owner === null || b.owner.startsWith("edge:") || this.core.conns.has(b.owner);
+    return b.owner === null || b.owner.startsWith("edge:") || this.core.isConnected(b.owner);
   }
 
   private toRoute(binding: TriggerRecord, method: string, pattern: string): Route {
@@ -454,7 +453,7 @@ export function parseBody(contentType: string | undefined, raw: Uint8Array | str
   return null;
 }
 
-export function installHttp(core: EngineCore, globalMiddleware: string[] = [], channels?: ChannelHub): HttpRoutes {
+export function installHttp(core: EngineApi, globalMiddleware: string[] = [], channels?: ChannelHub): HttpRoutes {
   const h = new HttpRoutes(core, globalMiddleware, channels);
   h.install();
   return h;

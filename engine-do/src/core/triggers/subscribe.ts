@@ -1,9 +1,9 @@
-// The `subscribe` trigger type (wire-protocol §8.4): config {topic}; payload = the published data;
-// no metadata, no condition, fire-and-forget. A binding with an empty topic is kept but never fires.
+// The `subscribe` trigger type (protocol/README.md §8.4): config {topic}; payload = the published
+// data; no metadata, no condition, fire-and-forget. A binding with an empty topic is kept, never fired.
 import { TRIGGER_TYPES } from "@iii-edge/protocol";
-import type { EngineCore } from "../engine.ts";
+import type { EngineApi } from "../api.ts";
 
-export function installSubscribe(core: EngineCore): { publish(topic: string, data: unknown): number } {
+export function installSubscribe(core: EngineApi): { publish(topic: string, data: unknown): number } {
   core.addTriggerType({
     id: TRIGGER_TYPES.subscribe,
     description: "Receives every message published to its topic ({topic}); payload is the published data",

@@ -1,0 +1,159 @@
+// What a feature of the engine (a built-in, a trigger type, a queue backend, channels) may use of
+// it: `EngineApi`, and the shapes it is extended with. Features are typed against this, never the
+// concrete EngineCore, so what they can reach is exactly what is listed here. In particular the
+// catalog is read-only from here: a feature changes registrations only through the
+// ownership-checked `registerTrigger` / `mayRemoveTrigger` / `removeTrigger`.
+import type { ErrorBody, Grant, RegisterTrigger } from "@iii-edge/protocol";
+import type { FunctionRecord, HoldingKind, TriggerRecord, TriggerTypeRecord, WorkerRecord } from "./catalog.ts";
+import type { CallOutcome, EnginePorts } from "./ports.ts";
+
+/** What a built-in function receives besides its input. */
+export interface CallContext {
+  invocationId: string;
+  callerWorkerId?: string;
+  /** The caller's permissions (OPEN_GRANT for the engine itself and trusted edge code). */
+  grant: Grant;
+  metadata?: unknown;
+  traceparent?: string;
+  baggage?: string;
+}
+export type BuiltinHandler = (data: unknown, ctx: CallContext) => unknown;
+export interface BuiltinFunction {
+  id: string;
+  description: string;
+  handler: BuiltinHandler;
+  request_format?: unknown;
+  response_format?: unknown;
+  /** Hidden from default listings (iii: ids under `engine::`). */
+  internal?: boolean;
+}
+
+/** A trigger type the engine itself provides (state, cron, http, …). */
+export interface BuiltinTriggerType {
+  id: string;
+  description: string;
+  /** Check a binding's config; return an error message (or a typed error, e.g. FORBIDDEN for a
+   * route another worker holds) to refuse it, or nothing to accept. */
+  validate(config: unknown, binding: TriggerRecord): string | ErrorBody | undefined;
+  /** Called after an accepted binding is stored (also for bindings restored on wake). */
+  added?(binding: TriggerRecord): void;
+  /** Called after a binding is removed. */
+  removed?(binding: TriggerRecord): void;
+}
+
+/** Something that needs the object's alarm: the core multiplexes them on the one alarm. */
+export interface AlarmClient {
+  /** Earliest time (ms) this client needs to run, or null. */
+  nextDue(): number | null;
+  run(now: number): Promise<void>;
+}
+
+/** A routed call's way back to its caller, as stored for calls that outlive PERSIST_AFTER_MS. */
+export interface SocketRoute {
+  caller: string;
+  traceparent?: string;
+  baggage?: string;
+}
+
+export interface CallRequest {
+  /** For a call from a worker socket: answer it even if the object is evicted meanwhile. */
+  route?: SocketRoute;
+  function_id: string;
+  data: unknown;
+  metadata?: unknown;
+  traceparent?: string;
+  baggage?: string;
+  timeoutMs?: number;
+  invocationId?: string;
+  callerWorkerId?: string;
+  /** Whose permissions the call runs with; absent for the engine's own calls (trigger fires). */
+  grant?: Grant;
+  /** Counted against MAX_OPEN_CALLS_PER_CALLER: a worker id or `http:<sub>`. */
+  caller?: string;
+}
+
+export interface EnqueueRequest {
+  queue: string;
+  function_id: string;
+  data: unknown;
+  idempotency_key?: string;
+  traceparent?: string;
+  baggage?: string;
+}
+/** The `enqueue` action's provider (queues/). */
+export interface QueueProvider {
+  enqueue(req: EnqueueRequest): Promise<CallOutcome>;
+}
+
+/** The catalog as features see it: read-only (Catalog implements it). */
+export interface CatalogView {
+  readonly functions: ReadonlyMap<string, FunctionRecord>;
+  readonly triggerTypes: ReadonlyMap<string, TriggerTypeRecord>;
+  readonly triggers: ReadonlyMap<string, TriggerRecord>;
+  readonly workers: ReadonlyMap<string, WorkerRecord>;
+  countOwnedBy(owner: string, kind?: HoldingKind): number;
+  triggersOfType(type: string): TriggerRecord[];
+}
+
+/** One entry of `engine::functions::list` (and of the `functions_changed` event). */
+export interface FunctionSummary {
+  function_id: string;
+  worker_name: string;
+  description?: string;
+  metadata?: Record<string, unknown>;
+}
+
+/** What the `engine::*` listings read besides the catalog (introspection.ts). */
+export interface EngineIntrospection {
+  /** A worker's reported name (else its id); an `edge:<host>` owner's host name. */
+  workerName(ownerOrId: string): string;
+  functionOwnerName(f: FunctionRecord): string;
+  /** Built-ins and registered functions, by id; internal ones only when asked for. */
+  functionSummaries(includeInternal: boolean): FunctionSummary[];
+  builtin(id: string): BuiltinFunction | undefined;
+  builtinTriggerTypes(): Iterable<BuiltinTriggerType>;
+  /** Calls routed to the worker and not yet answered. */
+  activeInvocations(workerId: string): number;
+}
+
+/** Extending the engine, while it is installed (install.ts). */
+export interface EngineExtensions {
+  addBuiltin(fn: BuiltinFunction): void;
+  addTriggerType(t: BuiltinTriggerType): void;
+  addAlarmClient(c: AlarmClient): void;
+  setQueueProvider(q: QueueProvider): void;
+  /** An alarm client's nextDue() moved earlier: re-arm the object's one alarm. */
+  rearmAlarm(): void;
+}
+
+/** Calling functions and firing bindings. */
+export interface EngineCalls {
+  /** Call a function, wherever it lives. Always settles: result, error, or `timeout`. */
+  invoke(req: CallRequest): Promise<CallOutcome>;
+  /** Fire a binding: its condition first, then its function (with its metadata unless told not to). */
+  fire(binding: TriggerRecord, payload: unknown, opts?: { withMetadata?: boolean; timeoutMs?: number }): Promise<CallOutcome | "skipped">;
+  functionExists(id: string): boolean;
+}
+
+/** Trigger bindings, with the engine's ownership rules. */
+export interface EngineBindings {
+  activeBindings(type: string): TriggerRecord[];
+  /** Bind a function to a trigger type; the error if refused (also sent to a connected owner). */
+  registerTrigger(owner: string | null, f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">, grant?: Grant): ErrorBody | undefined;
+  /** FORBIDDEN, or nothing when `workerId`/`grant` may remove or replace the binding. */
+  mayRemoveTrigger(t: TriggerRecord, workerId: string | null, grant: Grant): ErrorBody | undefined;
+  /** Remove a binding (its provider told); callers check mayRemoveTrigger first. */
+  removeTrigger(id: string, opts?: { keepProviderQuiet?: boolean }): boolean;
+}
+
+export interface EngineApi extends EngineExtensions, EngineCalls, EngineBindings {
+  readonly ports: EnginePorts;
+  readonly catalog: CatalogView;
+  readonly introspection: EngineIntrospection;
+  /** Is this worker connection live (an owner that still holds what it registered)? */
+  isConnected(workerId: string): boolean;
+  /** engine::workers::register: store what the worker says about itself. */
+  describeWorker(workerId: string, info: Record<string, unknown>): void;
+  /** Reload the manifests of Worker-hosted functions (edge-hosts.ts). */
+  refreshEdgeHosts(): Promise<void>;
+}

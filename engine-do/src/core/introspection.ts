@@ -1,0 +1,74 @@
+// What the `engine::*::list` / `info` built-ins (builtins/engine-fns.ts) and the discovery trigger
+// types read besides the catalog: function summaries, whose a function or binding is by name, the
+// engine's own built-ins and trigger types, and the calls open on a worker. Read-only.
+import type { BuiltinFunction, BuiltinTriggerType, CatalogView, EngineIntrospection, FunctionSummary } from "./api.ts";
+import type { FunctionRecord } from "./catalog.ts";
+
+export class Introspection implements EngineIntrospection {
+  private readonly catalog: CatalogView;
+  private readonly builtins: ReadonlyMap<string, BuiltinFunction>;
+  private readonly triggerTypes: ReadonlyMap<string, BuiltinTriggerType>;
+  private readonly openCalls: (workerId: string) => number;
+
+  constructor(
+    catalog: CatalogView,
+    builtins: ReadonlyMap<string, BuiltinFunction>,
+    triggerTypes: ReadonlyMap<string, BuiltinTriggerType>,
+    openCalls: (workerId: string) => number,
+  ) {
+    this.catalog = catalog;
+    this.builtins = builtins;
+    this.triggerTypes = triggerTypes;
+    this.openCalls = openCalls;
+  }
+
+  workerName(ownerOrId: string): string {
+    if (ownerOrId.startsWith("edge:")) return ownerOrId.slice(5);
+    const w = this.catalog.workers.get(ownerOrId);
+    const name = w?.info.name;
+    return typeof name === "string" && name ? name : ownerOrId;
+  }
+
+  functionOwnerName(f: FunctionRecord): string {
+    return f.kind === "edge" ? f.owner : this.workerName(f.owner);
+  }
+
+  isInternal(id: string, metadata?: Record<string, unknown>): boolean {
+    if (metadata?.internal === true) return true;
+    const b = this.builtins.get(id);
+    return b?.internal === true;
+  }
+
+  functionSummaries(includeInternal: boolean): FunctionSummary[] {
+    const out: FunctionSummary[] = [];
+    for (const b of this.builtins.values()) {
+      if (!includeInternal && b.internal) continue;
+      out.push({ function_id: b.id, worker_name: b.id.split("::")[0] ?? b.id, description: b.description });
+    }
+    for (const f of this.catalog.functions.values()) {
+      if (!includeInternal && this.isInternal(f.id, f.metadata)) continue;
+      const s: FunctionSummary = { function_id: f.id, worker_name: this.functionOwnerName(f) };
+      if (f.description !== undefined) s.description = f.description;
+      if (f.metadata !== undefined) s.metadata = f.metadata;
+      out.push(s);
+    }
+    return out.sort((a, b) => (a.function_id < b.function_id ? -1 : a.function_id > b.function_id ? 1 : 0));
+  }
+
+  /** Every function id, built-in or registered: what `engine::functions-available` compares. */
+  functionsSignature(): string {
+    return [...this.builtins.keys(), ...this.catalog.functions.keys()].sort().join("\n");
+  }
+
+  builtin(id: string): BuiltinFunction | undefined {
+    return this.builtins.get(id);
+  }
+
+  builtinTriggerTypes(): Iterable<BuiltinTriggerType> {
+    return this.triggerTypes.values();
+  }
+
+  activeInvocations(workerId: string): number {
+    return this.openCalls(workerId);
+  }
+}

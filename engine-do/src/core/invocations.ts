@@ -1,0 +1,234 @@
+// The invocation table: every call the engine routed to a worker and that is not answered yet, its
+// deadline (deadlines.ts: one timer for every open call, routed, Worker-hosted or HTTP-invoked),
+// the open-call bounds of bounds.ts, and the eviction persistence of long calls: a routed call open
+// longer than PERSIST_AFTER_MS is a row of `routed_calls`, so an eviction in the middle of it loses
+// neither the caller's answer nor its deadline. Who may answer a call is decided here too: only the
+// worker it was sent to.
+import { toErrorBody, type EngineFrame } from "@iii-edge/protocol";
+import type { AlarmClient, CallRequest, SocketRoute } from "./api.ts";
+import { MAX_OPEN_CALLS, MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "./bounds.ts";
+import { Deadlines } from "./deadlines.ts";
+import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
+
+/**
+ * A routed call still open after this long is written to SQLite, so an eviction in the middle of
+ * it (a long model call, say) loses neither the caller's answer nor its deadline. Shorter calls —
+ * nearly all of them — never touch storage (the fast path stays in memory).
+ */
+const PERSIST_AFTER_MS = 1_000;
+
+/** What a caller gets when the worker running its call disconnects (wire-protocol §2.5 step 3). */
+const TARGET_GONE: CallOutcome = { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } };
+
+interface Pending {
+  target: string;
+  function_id: string;
+  deadline: number;
+  startedAt: number;
+  /** Set when a worker socket is the caller: what it takes to answer it after an eviction. */
+  route?: SocketRoute;
+  /** Written to `routed_calls` (long-running): deleted again when the call settles. */
+  persisted?: boolean;
+  resolve(o: CallOutcome): void;
+}
+
+/** How a restored call answers its caller (the engine's reply: dropped if the caller is gone). */
+export type ReplyTo = (conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, trace?: { traceparent?: string; baggage?: string }) => void;
+
+function timeoutOutcome(functionId: string, timeoutMs?: number): CallOutcome {
+  const within = timeoutMs === undefined ? "before its deadline" : `within ${timeoutMs} ms`;
+  return { ok: false, error: { code: "timeout", message: `${functionId} did not answer ${within}` } };
+}
+
+export class Invocations implements AlarmClient {
+  private readonly ports: EnginePorts;
+  private readonly pending = new Map<string, Pending>();
+  /** Every open call's deadline (routed, Worker-hosted, HTTP-invoked) on one timer. */
+  private readonly deadlines: Deadlines;
+  /** Open calls per caller and per target, for MAX_OPEN_CALLS_PER_*. */
+  private readonly openByCaller = new Map<string, number>();
+  private readonly openByTarget = new Map<string, number>();
+  private persistTimer: unknown = null;
+  /** The engine's alarm, re-armed once a persisted call's deadline needs it. */
+  private readonly rearmAlarm: () => void;
+
+  constructor(ports: EnginePorts, rearmAlarm: () => void) {
+    this.ports = ports;
+    this.rearmAlarm = rearmAlarm;
+    this.deadlines = new Deadlines(ports.timers, ports.clock);
+    ports.sql.exec(
+      "CREATE TABLE IF NOT EXISTS routed_calls (id TEXT PRIMARY KEY, function_id TEXT NOT NULL, target TEXT NOT NULL, caller TEXT NOT NULL, deadline INTEGER NOT NULL, traceparent TEXT, baggage TEXT)",
+    );
+  }
+
+  // ---------------------------------------------------------------- the alarm (persisted calls)
+
+  /** A persisted call's deadline, for an object that was evicted (its timers are gone). */
+  nextDue(): number | null {
+    let next: number | null = null;
+    for (const p of this.pending.values()) if (p.persisted && (next === null || p.deadline < next)) next = p.deadline;
+    return next;
+  }
+
+  async run(now: number): Promise<void> {
+    for (const [id, p] of [...this.pending]) if (p.persisted && p.deadline <= now) this.settle(id, timeoutOutcome(p.function_id));
+  }
+
+  // ---------------------------------------------------------------- bounds
+
+  /** The call's invocation id: the requested one unless a call of that id is open already. */
+  idFor(requested: string | undefined): string {
+    return requested && !this.pending.has(requested) ? requested : this.ports.newId();
+  }
+
+  /** Run `call` counted against its caller: one flood of never-answered calls cannot hold the
+   * object's memory (MAX_OPEN_CALLS_PER_CALLER). */
+  async counted(caller: string, call: () => Promise<CallOutcome>): Promise<CallOutcome> {
+    const open = this.openByCaller.get(caller) ?? 0;
+    if (open >= MAX_OPEN_CALLS_PER_CALLER) return { ok: false, error: { code: "too_many_calls", message: `${MAX_OPEN_CALLS_PER_CALLER} calls of this caller are open already; wait for some to finish` } };
+    this.openByCaller.set(caller, open + 1);
+    try {
+      return await call();
+    } finally {
+      const left = (this.openByCaller.get(caller) ?? 1) - 1;
+      if (left > 0) this.openByCaller.set(caller, left);
+      else this.openByCaller.delete(caller);
+    }
+  }
+
+  /** The answer for one more call when the object already has MAX_OPEN_CALLS open, else nothing. */
+  full(): CallOutcome | undefined {
+    if (this.pending.size + this.deadlines.size < MAX_OPEN_CALLS) return undefined;
+    return { ok: false, error: { code: "too_many_calls", message: `the engine has ${MAX_OPEN_CALLS} calls open; try again shortly` } };
+  }
+
+  // ---------------------------------------------------------------- calls
+
+  /** Send a call to the worker `conn` (which owns `fn`) and wait for its result or deadline. */
+  route(conn: Conn, fn: { id: string; owner: string }, req: CallRequest, invocationId: string, timeoutMs: number): Promise<CallOutcome> {
+    const busy = this.openByTarget.get(fn.owner) ?? 0;
+    if (busy >= MAX_OPEN_CALLS_PER_TARGET) {
+      return Promise.resolve({ ok: false, error: { code: "too_many_calls", message: `the worker owning ${fn.id} has ${MAX_OPEN_CALLS_PER_TARGET} calls open already` } });
+    }
+    return new Promise<CallOutcome>((resolve) => {
+      const now = this.ports.clock.now();
+      const entry: Pending = { target: fn.owner, function_id: fn.id, resolve, deadline: now + timeoutMs, startedAt: now };
+      this.deadlines.add(invocationId, entry.deadline, () => this.settle(invocationId, timeoutOutcome(fn.id, timeoutMs)));
+      this.openByTarget.set(fn.owner, busy + 1);
+      // The caller id in the route must be the invocation's, so only the caller's own id qualifies.
+      if (req.route && invocationId === req.invocationId) {
+        entry.route = req.route;
+        this.schedulePersist();
+      }
+      this.pending.set(invocationId, entry);
+      const frame: EngineFrame = { type: "invokefunction", invocation_id: invocationId, function_id: fn.id, data: req.data };
+      if (req.metadata !== undefined) frame.metadata = req.metadata;
+      if (req.traceparent) frame.traceparent = req.traceparent;
+      if (req.baggage) frame.baggage = req.baggage;
+      if (!conn.send(frame)) this.settle(invocationId, { ok: false, error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` } });
+    });
+  }
+
+  /** A call that is not routed (Worker-hosted, HTTP-invoked), under a deadline on the same timer. */
+  async withDeadline(functionId: string, timeoutMs: number, run: () => Promise<CallOutcome>): Promise<CallOutcome> {
+    const id = `deadline:${this.ports.newId()}`;
+    const deadline = new Promise<CallOutcome>((resolve) => {
+      this.deadlines.add(id, this.ports.clock.now() + timeoutMs, () => resolve({ ok: false, error: { code: "timeout", message: `${functionId} did not answer within ${timeoutMs} ms` } }));
+    });
+    try {
+      return await Promise.race([run().catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e) })), deadline]);
+    } finally {
+      this.deadlines.cancel(id);
+    }
+  }
+
+  /** A result from worker `from`: it ends the call only if the call was sent to that worker. */
+  answer(from: string, invocationId: string, outcome: CallOutcome): void {
+    const p = this.pending.get(invocationId);
+    if (!p || p.target !== from) return;
+    this.settle(invocationId, outcome);
+  }
+
+  /** The worker disconnected: every call sent to it ends with `invocation_stopped`. */
+  targetGone(workerId: string): void {
+    for (const [id, p] of this.pending) {
+      if (p.target === workerId) this.settle(id, TARGET_GONE);
+    }
+  }
+
+  activeFor(workerId: string): number {
+    let n = 0;
+    for (const p of this.pending.values()) if (p.target === workerId) n++;
+    return n;
+  }
+
+  private settle(invocationId: string, outcome: CallOutcome): void {
+    const p = this.pending.get(invocationId);
+    if (!p) return;
+    this.pending.delete(invocationId);
+    this.deadlines.cancel(invocationId);
+    const busy = (this.openByTarget.get(p.target) ?? 1) - 1;
+    if (busy > 0) this.openByTarget.set(p.target, busy);
+    else this.openByTarget.delete(p.target);
+    if (p.persisted) this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", invocationId);
+    p.resolve(outcome);
+  }
+
+  // ---------------------------------------------------------------- eviction
+
+  /** Write routed calls open longer than PERSIST_AFTER_MS; one timer for all of them. */
+  private schedulePersist(): void {
+    if (this.persistTimer !== null) return;
+    this.persistTimer = this.ports.timers.set(() => {
+      this.persistTimer = null;
+      const now = this.ports.clock.now();
+      let waiting = false;
+      let wrote = false;
+      for (const [id, p] of this.pending) {
+        if (!p.route || p.persisted) continue;
+        // Timers fire a little early or late: anything at least half-way there goes now.
+        if (now - p.startedAt < PERSIST_AFTER_MS / 2) {
+          waiting = true;
+          continue;
+        }
+        this.ports.sql.exec(
+          "INSERT OR REPLACE INTO routed_calls (id, function_id, target, caller, deadline, traceparent, baggage) VALUES (?, ?, ?, ?, ?, ?, ?)",
+          id, p.function_id, p.target, p.route.caller, p.deadline, p.route.traceparent ?? null, p.route.baggage ?? null,
+        );
+        p.persisted = true;
+        wrote = true;
+      }
+      if (wrote) this.rearmAlarm();
+      if (waiting) this.schedulePersist();
+    }, PERSIST_AFTER_MS);
+  }
+
+  /**
+   * After an eviction: routed calls that were open are re-attached to their caller. Their target
+   * answers on the same socket (it never knew), so the result still finds its way back; a target
+   * that is gone ends the call with `invocation_stopped`, a passed deadline with `timeout`.
+   */
+  restore(conns: ReadonlyMap<string, Conn>, reply: ReplyTo): void {
+    const now = this.ports.clock.now();
+    const rows = this.ports.sql.exec<{ id: string; function_id: string; target: string; caller: string; deadline: number; traceparent: string | null; baggage: string | null }>(
+      "SELECT * FROM routed_calls",
+    );
+    for (const r of rows) {
+      const caller = conns.get(r.caller);
+      const trace = { traceparent: r.traceparent ?? undefined, baggage: r.baggage ?? undefined };
+      const answer = (o: CallOutcome) => {
+        if (caller) reply(caller, r.id, r.function_id, o, trace);
+      };
+      if (this.pending.has(r.id)) continue;
+      if (!caller || !conns.has(r.target) || r.deadline <= now) {
+        this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", r.id);
+        if (!conns.has(r.target)) answer(TARGET_GONE);
+        else answer(timeoutOutcome(r.function_id));
+        continue;
+      }
+      this.deadlines.add(r.id, r.deadline, () => this.settle(r.id, timeoutOutcome(r.function_id)));
+      this.openByTarget.set(r.target, (this.openByTarget.get(r.target) ?? 0) + 1);
+      this.pending.set(r.id, { target: r.target, function_id: r.function_id, deadline: r.deadline, startedAt: now, route: { caller: r.caller, ...trace }, persisted: true, resolve: answer });
+    }
+  }
+}

@@ -1,0 +1,42 @@
+// Worker-hosted functions (sdk-edge `FunctionHost`), reached by the engine over a service binding:
+// the manifest a host declares (`iiiManifest()`, read on start and on `engine::edge::refresh`) and
+// one invocation (`iiiInvoke()`). The engine parses what a host answers with these schemas.
+import { z } from "zod";
+import { errorBody, registerFunction, registerTrigger, type ErrorBody } from "./frames.ts";
+import { MAX_REGISTRATIONS_PER_WORKER } from "./limits.ts";
+
+/** A function a host declares: a `registerfunction` frame without `type` and `invocation`, bounded
+ * the same way. */
+export const manifestFunction = registerFunction.omit({ type: true, invocation: true });
+/** A trigger binding a host declares: a `registertrigger` frame without `type`. */
+export const manifestTrigger = registerTrigger.omit({ type: true });
+/** A host holds at most what one worker connection may register. */
+export const edgeManifest = z.object({
+  functions: z.array(manifestFunction).max(MAX_REGISTRATIONS_PER_WORKER),
+  triggers: z.array(manifestTrigger).max(MAX_REGISTRATIONS_PER_WORKER),
+});
+export type ManifestFunction = z.infer<typeof manifestFunction>;
+export type ManifestTrigger = z.infer<typeof manifestTrigger>;
+export type EdgeManifest = z.infer<typeof edgeManifest>;
+
+/** One invocation of a host's function, as the engine sends it. */
+export interface EdgeInvokeRequest {
+  function_id: string;
+  data: unknown;
+  metadata?: unknown;
+  invocation_id: string;
+  traceparent?: string;
+  baggage?: string;
+  /** The namespace whose engine invokes it: the host calls back into the same one. */
+  namespace?: string;
+}
+
+/** A host's answer; an undefined result is simply absent (RPC results are structured-cloned). */
+export type EdgeInvokeResponse = { result?: unknown } | { error: ErrorBody };
+export const edgeInvokeResponse: z.ZodType<EdgeInvokeResponse> = z.object({ result: z.unknown().optional(), error: errorBody.optional() });
+
+/** What a host serves over its service binding (sdk-edge's `FunctionHost` implements it). */
+export interface EdgeHost {
+  iiiManifest(): Promise<EdgeManifest>;
+  iiiInvoke(req: EdgeInvokeRequest): Promise<EdgeInvokeResponse>;
+}

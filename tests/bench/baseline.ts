@@ -1,0 +1,5 @@
+// The plain Worker baseline of triggers-bench.mjs: bench-worker.ts answers BENCH_PLAIN_PATH with
+// this JSON without touching the engine object; the bench's http-trigger route answers the same
+// through the engine. Bench only: the production engine (engine-do/src/http-routes.ts) has no such route.
+export const BENCH_PLAIN_PATH = "/_iii/bench/plain";
+export const BENCH_PLAIN_BODY = { ok: true, message: "hello from iii-edge" };
