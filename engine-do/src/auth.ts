@@ -88,7 +88,7 @@ export async function authenticate(
   if (!result.ok) return result;
   if (result.grant.exp !== undefined && result.grant.exp * 1000 <= Date.now()) return { ok: false, status: 401, code: "unauthorized", message: "token expired" };
   if (!mayUseNamespace(result.grant, namespace)) {
-    return { ok: false, status: 403, code: "FORBIDDEN", message: `'${result.grant.sub}' may not use namespace '${namespace}'` };
+    return { ok: false, status: 403, code: "forbidden", message: `'${result.grant.sub}' may not use namespace '${namespace}'` };
   }
   return result;
 }

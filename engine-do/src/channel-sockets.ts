@@ -47,10 +47,10 @@ export class ChannelSockets implements ChannelSocketPort {
     const id = decodeURIComponent(CHANNEL_PATH.exec(url.pathname)?.[1] ?? "");
     const key = url.searchParams.get("key") ?? "";
     const dir = url.searchParams.get("dir");
-    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return json(426, "INVALID_ARGUMENTS", "channels need a WebSocket upgrade");
-    if (dir !== "read" && dir !== "write") return json(400, "INVALID_ARGUMENTS", "dir must be read or write");
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return json(426, "invalid_arguments", "channels need a WebSocket upgrade");
+    if (dir !== "read" && dir !== "write") return json(400, "invalid_arguments", "dir must be read or write");
     const verdict = this.hub.authorize(id, key, dir);
-    if (verdict === "not_found") return json(404, "NOT_FOUND", "Not Found");
+    if (verdict === "not_found") return json(404, "not_found", "Not Found");
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
     if (verdict === "taken") {

@@ -152,7 +152,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     if (ChannelSockets.matches(url)) return this.channelSockets.accept(request);
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
       if (url.pathname.endsWith("/_iii/health")) return Response.json({ ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size });
-      return Response.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, { status: 404 });
+      return Response.json({ error: { code: "not_found", message: "Not Found" } }, { status: 404 });
     }
     // Who this is was decided by the front door (auth.ts); a request without its grant did not
     // come through it and is refused (fail closed).
@@ -288,10 +288,10 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     const req = parsed.data;
     const grant = req.grant;
     if (grant && !mayUseNamespace(grant, this.core.ports.namespace)) {
-      return { ok: false, error: { code: "FORBIDDEN", message: `'${grant.sub}' may not use namespace '${this.core.ports.namespace}'` } };
+      return { ok: false, error: { code: "forbidden", message: `'${grant.sub}' may not use namespace '${this.core.ports.namespace}'` } };
     }
     if (req.action?.type === "enqueue") {
-      if (grant && !mayCall(grant, req.function_id)) return { ok: false, error: { code: "FORBIDDEN", message: `'${grant.sub}' may not call ${req.function_id}` } };
+      if (grant && !mayCall(grant, req.function_id)) return { ok: false, error: { code: "forbidden", message: `'${grant.sub}' may not call ${req.function_id}` } };
       return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: req.payload ?? null, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage });
     }
     const call = this.core.invokeFrom({ function_id: req.function_id, data: req.payload ?? null, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage, timeoutMs: req.timeout_ms, grant, stampCaller: req.caller });

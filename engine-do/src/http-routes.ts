@@ -1,7 +1,7 @@
 // The front-door half of `http` triggers (core/triggers/http.ts has the routing): any request the
 // engine does not reserve goes to the default namespace's Engine object, and
 // `/ns/<namespace>/http/<path>` to another namespace's. When no route matches, a GET falls back to
-// the demo app's static assets, and otherwise gets `404 {"error":{"code":"NOT_FOUND",...}}`.
+// the demo app's static assets, and otherwise gets `404 {"error":{"code":"not_found",...}}`.
 // Also here: browser stream sockets (`/_iii/streams`, `/ns/<ns>/_iii/streams`).
 import type { Context, Hono } from "hono";
 import { authenticateRequest, withGrant } from "./auth.ts";
@@ -15,7 +15,7 @@ const DEFAULT_NAMESPACE = "default";
 /** Largest request body forwarded to a function (same bound as a frame, protocol/limits.ts). */
 const MAX_HTTP_BODY_BYTES = 1024 * 1024;
 
-const notFound = (c: Context<AppEnv>) => c.json({ error: { code: "NOT_FOUND", message: "Not Found" } }, 404);
+const notFound = (c: Context<AppEnv>) => c.json({ error: { code: "not_found", message: "Not Found" } }, 404);
 
 /**
  * Read a body, at most `max` bytes: null as soon as it passes them (the stream is cancelled then,
@@ -45,16 +45,16 @@ async function readBounded(stream: ReadableStream<Uint8Array>, max: number): Pro
 }
 
 async function forward(c: Context<AppEnv>, namespace: string, path: string, assets: boolean): Promise<Response> {
-  if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${namespace}'` } }, 400);
+  if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "invalid_arguments", message: `invalid namespace '${namespace}'` } }, 400);
   const raw = c.req.raw;
   const method = raw.method.toUpperCase();
   let body: Uint8Array | null = null;
   if (method !== "GET" && method !== "HEAD" && raw.body) {
     const declared = Number(raw.headers.get("content-length") ?? "0");
-    if (declared > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
+    if (declared > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "value_too_large", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
     // Counted as it arrives: a chunked body declares no length, and is cut off past the bound.
     const bytes = await readBounded(raw.body, MAX_HTTP_BODY_BYTES);
-    if (!bytes) return c.json({ error: { code: "VALUE_TOO_LARGE", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
+    if (!bytes) return c.json({ error: { code: "value_too_large", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
     body = bytes; // raw: the engine fills the `request_body` channel with it
   }
   const query: Record<string, string> = {};
@@ -79,7 +79,7 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
 
 /** Browser stream sockets need a grant for their namespace, like every other socket (auth.ts). */
 const streamSocket = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
-  if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "INVALID_ARGUMENTS", message: `invalid namespace '${namespace}'` } }, 400);
+  if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "invalid_arguments", message: `invalid namespace '${namespace}'` } }, 400);
   const who = await authenticateRequest(c.req.raw, c.env, namespace);
   if (!who.ok) return c.json({ error: { code: who.code, message: who.message } }, who.status);
   return c.env.ENGINE.getByName(namespace).fetch(withGrant(c.req.raw, who.grant, who.viaProtocol));

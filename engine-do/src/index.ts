@@ -34,12 +34,12 @@ app.get("/healthz", async (c) => {
 /** A WebSocket upgrade for `namespace`: authenticated, then handed to its Engine object. */
 const upgrade = async (c: Context<AppEnv>, namespace: string): Promise<Response | null> => {
   if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return null;
-  if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${namespace}'`);
+  if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${namespace}'`);
   const who = await authFor(c, namespace);
   if (!who.ok) return errorJson(c, who.status, who.code, who.message);
   return engineFor(c.env, namespace).fetch(withGrant(c.req.raw, who.grant, who.viaProtocol));
 };
-const webSocketOnly = (c: Context<AppEnv>) => errorJson(c, 404, "NOT_FOUND", "WebSocket only");
+const webSocketOnly = (c: Context<AppEnv>) => errorJson(c, 404, "not_found", "WebSocket only");
 
 // Worker control socket (default namespace: what iii-sdk dials), its /otel side channel, and the
 // same under /ns/<namespace>.
@@ -55,8 +55,8 @@ app.get("/ns/:ns/otel", async (c) => (await upgrade(c, c.req.param("ns"))) ?? we
 // when wrong). iii-sdk opens channel sockets without headers, so no token is asked for here — but
 // an engine without auth configured still serves them to loopback clients only.
 const channel = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
-  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return errorJson(c, 426, "INVALID_ARGUMENTS", "channels need a WebSocket upgrade");
-  if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${namespace}'`);
+  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return errorJson(c, 426, "invalid_arguments", "channels need a WebSocket upgrade");
+  if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${namespace}'`);
   if (authMode(c.env) === "open" && !isLoopback(c.req.raw)) {
     const who = await authFor(c, namespace);
     if (!who.ok) return errorJson(c, who.status, who.code, who.message);
@@ -72,10 +72,10 @@ const invokeBody = rpcTriggerRequest.pick({ function_id: true, payload: true, ac
 // The engine's HTTP API: call a function (handy for curl, the demo app and tests).
 app.post("/_iii/invoke", async (c) => {
   const parsed = invokeBody.safeParse(await c.req.json().catch(() => null));
-  if (!parsed.success) return errorJson(c, 400, "INVALID_ARGUMENTS", "body must be {function_id, payload?, namespace?, action?, timeout_ms?}");
+  if (!parsed.success) return errorJson(c, 400, "invalid_arguments", "body must be {function_id, payload?, namespace?, action?, timeout_ms?}");
   const b = parsed.data;
   const ns = b.namespace ?? DEFAULT_NAMESPACE;
-  if (!NAMESPACE.test(ns)) return errorJson(c, 400, "INVALID_ARGUMENTS", `invalid namespace '${ns.slice(0, 80)}'`);
+  if (!NAMESPACE.test(ns)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${ns.slice(0, 80)}'`);
   const who = await authFor(c, ns);
   if (!who.ok) return errorJson(c, who.status, who.code, who.message);
   // Typed by protocol's contract: workerd's generated stub type drops the `unknown` result.
@@ -91,15 +91,15 @@ function statusOf(code: string): 400 | 403 | 404 | 413 | 429 | 500 | 504 {
       return 404;
     case "timeout":
       return 504;
-    case "FORBIDDEN":
+    case "forbidden":
       return 403;
     case "result_too_large":
-    case "VALUE_TOO_LARGE":
+    case "value_too_large":
       return 413;
     case "too_many_calls":
     case "rate_limited":
       return 429;
-    case "INVALID_ARGUMENTS":
+    case "invalid_arguments":
     case "invalid_frame":
     case "invalid_input":
       return 400;
@@ -112,7 +112,7 @@ function statusOf(code: string): 400 | 403 | 404 | 413 | 429 | 500 | 504 {
 mountTriggerRoutes(app);
 
 app.notFound(async (c) => {
-  if (c.req.path.startsWith("/_iii/")) return errorJson(c, 404, "NOT_FOUND", "Not Found");
+  if (c.req.path.startsWith("/_iii/")) return errorJson(c, 404, "not_found", "Not Found");
   return c.env.ASSETS.fetch(c.req.raw);
 });
 

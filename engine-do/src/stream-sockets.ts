@@ -36,7 +36,7 @@ export class StreamSockets implements StreamSocketPort {
 
   accept(request: Request): Response {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
-      return Response.json({ error: { code: "INVALID_ARGUMENTS", message: "stream subscriptions need a WebSocket upgrade" } }, { status: 426 });
+      return Response.json({ error: { code: "invalid_arguments", message: "stream subscriptions need a WebSocket upgrade" } }, { status: 426 });
     }
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];

@@ -1,6 +1,9 @@
-// The closed set of error codes iii-edge puts on the wire (docs/engineering.md Style §3). The iii
-// codes come first and keep their iii spelling; iii-edge additions follow. Anything thrown is
-// normalised once into an ErrorBody by `toErrorBody`, keeping its message and stack.
+// The closed set of error codes iii-edge puts on the wire (docs/engineering.md Style §3), in one
+// casing: lower snake_case. The iii codes come first (iii's reference engine spells a few of them in
+// upper case — FORBIDDEN, NOT_FOUND, INVALID_ARGUMENTS, VALUE_TOO_LARGE, *_ERROR — iii-sdk compares
+// none of them); iii-edge additions follow. The engine only ever throws IIIError with one of these;
+// anything else thrown is normalised once into an ErrorBody by `toErrorBody`, keeping its cause.
+// (A worker's own error codes, relayed from its invocationresult, are its contract and pass as sent.)
 import type { ErrorBody } from "./frames.ts";
 
 export const ERROR_CODES = [
@@ -12,20 +15,20 @@ export const ERROR_CODES = [
   "invocation_error",
   "channel_send_failed",
   "enqueue_error",
-  "FORBIDDEN",
+  "forbidden",
   "deserialization_error",
   "serialization_error",
   "trigger_registration_failed",
   "trigger_type_not_found",
   "timeout",
-  "NOT_FOUND",
-  "INVALID_ARGUMENTS",
-  "VALUE_TOO_LARGE",
-  "SET_ERROR",
-  "GET_ERROR",
-  "DELETE_ERROR",
-  "UPDATE_ERROR",
-  "LIST_ERROR",
+  "not_found",
+  "invalid_arguments",
+  "value_too_large",
+  "set_error",
+  "get_error",
+  "delete_error",
+  "update_error",
+  "list_error",
   "topic_not_set",
   "url_validation_failed",
   "http_request_failed",
@@ -43,19 +46,32 @@ export const ERROR_CODES = [
   "result_too_large",
   "too_many_calls",
   "too_many_connections",
+  "middleware_timeout",
+  "condition_not_met",
+  "stream_set_error",
+  "stream_update_error",
+  "channel_limit",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /** An error that knows its wire code. Throw it from a handler or built-in to choose the code. */
 export class IIIError extends Error {
-  readonly code: string;
-  constructor(code: ErrorCode | (string & {}), message: string, options?: { cause?: unknown }) {
+  /** One of ERROR_CODES when the engine throws it; as sent for `relayed` errors. */
+  readonly code: ErrorCode | (string & {});
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "IIIError";
     this.code = code;
   }
   toBody(): ErrorBody {
     return { code: this.code, message: this.message };
+  }
+  /** An error that arrived over the wire (a worker's, or the engine's seen from a client): its
+   * code passes as sent, outside the closed set if the sender chose so. */
+  static relayed(body: ErrorBody, options?: { cause?: unknown }): IIIError {
+    const e = new IIIError("invocation_failed", body.message, options);
+    (e as { code: string }).code = body.code;
+    return e;
   }
 }
 

@@ -19,7 +19,7 @@ function json(status: number, body: unknown): Response {
  * A fetch handler for one HTTP-invoked function: verifies the signature, parses the JSON body,
  * runs `handler`, and answers the way the engine maps responses (§9): a value → 200 JSON,
  * `undefined` → 204, a throw → 500 `{error:{code,message}}` (a thrown error's string `.code` is
- * kept), a bad signature → 401 `FORBIDDEN`, a non-JSON body → 400 `deserialization_error`.
+ * kept), a bad signature → 401 `forbidden`, a non-JSON body → 400 `deserialization_error`.
  */
 export function httpFunctionHandler<TInput = unknown, TOutput = unknown>(
   secret: string,
@@ -28,7 +28,7 @@ export function httpFunctionHandler<TInput = unknown, TOutput = unknown>(
 ): (request: Request) => Promise<Response> {
   return async (request) => {
     const check = await verifyIIISignature(request, secret, options);
-    if (!check.ok) return json(401, { error: { code: "FORBIDDEN", message: `invalid signature: ${check.reason}` } satisfies ErrorBody });
+    if (!check.ok) return json(401, { error: { code: "forbidden", message: `invalid signature: ${check.reason}` } satisfies ErrorBody });
     let data: unknown = null;
     if (check.body.trim() !== "") {
       try {

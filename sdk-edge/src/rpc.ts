@@ -32,7 +32,7 @@ export function rpcClient(stub: EngineRpc, inherited?: TraceFields): EngineClien
   return {
     async trigger<TInput, TOutput>(request: TriggerRequest<TInput>): Promise<TOutput> {
       if (!request || typeof request.function_id !== "string" || request.function_id === "") {
-        throw new IIIError("INVALID_ARGUMENTS", "trigger needs a function_id");
+        throw new IIIError("invalid_arguments", "trigger needs a function_id");
       }
       const trace = outgoingTrace({ traceparent: request.traceparent, baggage: request.baggage }, inherited);
       const req: RpcTriggerRequest = { function_id: request.function_id, payload: request.payload ?? null, ...trace };
@@ -41,7 +41,7 @@ export function rpcClient(stub: EngineRpc, inherited?: TraceFields): EngineClien
       if (!request.action) req.timeout_ms = request.timeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
       const res = await stub.trigger(req);
       if (!res.ok) {
-        const err = new IIIError(res.error.code, res.error.message);
+        const err = IIIError.relayed(res.error);
         if (res.error.stacktrace) Object.assign(err, { stacktrace: res.error.stacktrace });
         throw err;
       }

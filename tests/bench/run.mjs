@@ -278,7 +278,7 @@ async function main() {
     await untilCallable(authEngine.wsUrl, "bench::echo", authWorker, bearer(tokens.caller));
     // …and that the callers' grant is checked on each call: outside its `call` list is refused.
     const outside = await callOnce(authEngine.wsUrl, "admin::reset", {}, bearer(tokens.caller));
-    if (CALLER_GRANT.call && outside.error?.code !== "FORBIDDEN") throw new Error(`a call outside the grant was not refused: ${JSON.stringify(outside)}`);
+    if (CALLER_GRANT.call && outside.error?.code !== "forbidden") throw new Error(`a call outside the grant was not refused: ${JSON.stringify(outside)}`);
     const deadline = Date.now() + 30_000;
     for (;;) {
       try {

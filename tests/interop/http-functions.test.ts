@@ -61,7 +61,7 @@ describe("HTTP-invoked functions", () => {
       const url = `http://127.0.0.1:${(wrong.address() as AddressInfo).port}/x`;
       owner.registerFunction("remote::wrong-secret", { url, auth: { type: "hmac", secret_key: "IIIEDGE_TEST_HMAC" } });
       await until(async () => (await listed(caller)).includes("remote::wrong-secret"), "remote::wrong-secret registered");
-      await expect(caller.trigger({ function_id: "remote::wrong-secret", payload: {} })).rejects.toMatchObject({ code: "FORBIDDEN" });
+      await expect(caller.trigger({ function_id: "remote::wrong-secret", payload: {} })).rejects.toMatchObject({ code: "forbidden" });
     } finally {
       await new Promise((r) => wrong.close(r));
     }

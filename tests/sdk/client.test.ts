@@ -220,7 +220,7 @@ describe("being invoked", () => {
   it("answers function_not_found, keeps a thrown error's code, and sends nothing without invocation_id", async () => {
     const c = connect();
     c.registerFunction("u::boom", () => {
-      throw new IIIError("NOT_FOUND", "no such thing");
+      throw new IIIError("not_found", "no such thing");
     });
     c.registerFunction("u::plain", () => {
       throw new Error("plain failure");
@@ -235,7 +235,7 @@ describe("being invoked", () => {
     const results = conn.frames.filter((f) => f.type === "invocationresult");
     expect(results).toHaveLength(3);
     expect(results.find((f) => f.invocation_id === "a")).toMatchObject({ error: { code: "function_not_found" } });
-    expect(results.find((f) => f.invocation_id === "b")).toMatchObject({ error: { code: "NOT_FOUND", message: "no such thing" } });
+    expect(results.find((f) => f.invocation_id === "b")).toMatchObject({ error: { code: "not_found", message: "no such thing" } });
     expect(results.find((f) => f.invocation_id === "c")).toMatchObject({ error: { code: "invocation_failed", message: "plain failure" } });
     expect((results.find((f) => f.invocation_id === "c") as { error: { stacktrace?: string } }).error.stacktrace).toMatch(/plain failure/);
   });

@@ -15,7 +15,7 @@ describe("HostRegistry", () => {
   });
   host.function("h::nothing", () => undefined);
   host.function("h::fail", () => {
-    throw new IIIError("NOT_FOUND", "gone");
+    throw new IIIError("not_found", "gone");
   });
   host.function("h::relay", (data: { to: string }, ctx) => ctx.trigger({ function_id: data.to, payload: { via: "relay" } }));
   host.trigger({ trigger_type: "cron", function_id: "h::nothing", config: { expression: "0 * * * * *" } });
@@ -38,7 +38,7 @@ describe("HostRegistry", () => {
     expect(await inv("h::hello", { name: "Ada", _caller_worker_id: "w" })).toEqual({ result: { text: "Hi, Ada" } });
     expect(await inv("h::nothing", null)).toEqual({});
     expect(await inv("h::hello", { name: 1 })).toMatchObject({ error: { code: "invalid_input" } });
-    expect(await inv("h::fail", null)).toEqual({ error: { code: "NOT_FOUND", message: "gone" } });
+    expect(await inv("h::fail", null)).toEqual({ error: { code: "not_found", message: "gone" } });
     expect(await inv("h::missing", null)).toMatchObject({ error: { code: "function_not_found" } });
   });
 

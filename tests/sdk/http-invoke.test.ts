@@ -16,7 +16,7 @@ let base: string;
 const seen: { headers: Record<string, string | string[] | undefined>; body: string }[] = [];
 
 const signed = httpFunctionHandler<{ a: number; b: number } | null, unknown>(SECRET, (data, info) => {
-  if (info.function_id === "remote::fail") throw new IIIError("NOT_FOUND", "nothing here");
+  if (info.function_id === "remote::fail") throw new IIIError("not_found", "nothing here");
   if (info.function_id === "remote::void") return undefined;
   return { sum: (data?.a ?? 0) + (data?.b ?? 0), invocation_id: info.invocation_id };
 });
@@ -67,16 +67,16 @@ describe("invokeHttpFunction", () => {
   it("signs with HMAC and the sdk-edge receiver verifies it and answers", async () => {
     const fn = { id: "remote::add", invocation: { url: `${base}/signed`, auth: { type: "hmac" as const, secret_key: "HMAC_SECRET" } } };
     expect(await invokeHttpFunction(fn, { a: 2, b: 3 }, opts())).toEqual({ result: { sum: 5, invocation_id: "3f1c2a4e-0000-4000-8000-000000000001" } });
-    expect(await invokeHttpFunction({ ...fn, id: "remote::fail" }, {}, opts())).toEqual({ error: { code: "NOT_FOUND", message: "nothing here" } });
+    expect(await invokeHttpFunction({ ...fn, id: "remote::fail" }, {}, opts())).toEqual({ error: { code: "not_found", message: "nothing here" } });
     expect(await invokeHttpFunction({ ...fn, id: "remote::void" }, {}, opts())).toEqual({});
   });
 
   it("is refused by the receiver with a wrong secret or a stale timestamp", async () => {
     const fn = { id: "remote::add", invocation: { url: `${base}/signed`, auth: { type: "hmac" as const, secret_key: "HMAC_SECRET" } } };
     const wrong = await invokeHttpFunction(fn, {}, opts({ secrets: { HMAC_SECRET: "other" } }));
-    expect(wrong).toMatchObject({ error: { code: "FORBIDDEN" } });
+    expect(wrong).toMatchObject({ error: { code: "forbidden" } });
     const stale = await invokeHttpFunction(fn, {}, opts({ now: () => Date.now() - 3_600_000 }));
-    expect(stale).toMatchObject({ error: { code: "FORBIDDEN", message: expect.stringMatching(/window/) } });
+    expect(stale).toMatchObject({ error: { code: "forbidden", message: expect.stringMatching(/window/) } });
   });
 
   it("sends the §9 headers, configured headers and bearer / api_key auth", async () => {

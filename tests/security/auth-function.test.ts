@@ -44,7 +44,7 @@ describe("AUTH_FUNCTION: a function decides who connects and what it may do", ()
   it("admits what it allows, with the grant it answers, and refuses the rest with its reason", async () => {
     const dora = await RawSocket.open(`${engine.wsUrl}/`, { "x-api-key": "key-of-dora" });
     expect((await dora.call("state::get", { scope: "s", key: "k" })).error).toBeUndefined();
-    expect((await dora.call("state::set", { scope: "s", key: "k", value: 1 })).error.code).toBe("FORBIDDEN");
+    expect((await dora.call("state::set", { scope: "s", key: "k", value: 1 })).error.code).toBe("forbidden");
     const seen = asked.at(-1)!;
     expect(seen).toMatchObject({ path: "/", namespace: "default" });
     expect((seen.headers as Record<string, string>)["x-iii-grant"]).toBeUndefined();

@@ -76,40 +76,40 @@ describe("only who holds a token connects (finding 1)", () => {
 });
 
 describe("a token's grant bounds what its holder may call, register and bind", () => {
-  it("call globs: a call outside them is FORBIDDEN, inside them answered", async () => {
+  it("call globs: a call outside them is forbidden, inside them answered", async () => {
     const math = await connect("math-host");
     math.serve("math::add", (d) => ({ sum: d.a + d.b }));
     const caller = await connect("limited", { call: ["math::*"] });
     await eventually(async () => (await caller.call("math::add", { a: 1, b: 2 })).result?.sum === 3, 10_000, "math::add");
     const denied = await caller.call("state::set", { scope: "s", key: "k", value: 1 });
-    expect(denied.error.code).toBe("FORBIDDEN");
+    expect(denied.error.code).toBe("forbidden");
     expect(await admin.ok("state::get", { scope: "s", key: "k" })).toBeUndefined();
     const viaHttp = await invokeHttp({ function_id: "state::set", payload: { scope: "s", key: "k", value: 1 } }, bearer(await token("limited-http", { call: ["math::*"] })));
     expect(viaHttp.status).toBe(403);
     // an enqueue is a call too
     const queued = await caller.call("state::set", { scope: "s", key: "k", value: 1 }, { action: { type: "enqueue", queue: "jobs" } });
-    expect(queued.error.code).toBe("FORBIDDEN");
+    expect(queued.error.code).toBe("forbidden");
   });
 
-  it("register prefixes: registering outside them is FORBIDDEN and changes nothing", async () => {
+  it("register prefixes: registering outside them is forbidden and changes nothing", async () => {
     const before = await snapshot();
     const alice = await connect("alice", { register: ["alice::"] });
     alice.send({ type: "registerfunction", id: "bob::steal" });
-    expect((await alice.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await alice.next((f) => f.type === "error")).error.code).toBe("forbidden");
     alice.send({ type: "registertriggertype", id: "bob::type", description: "x" });
-    expect((await alice.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await alice.next((f) => f.type === "error")).error.code).toBe("forbidden");
     expect(await snapshot()).toBe(before);
     alice.send({ type: "registerfunction", id: "alice::mine" });
     await eventually(async () => (await snapshot()).includes("alice::mine"), 10_000, "alice::mine listed");
   });
 
-  it("bind lists: a trigger type outside them is FORBIDDEN", async () => {
+  it("bind lists: a trigger type outside them is forbidden", async () => {
     const before = await snapshot();
     const cronOnly = await connect("cron-only", { bind: ["cron"] });
     cronOnly.send({ type: "registerfunction", id: "cron-only::route" });
     cronOnly.send({ type: "registertrigger", id: "co-http", trigger_type: "http", function_id: "cron-only::route", config: { api_path: "co/route", http_method: "GET" } });
     const refused = await cronOnly.next((f) => f.type === "triggerregistrationresult" && f.id === "co-http");
-    expect(refused.error.code).toBe("FORBIDDEN");
+    expect(refused.error.code).toBe("forbidden");
     expect((await fetch(`${engine.url}/co/route`)).status).toBe(404);
     await cronOnly.close();
     await eventually(async () => (await snapshot()) === before, 10_000, "catalog back as it was");
@@ -117,14 +117,14 @@ describe("a token's grant bounds what its holder may call, register and bind", (
 });
 
 describe("nobody takes another's function (finding 3)", () => {
-  it("a second worker registering a live function id is FORBIDDEN; its calls stay with the owner; its unregister is ignored", async () => {
+  it("a second worker registering a live function id is forbidden; its calls stay with the owner; its unregister is ignored", async () => {
     const a = await connect("owner-a");
     const b = await connect("thief-b");
     const c = await connect("caller-c");
     a.serve("shop::pay", () => "a");
     await eventually(async () => (await c.call("shop::pay")).result === "a", 10_000, "shop::pay");
     b.serve("shop::pay", () => "b");
-    expect((await b.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await b.next((f) => f.type === "error")).error.code).toBe("forbidden");
     b.send({ type: "unregisterfunction", id: "shop::pay" });
     for (let i = 0; i < 5; i++) expect((await c.call("shop::pay")).result).toBe("a");
     // Once the owner is gone the id is free again.
@@ -151,7 +151,7 @@ describe("nobody takes another's function (finding 3)", () => {
 });
 
 describe("nobody takes another's route or trigger (finding 4)", () => {
-  it("engine::unregister_trigger of another worker's binding is FORBIDDEN, over a socket and over HTTP", async () => {
+  it("engine::unregister_trigger of another worker's binding is forbidden, over a socket and over HTTP", async () => {
     const a = await connect("route-owner");
     a.serve("routes::hello", () => ({ status_code: 200, body: { from: "a" } }));
     a.send({ type: "registertrigger", id: "hello-route", trigger_type: "http", function_id: "routes::hello", config: { api_path: "hello-owned", http_method: "GET" } });
@@ -159,15 +159,15 @@ describe("nobody takes another's route or trigger (finding 4)", () => {
     const before = await snapshot();
     const b = await connect("route-thief");
     const r = await b.call("engine::unregister_trigger", { id: "hello-route" });
-    expect(r.error.code).toBe("FORBIDDEN");
+    expect(r.error.code).toBe("forbidden");
     b.send({ type: "unregistertrigger", id: "hello-route" });
-    expect((await b.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await b.next((f) => f.type === "error")).error.code).toBe("forbidden");
     const viaHttp = await invokeHttp({ function_id: "engine::unregister_trigger", payload: { id: "hello-route" } }, bearer(await token("http-thief")));
     expect(viaHttp.status).toBe(403);
     // the same id under another worker is refused too
     b.serve("routes::evil", () => ({ status_code: 200, body: { from: "b" } }));
     b.send({ type: "registertrigger", id: "hello-route", trigger_type: "http", function_id: "routes::evil", config: { api_path: "hello-owned", http_method: "GET" } });
-    expect((await b.next((f) => f.type === "triggerregistrationresult" && f.id === "hello-route")).error.code).toBe("FORBIDDEN");
+    expect((await b.next((f) => f.type === "triggerregistrationresult" && f.id === "hello-route")).error.code).toBe("forbidden");
     expect(await (await fetch(`${engine.url}/hello-owned`)).json()).toEqual({ from: "a" });
     const after = JSON.parse(await snapshot());
     expect(JSON.stringify(after.trg)).toBe(JSON.stringify(JSON.parse(before).trg));
@@ -178,8 +178,8 @@ describe("nobody takes another's route or trigger (finding 4)", () => {
     alice.serve("binder::tick", () => null);
     await alice.ok("engine::register_trigger", { id: "alice-cron", trigger_type: "cron", function_id: "binder::tick", config: { expression: "0 0 1 1 *" } });
     const bob = await connect("binder-bob");
-    expect((await bob.call("engine::unregister_trigger", { id: "alice-cron" })).error.code).toBe("FORBIDDEN");
-    expect((await bob.call("engine::register_trigger", { id: "alice-cron", trigger_type: "cron", function_id: "binder::tick", config: { expression: "* * * * *" } })).error.code).toBe("FORBIDDEN");
+    expect((await bob.call("engine::unregister_trigger", { id: "alice-cron" })).error.code).toBe("forbidden");
+    expect((await bob.call("engine::register_trigger", { id: "alice-cron", trigger_type: "cron", function_id: "binder::tick", config: { expression: "* * * * *" } })).error.code).toBe("forbidden");
     const list = await admin.ok<{ registered_triggers: { id: string; config: { expression: string } }[] }>("engine::registered-triggers::list", {});
     expect(list.registered_triggers.find((t) => t.id === "alice-cron")?.config.expression).toBe("0 0 1 1 *");
     // alice (another connection of the same principal) may remove it
@@ -199,9 +199,9 @@ describe("namespaces isolate (finding 5)", () => {
     const a = await connect("tenant-a", { ns: ["a"] }, "/ns/a");
     for (const fn of ["b::private", "state::get", "engine::functions::list"]) {
       const r = await a.call(fn, { scope: "secret", key: "k" }, { namespace: "b" });
-      expect(r.error?.code, fn).toBe("FORBIDDEN");
+      expect(r.error?.code, fn).toBe("forbidden");
     }
-    expect((await a.call("state::get", { scope: "secret", key: "k" }, { namespace: "default" })).error.code).toBe("FORBIDDEN");
+    expect((await a.call("state::get", { scope: "secret", key: "k" }, { namespace: "default" })).error.code).toBe("forbidden");
     expect((await invokeHttp({ function_id: "state::get", payload: { scope: "secret", key: "k" }, namespace: "b" }, bearer(t))).status).toBe(403);
     // State scopes are per namespace: a's own `secret` scope is empty.
     expect(await a.ok("state::get", { scope: "secret", key: "k" })).toBeUndefined();

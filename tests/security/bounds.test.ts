@@ -195,7 +195,7 @@ describe("registration quotas (finding 9)", () => {
       expect(refusals.length, `socket ${i}`).toBeLessThanOrEqual(EACH - held);
       for (const f of refusals) {
         expect(ERROR_CODE_SET.has(f.error.code), JSON.stringify(f.error)).toBe(true);
-        expect(f.error.code).toBe("FORBIDDEN");
+        expect(f.error.code).toBe("forbidden");
       }
     }
     expect(total).toBeLessThanOrEqual(SOCKETS * MAX_REGISTRATIONS_PER_WORKER);

@@ -525,7 +525,7 @@ describe("hostile frames", () => {
     // Deeper than the limit but shallow enough to travel by HTTP and RPC: refused by state::set.
     const viaHttp = await invokeHttp("state::set", { scope: "deep", key: "k", value: deep(MAX_JSON_DEPTH + 10) });
     expect(viaHttp.status, JSON.stringify(viaHttp.body)).toBe(400);
-    expect(viaHttp.body.error).toMatchObject({ code: expect.stringMatching(/^(invalid_input|INVALID_ARGUMENTS)$/), message: expect.stringContaining("nested too deeply") });
+    expect(viaHttp.body.error).toMatchObject({ code: expect.stringMatching(/^(invalid_input|invalid_arguments)$/), message: expect.stringContaining("nested too deeply") });
     // Within the limit (with the request body and payload around it) it is stored and read back.
     const fits = deep(MAX_JSON_DEPTH - 2);
     expect((await invokeHttp("state::set", { scope: "deep", key: "ok", value: fits })).status).toBe(200);

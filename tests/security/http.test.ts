@@ -194,7 +194,7 @@ describe("an engine that allows loopback HTTP functions", () => {
     expectNoSecretIn(JSON.stringify(outputs));
   });
 
-  it("route hijack: another worker's trigger on a held route is refused (FORBIDDEN); the owner keeps its requests", async () => {
+  it("route hijack: another worker's trigger on a held route is refused (forbidden); the owner keeps its requests", async () => {
     const toAlice: { headers: Record<string, string> }[] = [];
     let toMallory = 0;
     alice.registerFunction("acct::get", async (req: { headers: Record<string, string>; path_params: { id: string } }) => {
@@ -219,7 +219,7 @@ describe("an engine that allows loopback HTTP functions", () => {
     // The same through engine::register_trigger answers the typed error.
     await expect(
       mallory.trigger({ function_id: "engine::register_trigger", payload: { trigger_type: "http", function_id: "evil::steal", config: { api_path: "sec/acct/:x" } } }),
-    ).rejects.toMatchObject({ code: "FORBIDDEN" });
+    ).rejects.toMatchObject({ code: "forbidden" });
     expect(await catalog(alice)).toEqual(before);
 
     for (let i = 1; i <= 3; i++) {
@@ -243,7 +243,7 @@ describe("an engine that allows loopback HTTP functions", () => {
     for (const bad of ["..%2F..%2Fetc%2Fpasswd", "..%2f..%2fetc%2fpasswd", "..%5C..%5Cwin.ini", "a%00b"]) {
       const res = await fetch(`${engine.url}/sec/files/${bad}`);
       expect(res.status, bad).toBe(400);
-      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("INVALID_ARGUMENTS");
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("invalid_arguments");
     }
     expect(calls).toBe(0);
     expect(await (await fetch(`${engine.url}/sec/files/my%20notes.txt`)).json()).toEqual({ name: "my notes.txt" });
@@ -299,7 +299,7 @@ describe("an engine that allows loopback HTTP functions", () => {
       void pump();
     });
     expect(outcome.status).toBe(413);
-    expect(JSON.parse(outcome.body)).toMatchObject({ error: { code: "VALUE_TOO_LARGE" } });
+    expect(JSON.parse(outcome.body)).toMatchObject({ error: { code: "value_too_large" } });
     // Answered after about the bound (plus what sat in buffers), long before the 64 MiB were sent.
     expect(outcome.sentWhenAnswered).toBeLessThan(TOTAL / 8);
     expect(outcome.ms).toBeLessThan(5_000);

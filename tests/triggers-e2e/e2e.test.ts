@@ -62,7 +62,7 @@ describe("triggers against npm start", () => {
     expect(await res.json()).toEqual({ id: "9", q: { x: "1" }, body: { a: 1 }, method: "POST" });
     const missing = await fetch(`${engine.url}/e2e/nothing`);
     expect(missing.status).toBe(404);
-    expect(await missing.json()).toEqual({ error: { code: "NOT_FOUND", message: "Not Found" } });
+    expect(await missing.json()).toEqual({ error: { code: "not_found", message: "Not Found" } });
     const failed = await fetch(`${engine.url}/e2e/fail`);
     expect(failed.status).toBe(500);
     expect(((await failed.json()) as { error: { message: string } }).error.message).toBe("handler exploded");

@@ -1,5 +1,5 @@
 // http triggers' guards through the real front door and Engine object: a route belongs to the
-// binding holding it while its owner is connected (FORBIDDEN for anyone else), path params that
+// binding holding it while its owner is connected (forbidden for anyone else), path params that
 // decode to a path separator or dot segment are refused before any function runs, and a request
 // body is cut off as soon as it passes its bound, without reading the rest.
 import { exports } from "cloudflare:workers";
@@ -41,7 +41,7 @@ describe("http trigger routes are owned", () => {
     ];
     await b.settle();
     for (const id of attempts) {
-      expect(b.registrationErrors(id)[0], id).toMatchObject({ code: "FORBIDDEN", message: expect.stringMatching(/held by another owner/) });
+      expect(b.registrationErrors(id)[0], id).toMatchObject({ code: "forbidden", message: expect.stringMatching(/held by another owner/) });
     }
     // B reusing A's trigger id is refused too (the engine's trigger-id ownership).
     b.trigger("http", "owned::b", { api_path: "/owned/acct/:id", http_method: "POST" }, mine);
@@ -92,7 +92,7 @@ describe("http trigger routes are owned", () => {
     expect(made.error).toBeUndefined();
     const id = b.trigger("http", "held::b", { api_path: "/held/:other" });
     await b.settle();
-    expect(b.registrationErrors(id)[0]?.code).toBe("FORBIDDEN");
+    expect(b.registrationErrors(id)[0]?.code).toBe("forbidden");
     expect(await (await get("/held/1")).json()).toBe("engine-held");
     // Engine-held bindings of one principal (here the open engine's "anonymous") replace each other as before.
     const replaced = await b.call("engine::register_trigger", { trigger_type: "http", function_id: "held::b", config: { api_path: "/held/:id" } });
@@ -121,7 +121,7 @@ describe("http trigger path params", () => {
     for (const bad of ["..%2F..%2Fetc%2Fpasswd", "a%2Fb", "..%5Cwin", "a%5Cb", "a%00b", "%2F", "%2F..%2F"]) {
       const res = await get(`/files/${bad}`);
       expect(res.status, bad).toBe(400);
-      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("INVALID_ARGUMENTS");
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe("invalid_arguments");
     }
     // `%2e%2e` is a dot segment to the URL parser already: the path is resolved before routing.
     await get("/files/%2e%2e");
@@ -160,7 +160,7 @@ describe("request body bound", () => {
     });
     const res = await get("/big/upload", { method: "POST", body, headers: { "content-type": "application/octet-stream" } });
     expect(res.status).toBe(413);
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("VALUE_TOO_LARGE");
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("value_too_large");
     expect(pulled).toBeLessThan(MAX_BODY * 4);
     expect(cancelled || pulled < TOTAL).toBe(true);
     expect(called).toBe(0);

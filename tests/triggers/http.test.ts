@@ -57,7 +57,7 @@ describe("http trigger", () => {
     await w.settle();
     let res = await get("/no/such/route");
     expect(res.status).toBe(404);
-    expect(await res.json()).toEqual({ error: { code: "NOT_FOUND", message: "Not Found" } });
+    expect(await res.json()).toEqual({ error: { code: "not_found", message: "Not Found" } });
     res = await get("/boom");
     expect(res.status).toBe(500);
     const body = (await res.json()) as { error: { code: string; message: string; error_id: string } };
@@ -81,7 +81,7 @@ describe("http trigger", () => {
     expect((await get("/guarded?allow=1")).status).toBe(401);
     const skipped = await get("/guarded?allow=0", { headers: { authorization: "Bearer ok" } });
     expect(skipped.status).toBe(422);
-    expect(await skipped.json()).toEqual({ error: { code: "CONDITION_NOT_MET", message: "Request condition not met" }, skipped: true });
+    expect(await skipped.json()).toEqual({ error: { code: "condition_not_met", message: "Request condition not met" }, skipped: true });
     const ok = await get("/guarded?allow=1", { headers: { authorization: "Bearer ok" } });
     expect(ok.status).toBe(200);
     expect(await ok.json()).toEqual({ ok: true });

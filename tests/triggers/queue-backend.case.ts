@@ -126,13 +126,13 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
 
       it("discard_message drops one dead letter for good", async () => {
         expect((await w.call("iii::queue::discard_message", { queue: h.queue, message_id: ids[0] })).result).toEqual({ queue: h.queue, message_id: ids[0], discarded: true });
-        expect((await w.call("iii::queue::discard_message", { queue: h.queue, message_id: ids[0] })).error?.code).toBe("NOT_FOUND");
+        expect((await w.call("iii::queue::discard_message", { queue: h.queue, message_id: ids[0] })).error?.code).toBe("not_found");
         expect((await dlq()).map((m) => m.message_id).sort()).toEqual([ids[1], ids[2]].sort());
       });
 
       it("redrive_message delivers one dead letter again, with its original id and data", async () => {
         fail = false;
-        expect((await w.call("iii::queue::redrive_message", { queue: h.queue, message_id: ids[0] })).error?.code).toBe("NOT_FOUND");
+        expect((await w.call("iii::queue::redrive_message", { queue: h.queue, message_id: ids[0] })).error?.code).toBe("not_found");
         expect((await w.call("iii::queue::redrive_message", { queue: h.queue, message_id: ids[1] })).result).toEqual({ queue: h.queue, message_id: ids[1], redriven: true });
         expect((await dlq()).map((m) => m.message_id)).toEqual([ids[2]]);
         await eventually(() => delivered.length === 1, h.hop, "the redriven message");

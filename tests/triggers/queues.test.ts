@@ -67,7 +67,7 @@ for (const backend of [
 
       // Discard one, redrive the other once the handler is fixed: it is delivered, nothing is left.
       expect((await w.call("iii::queue::discard_message", { queue: backend.queue, message_id: ids[0] })).result).toMatchObject({ discarded: true });
-      expect((await w.call("iii::queue::discard_message", { queue: backend.queue, message_id: ids[0] })).error?.code).toBe("NOT_FOUND");
+      expect((await w.call("iii::queue::discard_message", { queue: backend.queue, message_id: ids[0] })).error?.code).toBe("not_found");
       fail = false;
       expect((await w.call("iii::queue::redrive", { queue: backend.queue })).result).toEqual({ queue: backend.queue, redriven: 1 });
       await eventually(() => delivered.length === 1, backend.hop, "redriven delivery");

@@ -16,7 +16,7 @@ describe("edge host port", () => {
     expect(await host(manifest).iiiManifest()).toEqual(manifest);
     expect(await host(manifest, { result: { ok: 1 } }).iiiInvoke(call)).toEqual({ result: { ok: 1 } });
     expect(await host(manifest, {}).iiiInvoke(call)).toEqual({});
-    expect(await host(manifest, { error: { code: "NOT_FOUND", message: "gone" } }).iiiInvoke(call)).toEqual({ error: { code: "NOT_FOUND", message: "gone" } });
+    expect(await host(manifest, { error: { code: "not_found", message: "gone" } }).iiiInvoke(call)).toEqual({ error: { code: "not_found", message: "gone" } });
   });
 
   it("refuses a malformed manifest, naming the host and the field", async () => {

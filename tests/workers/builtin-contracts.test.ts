@@ -47,7 +47,7 @@ const calls: [BuiltinId, unknown][] = [
   ["engine::queue::dlq_messages", { topic: "jobs" }],
   ["iii::queue::redrive", { queue: "jobs" }],
 ];
-/** Answer only with a dead letter to act on (NOT_FOUND otherwise); their results are typed by the
+/** Answer only with a dead letter to act on (not_found otherwise); their results are typed by the
  * contract at compile time (engine-do/src/core/builtins/define.ts). */
 const needsDeadLetter: BuiltinId[] = ["iii::queue::redrive_message", "iii::queue::discard_message"];
 

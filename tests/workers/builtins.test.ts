@@ -58,7 +58,7 @@ describe("engine::*", () => {
     expect(bad.error.code).toBe("deserialization_error");
   });
 
-  it("engine::functions::info: single, batch, NOT_FOUND, bad input", async () => {
+  it("engine::functions::info: single, batch, not_found, bad input", async () => {
     const a = await wires.connect();
     const schema = { type: "object", properties: { a: { type: "number" } } };
     a.serve("bi::info", () => 1, { description: "has info", request_format: schema, response_format: { type: "number" } });
@@ -71,7 +71,7 @@ describe("engine::*", () => {
     const batch = (await a.ok("engine::functions::info", { function_ids: ["bi::info", "bi::nope"] })) as { functions: Frame[] };
     expect(batch.functions[0]).toMatchObject({ function_id: "bi::info" });
     expect(batch.functions[1]).toEqual({ function_id: "bi::nope", error: "not_found" });
-    expect((await a.call("engine::functions::info", { function_id: "bi::nope" })).error.code).toBe("NOT_FOUND");
+    expect((await a.call("engine::functions::info", { function_id: "bi::nope" })).error.code).toBe("not_found");
     expect((await a.call("engine::functions::info", {})).error.code).toBe("deserialization_error");
     expect((await a.call("engine::functions::info", { function_ids: Array.from({ length: 33 }, (_, i) => `f${i}`) })).error.code).toBe("deserialization_error");
   });
@@ -132,7 +132,7 @@ describe("state::*", () => {
     expect(await a.ok("state::list", { scope })).toEqual([[1, 2], null]);
   });
 
-  it("refuses bad input with deserialization_error and too large values with VALUE_TOO_LARGE", async () => {
+  it("refuses bad input with deserialization_error and too large values with value_too_large", async () => {
     const a = await wires.connect();
     for (const [fn, data] of [
       ["state::set", { scope: "s", key: "k" }],
@@ -152,7 +152,7 @@ describe("state::*", () => {
       method: "POST",
       body: JSON.stringify({ function_id: "state::set", payload: { scope: "big", key: "k", value: "x".repeat(1024 * 1024 + 1) } }),
     });
-    expect(((await res.json()) as Frame).error.code).toBe("VALUE_TOO_LARGE");
+    expect(((await res.json()) as Frame).error.code).toBe("value_too_large");
   });
 
   it("state::update applies every op in order and reports per-op errors (§7.2)", async () => {

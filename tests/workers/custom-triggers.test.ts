@@ -72,7 +72,7 @@ describe("custom trigger types", () => {
     // Another worker may not remove it (iii-edge checks ownership; 0.22.1 did not).
     const stranger = await wires.connect();
     stranger.send({ type: "unregistertrigger", id: "ct-u1", trigger_type: "ct::unreg" });
-    expect((await stranger.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await stranger.next((f) => f.type === "error")).error.code).toBe("forbidden");
 
     owner.send({ type: "unregistertrigger", id: "ct-u1", trigger_type: "ct::unreg", message_type: "unregistertrigger" });
     expect(await provider.next((f) => f.type === "unregistertrigger")).toEqual({ type: "unregistertrigger", id: "ct-u1", trigger_type: "ct::unreg" });

@@ -33,7 +33,7 @@ const NAMESPACES = ["default", "fz-other"];
 const KNOWN = { scope: "fz-base", key: "known" };
 const ERROR_CODE_SET = new Set<string>(ERROR_CODES);
 /** HTTP-only codes the front door and http triggers answer with (engine-do/README.md `http`). */
-const HTTP_CODES = new Set(["NOT_FOUND", "CONDITION_NOT_MET", "MIDDLEWARE_TIMEOUT"]);
+const HTTP_CODES = new Set(["not_found", "condition_not_met", "middleware_timeout"]);
 
 const wires = new Wires();
 let keeper: Connected; // holds the baseline
@@ -256,7 +256,7 @@ describe("found by the fuzz", () => {
       const res = await exports.default.fetch("http://engine.test/_iii/invoke", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id: "state::get", payload: KNOWN, namespace }) });
       const text = await res.text();
       expect(res.status, `${JSON.stringify(namespace)}: ${text}`).toBeLessThan(500);
-      if (res.status >= 400) expect((JSON.parse(text) as Frame).error.code).toBe("INVALID_ARGUMENTS");
+      if (res.status >= 400) expect((JSON.parse(text) as Frame).error.code).toBe("invalid_arguments");
     }
   });
 });

@@ -75,7 +75,7 @@ describe("eviction with hibernated sockets", () => {
     const other = await wires.connect();
     await evictEngine();
     other.serve("hib::owned", () => "other"); // refused: the owner is still connected, on a new instance
-    expect((await other.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await other.next((f) => f.type === "error")).error.code).toBe("forbidden");
     expect(await other.ok("hib::owned")).toBe("old");
     await old.close(); // the owner's close, handled by the new instance, frees the id
     await eventually(async () => !(await functionIds(other)).includes("hib::owned"));

@@ -66,14 +66,14 @@ describe("functions", () => {
     expect(r.error.code).toBe("function_not_found");
   });
 
-  it("a live function belongs to its worker: another's registration is FORBIDDEN until the owner leaves", async () => {
+  it("a live function belongs to its worker: another's registration is forbidden until the owner leaves", async () => {
     const a = await wires.connect();
     const b = await wires.connect();
     const c = await wires.connect();
     a.serve("life::who", () => "a");
     expect(await c.ok("life::who")).toBe("a");
     b.serve("life::who", () => "b");
-    expect((await b.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await b.next((f) => f.type === "error")).error.code).toBe("forbidden");
     expect(await c.ok("life::who")).toBe("a");
     await a.close();
     await eventually(async () => !(await functionIds(c)).includes("life::who"));
@@ -175,7 +175,7 @@ describe("cleanup race (ownership-checked, §2.5 step 1)", () => {
     const fresh = await wires.connect();
     old.serve("life::race2", () => "old");
     fresh.serve("life::race2", () => "new");
-    expect((await fresh.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await fresh.next((f) => f.type === "error")).error.code).toBe("forbidden");
     expect(await fresh.ok("life::race2")).toBe("old");
     await old.close();
     await eventually(async () => !(await functionIds(fresh)).includes("life::race2"));
@@ -186,16 +186,16 @@ describe("cleanup race (ownership-checked, §2.5 step 1)", () => {
 });
 
 describe("reserved ids", () => {
-  it("refuses a built-in function id or trigger type with FORBIDDEN and keeps the built-in", async () => {
+  it("refuses a built-in function id or trigger type with forbidden and keeps the built-in", async () => {
     const a = await wires.connect();
     a.send({ type: "registerfunction", id: "state::get" });
-    expect((await a.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await a.next((f) => f.type === "error")).error.code).toBe("forbidden");
     a.send({ type: "registertriggertype", id: "state", description: "mine" });
-    expect((await a.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await a.next((f) => f.type === "error")).error.code).toBe("forbidden");
     a.send({ type: "registerfunction", id: "engine::functions::list" });
-    expect((await a.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await a.next((f) => f.type === "error")).error.code).toBe("forbidden");
     a.send({ type: "registertriggertype", id: "engine::functions-available", description: "mine" });
-    expect((await a.next((f) => f.type === "error")).error.code).toBe("FORBIDDEN");
+    expect((await a.next((f) => f.type === "error")).error.code).toBe("forbidden");
     const r = await a.call("state::get", { scope: "life", key: "none" });
     expect(r.error).toBeUndefined();
     expect(await functionIds(a)).toContain("engine::functions::list");

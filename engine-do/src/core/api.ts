@@ -32,7 +32,7 @@ export interface BuiltinFunction {
 export interface BuiltinTriggerType {
   id: string;
   description: string;
-  /** Check a binding's config; return an error message (or a typed error, e.g. FORBIDDEN for a
+  /** Check a binding's config; return an error message (or a typed error, e.g. forbidden for a
    * route another worker holds) to refuse it, or nothing to accept. */
   validate(config: unknown, binding: TriggerRecord): string | ErrorBody | undefined;
   /** Called after an accepted binding is stored (also for bindings restored on wake). */
@@ -140,7 +140,7 @@ export interface EngineBindings {
   activeBindings(type: string): TriggerRecord[];
   /** Bind a function to a trigger type; the error if refused (also sent to a connected owner). */
   registerTrigger(owner: string | null, f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">, grant?: Grant): ErrorBody | undefined;
-  /** FORBIDDEN, or nothing when `workerId`/`grant` may remove or replace the binding. */
+  /** forbidden, or nothing when `workerId`/`grant` may remove or replace the binding. */
   mayRemoveTrigger(t: TriggerRecord, workerId: string | null, grant: Grant): ErrorBody | undefined;
   /** Remove a binding (its provider told); callers check mayRemoveTrigger first. */
   removeTrigger(id: string, opts?: { keepProviderQuiet?: boolean }): boolean;

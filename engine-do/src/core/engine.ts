@@ -297,7 +297,7 @@ export class EngineCore implements EngineApi {
 
   private checkQuota(conn: Conn): boolean {
     const forbid = (message: string) => {
-      conn.send({ type: "error", error: { code: "FORBIDDEN", message } });
+      conn.send({ type: "error", error: { code: "forbidden", message } });
       return false;
     };
     if (this.catalog.countOwnedBy(conn.workerId) >= MAX_REGISTRATIONS_PER_WORKER) return forbid(`a worker may hold at most ${MAX_REGISTRATIONS_PER_WORKER} registrations`);
@@ -308,20 +308,20 @@ export class EngineCore implements EngineApi {
     return true;
   }
 
-  /** FORBIDDEN, or nothing when the connection may register the id (a function or trigger type). */
+  /** forbidden, or nothing when the connection may register the id (a function or trigger type). */
   private mayRegisterId(conn: Conn, kind: "function" | "trigger type", id: string, heldBy: string | undefined): ErrorBody | undefined {
     const g = this.grantOf(conn.workerId);
-    if (!mayRegister(g, id)) return { code: "FORBIDDEN", message: `'${g.sub}' may not register ${kind} ${id} (allowed prefixes: ${g.register?.join(", ") || "none"})` };
+    if (!mayRegister(g, id)) return { code: "forbidden", message: `'${g.sub}' may not register ${kind} ${id} (allowed prefixes: ${g.register?.join(", ") || "none"})` };
     // Ownership, not last-writer-wins: a live holder keeps its id until it disconnects.
     if (heldBy !== undefined && heldBy !== conn.workerId && (heldBy.startsWith("edge:") || this.conns.has(heldBy))) {
-      return { code: "FORBIDDEN", message: `${kind} ${id} is registered by another worker` };
+      return { code: "forbidden", message: `${kind} ${id} is registered by another worker` };
     }
     return undefined;
   }
 
   private registerFunction(conn: Conn, f: RegisterFunction): void {
     if (this.builtins.has(f.id)) {
-      conn.send({ type: "error", error: { code: "FORBIDDEN", message: `function id ${f.id} is reserved by the engine` } });
+      conn.send({ type: "error", error: { code: "forbidden", message: `function id ${f.id} is reserved by the engine` } });
       return;
     }
     const existing = this.catalog.functions.get(f.id);
@@ -350,7 +350,7 @@ export class EngineCore implements EngineApi {
 
   private registerTriggerType(conn: Conn, id: string, description?: string, trf?: unknown, crf?: unknown): void {
     if (this.triggerTypes.has(id)) {
-      conn.send({ type: "error", error: { code: "FORBIDDEN", message: `trigger type ${id} is provided by the engine` } });
+      conn.send({ type: "error", error: { code: "forbidden", message: `trigger type ${id} is provided by the engine` } });
       return;
     }
     const existing = this.catalog.triggerTypes.get(id);
@@ -389,9 +389,9 @@ export class EngineCore implements EngineApi {
       ownerConn?.send({ type: "triggerregistrationresult", id: f.id, trigger_type: f.trigger_type, function_id: f.function_id, error });
       return error;
     };
-    if (grant && !mayBind(grant, f.trigger_type)) return refuse({ code: "FORBIDDEN", message: `'${grant.sub}' may not bind trigger type ${f.trigger_type}` });
+    if (grant && !mayBind(grant, f.trigger_type)) return refuse({ code: "forbidden", message: `'${grant.sub}' may not bind trigger type ${f.trigger_type}` });
     // A binding calls its function with the engine's hand: only for a function its maker may call.
-    if (grant && !mayCall(grant, f.function_id)) return refuse({ code: "FORBIDDEN", message: `'${grant.sub}' may not call ${f.function_id}, so it may not bind it` });
+    if (grant && !mayCall(grant, f.function_id)) return refuse({ code: "forbidden", message: `'${grant.sub}' may not call ${f.function_id}, so it may not bind it` });
     const existing = this.catalog.triggers.get(f.id);
     if (existing) {
       // An engine-held binding belongs to its principal; a connection's or edge host's to it while it lives.
@@ -399,12 +399,12 @@ export class EngineCore implements EngineApi {
         existing.owner === null
           ? this.mayRemoveTrigger(existing, null, grant ?? OPEN_GRANT)
           : existing.owner !== owner && (existing.owner.startsWith("edge:") || this.conns.has(existing.owner))
-            ? { code: "FORBIDDEN", message: `trigger id ${f.id} is owned by another worker` }
+            ? { code: "forbidden", message: `trigger id ${f.id} is owned by another worker` }
             : undefined;
       if (held) return refuse(held);
     }
     if (ownerConn && existing?.owner !== owner && !this.checkQuota(ownerConn)) {
-      return { code: "FORBIDDEN", message: "registration quota exceeded" };
+      return { code: "forbidden", message: "registration quota exceeded" };
     }
     const rec: TriggerRecord = {
       id: f.id,
@@ -439,15 +439,15 @@ export class EngineCore implements EngineApi {
   /**
    * Ownership of a binding: a connection's belongs to it (and its reattach successor), an edge
    * host's to its manifest, an engine-held one (engine::register_trigger) to the principal that made
-   * it. Returns FORBIDDEN, or nothing when `workerId`/`grant` may remove or replace it.
+   * it. Returns forbidden, or nothing when `workerId`/`grant` may remove or replace it.
    */
   mayRemoveTrigger(t: TriggerRecord, workerId: string | null, grant: Grant): ErrorBody | undefined {
     if (t.owner === null) {
       if ((t.principal ?? OPEN_GRANT.sub) === grant.sub) return undefined;
-      return { code: "FORBIDDEN", message: `trigger ${t.id} belongs to '${t.principal ?? OPEN_GRANT.sub}'` };
+      return { code: "forbidden", message: `trigger ${t.id} belongs to '${t.principal ?? OPEN_GRANT.sub}'` };
     }
     if (t.owner === workerId) return undefined;
-    return { code: "FORBIDDEN", message: `trigger ${t.id} belongs to another worker` };
+    return { code: "forbidden", message: `trigger ${t.id} belongs to another worker` };
   }
 
   removeTrigger(id: string, opts: { keepProviderQuiet?: boolean } = {}): boolean {
@@ -476,10 +476,10 @@ export class EngineCore implements EngineApi {
       else conn.send({ type: "error", error });
     };
     if (f.namespace && f.namespace !== this.ports.namespace) {
-      if (!mayUseNamespace(grant, f.namespace)) return deny({ code: "FORBIDDEN", message: `'${grant.sub}' may not use namespace '${f.namespace}'` });
+      if (!mayUseNamespace(grant, f.namespace)) return deny({ code: "forbidden", message: `'${grant.sub}' may not use namespace '${f.namespace}'` });
       return this.onRemoteInvoke(conn, f, f.namespace);
     }
-    if (!SELF_FUNCTIONS.has(f.function_id) && !mayCall(grant, f.function_id)) return deny({ code: "FORBIDDEN", message: `'${grant.sub}' may not call ${f.function_id}` });
+    if (!SELF_FUNCTIONS.has(f.function_id) && !mayCall(grant, f.function_id)) return deny({ code: "forbidden", message: `'${grant.sub}' may not call ${f.function_id}` });
     if (action?.type === "enqueue") {
       this.enqueue({
         queue: action.queue,
@@ -559,7 +559,7 @@ export class EngineCore implements EngineApi {
   invokeFrom(req: Omit<CallRequest, "callerWorkerId" | "route" | "caller"> & { stampCaller?: string }): Promise<CallOutcome> {
     const { stampCaller, ...call } = req;
     if (call.grant && !mayCall(call.grant, call.function_id)) {
-      return Promise.resolve({ ok: false, error: { code: "FORBIDDEN", message: `'${call.grant.sub}' may not call ${call.function_id}` } });
+      return Promise.resolve({ ok: false, error: { code: "forbidden", message: `'${call.grant.sub}' may not call ${call.function_id}` } });
     }
     // A worker in another namespace is stamped as `<namespace>/<worker id>`; an HTTP caller is no
     // worker, so it gets none — and a claimed one is dropped either way.

@@ -212,7 +212,7 @@ export function functionEntry(
 ): FunctionEntry {
   const def: FunctionDefinition & { input?: Schema; output?: Schema } =
     typeof idOrDef === "string" ? { ...(options ?? {}), id: idOrDef } : { ...idOrDef };
-  if (typeof def.id !== "string" || def.id.trim() === "") throw new IIIError("INVALID_ARGUMENTS", "function id must be a non-empty string");
+  if (typeof def.id !== "string" || def.id.trim() === "") throw new IIIError("invalid_arguments", "function id must be a non-empty string");
   const frame: RegisterFunction = { type: "registerfunction", id: def.id };
   if (def.description !== undefined) frame.description = def.description;
   const request = def.request_format ?? (def.input ? jsonSchemaOf(def.input, "input") : undefined);
@@ -224,7 +224,7 @@ export function functionEntry(
     frame.invocation = handler;
     return { frame };
   }
-  if (typeof handler !== "function") throw new IIIError("INVALID_ARGUMENTS", `handler of ${def.id} must be a function or an HTTP invocation`);
+  if (typeof handler !== "function") throw new IIIError("invalid_arguments", `handler of ${def.id} must be a function or an HTTP invocation`);
   return { frame, handler, input: def.input, output: def.output };
 }
 
@@ -303,8 +303,8 @@ export class Client implements EdgeClient {
 
   registerTrigger(input: TriggerInput): Trigger {
     const trigger_type = input.trigger_type ?? input.type;
-    if (!trigger_type) throw new IIIError("INVALID_ARGUMENTS", "registerTrigger needs a trigger type");
-    if (!input.function_id) throw new IIIError("INVALID_ARGUMENTS", "registerTrigger needs a function_id");
+    if (!trigger_type) throw new IIIError("invalid_arguments", "registerTrigger needs a trigger type");
+    if (!input.function_id) throw new IIIError("invalid_arguments", "registerTrigger needs a function_id");
     const id = input.id ?? this.newId();
     // §2.3: the Rust engine drops a registertrigger without config; send null instead.
     const frame: RegisterTrigger = { type: "registertrigger", id, trigger_type, function_id: input.function_id, config: input.config ?? null };
@@ -321,7 +321,7 @@ export class Client implements EdgeClient {
   }
 
   registerTriggerType<TConfig = unknown>(input: TriggerTypeInput, handler: TriggerHandler<TConfig>): TriggerTypeRef<TConfig> {
-    if (!input.id) throw new IIIError("INVALID_ARGUMENTS", "trigger type id must be a non-empty string");
+    if (!input.id) throw new IIIError("invalid_arguments", "trigger type id must be a non-empty string");
     const frame: RegisterTriggerType = { type: "registertriggertype", id: input.id, description: input.description ?? "" };
     this.triggerTypes.set(input.id, { frame, handler: handler as TriggerHandler<unknown> });
     if (this.connected) this.sendNow(frame);
@@ -358,7 +358,7 @@ export class Client implements EdgeClient {
   private async call(request: TriggerRequest<unknown>, inherited: TraceFields | undefined): Promise<unknown> {
     if (this.stopped) throw new IIIError("not_connected", "the client was shut down");
     if (!request || typeof request.function_id !== "string" || request.function_id === "") {
-      throw new IIIError("INVALID_ARGUMENTS", "trigger needs a function_id");
+      throw new IIIError("invalid_arguments", "trigger needs a function_id");
     }
     const trace = outgoingTrace({ traceparent: request.traceparent, baggage: request.baggage }, inherited);
     const action = request.action;
@@ -656,7 +656,7 @@ export class Client implements EdgeClient {
 
   private onResult(frame: InvocationResult): void {
     if (frame.error) {
-      const err = new IIIError(frame.error.code, frame.error.message);
+      const err = IIIError.relayed(frame.error);
       if (frame.error.stacktrace) Object.assign(err, { stacktrace: frame.error.stacktrace });
       this.settle(frame.invocation_id, undefined, err);
     } else {

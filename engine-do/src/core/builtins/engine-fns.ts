@@ -25,7 +25,7 @@ export function installEngineFunctions(core: EngineApi): void {
     description: "A worker describes itself (name, runtime, version, pid, metadata)",
     internal: true,
     handler: (info, ctx) => {
-      if (!ctx.callerWorkerId) throw new IIIError("INVALID_ARGUMENTS", "engine::workers::register must be called over a worker connection");
+      if (!ctx.callerWorkerId) throw new IIIError("invalid_arguments", "engine::workers::register must be called over a worker connection");
       core.describeWorker(ctx.callerWorkerId, info);
       return { success: true as const };
     },
@@ -68,7 +68,7 @@ export function installEngineFunctions(core: EngineApi): void {
     handler: (q) => {
       if ("function_id" in q) {
         const d = detail(q.function_id);
-        if (!d) throw new IIIError("NOT_FOUND", `Function ${q.function_id} not found`);
+        if (!d) throw new IIIError("not_found", `Function ${q.function_id} not found`);
         return d;
       }
       return { functions: q.function_ids.map((id) => detail(id) ?? { function_id: id, error: "not_found" as const }) };
@@ -157,7 +157,7 @@ export function installEngineFunctions(core: EngineApi): void {
       const id = q.id ?? core.ports.newId();
       // Held by the engine, owned by the caller's principal: only it may replace or remove it.
       const err = core.registerTrigger(null, { id, trigger_type: q.trigger_type, function_id: q.function_id, config: q.config ?? null, metadata: q.metadata }, ctx.grant);
-      if (err) throw new IIIError(err.code, err.message);
+      if (err) throw IIIError.relayed(err);
       return { id };
     },
   });
@@ -169,7 +169,7 @@ export function installEngineFunctions(core: EngineApi): void {
       if (!t) return { removed: false };
       // The same owner rule as the `unregistertrigger` frame.
       const refused = core.mayRemoveTrigger(t, ctx.callerWorkerId ?? null, ctx.grant);
-      if (refused) throw new IIIError(refused.code, refused.message);
+      if (refused) throw IIIError.relayed(refused);
       return { removed: core.removeTrigger(q.id) };
     },
   });

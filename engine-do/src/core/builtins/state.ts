@@ -1,6 +1,6 @@
 // state::* (protocol/README.md §7.2) on the object's SQLite, and the `state` trigger type (§8.3).
 // Inputs and results: protocol's BUILTINS.
-import { IIIError, MAX_LIST_PAGE, MAX_VALUE_BYTES, TRIGGER_TYPES, exceedsJsonDepth, jsonDepthMessage, stateTriggerConfig, type StateEventType, type UpdateOutput } from "@iii-edge/protocol";
+import { IIIError, MAX_LIST_PAGE, MAX_VALUE_BYTES, TRIGGER_TYPES, exceedsJsonDepth, jsonDepthMessage, stateTriggerConfig, type ErrorCode, type StateEventType, type UpdateOutput } from "@iii-edge/protocol";
 import type { EngineApi } from "../api.ts";
 import { applyUpdateOps } from "../update-ops.ts";
 import { defineBuiltin } from "./define.ts";
@@ -14,12 +14,12 @@ export function installState(core: EngineApi): void {
     const row = sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? AND key = ?", scope, key)[0];
     return row ? JSON.parse(row.value) : undefined;
   };
-  const write = (scope: string, key: string, value: unknown, code: string) => {
+  const write = (scope: string, key: string, value: unknown, code: ErrorCode) => {
     // A value nested deeper than MAX_JSON_DEPTH could be stored but not read back (a recursive
     // serialiser on the way out overflows the stack): refused before it is stored.
     if (exceedsJsonDepth(value)) throw new IIIError("invalid_input", jsonDepthMessage("value"));
     const text = JSON.stringify(value ?? null);
-    if (text.length > MAX_VALUE_BYTES) throw new IIIError("VALUE_TOO_LARGE", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+    if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
     try {
       sql.exec("INSERT OR REPLACE INTO state (scope, key, value) VALUES (?, ?, ?)", scope, key, text);
     } catch (e) {
@@ -47,7 +47,7 @@ export function installState(core: EngineApi): void {
     handler: ({ scope, key, value, data }) => {
       const next = value !== undefined ? value : data;
       const old = read(scope, key);
-      write(scope, key, next, "SET_ERROR");
+      write(scope, key, next, "set_error");
       notify(old === undefined ? "state:created" : "state:updated", scope, key, old, next);
       return { old_value: old ?? null, new_value: next ?? null };
     },
@@ -71,7 +71,7 @@ export function installState(core: EngineApi): void {
     handler: ({ scope, key, ops }) => {
       const old = read(scope, key);
       const { value, errors } = applyUpdateOps(old, ops);
-      write(scope, key, value, "UPDATE_ERROR");
+      write(scope, key, value, "update_error");
       notify(old === undefined ? "state:created" : "state:updated", scope, key, old, value);
       const out: UpdateOutput = { old_value: old ?? null, new_value: value };
       if (errors.length > 0) out.errors = errors;

@@ -10,6 +10,7 @@ import {
   MAX_VALUE_BYTES,
   TRIGGER_TYPES,
   streamSocketMessage,
+  type ErrorCode,
   type StreamChange,
   type StreamSocketPush,
   type StreamSubscriptionPayload,
@@ -64,9 +65,9 @@ export class Streams {
   list(stream: string, group: string): unknown[] {
     return this.core.ports.sql.exec<{ value: string }>("SELECT value FROM stream_items WHERE stream_name = ? AND group_id = ? ORDER BY item_id", stream, group).map((r) => JSON.parse(r.value));
   }
-  private write(stream: string, group: string, item: string, value: unknown, code: string): void {
+  private write(stream: string, group: string, item: string, value: unknown, code: ErrorCode): void {
     const text = JSON.stringify(value ?? null);
-    if (text.length > MAX_VALUE_BYTES) throw new IIIError("VALUE_TOO_LARGE", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+    if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
     try {
       this.core.ports.sql.exec("INSERT OR REPLACE INTO stream_items (stream_name, group_id, item_id, value) VALUES (?, ?, ?, ?)", stream, group, item, text);
     } catch (e) {
@@ -76,14 +77,14 @@ export class Streams {
 
   set(stream: string, group: string, item: string, data: unknown): { old_value: unknown; new_value: unknown } {
     const old = this.read(stream, group, item);
-    this.write(stream, group, item, data, "STREAM_SET_ERROR");
+    this.write(stream, group, item, data, "stream_set_error");
     this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: data ?? null });
     return { old_value: old ?? null, new_value: data ?? null };
   }
   update(stream: string, group: string, item: string, ops: UpdateOp[]): UpdateOutput {
     const old = this.read(stream, group, item);
     const { value, errors } = applyUpdateOps(old, ops);
-    this.write(stream, group, item, value, "STREAM_UPDATE_ERROR");
+    this.write(stream, group, item, value, "stream_update_error");
     this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: value });
     const out: UpdateOutput = { old_value: old ?? null, new_value: value };
     if (errors.length > 0) out.errors = errors;

@@ -14,7 +14,7 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
       if (q.idempotency_key) req.idempotency_key = q.idempotency_key;
       if (ctx.traceparent) req.traceparent = ctx.traceparent;
       const out = await router.enqueue(req);
-      if (!out.ok) throw new IIIError(out.error.code, out.error.message);
+      if (!out.ok) throw IIIError.relayed(out.error);
       // The provider's outcome carries its result untyped: read as what an enqueue answers.
       const receipt = enqueueReceipt.safeParse(out.result);
       if (!receipt.success) throw new IIIError("enqueue_error", "the queue answered without a message receipt");
@@ -38,7 +38,7 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
     description: "Configuration and durable depth of one queue",
     handler: ({ topic }) => {
       const cfg = router.config(topic);
-      if (!cfg) throw new IIIError("NOT_FOUND", `queue '${topic}' is not configured`);
+      if (!cfg) throw new IIIError("not_found", `queue '${topic}' is not configured`);
       return { topic, config: cfg, depth: router.durable.depth(topic) };
     },
   });
@@ -71,7 +71,7 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
   defineBuiltin(core, "iii::queue::discard_message", {
     description: "Drop one dead letter for good ({queue, message_id})",
     handler: async ({ queue, message_id }) => {
-      if (!(await router.deadLetters.remove(queue, message_id))) throw new IIIError("NOT_FOUND", `no dead letter ${message_id} in queue '${queue}'`);
+      if (!(await router.deadLetters.remove(queue, message_id))) throw new IIIError("not_found", `no dead letter ${message_id} in queue '${queue}'`);
       return { queue, message_id, discarded: true as const };
     },
   });

@@ -101,7 +101,7 @@ export class QueueRouter implements QueueProvider {
     };
     if (messageId !== undefined) {
       const m = await this.deadLetters.get(queue, messageId);
-      if (!m) throw new IIIError("NOT_FOUND", `no dead letter ${messageId} in queue '${queue}'`);
+      if (!m) throw new IIIError("not_found", `no dead letter ${messageId} in queue '${queue}'`);
       await one(m);
       return moved;
     }

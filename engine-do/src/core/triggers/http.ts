@@ -161,7 +161,7 @@ export class HttpRoutes {
         // A route belongs to the binding holding it while its owner is connected: another owner
         // would receive its requests (authorization headers included).
         if (existing && this.holderLive(existing.binding) && !sameOwner(existing.binding, binding)) {
-          return { code: "FORBIDDEN", message: `${route.method} /${route.pattern} is held by another owner's trigger (as /${existing.pattern}); choose another path` };
+          return { code: "forbidden", message: `${route.method} /${route.pattern} is held by another owner's trigger (as /${existing.pattern}); choose another path` };
         }
         if (existing && existing.binding.id !== binding.id && existing.pattern !== route.pattern) {
           return `${route.method} /${route.pattern} collides with /${existing.pattern} (same shape, different parameter names)`;
@@ -244,11 +244,11 @@ export class HttpRoutes {
 
   async handle(req: HttpTriggerRequest): Promise<HttpTriggerResponse> {
     const found = this.match(req.method, req.path);
-    if (!found) return json(404, { error: { code: "NOT_FOUND", message: "Not Found" } }, false);
+    if (!found) return json(404, { error: { code: "not_found", message: "Not Found" } }, false);
     const { route, params } = found;
     for (const [name, value] of Object.entries(params)) {
       const why = unsafePathParam(value);
-      if (why) return json(400, { error: { code: "INVALID_ARGUMENTS", message: `path parameter '${name}' ${why} once decoded` } });
+      if (why) return json(400, { error: { code: "invalid_arguments", message: `path parameter '${name}' ${why} once decoded` } });
     }
     const cfg = route.binding.config as HttpTriggerConfig;
     const timeoutMs = cfg.timeout_ms ?? HTTP_REQUEST_TIMEOUT_MS;
@@ -263,7 +263,7 @@ export class HttpRoutes {
     for (const mw of [...this.globalMiddleware, ...(cfg.middleware_function_ids ?? [])]) {
       const out = await this.core.invoke({ function_id: mw, data: { phase: "preHandler", request: { path_params: params, query_params: req.query, headers, method }, context: {} }, timeoutMs: left() });
       if (!out.ok) {
-        if (out.error.code === "timeout") return json(504, { error: { code: "MIDDLEWARE_TIMEOUT", message: out.error.message } });
+        if (out.error.code === "timeout") return json(504, { error: { code: "middleware_timeout", message: out.error.message } });
         return this.errorResponse(out.error);
       }
       const r = out.result;
@@ -285,7 +285,7 @@ export class HttpRoutes {
     let streaming = false;
     try {
       const outcome = await this.core.fire(route.binding, payload, { timeoutMs: left() });
-      if (outcome === "skipped") return json(422, { error: { code: "CONDITION_NOT_MET", message: "Request condition not met" }, skipped: true });
+      if (outcome === "skipped") return json(422, { error: { code: "condition_not_met", message: "Request condition not met" }, skipped: true });
       if (!outcome.ok) {
         if (outcome.error.code === "timeout") return json(504, { error: { code: "timeout", message: outcome.error.message } });
         if (outcome.error.code === "function_not_found") return json(404, { error: { code: "function_not_found", message: outcome.error.message } });
