@@ -19,6 +19,7 @@ const encoder = new TextEncoder();
  * or after its payload, so a call's ids are found without reading (or parsing) the payload. */
 const PEEK_CHARS = 4 * 1024;
 const CALL_TYPE = /"type"\s*:\s*"invokefunction"/;
+const RESULT_TYPE = /"type"\s*:\s*"invocationresult"/;
 const CALL_INVOCATION_ID = /"invocation_id"\s*:\s*"([^"\\]{1,128})"/;
 const CALL_FUNCTION_ID = /"function_id"\s*:\s*"([^"\\]{1,512})"/;
 
@@ -29,20 +30,26 @@ const CALL_FUNCTION_ID = /"function_id"\s*:\s*"([^"\\]{1,512})"/;
  * can only point the answer at another id of the same sender.
  */
 export function peekCallIds(raw: string | ArrayBuffer | Uint8Array): { invocation_id: string; function_id: string } | undefined {
-  let head: string;
-  let tail: string;
-  if (typeof raw === "string") {
-    head = raw.slice(0, PEEK_CHARS);
-    tail = raw.length > PEEK_CHARS ? raw.slice(-PEEK_CHARS) : "";
-  } else {
-    const bytes = raw instanceof Uint8Array ? raw : new Uint8Array(raw);
-    head = lenient.decode(bytes.subarray(0, PEEK_CHARS));
-    tail = bytes.byteLength > PEEK_CHARS ? lenient.decode(bytes.subarray(bytes.byteLength - PEEK_CHARS)) : "";
-  }
+  const [head, tail] = ends(raw);
   if (!CALL_TYPE.test(head) && !CALL_TYPE.test(tail)) return undefined;
   const invocation_id = CALL_INVOCATION_ID.exec(head)?.[1] ?? CALL_INVOCATION_ID.exec(tail)?.[1];
   if (!invocation_id) return undefined;
   return { invocation_id, function_id: CALL_FUNCTION_ID.exec(head)?.[1] ?? CALL_FUNCTION_ID.exec(tail)?.[1] ?? "" };
+}
+
+/** The invocation id of an `invocationresult`, picked out the same way (for a result the engine
+ * drops unread: its call is ended at once instead of at its deadline). */
+export function peekResultId(raw: string | ArrayBuffer | Uint8Array): string | undefined {
+  const [head, tail] = ends(raw);
+  if (!RESULT_TYPE.test(head) && !RESULT_TYPE.test(tail)) return undefined;
+  return CALL_INVOCATION_ID.exec(head)?.[1] ?? CALL_INVOCATION_ID.exec(tail)?.[1];
+}
+
+/** The first and last PEEK_CHARS of a frame's text. */
+function ends(raw: string | ArrayBuffer | Uint8Array): [string, string] {
+  if (typeof raw === "string") return [raw.slice(0, PEEK_CHARS), raw.length > PEEK_CHARS ? raw.slice(-PEEK_CHARS) : ""];
+  const bytes = raw instanceof Uint8Array ? raw : new Uint8Array(raw);
+  return [lenient.decode(bytes.subarray(0, PEEK_CHARS)), bytes.byteLength > PEEK_CHARS ? lenient.decode(bytes.subarray(bytes.byteLength - PEEK_CHARS)) : ""];
 }
 
 /** UTF-8 size of a text frame; only counted when its length alone cannot decide (≤3 bytes/unit). */

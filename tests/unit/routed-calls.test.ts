@@ -5,7 +5,7 @@
 // over them. (miniflare's evictDurableObject waits for pending timers: workerd tests cannot show it.)
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
-import type { EngineFrame } from "@iii-edge/protocol";
+import { FRAME_BURST, type EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import type { Conn, EnginePorts, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
 
@@ -136,5 +136,36 @@ describe("routed calls across an eviction", () => {
     await sleep(1_100);
     expect(caller.find("invocationresult")).toMatchObject({ result: 1 });
     expect(db.prepare("SELECT COUNT(*) AS n FROM routed_calls").get()).toEqual({ n: 0 });
+  });
+});
+
+describe("a target over its frame budget", () => {
+  it("an answer the budget drops ends its call at once with rate_limited, not at the deadline", async () => {
+    const db = new DatabaseSync(":memory:");
+    const one = instance(db);
+    live.push(one);
+    one.core.start([]);
+    const target = new FakeConn("target-b");
+    const caller = new FakeConn("caller-b");
+    one.core.connect(target, "t");
+    one.core.connect(caller, "c");
+    one.core.message(target, JSON.stringify({ type: "registerfunction", id: "busy::fn" }));
+    caller.frames.length = 0;
+    const ids: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      const id = `call-${i}`;
+      ids.push(id);
+      one.core.message(caller, JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "busy::fn", data: {}, timeout_ms: 60_000 }));
+    }
+    // The target spends its whole burst on noise, then answers: those answers are dropped unread.
+    for (let i = 0; i < 2 * FRAME_BURST; i++) one.core.message(target, '{"type":"pong"}');
+    for (const id of ids) one.core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: id, function_id: "busy::fn", result: 1 }));
+    await sleep(20); // settled calls answer their callers on the next turns of the event loop
+    // Every call is answered at once: those the budget let through with their result, the rest rate_limited.
+    const results = caller.frames.filter((f) => f.type === "invocationresult") as { invocation_id: string; result?: unknown; error?: { code: string } }[];
+    expect(results.map((r) => r.invocation_id).sort()).toEqual([...ids].sort());
+    const dropped = results.filter((r) => r.error?.code === "rate_limited").length;
+    expect(dropped).toBeGreaterThan(0);
+    expect(results.filter((r) => r.result === 1).length + dropped).toBe(ids.length);
   });
 });

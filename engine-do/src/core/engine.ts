@@ -17,6 +17,7 @@ import {
   mayUseNamespace,
   type Grant,
   parseWorkerFrame,
+  peekResultId,
   toErrorBody,
   type EngineFrame,
   type ErrorBody,
@@ -195,7 +196,12 @@ export class EngineCore implements EngineApi {
 
   message(conn: Conn, raw: string | ArrayBuffer): void {
     // The budget first, before the frame is decoded or parsed (socket-budget.ts).
-    if (!this.admission.admit(conn, raw)) return;
+    if (!this.admission.admit(conn, raw)) {
+      // A dropped answer still ends its call now (every caller gets an answer), not at the deadline.
+      const answered = peekResultId(raw);
+      if (answered) this.invocations.answer(conn.workerId, answered, { ok: false, error: { code: "rate_limited", message: "the worker's answer was dropped: its connection is over its frame budget" } });
+      return;
+    }
     if (typeof raw !== "string") {
       // Telemetry prefixes on the control socket are accepted and dropped (§11).
       const head = new TextDecoder().decode(new Uint8Array(raw, 0, Math.min(4, raw.byteLength)));
