@@ -1,7 +1,7 @@
 // The closed set of error codes iii-edge puts on the wire (docs/engineering.md Style §3), in one
 // casing: lower snake_case. The iii codes come first (iii's reference engine spells a few of them in
 // upper case — FORBIDDEN, NOT_FOUND, INVALID_ARGUMENTS, VALUE_TOO_LARGE, *_ERROR — iii-sdk compares
-// none of them); iii-edge additions follow. The engine only ever throws IIIError with one of these;
+// none of them); iii-edge additions follow. The engine writes only these (tests/unit/error-codes.test.ts);
 // anything else thrown is normalised once into an ErrorBody by `toErrorBody`, keeping its cause.
 // (A worker's own error codes, relayed from its invocationresult, are its contract and pass as sent.)
 import type { ErrorBody } from "./frames.ts";
@@ -58,7 +58,9 @@ export type ErrorCode = (typeof ERROR_CODES)[number];
 export class IIIError extends Error {
   /** One of ERROR_CODES when the engine throws it; as sent for `relayed` errors. */
   readonly code: ErrorCode | (string & {});
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  /** A worker's handler may choose its own code (its contract with its callers); the engine writes
+   * only codes of ERROR_CODES (tests/unit/error-codes.test.ts checks every one it writes). */
+  constructor(code: ErrorCode | (string & {}), message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "IIIError";
     this.code = code;

