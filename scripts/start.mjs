@@ -14,7 +14,10 @@ const stateDir = path.resolve(root, process.env.III_STATE_DIR || ".wrangler/stat
 const wrangler = path.join(root, "node_modules", ".bin", "wrangler");
 // Offline: no update check, no telemetry, no Request.cf download (docs/engineering.md Toolchain
 // §8). node_modules/.bin first, so wrangler runs on the Node 22 of the `node` devDependency.
-const env = { ...process.env, PATH: `${path.join(root, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false" };
+// X_LOCAL_OBSERVABILITY off: wrangler dev's local trace collector records every WebSocket message
+// as an event of its own, which under a burst of frames costs the machine more than the engine does
+// (4 × 15,000 frames: 188 s of CPU and 1.5 GB with it, 1 s and 166 MB without; tests/bench/ws-sink/).
+const env = { ...process.env, PATH: `${path.join(root, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false", X_LOCAL_OBSERVABILITY: process.env.X_LOCAL_OBSERVABILITY ?? "false" };
 
 const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir], {
   cwd: root,

@@ -28,7 +28,7 @@ let engine: EngineServer;
 const opened: { close(): Promise<void> | void }[] = [];
 
 /** /healthz (and a well-behaved worker's call) must answer within this during and after every
- * flood. Measured on the 2-core box: 0.1–0.9 s for the sockets that keep flooding, 1.4–2.5 s for the
+ * flood. Measured on the 2-core box: 0.1–1.1 s for the sockets that keep flooding, 1.4–2.7 s for the
  * 60 000-frame burst, whose floor is the runtime's own dispatch (the same burst of pongs: 0.5–1.8 s;
  * tests/bench/ws-sink/README.md); 5 s leaves room for other suites running beside this one. Before
  * the fix nothing answered for over 3 minutes. */
