@@ -19,7 +19,7 @@ import {
   MAX_JSON_DEPTH,
   STREAM_SOCKET_FRAME_BURST,
   STREAM_SOCKET_FRAMES_PER_SECOND,
-} from "../../protocol/src/index.ts";
+} from "@iii-edge/protocol";
 import { Wires, engineStub, sleep, uuid, type Frame } from "./wire.ts";
 
 const wires = new Wires();
