@@ -9,7 +9,8 @@ import { OPEN_GRANT, mayCall, type Grant } from "@iii-edge/protocol";
 import { mintToken, verifyToken } from "@iii-edge/protocol/token";
 import type { EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
-import type { Conn, EnginePorts, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
+import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
+import { nodeSql } from "../support/node-sql.ts";
 
 const CALLS = Number(process.env.MICRO_CALLS ?? 20_000);
 const ROUNDS = Number(process.env.MICRO_ROUNDS ?? 11);
@@ -20,20 +21,7 @@ function ports(): EnginePorts {
   const db = new DatabaseSync(":memory:");
   return {
     namespace: "default",
-    sql: {
-      exec: <T,>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
-      transaction: <T,>(fn: () => T): T => {
-        db.exec("BEGIN");
-        try {
-          const r = fn();
-          db.exec("COMMIT");
-          return r;
-        } catch (e) {
-          db.exec("ROLLBACK");
-          throw e;
-        }
-      },
-    },
+    sql: nodeSql(db),
     // Time runs 100× fast, so the per-connection frame limit (10,000/s) never drops a frame here.
     clock: { now: () => Date.now() * 100 },
     timers: { set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) },

@@ -5,7 +5,8 @@
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
-import type { EnginePorts, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
+import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
+import { nodeSql } from "../support/node-sql.ts";
 import { DurableQueues, type QueueConfig } from "@iii-edge/engine-do/core/queues/durable-queue.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -22,20 +23,7 @@ function setup() {
   const state = { timersFail: false, alarmAt: null as number | null, warnings: [] as string[] };
   const ports: EnginePorts = {
     namespace: "default",
-    sql: {
-      exec: <T,>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
-      transaction: <T,>(fn: () => T): T => {
-        db.exec("BEGIN");
-        try {
-          const r = fn();
-          db.exec("COMMIT");
-          return r;
-        } catch (e) {
-          db.exec("ROLLBACK");
-          throw e;
-        }
-      },
-    },
+    sql: nodeSql(db),
     clock: { now: () => Date.now() },
     timers: {
       set: (fn, ms) => {

@@ -7,7 +7,8 @@ import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
 import { FRAME_BURST, type EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
-import type { Conn, EnginePorts, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
+import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
+import { nodeSql } from "../support/node-sql.ts";
 
 class FakeConn implements Conn {
   readonly workerId: string;
@@ -30,20 +31,7 @@ function instance(db: DatabaseSync) {
   const handles = new Set<ReturnType<typeof setTimeout>>();
   const ports: EnginePorts = {
     namespace: "default",
-    sql: {
-      exec: <T,>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
-      transaction: <T,>(fn: () => T): T => {
-        db.exec("BEGIN");
-        try {
-          const r = fn();
-          db.exec("COMMIT");
-          return r;
-        } catch (e) {
-          db.exec("ROLLBACK");
-          throw e;
-        }
-      },
-    },
+    sql: nodeSql(db),
     clock: { now: () => Date.now() },
     timers: {
       set: (fn, ms) => {
