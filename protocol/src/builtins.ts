@@ -41,14 +41,22 @@ const path = z.string().max(256);
 const mergePath = z.union([z.string().max(256), z.array(z.string().max(256)).max(32)]);
 export const updateOp = z.discriminatedUnion("type", [
   z.object({ type: z.literal("set"), path: path.default(""), value: z.unknown() }),
-  z.object({ type: z.literal("increment"), path, by: z.number().int().default(1) }),
-  z.object({ type: z.literal("decrement"), path, by: z.number().int().default(1) }),
+  // Any finite number: counters of money in micro-units and of time in fractions both occur.
+  z.object({ type: z.literal("increment"), path, by: z.number().finite().default(1) }),
+  z.object({ type: z.literal("decrement"), path, by: z.number().finite().default(1) }),
   z.object({ type: z.literal("remove"), path }),
   z.object({ type: z.literal("merge"), path: mergePath.optional(), value: z.unknown() }),
   z.object({ type: z.literal("append"), path: mergePath.optional(), value: z.unknown() }),
 ]);
 export type UpdateOp = z.infer<typeof updateOp>;
-export const stateUpdateInput = z.object({ scope: scopeName, key: keyName, ops: z.array(updateOp).max(1024) });
+export const stateUpdateInput = z.object({
+  scope: scopeName,
+  key: keyName,
+  ops: z.array(updateOp).max(1024),
+  /** Compare-and-set (iii-edge): apply the ops only if the current value equals this (JSON equality,
+   * key order ignored; `null` = absent or null). Otherwise `state_conflict`, nothing written. */
+  expected: z.unknown().optional(),
+});
 
 /** A stored value, or nothing (absent key). */
 const storedValue = z.unknown();

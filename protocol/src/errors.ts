@@ -51,6 +51,7 @@ export const ERROR_CODES = [
   "stream_set_error",
   "stream_update_error",
   "channel_limit",
+  "state_conflict",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

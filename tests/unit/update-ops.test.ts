@@ -31,12 +31,14 @@ describe("increment / decrement", () => {
     expect(run({ n: 5 }, { type: "decrement", path: "n", by: 2 }).value).toEqual({ n: 3 });
     expect(run({ n: null }, { type: "increment", path: "n", by: 2 }).value).toEqual({ n: 2 });
   });
-  it("reports not_number / not_object and rejects a non-integer `by` at the schema", () => {
+  it("reports not_number / not_object; `by` may be any finite number, nothing else", () => {
     expect(codes(run({ n: "x" }, { type: "increment", path: "n" }))).toEqual([[0, "increment.not_number"]]);
     expect(codes(run({ n: {} }, { type: "decrement", path: "n" }))).toEqual([[0, "decrement.not_number"]]);
     expect(codes(run(3, { type: "increment", path: "n" }))).toEqual([[0, "increment.not_object"]]);
     expect(codes(run({}, { type: "increment", path: "constructor" }))).toEqual([[0, "increment.path.proto_polluted"]]);
-    expect(updateOp.safeParse({ type: "increment", path: "n", by: 1.5 }).success).toBe(false);
+    expect(run({ n: 1 }, { type: "increment", path: "n", by: 0.5 })).toEqual({ value: { n: 1.5 }, errors: [] });
+    expect(updateOp.safeParse({ type: "increment", path: "n", by: Infinity }).success).toBe(false);
+    expect(updateOp.safeParse({ type: "increment", path: "n", by: "1" }).success).toBe(false);
   });
 });
 

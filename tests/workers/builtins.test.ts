@@ -189,6 +189,28 @@ describe("state::*", () => {
     const r2 = (await a.ok("state::update", { scope, key: "doc", ops: [{ type: "set", path: "", value: [1] }, { type: "append", value: 2 }] })) as Frame;
     expect(r2).toEqual({ old_value: r.new_value, new_value: [1, 2] });
   });
+
+  it("state::update increments by fractions and compare-and-sets with `expected`", async () => {
+    const a = await wires.connect();
+    const scope = `cas-${uuid()}`;
+    await a.ok("state::update", { scope, key: "c", ops: [{ type: "increment", path: "spent", by: 0.25 }] });
+    const inc = (await a.ok("state::update", { scope, key: "c", ops: [{ type: "increment", path: "spent", by: 1.5 }] })) as Frame;
+    expect(inc.new_value).toEqual({ spent: 1.75 });
+    // Absent compares as null: a create-if-absent that a second writer loses.
+    const created = (await a.ok("state::update", { scope, key: "rec", expected: null, ops: [{ type: "set", path: "", value: { state: "a", n: 1 } }] })) as Frame;
+    expect(created.new_value).toEqual({ state: "a", n: 1 });
+    const lost = await a.call("state::update", { scope, key: "rec", expected: null, ops: [{ type: "set", path: "state", value: "b" }] });
+    expect(lost.error.code).toBe("state_conflict");
+    // Equal whatever the key order; a stale `expected` changes nothing.
+    const won = (await a.ok("state::update", { scope, key: "rec", expected: { n: 1, state: "a" }, ops: [{ type: "set", path: "state", value: "c" }] })) as Frame;
+    expect(won.new_value).toEqual({ state: "c", n: 1 });
+    const stale = await a.call("state::update", { scope, key: "rec", expected: { n: 1, state: "a" }, ops: [{ type: "set", path: "state", value: "d" }] });
+    expect(stale.error.code).toBe("state_conflict");
+    expect(await a.ok("state::get", { scope, key: "rec" })).toEqual({ state: "c", n: 1 });
+    // Not a number: refused as bad input, nothing written.
+    expect((await a.call("state::update", { scope, key: "c", ops: [{ type: "increment", path: "spent", by: "2" }] })).error).toBeDefined();
+    expect(await a.ok("state::get", { scope, key: "c" })).toEqual({ spent: 1.75 });
+  });
 });
 
 describe("state trigger (§8.3)", () => {

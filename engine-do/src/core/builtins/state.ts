@@ -6,6 +6,14 @@ import { applyUpdateOps } from "../update-ops.ts";
 import { defineBuiltin } from "./define.ts";
 import { stateListing } from "./state-list.ts";
 
+/** JSON text with object keys sorted, so equal values compare equal whatever their key order. */
+function canonicalJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
+  );
+}
+const sameJson = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
+
 export function installState(core: EngineApi): void {
   const { sql } = core.ports;
   sql.exec("CREATE TABLE IF NOT EXISTS state (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (scope, key))");
@@ -68,8 +76,14 @@ export function installState(core: EngineApi): void {
   });
   defineBuiltin(core, "state::update", {
     description: "Apply update ops (set, increment, decrement, remove, merge, append) atomically",
-    handler: ({ scope, key, ops }) => {
+    handler: (input) => {
+      const { scope, key, ops } = input;
       const old = read(scope, key);
+      // Compare-and-set: two steps touching one record cannot both win (the read and the write are
+      // one synchronous step of the object, so nothing runs between them).
+      if ("expected" in input && !sameJson(old ?? null, input.expected ?? null)) {
+        throw new IIIError("state_conflict", `${scope}/${key} is not the expected value; read it again and retry`);
+      }
       const { value, errors } = applyUpdateOps(old, ops);
       write(scope, key, value, "update_error");
       notify(old === undefined ? "state:created" : "state:updated", scope, key, old, value);
