@@ -20,6 +20,7 @@ import {
   type Grant,
 } from "@iii-edge/protocol";
 import { verifyToken } from "@iii-edge/protocol/token";
+import { isLoopbackAddress } from "./core/admission.ts";
 
 /** Headers only the front door may set; anything a client sends under this prefix is dropped. */
 export const INTERNAL_HEADER_PREFIX = "x-iii-";
@@ -39,12 +40,12 @@ export interface AuthConfig {
 }
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
-const isLoopbackIp = (ip: string | null) => ip === null || ip === "::1" || ip === "::ffff:127.0.0.1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(ip);
 
 /** Is the engine itself served on loopback, to a loopback client? (`npm start`, never a deploy.) */
 export function isLoopback(req: Request): boolean {
   const host = new URL(req.url).hostname.toLowerCase();
-  return LOOPBACK_HOSTS.has(host) && isLoopbackIp(req.headers.get("cf-connecting-ip"));
+  const ip = req.headers.get("cf-connecting-ip");
+  return LOOPBACK_HOSTS.has(host) && (ip === null || isLoopbackAddress(ip));
 }
 
 export function authMode(env: AuthConfig): AuthMode {

@@ -4,6 +4,7 @@ import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
 import {
   MAX_FRAME_BYTES,
+  byteSize,
   grantSchema,
   mayCall,
   mayUseNamespace,
@@ -46,8 +47,9 @@ class SocketConn implements Conn {
   send(frame: EngineFrame): boolean | "too_large" {
     try {
       const text = JSON.stringify(frame);
-      // Measured in UTF-16 units: a cheap upper bound check first, bytes only when it is close.
-      if (text.length > MAX_FRAME_BYTES / 3 && new TextEncoder().encode(text).byteLength > MAX_FRAME_BYTES) return "too_large";
+      // The frame limit applies to what the engine sends as to what it accepts (byteSize counts bytes
+      // only when the length alone cannot decide).
+      if (byteSize(text) > MAX_FRAME_BYTES) return "too_large";
       this.ws.send(text);
       return true;
     } catch {

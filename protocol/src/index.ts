@@ -2,7 +2,7 @@ export * from "./frames.ts";
 export * from "./errors.ts";
 export * from "./builtins.ts";
 export * from "./limits.ts";
-export { parseWorkerFrame, parseEngineFrame, peekCallIds, peekResultId, type ParseResult } from "./parse.ts";
+export { parseWorkerFrame, parseEngineFrame, peekCallIds, peekResultId, byteSize, type ParseResult } from "./parse.ts";
 export * from "./json-depth.ts";
 export * from "./auth.ts";
 export * from "./rpc.ts";

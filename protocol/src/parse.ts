@@ -53,7 +53,7 @@ function ends(raw: string | ArrayBuffer | Uint8Array): [string, string] {
 }
 
 /** UTF-8 size of a text frame; only counted when its length alone cannot decide (≤3 bytes/unit). */
-function byteSize(raw: string | ArrayBuffer | Uint8Array): number {
+export function byteSize(raw: string | ArrayBuffer | Uint8Array): number {
   if (typeof raw !== "string") return raw.byteLength;
   if (raw.length > MAX_FRAME_BYTES || raw.length * 3 <= MAX_FRAME_BYTES) return raw.length;
   return encoder.encode(raw).byteLength;

@@ -1,7 +1,7 @@
-// The engine core's Sql port over Node's own SQLite (node:sqlite), for suites and measurements
-// that run the core in plain Node.
+// The engine core's Sql and Timers ports in plain Node: SQL over Node's own SQLite (node:sqlite),
+// timers kept in a set the suite clears (an "eviction", or the end of a test).
 import type { DatabaseSync } from "node:sqlite";
-import type { Sql, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
+import type { Sql, SqlValue, Timers } from "@iii-edge/engine-do/core/ports.ts";
 
 export function nodeSql(db: DatabaseSync): Sql {
   return {
@@ -16,6 +16,25 @@ export function nodeSql(db: DatabaseSync): Sql {
         db.exec("ROLLBACK");
         throw e;
       }
+    },
+  };
+}
+
+/** Timers recorded in `handles` while pending; `beforeSet` may throw to play a runtime refusing one. */
+export function trackedTimers(handles: Set<ReturnType<typeof setTimeout>>, beforeSet?: () => void): Timers {
+  return {
+    set: (fn, ms) => {
+      beforeSet?.();
+      const h = setTimeout(() => {
+        handles.delete(h);
+        fn();
+      }, ms);
+      handles.add(h);
+      return h;
+    },
+    clear: (h) => {
+      clearTimeout(h as ReturnType<typeof setTimeout>);
+      handles.delete(h as ReturnType<typeof setTimeout>);
     },
   };
 }

@@ -6,7 +6,7 @@ import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql, trackedTimers } from "../support/node-sql.ts";
 import { DurableQueues, type QueueConfig } from "@iii-edge/engine-do/core/queues/durable-queue.ts";
 import { eventually } from "../support/wait.ts";
 
@@ -25,21 +25,9 @@ function setup() {
     namespace: "default",
     sql: nodeSql(db),
     clock: { now: () => Date.now() },
-    timers: {
-      set: (fn, ms) => {
-        if (state.timersFail) throw new DOMException("max active timeouts", "QuotaExceededError");
-        const h = setTimeout(() => {
-          timers.delete(h);
-          fn();
-        }, ms);
-        timers.add(h);
-        return h;
-      },
-      clear: (h) => {
-        clearTimeout(h as ReturnType<typeof setTimeout>);
-        timers.delete(h as ReturnType<typeof setTimeout>);
-      },
-    },
+    timers: trackedTimers(timers, () => {
+      if (state.timersFail) throw new DOMException("max active timeouts", "QuotaExceededError");
+    }),
     alarm: {
       request: (at) => {
         state.alarmAt = at;

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { FRAME_BURST, type EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql, trackedTimers } from "../support/node-sql.ts";
 
 class FakeConn implements Conn {
   readonly workerId: string;
@@ -33,20 +33,7 @@ function instance(db: DatabaseSync) {
     namespace: "default",
     sql: nodeSql(db),
     clock: { now: () => Date.now() },
-    timers: {
-      set: (fn, ms) => {
-        const h = setTimeout(() => {
-          handles.delete(h);
-          fn();
-        }, ms);
-        handles.add(h);
-        return h;
-      },
-      clear: (h) => {
-        clearTimeout(h as ReturnType<typeof setTimeout>);
-        handles.delete(h as ReturnType<typeof setTimeout>);
-      },
-    },
+    timers: trackedTimers(handles),
     alarm: { request: () => {} },
     log: { info: () => {}, warn: () => {} },
     newId: () => crypto.randomUUID(),

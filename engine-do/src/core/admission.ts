@@ -17,8 +17,9 @@ import type { WorkerRecord } from "./catalog.ts";
 import type { Conn, EnginePorts } from "./ports.ts";
 import { ERROR_NOTICES_PER_SECOND, FLOOD_CLOSE_REASON, SocketBudget } from "./socket-budget.ts";
 
-/** Locally every client shares a loopback address, so the per-address bound is for real ones. */
-const LOOPBACK_IP = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/;
+/** A loopback client address (IPv4 127/8, ::1, IPv4-mapped 127/8). Locally every client shares one,
+ * so the per-address bound is for real ones; the front door's open mode admits only these. */
+export const isLoopbackAddress = (ip: string): boolean => /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/.test(ip);
 
 export class AdmissionControl {
   private readonly ports: EnginePorts;
@@ -49,7 +50,7 @@ export class AdmissionControl {
     if (grant !== OPEN_GRANT && (this.connsByPrincipal.get(grant.sub) ?? 0) >= perPrincipal) {
       return { code: "too_many_connections", message: `'${grant.sub}' already holds ${perPrincipal} connections to this namespace` };
     }
-    if (ip && !LOOPBACK_IP.test(ip) && (this.connsByIp.get(ip) ?? 0) >= perIp) {
+    if (ip && !isLoopbackAddress(ip) && (this.connsByIp.get(ip) ?? 0) >= perIp) {
       return { code: "too_many_connections", message: `${perIp} connections from this address are open already` };
     }
     return undefined;
