@@ -1,0 +1,67 @@
+// The surface a replaceable worker is written against: one `register(iii, config)` entry that runs
+// two ways unchanged — inside a Worker with no socket (the engine reaches it by service binding,
+// `./worker-edge.ts`), or alone as a Node process over WebSocket (`./worker-node.ts`). It is the
+// part of iii-sdk's surface both can honour, plus engine channels, which a Worker cannot reach
+// through iii-sdk's URL-based helpers.
+import type { StreamChannelRef } from "@iii-edge/protocol";
+import type { Schema } from "./client/types.ts";
+import type { FunctionOptions, InvocationContext, TriggerRequest } from "./client/types.ts";
+
+/** One end of an engine channel, attached (protocol/README.md §10). */
+export interface ChannelWriter {
+  /** Text goes as a text item, bytes as a binary item. Throws once the channel is closed. */
+  write(item: string | Uint8Array): void;
+  /** End the stream: the reader gets every item, then the end. */
+  close(): void;
+  /** Resolves when the engine closed this end (1000 normally; 1013 when its buffer overflowed). */
+  readonly closed: Promise<{ code: number; reason: string }>;
+}
+
+export interface Channels {
+  /** `engine::channels::create`: a fresh channel's two refs. */
+  create(options?: { buffer_size?: number }): Promise<{ writer: StreamChannelRef; reader: StreamChannelRef }>;
+  /** Attach to the write end (`direction: "write"`). */
+  openWriter(ref: StreamChannelRef): Promise<ChannelWriter>;
+  /** Attach to the read end (`direction: "read"`): every item in order until the writer ended. */
+  read(ref: StreamChannelRef): AsyncIterable<string | Uint8Array>;
+}
+
+/** A handler: its payload and the invocation (metadata, trace, and `trigger` bound to the trace). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- payloads are validated by `input` when given
+export type WorkerHandler<I = any, O = unknown> = (data: I, ctx: InvocationContext) => O | Promise<O>;
+
+export interface WorkerFunctionOptions extends FunctionOptions {
+  /** zod schema: input validated (`invalid_input` to the caller) and published as `request_format`. */
+  input?: Schema;
+  output?: Schema;
+}
+
+export interface WorkerTrigger {
+  type: string;
+  function_id: string;
+  config?: unknown;
+  metadata?: Record<string, unknown>;
+  /** Stable id (derived from the declaration when absent, so a re-registration is idempotent). */
+  id?: string;
+}
+
+/** What `register(iii, config)` gets. Registrations are declarations: call them during `register`. */
+export interface WorkerSurface {
+  /** Where this copy runs: "edge" (inside the Worker, by RPC) or "node" (a process, by WebSocket). */
+  readonly runtime: "edge" | "node";
+  registerFunction(id: string, handler: WorkerHandler, options?: WorkerFunctionOptions): void;
+  registerTrigger(trigger: WorkerTrigger): void;
+  /** Call any function through the engine (prefer `ctx.trigger` inside a handler: it keeps the trace). */
+  trigger<TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>): Promise<TOutput>;
+  readonly channels: Channels;
+  /** Settings by name: the Worker's vars and secrets, or the process environment. */
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+/** A worker: a name (its folder) and its one entry. */
+export interface WorkerModule<Config = Record<string, unknown>> {
+  readonly name: string;
+  register(iii: WorkerSurface, config: Config): void;
+  /** Builds the config from settings (`iii.env`); `register` gets its result. */
+  configFrom?(env: Readonly<Record<string, string | undefined>>): Config;
+}

@@ -1,0 +1,2 @@
+// The harness worker as a Node process (`npm run worker -- harness`): the same module as the edge entry.
+export { worker, worker as default } from "./index.ts";

@@ -1,0 +1,2 @@
+// The policy worker as a Node process (`npm run worker -- policy`): the same module as the edge entry.
+export { worker, worker as default } from "./index.ts";

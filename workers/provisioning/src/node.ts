@@ -1,0 +1,2 @@
+// The provisioning worker as a Node process (`npm run worker -- provisioning`): the same module as the edge entry.
+export { worker, worker as default } from "./index.ts";

@@ -1,0 +1,8 @@
+// The turn-orchestrator worker (placeholder until it lands): one `register(iii, config)` entry.
+import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
+
+export const worker: WorkerModule = {
+  name: "turn-orchestrator",
+  register() {},
+};
+export default worker;
