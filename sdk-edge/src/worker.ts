@@ -62,6 +62,7 @@ export interface WorkerSurface {
 export interface WorkerModule<Config = Record<string, unknown>> {
   readonly name: string;
   register(iii: WorkerSurface, config: Config): void;
-  /** Builds the config from settings (`iii.env`); `register` gets its result. */
-  configFrom?(env: Readonly<Record<string, string | undefined>>): Config;
+  /** Builds the config from the Worker's env (vars, secrets *and* bindings such as `DB`) or from
+   * `process.env` in Node; `register` gets its result. */
+  configFrom?(env: Readonly<Record<string, unknown>>): Config;
 }
