@@ -7,5 +7,7 @@ import { Engine, engineWorker } from "@iii-edge/engine-do";
 export { Engine };
 /** Demo functions hosted in this Worker (`EDGE_DEMO` service binding, wrangler.toml). */
 export { DemoEdgeFunctions } from "@iii-edge/demo-app/edge";
+/** The built-in harness workers (`HARNESS` service binding; `HARNESS_DISABLE` leaves some out). */
+export { HarnessWorkers } from "./harness.ts";
 
 export default engineWorker;

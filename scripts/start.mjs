@@ -2,8 +2,16 @@
 // `npm start`: apply D1 migrations to the local state, then run the engine Worker with wrangler
 // dev on 127.0.0.1:$PORT (default 8787). Local Durable Object, D1 and Queue state lives in
 // $III_STATE_DIR (default .wrangler/state); nothing reaches the network.
+//
+// Settings the Worker gets from this environment (or .dev.vars), through a private env file:
+// AUTH_SECRET, AUTH_FUNCTION; for the harness workers OPENAI_API_KEY, OPENAI_BASE_URL,
+// ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, HARNESS_DISABLE, CREDENTIALS_KEY (default: a key made once
+// per state dir, <state>/credentials.key, which `npm run worker` reads too) and III_PERMISSIONS (the
+// text of iii-permissions.yaml at the root, or of $III_PERMISSIONS_PATH). III_WRANGLER_CONFIG runs
+// another wrangler config than the root's.
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,7 +27,10 @@ const wrangler = path.join(root, "node_modules", ".bin", "wrangler");
 // (4 × 15,000 frames: 188 s of CPU and 1.5 GB with it, 1 s and 166 MB without; tests/bench/ws-sink/).
 const env = { ...process.env, PATH: `${path.join(root, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false", X_LOCAL_OBSERVABILITY: process.env.X_LOCAL_OBSERVABILITY ?? "false" };
 
-const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir], {
+// Another wrangler config than the root's (tests compose extra Worker-hosted functions this way).
+const configArgs = process.env.III_WRANGLER_CONFIG ? ["--config", path.resolve(root, process.env.III_WRANGLER_CONFIG)] : [];
+
+const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir, ...configArgs], {
   cwd: root,
   env: { ...env, CI: "1" },
   stdio: ["ignore", "ignore", "inherit"],
@@ -29,27 +40,131 @@ if (migrate.status !== 0) {
   process.exit(migrate.status ?? 1);
 }
 
-const args = ["dev", "--ip", "127.0.0.1", "--port", port, "--persist-to", stateDir, "--show-interactive-dev-session=false", "--log-level", process.env.III_LOG_LEVEL || "warn"];
+const args = ["dev", ...configArgs, "--ip", "127.0.0.1", "--port", port, "--persist-to", stateDir, "--show-interactive-dev-session=false", "--log-level", process.env.III_LOG_LEVEL || "warn"];
 if (process.env.III_INSPECTOR_PORT) args.push("--inspector-port", process.env.III_INSPECTOR_PORT);
 // Extra Worker vars as a JSON object, e.g. III_DEV_VARS='{"QUEUES":"{…}"}' (values may hold commas).
 if (process.env.III_DEV_VARS) for (const [k, v] of Object.entries(JSON.parse(process.env.III_DEV_VARS))) args.push("--var", `${k}:${v}`);
-// Auth settings come from the environment (or .dev.vars, which wrangler reads itself). They reach
-// the Worker through a private env file, never the command line (which `ps` shows to everyone).
+// Settings for the Worker come from the environment (and .dev.vars). They reach it through a
+// private env file, never the command line (which `ps` shows to everyone).
 const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION"];
-const devVarsPath = path.join(root, ".dev.vars");
-const devVars = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
-const fromEnv = AUTH_VARS.filter((k) => process.env[k]);
-let secretsDir;
-if (fromEnv.length > 0) {
-  secretsDir = mkdtempSync(path.join(tmpdir(), "iii-edge-vars-"));
-  const file = path.join(secretsDir, "vars.env");
-  // .dev.vars first, the environment after it: later values win.
-  writeFileSync(file, `${devVars}\n${fromEnv.map((k) => `${k}=${JSON.stringify(process.env[k])}`).join("\n")}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
-  args.push("--env-file", file);
+/** What the harness workers read (deploy/harness.ts): provider endpoints and keys, the key stored
+ * credentials are encrypted with, the disable list. */
+const HARNESS_VARS = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CREDENTIALS_KEY", "HARNESS_DISABLE"];
+/** 32 random bytes: an AES-256 key's worth, base64. */
+const CREDENTIALS_KEY_BYTES = 32;
+
+/** `.dev.vars` as wrangler reads it when no env file is given: dotenv 16's `parse` (no expansion).
+ * Once we pass --env-file, wrangler skips .dev.vars, so its values are carried over into our file. */
+function parseDotenv(text) {
+  const LINE = /(?:^|^)\s*(?:export\s+)?([\w.-]+)(?:\s*=\s*?|:\s+?)(\s*'(?:\\'|[^'])*'|\s*"(?:\\"|[^"])*"|\s*`(?:\\`|[^`])*`|[^#\r\n]+)?\s*(?:#.*)?(?:$|$)/gm;
+  const out = {};
+  for (const m of text.replace(/\r\n?/gm, "\n").matchAll(LINE)) {
+    let value = (m[2] || "").trim();
+    const quote = value[0];
+    value = value.replace(/^(['"`])([\s\S]*)\1$/gm, "$2");
+    if (quote === '"') value = value.replace(/\\n/g, "\n").replace(/\\r/g, "\r");
+    out[m[1]] = value;
+  }
+  return out;
 }
-const hasAuth = fromEnv.length > 0 || AUTH_VARS.some((k) => new RegExp(`^\\s*${k}\\s*=\\s*\\S`, "m").test(devVars));
-const cleanup = () => secretsDir && rmSync(secretsDir, { recursive: true, force: true });
+
+/**
+ * `KEY=value` lines that wrangler's --env-file reader turns back into exactly `value`, whatever it
+ * holds. That reader is dotenv 16's `parse`, then dotenv-expand 12 (checked in wrangler 4.156's
+ * source), and between them no quoting holds every text:
+ * - '…' keeps newlines and everything else verbatim, but cannot hold ', and a backslash before the
+ *   closing quote escapes it;
+ * - CR anywhere in the file becomes LF before parsing ("…" can write it back as \r);
+ * - then every `$NAME` / `${NAME}` is expanded, in any quotes, unless written `\$` (and `\$`
+ *   becomes `$`) — a `$` right after a literal backslash is never expanded.
+ * So the value goes in '…' with each `$` written `\$`, and what '…' cannot hold — ', CR, or
+ * backslashes at the very end — comes in through expansion: `${III_ENVFILE_SQ_<n>}` names a helper
+ * line holding <n> backslashes and a ', written before it in "…" (which holds both). The
+ * backslashes just before such a character go into the helper too, since a literal one right
+ * before `${` would stop the expansion. Helpers appear only when needed and are Worker vars too.
+ */
+const ENVFILE_HELPER = "III_ENVFILE_";
+function envLines(key, value, helpers) {
+  if (value.includes(ENVFILE_HELPER)) throw new Error(`${key}: a value holding "${ENVFILE_HELPER}" cannot pass through the env file`);
+  let out = "";
+  for (let i = 0; i < value.length; ) {
+    let j = i;
+    while (value[j] === "\\") j++;
+    const run = j - i;
+    const next = value[j];
+    const kind = next === "'" ? "SQ" : next === "\r" ? "CR" : next === undefined && run > 0 ? "BS" : undefined;
+    if (kind) {
+      const name = `${ENVFILE_HELPER}${kind}_${run}`;
+      const slashes = "\\".repeat(run);
+      if (!helpers.has(name)) helpers.set(name, kind === "SQ" ? `${name}="${slashes}'"` : kind === "CR" ? `${name}="${slashes}\\r"` : `${name}=${slashes}`);
+      out += `\${${name}}`;
+      i = kind === "BS" ? j : j + 1;
+    } else if (run > 0) {
+      out += value.slice(i, j);
+      i = j;
+    } else {
+      out += next === "$" ? "\\$" : next;
+      i = j + 1;
+    }
+  }
+  return `${key}='${out}'`;
+}
+
+/** This state's own credentials key (made once, owner-only) for when neither the environment nor
+ * .dev.vars sets CREDENTIALS_KEY, so `npm run worker` processes run against the same state
+ * (scripts/worker.mjs reads the same file) encrypt and decrypt alike. */
+function stateCredentialsKey() {
+  const file = path.join(stateDir, "credentials.key");
+  mkdirSync(stateDir, { recursive: true });
+  try {
+    // "wx": a second `npm start` on the same state racing this one keeps the key made first.
+    writeFileSync(file, `${randomBytes(CREDENTIALS_KEY_BYTES).toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+  } catch (e) {
+    if (e.code !== "EEXIST") throw e;
+  }
+  return readFileSync(file, "utf8").trim();
+}
+
+/** The permissions file's text (iii-permissions.yaml at the root, or $III_PERMISSIONS_PATH). The
+ * default file may be absent (the policy worker then uses its defaults); a named one may not. */
+function permissionsText() {
+  const named = process.env.III_PERMISSIONS_PATH;
+  // A relative path is the caller's: npm runs scripts from the root and keeps the caller's folder in INIT_CWD.
+  const file = named ? path.resolve(process.env.INIT_CWD ?? process.cwd(), named) : path.join(root, "iii-permissions.yaml");
+  if (existsSync(file)) return readFileSync(file, "utf8");
+  if (named) {
+    console.error(`III_PERMISSIONS_PATH: no file at ${file}`);
+    process.exit(2);
+  }
+  return undefined;
+}
+
+const devVarsPath = path.join(root, ".dev.vars");
+const devVarsText = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
+// .dev.vars first, the environment after it: later values win.
+const settings = { ...parseDotenv(devVarsText) };
+for (const k of [...AUTH_VARS, ...HARNESS_VARS]) if (process.env[k]) settings[k] = process.env[k];
+settings.CREDENTIALS_KEY ||= stateCredentialsKey();
+const permissions = permissionsText();
+if (permissions !== undefined) settings.III_PERMISSIONS = permissions;
+
+const helpers = new Map();
+let lines;
+try {
+  lines = Object.entries(settings).map(([k, v]) => envLines(k, v, helpers));
+} catch (e) {
+  console.error(e.message);
+  process.exit(2);
+}
+// Helpers first: expansion only sees the lines above the one it expands.
+lines = [...helpers.values(), ...lines];
+const secretsDir = mkdtempSync(path.join(tmpdir(), "iii-edge-vars-"));
+const envFile = path.join(secretsDir, "vars.env");
+writeFileSync(envFile, `${lines.join("\n")}\n`, { mode: 0o600 });
+chmodSync(envFile, 0o600);
+args.push("--env-file", envFile);
+const hasAuth = AUTH_VARS.some((k) => settings[k]);
+const cleanup = () => rmSync(secretsDir, { recursive: true, force: true });
 
 const child = spawn(wrangler, args, { cwd: root, env, stdio: "inherit" });
 console.log(`iii-edge engine starting on http://127.0.0.1:${port} (state: ${path.relative(root, stateDir) || "."})`);

@@ -76,6 +76,17 @@ function connectionLimits(env: Env): { perPrincipal?: number; perIp?: number } {
   return out;
 }
 
+/** Longest deadline INVOKE_TIMEOUT_MS may set: the bound of an `invokefunction`'s `timeout_ms`. */
+const MAX_TIMEOUT_MS = 15 * 60_000;
+
+/** INVOKE_TIMEOUT_MS, when it is a deadline a call may have (1…MAX_TIMEOUT_MS). */
+function invokeTimeout(env: Env): number | undefined {
+  const v = env.INVOKE_TIMEOUT_MS;
+  if (!v || !/^\d+$/.test(v)) return undefined;
+  const ms = Number(v);
+  return ms >= 1 && ms <= MAX_TIMEOUT_MS ? ms : undefined;
+}
+
 export class Engine extends DurableObject<Env> implements EngineRpc {
   private readonly core: EngineCore;
   private readonly installed: Installed;
@@ -113,7 +124,8 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       httpFunctions: httpFunctionsPort(env as unknown as Record<string, unknown>),
       otherNamespace: (ns): EngineRpc => env.ENGINE.getByName(ns),
     };
-    this.core = new EngineCore(ports);
+    const defaultInvokeTimeoutMs = invokeTimeout(env);
+    this.core = new EngineCore(ports, defaultInvokeTimeoutMs === undefined ? {} : { defaultInvokeTimeoutMs });
     this.connectionLimits = connectionLimits(env);
     this.installed = installEngine(this.core, env);
     this.streamSockets = new StreamSockets(ctx, this.installed.streams);

@@ -18,4 +18,6 @@ interface Env {
   /** Lower the connection bounds of core/bounds.ts (tests). */
   MAX_CONNECTIONS_PER_TOKEN?: string;
   MAX_CONNECTIONS_PER_IP?: string;
+  /** The deadline (ms) of a call that names none, instead of DEFAULT_INVOKE_TIMEOUT_MS (tests). */
+  INVOKE_TIMEOUT_MS?: string;
 }

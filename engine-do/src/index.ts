@@ -8,6 +8,7 @@ import { authMode, authenticateRequest, isLoopback, withGrant } from "./auth.ts"
 import { Engine } from "./engine-object.ts";
 import { mountTriggerRoutes } from "./http-routes.ts";
 import { consumeDeliveries } from "./queue-consumer.ts";
+import { traceFromHeaders } from "./core/trace.ts";
 
 export { Engine };
 
@@ -80,7 +81,9 @@ app.post("/_iii/invoke", async (c) => {
   if (!who.ok) return errorJson(c, who.status, who.code, who.message);
   // Typed by protocol's contract: workerd's generated stub type drops the `unknown` result.
   const engine: EngineRpc = engineFor(c.env, ns);
-  const out = await engine.trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms, grant: who.grant });
+  // The caller's W3C trace context, from its headers: the function continues that trace (§4.8).
+  const trace = traceFromHeaders((name) => c.req.header(name));
+  const out = await engine.trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms, grant: who.grant, ...trace });
   if (out.ok) return c.json({ result: out.result ?? null });
   return c.json({ error: out.error }, statusOf(out.error.code));
 });

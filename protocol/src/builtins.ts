@@ -29,8 +29,22 @@ const pageOutput = { total: count, next_offset: count.optional() };
 
 // ---------------------------------------------------------------- state::* (§7.2)
 
+/**
+ * `enqueue` of state::set / state::update (iii-edge): one queue message stored in the same
+ * transaction as the write, and only when the write happens (a failed `expected` enqueues
+ * nothing). `queue` must be a durable-backend queue; `payload` is the message's `data`;
+ * `idempotency_key` as the enqueue action's (a repeat within 24 h stores nothing and answers the
+ * first receipt). The caller must be allowed to call `function_id`.
+ */
+export const stateEnqueue = z.object({
+  function_id: z.string().min(1).max(512),
+  payload: z.unknown().optional(),
+  queue: z.string().min(1).max(256),
+  idempotency_key: z.string().min(1).max(256).optional(),
+});
+export type StateEnqueue = z.infer<typeof stateEnqueue>;
 export const stateSetInput = z
-  .object({ scope: scopeName, key: keyName, value: z.unknown().optional(), data: z.unknown().optional() })
+  .object({ scope: scopeName, key: keyName, value: z.unknown().optional(), data: z.unknown().optional(), enqueue: stateEnqueue.optional() })
   .refine((v) => v.value !== undefined || v.data !== undefined, { message: "value is required" });
 export const stateKeyInput = z.object({ scope: scopeName, key: keyName });
 /** `state::list`: the spec's `{scope}`; with `limit`/`offset` one page of the scope's values. */
@@ -56,6 +70,8 @@ export const stateUpdateInput = z.object({
   /** Compare-and-set (iii-edge): apply the ops only if the current value equals this (JSON equality,
    * key order ignored; `null` = absent or null). Otherwise `state_conflict`, nothing written. */
   expected: z.unknown().optional(),
+  /** A queue message stored with the write (see `stateEnqueue`). */
+  enqueue: stateEnqueue.optional(),
 });
 
 /** A stored value, or nothing (absent key). */
@@ -67,6 +83,13 @@ export const updateOutput = valueChange.extend({
   errors: z.array(z.object({ op_index: count, code: z.string(), message: z.string() })).optional(),
 });
 export type UpdateOutput = z.infer<typeof updateOutput>;
+/** With `enqueue`: the receipt of the message stored with the write (the first one's for a
+ * repeated idempotency key). */
+const enqueuedReceipt = { messageReceiptId: z.string().optional() };
+export const stateSetOutput = valueChange.extend(enqueuedReceipt);
+export type StateSetOutput = z.infer<typeof stateSetOutput>;
+export const stateUpdateOutput = updateOutput.extend(enqueuedReceipt);
+export type StateUpdateOutput = z.infer<typeof stateUpdateOutput>;
 export const stateListGroupsOutput = z.object({ groups: z.array(z.string()), ...pageOutput });
 
 // ---------------------------------------------------------------- engine::* (§7.1, §6)
@@ -294,11 +317,11 @@ export const BUILTINS = {
   "engine::channels::create": contract(channelsCreateInput, z.object({ writer: streamChannelRef, reader: streamChannelRef })),
   "engine::cron::jobs": contract(noInput, z.object({ jobs: z.array(cronJob) })),
 
-  "state::set": contract(stateSetInput, valueChange),
+  "state::set": contract(stateSetInput, stateSetOutput),
   "state::get": contract(stateKeyInput, storedValue),
   /** Answers the previous value itself (nothing when there was none). */
   "state::delete": contract(stateKeyInput, storedValue),
-  "state::update": contract(stateUpdateInput, updateOutput),
+  "state::update": contract(stateUpdateInput, stateUpdateOutput),
   "state::list": contract(stateListInput, z.array(z.unknown())),
   "state::list_groups": contract(stateListGroupsInput, stateListGroupsOutput),
 

@@ -35,6 +35,8 @@ export class HostRegistry<Env> {
     options: FunctionOptions & { input: I; output?: O },
   ): void;
   function(id: string, handler: HostHandler<Env>, options?: FunctionOptions): void;
+  /** Schemas that may be absent (worker modules' `registerFunction` options, ./worker.ts). */
+  function(id: string, handler: HostHandler<Env>, options?: FunctionOptions & { input?: Schema; output?: Schema }): void;
   function(id: string, handler: HostHandler<Env>, options?: FunctionOptions & { input?: Schema; output?: Schema }): void {
     const entry = functionEntry(id, () => undefined, options);
     if (this.functions.has(id)) throw new Error(`function ${id} is declared twice`);

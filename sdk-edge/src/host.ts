@@ -22,13 +22,24 @@ export { connectEngine } from "./rpc.ts";
 /** sdk-edge's zod (use it for schemas: one copy, matching types). */
 export { z } from "zod";
 
+/** Registries already built, per Worker env and host class. workerd makes a new entrypoint
+ * instance for every call that reaches it over the service binding, so without this `register()`
+ * (and the JSON Schema of every zod-typed function) would run again on each invocation. The env
+ * object is the isolate's; a registry is only kept once `register()` finished. */
+const registries = new WeakMap<object, WeakMap<object, HostRegistry<unknown>>>();
+
 export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> implements EdgeHost {
   /** Name of the env binding of the engine's Durable Object namespace, for calls back. */
   protected engineBinding = "ENGINE";
   // ES-private so that nothing but iiiManifest/iiiInvoke is reachable over RPC.
   #registry: HostRegistry<Env> | undefined;
+  /** The registry `register()` is filling, while it runs. */
+  #building: HostRegistry<Env> | undefined;
 
-  /** Declare functions (`this.function`) and triggers (`this.trigger`). Runs once per instance. */
+  /** Declare functions (`this.function`) and triggers (`this.trigger`). Runs once per isolate
+   * (per Worker env), not per call: keep it declarative, and let handlers read `ctx.env` rather
+   * than `this` (the instance that ran `register()` belongs to an earlier call). If it throws,
+   * nothing is kept and the next manifest or call runs it again. */
   protected abstract register(): void;
 
   /** Declare a zod-typed function: input validated (`invalid_input`), JSON Schema published. */
@@ -38,6 +49,7 @@ export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> 
     options: FunctionOptions & { input: I; output?: O },
   ): void;
   protected function(id: string, handler: HostHandler<Env>, options?: FunctionOptions): void;
+  protected function(id: string, handler: HostHandler<Env>, options?: FunctionOptions & { input?: Schema; output?: Schema }): void;
   protected function(id: string, handler: HostHandler<Env>, options?: FunctionOptions & { input?: Schema; output?: Schema }): void {
     this.#declarations().function(id, handler, options);
   }
@@ -48,16 +60,30 @@ export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> 
   }
 
   #declarations(): HostRegistry<Env> {
-    this.#registry ??= new HostRegistry<Env>();
-    return this.#registry;
+    if (!this.#building) throw new Error("FunctionHost: declare functions and triggers inside register()");
+    return this.#building;
   }
 
   #loaded(): HostRegistry<Env> {
-    if (!this.#registry) {
-      this.#registry = new HostRegistry<Env>();
+    if (this.#registry) return this.#registry;
+    const env = this.env as unknown;
+    const byClass = typeof env === "object" && env !== null ? registries.get(env) : undefined;
+    // Env-typed when stored (below): the class and the env are the keys it was built for.
+    const cached = byClass?.get(this.constructor) as HostRegistry<Env> | undefined;
+    if (cached) return (this.#registry = cached);
+    const registry = new HostRegistry<Env>();
+    this.#building = registry;
+    try {
       this.register();
+    } finally {
+      this.#building = undefined;
     }
-    return this.#registry;
+    if (typeof env === "object" && env !== null) {
+      const map = byClass ?? new WeakMap<object, HostRegistry<unknown>>();
+      map.set(this.constructor, registry as HostRegistry<unknown>);
+      if (!byClass) registries.set(env, map);
+    }
+    return (this.#registry = registry);
   }
 
   async iiiManifest(): Promise<EdgeManifest> {

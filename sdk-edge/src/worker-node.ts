@@ -48,11 +48,11 @@ export function nodeSurface(client: EdgeClient, url: string, env: Readonly<Recor
 }
 
 /** Connect and register `modules` on one connection. */
-export function runWorkers(url: string, modules: readonly WorkerModule<never>[], options: NodeWorkersOptions = {}): RunningWorkers {
+export function runWorkers(url: string, modules: readonly WorkerModule<unknown>[], options: NodeWorkersOptions = {}): RunningWorkers {
   const env = options.env ?? process.env;
   const client = registerWorker(url, { workerName: options.workerName ?? modules.map((m) => m.name).join("+"), ...options });
   const surface = nodeSurface(client, url, env);
-  for (const m of modules as readonly WorkerModule<unknown>[]) {
+  for (const m of modules) {
     const config = options.config?.[m.name] ?? m.configFrom?.(env) ?? {};
     m.register(surface, config);
   }

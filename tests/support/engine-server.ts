@@ -16,6 +16,8 @@ export interface EngineServer {
   stateDir: string;
   stop(): Promise<void>;
   restart(): Promise<void>;
+  /** What `npm start` printed (stdout and stderr) since it was last (re)started. */
+  output(): string;
 }
 
 /** How long a cold start may take on a busy 2-core CI box (migrations + workerd boot). */
@@ -115,5 +117,6 @@ export async function startEngine(opts: { port?: number; stateDir?: string; vars
       await stop();
       await launch();
     },
+    output: () => log,
   };
 }

@@ -13,11 +13,21 @@ export const TEST_QUEUES = {
   // Cloudflare's in whole seconds (its retry delays are), and a concurrency a batch of 10 exceeds.
   conformance_durable: { backend: "durable", max_retries: 2, backoff_ms: 50, concurrency: 3 },
   conformance_cloudflare: { backend: "cloudflare", max_retries: 2, backoff_ms: 1000, concurrency: 2 },
+  // long-delivery.test.ts: a fifo whose deliveries may run longer than a call's default deadline
+  // (INVOKE_TIMEOUT_MS below), like `turn-step` in wrangler.toml, and one whose deadline is shorter
+  // than its handler.
+  long_fifo: { backend: "durable", type: "fifo", message_group_field: "session_id", timeout_ms: 5_000, max_retries: 2, backoff_ms: 5, concurrency: 8 },
+  short_fifo: { backend: "durable", type: "fifo", message_group_field: "session_id", timeout_ms: 300, max_retries: 2, backoff_ms: 5, concurrency: 8 },
 };
+
+/** The deadline of a call that names none, shortened from 30 s so long-delivery.test.ts can show
+ * which deadline a queue delivery runs under without 30 s handlers. Every other call the suites
+ * make answers within milliseconds or names its own deadline. */
+export const TEST_INVOKE_TIMEOUT_MS = 1_500;
 
 export default defineProject(async () => ({
   // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).
   resolve: { alias: sourceAliases() },
-  plugins: [await engineInWorkerd({ QUEUES: JSON.stringify(TEST_QUEUES) })],
+  plugins: [await engineInWorkerd({ QUEUES: JSON.stringify(TEST_QUEUES), INVOKE_TIMEOUT_MS: String(TEST_INVOKE_TIMEOUT_MS) })],
   test: { name: "triggers", include: ["**/*.test.ts"], setupFiles: ["./apply-migrations.ts"], testTimeout: 30_000 },
 }));

@@ -126,12 +126,28 @@ export interface EngineExtensions {
   rearmAlarm(): void;
 }
 
+/** How a binding is fired (EngineCalls.fire). */
+export interface FireOptions {
+  /** Pass the binding's metadata (default true). */
+  withMetadata?: boolean;
+  timeoutMs?: number;
+  /** The invocation id of the bound function's call (a durable fire's delivery id, the same on
+   * every attempt); the condition function always gets a fresh one. */
+  invocationId?: string;
+  /** The trace context of what caused the fire (§4.8), for the condition and the function. */
+  traceparent?: string;
+  baggage?: string;
+  /** A condition that fails (throws, is missing, times out) skips the fire (§8, the default), or
+   * fails it (durable fires: the failure is retried like the function's own). */
+  conditionErrors?: "skip" | "fail";
+}
+
 /** Calling functions and firing bindings. */
 export interface EngineCalls {
   /** Call a function, wherever it lives. Always settles: result, error, or `timeout`. */
   invoke(req: CallRequest): Promise<CallOutcome>;
   /** Fire a binding: its condition first, then its function (with its metadata unless told not to). */
-  fire(binding: TriggerRecord, payload: unknown, opts?: { withMetadata?: boolean; timeoutMs?: number }): Promise<CallOutcome | "skipped">;
+  fire(binding: TriggerRecord, payload: unknown, opts?: FireOptions): Promise<CallOutcome | "skipped">;
   functionExists(id: string): boolean;
 }
 

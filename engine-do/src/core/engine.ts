@@ -36,6 +36,7 @@ import type {
   CallRequest,
   EngineApi,
   EnqueueRequest,
+  FireOptions,
   QueueProvider,
 } from "./api.ts";
 import { MAX_REGISTRATIONS_PER_PRINCIPAL } from "./bounds.ts";
@@ -44,9 +45,17 @@ import { EdgeHostSync } from "./edge-hosts.ts";
 import { Introspection } from "./introspection.ts";
 import { Invocations } from "./invocations.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
+import { traceOf } from "./trace.ts";
 
 // The extension shapes used to live here; they are api.ts's now (kept importable from here).
-export type { AlarmClient, BuiltinFunction, BuiltinHandler, BuiltinTriggerType, CallContext, CallRequest, EngineApi, EnqueueRequest, QueueProvider } from "./api.ts";
+export type { AlarmClient, BuiltinFunction, BuiltinHandler, BuiltinTriggerType, CallContext, CallRequest, EngineApi, EnqueueRequest, FireOptions, QueueProvider } from "./api.ts";
+
+/** What a deployment may tune in the core (the Engine object reads it from its vars). */
+export interface EngineOptions {
+  /** The deadline of a call that names none (`timeout_ms` absent): DEFAULT_INVOKE_TIMEOUT_MS
+   * unless lowered or raised here (tests shorten it to show which deadline a delivery runs under). */
+  defaultInvokeTimeoutMs?: number;
+}
 
 /** Characters iii strips from worker names/descriptions: C0/C1 controls and bidi overrides. */
 const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
@@ -79,8 +88,12 @@ export class EngineCore implements EngineApi {
   private functionsTimer: unknown = null;
   private lastFunctionsSignature: string | undefined;
 
-  constructor(ports: EnginePorts) {
+  /** The deadline of a call without `timeout_ms` (EngineOptions). */
+  readonly defaultInvokeTimeoutMs: number;
+
+  constructor(ports: EnginePorts, opts: EngineOptions = {}) {
     this.ports = ports;
+    this.defaultInvokeTimeoutMs = opts.defaultInvokeTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
     this.catalog = new Catalog(ports.sql);
     this.invocations = new Invocations(ports, () => this.rearmAlarm());
     // Persisted calls' deadlines: the first alarm client.
@@ -606,7 +619,7 @@ export class EngineCore implements EngineApi {
     if (!fn) return { ok: false, error: { code: "function_not_found", message: `Function ${req.function_id} not found` } };
     const full = this.invocations.full();
     if (full) return full;
-    const timeoutMs = req.timeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
+    const timeoutMs = req.timeoutMs ?? this.defaultInvokeTimeoutMs;
     switch (fn.kind) {
       case "worker": {
         const conn = this.conns.get(fn.owner);
@@ -618,27 +631,31 @@ export class EngineCore implements EngineApi {
       case "http":
         return this.invocations.withDeadline(fn.id, timeoutMs, async () => {
           if (!this.ports.httpFunctions || !fn.invocation) return { ok: false, error: { code: "function_not_invokable", message: "HTTP-invoked functions are not enabled" } };
-          return this.ports.httpFunctions.invoke({ id: fn.id, invocation: fn.invocation }, req.data, invocationId);
+          return this.ports.httpFunctions.invoke({ id: fn.id, invocation: fn.invocation }, req.data, invocationId, traceOf(req));
         });
     }
   }
 
   /**
    * Fire a trigger binding: condition first (only a literal `false` or an error skips, §8), then
-   * the bound function with the binding's metadata. A binding to a function that does not exist
-   * (yet) is dropped with a log line (§4.5).
+   * the bound function with the binding's metadata and the trace context of what caused the fire
+   * (§4.8). A binding to a function that does not exist (yet) fails with `function_not_found` and
+   * a log line (§4.5); a durable fire retries it.
    */
-  async fire(binding: TriggerRecord, payload: unknown, opts: { withMetadata?: boolean; timeoutMs?: number } = {}): Promise<CallOutcome | "skipped"> {
+  async fire(binding: TriggerRecord, payload: unknown, opts: FireOptions = {}): Promise<CallOutcome | "skipped"> {
+    const trace = traceOf(opts);
     const cond = isObject(binding.config) && typeof binding.config.condition_function_id === "string" ? binding.config.condition_function_id : undefined;
     if (cond) {
-      const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs });
-      if (!c.ok || c.result === false) return "skipped";
+      const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs, ...trace });
+      if (!c.ok) return opts.conditionErrors === "fail" ? { ok: false, error: { code: c.error.code, message: `condition ${cond}: ${c.error.message}` } } : "skipped";
+      if (c.result === false) return "skipped";
     }
     if (!this.functionExists(binding.function_id)) {
       this.ports.log.info("trigger fired for a function that is not registered", { trigger: binding.id, function_id: binding.function_id });
       return { ok: false, error: { code: "function_not_found", message: `Function ${binding.function_id} not found` } };
     }
-    const req: CallRequest = { function_id: binding.function_id, data: payload, timeoutMs: opts.timeoutMs };
+    const req: CallRequest = { function_id: binding.function_id, data: payload, timeoutMs: opts.timeoutMs, ...trace };
+    if (opts.invocationId) req.invocationId = opts.invocationId;
     if (opts.withMetadata !== false && binding.metadata !== undefined) req.metadata = binding.metadata;
     return this.invoke(req);
   }

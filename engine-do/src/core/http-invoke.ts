@@ -237,11 +237,13 @@ export function httpFunctionsPort(vars: Record<string, unknown>): HttpFunctionPo
       const secret = secretFor(inv);
       return secret && "refused" in secret ? { ok: false, message: secret.refused } : { ok: true };
     },
-    async invoke(fn, data, invocationId) {
+    async invoke(fn, data, invocationId, trace) {
       const secret = secretFor(fn.invocation);
       if (secret && "refused" in secret) return { ok: false, error: { code: "http_request_failed", message: `${fn.id}: ${secret.refused}` } };
       const secrets = secret ? { [secret.name]: secret.value } : {};
-      const r = await invokeHttpFunction(fn, data, { secrets, invocationId, urlPolicy: policy });
+      const opts: HttpInvokeOptions = { secrets, invocationId, urlPolicy: policy };
+      if (trace) opts.trace = trace;
+      const r = await invokeHttpFunction(fn, data, opts);
       return "error" in r ? { ok: false, error: r.error } : { ok: true, result: r.result };
     },
   };
@@ -252,6 +254,8 @@ export interface HttpInvokeOptions {
   secrets: Record<string, string | undefined>;
   /** Sent as `x-iii-Invocation-ID`. */
   invocationId: string;
+  /** The call's trace context, sent as the W3C `traceparent` / `baggage` headers (§4.8). */
+  trace?: { traceparent?: string; baggage?: string };
   now?: () => number;
   fetch?: typeof fetch;
   /** When `invocation.timeout_ms` is absent (default 30 s, as iii). */
@@ -297,6 +301,8 @@ export async function invokeHttpFunction(
     [HTTP_INVOKE_HEADERS.invocationId]: opts.invocationId,
     [HTTP_INVOKE_HEADERS.timestamp]: timestamp,
   });
+  if (opts.trace?.traceparent) headers.set("traceparent", opts.trace.traceparent);
+  if (opts.trace?.baggage) headers.set("baggage", opts.trace.baggage);
   for (const [k, v] of Object.entries(inv.headers ?? {})) headers.set(k, v);
   const auth = inv.auth;
   if (auth) {

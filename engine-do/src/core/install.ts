@@ -34,7 +34,6 @@ export interface Installed {
 
 export function installEngine(core: EngineApi, opts: InstallOptions = {}): Installed {
   installEngineFunctions(core);
-  installState(core);
   const now = () => core.ports.clock.now();
   const deadLetters = opts.DB ? new D1DeadLetters(opts.DB, core.ports.namespace, now) : new LocalDeadLetters(core.ports.sql, now);
   let configs;
@@ -48,6 +47,8 @@ export function installEngine(core: EngineApi, opts: InstallOptions = {}): Insta
   }
   const queues = new QueueRouter(core, configs, deadLetters, opts.DELIVERIES);
   core.setQueueProvider(queues);
+  // State writes store their trigger fires and `enqueue` messages on the durable queue.
+  installState(core, queues);
   core.addAlarmClient(queues.durable);
   installQueueBuiltins(core, queues);
   installPubSub(core, queues);

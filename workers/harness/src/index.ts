@@ -1,8 +1,240 @@
-// The harness worker (placeholder until it lands): one `register(iii, config)` entry.
-import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
+// The harness worker (spec §1.1): the single ingress for turns — `harness::trigger`, hard-wired to
+// `run::start`, seeding the turn's trace baggage — the HTTP API a browser or CLI drives a turn
+// with, and the session-created fan-out onto the `agent::sessions` stream. It takes no part in the
+// turn loop. Web APIs only: the same module runs inside the Worker and as a Node process.
+import {
+  AGENT_SESSIONS_GROUP,
+  AGENT_SESSIONS_STREAM,
+  agentMessageSchema,
+  approvalResolveRequest,
+  harnessTriggerRequest,
+  runStartRequest,
+  type RunStartResponse,
+  type SessionsChanged,
+  type TurnStateView,
+} from "@iii-edge/protocol/harness";
+import type { InvocationContext } from "@iii-edge/sdk-edge/client";
+import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { mergeBaggage } from "./baggage.ts";
+import { downstreamFailure, failure, httpRequest, jsonObjectBody, respond, type HttpEnvelope, type HttpRequest } from "./http.ts";
 
-export const worker: WorkerModule = {
+export { baggageValue, mergeBaggage, parseBaggage } from "./baggage.ts";
+export type { HttpEnvelope } from "./http.ts";
+
+/** The only function `harness::trigger` ever starts: clients cannot pick another. */
+export const RUN_START = "run::start";
+/** Baggage keys seeded on the nested call (spec §1.1). */
+export const BAGGAGE_SESSION_ID = "iii.session.id";
+export const BAGGAGE_MESSAGE_ID = "iii.message.id";
+/** Scope the orchestrator writes once per new session (spec §7 item 4). */
+export const SESSION_INDEX_SCOPE = "session_index";
+
+/** The spec's bridge timeout for `harness::trigger` → `run::start` (which itself answers at once). */
+export const RUN_START_TIMEOUT_MS = 600_000;
+/** The `POST /api/turns` route outlives the bridge timeout, so a slow start is answered, not cut. */
+export const TURN_ROUTE_TIMEOUT_MS = RUN_START_TIMEOUT_MS + 10_000;
+/** Reads and small writes (state, events, steer, stop, approvals): the engine's default deadline. */
+export const QUERY_TIMEOUT_MS = 30_000;
+/** Outer ids become baggage values; past this they are refused rather than bloat every nested call. */
+export const MAX_TRACE_ID_CHARS = 256;
+/** `?limit=` on the events route: the engine's own listing page maximum. */
+export const MAX_EVENTS_LIMIT = 1000;
+/** A steering message given as plain text (same bound as a run's system prompt). */
+export const MAX_STEER_TEXT_CHARS = 200_000;
+
+type Ctx = InvocationContext;
+
+const sessionIdSchema = runStartRequest.shape.session_id;
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const issues = (error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] }) =>
+  error.issues.map((i) => (i.path.length ? `${i.path.map(String).join(".")}: ${i.message}` : i.message)).join("; ");
+
+/** A downstream call continuing the handler's trace; `baggage` replaces the inherited one when given. */
+async function call<T>(ctx: Ctx, functionId: string, payload: unknown, timeoutMs: number, baggage?: string): Promise<{ ok: true; value: T } | { ok: false; response: HttpEnvelope }> {
+  try {
+    const request = baggage === undefined ? { function_id: functionId, payload, timeoutMs } : { function_id: functionId, payload, timeoutMs, traceparent: ctx.traceparent, baggage };
+    return { ok: true, value: await ctx.trigger<unknown, T>(request) };
+  } catch (err) {
+    return { ok: false, response: downstreamFailure(functionId, err) };
+  }
+}
+
+/**
+ * `harness::trigger`: validate, seed the baggage, start the turn. `extraBaggage` is the HTTP
+ * request's own `baggage` header when the call came in over `POST /api/turns`.
+ */
+export async function triggerTurn(request: unknown, ctx: Ctx, extraBaggage?: string): Promise<HttpEnvelope> {
+  const outer = harnessTriggerRequest.safeParse(request);
+  if (!outer.success) return failure(400, "invalid_request", `harness::trigger request: ${issues(outer.error)}`);
+  const payload = runStartRequest.safeParse(outer.data.payload);
+  if (!payload.success) return failure(400, "invalid_payload", `run::start payload: ${issues(payload.error)}`);
+  const sessionId = outer.data.session_id ?? payload.data.session_id;
+  const messageId = outer.data.message_id ?? payload.data.message_id;
+  for (const [name, v] of [["session_id", sessionId], ["message_id", messageId]] as const) {
+    if (v !== undefined && v.length > MAX_TRACE_ID_CHARS) return failure(400, "invalid_request", `${name} is longer than ${MAX_TRACE_ID_CHARS} characters`);
+  }
+  const baggage = mergeBaggage([extraBaggage, ctx.baggage], { [BAGGAGE_SESSION_ID]: sessionId, [BAGGAGE_MESSAGE_ID]: messageId });
+  // The payload goes on exactly as the client sent it; the parse above only gatekeeps.
+  const started = await call<RunStartResponse>(ctx, RUN_START, outer.data.payload, RUN_START_TIMEOUT_MS, baggage);
+  if (!started.ok) return started.response;
+  const res = started.value;
+  if (!isRecord(res) || typeof res.started !== "boolean") return failure(502, "invalid_response", `${RUN_START} answered ${JSON.stringify(res) ?? "nothing"}, not {session_id, started}`);
+  return respond(res.started ? 200 : 409, res);
+}
+
+// ------------------------------------------------------------------ HTTP routes
+
+interface Route {
+  /** The function the route's `http` trigger calls (internal: hidden from listings and the model's catalog). */
+  id: string;
+  method: "GET" | "POST";
+  path: string;
+  timeoutMs?: number;
+  handle(req: HttpRequest, ctx: Ctx): Promise<HttpEnvelope>;
+}
+
+function sessionParam(req: HttpRequest): { ok: true; value: string } | { ok: false; response: HttpEnvelope } {
+  const parsed = sessionIdSchema.safeParse(req.path_params.session_id);
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${issues(parsed.error)}`) };
+}
+
+/** `run::steer`'s message: plain text becomes a user message; an object must be an AgentMessage. */
+function steeringMessage(value: unknown): { ok: true; value: unknown } | { ok: false; response: HttpEnvelope } {
+  if (typeof value === "string") {
+    if (value.length === 0 || value.length > MAX_STEER_TEXT_CHARS) return { ok: false, response: failure(400, "invalid_body", `message must be 1–${MAX_STEER_TEXT_CHARS} characters`) };
+    return { ok: true, value: { role: "user", content: [{ type: "text", text: value }], timestamp: Date.now() } };
+  }
+  const parsed = agentMessageSchema.safeParse(value);
+  if (!parsed.success) return { ok: false, response: failure(400, "invalid_body", `message must be text or an agent message: ${issues(parsed.error)}`) };
+  return { ok: true, value };
+}
+
+export const ROUTES: readonly Route[] = [
+  {
+    id: "harness::http::start_turn",
+    method: "POST",
+    path: "api/turns",
+    timeoutMs: TURN_ROUTE_TIMEOUT_MS,
+    async handle(req, ctx) {
+      const body = jsonObjectBody(req);
+      if (!body.ok) return body.response;
+      return triggerTurn(body.value, ctx, req.headers.baggage);
+    },
+  },
+  {
+    id: "harness::http::turn_state",
+    method: "GET",
+    path: "api/turns/:session_id",
+    async handle(req, ctx) {
+      const sid = sessionParam(req);
+      if (!sid.ok) return sid.response;
+      const view = await call<TurnStateView | null>(ctx, "turn::get_state", { session_id: sid.value }, QUERY_TIMEOUT_MS);
+      if (!view.ok) return view.response;
+      if (view.value === null || view.value === undefined) return failure(404, "session_not_found", `no turn has run in session ${sid.value}`);
+      return respond(200, view.value);
+    },
+  },
+  {
+    id: "harness::http::turn_events",
+    method: "GET",
+    path: "api/turns/:session_id/events",
+    async handle(req, ctx) {
+      const sid = sessionParam(req);
+      if (!sid.ok) return sid.response;
+      const payload: { session_id: string; after?: string; limit?: number } = { session_id: sid.value };
+      const { after, limit } = req.query_params;
+      if (after !== undefined && after !== "") payload.after = after;
+      if (limit !== undefined && limit !== "") {
+        const n = Number(limit);
+        if (!Number.isInteger(n) || n < 1 || n > MAX_EVENTS_LIMIT) return failure(400, "invalid_query", `limit must be an integer from 1 to ${MAX_EVENTS_LIMIT}`);
+        payload.limit = n;
+      }
+      const events = await call<unknown>(ctx, "run::events", payload, QUERY_TIMEOUT_MS);
+      return events.ok ? respond(200, events.value) : events.response;
+    },
+  },
+  {
+    id: "harness::http::steer",
+    method: "POST",
+    path: "api/turns/:session_id/steer",
+    async handle(req, ctx) {
+      const sid = sessionParam(req);
+      if (!sid.ok) return sid.response;
+      const body = jsonObjectBody(req);
+      if (!body.ok) return body.response;
+      const message = steeringMessage(body.value.message);
+      if (!message.ok) return message.response;
+      const res = await call<unknown>(ctx, "run::steer", { session_id: sid.value, message: message.value }, QUERY_TIMEOUT_MS);
+      return res.ok ? respond(200, res.value) : res.response;
+    },
+  },
+  {
+    id: "harness::http::stop",
+    method: "POST",
+    path: "api/turns/:session_id/stop",
+    async handle(req, ctx) {
+      const sid = sessionParam(req);
+      if (!sid.ok) return sid.response;
+      const res = await call<unknown>(ctx, "turn::stop", { session_id: sid.value }, QUERY_TIMEOUT_MS);
+      return res.ok ? respond(200, res.value) : res.response;
+    },
+  },
+  {
+    id: "harness::http::resolve_approval",
+    method: "POST",
+    path: "api/approvals",
+    async handle(req, ctx) {
+      const body = jsonObjectBody(req);
+      if (!body.ok) return body.response;
+      const parsed = approvalResolveRequest.safeParse(body.value);
+      if (!parsed.success) return failure(400, "invalid_body", `approval: ${issues(parsed.error)}`);
+      const res = await call<{ ok: boolean; error?: string }>(ctx, "approval::resolve", parsed.data, QUERY_TIMEOUT_MS);
+      if (!res.ok) return res.response;
+      const answer = res.value;
+      if (isRecord(answer) && answer.ok === false) {
+        const code = typeof answer.error === "string" ? answer.error : "approval_refused";
+        return failure(code === "invalid_payload" ? 400 : 409, code, `approval::resolve refused the decision: ${code}`);
+      }
+      return respond(200, answer);
+    },
+  },
+];
+
+// ------------------------------------------------------------------ session-created fan-out
+
+/** `state` trigger payload on `session_index` (protocol/README.md §8.3). */
+async function sessionsChanged(event: unknown, ctx: Ctx): Promise<{ added: string[] }> {
+  if (!isRecord(event) || event.event_type !== "state:created" || typeof event.key !== "string" || event.key === "") return { added: [] };
+  const sid = event.key;
+  const data: SessionsChanged = { added: [sid] };
+  // Item id = session id: a console joining the group gets every session in its `sync`.
+  await ctx.trigger({ function_id: "stream::set", payload: { stream_name: AGENT_SESSIONS_STREAM, group_id: AGENT_SESSIONS_GROUP, item_id: sid, data }, timeoutMs: QUERY_TIMEOUT_MS });
+  return data;
+}
+
+export type HarnessConfig = Record<string, never>;
+
+export const worker: WorkerModule<HarnessConfig> = {
   name: "harness",
-  register() {},
+  register(iii: WorkerSurface) {
+    iii.registerFunction("harness::trigger", (data: unknown, ctx) => triggerTurn(data, ctx), {
+      description:
+        "Start a turn: {session_id?, message_id?, payload: <run::start request>} → {status_code: 200|409|400, headers, body}. The target is always run::start; session_id and message_id become the turn's trace baggage.",
+    });
+    for (const route of ROUTES) {
+      iii.registerFunction(route.id, (data: unknown, ctx) => route.handle(httpRequest(data), ctx), {
+        description: `${route.method} /${route.path}`,
+        metadata: { internal: true },
+      });
+      const config: Record<string, unknown> = { api_path: route.path, http_method: route.method };
+      if (route.timeoutMs !== undefined) config.timeout_ms = route.timeoutMs;
+      iii.registerTrigger({ type: "http", function_id: route.id, config });
+    }
+    iii.registerFunction("harness::sessions::changed", sessionsChanged, {
+      description: `On a new ${SESSION_INDEX_SCOPE} entry, adds {added:[session_id]} to stream ${AGENT_SESSIONS_STREAM} (group ${AGENT_SESSIONS_GROUP}).`,
+      metadata: { internal: true },
+    });
+    iii.registerTrigger({ type: "state", function_id: "harness::sessions::changed", config: { scope: SESSION_INDEX_SCOPE } });
+  },
 };
 export default worker;

@@ -1,8 +1,134 @@
-// The session-storage worker (placeholder until it lands): one `register(iii, config)` entry.
-import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
+// The session-storage worker (spec §1.11, §5): `session-tree::*`, the conversation of each session
+// as a branching tree of entries, and `session-inbox::*`, per-session named queues. Inside the
+// Worker it keeps them in D1 (`env.DB`); alone in Node (./node.ts) in a node:sqlite file.
+import { z } from "zod";
+import { IIIError } from "@iii-edge/protocol";
+import { agentMessageSchema, type AgentMessage } from "@iii-edge/protocol/harness";
+import type { WorkerHandler, WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { d1Store, isD1, type SqlStore } from "./sql-store.ts";
+import { MAX_APPEND_MANY, MAX_LIST_LIMIT, MAX_PAGE_ENTRIES, SessionStore, type SessionStoreOptions } from "./session-store.ts";
 
-export const worker: WorkerModule = {
+export { SessionStore } from "./session-store.ts";
+export * from "./sql-store.ts";
+
+/** Longest session id: the same bound `run::start` puts on it. */
+export const MAX_SESSION_ID_LENGTH = 128;
+/** Longest entry id: deterministic ids are built from a run id and a call id (`e_<run>_<call>`). */
+export const MAX_ENTRY_ID_LENGTH = 256;
+/** Longest inbox name (`steering`, `followup`, …). */
+export const MAX_INBOX_NAME_LENGTH = 64;
+/** Longest display name / cwd kept with a session. */
+export const MAX_DISPLAY_NAME_LENGTH = 200;
+export const MAX_CWD_LENGTH = 4_096;
+
+const sessionId = z
+  .string()
+  .min(1)
+  .max(MAX_SESSION_ID_LENGTH)
+  .refine((s) => !s.includes("/"), "must not contain '/'");
+const entryId = z.string().min(1).max(MAX_ENTRY_ID_LENGTH);
+const message = agentMessageSchema;
+const inboxName = z
+  .string()
+  .min(1)
+  .max(MAX_INBOX_NAME_LENGTH)
+  .refine((s) => !s.includes("/"), "must not contain '/'");
+
+export const requests = {
+  "session-tree::ensure": z.object({
+    session_id: sessionId,
+    display_name: z.string().max(MAX_DISPLAY_NAME_LENGTH).optional(),
+    cwd: z.string().max(MAX_CWD_LENGTH).optional(),
+  }),
+  "session-tree::get": z.object({ session_id: sessionId }),
+  "session-tree::list": z
+    .object({
+      limit: z.number().int().min(1).max(MAX_LIST_LIMIT).optional(),
+      offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+      order: z.enum(["asc", "desc"]).optional(),
+    })
+    .default({}),
+  "session-tree::append": z.object({ session_id: sessionId, message, entry_id: entryId.optional(), parent_id: entryId.optional() }),
+  "session-tree::append_many": z.object({
+    session_id: sessionId,
+    entries: z.array(z.object({ entry_id: entryId.optional(), message })).max(MAX_APPEND_MANY),
+    parent_id: entryId.optional(),
+  }),
+  "session-tree::messages": z.object({
+    session_id: sessionId,
+    branch_leaf: entryId.optional(),
+    limit: z.number().int().min(1).max(MAX_PAGE_ENTRIES).optional(),
+    cursor: z.string().min(1).max(4_096).optional(),
+    include_custom: z.boolean().optional(),
+  }),
+  "session-tree::update_message": z.object({ session_id: sessionId, entry_id: entryId, message }),
+  "session-inbox::push": z.object({ name: inboxName, session_id: sessionId, item: z.unknown().refine((v) => v !== undefined, "item is required") }),
+  "session-inbox::peek": z.object({ name: inboxName, session_id: sessionId }),
+  "session-inbox::drain": z.object({ name: inboxName, session_id: sessionId }),
+} as const;
+type FunctionId = keyof typeof requests;
+type Request<Id extends FunctionId> = z.output<(typeof requests)[Id]>;
+
+const descriptions: Record<FunctionId, string> = {
+  "session-tree::ensure": "Create a session if it does not exist yet: {session_id, created}.",
+  "session-tree::get": "A session's metadata (created/updated times, entry and branch counts, active leaf), or null.",
+  "session-tree::list": "Sessions, most recently updated first (order: asc for oldest first), with their total.",
+  "session-tree::append": "Append a message under parent_id (default: the active leaf); it becomes the leaf. An entry_id that exists appends nothing (appended: false).",
+  "session-tree::append_many": "Append messages chained to each other in one step; the last becomes the leaf. appended counts the new entries.",
+  "session-tree::messages": "The messages on the active path (or the path to branch_leaf), oldest first, a page at a time (next_cursor).",
+  "session-tree::update_message": "Replace an entry's message in place; its revision goes up.",
+  "session-inbox::push": "Queue an item on a session's named inbox (steering, followup): {ok, size}; ok false when full.",
+  "session-inbox::peek": "The items queued on a session's named inbox, oldest first, without removing them.",
+  "session-inbox::drain": "Take every item of a session's named inbox at once, oldest first (atomic: an item is taken once).",
+};
+
+export interface SessionStorageConfig extends SessionStoreOptions {
+  store: SqlStore;
+}
+
+/** In the Worker: the D1 binding `DB`. */
+export function configFrom(env: Readonly<Record<string, unknown>>): SessionStorageConfig {
+  if (!isD1(env.DB)) throw new Error("session-storage needs the D1 binding DB (or run it in Node: workers/session-storage/src/node.ts)");
+  return { store: d1Store(env.DB) };
+}
+
+function parse<Id extends FunctionId>(id: Id, data: unknown): Request<Id> {
+  const r = requests[id].safeParse(data);
+  if (!r.success) throw new IIIError("invalid_arguments", `${id}: ${z.prettifyError(r.error)}`);
+  return r.data as Request<Id>;
+}
+
+export function registerSessionStorage(iii: WorkerSurface, config: SessionStorageConfig): SessionStore {
+  const store = new SessionStore(config.store, config);
+  const fn = <Id extends FunctionId>(id: Id, handler: (req: Request<Id>) => Promise<unknown>): void => {
+    const h: WorkerHandler = (data: unknown) => handler(parse(id, data));
+    iii.registerFunction(id, h, { description: descriptions[id], request_format: z.toJSONSchema(requests[id], { io: "input", unrepresentable: "any" }) });
+  };
+  const msg = (m: unknown): AgentMessage => m as AgentMessage; // checked by agentMessageSchema (lenient by design)
+
+  fn("session-tree::ensure", (r) => store.ensure(r.session_id, { display_name: r.display_name, cwd: r.cwd }));
+  fn("session-tree::get", (r) => store.get(r.session_id));
+  fn("session-tree::list", (r) => store.list(r));
+  fn("session-tree::append", (r) => store.append(r.session_id, { entry_id: r.entry_id, message: msg(r.message) }, r.parent_id));
+  fn("session-tree::append_many", async (r) => {
+    const { entry_ids, appended } = await store.appendMany(
+      r.session_id,
+      r.entries.map((e) => ({ entry_id: e.entry_id, message: msg(e.message) })),
+      r.parent_id,
+    );
+    return { entry_ids, appended };
+  });
+  fn("session-tree::messages", (r) => store.messages(r.session_id, r));
+  fn("session-tree::update_message", (r) => store.updateMessage(r.session_id, r.entry_id, msg(r.message)));
+  fn("session-inbox::push", (r) => store.push(r.session_id, r.name, r.item));
+  fn("session-inbox::peek", (r) => store.peek(r.session_id, r.name));
+  fn("session-inbox::drain", (r) => store.drain(r.session_id, r.name));
+  return store;
+}
+
+export const worker: WorkerModule<SessionStorageConfig> = {
   name: "session-storage",
-  register() {},
+  configFrom,
+  register: (iii, config) => void registerSessionStorage(iii, config),
 };
 export default worker;

@@ -1,8 +1,70 @@
-// The turn-orchestrator worker (placeholder until it lands): one `register(iii, config)` entry.
-import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
+// The turn-orchestrator worker (spec §1.2, §2; TS-7 ids and FSM, GREEN durability): one durable
+// FSM per session, every fact of it in engine state, every step a `turn::<state>` message on the
+// `turn-step` queue. Runs in workerd and in Node (Web APIs only).
+import { runStartRequest, type RunStartRequest, type TurnState } from "@iii-edge/protocol/harness";
+import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import type { Trigger } from "./calls.ts";
+import { SCOPE_APPROVALS } from "./constants.ts";
+import { eventsRequest, getState, onApproval, readEvents, sessionRequest, steer, steerRequest, stopRun } from "./control.ts";
+import { functionAwaitingApproval, functionExecute } from "./functions.ts";
+import { runStart } from "./run-start.ts";
+import { assistantStreaming, provisioning, steeringCheck } from "./steps.ts";
+import type { Tx } from "./store.ts";
+import { runTransition, stepPayload, type StepPayload } from "./transition.ts";
 
-export const worker: WorkerModule = {
+export { TransientError } from "./calls.ts";
+export { inferProvider } from "./streaming.ts";
+
+export interface TurnOrchestratorConfig {
+  /** Run ids when `run::start` has no message_id (injected in tests). */
+  newRunId?: () => string;
+}
+
+const newRunIdDefault = (): string => `r${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+
+export const worker: WorkerModule<TurnOrchestratorConfig> = {
   name: "turn-orchestrator",
-  register() {},
+  configFrom: () => ({}),
+  register(iii: WorkerSurface, config: TurnOrchestratorConfig) {
+    const newRunId = config.newRunId ?? newRunIdDefault;
+    const steps: Record<Exclude<TurnState, "stopped" | "failed">, (tx: Tx) => Promise<void>> = {
+      provisioning,
+      assistant_streaming: (tx) => assistantStreaming(tx, iii.channels),
+      function_execute: functionExecute,
+      function_awaiting_approval: functionAwaitingApproval,
+      steering_check: steeringCheck,
+    };
+    for (const [state, handler] of Object.entries(steps) as [TurnState, (tx: Tx) => Promise<void>][]) {
+      iii.registerFunction(`turn::${state}`, (data: StepPayload, ctx) => runTransition(ctx.trigger as Trigger, state, data, handler), {
+        description: `Turn step: the ${state} state of a session's run (queued on turn-step with {session_id, step})`,
+        input: stepPayload,
+      });
+    }
+
+    iii.registerFunction("run::start", (data: RunStartRequest, ctx) => runStart({ trigger: ctx.trigger as Trigger, newRunId }, data), {
+      description: "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
+      input: runStartRequest,
+    });
+    iii.registerFunction("turn::get_state", (data: { session_id: string }, ctx) => getState(ctx.trigger as Trigger, data.session_id), {
+      description: "The client view of a session's turn record ({session_id, state, turn_count, max_turns?, awaiting_approval?, error?}) or null",
+      input: sessionRequest,
+    });
+    iii.registerFunction("turn::stop", (data: { session_id: string }, ctx) => stopRun(ctx.trigger as Trigger, data.session_id), {
+      description: "Stop a session's run between steps: {session_id} → {session_id, stopping, state}",
+      input: sessionRequest,
+    });
+    iii.registerFunction("run::steer", (data: { session_id: string; message: unknown }, ctx) => steer(ctx.trigger as Trigger, data.session_id, data.message), {
+      description: "Queue a message for the running turn (inbox steering): {session_id, message} → {ok}",
+      input: steerRequest,
+    });
+    iii.registerFunction("run::events", (data: { session_id: string; after?: string | null; limit?: number }, ctx) => readEvents(ctx.trigger as Trigger, data.session_id, data.after, data.limit), {
+      description: "A session's agent::events after a cursor, in order: {session_id, after?, limit?} → {events:[{item_id, data}], next}",
+      input: eventsRequest,
+    });
+    iii.registerFunction("turn::on_approval", (data: unknown, ctx) => onApproval(ctx.trigger as Trigger, data), {
+      description: "State trigger handler (scope approvals): wakes the parked session a decision belongs to",
+    });
+    iii.registerTrigger({ type: "state", function_id: "turn::on_approval", config: { scope: SCOPE_APPROVALS } });
+  },
 };
 export default worker;

@@ -15,9 +15,9 @@ export function installPubSub(core: EngineApi, queues: QueueRouter): void {
 
   defineBuiltin(core, "publish", {
     description: "Publish {topic, data} to every `subscribe` trigger on the topic (fire-and-forget)",
-    handler: ({ topic, data }) => {
+    handler: ({ topic, data }, ctx) => {
       if (!topic) throw new IIIError("topic_not_set", "topic is required");
-      subscribers.publish(topic, data ?? null);
+      subscribers.publish(topic, data ?? null, ctx);
       return undefined;
     },
   });
@@ -26,7 +26,7 @@ export function installPubSub(core: EngineApi, queues: QueueRouter): void {
     description: "Publish {topic, data} durably: one queued delivery per subscribed function, with retries and dead letters",
     handler: async ({ topic, data }, ctx) => {
       if (!topic) throw new IIIError("topic_not_set", "topic is required");
-      const ids = await durable.publish(topic, data ?? null, ctx.traceparent);
+      const ids = await durable.publish(topic, data ?? null, ctx);
       // iii returns nothing; the receipts are an iii-edge addition (ignored by iii clients).
       return { messageReceiptIds: ids };
     },

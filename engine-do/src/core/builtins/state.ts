@@ -1,7 +1,26 @@
 // state::* (protocol/README.md §7.2) on the object's SQLite, and the `state` trigger type (§8.3).
-// Inputs and results: protocol's BUILTINS.
-import { IIIError, MAX_LIST_PAGE, MAX_VALUE_BYTES, TRIGGER_TYPES, exceedsJsonDepth, jsonDepthMessage, stateTriggerConfig, type ErrorCode, type StateEventType, type UpdateOutput } from "@iii-edge/protocol";
-import type { EngineApi } from "../api.ts";
+// A write is one transaction with what it causes: its trigger fires (durable messages, one per
+// matching binding) and the queue message its `enqueue` asks for. Inputs and results: protocol's
+// BUILTINS.
+import {
+  IIIError,
+  MAX_LIST_PAGE,
+  MAX_VALUE_BYTES,
+  TRIGGER_TYPES,
+  exceedsJsonDepth,
+  jsonDepthMessage,
+  mayCall,
+  stateTriggerConfig,
+  type ErrorCode,
+  type StateEnqueue,
+  type StateEventType,
+  type StateSetOutput,
+  type StateTriggerPayload,
+  type StateUpdateOutput,
+} from "@iii-edge/protocol";
+import type { CallContext, EngineApi, EnqueueRequest } from "../api.ts";
+import { STATE_TRIGGER_PREFIX } from "../queues/config.ts";
+import { stateFireGroup, type PreparedEnqueue, type QueueRouter } from "../queues/router.ts";
 import { applyUpdateOps } from "../update-ops.ts";
 import { defineBuiltin } from "./define.ts";
 import { stateListing } from "./state-list.ts";
@@ -14,7 +33,14 @@ function canonicalJson(v: unknown): string {
 }
 const sameJson = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
 
-export function installState(core: EngineApi): void {
+/**
+ * Fires one binding may have waiting (its handler failing or slow for a long time, each fire a copy
+ * of the old and the new value): beyond it a new fire is dropped with a warning, so a broken
+ * handler cannot grow the object's storage without bound. Far above what a working handler leaves.
+ */
+const MAX_WAITING_FIRES_PER_BINDING = 10_000;
+
+export function installState(core: EngineApi, queues: QueueRouter): void {
   const { sql } = core.ports;
   sql.exec("CREATE TABLE IF NOT EXISTS state (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (scope, key))");
 
@@ -35,29 +61,58 @@ export function installState(core: EngineApi): void {
     }
   };
 
-  /** state triggers run in the background, one after another, after the write is durable. */
-  const notify = (event_type: StateEventType, scope: string, key: string, old_value: unknown, new_value: unknown) => {
+  /**
+   * The `state` trigger fires of one write (§8.3): one durable message per matching binding, on
+   * the binding's queue `state:<trigger id>`, stored by the caller inside the write's transaction
+   * — so a fire exists exactly when its write does, survives eviction, and is retried until its
+   * handler succeeds. Delivered after the write answers (the durable queue's pump).
+   */
+  const fires = (event_type: StateEventType, scope: string, key: string, old_value: unknown, new_value: unknown, ctx: CallContext) => {
     const bindings = core.activeBindings(TRIGGER_TYPES.state).filter((b) => {
       const c = (b.config ?? {}) as { scope?: string; key?: string };
       return (c.scope === undefined || c.scope === scope) && (c.key === undefined || c.key === key);
     });
-    if (bindings.length === 0) return;
-    const payload = { type: "state", event_type, scope, key, old_value: old_value ?? null, new_value: new_value ?? null };
-    core.ports.background(
-      (async () => {
-        for (const b of bindings) await core.fire(b, payload);
-      })(),
-    );
+    const payload: StateTriggerPayload = { type: "state", event_type, scope, key, old_value: old_value ?? null, new_value: new_value ?? null };
+    const group = stateFireGroup(scope, key);
+    for (const b of bindings) {
+      const queue = `${STATE_TRIGGER_PREFIX}${b.id}`;
+      if (queues.durable.holdsAtLeast(queue, MAX_WAITING_FIRES_PER_BINDING)) {
+        core.ports.log.warn("state trigger fire dropped: its binding has too many fires waiting", { trigger: b.id, function_id: b.function_id, scope, key, waiting: MAX_WAITING_FIRES_PER_BINDING });
+        continue;
+      }
+      const req: EnqueueRequest = { queue, function_id: b.function_id, data: payload };
+      if (ctx.traceparent) req.traceparent = ctx.traceparent;
+      if (ctx.baggage) req.baggage = ctx.baggage;
+      queues.commitPrepared(queues.prepare(req, { trigger_id: b.id, group }));
+    }
+  };
+
+  /** A write's `enqueue` (§7.2), checked before anything is written: the queue (durable), the
+   * fifo group, the caller's right to call the function. */
+  const prepareEnqueue = (e: StateEnqueue | undefined, ctx: CallContext): PreparedEnqueue | undefined => {
+    if (!e) return undefined;
+    if (!mayCall(ctx.grant, e.function_id)) throw new IIIError("forbidden", `'${ctx.grant.sub}' may not call ${e.function_id}`);
+    const req: EnqueueRequest = { queue: e.queue, function_id: e.function_id, data: e.payload ?? null };
+    if (e.idempotency_key) req.idempotency_key = e.idempotency_key;
+    if (ctx.traceparent) req.traceparent = ctx.traceparent;
+    if (ctx.baggage) req.baggage = ctx.baggage;
+    return queues.prepare(req);
   };
 
   defineBuiltin(core, "state::set", {
-    description: "Store a JSON value under scope/key; returns {old_value, new_value}",
-    handler: ({ scope, key, value, data }) => {
+    description: "Store a JSON value under scope/key; returns {old_value, new_value}; with `enqueue`, a queue message stored in the same transaction ({messageReceiptId})",
+    handler: ({ scope, key, value, data, enqueue }, ctx) => {
       const next = value !== undefined ? value : data;
-      const old = read(scope, key);
-      write(scope, key, next, "set_error");
-      notify(old === undefined ? "state:created" : "state:updated", scope, key, old, next);
-      return { old_value: old ?? null, new_value: next ?? null };
+      const prepared = prepareEnqueue(enqueue, ctx);
+      // The write, its trigger fires and its message commit together or not at all.
+      return sql.transaction(() => {
+        const old = read(scope, key);
+        write(scope, key, next, "set_error");
+        fires(old === undefined ? "state:created" : "state:updated", scope, key, old, next, ctx);
+        const out: StateSetOutput = { old_value: old ?? null, new_value: next ?? null };
+        if (prepared) out.messageReceiptId = queues.commitPrepared(prepared);
+        return out;
+      });
     },
   });
   defineBuiltin(core, "state::get", {
@@ -66,30 +121,36 @@ export function installState(core: EngineApi): void {
   });
   defineBuiltin(core, "state::delete", {
     description: "Delete scope/key; returns the previous value itself",
-    handler: ({ scope, key }) => {
-      const old = read(scope, key);
-      if (old === undefined) return undefined;
-      sql.exec("DELETE FROM state WHERE scope = ? AND key = ?", scope, key);
-      notify("state:deleted", scope, key, old, null);
-      return old;
-    },
+    handler: ({ scope, key }, ctx) =>
+      sql.transaction(() => {
+        const old = read(scope, key);
+        if (old === undefined) return undefined;
+        sql.exec("DELETE FROM state WHERE scope = ? AND key = ?", scope, key);
+        fires("state:deleted", scope, key, old, null, ctx);
+        return old;
+      }),
   });
   defineBuiltin(core, "state::update", {
-    description: "Apply update ops (set, increment, decrement, remove, merge, append) atomically",
-    handler: (input) => {
+    description: "Apply update ops (set, increment, decrement, remove, merge, append) atomically; `expected` makes it a compare-and-set; with `enqueue`, a queue message stored in the same transaction",
+    handler: (input, ctx) => {
       const { scope, key, ops } = input;
-      const old = read(scope, key);
-      // Compare-and-set: two steps touching one record cannot both win (the read and the write are
-      // one synchronous step of the object, so nothing runs between them).
-      if ("expected" in input && !sameJson(old ?? null, input.expected ?? null)) {
-        throw new IIIError("state_conflict", `${scope}/${key} is not the expected value; read it again and retry`);
-      }
-      const { value, errors } = applyUpdateOps(old, ops);
-      write(scope, key, value, "update_error");
-      notify(old === undefined ? "state:created" : "state:updated", scope, key, old, value);
-      const out: UpdateOutput = { old_value: old ?? null, new_value: value };
-      if (errors.length > 0) out.errors = errors;
-      return out;
+      const prepared = prepareEnqueue(input.enqueue, ctx);
+      return sql.transaction(() => {
+        const old = read(scope, key);
+        // Compare-and-set: two steps touching one record cannot both win (the read and the write are
+        // one synchronous step of the object, so nothing runs between them). A conflict throws out
+        // of the transaction: nothing is written, no fire, no message.
+        if ("expected" in input && !sameJson(old ?? null, input.expected ?? null)) {
+          throw new IIIError("state_conflict", `${scope}/${key} is not the expected value; read it again and retry`);
+        }
+        const { value, errors } = applyUpdateOps(old, ops);
+        write(scope, key, value, "update_error");
+        fires(old === undefined ? "state:created" : "state:updated", scope, key, old, value, ctx);
+        const out: StateUpdateOutput = { old_value: old ?? null, new_value: value };
+        if (errors.length > 0) out.errors = errors;
+        if (prepared) out.messageReceiptId = queues.commitPrepared(prepared);
+        return out;
+      });
     },
   });
   const listing = stateListing(sql);

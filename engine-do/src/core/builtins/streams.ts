@@ -19,6 +19,7 @@ import {
   type UpdateOutput,
 } from "@iii-edge/protocol";
 import type { EngineApi } from "../api.ts";
+import { traceOf, type TraceContext } from "../trace.ts";
 import { applyUpdateOps } from "../update-ops.ts";
 import { defineBuiltin } from "./define.ts";
 
@@ -75,34 +76,35 @@ export class Streams {
     }
   }
 
-  set(stream: string, group: string, item: string, data: unknown): { old_value: unknown; new_value: unknown } {
+  set(stream: string, group: string, item: string, data: unknown, trace?: TraceContext): { old_value: unknown; new_value: unknown } {
     const old = this.read(stream, group, item);
     this.write(stream, group, item, data, "stream_set_error");
-    this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: data ?? null });
+    this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: data ?? null }, trace);
     return { old_value: old ?? null, new_value: data ?? null };
   }
-  update(stream: string, group: string, item: string, ops: UpdateOp[]): UpdateOutput {
+  update(stream: string, group: string, item: string, ops: UpdateOp[], trace?: TraceContext): UpdateOutput {
     const old = this.read(stream, group, item);
     const { value, errors } = applyUpdateOps(old, ops);
     this.write(stream, group, item, value, "stream_update_error");
-    this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: value });
+    this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: value }, trace);
     const out: UpdateOutput = { old_value: old ?? null, new_value: value };
     if (errors.length > 0) out.errors = errors;
     return out;
   }
-  delete(stream: string, group: string, item: string): { old_value: unknown } {
+  delete(stream: string, group: string, item: string, trace?: TraceContext): { old_value: unknown } {
     const old = this.read(stream, group, item);
     if (old !== undefined) {
       this.core.ports.sql.exec("DELETE FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id = ?", stream, group, item);
-      this.emit(stream, group, item, { type: "delete", data: old });
+      this.emit(stream, group, item, { type: "delete", data: old }, trace);
     }
     return { old_value: old ?? null };
   }
 
   // ------------------------------------------------------------------ events
 
-  /** Push to subscribed sockets now, and fire `stream` triggers in the background, in order. */
-  emit(stream: string, group: string, item: string | null, event: StreamChange): void {
+  /** Push to subscribed sockets now, and fire `stream` triggers in the background, in order, in
+   * the trace of the call that caused the event. */
+  emit(stream: string, group: string, item: string | null, event: StreamChange, trace?: TraceContext): void {
     const timestamp = this.core.ports.clock.now();
     const msg: StreamTriggerPayload = { type: "stream", timestamp, streamName: stream, groupId: group, id: item, event };
     if (this.sockets) {
@@ -122,7 +124,7 @@ export class Streams {
     if (bindings.length === 0) return;
     this.core.ports.background(
       (async () => {
-        for (const b of bindings) await this.core.fire(b, msg);
+        for (const b of bindings) await this.core.fire(b, msg, traceOf(trace));
       })(),
     );
   }
@@ -235,7 +237,7 @@ export function installStreams(core: EngineApi): Streams {
 
   defineBuiltin(core, "stream::set", {
     description: "Store an item: {stream_name, group_id, item_id, data} → {old_value, new_value}",
-    handler: (q) => s.set(q.stream_name, q.group_id, q.item_id, q.data),
+    handler: (q, ctx) => s.set(q.stream_name, q.group_id, q.item_id, q.data, ctx),
   });
   defineBuiltin(core, "stream::get", {
     description: "Read an item; no result when absent",
@@ -243,7 +245,7 @@ export function installStreams(core: EngineApi): Streams {
   });
   defineBuiltin(core, "stream::delete", {
     description: "Delete an item → {old_value}",
-    handler: (q) => s.delete(q.stream_name, q.group_id, q.item_id),
+    handler: (q, ctx) => s.delete(q.stream_name, q.group_id, q.item_id, ctx),
   });
   defineBuiltin(core, "stream::list", {
     description: "Items of a group, as an array of values",
@@ -265,14 +267,14 @@ export function installStreams(core: EngineApi): Streams {
   });
   defineBuiltin(core, "stream::send", {
     description: "Send a custom event {stream_name, group_id, id?, type, data} to subscribers and stream triggers",
-    handler: (q) => {
-      s.emit(q.stream_name, q.group_id, q.id ?? null, { type: "event", event: { type: q.type, data: q.data ?? null } });
+    handler: (q, ctx) => {
+      s.emit(q.stream_name, q.group_id, q.id ?? null, { type: "event", event: { type: q.type, data: q.data ?? null } }, ctx);
       return undefined;
     },
   });
   defineBuiltin(core, "stream::update", {
     description: "Apply update ops to an item → {old_value, new_value, errors?}",
-    handler: (q) => s.update(q.stream_name, q.group_id, q.item_id, q.ops),
+    handler: (q, ctx) => s.update(q.stream_name, q.group_id, q.item_id, q.ops, ctx),
   });
   return s;
 }

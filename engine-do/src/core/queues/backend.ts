@@ -20,6 +20,11 @@ export interface QueueMessage {
   traceparent?: string;
   baggage?: string;
   overrides?: MessageOverrides;
+  /** A `state` trigger fire (durable backend only): delivered through that binding — its
+   * condition, its current function, its metadata (durable-queue.ts). */
+  trigger_id?: string;
+  /** The fifo group, when the sender sets it rather than the queue's message_group_field. */
+  group?: string;
 }
 
 export type EnqueueResult = { ok: true } | { ok: false; message: string };

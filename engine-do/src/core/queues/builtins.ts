@@ -12,7 +12,9 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
     handler: async (q, ctx) => {
       const req: EnqueueRequest = { queue: q.queue, function_id: q.function_id, data: q.data ?? null };
       if (q.idempotency_key) req.idempotency_key = q.idempotency_key;
+      // Every delivery runs in the enqueuer's trace (§4.8).
       if (ctx.traceparent) req.traceparent = ctx.traceparent;
+      if (ctx.baggage) req.baggage = ctx.baggage;
       const out = await router.enqueue(req);
       if (!out.ok) throw IIIError.relayed(out.error);
       // The provider's outcome carries its result untyped: read as what an enqueue answers.

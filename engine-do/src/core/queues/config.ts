@@ -57,6 +57,31 @@ export const DURABLE_TOPIC_PREFIX = "durable:";
 export const DURABLE_TOPIC_CONFIG: Omit<QueueConfig, "name"> = { backend: "durable", max_retries: 3, backoff_ms: 1000, concurrency: 10, type: "standard", timeout_ms: 30_000 };
 
 /**
+ * Internal durable queues that carry `state` trigger fires (§8.3), one per binding:
+ * `state:<trigger id>`. Each fire is a row written in the transaction of the state write that
+ * caused it; fifo per record (scope and key), so the fires of one record arrive in write order.
+ */
+export const STATE_TRIGGER_PREFIX = "state:";
+export const STATE_TRIGGER_CONFIG: Omit<QueueConfig, "name"> = {
+  backend: "durable",
+  type: "fifo",
+  // Only the name of the field is shown (engine::queue::topic_stats): the group is the record,
+  // set by the state write itself (scope and key).
+  message_group_field: "key",
+  // 8 retries from 500 ms, doubling: about two minutes, enough to ride out the restart of the
+  // worker that owns the binding (its binding and function come back with it).
+  max_retries: 8,
+  backoff_ms: 500,
+  // As iii's default per queue: fires of different records of one binding run side by side.
+  concurrency: 10,
+  // A fire's deadline, as the engine's default for a call (DEFAULT_INVOKE_TIMEOUT_MS).
+  timeout_ms: 30_000,
+};
+
+/** Name prefixes of the engine's own queues: a `QUEUES` entry may not use them. */
+const RESERVED_PREFIXES = [DURABLE_TOPIC_PREFIX, STATE_TRIGGER_PREFIX];
+
+/**
  * Parse the `QUEUES` var. Missing → just `default`. `hasCloudflare` false (no producer binding,
  * e.g. plain Node tests) turns cloudflare-backed queues into durable ones.
  */
@@ -76,7 +101,8 @@ export function parseQueueConfigs(text: string | undefined, hasCloudflare: boole
   }
   const out = new Map<string, QueueConfig>([["default", { ...DEFAULT_QUEUE_CONFIG }]]);
   for (const [name, q] of Object.entries(r.data)) {
-    if (name.startsWith(DURABLE_TOPIC_PREFIX)) throw new Error(`QUEUES: '${name}': names starting with '${DURABLE_TOPIC_PREFIX}' are reserved for durable topics`);
+    const reserved = RESERVED_PREFIXES.find((p) => name.startsWith(p));
+    if (reserved) throw new Error(`QUEUES: '${name}': names starting with '${reserved}' are reserved for the engine's own queues (${reserved === STATE_TRIGGER_PREFIX ? "state trigger fires" : "durable topics"})`);
     const c: QueueConfig = { name, backend: q.backend, max_retries: q.max_retries, backoff_ms: q.backoff_ms, concurrency: q.concurrency, type: q.type, timeout_ms: q.timeout_ms };
     if (q.message_group_field) c.message_group_field = q.message_group_field;
     out.set(name, c);

@@ -1,10 +1,15 @@
 // The durable queue inside the engine object: SQLite rows + the object's alarm. The backend
 // (QueueBackend, backend.ts) of the iii `enqueue` action for queues configured with backend
-// "durable" (ordered, millisecond latency) and of the `durable:subscriber` topics. At-least-once:
-// a message is deleted only after its handler succeeded; a delivery in flight holds a lease, and
-// leases of a previous instance are void on wake (eviction mid-delivery makes the message due
-// again). The message id is the invocation id of every attempt, so a handler can deduplicate.
-import type { AlarmClient, CallRequest, EngineApi, EnqueueRequest } from "../api.ts";
+// "durable" (ordered, millisecond latency), of the `durable:subscriber` topics, of the messages a
+// state write enqueues in its own transaction, and of `state` trigger fires (rows with a
+// `trigger_id`, delivered through that binding). At-least-once: a message is deleted only after its
+// handler succeeded. A delivery runs under its queue's `timeout_ms` and holds a lease of that plus
+// LEASE_MARGIN_MS (`next_at`): within an instance a leased message is never picked again, so a long
+// call is not repeated while it runs; the leases of a previous instance are void on wake (its
+// pending calls died with it). The message id is the invocation id of every attempt, so a handler
+// can deduplicate.
+import type { AlarmClient, CallRequest, EngineApi, EnqueueRequest, FireOptions } from "../api.ts";
+import type { CallOutcome } from "../ports.ts";
 import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { backoffDelay, type QueueConfig } from "./config.ts";
 import type { DeadLetter, DeadLetterSink } from "./dead-letters.ts";
@@ -14,8 +19,9 @@ export type { MessageOverrides } from "./backend.ts";
 
 /** Extra time on top of a delivery's deadline before its lease is considered lost. */
 const LEASE_MARGIN_MS = 5_000;
-/** While deliveries are in flight, their completion re-pumps; the alarm is only a safety net this
- * far ahead (otherwise a due message waiting for a busy fifo group would spin the alarm). */
+/** A due message the last pump had to leave for want of concurrency waits for a delivery of its
+ * queue to complete (which re-pumps); the alarm is only a safety net this far ahead (otherwise it
+ * would spin while the queue is full). */
 const SAFETY_REPUMP_MS = 1_000;
 /** Most rows one pump looks at per queue (bounds the work of one event). */
 const PUMP_SCAN_LIMIT = 1_000;
@@ -35,6 +41,28 @@ interface Row {
   max_retries: number | null;
   backoff_ms: number | null;
   last_error: string | null;
+  trigger_id: string | null;
+}
+
+/** Where a message goes besides its queue (QueueMessage's `trigger_id` and `group`). */
+export interface PushExtras {
+  /** A `state` trigger fire: delivered through this binding (condition, function, metadata). */
+  trigger_id?: string;
+  /** The fifo group, set by the sender instead of read from `message_group_field`. */
+  group?: string;
+}
+
+/**
+ * The fifo group of a message of `cfg`, or why it has none: the value of `data`'s
+ * `message_group_field` (null for a standard queue), unless the sender set `group` itself.
+ */
+export function fifoGroup(cfg: QueueConfig, data: unknown, group?: string): { ok: true; group: string | null } | { ok: false; message: string } {
+  if (cfg.type !== "fifo") return { ok: true, group: null };
+  if (group !== undefined) return { ok: true, group };
+  const field = cfg.message_group_field ?? "";
+  const v = data && typeof data === "object" ? (data as Record<string, unknown>)[field] : undefined;
+  if (v === undefined || v === null) return { ok: false, message: `fifo queue '${cfg.name}' needs data.${field}` };
+  return { ok: true, group: typeof v === "string" ? v : JSON.stringify(v) };
 }
 
 export class DurableQueues implements QueueBackend, AlarmClient {
@@ -48,6 +76,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   private readonly deadLetters: DeadLetterSink | undefined;
   private pumping = false;
   private pumpAgain = false;
+  /** The last pump left due messages undelivered because their queue was at its concurrency. */
+  private leftForConcurrency = false;
   private kicked = false;
   /** The last kick could not set a timer (logged once per run of failures). */
   private timerFailed = false;
@@ -67,17 +97,25 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     // Objects created before the per-message overrides existed get the columns added.
     const cols = new Set(sql.exec<{ name: string }>("PRAGMA table_info(queue_messages)").map((c) => c.name));
     for (const c of ["max_retries", "backoff_ms"]) if (!cols.has(c)) sql.exec(`ALTER TABLE queue_messages ADD COLUMN ${c} INTEGER`);
+    // …and the binding of a state trigger fire (§8.3).
+    if (!cols.has("trigger_id")) sql.exec("ALTER TABLE queue_messages ADD COLUMN trigger_id TEXT");
     sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_due ON queue_messages (queue, next_at)");
     sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_seq ON queue_messages (queue, group_key, seq)");
-    // Leases held by a previous instance are void: their deliveries died with it.
-    sql.exec("UPDATE queue_messages SET leased = 0");
+    // Leases of a previous instance are void: that instance's pending calls died with it, so an
+    // answer to its delivery could never settle the message. Waiting out the lease (up to 6 min on
+    // `turn-step`) would only stall the message and its fifo group after every eviction or deploy;
+    // it is due again now, with the same id, and handlers dedupe by it (at-least-once).
+    sql.exec("UPDATE queue_messages SET leased = 0, next_at = MIN(next_at, ?) WHERE leased = 1", core.ports.clock.now());
     this.seq = sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM queue_messages")[0]?.s ?? 0;
   }
 
   /** Store `msg`; its receipt goes in the same transaction: acknowledged means stored. */
   enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void): Promise<EnqueueResult> {
     const r = this.core.ports.sql.transaction(() => {
-      const pushed = this.push(cfg, { ...msg, queue: cfg.name }, msg.id, msg.overrides);
+      const extras: PushExtras = {};
+      if (msg.trigger_id !== undefined) extras.trigger_id = msg.trigger_id;
+      if (msg.group !== undefined) extras.group = msg.group;
+      const pushed = this.push(cfg, { ...msg, queue: cfg.name }, msg.id, msg.overrides, extras);
       if (pushed.ok) onAccept();
       return pushed;
     });
@@ -88,20 +126,15 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * Store one message (synchronously, so the caller can make it atomic with its receipt). A
    * message whose id is already queued is left alone (a repeated redrive is harmless).
    */
-  push(cfg: QueueConfig, req: EnqueueRequest, id: string, overrides: MessageOverrides = {}): EnqueueResult {
-    let group: string | null = null;
-    if (cfg.type === "fifo") {
-      const field = cfg.message_group_field ?? "";
-      const v = req.data && typeof req.data === "object" ? (req.data as Record<string, unknown>)[field] : undefined;
-      if (v === undefined || v === null) return { ok: false, message: `fifo queue '${cfg.name}' needs data.${field}` };
-      group = typeof v === "string" ? v : JSON.stringify(v);
-    }
+  push(cfg: QueueConfig, req: EnqueueRequest, id: string, overrides: MessageOverrides = {}, extras: PushExtras = {}): EnqueueResult {
+    const g = fifoGroup(cfg, req.data, extras.group);
+    if (!g.ok) return g;
     const now = this.core.ports.clock.now();
     this.seq += 1;
     this.core.ports.sql.exec(
-      "INSERT OR IGNORE INTO queue_messages (id, queue, function_id, data, next_at, group_key, enqueued_at, seq, traceparent, baggage, max_retries, backoff_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      id, cfg.name, req.function_id, JSON.stringify(req.data ?? null), now, group, now, this.seq, req.traceparent ?? null, req.baggage ?? null,
-      overrides.max_retries ?? null, overrides.backoff_ms ?? null,
+      "INSERT OR IGNORE INTO queue_messages (id, queue, function_id, data, next_at, group_key, enqueued_at, seq, traceparent, baggage, max_retries, backoff_ms, trigger_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      id, cfg.name, req.function_id, JSON.stringify(req.data ?? null), now, g.group, now, this.seq, req.traceparent ?? null, req.baggage ?? null,
+      overrides.max_retries ?? null, overrides.backoff_ms ?? null, extras.trigger_id ?? null,
     );
     this.kick();
     return { ok: true };
@@ -127,11 +160,25 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     }
   }
 
+  /**
+   * When the next message may be delivered: the earliest `next_at` of a message not held back by
+   * its fifo group (an earlier message of the group, in flight or waiting on its backoff, is what
+   * counts). A fifo head waiting on its retry backoff is therefore woken by the alarm at that time,
+   * whatever else is in flight — it used to hide behind the later, due messages of its own group
+   * until some other delivery happened to complete.
+   */
   nextDue(): number | null {
-    const t = this.core.ports.sql.exec<{ t: number | null }>("SELECT MIN(next_at) AS t FROM queue_messages WHERE leased = 0")[0]?.t ?? null;
+    const rows = this.core.ports.sql.exec<{ queue: string; t: number }>(
+      `SELECT m.queue AS queue, MIN(m.next_at) AS t FROM queue_messages m WHERE m.leased = 0 AND (m.group_key IS NULL OR NOT EXISTS
+        (SELECT 1 FROM queue_messages h WHERE h.queue = m.queue AND h.group_key = m.group_key AND h.seq < m.seq)) GROUP BY m.queue`,
+    );
+    let t: number | null = null;
+    // A queue removed from configuration keeps its messages, but they wake nothing (the pump
+    // skips them): counting them would spin the alarm.
+    for (const r of rows) if (this.configFor(r.queue) && (t === null || r.t < t)) t = r.t;
     if (t === null) return null;
     const now = this.core.ports.clock.now();
-    if (this.inflightTotal > 0 && t <= now) return now + SAFETY_REPUMP_MS;
+    if (this.leftForConcurrency && this.inflightTotal > 0 && t <= now) return now + SAFETY_REPUMP_MS;
     return t;
   }
 
@@ -143,6 +190,11 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     const { sql } = this.core.ports;
     const r = queue === undefined ? sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages") : sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages WHERE queue = ?", queue);
     return r[0]?.n ?? 0;
+  }
+
+  /** Does `queue` hold at least `n` messages? (Stops counting at `n`.) */
+  holdsAtLeast(queue: string, n: number): boolean {
+    return this.core.ports.sql.exec("SELECT 1 FROM queue_messages WHERE queue = ? LIMIT 1 OFFSET ?", queue, n - 1).length > 0;
   }
 
   /** Queue names with messages, and how many (engine::queue::list_topics). */
@@ -158,6 +210,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       return;
     }
     this.pumping = true;
+    this.leftForConcurrency = false;
     try {
       const { sql, clock } = this.core.ports;
       const now = clock.now();
@@ -167,10 +220,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         // A queue removed from configuration keeps its messages until it is configured again.
         if (!cfg) continue;
         const free = cfg.concurrency - (this.inflight.get(cfg.name) ?? 0);
-        if (free <= 0) continue;
+        if (free <= 0) {
+          this.leftForConcurrency = true;
+          continue;
+        }
         if (cfg.type !== "fifo") {
-          const rows = sql.exec<Row>("SELECT * FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, free);
-          for (const row of rows) this.deliver(cfg, row);
+          const rows = sql.exec<Row>("SELECT * FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, free + 1);
+          if (rows.length > free) this.leftForConcurrency = true;
+          for (const row of rows.slice(0, free)) this.deliver(cfg, row);
           continue;
         }
         // fifo: only the head of each idle group is eligible, and a head waiting on backoff (or in
@@ -179,7 +236,10 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         const seen = new Set<string>();
         let started = 0;
         for (const row of rows) {
-          if (started >= free) break;
+          if (started >= free) {
+            this.leftForConcurrency = true;
+            break;
+          }
           const g = `${cfg.name}\u0000${row.group_key}`;
           if (seen.has(g)) continue;
           seen.add(g);
@@ -214,8 +274,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     const maxRetries = row.max_retries ?? cfg.max_retries;
     const backoff = { backoff_ms: row.backoff_ms ?? cfg.backoff_ms };
     let settled: "delivered" | "retry" | "dead" = "retry";
-    const done = this.core
-      .invoke(req)
+    const done = (row.trigger_id === null ? this.core.invoke(req) : this.fireBinding(row.trigger_id, req))
       .then(async (outcome) => {
         const attempts = row.attempts + 1;
         if (outcome.ok) {
@@ -247,6 +306,23 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         this.pump();
       });
     this.core.ports.background(done);
+  }
+
+  /**
+   * A `state` trigger fire: through the binding as it is now (condition, function, metadata), with
+   * the message id as the invocation id of every attempt. A binding that is not registered right
+   * now (its owner reconnecting) fails the attempt, which is retried; a condition answering
+   * `false` delivers it (there is nothing to do), a condition that fails is retried too.
+   */
+  private async fireBinding(triggerId: string, req: CallRequest): Promise<CallOutcome> {
+    const binding = this.core.catalog.triggers.get(triggerId);
+    if (!binding) return { ok: false, error: { code: "function_not_found", message: `trigger ${triggerId} is not registered (its owner may be reconnecting)` } };
+    const opts: FireOptions = { invocationId: req.invocationId, conditionErrors: "fail" };
+    if (req.timeoutMs !== undefined) opts.timeoutMs = req.timeoutMs;
+    if (req.traceparent) opts.traceparent = req.traceparent;
+    if (req.baggage) opts.baggage = req.baggage;
+    const out = await this.core.fire(binding, req.data, opts);
+    return out === "skipped" ? { ok: true } : out;
   }
 
   private async deadLetter(msg: DeadLetter): Promise<void> {

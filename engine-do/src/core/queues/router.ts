@@ -7,10 +7,25 @@ import type { EngineApi, EnqueueRequest, QueueProvider } from "../api.ts";
 import type { CallOutcome } from "../ports.ts";
 import type { MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { CloudflareQueue, type CloudMessageBody, type DeliveryVerdict, type QueueProducerLike } from "./cloudflare-queue.ts";
-import { DURABLE_TOPIC_CONFIG, DURABLE_TOPIC_PREFIX, type QueueConfig } from "./config.ts";
+import { DURABLE_TOPIC_CONFIG, DURABLE_TOPIC_PREFIX, STATE_TRIGGER_CONFIG, STATE_TRIGGER_PREFIX, type QueueConfig } from "./config.ts";
 import type { DeadLetterStore } from "./dead-letters.ts";
-import { DurableQueues } from "./durable-queue.ts";
+import { DurableQueues, fifoGroup } from "./durable-queue.ts";
 import { IdempotencyReceipts } from "./receipts.ts";
+
+/** The fifo group of a state trigger fire: its record (scope and key), so one record's fires stay
+ * in write order while other records' run beside them. */
+export function stateFireGroup(scope: string, key: string): string {
+  return JSON.stringify([scope, key]);
+}
+
+/** A redriven dead letter of a `state:<trigger id>` queue is a fire of that binding again. */
+function stateFireOf(queue: string, data: unknown): { trigger_id?: string; group?: string } {
+  if (!queue.startsWith(STATE_TRIGGER_PREFIX)) return {};
+  const d = (data ?? {}) as { scope?: unknown; key?: unknown };
+  const out: { trigger_id?: string; group?: string } = { trigger_id: queue.slice(STATE_TRIGGER_PREFIX.length) };
+  if (typeof d.scope === "string" && typeof d.key === "string") out.group = stateFireGroup(d.scope, d.key);
+  return out;
+}
 
 /** Most dead letters one `iii::queue::redrive` call moves (bounds one call's work; call again). */
 const MAX_REDRIVE = 10_000;
@@ -18,6 +33,15 @@ const MAX_REDRIVE = 10_000;
 const REDRIVE_PAGE = 100;
 /** Retry delay for a Cloudflare delivery reaching an object that has no producer binding. */
 const NO_PRODUCER_RETRY_S = 5;
+
+/** An enqueue checked by `QueueRouter.prepare`, to be stored by `commitPrepared`. */
+export interface PreparedEnqueue {
+  cfg: QueueConfig;
+  msg: QueueMessage;
+  idempotency_key?: string;
+  /** The idempotency key already has a receipt (`msg.id`): nothing is stored. */
+  repeat: boolean;
+}
 
 export class QueueRouter implements QueueProvider {
   readonly durable: DurableQueues;
@@ -41,6 +65,7 @@ export class QueueRouter implements QueueProvider {
     const c = this.configs.get(name);
     if (c) return c;
     if (name.startsWith(DURABLE_TOPIC_PREFIX) && name.length > DURABLE_TOPIC_PREFIX.length) return { name, ...DURABLE_TOPIC_CONFIG };
+    if (name.startsWith(STATE_TRIGGER_PREFIX) && name.length > STATE_TRIGGER_PREFIX.length) return { name, ...STATE_TRIGGER_CONFIG };
     return undefined;
   }
   queueNames(): string[] {
@@ -57,7 +82,7 @@ export class QueueRouter implements QueueProvider {
   }
 
   /** Enqueue with an explicit message id (redrive keeps the original) or per-message overrides. */
-  async enqueueWith(req: EnqueueRequest, opts: { id?: string; overrides?: MessageOverrides } = {}): Promise<CallOutcome> {
+  async enqueueWith(req: EnqueueRequest, opts: { id?: string; overrides?: MessageOverrides; trigger_id?: string; group?: string } = {}): Promise<CallOutcome> {
     const cfg = this.config(req.queue);
     if (!cfg) return { ok: false, error: { code: "enqueue_error", message: `queue '${req.queue}' is not configured (see QUEUES in wrangler.toml)` } };
     const key = req.idempotency_key;
@@ -69,6 +94,8 @@ export class QueueRouter implements QueueProvider {
     if (req.traceparent) msg.traceparent = req.traceparent;
     if (req.baggage) msg.baggage = req.baggage;
     if (opts.overrides) msg.overrides = opts.overrides;
+    if (opts.trigger_id !== undefined) msg.trigger_id = opts.trigger_id;
+    if (opts.group !== undefined) msg.group = opts.group;
     // Between the lookup above and `onAccept` there is no await (backend.ts), so a concurrent
     // repeat of the key finds this message's receipt.
     const r = await this.backendFor(cfg).enqueue(cfg, msg, () => {
@@ -79,6 +106,47 @@ export class QueueRouter implements QueueProvider {
       return { ok: false, error: { code: "enqueue_error", message: r.message } };
     }
     return { ok: true, result: { messageReceiptId: msg.id } };
+  }
+
+  /**
+   * The first half of an enqueue made atomic with a write of the caller's (state::set and
+   * state::update with `enqueue`, state trigger fires): everything that could refuse the message
+   * is checked here, before anything is written, and throws a typed error. `commitPrepared` then
+   * stores it inside the caller's transaction. Only the durable backend can take part in a
+   * transaction of this object (Cloudflare Queues are another system): a queue it does not carry
+   * is `invalid_arguments`.
+   */
+  prepare(req: EnqueueRequest, extras: { trigger_id?: string; group?: string } = {}): PreparedEnqueue {
+    const cfg = this.config(req.queue);
+    if (!cfg) throw new IIIError("enqueue_error", `queue '${req.queue}' is not configured (see QUEUES in wrangler.toml)`);
+    if (this.backendFor(cfg) !== this.durable) {
+      throw new IIIError("invalid_arguments", `queue '${cfg.name}' is carried by Cloudflare Queues; a state write can only enqueue on a queue with backend "durable" (written in the same transaction)`);
+    }
+    const g = fifoGroup(cfg, req.data ?? null, extras.group);
+    if (!g.ok) throw new IIIError("enqueue_error", g.message);
+    const prior = req.idempotency_key ? this.receipts.find(cfg.name, req.idempotency_key) : undefined;
+    const msg: QueueMessage = { id: prior ?? this.core.ports.newId(), function_id: req.function_id, data: req.data ?? null };
+    if (req.traceparent) msg.traceparent = req.traceparent;
+    if (req.baggage) msg.baggage = req.baggage;
+    if (extras.trigger_id !== undefined) msg.trigger_id = extras.trigger_id;
+    if (extras.group !== undefined) msg.group = extras.group;
+    const p: PreparedEnqueue = { cfg, msg, repeat: prior !== undefined };
+    if (req.idempotency_key) p.idempotency_key = req.idempotency_key;
+    return p;
+  }
+
+  /** Store a prepared message (synchronously: call it inside the transaction of the write it
+   * belongs to). A repeated idempotency key stores nothing. Returns the message's receipt id. */
+  commitPrepared(p: PreparedEnqueue): string {
+    if (p.repeat) return p.msg.id;
+    const extras: { trigger_id?: string; group?: string } = {};
+    if (p.msg.trigger_id !== undefined) extras.trigger_id = p.msg.trigger_id;
+    if (p.msg.group !== undefined) extras.group = p.msg.group;
+    const r = this.durable.push(p.cfg, { queue: p.cfg.name, function_id: p.msg.function_id, data: p.msg.data, traceparent: p.msg.traceparent, baggage: p.msg.baggage }, p.msg.id, {}, extras);
+    // prepare() checked what push() checks: a refusal here is a bug, and aborts the transaction.
+    if (!r.ok) throw new IIIError("enqueue_error", r.message);
+    if (p.idempotency_key) this.receipts.hold(p.cfg.name, p.idempotency_key, p.msg.id);
+    return p.msg.id;
   }
 
   /** A Cloudflare Queues delivery handed back by the Worker's queue() handler. */
@@ -94,7 +162,7 @@ export class QueueRouter implements QueueProvider {
     const one = async (m: { id: string; function_id: string; data: unknown; traceparent?: string }) => {
       const req: EnqueueRequest = { queue, function_id: m.function_id, data: m.data };
       if (m.traceparent) req.traceparent = m.traceparent;
-      const out = await this.enqueueWith(req, { id: m.id });
+      const out = await this.enqueueWith(req, { id: m.id, ...stateFireOf(queue, m.data) });
       if (!out.ok) throw new IIIError("enqueue_error", `redrive of ${m.id}: ${out.error.message}`);
       await this.deadLetters.remove(queue, m.id);
       moved++;

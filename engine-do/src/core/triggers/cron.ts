@@ -9,6 +9,7 @@ import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import { defineBuiltin } from "../builtins/define.ts";
 import type { TriggerRecord } from "../catalog.ts";
 import type { AlarmClient, EngineApi } from "../api.ts";
+import { freshTraceparent } from "../trace.ts";
 
 /** Default deadline of one run; a run may choose its own with config `timeout_ms`. The job stays
  * "running" (later occurrences skipped) until the run answers or this passes. */
@@ -172,8 +173,9 @@ export class CronScheduler implements AlarmClient {
     if (!claim || !binding) return;
     const payload = { trigger: "cron", job_id: triggerId, scheduled_time: rfc3339(claim.scheduled, false), actual_time: rfc3339(now, true) };
     const timeoutMs = (binding.config as CronConfig).timeout_ms ?? CRON_RUN_TIMEOUT_MS;
+    // Nothing caused an occurrence but the clock: each run starts a trace of its own (§4.8).
     const run = this.core
-      .fire(binding, payload, { timeoutMs })
+      .fire(binding, payload, { timeoutMs, traceparent: freshTraceparent(this.core.ports.newId) })
       .then((out) => {
         if (out !== "skipped" && !out.ok) log.warn("cron run failed", { job_id: triggerId, ...out.error });
       })

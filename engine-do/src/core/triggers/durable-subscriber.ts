@@ -9,6 +9,7 @@ import type { EngineApi } from "../api.ts";
 import { DURABLE_TOPIC_PREFIX } from "../queues/config.ts";
 import type { MessageOverrides } from "../queues/durable-queue.ts";
 import type { QueueRouter } from "../queues/router.ts";
+import { traceOf, type TraceContext } from "../trace.ts";
 
 interface QueueConfigIn {
   maxRetries?: unknown;
@@ -28,7 +29,7 @@ function overridesOf(b: TriggerRecord): MessageOverrides {
   return o;
 }
 
-export function installDurableSubscriber(core: EngineApi, queues: QueueRouter): { publish(topic: string, data: unknown, traceparent?: string): Promise<string[]> } {
+export function installDurableSubscriber(core: EngineApi, queues: QueueRouter): { publish(topic: string, data: unknown, trace?: TraceContext): Promise<string[]> } {
   core.addTriggerType({
     id: TRIGGER_TYPES.durableSubscriber,
     description: "Durable fan-out: every subscribed function gets each message of its topic, with retries and dead letters",
@@ -49,7 +50,8 @@ export function installDurableSubscriber(core: EngineApi, queues: QueueRouter): 
     },
   });
   return {
-    async publish(topic, data, traceparent) {
+    async publish(topic, data, trace) {
+      const tc = traceOf(trace);
       const byFunction = new Map<string, TriggerRecord>();
       for (const b of core.activeBindings(TRIGGER_TYPES.durableSubscriber)) {
         if ((b.config as { topic?: string }).topic === topic && !byFunction.has(b.function_id)) byFunction.set(b.function_id, b);
@@ -58,11 +60,11 @@ export function installDurableSubscriber(core: EngineApi, queues: QueueRouter): 
       for (const b of byFunction.values()) {
         const cond = (b.config as { condition_function_id?: string }).condition_function_id;
         if (cond) {
-          const c = await core.invoke({ function_id: cond, data });
+          const c = await core.invoke({ function_id: cond, data, ...tc });
           if (!c.ok || c.result === false) continue;
         }
-        const req: Parameters<QueueRouter["enqueueWith"]>[0] = { queue: `${DURABLE_TOPIC_PREFIX}${topic}`, function_id: b.function_id, data };
-        if (traceparent) req.traceparent = traceparent;
+        // Every delivery of the message runs in the publisher's trace (§4.8).
+        const req: Parameters<QueueRouter["enqueueWith"]>[0] = { queue: `${DURABLE_TOPIC_PREFIX}${topic}`, function_id: b.function_id, data, ...tc };
         const out = await queues.enqueueWith(req, { overrides: overridesOf(b) });
         if (!out.ok) throw Object.assign(new Error(out.error.message), { code: out.error.code });
         ids.push((out.result as { messageReceiptId: string }).messageReceiptId);

@@ -17,6 +17,7 @@ import { OPEN_GRANT, TRIGGER_TYPES, type CallOutcome } from "@iii-edge/protocol"
 import type { TriggerRecord } from "../catalog.ts";
 import type { EngineApi } from "../api.ts";
 import type { ChannelHub, RequestChannels } from "../channels/hub.ts";
+import { traceFromHeaders } from "../trace.ts";
 
 /** Overall deadline of one HTTP-triggered request unless the binding sets `timeout_ms` (iii: 30 s). */
 export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
@@ -257,11 +258,13 @@ export class HttpRoutes {
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = v;
     const method = req.method.toUpperCase();
+    // The request's own trace context (W3C headers), continued by middleware, condition and function (§4.8).
+    const trace = traceFromHeaders((name) => headers[name]);
 
     // Middleware (§8.1): global first, then the route's; each may continue or respond; an error
     // (a missing middleware function included: fail closed) is a 500, a timeout a 504.
     for (const mw of [...this.globalMiddleware, ...(cfg.middleware_function_ids ?? [])]) {
-      const out = await this.core.invoke({ function_id: mw, data: { phase: "preHandler", request: { path_params: params, query_params: req.query, headers, method }, context: {} }, timeoutMs: left() });
+      const out = await this.core.invoke({ function_id: mw, data: { phase: "preHandler", request: { path_params: params, query_params: req.query, headers, method }, context: {} }, timeoutMs: left(), ...trace });
       if (!out.ok) {
         if (out.error.code === "timeout") return json(504, { error: { code: "middleware_timeout", message: out.error.message } });
         return this.errorResponse(out.error);
@@ -284,7 +287,7 @@ export class HttpRoutes {
     };
     let streaming = false;
     try {
-      const outcome = await this.core.fire(route.binding, payload, { timeoutMs: left() });
+      const outcome = await this.core.fire(route.binding, payload, { timeoutMs: left(), ...trace });
       if (outcome === "skipped") return json(422, { error: { code: "condition_not_met", message: "Request condition not met" }, skipped: true });
       if (!outcome.ok) {
         if (outcome.error.code === "timeout") return json(504, { error: { code: "timeout", message: outcome.error.message } });

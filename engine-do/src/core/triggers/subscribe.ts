@@ -1,9 +1,10 @@
 // The `subscribe` trigger type (protocol/README.md §8.4): config {topic}; payload = the published
-// data; no metadata, no condition, fire-and-forget. A binding with an empty topic is kept, never fired.
+// data; no metadata, no condition, fire-and-forget, in the publisher's trace. A binding with an empty topic is kept, never fired.
 import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import type { EngineApi } from "../api.ts";
+import { traceOf, type TraceContext } from "../trace.ts";
 
-export function installSubscribe(core: EngineApi): { publish(topic: string, data: unknown): number } {
+export function installSubscribe(core: EngineApi): { publish(topic: string, data: unknown, trace?: TraceContext): number } {
   core.addTriggerType({
     id: TRIGGER_TYPES.subscribe,
     description: "Receives every message published to its topic ({topic}); payload is the published data",
@@ -16,13 +17,14 @@ export function installSubscribe(core: EngineApi): { publish(topic: string, data
     },
   });
   return {
-    publish(topic, data) {
+    publish(topic, data, trace) {
       let n = 0;
       for (const b of core.activeBindings(TRIGGER_TYPES.subscribe)) {
         if ((b.config as { topic?: string } | null)?.topic !== topic) continue;
         if (!core.functionExists(b.function_id)) continue;
         n++;
-        core.ports.background(core.invoke({ function_id: b.function_id, data }));
+        // In the publisher's trace (§4.8).
+        core.ports.background(core.invoke({ function_id: b.function_id, data, ...traceOf(trace) }));
       }
       return n;
     },

@@ -1,0 +1,46 @@
+// The edge entry's configuration: III_PERMISSIONS (the text `npm start` passes), else the built-in
+// rules; a text that does not parse leaves every check failing (closed), never the defaults.
+import { IIIError } from "@iii-edge/protocol";
+import type { WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { describe, expect, it, vi } from "vitest";
+import { CHECK_PERMISSIONS, configFrom, registerPolicy } from "../src/index.ts";
+
+function handlerFor(env: Record<string, string>): WorkerHandler {
+  const registered = new Map<string, WorkerHandler>();
+  const surface = { runtime: "edge", env, registerFunction: (id: string, h: WorkerHandler) => registered.set(id, h) } as unknown as WorkerSurface;
+  registerPolicy(surface, configFrom(env));
+  return registered.get(CHECK_PERMISSIONS)!;
+}
+const ctx = {} as never;
+
+describe("the edge entry", () => {
+  it("reads its rules from III_PERMISSIONS", async () => {
+    const check = handlerFor({ III_PERMISSIONS: "version: 1\nrules:\n  - '!sandbox::*'\n" });
+    expect(await check({ function_id: "sandbox::exec", args: {} }, ctx)).toEqual({ decision: "deny", rule_id: "sandbox::*", rule_action: "deny" });
+    expect(await check({ function_id: "state::get", args: {} }, ctx)).toEqual({ decision: "needs_approval" });
+  });
+
+  it("uses the built-in rules when III_PERMISSIONS is unset", async () => {
+    const check = handlerFor({});
+    expect(await check({ function_id: "approval::resolve", args: {} }, ctx)).toMatchObject({ decision: "deny" });
+    expect(await check({ function_id: "state::get", args: {} }, ctx)).toEqual({ decision: "allow", rule_id: "state::get" });
+  });
+
+  it("an invalid III_PERMISSIONS fails every check (policy_unavailable) and says so once", async () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const check = handlerFor({ III_PERMISSIONS: "version: 1\nrules:\n  - !state::set\n" });
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(() => check({ function_id: "state::get", args: {} }, ctx)).toThrow(IIIError);
+      expect(() => check({ function_id: "state::get", args: {} }, ctx)).toThrow(expect.objectContaining({ code: "policy_unavailable" }));
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it("bad input is invalid_arguments", () => {
+    const check = handlerFor({});
+    expect(() => check({ args: {} }, ctx)).toThrow(expect.objectContaining({ code: "invalid_arguments" }));
+    expect(() => check("state::get", ctx)).toThrow(expect.objectContaining({ code: "invalid_arguments" }));
+  });
+});

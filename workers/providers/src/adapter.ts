@@ -1,0 +1,82 @@
+// What one provider's wire format supplies to the shared streaming loop (stream.ts): the HTTP
+// request for a call, and a decoder that turns its SSE events into AssistantBuilder calls.
+import type { AgentFunction, AgentMessage, Credential, Model } from "@iii-edge/protocol/harness";
+import type { AssistantBuilder } from "./assistant.ts";
+import type { EventSourceMessage } from "./sse.ts";
+
+export interface PreparedCall {
+  model: string;
+  system_prompt: string | null;
+  messages: AgentMessage[];
+  tools: AgentFunction[];
+  max_tokens?: number;
+  credential: Credential;
+  base_url: string;
+  /** The catalog's entry, or null when the model is unknown (then nothing is assumed about it). */
+  model_meta: Model | null;
+}
+
+export interface WireRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: Record<string, unknown>;
+}
+
+export interface StreamDecoder {
+  /** One SSE event; true once the response is complete (the builder has finished). Throws
+   * StreamFailure for a provider error event or an unreadable one. */
+  event(event: EventSourceMessage): boolean;
+  /** The body ended without a terminal event: finish if the response was complete, else throw. */
+  end(): void;
+}
+
+export interface ProviderAdapter {
+  /** `provider::<name>::stream`, the auth provider name and AssistantMessage.provider. */
+  readonly name: "openai" | "anthropic";
+  request(call: PreparedCall): WireRequest;
+  decoder(builder: AssistantBuilder): StreamDecoder;
+  /** The human-readable message of an error response body. */
+  errorMessage(body: string): string;
+}
+
+/** Bound on an error message quoted into a frame: enough for any provider's explanation. */
+export const MAX_ERROR_MESSAGE_CHARS = 600;
+
+export const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
+export const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+export const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+
+export function clip(text: string): string {
+  const t = text.trim();
+  return t.length > MAX_ERROR_MESSAGE_CHARS ? `${t.slice(0, MAX_ERROR_MESSAGE_CHARS)}…` : t;
+}
+
+/** `{error:{message, code|type}}` (with the code, which carries words such as
+ * `context_length_exceeded` that classification reads), `{message}`, `{detail}`, or the text. */
+export function errorMessageOf(body: string): string {
+  try {
+    const j: unknown = JSON.parse(body);
+    if (isObject(j)) {
+      const e = j.error;
+      if (isObject(e) && typeof e.message === "string") {
+        const code = str(e.code) ?? str(e.type);
+        return clip(code && !e.message.includes(code) ? `${e.message} (${code})` : e.message);
+      }
+      if (typeof e === "string") return clip(e);
+      if (typeof j.message === "string") return clip(j.message);
+      if (typeof j.detail === "string") return clip(j.detail);
+    }
+  } catch {
+    // not JSON: the text is the message
+  }
+  return clip(body);
+}
+
+export function joinUrl(base: string, path: string): string {
+  return `${base.replace(/\/+$/, "")}${path}`;
+}
+
+/** A call id for a server that sent none (some local OpenAI-compatible servers). */
+export function generatedCallId(): string {
+  return `call_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`;
+}

@@ -1,0 +1,264 @@
+// One `provider::<name>::stream` call, whatever the wire format: open the channel, fetch the
+// credential, send the request (retrying a 429/5xx while nothing has streamed yet), decode the SSE
+// into AssistantMessageEvents written one JSON text item each, end with exactly one terminal frame,
+// close. It never throws once the channel is open: every failure becomes the terminal `error`.
+import { IIIError } from "@iii-edge/protocol";
+import {
+  credentialSchema,
+  providerStreamRequest,
+  signAuthProof,
+  type AssistantMessageEvent,
+  type Credential,
+  type CredentialsCryptoKey,
+  type ProviderStreamResponse,
+} from "@iii-edge/protocol/harness";
+import type { ChannelWriter, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import type { InvocationContext } from "@iii-edge/sdk-edge/client";
+import { clip, isObject, type ProviderAdapter } from "./adapter.ts";
+import { AssistantBuilder } from "./assistant.ts";
+import type { Catalog } from "./catalog.ts";
+import { classify, StreamFailure } from "./errors.ts";
+import { normaliseMessages, normaliseTools } from "./messages.ts";
+import { readEvents } from "./sse.ts";
+
+/** §6.4: the credential lookup is one engine hop; longer means the auth worker is stuck. */
+export const AUTH_TIMEOUT_MS = 5_000;
+/** Bound on an error body read into a frame (its message is clipped further). */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+export interface StreamLimits {
+  /** §4.2 (GREEN): no upstream byte for this long (also waiting for the response) ends the stream. */
+  idle_timeout_ms: number;
+  /** §4.2 (GREEN): a whole stream, retries included; the orchestrator waits 300 s for the call. */
+  total_timeout_ms: number;
+  /** Attempts before a 429/5xx/unreachable server is reported: one try and two retries clear a
+   * blip; a real outage reaches the user within seconds rather than minutes. */
+  max_attempts: number;
+  /** First backoff; doubles per attempt, jittered to 50–100 % so many streams do not retry in step. */
+  retry_base_delay_ms: number;
+  retry_max_delay_ms: number;
+  /** A `retry-after` longer than this is not waited out: the user hears "rate limited" instead. */
+  max_retry_after_ms: number;
+}
+
+export const DEFAULT_LIMITS: StreamLimits = {
+  idle_timeout_ms: 120_000,
+  total_timeout_ms: 300_000,
+  max_attempts: 3,
+  retry_base_delay_ms: 500,
+  retry_max_delay_ms: 8_000,
+  max_retry_after_ms: 30_000,
+};
+
+export interface StreamDeps {
+  iii: WorkerSurface;
+  adapter: ProviderAdapter;
+  base_url: string;
+  catalog: Catalog;
+  /** The key that signs `auth::get_token` proofs, or why there is none. */
+  proofKey: () => Promise<CredentialsCryptoKey | string>;
+  limits: StreamLimits;
+  now: () => number;
+  random: () => number;
+}
+
+/** When to retry after a 429/5xx: the server's `retry-after-ms`/`retry-after` if it gave one (and
+ * it is short enough), else jittered exponential backoff. undefined = do not retry. */
+export function retryDelay(headers: Headers, attempt: number, limits: StreamLimits, random: () => number, now: number): number | undefined {
+  let asked: number | undefined;
+  const ms = headers.get("retry-after-ms");
+  const after = headers.get("retry-after");
+  if (ms && Number.isFinite(Number(ms))) asked = Number(ms);
+  else if (after) {
+    const seconds = Number(after);
+    if (Number.isFinite(seconds)) asked = seconds * 1000;
+    else if (!Number.isNaN(Date.parse(after))) asked = Math.max(0, Date.parse(after) - now);
+  }
+  if (asked !== undefined) return asked <= limits.max_retry_after_ms ? Math.max(0, asked) : undefined;
+  const exp = Math.min(limits.retry_max_delay_ms, limits.retry_base_delay_ms * 2 ** (attempt - 1));
+  return Math.round(exp * (0.5 + 0.5 * random()));
+}
+
+async function readBounded(res: Response): Promise<string> {
+  if (!res.body) return "";
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let bytes = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      bytes += value.byteLength;
+      text += decoder.decode(value, { stream: true });
+      if (bytes >= MAX_ERROR_BODY_BYTES) break;
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  return text;
+}
+
+type Stopped = "idle" | "total" | "cancelled";
+
+export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: InvocationContext): Promise<ProviderStreamResponse> {
+  const { adapter, iii, limits } = deps;
+  const ref = providerStreamRequest.shape.writer_ref.safeParse(isObject(data) ? data.writer_ref : undefined);
+  if (!ref.success) throw new IIIError("invalid_input", `provider::${adapter.name}::stream needs writer_ref, the write end of a channel ({channel_id, access_key, direction:"write"})`);
+
+  let writer: ChannelWriter;
+  try {
+    writer = await iii.channels.openWriter(ref.data);
+  } catch (e) {
+    console.warn(`provider::${adapter.name}::stream: cannot attach to channel ${ref.data.channel_id}: ${e instanceof Error ? e.message : String(e)}`);
+    return { ok: true, status: "channel_unavailable" };
+  }
+
+  // Everything that stops the upstream request: the reader leaving, the idle and total timeouts.
+  const abort = new AbortController();
+  let stopped: Stopped | undefined;
+  const stop = (why: Stopped) => {
+    if (stopped) return;
+    stopped = why;
+    abort.abort();
+  };
+  let finished = false;
+  void writer.closed.then(() => {
+    if (!finished) stop("cancelled");
+  });
+  let idleTimer: ReturnType<typeof setTimeout> | undefined;
+  const touch = () => {
+    clearTimeout(idleTimer);
+    idleTimer = setTimeout(() => stop("idle"), limits.idle_timeout_ms);
+  };
+  const totalTimer = setTimeout(() => stop("total"), limits.total_timeout_ms);
+
+  let secret: string | undefined;
+  const redact = (text: string) => (secret && secret.length >= 4 ? text.split(secret).join("[redacted]") : text);
+  const emit = (event: AssistantMessageEvent) => {
+    if (stopped === "cancelled") return;
+    try {
+      writer.write(JSON.stringify(event));
+    } catch {
+      stop("cancelled"); // the reader left: nobody hears the rest
+    }
+  };
+
+  const parsed = providerStreamRequest.safeParse(data);
+  const meta = { provider: adapter.name, model: parsed.success ? parsed.data.model : "", timestamp: deps.now() };
+  // Replaced (before it emits anything) by one that knows the model's pricing once the catalog answered.
+  let builder = new AssistantBuilder(emit, meta);
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (abort.signal.aborted) return resolve();
+      const t = setTimeout(resolve, ms);
+      abort.signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    });
+  const stoppedFailure = (): StreamFailure =>
+    stopped === "idle"
+      ? new StreamFailure("transient", `${adapter.name}: no data from the provider for ${limits.idle_timeout_ms / 1000} s`)
+      : new StreamFailure("transient", `${adapter.name}: the response took longer than ${limits.total_timeout_ms / 1000} s`);
+
+  try {
+    if (!parsed.success) throw new StreamFailure("permanent", `invalid request: ${parsed.error.issues.map((i) => `${i.path.join(".") || "payload"}: ${i.message}`).join("; ")}`);
+    const req = parsed.data;
+    const messages = normaliseMessages(req.messages);
+    const tools = normaliseTools(req.tools);
+
+    const [credential, modelMeta] = await Promise.all([fetchCredential(deps, ctx), deps.catalog.forStream(ctx.trigger, adapter.name, req.model)]);
+    secret = credential.type === "api_key" ? credential.key : credential.access_token;
+    const base = credential.type === "api_key" && credential.base_url ? credential.base_url : deps.base_url;
+    const wire = adapter.request({ model: req.model, system_prompt: req.system_prompt ?? null, messages, tools, max_tokens: req.max_tokens, credential, base_url: base, model_meta: modelMeta });
+    const body = JSON.stringify(wire.body);
+    builder = new AssistantBuilder(emit, meta, modelMeta?.pricing);
+
+    let response: Response | undefined;
+    for (let attempt = 1; ; attempt++) {
+      if (stopped) throw stoppedFailure();
+      touch();
+      let res: Response;
+      try {
+        res = await fetch(wire.url, { method: "POST", headers: wire.headers, body, signal: abort.signal });
+      } catch (e) {
+        if (stopped) throw stoppedFailure();
+        const why = `${adapter.name}: cannot reach ${new URL(wire.url).host}: ${e instanceof Error ? ((e.cause as Error | undefined)?.message ?? e.message) : String(e)}`;
+        if (attempt < limits.max_attempts) {
+          clearTimeout(idleTimer);
+          await sleep(retryDelay(new Headers(), attempt, limits, deps.random, deps.now())!);
+          continue;
+        }
+        throw new StreamFailure("transient", why);
+      }
+      if (res.ok) {
+        response = res;
+        break;
+      }
+      const text = await readBounded(res).catch(() => "");
+      const message = adapter.errorMessage(text);
+      const retryable = res.status === 429 || res.status >= 500;
+      if (retryable && attempt < limits.max_attempts) {
+        const wait = retryDelay(res.headers, attempt, limits, deps.random, deps.now());
+        if (wait !== undefined) {
+          clearTimeout(idleTimer);
+          await sleep(wait);
+          continue;
+        }
+      }
+      throw new StreamFailure(classify(res.status, message), `${adapter.name} HTTP ${res.status}${message ? `: ${message}` : ""}`);
+    }
+    if (!response.body) throw new StreamFailure("transient", `${adapter.name}: the response has no body`);
+    const type = response.headers.get("content-type") ?? "";
+    if (type.includes("application/json")) {
+      // A server that ignored `stream: true`, or a gateway's error with a 200 status.
+      const text = await readBounded(response);
+      throw new StreamFailure(classify(undefined, adapter.errorMessage(text)), `${adapter.name}: expected an event stream, got JSON: ${adapter.errorMessage(text)}`);
+    }
+
+    builder.start();
+    const decoder = adapter.decoder(builder);
+    let outcome: "complete" | "ended";
+    try {
+      outcome = await readEvents(response.body, (e) => decoder.event(e), touch);
+    } catch (e) {
+      if (e instanceof StreamFailure) throw e;
+      if (stopped) throw stoppedFailure();
+      throw new StreamFailure("transient", `${adapter.name}: the stream was cut: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    if (outcome === "ended") decoder.end();
+    finished = true;
+    return { ok: true, status: "done" };
+  } catch (e) {
+    finished = true;
+    if (stopped === "cancelled") return { ok: true, status: "cancelled" };
+    const failure = e instanceof StreamFailure ? e : new StreamFailure("transient", `${adapter.name}: ${e instanceof Error ? e.message : String(e)}`);
+    builder.fail(failure.kind, redact(failure.message));
+    return { ok: true, status: "error", error_kind: failure.kind };
+  } finally {
+    clearTimeout(idleTimer);
+    clearTimeout(totalTimer);
+    abort.abort(); // releases the connection if the body was not read to its end
+    writer.close();
+  }
+}
+
+/** `auth::get_token` with a proof; null → auth_expired "no credential configured for <provider>". */
+async function fetchCredential(deps: StreamDeps, ctx: InvocationContext): Promise<Credential> {
+  const provider = deps.adapter.name;
+  const key = await deps.proofKey();
+  if (typeof key === "string") throw new StreamFailure("permanent", `${provider}: cannot ask auth::get_token for a credential: ${key}`);
+  const proof = await signAuthProof(key, provider, deps.now());
+  let got: unknown;
+  try {
+    got = await ctx.trigger({ function_id: "auth::get_token", payload: { provider, proof }, timeoutMs: AUTH_TIMEOUT_MS });
+  } catch (e) {
+    const code = (e as { code?: unknown }).code;
+    const message = clip(e instanceof Error ? e.message : String(e));
+    if (code === "credential_unreadable") throw new StreamFailure("auth_expired", `${provider}: ${message}`);
+    if (code === "forbidden" || code === "not_configured") throw new StreamFailure("permanent", `${provider}: auth::get_token refused: ${message}`);
+    throw new StreamFailure("transient", `${provider}: auth::get_token failed (${typeof code === "string" ? code : "error"}): ${message}`);
+  }
+  if (got === null || got === undefined) throw new StreamFailure("auth_expired", `no credential configured for ${provider}`);
+  const c = credentialSchema.safeParse(got);
+  if (!c.success) throw new StreamFailure("permanent", `${provider}: auth::get_token returned an unusable credential`);
+  return c.data;
+}

@@ -1,0 +1,132 @@
+// session-tree::* and session-inbox::* through `npm start`'s engine, the worker run alone in Node
+// over its node:sqlite file (what `npm run worker -- session-storage` runs). A caller triggers the
+// functions as the orchestrator would.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { AgentMessage } from "@iii-edge/protocol/harness";
+import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
+import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { until } from "../../../tests/support/wait.ts";
+import { worker } from "../src/node.ts";
+
+const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage";
+
+let engine: EngineServer;
+let storage: RunningWorkers;
+let caller: RunningWorkers;
+
+const call = <T,>(function_id: string, payload: unknown) => caller.client.trigger<unknown, T>({ function_id, payload });
+const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 1 });
+type Page = { messages: { entry_id: string; message: AgentMessage }[]; next_cursor: string | null };
+const textOf = (m: AgentMessage) => ((m as { content: { text: string }[] }).content[0] as { text: string }).text;
+
+beforeAll(async () => {
+  engine = await startEngine({ env: { HARNESS_DISABLE } });
+  const dbFile = path.join(mkdtempSync(path.join(tmpdir(), "iii-sessions-e2e-")), "sessions.sqlite");
+  storage = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], { env: { SESSIONS_DB_PATH: dbFile } });
+  caller = runWorkers(engine.wsUrl, [], { workerName: "session-test-caller" });
+  await until(async () => {
+    const r = await call<{ functions: { function_id: string }[] }>("engine::functions::list", {});
+    const ids = r.functions.map((f) => f.function_id);
+    return ["session-tree::append_many", "session-inbox::drain"].every((id) => ids.includes(id));
+  }, "session-storage registered");
+});
+
+afterAll(async () => {
+  await caller?.shutdown();
+  await storage?.shutdown();
+  await engine?.stop();
+});
+
+describe("session-tree through the engine", () => {
+  it("ensure, then appends form the active path; a replayed entry id appends nothing", async () => {
+    expect(await call("session-tree::ensure", { session_id: "e2e-1", display_name: "demo" })).toEqual({ session_id: "e2e-1", created: true });
+    expect(await call("session-tree::ensure", { session_id: "e2e-1" })).toEqual({ session_id: "e2e-1", created: false });
+    expect(await call("session-tree::append", { session_id: "e2e-1", entry_id: "e_run1_0_user", message: user("hello") })).toEqual({ entry_id: "e_run1_0_user", appended: true });
+    expect(
+      await call("session-tree::append_many", {
+        session_id: "e2e-1",
+        entries: [
+          { entry_id: "e_run1_1_assistant", message: { role: "assistant", content: [{ type: "text", text: "hi" }], stop_reason: "end", model: "m", provider: "p", timestamp: 2 } },
+          { entry_id: "e_run1_call_1", message: { role: "function_result", function_call_id: "call_1", function_id: "f", content: [{ type: "text", text: "42" }], details: null, is_error: false, timestamp: 3 } },
+        ],
+      }),
+    ).toEqual({ entry_ids: ["e_run1_1_assistant", "e_run1_call_1"], appended: 2 });
+    // The step is redelivered after a crash: the same deterministic ids change nothing.
+    expect(await call("session-tree::append", { session_id: "e2e-1", entry_id: "e_run1_0_user", message: user("hello") })).toEqual({ entry_id: "e_run1_0_user", appended: false });
+    expect(
+      await call("session-tree::append_many", { session_id: "e2e-1", entries: [{ entry_id: "e_run1_1_assistant", message: user("x") }, { entry_id: "e_run1_call_1", message: user("y") }] }),
+    ).toEqual({ entry_ids: ["e_run1_1_assistant", "e_run1_call_1"], appended: 0 });
+    const page = await call<Page>("session-tree::messages", { session_id: "e2e-1" });
+    expect(page.messages.map((m) => [m.entry_id, m.message.role])).toEqual([
+      ["e_run1_0_user", "user"],
+      ["e_run1_1_assistant", "assistant"],
+      ["e_run1_call_1", "function_result"],
+    ]);
+    expect(page.next_cursor).toBeNull();
+    expect(await call("session-tree::get", { session_id: "e2e-1" })).toMatchObject({ session_id: "e2e-1", display_name: "demo", entry_count: 3, leaf_id: "e_run1_call_1", branch_count: 1 });
+    const listed = await call<{ sessions: { session_id: string }[]; total: number }>("session-tree::list", {});
+    expect(listed.sessions.map((s) => s.session_id)).toContain("e2e-1");
+  });
+
+  it("messages pages through a long path with its cursor", async () => {
+    await call("session-tree::ensure", { session_id: "e2e-pages" });
+    const texts = Array.from({ length: 30 }, (_, i) => `m${i}`);
+    await call("session-tree::append_many", { session_id: "e2e-pages", entries: texts.map((t) => ({ message: user(t) })) });
+    const seen: string[] = [];
+    let cursor: string | null | undefined;
+    let pages = 0;
+    do {
+      const page: Page = await call<Page>("session-tree::messages", { session_id: "e2e-pages", limit: 8, ...(cursor ? { cursor } : {}) });
+      seen.push(...page.messages.map((m) => textOf(m.message)));
+      cursor = page.next_cursor;
+      pages++;
+    } while (cursor);
+    expect(seen).toEqual(texts);
+    expect(pages).toBe(4);
+  });
+
+  it("update_message replaces in place", async () => {
+    expect(await call("session-tree::update_message", { session_id: "e2e-1", entry_id: "e_run1_call_1", message: user("[output pruned]") })).toEqual({ ok: true, revision: 1 });
+    const page = await call<Page>("session-tree::messages", { session_id: "e2e-1" });
+    expect(textOf(page.messages[2].message)).toBe("[output pruned]");
+  });
+
+  it("bad input is invalid_arguments, an unknown session not_found, and nothing is written", async () => {
+    await expect(call("session-tree::append", { session_id: "a/b", message: user("x") })).rejects.toMatchObject({ code: "invalid_arguments" });
+    await expect(call("session-tree::append", { session_id: "e2e-1", message: { role: "robot" } })).rejects.toMatchObject({ code: "invalid_arguments" });
+    await expect(call("session-tree::messages", { session_id: "e2e-1", limit: 0 })).rejects.toMatchObject({ code: "invalid_arguments" });
+    await expect(call("session-tree::append", { session_id: "never-ensured", message: user("x") })).rejects.toMatchObject({ code: "not_found" });
+    await expect(call("session-tree::append", { session_id: "e2e-1", parent_id: "ghost", message: user("x") })).rejects.toMatchObject({ code: "not_found" });
+    // A null result reaches the caller as no result at all.
+    expect((await call("session-tree::get", { session_id: "never-ensured" })) ?? null).toBeNull();
+    expect(await call("session-tree::get", { session_id: "e2e-1" })).toMatchObject({ entry_count: 3 });
+  });
+});
+
+describe("session-inbox through the engine", () => {
+  it("push, peek, drain", async () => {
+    expect(await call("session-inbox::push", { name: "steering", session_id: "e2e-in", item: { text: "stop and summarise" } })).toEqual({ ok: true, size: 1 });
+    expect(await call("session-inbox::peek", { name: "steering", session_id: "e2e-in" })).toEqual({ items: [{ text: "stop and summarise" }] });
+    expect(await call("session-inbox::drain", { name: "steering", session_id: "e2e-in" })).toEqual({ items: [{ text: "stop and summarise" }] });
+    expect(await call("session-inbox::drain", { name: "steering", session_id: "e2e-in" })).toEqual({ items: [] });
+  });
+
+  it("concurrent drains through the engine: no item twice, none lost", async () => {
+    const items = Array.from({ length: 40 }, (_, i) => `steer-${i}`);
+    const drained: unknown[] = [];
+    const drain = async () => drained.push(...(await call<{ items: unknown[] }>("session-inbox::drain", { name: "steering", session_id: "e2e-race" })).items);
+    const work: Promise<unknown>[] = [];
+    items.forEach((item, i) => {
+      work.push(call("session-inbox::push", { name: "steering", session_id: "e2e-race", item }));
+      if (i % 5 === 4) work.push(drain(), drain(), drain());
+    });
+    await Promise.all(work);
+    await drain();
+    expect(drained).toHaveLength(items.length);
+    expect(new Set(drained)).toEqual(new Set(items));
+  });
+});

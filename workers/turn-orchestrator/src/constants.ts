@@ -1,0 +1,57 @@
+// Names and bounds of the turn-orchestrator. Every limit says why it is that number.
+
+/** State scopes this worker owns (spec §1.2, TS-7 semantic scopes), each keyed by session id. */
+export const SCOPE_TURN_STATE = "turn_state";
+export const SCOPE_RUN_REQUEST = "run_request";
+export const SCOPE_SESSION_INDEX = "session_index";
+export const SCOPE_EVENT_COUNTER = "event_counter";
+/** Written by approval-gate (`<sid>/<cid>`), read and deleted here. */
+export const SCOPE_APPROVALS = "approvals";
+
+/** The durable FIFO queue (grouped by `session_id`) that carries `turn::<state>` steps (§2.4). */
+export const TURN_STEP_QUEUE = "turn-step";
+
+/** The policy gate's budget (§3.3): past it the call is denied `gate_unavailable`. */
+export const POLICY_TIMEOUT_MS = 5_000;
+/** The provider stream's total budget (§1.4, §4.2: 300 s enforced by the caller). */
+export const PROVIDER_TIMEOUT_MS = 300_000;
+/** After the provider call settled without a terminal frame, how long items already written may
+ * still take to arrive through the channel before the stream is given up as broken. */
+export const PROVIDER_DRAIN_GRACE_MS = 2_000;
+/** `provisioning::prepare` may create a sandbox (300 s, §1.3) and fetch skills; it must still end
+ * inside the step's queue deadline (360 s, `turn-step` timeout_ms). */
+export const PROVISIONING_TIMEOUT_MS = 330_000;
+/** `provisioning::release` is best effort at the end of a run; a slow one must not hold the step. */
+export const RELEASE_TIMEOUT_MS = 15_000;
+/** One call the model makes. Calls of a batch run one after another inside one step, so a slow
+ * target must give up well before the step's 360 s queue deadline. */
+export const FUNCTION_CALL_TIMEOUT_MS = 120_000;
+/** Session-storage and state round trips: small local reads and writes. */
+export const STORAGE_TIMEOUT_MS = 30_000;
+/** Transcript page size (`session-tree::messages` limit) and the most pages one step reads
+ * (50 000 messages: far past any context window; a longer transcript is a bug upstream). */
+export const TRANSCRIPT_PAGE_SIZE = 500;
+export const TRANSCRIPT_MAX_PAGES = 100;
+/** A `state_conflict` on the record whose only difference is `turn::stop`'s flag is merged and
+ * retried; more than this many in one write means something else is moving the record. */
+export const STOP_MERGE_ATTEMPTS = 3;
+/** `turn::stop`'s compare-and-set loop against steps saving the record at the same time. */
+export const STOP_CAS_ATTEMPTS = 8;
+/** A run::start claim (its run_request) younger than this, with no record of its run yet, means a
+ * start is in progress: a second start is busy. Older ones are from a start that died midway. */
+export const START_CLAIM_TTL_MS = 60_000;
+/** `run::events` page bounds: a page is read item by item, so it stays small. */
+export const EVENTS_DEFAULT_LIMIT = 200;
+export const EVENTS_MAX_LIMIT = 1_000;
+/** Stream items read at once by `run::events` (parallel `stream::get`s). */
+export const EVENTS_READ_BATCH = 50;
+/** Digits of the zero-padded event sequence in item ids (`<sid>-00000042`), so ids sort by seq. */
+export const EVENT_SEQ_DIGITS = 8;
+/** Longest error text kept on a record or shown to a model. */
+export const MAX_ERROR_TEXT = 2_000;
+/** The engine refuses idempotency keys longer than this (protocol frames.ts). */
+export const MAX_IDEMPOTENCY_KEY = 256;
+
+/** Model and provider names of messages the orchestrator writes itself. */
+export const HARNESS_MODEL = "harness";
+export const STOPPED_BY_USER_TEXT = "run stopped by user";

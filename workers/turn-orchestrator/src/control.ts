@@ -1,0 +1,123 @@
+// What reaches a run from outside its steps: reading its state, stopping it, steering it, reading
+// its events from a cursor, and the approval wake (spec §1.2, §2.7, §3.4, §4.1).
+import { z } from "zod";
+import { AGENT_EVENTS_STREAM, INBOX_STEERING, agentMessageSchema, type AgentEvent, type TurnState, type TurnStateView } from "@iii-edge/protocol/harness";
+import { callRequired, invalid, type Trigger } from "./calls.ts";
+import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, EVENTS_READ_BATCH, SCOPE_APPROVALS, SCOPE_EVENT_COUNTER, STOP_CAS_ATTEMPTS } from "./constants.ts";
+import { parseDecision } from "./gate.ts";
+import { normaliseMessage } from "./messages.ts";
+import { boundedKey, eventItemId, eventSeqOf, isTerminal, parseRecord, viewOf } from "./record.ts";
+import { StateConflict, casWriteValue, enqueue, loadRaw, loadRecord, stepMessage } from "./store.ts";
+
+const sessionId = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
+export const sessionRequest = z.object({ session_id: sessionId });
+export const steerRequest = z.object({ session_id: sessionId, message: z.union([z.string().min(1).max(200_000), agentMessageSchema]) });
+export const eventsRequest = z.object({ session_id: sessionId, after: z.string().min(1).max(300).nullable().optional(), limit: z.number().int().min(1).max(EVENTS_MAX_LIMIT).optional() });
+
+export async function getState(trigger: Trigger, sid: string): Promise<TurnStateView | null> {
+  const loaded = await loadRecord(trigger, sid);
+  return loaded ? viewOf(loaded.rec) : null;
+}
+
+export interface StopResponse {
+  session_id: string;
+  stopping: boolean;
+  state: TurnState | null;
+}
+
+/**
+ * `turn::stop`: cooperative (§2.7). The flag goes on the record (compare-and-set; steps saving at
+ * the same moment keep it, see store.writeRecord) and every step checks it first. A parked run
+ * also gets an `aborted` decision per waiting call, so the approval wake closes the batch; and the
+ * current state is woken once more, so a run whose queued step was lost still stops.
+ */
+export async function stopRun(trigger: Trigger, sid: string): Promise<StopResponse> {
+  for (let attempt = 0; attempt < STOP_CAS_ATTEMPTS; attempt++) {
+    const raw = await loadRaw(trigger, sid);
+    const rec = parseRecord(raw);
+    if (!rec) return { session_id: sid, stopping: false, state: null };
+    if (isTerminal(rec.state)) return { session_id: sid, stopping: false, state: rec.state };
+    if (!rec.stop_requested) {
+      // Only the flag changes (never the parsed copy, whose defaults would differ from what is
+      // stored): a step racing with this write sees a difference in the flag alone and keeps it.
+      const flagged = { ...(raw as Record<string, unknown>), stop_requested: true };
+      try {
+        await casWriteValue(trigger, sid, flagged, raw);
+      } catch (e) {
+        if (e instanceof StateConflict) continue;
+        throw e;
+      }
+    }
+    if (rec.state === "function_awaiting_approval") {
+      for (const a of rec.awaiting_approval ?? []) {
+        await callRequired(trigger, "state::set", { scope: SCOPE_APPROVALS, key: `${sid}/${a.function_call_id}`, value: { decision: "aborted", reason: "session_aborted" } });
+      }
+    }
+    await enqueue(trigger, stepMessage(sid, rec.state, rec.step, boundedKey(`${sid}:${rec.step}:stop`)));
+    return { session_id: sid, stopping: true, state: rec.state };
+  }
+  throw new StateConflict(sid);
+}
+
+/** `run::steer`: a message for the running turn, taken at its next steering_check. */
+export async function steer(trigger: Trigger, sid: string, message: unknown): Promise<{ ok: true }> {
+  await callRequired(trigger, "session-inbox::push", { name: INBOX_STEERING, session_id: sid, item: normaliseMessage(message) });
+  return { ok: true };
+}
+
+export interface EventsPage {
+  events: { item_id: string; data: AgentEvent }[];
+  /** The cursor for the next call (`after`): the last item returned, or the one given. */
+  next: string | null;
+}
+
+/**
+ * `run::events`: the session's `agent::events` items after `after`, in order. Read by id from the
+ * persisted sequence (item ids are `<sid>-<seq>`), so pages are bounded and nothing is skipped
+ * that was written; an id with no item (an emission that failed) is passed over.
+ */
+export async function readEvents(trigger: Trigger, sid: string, after: string | null | undefined, limit = EVENTS_DEFAULT_LIMIT): Promise<EventsPage> {
+  let from = 1;
+  if (after) {
+    const seq = eventSeqOf(sid, after);
+    if (seq === undefined) throw invalid(`after: '${after}' is not an event id of session ${sid}`);
+    from = seq + 1;
+  }
+  const counter = await callRequired<{ seq?: unknown } | undefined>(trigger, "state::get", { scope: SCOPE_EVENT_COUNTER, key: sid });
+  const last = typeof counter?.seq === "number" ? counter.seq : 0;
+  const to = Math.min(last, from + limit - 1);
+  const events: EventsPage["events"] = [];
+  for (let start = from; start <= to; start += EVENTS_READ_BATCH) {
+    const ids: string[] = [];
+    for (let seq = start; seq <= Math.min(to, start + EVENTS_READ_BATCH - 1); seq++) ids.push(eventItemId(sid, seq));
+    const items = await Promise.all(ids.map((item_id) => callRequired<unknown>(trigger, "stream::get", { stream_name: AGENT_EVENTS_STREAM, group_id: sid, item_id })));
+    items.forEach((data, i) => {
+      if (data !== undefined && data !== null) events.push({ item_id: ids[i], data: data as AgentEvent });
+    });
+  }
+  return { events, next: events.length > 0 ? events[events.length - 1].item_id : (after ?? null) };
+}
+
+const approvalEvent = z.looseObject({ event_type: z.string(), key: z.string(), new_value: z.unknown().optional() });
+const APPROVAL_KEY = /^[^/]+\/[^/]+$/;
+
+/**
+ * `turn::on_approval` — the one `state` trigger on scope `approvals` (§3.4). Deliveries may
+ * repeat or arrive late: the decision is read fresh by the step, and the wake's idempotency key
+ * and the stale guard make repeats harmless.
+ */
+export async function onApproval(trigger: Trigger, payload: unknown): Promise<{ ok: true; woke: boolean }> {
+  const ev = approvalEvent.safeParse(payload);
+  if (!ev.success) return { ok: true, woke: false };
+  const { event_type, key, new_value } = ev.data;
+  if (event_type !== "state:created" && event_type !== "state:updated") return { ok: true, woke: false };
+  if (!APPROVAL_KEY.test(key)) return { ok: true, woke: false };
+  const decision = parseDecision(new_value);
+  if (!decision) return { ok: true, woke: false };
+  const [sid, cid] = key.split("/");
+  const loaded = await loadRecord(trigger, sid);
+  if (!loaded || isTerminal(loaded.rec.state) || loaded.rec.state !== "function_awaiting_approval") return { ok: true, woke: false };
+  const { step } = loaded.rec;
+  await enqueue(trigger, stepMessage(sid, "function_awaiting_approval", step, boundedKey(`${sid}:${step}:approval:${cid}:${decision.decision}`)));
+  return { ok: true, woke: true };
+}

@@ -1,0 +1,210 @@
+// function_execute and function_awaiting_approval (spec §2.3, §3.1, §3.4) with GREEN per-call
+// checkpoints: `triggered` is written before a target is invoked and `done` with its result, so a
+// step delivered again after a crash never invokes a call twice — a call found `triggered` but
+// not `done` gets an "interrupted, ran at most once" result instead.
+import type { ApprovalDecision, AwaitingApproval, FunctionCall, FunctionResult, FunctionResultMessage, PreparedCall, TurnStateRecord } from "@iii-edge/protocol/harness";
+import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
+import { SCOPE_APPROVALS } from "./constants.ts";
+import { consultBefore, decisionResult, denialResult, interruptedResult, invokeTarget, isErrorResult, parseDecision, planBatch } from "./gate.ts";
+import { finishSession, turnEndOnce } from "./lifecycle.ts";
+import { boundedKey, requireBatch, resultEntryId, InvariantError } from "./record.ts";
+import { runAfterFunctionCallHooks, runBeforeFunctionCallHooks } from "./seams.ts";
+import { enqueue, stepMessage, type Tx } from "./store.ts";
+import { appendMany } from "./transcript.ts";
+
+type Work = NonNullable<TurnStateRecord["work"]>;
+
+const approvalKey = (sid: string, cid: string): string => `${sid}/${cid}`;
+
+async function readDecision(trigger: Trigger, sid: string, cid: string): Promise<ApprovalDecision | undefined> {
+  return parseDecision(await callRequired<unknown>(trigger, "state::get", { scope: SCOPE_APPROVALS, key: approvalKey(sid, cid) }));
+}
+
+/** A consumed decision is deleted (GREEN cleanup: TS-7 kept one row per decision forever). */
+async function deleteDecision(trigger: Trigger, sid: string, cid: string): Promise<void> {
+  await callBestEffort(trigger, "state::delete", { scope: SCOPE_APPROVALS, key: approvalKey(sid, cid) });
+}
+
+/** Record a call's result, checkpoint it `done`, then tell the UI. */
+async function recordResult(tx: Tx, work: Work, call: FunctionCall, result: FunctionResult, durationMs: number, isError?: boolean): Promise<void> {
+  const is_error = isError ?? isErrorResult(result);
+  work.executed[call.id] = { call, result, is_error, duration_ms: durationMs };
+  work.calls[call.id] = "done";
+  await tx.checkpoint();
+  tx.events.emit({ type: "function_execution_end", function_call_id: call.id, function_id: call.function_id, result, is_error, duration_ms: durationMs });
+}
+
+/** Dispatch an allowed call exactly once: `triggered` is durable before the target is invoked. */
+async function runCall(tx: Tx, work: Work, call: FunctionCall, afterTriggered?: () => Promise<void>): Promise<void> {
+  work.calls[call.id] = "triggered";
+  await tx.checkpoint();
+  await afterTriggered?.();
+  const started = Date.now();
+  const target = await runBeforeFunctionCallHooks(tx.trigger, call);
+  let result = await invokeTarget(tx.trigger, target, tx.sid);
+  result = await runAfterFunctionCallHooks(tx.trigger, target, result);
+  await recordResult(tx, work, call, result, Date.now() - started);
+}
+
+const interrupted = (call: FunctionCall): FunctionResult => interruptedResult(call, "the harness stopped while it ran");
+
+function replayEnd(tx: Tx, work: Work, cid: string): void {
+  const done = work.executed[cid];
+  tx.events.emit({ type: "function_execution_end", function_call_id: cid, function_id: done.call.function_id, result: done.result, is_error: done.is_error, duration_ms: done.duration_ms });
+}
+
+/** `turn::function_execute`. */
+export async function functionExecute(tx: Tx): Promise<void> {
+  const rec = tx.rec;
+  if (!rec.last_assistant) throw new InvariantError("function_execute without last_assistant");
+  if (!rec.work) rec.work = { prepared: planBatch(rec.last_assistant), executed: {}, calls: {} };
+  const work = rec.work;
+  work.calls ??= {};
+  const parked = new Set((rec.awaiting_approval ?? []).map((a) => a.function_call_id));
+  const newPending: AwaitingApproval[] = [];
+  for (const p of work.prepared) {
+    const call = p.call;
+    if (work.executed[call.id]) {
+      replayEnd(tx, work, call.id);
+      continue;
+    }
+    if (parked.has(call.id)) continue;
+    if (work.calls[call.id] === "triggered") {
+      await recordResult(tx, work, call, interrupted(call), 0, true);
+      continue;
+    }
+    tx.events.emit({ type: "function_execution_start", function_call_id: call.id, function_id: call.function_id, args: call.arguments });
+    if (p.route === "synthetic") {
+      await recordResult(tx, work, call, p.result, 0, p.is_error);
+      continue;
+    }
+    if (p.route === "pre_approved") {
+      await runCall(tx, work, call);
+      continue;
+    }
+    const gate = await consultBefore(tx.trigger, call);
+    if (gate.kind === "allow") await runCall(tx, work, call);
+    else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
+    else newPending.push({ function_call_id: call.id, function_id: call.function_id, args: call.arguments, pending_at: Date.now() });
+  }
+  if (newPending.length > 0) return park(tx, work, newPending);
+  return finalizeBatch(tx);
+}
+
+/** Park the batch on its pending calls: no queue message is held while a person decides. */
+async function park(tx: Tx, work: Work, newPending: AwaitingApproval[]): Promise<void> {
+  const rec = tx.rec;
+  const merged = new Map((rec.awaiting_approval ?? []).map((a) => [a.function_call_id, a]));
+  for (const p of newPending) {
+    if (!merged.has(p.function_call_id)) merged.set(p.function_call_id, p);
+    work.calls[p.function_call_id] = "pending";
+  }
+  rec.awaiting_approval = [...merged.values()];
+  rec.state = "function_awaiting_approval";
+  await tx.save();
+  // A decision written before this park landed found nothing parked to wake (turn::on_approval
+  // ignores a record that is not parked), so look for one now.
+  for (const a of rec.awaiting_approval) {
+    if (await readDecision(tx.trigger, tx.sid, a.function_call_id)) {
+      await enqueue(tx.trigger, stepMessage(tx.sid, rec.state, rec.step, boundedKey(`${tx.sid}:${rec.step}:recheck`)));
+      return;
+    }
+  }
+}
+
+/** `turn::function_awaiting_approval` (woken per decision; re-scans until a pass resolves nothing). */
+export async function functionAwaitingApproval(tx: Tx): Promise<void> {
+  const rec = tx.rec;
+  const { work } = requireBatch(rec);
+  if (!rec.awaiting_approval) throw new InvariantError("function_awaiting_approval without awaiting_approval");
+  work.calls ??= {};
+  let changed = false;
+  for (let progress = true; progress; ) {
+    progress = false;
+    const waiting: AwaitingApproval[] = [...(rec.awaiting_approval ?? [])];
+    for (const entry of waiting) {
+      const cid: string = entry.function_call_id;
+      const index = work.prepared.findIndex((p) => p.call.id === cid);
+      const drop = () => {
+        rec.awaiting_approval = (rec.awaiting_approval ?? []).filter((a) => a.function_call_id !== cid);
+        progress = changed = true;
+      };
+      if (index < 0 || work.executed[cid]) {
+        drop();
+        continue;
+      }
+      const decision = await readDecision(tx.trigger, tx.sid, cid);
+      if (!decision) continue;
+      const call = work.prepared[index].call;
+      drop();
+      if (decision.decision === "allow") {
+        // No second policy call: the person's allow is the decision. The checkpoint drops the
+        // entry and marks the call triggered in one write, before the decision row goes.
+        work.prepared[index] = { route: "pre_approved", call };
+        await runCall(tx, work, call, () => deleteDecision(tx.trigger, tx.sid, cid));
+      } else {
+        await recordResult(tx, work, call, decisionResult(call, decision), 0, true);
+        await deleteDecision(tx.trigger, tx.sid, cid);
+      }
+    }
+  }
+  if ((rec.awaiting_approval ?? []).length > 0) {
+    if (changed) await tx.checkpoint();
+    return;
+  }
+  delete rec.awaiting_approval;
+  if (work.prepared.every((p) => work.executed[p.call.id])) return finalizeBatch(tx);
+  rec.state = "function_execute";
+  await tx.save();
+}
+
+function resultMessage(prepared: PreparedCall, work: Work, now: number): FunctionResultMessage {
+  const done = work.executed[prepared.call.id];
+  return { role: "function_result", function_call_id: prepared.call.id, function_id: prepared.call.function_id, content: done.result.content, details: done.result.details, is_error: done.is_error, timestamp: now };
+}
+
+/** Results onto the transcript in the assistant's call order (one idempotent batch), one
+ * turn_end, then finish if every result asked to terminate, else steering_check. */
+export async function finalizeBatch(tx: Tx): Promise<void> {
+  const rec = tx.rec;
+  const { last, work } = requireBatch(rec);
+  const now = Date.now();
+  const missing = work.prepared.find((p) => !work.executed[p.call.id]);
+  if (missing) throw new InvariantError(`finalizing a batch with call ${missing.call.id} not executed`);
+  const results = work.prepared.map((p) => resultMessage(p, work, now));
+  await appendMany(tx.trigger, tx.sid, results.map((m) => ({ entry_id: resultEntryId(rec.run_id, m.function_call_id), message: m })));
+  const terminate = work.prepared.length > 0 && work.prepared.every((p) => work.executed[p.call.id].result.terminate === true);
+  rec.function_results = results;
+  delete rec.work;
+  delete rec.awaiting_approval;
+  turnEndOnce(tx, last);
+  if (terminate) return finishSession(tx);
+  rec.state = "steering_check";
+  await tx.save();
+}
+
+/** A stop while a batch is open: every call still without a result gets one (interrupted if it
+ * was started, aborted otherwise) so no function_call is left dangling on the transcript. */
+export async function closeBatchOnStop(tx: Tx, reason: string): Promise<void> {
+  const rec = tx.rec;
+  if (!rec.last_assistant) return;
+  // Stopped before function_execute planned the batch: plan it, so every call gets its result.
+  const work = (rec.work ??= { prepared: planBatch(rec.last_assistant), executed: {}, calls: {} });
+  work.calls ??= {};
+  for (const p of work.prepared) {
+    const call = p.call;
+    if (work.executed[call.id]) continue;
+    const wasParked = (rec.awaiting_approval ?? []).some((a) => a.function_call_id === call.id);
+    const result = work.calls[call.id] === "triggered" ? interrupted(call) : decisionResult(call, { decision: "aborted", reason });
+    work.executed[call.id] = { call, result, is_error: true, duration_ms: 0 };
+    work.calls[call.id] = "done";
+    if (wasParked) await deleteDecision(tx.trigger, tx.sid, call.id);
+  }
+  delete rec.awaiting_approval;
+  const now = Date.now();
+  const results = work.prepared.map((p) => resultMessage(p, work, now));
+  await appendMany(tx.trigger, tx.sid, results.map((m) => ({ entry_id: resultEntryId(rec.run_id, m.function_call_id), message: m })));
+  rec.function_results = results;
+  turnEndOnce(tx, rec.last_assistant);
+}
+

@@ -1,0 +1,195 @@
+// The single chokepoint (spec §3.1, §3.3): every call the model makes is planned from an
+// `agent_trigger` block, checked by `policy::check_permissions` (fail closed), and dispatched with
+// the routing envelope; whatever comes back — a value, an error, nothing — becomes a FunctionResult.
+import { z } from "zod";
+import {
+  AGENT_TRIGGER,
+  gateUnavailableEnvelope,
+  permissionsDenyEnvelope,
+  userDenyEnvelope,
+  type ApprovalDecision,
+  type AssistantMessage,
+  type ContentBlock,
+  type DenialEnvelope,
+  type FunctionCall,
+  type FunctionResult,
+  type PreparedCall,
+} from "@iii-edge/protocol/harness";
+import { errorCode, errorText, type Trigger } from "./calls.ts";
+import { FUNCTION_CALL_TIMEOUT_MS, POLICY_TIMEOUT_MS } from "./constants.ts";
+import { textBlock } from "./messages.ts";
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
+
+function errorResult(text: string, details: Record<string, unknown>): FunctionResult {
+  return { content: [textBlock(text)], details, terminate: false };
+}
+
+// ------------------------------------------------------------------ planning (§2.3)
+
+/** The batch of `last`'s function calls: `agent_trigger {function, payload}` unwrapped to the target
+ * call; anything else is settled here with an error the model can read. */
+export function planBatch(last: AssistantMessage): PreparedCall[] {
+  const out: PreparedCall[] = [];
+  for (const block of last.content ?? []) {
+    if (!block || block.type !== "function_call") continue;
+    let args = block.arguments;
+    if (typeof args === "string") {
+      try {
+        args = JSON.parse(args);
+      } catch {
+        // left as the string: reported below
+      }
+    }
+    if (block.function_id !== AGENT_TRIGGER) {
+      const call: FunctionCall = { id: block.id, function_id: block.function_id, arguments: args };
+      out.push({
+        route: "synthetic",
+        call,
+        is_error: true,
+        result: errorResult(`There is no tool \`${block.function_id}\`. Call functions through \`${AGENT_TRIGGER}\` with {"function": "<function id>", "payload": {…}}.`, {
+          error: "missing_function",
+          function_id: block.function_id,
+        }),
+      });
+      continue;
+    }
+    const target = isPlainObject(args) && typeof args.function === "string" ? args.function.trim() : "";
+    const payload = isPlainObject(args) ? (args.payload ?? {}) : {};
+    const call: FunctionCall = { id: block.id, function_id: target || AGENT_TRIGGER, arguments: payload };
+    if (!target) {
+      out.push({
+        route: "synthetic",
+        call,
+        is_error: true,
+        result: errorResult(`\`${AGENT_TRIGGER}\` needs \`function\`: the id of the function to call (for example \`engine::functions::list\`).`, { error: "missing_function" }),
+      });
+      continue;
+    }
+    if (!isPlainObject(payload)) {
+      out.push({
+        route: "synthetic",
+        call,
+        is_error: true,
+        result: errorResult(`The \`payload\` of a call to \`${target}\` must be a JSON object (the function's request).`, { error: "invalid_payload", function_id: target }),
+      });
+      continue;
+    }
+    out.push({ route: "dispatch", call });
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ consultBefore (§3.3)
+
+export type GateDecision = { kind: "allow" } | { kind: "deny"; envelope: DenialEnvelope } | { kind: "pending" };
+
+const policyReply = z.discriminatedUnion("decision", [
+  z.looseObject({ decision: z.literal("allow") }),
+  z.looseObject({
+    decision: z.literal("deny"),
+    rule_id: z.string().catch("unknown"),
+    matched_constraint: z.object({ field: z.string(), operator: z.string(), value: z.unknown() }).optional().catch(undefined),
+  }),
+  z.looseObject({ decision: z.literal("needs_approval") }),
+]);
+
+/** One call to the policy, 5 s budget. Unreachable, slow or failing → deny `gate_unavailable`
+ * (fail closed); an answer that cannot be read → needs_approval (a person looks). */
+export async function consultBefore(trigger: Trigger, call: FunctionCall): Promise<GateDecision> {
+  let reply: unknown;
+  try {
+    reply = await trigger({ function_id: "policy::check_permissions", payload: { function_id: call.function_id, args: call.arguments }, timeoutMs: POLICY_TIMEOUT_MS });
+  } catch (e) {
+    return { kind: "deny", envelope: gateUnavailableEnvelope(call.function_id, `policy unreachable: ${errorCode(e) ?? "error"}: ${errorText(e)}`, call.arguments) };
+  }
+  const d = policyReply.safeParse(reply);
+  if (!d.success) return { kind: "pending" };
+  if (d.data.decision === "allow") return { kind: "allow" };
+  if (d.data.decision === "deny") return { kind: "deny", envelope: permissionsDenyEnvelope(call, d.data.rule_id, d.data.matched_constraint) };
+  return { kind: "pending" };
+}
+
+export const denialResult = (envelope: DenialEnvelope, terminate = false): FunctionResult => ({ content: [textBlock(envelope.reason)], details: envelope, terminate });
+
+/** The result of a person's decision other than allow (§3.4): `deny` tells the model, `aborted`
+ * (written by `turn::stop`) also ends the run after the batch. */
+export function decisionResult(call: FunctionCall, d: ApprovalDecision): FunctionResult {
+  const envelope = userDenyEnvelope(call, d.reason);
+  if (d.decision === "aborted") {
+    const reason = d.reason && d.reason.trim() ? d.reason.trim() : "session_aborted";
+    return { content: [textBlock(`Function call aborted: ${reason}`)], details: { ...envelope, reason: `Function call aborted: ${reason}`, approval_denied: true, decision: "aborted" }, terminate: true };
+  }
+  return { content: [textBlock(`Permission denied by user: ${envelope.reason}`)], details: { ...envelope, approval_denied: true, decision: "deny" }, terminate: false };
+}
+
+// ------------------------------------------------------------------ dispatch (§3.1 steps 5–6)
+
+/** What the target receives: its arguments plus who is calling (the call itself is not changed). */
+export function routingEnvelope(call: FunctionCall, sessionId: string): Record<string, unknown> {
+  const args = isPlainObject(call.arguments) ? call.arguments : {};
+  return { ...args, session_id: sessionId, function_call_id: call.id, function_id: call.function_id };
+}
+
+/** A value a function returned, as a FunctionResult: `{content: [...]}` is one already. */
+export function normaliseResult(raw: unknown): FunctionResult {
+  if (isPlainObject(raw) && Array.isArray(raw.content)) {
+    const r: FunctionResult = { content: raw.content as ContentBlock[], details: raw.details ?? null };
+    if (typeof raw.terminate === "boolean") r.terminate = raw.terminate;
+    return r;
+  }
+  const text = typeof raw === "string" ? raw : raw === undefined ? "null" : (JSON.stringify(raw) ?? String(raw));
+  return { content: [textBlock(text)], details: raw ?? null };
+}
+
+/** A call that was started and whose outcome is unknown (GREEN: at most once, never re-invoked). */
+export function interruptedResult(call: FunctionCall, cause: string): FunctionResult {
+  return errorResult(
+    `The call to \`${call.function_id}\` was interrupted (${cause}). It ran at most once and its outcome is unknown: check whether it took effect before calling it again.`,
+    { error: "interrupted", function_id: call.function_id, at_most_once: true },
+  );
+}
+
+/** A failed dispatch, as the model should read it. */
+export function targetErrorResult(call: FunctionCall, e: unknown, timeoutMs: number): FunctionResult {
+  const code = errorCode(e);
+  const message = errorText(e);
+  const id = call.function_id;
+  if (code === "function_not_found") {
+    const hint = id.includes("/")
+      ? "It looks like a skill path; functions are called by their `worker::function` id."
+      : "List the functions that exist with `engine::functions::list`.";
+    return errorResult(`Function \`${id}\` is not registered. ${hint}`, { error: "function_not_found", function_id: id, message, hint });
+  }
+  if (code === "timeout") return errorResult(`The call to \`${id}\` did not answer within ${timeoutMs} ms; it may still be running.`, { error: "timeout", function_id: id, message });
+  if (code === "invocation_stopped" || code === "not_connected") return interruptedResult(call, "the connection to the engine dropped while it ran");
+  if (code === "channel_send_failed" || code === "invocation_error" || code === "too_many_calls" || code === "rate_limited") {
+    return denialResult(gateUnavailableEnvelope(id, `trigger_failed: ${code}: ${message}`, call.arguments));
+  }
+  return errorResult(`The call to \`${id}\` failed: ${code ?? "error"}: ${message}`, { error: "handler_error", function_id: id, code: code ?? "invocation_failed", message });
+}
+
+/** Trigger the target (already allowed) and read whatever happens as a result. */
+export async function invokeTarget(trigger: Trigger, call: FunctionCall, sessionId: string): Promise<FunctionResult> {
+  try {
+    return normaliseResult(await trigger({ function_id: call.function_id, payload: routingEnvelope(call, sessionId), timeoutMs: FUNCTION_CALL_TIMEOUT_MS }));
+  } catch (e) {
+    return targetErrorResult(call, e, FUNCTION_CALL_TIMEOUT_MS);
+  }
+}
+
+/** §3.1: an error when `details.error` is a string or `details.status` is "denied". */
+export function isErrorResult(r: FunctionResult): boolean {
+  const d = r.details;
+  if (!isPlainObject(d)) return false;
+  return typeof d.error === "string" || d.status === "denied";
+}
+
+// ------------------------------------------------------------------ approval decisions (§3.4)
+
+const decisionSchema = z.object({ decision: z.enum(["allow", "deny", "aborted"]), reason: z.string().nullable().optional() });
+
+export function parseDecision(v: unknown): ApprovalDecision | undefined {
+  const r = decisionSchema.safeParse(v);
+  return r.success ? { decision: r.data.decision, reason: r.data.reason ?? null } : undefined;
+}

@@ -1,0 +1,100 @@
+// `run::start` (spec §1.2): busy guard, claim, session, run request, seed messages, and the fresh
+// record whose save enqueues `turn::provisioning`. Returns at once; the run goes on in the queue.
+import { DEFAULT_MAX_TURNS, type RunStartRequest, type RunStartResponse, type TurnStateRecord } from "@iii-edge/protocol/harness";
+import { errorText, type Trigger } from "./calls.ts";
+import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS } from "./constants.ts";
+import { normaliseMessage } from "./messages.ts";
+import { isTerminal, seedEntryId } from "./record.ts";
+import { casRunRequest, loadRunRequest, type StoredRunRequest } from "./run-request.ts";
+import { StateConflict, loadRecord, Tx } from "./store.ts";
+import { inferProvider } from "./streaming.ts";
+import { appendMany, ensureSession } from "./transcript.ts";
+
+export interface StartDeps {
+  trigger: Trigger;
+  newRunId: () => string;
+}
+
+const busy = (session_id: string): RunStartResponse => ({ session_id, started: false, reason: "session_busy" });
+
+/** `session_index/<sid>` once per session (its `state:created` is the harness's "new session"
+ * fan-out, §7 item 4): a create-if-absent, so later runs write nothing. */
+async function markSessionCreated(trigger: Trigger, sid: string): Promise<void> {
+  try {
+    await trigger({ function_id: "state::update", payload: { scope: SCOPE_SESSION_INDEX, key: sid, ops: [{ type: "set", path: "", value: { session_id: sid, created_at_ms: Date.now() } }], expected: null }, timeoutMs: 30_000 });
+  } catch (e) {
+    if ((e as { code?: unknown })?.code !== "state_conflict") console.warn(`turn-orchestrator: session_index/${sid} not written: ${errorText(e)}`);
+  }
+}
+
+export async function runStart(deps: StartDeps, input: RunStartRequest): Promise<RunStartResponse> {
+  const { trigger } = deps;
+  const sid = input.session_id;
+  const now = Date.now();
+  // (1) Busy guard: a live record, or a start that claimed the session moments ago, wins.
+  const loaded = await loadRecord(trigger, sid);
+  if (loaded && !isTerminal(loaded.rec.state)) return busy(sid);
+  const prev = await loadRunRequest(trigger, sid);
+  const claimInFlight = prev.req && prev.req.run_id !== loaded?.rec.run_id && now - prev.req.requested_at_ms < START_CLAIM_TTL_MS;
+  if (claimInFlight) return busy(sid);
+  const runId = input.message_id ?? deps.newRunId();
+  // The same message already ran to the end: a repeat of a finished request starts nothing.
+  if (loaded && loaded.rec.run_id === runId) return busy(sid);
+
+  // (2) The run request doubles as the claim: compare-and-set against what was read.
+  const req: StoredRunRequest = {
+    provider: input.provider ?? inferProvider(input.model),
+    model: input.model,
+    mode: input.mode ?? null,
+    system_prompt: input.system_prompt ?? "",
+    function_schemas: [],
+    max_turns: input.max_turns ?? DEFAULT_MAX_TURNS,
+    run_id: runId,
+    requested_at_ms: now,
+  };
+  if (input.skills) req.skills = input.skills;
+  if (input.isolation !== undefined) req.isolation = input.isolation;
+  if (input.budget_id) req.budget_id = input.budget_id;
+  if (input.message_id) req.message_id = input.message_id;
+  if (!(await casRunRequest(trigger, sid, req, prev.raw))) return busy(sid);
+
+  let saving = false;
+  try {
+    await ensureSession(trigger, sid);
+    const seeds = input.messages.map((m) => normaliseMessage(m, now));
+    await appendMany(trigger, sid, seeds.map((message, i) => ({ entry_id: seedEntryId(runId, i), message })));
+    const rec: TurnStateRecord = {
+      session_id: sid,
+      state: "provisioning",
+      step: 0,
+      turn_count: 0,
+      max_turns: req.max_turns,
+      last_assistant: null,
+      function_results: [],
+      turn_end_emitted: false,
+      started_at_ms: now,
+      updated_at_ms: now,
+      run_id: runId,
+    };
+    const tx = new Tx(trigger, sid, loaded, rec);
+    // These report the appended seed entries (already stored), so they go out before the save:
+    // the provisioning step the save wakes can then never get ahead of them.
+    tx.events.emit({ type: "agent_start" });
+    for (const message of seeds) {
+      tx.events.emit({ type: "message_start", message });
+      tx.events.emit({ type: "message_end", message });
+    }
+    await tx.events.flush();
+    saving = true;
+    await tx.save();
+    await markSessionCreated(trigger, sid);
+    await tx.events.flush();
+  } catch (e) {
+    // Give the claim back (best effort) so the next start is not refused for START_CLAIM_TTL_MS —
+    // unless the record write was attempted: it may have landed, and its run needs this request.
+    if (!saving || e instanceof StateConflict) await casRunRequest(trigger, sid, (prev.raw ?? null) as StoredRunRequest | null, req).catch(() => undefined);
+    if (e instanceof StateConflict) return busy(sid);
+    throw e;
+  }
+  return { session_id: sid, started: true };
+}

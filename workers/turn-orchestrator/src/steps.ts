@@ -1,0 +1,132 @@
+// The stepable states' handlers (spec §2.3). Each gets the step's Tx (the record, a deep copy
+// of what was loaded) and ends with the write that moves the record on.
+import { z } from "zod";
+import { agentMessageSchema, INBOX_FOLLOWUP, INBOX_STEERING, type AgentFunction, type AgentMessage, type Model } from "@iii-edge/protocol/harness";
+import type { Channels } from "@iii-edge/sdk-edge/worker";
+import { callRequired, errorCode, errorText, isTransportFailure, TransientError } from "./calls.ts";
+import { PROVISIONING_TIMEOUT_MS } from "./constants.ts";
+import { endAtMaxTurns, failRun, finishSession, maxTurnsReached, turnEndOnce } from "./lifecycle.ts";
+import { forProvider, functionCallsOf, normaliseMessage } from "./messages.ts";
+import { assistantEntryId, inboxEntryId } from "./record.ts";
+import { requireRunRequest, saveRunRequest } from "./run-request.ts";
+import { checkBudgetBeforeProviderCall, compactionPreflight } from "./seams.ts";
+import type { Tx } from "./store.ts";
+import { streamAssistant } from "./streaming.ts";
+import { appendMany, appendOne, readTranscript, updateMessage, type Entry } from "./transcript.ts";
+
+const prepareResponse = z.looseObject({
+  system_prompt: z.string(),
+  function_schemas: z.array(z.looseObject({ name: z.string(), description: z.string(), parameters: z.unknown() })),
+  model_meta: z.looseObject({ id: z.string() }).nullable().optional(),
+  sandbox_id: z.string().min(1).optional(),
+});
+
+/** `turn::provisioning`: prompt, schemas and model from `provisioning::prepare`, kept on the run
+ * request and the record (model_meta resolved once per run, §7). */
+export async function provisioning(tx: Tx): Promise<void> {
+  const req = await requireRunRequest(tx.trigger, tx.sid);
+  let reply: unknown;
+  try {
+    reply = await tx.trigger({ function_id: "provisioning::prepare", payload: { session_id: tx.sid, run_request: req }, timeoutMs: PROVISIONING_TIMEOUT_MS });
+  } catch (e) {
+    if (errorCode(e) === "function_not_found") throw new Error("provisioning::prepare is not registered: no provisioning worker is connected, so the run cannot get its prompt and functions");
+    if (isTransportFailure(e)) throw new TransientError(`provisioning::prepare: ${errorText(e)}`, { cause: e });
+    throw new Error(`provisioning::prepare failed: ${errorCode(e) ?? "error"}: ${errorText(e)}`);
+  }
+  const prep = prepareResponse.safeParse(reply);
+  if (!prep.success) throw new Error(`provisioning::prepare answered an unreadable result: ${prep.error.issues[0]?.message ?? "bad shape"}`);
+  req.system_prompt = prep.data.system_prompt;
+  req.function_schemas = prep.data.function_schemas as AgentFunction[];
+  if (prep.data.sandbox_id) req.sandbox_id = prep.data.sandbox_id;
+  await saveRunRequest(tx.trigger, tx.sid, req);
+  tx.rec.model_meta = (prep.data.model_meta ?? null) as Model | null;
+  tx.rec.state = "assistant_streaming";
+  await tx.save();
+}
+
+/** `turn::assistant_streaming`. */
+export async function assistantStreaming(tx: Tx, channels: Channels): Promise<void> {
+  const rec = tx.rec;
+  if (maxTurnsReached(rec)) return endAtMaxTurns(tx);
+  const req = await requireRunRequest(tx.trigger, tx.sid);
+  rec.turn_count += 1;
+  rec.turn_end_emitted = false;
+  rec.assistant_body_streamed = false;
+  rec.function_results = [];
+  if (req.budget_id) await checkBudgetBeforeProviderCall(tx.trigger, rec, req);
+  const transcript = (await readTranscript(tx.trigger, tx.sid)).map((e) => e.message);
+  const window = await compactionPreflight(tx.trigger, rec, forProvider(transcript));
+  const { message, bodyStreamed } = await streamAssistant(tx.trigger, channels, tx.events, req, window);
+  rec.last_assistant = message;
+  rec.assistant_body_streamed = bodyStreamed;
+
+  if (message.stop_reason === "error") {
+    // A provider error ends the run `failed` (the provider already retried what it could).
+    const text = message.error_message || message.content.map((b) => (b.type === "text" ? b.text : "")).join("") || "provider error";
+    return failRun(tx, message.error_kind ?? "transient", text, { assistant: message, bodyStreamed });
+  }
+  tx.afterSave({ type: "message_complete", message, body_streamed: bodyStreamed });
+  if (message.stop_reason === "aborted") {
+    turnEndOnce(tx, message);
+    return finishSession(tx);
+  }
+  // A redelivered round streams again; its entry id is the same, so it replaces the first copy.
+  const entry: Entry = { entry_id: assistantEntryId(rec.run_id, rec.turn_count), message };
+  if (!(await appendOne(tx.trigger, tx.sid, entry))) await updateMessage(tx.trigger, tx.sid, entry);
+  if (functionCallsOf(message).length > 0) {
+    delete rec.work;
+    delete rec.awaiting_approval;
+    rec.state = "function_execute";
+  } else {
+    rec.state = "steering_check";
+  }
+  await tx.save();
+}
+
+const inboxItem = z.union([z.string().min(1), agentMessageSchema]);
+
+/**
+ * Take an inbox's messages onto the transcript without losing any to a crash: peek, append with
+ * ids from their position, then drain (atomic read + clear) and append whatever arrived in between.
+ */
+async function takeInbox(tx: Tx, name: string, kind: "steer" | "followup"): Promise<AgentMessage[]> {
+  const peek = await callRequired<{ items?: unknown[] }>(tx.trigger, "session-inbox::peek", { name, session_id: tx.sid });
+  const seen = Array.isArray(peek?.items) ? peek.items : [];
+  const toMessages = (items: unknown[], offset: number): Entry[] =>
+    items.flatMap((item, i) => {
+      const parsed = inboxItem.safeParse(item);
+      if (!parsed.success) {
+        console.warn(`turn-orchestrator: dropped an unreadable ${name} inbox item of ${tx.sid}`);
+        return [];
+      }
+      return [{ entry_id: inboxEntryId(tx.rec.run_id, kind, tx.rec.turn_count, offset + i), message: normaliseMessage(parsed.data) }];
+    });
+  if (seen.length === 0) return [];
+  const first = toMessages(seen, 0);
+  await appendMany(tx.trigger, tx.sid, first);
+  const drained = await callRequired<{ items?: unknown[] }>(tx.trigger, "session-inbox::drain", { name, session_id: tx.sid });
+  const all = Array.isArray(drained?.items) ? drained.items : [];
+  const late = all.length > seen.length ? toMessages(all.slice(seen.length), seen.length) : [];
+  await appendMany(tx.trigger, tx.sid, late);
+  return [...first, ...late].map((e) => e.message);
+}
+
+/** `turn::steering_check`: steering > follow-up > pending function results > end. */
+export async function steeringCheck(tx: Tx): Promise<void> {
+  const rec = tx.rec;
+  // The round that just ended gets its one turn_end.
+  if (rec.last_assistant) turnEndOnce(tx, rec.last_assistant);
+  let taken = await takeInbox(tx, INBOX_STEERING, "steer");
+  if (taken.length === 0) taken = await takeInbox(tx, INBOX_FOLLOWUP, "followup");
+  for (const message of taken) {
+    tx.afterSave({ type: "message_start", message });
+    tx.afterSave({ type: "message_end", message });
+  }
+  if (taken.length > 0 || rec.function_results.length > 0) {
+    if (maxTurnsReached(rec)) return endAtMaxTurns(tx);
+    rec.function_results = [];
+    rec.state = "assistant_streaming";
+    return tx.save();
+  }
+  return finishSession(tx);
+}

@@ -1,0 +1,195 @@
+// The turn record's store (spec §2.4, GREEN durability). Every write is a compare-and-set against
+// the value this step read or last wrote, so of two steps racing on one record exactly one wins; a
+// save that changes the state to a stepable one carries the next step's queue message in the same
+// write ("saving is the wake"); checkpoints write without waking anyone.
+import type { AgentEvent, TurnStateRecord, TurnStateView } from "@iii-edge/protocol/harness";
+import { callRequired, errorCode, errorText, isTransportFailure, TransientError, type Trigger } from "./calls.ts";
+import { SCOPE_TURN_STATE, STOP_MERGE_ATTEMPTS, STORAGE_TIMEOUT_MS, TURN_STEP_QUEUE } from "./constants.ts";
+import { EventLog } from "./events.ts";
+import { canonicalJson, isStepable, jsonCopy, parseRecord, sameJson, stepKey, viewOf } from "./record.ts";
+
+/** Someone else moved the record since this step read it: the step stops (it does not retry). */
+export class StateConflict extends Error {
+  constructor(sid: string) {
+    super(`turn record of ${sid} changed under this step`);
+    this.name = "StateConflict";
+  }
+}
+
+export interface Loaded {
+  rec: TurnStateRecord;
+  /** The value exactly as stored: what the next compare-and-set expects. */
+  raw: unknown;
+}
+
+/** The queue message a save carries: `turn::<state> {session_id, step}` on `turn-step`. */
+export interface StepMessage {
+  function_id: string;
+  payload: { session_id: string; step: number };
+  queue: string;
+  idempotency_key: string;
+}
+
+export function stepMessage(sid: string, state: string, step: number, key = stepKey(sid, step)): StepMessage {
+  return { function_id: `turn::${state}`, payload: { session_id: sid, step }, queue: TURN_STEP_QUEUE, idempotency_key: key };
+}
+
+export async function loadRaw(trigger: Trigger, sid: string): Promise<unknown> {
+  return callRequired<unknown>(trigger, "state::get", { scope: SCOPE_TURN_STATE, key: sid });
+}
+
+export async function loadRecord(trigger: Trigger, sid: string): Promise<Loaded | undefined> {
+  const raw = await loadRaw(trigger, sid);
+  const rec = parseRecord(raw);
+  return rec ? { rec, raw } : undefined;
+}
+
+/** Enqueue a step by itself (wakes from outside a save: approvals, `turn::stop`). The engine
+ * stores the message; the function is not looked up now. */
+export async function enqueue(trigger: Trigger, msg: StepMessage): Promise<void> {
+  try {
+    await trigger({ function_id: msg.function_id, payload: msg.payload, action: { type: "enqueue", queue: msg.queue, idempotency_key: msg.idempotency_key }, timeoutMs: STORAGE_TIMEOUT_MS });
+  } catch (e) {
+    if (isTransportFailure(e)) throw new TransientError(`enqueue ${msg.function_id}: ${errorText(e)}`, { cause: e });
+    throw e;
+  }
+}
+
+/**
+ * FALLBACK, to be removed once every engine this runs against stores `enqueue` with the write:
+ * an engine without it drops the field and answers no `messageReceiptId`, so the message is
+ * enqueued here, right after the write. Not atomic — a crash between the two leaves a stepable
+ * record with no step queued (`turn::stop` re-wakes such a session).
+ */
+async function enqueueAfterWriteWithoutEngineSupport(trigger: Trigger, msg: StepMessage): Promise<void> {
+  await enqueue(trigger, msg);
+}
+
+/** One compare-and-set write of the record; returns the value now stored. */
+async function casWrite(trigger: Trigger, rec: TurnStateRecord, expected: unknown, msg: StepMessage | undefined): Promise<unknown> {
+  return casWriteValue(trigger, rec.session_id, jsonCopy(rec), expected, msg);
+}
+
+/** The compare-and-set itself, of a stored value as given. */
+export async function casWriteValue(trigger: Trigger, sid: string, value: unknown, expected: unknown, msg?: StepMessage): Promise<unknown> {
+  const payload: Record<string, unknown> = { scope: SCOPE_TURN_STATE, key: sid, ops: [{ type: "set", path: "", value }], expected: expected ?? null };
+  if (msg) payload.enqueue = msg;
+  let out: { messageReceiptId?: unknown } | undefined;
+  try {
+    out = await trigger<unknown, { messageReceiptId?: unknown }>({ function_id: "state::update", payload, timeoutMs: STORAGE_TIMEOUT_MS });
+  } catch (e) {
+    if (errorCode(e) === "state_conflict") throw new StateConflict(sid);
+    if (isTransportFailure(e)) throw new TransientError(`saving the turn record: ${errorText(e)}`, { cause: e });
+    throw e;
+  }
+  if (msg && typeof out?.messageReceiptId !== "string") await enqueueAfterWriteWithoutEngineSupport(trigger, msg);
+  return value;
+}
+
+/** `a` and `b` differ at most in `stop_requested` (what `turn::stop` writes into a live record). */
+function onlyStopDiffers(a: unknown, b: unknown): boolean {
+  if (!a || !b || typeof a !== "object" || typeof b !== "object") return false;
+  const strip = (v: object) => canonicalJson({ ...v, stop_requested: null });
+  return strip(a) === strip(b);
+}
+
+/**
+ * Compare-and-set, merging a concurrent `turn::stop`: its flag is the only outside write into a
+ * live record, so a conflict caused by it alone is retried with the flag kept. Anything else that
+ * moved the record is a StateConflict.
+ */
+export async function writeRecord(trigger: Trigger, rec: TurnStateRecord, expected: unknown, msg?: StepMessage): Promise<unknown> {
+  let exp = expected;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await casWrite(trigger, rec, exp, msg);
+    } catch (e) {
+      if (!(e instanceof StateConflict) || attempt + 1 >= STOP_MERGE_ATTEMPTS) throw e;
+      const current = await loadRaw(trigger, rec.session_id);
+      if (!onlyStopDiffers(current, exp)) throw e;
+      const stop = parseRecord(current)?.stop_requested;
+      if (stop) rec.stop_requested = true;
+      exp = current;
+    }
+  }
+}
+
+/**
+ * One step's hold on a record: the record being changed, the value last written (for the next
+ * compare-and-set), and the events that may only go out once the state they report is saved.
+ */
+export class Tx {
+  readonly trigger: Trigger;
+  readonly events: EventLog;
+  rec: TurnStateRecord;
+  /** The record as of the last write (or the load), and its stored value. */
+  private written: TurnStateRecord | undefined;
+  private raw: unknown;
+  private pending: AgentEvent[] = [];
+
+  constructor(trigger: Trigger, sid: string, loaded: Loaded | undefined, fresh?: TurnStateRecord) {
+    this.trigger = trigger;
+    this.events = new EventLog(trigger, sid);
+    this.written = loaded ? structuredClone(loaded.rec) : undefined;
+    this.raw = loaded?.raw ?? null;
+    // The working copy is a deep copy: handler mutations never leak into `written` (§8.1).
+    this.rec = fresh ?? structuredClone(loaded!.rec);
+  }
+
+  get sid(): string {
+    return this.rec.session_id;
+  }
+
+  /** The record as last persisted (a copy). */
+  persisted(): TurnStateRecord | undefined {
+    return this.written ? structuredClone(this.written) : undefined;
+  }
+
+  /** Emit `event` once the next write has committed. */
+  afterSave(event: AgentEvent): void {
+    this.pending.push(event);
+  }
+
+  /** A silent progress write (per-call checkpoints): no step, no wake. */
+  async checkpoint(): Promise<void> {
+    await this.write(undefined);
+  }
+
+  /**
+   * `saveRecord`: write the record; when its state changed, bump `step` and — for a stepable state
+   * — enqueue `turn::<state> {session_id, step}` in the same write.
+   */
+  async save(): Promise<void> {
+    const changed = !this.written || this.written.state !== this.rec.state;
+    if (changed) this.rec.step = (this.written?.step ?? 0) + 1;
+    const msg = changed && isStepable(this.rec.state) ? stepMessage(this.sid, this.rec.state, this.rec.step) : undefined;
+    await this.write(msg);
+  }
+
+  /** Replace the working copy with the persisted one and forget its unsent events (a failure
+   * path starting clean). */
+  resetToPersisted(): void {
+    if (this.written) this.rec = structuredClone(this.written);
+    this.pending = [];
+  }
+
+  private async write(msg: StepMessage | undefined): Promise<void> {
+    this.rec.updated_at_ms = Date.now();
+    const before = this.written;
+    const stored = await writeRecord(this.trigger, this.rec, this.raw, msg);
+    this.raw = stored;
+    this.written = structuredClone(this.rec);
+    const events = this.pending;
+    this.pending = [];
+    const ends = events.filter((e) => e.type === "agent_end");
+    for (const e of events) if (e.type !== "agent_end") this.events.emit(e);
+    const oldView: TurnStateView | undefined = before ? viewOf(before) : undefined;
+    const newView = viewOf(this.rec);
+    if (!oldView || !sameJson(oldView, newView)) {
+      const ev: AgentEvent = { type: "turn_state_changed", event_type: before ? "state:updated" : "state:created", new_value: newView };
+      if (oldView) ev.old_value = oldView;
+      this.events.emit(ev);
+    }
+    for (const e of ends) this.events.emit(e);
+  }
+}

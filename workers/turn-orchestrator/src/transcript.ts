@@ -1,0 +1,51 @@
+// The transcript lives in session storage (spec §5), reached by function id. Every entry the
+// orchestrator writes has a deterministic id, so a replayed step appends nothing twice.
+import type { AgentMessage } from "@iii-edge/protocol/harness";
+import { callRequired, type Trigger } from "./calls.ts";
+import { TRANSCRIPT_MAX_PAGES, TRANSCRIPT_PAGE_SIZE } from "./constants.ts";
+
+export interface Entry {
+  entry_id: string;
+  message: AgentMessage;
+}
+
+export async function ensureSession(trigger: Trigger, sid: string): Promise<void> {
+  await callRequired(trigger, "session-tree::ensure", { session_id: sid });
+}
+
+/** Append in order, chained, in one round trip; ids already present append nothing. */
+export async function appendMany(trigger: Trigger, sid: string, entries: Entry[]): Promise<void> {
+  if (entries.length === 0) return;
+  await callRequired(trigger, "session-tree::append_many", { session_id: sid, entries });
+}
+
+/** Append one entry; false when its id was already there (a replay). */
+export async function appendOne(trigger: Trigger, sid: string, entry: Entry): Promise<boolean> {
+  const r = await callRequired<{ appended?: unknown }>(trigger, "session-tree::append", { session_id: sid, entry_id: entry.entry_id, message: entry.message });
+  return r?.appended !== false;
+}
+
+export async function updateMessage(trigger: Trigger, sid: string, entry: Entry): Promise<void> {
+  await callRequired(trigger, "session-tree::update_message", { session_id: sid, entry_id: entry.entry_id, message: entry.message });
+}
+
+/** The active path, oldest first, read page by page. */
+export async function readTranscript(trigger: Trigger, sid: string): Promise<Entry[]> {
+  const out: Entry[] = [];
+  let cursor: unknown;
+  for (let page = 0; page < TRANSCRIPT_MAX_PAGES; page++) {
+    const payload: Record<string, unknown> = { session_id: sid, limit: TRANSCRIPT_PAGE_SIZE };
+    if (cursor !== undefined && cursor !== null) payload.cursor = cursor;
+    const r = await callRequired<{ messages?: unknown; next_cursor?: unknown }>(trigger, "session-tree::messages", payload);
+    const messages = Array.isArray(r?.messages) ? r.messages : [];
+    for (const m of messages) {
+      if (m && typeof m === "object" && "message" in m) {
+        const e = m as { entry_id?: unknown; message: unknown };
+        if (e.message && typeof e.message === "object") out.push({ entry_id: String(e.entry_id ?? ""), message: e.message as AgentMessage });
+      }
+    }
+    cursor = r?.next_cursor;
+    if (cursor === undefined || cursor === null || cursor === "" || messages.length === 0) return out;
+  }
+  throw new Error(`transcript of ${sid} is longer than ${TRANSCRIPT_MAX_PAGES} pages of ${TRANSCRIPT_PAGE_SIZE}`);
+}

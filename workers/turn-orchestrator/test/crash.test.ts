@@ -1,0 +1,61 @@
+// Crash safety (spec §8.1, C-E2E-507): the engine restarts while a function call the model asked
+// for is executing. GREEN's per-call checkpoint (`triggered` before the target is invoked) means
+// the redelivered step never invokes it again: the call ran once, the transcript closes it with an
+// "interrupted" result, and the run still ends cleanly with no duplicate entries.
+import type { AgentEvent, FunctionResultMessage } from "@iii-edge/protocol/harness";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { until } from "../../../tests/support/wait.ts";
+import { events, startHarness, start, stopHarness, textOf, transcript, waitState, type Harness } from "./support/harness.ts";
+import { callAnswer, textAnswer } from "./support/stand-ins.ts";
+
+let h: Harness;
+
+// After a restart the engine keeps the lease of the delivery that was running (its handler may
+// still be going on a worker) for the queue's timeout_ms + 5 s before it delivers the step again;
+// a short deadline keeps this suite's wait short (production: 360 s).
+const STEP_TIMEOUT_MS = 10_000;
+
+beforeAll(async () => {
+  h = await startHarness({ reconnect: true, turnStep: { timeout_ms: STEP_TIMEOUT_MS } });
+});
+afterAll(async () => {
+  await stopHarness(h);
+});
+
+/** Engine restart (wrangler dev boot on a busy 2-core box), the lease, and the redelivery. */
+const RECOVERY_MS = 90_000;
+
+it("an engine restart while a call executes: the call ran once, its result says interrupted, the run stops", { timeout: 180_000 }, async () => {
+  const sid = "crash";
+  const model = "gpt-crash";
+  h.rules.set("test::block", "allow");
+  h.scripts.set(model, (_req, n) => (n === 0 ? callAnswer(model, [{ id: "k1", fn: "test::block", payload: { effect: "write-once" } }]) : textAnswer(model, "recovered")));
+  await start(h, sid, model);
+  const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && c.data.session_id === sid);
+  await until(() => blockCalls().length === 1, "the call is executing", 20_000);
+
+  console.log("DBG restart", Date.now());
+  await h.engine.restart();
+  console.log("DBG restarted", Date.now());
+  // The target finishes only now; its answer goes to a connection that no longer exists.
+  h.targets.gate.release();
+
+  await waitState(h, sid, "stopped", RECOVERY_MS);
+  expect(blockCalls()).toHaveLength(1);
+
+  const t = transcript(h, sid);
+  expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
+  expect(new Set(t.map((e) => e.entry_id)).size).toBe(t.length);
+  const result = t[2].message as FunctionResultMessage;
+  expect(result).toMatchObject({ function_call_id: "k1", is_error: true, details: { error: "interrupted", at_most_once: true } });
+  expect(textOf(result)).toContain("interrupted");
+  console.log("DBG", textOf(result), Date.now());
+  expect(textOf(t[3].message)).toBe("recovered");
+
+  const evs: AgentEvent[] = await until(async () => {
+    const all = (await events(h, sid)).map((e) => e.data);
+    return all.some((e) => e.type === "agent_end") ? all : undefined;
+  }, "agent_end on the stream", 20_000);
+  expect(evs.filter((e) => e.type === "agent_end")).toHaveLength(1);
+  expect(evs.filter((e) => e.type === "message_complete")).toHaveLength(2);
+});

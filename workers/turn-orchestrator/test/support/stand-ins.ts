@@ -1,0 +1,247 @@
+// Stand-ins for the function ids the orchestrator calls, each registered on its own connection
+// like the worker it replaces: session storage (in memory), policy, provisioning, the scripted
+// model behind `provider::openai::stream` (it writes real AssistantMessageEvents into the real
+// channel — the only part standing in for something paid), and the functions the model calls.
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { AGENT_TRIGGER, AGENT_TRIGGER_FUNCTION, type AgentMessage, type AssistantMessage, type AssistantMessageEvent, type ContentBlock, type ErrorKind } from "@iii-edge/protocol/harness";
+import { IIIError } from "@iii-edge/protocol";
+import type { EdgeClient } from "@iii-edge/sdk-edge/client";
+import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
+import { repoRoot } from "../../../../tests/support/engine-server.ts";
+
+/** Reconnect fast after an engine restart (the default starts at 1 s and doubles). */
+export const FAST_RECONNECT = { reconnectionConfig: { initialDelayMs: 100, maxDelayMs: 500, jitterFactor: 0 } };
+
+/** Every built-in harness worker left out of the deployed Worker: these suites bring their own. */
+export const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage";
+
+/** The `QUEUES` var with `turn-step` in it: wrangler.toml's, plus the queue if it is not there
+ * yet; `overrides` change its settings for one suite (e.g. a short lease). */
+export function queuesWithTurnStep(overrides: Record<string, unknown> = {}): Record<string, string> {
+  const toml = readFileSync(path.join(repoRoot, "wrangler.toml"), "utf8");
+  const m = /^QUEUES\s*=\s*'(.*)'\s*$/m.exec(toml);
+  const queues = m ? (JSON.parse(m[1]) as Record<string, Record<string, unknown>>) : {};
+  if (queues["turn-step"] && Object.keys(overrides).length === 0) return {};
+  queues["turn-step"] = { backend: "durable", type: "fifo", message_group_field: "session_id", max_retries: 3, backoff_ms: 200, concurrency: 100, timeout_ms: 360_000, ...queues["turn-step"], ...overrides };
+  return { QUEUES: JSON.stringify(queues) };
+}
+
+export const strip = ({ _caller_worker_id: _, ...rest }: Record<string, unknown>): Record<string, unknown> => rest;
+
+export function connect(url: string, name: string, reconnect = false): RunningWorkers {
+  return runWorkers(url, [], { workerName: name, ...(reconnect ? FAST_RECONNECT : {}) });
+}
+
+// ------------------------------------------------------------------ session storage
+
+export interface SessionStore {
+  entries: Map<string, { entry_id: string; message: AgentMessage }[]>;
+  inboxes: Map<string, unknown[]>;
+}
+
+export function registerSessionStorage(client: EdgeClient): SessionStore {
+  const store: SessionStore = { entries: new Map(), inboxes: new Map() };
+  const list = (sid: string) => {
+    let l = store.entries.get(sid);
+    if (!l) store.entries.set(sid, (l = []));
+    return l;
+  };
+  let n = 0;
+  const append = (sid: string, message: AgentMessage, entry_id?: string) => {
+    const l = list(sid);
+    const id = entry_id ?? `auto_${++n}`;
+    if (l.some((e) => e.entry_id === id)) return { entry_id: id, appended: false };
+    l.push({ entry_id: id, message });
+    return { entry_id: id, appended: true };
+  };
+  client.registerFunction("session-tree::ensure", (d: { session_id: string }) => {
+    const created = !store.entries.has(d.session_id);
+    list(d.session_id);
+    return { session_id: d.session_id, created };
+  });
+  client.registerFunction("session-tree::append", (d: { session_id: string; message: AgentMessage; entry_id?: string }) => append(d.session_id, d.message, d.entry_id));
+  client.registerFunction("session-tree::append_many", (d: { session_id: string; entries: { entry_id?: string; message: AgentMessage }[] }) => {
+    const rs = d.entries.map((e) => append(d.session_id, e.message, e.entry_id));
+    return { entry_ids: rs.map((r) => r.entry_id), appended: rs.filter((r) => r.appended).length };
+  });
+  client.registerFunction("session-tree::update_message", (d: { session_id: string; entry_id: string; message: AgentMessage }) => {
+    const e = list(d.session_id).find((x) => x.entry_id === d.entry_id);
+    if (!e) throw new IIIError("not_found", `no entry ${d.entry_id}`);
+    e.message = d.message;
+    return { ok: true };
+  });
+  client.registerFunction("session-tree::messages", (d: { session_id: string; limit?: number; cursor?: string }) => {
+    const l = list(d.session_id);
+    const from = d.cursor ? Number(d.cursor) : 0;
+    const limit = d.limit ?? 100;
+    const page = l.slice(from, from + limit);
+    return { messages: page, next_cursor: from + limit < l.length ? String(from + limit) : null };
+  });
+  const inbox = (name: string, sid: string) => {
+    const k = `${sid}/${name}`;
+    let l = store.inboxes.get(k);
+    if (!l) store.inboxes.set(k, (l = []));
+    return l;
+  };
+  client.registerFunction("session-inbox::push", (d: { name: string; session_id: string; item: unknown }) => {
+    const l = inbox(d.name, d.session_id);
+    l.push(d.item);
+    return { ok: true, size: l.length };
+  });
+  client.registerFunction("session-inbox::peek", (d: { name: string; session_id: string }) => ({ items: [...inbox(d.name, d.session_id)] }));
+  client.registerFunction("session-inbox::drain", (d: { name: string; session_id: string }) => {
+    const l = inbox(d.name, d.session_id);
+    return { items: l.splice(0, l.length) };
+  });
+  return store;
+}
+
+// ------------------------------------------------------------------ policy and provisioning
+
+export type PolicyRule = "allow" | "deny" | "needs_approval" | "garbage" | { slowMs: number };
+
+export function registerPolicy(client: EdgeClient, rules: Map<string, PolicyRule>): { calls: string[] } {
+  const seen = { calls: [] as string[] };
+  client.registerFunction("policy::check_permissions", async (d: { function_id: string }) => {
+    seen.calls.push(d.function_id);
+    const rule = rules.get(d.function_id) ?? "needs_approval";
+    if (typeof rule === "object") {
+      await new Promise((r) => setTimeout(r, rule.slowMs));
+      return { decision: "allow", rule_id: "slow" };
+    }
+    if (rule === "allow") return { decision: "allow", rule_id: d.function_id };
+    if (rule === "deny") return { decision: "deny", rule_id: `no-${d.function_id}`, rule_action: "deny" };
+    if (rule === "garbage") return { verdict: "maybe" };
+    return { decision: "needs_approval" };
+  });
+  return seen;
+}
+
+export const SYSTEM_PROMPT = "You are a test agent.";
+
+export function registerProvisioning(client: EdgeClient): { prepared: string[]; released: string[] } {
+  const seen = { prepared: [] as string[], released: [] as string[] };
+  client.registerFunction("provisioning::prepare", (d: { session_id: string }) => {
+    seen.prepared.push(d.session_id);
+    return { system_prompt: SYSTEM_PROMPT, function_schemas: [AGENT_TRIGGER_FUNCTION], model_meta: null };
+  });
+  client.registerFunction("provisioning::release", (d: { session_id: string }) => {
+    seen.released.push(d.session_id);
+    return { ok: true };
+  });
+  return seen;
+}
+
+// ------------------------------------------------------------------ the scripted model
+
+export interface ProviderRequest {
+  model: string;
+  system_prompt: string | null;
+  messages: AgentMessage[];
+  tools: unknown[];
+}
+/** One model answer: frames, optionally with a pause (a promise) before the terminal one. */
+export interface Answer {
+  frames: AssistantMessageEvent[];
+  holdBeforeTerminal?: Promise<void>;
+}
+/** A scenario's model: the n-th call (0-based) of its model name gets this answer. */
+export type Script = (req: ProviderRequest, n: number) => Answer;
+
+const base = (model: string, content: ContentBlock[], stop_reason: AssistantMessage["stop_reason"]): AssistantMessage => ({
+  role: "assistant",
+  content,
+  stop_reason,
+  model,
+  provider: "openai",
+  timestamp: Date.now(),
+  usage: { input: 10, output: 5 },
+});
+
+export function textAnswer(model: string, text: string): Answer {
+  const half = Math.ceil(text.length / 2);
+  const p1 = base(model, [{ type: "text", text: text.slice(0, half) }], "end");
+  const p2 = base(model, [{ type: "text", text }], "end");
+  return {
+    frames: [
+      { type: "start", partial: base(model, [], "end") },
+      { type: "text_start", partial: base(model, [{ type: "text", text: "" }], "end") },
+      { type: "text_delta", partial: p1, delta: text.slice(0, half) },
+      { type: "text_delta", partial: p2, delta: text.slice(half) },
+      { type: "text_end", partial: p2 },
+      { type: "done", message: p2 },
+    ],
+  };
+}
+
+export interface ScriptedCall {
+  id: string;
+  fn: string;
+  payload?: Record<string, unknown>;
+}
+
+export function callAnswer(model: string, calls: ScriptedCall[], raw?: ContentBlock[]): Answer {
+  const blocks: ContentBlock[] = raw ?? calls.map((c) => ({ type: "function_call", id: c.id, function_id: AGENT_TRIGGER, arguments: { function: c.fn, payload: c.payload ?? {} } }));
+  const frames: AssistantMessageEvent[] = [{ type: "start", partial: base(model, [], "function_call") }];
+  for (let i = 0; i < blocks.length; i++) {
+    const partial = base(model, blocks.slice(0, i + 1), "function_call");
+    frames.push({ type: "functioncall_start", partial }, { type: "functioncall_delta", partial, delta: JSON.stringify((blocks[i] as { arguments?: unknown }).arguments ?? {}) }, { type: "functioncall_end", partial });
+  }
+  frames.push({ type: "done", message: base(model, blocks, "function_call") });
+  return { frames };
+}
+
+export function errorAnswer(model: string, kind: ErrorKind, message: string): Answer {
+  const m = { ...base(model, [], "error"), error_message: message, error_kind: kind };
+  return { frames: [{ type: "start", partial: base(model, [], "end") }, { type: "error", error: m }] };
+}
+
+export function registerProvider(client: EdgeClient, surface: RunningWorkers["surface"], scripts: Map<string, Script>): { requests: ProviderRequest[] } {
+  const seen = { requests: [] as ProviderRequest[] };
+  const counts = new Map<string, number>();
+  client.registerFunction("provider::openai::stream", async (d: ProviderRequest & { writer_ref: { channel_id: string; access_key: string; direction: "write" } }) => {
+    const { writer_ref, ...req } = strip(d as unknown as Record<string, unknown>) as unknown as typeof d;
+    seen.requests.push(req);
+    const n = counts.get(req.model) ?? 0;
+    counts.set(req.model, n + 1);
+    const script = scripts.get(req.model);
+    const writer = await surface.channels.openWriter(writer_ref);
+    const answer = script ? script(req, n) : errorAnswer(req.model, "permanent", `no script for model ${req.model}`);
+    const frames = [...answer.frames];
+    const terminal = frames.pop()!;
+    for (const f of frames) writer.write(JSON.stringify(f));
+    if (answer.holdBeforeTerminal) await answer.holdBeforeTerminal;
+    writer.write(JSON.stringify(terminal));
+    writer.close();
+    return { ok: true, status: "done" };
+  });
+  return seen;
+}
+
+// ------------------------------------------------------------------ what the model calls
+
+export interface TargetCall {
+  fn: string;
+  data: Record<string, unknown>;
+}
+
+/** `test::echo`, `test::danger`, `test::other` answer at once; `test::block` waits for `release`. */
+export function registerTargets(client: EdgeClient): { calls: TargetCall[]; gate: { release: () => void; wait: Promise<void> } } {
+  const calls: TargetCall[] = [];
+  let release!: () => void;
+  const wait = new Promise<void>((r) => (release = r));
+  for (const fn of ["test::echo", "test::danger", "test::other", "test::terminate"]) {
+    client.registerFunction(fn, (d: Record<string, unknown>) => {
+      calls.push({ fn, data: strip(d) });
+      if (fn === "test::terminate") return { content: [{ type: "text", text: "finished" }], details: { done: true }, terminate: true };
+      return { content: [{ type: "text", text: `${fn} ran` }], details: { echoed: strip(d) } };
+    });
+  }
+  client.registerFunction("test::block", async (d: Record<string, unknown>) => {
+    calls.push({ fn: "test::block", data: strip(d) });
+    await wait;
+    return { content: [{ type: "text", text: "block finished" }], details: null };
+  });
+  return { calls, gate: { release, wait } };
+}
