@@ -706,3 +706,42 @@ export interface ModelsSupportsResponse {
   supported: boolean;
   known: boolean;
 }
+
+// ------------------------------------------------------------------ turn-orchestrator (§1.2, §2.4, §2.7, §4.1)
+
+/** The durable FIFO queue (grouped by `session_id`) that carries the `turn::<state>` steps. */
+export const TURN_STEP_QUEUE = "turn-step";
+/** What a queued step carries: the record's `step` it was enqueued for (the stale guard's key). */
+export interface TurnStepPayload {
+  session_id: string;
+  step: number;
+}
+export type TurnStepResult =
+  | { ok: true; from_state: TurnState; to_state: TurnState }
+  | { ok: true; skipped: true; reason: "stale" | "state_conflict" }
+  | { ok: false; from_state: TurnState; to_state: "failed"; error: string };
+
+const orchestratorSessionId = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
+/** `turn::get_state`, `turn::stop`. */
+export const turnSessionRequest = z.object({ session_id: orchestratorSessionId });
+export interface TurnStopResponse {
+  session_id: string;
+  /** false: nothing to stop (no record, or the run already ended). */
+  stopping: boolean;
+  state: TurnState | null;
+}
+/** `run::steer`: plain text becomes a user message. */
+export const runSteerRequest = z.object({ session_id: orchestratorSessionId, message: z.union([z.string().min(1).max(200_000), agentMessageSchema]) });
+/** Most `agent::events` items one `run::events` page returns. */
+export const RUN_EVENTS_MAX_LIMIT = 1_000;
+/** `run::events`: `after` is an item id (`<sid>-<seq>`) from an earlier page or a stream push. */
+export const runEventsRequest = z.object({
+  session_id: orchestratorSessionId,
+  after: z.string().min(1).max(300).nullable().optional(),
+  limit: z.number().int().min(1).max(RUN_EVENTS_MAX_LIMIT).optional(),
+});
+export interface RunEventsResponse {
+  events: { item_id: string; data: AgentEvent }[];
+  /** Pass as `after` next time: the last item returned, or the `after` given when none was new. */
+  next: string | null;
+}

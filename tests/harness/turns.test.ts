@@ -7,17 +7,13 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import type { AgentEvent, AgentMessage, FunctionResultMessage, TurnStateView } from "@iii-edge/protocol/harness";
+import type { AgentEvent, AgentMessage, FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-
-/** How long one turn may take end to end on the shared 2-core box (several durable queue hops). */
-const TURN_DEADLINE_MS = 30_000;
-/** How much of the engine's log a stuck turn's failure shows. */
-const ENGINE_LOG_TAIL_CHARS = 4_000;
+import { asText, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -42,75 +38,15 @@ const slowStarted: string[] = [];
 
 const ranOf = (fn: string) => ran.filter((r) => r.fn === fn);
 
-// ------------------------------------------------------------------ helpers: what a UI does
+// ------------------------------------------------------------------ helpers: what a UI does (turn-client.ts)
 
-const post = (p: string, body: unknown) => fetch(`${engine.url}/${p}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-
-const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: Date.now() });
-
-async function startTurn(sid: string, text: string, extra: Record<string, unknown> = {}): Promise<void> {
-  const res = await post("api/turns", { session_id: sid, message_id: `${sid}-m1`, payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user(text)], ...extra } });
-  expect(res.status, await res.clone().text()).toBe(200);
-  expect(await res.json()).toEqual({ session_id: sid, started: true });
-}
-
-async function turnState(sid: string): Promise<TurnStateView | null> {
-  const res = await fetch(`${engine.url}/api/turns/${sid}`);
-  if (res.status === 404) return null;
-  return (await res.json()) as TurnStateView;
-}
-
-/** Every `agent::events` item of a session, paged with the resume cursor as a UI would. */
-async function allEvents(sid: string, after?: string): Promise<{ item_id: string; data: AgentEvent }[]> {
-  const out: { item_id: string; data: AgentEvent }[] = [];
-  let cursor = after;
-  for (;;) {
-    const q = cursor ? `?after=${encodeURIComponent(cursor)}&limit=100` : "?limit=100";
-    const res = await fetch(`${engine.url}/api/turns/${sid}/events${q}`);
-    expect(res.status).toBe(200);
-    const page = (await res.json()) as { events: { item_id: string; data: AgentEvent }[]; next: string | null };
-    out.push(...page.events);
-    if (page.events.length === 0) return out;
-    cursor = page.next ?? undefined;
-  }
-}
-
-const types = (evs: { data: AgentEvent }[]) => evs.map((e) => e.data.type);
-
-/** The run ended (`stopped`/`failed`) and its last event, `agent_end`, is out. */
-async function finished(sid: string, state: "stopped" | "failed" = "stopped"): Promise<{ view: TurnStateView; events: { item_id: string; data: AgentEvent }[] }> {
-  try {
-    return await until(
-      async () => {
-        const view = await turnState(sid);
-        if (view?.state !== state) return undefined;
-        const events = await allEvents(sid);
-        return events.at(-1)?.data.type === "agent_end" ? { view, events } : undefined;
-      },
-      `session ${sid} ${state} with agent_end`,
-      TURN_DEADLINE_MS,
-      100,
-    );
-  } catch (e) {
-    // Say where the turn got stuck: its state, its events, and what the engine logged.
-    const view = await turnState(sid).catch(() => undefined);
-    const evs = await allEvents(sid).catch(() => []);
-    throw new Error(`${(e as Error).message}\nstate: ${JSON.stringify(view)}\nevents: ${types(evs).join(" ")}\nengine output (tail):\n${engine.output().slice(-ENGINE_LOG_TAIL_CHARS)}`);
-  }
-}
-
-async function transcript(sid: string): Promise<AgentMessage[]> {
-  const r = (await iii.trigger({ function_id: "session-tree::messages", payload: { session_id: sid } })) as { messages: { message: AgentMessage }[] };
-  return r.messages.map((m) => m.message);
-}
-
-const textOf = (m: AgentMessage | undefined): string =>
-  m && Array.isArray(m.content) ? (m.content as { type: string; text?: string }[]).filter((b) => b.type === "text").map((b) => b.text ?? "").join("") : "";
-
-/** OpenAI request messages of a given role. */
-const openaiMessages = (r: RecordedRequest | undefined) => ((r?.body?.messages ?? []) as { role: string; content?: unknown; tool_call_id?: string; tool_calls?: unknown[] }[]);
-
-const asText = (content: unknown): string => (typeof content === "string" ? content : JSON.stringify(content));
+let ui: ReturnType<typeof turnClient>;
+const post = (p: string, body: unknown) => ui.post(p, body);
+const startTurn = (sid: string, text: string, extra?: Record<string, unknown>) => ui.startTurn(sid, text, extra);
+const turnState = (sid: string) => ui.turnState(sid);
+const allEvents = (sid: string, after?: string) => ui.allEvents(sid, after);
+const finished = (sid: string, state?: "stopped" | "failed") => ui.finished(sid, state);
+const transcript = (sid: string) => ui.transcript(sid);
 
 // ------------------------------------------------------------------ setup
 
@@ -129,6 +65,7 @@ beforeAll(async () => {
     },
   });
   iii = registerWorker(engine.wsUrl, { workerName: "harness-e2e-client", otel: { enabled: false } });
+  ui = turnClient(engine, () => iii);
   await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
 });
 

@@ -4,6 +4,7 @@
 // transcript). The credentials come from the real auth-credentials worker, with its proofs.
 import type { AgentMessage, AssistantMessage, AssistantMessageEvent, ProviderStreamResponse } from "@iii-edge/protocol/harness";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
+import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { worker as authWorker } from "@iii-edge/worker-auth-credentials";
@@ -102,29 +103,36 @@ const MODELS: Record<ReplayProvider, string> = { openai: "gpt-4o", anthropic: "c
 const AFTER_TERMINAL_MS = 150;
 
 /** Call `provider::<p>::stream` as the orchestrator does: a fresh channel, the call not awaited
- * while the reader drains, stop at the terminal frame. */
+ * while the reader drains, stop at the terminal frame (then listen a moment longer, to see that
+ * nothing follows it). The read end is a plain WebSocket, closed by us: under `wrangler dev` the
+ * end of a channel otherwise reaches a reader only when the TCP connection goes (protocol §10). */
 async function stream(provider: ReplayProvider, payload: Record<string, unknown> = {}, opts: { stopAfter?: (f: AssistantMessageEvent) => boolean } = {}): Promise<StreamRun> {
   const ch = await caller.surface.channels.create();
+  const ws = new WebSocket(channelUrl(engine.wsUrl, ch.reader));
+  const frames: AssistantMessageEvent[] = [];
+  const ended = new Promise<void>((resolve, reject) => {
+    let quiet: ReturnType<typeof setTimeout> | undefined;
+    const finish = () => (clearTimeout(quiet), ws.close(1000), resolve());
+    ws.addEventListener("message", (e: MessageEvent) => {
+      const frame = JSON.parse(String(e.data)) as AssistantMessageEvent;
+      frames.push(frame);
+      if (opts.stopAfter?.(frame)) finish();
+      else if (frame.type === "done" || frame.type === "error") quiet = setTimeout(finish, AFTER_TERMINAL_MS);
+    });
+    ws.addEventListener("close", () => (clearTimeout(quiet), resolve()));
+    ws.addEventListener("error", () => reject(new Error("channel reader failed")));
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.addEventListener("open", () => resolve(), { once: true });
+    ws.addEventListener("error", () => reject(new Error("cannot attach the channel reader")), { once: true });
+  });
   const result = caller.client.trigger<unknown, ProviderStreamResponse>({
     function_id: `provider::${provider}::stream`,
     payload: { writer_ref: ch.writer, model: MODELS[provider], messages: [user("Hi")], ...payload },
     timeoutMs: 60_000,
   });
-  const frames: AssistantMessageEvent[] = [];
-  const items = caller.surface.channels.read(ch.reader)[Symbol.asyncIterator]();
-  let terminalSeen = false;
-  try {
-    for (;;) {
-      const next = terminalSeen ? await Promise.race([items.next(), new Promise<"quiet">((r) => setTimeout(() => r("quiet"), AFTER_TERMINAL_MS))]) : await items.next();
-      if (next === "quiet" || next.done) break;
-      const frame = JSON.parse(String(next.value)) as AssistantMessageEvent;
-      frames.push(frame);
-      if (frame.type === "done" || frame.type === "error") terminalSeen = true;
-      if (opts.stopAfter?.(frame)) break;
-    }
-  } finally {
-    await items.return?.();
-  }
+  result.catch(() => {}); // awaited below; a failed read must not leave it unhandled
+  await ended;
   const terminal = frames[frames.length - 1]!;
   const message = terminal?.type === "done" ? terminal.message : terminal?.type === "error" ? terminal.error : (undefined as never);
   return { frames, result: await result, terminal, message };
@@ -515,7 +523,7 @@ describe("models catalog", () => {
   it("get: a known model with limits and pricing, a dated snapshot by its alias, null when unknown", async () => {
     expect(await models("get", { provider: "anthropic", id: "claude-sonnet-4-5" })).toMatchObject({ context_window: 200_000, max_output_tokens: 64_000, supports_tools: true, pricing: { input_per_1m: 3, output_per_1m: 15 } });
     expect(await models("get", { provider: "anthropic", id: "claude-sonnet-4-5-20250929" })).toMatchObject({ id: "claude-sonnet-4-5-20250929", context_window: 200_000 });
-    expect(await models("get", { provider: "openai", id: "gpt-unknown" })).toBeNull();
+    expect(await models("get", { provider: "openai", id: "gpt-unknown" })).toBeUndefined(); // null travels as "no result"
   });
 
   it("supports: capabilities, unknown capability → false, unknown model → known:false", async () => {
@@ -529,7 +537,7 @@ describe("models catalog", () => {
   it("MODELS_OVERRIDES corrects a table entry and adds a local model; a broken entry is skipped", async () => {
     expect(await models("get", { provider: "openai", id: "gpt-4o" })).toMatchObject({ context_window: 64_000, pricing: { input_per_1m: 2.5 } });
     expect(await models("get", { provider: "openai", id: "local-llama" })).toMatchObject({ context_window: 8_192, supports_tools: true });
-    expect(await models("get", { provider: "openai", id: "broken" })).toBeNull();
+    expect(await models("get", { provider: "openai", id: "broken" })).toBeUndefined();
   });
 
   it("models::register is stored in state scope `models` and overrides the table; streams use it", async () => {
@@ -551,6 +559,6 @@ describe("models catalog", () => {
   it("bad input → invalid_input, nothing stored", async () => {
     await expect(models("register", { model: { provider: "openai", id: "no-window" } })).rejects.toMatchObject({ code: "invalid_input" });
     await expect(models("get", { provider: "OpenAI!", id: "x" })).rejects.toMatchObject({ code: "invalid_input" });
-    expect(await caller.client.trigger({ function_id: "state::get", payload: { scope: "models", key: "openai:no-window" } })).toBeNull();
+    expect(await caller.client.trigger({ function_id: "state::get", payload: { scope: "models", key: "openai:no-window" } })).toBeUndefined();
   });
 });

@@ -9,7 +9,7 @@ export const SCOPE_EVENT_COUNTER = "event_counter";
 export const SCOPE_APPROVALS = "approvals";
 
 /** The durable FIFO queue (grouped by `session_id`) that carries `turn::<state>` steps (§2.4). */
-export const TURN_STEP_QUEUE = "turn-step";
+export { TURN_STEP_QUEUE } from "@iii-edge/protocol/harness";
 
 /** The policy gate's budget (§3.3): past it the call is denied `gate_unavailable`. */
 export const POLICY_TIMEOUT_MS = 5_000;
@@ -40,9 +40,8 @@ export const STOP_CAS_ATTEMPTS = 8;
 /** A run::start claim (its run_request) younger than this, with no record of its run yet, means a
  * start is in progress: a second start is busy. Older ones are from a start that died midway. */
 export const START_CLAIM_TTL_MS = 60_000;
-/** `run::events` page bounds: a page is read item by item, so it stays small. */
+/** `run::events` default page (the most is RUN_EVENTS_MAX_LIMIT): items are read one by one. */
 export const EVENTS_DEFAULT_LIMIT = 200;
-export const EVENTS_MAX_LIMIT = 1_000;
 /** Stream items read at once by `run::events` (parallel `stream::get`s). */
 export const EVENTS_READ_BATCH = 50;
 /** Digits of the zero-padded event sequence in item ids (`<sid>-00000042`), so ids sort by seq. */
@@ -51,6 +50,11 @@ export const EVENT_SEQ_DIGITS = 8;
 export const MAX_ERROR_TEXT = 2_000;
 /** The engine refuses idempotency keys longer than this (protocol frames.ts). */
 export const MAX_IDEMPOTENCY_KEY = 256;
+/** Session storage refuses entry ids longer than this; ids built from a model's call id are cut
+ * to fit (with a digest, so two long ids stay distinct). */
+export const MAX_ENTRY_ID = 256;
+/** Session storage appends at most this many entries per `session-tree::append_many`. */
+export const APPEND_MANY_MAX = 64;
 
 /** Model and provider names of messages the orchestrator writes itself. */
 export const HARNESS_MODEL = "harness";

@@ -1,28 +1,17 @@
 // What reaches a run from outside its steps: reading its state, stopping it, steering it, reading
 // its events from a cursor, and the approval wake (spec §1.2, §2.7, §3.4, §4.1).
 import { z } from "zod";
-import { AGENT_EVENTS_STREAM, INBOX_STEERING, agentMessageSchema, type AgentEvent, type TurnState, type TurnStateView } from "@iii-edge/protocol/harness";
+import { AGENT_EVENTS_STREAM, INBOX_STEERING, type AgentEvent, type RunEventsResponse, type TurnStateView, type TurnStopResponse } from "@iii-edge/protocol/harness";
 import { callRequired, invalid, type Trigger } from "./calls.ts";
-import { EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, EVENTS_READ_BATCH, SCOPE_APPROVALS, SCOPE_EVENT_COUNTER, STOP_CAS_ATTEMPTS } from "./constants.ts";
+import { EVENTS_DEFAULT_LIMIT, EVENTS_READ_BATCH, SCOPE_APPROVALS, SCOPE_EVENT_COUNTER, STOP_CAS_ATTEMPTS } from "./constants.ts";
 import { parseDecision } from "./gate.ts";
 import { normaliseMessage } from "./messages.ts";
 import { boundedKey, eventItemId, eventSeqOf, isTerminal, parseRecord, viewOf } from "./record.ts";
 import { StateConflict, casWriteValue, enqueue, loadRaw, loadRecord, stepMessage } from "./store.ts";
 
-const sessionId = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
-export const sessionRequest = z.object({ session_id: sessionId });
-export const steerRequest = z.object({ session_id: sessionId, message: z.union([z.string().min(1).max(200_000), agentMessageSchema]) });
-export const eventsRequest = z.object({ session_id: sessionId, after: z.string().min(1).max(300).nullable().optional(), limit: z.number().int().min(1).max(EVENTS_MAX_LIMIT).optional() });
-
 export async function getState(trigger: Trigger, sid: string): Promise<TurnStateView | null> {
   const loaded = await loadRecord(trigger, sid);
   return loaded ? viewOf(loaded.rec) : null;
-}
-
-export interface StopResponse {
-  session_id: string;
-  stopping: boolean;
-  state: TurnState | null;
 }
 
 /**
@@ -31,7 +20,7 @@ export interface StopResponse {
  * also gets an `aborted` decision per waiting call, so the approval wake closes the batch; and the
  * current state is woken once more, so a run whose queued step was lost still stops.
  */
-export async function stopRun(trigger: Trigger, sid: string): Promise<StopResponse> {
+export async function stopRun(trigger: Trigger, sid: string): Promise<TurnStopResponse> {
   for (let attempt = 0; attempt < STOP_CAS_ATTEMPTS; attempt++) {
     const raw = await loadRaw(trigger, sid);
     const rec = parseRecord(raw);
@@ -59,16 +48,11 @@ export async function stopRun(trigger: Trigger, sid: string): Promise<StopRespon
   throw new StateConflict(sid);
 }
 
-/** `run::steer`: a message for the running turn, taken at its next steering_check. */
-export async function steer(trigger: Trigger, sid: string, message: unknown): Promise<{ ok: true }> {
-  await callRequired(trigger, "session-inbox::push", { name: INBOX_STEERING, session_id: sid, item: normaliseMessage(message) });
-  return { ok: true };
-}
-
-export interface EventsPage {
-  events: { item_id: string; data: AgentEvent }[];
-  /** The cursor for the next call (`after`): the last item returned, or the one given. */
-  next: string | null;
+/** `run::steer`: a message for the running turn, taken at its next steering_check; `ok: false`
+ * when the inbox is full. */
+export async function steer(trigger: Trigger, sid: string, message: unknown): Promise<{ ok: boolean }> {
+  const r = await callRequired<{ ok?: unknown }>(trigger, "session-inbox::push", { name: INBOX_STEERING, session_id: sid, item: normaliseMessage(message) });
+  return { ok: r?.ok !== false };
 }
 
 /**
@@ -76,7 +60,7 @@ export interface EventsPage {
  * persisted sequence (item ids are `<sid>-<seq>`), so pages are bounded and nothing is skipped
  * that was written; an id with no item (an emission that failed) is passed over.
  */
-export async function readEvents(trigger: Trigger, sid: string, after: string | null | undefined, limit = EVENTS_DEFAULT_LIMIT): Promise<EventsPage> {
+export async function readEvents(trigger: Trigger, sid: string, after: string | null | undefined, limit = EVENTS_DEFAULT_LIMIT): Promise<RunEventsResponse> {
   let from = 1;
   if (after) {
     const seq = eventSeqOf(sid, after);
@@ -86,7 +70,7 @@ export async function readEvents(trigger: Trigger, sid: string, after: string | 
   const counter = await callRequired<{ seq?: unknown } | undefined>(trigger, "state::get", { scope: SCOPE_EVENT_COUNTER, key: sid });
   const last = typeof counter?.seq === "number" ? counter.seq : 0;
   const to = Math.min(last, from + limit - 1);
-  const events: EventsPage["events"] = [];
+  const events: RunEventsResponse["events"] = [];
   for (let start = from; start <= to; start += EVENTS_READ_BATCH) {
     const ids: string[] = [];
     for (let seq = start; seq <= Math.min(to, start + EVENTS_READ_BATCH - 1); seq++) ids.push(eventItemId(sid, seq));

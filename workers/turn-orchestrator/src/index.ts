@@ -1,11 +1,11 @@
 // The turn-orchestrator worker (spec §1.2, §2; TS-7 ids and FSM, GREEN durability): one durable
 // FSM per session, every fact of it in engine state, every step a `turn::<state>` message on the
 // `turn-step` queue. Runs in workerd and in Node (Web APIs only).
-import { runStartRequest, type RunStartRequest, type TurnState } from "@iii-edge/protocol/harness";
+import { runEventsRequest, runStartRequest, runSteerRequest, turnSessionRequest, type RunStartRequest, type TurnState } from "@iii-edge/protocol/harness";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
-import { eventsRequest, getState, onApproval, readEvents, sessionRequest, steer, steerRequest, stopRun } from "./control.ts";
+import { getState, onApproval, readEvents, steer, stopRun } from "./control.ts";
 import { functionAwaitingApproval, functionExecute } from "./functions.ts";
 import { runStart } from "./run-start.ts";
 import { assistantStreaming, provisioning, steeringCheck } from "./steps.ts";
@@ -47,19 +47,19 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
     });
     iii.registerFunction("turn::get_state", (data: { session_id: string }, ctx) => getState(ctx.trigger as Trigger, data.session_id), {
       description: "The client view of a session's turn record ({session_id, state, turn_count, max_turns?, awaiting_approval?, error?}) or null",
-      input: sessionRequest,
+      input: turnSessionRequest,
     });
     iii.registerFunction("turn::stop", (data: { session_id: string }, ctx) => stopRun(ctx.trigger as Trigger, data.session_id), {
       description: "Stop a session's run between steps: {session_id} → {session_id, stopping, state}",
-      input: sessionRequest,
+      input: turnSessionRequest,
     });
     iii.registerFunction("run::steer", (data: { session_id: string; message: unknown }, ctx) => steer(ctx.trigger as Trigger, data.session_id, data.message), {
       description: "Queue a message for the running turn (inbox steering): {session_id, message} → {ok}",
-      input: steerRequest,
+      input: runSteerRequest,
     });
     iii.registerFunction("run::events", (data: { session_id: string; after?: string | null; limit?: number }, ctx) => readEvents(ctx.trigger as Trigger, data.session_id, data.after, data.limit), {
       description: "A session's agent::events after a cursor, in order: {session_id, after?, limit?} → {events:[{item_id, data}], next}",
-      input: eventsRequest,
+      input: runEventsRequest,
     });
     iii.registerFunction("turn::on_approval", (data: unknown, ctx) => onApproval(ctx.trigger as Trigger, data), {
       description: "State trigger handler (scope approvals): wakes the parked session a decision belongs to",

@@ -3,7 +3,7 @@
 // derived from it.
 import { z } from "zod";
 import { STEPABLE_STATES, TERMINAL_STATES, TURN_STATES, type AssistantMessage, type TurnState, type TurnStateRecord, type TurnStateView } from "@iii-edge/protocol/harness";
-import { EVENT_SEQ_DIGITS, MAX_IDEMPOTENCY_KEY } from "./constants.ts";
+import { EVENT_SEQ_DIGITS, MAX_ENTRY_ID, MAX_IDEMPOTENCY_KEY } from "./constants.ts";
 
 /** A broken invariant of a record (a function-batch state without its batch, …): the step fails. */
 export class InvariantError extends Error {
@@ -93,11 +93,17 @@ export function jsonCopy<T>(v: T): T {
 
 // ------------------------------------------------------------------ deterministic ids (§2.6)
 
-export const seedEntryId = (runId: string, i: number): string => `e_${runId}_user_${i}`;
-export const assistantEntryId = (runId: string, turn: number): string => `e_${runId}_${turn}_assistant`;
-export const resultEntryId = (runId: string, callId: string): string => `e_${runId}_${callId}`;
-export const inboxEntryId = (runId: string, inbox: "steer" | "followup", turn: number, i: number): string => `e_${runId}_${inbox}_${turn}_${i}`;
-export const maxTurnsEntryId = (runId: string, turn: number): string => `e_${runId}_${turn}_max_turns`;
+/** `id` if it fits in `max` characters, else its head plus a digest of the whole. */
+function bounded(id: string, max: number): string {
+  return id.length <= max ? id : `${id.slice(0, max - 10)}#${shortHash(id)}`;
+}
+const entryId = (id: string): string => bounded(id, MAX_ENTRY_ID);
+
+export const seedEntryId = (runId: string, i: number): string => entryId(`e_${runId}_user_${i}`);
+export const assistantEntryId = (runId: string, turn: number): string => entryId(`e_${runId}_${turn}_assistant`);
+export const resultEntryId = (runId: string, callId: string): string => entryId(`e_${runId}_${callId}`);
+export const inboxEntryId = (runId: string, inbox: "steer" | "followup", turn: number, i: number): string => entryId(`e_${runId}_${inbox}_${turn}_${i}`);
+export const maxTurnsEntryId = (runId: string, turn: number): string => entryId(`e_${runId}_${turn}_max_turns`);
 
 /** `agent::events` item id: `<sid>-<seq padded>` so a group's items sort by sequence. */
 export const eventItemId = (sid: string, seq: number): string => `${sid}-${String(seq).padStart(EVENT_SEQ_DIGITS, "0")}`;
@@ -120,10 +126,7 @@ export function shortHash(s: string): string {
 }
 
 /** An idempotency key within the engine's bound (long ones keep a readable head plus a digest). */
-export function boundedKey(key: string): string {
-  if (key.length <= MAX_IDEMPOTENCY_KEY) return key;
-  return `${key.slice(0, MAX_IDEMPOTENCY_KEY - 10)}#${shortHash(key)}`;
-}
+export const boundedKey = (key: string): string => bounded(key, MAX_IDEMPOTENCY_KEY);
 
 /** The idempotency key of the step a save enqueues (`<sid>:<step>`, §2.4). */
 export const stepKey = (sid: string, step: number): string => boundedKey(`${sid}:${step}`);

@@ -2,7 +2,7 @@
 // orchestrator writes has a deterministic id, so a replayed step appends nothing twice.
 import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { callRequired, type Trigger } from "./calls.ts";
-import { TRANSCRIPT_MAX_PAGES, TRANSCRIPT_PAGE_SIZE } from "./constants.ts";
+import { APPEND_MANY_MAX, TRANSCRIPT_MAX_PAGES, TRANSCRIPT_PAGE_SIZE } from "./constants.ts";
 
 export interface Entry {
   entry_id: string;
@@ -13,10 +13,12 @@ export async function ensureSession(trigger: Trigger, sid: string): Promise<void
   await callRequired(trigger, "session-tree::ensure", { session_id: sid });
 }
 
-/** Append in order, chained, in one round trip; ids already present append nothing. */
+/** Append in order, chained (one round trip per APPEND_MANY_MAX entries); ids already present
+ * append nothing. */
 export async function appendMany(trigger: Trigger, sid: string, entries: Entry[]): Promise<void> {
-  if (entries.length === 0) return;
-  await callRequired(trigger, "session-tree::append_many", { session_id: sid, entries });
+  for (let i = 0; i < entries.length; i += APPEND_MANY_MAX) {
+    await callRequired(trigger, "session-tree::append_many", { session_id: sid, entries: entries.slice(i, i + APPEND_MANY_MAX) });
+  }
 }
 
 /** Append one entry; false when its id was already there (a replay). */

@@ -3,7 +3,7 @@
 // session is not failed); a StateConflict stops the step (someone else moved the record); anything
 // else fails the run, visibly, and the step is acknowledged.
 import { IIIError } from "@iii-edge/protocol";
-import type { TurnState } from "@iii-edge/protocol/harness";
+import type { TurnState, TurnStepResult } from "@iii-edge/protocol/harness";
 import { z } from "zod";
 import { errorText, TransientError, type Trigger } from "./calls.ts";
 import { STOPPED_BY_USER_TEXT } from "./constants.ts";
@@ -15,10 +15,7 @@ import { StateConflict, loadRecord, Tx } from "./store.ts";
 export const stepPayload = z.object({ session_id: z.string().min(1).max(128), step: z.number().int().min(0).optional() });
 export type StepPayload = z.infer<typeof stepPayload>;
 
-export type StepResult =
-  | { ok: true; from_state: TurnState; to_state: TurnState }
-  | { ok: true; skipped: true; reason: "stale" | "state_conflict" }
-  | { ok: false; from_state: TurnState; to_state: "failed"; error: string };
+export type StepResult = TurnStepResult;
 
 export type StepHandler = (tx: Tx) => Promise<void>;
 

@@ -3,10 +3,12 @@
 // the redelivered step never invokes it again: the call ran once, the transcript closes it with an
 // "interrupted" result, and the run still ends cleanly with no duplicate entries.
 import type { AgentEvent, FunctionResultMessage } from "@iii-edge/protocol/harness";
+import { runWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { until } from "../../../tests/support/wait.ts";
 import { events, startHarness, start, stopHarness, textOf, transcript, waitState, type Harness } from "./support/harness.ts";
-import { callAnswer, textAnswer } from "./support/stand-ins.ts";
+import { worker } from "../src/index.ts";
+import { callAnswer, FAST_RECONNECT, textAnswer } from "./support/stand-ins.ts";
 
 let h: Harness;
 
@@ -25,6 +27,13 @@ afterAll(async () => {
 /** Engine restart (wrangler dev boot on a busy 2-core box), the lease, and the redelivery. */
 const RECOVERY_MS = 90_000;
 
+async function agentEvents(sid: string): Promise<AgentEvent[]> {
+  return until(async () => {
+    const all = (await events(h, sid)).map((e) => e.data);
+    return all.some((e) => e.type === "agent_end") ? all : undefined;
+  }, "agent_end on the stream", 20_000);
+}
+
 it("an engine restart while a call executes: the call ran once, its result says interrupted, the run stops", { timeout: 180_000 }, async () => {
   const sid = "crash";
   const model = "gpt-crash";
@@ -34,9 +43,7 @@ it("an engine restart while a call executes: the call ran once, its result says 
   const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && c.data.session_id === sid);
   await until(() => blockCalls().length === 1, "the call is executing", 20_000);
 
-  console.log("DBG restart", Date.now());
   await h.engine.restart();
-  console.log("DBG restarted", Date.now());
   // The target finishes only now; its answer goes to a connection that no longer exists.
   h.targets.gate.release();
 
@@ -49,13 +56,40 @@ it("an engine restart while a call executes: the call ran once, its result says 
   const result = t[2].message as FunctionResultMessage;
   expect(result).toMatchObject({ function_call_id: "k1", is_error: true, details: { error: "interrupted", at_most_once: true } });
   expect(textOf(result)).toContain("interrupted");
-  console.log("DBG", textOf(result), Date.now());
   expect(textOf(t[3].message)).toBe("recovered");
 
-  const evs: AgentEvent[] = await until(async () => {
-    const all = (await events(h, sid)).map((e) => e.data);
-    return all.some((e) => e.type === "agent_end") ? all : undefined;
-  }, "agent_end on the stream", 20_000);
+  const evs = await agentEvents(sid);
   expect(evs.filter((e) => e.type === "agent_end")).toHaveLength(1);
   expect(evs.filter((e) => e.type === "message_complete")).toHaveLength(2);
+});
+
+it("the orchestrator dies with the engine: the step delivered again finds the call triggered and does not invoke it again", { timeout: 180_000 }, async () => {
+  const sid = "crash-2";
+  const model = "gpt-crash-2";
+  h.targets.gate.rearm();
+  h.rules.set("test::block", "allow");
+  h.scripts.set(model, (_req, n) => (n === 0 ? callAnswer(model, [{ id: "k2", fn: "test::block", payload: { effect: "charge-card" } }]) : textAnswer(model, "carried on")));
+  await start(h, sid, model);
+  const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && c.data.session_id === sid);
+  await until(() => blockCalls().length === 1, "the call is executing", 20_000);
+  // The checkpoint says `triggered` before the target ran.
+  expect(await h.client.client.trigger({ function_id: "state::get", payload: { scope: "turn_state", key: sid } })).toMatchObject({ state: "function_execute", work: { calls: { k2: "triggered" } } });
+
+  // The orchestrator process is gone (its handler with it), and the engine restarts.
+  await h.orchestrator.shutdown();
+  await h.engine.restart();
+  h.targets.gate.release();
+  h.orchestrator = runWorkers(h.engine.wsUrl, [worker], FAST_RECONNECT);
+  h.conns.push(h.orchestrator);
+
+  await waitState(h, sid, "stopped", RECOVERY_MS);
+  expect(blockCalls()).toHaveLength(1);
+  const t = transcript(h, sid);
+  expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
+  expect(new Set(t.map((e) => e.entry_id)).size).toBe(t.length);
+  const result = t[2].message as FunctionResultMessage;
+  expect(result).toMatchObject({ function_call_id: "k2", is_error: true, details: { error: "interrupted", at_most_once: true } });
+  expect(textOf(result)).toContain("the harness stopped while it ran");
+  const evs = await agentEvents(sid);
+  expect(evs.filter((e) => e.type === "agent_end")).toHaveLength(1);
 });

@@ -1,8 +1,14 @@
-// One engine, the orchestrator run alone against it (runWorkers), and a stand-in connection per
-// worker it reaches by function id. Scenario helpers read what a user would see: the record's
-// client view, the transcript, the event stream.
+// One engine, the orchestrator run alone against it (runWorkers), the real session-storage and
+// policy workers beside it, and a stand-in connection for each other worker it reaches by function
+// id. Scenario helpers read what a user would see: the record's client view, the transcript (from
+// session storage), the event stream.
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { AgentEvent, AgentMessage, RunStartResponse, TurnStateView } from "@iii-edge/protocol/harness";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
+import { worker as policyWorker } from "@iii-edge/worker-policy";
+import { worker as sessionStorageWorker } from "@iii-edge/worker-session-storage/node";
 import { startEngine, type EngineServer } from "../../../../tests/support/engine-server.ts";
 import { until } from "../../../../tests/support/wait.ts";
 import { worker } from "../../src/index.ts";
@@ -14,27 +20,26 @@ import {
   registerPolicy,
   registerProvider,
   registerProvisioning,
-  registerSessionStorage,
   registerTargets,
+  TEST_PERMISSIONS,
   type PolicyRule,
+  type ProviderRequest,
   type Script,
-  type SessionStore,
 } from "./stand-ins.ts";
 
 export interface Harness {
   engine: EngineServer;
   orchestrator: RunningWorkers;
   client: RunningWorkers;
-  store: SessionStore;
-  rules: Map<string, PolicyRule>;
   scripts: Map<string, Script>;
-  policy: { conn: RunningWorkers; calls: string[] };
+  /** The policy in force: the real worker, or the stand-in (`usePolicyStandIn`) with its rules. */
+  policy: { conn: RunningWorkers; standIn?: { rules: Map<string, PolicyRule>; calls: string[] } };
   provisioning: { conn: RunningWorkers; prepared: string[]; released: string[] };
-  provider: { requests: import("./stand-ins.ts").ProviderRequest[] };
+  provider: { requests: ProviderRequest[] };
   targets: ReturnType<typeof registerTargets>;
   conns: RunningWorkers[];
+  reconnect: boolean;
 }
-
 
 const ALL_IDS = [
   "run::start",
@@ -54,28 +59,33 @@ export async function listed(client: RunningWorkers): Promise<string[]> {
   return r.functions.map((f) => f.function_id);
 }
 
-export async function startHarness(opts: { reconnect?: boolean; turnStep?: Record<string, unknown> } = {}): Promise<Harness> {
-  const engine = await startEngine({ env: { HARNESS_DISABLE }, vars: queuesWithTurnStep(opts.turnStep) });
-  return startHarnessOn(engine, opts);
+const options = (reconnect: boolean, extra: Record<string, unknown> = {}) => ({ ...(reconnect ? FAST_RECONNECT : {}), ...extra });
+
+function realPolicy(url: string, reconnect: boolean): RunningWorkers {
+  return runWorkers(url, [policyWorker], options(reconnect, { workerName: "policy", env: { III_PERMISSIONS: TEST_PERMISSIONS } }));
 }
 
-export async function startHarnessOn(engine: EngineServer, opts: { reconnect?: boolean } = {}): Promise<Harness> {
+/**
+ * `edge`: the orchestrator runs inside the engine's Worker (the deployed HARNESS host, workerd)
+ * instead of as a Node process — the same module, the other runtime.
+ */
+export async function startHarness(opts: { reconnect?: boolean; turnStep?: Record<string, unknown>; edge?: boolean } = {}): Promise<Harness> {
+  const disable = opts.edge ? HARNESS_DISABLE.split(",").filter((n) => n !== "turn-orchestrator").join(",") : HARNESS_DISABLE;
+  const engine = await startEngine({ env: { HARNESS_DISABLE: disable }, vars: queuesWithTurnStep(opts.turnStep) });
   const url = engine.wsUrl;
   const r = opts.reconnect ?? false;
-  const storageConn = connect(url, "session-storage-stand-in", r);
-  const policyConn = connect(url, "policy-stand-in", r);
+  const sessionsDb = path.join(mkdtempSync(path.join(tmpdir(), "turn-orchestrator-sessions-")), "sessions.sqlite");
+  const storageConn = runWorkers(url, [sessionStorageWorker], options(r, { workerName: "session-storage", env: { SESSIONS_DB_PATH: sessionsDb } }));
+  const policyConn = realPolicy(url, r);
   const provisioningConn = connect(url, "provisioning-stand-in", r);
   const providerConn = connect(url, "provider-stand-in", r);
   const targetsConn = connect(url, "targets-stand-in", r);
   const client = connect(url, "test-client", r);
-  const rules = new Map<string, PolicyRule>();
   const scripts = new Map<string, Script>();
-  const store = registerSessionStorage(storageConn.client);
-  const policy = registerPolicy(policyConn.client, rules);
   const prov = registerProvisioning(provisioningConn.client);
   const provider = registerProvider(providerConn.client, providerConn.surface, scripts);
   const targets = registerTargets(targetsConn.client);
-  const orchestrator = runWorkers(url, [worker], r ? FAST_RECONNECT : {});
+  const orchestrator = opts.edge ? connect(url, "no-orchestrator-here") : runWorkers(url, [worker], options(r));
   await until(async () => {
     const ids = await listed(client);
     return ALL_IDS.every((id) => ids.includes(id));
@@ -84,21 +94,46 @@ export async function startHarnessOn(engine: EngineServer, opts: { reconnect?: b
     engine,
     orchestrator,
     client,
-    store,
-    rules,
     scripts,
-    policy: { conn: policyConn, calls: policy.calls },
+    policy: { conn: policyConn },
     provisioning: { conn: provisioningConn, ...prov },
     provider,
     targets,
-    conns: [storageConn, policyConn, provisioningConn, providerConn, targetsConn, client, orchestrator],
+    conns: [storageConn, provisioningConn, providerConn, targetsConn, client, orchestrator],
+    reconnect: r,
   };
 }
 
 export async function stopHarness(h: Harness | undefined): Promise<void> {
   if (!h) return;
-  await Promise.allSettled(h.conns.map((c) => c.shutdown()));
+  await Promise.allSettled([...h.conns, h.policy.conn].map((c) => c.shutdown()));
   await h.engine.stop();
+}
+
+async function waitPolicyRegistered(h: Harness): Promise<void> {
+  await until(async () => (await listed(h.client)).includes("policy::check_permissions"), "policy::check_permissions registered");
+}
+
+/** Replace the policy worker by the stand-in (rules per function id, calls counted). */
+export async function usePolicyStandIn(h: Harness, rules = new Map<string, PolicyRule>()): Promise<{ rules: Map<string, PolicyRule>; calls: string[] }> {
+  await h.policy.conn.shutdown();
+  const conn = connect(h.engine.wsUrl, "policy-stand-in", h.reconnect);
+  const standIn = { rules, calls: registerPolicy(conn.client, rules).calls };
+  h.policy = { conn, standIn };
+  await waitPolicyRegistered(h);
+  return standIn;
+}
+
+/** No policy at all: whoever provided it disconnects. */
+export async function removePolicy(h: Harness): Promise<void> {
+  await h.policy.conn.shutdown();
+  await until(async () => !(await listed(h.client)).includes("policy::check_permissions"), "policy::check_permissions gone");
+}
+
+export async function useRealPolicy(h: Harness): Promise<void> {
+  await h.policy.conn.shutdown();
+  h.policy = { conn: realPolicy(h.engine.wsUrl, h.reconnect) };
+  await waitPolicyRegistered(h);
 }
 
 export const call = <T = unknown>(h: Harness, function_id: string, payload: unknown, timeoutMs = 15_000): Promise<T> => h.client.client.trigger<unknown, T>({ function_id, payload, timeoutMs });
@@ -139,7 +174,22 @@ export async function finalEvents(h: Harness, sid: string): Promise<AgentEvent[]
   }, `${sid}: agent_end on the stream`, 15_000);
 }
 
-export const transcript = (h: Harness, sid: string): { entry_id: string; message: AgentMessage }[] => h.store.entries.get(sid) ?? [];
+export interface TranscriptEntry {
+  entry_id: string;
+  message: AgentMessage;
+}
+
+/** The session's active path as session storage serves it (`session-tree::messages`, every page). */
+export async function transcript(h: Harness, sid: string): Promise<TranscriptEntry[]> {
+  const out: TranscriptEntry[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const page: { messages: TranscriptEntry[]; next_cursor: string | null } = await call(h, "session-tree::messages", cursor ? { session_id: sid, cursor } : { session_id: sid });
+    out.push(...page.messages.map((m) => ({ entry_id: m.entry_id, message: m.message })));
+    if (!page.next_cursor) return out;
+    cursor = page.next_cursor;
+  }
+}
 
 export const textOf = (m: AgentMessage): string =>
   Array.isArray(m.content) ? (m.content as { type: string; text?: string }[]).map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("") : "";

@@ -1,11 +1,11 @@
-// Stand-ins for the function ids the orchestrator calls, each registered on its own connection
-// like the worker it replaces: session storage (in memory), policy, provisioning, the scripted
-// model behind `provider::openai::stream` (it writes real AssistantMessageEvents into the real
-// channel — the only part standing in for something paid), and the functions the model calls.
+// Stand-ins for the function ids the orchestrator calls that no real worker here provides, each
+// registered on its own connection like the worker it replaces: provisioning, the scripted model
+// behind `provider::openai::stream` (it writes real AssistantMessageEvents into the real channel —
+// the only part standing in for something paid), the functions the model calls, and a policy for
+// what the real one cannot do on purpose (answer garbage, answer slowly, count its calls).
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { AGENT_TRIGGER, AGENT_TRIGGER_FUNCTION, type AgentMessage, type AssistantMessage, type AssistantMessageEvent, type ContentBlock, type ErrorKind } from "@iii-edge/protocol/harness";
-import { IIIError } from "@iii-edge/protocol";
 import type { EdgeClient } from "@iii-edge/sdk-edge/client";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { repoRoot } from "../../../../tests/support/engine-server.ts";
@@ -33,71 +33,19 @@ export function connect(url: string, name: string, reconnect = false): RunningWo
   return runWorkers(url, [], { workerName: name, ...(reconnect ? FAST_RECONNECT : {}) });
 }
 
-// ------------------------------------------------------------------ session storage
-
-export interface SessionStore {
-  entries: Map<string, { entry_id: string; message: AgentMessage }[]>;
-  inboxes: Map<string, unknown[]>;
-}
-
-export function registerSessionStorage(client: EdgeClient): SessionStore {
-  const store: SessionStore = { entries: new Map(), inboxes: new Map() };
-  const list = (sid: string) => {
-    let l = store.entries.get(sid);
-    if (!l) store.entries.set(sid, (l = []));
-    return l;
-  };
-  let n = 0;
-  const append = (sid: string, message: AgentMessage, entry_id?: string) => {
-    const l = list(sid);
-    const id = entry_id ?? `auto_${++n}`;
-    if (l.some((e) => e.entry_id === id)) return { entry_id: id, appended: false };
-    l.push({ entry_id: id, message });
-    return { entry_id: id, appended: true };
-  };
-  client.registerFunction("session-tree::ensure", (d: { session_id: string }) => {
-    const created = !store.entries.has(d.session_id);
-    list(d.session_id);
-    return { session_id: d.session_id, created };
-  });
-  client.registerFunction("session-tree::append", (d: { session_id: string; message: AgentMessage; entry_id?: string }) => append(d.session_id, d.message, d.entry_id));
-  client.registerFunction("session-tree::append_many", (d: { session_id: string; entries: { entry_id?: string; message: AgentMessage }[] }) => {
-    const rs = d.entries.map((e) => append(d.session_id, e.message, e.entry_id));
-    return { entry_ids: rs.map((r) => r.entry_id), appended: rs.filter((r) => r.appended).length };
-  });
-  client.registerFunction("session-tree::update_message", (d: { session_id: string; entry_id: string; message: AgentMessage }) => {
-    const e = list(d.session_id).find((x) => x.entry_id === d.entry_id);
-    if (!e) throw new IIIError("not_found", `no entry ${d.entry_id}`);
-    e.message = d.message;
-    return { ok: true };
-  });
-  client.registerFunction("session-tree::messages", (d: { session_id: string; limit?: number; cursor?: string }) => {
-    const l = list(d.session_id);
-    const from = d.cursor ? Number(d.cursor) : 0;
-    const limit = d.limit ?? 100;
-    const page = l.slice(from, from + limit);
-    return { messages: page, next_cursor: from + limit < l.length ? String(from + limit) : null };
-  });
-  const inbox = (name: string, sid: string) => {
-    const k = `${sid}/${name}`;
-    let l = store.inboxes.get(k);
-    if (!l) store.inboxes.set(k, (l = []));
-    return l;
-  };
-  client.registerFunction("session-inbox::push", (d: { name: string; session_id: string; item: unknown }) => {
-    const l = inbox(d.name, d.session_id);
-    l.push(d.item);
-    return { ok: true, size: l.length };
-  });
-  client.registerFunction("session-inbox::peek", (d: { name: string; session_id: string }) => ({ items: [...inbox(d.name, d.session_id)] }));
-  client.registerFunction("session-inbox::drain", (d: { name: string; session_id: string }) => {
-    const l = inbox(d.name, d.session_id);
-    return { items: l.splice(0, l.length) };
-  });
-  return store;
-}
-
 // ------------------------------------------------------------------ policy and provisioning
+
+/** The rules the real policy worker runs with in these suites (III_PERMISSIONS). Anything else —
+ * `test::other` — matches nothing and needs a person. */
+export const TEST_PERMISSIONS = `version: 1
+rules:
+  - test::echo
+  - test::terminate
+  - test::block
+  - rule_id: no-danger
+    function: test::danger
+    action: deny
+`;
 
 export type PolicyRule = "allow" | "deny" | "needs_approval" | "garbage" | { slowMs: number };
 
@@ -226,11 +174,16 @@ export interface TargetCall {
   data: Record<string, unknown>;
 }
 
-/** `test::echo`, `test::danger`, `test::other` answer at once; `test::block` waits for `release`. */
-export function registerTargets(client: EdgeClient): { calls: TargetCall[]; gate: { release: () => void; wait: Promise<void> } } {
+/** `test::echo`, `test::danger`, `test::other`, `test::terminate` answer at once; `test::block`
+ * waits until `gate.release()` (`gate.rearm()` makes the next calls wait again). */
+export function registerTargets(client: EdgeClient): { calls: TargetCall[]; gate: { release: () => void; rearm: () => void } } {
   const calls: TargetCall[] = [];
   let release!: () => void;
-  const wait = new Promise<void>((r) => (release = r));
+  let wait!: Promise<void>;
+  const rearm = () => {
+    wait = new Promise<void>((r) => (release = r));
+  };
+  rearm();
   for (const fn of ["test::echo", "test::danger", "test::other", "test::terminate"]) {
     client.registerFunction(fn, (d: Record<string, unknown>) => {
       calls.push({ fn, data: strip(d) });
@@ -243,5 +196,5 @@ export function registerTargets(client: EdgeClient): { calls: TargetCall[]; gate
     await wait;
     return { content: [{ type: "text", text: "block finished" }], details: null };
   });
-  return { calls, gate: { release, wait } };
+  return { calls, gate: { release: () => release(), rearm } };
 }

@@ -1,0 +1,141 @@
+// Crash-safe turns inside the deployed Worker: the engine (`npm start`: wrangler dev, workerd, the
+// Engine object and every built-in harness worker) is killed and started again over the same state
+// at the three points where a turn can be cut — while the model streams, between a function's
+// dispatch and its result, and while a call waits for approval. Each time the turn completes, no
+// assistant message is duplicated, and no function runs twice; a call cut mid-execution gets the
+// "interrupted" result (at most once, outcome unknown) and the model is told so.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { FunctionResultMessage } from "@iii-edge/protocol/harness";
+import { registerWorker, type IIIClient } from "iii-sdk";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { until } from "../support/wait.ts";
+import { openaiMessages, asText, textOf, turnClient, TURN_DEADLINE_MS, types } from "./turn-client.ts";
+
+/** A turn that must first wait for the engine to come back (restart + reconnects) gets this long. */
+const AFTER_RESTART_DEADLINE_MS = 60_000;
+
+const PERMISSIONS = `version: 1
+rules:
+  - 'slow::*'
+`;
+
+let replay: ReplayServer;
+let engine: EngineServer;
+let iii: IIIClient;
+let app: IIIClient;
+let ui: ReturnType<typeof turnClient>;
+const ran: { fn: string; sid: string }[] = [];
+const started = new Set<string>();
+const releases: (() => void)[] = [];
+
+beforeAll(async () => {
+  replay = await startProviderReplay();
+  const dir = mkdtempSync(path.join(tmpdir(), "harness-crash-"));
+  const rules = path.join(dir, "iii-permissions.yaml");
+  writeFileSync(rules, PERMISSIONS);
+  engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules } });
+  iii = registerWorker(engine.wsUrl, { workerName: "crash-client", otel: { enabled: false } });
+  ui = turnClient(engine, () => iii);
+  app = registerWorker(engine.wsUrl, { workerName: "crash-app", otel: { enabled: false } });
+  app.registerFunction("slow::wait", async (a: { session_id: string }) => {
+    ran.push({ fn: "slow::wait", sid: a.session_id });
+    started.add(a.session_id);
+    await new Promise<void>((r) => releases.push(r));
+    return { waited: true };
+  }, { description: "Waits until released." });
+  app.registerFunction("mail::send", async (a: { session_id: string; to: string }) => {
+    ran.push({ fn: "mail::send", sid: a.session_id });
+    return { sent: true, to: a.to };
+  }, { description: "Send an e-mail (needs a person's approval)." });
+  await until(async () => {
+    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+    return ["slow::wait", "mail::send", "run::start"].every((id) => r.functions.some((f) => f.function_id === id));
+  }, "the app's functions and the harness", 30_000);
+});
+
+afterAll(async () => {
+  releases.splice(0).forEach((r) => r());
+  await Promise.allSettled([iii?.shutdown(), app?.shutdown()]);
+  await engine?.stop();
+  await replay?.close();
+});
+
+beforeEach(async () => {
+  replay.reset();
+  await appBack();
+});
+
+const ranFor = (fn: string, sid: string) => ran.filter((r) => r.fn === fn && r.sid === sid);
+
+/** The app's functions are back after the restart (iii-sdk reconnected and re-registered). */
+async function appBack(): Promise<void> {
+  await until(async () => {
+    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+    return ["slow::wait", "mail::send", "run::start"].every((id) => r.functions.some((f) => f.function_id === id));
+  }, "the clients back after the restart", AFTER_RESTART_DEADLINE_MS, 200);
+}
+
+describe("the engine killed and started again mid-turn", () => {
+  it("while the model streams: the step runs again, one assistant message, one completion", async () => {
+    const sid = "crash-streaming";
+    // A slow stream (many small pieces, 100 ms apart) for the first try, a quick one for the retry.
+    replay.enqueue("openai", replyWith({ chunkDelayMs: 100, pieceChars: 3 }, say("This answer is streamed slowly enough to be cut in the middle.")), reply(say("The answer, in full.")));
+    await ui.startTurn(sid, "tell me something");
+    await until(async () => (await ui.allEvents(sid)).some((e) => e.data.type === "message_update"), "deltas reaching agent::events", TURN_DEADLINE_MS);
+    await engine.restart();
+    const { view, events } = await ui.finished(sid, "stopped", AFTER_RESTART_DEADLINE_MS);
+    expect(view.turn_count).toBeGreaterThanOrEqual(1);
+    const reqs = replay.requestsFor("openai");
+    expect(reqs).toHaveLength(2);
+    expect(reqs[0]!.aborted).toBe(true);
+    expect(types(events).filter((t) => t === "message_complete")).toHaveLength(1);
+    const msgs = await ui.transcript(sid);
+    expect(msgs.map((m) => m.role)).toEqual(["user", "assistant"]);
+    expect(textOf(msgs[1])).toBe("The answer, in full.");
+  });
+
+  it("between a function's dispatch and its result: it ran once, its result says interrupted, the turn ends", async () => {
+    const sid = "crash-dispatched";
+    replay.enqueue("openai", reply(callAgentTrigger("slow::wait", {}, "c-1")), reply(say("I could not confirm that it finished.")));
+    await ui.startTurn(sid, "do the slow thing");
+    await until(() => started.has(sid), "the call to be running", TURN_DEADLINE_MS);
+    await engine.restart();
+    // The worker finishes its call after the engine that asked for it is gone.
+    releases.splice(0).forEach((r) => r());
+    await appBack();
+    const { view } = await ui.finished(sid, "stopped", AFTER_RESTART_DEADLINE_MS);
+    expect(view.turn_count).toBe(2);
+    expect(ranFor("slow::wait", sid)).toHaveLength(1);
+    const msgs = await ui.transcript(sid);
+    expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
+    const fr = msgs[2] as FunctionResultMessage;
+    expect(fr).toMatchObject({ function_call_id: "c-1", is_error: true });
+    expect(textOf(fr)).toMatch(/interrupted/i);
+    // The model was told the outcome is unknown, and asked only once more.
+    const reqs = replay.requestsFor("openai");
+    expect(reqs).toHaveLength(2);
+    expect(asText(openaiMessages(reqs[1]).find((m) => m.role === "tool")?.content)).toMatch(/interrupted/i);
+  });
+
+  it("while a call waits for approval: the decision after the restart runs it once and the turn finishes", async () => {
+    const sid = "crash-parked";
+    replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "a-1")), reply(say("Sent.")));
+    await ui.startTurn(sid, "mail ada");
+    await ui.reached(sid, "function_awaiting_approval");
+    await engine.restart();
+    await appBack();
+    // Still parked, with the call visible, after the restart.
+    expect((await ui.turnState(sid))).toMatchObject({ state: "function_awaiting_approval", awaiting_approval: [expect.objectContaining({ function_call_id: "a-1" })] });
+    const res = await ui.post("api/approvals", { session_id: sid, function_call_id: "a-1", decision: "allow" });
+    expect(res.status).toBe(200);
+    await ui.finished(sid, "stopped", AFTER_RESTART_DEADLINE_MS);
+    expect(ranFor("mail::send", sid)).toHaveLength(1);
+    const msgs = await ui.transcript(sid);
+    expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
+    expect((msgs[2] as FunctionResultMessage).is_error).toBe(false);
+  });
+});

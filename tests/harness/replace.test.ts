@@ -1,0 +1,222 @@
+// Replacing a harness worker is configuration, not a race (workers/README.md):
+// - `npm start` with HARNESS_DISABLE=policy leaves the built-in policy out of the deployed Worker;
+//   a separate Node process with the unmodified iii-sdk registers `policy::check_permissions`, and
+//   the next turn asks it — no harness change, no registration step;
+// - a built-in worker that is running keeps its ids: another process registering one of them is
+//   refused, and the built-in still answers (no silent takeover);
+// - every built-in worker also runs alone as a Node process (`npm run worker -- <name>`): with the
+//   whole stack left out of the Worker, eight processes make the same turn work.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { POLICY_TIMEOUT_MS, type FunctionResultMessage } from "@iii-edge/protocol/harness";
+import { registerWorker, type IIIClient } from "iii-sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { until } from "../support/wait.ts";
+import { textOf, turnClient } from "./turn-client.ts";
+
+/** The built-in harness workers (deploy/harness.ts), each also `npm run worker -- <name>`. */
+const WORKERS = ["harness", "turn-orchestrator", "provisioning", "providers", "auth-credentials", "policy", "approval-gate", "session-storage"];
+/** A Node worker process starts (npm, Node, type stripping of its sources) within this. */
+const WORKER_START_MS = 60_000;
+
+const PERMISSIONS = `version: 1
+rules:
+  - 'weather::*'
+`;
+
+type Functions = { functions: { function_id: string; worker_name?: string | null }[] };
+
+async function functions(iii: IIIClient): Promise<Functions["functions"]> {
+  return ((await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as Functions).functions;
+}
+
+/** The application: a forecast function, registered with the unmodified iii-sdk. */
+function weatherApp(engine: EngineServer, ran: string[]): IIIClient {
+  const app = registerWorker(engine.wsUrl, { workerName: "weather-app", otel: { enabled: false } });
+  app.registerFunction("weather::forecast", async (a: { city: string; session_id: string }) => {
+    ran.push(a.session_id);
+    return { city: a.city, sky: "clear" };
+  }, { description: "The weather forecast for a city." });
+  return app;
+}
+
+describe("a built-in worker left out by configuration, its ids registered by another process", () => {
+  let replay: ReplayServer;
+  let engine: EngineServer;
+  let iii: IIIClient;
+  let policy: IIIClient;
+  let app: IIIClient;
+  const asked: { function_id: string; args: unknown }[] = [];
+  const ran: string[] = [];
+
+  beforeAll(async () => {
+    replay = await startProviderReplay();
+    engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", HARNESS_DISABLE: "policy" } });
+    iii = registerWorker(engine.wsUrl, { workerName: "replace-client", otel: { enabled: false } });
+    app = weatherApp(engine, ran);
+    // The replacement policy: its own rules (anything about the weather, nothing else).
+    policy = registerWorker(engine.wsUrl, { workerName: "my-policy", otel: { enabled: false } });
+    policy.registerFunction("policy::check_permissions", async (req: { function_id: string; args: unknown }) => {
+      asked.push({ function_id: req.function_id, args: req.args });
+      if (req.function_id.startsWith("hang::")) return new Promise(() => undefined); // a policy that never answers
+      return req.function_id.startsWith("weather::") ? { decision: "allow", rule_id: "my-weather" } : { decision: "deny", rule_id: "my-default", rule_action: "deny" };
+    });
+    await until(async () => {
+      const fns = await functions(iii);
+      return fns.some((f) => f.function_id === "policy::check_permissions") && fns.some((f) => f.function_id === "run::start") && fns.some((f) => f.function_id === "weather::forecast");
+    }, "the replacement policy, the built-in orchestrator and the app", 30_000);
+  });
+
+  afterAll(async () => {
+    await Promise.allSettled([iii?.shutdown(), policy?.shutdown(), app?.shutdown()]);
+    await engine?.stop();
+    await replay?.close();
+  });
+
+  it("the deployed Worker registers no policy; the next turn asks the iii-sdk process's, and its decisions hold", async () => {
+    const fns = await functions(iii);
+    expect(fns.filter((f) => f.function_id === "policy::check_permissions")).toHaveLength(1);
+    expect(fns.find((f) => f.function_id === "policy::check_permissions")!.worker_name).toBe("my-policy");
+
+    const ui = turnClient(engine, () => iii);
+    replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Turin" }, "r-1"), callAgentTrigger("files::delete", { path: "/" }, "r-2")), reply(say("Turin is clear; I may not delete files.")));
+    await ui.startTurn("replaced", "weather in Turin, and delete /");
+    await ui.finished("replaced");
+    expect(asked.map((a) => a.function_id)).toEqual(["weather::forecast", "files::delete"]);
+    expect(ran).toEqual(["replaced"]);
+    const results = (await ui.transcript("replaced")).filter((m): m is FunctionResultMessage => m.role === "function_result");
+    expect(results.map((r) => [r.function_call_id, r.is_error])).toEqual([["r-1", false], ["r-2", true]]);
+    expect(results[1]!.details).toMatchObject({ status: "denied", denied_by: "permissions", rule_id: "my-default" });
+  });
+
+  it("a policy that does not answer within 5 s denies (gate_unavailable); so does a policy that is gone", async () => {
+    const ui = turnClient(engine, () => iii);
+    replay.enqueue("openai", reply(callAgentTrigger("hang::forever", {}, "g-1")), reply(say("The gate did not answer.")));
+    const t0 = Date.now();
+    await ui.startTurn("policy-slow", "try the hanging one");
+    const { events } = await ui.finished("policy-slow");
+    const end = events.find((e) => e.data.type === "function_execution_end")!.data as { function_call_id: string; is_error: boolean; result: { details: unknown } };
+    expect(end).toMatchObject({ function_call_id: "g-1", is_error: true, result: { details: { status: "denied", denied_by: "gate_unavailable" } } });
+    // Denied at the 5 s bound (POLICY_TIMEOUT_MS), not after a call's 30 s default: the model's
+    // second request comes 5 s after its first, plus the turn's own hops.
+    const [first, second] = replay.requestsFor("openai").slice(-2);
+    const gap = second!.received_at - first!.received_at;
+    expect(gap).toBeGreaterThanOrEqual(POLICY_TIMEOUT_MS);
+    expect(gap).toBeLessThan(POLICY_TIMEOUT_MS + 5_000);
+    expect(Date.now() - t0).toBeLessThan(30_000);
+
+    await policy.shutdown();
+    await until(async () => !(await functions(iii)).some((f) => f.function_id === "policy::check_permissions"), "the policy process gone", 30_000);
+    replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Bari" }, "g-2")), reply(say("No gate, no call.")));
+    await ui.startTurn("policy-down", "weather in Bari");
+    const down = await ui.finished("policy-down");
+    expect(down.events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({ function_call_id: "g-2", is_error: true, result: { details: { denied_by: "gate_unavailable" } } });
+    expect(ran).not.toContain("policy-down");
+  });
+
+  it("a built-in that is running keeps its ids: another process's registration is refused and the built-in still answers", async () => {
+    const intruder = registerWorker(engine.wsUrl, { workerName: "intruder", otel: { enabled: false } });
+    try {
+      let intruderCalled = false;
+      intruder.registerFunction("approval::resolve", async () => {
+        intruderCalled = true;
+        return { ok: true };
+      });
+      intruder.registerFunction("intruder::ready", async () => ({ ok: true }));
+      // Once its next registration is in, the earlier one has been dealt with (frames are in order).
+      await until(async () => (await functions(iii)).some((f) => f.function_id === "intruder::ready"), "the intruder's registrations", 30_000);
+      const holder = (await functions(iii)).filter((f) => f.function_id === "approval::resolve");
+      expect(holder).toHaveLength(1);
+      expect(holder[0]!.worker_name).toBe("HARNESS");
+      // The built-in answers, and validates as the built-in does.
+      expect(await iii.trigger({ function_id: "approval::resolve", payload: { session_id: "a/b", function_call_id: "c", decision: "allow" } })).toEqual({ ok: false, error: "invalid_payload" });
+      expect(intruderCalled).toBe(false);
+    } finally {
+      await intruder.shutdown();
+    }
+  });
+});
+
+describe("every built-in worker alone as a Node process (npm run worker -- <name>)", () => {
+  let replay: ReplayServer;
+  let engine: EngineServer;
+  let iii: IIIClient;
+  let app: IIIClient;
+  const procs: ChildProcess[] = [];
+  const logs = new Map<string, string>();
+  const ran: string[] = [];
+
+  beforeAll(async () => {
+    replay = await startProviderReplay();
+    engine = await startEngine({ env: { HARNESS_DISABLE: WORKERS.join(",") } });
+    iii = registerWorker(engine.wsUrl, { workerName: "node-stack-client", otel: { enabled: false } });
+    // Nothing of the harness is in the deployed Worker.
+    const before = (await functions(iii)).map((f) => f.function_id);
+    expect(before.filter((id) => /^(run|turn|provisioning|provider|auth|policy|approval|session-tree|session-inbox|harness)::/.test(id))).toEqual([]);
+
+    const dir = mkdtempSync(path.join(tmpdir(), "harness-node-"));
+    const rules = path.join(dir, "iii-permissions.yaml");
+    writeFileSync(rules, PERMISSIONS);
+    const env = {
+      ...process.env,
+      III_URL: `${engine.wsUrl}/`,
+      III_STATE_DIR: engine.stateDir,
+      OPENAI_BASE_URL: replay.openaiBaseUrl,
+      OPENAI_API_KEY: "sk-node",
+      CREDENTIALS_KEY: "node-stack-test-key-0123456789abcdef",
+      III_PERMISSIONS_PATH: rules,
+      SESSIONS_DB_PATH: path.join(dir, "sessions.sqlite"),
+      PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+    };
+    for (const name of WORKERS) {
+      logs.set(name, "");
+      const p = spawn("npm", ["run", "-s", "worker", "--", name], { cwd: repoRoot, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      p.stdout?.on("data", (d) => logs.set(name, logs.get(name) + String(d)));
+      p.stderr?.on("data", (d) => logs.set(name, logs.get(name) + String(d)));
+      procs.push(p);
+    }
+    await until(() => WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined, `all eight connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`, WORKER_START_MS, 200);
+    app = weatherApp(engine, ran);
+    await until(async () => {
+      const fns = await functions(iii);
+      return ["run::start", "provisioning::prepare", "provider::openai::stream", "auth::get_token", "policy::check_permissions", "approval::resolve", "session-tree::append", "harness::trigger", "weather::forecast"].every((id) => fns.some((f) => f.function_id === id));
+    }, "every worker's functions and the app's", 30_000);
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const p of procs) {
+      try {
+        process.kill(-p.pid!, "SIGTERM");
+      } catch {
+        // gone
+      }
+    }
+    await Promise.allSettled([iii?.shutdown(), app?.shutdown()]);
+    await engine?.stop();
+    await replay?.close();
+  });
+
+  it("each registered its functions under its own process, and a turn with a function call runs through all eight", async () => {
+    const fns = await functions(iii);
+    const owner = (id: string) => fns.find((f) => f.function_id === id)?.worker_name;
+    expect(owner("run::start")).toBe("turn-orchestrator");
+    expect(owner("policy::check_permissions")).toBe("policy");
+    expect(owner("session-tree::append")).toBe("session-storage");
+
+    const ui = turnClient(engine, () => iii);
+    replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Porto" }, "n-1")), reply(say("Porto is clear.")));
+    await ui.startTurn("node-stack", "weather in Porto?");
+    const { view } = await ui.finished("node-stack");
+    expect(view.turn_count).toBe(2);
+    expect(ran).toEqual(["node-stack"]);
+    const msgs = await ui.transcript("node-stack");
+    expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
+    expect(textOf(msgs[3])).toBe("Porto is clear.");
+    // The Node providers worker read its key from its own environment.
+    expect(replay.requestsFor("openai")[0]!.headers.authorization).toBe("Bearer sk-node");
+  });
+});
