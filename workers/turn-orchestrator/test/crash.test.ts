@@ -37,7 +37,6 @@ async function agentEvents(sid: string): Promise<AgentEvent[]> {
 it("an engine restart while a call executes: the call ran once, its result says interrupted, the run stops", { timeout: 180_000 }, async () => {
   const sid = "crash";
   const model = "gpt-crash";
-  h.rules.set("test::block", "allow");
   h.scripts.set(model, (_req, n) => (n === 0 ? callAnswer(model, [{ id: "k1", fn: "test::block", payload: { effect: "write-once" } }]) : textAnswer(model, "recovered")));
   await start(h, sid, model);
   const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && c.data.session_id === sid);
@@ -50,7 +49,7 @@ it("an engine restart while a call executes: the call ran once, its result says 
   await waitState(h, sid, "stopped", RECOVERY_MS);
   expect(blockCalls()).toHaveLength(1);
 
-  const t = transcript(h, sid);
+  const t = await transcript(h, sid);
   expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
   expect(new Set(t.map((e) => e.entry_id)).size).toBe(t.length);
   const result = t[2].message as FunctionResultMessage;
@@ -67,7 +66,6 @@ it("the orchestrator dies with the engine: the step delivered again finds the ca
   const sid = "crash-2";
   const model = "gpt-crash-2";
   h.targets.gate.rearm();
-  h.rules.set("test::block", "allow");
   h.scripts.set(model, (_req, n) => (n === 0 ? callAnswer(model, [{ id: "k2", fn: "test::block", payload: { effect: "charge-card" } }]) : textAnswer(model, "carried on")));
   await start(h, sid, model);
   const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && c.data.session_id === sid);
@@ -84,7 +82,7 @@ it("the orchestrator dies with the engine: the step delivered again finds the ca
 
   await waitState(h, sid, "stopped", RECOVERY_MS);
   expect(blockCalls()).toHaveLength(1);
-  const t = transcript(h, sid);
+  const t = await transcript(h, sid);
   expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
   expect(new Set(t.map((e) => e.entry_id)).size).toBe(t.length);
   const result = t[2].message as FunctionResultMessage;

@@ -1,10 +1,28 @@
 // The turn-orchestrator alone against `npm start`'s engine (spec §8.1, §8.2): real queue steps,
-// real state, real channels; stand-ins register the other workers' function ids.
+// real state, real channels, the real session-storage and policy workers; stand-ins register the
+// other workers' function ids (provisioning, the model, the functions the model calls).
 import { AGENT_TRIGGER_FUNCTION, type AgentEvent, type AssistantMessage, type FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../../../tests/support/wait.ts";
-import { call, events, finalEvents, gate, startHarness, start, stopHarness, textOf, transcript, view, waitState, waitView, type Harness } from "./support/harness.ts";
-import { callAnswer, connect, errorAnswer, registerPolicy, registerProvisioning, SYSTEM_PROMPT, textAnswer } from "./support/stand-ins.ts";
+import {
+  call,
+  events,
+  finalEvents,
+  gate,
+  removePolicy,
+  startHarness,
+  start,
+  stopHarness,
+  textOf,
+  transcript,
+  usePolicyStandIn,
+  useRealPolicy,
+  view,
+  waitState,
+  waitView,
+  type Harness,
+} from "./support/harness.ts";
+import { callAnswer, connect, errorAnswer, registerProvisioning, SYSTEM_PROMPT, textAnswer, type PolicyRule } from "./support/stand-ins.ts";
 
 let h: Harness;
 
@@ -16,12 +34,14 @@ afterAll(async () => {
 });
 
 const requestsOf = (model: string) => h.provider.requests.filter((r) => r.model === model);
-const callsOf = (fn: string) => h.targets.calls.filter((c) => c.fn === fn);
+const callsOf = (fn: string, sid?: string) => h.targets.calls.filter((c) => c.fn === fn && (sid === undefined || c.data.session_id === sid));
 const typesOf = (evs: AgentEvent[]) => evs.map((e) => e.type);
 const count = (evs: AgentEvent[], type: AgentEvent["type"]) => evs.filter((e) => e.type === type).length;
-const resultsOf = (sid: string) => transcript(h, sid).filter((e) => e.message.role === "function_result").map((e) => e.message as FunctionResultMessage);
-const rolesOf = (sid: string) => transcript(h, sid).map((e) => e.message.role);
+const resultsOf = async (sid: string) => (await transcript(h, sid)).filter((e) => e.message.role === "function_result").map((e) => e.message as FunctionResultMessage);
+const rolesOf = async (sid: string) => (await transcript(h, sid)).map((e) => e.message.role);
+const idsOf = async (sid: string) => (await transcript(h, sid)).map((e) => e.entry_id);
 const stateGet = (scope: string, key: string) => call(h, "state::get", { scope, key });
+const decide = (sid: string, cid: string, decision: "allow" | "deny", reason: string | null = null) => call(h, "state::set", { scope: "approvals", key: `${sid}/${cid}`, value: { decision, reason } });
 
 /** A model that makes `calls` on its first answer and says `text` after. */
 function callThenText(model: string, calls: { id: string; fn: string; payload?: Record<string, unknown> }[], text = "all done") {
@@ -35,8 +55,9 @@ describe("run::start", () => {
     expect(await start(h, sid, "gpt-plain")).toEqual({ session_id: sid, started: true });
     expect(await waitState(h, sid, "stopped")).toEqual({ session_id: sid, state: "stopped", turn_count: 1, max_turns: 16 });
 
-    expect(transcript(h, sid).map((e) => e.entry_id)).toEqual(["e_m-plain_user_0", "e_m-plain_1_assistant"]);
-    expect(textOf(transcript(h, sid)[1].message)).toBe("Hello there");
+    const t = await transcript(h, sid);
+    expect(t.map((e) => e.entry_id)).toEqual(["e_m-plain_user_0", "e_m-plain_1_assistant"]);
+    expect(textOf(t[1].message)).toBe("Hello there");
     const reqs = requestsOf("gpt-plain");
     expect(reqs).toHaveLength(1);
     expect(reqs[0]).toMatchObject({ system_prompt: SYSTEM_PROMPT, tools: [AGENT_TRIGGER_FUNCTION] });
@@ -54,10 +75,11 @@ describe("run::start", () => {
     expect(count(evs, "turn_end")).toBe(1);
     const states = evs.flatMap((e) => (e.type === "turn_state_changed" ? [e.new_value.state] : []));
     expect(states).toEqual(["provisioning", "assistant_streaming", "steering_check", "stopped"]);
-    // message_update → message_complete → turn_end, all before agent_end.
-    const at = (t: string) => typesOf(evs).indexOf(t as AgentEvent["type"]);
+    const at = (t: AgentEvent["type"]) => typesOf(evs).indexOf(t);
     expect(at("message_update")).toBeLessThan(at("message_complete"));
     expect(at("message_complete")).toBeLessThan(at("turn_end"));
+    // The session was announced once (its state:created is the harness's "new session" fan-out).
+    expect(await stateGet("session_index", sid)).toMatchObject({ session_id: sid });
   });
 
   it("a busy session changes nothing and answers session_busy", async () => {
@@ -68,33 +90,38 @@ describe("run::start", () => {
     await until(() => requestsOf("gpt-busy").length === 1, "the model is answering");
     const record = await stateGet("turn_state", sid);
     const request = await stateGet("run_request", sid);
-    const entries = transcript(h, sid).length;
+    const entries = await idsOf(sid);
 
     const again = await start(h, sid, "gpt-other", { message_id: "m-busy-2", messages: [{ role: "user", content: "second tab" }] });
     expect(again).toEqual({ session_id: sid, started: false, reason: "session_busy" });
     expect(await stateGet("turn_state", sid)).toEqual(record);
     expect(await stateGet("run_request", sid)).toEqual(request);
-    expect(transcript(h, sid)).toHaveLength(entries);
+    expect(await idsOf(sid)).toEqual(entries);
 
     hold.release();
     await waitState(h, sid, "stopped");
-    // Once the run ended, the session takes a new one.
+    // The same message again after its run ended starts nothing; a new one starts a new run.
+    expect(await start(h, sid, "gpt-busy")).toMatchObject({ started: false, reason: "session_busy" });
     h.scripts.set("gpt-other", () => textAnswer("gpt-other", "second"));
     expect(await start(h, sid, "gpt-other", { message_id: "m-busy-2" })).toMatchObject({ started: true });
-    await waitView(h, sid, (v) => v.state === "stopped" && transcript(h, sid).length === 4, "the second run ended");
+    await waitView(h, sid, (v) => v.state === "stopped" && v.turn_count === 1, "the second run ended");
+    await until(async () => (await idsOf(sid)).length === 4, "the second run's entries");
+    expect(await idsOf(sid)).toEqual(["e_m-busy_user_0", "e_m-busy_1_assistant", "e_m-busy-2_user_0", "e_m-busy-2_1_assistant"]);
   });
 
   it("refuses bad input with a typed error and writes nothing", async () => {
     await expect(call(h, "run::start", { session_id: "a/b", model: "gpt-x" })).rejects.toMatchObject({ code: "invalid_input" });
     await expect(call(h, "run::start", { session_id: "nomodel" })).rejects.toMatchObject({ code: "invalid_input" });
+    await expect(call(h, "run::start", { session_id: "badmsg", model: "gpt-x", messages: [{ role: "robot" }] })).rejects.toMatchObject({ code: "invalid_input" });
     expect((await view(h, "nomodel")) ?? null).toBeNull(); // a null result arrives as no result
+    expect((await view(h, "badmsg")) ?? null).toBeNull();
   });
 
   it("infers the provider from the model name when none is given, and honours an explicit one", async () => {
     h.scripts.set("gpt-infer", () => textAnswer("gpt-infer", "ok"));
     await start(h, "infer", "gpt-infer");
     await waitState(h, "infer", "stopped");
-    expect(await stateGet("run_request", "infer")).toMatchObject({ provider: "openai", model: "gpt-infer", max_turns: 16 });
+    expect(await stateGet("run_request", "infer")).toMatchObject({ provider: "openai", model: "gpt-infer", max_turns: 16, system_prompt: SYSTEM_PROMPT });
     // Explicit `anthropic`: nobody registers provider::anthropic::stream here, so the round ends
     // with a synthetic transient error and the run fails, saying which provider failed.
     await start(h, "explicit", "gpt-infer", { provider: "anthropic" });
@@ -106,19 +133,17 @@ describe("run::start", () => {
 describe("the turn loop", () => {
   it("an allowed function call runs exactly once, with the routing envelope, and its result goes back to the model", async () => {
     const sid = "allow";
-    h.rules.set("test::echo", "allow");
     callThenText("gpt-allow", [{ id: "c1", fn: "test::echo", payload: { x: 1 } }], "echo done");
     await start(h, sid, "gpt-allow");
     await waitState(h, sid, "stopped");
 
-    expect(callsOf("test::echo").filter((c) => c.data.session_id === sid)).toEqual([
-      { fn: "test::echo", data: { x: 1, session_id: sid, function_call_id: "c1", function_id: "test::echo" } },
-    ]);
-    expect(rolesOf(sid)).toEqual(["user", "assistant", "function_result", "assistant"]);
-    expect(transcript(h, sid)[2].entry_id).toBe("e_m-allow_c1");
-    expect(resultsOf(sid)[0]).toMatchObject({ function_call_id: "c1", function_id: "test::echo", is_error: false, content: [{ type: "text", text: "test::echo ran" }] });
+    expect(callsOf("test::echo", sid)).toEqual([{ fn: "test::echo", data: { x: 1, session_id: sid, function_call_id: "c1", function_id: "test::echo" } }]);
+    const t = await transcript(h, sid);
+    expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
+    expect(t[2].entry_id).toBe("e_m-allow_c1");
+    expect(t[2].message).toMatchObject({ function_call_id: "c1", function_id: "test::echo", is_error: false, content: [{ type: "text", text: "test::echo ran" }] });
     // The model's own call is unchanged on the transcript (the envelope is only what the target got).
-    expect((transcript(h, sid)[1].message as AssistantMessage).content[0]).toMatchObject({ type: "function_call", arguments: { function: "test::echo", payload: { x: 1 } } });
+    expect((t[1].message as AssistantMessage).content[0]).toMatchObject({ type: "function_call", arguments: { function: "test::echo", payload: { x: 1 } } });
     const reqs = requestsOf("gpt-allow");
     expect(reqs).toHaveLength(2);
     expect(reqs[1].messages.map((m) => m.role)).toEqual(["user", "assistant", "function_result"]);
@@ -130,51 +155,30 @@ describe("the turn loop", () => {
       { type: "function_execution_end", function_call_id: "c1", is_error: false },
     ]);
     expect(count(evs, "turn_end")).toBe(2);
-    const ends = evs.filter((e) => e.type === "turn_end");
-    expect(ends[0]).toMatchObject({ function_results: [{ function_call_id: "c1" }] });
+    expect(evs.find((e) => e.type === "turn_end")).toMatchObject({ function_results: [{ function_call_id: "c1" }] });
+    const ends = await call<unknown[]>(h, "stream::list", { stream_name: "agent::turn_end", group_id: sid });
+    expect(ends).toHaveLength(2);
   });
 
   it("a call the policy denies is never run; the model reads the denial", async () => {
     const sid = "denied";
-    h.rules.set("test::danger", "deny");
-    callThenText("gpt-denied", [{ id: "d1", fn: "test::danger", payload: { path: "/" } }]);
+    callThenText("gpt-denied", [{ id: "d1", fn: "test::danger", payload: { path: "/", api_key: "sk-123" } }]);
     await start(h, sid, "gpt-denied");
     await waitState(h, sid, "stopped");
     expect(callsOf("test::danger")).toHaveLength(0);
-    const [r] = resultsOf(sid);
-    expect(r).toMatchObject({ function_call_id: "d1", is_error: true, details: { status: "denied", denied_by: "permissions", rule_id: "no-test::danger" } });
-    expect(textOf(r)).toContain("no-test::danger");
+    const [r] = await resultsOf(sid);
+    expect(r).toMatchObject({ function_call_id: "d1", is_error: true, details: { status: "denied", denied_by: "permissions", rule_id: "no-danger", args_excerpt: { path: "/", api_key: "<redacted>" } } });
+    expect(textOf(r)).toContain("no-danger");
     expect(requestsOf("gpt-denied")).toHaveLength(2);
-  });
-
-  it("calls that are not agent_trigger, or name no function, get missing_function without any policy call", async () => {
-    const sid = "missing";
-    const before = h.policy.calls.length;
-    h.scripts.set("gpt-missing", (_r, n) =>
-      n === 0
-        ? callAnswer("gpt-missing", [], [
-            { type: "function_call", id: "m1", function_id: "shell_exec", arguments: { cmd: "ls" } },
-            { type: "function_call", id: "m2", function_id: "agent_trigger", arguments: { payload: {} } },
-          ])
-        : textAnswer("gpt-missing", "ok"),
-    );
-    await start(h, sid, "gpt-missing");
-    await waitState(h, sid, "stopped");
-    expect(resultsOf(sid).map((r) => [r.function_call_id, r.is_error, (r.details as { error?: string }).error])).toEqual([
-      ["m1", true, "missing_function"],
-      ["m2", true, "missing_function"],
-    ]);
-    expect(h.policy.calls.length).toBe(before);
   });
 
   it("a batch whose every result asks to terminate ends the run after the batch", async () => {
     const sid = "terminate";
-    h.rules.set("test::terminate", "allow");
     callThenText("gpt-term", [{ id: "t1", fn: "test::terminate" }]);
     await start(h, sid, "gpt-term");
     await waitState(h, sid, "stopped");
     expect(requestsOf("gpt-term")).toHaveLength(1);
-    expect(rolesOf(sid)).toEqual(["user", "assistant", "function_result"]);
+    expect(await rolesOf(sid)).toEqual(["user", "assistant", "function_result"]);
   });
 
   it("steering pushed mid-turn joins the transcript and gets its own round", async () => {
@@ -186,7 +190,7 @@ describe("the turn loop", () => {
     expect(await call(h, "run::steer", { session_id: sid, message: "also this" })).toEqual({ ok: true });
     hold.release();
     await waitState(h, sid, "stopped");
-    expect(transcript(h, sid).map((e) => [e.entry_id, textOf(e.message)])).toEqual([
+    expect((await transcript(h, sid)).map((e) => [e.entry_id, textOf(e.message)])).toEqual([
       ["e_m-steer_user_0", "hi"],
       ["e_m-steer_1_assistant", "first"],
       ["e_m-steer_steer_1_0", "also this"],
@@ -196,16 +200,16 @@ describe("the turn loop", () => {
     const evs = await finalEvents(h, sid);
     expect(count(evs, "turn_end")).toBe(2);
     expect(evs.some((e) => e.type === "message_start" && textOf(e.message) === "also this")).toBe(true);
+    expect(await call(h, "session-inbox::peek", { name: "steering", session_id: sid })).toEqual({ items: [] });
   });
 
   it("max_turns ends the loop inline with the notice, one message_complete for it and one turn_end", async () => {
     const sid = "maxturns";
-    h.rules.set("test::echo", "allow");
-    h.scripts.set("gpt-max", () => callAnswer("gpt-max", [{ id: `x${Math.random().toString(36).slice(2, 8)}`, fn: "test::echo" }]));
+    h.scripts.set("gpt-max", (_r, n) => callAnswer("gpt-max", [{ id: `x${n}`, fn: "test::echo" }]));
     await start(h, sid, "gpt-max", { max_turns: 1 });
     expect(await waitState(h, sid, "stopped")).toMatchObject({ turn_count: 1, max_turns: 1 });
     expect(requestsOf("gpt-max")).toHaveLength(1);
-    const last = transcript(h, sid).at(-1)!;
+    const last = (await transcript(h, sid)).at(-1)!;
     expect(last.message).toMatchObject({ role: "assistant", stop_reason: "end" });
     expect(textOf(last.message)).toBe("loop stopped: max_turns (1) reached");
     const evs = await finalEvents(h, sid);
@@ -219,10 +223,9 @@ describe("the turn loop", () => {
     await start(h, sid, "gpt-err");
     const v = await waitState(h, sid, "failed");
     expect(v.error).toEqual({ kind: "permanent", message: "400 bad request: unknown parameter" });
-    expect(rolesOf(sid)).toEqual(["user"]);
+    expect(await rolesOf(sid)).toEqual(["user"]);
     const evs = await finalEvents(h, sid);
-    const complete = evs.find((e) => e.type === "message_complete");
-    expect(complete).toMatchObject({ message: { stop_reason: "error", error_kind: "permanent" } });
+    expect(evs.find((e) => e.type === "message_complete")).toMatchObject({ message: { stop_reason: "error", error_kind: "permanent" } });
     expect(evs.at(-1)?.type).toBe("agent_end");
     expect(h.provisioning.released).toContain(sid);
   });
@@ -235,7 +238,7 @@ describe("approvals", () => {
     await start(h, sid, "gpt-approve");
     const parked = await waitState(h, sid, "function_awaiting_approval");
     expect(parked.awaiting_approval).toEqual([{ function_call_id: "a1", function_id: "test::other", args: { n: 7 }, pending_at: expect.any(Number) }]);
-    expect(callsOf("test::other")).toHaveLength(0);
+    expect(callsOf("test::other", sid)).toHaveLength(0);
 
     // Stale steps change nothing: the wrong state, or the right state with an old step.
     const raw = (await stateGet("turn_state", sid)) as { step: number };
@@ -245,18 +248,19 @@ describe("approvals", () => {
     // A wake with no decision keeps it parked.
     expect(await call(h, "turn::function_awaiting_approval", { session_id: sid, step: raw.step })).toMatchObject({ ok: true, to_state: "function_awaiting_approval" });
 
-    const policyCalls = h.policy.calls.filter((f) => f === "test::other").length;
-    await call(h, "state::set", { scope: "approvals", key: `${sid}/a1`, value: { decision: "allow", reason: null } });
+    await decide(sid, "a1", "allow");
     await waitState(h, sid, "stopped");
-    expect(callsOf("test::other").filter((c) => c.data.session_id === sid)).toEqual([
-      { fn: "test::other", data: { n: 7, session_id: sid, function_call_id: "a1", function_id: "test::other" } },
-    ]);
-    expect(h.policy.calls.filter((f) => f === "test::other").length).toBe(policyCalls);
+    expect(callsOf("test::other", sid)).toEqual([{ fn: "test::other", data: { n: 7, session_id: sid, function_call_id: "a1", function_id: "test::other" } }]);
     expect(await stateGet("approvals", `${sid}/a1`)).toBeUndefined();
-    expect(resultsOf(sid)).toMatchObject([{ function_call_id: "a1", is_error: false }]);
+    expect(await resultsOf(sid)).toMatchObject([{ function_call_id: "a1", is_error: false }]);
     const evs = await finalEvents(h, sid);
     const parkedView = evs.find((e) => e.type === "turn_state_changed" && e.new_value.state === "function_awaiting_approval");
     expect(parkedView).toMatchObject({ new_value: { awaiting_approval: [{ function_call_id: "a1" }] } });
+    // A late, repeated decision for a session that moved on wakes nothing and changes nothing.
+    const done = await stateGet("turn_state", sid);
+    await decide(sid, "a1", "allow");
+    expect(await call(h, "turn::on_approval", { type: "state", event_type: "state:updated", scope: "approvals", key: `${sid}/a1`, new_value: { decision: "allow" } })).toEqual({ ok: true, woke: false });
+    expect(await stateGet("turn_state", sid)).toEqual(done);
   });
 
   it("a person's deny becomes a denial result the model reads; the call never runs", async () => {
@@ -264,11 +268,10 @@ describe("approvals", () => {
     callThenText("gpt-hdeny", [{ id: "h1", fn: "test::other", payload: {} }]);
     await start(h, sid, "gpt-hdeny");
     await waitState(h, sid, "function_awaiting_approval");
-    const before = callsOf("test::other").length;
-    await call(h, "state::set", { scope: "approvals", key: `${sid}/h1`, value: { decision: "deny", reason: "not today" } });
+    await decide(sid, "h1", "deny", "not today");
     await waitState(h, sid, "stopped");
-    expect(callsOf("test::other")).toHaveLength(before);
-    const [r] = resultsOf(sid);
+    expect(callsOf("test::other", sid)).toHaveLength(0);
+    const [r] = await resultsOf(sid);
     expect(textOf(r)).toBe("Permission denied by user: not today");
     expect(r).toMatchObject({ is_error: true, details: { status: "denied", denied_by: "user", approval_denied: true, decision: "deny" } });
     expect(await stateGet("approvals", `${sid}/h1`)).toBeUndefined();
@@ -277,7 +280,6 @@ describe("approvals", () => {
 
   it("in a batch, a call waiting for approval does not hold up its siblings; results keep the call order", async () => {
     const sid = "batch";
-    h.rules.set("test::echo", "allow");
     callThenText("gpt-batch", [
       { id: "p1", fn: "test::echo", payload: { i: 1 } },
       { id: "p2", fn: "test::other", payload: { i: 2 } },
@@ -286,26 +288,14 @@ describe("approvals", () => {
     await start(h, sid, "gpt-batch");
     const parked = await waitState(h, sid, "function_awaiting_approval");
     expect(parked.awaiting_approval?.map((a) => a.function_call_id)).toEqual(["p2"]);
-    expect(callsOf("test::echo").filter((c) => c.data.session_id === sid).map((c) => c.data.i)).toEqual([1, 3]);
+    expect(callsOf("test::echo", sid).map((c) => c.data.i)).toEqual([1, 3]);
 
-    await call(h, "state::set", { scope: "approvals", key: `${sid}/p2`, value: { decision: "allow", reason: null } });
+    await decide(sid, "p2", "allow");
     await waitState(h, sid, "stopped");
-    expect(resultsOf(sid).map((r) => r.function_call_id)).toEqual(["p1", "p2", "p3"]);
-    expect(transcript(h, sid).map((e) => e.entry_id)).toEqual(["e_m-batch_user_0", "e_m-batch_1_assistant", "e_m-batch_p1", "e_m-batch_p2", "e_m-batch_p3", "e_m-batch_2_assistant"]);
+    expect((await resultsOf(sid)).map((r) => r.function_call_id)).toEqual(["p1", "p2", "p3"]);
+    expect(await idsOf(sid)).toEqual(["e_m-batch_user_0", "e_m-batch_1_assistant", "e_m-batch_p1", "e_m-batch_p2", "e_m-batch_p3", "e_m-batch_2_assistant"]);
     const evs = await finalEvents(h, sid);
-    const ends = evs.flatMap((e) => (e.type === "function_execution_end" ? [e.function_call_id] : []));
-    expect(ends).toEqual(["p1", "p3", "p2"]);
-  });
-
-  it("an unreadable policy answer asks a person (needs_approval)", async () => {
-    const sid = "garbage";
-    h.rules.set("test::danger", "garbage");
-    callThenText("gpt-garbage", [{ id: "g1", fn: "test::danger" }]);
-    await start(h, sid, "gpt-garbage");
-    const v = await waitState(h, sid, "function_awaiting_approval");
-    expect(v.awaiting_approval?.[0].function_call_id).toBe("g1");
-    await call(h, "turn::stop", { session_id: sid });
-    await waitState(h, sid, "stopped");
+    expect(evs.flatMap((e) => (e.type === "function_execution_end" ? [e.function_call_id] : []))).toEqual(["p1", "p3", "p2"]);
   });
 });
 
@@ -313,17 +303,16 @@ describe("turn::stop", () => {
   it("while the model streams: the round ends, the batch it asked for never runs, the run stops", async () => {
     const sid = "stop-streaming";
     const hold = gate();
-    h.rules.set("test::echo", "allow");
     h.scripts.set("gpt-stop", (_r, n) => (n === 0 ? { ...callAnswer("gpt-stop", [{ id: "s1", fn: "test::echo", payload: { stop: true } }]), holdBeforeTerminal: hold.wait } : textAnswer("gpt-stop", "should not happen")));
     await start(h, sid, "gpt-stop");
     await until(() => requestsOf("gpt-stop").length === 1, "the round is streaming");
     expect(await call(h, "turn::stop", { session_id: sid })).toEqual({ session_id: sid, stopping: true, state: "assistant_streaming" });
     hold.release();
     await waitState(h, sid, "stopped");
-    expect(callsOf("test::echo").filter((c) => c.data.session_id === sid)).toHaveLength(0);
+    expect(callsOf("test::echo", sid)).toHaveLength(0);
     expect(requestsOf("gpt-stop")).toHaveLength(1);
     // No dangling call: the batch got an aborted result.
-    expect(resultsOf(sid)).toMatchObject([{ function_call_id: "s1", is_error: true }]);
+    expect(await resultsOf(sid)).toMatchObject([{ function_call_id: "s1", is_error: true }]);
     const evs = await finalEvents(h, sid);
     expect(evs.some((e) => e.type === "message_complete" && e.message.stop_reason === "aborted" && textOf(e.message) === "run stopped by user")).toBe(true);
     expect(await call(h, "turn::stop", { session_id: sid })).toEqual({ session_id: sid, stopping: false, state: "stopped" });
@@ -336,11 +325,12 @@ describe("turn::stop", () => {
     await waitState(h, sid, "function_awaiting_approval");
     expect(await call(h, "turn::stop", { session_id: sid })).toEqual({ session_id: sid, stopping: true, state: "function_awaiting_approval" });
     await waitState(h, sid, "stopped");
-    const [r] = resultsOf(sid);
+    const [r] = await resultsOf(sid);
     expect(r).toMatchObject({ function_call_id: "w1", is_error: true });
     expect(textOf(r)).toContain("Function call aborted");
     expect(await stateGet("approvals", `${sid}/w1`)).toBeUndefined();
     expect(requestsOf("gpt-stop-parked")).toHaveLength(1);
+    expect(callsOf("test::other", sid)).toHaveLength(0);
   });
 
   it("an unknown session is not stopping", async () => {
@@ -360,11 +350,97 @@ describe("run::events", () => {
     expect(page1.events.map((e) => e.item_id)).toEqual(ids.slice(0, 3));
     const page2: { events: { item_id: string }[]; next: string } = await call(h, "run::events", { session_id: sid, after: page1.next, limit: 3 });
     expect(page2.events.map((e) => e.item_id)).toEqual(ids.slice(3, 6));
+    const tail: { events: unknown[]; next: string } = await call(h, "run::events", { session_id: sid, after: ids.at(-1) });
+    expect(tail).toEqual({ events: [], next: ids.at(-1) });
     await expect(call(h, "run::events", { session_id: sid, after: "other-00000001" })).rejects.toMatchObject({ code: "invalid_input" });
   });
 });
 
-describe("when a dependency is missing", () => {
+describe("with a policy stand-in: what the real policy never does", () => {
+  let rules: Map<string, PolicyRule>;
+  let policyCalls: string[];
+  beforeAll(async () => {
+    ({ rules, calls: policyCalls } = await usePolicyStandIn(h));
+  });
+  afterAll(async () => {
+    await useRealPolicy(h);
+  });
+
+  it("calls that are not agent_trigger, or name no function, get missing_function without any policy call", async () => {
+    const sid = "missing";
+    h.scripts.set("gpt-missing", (_r, n) =>
+      n === 0
+        ? callAnswer("gpt-missing", [], [
+            { type: "function_call", id: "m1", function_id: "shell_exec", arguments: { cmd: "ls" } },
+            { type: "function_call", id: "m2", function_id: "agent_trigger", arguments: { payload: {} } },
+          ])
+        : textAnswer("gpt-missing", "ok"),
+    );
+    await start(h, sid, "gpt-missing");
+    await waitState(h, sid, "stopped");
+    expect((await resultsOf(sid)).map((r) => [r.function_call_id, r.is_error, (r.details as { error?: string }).error])).toEqual([
+      ["m1", true, "missing_function"],
+      ["m2", true, "missing_function"],
+    ]);
+    expect(policyCalls).toEqual([]);
+  });
+
+  it("a call a person allowed runs without a second policy call", async () => {
+    const sid = "approve-once";
+    callThenText("gpt-approve-once", [{ id: "o1", fn: "test::other" }]);
+    await start(h, sid, "gpt-approve-once");
+    await waitState(h, sid, "function_awaiting_approval");
+    expect(policyCalls).toEqual(["test::other"]);
+    await decide(sid, "o1", "allow");
+    await waitState(h, sid, "stopped");
+    expect(callsOf("test::other", sid)).toHaveLength(1);
+    expect(policyCalls).toEqual(["test::other"]);
+  });
+
+  it("an unreadable policy answer asks a person (needs_approval)", async () => {
+    const sid = "garbage";
+    rules.set("test::danger", "garbage");
+    callThenText("gpt-garbage", [{ id: "g1", fn: "test::danger" }]);
+    await start(h, sid, "gpt-garbage");
+    const v = await waitState(h, sid, "function_awaiting_approval");
+    expect(v.awaiting_approval?.[0].function_call_id).toBe("g1");
+    await call(h, "turn::stop", { session_id: sid });
+    await waitState(h, sid, "stopped");
+    expect(callsOf("test::danger")).toHaveLength(0);
+  });
+
+  it("a slow policy: the call is denied gate_unavailable after about 5 s, fail closed", async () => {
+    const sid = "slow-policy";
+    rules.set("test::echo", { slowMs: 8_000 });
+    callThenText("gpt-slowgate", [{ id: "sg1", fn: "test::echo" }]);
+    const t0 = Date.now();
+    await start(h, sid, "gpt-slowgate");
+    await waitState(h, sid, "stopped");
+    const elapsed = Date.now() - t0;
+    expect(elapsed).toBeGreaterThan(4_500);
+    expect(elapsed).toBeLessThan(7_500);
+    expect(callsOf("test::echo", sid)).toHaveLength(0);
+    const [r] = await resultsOf(sid);
+    expect(r).toMatchObject({ is_error: true, details: { status: "denied", denied_by: "gate_unavailable" } });
+    expect(textOf(r)).toContain("timeout");
+  });
+
+  it("no policy registered: denied gate_unavailable at once", async () => {
+    await removePolicy(h);
+    const sid = "no-policy";
+    callThenText("gpt-nopolicy", [{ id: "np1", fn: "test::echo" }]);
+    const t0 = Date.now();
+    await start(h, sid, "gpt-nopolicy");
+    await waitState(h, sid, "stopped");
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(callsOf("test::echo", sid)).toHaveLength(0);
+    const [r] = await resultsOf(sid);
+    expect(r).toMatchObject({ is_error: true, details: { denied_by: "gate_unavailable" } });
+    expect(textOf(r)).toContain("function_not_found");
+  });
+});
+
+describe("when provisioning is missing", () => {
   it("provisioning::prepare not registered: the run fails with a clear error", async () => {
     await h.provisioning.conn.shutdown();
     try {
@@ -376,38 +452,7 @@ describe("when a dependency is missing", () => {
       expect(evs.find((e) => e.type === "message_complete")).toMatchObject({ message: { stop_reason: "error" } });
     } finally {
       const conn = connect(h.engine.wsUrl, "provisioning-stand-in-2");
-      const seen = registerProvisioning(conn.client);
-      h.provisioning = { conn, ...seen };
-      h.conns.push(conn);
-    }
-  });
-
-  it("policy slow or not registered: the call is denied gate_unavailable within about 5 s, fail closed", async () => {
-    h.rules.set("test::slowgate", { slowMs: 8_000 });
-    callThenText("gpt-slowgate", [{ id: "sg1", fn: "test::slowgate" }]);
-    const t0 = Date.now();
-    await start(h, "slow-policy", "gpt-slowgate");
-    await waitState(h, "slow-policy", "stopped");
-    const elapsed = Date.now() - t0;
-    expect(elapsed).toBeGreaterThan(4_500);
-    expect(elapsed).toBeLessThan(7_500);
-    expect(resultsOf("slow-policy")[0]).toMatchObject({ is_error: true, details: { status: "denied", denied_by: "gate_unavailable" } });
-
-    await h.policy.conn.shutdown();
-    try {
-      callThenText("gpt-nopolicy", [{ id: "np1", fn: "test::echo" }]);
-      const before = callsOf("test::echo").length;
-      const t1 = Date.now();
-      await start(h, "no-policy", "gpt-nopolicy");
-      await waitState(h, "no-policy", "stopped");
-      expect(Date.now() - t1).toBeLessThan(5_000);
-      expect(callsOf("test::echo")).toHaveLength(before);
-      const [r] = resultsOf("no-policy");
-      expect(r).toMatchObject({ is_error: true, details: { denied_by: "gate_unavailable" } });
-      expect(textOf(r)).toContain("function_not_found");
-    } finally {
-      const conn = connect(h.engine.wsUrl, "policy-stand-in-2");
-      h.policy = { conn, calls: registerPolicy(conn.client, h.rules).calls };
+      h.provisioning = { conn, ...registerProvisioning(conn.client) };
       h.conns.push(conn);
     }
   });

@@ -1,0 +1,164 @@
+// `npm run bench` (the harness part; alone: `npm run -s bench:harness`): what the agent harness adds
+// to a turn, measured on exactly `npm start` (every built-in worker inside the deployed Worker) with
+// a zero-latency provider replay, beside the raw routed invoke of the same run:
+//   - TTFT overhead: the provider received the request and answered at once → the first text delta
+//     reaches a UI following the turn (a `/_iii/streams` socket joined to `agent::events`);
+//   - per assistant step: the provider received the request → that round's `message_complete`
+//     reaches the UI (parse, channel, events, transcript append, with no model time);
+//   - per function-call step: the model's first request → its second one, for a round that calls
+//     one allowed function (policy check, checkpoints, the routed call itself, results appended,
+//     steering check, the next round's prompt) — the target answers at once;
+//   - routed invoke: an iii-sdk caller → engine → iii-sdk worker → back, the same engine.
+// Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5).
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { registerWorker } from "iii-sdk";
+import { startEngine } from "../support/engine-server.ts";
+import { callAgentTrigger, reply, say, startProviderReplay } from "../support/provider-replay.ts";
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const TURNS = Number(process.env.BENCH_TURNS ?? 30);
+const WARMUP = Number(process.env.BENCH_WARMUP_TURNS ?? 5);
+/** Targets of the harness issue. */
+const TARGET_FUNCTION_STEP_P50_MS = 15;
+const TARGET_TTFT_OVERHEAD_MS = 10;
+/** A turn that has not ended within this is a failure of the run, not a slow sample. */
+const TURN_TIMEOUT_MS = 60_000;
+const ROUTED_CALLS = 300;
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+};
+const median = (xs: number[]) => pct(xs, 50);
+const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : "—");
+
+const replay = await startProviderReplay();
+const dir = mkdtempSync(path.join(tmpdir(), "harness-bench-"));
+const rules = path.join(dir, "iii-permissions.yaml");
+writeFileSync(rules, "version: 1\nrules:\n  - 'bench::*'\n");
+const engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-bench", III_PERMISSIONS_PATH: rules } });
+const iii = registerWorker(engine.wsUrl, { workerName: "bench-caller", otel: { enabled: false } });
+const app = registerWorker(engine.wsUrl, { workerName: "bench-app", otel: { enabled: false } });
+app.registerFunction("bench::echo", async (p: unknown) => p);
+
+async function ready(): Promise<void> {
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
+    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+    if (["bench::echo", "run::start", "provider::openai::stream"].every((id) => r.functions.some((f) => f.function_id === id))) return;
+  }
+  throw new Error("the harness and the bench app did not register");
+}
+
+/** One UI socket following one session's `agent::events`; resolves when `agent_end` arrives. */
+function follow(sid: string): Promise<{ seen: Map<string, number>; firstDelta?: number; completes: number[] }> & { joined: Promise<void> } {
+  const ws = new WebSocket(`${engine.wsUrl}/_iii/streams`);
+  const seen = new Map<string, number>();
+  const completes: number[] = [];
+  let firstDelta: number | undefined;
+  let joinedResolve!: () => void;
+  const joined = new Promise<void>((r) => (joinedResolve = r));
+  const done = new Promise<{ seen: Map<string, number>; firstDelta?: number; completes: number[] }>((resolve, reject) => {
+    const timer = setTimeout(() => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))), TURN_TIMEOUT_MS);
+    ws.onopen = () => ws.send(JSON.stringify({ type: "join", data: { subscriptionId: sid, streamName: "agent::events", groupId: sid } }));
+    ws.onmessage = (m) => {
+      const now = performance.now();
+      const p = JSON.parse(String(m.data)) as { event: { type: string; data: { type: string; llm_event?: { type: string } } } };
+      if (p.event.type === "sync") return joinedResolve();
+      if (p.event.type !== "create") return;
+      const t = p.event.data.type;
+      if (!seen.has(t)) seen.set(t, now);
+      if (t === "message_update" && p.event.data.llm_event?.type === "text_delta" && firstDelta === undefined) firstDelta = now;
+      if (t === "message_complete") completes.push(now);
+      if (t === "agent_end") {
+        clearTimeout(timer);
+        ws.close();
+        resolve({ seen, firstDelta, completes });
+      }
+    };
+    ws.onerror = () => reject(new Error("stream socket failed"));
+  });
+  return Object.assign(done, { joined });
+}
+
+/** performance.now() of the moment the replay received request `n` (its clock is Date.now()). */
+const toPerf = (epochMs: number) => epochMs - Date.now() + performance.now();
+
+let turnSeq = 0;
+async function turn(kind: "plain" | "call"): Promise<{ ttft: number; assistantStep: number; functionStep?: number }> {
+  const sid = `bench-${kind}-${++turnSeq}`;
+  const before = replay.requestsFor("openai").length;
+  if (kind === "plain") replay.enqueue("openai", reply(say("Hello from the bench.")));
+  else replay.enqueue("openai", reply(callAgentTrigger("bench::echo", { n: turnSeq }, `c-${turnSeq}`)), reply(say("Echoed.")));
+  const f = follow(sid);
+  await f.joined;
+  const res = await fetch(`${engine.url}/api/turns`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ payload: { session_id: sid, model: "gpt-4o", provider: "openai", messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }] } }),
+  });
+  if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
+  const r = await f;
+  const reqs = replay.requestsFor("openai").slice(before);
+  const first = toPerf(reqs[0]!.received_at);
+  const out: { ttft: number; assistantStep: number; functionStep?: number } = {
+    ttft: (r.firstDelta ?? NaN) - first,
+    assistantStep: (r.completes[0] ?? NaN) - first,
+  };
+  if (kind === "call") out.functionStep = reqs[1]!.received_at - reqs[0]!.received_at;
+  return out;
+}
+
+async function routed(): Promise<number[]> {
+  const xs: number[] = [];
+  for (let i = 0; i < ROUTED_CALLS; i++) {
+    const t0 = performance.now();
+    await iii.trigger({ function_id: "bench::echo", payload: { i } });
+    xs.push(performance.now() - t0);
+  }
+  return xs;
+}
+
+try {
+  await ready();
+  console.log(`iii-edge harness bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns per kind (+${WARMUP} warm-up)`);
+  for (let i = 0; i < WARMUP; i++) {
+    await turn("plain");
+    await turn("call");
+  }
+  await routed();
+  const runs: { ttft: number[]; step: number[]; fn: number[]; routed: number[] }[] = [];
+  for (let run = 1; run <= RUNS; run++) {
+    const r = { ttft: [] as number[], step: [] as number[], fn: [] as number[], routed: await routed() };
+    for (let i = 0; i < TURNS; i++) {
+      const p = await turn("plain");
+      r.ttft.push(p.ttft);
+      r.step.push(p.assistantStep);
+      const c = await turn("call");
+      r.fn.push(c.functionStep!);
+    }
+    runs.push(r);
+    console.log(
+      `  run ${run}  routed p50 ${fmt(median(r.routed), 2)} ms  TTFT overhead p50 ${fmt(median(r.ttft))} / p99 ${fmt(pct(r.ttft, 99))} ms  assistant step p50 ${fmt(median(r.step))} / p99 ${fmt(pct(r.step, 99))} ms  function-call step p50 ${fmt(median(r.fn))} / p99 ${fmt(pct(r.fn, 99))} ms`,
+    );
+  }
+  const m = (f: (r: (typeof runs)[number]) => number) => median(runs.map(f));
+  const routedP50 = m((r) => median(r.routed));
+  const fnP50 = m((r) => median(r.fn));
+  const ttftP50 = m((r) => median(r.ttft));
+  console.log(`\nMedians of ${RUNS} runs:`);
+  console.log("| measure | p50 | p99 | × routed invoke p50 |");
+  console.log("|---|--:|--:|--:|");
+  console.log(`| routed invoke (iii-sdk → engine → iii-sdk) | ${fmt(routedP50, 2)} ms | ${fmt(m((r) => pct(r.routed, 99)), 2)} ms | 1 |`);
+  console.log(`| TTFT overhead (provider answered → first delta at the UI) | ${fmt(ttftP50)} ms | ${fmt(m((r) => pct(r.ttft, 99)))} ms | ${fmt(ttftP50 / routedP50)} |`);
+  console.log(`| assistant step (provider answered → message_complete at the UI) | ${fmt(m((r) => median(r.step)))} ms | ${fmt(m((r) => pct(r.step, 99)))} ms | ${fmt(m((r) => median(r.step)) / routedP50)} |`);
+  console.log(`| function-call step (model's request → its next, one allowed call) | ${fmt(fnP50)} ms | ${fmt(m((r) => pct(r.fn, 99)))} ms | ${fmt(fnP50 / routedP50)} |`);
+  console.log("");
+  console.log(`function-call step p50: ${fmt(fnP50)} ms (target ≤ ${TARGET_FUNCTION_STEP_P50_MS} ms) ${fnP50 <= TARGET_FUNCTION_STEP_P50_MS ? "PASS" : "MISS"}`);
+  console.log(`TTFT overhead p50: ${fmt(ttftP50)} ms (target ≤ ${TARGET_TTFT_OVERHEAD_MS} ms) ${ttftP50 <= TARGET_TTFT_OVERHEAD_MS ? "PASS" : "MISS"}`);
+} finally {
+  await Promise.allSettled([iii.shutdown(), app.shutdown()]);
+  await engine.stop();
+  await replay.close();
+}
