@@ -1,11 +1,10 @@
 // The transcript and tools as a provider receives them (spec §4.4): checked once, normalised into
 // well-formed AgentMessages/AgentFunctions that each wire converter (openai.ts, anthropic.ts) maps.
 import { agentMessageSchema, type AgentFunction, type AgentMessage, type ContentBlock } from "@iii-edge/protocol/harness";
+import { isObject, str } from "./adapter.ts";
 import { StreamFailure } from "./errors.ts";
 
 type Loose = Record<string, unknown>;
-const isObject = (v: unknown): v is Loose => !!v && typeof v === "object" && !Array.isArray(v);
-const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
 /** Well-formed blocks only: a block a converter cannot read is dropped, not guessed at. */
 export function normaliseBlocks(content: unknown): ContentBlock[] {

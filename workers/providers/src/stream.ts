@@ -171,6 +171,12 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
     const wire = adapter.request({ model: req.model, system_prompt: req.system_prompt ?? null, messages, tools, max_tokens: req.max_tokens, credential, base_url: base, model_meta: modelMeta });
     const body = JSON.stringify(wire.body);
     builder = new AssistantBuilder(emit, meta, modelMeta?.pricing);
+    let host: string;
+    try {
+      host = new URL(wire.url).host;
+    } catch {
+      throw new StreamFailure("permanent", `${adapter.name}: the base URL ${base} is not a URL`);
+    }
 
     let response: Response | undefined;
     for (let attempt = 1; ; attempt++) {
@@ -181,7 +187,7 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
         res = await fetch(wire.url, { method: "POST", headers: wire.headers, body, signal: abort.signal });
       } catch (e) {
         if (stopped) throw stoppedFailure();
-        const why = `${adapter.name}: cannot reach ${new URL(wire.url).host}: ${e instanceof Error ? ((e.cause as Error | undefined)?.message ?? e.message) : String(e)}`;
+        const why = `${adapter.name}: cannot reach ${host}: ${networkReason(e)}`;
         if (attempt < limits.max_attempts) {
           clearTimeout(idleTimer);
           await sleep(retryDelay(new Headers(), attempt, limits, deps.random, deps.now())!);
@@ -239,6 +245,15 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
     abort.abort(); // releases the connection if the body was not read to its end
     writer.close();
   }
+}
+
+/** Why fetch() failed: undici puts the reason (ECONNREFUSED, a DNS error) in `cause`, where
+ * "fetch failed" alone says nothing. */
+function networkReason(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const c = e.cause;
+  const parts = [c instanceof Error ? c.message : "", isObject(c) && typeof c.code === "string" ? c.code : ""].filter((p, i, all) => p && all.indexOf(p) === i);
+  return parts.length > 0 ? parts.join(" ") : e.message;
 }
 
 /** `auth::get_token` with a proof; null → auth_expired "no credential configured for <provider>". */

@@ -8,7 +8,7 @@ import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { worker as authWorker } from "@iii-edge/worker-auth-credentials";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
 import {
   call,
   callAgentTrigger,
@@ -92,6 +92,8 @@ afterAll(async () => {
 
 interface StreamRun {
   frames: AssistantMessageEvent[];
+  /** When each frame arrived (ms since epoch). */
+  arrivals: number[];
   result: ProviderStreamResponse;
   terminal: AssistantMessageEvent;
   message: AssistantMessage;
@@ -110,12 +112,14 @@ async function stream(provider: ReplayProvider, payload: Record<string, unknown>
   const ch = await caller.surface.channels.create();
   const ws = new WebSocket(channelUrl(engine.wsUrl, ch.reader));
   const frames: AssistantMessageEvent[] = [];
+  const arrivals: number[] = [];
   const ended = new Promise<void>((resolve, reject) => {
     let quiet: ReturnType<typeof setTimeout> | undefined;
     const finish = () => (clearTimeout(quiet), ws.close(1000), resolve());
     ws.addEventListener("message", (e: MessageEvent) => {
       const frame = JSON.parse(String(e.data)) as AssistantMessageEvent;
       frames.push(frame);
+      arrivals.push(Date.now());
       if (opts.stopAfter?.(frame)) finish();
       else if (frame.type === "done" || frame.type === "error") quiet = setTimeout(finish, AFTER_TERMINAL_MS);
     });
@@ -135,7 +139,7 @@ async function stream(provider: ReplayProvider, payload: Record<string, unknown>
   await ended;
   const terminal = frames[frames.length - 1]!;
   const message = terminal?.type === "done" ? terminal.message : terminal?.type === "error" ? terminal.error : (undefined as never);
-  return { frames, result: await result, terminal, message };
+  return { frames, arrivals, result: await result, terminal, message };
 }
 
 /** §4.2's rules, for any stream: `start` first, triplets per block with the running partial, a
@@ -186,6 +190,18 @@ describe.each(["openai", "anthropic"] as const)("%s: a text reply", (provider) =
     expect(message.usage).toMatchObject({ input: 12, output: 9 });
     expect(frames.some((f) => f.type === "usage")).toBe(true);
     expect(result).toEqual({ ok: true, status: "done" });
+  });
+});
+
+describe.each(["openai", "anthropic"] as const)("%s: a slow provider", (provider) => {
+  it("each delta reaches the reader as it comes, not when the reply is over", async () => {
+    const DELAY_MS = 60;
+    replay.enqueue(provider, replyWith({ chunkDelayMs: DELAY_MS, pieceChars: 4 }, say("one two three four five")));
+    const { frames, arrivals, message } = await stream(provider);
+    expect(message.content).toEqual([{ type: "text", text: "one two three four five" }]);
+    const firstDelta = frames.findIndex((f) => f.type === "text_delta");
+    // Six pieces and the closing events still to come, DELAY_MS apart, after the first delta arrived.
+    expect(arrivals[arrivals.length - 1]! - arrivals[firstDelta]!).toBeGreaterThanOrEqual(5 * DELAY_MS);
   });
 });
 
@@ -472,6 +488,21 @@ describe("credentials", () => {
     await caller.client.trigger({ function_id: "auth::delete_token", payload: { provider: "openai" } });
     await stream("openai");
     expect(replay.requestsFor("openai").at(-1)!.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`);
+  });
+
+  it("a stored base_url points the provider elsewhere; an unreachable server → transient after the retries", async () => {
+    const closed = await freePort(); // nothing listens there
+    await caller.client.trigger({ function_id: "auth::set_token", payload: { provider: "openai", type: "api_key", key: OPENAI_KEY, base_url: `http://127.0.0.1:${closed}/v1` } });
+    try {
+      const before = replay.requests.length;
+      const { frames, message } = await stream("openai");
+      expectWellFormed(frames);
+      expect(message).toMatchObject({ stop_reason: "error", error_kind: "transient" });
+      expect(message.error_message).toMatch(new RegExp(`^openai: cannot reach 127\\.0\\.0\\.1:${closed}: .*ECONNREFUSED`));
+      expect(replay.requests.length).toBe(before);
+    } finally {
+      await caller.client.trigger({ function_id: "auth::delete_token", payload: { provider: "openai" } });
+    }
   });
 
   it("an anthropic OAuth credential goes as Bearer with the oauth beta flag", async () => {

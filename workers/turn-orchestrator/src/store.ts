@@ -55,16 +55,6 @@ export async function enqueue(trigger: Trigger, msg: StepMessage): Promise<void>
   }
 }
 
-/**
- * FALLBACK, to be removed once every engine this runs against stores `enqueue` with the write:
- * an engine without it drops the field and answers no `messageReceiptId`, so the message is
- * enqueued here, right after the write. Not atomic — a crash between the two leaves a stepable
- * record with no step queued (`turn::stop` re-wakes such a session).
- */
-async function enqueueAfterWriteWithoutEngineSupport(trigger: Trigger, msg: StepMessage): Promise<void> {
-  await enqueue(trigger, msg);
-}
-
 /** One compare-and-set write of the record; returns the value now stored. */
 async function casWrite(trigger: Trigger, rec: TurnStateRecord, expected: unknown, msg: StepMessage | undefined): Promise<unknown> {
   return casWriteValue(trigger, rec.session_id, jsonCopy(rec), expected, msg);
@@ -82,7 +72,10 @@ export async function casWriteValue(trigger: Trigger, sid: string, value: unknow
     if (isTransportFailure(e)) throw new TransientError(`saving the turn record: ${errorText(e)}`, { cause: e });
     throw e;
   }
-  if (msg && typeof out?.messageReceiptId !== "string") await enqueueAfterWriteWithoutEngineSupport(trigger, msg);
+  // The engine stores the step message in the write's own transaction (protocol/README.md §7.2): a
+  // write that answers without a receipt came from an engine that dropped `enqueue`, and the run
+  // would sit in a stepable state with no step queued — refuse loudly instead.
+  if (msg && typeof out?.messageReceiptId !== "string") throw new Error("the engine did not enqueue the step with the record (state::update `enqueue` unsupported): upgrade the engine");
   return value;
 }
 

@@ -112,13 +112,13 @@ describe("saving is the wake", () => {
     expect(stored(e)?.step).toBe(5);
   });
 
-  it("without the engine's enqueue-with-write, the step is enqueued right after the write (fallback)", async () => {
+  it("an engine that drops the write's enqueue is refused: no record left stepable with no step queued", async () => {
     const e = fakeEngine({ enqueueWithWrite: false });
     put(e, record("provisioning"));
     const tx = new Tx(e.trigger, "s1", await loadRecord(e.trigger, "s1"));
     tx.rec.state = "assistant_streaming";
-    await tx.save();
-    expect(e.enqueued).toEqual([{ function_id: "turn::assistant_streaming", payload: { session_id: "s1", step: 4 }, queue: "turn-step", idempotency_key: "s1:4", via: "action" }]);
+    await expect(tx.save()).rejects.toThrow(/did not enqueue the step/);
+    expect(e.enqueued).toEqual([]);
   });
 
   it("turn_state_changed goes out after the write, only when the client view changed", async () => {
