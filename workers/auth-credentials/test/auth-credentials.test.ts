@@ -10,7 +10,6 @@ import {
   type CredentialsCryptoKey,
   type CredentialsKeyMaterial,
 } from "@iii-edge/protocol/harness";
-import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
@@ -30,7 +29,6 @@ let auth: RunningWorkers;
 let caller: RunningWorkers;
 let proofKey: CredentialsCryptoKey;
 
-const asModule = <C>(m: WorkerModule<C>) => m as unknown as WorkerModule<never>;
 const material = (secret: string, source: CredentialsKeyMaterial["source"] = "CREDENTIALS_KEY"): CredentialsKeyMaterial => ({ secret, source });
 
 const call = <T = unknown>(function_id: string, payload: unknown) => caller.client.trigger<unknown, T>({ function_id, payload });
@@ -45,13 +43,13 @@ function expectNoSecret(value: unknown, secrets: readonly string[] = SECRETS): v
 
 async function restartAuth(env: Record<string, string>, ready: () => Promise<boolean>): Promise<void> {
   await auth.shutdown();
-  auth = runWorkers(engine.wsUrl, [asModule(worker)], { env, workerName: "auth-credentials" });
+  auth = runWorkers(engine.wsUrl, [worker], { env, workerName: "auth-credentials" });
   await until(ready, "the restarted worker answers", 20_000);
 }
 
 beforeAll(async () => {
   engine = await startEngine({ env: { HARNESS_DISABLE } });
-  auth = runWorkers(engine.wsUrl, [asModule(worker)], { env: ENV, workerName: "auth-credentials" });
+  auth = runWorkers(engine.wsUrl, [worker], { env: ENV, workerName: "auth-credentials" });
   caller = runWorkers(engine.wsUrl, [], { workerName: "auth-test-caller" });
   proofKey = await deriveCredentialsKey(material(CREDENTIALS_KEY), "proof");
   await until(async () => (await call<{ providers: string[] }>("auth::list_providers", {})).providers.length > 0, "auth-credentials registered", 30_000);

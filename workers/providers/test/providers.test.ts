@@ -3,7 +3,6 @@
 // final message, classified errors) and what the model was sent (auth header, tools, converted
 // transcript). The credentials come from the real auth-credentials worker, with its proofs.
 import type { AgentMessage, AssistantMessage, AssistantMessageEvent, ProviderStreamResponse } from "@iii-edge/protocol/harness";
-import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -49,8 +48,6 @@ let providers: RunningWorkers;
 let caller: RunningWorkers;
 let env: Record<string, string>;
 
-// runWorkers takes WorkerModule<never>[] (its config comes from configFrom or `config`).
-const asModule = <C>(m: WorkerModule<C>) => m as unknown as WorkerModule<never>;
 
 async function listed(): Promise<string[]> {
   const r = await caller.client.trigger<unknown, { functions: { function_id: string }[] }>({ function_id: "engine::functions::list", payload: {} });
@@ -58,7 +55,7 @@ async function listed(): Promise<string[]> {
 }
 
 function startAuth(withEnv: Record<string, string>): RunningWorkers {
-  return runWorkers(engine.wsUrl, [asModule(authWorker)], { env: withEnv, workerName: "auth-credentials" });
+  return runWorkers(engine.wsUrl, [authWorker], { env: withEnv, workerName: "auth-credentials" });
 }
 
 beforeAll(async () => {
@@ -74,7 +71,7 @@ beforeAll(async () => {
   engine = await startEngine({ env: { ...env, HARNESS_DISABLE } });
   auth = startAuth(env);
   const config: ProvidersConfig = { ...configFrom(env), limits: { ...DEFAULT_LIMITS, idle_timeout_ms: IDLE_TIMEOUT_MS, retry_base_delay_ms: 50 } };
-  providers = runWorkers(engine.wsUrl, [asModule(providersWorker)], { env, config: { providers: config }, workerName: "providers" });
+  providers = runWorkers(engine.wsUrl, [providersWorker], { env, config: { providers: config }, workerName: "providers" });
   caller = runWorkers(engine.wsUrl, [], { workerName: "providers-test-caller" });
   await until(async () => {
     const ids = await listed();
