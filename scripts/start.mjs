@@ -49,7 +49,7 @@ if (process.env.III_DEV_VARS) for (const [k, v] of Object.entries(JSON.parse(pro
 const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION"];
 /** What the harness workers read (deploy/harness.ts): provider endpoints and keys, the key stored
  * credentials are encrypted with, the disable list. */
-const HARNESS_VARS = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CREDENTIALS_KEY", "HARNESS_DISABLE"];
+const HARNESS_VARS = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CREDENTIALS_KEY", "HARNESS_DISABLE", "MODELS_OVERRIDES"];
 /** 32 random bytes: an AES-256 key's worth, base64. */
 const CREDENTIALS_KEY_BYTES = 32;
 

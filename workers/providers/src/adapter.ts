@@ -33,6 +33,10 @@ export interface StreamDecoder {
 export interface ProviderAdapter {
   /** `provider::<name>::stream`, the auth provider name and AssistantMessage.provider. */
   readonly name: "openai" | "anthropic";
+  /** Where the provider's own API is (the base URL when none is configured). */
+  readonly default_base_url: string;
+  /** With a base URL of its own (a local server), a request may go without any credential. */
+  readonly keyless_with_custom_base_url: boolean;
   request(call: PreparedCall): WireRequest;
   decoder(builder: AssistantBuilder): StreamDecoder;
   /** The human-readable message of an error response body. */

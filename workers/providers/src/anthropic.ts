@@ -230,6 +230,8 @@ export function anthropicErrorKind(type: string, message: string): ErrorKind {
 
 export const anthropic: ProviderAdapter = {
   name: "anthropic",
+  default_base_url: ANTHROPIC_DEFAULT_BASE_URL,
+  keyless_with_custom_base_url: false,
   request(call: PreparedCall): WireRequest {
     const c = call.credential;
     const headers: Record<string, string> = { "anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json", accept: "text/event-stream" };

@@ -173,6 +173,8 @@ class OpenAIDecoder implements StreamDecoder {
 
 export const openai: ProviderAdapter = {
   name: "openai",
+  default_base_url: OPENAI_DEFAULT_BASE_URL,
+  keyless_with_custom_base_url: true,
   request(call: PreparedCall): WireRequest {
     const c = call.credential;
     const token = c.type === "api_key" ? c.key : c.access_token;
@@ -186,7 +188,8 @@ export const openai: ProviderAdapter = {
     if (call.max_tokens !== undefined) body[isOpenAIItself(call.base_url) ? "max_completion_tokens" : "max_tokens"] = call.max_tokens;
     return {
       url: joinUrl(call.base_url, "/chat/completions"),
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "text/event-stream" },
+      // No key (a local server that takes none): no authorization header at all.
+      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), "content-type": "application/json", accept: "text/event-stream" },
       body,
     };
   },

@@ -272,7 +272,13 @@ async function fetchCredential(deps: StreamDeps, ctx: InvocationContext): Promis
     if (code === "forbidden" || code === "not_configured") throw new StreamFailure("permanent", `${provider}: auth::get_token refused: ${message}`);
     throw new StreamFailure("transient", `${provider}: auth::get_token failed (${typeof code === "string" ? code : "error"}): ${message}`);
   }
-  if (got === null || got === undefined) throw new StreamFailure("auth_expired", `no credential configured for ${provider}`);
+  if (got === null || got === undefined) {
+    // A local OpenAI-compatible server (llama.cpp, Ollama, vLLM, LM Studio) usually wants no key:
+    // with its own base URL and no credential, the request goes without one. OpenAI itself (and
+    // Anthropic) without a credential is the spec's auth_expired, a re-login signal.
+    if (deps.adapter.keyless_with_custom_base_url && deps.base_url !== deps.adapter.default_base_url) return { type: "api_key", key: "" };
+    throw new StreamFailure("auth_expired", `no credential configured for ${provider}`);
+  }
   const c = credentialSchema.safeParse(got);
   if (!c.success) throw new StreamFailure("permanent", `${provider}: auth::get_token returned an unusable credential`);
   return c.data;

@@ -528,6 +528,18 @@ describe("credentials", () => {
     expect(message).toMatchObject({ stop_reason: "error", error_kind: "auth_expired", error_message: "no credential configured for anthropic" });
     expect(replay.requests.length).toBe(before);
   });
+
+  it("a local OpenAI-compatible server (its own base URL) with no key configured: the request goes without authorization", async () => {
+    await auth.shutdown();
+    const { OPENAI_API_KEY: _, ...withoutOpenAI } = env;
+    auth = startAuth(withoutOpenAI);
+    await until(async () => (await listed()).includes("auth::get_token"), "auth-credentials registered again");
+    replay.enqueue("openai", reply(say("served by a local model")));
+    const { frames, message } = await stream("openai");
+    expectWellFormed(frames);
+    expect(message).toMatchObject({ stop_reason: "end" });
+    expect(replay.requestsFor("openai").at(-1)!.headers.authorization).toBeUndefined();
+  });
 });
 
 // ------------------------------------------------------------------ models catalog
