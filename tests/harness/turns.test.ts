@@ -404,3 +404,34 @@ describe("following a turn", () => {
     expect(ids).toEqual(expect.arrayContaining(["chat-openai", "chat-anthropic", "call-allowed", "followed"]));
   });
 });
+
+describe("credentials stay with the providers", () => {
+  const SESSIONS = ["chat-openai", "chat-anthropic", "call-allowed", "call-approved", "call-parallel", "steered", "provider-error", "followed"];
+  const KEYS = ["sk-test", "sk-ant-test"];
+  const leaks = (what: string, text: string) => KEYS.filter((k) => text.includes(k)).map((k) => `${what} contains ${k}`);
+
+  it("no key in any event, turn state, transcript, run request, the catalog, the engine's log — and a browser cannot ask for one", async () => {
+    const found: string[] = [];
+    for (const sid of SESSIONS) {
+      found.push(...leaks(`agent::events of ${sid}`, JSON.stringify(await allEvents(sid))));
+      found.push(...leaks(`turn state of ${sid}`, JSON.stringify(await turnState(sid))));
+      found.push(...leaks(`transcript of ${sid}`, JSON.stringify(await transcript(sid))));
+    }
+    for (const scope of ["run_request", "turn_state", "auth_credentials", "models"]) {
+      found.push(...leaks(`state scope ${scope}`, JSON.stringify(await iii.trigger({ function_id: "state::list", payload: { scope } }))));
+    }
+    found.push(...leaks("engine::functions::list", JSON.stringify(await iii.trigger({ function_id: "engine::functions::list", payload: {} }))));
+    found.push(...leaks("the engine's output", engine.output()));
+    expect(found).toEqual([]);
+
+    // Status says a key is configured, never which.
+    const status = (await iii.trigger({ function_id: "auth::status", payload: { provider: "openai" } })) as { configured: boolean; label?: string };
+    expect(status.configured).toBe(true);
+    expect(leaks("auth::status", JSON.stringify(status))).toEqual([]);
+    // What a page can do — POST /_iii/invoke, no proof — gets a refusal, not the credential.
+    const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id: "auth::get_token", payload: { provider: "openai" } }) });
+    const body = await res.text();
+    expect(body).toMatch(/forbidden/);
+    expect(leaks("auth::get_token over HTTP", body)).toEqual([]);
+  });
+});
