@@ -254,6 +254,10 @@ export const streamItemInput = streamItemKey;
 export const streamGroupInput = z.object({ stream_name: streamName, group_id: streamName });
 export const streamInput = z.object({ stream_name: streamName });
 export const streamSendInput = z.object({ stream_name: streamName, group_id: streamName, id: streamName.optional(), type: z.string().min(1).max(256), data: z.unknown().optional() });
+/** iii-edge: `stream::list_items` — a group's items with their ids, in item-id order, after a cursor
+ * (the last item id seen), one page at a time: a follower that dropped resumes without a gap. */
+export const streamListItemsInput = z.object({ stream_name: streamName, group_id: streamName, after: streamName.optional(), limit: z.number().int().min(1).max(MAX_LIST_PAGE).optional() });
+export const streamListItemsOutput = z.object({ items: z.array(z.object({ item_id: z.string(), data: z.unknown() })), next: z.string().nullable() });
 export const streamUpdateInput = streamItemKey.extend({ ops: z.array(updateOp).max(1024) });
 
 // ---------------------------------------------------------------- pub/sub (§7.4, §7.5)
@@ -330,6 +334,7 @@ export const BUILTINS = {
   "stream::delete": contract(streamItemInput, z.object({ old_value: z.unknown() })),
   "stream::list": contract(streamGroupInput, z.array(z.unknown())),
   "stream::list_groups": contract(streamInput, z.array(z.string())),
+  "stream::list_items": contract(streamListItemsInput, streamListItemsOutput),
   "stream::list_all": contract(noInput, z.object({ stream: z.array(z.object({ id: z.string(), groups: z.array(z.string()) })), count })),
   "stream::send": contract(streamSendInput, noResult),
   "stream::update": contract(streamUpdateInput, updateOutput),

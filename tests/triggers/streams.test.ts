@@ -35,6 +35,20 @@ describe("streams", () => {
     w.close();
   });
 
+  it("stream::list_items pages a group's items with their ids after a cursor (a follower's catch-up)", async () => {
+    const w = await RawWorker.connect("st-items");
+    for (let i = 1; i <= 5; i++) await w.call("stream::set", { stream_name: "ev", group_id: "s1", item_id: `s1-${String(i).padStart(8, "0")}`, data: { n: i } });
+    await w.call("stream::set", { stream_name: "ev", group_id: "s2", item_id: "s2-00000001", data: { n: 99 } });
+    const page1 = (await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", limit: 2 })).result as { items: { item_id: string; data: { n: number } }[]; next: string | null };
+    expect(page1).toEqual({ items: [{ item_id: "s1-00000001", data: { n: 1 } }, { item_id: "s1-00000002", data: { n: 2 } }], next: "s1-00000002" });
+    const rest = (await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", after: page1.next })).result as { items: { item_id: string }[]; next: string | null };
+    expect(rest.items.map((i) => i.item_id)).toEqual(["s1-00000003", "s1-00000004", "s1-00000005"]);
+    expect(rest.next).toBeNull();
+    expect((await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", after: "s1-00000005" })).result).toEqual({ items: [], next: null });
+    expect((await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", limit: 0 })).error?.code).toBe("deserialization_error");
+    w.close();
+  });
+
   it("fires stream triggers with the §8.6 payload for create/update/delete/event", async () => {
     const w = await RawWorker.connect("st-trig");
     const events: { type: string; streamName: string; groupId: string; id: string | null; event: { type: string } }[] = [];

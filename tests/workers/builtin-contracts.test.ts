@@ -23,6 +23,7 @@ const calls: [BuiltinId, unknown][] = [
   ["stream::get", { stream_name: "s", group_id: "g", item_id: "i" }],
   ["stream::update", { stream_name: "s", group_id: "g", item_id: "i", ops: [{ type: "set", path: "", value: 2 }] }],
   ["stream::list", { stream_name: "s", group_id: "g" }],
+  ["stream::list_items", { stream_name: "s", group_id: "g", limit: 10 }],
   ["stream::list_groups", { stream_name: "s" }],
   ["stream::list_all", {}],
   ["stream::send", { stream_name: "s", group_id: "g", type: "ping" }],

@@ -40,12 +40,14 @@ export const STOP_CAS_ATTEMPTS = 8;
 /** A run::start claim (its run_request) younger than this, with no record of its run yet, means a
  * start is in progress: a second start is busy. Older ones are from a start that died midway. */
 export const START_CLAIM_TTL_MS = 60_000;
-/** `run::events` default page (the most is RUN_EVENTS_MAX_LIMIT): items are read one by one. */
+/** `run::events` default page (the most is RUN_EVENTS_MAX_LIMIT): one `stream::list_items` call. */
 export const EVENTS_DEFAULT_LIMIT = 200;
-/** Stream items read at once by `run::events` (parallel `stream::get`s). */
-export const EVENTS_READ_BATCH = 50;
-/** Digits of the zero-padded event sequence in item ids (`<sid>-00000042`), so ids sort by seq. */
-export const EVENT_SEQ_DIGITS = 8;
+/** Sequence numbers a step reserves with one counter write (events beyond it reserve another
+ * block): a step emits a handful of events, a long streamed answer a few hundred. */
+export const EVENT_ID_BLOCK = 256;
+/** Digits of the zero-padded event sequence in item ids (`<sid>-000000000042`), so ids sort by seq:
+ * 10^12 / EVENT_ID_BLOCK leaves billions of steps per session. */
+export const EVENT_SEQ_DIGITS = 12;
 /** Longest error text kept on a record or shown to a model. */
 export const MAX_ERROR_TEXT = 2_000;
 /** The engine refuses idempotency keys longer than this (protocol frames.ts). */

@@ -3,7 +3,7 @@
 import { z } from "zod";
 import { AGENT_EVENTS_STREAM, INBOX_STEERING, type AgentEvent, type RunEventsResponse, type TurnStateView, type TurnStopResponse } from "@iii-edge/protocol/harness";
 import { callRequired, invalid, type Trigger } from "./calls.ts";
-import { EVENTS_DEFAULT_LIMIT, EVENTS_READ_BATCH, SCOPE_APPROVALS, SCOPE_EVENT_COUNTER, STOP_CAS_ATTEMPTS } from "./constants.ts";
+import { EVENTS_DEFAULT_LIMIT, SCOPE_APPROVALS, STOP_CAS_ATTEMPTS } from "./constants.ts";
 import { parseDecision } from "./gate.ts";
 import { normaliseMessage } from "./messages.ts";
 import { boundedKey, eventItemId, eventSeqOf, isTerminal, parseRecord, viewOf } from "./record.ts";
@@ -56,29 +56,18 @@ export async function steer(trigger: Trigger, sid: string, message: unknown): Pr
 }
 
 /**
- * `run::events`: the session's `agent::events` items after `after`, in order. Read by id from the
- * persisted sequence (item ids are `<sid>-<seq>`), so pages are bounded and nothing is skipped
- * that was written; an id with no item (an emission that failed) is passed over.
+ * `run::events`: the session's `agent::events` items after `after`, in id order, one page
+ * (`stream::list_items`): what a follower that dropped reads to catch up with nothing skipped.
  */
 export async function readEvents(trigger: Trigger, sid: string, after: string | null | undefined, limit = EVENTS_DEFAULT_LIMIT): Promise<RunEventsResponse> {
-  let from = 1;
-  if (after) {
-    const seq = eventSeqOf(sid, after);
-    if (seq === undefined) throw invalid(`after: '${after}' is not an event id of session ${sid}`);
-    from = seq + 1;
-  }
-  const counter = await callRequired<{ seq?: unknown } | undefined>(trigger, "state::get", { scope: SCOPE_EVENT_COUNTER, key: sid });
-  const last = typeof counter?.seq === "number" ? counter.seq : 0;
-  const to = Math.min(last, from + limit - 1);
-  const events: RunEventsResponse["events"] = [];
-  for (let start = from; start <= to; start += EVENTS_READ_BATCH) {
-    const ids: string[] = [];
-    for (let seq = start; seq <= Math.min(to, start + EVENTS_READ_BATCH - 1); seq++) ids.push(eventItemId(sid, seq));
-    const items = await Promise.all(ids.map((item_id) => callRequired<unknown>(trigger, "stream::get", { stream_name: AGENT_EVENTS_STREAM, group_id: sid, item_id })));
-    items.forEach((data, i) => {
-      if (data !== undefined && data !== null) events.push({ item_id: ids[i], data: data as AgentEvent });
-    });
-  }
+  if (after && eventSeqOf(sid, after) === undefined) throw invalid(`after: '${after}' is not an event id of session ${sid}`);
+  const page = await callRequired<{ items: { item_id: string; data: unknown }[]; next: string | null }>(trigger, "stream::list_items", {
+    stream_name: AGENT_EVENTS_STREAM,
+    group_id: sid,
+    ...(after ? { after } : {}),
+    limit,
+  });
+  const events: RunEventsResponse["events"] = page.items.map((i) => ({ item_id: i.item_id, data: i.data as AgentEvent }));
   return { events, next: events.length > 0 ? events[events.length - 1].item_id : (after ?? null) };
 }
 

@@ -164,7 +164,8 @@ function resultMessage(prepared: PreparedCall, work: Work, now: number): Functio
 }
 
 /** Results onto the transcript in the assistant's call order (one idempotent batch), one
- * turn_end, then finish if every result asked to terminate, else steering_check. */
+ * turn_end, then finish if every result asked to terminate, else straight to the next round
+ * (assistant_streaming takes any steering first; the post-seed TS path, spec §2.8). */
 export async function finalizeBatch(tx: Tx): Promise<void> {
   const rec = tx.rec;
   const { last, work } = requireBatch(rec);
@@ -179,7 +180,7 @@ export async function finalizeBatch(tx: Tx): Promise<void> {
   delete rec.awaiting_approval;
   turnEndOnce(tx, last);
   if (terminate) return finishSession(tx);
-  rec.state = "steering_check";
+  rec.state = "assistant_streaming";
   await tx.save();
 }
 

@@ -48,13 +48,23 @@ export async function provisioning(tx: Tx): Promise<void> {
 export async function assistantStreaming(tx: Tx, channels: Channels): Promise<void> {
   const rec = tx.rec;
   if (maxTurnsReached(rec)) return endAtMaxTurns(tx);
-  const req = await requireRunRequest(tx.trigger, tx.sid);
+  // A batch's results come straight here (no steering_check hop on the function path, as in the
+  // post-seed TS, spec §2.8): steering sent meanwhile joins the transcript before this round.
+  // The three reads go out together: a steering message appended while the transcript is read is
+  // either on it already or added here, once (entry ids are deterministic).
+  const [req, steered, entries] = await Promise.all([
+    requireRunRequest(tx.trigger, tx.sid),
+    rec.function_results.length > 0 ? takeInbox(tx, INBOX_STEERING, "steer") : Promise.resolve([]),
+    readTranscript(tx.trigger, tx.sid),
+  ]);
+  announce(tx, steered.map((e) => e.message));
+  const seen = new Set(entries.map((e) => e.entry_id));
+  const transcript = [...entries, ...steered.filter((e) => !seen.has(e.entry_id))].map((e) => e.message);
   rec.turn_count += 1;
   rec.turn_end_emitted = false;
   rec.assistant_body_streamed = false;
   rec.function_results = [];
   if (req.budget_id) await checkBudgetBeforeProviderCall(tx.trigger, rec, req);
-  const transcript = (await readTranscript(tx.trigger, tx.sid)).map((e) => e.message);
   const window = await compactionPreflight(tx.trigger, rec, forProvider(transcript));
   const { message, bodyStreamed } = await streamAssistant(tx.trigger, channels, tx.events, req, window);
   rec.last_assistant = message;
@@ -85,11 +95,19 @@ export async function assistantStreaming(tx: Tx, channels: Channels): Promise<vo
 
 const inboxItem = z.union([z.string().min(1), agentMessageSchema]);
 
+/** Messages taken from an inbox reach the UI once the step's write is saved. */
+function announce(tx: Tx, taken: AgentMessage[]): void {
+  for (const message of taken) {
+    tx.afterSave({ type: "message_start", message });
+    tx.afterSave({ type: "message_end", message });
+  }
+}
+
 /**
  * Take an inbox's messages onto the transcript without losing any to a crash: peek, append with
  * ids from their position, then drain (atomic read + clear) and append whatever arrived in between.
  */
-async function takeInbox(tx: Tx, name: string, kind: "steer" | "followup"): Promise<AgentMessage[]> {
+async function takeInbox(tx: Tx, name: string, kind: "steer" | "followup"): Promise<Entry[]> {
   const peek = await callRequired<{ items?: unknown[] }>(tx.trigger, "session-inbox::peek", { name, session_id: tx.sid });
   const seen = Array.isArray(peek?.items) ? peek.items : [];
   const toMessages = (items: unknown[], offset: number): Entry[] =>
@@ -108,7 +126,7 @@ async function takeInbox(tx: Tx, name: string, kind: "steer" | "followup"): Prom
   const all = Array.isArray(drained?.items) ? drained.items : [];
   const late = all.length > seen.length ? toMessages(all.slice(seen.length), seen.length) : [];
   await appendMany(tx.trigger, tx.sid, late);
-  return [...first, ...late].map((e) => e.message);
+  return [...first, ...late];
 }
 
 /** `turn::steering_check`: steering > follow-up > pending function results > end. */
@@ -118,10 +136,7 @@ export async function steeringCheck(tx: Tx): Promise<void> {
   if (rec.last_assistant) turnEndOnce(tx, rec.last_assistant);
   let taken = await takeInbox(tx, INBOX_STEERING, "steer");
   if (taken.length === 0) taken = await takeInbox(tx, INBOX_FOLLOWUP, "followup");
-  for (const message of taken) {
-    tx.afterSave({ type: "message_start", message });
-    tx.afterSave({ type: "message_end", message });
-  }
+  announce(tx, taken.map((e) => e.message));
   if (taken.length > 0 || rec.function_results.length > 0) {
     if (maxTurnsReached(rec)) return endAtMaxTurns(tx);
     rec.function_results = [];

@@ -131,7 +131,7 @@ describe("saving is the wake", () => {
     await tx.save();
     await tx.events.flush();
     expect(e.streams.map((s) => s.data.type)).toEqual(["turn_state_changed"]);
-    expect(e.streams[0]).toMatchObject({ item_id: "s1-00000001", data: { event_type: "state:updated", old_value: { state: "function_execute" }, new_value: { state: "steering_check" } } });
+    expect(e.streams[0]).toMatchObject({ item_id: "s1-000000000001", data: { event_type: "state:updated", old_value: { state: "function_execute" }, new_value: { state: "steering_check" } } });
   });
 
   it("a concurrent turn::stop flag is merged into the step's write; any other change is a conflict", async () => {

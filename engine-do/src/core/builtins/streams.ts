@@ -7,6 +7,7 @@
 // inputs and results are protocol's BUILTINS.
 import {
   IIIError,
+  MAX_RESULT_BYTES,
   MAX_VALUE_BYTES,
   TRIGGER_TYPES,
   streamSocketMessage,
@@ -25,6 +26,10 @@ import { defineBuiltin } from "./define.ts";
 
 /** Subscriptions one browser socket may hold (bounds the fan-out one socket can cause). */
 export const MAX_SUBSCRIPTIONS_PER_SOCKET = 256;
+/** `stream::list_items` page when the caller names no limit: a UI's catch-up in a few round trips. */
+export const STREAM_ITEMS_PAGE = 100;
+/** What one item adds to a listing besides its value and id (`{"item_id":…,"data":…}`). */
+const ITEM_ENVELOPE_BYTES = 24;
 /** Deadline for a `stream:join` handler deciding on a subscription. */
 const JOIN_TIMEOUT_MS = 10_000;
 
@@ -65,6 +70,25 @@ export class Streams {
   }
   list(stream: string, group: string): unknown[] {
     return this.core.ports.sql.exec<{ value: string }>("SELECT value FROM stream_items WHERE stream_name = ? AND group_id = ? ORDER BY item_id", stream, group).map((r) => JSON.parse(r.value));
+  }
+  /** One page of a group's items after `after` (exclusive), by item id; `next` is the last id of a
+   * full page (null at the end). A page also ends early at MAX_RESULT_BYTES, so it fits a frame. */
+  listItems(stream: string, group: string, after: string | undefined, limit: number): { items: { item_id: string; data: unknown }[]; next: string | null } {
+    const rows = this.core.ports.sql.exec<{ item_id: string; value: string }>(
+      "SELECT item_id, value FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id > ? ORDER BY item_id LIMIT ?",
+      stream,
+      group,
+      after ?? "",
+      limit,
+    );
+    const items: { item_id: string; data: unknown }[] = [];
+    let bytes = 0;
+    for (const r of rows) {
+      bytes += r.value.length + r.item_id.length + ITEM_ENVELOPE_BYTES;
+      if (bytes > MAX_RESULT_BYTES && items.length > 0) return { items, next: items.at(-1)!.item_id };
+      items.push({ item_id: r.item_id, data: JSON.parse(r.value) });
+    }
+    return { items, next: items.length === limit ? items.at(-1)!.item_id : null };
   }
   private write(stream: string, group: string, item: string, value: unknown, code: ErrorCode): void {
     const text = JSON.stringify(value ?? null);
@@ -250,6 +274,10 @@ export function installStreams(core: EngineApi): Streams {
   defineBuiltin(core, "stream::list", {
     description: "Items of a group, as an array of values",
     handler: (q) => s.list(q.stream_name, q.group_id),
+  });
+  defineBuiltin(core, "stream::list_items", {
+    description: "A group's items with their ids, in item-id order after `after`: {stream_name, group_id, after?, limit?} → {items:[{item_id, data}], next}",
+    handler: (q) => s.listItems(q.stream_name, q.group_id, q.after, q.limit ?? STREAM_ITEMS_PAGE),
   });
   defineBuiltin(core, "stream::list_groups", {
     description: "Group ids of a stream",
