@@ -12,6 +12,10 @@ import { worker as authCredentials } from "@iii-edge/worker-auth-credentials";
 import { worker as policy } from "@iii-edge/worker-policy";
 import { worker as approvalGate } from "@iii-edge/worker-approval-gate";
 import { worker as sessionStorage } from "@iii-edge/worker-session-storage";
+import { worker as budgetTracker } from "@iii-edge/worker-budget-tracker";
+import { worker as hookFanout } from "@iii-edge/worker-hook-fanout";
+import { worker as contextCompaction } from "@iii-edge/worker-context-compaction";
+import { worker as subAgents } from "@iii-edge/worker-sub-agents";
 
 /** What the host reads itself; the modules read their own settings from the same env. */
 interface HarnessEnv {
@@ -20,6 +24,19 @@ interface HarnessEnv {
 }
 
 export class HarnessWorkers extends WorkerHost<HarnessEnv> {
-  protected readonly workers: readonly WorkerModule<unknown>[] = [harness, turnOrchestrator, provisioning, providers, authCredentials, policy, approvalGate, sessionStorage];
+  protected readonly workers: readonly WorkerModule<unknown>[] = [
+    harness,
+    turnOrchestrator,
+    provisioning,
+    providers,
+    authCredentials,
+    policy,
+    approvalGate,
+    sessionStorage,
+    budgetTracker,
+    hookFanout,
+    contextCompaction,
+    subAgents,
+  ];
   protected override readonly disableVar = "HARNESS_DISABLE";
 }

@@ -6,7 +6,7 @@ import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { until } from "../support/wait.ts";
 
 /** The workers deploy/harness.ts composes, by name. */
-const HARNESS_WORKERS = ["harness", "turn-orchestrator", "provisioning", "providers", "auth-credentials", "policy", "approval-gate", "session-storage"];
+const HARNESS_WORKERS = ["harness", "turn-orchestrator", "provisioning", "providers", "auth-credentials", "policy", "approval-gate", "session-storage", "budget-tracker", "hook-fanout", "context-compaction", "sub-agents"];
 
 let engine: EngineServer | undefined;
 afterEach(async () => {
