@@ -1,6 +1,8 @@
 // The HTTP side of the harness: the envelope an `http` trigger's function returns
 // (protocol/README.md §8.1: `{status_code, headers, body}`), request parsing, and how a downstream
 // failure maps onto a status a client can act on.
+import { EXPORT_FORMATS, runStartRequest } from "@iii-edge/protocol/harness";
+import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 
 export interface HttpEnvelope {
   status_code: number;
@@ -63,6 +65,7 @@ const OWNER_BY_PREFIX: readonly (readonly [string, string])[] = [
   ["run::", "turn-orchestrator"],
   ["turn::", "turn-orchestrator"],
   ["approval::", "approval-gate"],
+  ["session-tree::", "session-storage"],
 ];
 
 export const ownerOf = (functionId: string): string => OWNER_BY_PREFIX.find(([prefix]) => functionId.startsWith(prefix))?.[1] ?? functionId.split("::")[0]!;
@@ -87,3 +90,106 @@ export function downstreamFailure(functionId: string, err: unknown): HttpEnvelop
   if (code === "timeout") return failure(504, "timeout", `${functionId} did not answer in time: ${message}`, { function_id: functionId });
   return failure(502, code ?? "invocation_failed", `${functionId} failed: ${message}`, { function_id: functionId });
 }
+
+// ------------------------------------------------------------------ branches: resume, time travel, fork, tree, export
+// Routes over `run::resume|rerun_from|fork` (turn-orchestrator) and `session-tree::tree|export`
+// (session-storage). Bodies go on as sent (plus the path's session id): the functions' own schemas
+// check them, and a refusal comes back 400. Registered with the rest (index.ts ROUTES).
+
+/** What a route is (index.ts registers each as an `http` trigger). */
+export interface HttpRoute {
+  id: string;
+  method: "GET" | "POST";
+  path: string;
+  timeoutMs?: number;
+  handle(req: HttpRequest, ctx: InvocationContext): Promise<HttpEnvelope>;
+}
+
+/** Branch calls answer at once (a run goes on in the queue) or copy one session: the engine's default deadline. */
+export const BRANCH_CALL_TIMEOUT_MS = 30_000;
+const EXPORT_FORMAT_NAMES: readonly string[] = EXPORT_FORMATS;
+
+function branchFailure(functionId: string, err: unknown): HttpEnvelope {
+  const code = codeOf(err);
+  const extra = { function_id: functionId };
+  if (code === "not_found") return failure(404, "not_found", messageOf(err), extra);
+  if (code === "session_exists" || code === "leaf_conflict") return failure(409, code, messageOf(err), extra);
+  if (code === "value_too_large") return failure(413, code, messageOf(err), extra);
+  return downstreamFailure(functionId, err);
+}
+
+async function branchCall<T>(ctx: InvocationContext, functionId: string, payload: unknown): Promise<{ ok: true; value: T } | { ok: false; response: HttpEnvelope }> {
+  try {
+    return { ok: true, value: await ctx.trigger<unknown, T>({ function_id: functionId, payload, timeoutMs: BRANCH_CALL_TIMEOUT_MS }) };
+  } catch (err) {
+    return { ok: false, response: branchFailure(functionId, err) };
+  }
+}
+
+function pathSession(req: HttpRequest): { ok: true; value: string } | { ok: false; response: HttpEnvelope } {
+  const parsed = runStartRequest.shape.session_id.safeParse(req.path_params.session_id);
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${parsed.error.issues.map((i) => i.message).join("; ")}`) };
+}
+
+/** A JSON object body, or none at all (a bare POST) as `{}`. */
+function optionalObjectBody(req: HttpRequest): { ok: true; value: Record<string, unknown> } | { ok: false; response: HttpEnvelope } {
+  if (req.body === null || req.body === undefined || req.body === "") return { ok: true, value: {} };
+  return jsonObjectBody(req);
+}
+
+/** A run's answer: started (or a repeat of a started one) 200, busy 409. */
+function runAnswer(res: unknown): HttpEnvelope {
+  if (!isRecord(res) || typeof res.started !== "boolean") return failure(502, "invalid_response", `the run answered ${JSON.stringify(res) ?? "nothing"}, not {session_id, started}`);
+  return respond(res.started || res.reason === "already_started" ? 200 : 409, res);
+}
+
+/** POST routes whose body (with the path's session id) is the function's request. */
+function postRoute(id: string, path: string, functionId: string, answer: (res: unknown) => HttpEnvelope): HttpRoute {
+  return {
+    id,
+    method: "POST",
+    path,
+    async handle(req, ctx) {
+      const sid = pathSession(req);
+      if (!sid.ok) return sid.response;
+      const body = optionalObjectBody(req);
+      if (!body.ok) return body.response;
+      const res = await branchCall<unknown>(ctx, functionId, { ...body.value, session_id: sid.value });
+      return res.ok ? answer(res.value) : res.response;
+    },
+  };
+}
+
+export const BRANCH_ROUTES: readonly HttpRoute[] = [
+  postRoute("harness::http::resume", "api/turns/:session_id/resume", "run::resume", runAnswer),
+  postRoute("harness::http::rerun", "api/turns/:session_id/rerun", "run::rerun_from", runAnswer),
+  postRoute("harness::http::fork", "api/sessions/:session_id/fork", "run::fork", (res) => respond(200, res)),
+  {
+    id: "harness::http::session_tree",
+    method: "GET",
+    path: "api/sessions/:session_id/tree",
+    async handle(req, ctx) {
+      const sid = pathSession(req);
+      if (!sid.ok) return sid.response;
+      const from = req.query_params.from_entry_id;
+      const res = await branchCall<unknown>(ctx, "session-tree::tree", from ? { session_id: sid.value, from_entry_id: from } : { session_id: sid.value });
+      return res.ok ? respond(200, res.value) : res.response;
+    },
+  },
+  {
+    id: "harness::http::session_export",
+    method: "GET",
+    path: "api/sessions/:session_id/export",
+    async handle(req, ctx) {
+      const sid = pathSession(req);
+      if (!sid.ok) return sid.response;
+      const { format = "markdown", branch_leaf } = req.query_params;
+      if (!EXPORT_FORMAT_NAMES.includes(format)) return failure(400, "invalid_query", `format must be one of ${EXPORT_FORMAT_NAMES.join(", ")}`);
+      const res = await branchCall<{ content?: unknown; content_type?: unknown }>(ctx, "session-tree::export", branch_leaf ? { session_id: sid.value, format, branch_leaf } : { session_id: sid.value, format });
+      if (!res.ok) return res.response;
+      const { content, content_type } = res.value ?? {};
+      if (typeof content !== "string" || typeof content_type !== "string") return failure(502, "invalid_response", "session-tree::export answered no content");
+      return { status_code: 200, headers: { "content-type": content_type }, body: content };
+    },
+  },
+];

@@ -5,10 +5,13 @@ import { z } from "zod";
 import { IIIError } from "@iii-edge/protocol";
 import { agentMessageSchema, type AgentMessage } from "@iii-edge/protocol/harness";
 import type { WorkerHandler, WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { registerCompactionFunctions } from "./compaction-store.ts";
 import { d1Store, isD1, type SqlStore } from "./sql-store.ts";
 import { MAX_APPEND_MANY, MAX_LIST_LIMIT, MAX_PAGE_ENTRIES, SessionStore, type SessionStoreOptions } from "./session-store.ts";
+import { registerSessionTree } from "./tree-functions.ts";
 
 export { SessionStore } from "./session-store.ts";
+export { SessionTreeStore } from "./tree.ts";
 export * from "./sql-store.ts";
 
 /** Longest session id: the same bound `run::start` puts on it. */
@@ -123,6 +126,10 @@ export function registerSessionStorage(iii: WorkerSurface, config: SessionStorag
   fn("session-inbox::push", (r) => store.push(r.session_id, r.name, r.item));
   fn("session-inbox::peek", (r) => store.peek(r.session_id, r.name));
   fn("session-inbox::drain", (r) => store.drain(r.session_id, r.name));
+  // session-tree::compact | compactions | update_parts (compaction entries, pruned outputs).
+  registerCompactionFunctions(iii, config.store, config);
+  // session-tree::fork | clone | tree | branches | set_active_leaf | get_entry | export (src/tree.ts).
+  registerSessionTree(iii, config);
   return store;
 }
 

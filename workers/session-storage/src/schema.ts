@@ -20,6 +20,8 @@ export const SCHEMA: readonly SqlStatement[] = [
   sql("CREATE INDEX IF NOT EXISTS harness_sessions_by_update ON harness_sessions (updated_at, session_id)"),
   // The tree: `depth` is the distance from the root (root 0), so one page of a path is a depth range.
   // `kind`: message | custom_message (part 2 adds compaction, branch_summary). `body`: JSON.
+  // `seq` is unique within a session (every writer takes the session's counter): fork and clone
+  // derive the ids of copied entries from it (src/tree.ts).
   sql(`CREATE TABLE IF NOT EXISTS harness_session_entries (
     session_id TEXT NOT NULL,
     entry_id TEXT NOT NULL,
@@ -43,6 +45,17 @@ export const SCHEMA: readonly SqlStatement[] = [
     created_at INTEGER NOT NULL
   )`),
   sql("CREATE INDEX IF NOT EXISTS harness_session_inbox_by_queue ON harness_session_inbox (session_id, name, id)"),
+  // Where a session made by `fork` / `clone` came from (src/tree.ts): a repeat of the same request
+  // finds its copy here, and a resumed copy finds the run settings of its source. A table of its
+  // own (not columns of harness_sessions) so databases made before it need no ALTER.
+  sql(`CREATE TABLE IF NOT EXISTS harness_session_origins (
+    session_id TEXT PRIMARY KEY NOT NULL,
+    kind TEXT NOT NULL,
+    source_session_id TEXT NOT NULL,
+    from_entry_id TEXT,
+    request_key TEXT,
+    created_at INTEGER NOT NULL
+  )`),
 ];
 
 /** `store` with the schema created before its first statement (once; retried if it failed). */

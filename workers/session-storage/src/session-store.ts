@@ -1,7 +1,7 @@
 // Sessions as a branching tree (spec §5) and per-session inboxes, over one SqlStore. Every
 // operation is one batch: one round trip, atomic, and consistent with concurrent writers.
 import { IIIError, MAX_RESULT_BYTES } from "@iii-edge/protocol";
-import type { AgentMessage } from "@iii-edge/protocol/harness";
+import type { AgentMessage, SessionOrigin } from "@iii-edge/protocol/harness";
 import { sql, type SqlRow, type SqlStatement, type SqlStore } from "./sql-store.ts";
 import { withSchema } from "./schema.ts";
 
@@ -48,6 +48,8 @@ export interface SessionInfo extends SessionSummary {
   /** Leaves of the tree (entries nobody is the parent of). */
   branch_count: number;
   leaf_id: string | null;
+  /** Set when the session was made by session-tree::fork / clone (src/tree.ts). */
+  origin?: SessionOrigin;
 }
 export interface PathMessage {
   entry_id: string;
@@ -160,7 +162,11 @@ export class SessionStore {
 
   async get(sessionId: string): Promise<SessionInfo | null> {
     const [rows, leaves] = await this.db.batch([
-      sql("SELECT * FROM harness_sessions WHERE session_id = ?", sessionId),
+      sql(
+        `SELECT s.*, o.kind AS origin_kind, o.source_session_id AS origin_source, o.from_entry_id AS origin_entry
+         FROM harness_sessions s LEFT JOIN harness_session_origins o ON o.session_id = s.session_id WHERE s.session_id = ?`,
+        sessionId,
+      ),
       sql(
         `SELECT COUNT(*) AS n FROM harness_session_entries e WHERE e.session_id = ?
          AND NOT EXISTS (SELECT 1 FROM harness_session_entries c WHERE c.session_id = e.session_id AND c.parent_id = e.entry_id)`,
@@ -172,6 +178,10 @@ export class SessionStore {
     const info: SessionInfo = { ...sessionSummary(row), branch_count: num(leaves[0]?.n), leaf_id: str(row.leaf_id) ?? null };
     const cwd = str(row.cwd);
     if (cwd !== undefined) info.cwd = cwd;
+    const originKind = str(row.origin_kind);
+    if ((originKind === "fork" || originKind === "clone") && typeof row.origin_source === "string") {
+      info.origin = { kind: originKind, source_session_id: row.origin_source, from_entry_id: str(row.origin_entry) ?? null };
+    }
     return info;
   }
 

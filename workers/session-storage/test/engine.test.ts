@@ -107,6 +107,45 @@ describe("session-tree through the engine", () => {
   });
 });
 
+describe("the branching functions through the engine", () => {
+  it("fork, tree, branches, set_active_leaf and export answer within the frame bounds; bad input is refused", async () => {
+    const sid = "e2e-tree";
+    await call("session-tree::ensure", { session_id: sid, display_name: "deep" });
+    // 300 entries in a line and a branch near the end: nested by branch, never by entry.
+    for (let i = 0; i < 300; i += 60) {
+      await call("session-tree::append_many", { session_id: sid, entries: Array.from({ length: 60 }, (_, j) => ({ entry_id: `d${i + j}`, message: user(`step ${i + j}`) })) });
+    }
+    await call("session-tree::append", { session_id: sid, entry_id: "alt", parent_id: "d297", message: user("<i>alt</i>") });
+    const tree = await call<{ roots: { entries: { entry_id: string }[]; children: { entries: { entry_id: string }[] }[] }[] }>("session-tree::tree", { session_id: sid });
+    expect(tree.roots[0]!.entries).toHaveLength(298);
+    expect(tree.roots[0]!.children.map((c) => c.entries.map((e) => e.entry_id))).toEqual([["d298", "d299"], ["alt"]]);
+    const branches = await call<{ branches: { leaf_id: string; fork_point_id: string | null; active: boolean }[] }>("session-tree::branches", { session_id: sid });
+    expect(branches.branches.map((b) => [b.leaf_id, b.fork_point_id, b.active])).toEqual([["alt", "d297", true], ["d299", "d297", false]]);
+
+    const fork = await call<{ session_id: string; leaf_id: string; created: boolean }>("session-tree::fork", { source_session_id: sid, from_entry_id: "d299" });
+    expect(fork).toMatchObject({ leaf_id: "d299~299", created: true });
+    expect(await call("session-tree::fork", { source_session_id: sid, from_entry_id: "d299" })).toMatchObject({ session_id: fork.session_id, created: false });
+    expect(await call("session-tree::get", { session_id: fork.session_id })).toMatchObject({ entry_count: 300, display_name: "deep (fork)", origin: { kind: "fork", source_session_id: sid } });
+    const page = await call<Page>("session-tree::messages", { session_id: fork.session_id, limit: 1000 });
+    expect(page.messages.map((m) => textOf(m.message)).at(-1)).toBe("step 299");
+
+    expect(await call("session-tree::set_active_leaf", { session_id: sid, entry_id: "d299" })).toMatchObject({ leaf_id: "d299", previous_leaf_id: "alt", changed: true });
+    expect(await call("session-tree::get_entry", { session_id: sid, entry_id: "alt" })).toMatchObject({ parent_id: "d297", message: { role: "user" } });
+    expect((await call("session-tree::get_entry", { session_id: sid, entry_id: "ghost" })) ?? null).toBeNull();
+    const html = await call<{ html: string }>("session-tree::export_html", { session_id: sid, branch_leaf: "alt" });
+    expect(html.html).toContain("&lt;i&gt;alt&lt;/i&gt;");
+    expect(html.html).not.toContain("<i>alt</i>");
+    const md = await call<{ content: string; entry_count: number }>("session-tree::export", { session_id: sid, format: "markdown" });
+    expect(md.entry_count).toBe(300);
+    expect(md.content).toContain("step 299");
+
+    await expect(call("session-tree::fork", { source_session_id: sid, from_entry_id: "ghost" })).rejects.toMatchObject({ code: "not_found" });
+    await expect(call("session-tree::fork", { source_session_id: "a/b", from_entry_id: "d1" })).rejects.toMatchObject({ code: "invalid_arguments" });
+    await expect(call("session-tree::export", { session_id: sid, format: "pdf" })).rejects.toMatchObject({ code: "invalid_arguments" });
+    await expect(call("session-tree::set_active_leaf", { session_id: sid, entry_id: "alt", expected_leaf_id: "d1" })).rejects.toMatchObject({ code: "leaf_conflict" });
+  });
+});
+
 describe("session-inbox through the engine", () => {
   it("push, peek, drain", async () => {
     expect(await call("session-inbox::push", { name: "steering", session_id: "e2e-in", item: { text: "stop and summarise" } })).toEqual({ ok: true, size: 1 });

@@ -4,6 +4,7 @@ import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { beforeAll, describe, expect, it } from "vitest";
 import { MAX_INBOX_ITEMS, MAX_MESSAGE_BYTES, SessionStore } from "../src/session-store.ts";
 import type { SqlStore } from "../src/sql-store.ts";
+import { sessionTreeConformance } from "./tree-conformance.ts";
 
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 1 });
 const custom = (text: string): AgentMessage => ({ role: "custom", custom_type: "note", content: text, timestamp: 1 });
@@ -240,5 +241,7 @@ export function sessionStoreConformance(name: string, open: () => Promise<SqlSto
       const again = new SessionStore(sql);
       expect(await again.get("s-linear")).toMatchObject({ entry_count: 3 });
     });
+
+    sessionTreeConformance(() => sql);
   });
 }
