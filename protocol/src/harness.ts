@@ -745,3 +745,977 @@ export interface RunEventsResponse {
   /** Pass as `after` next time: the last item returned, or the `after` given when none was new. */
   next: string | null;
 }
+
+// ------------------------------------------------------------------ hook-fanout (§1.10, §6.3, §7 item 1)
+// Publish-and-collect: `hook-fanout::publish_collect` publishes a HookEnvelope to a topic's durable
+// subscribers (`iii::durable::publish`); each answers with `stream::set` on HOOK_REPLY_STREAM, group
+// = the envelope's `event_id`; the collector resolves on the expected replies, quiescence or the
+// deadline, and merges the replies by the request's rule.
+
+export const PUBLISH_COLLECT = "hook-fanout::publish_collect";
+/** Where subscribers answer: group `event_id`, one item per reply (item id: the subscriber's own,
+ * stable across its retries, so a redelivered subscriber overwrites its reply instead of adding one). */
+export const HOOK_REPLY_STREAM = "agent::hook_reply";
+/** Published before an allowed function call is dispatched (payload BeforeFunctionCallPayload). */
+export const BEFORE_FUNCTION_CALL_TOPIC = "agent::before_function_call";
+/** Published after a function call returned (payload AfterFunctionCallPayload). */
+export const AFTER_FUNCTION_CALL_TOPIC = "agent::after_function_call";
+
+export const MERGE_RULES = ["first_block_wins", "field_merge", "pipeline_last_wins"] as const;
+export type MergeRule = (typeof MERGE_RULES)[number];
+
+/** The deadline when a request gives none (§6.3). */
+export const HOOK_DEFAULT_TIMEOUT_MS = 10_000;
+/** Shortest deadline accepted (§6.3 floor): below it a subscriber on the durable queue cannot answer. */
+export const HOOK_MIN_TIMEOUT_MS = 50;
+/** Longest deadline accepted: a hook is a check around a call, not the call (a call's own budget
+ * is 120 s); a minute bounds how long a collector holds memory and its caller's step. */
+export const HOOK_MAX_TIMEOUT_MS = 60_000;
+/** Quiescence when a request gives none (§6.3): this long after the last reply with no other. */
+export const HOOK_DEFAULT_QUIESCENCE_MS = 200;
+/** Most replies one event collects (and `expected_replies` accepts): far past any real fan-out,
+ * and it bounds a collector's memory against a subscriber that writes replies in a loop. */
+export const HOOK_MAX_REPLIES = 256;
+/** Longest topic name: topics are ids like `agent::after_function_call`. */
+export const HOOK_MAX_TOPIC_LENGTH = 256;
+
+export const publishCollectRequest = z.object({
+  topic: z.string().min(1).max(HOOK_MAX_TOPIC_LENGTH),
+  payload: z.unknown(),
+  merge_rule: z.enum(MERGE_RULES),
+  timeout_ms: z.number().int().min(HOOK_MIN_TIMEOUT_MS).max(HOOK_MAX_TIMEOUT_MS).default(HOOK_DEFAULT_TIMEOUT_MS),
+  /** Resolve as soon as this many replies arrived. Absent: the number of subscribers the publish
+   * reached (iii-edge's `messageReceiptIds`), so a full set of answers ends the wait at once. */
+  expected_replies: z.number().int().min(1).max(HOOK_MAX_REPLIES).optional(),
+  quiescence_ms: z.number().int().min(0).max(HOOK_MAX_TIMEOUT_MS).default(HOOK_DEFAULT_QUIESCENCE_MS),
+});
+export type PublishCollectRequest = z.input<typeof publishCollectRequest>;
+
+/** What a subscriber receives (the published data). */
+export interface HookEnvelope<P = unknown> {
+  event_id: string;
+  reply_stream: typeof HOOK_REPLY_STREAM;
+  payload: P;
+}
+
+/** Why a collection ended: the expected replies arrived, quiescence after the last reply, the
+ * deadline, the publish reached nobody, or the publish failed. */
+export type HookResolution = "expected" | "quiescence" | "deadline" | "no_subscribers" | "publish_failed";
+
+export interface PublishCollectResponse {
+  event_id: string;
+  /** The replies (de-duplicated by item id), in arrival order. */
+  replies: unknown[];
+  merged: unknown;
+  /** `subscribers`: how many subscribed functions the publish reached. */
+  publish: { ok: true; subscribers: number } | { ok: false; error: string };
+  /** Present (true) when the publish itself failed. */
+  publish_failed?: true;
+  resolved_by: HookResolution;
+  /** How long the collection took, publish included. */
+  elapsed_ms: number;
+}
+
+/** `agent::before_function_call`: a call the policy (or a person) allowed, before it runs. A
+ * subscriber keys any side effect on `function_call.id` (a retried step may publish it again). */
+export interface BeforeFunctionCallPayload {
+  session_id: string;
+  function_call: FunctionCall;
+}
+/** A before-hook's reply: `block:true` denies the call (`reason` is what the model reads);
+ * otherwise `arguments`, if an object, is laid over the call's arguments field by field (several
+ * hooks' rewrites combine; the later reply wins a field both set). `{}` = no change, and lets the
+ * collector stop waiting for this subscriber. */
+export interface BeforeFunctionCallReply {
+  block?: boolean;
+  reason?: string;
+  arguments?: Record<string, unknown>;
+}
+/** `agent::after_function_call`: the call (with the arguments it ran with) and its result, the
+ * result's fields at the top level so that `field_merge` rewrites them in place. */
+export interface AfterFunctionCallPayload {
+  session_id: string;
+  function_call: FunctionCall;
+  content: ContentBlock[];
+  details: unknown;
+  terminate?: boolean;
+  is_error: boolean;
+}
+/** An after-hook's reply (`field_merge`): `content` replaces, `details` is shallow-merged,
+ * `terminate` overwrites. `{}` = no change. */
+export interface AfterFunctionCallReply {
+  content?: ContentBlock[];
+  details?: Record<string, unknown>;
+  terminate?: boolean;
+}
+
+/** A call a before-hook blocked: the DenialEnvelope's shape with `denied_by:"hook"`. */
+export interface HookDenialEnvelope extends Omit<DenialEnvelope, "denied_by"> {
+  denied_by: "hook";
+  hook_topic: string;
+}
+
+// ------------------------------------------------------------------ budget-tracker (§1.9, §6.2, §9 #16)
+// LLM spend per budget (a budget is tagged with a `workspace_id` and/or an `agent_id`; a run names
+// the one it is charged to with `budget_id`). Money is **integer micro-USD** (1 USD = 1 000 000 µUSD)
+// in storage and in every sum; the `_usd` fields of answers are derived from them for display.
+// Every mutation is a compare-and-set on the budget's state row (no in-process lock), so any
+// number of copies of the worker may run. The orchestrator calls `budget::check` before each
+// provider call (with a hold on the estimate) and `budget::record` after it (with the round's id).
+
+export const BUDGETS_SCOPE = "budgets";
+/** Archived windows (rollovers and resets) of one budget live in their own scope, so one budget's
+ * log is listed without reading every other budget's. */
+export const budgetSpendLogScope = (budgetId: string): string => `budget_spend_log:${budgetId}`;
+/** User price overrides, key `<provider>:<model>` (they win over the models catalog's `pricing`). */
+export const BUDGET_PRICES_SCOPE = "budget_prices";
+export const MICROS_PER_USD = 1_000_000;
+/** Prices are per this many tokens (the catalog's `*_per_1m`). */
+export const TOKENS_PER_PRICE_UNIT = 1_000_000;
+export const BUDGET_PERIODS = ["day", "week", "month"] as const;
+export type BudgetPeriod = (typeof BUDGET_PERIODS)[number];
+/** How long `budget::exempt` lets a principal through (§6.2: 24 h). */
+export const BUDGET_EXEMPTION_MS = 24 * 60 * 60 * 1000;
+/** Largest ceiling (1e9 USD): far past any LLM budget, and a sum of spends under it stays an exact
+ * integer in a JSON number (2^53 ≈ 9e15 µUSD). */
+export const MAX_BUDGET_MICROS = 1_000_000_000_000_000;
+/** Largest cost one record may add (1e6 USD): a model call costs cents to dollars; more is a bug. */
+export const MAX_RECORD_MICROS = 1_000_000_000_000;
+/** Most tokens of one kind in one call's usage: context windows are ~1e6 tokens. */
+export const MAX_USAGE_TOKENS = 1_000_000_000;
+/** Highest price accepted (10 000 USD per 1M tokens): current models cost 0.05–100. */
+export const MAX_PRICE_PER_1M_USD = 10_000;
+
+/** Why `budget::check` answered as it did, in the order it decides (§6.2): the first three let the
+ * call through; `unpriced_model` (an estimate in tokens for a model with no price) and
+ * `ceiling_exceeded` refuse it. */
+export const BUDGET_CHECK_REASONS = ["paused", "not_enforced", "exempt", "unpriced_model", "ceiling_exceeded"] as const;
+export type BudgetCheckReason = (typeof BUDGET_CHECK_REASONS)[number];
+
+export const BUDGET_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,200}$/;
+export const budgetIdSchema = z.string().regex(BUDGET_ID_PATTERN, "budget_id must be 1–200 of A-Z a-z 0-9 . _ : @ -");
+const budgetTag = z.string().min(1).max(200);
+const microsAmount = z.number().int().nonnegative().max(MAX_BUDGET_MICROS);
+const usdAmount = z.number().nonnegative().max(MAX_BUDGET_MICROS / MICROS_PER_USD);
+const tokens = z.number().int().nonnegative().max(MAX_USAGE_TOKENS);
+const pricePer1m = z.number().nonnegative().max(MAX_PRICE_PER_1M_USD);
+/** Round ids (`<run_id>:<turn_count>`) and other caller-chosen idempotency keys. */
+const recordIdSchema = z.string().min(1).max(300);
+const budgetModelId = z.string().min(1).max(200);
+
+export const budgetCreateRequest = z
+  .object({
+    /** Chosen by the caller (idempotent creation by name) or generated (`b_<uuid>`). */
+    budget_id: budgetIdSchema.optional(),
+    ceiling_micros: microsAmount.positive().optional(),
+    ceiling_usd: usdAmount.positive().optional(),
+    period: z.enum(BUDGET_PERIODS),
+    workspace_id: budgetTag.optional(),
+    agent_id: budgetTag.optional(),
+    name: z.string().min(1).max(200).optional(),
+    enforced: z.boolean().optional(),
+    paused: z.boolean().optional(),
+  })
+  .refine((r) => (r.ceiling_micros === undefined) !== (r.ceiling_usd === undefined), "give exactly one of ceiling_micros, ceiling_usd (> 0)");
+export const budgetIdRequest = z.object({ budget_id: budgetIdSchema });
+/** Most budgets one `budget::list` page returns. */
+export const BUDGET_LIST_MAX_LIMIT = 500;
+export const budgetListRequest = z.object({
+  workspace_id: budgetTag.optional(),
+  agent_id: budgetTag.optional(),
+  limit: z.number().int().min(1).max(BUDGET_LIST_MAX_LIMIT).optional(),
+  /** Offset into the scope's rows (what `next_offset` of the previous page said). */
+  offset: z.number().int().min(0).optional(),
+});
+/** The whitelist `budget::update` takes (`period` is fixed at creation: changing it would split a
+ * window in two; create another budget). Anything else is refused. */
+export const budgetUpdateRequest = z
+  .strictObject({
+    budget_id: budgetIdSchema,
+    ceiling_micros: microsAmount.positive().optional(),
+    ceiling_usd: usdAmount.positive().optional(),
+    name: z.string().min(1).max(200).nullable().optional(),
+    workspace_id: budgetTag.nullable().optional(),
+    agent_id: budgetTag.nullable().optional(),
+  })
+  .refine((r) => r.ceiling_micros === undefined || r.ceiling_usd === undefined, "give at most one of ceiling_micros, ceiling_usd");
+/** A call's cost in tokens of a model, priced by the worker (override, else the catalog). */
+export const budgetTokenEstimate = z.object({
+  provider: providerName,
+  model: budgetModelId,
+  input_tokens: tokens,
+  output_tokens: tokens.default(0),
+  cache_read_tokens: tokens.default(0),
+  cache_write_tokens: tokens.default(0),
+});
+export const budgetCheckRequest = z
+  .object({
+    budget_id: budgetIdSchema,
+    estimated_cost_micros: microsAmount.optional(),
+    estimated_cost_usd: usdAmount.optional(),
+    estimate: budgetTokenEstimate.optional(),
+    /** Who is asking (the orchestrator sends the session id): `budget::exempt` names principals. */
+    principal_id: z.string().min(1).max(300).optional(),
+    /** Reserve the estimate under this id until `budget::record {record_id: hold_id}` settles it (or
+     * BUDGET_HOLD_TTL_MS passes), so concurrent calls cannot all pass on the same remaining money. */
+    hold_id: recordIdSchema.optional(),
+  })
+  .refine((r) => [r.estimated_cost_micros, r.estimated_cost_usd, r.estimate].filter((v) => v !== undefined).length <= 1, "give at most one of estimated_cost_micros, estimated_cost_usd, estimate");
+/** A hold older than this is dropped: a provider call ends within 300 s and its step's queue
+ * deadline is 360 s, after which the step is redelivered and holds again under the same id. */
+export const BUDGET_HOLD_TTL_MS = 360_000;
+export interface BudgetCheckResponse {
+  budget_id: string;
+  allowed: boolean;
+  reason?: BudgetCheckReason;
+  estimated_cost_micros: number;
+  /** ceiling − spent − held (holds of other calls), negative when overspent. */
+  remaining_micros: number;
+  spent_micros: number;
+  held_micros: number;
+  ceiling_micros: number;
+  remaining_usd: number;
+  estimated_cost_usd: number;
+  /** Whether the estimate is now held under `hold_id`. */
+  held: boolean;
+  period_resets_at: number;
+}
+export const budgetUsageSchema = z.object({
+  input: tokens.optional(),
+  output: tokens.optional(),
+  cache_read: tokens.optional(),
+  cache_write: tokens.optional(),
+  reasoning: tokens.optional(),
+  cost_usd: z.number().nonnegative().optional(),
+});
+export const budgetRecordRequest = z
+  .object({
+    budget_id: budgetIdSchema,
+    /** Idempotency key: a repeat of a recent id adds nothing (and settles its hold). */
+    record_id: recordIdSchema.optional(),
+    cost_micros: z.number().int().nonnegative().max(MAX_RECORD_MICROS).optional(),
+    cost_usd: z.number().nonnegative().max(MAX_RECORD_MICROS / MICROS_PER_USD).optional(),
+    /** A provider's usage (`AssistantMessage.usage`): priced by `provider` + `model`. */
+    usage: budgetUsageSchema.optional(),
+    provider: providerName.optional(),
+    model: budgetModelId.optional(),
+    principal_id: z.string().min(1).max(300).optional(),
+  })
+  .refine((r) => [r.cost_micros, r.cost_usd, r.usage].filter((v) => v !== undefined).length === 1, "give exactly one of cost_micros, cost_usd, usage")
+  .refine((r) => r.usage === undefined || (r.provider !== undefined && r.model !== undefined), "usage needs provider and model (to price it)");
+export interface BudgetRecordResponse {
+  budget_id: string;
+  /** false: `record_id` was recorded before; nothing was added. */
+  recorded: boolean;
+  cost_micros: number;
+  /** false: usage of a model with no price (and no `usage.cost_usd`): recorded as 0. */
+  priced: boolean;
+  spent_micros: number;
+  remaining_micros: number;
+  spent_usd: number;
+  remaining_usd: number;
+  cost_usd: number;
+  /** Alerts this record crossed (each fires once per period). */
+  alerts_fired: string[];
+}
+/** Most alerts and exemptions one budget keeps (each is checked on every record/check). */
+export const BUDGET_MAX_ALERTS = 32;
+export const BUDGET_MAX_EXEMPTIONS = 64;
+export const budgetAlertSetRequest = z.object({
+  budget_id: budgetIdSchema,
+  /** Given: replaces that alert (or adds it under this id). */
+  alert_id: z.string().min(1).max(200).optional(),
+  /** A fraction of the ceiling in (0, 1]. */
+  threshold_pct: z.number().gt(0).max(1),
+  callback_function_id: z.string().min(1).max(300),
+  /** Spread into the callback's payload (an object). */
+  callback_payload: z.record(z.string(), z.unknown()).optional(),
+});
+/** What an alert's callback gets (triggered fire-and-forget once per period). */
+export interface BudgetAlertPayload {
+  alert_id: string;
+  budget_id: string;
+  threshold_pct: number;
+  spent_micros: number;
+  ceiling_micros: number;
+  spent_usd: number;
+  ceiling_usd: number;
+  period_start_at: number;
+  [key: string]: unknown;
+}
+export const budgetUsageRequest = z.object({
+  budget_id: budgetIdSchema,
+  /** `all`: every archived window and the current one; `current` or the budget's period: the current one. */
+  window: z.union([z.literal("all"), z.literal("current"), z.enum(BUDGET_PERIODS)]).default("all"),
+});
+export const budgetEnforceRequest = z.object({ budget_id: budgetIdSchema, enforced: z.boolean() });
+export const budgetExemptRequest = z.object({ budget_id: budgetIdSchema, principal_id: z.string().min(1).max(300), reason: z.string().min(1).max(2_000) });
+export const budgetPauseRequest = z.object({ budget_id: budgetIdSchema, paused: z.boolean().default(true) });
+/** Most spend-log entries one `budget::log` page returns. */
+export const BUDGET_LOG_MAX_LIMIT = 1_000;
+export const budgetLogRequest = z.object({ budget_id: budgetIdSchema, limit: z.number().int().min(1).max(BUDGET_LOG_MAX_LIMIT).optional(), offset: z.number().int().min(0).optional() });
+export const budgetSetPricesRequest = z
+  .object({
+    provider: providerName,
+    model: budgetModelId,
+    input_per_1m: pricePer1m.optional(),
+    output_per_1m: pricePer1m.optional(),
+    /** Default: the input price (as the providers price cache tokens without one). */
+    cache_read_per_1m: pricePer1m.optional(),
+    cache_write_per_1m: pricePer1m.optional(),
+    /** Remove the override (the catalog's price applies again). */
+    clear: z.boolean().optional(),
+  })
+  .refine((r) => (r.clear === true) !== (r.input_per_1m !== undefined && r.output_per_1m !== undefined), "give input_per_1m and output_per_1m, or clear:true");
+export const budgetGetPricesRequest = z.object({ provider: providerName, model: budgetModelId });
+
+/** Prices in integer micro-USD per 1M tokens. */
+export interface BudgetPrices {
+  input_micros_per_1m: number;
+  output_micros_per_1m: number;
+  cache_read_micros_per_1m: number;
+  cache_write_micros_per_1m: number;
+}
+export interface BudgetPricesResponse {
+  provider: string;
+  model: string;
+  /** `override` (budget::set_prices), `catalog` (models::get pricing) or `none` (unpriced). */
+  source: "override" | "catalog" | "none";
+  prices: BudgetPrices | null;
+}
+export interface BudgetAlert {
+  alert_id: string;
+  threshold_pct: number;
+  callback_function_id: string;
+  callback_payload?: Record<string, unknown>;
+  /** The window (its `period_start_at`) the alert last fired in. */
+  last_fired_period_start?: number;
+}
+export interface BudgetExemption {
+  principal_id: string;
+  reason: string;
+  expires_at: number;
+}
+/** What callers see of a budget (`budget::get`, `list`, mutations), already rolled over to now. */
+export interface BudgetView {
+  budget_id: string;
+  workspace_id?: string;
+  agent_id?: string;
+  name?: string;
+  period: BudgetPeriod;
+  ceiling_micros: number;
+  spent_micros: number;
+  held_micros: number;
+  remaining_micros: number;
+  records_count: number;
+  ceiling_usd: number;
+  spent_usd: number;
+  remaining_usd: number;
+  period_start_at: number;
+  period_resets_at: number;
+  enforced: boolean;
+  paused: boolean;
+  alerts: BudgetAlert[];
+  exemptions: BudgetExemption[];
+  created_at: number;
+  updated_at: number;
+}
+/** One closed window (`budget::log`, `budget::usage`'s `by_period`). */
+export interface BudgetSpendLogEntry {
+  budget_id: string;
+  /** Stable and sortable: `day:2026-11-30`, `week:2026-11-30` (its Monday), `month:2026-11`;
+   * a manual reset adds `:reset-<ms>`. */
+  log_key: string;
+  kind: "rollover" | "reset";
+  period: BudgetPeriod;
+  period_start: number;
+  period_end: number;
+  spent_micros: number;
+  spent_usd: number;
+  records_count: number;
+}
+
+// ------------------------------------------------------------------ session tree (§5.2, §5.3, §8.3)
+// Branching a session (session-storage: `session-tree::fork|clone|tree|branches|set_active_leaf|
+// get_entry|export`) and running on a branch (turn-orchestrator: `run::resume|rerun_from|fork`).
+
+const treeSessionId = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
+const treeEntryId = z.string().min(1).max(256);
+/** Longest request key of a fork / clone (it names the copy, so a repeat finds it). */
+export const MAX_TREE_REQUEST_KEY_LENGTH = 256;
+const treeRequestKey = z.string().min(1).max(MAX_TREE_REQUEST_KEY_LENGTH);
+const treeDisplayName = z.string().max(200);
+
+/** `session-tree::fork`: a new session whose path is the source's path up to `from_entry_id`.
+ * Without `new_session_id` the id is derived from (source, entry, request_key): a repeat of the
+ * same request answers the same copy (`created: false`). */
+export const sessionForkRequest = z.object({
+  source_session_id: treeSessionId,
+  from_entry_id: treeEntryId,
+  new_session_id: treeSessionId.optional(),
+  request_key: treeRequestKey.optional(),
+  display_name: treeDisplayName.optional(),
+});
+/** `session-tree::clone`: every entry of every branch, same rules for the new id. */
+export const sessionCloneRequest = z.object({
+  source_session_id: treeSessionId,
+  new_session_id: treeSessionId.optional(),
+  request_key: treeRequestKey.optional(),
+  display_name: treeDisplayName.optional(),
+});
+export type SessionCopyKind = "fork" | "clone";
+/** Where a forked or cloned session came from (`session-tree::get` answers it as `origin`). */
+export interface SessionOrigin {
+  kind: SessionCopyKind;
+  source_session_id: string;
+  /** The entry a fork was taken at (its copy is the fork's first leaf); null for a clone. */
+  from_entry_id: string | null;
+}
+export interface SessionCopyResponse extends SessionOrigin {
+  session_id: string;
+  /** The copy's active leaf (the copy of `from_entry_id`, or of the source's leaf). */
+  leaf_id: string | null;
+  entry_count: number;
+  /** false: this request had made the copy already; nothing was written. */
+  created: boolean;
+}
+
+/** `session-tree::tree`: the whole tree, or the subtree under `from_entry_id`. */
+export const sessionTreeRequest = z.object({ session_id: treeSessionId, from_entry_id: treeEntryId.optional() });
+/** One entry of a tree or branch listing: what a UI needs to draw it, never the whole message. */
+export interface TreeEntry {
+  entry_id: string;
+  kind: string;
+  depth: number;
+  timestamp: number;
+  /** The message's role (message and custom_message entries). */
+  role?: string;
+  /** The first text of the entry, flattened and cut to one line. */
+  preview?: string;
+  /** An assistant entry's first function call (the target of an `agent_trigger`). */
+  call?: string;
+  /** A function_result entry's function. */
+  function_id?: string;
+  child_count: number;
+  /** On the path from a root to the active leaf. */
+  active?: true;
+}
+/** A branch: a run of entries, each the only child of the one before; `children` are the branches
+ * that start under its last entry. `truncated`: nested too deep for one answer — ask again with
+ * `from_entry_id` = its last entry. */
+export interface TreeBranch {
+  entries: TreeEntry[];
+  children: TreeBranch[];
+  truncated?: true;
+}
+export interface SessionTree {
+  session_id: string;
+  leaf_id: string | null;
+  entry_count: number;
+  roots: TreeBranch[];
+}
+
+export const sessionBranchesRequest = z.object({ session_id: treeSessionId });
+/** A tip of the tree (an entry nobody is the parent of). */
+export interface SessionBranch extends Omit<TreeEntry, "child_count" | "active"> {
+  leaf_id: string;
+  /** The nearest ancestor with more than one child (where this branch left another), or null. */
+  fork_point_id: string | null;
+  /** The tip is the active leaf. */
+  active: boolean;
+}
+export interface SessionBranches {
+  session_id: string;
+  leaf_id: string | null;
+  /** Tips in all (the answer lists the newest MAX_BRANCHES). */
+  total: number;
+  branches: SessionBranch[];
+}
+
+/** `session-tree::set_active_leaf`: switch branch. `entry_id: null` = no leaf (the next append
+ * starts a new root); `expected_leaf_id` makes it a compare-and-set (`leaf_conflict`). */
+export const setActiveLeafRequest = z.object({
+  session_id: treeSessionId,
+  entry_id: treeEntryId.nullable(),
+  expected_leaf_id: treeEntryId.nullable().optional(),
+});
+export interface SetActiveLeafResponse {
+  session_id: string;
+  leaf_id: string | null;
+  previous_leaf_id: string | null;
+  changed: boolean;
+}
+
+/** `session-tree::get_entry` → SessionEntryView, or null (no such entry or session). */
+export const getEntryRequest = z.object({ session_id: treeSessionId, entry_id: treeEntryId });
+export interface SessionEntryView {
+  entry_id: string;
+  parent_id: string | null;
+  kind: string;
+  depth: number;
+  timestamp: number;
+  revision: number;
+  child_count: number;
+  /** message and custom_message entries. */
+  message?: AgentMessage;
+  /** Other kinds (compaction, branch_summary, …): the stored body. */
+  data?: unknown;
+}
+
+export const EXPORT_FORMATS = ["json", "markdown", "html"] as const;
+export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+/** `session-tree::export`: the active path (or the path to `branch_leaf`), every entry on it. */
+export const sessionExportRequest = z.object({
+  session_id: treeSessionId,
+  format: z.enum(EXPORT_FORMATS).default("markdown"),
+  branch_leaf: treeEntryId.optional(),
+});
+export interface SessionExport {
+  session_id: string;
+  format: ExportFormat;
+  content_type: string;
+  leaf_id: string | null;
+  entry_count: number;
+  content: string;
+}
+
+// The orchestrator's side. Settings a resumed run does not name come from the session's last run
+// request, else from the run request of the session it was forked / cloned from.
+const runSettings = {
+  provider: runStartRequest.shape.provider,
+  model: runStartRequest.shape.model.optional(),
+  mode: runStartRequest.shape.mode,
+  max_turns: runStartRequest.shape.max_turns,
+  system_prompt: runStartRequest.shape.system_prompt,
+  skills: runStartRequest.shape.skills,
+  isolation: runStartRequest.shape.isolation,
+  budget_id: runStartRequest.shape.budget_id,
+};
+const runMessage = z.union([z.string().min(1).max(200_000), agentMessageSchema]);
+const runKey = runStartRequest.shape.message_id;
+
+/** `run::resume`: a new run on the existing transcript of a stopped or failed session (or a copy
+ * that never ran), with an optional new message. `message_id` names the run (a repeat starts
+ * nothing: `already_started`); without it the run id is derived from the session's state. */
+export const runResumeRequest = z.object({ session_id: treeSessionId, message: runMessage.optional(), message_id: runKey, ...runSettings });
+export type RunResumeRequest = z.infer<typeof runResumeRequest>;
+/** `run::rerun_from` (time travel): the user message `entry_id`, edited (`message`, default: as it
+ * was), becomes a new branch under that entry's parent, and a run answers it. */
+export const runRerunFromRequest = z.object({ session_id: treeSessionId, entry_id: treeEntryId, message: runMessage.optional(), message_id: runKey, ...runSettings });
+export type RunRerunFromRequest = z.infer<typeof runRerunFromRequest>;
+/** `run::fork`: `session-tree::fork`, then — when `message` is given or `run: true` — a run on the
+ * new session (`run::resume` there, with the source's settings). */
+export const runForkRequest = z.object({
+  session_id: treeSessionId,
+  entry_id: treeEntryId,
+  new_session_id: treeSessionId.optional(),
+  request_key: treeRequestKey.optional(),
+  display_name: treeDisplayName.optional(),
+  run: z.boolean().optional(),
+  message: runMessage.optional(),
+  message_id: runKey,
+  ...runSettings,
+});
+export type RunForkRequest = z.infer<typeof runForkRequest>;
+
+export type RunResumeResponse =
+  | { session_id: string; run_id: string; started: true }
+  | { session_id: string; run_id?: string; started: false; reason: "session_busy" | "already_started" };
+export type RunRerunResponse = RunResumeResponse & {
+  /** The entry the run answers (the edited message's copy) and where it hangs. */
+  entry_id?: string;
+  parent_id?: string | null;
+  previous_leaf_id?: string | null;
+};
+export type RunForkResponse = SessionCopyResponse & { run?: RunResumeResponse };
+
+// ------------------------------------------------------------------ context-compaction (§1.8, §5.2, §6.1)
+// A session's transcript is never rewritten by summarisation: a `compaction` entry on the active
+// path records the summary of everything before `tail_start_id`, and what the model is sent is
+// `[summary, ...path from tail_start_id]` (compactionView). session-tree::messages keeps serving the
+// raw path (storage semantics); the view is assembled by whoever sends the model a request (the
+// orchestrator each round, the compaction worker for its own counting). Pruning is the one in-place
+// edit: a large function output's content becomes PRUNED_OUTPUT_TEXT (session-tree::update_parts).
+
+/** The custom type of a compaction entry's body (a CustomMessage, so `include_custom` readers get
+ * a well-formed message; session storage keeps it as entry kind `compaction`). */
+export const COMPACTION_CUSTOM_TYPE = "compaction";
+/** What a pruned function output reads. */
+export const PRUNED_OUTPUT_TEXT = "[output pruned]";
+/** The tag the summary is wrapped in when the model reads it. */
+export const COMPACTION_SUMMARY_TAG = "conversation-summary";
+/** Longest summary stored (characters): a summary is a page of bullets; a run-away summariser is cut. */
+export const MAX_COMPACTION_SUMMARY_CHARS = 64_000;
+/** Most paths one compaction's `details` lists per kind (read / modified files). */
+export const MAX_COMPACTION_DETAIL_FILES = 500;
+/** Most outputs one session-tree::update_parts call prunes: one statement each in one batch. */
+export const MAX_UPDATE_PARTS = 64;
+/** Longest replacement text of a pruned output. */
+export const MAX_PRUNED_TEXT_CHARS = 4_096;
+
+const compactionSessionId = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
+const compactionEntryId = z.string().min(1).max(256);
+const compactionFileList = z.array(z.string().min(1).max(4_096)).max(MAX_COMPACTION_DETAIL_FILES);
+export const compactionDetailsSchema = z.looseObject({ read_files: compactionFileList.default([]), modified_files: compactionFileList.default([]) });
+export type CompactionDetails = z.infer<typeof compactionDetailsSchema>;
+
+/** `session-tree::compact` (served by session-storage): append a compaction entry under `parent_id`
+ * (default: the active leaf; it becomes the leaf, like an append). `tail_start_id` must be a message
+ * on the path to it. A repeated `entry_id` appends nothing. → `{entry_id, appended}`. */
+export const sessionCompactRequest = z.object({
+  session_id: compactionSessionId,
+  summary: z.string().min(1).max(MAX_COMPACTION_SUMMARY_CHARS),
+  tokens_before: z.number().int().nonnegative().max(1_000_000_000),
+  details: compactionDetailsSchema.default({ read_files: [], modified_files: [] }),
+  parent_id: compactionEntryId.optional(),
+  tail_start_id: compactionEntryId.nullable().optional(),
+  entry_id: compactionEntryId.optional(),
+});
+export type SessionCompactRequest = z.input<typeof sessionCompactRequest>;
+/** Most compaction records `session-tree::compactions` returns (the newest ones). */
+export const MAX_COMPACTIONS_LISTED = 50;
+/** `session-tree::compactions` → `{compactions: CompactionRecord[]}`: the compaction entries on the
+ * active path (or the path to `branch_leaf`), oldest first. */
+export const sessionCompactionsRequest = z.object({
+  session_id: compactionSessionId,
+  branch_leaf: compactionEntryId.optional(),
+  limit: z.number().int().min(1).max(MAX_COMPACTIONS_LISTED).optional(),
+});
+/** `session-tree::update_parts`: replace each function_result entry's content with one text block
+ * (`text`, default PRUNED_OUTPUT_TEXT) and merge `{compacted_at}` into its details. Every entry must
+ * exist and be a function result, else nothing changes. → `{updated, unchanged, skipped}` (skipped:
+ * changed by someone else between the read and the write; try again). */
+export const sessionUpdatePartsRequest = z.object({
+  session_id: compactionSessionId,
+  parts: z
+    .array(z.object({ entry_id: compactionEntryId, text: z.string().min(1).max(MAX_PRUNED_TEXT_CHARS).optional() }))
+    .min(1)
+    .max(MAX_UPDATE_PARTS),
+});
+export interface SessionUpdatePartsResponse {
+  updated: { entry_id: string; revision: number }[];
+  unchanged: string[];
+  skipped: string[];
+}
+
+/** A compaction entry as `session-tree::compactions` returns it. `after_message_id`: the nearest
+ * message entry before it on the path (null: none) — where its "tail right after the compaction"
+ * starts when `tail_start_id` is null. */
+export interface CompactionRecord {
+  entry_id: string;
+  parent_id: string | null;
+  after_message_id: string | null;
+  summary: string;
+  tokens_before: number;
+  tail_start_id: string | null;
+  details: CompactionDetails;
+  timestamp: number;
+}
+
+/** The synthetic message the model reads the summary as (spec §6.1 read side): an assistant
+ * message with no model/provider, so no provider mistakes it for one of its own turns. */
+export function compactionSummaryMessage(summary: string, timestamp = 0): AssistantMessage {
+  return {
+    role: "assistant",
+    content: [{ type: "text", text: `<${COMPACTION_SUMMARY_TAG}>\n${summary}\n</${COMPACTION_SUMMARY_TAG}>` }],
+    stop_reason: "end",
+    model: "",
+    provider: "",
+    timestamp,
+  };
+}
+
+export interface CompactionView<E> {
+  /** The summary as a message (its entry id is the compaction entry's), or null without a compaction. */
+  summary: { entry_id: string; message: AgentMessage } | null;
+  /** The path's messages the model still reads verbatim, oldest first. */
+  messages: E[];
+}
+
+/**
+ * What the model reads of a path (`entries`: its messages, oldest first, as session-tree::messages
+ * returns them) given the latest compaction on it: the summary, then the messages from
+ * `tail_start_id` on. A null or missing `tail_start_id` starts right after the compaction entry (the
+ * TS-7 view restarted at the first message there, sending the whole old history again).
+ */
+export function compactionView<E extends { entry_id: string }>(entries: readonly E[], latest: CompactionRecord | null | undefined): CompactionView<E> {
+  if (!latest) return { summary: null, messages: [...entries] };
+  let start = latest.tail_start_id ? entries.findIndex((e) => e.entry_id === latest.tail_start_id) : -1;
+  if (start < 0) start = latest.after_message_id === null ? 0 : entries.findIndex((e) => e.entry_id === latest.after_message_id) + 1;
+  return { summary: { entry_id: latest.entry_id, message: compactionSummaryMessage(latest.summary, latest.timestamp) }, messages: entries.slice(Math.max(0, start)) };
+}
+
+/** The item id of a `compaction_done` the compaction worker writes to `agent::events` itself (async
+ * and manual compactions; a sync one is emitted by the orchestrator with its own ids): the id of the
+ * `turn_end` item that woke it with one more digit. The orchestrator's ids are fixed-width digits,
+ * so this sorts right after that turn_end and before every later event, never collides with one,
+ * and is still an event id `run::events` accepts as `after`. */
+export const COMPACTION_EVENT_SUFFIX = { async: "1", manual: "2" } as const;
+export const compactionEventItemId = (turnEndItemId: string, mode: keyof typeof COMPACTION_EVENT_SUFFIX): string => `${turnEndItemId}${COMPACTION_EVENT_SUFFIX[mode]}`;
+
+const compactionLimit = z.object({
+  context: z.number().int().nonnegative(),
+  input: z.number().int().nonnegative().optional(),
+  output: z.number().int().nonnegative().optional(),
+  /** Tokens a requested thinking level may use (GREEN `thinking_budgets[level]`), reserved too. */
+  thinking: z.number().int().nonnegative().optional(),
+});
+export const compactionModelSchema = z.object({ id: z.string().min(1).max(200), providerID: providerName, limit: compactionLimit });
+export type CompactionModel = z.infer<typeof compactionModelSchema>;
+/** GREEN (§9 #9): the reserve is min(COMPACT_RESERVED_TOKENS, 10 % of the window). */
+export const COMPACTION_RESERVED_TOKENS = 20_000;
+export const COMPACTION_RESERVE_WINDOW_FRACTION = 0.1;
+/** A model whose output limit is unknown: the spec's fallback output limit (32k/32k/4k). */
+export const COMPACTION_UNKNOWN_OUTPUT_TOKENS = 4_096;
+/** The most a request may be: the input limit, else the window less the output limit (0 = unknown). */
+export function compactionHardLimit(limit: CompactionModel["limit"]): number {
+  if (!(limit.context > 0)) return 0;
+  if (limit.input !== undefined && limit.input > 0) return Math.min(limit.input, limit.context);
+  return Math.max(0, limit.context - (limit.output !== undefined && limit.output > 0 ? limit.output : COMPACTION_UNKNOWN_OUTPUT_TOKENS));
+}
+/** GREEN: usable = (input_limit ?? context − max_output) − min(reserved, 10 % of context) − thinking
+ * budget; 0 when the window is unknown (never compact). A request at or past it is compacted. */
+export function compactionUsableTokens(limit: CompactionModel["limit"], reservedTokens: number = COMPACTION_RESERVED_TOKENS): number {
+  const hard = compactionHardLimit(limit);
+  if (hard === 0) return 0;
+  return Math.max(0, hard - Math.min(reservedTokens, Math.floor(COMPACTION_RESERVE_WINDOW_FRACTION * limit.context)) - (limit.thinking ?? 0));
+}
+/** A catalog entry as a compaction model. */
+export function compactionModelOf(model: Pick<Model, "id" | "provider" | "context_window" | "max_output_tokens" | "input_limit">): CompactionModel {
+  const limit: CompactionModel["limit"] = { context: model.context_window };
+  if (model.input_limit !== undefined) limit.input = model.input_limit;
+  if (model.max_output_tokens !== undefined) limit.output = model.max_output_tokens;
+  return { id: model.id, providerID: model.provider, limit };
+}
+/** Largest system prompt / tool list compact_now takes to count a request exactly. */
+export const MAX_COMPACTION_SYSTEM_PROMPT_CHARS = 400_000;
+export const MAX_COMPACTION_TOOLS = 256;
+
+/** `context-compaction::compact_now` (the orchestrator's pre-flight, before a provider call): count
+ * the request exactly; when it does not fit the model's usable window, prune, then summarise,
+ * waiting for the session's compaction lease. `system_prompt` and `tools` make the count exact (the
+ * worker cannot know them). */
+export const compactNowRequest = z.object({
+  session_id: compactionSessionId,
+  projected_tokens: z.number().int().nonnegative().optional(),
+  last_user_message_id: compactionEntryId.nullable().optional(),
+  model: compactionModelSchema,
+  system_prompt: z.string().max(MAX_COMPACTION_SYSTEM_PROMPT_CHARS).nullable().optional(),
+  tools: z.array(z.unknown()).max(MAX_COMPACTION_TOOLS).optional(),
+  /** Compact even when the request fits. */
+  force: z.boolean().optional(),
+});
+export type CompactNowRequest = z.input<typeof compactNowRequest>;
+/** `context-compaction::compact_session` (a UI's `/compact`): always summarise; no continue prompt. */
+export const compactSessionRequest = z.object({ session_id: compactionSessionId, model: compactionModelSchema.partial({ limit: true }).optional() });
+/** `context-compaction::prune_tool_outputs`. */
+export const pruneToolOutputsRequest = z.object({ session_id: compactionSessionId, model: compactionModelSchema.partial({ limit: true }).optional() });
+
+/** `ok`: a summary was appended (`compaction_entry_id`), the window is summary + tail; `pruned`:
+ * pruning alone brought it under the target; `fits`: nothing to do; `busy`: another compaction of
+ * the session held the lease too long; `overflow`: even compacted it cannot fit; `empty`: nothing to
+ * summarise (or the summariser said nothing). */
+export type CompactNowResult =
+  | {
+      status: "ok";
+      tail_start_id: string | null;
+      tokens_before: number;
+      tokens_after: number;
+      auto_continued: boolean;
+      compaction_entry_id: string;
+      summary_text: string;
+      pruned_parts: number;
+      pruned_tokens: number;
+    }
+  | { status: "pruned"; tokens_before: number; tokens_after: number; pruned_parts: number; pruned_tokens: number }
+  | { status: "fits"; tokens: number; usable: number }
+  | { status: "busy" }
+  | { status: "overflow"; tokens: number; limit: number }
+  | { status: "empty" };
+export interface PruneToolOutputsResult {
+  pruned_tokens: number;
+  pruned_parts: number;
+  scanned_parts: number;
+  busy?: true;
+}
+
+// ------------------------------------------------------------------ sub-agents (GREEN §2.2 depth/parent/child_session_id, §2.7 cascade)
+// `harness::spawn` starts a child session with its own turn loop under a running parent;
+// `harness::join` parks the parent's call (like an approval: no queue step held) until the child
+// ends; `harness::children` lists a parent's children. The child's events are mirrored live into
+// the parent's `agent::events` group as `child_event` custom events (`stream::send`, never stored
+// items: the parent's item ids are the orchestrator's to number), so a console following the
+// parent sees a child's pending approval. Stopping or ending the parent stops its children.
+
+export const HARNESS_SPAWN = "harness::spawn";
+export const HARNESS_JOIN = "harness::join";
+export const HARNESS_CHILDREN = "harness::children";
+/** Internal: the orchestrator calls it when a run is stopped or ends (best effort). */
+export const HARNESS_STOP_CHILDREN = "harness::stop_children";
+
+/** Deepest child (the root is depth 0): planner → worker → helper covers delegation in practice;
+ * every level multiplies cost and the chain a person follows to answer a nested approval. */
+export const SUB_AGENT_MAX_DEPTH = 3;
+/** Live children of one parent: each is a concurrent turn loop (a provider stream, queue steps);
+ * past 8 a provider's rate limit, not the work, sets the pace, and a console can still show them. */
+export const SUB_AGENT_MAX_LIVE_CHILDREN = 8;
+/** Sessions spawned under one root run, every depth counted: with the default max_turns (16) this
+ * bounds one user message's tree to ~512 model calls, and stops a spawn → join → spawn loop. */
+export const SUB_AGENT_MAX_PER_TREE = 32;
+/** A task is the child's first user message: a long brief fits, a transcript dump does not. */
+export const SUB_AGENT_TASK_MAX_CHARS = 100_000;
+/** How long a parked join waits when the model gives no `timeout_ms` (GREEN's pending_timeout_ms). */
+export const JOIN_DEFAULT_TIMEOUT_MS = 30 * 60_000;
+/** Longest `timeout_ms` accepted: a day; a child that runs longer is stopped by a person anyway. */
+export const JOIN_MAX_TIMEOUT_MS = 24 * 60 * 60_000;
+/** Longest a direct (non-model) caller's `harness::join` holds its call open: under the engine's
+ * 30 s default call deadline, so the wait answers instead of timing out. */
+export const JOIN_MAX_INLINE_WAIT_MS = 25_000;
+
+const subAgentSessionIdSchema = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
+const functionCallIdSchema = z.string().min(1).max(256).regex(/^[^/]+$/, "function_call_id must not contain '/'");
+
+/** The parent link a child's run request carries (`run_request/<child>.parent`): informational —
+ * the sub-agents worker's own records are what it acts on. */
+export const subAgentParentLink = z.object({
+  session_id: subAgentSessionIdSchema,
+  run_id: z.string().min(1).max(256),
+  function_call_id: z.string().min(1).max(256).optional(),
+  depth: z.number().int().min(1).max(SUB_AGENT_MAX_DEPTH),
+  root_session_id: subAgentSessionIdSchema,
+});
+export type SubAgentParentLink = z.infer<typeof subAgentParentLink>;
+/** `run::start` as the orchestrator registers it: the contract's request plus the optional link. */
+export const runStartWithParentRequest = runStartRequest.extend({ parent: subAgentParentLink.optional() });
+
+/** The routing fields the orchestrator adds to every call the model makes (gate.ts routingEnvelope):
+ * `session_id` is the calling session — a model cannot set it. */
+const routingFields = {
+  session_id: subAgentSessionIdSchema.optional(),
+  function_call_id: functionCallIdSchema.optional(),
+  function_id: z.string().max(300).optional(),
+};
+
+/** `harness::spawn`. Called by a model, the parent is the calling session (`parent_session_id`, if
+ * given, must be it); a worker names the parent. `function_call_id` makes the child id
+ * deterministic, so a repeated spawn finds the same child. */
+export const harnessSpawnRequest = z.object({
+  parent_session_id: subAgentSessionIdSchema.optional(),
+  task: z.string().trim().min(1, "task must say what the sub-agent should do").max(SUB_AGENT_TASK_MAX_CHARS),
+  model: z.string().min(1).max(200).optional(),
+  provider: z.string().min(1).max(64).optional(),
+  mode: z.enum(MODES).optional(),
+  max_turns: z.number().int().min(1).max(1000).optional(),
+  /** A fraction of the parent budget's unallotted remaining money the child may spend. */
+  budget_share: z.number().gt(0).max(1).optional(),
+  ...routingFields,
+});
+export type HarnessSpawnRequest = z.infer<typeof harnessSpawnRequest>;
+export interface HarnessSpawnResponse {
+  child_session_id: string;
+  /** true: the child's run is started (by this call or an earlier delivery of the same spawn). */
+  started: boolean;
+  depth: number;
+  /** true: this spawn had happened before; nothing new was started. */
+  existing?: true;
+  budget_id?: string;
+  /** What the model should do next. */
+  message: string;
+}
+
+export const harnessJoinRequest = z.object({
+  child_session_id: subAgentSessionIdSchema,
+  timeout_ms: z.number().int().min(0).max(JOIN_MAX_TIMEOUT_MS).optional(),
+  ...routingFields,
+});
+export type HarnessJoinRequest = z.infer<typeof harnessJoinRequest>;
+/** A child that ended: its final assistant text, rounds, and why it failed if it did. */
+export interface HarnessJoinResult {
+  child_session_id: string;
+  state: "stopped" | "failed";
+  final_message: string | null;
+  turn_count: number;
+  error?: { kind: string; message: string };
+}
+/** The child is still running. Returned to the orchestrator's dispatch it parks the call (see
+ * `isJoinPending`); a resumed call that still finds the child running gets it as its result. */
+export interface HarnessJoinPending {
+  pending: true;
+  held_by: typeof HARNESS_JOIN;
+  child_session_id: string;
+  state: TurnState | null;
+  expires_at?: number;
+  message: string;
+}
+export type HarnessJoinResponse = HarnessJoinResult | HarnessJoinPending;
+
+/** Whether a call's result is a join to park on (only `harness::join`'s own answer counts, so no
+ * other function can make the orchestrator call it twice). */
+export function isJoinPending(functionId: string, details: unknown): details is HarnessJoinPending {
+  if (functionId !== HARNESS_JOIN || !details || typeof details !== "object") return false;
+  const d = details as Record<string, unknown>;
+  return d.pending === true && d.held_by === HARNESS_JOIN && typeof d.child_session_id === "string";
+}
+
+/** An `awaiting_approval` entry that waits for a child rather than a person: a console shows
+ * "waiting for sub-agent <child_session_id>" instead of approve/deny. The sub-agents worker writes
+ * the `allow` decision when the child ends (or the join times out); a person's decision on it
+ * ends the wait early (allow: the current state of the child; deny: a denial). */
+export type AwaitingChild = AwaitingApproval & { held_by: typeof HARNESS_JOIN; child_session_id: string };
+export const isAwaitingChild = (a: AwaitingApproval): a is AwaitingChild => (a as Partial<AwaitingChild>).held_by === HARNESS_JOIN && typeof (a as Partial<AwaitingChild>).child_session_id === "string";
+
+export const harnessChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema.optional(), ...routingFields });
+export interface SubAgentChildView {
+  child_session_id: string;
+  depth: number;
+  task: string;
+  created_at_ms: number;
+  /** null: the child's run has not written its record yet. */
+  state: TurnState | null;
+  turn_count: number;
+  awaiting_approval?: AwaitingApproval[];
+  error?: { kind: string; message: string };
+}
+export interface HarnessChildrenResponse {
+  parent_session_id: string;
+  children: SubAgentChildView[];
+}
+export const harnessStopChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema, reason: z.string().max(200).optional(), ...routingFields });
+
+/** The `stream::send` event type of a mirrored child event on `agent::events/<ancestor>`. */
+export const CHILD_EVENT = "child_event";
+/** What a console following a session gets for each event of a descendant (push
+ * `{event: {type: "event", event: {type: "child_event", data: SubAgentChildEvent}}}`). `item_id` is
+ * the event's id in the child's own group: order and dedupe by it; catch up with `run::events` on
+ * `child_session_id`. Token deltas (`message_update`) are not mirrored. */
+export interface SubAgentChildEvent {
+  type: typeof CHILD_EVENT;
+  child_session_id: string;
+  parent_session_id: string;
+  depth: number;
+  item_id: string;
+  event: AgentEvent;
+}
+/** Event types not mirrored: deltas would multiply a parent's traffic by its live children. */
+export const SUB_AGENT_UNMIRRORED_EVENTS: readonly AgentEvent["type"][] = ["message_update"];
+
+/** Characters of the digest in a child id (80 bits: no collision among any realistic number). */
+const CHILD_ID_DIGEST_CHARS = 20;
+
+async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The child session id of the spawn `function_call_id` made in the parent's run `parent_run_id`:
+ * `<parent, cut to fit>~<digest>`, at most 128 characters. The same spawn always names the same
+ * child; the same call id in another run names another. */
+export async function subAgentSessionId(parentSessionId: string, parentRunId: string, functionCallId: string): Promise<string> {
+  const digest = (await sha256Hex(`${parentSessionId}\n${parentRunId}\n${functionCallId}`)).slice(0, CHILD_ID_DIGEST_CHARS);
+  return `${parentSessionId.slice(0, 128 - CHILD_ID_DIGEST_CHARS - 1)}~${digest}`;
+}
+/** The child run's `message_id` (its run id): derived from the child id, so a repeated start of the
+ * same spawn is the same run. */
+export async function subAgentMessageId(childSessionId: string): Promise<string> {
+  return `sa_${(await sha256Hex(childSessionId)).slice(0, CHILD_ID_DIGEST_CHARS)}`;
+}

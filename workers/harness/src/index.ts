@@ -16,7 +16,7 @@ import {
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { mergeBaggage } from "./baggage.ts";
-import { downstreamFailure, failure, httpRequest, jsonObjectBody, respond, type HttpEnvelope, type HttpRequest } from "./http.ts";
+import { BRANCH_ROUTES, downstreamFailure, failure, httpRequest, jsonObjectBody, respond, type HttpEnvelope, type HttpRequest } from "./http.ts";
 
 export { baggageValue, mergeBaggage, parseBaggage } from "./baggage.ts";
 export type { HttpEnvelope } from "./http.ts";
@@ -198,6 +198,8 @@ export const ROUTES: readonly Route[] = [
       return respond(200, answer);
     },
   },
+  // Resume, time travel, fork, tree, export (http.ts).
+  ...BRANCH_ROUTES,
 ];
 
 // ------------------------------------------------------------------ session-created fan-out

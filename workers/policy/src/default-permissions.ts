@@ -21,6 +21,16 @@ export const DEFAULT_PERMISSIONS_YAML = `# iii-permissions.yaml: which functions
 # npm start. A file that does not parse or validate is refused and the rules in force stay.
 version: 1
 rules:
+  # ---- Sub-agents (workers/sub-agents): an agent may delegate part of its task on its own. Spawning
+  # grants nothing the agent does not have: the child's calls meet these same rules (what needs a
+  # person still waits for one, and the wait shows on the parent's event stream), an isolated run's
+  # children are isolated, and the tree is bounded (3 deep, 8 running per session, 32 per run, the
+  # parent's max_turns and budget). join and children reach only the caller's own sub-agents. To keep
+  # agents from delegating, delete these three lines ('!harness::*' below then denies them).
+  - harness::spawn
+  - harness::join
+  - harness::children
+
   # ---- The kernel: denied to the model outright, never asked about. These would let it approve
   # its own calls, read or rewrite the policy, impersonate the harness, rewrite the state the
   # harness runs on, or reach credentials and providers directly.

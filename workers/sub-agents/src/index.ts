@@ -1,8 +1,87 @@
-// The sub-agents worker (placeholder until it lands): one `register(iii, config)` entry.
-import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
+// The sub-agents worker (GREEN §2.2 depth/parent/child_session_id, §2.7 cascade): a model delegates
+// part of its task to a child session with its own turn loop (`harness::spawn`), waits for it
+// without holding anything (`harness::join` parks its call like an approval), lists its children
+// (`harness::children`); the child's events reach whoever follows the parent, and stopping or
+// ending the parent stops the children. Every fact lives in engine state; the per-child triggers
+// are engine-held. Runs in workerd and in Node (Web APIs only).
+import {
+  HARNESS_CHILDREN,
+  HARNESS_JOIN,
+  HARNESS_SPAWN,
+  HARNESS_STOP_CHILDREN,
+  JOIN_DEFAULT_TIMEOUT_MS,
+  SUB_AGENT_MAX_DEPTH,
+  SUB_AGENT_MAX_LIVE_CHILDREN,
+  SUB_AGENT_MAX_PER_TREE,
+  harnessChildrenRequest,
+  harnessJoinRequest,
+  harnessSpawnRequest,
+  harnessStopChildrenRequest,
+  type HarnessJoinRequest,
+  type HarnessSpawnRequest,
+} from "@iii-edge/protocol/harness";
+import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { z } from "zod";
+import { listChildren, stopChildren } from "./cascade.ts";
+import { ON_CHILD_EVENT, ON_CHILD_STATE, SWEEP } from "./constants.ts";
+import { onChildEvent, onChildState } from "./follow.ts";
+import { join, sweep } from "./join.ts";
+import type { Trigger } from "./records.ts";
+import { parentOf, spawn } from "./spawn.ts";
 
-export const worker: WorkerModule = {
+export { childDepth, parentOf } from "./spawn.ts";
+export * from "./constants.ts";
+
+export interface SubAgentsConfig {
+  /** The clock (tests). */
+  now?: () => number;
+}
+
+const internal = { internal: true };
+
+export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = {}): void {
+  const now = config.now ?? Date.now;
+  const trig = (ctx: { trigger: unknown }) => ctx.trigger as Trigger;
+
+  iii.registerFunction(HARNESS_SPAWN, (data: HarnessSpawnRequest, ctx) => spawn({ trigger: trig(ctx), now }, data), {
+    description:
+      "Delegate part of your task to a sub-agent: a new session with its own turn loop, working on `task` (its first user message) with your model unless you name one. " +
+      `→ {child_session_id, started}. Then call ${HARNESS_JOIN} {child_session_id} to wait for its final answer. Sub-agents nest at most ${SUB_AGENT_MAX_DEPTH} deep, ` +
+      `${SUB_AGENT_MAX_LIVE_CHILDREN} running at once per session, ${SUB_AGENT_MAX_PER_TREE} per run.`,
+    input: harnessSpawnRequest,
+  });
+  iii.registerFunction(HARNESS_JOIN, (data: HarnessJoinRequest, ctx) => join({ trigger: trig(ctx), now }, data), {
+    description:
+      "Wait for a sub-agent you spawned to finish: {child_session_id, timeout_ms?} → {state, final_message, turn_count, error?}. " +
+      `Your call waits (without using your turns) until it ends, or timeout_ms passes (default ${JOIN_DEFAULT_TIMEOUT_MS / 60_000} min).`,
+    input: harnessJoinRequest,
+  });
+  iii.registerFunction(HARNESS_CHILDREN, (data: z.infer<typeof harnessChildrenRequest>, ctx) => listChildren(trig(ctx), parentOf(data, HARNESS_CHILDREN)), {
+    description: "The sub-agents a session spawned, with their states: {parent_session_id?} → {parent_session_id, children:[{child_session_id, task, depth, state, turn_count, awaiting_approval?, error?}]}",
+    input: harnessChildrenRequest,
+  });
+  iii.registerFunction(HARNESS_STOP_CHILDREN, (data: z.infer<typeof harnessStopChildrenRequest>, ctx) => stopChildren(trig(ctx), parentOf(data, HARNESS_STOP_CHILDREN)), {
+    description: "Internal (the orchestrator, when a run is stopped or ends): turn::stop every live sub-agent of a session",
+    input: harnessStopChildrenRequest,
+    metadata: internal,
+  });
+  iii.registerFunction(ON_CHILD_STATE, (data: unknown, ctx) => onChildState(trig(ctx), data, now()), {
+    description: "Internal: the state trigger on a sub-agent's turn record (its end wakes the joins parked on it)",
+    metadata: internal,
+  });
+  iii.registerFunction(ON_CHILD_EVENT, (data: unknown, ctx) => onChildEvent(trig(ctx), data), {
+    description: "Internal: the stream trigger on a sub-agent's agent::events (mirrored to its ancestors as child_event)",
+    metadata: internal,
+  });
+  iii.registerFunction(SWEEP, (_data: unknown, ctx) => sweep(trig(ctx), now()), {
+    description: "Internal (a cron bound while joins are parked): wake parked joins that expired or whose sub-agent ended unnoticed",
+    metadata: internal,
+  });
+}
+
+export const worker: WorkerModule<SubAgentsConfig> = {
   name: "sub-agents",
-  register() {},
+  configFrom: () => ({}),
+  register: (iii, config) => registerSubAgents(iii, config),
 };
 export default worker;

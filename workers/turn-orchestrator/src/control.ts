@@ -3,6 +3,7 @@
 import { z } from "zod";
 import { AGENT_EVENTS_STREAM, INBOX_STEERING, type AgentEvent, type RunEventsResponse, type TurnStateView, type TurnStopResponse } from "@iii-edge/protocol/harness";
 import { callRequired, invalid, type Trigger } from "./calls.ts";
+import { stopChildren } from "./children.ts";
 import { EVENTS_DEFAULT_LIMIT, SCOPE_APPROVALS, STOP_CAS_ATTEMPTS } from "./constants.ts";
 import { parseDecision } from "./gate.ts";
 import { normaliseMessage } from "./messages.ts";
@@ -25,7 +26,11 @@ export async function stopRun(trigger: Trigger, sid: string): Promise<TurnStopRe
     const raw = await loadRaw(trigger, sid);
     const rec = parseRecord(raw);
     if (!rec) return { session_id: sid, stopping: false, state: null };
-    if (isTerminal(rec.state)) return { session_id: sid, stopping: false, state: rec.state };
+    if (isTerminal(rec.state)) {
+      // Its children may outlive it (an end whose cascade was lost): a stop still reaches them.
+      await stopChildren(trigger, sid, "parent_stopped");
+      return { session_id: sid, stopping: false, state: rec.state };
+    }
     if (!rec.stop_requested) {
       // Only the flag changes (never the parsed copy, whose defaults would differ from what is
       // stored): a step racing with this write sees a difference in the flag alone and keeps it.
@@ -43,6 +48,7 @@ export async function stopRun(trigger: Trigger, sid: string): Promise<TurnStopRe
       }
     }
     await enqueue(trigger, stepMessage(sid, rec.state, rec.step, boundedKey(`${sid}:${rec.step}:stop`)));
+    await stopChildren(trigger, sid, "parent_stopped");
     return { session_id: sid, stopping: true, state: rec.state };
   }
   throw new StateConflict(sid);

@@ -4,6 +4,7 @@
 // not `done` gets an "interrupted, ran at most once" result instead.
 import type { ApprovalDecision, AwaitingApproval, FunctionCall, FunctionResult, FunctionResultMessage, PreparedCall, TurnStateRecord } from "@iii-edge/protocol/harness";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
+import { childWaitOf } from "./children.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
 import { consultBefore, decisionResult, denialResult, interruptedResult, invokeTarget, isErrorResult, parseDecision, planBatch } from "./gate.ts";
 import { finishSession, turnEndOnce } from "./lifecycle.ts";
@@ -34,15 +35,32 @@ async function recordResult(tx: Tx, work: Work, call: FunctionCall, result: Func
   tx.events.emit({ type: "function_execution_end", function_call_id: call.id, function_id: call.function_id, result, is_error, duration_ms: durationMs });
 }
 
-/** Dispatch an allowed call exactly once: `triggered` is durable before the target is invoked. */
-async function runCall(tx: Tx, work: Work, call: FunctionCall, afterTriggered?: () => Promise<void>): Promise<void> {
+/** Dispatch an allowed call exactly once: `triggered` is durable before the target is invoked. The
+ * before-call hooks run first (they may deny it, or rewrite its arguments: the rewritten call is
+ * kept in the batch by the same write that marks it triggered). */
+async function runCall(tx: Tx, work: Work, call: FunctionCall, afterTriggered?: () => Promise<void>, parkOnChild?: (entry: AwaitingApproval) => void): Promise<void> {
+  const started = Date.now();
+  const before = await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call);
+  if (before.kind === "deny") {
+    await recordResult(tx, work, call, before.result, Date.now() - started, true);
+    await afterTriggered?.();
+    return;
+  }
+  const target = before.call;
+  const index = work.prepared.findIndex((p) => p.call.id === call.id);
+  if (target !== call && index >= 0) work.prepared[index] = { ...work.prepared[index], call: target };
   work.calls[call.id] = "triggered";
   await tx.checkpoint();
   await afterTriggered?.();
-  const started = Date.now();
-  const target = await runBeforeFunctionCallHooks(tx.trigger, call);
   let result = await invokeTarget(tx.trigger, target, tx.sid);
-  result = await runAfterFunctionCallHooks(tx.trigger, target, result);
+  // A first `harness::join` on a running child parks (children.ts); its after-hooks run on the resumed call's result.
+  const wait = parkOnChild ? childWaitOf(target, result) : undefined;
+  if (parkOnChild && wait) {
+    work.calls[call.id] = "pending";
+    parkOnChild(wait);
+    return;
+  }
+  result = await runAfterFunctionCallHooks(tx.trigger, tx.sid, target, result);
   await recordResult(tx, work, call, result, Date.now() - started);
 }
 
@@ -83,7 +101,7 @@ export async function functionExecute(tx: Tx): Promise<void> {
       continue;
     }
     const gate = await consultBefore(tx.trigger, call);
-    if (gate.kind === "allow") await runCall(tx, work, call);
+    if (gate.kind === "allow") await runCall(tx, work, call, undefined, (wait) => newPending.push(wait));
     else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
     else newPending.push({ function_call_id: call.id, function_id: call.function_id, args: call.arguments, pending_at: Date.now() });
   }

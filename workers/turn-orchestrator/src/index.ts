@@ -1,12 +1,14 @@
 // The turn-orchestrator worker (spec §1.2, §2; TS-7 ids and FSM, GREEN durability): one durable
 // FSM per session, every fact of it in engine state, every step a `turn::<state>` message on the
 // `turn-step` queue. Runs in workerd and in Node (Web APIs only).
-import { runEventsRequest, runStartRequest, runSteerRequest, turnSessionRequest, type RunStartRequest, type TurnState } from "@iii-edge/protocol/harness";
+import { runEventsRequest, runStartWithParentRequest, runSteerRequest, turnSessionRequest, type TurnState } from "@iii-edge/protocol/harness";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
 import { getState, onApproval, readEvents, steer, stopRun } from "./control.ts";
+import { registerBranchFunctions } from "./branches.ts";
 import { functionAwaitingApproval, functionExecute } from "./functions.ts";
+import { registerHookPresence } from "./hooks.ts";
 import { runStart } from "./run-start.ts";
 import { assistantStreaming, provisioning, steeringCheck } from "./steps.ts";
 import type { Tx } from "./store.ts";
@@ -41,9 +43,9 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       });
     }
 
-    iii.registerFunction("run::start", (data: RunStartRequest, ctx) => runStart({ trigger: ctx.trigger as Trigger, newRunId }, data), {
+    iii.registerFunction("run::start", (data: Parameters<typeof runStart>[1], ctx) => runStart({ trigger: ctx.trigger as Trigger, newRunId }, data), {
       description: "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
-      input: runStartRequest,
+      input: runStartWithParentRequest,
     });
     iii.registerFunction("turn::get_state", (data: { session_id: string }, ctx) => getState(ctx.trigger as Trigger, data.session_id), {
       description: "The client view of a session's turn record ({session_id, state, turn_count, max_turns?, awaiting_approval?, error?}) or null",
@@ -65,6 +67,9 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       description: "State trigger handler (scope approvals): wakes the parked session a decision belongs to",
     });
     iii.registerTrigger({ type: "state", function_id: "turn::on_approval", config: { scope: SCOPE_APPROVALS } });
+    // run::resume, run::rerun_from, run::fork (branches.ts).
+    registerBranchFunctions(iii, newRunId);
+    registerHookPresence(iii);
   },
 };
 export default worker;

@@ -2,6 +2,7 @@
 // reason shown to the UI, the max_turns notice, and the one `turn_end` per round.
 import type { AssistantMessage, TurnStateRecord } from "@iii-edge/protocol/harness";
 import { callBestEffort, errorText } from "./calls.ts";
+import { stopChildren } from "./children.ts";
 import { RELEASE_TIMEOUT_MS } from "./constants.ts";
 import { syntheticAssistant } from "./messages.ts";
 import { maxTurnsEntryId } from "./record.ts";
@@ -34,6 +35,7 @@ export async function finishSession(tx: Tx): Promise<void> {
   clearBatch(tx.rec);
   tx.afterSave({ type: "agent_end", messages: [] });
   await tx.save();
+  await stopChildren(tx.trigger, tx.sid, "parent_ended");
 }
 
 /**
@@ -51,6 +53,7 @@ export async function failRun(tx: Tx, kind: string, message: string, opts: { ass
   tx.afterSave({ type: "message_complete", message: assistant, body_streamed: opts.bodyStreamed ?? false });
   tx.afterSave({ type: "agent_end", messages: [] });
   await tx.save();
+  await stopChildren(tx.trigger, tx.sid, "parent_failed");
 }
 
 /** At most one `turn_end` per round (`turn_end_emitted`), sent with the next write. */

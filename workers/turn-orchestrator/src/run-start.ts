@@ -1,6 +1,6 @@
 // `run::start` (spec §1.2): busy guard, claim, session, run request, seed messages, and the fresh
 // record whose save enqueues `turn::provisioning`. Returns at once; the run goes on in the queue.
-import { DEFAULT_MAX_TURNS, type RunStartRequest, type RunStartResponse, type TurnStateRecord } from "@iii-edge/protocol/harness";
+import { DEFAULT_MAX_TURNS, type RunStartRequest, type RunStartResponse, type SubAgentParentLink, type TurnStateRecord } from "@iii-edge/protocol/harness";
 import { errorText, type Trigger } from "./calls.ts";
 import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS } from "./constants.ts";
 import { normaliseMessage } from "./messages.ts";
@@ -27,7 +27,7 @@ async function markSessionCreated(trigger: Trigger, sid: string): Promise<void> 
   }
 }
 
-export async function runStart(deps: StartDeps, input: RunStartRequest): Promise<RunStartResponse> {
+export async function runStart(deps: StartDeps, input: RunStartRequest & { parent?: SubAgentParentLink }): Promise<RunStartResponse> {
   const { trigger } = deps;
   const sid = input.session_id;
   const now = Date.now();
@@ -42,7 +42,7 @@ export async function runStart(deps: StartDeps, input: RunStartRequest): Promise
   if (loaded && loaded.rec.run_id === runId) return busy(sid);
 
   // (2) The run request doubles as the claim: compare-and-set against what was read.
-  const req: StoredRunRequest = {
+  const req: StoredRunRequest & { parent?: SubAgentParentLink } = {
     provider: input.provider ?? inferProvider(input.model),
     model: input.model,
     mode: input.mode ?? null,
@@ -56,6 +56,8 @@ export async function runStart(deps: StartDeps, input: RunStartRequest): Promise
   if (input.isolation !== undefined) req.isolation = input.isolation;
   if (input.budget_id) req.budget_id = input.budget_id;
   if (input.message_id) req.message_id = input.message_id;
+  // A sub-agent's run (harness::spawn) records who spawned it; informational, see children.ts.
+  if (input.parent) req.parent = input.parent;
   if (!(await casRunRequest(trigger, sid, req, prev.raw))) return busy(sid);
 
   let saving = false;

@@ -6,13 +6,15 @@ import type { Channels } from "@iii-edge/sdk-edge/worker";
 import { callRequired, errorCode, errorText, isTransportFailure, TransientError } from "./calls.ts";
 import { PROVISIONING_TIMEOUT_MS } from "./constants.ts";
 import { endAtMaxTurns, failRun, finishSession, maxTurnsReached, turnEndOnce } from "./lifecycle.ts";
-import { forProvider, functionCallsOf, normaliseMessage } from "./messages.ts";
+import { functionCallsOf, normaliseMessage } from "./messages.ts";
 import { assistantEntryId, inboxEntryId } from "./record.ts";
 import { requireRunRequest, saveRunRequest } from "./run-request.ts";
+import { recordBudgetSpend } from "./budget.ts";
 import { checkBudgetBeforeProviderCall, compactionPreflight } from "./seams.ts";
 import type { Tx } from "./store.ts";
 import { streamAssistant } from "./streaming.ts";
-import { appendMany, appendOne, readTranscript, updateMessage, type Entry } from "./transcript.ts";
+import { readContextWindow } from "./compaction.ts";
+import { appendMany, appendOne, updateMessage, type Entry } from "./transcript.ts";
 
 const prepareResponse = z.looseObject({
   system_prompt: z.string(),
@@ -55,20 +57,25 @@ export async function assistantStreaming(tx: Tx, channels: Channels): Promise<vo
   const [req, steered, entries] = await Promise.all([
     requireRunRequest(tx.trigger, tx.sid),
     rec.function_results.length > 0 ? takeInbox(tx, INBOX_STEERING, "steer") : Promise.resolve([]),
-    readTranscript(tx.trigger, tx.sid),
+    readContextWindow(tx.trigger, tx.sid),
   ]);
   announce(tx, steered.map((e) => e.message));
   const seen = new Set(entries.map((e) => e.entry_id));
-  const transcript = [...entries, ...steered.filter((e) => !seen.has(e.entry_id))].map((e) => e.message);
+  const transcriptEntries = [...entries, ...steered.filter((e) => !seen.has(e.entry_id))];
+  const transcript = transcriptEntries.map((e) => e.message);
   rec.turn_count += 1;
   rec.turn_end_emitted = false;
   rec.assistant_body_streamed = false;
   rec.function_results = [];
-  if (req.budget_id) await checkBudgetBeforeProviderCall(tx.trigger, rec, req);
-  const window = await compactionPreflight(tx.trigger, rec, forProvider(transcript));
+  if (req.budget_id) {
+    const refused = await checkBudgetBeforeProviderCall(tx.trigger, rec, req, transcript);
+    if (refused) return failRun(tx, refused.kind, refused.message, { assistant: refused.assistant });
+  }
+  const window = await compactionPreflight(tx, req, transcriptEntries);
   const { message, bodyStreamed } = await streamAssistant(tx.trigger, channels, tx.events, req, window);
   rec.last_assistant = message;
   rec.assistant_body_streamed = bodyStreamed;
+  if (req.budget_id) await recordBudgetSpend(tx.trigger, rec, req, message);
 
   if (message.stop_reason === "error") {
     // A provider error ends the run `failed` (the provider already retried what it could).

@@ -1,0 +1,183 @@
+// What this worker keeps in engine state, and how it reads the orchestrator's records. Everything
+// read back is parsed with a schema (never cast); every write of its own records is a
+// compare-and-set, so a spawn, a join and a child's end racing on one record never lose a write.
+import { z } from "zod";
+import { IIIError } from "@iii-edge/protocol";
+import { MODES, TURN_STATES, type AwaitingApproval, type TurnState } from "@iii-edge/protocol/harness";
+import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
+import { CAS_ATTEMPTS, SCOPE_RUN_REQUEST, SCOPE_TURN_STATE, STORAGE_TIMEOUT_MS } from "./constants.ts";
+
+/** `ctx.trigger` inside a handler (keeps the caller's trace), `iii.trigger` outside one. */
+export type Trigger = <TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>) => Promise<TOutput>;
+
+export function errorCode(e: unknown): string | undefined {
+  const code = e && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
+  return typeof code === "string" ? code : undefined;
+}
+export function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e);
+}
+
+// ------------------------------------------------------------------ this worker's records
+
+/** How a child's spending relates to its parent's budget (budget.ts). */
+export const budgetLink = z.discriminatedUnion("mode", [
+  z.object({ mode: z.literal("none"), requested_share: z.number().optional() }),
+  /** The child runs on the parent's own budget: every cent it spends is the parent's. */
+  z.object({ mode: z.literal("shared"), parent_budget_id: z.string(), requested_share: z.number().optional(), reason: z.string().optional() }),
+  /** The child has a budget of its own capped at its share; its spend is charged to the parent's
+   * budget when it ends (`settled`). */
+  z.object({ mode: z.literal("share"), parent_budget_id: z.string(), budget_id: z.string(), share: z.number(), ceiling_micros: z.number(), settled: z.boolean().optional() }),
+]);
+export type BudgetLink = z.infer<typeof budgetLink>;
+
+export const subAgentLink = z.object({
+  child_session_id: z.string(),
+  parent_session_id: z.string(),
+  parent_run_id: z.string(),
+  root_session_id: z.string(),
+  root_run_id: z.string(),
+  depth: z.number().int(),
+  /** Parent first, root last: where the child's events are mirrored. */
+  ancestors: z.array(z.string()),
+  function_call_id: z.string().nullable(),
+  task: z.string(),
+  message_id: z.string(),
+  provider: z.string().nullable(),
+  model: z.string(),
+  created_at_ms: z.number(),
+  budget: budgetLink,
+  /** What the child's run inherits (a repeated start sends the same). */
+  run: z.object({ mode: z.enum(MODES).nullable(), max_turns: z.number().int(), skills: z.array(z.string()).optional(), isolation: z.boolean().optional() }),
+  /** Keys (`<parent>/<cid>`) of the waits parked on this child. */
+  joiners: z.array(z.string()).catch([]),
+  ended: z.object({ state: z.enum(TURN_STATES), at_ms: z.number() }).optional(),
+  triggers: z.object({ state: z.string(), events: z.string() }),
+});
+export type SubAgentLink = z.infer<typeof subAgentLink>;
+
+export const parentEntry = z.object({
+  child_session_id: z.string(),
+  /** The parent's run that spawned it. */
+  run_id: z.string(),
+  created_at_ms: z.number(),
+  ended: z.boolean().catch(false),
+  /** Money set aside from the parent's budget for this child while it lives (budget share). */
+  allotted_micros: z.number().optional(),
+});
+export type ParentEntry = z.infer<typeof parentEntry>;
+export const parentRecord = z.object({ session_id: z.string(), children: z.array(parentEntry).catch([]) });
+export type ParentRecord = z.infer<typeof parentRecord>;
+
+export const joinWait = z.object({
+  parent_session_id: z.string(),
+  function_call_id: z.string(),
+  child_session_id: z.string(),
+  since_ms: z.number(),
+  expires_at: z.number(),
+  woken_at: z.number().optional(),
+  woken_reason: z.string().optional(),
+});
+export type JoinWait = z.infer<typeof joinWait>;
+export const waitKey = (parent: string, cid: string): string => `${parent}/${cid}`;
+
+// ------------------------------------------------------------------ state helpers
+
+/** One engine call with a deadline. */
+export function call<T>(trigger: Trigger, function_id: string, payload: unknown, timeoutMs = STORAGE_TIMEOUT_MS): Promise<T> {
+  return trigger<unknown, T>({ function_id, payload, timeoutMs });
+}
+
+/** A stored value parsed with `schema`; undefined when absent. A value that does not parse is a
+ * broken record: an error, not a silent reset. */
+export async function readState<T>(trigger: Trigger, scope: string, key: string, schema: z.ZodType<T>): Promise<{ value: T | undefined; raw: unknown }> {
+  const raw = await call<unknown>(trigger, "state::get", { scope, key });
+  if (raw === undefined || raw === null) return { value: undefined, raw: null };
+  const r = schema.safeParse(raw);
+  if (!r.success) throw new IIIError("invalid_state", `${scope}/${key} is unreadable: ${r.error.issues[0]?.message ?? "bad shape"}`);
+  return { value: r.data, raw };
+}
+
+/** Compare-and-set: false when the stored value is no longer `expected` (null: absent). */
+export async function casState(trigger: Trigger, scope: string, key: string, value: unknown, expected: unknown): Promise<boolean> {
+  try {
+    await call(trigger, "state::update", { scope, key, ops: [{ type: "set", path: "", value }], expected: expected ?? null });
+    return true;
+  } catch (e) {
+    if (errorCode(e) === "state_conflict") return false;
+    throw e;
+  }
+}
+
+/**
+ * Read-modify-write with compare-and-set, retried on conflict. `change` gets the current value
+ * (undefined when absent) and returns the next one, or undefined to write nothing; its result is
+ * returned with what was written.
+ */
+export async function updateState<T, R>(trigger: Trigger, scope: string, key: string, schema: z.ZodType<T>, change: (current: T | undefined) => { next?: T; result: R }): Promise<R> {
+  for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+    const { value, raw } = await readState(trigger, scope, key, schema);
+    const { next, result } = change(value);
+    if (next === undefined) return result;
+    if (await casState(trigger, scope, key, next, raw)) return result;
+  }
+  throw new IIIError("state_conflict", `${scope}/${key} kept changing under this write; try again`);
+}
+
+export async function deleteState(trigger: Trigger, scope: string, key: string): Promise<void> {
+  await call(trigger, "state::delete", { scope, key });
+}
+
+// ------------------------------------------------------------------ the orchestrator's records
+
+/** What this worker reads of a turn record (protocol TurnStateRecord), leniently. */
+const turnRecord = z.looseObject({
+  session_id: z.string(),
+  state: z.enum(TURN_STATES),
+  run_id: z.string().catch(""),
+  turn_count: z.number().int().catch(0),
+  stop_requested: z.boolean().optional().catch(undefined),
+  error: z.object({ kind: z.string(), message: z.string() }).optional().catch(undefined),
+  awaiting_approval: z.array(z.looseObject({ function_call_id: z.string(), function_id: z.string(), args: z.unknown() })).optional().catch(undefined),
+  last_assistant: z.looseObject({ content: z.array(z.looseObject({ type: z.string() })).catch([]) }).nullable().optional().catch(undefined),
+});
+export type TurnRecordView = z.infer<typeof turnRecord>;
+
+export async function readTurn(trigger: Trigger, sid: string): Promise<TurnRecordView | undefined> {
+  const raw = await call<unknown>(trigger, "state::get", { scope: SCOPE_TURN_STATE, key: sid });
+  if (raw === undefined || raw === null) return undefined;
+  const r = turnRecord.safeParse(raw);
+  return r.success ? r.data : undefined;
+}
+
+export const isTerminalState = (s: TurnState | null | undefined): boolean => s === "stopped" || s === "failed";
+/** A run that may still call functions: live and not asked to stop. */
+export const isRunning = (t: TurnRecordView): boolean => !isTerminalState(t.state) && t.stop_requested !== true;
+
+export const awaitingOf = (t: TurnRecordView): AwaitingApproval[] | undefined => t.awaiting_approval as AwaitingApproval[] | undefined;
+
+/** The final assistant text of a record, or null when it has none. */
+export function finalText(t: TurnRecordView): string | null {
+  const blocks = t.last_assistant?.content ?? [];
+  const text = blocks.filter((b) => b.type === "text").map((b) => (typeof b.text === "string" ? b.text : "")).join("");
+  return text === "" && blocks.length === 0 ? null : text;
+}
+
+/** What a run asked for (protocol RunRequest), leniently: the defaults a child inherits. */
+const runRequest = z.looseObject({
+  provider: z.string().optional().catch(undefined),
+  model: z.string().optional().catch(undefined),
+  mode: z.enum(MODES).nullable().optional().catch(undefined),
+  max_turns: z.number().int().positive().optional().catch(undefined),
+  skills: z.array(z.string()).optional().catch(undefined),
+  isolation: z.boolean().optional().catch(undefined),
+  budget_id: z.string().optional().catch(undefined),
+});
+export type RunRequestView = z.infer<typeof runRequest>;
+
+export async function readRunRequest(trigger: Trigger, sid: string): Promise<RunRequestView | undefined> {
+  const raw = await call<unknown>(trigger, "state::get", { scope: SCOPE_RUN_REQUEST, key: sid });
+  if (raw === undefined || raw === null) return undefined;
+  const r = runRequest.safeParse(raw);
+  return r.success ? r.data : undefined;
+}
