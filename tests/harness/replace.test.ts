@@ -141,6 +141,72 @@ describe("a built-in worker left out by configuration, its ids registered by ano
   });
 });
 
+describe("context-compaction replaced by an iii-sdk process", () => {
+  const MODEL = "gpt-4o-tiny-window";
+  let replay: ReplayServer;
+  let engine: EngineServer;
+  let iii: IIIClient;
+  let compactor: IIIClient;
+  const asked: { session_id: string; projected_tokens: number }[] = [];
+
+  beforeAll(async () => {
+    replay = await startProviderReplay();
+    engine = await startEngine({
+      env: {
+        OPENAI_BASE_URL: replay.openaiBaseUrl,
+        OPENAI_API_KEY: "sk-test",
+        HARNESS_DISABLE: "context-compaction",
+        MODELS_OVERRIDES: JSON.stringify([{ provider: "openai", id: MODEL, context_window: 20_000, max_output_tokens: 1_000 }]),
+      },
+    });
+    iii = registerWorker(engine.wsUrl, { workerName: "compaction-replace-client", otel: { enabled: false } });
+    // The replacement: summarises everything before the newest message as one line, through the
+    // same session-storage functions the built-in uses.
+    compactor = registerWorker(engine.wsUrl, { workerName: "my-compactor", otel: { enabled: false } });
+    compactor.registerFunction("context-compaction::compact_now", async (req: { session_id: string; projected_tokens: number }) => {
+      asked.push({ session_id: req.session_id, projected_tokens: req.projected_tokens });
+      const { messages } = (await compactor.trigger({ function_id: "session-tree::messages", payload: { session_id: req.session_id } })) as { messages: { entry_id: string }[] };
+      const tail = messages.at(-1)!.entry_id;
+      const summary = "SUMMARY-BY-MY-COMPACTOR";
+      const { entry_id } = (await compactor.trigger({
+        function_id: "session-tree::compact",
+        payload: { session_id: req.session_id, summary, tokens_before: req.projected_tokens, details: { read_files: [], modified_files: [] }, tail_start_id: tail },
+      })) as { entry_id: string };
+      return { status: "ok", summary_text: summary, tokens_before: req.projected_tokens, tokens_after: 0, compaction_entry_id: entry_id, tail_start_id: tail, auto_continued: false };
+    });
+    await until(async () => {
+      const fns = await functions(iii);
+      return fns.find((f) => f.function_id === "context-compaction::compact_now")?.worker_name === "my-compactor" && fns.some((f) => f.function_id === "run::start");
+    }, "the replacement compactor and the orchestrator", 30_000);
+  });
+
+  afterAll(async () => {
+    await Promise.allSettled([iii?.shutdown(), compactor?.shutdown()]);
+    await engine?.stop();
+    await replay?.close();
+  });
+
+  it("a session past its model's window: the orchestrator asks the replacement, and the model's next request carries its summary instead of the head", async () => {
+    const ui = turnClient(engine, () => iii);
+    const sid = "compaction-replaced";
+    // Runs of a large message each, until the window is full enough for the pre-flight to ask.
+    for (let k = 1; k <= 6 && asked.length === 0; k++) {
+      replay.enqueue("openai", reply(say(`reply ${k}`)));
+      const res = await ui.post("api/turns", { payload: { session_id: sid, message_id: `${sid}-m${k}`, model: MODEL, provider: "openai", messages: [{ role: "user", content: `MARK-${k} ${"alpha ".repeat(3_000)}`, timestamp: Date.now() }] } });
+      expect(res.status, await res.clone().text()).toBe(200);
+      await ui.finished(sid);
+    }
+    expect(asked.length).toBeGreaterThan(0);
+    expect(asked[0]!.session_id).toBe(sid);
+    // It took more than one run to fill the window, so there was a head to summarise.
+    expect(replay.requestsFor("openai").length).toBeGreaterThan(1);
+    const last = replay.requestsFor("openai").at(-1)!;
+    const sent = JSON.stringify(last.body!.messages);
+    expect(sent).toContain("SUMMARY-BY-MY-COMPACTOR");
+    expect(sent).not.toContain("MARK-1 ");
+  });
+});
+
 describe("every built-in worker alone as a Node process (npm run worker -- <name>)", () => {
   let replay: ReplayServer;
   let engine: EngineServer;

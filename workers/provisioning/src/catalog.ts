@@ -6,8 +6,42 @@
 /** A trigger bound to the handler's trace. */
 export type Trigger = <T>(functionId: string, payload: unknown, timeoutMs: number) => Promise<T>;
 
-/** Ids the model must not see: engine internals and the harness's own machinery. */
-export const EXCLUDED_PREFIXES: readonly string[] = ["engine::", "turn::", "run::", "provisioning::", "provider::", "auth::", "session-"];
+/** Ids the model must not see: engine internals and the harness's own machinery (every part-2
+ * worker too: budgets, hooks, compaction, approvals and the policy are the harness's, not tools).
+ * Listing them would cost every run thousands of prompt tokens for functions the shipped
+ * permissions deny anyway. */
+export const EXCLUDED_PREFIXES: readonly string[] = [
+  "engine::",
+  "turn::",
+  "run::",
+  "provisioning::",
+  "provider::",
+  "auth::",
+  "session-",
+  "budget::",
+  "hook-fanout::",
+  "context-compaction::",
+  "approval::",
+  "policy::",
+  "harness::http::",
+  "harness::sub_agents::",
+  "harness::sessions::",
+  "iii::",
+];
+/** Single ids left out for the same reason: the ingress, and the engine's write built-ins (the
+ * model reads state and streams; the harness writes them). */
+export const EXCLUDED_IDS: ReadonlySet<string> = new Set([
+  "harness::trigger",
+  "harness::stop_children",
+  "state::set",
+  "state::update",
+  "state::delete",
+  "stream::set",
+  "stream::update",
+  "stream::delete",
+  "stream::send",
+  "publish",
+]);
 
 /** Functions described in the prompt; past it the model is told to page `engine::functions::list`. */
 export const MAX_CATALOG_FUNCTIONS = 200;
@@ -40,7 +74,7 @@ export interface LiveCatalog {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-export const isExcluded = (id: string): boolean => EXCLUDED_PREFIXES.some((p) => id.startsWith(p));
+export const isExcluded = (id: string): boolean => EXCLUDED_IDS.has(id) || EXCLUDED_PREFIXES.some((p) => id.startsWith(p));
 
 /** List, filter, and fetch schemas. A listing failure gives `registered: null` and no entries (fail open). */
 export async function readCatalog(trigger: Trigger): Promise<LiveCatalog> {
