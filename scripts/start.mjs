@@ -9,6 +9,16 @@
 // per state dir, <state>/credentials.key, which `npm run worker` reads too) and III_PERMISSIONS (the
 // text of iii-permissions.yaml at the root, or of $III_PERMISSIONS_PATH). III_WRANGLER_CONFIG runs
 // another wrangler config than the root's.
+//
+// Queues: locally every queue runs on the durable backend (SQLite in the engine object, on disk in
+// the state dir), whatever QUEUES says; deployed, `default` stays on Cloudflare Queues. The local
+// Cloudflare Queues simulator keeps its messages in memory only — a stopped or killed `npm start`
+// would lose every acknowledged message it held — so it runs only when asked for with
+// III_LOCAL_QUEUES=cloudflare, and then says so loudly.
+//
+// Once /healthz answers, the URLs are printed (engine, demo app, health). That first /healthz also
+// wakes the default namespace's engine object, whose durable queue then redelivers at once what a
+// killed run left in flight.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -30,6 +40,53 @@ const env = { ...process.env, PATH: `${path.join(root, "node_modules", ".bin")}$
 // Another wrangler config than the root's (tests compose extra Worker-hosted functions this way).
 const configArgs = process.env.III_WRANGLER_CONFIG ? ["--config", path.resolve(root, process.env.III_WRANGLER_CONFIG)] : [];
 
+// ------------------------------------------------------------------ queues
+
+/** III_LOCAL_QUEUES: "durable" (default) runs every queue on the durable backend; "cloudflare" keeps
+ * QUEUES as configured and runs cloudflare-backed queues on the local simulator. */
+const LOCAL_QUEUES = process.env.III_LOCAL_QUEUES || "durable";
+if (LOCAL_QUEUES !== "durable" && LOCAL_QUEUES !== "cloudflare") {
+  console.error(`III_LOCAL_QUEUES must be "durable" or "cloudflare", not "${LOCAL_QUEUES}"`);
+  process.exit(2);
+}
+const devVars = process.env.III_DEV_VARS ? JSON.parse(process.env.III_DEV_VARS) : {};
+
+/** The QUEUES var the Worker would get: III_DEV_VARS's, else the wrangler config's `QUEUES = '…'`
+ * line (a TOML literal string: its text is the JSON as written, no escapes). */
+function configuredQueues() {
+  if (typeof devVars.QUEUES === "string") return devVars.QUEUES;
+  const file = process.env.III_WRANGLER_CONFIG ? path.resolve(root, process.env.III_WRANGLER_CONFIG) : path.join(root, "wrangler.toml");
+  const m = /^QUEUES\s*=\s*'(.*)'\s*$/m.exec(readFileSync(file, "utf8"));
+  return m ? m[1] : undefined;
+}
+
+/**
+ * QUEUES for this run, and which queues would sit in the simulator. A queue without a backend is
+ * cloudflare-backed (engine-do/src/core/queues/config.ts), and `default` exists even when unnamed.
+ * Text that is not a JSON object is passed on unchanged: the engine refuses it and logs why.
+ */
+function localQueues(text) {
+  let queues;
+  try {
+    queues = JSON.parse(text ?? "{}");
+  } catch {
+    return { text, simulated: [] };
+  }
+  if (!queues || typeof queues !== "object" || Array.isArray(queues)) return { text, simulated: [] };
+  if (!queues.default) queues.default = {};
+  const cloud = Object.keys(queues).filter((n) => queues[n] && typeof queues[n] === "object" && (queues[n].backend ?? "cloudflare") === "cloudflare");
+  if (LOCAL_QUEUES === "cloudflare") return { text, simulated: cloud.sort() };
+  for (const n of cloud) queues[n] = { ...queues[n], backend: "durable" };
+  return { text: JSON.stringify(queues), simulated: [] };
+}
+const queues = localQueues(configuredQueues());
+if (queues.text !== undefined) devVars.QUEUES = queues.text;
+const SIMULATOR_WARNING = queues.simulated.length
+  ? `WARNING: queue${queues.simulated.length > 1 ? "s" : ""} ${queues.simulated.join(", ")} run${queues.simulated.length > 1 ? "" : "s"} on the local Cloudflare Queues simulator (III_LOCAL_QUEUES=cloudflare). ` +
+    "The local Cloudflare Queues simulator keeps messages in memory only: stopping or killing npm start loses every message it holds, acknowledged or not. " +
+    "Unset III_LOCAL_QUEUES to run them on the durable backend (on disk)."
+  : undefined;
+
 const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir, ...configArgs], {
   cwd: root,
   env: { ...env, CI: "1" },
@@ -42,8 +99,9 @@ if (migrate.status !== 0) {
 
 const args = ["dev", ...configArgs, "--ip", "127.0.0.1", "--port", port, "--persist-to", stateDir, "--show-interactive-dev-session=false", "--log-level", process.env.III_LOG_LEVEL || "warn"];
 if (process.env.III_INSPECTOR_PORT) args.push("--inspector-port", process.env.III_INSPECTOR_PORT);
-// Extra Worker vars as a JSON object, e.g. III_DEV_VARS='{"QUEUES":"{…}"}' (values may hold commas).
-if (process.env.III_DEV_VARS) for (const [k, v] of Object.entries(JSON.parse(process.env.III_DEV_VARS))) args.push("--var", `${k}:${v}`);
+// Extra Worker vars as a JSON object, e.g. III_DEV_VARS='{"QUEUES":"{…}"}' (values may hold commas);
+// QUEUES among them as localQueues() made it.
+for (const [k, v] of Object.entries(devVars)) args.push("--var", `${k}:${v}`);
 // Settings for the Worker come from the environment (and .dev.vars). They reach it through a
 // private env file, never the command line (which `ps` shows to everyone).
 const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION"];
@@ -164,13 +222,62 @@ writeFileSync(envFile, `${lines.join("\n")}\n`, { mode: 0o600 });
 chmodSync(envFile, 0o600);
 args.push("--env-file", envFile);
 const hasAuth = AUTH_VARS.some((k) => settings[k]);
+// HTTP-invoked functions (protocol/README.md §9) may call loopback and private addresses — a
+// webhook server on 127.0.0.1 during development — when this engine is loopback-only: no
+// AUTH_SECRET / AUTH_FUNCTION, so only this machine's clients get in (engine-do/src/auth.ts).
+// With auth on (reachable from elsewhere) and deployed (wrangler.toml: "false") every refusal stays.
+// An explicit ALLOW_PRIVATE_HTTP_FUNCTIONS (environment, .dev.vars, III_DEV_VARS) wins.
+const PRIVATE_HTTP_VAR = "ALLOW_PRIVATE_HTTP_FUNCTIONS";
+if (devVars[PRIVATE_HTTP_VAR] === undefined && settings[PRIVATE_HTTP_VAR] === undefined) {
+  args.push("--var", `${PRIVATE_HTTP_VAR}:${process.env[PRIVATE_HTTP_VAR] ?? String(!hasAuth)}`);
+}
 const cleanup = () => rmSync(secretsDir, { recursive: true, force: true });
 
 const child = spawn(wrangler, args, { cwd: root, env, stdio: "inherit" });
-console.log(`iii-edge engine starting on http://127.0.0.1:${port} (state: ${path.relative(root, stateDir) || "."})`);
+const base = `http://127.0.0.1:${port}`;
+console.log(`iii-edge engine starting on ${base} (state: ${path.relative(root, stateDir) || "."})`);
 console.log(hasAuth ? "auth: tokens required (mint one with `npm run -s token -- --sub NAME`)" : "warning: no AUTH_SECRET set — the engine is open to loopback clients (set AUTH_SECRET to require tokens)");
+if (SIMULATOR_WARNING) console.warn(SIMULATOR_WARNING);
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => child.kill(sig));
 child.on("exit", (code, signal) => {
   cleanup();
   process.exit(code ?? (signal ? 1 : 0));
 });
+
+// ------------------------------------------------------------------ ready
+
+/** How often /healthz is asked while the engine starts (a cold start takes 3–15 s). */
+const READY_POLL_MS = 250;
+/** After this long without a healthy answer, say so (once) and keep waiting: a busy machine may
+ * need longer, and wrangler prints its own errors. */
+const READY_SLOW_MS = 60_000;
+
+async function announceWhenHealthy() {
+  const started = Date.now();
+  let saidSlow = false;
+  while (child.exitCode === null) {
+    try {
+      const res = await fetch(`${base}/healthz`);
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (!saidSlow && Date.now() - started > READY_SLOW_MS) {
+      saidSlow = true;
+      console.warn(`iii-edge: ${base}/healthz has not answered after ${READY_SLOW_MS / 1000} s; still waiting (see wrangler's output above)`);
+    }
+    await new Promise((r) => setTimeout(r, READY_POLL_MS));
+  }
+  if (child.exitCode !== null) return;
+  const ws = base.replace(/^http/, "ws");
+  const lines = [
+    `iii-edge engine ready in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    `  workers dial  ${ws}/   (namespace default; another namespace: ${ws}/ns/<name>)`,
+    `  demo app      ${base}/`,
+    `  health        ${base}/healthz`,
+    `  call over HTTP  curl -s ${base}/_iii/invoke -d '{"function_id":"engine::functions::list","payload":{}}'${hasAuth ? ' -H "Authorization: Bearer $TOKEN"' : ""}`,
+  ];
+  console.log(lines.join("\n"));
+  if (SIMULATOR_WARNING) console.warn(SIMULATOR_WARNING);
+}
+void announceWhenHealthy();

@@ -30,7 +30,30 @@ iii.addConnectionStateListener((state) => {
   $("status").dataset.state = state;
   $("worker-id").textContent = iii.workerId ?? "";
   if (state === "connected") refresh();
+  else markStale(state);
 });
+
+// Stale data. Everything the page lists came from the engine; while it is unreachable the lists and
+// the last result stay on screen (still worth seeing) but are marked stale, with the time the link
+// was lost, until fresh data replaces them: the lists on reconnect, the result with the next call.
+let lostAt = null;
+const LIVE_PANELS = ["functions-panel", "workers-panel"];
+function markStale(state) {
+  if (lostAt === null) lostAt = new Date();
+  for (const id of LIVE_PANELS) $(id).dataset.stale = "true";
+  if ($("call-result").textContent) $("call-result").dataset.stale = "true";
+  const since = lostAt.toLocaleTimeString();
+  $("stale").textContent = state === "failed"
+    ? `Cannot connect to the engine: ${iii.connectionError?.message ?? "gave up"}. What is shown is from ${since} or earlier.`
+    : `Engine unreachable since ${since} (${state}): the lists and the last result below are from before then.`;
+  $("stale").hidden = false;
+}
+function markFresh(panel) {
+  delete $(panel).dataset.stale;
+  if (LIVE_PANELS.some((id) => $(id).dataset.stale)) return;
+  $("stale").hidden = true;
+  lostAt = null;
+}
 
 // This tab's own function: the backend, another tab or curl can call it.
 const greetId = `${tabName}::greet`;
@@ -49,7 +72,10 @@ iii.registerFunction(greetId, ({ name }) => {
 });
 
 // Discovery is pushed: bind this tab's handlers to the engine's trigger types.
-iii.registerFunction(`${tabName}::on-functions`, ({ functions }) => renderFunctions(functions), { description: "Receives catalog changes", metadata: { internal: true } });
+iii.registerFunction(`${tabName}::on-functions`, ({ functions }) => {
+  renderFunctions(functions);
+  markFresh("functions-panel");
+}, { description: "Receives catalog changes", metadata: { internal: true } });
 iii.registerTrigger({ type: "engine::functions-available", function_id: `${tabName}::on-functions`, config: {} });
 iii.registerFunction(`${tabName}::on-workers`, () => refreshWorkers(), { description: "Receives worker changes", metadata: { internal: true } });
 iii.registerTrigger({ type: "engine::workers-available", function_id: `${tabName}::on-workers`, config: {} });
@@ -95,12 +121,14 @@ async function refreshWorkers() {
     li.append(by);
     return li;
   }));
+  markFresh("workers-panel");
 }
 
 async function refresh() {
   try {
     const { functions } = await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } });
     renderFunctions(functions);
+    markFresh("functions-panel");
     await refreshWorkers();
   } catch (e) {
     console.warn("refresh failed", e);
@@ -110,6 +138,7 @@ async function refresh() {
 $("call-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const out = $("call-result");
+  delete out.dataset.stale; // whatever shows next is this call's
   let payload;
   try {
     payload = JSON.parse($("call-payload").value || "null");

@@ -3,7 +3,15 @@
 // `/ns/<namespace>/http/<path>` to another namespace's. When no route matches, a GET falls back to
 // the demo app's static assets, and otherwise gets `404 {"error":{"code":"not_found",...}}`.
 // Also here: browser stream sockets (`/_iii/streams`, `/ns/<ns>/_iii/streams`).
+//
+// Request bodies: up to MAX_INLINE_BODY_BYTES a body is read here and handed over as bytes (parsed
+// into `body`, and the one item of `request_body`). A larger one with a declared Content-Length, up
+// to HTTP_MAX_BODY_BYTES, is handed over as the upload itself, which the engine streams into
+// `request_body` as it arrives (as iii does). A larger one without a declared length is refused:
+// it cannot be known to fit before anything runs, and iii-sdk's reader could not tell a cut-off
+// stream from a whole one.
 import type { Context, Hono } from "hono";
+import { MAX_FRAME_BYTES } from "@iii-edge/protocol";
 import { authenticateRequest, withGrant } from "./auth.ts";
 import { reservedReason, type HttpTriggerRequest } from "./core/triggers/http.ts";
 
@@ -12,8 +20,24 @@ type AppEnv = { Bindings: Env };
 /** iii namespaces name Durable Objects: keep them short and printable (same rule as index.ts). */
 const NAMESPACE = /^[A-Za-z0-9._-]{1,64}$/;
 const DEFAULT_NAMESPACE = "default";
-/** Largest request body forwarded to a function (same bound as a frame, protocol/limits.ts). */
-const MAX_HTTP_BODY_BYTES = 1024 * 1024;
+/** Largest request body forwarded as bytes (and parsed into `body`): it travels in the invocation
+ * frame, so a frame's bound (protocol/limits.ts). Also the bound of a body without a declared length. */
+export const MAX_INLINE_BODY_BYTES = MAX_FRAME_BYTES;
+/** Default of HTTP_MAX_BODY_BYTES, the largest body streamed through `request_body`: 16 MiB, the
+ * bound iii's own HTTP worker puts on a request body, so what iii accepts is accepted here. */
+export const DEFAULT_HTTP_MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** The most HTTP_MAX_BODY_BYTES may be set to: the engine object passes the upload on as it arrives,
+ * and a reader slower than the client has the difference held in the object's memory (128 MB). */
+export const HTTP_MAX_BODY_BYTES_CEILING = 64 * 1024 * 1024;
+
+/** HTTP_MAX_BODY_BYTES (bytes, MAX_INLINE_BODY_BYTES…HTTP_MAX_BODY_BYTES_CEILING), else the default. */
+export function maxBodyBytes(env: { HTTP_MAX_BODY_BYTES?: unknown }): number {
+  const v = env.HTTP_MAX_BODY_BYTES;
+  const n = typeof v === "string" && /^\d{1,12}$/.test(v.trim()) ? Number(v.trim()) : NaN;
+  return Number.isFinite(n) ? Math.min(HTTP_MAX_BODY_BYTES_CEILING, Math.max(MAX_INLINE_BODY_BYTES, n)) : DEFAULT_HTTP_MAX_BODY_BYTES;
+}
+
+const tooLarge = (c: Context<AppEnv>, message: string) => c.json({ error: { code: "value_too_large", message } }, 413);
 
 const notFound = (c: Context<AppEnv>) => c.json({ error: { code: "not_found", message: "Not Found" } }, 404);
 
@@ -48,14 +72,24 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
   if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "invalid_arguments", message: `invalid namespace '${namespace}'` } }, 400);
   const raw = c.req.raw;
   const method = raw.method.toUpperCase();
-  let body: Uint8Array | null = null;
+  let body: HttpTriggerRequest["body"] = null;
   if (method !== "GET" && method !== "HEAD" && raw.body) {
-    const declared = Number(raw.headers.get("content-length") ?? "0");
-    if (declared > MAX_HTTP_BODY_BYTES) return c.json({ error: { code: "value_too_large", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
-    // Counted as it arrives: a chunked body declares no length, and is cut off past the bound.
-    const bytes = await readBounded(raw.body, MAX_HTTP_BODY_BYTES);
-    if (!bytes) return c.json({ error: { code: "value_too_large", message: `request body over ${MAX_HTTP_BODY_BYTES} bytes` } }, 413);
-    body = bytes; // raw: the engine fills the `request_body` channel with it
+    const max = maxBodyBytes(c.env as { HTTP_MAX_BODY_BYTES?: unknown });
+    const length = raw.headers.get("content-length")?.trim();
+    const declared = length && /^\d{1,15}$/.test(length) ? Number(length) : undefined;
+    if (declared !== undefined && declared > max) {
+      // Not read, and said so: the client is answered at once, not after sending it all.
+      raw.body.cancel("request body too large").catch(() => {});
+      return tooLarge(c, `request body of ${declared} bytes is over this engine's limit of ${max} bytes (HTTP_MAX_BODY_BYTES)`);
+    }
+    if (declared !== undefined && declared > MAX_INLINE_BODY_BYTES) {
+      body = raw.body; // streamed into `request_body` by the engine, which checks it against its length
+    } else {
+      // Counted as it arrives: a chunked body declares no length, and is cut off past the bound.
+      const bytes = await readBounded(raw.body, MAX_INLINE_BODY_BYTES);
+      if (!bytes) return tooLarge(c, `request body over ${MAX_INLINE_BODY_BYTES} bytes without a Content-Length (send its length to upload up to ${max} bytes)`);
+      body = bytes; // raw: the engine fills the `request_body` channel with it
+    }
   }
   const query: Record<string, string> = {};
   for (const [k, v] of new URL(raw.url).searchParams) if (!(k in query)) query[k] = v;

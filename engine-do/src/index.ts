@@ -3,12 +3,13 @@
 // HTTP API; everything else is HTTP-trigger routes or the demo app's assets.
 import { Hono, type Context } from "hono";
 import { z } from "zod";
-import { rpcTriggerRequest, type EngineRpc } from "@iii-edge/protocol";
+import { MAX_FRAME_BYTES, rpcTriggerRequest, type EngineRpc } from "@iii-edge/protocol";
 import { authMode, authenticateRequest, isLoopback, withGrant } from "./auth.ts";
 import { Engine } from "./engine-object.ts";
 import { mountTriggerRoutes } from "./http-routes.ts";
 import { consumeDeliveries } from "./queue-consumer.ts";
 import { traceFromHeaders } from "./core/trace.ts";
+import { isSocketPath, refuseWrongSocketPath, wantsWebSocket } from "./socket-paths.ts";
 
 export { Engine };
 
@@ -26,6 +27,12 @@ const errorJson = (c: Context<AppEnv>, status: number, code: string, message: st
 
 const authFor = (c: Context<AppEnv>, namespace: string) => authenticateRequest(c.req.raw, c.env, namespace);
 
+// A WebSocket upgrade on a path with no socket endpoint (`/ws`, `/wrong`, a typo) is a client's
+// configuration error: answered with the right paths, before any route sees it (socket-paths.ts).
+app.use("*", async (c, next) => {
+  if (wantsWebSocket(c.req.raw) && !isSocketPath(new URL(c.req.url).pathname)) return refuseWrongSocketPath(c);
+  await next();
+});
 
 app.get("/healthz", async (c) => {
   const health = await engineFor(c.env, DEFAULT_NAMESPACE).health();
@@ -69,13 +76,37 @@ app.get("/ns/:ns/ws/channels/:id", (c) => channel(c, c.req.param("ns")));
 
 /** The body of POST /_iii/invoke: an invokefunction without the socket parts. */
 const invokeBody = rpcTriggerRequest.pick({ function_id: true, payload: true, action: true, timeout_ms: true }).extend({ namespace: z.string().optional() });
+const INVOKE_SHAPE = "{function_id, payload?, namespace?, action?, timeout_ms?}";
+/** Largest /_iii/invoke body: a call over HTTP carries what one invokefunction frame may (1 MiB). */
+const MAX_INVOKE_BODY_BYTES = MAX_FRAME_BYTES;
 
-// The engine's HTTP API: call a function (handy for curl, the demo app and tests).
-app.post("/_iii/invoke", async (c) => {
-  const parsed = invokeBody.safeParse(await c.req.json().catch(() => null));
-  if (!parsed.success) return errorJson(c, 400, "invalid_arguments", "body must be {function_id, payload?, namespace?, action?, timeout_ms?}");
+/**
+ * The engine's HTTP API: call a function (handy for curl, the demo app and tests). `/_iii/invoke`
+ * calls in the namespace the body names (default `default`); `/ns/<ns>/_iii/invoke` in `<ns>`.
+ */
+const invoke = async (c: Context<AppEnv>, pathNamespace: string | undefined): Promise<Response> => {
+  const declared = Number(c.req.header("content-length") ?? "0");
+  if (declared > MAX_INVOKE_BODY_BYTES) return errorJson(c, 413, "value_too_large", `body of ${declared} bytes exceeds ${MAX_INVOKE_BODY_BYTES}`);
+  const text = await boundedText(c.req.raw, MAX_INVOKE_BODY_BYTES);
+  if (text === null) return errorJson(c, 413, "value_too_large", `body exceeds ${MAX_INVOKE_BODY_BYTES} bytes`);
+  if (text.trim() === "") return errorJson(c, 400, "invalid_arguments", `the body is empty: POST a JSON object ${INVOKE_SHAPE}, e.g. {"function_id":"engine::functions::list","payload":{}}`);
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return errorJson(c, 400, "invalid_arguments", `the body is not JSON (${e instanceof Error ? e.message : String(e)}): POST a JSON object ${INVOKE_SHAPE}`);
+  }
+  const parsed = invokeBody.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue ? `${issue.path.length ? `${issue.path.map(String).join(".")}: ` : ""}${issue.message}` : "invalid";
+    return errorJson(c, 400, "invalid_arguments", `body must be ${INVOKE_SHAPE} (${where})`);
+  }
   const b = parsed.data;
-  const ns = b.namespace ?? DEFAULT_NAMESPACE;
+  if (pathNamespace !== undefined && b.namespace !== undefined && b.namespace !== pathNamespace) {
+    return errorJson(c, 400, "invalid_arguments", `namespace given twice: the path says '${pathNamespace.slice(0, 80)}', the body '${b.namespace.slice(0, 80)}'`);
+  }
+  const ns = pathNamespace ?? b.namespace ?? DEFAULT_NAMESPACE;
   if (!NAMESPACE.test(ns)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${ns.slice(0, 80)}'`);
   const who = await authFor(c, ns);
   if (!who.ok) return errorJson(c, who.status, who.code, who.message);
@@ -86,7 +117,35 @@ app.post("/_iii/invoke", async (c) => {
   const out = await engine.trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms, grant: who.grant, ...trace });
   if (out.ok) return c.json({ result: out.result ?? null });
   return c.json({ error: out.error }, statusOf(out.error.code));
-});
+};
+/** A body as text, or null once it passes `max` bytes (counted as it arrives: a chunked body
+ * declares no length; the rest is not read). */
+async function boundedText(req: Request, max: number): Promise<string | null> {
+  if (!req.body) return "";
+  const reader = req.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    bytes += value.byteLength;
+    if (bytes > max) {
+      reader.cancel("body too large").catch(() => {});
+      return null;
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
+/** Any other method on the invoke endpoint: 405, naming the one that works. */
+const invokeMethodNotAllowed = (c: Context<AppEnv>) => {
+  c.header("Allow", "POST");
+  return errorJson(c, 405, "invalid_arguments", `${c.req.method} is not supported here: POST a JSON object ${INVOKE_SHAPE}`);
+};
+app.post("/_iii/invoke", (c) => invoke(c, undefined));
+app.post("/ns/:ns/_iii/invoke", (c) => invoke(c, c.req.param("ns")));
+app.all("/_iii/invoke", invokeMethodNotAllowed);
+app.all("/ns/:ns/_iii/invoke", invokeMethodNotAllowed);
 
 function statusOf(code: string): 400 | 403 | 404 | 413 | 429 | 500 | 504 {
   switch (code) {

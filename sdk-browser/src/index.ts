@@ -4,6 +4,7 @@
 // IndexedDB outbox for `void`/`enqueue` calls made offline, zod-typed functions and W3C trace
 // context. Same surface as iii-sdk's `registerWorker`.
 import ReconnectingWebSocket from "partysocket/ws";
+import { IIIError } from "@iii-edge/protocol";
 import { Client, type ClientOptions, type Connector } from "@iii-edge/sdk-edge/client";
 import type { EdgeClient } from "@iii-edge/sdk-edge/client";
 import { idbOutbox, type IdbOutbox } from "./outbox.ts";
@@ -29,6 +30,16 @@ export interface BrowserReconnection {
 export const DEFAULT_BROWSER_RECONNECTION: BrowserReconnection = { initialDelayMs: 1_000, maxDelayMs: 30_000, backoffMultiplier: 2, jitterFactor: 0.3 };
 /** A socket that has not opened after this long is retried (iii-sdk uses 10 s too). */
 export const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * Close codes that mean "this URL is wrong", never "try again": the engine accepts a browser's
+ * upgrade on a path with no WebSocket endpoint only to close it with 4404 and a reason naming the
+ * right paths (a browser cannot read a refused handshake's status). The same codes as sdk-edge's
+ * FATAL_CLOSE_CODES and the engine's WRONG_PATH_CLOSE_CODE (engine-do/src/socket-paths.ts).
+ */
+export const FATAL_CLOSE_CODES: readonly number[] = [4404];
+/** A socket the engine has not greeted this long after the handshake is reported open anyway (an
+ * engine that sends no `workerregistered`); iii-edge greets in the same turn as the handshake. */
+export const GREETING_TIMEOUT_MS = 2_000;
 
 export interface BrowserWorkerOptions extends ClientOptions {
   reconnectionConfig?: Partial<BrowserReconnection>;
@@ -78,24 +89,53 @@ export function partySocketConnector(url: string, reconnection: Partial<BrowserR
       maxReconnectionDelay: cfg.maxDelayMs,
       reconnectionDelayGrowFactor: cfg.backoffMultiplier,
       connectionTimeout: CONNECT_TIMEOUT_MS,
+      // A configuration error is not retried (FATAL_CLOSE_CODES).
+      shouldReconnectOnClose: (ev: CloseEvent) => !FATAL_CLOSE_CODES.includes(ev.code),
       // partysocket's own buffer is bypassed (0): the client core keeps the bounded buffer and
       // the replay order, and only sends on an open socket.
       maxEnqueuedMessages: 0,
       minUptime: 2_000,
     });
+    // The client hears `open` once the engine has greeted the socket (its first frame is always
+    // `workerregistered`, §2.5), not at the handshake: a socket the engine accepted only to refuse
+    // (a wrong path: one `error` frame, then a fatal close) never shows as connected.
     let opened = false;
-    rws.addEventListener("open", () => {
+    let greeting: ReturnType<typeof setTimeout> | undefined;
+    /** The engine's `{"type":"error"}` frame before its greeting: the full message of a refusal. */
+    let lastError: { code: string; message: string } | undefined;
+    const reportOpen = () => {
+      clearTimeout(greeting);
+      if (opened || rws.readyState !== rws.OPEN) return;
       opened = true;
       events.open();
+    };
+    rws.addEventListener("open", () => {
+      lastError = undefined;
+      greeting = setTimeout(reportOpen, GREETING_TIMEOUT_MS);
     });
     rws.addEventListener("message", (ev) => {
       const data: unknown = ev.data;
-      if (typeof data === "string" || data instanceof ArrayBuffer) events.message(data);
+      if (typeof data !== "string" && !(data instanceof ArrayBuffer)) return;
+      if (!opened) {
+        const refusal = typeof data === "string" ? errorFrame(data) : undefined;
+        if (refusal) {
+          lastError = refusal;
+          return;
+        }
+        reportOpen();
+      }
+      events.message(data);
     });
-    rws.addEventListener("close", () => {
-      if (!opened) return; // a failed attempt, not a drop
+    rws.addEventListener("close", (ev) => {
+      clearTimeout(greeting);
+      const wasOpen = opened;
       opened = false;
-      events.close();
+      if (wasOpen) events.close(); // else a failed attempt, not a drop
+      if (FATAL_CLOSE_CODES.includes(ev.code)) {
+        rws.close();
+        const message = lastError?.message ?? (ev.reason || `the engine closed the socket with ${ev.code}`);
+        events.failed(new IIIError(lastError?.code ?? "not_found", `${message} [${engineUrl(url)}]`));
+      }
     });
     rws.binaryType = "arraybuffer";
     return {
@@ -110,6 +150,20 @@ export function partySocketConnector(url: string, reconnection: Partial<BrowserR
       },
     };
   };
+}
+
+/** The `error` of an engine `{"type":"error","error":{code,message}}` frame, if `text` is one. */
+function errorFrame(text: string): { code: string; message: string } | undefined {
+  try {
+    const f: unknown = JSON.parse(text);
+    if (!f || typeof f !== "object" || !("error" in f)) return undefined;
+    const e: unknown = (f as { error: unknown }).error;
+    if (!e || typeof e !== "object") return undefined;
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    return typeof code === "string" && typeof message === "string" ? { code, message } : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

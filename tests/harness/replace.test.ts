@@ -5,7 +5,7 @@
 // - a built-in worker that is running keeps its ids: another process registering one of them is
 //   refused, and the built-in still answers (no silent takeover);
 // - every built-in worker also runs alone as a Node process (`npm run worker -- <name>`): with the
-//   whole stack left out of the Worker, eight processes make the same turn work.
+//   whole stack left out of the Worker, twelve processes make the same turn work.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,7 +19,7 @@ import { until } from "../support/wait.ts";
 import { textOf, turnClient } from "./turn-client.ts";
 
 /** The built-in harness workers (deploy/harness.ts), each also `npm run worker -- <name>`. */
-const WORKERS = ["harness", "turn-orchestrator", "provisioning", "providers", "auth-credentials", "policy", "approval-gate", "session-storage"];
+const WORKERS = ["harness", "turn-orchestrator", "provisioning", "providers", "auth-credentials", "policy", "approval-gate", "session-storage", "budget-tracker", "hook-fanout", "context-compaction", "sub-agents"];
 /** A Node worker process starts (npm, Node, type stripping of its sources) within this. */
 const WORKER_START_MS = 60_000;
 
@@ -222,7 +222,7 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
     iii = registerWorker(engine.wsUrl, { workerName: "node-stack-client", otel: { enabled: false } });
     // Nothing of the harness is in the deployed Worker.
     const before = (await functions(iii)).map((f) => f.function_id);
-    expect(before.filter((id) => /^(run|turn|provisioning|provider|auth|policy|approval|session-tree|session-inbox|harness)::/.test(id))).toEqual([]);
+    expect(before.filter((id) => /^(run|turn|provisioning|provider|auth|policy|approval|session-tree|session-inbox|harness|budget|hook-fanout|context-compaction)::/.test(id))).toEqual([]);
 
     const dir = mkdtempSync(path.join(tmpdir(), "harness-node-"));
     const rules = path.join(dir, "iii-permissions.yaml");
@@ -245,11 +245,11 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
       p.stderr?.on("data", (d) => logs.set(name, logs.get(name) + String(d)));
       procs.push(p);
     }
-    await until(() => WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined, `all eight connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`, WORKER_START_MS, 200);
+    await until(() => WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined, `all twelve connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`, WORKER_START_MS, 200);
     app = weatherApp(engine, ran);
     await until(async () => {
       const fns = await functions(iii);
-      return ["run::start", "provisioning::prepare", "provider::openai::stream", "auth::get_token", "policy::check_permissions", "approval::resolve", "session-tree::append", "harness::trigger", "weather::forecast"].every((id) => fns.some((f) => f.function_id === id));
+      return ["run::start", "provisioning::prepare", "provider::openai::stream", "auth::get_token", "policy::check_permissions", "approval::resolve", "session-tree::append", "harness::trigger", "budget::check", "hook-fanout::publish_collect", "context-compaction::compact_now", "harness::spawn", "weather::forecast"].every((id) => fns.some((f) => f.function_id === id));
     }, "every worker's functions and the app's", 30_000);
   }, 180_000);
 
@@ -266,7 +266,7 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
     await replay?.close();
   });
 
-  it("each registered its functions under its own process, and a turn with a function call runs through all eight", async () => {
+  it("each registered its functions under its own process, and a turn with a function call runs through them", async () => {
     const fns = await functions(iii);
     const owner = (id: string) => fns.find((f) => f.function_id === id)?.worker_name;
     expect(owner("run::start")).toBe("turn-orchestrator");

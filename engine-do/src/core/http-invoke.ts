@@ -185,7 +185,7 @@ const AUTH_FIELDS: Record<AuthType, string> = { hmac: "secret_key", bearer: "tok
  * Engine vars that are never an HTTP function's secret, even if listed in HTTP_FUNCTION_SECRETS:
  * the engine's own key and settings.
  */
-const ENGINE_OWN_VARS = new Set(["AUTH_SECRET", "AUTH_FUNCTION", "HTTP_FUNCTION_SECRETS", "ALLOW_PRIVATE_HTTP_FUNCTIONS", "HTTP_MIDDLEWARE", "EDGE_HOSTS", "QUEUES"]);
+const ENGINE_OWN_VARS = new Set(["AUTH_SECRET", "AUTH_FUNCTION", "HTTP_FUNCTION_SECRETS", "ALLOW_PRIVATE_HTTP_FUNCTIONS", "HTTP_MIDDLEWARE", "HTTP_MAX_BODY_BYTES", "EDGE_HOSTS", "QUEUES"]);
 
 /** The env var an invocation's auth names (`secret_key`, `token_key` or `value_key`), if any. */
 export function authSecretName(inv: HttpInvocation): string | undefined {

@@ -62,6 +62,13 @@ export const SDK_VERSION = "0.1.0";
 export const HEARTBEAT_INTERVAL_MS = 20_000;
 export const HEARTBEAT_TIMEOUT_MS = 60_000;
 
+/**
+ * Close codes the engine uses for a client's configuration error (a path with no WebSocket
+ * endpoint: 4404, engine-do/src/socket-paths.ts): reconnecting cannot fix them, so an adapter that
+ * sees one stops and reports `failed` with the reason.
+ */
+export const FATAL_CLOSE_CODES: readonly number[] = [4404];
+
 /** One socket that an adapter keeps (re)connected. */
 export interface Link {
   /** Send one text frame. Only called between `open` and `close`. May throw if the socket died. */
@@ -78,8 +85,9 @@ export interface LinkEvents {
   message(data: string | ArrayBuffer): void;
   /** The socket dropped; the adapter reconnects unless `Link.close` was called. */
   close(): void;
-  /** The adapter gave up reconnecting. */
-  failed(): void;
+  /** The adapter gave up: reconnecting cannot help (a wrong URL: `error` says what is wrong and
+   * what to dial instead) or the reconnect policy ran out (maxRetries). */
+  failed(error?: IIIError): void;
 }
 
 export type Connector = (events: LinkEvents) => Link;
@@ -251,6 +259,7 @@ export class Client implements EdgeClient {
   private drainAgain = false;
   private heartbeat: ReturnType<typeof setInterval> | undefined;
   private lastInbound = 0;
+  private fatal: IIIError | undefined;
 
   constructor(opts: CoreOptions) {
     this.opts = opts;
@@ -262,8 +271,17 @@ export class Client implements EdgeClient {
       open: () => this.onOpen(),
       message: (data) => this.onMessage(data),
       close: () => this.onClose(),
-      failed: () => this.setState("failed"),
+      failed: (error) => this.onFailed(error),
     });
+  }
+
+  /**
+   * Why the client gave up connecting (state `failed`), e.g. a URL with no WebSocket endpoint:
+   * `not_found` with the engine's message naming the paths to dial. Every pending and later call
+   * fails with it too.
+   */
+  get connectionError(): IIIError | undefined {
+    return this.fatal;
   }
 
   get workerId(): string | undefined {
@@ -357,6 +375,8 @@ export class Client implements EdgeClient {
   /** `trigger` with the trace fields of a handler's invocation as the fallback context. */
   private async call(request: TriggerRequest<unknown>, inherited: TraceFields | undefined): Promise<unknown> {
     if (this.stopped) throw new IIIError("not_connected", "the client was shut down");
+    // Gave up for good: fail now, with the reason, rather than buffer a call that can never go out.
+    if (this.fatal) throw new IIIError(this.fatal.code, this.fatal.message, { cause: this.fatal });
     if (!request || typeof request.function_id !== "string" || request.function_id === "") {
       throw new IIIError("invalid_arguments", "trigger needs a function_id");
     }
@@ -611,7 +631,21 @@ export class Client implements EdgeClient {
         new IIIError("invocation_stopped", `connection to the engine dropped while ${p.function_id} was in flight; it may or may not have run`),
       );
     }
-    if (!this.stopped) this.setState(wasConnected || this.state === "connecting" ? "reconnecting" : this.state);
+    if (!this.stopped && !this.fatal) this.setState(wasConnected || this.state === "connecting" ? "reconnecting" : this.state);
+  }
+
+  /** The adapter gave up: calls waiting for a connection (buffered, sent, or in the outbox and
+   * awaited) fail with the reason, and so does every later call. The outbox keeps its entries. */
+  private onFailed(error: IIIError | undefined): void {
+    if (this.stopped) return;
+    this.fatal = error ?? new IIIError("not_connected", "gave up connecting to the engine");
+    this.stopHeartbeat();
+    this.connected = false;
+    this.log.error(`cannot connect to the engine: ${this.fatal.message}`, this.fatal);
+    for (const [id] of this.pending) this.settle(id, undefined, new IIIError(this.fatal.code, this.fatal.message, { cause: this.fatal }));
+    this.buffer = [];
+    this.bufferedBytes = 0;
+    this.setState("failed");
   }
 
   private onMessage(raw: string | ArrayBuffer): void {

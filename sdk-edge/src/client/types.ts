@@ -2,7 +2,7 @@
 // registerFunction, registerTrigger, registerTriggerType, trigger, addConnectionStateListener,
 // shutdown) so code moves between iii and iii-edge unchanged, and adds zod-typed functions.
 import type { z } from "zod";
-import type { HttpInvocation, TriggerAction as WireTriggerAction } from "@iii-edge/protocol";
+import type { HttpInvocation, IIIError, TriggerAction as WireTriggerAction } from "@iii-edge/protocol";
 
 /** iii-sdk's connection states. `failed`: the reconnect policy gave up (maxRetries reached). */
 export type ConnectionState = "disconnected" | "connecting" | "connected" | "reconnecting" | "failed";
@@ -152,6 +152,10 @@ export interface EdgeClient {
   trigger<TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>): Promise<TOutput>;
   addConnectionStateListener(listener: (state: ConnectionState) => void): () => void;
   getConnectionState(): ConnectionState;
+  /** Why the client gave up (set with state `failed`): a URL with no WebSocket endpoint
+   * (`not_found`, the engine's message naming the paths to dial), or the reconnect policy ran out.
+   * Calls then fail at once with it. */
+  readonly connectionError: IIIError | undefined;
   /** The engine-assigned id of the current connection (undefined until `workerregistered`). */
   readonly workerId: string | undefined;
   shutdown(): Promise<void>;

@@ -5,6 +5,13 @@
 // items, then create/update/delete/event pushes follow. Subscriptions are rows of `stream_subs`
 // keyed by the socket's id (kept in its attachment), so they survive hibernation. The stream::*
 // inputs and results are protocol's BUILTINS.
+//
+// Custom stream operations (iii's custom stream back-ends, §7.3): a function registered as
+// `stream::<op>(<stream_name>)` — what iii-sdk's `createStream(iii, name, impl)` registers — takes
+// over that operation for that one stream. `stream::<op>` called for the stream then calls it with
+// the same input (no `_caller_worker_id`), and its answer is the answer; for set/update/delete the
+// engine still pushes the change to subscribers and fires `stream` triggers, as it does for items it
+// stores itself. Browser subscriptions read the group or item through it too.
 import {
   IIIError,
   MAX_RESULT_BYTES,
@@ -19,7 +26,8 @@ import {
   type UpdateOp,
   type UpdateOutput,
 } from "@iii-edge/protocol";
-import type { EngineApi } from "../api.ts";
+import { z } from "zod";
+import type { CallContext, CallRequest, EngineApi } from "../api.ts";
 import { traceOf, type TraceContext } from "../trace.ts";
 import { applyUpdateOps } from "../update-ops.ts";
 import { defineBuiltin } from "./define.ts";
@@ -32,6 +40,27 @@ export const STREAM_ITEMS_PAGE = 100;
 const ITEM_ENVELOPE_BYTES = 24;
 /** Deadline for a `stream:join` handler deciding on a subscription. */
 const JOIN_TIMEOUT_MS = 10_000;
+
+/** The operations a worker may take over for one stream, as in iii: `stream::<op>(<stream_name>)`.
+ * (`list_items`, `list_all` and `send` stay the engine's: iii has no custom form of them.) */
+export const CUSTOM_STREAM_OPS = ["get", "set", "delete", "list", "list_groups", "update"] as const;
+export type CustomStreamOp = (typeof CUSTOM_STREAM_OPS)[number];
+
+/** The function id that takes over `op` for `stream` (iii-sdk's `createStream` registers these). */
+export function customStreamOpId(op: CustomStreamOp, stream: string): string {
+  return `stream::${op}(${stream})`;
+}
+
+/** What a custom set / update / delete must answer (iii's SetResult / UpdateResult / DeleteResult):
+ * the engine reads old and new value from it to push the change. */
+const customChange = z.object({ old_value: z.unknown().optional(), new_value: z.unknown().optional() });
+const customUpdate = customChange.extend({ errors: z.array(z.object({ op_index: z.number(), code: z.string(), message: z.string() })).optional() });
+const customDelete = z.object({ old_value: z.unknown().optional() });
+const customList = z.array(z.unknown());
+const customGroups = z.array(z.string());
+
+/** A value that counts as "there was one" (iii: `Option<Value>` is None for both absent and null). */
+const present = (v: unknown): boolean => v !== undefined && v !== null;
 
 /** The shell's side: deliver a JSON message to one browser stream socket. */
 export interface StreamSocketPort {
@@ -124,6 +153,84 @@ export class Streams {
     return { old_value: old ?? null };
   }
 
+  // ------------------------------------------------------------------ custom operations
+
+  /** The function that takes over `op` for `stream`, if a worker registered one. */
+  customOp(op: CustomStreamOp, stream: string): string | undefined {
+    const id = customStreamOpId(op, stream);
+    return this.core.catalog.functions.has(id) ? id : undefined;
+  }
+
+  /** Call the custom operation `id` with the operation's input; its error is the caller's error,
+   * unchanged (its code says what failed). */
+  private async callCustom(id: string, input: unknown, ctx?: CallContext): Promise<unknown> {
+    const req: CallRequest = { function_id: id, data: input };
+    if (ctx) {
+      req.grant = ctx.grant;
+      if (ctx.traceparent) req.traceparent = ctx.traceparent;
+      if (ctx.baggage) req.baggage = ctx.baggage;
+    }
+    const out = await this.core.invoke(req);
+    if (!out.ok) throw IIIError.relayed(out.error);
+    return out.result;
+  }
+
+  /** A custom operation's answer, checked against what the engine reads from it. */
+  private async customAnswer<T>(id: string, input: unknown, schema: z.ZodType<T>, shape: string, ctx?: CallContext): Promise<T> {
+    const result = await this.callCustom(id, input, ctx);
+    if (result === undefined) throw new IIIError("invocation_failed", `${id} returned no result; it must return ${shape}`);
+    const r = schema.safeParse(result);
+    if (!r.success) throw new IIIError("invocation_failed", `${id} returned ${JSON.stringify(result).slice(0, 200)}; it must return ${shape}`);
+    return r.data;
+  }
+
+  /** stream::get: the custom operation's answer as it is (absent = no item), else the stored item. */
+  async get(stream: string, group: string, item: string, ctx?: CallContext): Promise<unknown> {
+    const id = this.customOp("get", stream);
+    if (!id) return this.read(stream, group, item);
+    return this.callCustom(id, { stream_name: stream, group_id: group, item_id: item }, ctx);
+  }
+  /** stream::list: the custom operation's array of values, else the stored items. */
+  async listGroup(stream: string, group: string, ctx?: CallContext): Promise<unknown[]> {
+    const id = this.customOp("list", stream);
+    if (!id) return this.list(stream, group);
+    return this.customAnswer(id, { stream_name: stream, group_id: group }, customList, "an array of values", ctx);
+  }
+  /** stream::list_groups: the custom operation's group ids, else the stored ones. */
+  async groups(stream: string, ctx?: CallContext): Promise<string[]> {
+    const id = this.customOp("list_groups", stream);
+    if (!id) return this.core.ports.sql.exec<{ group_id: string }>("SELECT DISTINCT group_id FROM stream_items WHERE stream_name = ? ORDER BY group_id", stream).map((r) => r.group_id);
+    return this.customAnswer(id, { stream_name: stream }, customGroups, "an array of group ids (strings)", ctx);
+  }
+  /** stream::set through its custom operation when there is one; the change is pushed either way. */
+  async setAny(stream: string, group: string, item: string, data: unknown, ctx?: CallContext): Promise<{ old_value: unknown; new_value: unknown }> {
+    const id = this.customOp("set", stream);
+    if (!id) return this.set(stream, group, item, data, ctx);
+    const r = await this.customAnswer(id, { stream_name: stream, group_id: group, item_id: item, data: data ?? null }, customChange, "{old_value?, new_value}", ctx);
+    const out = { old_value: r.old_value ?? null, new_value: r.new_value ?? null };
+    this.emit(stream, group, item, { type: present(r.old_value) ? "update" : "create", data: out.new_value }, ctx);
+    return out;
+  }
+  /** stream::update through its custom operation when there is one; the change is pushed either way. */
+  async updateAny(stream: string, group: string, item: string, ops: UpdateOp[], ctx?: CallContext): Promise<UpdateOutput> {
+    const id = this.customOp("update", stream);
+    if (!id) return this.update(stream, group, item, ops, ctx);
+    const r = await this.customAnswer(id, { stream_name: stream, group_id: group, item_id: item, ops }, customUpdate, "{old_value?, new_value, errors?}", ctx);
+    const out: UpdateOutput = { old_value: r.old_value ?? null, new_value: r.new_value ?? null };
+    if (r.errors && r.errors.length > 0) out.errors = r.errors;
+    this.emit(stream, group, item, { type: present(r.old_value) ? "update" : "create", data: out.new_value }, ctx);
+    return out;
+  }
+  /** stream::delete through its custom operation when there is one; a deletion that removed
+   * something is pushed either way. */
+  async deleteAny(stream: string, group: string, item: string, ctx?: CallContext): Promise<{ old_value: unknown }> {
+    const id = this.customOp("delete", stream);
+    if (!id) return this.delete(stream, group, item, ctx);
+    const r = await this.customAnswer(id, { stream_name: stream, group_id: group, item_id: item }, customDelete, "{old_value?}", ctx);
+    if (present(r.old_value)) this.emit(stream, group, item, { type: "delete", data: r.old_value }, ctx);
+    return { old_value: r.old_value ?? null };
+  }
+
   // ------------------------------------------------------------------ events
 
   /** Push to subscribed sockets now, and fire `stream` triggers in the background, in order, in
@@ -195,7 +302,15 @@ export class Streams {
       }
     }
     sql.exec("INSERT OR REPLACE INTO stream_subs (socket_id, subscription_id, stream_name, group_id, item_id) VALUES (?, ?, ?, ?, ?)", socketId, subscriptionId, streamName, groupId, id);
-    const data = id === null ? this.list(streamName, groupId) : (this.read(streamName, groupId, id) ?? null);
+    let data: unknown;
+    try {
+      // Through the stream's custom get / list when a worker provides them (as iii does).
+      data = id === null ? await this.listGroup(streamName, groupId) : ((await this.get(streamName, groupId, id)) ?? null);
+    } catch (e) {
+      // As iii: the subscription stands and its changes will be pushed; there is no sync to send.
+      this.core.ports.log.warn("stream subscription: the custom stream operation failed; no sync sent", { stream_name: streamName, group_id: groupId, error: e instanceof Error ? e.message : String(e) });
+      return;
+    }
     this.sockets?.send(socketId, { ...base, timestamp: clock.now(), event: { type: "sync", data } });
   }
 
@@ -259,21 +374,23 @@ export function installStreams(core: EngineApi): Streams {
     validate: (config) => optionalStreamConfig(config, false),
   });
 
+  // set / get / delete / list / list_groups / update go through `stream::<op>(<stream_name>)` when
+  // a worker registered it (see the top of this file).
   defineBuiltin(core, "stream::set", {
     description: "Store an item: {stream_name, group_id, item_id, data} → {old_value, new_value}",
-    handler: (q, ctx) => s.set(q.stream_name, q.group_id, q.item_id, q.data, ctx),
+    handler: (q, ctx) => s.setAny(q.stream_name, q.group_id, q.item_id, q.data, ctx),
   });
   defineBuiltin(core, "stream::get", {
     description: "Read an item; no result when absent",
-    handler: (q) => s.read(q.stream_name, q.group_id, q.item_id),
+    handler: (q, ctx) => s.get(q.stream_name, q.group_id, q.item_id, ctx),
   });
   defineBuiltin(core, "stream::delete", {
     description: "Delete an item → {old_value}",
-    handler: (q, ctx) => s.delete(q.stream_name, q.group_id, q.item_id, ctx),
+    handler: (q, ctx) => s.deleteAny(q.stream_name, q.group_id, q.item_id, ctx),
   });
   defineBuiltin(core, "stream::list", {
     description: "Items of a group, as an array of values",
-    handler: (q) => s.list(q.stream_name, q.group_id),
+    handler: (q, ctx) => s.listGroup(q.stream_name, q.group_id, ctx),
   });
   defineBuiltin(core, "stream::list_items", {
     description: "A group's items with their ids, in item-id order after `after`: {stream_name, group_id, after?, limit?} → {items:[{item_id, data}], next}",
@@ -281,7 +398,7 @@ export function installStreams(core: EngineApi): Streams {
   });
   defineBuiltin(core, "stream::list_groups", {
     description: "Group ids of a stream",
-    handler: (q) => core.ports.sql.exec<{ group_id: string }>("SELECT DISTINCT group_id FROM stream_items WHERE stream_name = ? ORDER BY group_id", q.stream_name).map((r) => r.group_id),
+    handler: (q, ctx) => s.groups(q.stream_name, ctx),
   });
   defineBuiltin(core, "stream::list_all", {
     description: "Every stream with its groups → {stream:[{id, groups}], count}",
@@ -302,7 +419,7 @@ export function installStreams(core: EngineApi): Streams {
   });
   defineBuiltin(core, "stream::update", {
     description: "Apply update ops to an item → {old_value, new_value, errors?}",
-    handler: (q, ctx) => s.update(q.stream_name, q.group_id, q.item_id, q.ops, ctx),
+    handler: (q, ctx) => s.updateAny(q.stream_name, q.group_id, q.item_id, q.ops, ctx),
   });
   return s;
 }

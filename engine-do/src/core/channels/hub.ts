@@ -32,6 +32,23 @@ export const CHANNEL_TTL_MS = 5 * 60_000;
 export const CHANNEL_SWEEP_INTERVAL_MS = 60_000;
 /** Open channels per object: bounds the table a caller looping on `create` can grow. */
 export const MAX_OPEN_CHANNELS = 10_000;
+/** The items the engine writes into a streamed `request_body` channel: 64 KiB, the frame size
+ * iii-sdk's own channel writer uses (an upload arrives in 4 KiB pieces; each item costs the reader
+ * and the object a frame, so they are gathered). */
+export const REQUEST_BODY_ITEM_BYTES = 64 * 1024;
+/** When the upload pauses this long, what has arrived so far is written anyway: a slow client's
+ * bytes reach the function as they come, not once 64 KiB have gathered. */
+export const REQUEST_BODY_FLUSH_MS = 5;
+/**
+ * Channels removed recently, remembered (in memory) so that a write end attaching after its
+ * channel is gone is accepted and closed with the reason it ended instead of a 404: iii-sdk's
+ * ChannelWriter turns a failed upgrade into an `error` event on a stream nobody listens to, which
+ * crashes the worker's process (measured: a handler that writes its response after its request
+ * timed out). A read end still gets the 404 (its data is gone, and the reader's error says so).
+ * Bounded in number (the oldest is forgotten first); each is kept as long as a channel may wait
+ * for its ends (CHANNEL_TTL_MS).
+ */
+export const MAX_CHANNEL_TOMBSTONES = 1024;
 
 /** Close codes the engine sends on channel sockets. */
 export const CLOSE = {
@@ -50,8 +67,11 @@ export const CLOSE = {
   /** Writer (and then the reader, after the accepted items): the buffer is full. 1013 is
    * "try again later": the engine cannot apply back-pressure, so the stream is cut instead. */
   bufferFull: { code: 1013, reason: "channel_buffer_full" },
+  /** Reader of a streamed `request_body`: the upload failed before its last byte (client gone,
+   * or fewer bytes than its Content-Length). */
+  requestBodyFailed: { code: 1011, reason: "request_body_incomplete" },
 } as const;
-type Close = { code: number; reason: string };
+export type Close = { code: number; reason: string };
 
 /** The DO shell's side: the sockets attached to channel ends (found again after hibernation). */
 export interface ChannelSocketPort {
@@ -61,7 +81,13 @@ export interface ChannelSocketPort {
   isOpen(channelId: string, dir: ChannelDirection): boolean;
 }
 
-export type AttachVerdict = "ok" | "not_found" | "taken";
+/** May a socket take an end: yes, no such channel (HTTP 404), or accept it and close it at once
+ * with this (the end is taken, or the channel ended). */
+export type AttachVerdict = "ok" | "not_found" | Close;
+
+/** What the http trigger hands over as a request's body: its bytes, or (past the inline bound,
+ * with a declared length) the upload itself, streamed into `request_body` as it arrives. */
+export type RequestBody = Uint8Array | ReadableStream<Uint8Array> | null;
 
 /**
  * The engine as the reader of a request channel (the http trigger's `response`): items are queued
@@ -117,6 +143,8 @@ export interface RequestChannels {
   request_body: StreamChannelRef;
   response: StreamChannelRef;
   responseSink: ChannelSink;
+  /** Resolves (with why) if a streamed body fails before its end; never otherwise. */
+  bodyFailed: Promise<string>;
   dispose(): void;
 }
 
@@ -132,6 +160,10 @@ export class ChannelHub {
   private readonly sql: SqlChannelStore;
   private readonly memory = new MemoryChannelStore();
   private readonly sinks = new Map<string, ChannelSink>();
+  /** Streamed request bodies waiting for their reader (the buffer is full): woken on attach or end. */
+  private readonly bodyWaiters = new Map<string, () => void>();
+  /** Recently removed channels: id → key, how it ended, until when (MAX_CHANNEL_TOMBSTONES). */
+  private readonly tombstones = new Map<string, { key: string; close: Close; until: number }>();
   private sockets: ChannelSocketPort | null = null;
 
   constructor(core: EngineApi) {
@@ -162,34 +194,160 @@ export class ChannelHub {
   }
 
   /**
-   * Channels for one http request: `request_body` already holds the raw body (one binary item)
-   * and is ended; `response` is read by the returned sink. Cost: four random ids and two small
-   * objects in memory — no SQLite.
+   * Channels for one http request: `request_body` holds the raw body (one binary item, then the
+   * end) or, for a stream, is written as the upload arrives (REQUEST_BODY_ITEM_BYTES at a time,
+   * holding at most MAX_CHANNEL_BUFFER_BYTES until the reader attaches: the upload waits meanwhile);
+   * `response` is read by the returned sink. Cost: four random ids and two small objects in memory
+   * — no SQLite.
    */
-  openRequest(body: Uint8Array | null): RequestChannels {
+  openRequest(body: RequestBody, declaredLength?: number): RequestChannels {
     const now = this.core.ports.clock.now();
     const req = this.newRow(1, now);
-    req.writer = 2;
+    const streamed = body instanceof ReadableStream ? body : null;
+    req.writer = streamed ? 1 : 2; // the engine is the writer: still writing, or done
+    if (streamed) req.buffer_size = Number.MAX_SAFE_INTEGER; // bounded by bytes, not items
     const res = this.newRow(DEFAULT_CHANNEL_BUFFER_ITEMS, now);
     res.reader = 1; // the engine itself
     this.memory.insert(req);
-    if (body && body.byteLength > 0) this.memory.append(req.id, { type: "binary", value: body.slice().buffer as ArrayBuffer });
+    if (body instanceof Uint8Array && body.byteLength > 0) this.memory.append(req.id, { type: "binary", value: body.slice().buffer as ArrayBuffer });
     this.memory.insert(res);
     const sink = new ChannelSink();
     this.sinks.set(res.id, sink);
+    let failed!: (why: string) => void;
+    const bodyFailed = new Promise<string>((r) => (failed = r));
+    const pump = streamed ? this.pumpBody(req.id, streamed, declaredLength, failed) : null;
     return {
       request_body: { channel_id: req.id, access_key: req.access_key, direction: "read" },
       response: { channel_id: res.id, access_key: res.access_key, direction: "write" },
       responseSink: sink,
+      bodyFailed,
       dispose: () => {
-        for (const [id, dir] of [[req.id, "read"], [res.id, "write"]] as const) {
-          if (this.sockets?.isOpen(id, dir)) this.sockets.close(id, dir, CLOSE.requestEnded.code, CLOSE.requestEnded.reason);
-          this.memory.remove(id);
+        pump?.cancel();
+        for (const [row, dir] of [[req, "read"], [res, "write"]] as const) {
+          if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.requestEnded.code, CLOSE.requestEnded.reason);
+          this.memory.remove(row.id);
+          this.bury(row, CLOSE.requestEnded);
         }
+        this.wakeBody(req.id);
         sink.end(CLOSE.requestEnded);
         this.sinks.delete(res.id);
       },
     };
+  }
+
+  /** The engine as the writer of a streamed `request_body`: the upload, in REQUEST_BODY_ITEM_BYTES
+   * items; it fails when it is not exactly `declared` bytes long (the client went away). */
+  private pumpBody(id: string, body: ReadableStream<Uint8Array>, declared: number | undefined, failed: (why: string) => void): { cancel(): void } {
+    const reader = body.getReader();
+    const timers = this.core.ports.timers;
+    let cancelled = false;
+    const stop = (why: string) => {
+      if (cancelled) return;
+      cancelled = true;
+      reader.cancel(why).catch(() => {});
+    };
+    // Bytes that arrived and are not written yet; all that arrived.
+    let pending: Uint8Array[] = [];
+    let size = 0;
+    let total = 0;
+    const take = (n: number): Uint8Array => {
+      const out = new Uint8Array(n);
+      let at = 0;
+      while (at < n) {
+        const head = pending[0]!;
+        const part = Math.min(head.byteLength, n - at);
+        out.set(head.subarray(0, part), at);
+        at += part;
+        if (part === head.byteLength) pending.shift();
+        else pending[0] = head.subarray(part);
+      }
+      size -= n;
+      return out;
+    };
+    /** Write what is gathered (all of it, or only whole items); false when nobody will read it. */
+    const write = async (all: boolean): Promise<boolean> => {
+      while (size >= REQUEST_BODY_ITEM_BYTES || (all && size > 0)) {
+        const item = take(Math.min(size, REQUEST_BODY_ITEM_BYTES));
+        if (!(await this.engineWrite(id, { type: "binary", value: item.buffer as ArrayBuffer }))) return false;
+      }
+      if (size === 0) pending = [];
+      return true;
+    };
+    const PAUSE = Symbol("pause");
+    const run = async () => {
+      try {
+        for (;;) {
+          const next = reader.read();
+          next.catch(() => {}); // awaited below, or dropped when the pump stops
+          let got: ReadableStreamReadResult<Uint8Array> | typeof PAUSE;
+          if (size === 0) got = await next;
+          else {
+            let timer: unknown;
+            got = await Promise.race([next, new Promise<typeof PAUSE>((r) => (timer = timers.set(() => r(PAUSE), REQUEST_BODY_FLUSH_MS)))]);
+            timers.clear(timer);
+            if (got === PAUSE) {
+              if (!(await write(true))) return stop("request_body is no longer read");
+              got = await next;
+            }
+          }
+          if (cancelled) return;
+          if (got.done) break;
+          pending.push(got.value);
+          size += got.value.byteLength;
+          total += got.value.byteLength;
+          if (declared !== undefined && total > declared) throw new Error(`more than its Content-Length of ${declared} bytes`);
+          // Nobody will read it (the request is over, or its reader left): stop taking the upload.
+          if (!(await write(false))) return stop("request_body is no longer read");
+        }
+        if (declared !== undefined && total !== declared) throw new Error(`ended after ${total} of its ${declared} bytes`);
+        if (!(await write(true))) return stop("request_body is no longer read");
+        this.endEngineWriter(id, CLOSE.complete);
+      } catch (e) {
+        if (cancelled) return;
+        this.endEngineWriter(id, CLOSE.requestBodyFailed);
+        failed(e instanceof Error ? e.message : String(e));
+      }
+    };
+    this.core.ports.background(run());
+    return { cancel: () => stop("request over") };
+  }
+
+  /** One item from the engine's own writer: straight to an attached reader, else buffered; with
+   * the buffer full, waits for the reader. False when nobody will read it. */
+  private async engineWrite(id: string, item: ChannelItem): Promise<boolean> {
+    for (;;) {
+      const row = this.memory.get(id);
+      if (!row || row.reader === 2 || row.writer !== 1) return false;
+      if (row.reader === 1 && row.items === 0 && this.sockets?.send(id, item)) return true;
+      if (row.bytes + itemBytes(item) <= MAX_CHANNEL_BUFFER_BYTES || row.items === 0) {
+        this.memory.append(id, item);
+        return true;
+      }
+      await new Promise<void>((r) => this.bodyWaiters.set(id, r));
+    }
+  }
+
+  private wakeBody(id: string): void {
+    const w = this.bodyWaiters.get(id);
+    this.bodyWaiters.delete(id);
+    w?.();
+  }
+
+  /** The engine's own writer is done (or failed). */
+  private endEngineWriter(id: string, close: Close): void {
+    const row = this.memory.get(id);
+    if (row && row.writer === 1) this.end(this.memory, row, close);
+  }
+
+  /** Remember a removed channel for late writers (MAX_CHANNEL_TOMBSTONES). */
+  private bury(row: ChannelRow, close: Close): void {
+    const now = this.core.ports.clock.now();
+    this.tombstones.delete(row.id);
+    this.tombstones.set(row.id, { key: row.access_key, close, until: now + CHANNEL_TTL_MS });
+    for (const [id, t] of this.tombstones) {
+      if (this.tombstones.size <= MAX_CHANNEL_TOMBSTONES && t.until > now) break;
+      this.tombstones.delete(id);
+    }
   }
 
   private newRow(bufferSize: number, now: number): ChannelRow {
@@ -204,11 +362,17 @@ export class ChannelHub {
     return s ? { store: this.sql, row: s } : undefined;
   }
 
-  /** May a socket take this end? Wrong id or key → not_found (HTTP 404), taken → immediate close. */
+  /** May a socket take this end? Wrong id or key → not_found (HTTP 404); taken → an immediate
+   * close; a write end of a channel that ended lately → an immediate close saying how. */
   authorize(id: string, key: string, dir: ChannelDirection): AttachVerdict {
     const found = this.storeOf(id);
-    if (!found || !constantTimeEqual(found.row.access_key, key)) return "not_found";
-    return (dir === "read" ? found.row.reader : found.row.writer) === 0 ? "ok" : "taken";
+    if (!found) {
+      const t = this.tombstones.get(id);
+      if (dir === "write" && t && t.until > this.core.ports.clock.now() && constantTimeEqual(t.key, key)) return t.close;
+      return "not_found";
+    }
+    if (!constantTimeEqual(found.row.access_key, key)) return "not_found";
+    return (dir === "read" ? found.row.reader : found.row.writer) === 0 ? "ok" : CLOSE.endTaken;
   }
 
   /** A socket now holds this end (after `authorize` said ok). */
@@ -223,6 +387,7 @@ export class ChannelHub {
     }
     store.update(id, { reader: 1 });
     this.flush(store, { ...row, reader: 1 });
+    this.wakeBody(id);
   }
 
   /** Deliver what is buffered to the attached reader; close it when the writer has ended. */
@@ -274,12 +439,18 @@ export class ChannelHub {
       // Frames that arrived before the close were already handled: workerd delivers a socket's
       // events in order, so "frames right after the close" (§10) need no timer here.
       this.end(store, row, CLOSE.complete);
-      if (row.reader === 2) store.remove(id);
+      if (row.reader === 2) this.remove(store, row, CLOSE.endTaken);
       return;
     }
     // The reader is gone: nothing more can be read, so the writer is told and the channel removed.
     if (row.writer === 1) this.sockets?.close(id, "write", CLOSE.readerClosed.code, CLOSE.readerClosed.reason);
-    store.remove(id);
+    this.remove(store, row, row.writer === 0 ? CLOSE.readerClosed : CLOSE.endTaken);
+    this.wakeBody(id);
+  }
+
+  private remove(store: ChannelStore, row: ChannelRow, lateWriter: Close): void {
+    store.remove(row.id);
+    this.bury(row, lateWriter);
   }
 
   /** Alarm: drop channels past their TTL whose ends were not both attached, and finished ones. */
@@ -292,7 +463,7 @@ export class ChannelHub {
         continue;
       }
       for (const dir of ["write", "read"] as const) if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.expired.code, CLOSE.expired.reason);
-      this.sql.remove(row.id);
+      this.remove(this.sql, row, CLOSE.expired);
     }
   }
 

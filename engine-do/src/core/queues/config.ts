@@ -49,7 +49,9 @@ const queueEntry = z
 
 const queuesVar = z.record(z.string().min(1).max(256), queueEntry);
 
-/** The queue every engine has even without configuration. */
+/** The queue every engine has even without configuration. Cloudflare-backed when deployed; under
+ * `npm start` scripts/start.mjs runs it (and every queue) on the durable backend, since the local
+ * Queues simulator keeps nothing on disk. */
 export const DEFAULT_QUEUE_CONFIG: QueueConfig = { name: "default", backend: "cloudflare", max_retries: 3, backoff_ms: 1000, concurrency: 10, type: "standard", timeout_ms: 30_000 };
 
 /** Internal durable queues that carry `durable:subscriber` deliveries, one per topic. */

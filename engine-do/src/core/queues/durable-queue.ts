@@ -7,7 +7,9 @@
 // LEASE_MARGIN_MS (`next_at`): within an instance a leased message is never picked again, so a long
 // call is not repeated while it runs; the leases of a previous instance are void on wake (its
 // pending calls died with it). The message id is the invocation id of every attempt, so a handler
-// can deduplicate.
+// can deduplicate. Right after the object starts, a message whose function is not registered waits
+// for it (RECONNECT_GRACE_MS) rather than spending its attempts: after a restart the workers are
+// still reconnecting, and their functions come back with them.
 import type { AlarmClient, CallRequest, EngineApi, EnqueueRequest, FireOptions } from "../api.ts";
 import type { CallOutcome } from "../ports.ts";
 import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
@@ -25,6 +27,17 @@ const LEASE_MARGIN_MS = 5_000;
 const SAFETY_REPUMP_MS = 1_000;
 /** Most rows one pump looks at per queue (bounds the work of one event). */
 const PUMP_SCAN_LIMIT = 1_000;
+/**
+ * How long after the object starts a delivery to a function nobody has registered (yet) waits for
+ * it instead of counting as a failed attempt. A restart drops every socket, and iii-sdk reconnects
+ * after at most 30 s (its maxDelayMs) ± 30 % jitter, so 39 s; the rest is margin for the replay of
+ * its registrations. Without it a queue's few retries (default 3 from 1 s: 7 s) would be spent, and
+ * the messages dead-lettered, before their workers are back.
+ */
+export const RECONNECT_GRACE_MS = 45_000;
+/** While waiting out the grace, how often the messages of a missing function look again (the
+ * redelivery delay once it is registered). */
+export const FUNCTION_WAIT_MS = 250;
 
 interface Row {
   id: string;
@@ -81,6 +94,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   private kicked = false;
   /** The last kick could not set a timer (logged once per run of failures). */
   private timerFailed = false;
+  /** When this instance started (RECONNECT_GRACE_MS counts from here). */
+  private readonly startedAt: number;
   /** Called after each settled delivery (tests and benchmarks observe progress). */
   onSettled: ((id: string, outcome: "delivered" | "retry" | "dead") => void) | undefined;
 
@@ -107,6 +122,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     // it is due again now, with the same id, and handlers dedupe by it (at-least-once).
     sql.exec("UPDATE queue_messages SET leased = 0, next_at = MIN(next_at, ?) WHERE leased = 1", core.ports.clock.now());
     this.seq = sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM queue_messages")[0]?.s ?? 0;
+    this.startedAt = core.ports.clock.now();
   }
 
   /** Store `msg`; its receipt goes in the same transaction: acknowledged means stored. */
@@ -176,9 +192,16 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     // A queue removed from configuration keeps its messages, but they wake nothing (the pump
     // skips them): counting them would spin the alarm.
     for (const r of rows) if (this.configFor(r.queue) && (t === null || r.t < t)) t = r.t;
-    if (t === null) return null;
     const now = this.core.ports.clock.now();
-    if (this.leftForConcurrency && this.inflightTotal > 0 && t <= now) return now + SAFETY_REPUMP_MS;
+    if (t !== null && this.leftForConcurrency && this.inflightTotal > 0 && t <= now) t = now + SAFETY_REPUMP_MS;
+    // A lease's end wakes the object too. Within this instance the delivery has usually settled by
+    // then (its deadline is shorter than its lease), so that wake finds nothing to do; but if the
+    // process dies with only leased messages left, this stored alarm is what brings the object back
+    // after a restart (workerd keeps alarms on disk), and waking voids the dead instance's leases.
+    // Only ends still ahead count: a delivery outliving its lease (a state fire's condition and
+    // function, each with the deadline) re-pumps when it settles, and a past time would spin.
+    const lease = this.core.ports.sql.exec<{ t: number | null }>("SELECT MIN(next_at) AS t FROM queue_messages WHERE leased = 1 AND next_at > ?", now)[0]?.t ?? null;
+    if (lease !== null && (t === null || lease < t)) t = lease;
     return t;
   }
 
@@ -214,6 +237,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     try {
       const { sql, clock } = this.core.ports;
       const now = clock.now();
+      if (now < this.startedAt + RECONNECT_GRACE_MS) this.holdForMissingTargets(now);
       const queues = sql.exec<{ queue: string }>("SELECT DISTINCT queue FROM queue_messages WHERE leased = 0 AND next_at <= ?", now);
       for (const { queue } of queues) {
         const cfg = this.configFor(queue);
@@ -258,6 +282,27 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     if (this.pumpAgain) {
       this.pumpAgain = false;
       this.kick();
+    }
+  }
+
+  /**
+   * Within RECONNECT_GRACE_MS of the start: due messages whose function (or, for a state trigger
+   * fire, whose binding or its function) is not registered are put off by FUNCTION_WAIT_MS, their
+   * attempts untouched, instead of being delivered to fail. A fifo head put off holds its group,
+   * as a head waiting on its backoff does.
+   */
+  private holdForMissingTargets(now: number): void {
+    const { sql } = this.core.ports;
+    const targets = sql.exec<{ function_id: string; trigger_id: string | null }>(
+      "SELECT DISTINCT function_id, trigger_id FROM queue_messages WHERE leased = 0 AND next_at <= ? LIMIT ?",
+      now,
+      PUMP_SCAN_LIMIT,
+    );
+    for (const t of targets) {
+      const binding = t.trigger_id === null ? undefined : this.core.catalog.triggers.get(t.trigger_id);
+      const fn = t.trigger_id === null ? t.function_id : binding?.function_id;
+      if (fn !== undefined && this.core.functionExists(fn)) continue;
+      sql.exec("UPDATE queue_messages SET next_at = ? WHERE leased = 0 AND next_at <= ? AND function_id = ? AND trigger_id IS ?", now + FUNCTION_WAIT_MS, now, t.function_id, t.trigger_id);
     }
   }
 

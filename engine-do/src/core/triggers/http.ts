@@ -99,8 +99,12 @@ export interface HttpTriggerRequest {
   path: string;
   query: Record<string, string>;
   headers: Record<string, string>;
-  /** Raw body bytes (or, from tests and older callers, its UTF-8 text); null when there is none. */
-  body: Uint8Array | string | null;
+  /**
+   * Raw body bytes (or, from tests and older callers, its UTF-8 text); null when there is none. A
+   * body over the front door's inline bound (a frame, 1 MiB) with a declared length arrives as the
+   * upload itself: it is streamed into `request_body`, and `body` is null.
+   */
+  body: Uint8Array | string | ReadableStream<Uint8Array> | null;
 }
 export interface HttpTriggerResponse {
   /** false: no route matched (the front door may then try static assets). */
@@ -273,21 +277,30 @@ export class HttpRoutes {
       if (isObj(r) && r.action === "respond") return this.buffered(isObj(r.response) ? r.response : {});
     }
 
-    const bytes = typeof req.body === "string" ? encoder.encode(req.body) : req.body;
-    const channels = this.channels?.openRequest(bytes);
+    const upload = req.body instanceof ReadableStream ? req.body : null;
+    const bytes = req.body instanceof ReadableStream ? null : typeof req.body === "string" ? encoder.encode(req.body) : req.body;
+    const length = headers["content-length"];
+    const channels = this.channels?.openRequest(upload ?? bytes, upload && length !== undefined && /^\d{1,15}$/.test(length) ? Number(length) : undefined);
+    if (upload && !channels) upload.cancel("no channels to stream the body into").catch(() => {});
     const payload = {
       query_params: req.query,
       path_params: params,
       headers,
       path: route.pattern,
       method,
-      body: parseBody(headers["content-type"], req.body),
+      // A streamed body is too large for the invocation frame: it is only in `request_body`.
+      body: upload ? null : parseBody(headers["content-type"], bytes),
       trigger: { type: "http", path: route.pattern, method: route.method },
       ...(channels ? { request_body: channels.request_body, response: channels.response } : {}),
     };
     let streaming = false;
     try {
-      const outcome = await this.core.fire(route.binding, payload, { timeoutMs: left(), ...trace });
+      // A streamed upload that fails (the client went away, or sent fewer bytes than its
+      // Content-Length) ends the request at once: the function may have read a truncated body as
+      // complete (iii-sdk's reader cannot tell), so whatever it answers is not sent.
+      const fired = this.core.fire(route.binding, payload, { timeoutMs: left(), ...trace });
+      const outcome = channels && upload ? await Promise.race([fired, channels.bodyFailed.then((why) => ({ bodyFailed: why }))]) : await fired;
+      if (typeof outcome === "object" && "bodyFailed" in outcome) return json(400, { error: { code: "invalid_arguments", message: `request body: ${outcome.bodyFailed}` } });
       if (outcome === "skipped") return json(422, { error: { code: "condition_not_met", message: "Request condition not met" }, skipped: true });
       if (!outcome.ok) {
         if (outcome.error.code === "timeout") return json(504, { error: { code: "timeout", message: outcome.error.message } });

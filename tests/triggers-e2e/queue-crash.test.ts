@@ -1,0 +1,170 @@
+// Nothing acknowledged is lost locally: `kill -9` of `npm start` in the middle of a flood on the
+// `default` queue, then `npm start` again on the same state, with the unmodified iii-sdk 0.22.1 as
+// producer and consumer (its default reconnect policy, as a user runs it).
+//
+// - durable (what `npm start` gives `default`): every acknowledged message is handled at least once
+//   after the restart; only messages whose handler had started before the kill (in flight) may be
+//   handled twice. The time from "engine healthy again" to "every message handled" is printed.
+// - cloudflare (the local Cloudflare Queues simulator, opt-in with III_LOCAL_QUEUES=cloudflare):
+//   miniflare keeps its queues in memory, so what it held dies with the process. `npm start` says so
+//   loudly when asked for it, and does not use it by default; the test shows the loss is real.
+import { registerWorker, TriggerAction, type IIIClient } from "iii-sdk";
+import { afterAll, describe, expect, it } from "vitest";
+import { eventually } from "../support/wait.ts";
+import { crashableEngine, type CrashableEngine } from "./crash-engine.ts";
+
+/** The issue's flood: 200 acknowledged enqueues. */
+const MESSAGES = 200;
+/** Enqueues in flight at once while flooding. */
+const PRODUCERS = 20;
+/** Each delivery's handler runs this long, so deliveries are in flight when the engine dies. */
+const HANDLER_MS = 25;
+/** Messages waiting for a worker that is not there when the engine restarts. */
+const LATE_MESSAGES = 50;
+/** How long after the restart that worker connects: past the default queue's retries (7 s). */
+const LATE_WORKER_MS = 10_000;
+/** The default queue's concurrency (engine-do/src/core/queues/config.ts): at most this many
+ * deliveries are unsettled at any moment, so at most this many can be repeated after a crash. */
+const DEFAULT_CONCURRENCY = 10;
+/** Longest wait for the redeliveries after the restart: iii-sdk's reconnect delay is at most 30 s
+ * (+30 % jitter), then the durable queue delivers at once. */
+const REDELIVERY_BOUND_MS = 60_000;
+
+interface Job {
+  i: number;
+}
+
+const sdkOptions = { otel: { enabled: false }, enableMetricsReporting: false, invocationTimeoutMs: 15_000 } as const;
+
+async function backendOf(iii: IIIClient, queue: string): Promise<string | null> {
+  const { topics } = (await iii.trigger({ function_id: "engine::queue::list_topics", payload: {} })) as { topics: { name: string; backend: string | null }[] };
+  return topics.find((t) => t.name === queue)?.backend ?? null;
+}
+
+/** Enqueue MESSAGES jobs on `default`, PRODUCERS at a time; resolves with the acknowledged ones. */
+async function flood(iii: IIIClient): Promise<number[]> {
+  const acked: number[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: PRODUCERS }, async () => {
+      while (next < MESSAGES) {
+        const i = next++;
+        const r = (await iii.trigger({ function_id: "crash::job", payload: { i } satisfies Job, action: TriggerAction.Enqueue({ queue: "default" }) })) as { messageReceiptId?: string };
+        if (r?.messageReceiptId) acked.push(i);
+      }
+    }),
+  );
+  return acked;
+}
+
+const engines: CrashableEngine[] = [];
+const clients: IIIClient[] = [];
+afterAll(async () => {
+  for (const c of clients) await c.shutdown().catch(() => {});
+  for (const e of engines) await e.stop();
+});
+
+describe("kill -9 of npm start mid-flood on the default queue", () => {
+  it("durable (npm start's default): every acknowledged message is handled after the restart; repeats only for the ones in flight", async () => {
+    const engine = await crashableEngine();
+    engines.push(engine);
+    await engine.start();
+    const started = new Map<number, number[]>();
+    const handled = new Map<number, number>();
+    const iii = registerWorker(engine.wsUrl, { workerName: "crash-durable", ...sdkOptions });
+    clients.push(iii);
+    iii.registerFunction("crash::job", async ({ i }: Job) => {
+      started.set(i, [...(started.get(i) ?? []), Date.now()]);
+      await new Promise((r) => setTimeout(r, HANDLER_MS));
+      handled.set(i, (handled.get(i) ?? 0) + 1);
+    });
+    await eventually(async () => (await backendOf(iii, "default")) === "durable", 15_000, "default queue reported");
+    expect(await backendOf(iii, "default")).toBe("durable");
+
+    const acked = await flood(iii);
+    expect(acked).toHaveLength(MESSAGES);
+    // What the worker had seen when the engine died (this process keeps running its handlers).
+    const handledBeforeKill = handled.size;
+    const inFlightAtKill = [...started.keys()].filter((i) => !handled.has(i)).length;
+    const killedAt = Date.now();
+    await engine.kill9();
+    // From here on no delivery can come from the killed engine.
+    const deadAt = Date.now();
+    // Something was still to do when the engine died (else the test shows nothing).
+    expect(handledBeforeKill).toBeLessThan(MESSAGES);
+
+    await engine.start();
+    const healthyAt = Date.now();
+    await eventually(() => acked.every((i) => handled.has(i)), REDELIVERY_BOUND_MS, "every acknowledged message handled");
+    const doneAt = Date.now();
+    const firstAfter = Math.min(...[...started.values()].flat().filter((t) => t > healthyAt));
+
+    const repeated = [...handled].filter(([, n]) => n > 1).map(([i]) => i);
+    // A repeat is a message whose delivery was unsettled when the engine died (its handler had
+    // started; its answer, if it came, was not yet recorded): at most the queue's concurrency.
+    for (const i of repeated) expect(started.get(i)![0]!, `message ${i} repeated without being in flight`).toBeLessThan(deadAt);
+    expect(repeated.length).toBeLessThanOrEqual(DEFAULT_CONCURRENCY);
+    console.log(
+      `durable: ${handledBeforeKill}/${MESSAGES} handled before kill -9, ${inFlightAtKill} running; restart took ${healthyAt - killedAt} ms; ` +
+        `first redelivery ${firstAfter - healthyAt} ms after healthy, all ${MESSAGES} handled ${doneAt - healthyAt} ms after healthy; ${repeated.length} handled twice`,
+    );
+  }, 240_000);
+
+  it("durable: messages whose worker comes back late wait for their function instead of spending their retries", async () => {
+    const engine = await crashableEngine();
+    engines.push(engine);
+    await engine.start();
+    const producer = registerWorker(engine.wsUrl, { workerName: "crash-producer", ...sdkOptions });
+    clients.push(producer);
+    // Nobody handles crash::late yet.
+    const receipts: string[] = [];
+    for (let i = 0; i < LATE_MESSAGES; i++) {
+      const r = (await producer.trigger({ function_id: "crash::late", payload: { i } satisfies Job, action: TriggerAction.Enqueue({ queue: "default" }) })) as { messageReceiptId: string };
+      receipts.push(r.messageReceiptId);
+    }
+    await engine.kill9();
+    await engine.start();
+    // Longer than the default queue's three retries take (1 + 2 + 4 s): without the wait they would
+    // all be dead letters by now.
+    await new Promise((r) => setTimeout(r, LATE_WORKER_MS));
+    const handled = new Map<number, number>();
+    const consumer = registerWorker(engine.wsUrl, { workerName: "crash-late-consumer", ...sdkOptions });
+    clients.push(consumer);
+    const registeredAt = Date.now();
+    consumer.registerFunction("crash::late", async ({ i }: Job) => void handled.set(i, (handled.get(i) ?? 0) + 1));
+    await eventually(() => handled.size === LATE_MESSAGES, 15_000, "every late message handled");
+    console.log(`durable, worker back ${LATE_WORKER_MS} ms after the restart: all ${LATE_MESSAGES} handled ${Date.now() - registeredAt} ms after it registered`);
+    expect([...handled.values()].every((n) => n === 1)).toBe(true);
+    const dlq = (await consumer.trigger({ function_id: "engine::queue::dlq_messages", payload: { topic: "default" } })) as { messages: unknown[] };
+    expect(dlq.messages).toEqual([]);
+  }, 240_000);
+
+  it("cloudflare (the local simulator, opt-in): npm start says it keeps nothing on disk, and a kill -9 does lose what it held", async () => {
+    const engine = await crashableEngine({ III_LOCAL_QUEUES: "cloudflare" });
+    engines.push(engine);
+    await engine.start();
+    expect(engine.output()).toMatch(/Cloudflare Queues simulator keeps messages in memory only/);
+    let open = false;
+    const handled = new Set<number>();
+    const iii = registerWorker(engine.wsUrl, { workerName: "crash-cloudflare", ...sdkOptions });
+    clients.push(iii);
+    // Held until after the restart: whatever the simulator delivered before the kill never settles.
+    iii.registerFunction("crash::job", async ({ i }: Job) => {
+      await eventually(() => open, 60_000, "gate", 20);
+      handled.add(i);
+    });
+    await eventually(async () => (await backendOf(iii, "default")) === "cloudflare", 15_000, "default queue reported");
+
+    const acked = await flood(iii);
+    expect(acked).toHaveLength(MESSAGES);
+    await engine.kill9();
+    await engine.start();
+    expect(engine.output()).toMatch(/Cloudflare Queues simulator keeps messages in memory only/);
+    open = true;
+    // Give the queue what the durable backend needed to redeliver everything, and more.
+    await new Promise((r) => setTimeout(r, 15_000));
+    const lost = acked.filter((i) => !handled.has(i)).length;
+    console.log(`cloudflare (local simulator): ${lost}/${MESSAGES} acknowledged messages lost after kill -9`);
+    expect(lost).toBeGreaterThan(0);
+  }, 240_000);
+});
