@@ -207,6 +207,96 @@ describe("context-compaction replaced by an iii-sdk process", () => {
   });
 });
 
+describe("session-storage replaced by an iii-sdk process", () => {
+  let replay: ReplayServer;
+  let engine: EngineServer;
+  let iii: IIIClient;
+  let store: IIIClient;
+  const calls: string[] = [];
+
+  beforeAll(async () => {
+    replay = await startProviderReplay();
+    engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", HARNESS_DISABLE: "session-storage" } });
+    iii = registerWorker(engine.wsUrl, { workerName: "storage-replace-client", otel: { enabled: false } });
+    // The replacement: a linear transcript per session in this process's memory — the contract the
+    // orchestrator needs (ensure, append by entry id, messages in order, inboxes), nothing more.
+    type Entry = { entry_id: string; message: unknown };
+    const sessions = new Map<string, Entry[]>();
+    const inboxes = new Map<string, unknown[]>();
+    store = registerWorker(engine.wsUrl, { workerName: "my-session-store", otel: { enabled: false } });
+    const fn = (id: string, handler: (req: Record<string, unknown>) => unknown) =>
+      store.registerFunction(id, async (req: Record<string, unknown>) => {
+        calls.push(id);
+        return handler(req);
+      });
+    const append = (sid: string, e: { entry_id?: string; message: unknown }) => {
+      const list = sessions.get(sid)!;
+      const entry_id = e.entry_id ?? `e${list.length + 1}`;
+      if (list.some((x) => x.entry_id === entry_id)) return { entry_id, appended: false };
+      list.push({ entry_id, message: e.message });
+      return { entry_id, appended: true };
+    };
+    fn("session-tree::ensure", (r) => {
+      const sid = String(r.session_id);
+      const created = !sessions.has(sid);
+      if (created) sessions.set(sid, []);
+      return { session_id: sid, created };
+    });
+    fn("session-tree::get", (r) => (sessions.has(String(r.session_id)) ? { session_id: r.session_id, entry_count: sessions.get(String(r.session_id))!.length } : null));
+    fn("session-tree::append", (r) => append(String(r.session_id), r as { entry_id?: string; message: unknown }));
+    fn("session-tree::append_many", (r) => {
+      const out = (r.entries as { entry_id?: string; message: unknown }[]).map((e) => append(String(r.session_id), e));
+      return { entry_ids: out.map((o) => o.entry_id), appended: out.filter((o) => o.appended).length };
+    });
+    fn("session-tree::update_message", (r) => {
+      const e = sessions.get(String(r.session_id))!.find((x) => x.entry_id === r.entry_id)!;
+      e.message = r.message;
+      return { ok: true };
+    });
+    fn("session-tree::messages", (r) => ({ messages: sessions.get(String(r.session_id)) ?? [], next_cursor: null }));
+    const box = (r: Record<string, unknown>) => `${String(r.session_id)}/${String(r.name)}`;
+    fn("session-inbox::push", (r) => {
+      const items = inboxes.get(box(r)) ?? [];
+      items.push(r.item);
+      inboxes.set(box(r), items);
+      return { ok: true, size: items.length };
+    });
+    fn("session-inbox::peek", (r) => ({ items: inboxes.get(box(r)) ?? [] }));
+    fn("session-inbox::drain", (r) => {
+      const items = inboxes.get(box(r)) ?? [];
+      inboxes.delete(box(r));
+      return { items };
+    });
+    await until(async () => {
+      const fns = await functions(iii);
+      return fns.find((f) => f.function_id === "session-tree::messages")?.worker_name === "my-session-store" && fns.some((f) => f.function_id === "run::start");
+    }, "the replacement store and the orchestrator", 30_000);
+  });
+
+  afterAll(async () => {
+    await Promise.allSettled([iii?.shutdown(), store?.shutdown()]);
+    await engine?.stop();
+    await replay?.close();
+  });
+
+  it("a turn stores its transcript in the replacement, and the model's second request is built from it", async () => {
+    const ui = turnClient(engine, () => iii);
+    replay.enqueue("openai", reply(say("first answer")));
+    await ui.startTurn("stored-elsewhere", "remember the word TANGERINE");
+    await ui.finished("stored-elsewhere");
+    replay.enqueue("openai", reply(say("second answer")));
+    const res = await ui.post("api/turns", { payload: { session_id: "stored-elsewhere", message_id: "stored-elsewhere-m2", model: "gpt-4o", provider: "openai", messages: [{ role: "user", content: "which word?", timestamp: Date.now() }] } });
+    expect(res.status).toBe(200);
+    await ui.finished("stored-elsewhere");
+    const msgs = await ui.transcript("stored-elsewhere");
+    expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant"]);
+    expect(calls).toEqual(expect.arrayContaining(["session-tree::ensure", "session-tree::append_many", "session-tree::messages", "session-tree::append"]));
+    const second = JSON.stringify(replay.requestsFor("openai").at(-1)!.body!.messages);
+    expect(second).toContain("TANGERINE");
+    expect(second).toContain("first answer");
+  });
+});
+
 describe("every built-in worker alone as a Node process (npm run worker -- <name>)", () => {
   let replay: ReplayServer;
   let engine: EngineServer;
