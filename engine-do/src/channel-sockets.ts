@@ -1,46 +1,84 @@
 // Channel sockets on the Engine object (protocol/README.md §10): the workerd side of
 // core/channels/hub.ts. `GET …/ws/channels/<id>?key=…&dir=read|write` arrives here from the front
-// door.
+// door. Sockets are hibernatable: each carries {kind:"channel", channel_id, dir} in a validated
+// attachment and a tag naming its end, so the reader is found again after the object wakes.
 //
-// Two kinds of socket, on purpose:
-// * a write end is hibernatable: it carries {kind:"channel", channel_id, dir} in a validated
-//   attachment and a tag naming its end, so it is found again after the object wakes, and a writer
-//   that streams slowly never keeps the object awake. Its normal end is a close the client starts,
-//   which workerd completes at once.
-// * a read end (and an end refused at attach) is a standard socket, held in memory here. The
-//   engine is the one that closes a reader (after the last item), and workerd does not end the TCP
-//   connection of a *hibernatable* socket the server closed: after the client's close reply it
-//   stays open until the object hibernates (10 s idle) or the client gives up (Node's `ws`: 30 s) —
-//   measured under `wrangler dev` with a do-nothing object too, so it is the runtime's, not the
-//   engine's. iii-sdk's ChannelReader (`ws`) reports the end of the stream only when TCP closes, so
-//   `readAll()` returned 10–30 s late. A standard socket is released as soon as the close handshake
-//   completes (measured: the end reaches the reader within milliseconds). The cost: the object stays
-//   awake while a reader is attached, which a request channel does anyway (its request keeps it
-//   awake) and a created channel does for as long as its stream runs (at most CHANNEL_TTL_MS for one
-//   nobody writes to, hub.ts). A standard socket does not survive the object's eviction; nor does
-//   the in-memory request channel it reads, and a created channel's buffered items stay in SQLite.
+// The front door relays a reader's socket (relayReader, below): workerd does not end the TCP
+// connection of a hibernatable socket the server closed. After the client's close reply it stays
+// open until the object hibernates (10 s idle) or the client gives up (Node's `ws`: 30 s) —
+// measured under `wrangler dev` with a do-nothing object as well, so it is the runtime's, not the
+// engine's (in workerd's source a WebSocket lets its connection go once it has sent and received a
+// close; a hibernatable socket's received close is handled by the hibernation manager, and when the
+// server closed first nothing lets it go). The engine is the one that closes a reader (after
+// the last item), and iii-sdk's ChannelReader, like any WebSocket client, reports the end of the
+// stream only when TCP closes: `readAll()` and every http handler reading `request_body` returned
+// 10–30 s late. A writer ends with a close the client starts, which workerd completes at once.
 import { z } from "zod";
-import { CHANNEL_DIRECTIONS, FLOOD_CLOSE_CODE, type ChannelDirection } from "@iii-edge/protocol";
+import { CHANNEL_DIRECTIONS, type ChannelDirection } from "@iii-edge/protocol";
 import { CLOSE, type ChannelHub, type ChannelItem, type ChannelSocketPort } from "./core/channels/hub.ts";
-import { CHANNEL_FRAMES, SocketBudget, floodCloseReason } from "./core/socket-budget.ts";
 
 export const channelAttachment = z.object({ v: z.literal(1), kind: z.literal("channel"), channel_id: z.string(), dir: z.enum(CHANNEL_DIRECTIONS) });
 const TAG = "channel";
+const REFUSED_TAG = "channel-refused";
 /** One tag per end: `getWebSockets(tag)` finds the socket after hibernation (tags ≤ 256 chars). */
 const endTag = (id: string, dir: ChannelDirection) => `ch:${dir}:${id}`;
 const CHANNEL_PATH = /\/ws\/channels\/([^/]{1,128})$/;
 
-/** Not closing or closed (a standard socket just accepted may read as CONNECTING while its 101 is
- * on the way; what is sent meanwhile goes out after it, in order). */
-const live = (ws: WebSocket) => ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING;
-
 const json = (status: number, code: string, message: string) => Response.json({ error: { code, message } }, { status });
+
+/** A close code a socket may be closed with: 1005 (no code given) passes on as 1000, and 1006 / 1015
+ * (the other side's connection was lost) as 1011, so a lost stream is not told as a complete one. */
+const sendableCode = (code: number) => (code === 1005 ? 1000 : code === 1006 || code === 1015 ? 1011 : code);
+
+/**
+ * The front door's half of a reader's socket: the Engine object's 101 (`engine`) is held here and
+ * its frames relayed to a socket of the front door's own, a standard one, which workerd ends at
+ * once when it is closed. The object's side stays hibernatable (it survives the object's
+ * hibernation between items), and its close reaches the client, TCP included, within milliseconds
+ * (measured; 10–30 s before). Anything but a 101 is passed on as it is.
+ */
+export function relayReader(engine: Response): Response {
+  const upstream = engine.webSocket;
+  if (engine.status !== 101 || !upstream) return engine;
+  const pair = new WebSocketPair();
+  const [client, server] = [pair[0], pair[1]];
+  upstream.accept();
+  server.accept();
+  upstream.binaryType = "arraybuffer";
+  server.binaryType = "arraybuffer";
+  const closeQuietly = (ws: WebSocket, code: number, reason: string) => {
+    try {
+      ws.close(sendableCode(code), reason);
+    } catch {
+      // already closed
+    }
+  };
+  const pass = (to: WebSocket) => (e: MessageEvent) => {
+    try {
+      to.send(e.data as string | ArrayBuffer);
+    } catch {
+      // closing: its close follows
+    }
+  };
+  upstream.addEventListener("message", pass(server));
+  server.addEventListener("message", pass(upstream));
+  // Either side's close is answered and passed on (with its code and reason), so both handshakes complete.
+  upstream.addEventListener("close", (e) => {
+    closeQuietly(upstream, e.code, e.reason);
+    closeQuietly(server, e.code, e.reason);
+  });
+  server.addEventListener("close", (e) => {
+    closeQuietly(server, e.code, e.reason);
+    closeQuietly(upstream, e.code, e.reason);
+  });
+  upstream.addEventListener("error", () => closeQuietly(server, 1011, "channel_lost"));
+  server.addEventListener("error", () => closeQuietly(upstream, 1001, "reader_gone"));
+  return new Response(null, { status: 101, webSocket: client });
+}
 
 export class ChannelSockets implements ChannelSocketPort {
   private readonly ctx: DurableObjectState;
   private readonly hub: ChannelHub;
-  /** Attached read ends by channel id (standard sockets: see the top of this file). */
-  private readonly readers = new Map<string, WebSocket>();
   /** Sockets whose 101 response is not out yet, and closes waiting for it. */
   private readonly opening = new Set<WebSocket>();
   private readonly deferredCloses: { ws: WebSocket; code: number; reason: string }[] = [];
@@ -49,7 +87,7 @@ export class ChannelSockets implements ChannelSocketPort {
     this.ctx = ctx;
     this.hub = hub;
     hub.setSockets(this);
-    // After a restart, writer sockets of request channels (kept in memory) point at nothing: close them.
+    // After a restart, sockets of request channels (kept in memory) point at nothing: close them.
     for (const ws of ctx.getWebSockets(TAG)) {
       const end = this.endOf(ws);
       if (end && !hub.exists(end.channel_id)) this.closeSocket(ws, CLOSE.requestEnded.code, "channel_gone");
@@ -60,7 +98,6 @@ export class ChannelSockets implements ChannelSocketPort {
     return CHANNEL_PATH.test(url.pathname);
   }
 
-  /** The end a hibernatable (writer) socket holds; undefined for any other socket. */
   endOf(ws: WebSocket): { channel_id: string; dir: ChannelDirection } | undefined {
     const a = channelAttachment.safeParse(ws.deserializeAttachment());
     return a.success ? a.data : undefined;
@@ -77,60 +114,28 @@ export class ChannelSockets implements ChannelSocketPort {
     if (verdict === "not_found") return json(404, "not_found", "Not Found");
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
-    // Closes wait for the 101 to be out (frames meanwhile queue behind the handshake, in order).
-    this.opening.add(server);
-    setTimeout(() => this.opened(server), 0);
-    if (verdict !== "ok") {
-      // Taken, or a channel that ended: accepted and closed at once with why (a standard socket,
-      // so the close reaches the client without delay).
-      server.accept();
-      this.deferredCloses.push({ ws: server, code: verdict.code, reason: verdict.reason });
+    if (verdict === "taken") {
+      // Accepted as hibernatable too: a plain `accept()`ed socket would keep the object from
+      // hibernating (and blocks eviction in tests) until its close handshake finishes.
+      this.ctx.acceptWebSocket(server, [REFUSED_TAG]);
+      server.close(CLOSE.endTaken.code, CLOSE.endTaken.reason);
       return new Response(null, { status: 101, webSocket: client });
     }
-    if (dir === "read") this.acceptReader(server, id);
-    else {
-      this.ctx.acceptWebSocket(server, [TAG, endTag(id, dir)]);
-      server.serializeAttachment({ v: 1, kind: "channel", channel_id: id, dir });
-    }
-    // A reader gets what is buffered, and its close if the writer is done, once the 101 is out.
+    this.ctx.acceptWebSocket(server, [TAG, endTag(id, dir)]);
+    server.serializeAttachment({ v: 1, kind: "channel", channel_id: id, dir });
+    // A reader gets what is buffered (and its close, if the writer is done) once the 101 is out:
+    // a close sent before the handshake response left workerd's TCP connection open, so Node's
+    // `ws` saw the close only after its 30 s close timeout. Frames meanwhile stay buffered in order.
+    this.opening.add(server);
     this.hub.attached(id, dir);
+    setTimeout(() => {
+      this.opening.delete(server);
+      for (const c of this.deferredCloses.splice(0)) this.closeSocket(c.ws, c.code, c.reason);
+    }, 0);
     return new Response(null, { status: 101, webSocket: client });
   }
 
-  /** A reader's socket: anything it sends is ignored, within the budget of a channel end (a reader
-   * over it is closed, as a flooding writer is). */
-  private acceptReader(ws: WebSocket, id: string): void {
-    ws.accept();
-    this.readers.set(id, ws);
-    const budget = new SocketBudget(Date.now(), CHANNEL_FRAMES);
-    // Once per socket, whoever closed it (the engine after the last item, the client, an error).
-    const gone = () => {
-      if (this.readers.get(id) !== ws) return;
-      this.readers.delete(id);
-      this.hub.closed(id, "read");
-    };
-    ws.addEventListener("message", (e) => {
-      const data = e.data as string | ArrayBuffer;
-      if (budget.admit(typeof data === "string" ? data.length : data.byteLength, Date.now()) === "admit") return;
-      budget.closed = true;
-      this.closeSocket(ws, FLOOD_CLOSE_CODE, floodCloseReason(CHANNEL_FRAMES));
-      gone();
-    });
-    ws.addEventListener("close", gone);
-    ws.addEventListener("error", gone);
-  }
-
-  /** The 101 for `ws` is out: send the closes that waited for it. */
-  private opened(ws: WebSocket): void {
-    this.opening.delete(ws);
-    const waiting = this.deferredCloses.splice(0);
-    for (const c of waiting) {
-      if (this.opening.has(c.ws)) this.deferredCloses.push(c);
-      else this.closeSocket(c.ws, c.code, c.reason);
-    }
-  }
-
-  /** Returns false when `ws` is not a (hibernatable) channel socket. */
+  /** Returns false when `ws` is not a channel socket. */
   message(ws: WebSocket, raw: string | ArrayBuffer): boolean {
     const end = this.endOf(ws);
     if (!end) return false;
@@ -138,7 +143,7 @@ export class ChannelSockets implements ChannelSocketPort {
       const item: ChannelItem = typeof raw === "string" ? { type: "text", value: raw } : { type: "binary", value: raw };
       this.hub.write(end.channel_id, item);
     }
-    return true;
+    return true; // a reader has nothing to say: ignored
   }
 
   closed(ws: WebSocket): boolean {
@@ -149,12 +154,12 @@ export class ChannelSockets implements ChannelSocketPort {
   }
 
   private socket(id: string, dir: ChannelDirection): WebSocket | undefined {
-    return dir === "read" ? this.readers.get(id) : this.ctx.getWebSockets(endTag(id, dir))[0];
+    return this.ctx.getWebSockets(endTag(id, dir))[0];
   }
 
   send(id: string, item: ChannelItem): boolean {
     const ws = this.socket(id, "read");
-    if (!ws || !live(ws)) return false;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
     try {
       ws.send(item.value);
       return true;
@@ -172,7 +177,7 @@ export class ChannelSockets implements ChannelSocketPort {
 
   isOpen(id: string, dir: ChannelDirection): boolean {
     const ws = this.socket(id, dir);
-    return ws !== undefined && live(ws);
+    return ws !== undefined && ws.readyState === WebSocket.OPEN;
   }
 
   private closeSocket(ws: WebSocket, code: number, reason: string): void {

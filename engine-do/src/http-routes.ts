@@ -78,8 +78,10 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
     const length = raw.headers.get("content-length")?.trim();
     const declared = length && /^\d{1,15}$/.test(length) ? Number(length) : undefined;
     if (declared !== undefined && declared > max) {
-      // Not read, and said so: the client is answered at once, not after sending it all.
-      raw.body.cancel("request body too large").catch(() => {});
+      // Answered before the client has sent it all: what arrives is dropped up to the inline bound,
+      // then the body is cancelled. (Cancelled before any of it is read, the local dev server
+      // sometimes resets the connection instead of passing the answer on.)
+      await readBounded(raw.body, MAX_INLINE_BODY_BYTES);
       return tooLarge(c, `request body of ${declared} bytes is over this engine's limit of ${max} bytes (HTTP_MAX_BODY_BYTES)`);
     }
     if (declared !== undefined && declared > MAX_INLINE_BODY_BYTES) {

@@ -6,6 +6,7 @@ import { z } from "zod";
 import { MAX_FRAME_BYTES, rpcTriggerRequest, type EngineRpc } from "@iii-edge/protocol";
 import { authMode, authenticateRequest, isLoopback, withGrant } from "./auth.ts";
 import { Engine } from "./engine-object.ts";
+import { relayReader } from "./channel-sockets.ts";
 import { mountTriggerRoutes } from "./http-routes.ts";
 import { consumeDeliveries } from "./queue-consumer.ts";
 import { traceFromHeaders } from "./core/trace.ts";
@@ -69,7 +70,9 @@ const channel = async (c: Context<AppEnv>, namespace: string): Promise<Response>
     const who = await authFor(c, namespace);
     if (!who.ok) return errorJson(c, who.status, who.code, who.message);
   }
-  return engineFor(c.env, namespace).fetch(withGrant(c.req.raw, { sub: "channel", ns: [namespace] }, false));
+  const res = await engineFor(c.env, namespace).fetch(withGrant(c.req.raw, { sub: "channel", ns: [namespace] }, false));
+  // A reader's socket is relayed here, so the end of its stream reaches it at once (channel-sockets.ts).
+  return c.req.query("dir") === "read" ? relayReader(res) : res;
 };
 app.get("/ws/channels/:id", (c) => channel(c, DEFAULT_NAMESPACE));
 app.get("/ns/:ns/ws/channels/:id", (c) => channel(c, c.req.param("ns")));

@@ -39,16 +39,6 @@ export const REQUEST_BODY_ITEM_BYTES = 64 * 1024;
 /** When the upload pauses this long, what has arrived so far is written anyway: a slow client's
  * bytes reach the function as they come, not once 64 KiB have gathered. */
 export const REQUEST_BODY_FLUSH_MS = 5;
-/**
- * Channels removed recently, remembered (in memory) so that a write end attaching after its
- * channel is gone is accepted and closed with the reason it ended instead of a 404: iii-sdk's
- * ChannelWriter turns a failed upgrade into an `error` event on a stream nobody listens to, which
- * crashes the worker's process (measured: a handler that writes its response after its request
- * timed out). A read end still gets the 404 (its data is gone, and the reader's error says so).
- * Bounded in number (the oldest is forgotten first); each is kept as long as a channel may wait
- * for its ends (CHANNEL_TTL_MS).
- */
-export const MAX_CHANNEL_TOMBSTONES = 1024;
 
 /** Close codes the engine sends on channel sockets. */
 export const CLOSE = {
@@ -71,7 +61,7 @@ export const CLOSE = {
    * or fewer bytes than its Content-Length). */
   requestBodyFailed: { code: 1011, reason: "request_body_incomplete" },
 } as const;
-export type Close = { code: number; reason: string };
+type Close = { code: number; reason: string };
 
 /** The DO shell's side: the sockets attached to channel ends (found again after hibernation). */
 export interface ChannelSocketPort {
@@ -81,9 +71,7 @@ export interface ChannelSocketPort {
   isOpen(channelId: string, dir: ChannelDirection): boolean;
 }
 
-/** May a socket take an end: yes, no such channel (HTTP 404), or accept it and close it at once
- * with this (the end is taken, or the channel ended). */
-export type AttachVerdict = "ok" | "not_found" | Close;
+export type AttachVerdict = "ok" | "not_found" | "taken";
 
 /** What the http trigger hands over as a request's body: its bytes, or (past the inline bound,
  * with a declared length) the upload itself, streamed into `request_body` as it arrives. */
@@ -162,8 +150,6 @@ export class ChannelHub {
   private readonly sinks = new Map<string, ChannelSink>();
   /** Streamed request bodies waiting for their reader (the buffer is full): woken on attach or end. */
   private readonly bodyWaiters = new Map<string, () => void>();
-  /** Recently removed channels: id → key, how it ended, until when (MAX_CHANNEL_TOMBSTONES). */
-  private readonly tombstones = new Map<string, { key: string; close: Close; until: number }>();
   private sockets: ChannelSocketPort | null = null;
 
   constructor(core: EngineApi) {
@@ -226,7 +212,6 @@ export class ChannelHub {
         for (const [row, dir] of [[req, "read"], [res, "write"]] as const) {
           if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.requestEnded.code, CLOSE.requestEnded.reason);
           this.memory.remove(row.id);
-          this.bury(row, CLOSE.requestEnded);
         }
         this.wakeBody(req.id);
         sink.end(CLOSE.requestEnded);
@@ -339,17 +324,6 @@ export class ChannelHub {
     if (row && row.writer === 1) this.end(this.memory, row, close);
   }
 
-  /** Remember a removed channel for late writers (MAX_CHANNEL_TOMBSTONES). */
-  private bury(row: ChannelRow, close: Close): void {
-    const now = this.core.ports.clock.now();
-    this.tombstones.delete(row.id);
-    this.tombstones.set(row.id, { key: row.access_key, close, until: now + CHANNEL_TTL_MS });
-    for (const [id, t] of this.tombstones) {
-      if (this.tombstones.size <= MAX_CHANNEL_TOMBSTONES && t.until > now) break;
-      this.tombstones.delete(id);
-    }
-  }
-
   private newRow(bufferSize: number, now: number): ChannelRow {
     const ids = this.core.ports;
     return { id: ids.newId(), access_key: ids.newId().replace(/-/g, "") + ids.newId().replace(/-/g, ""), created_at: now, buffer_size: bufferSize, writer: 0, reader: 0, end_code: null, end_reason: null, items: 0, bytes: 0, sweep_at: now + CHANNEL_TTL_MS };
@@ -362,17 +336,11 @@ export class ChannelHub {
     return s ? { store: this.sql, row: s } : undefined;
   }
 
-  /** May a socket take this end? Wrong id or key → not_found (HTTP 404); taken → an immediate
-   * close; a write end of a channel that ended lately → an immediate close saying how. */
+  /** May a socket take this end? Wrong id or key → not_found (HTTP 404), taken → immediate close. */
   authorize(id: string, key: string, dir: ChannelDirection): AttachVerdict {
     const found = this.storeOf(id);
-    if (!found) {
-      const t = this.tombstones.get(id);
-      if (dir === "write" && t && t.until > this.core.ports.clock.now() && constantTimeEqual(t.key, key)) return t.close;
-      return "not_found";
-    }
-    if (!constantTimeEqual(found.row.access_key, key)) return "not_found";
-    return (dir === "read" ? found.row.reader : found.row.writer) === 0 ? "ok" : CLOSE.endTaken;
+    if (!found || !constantTimeEqual(found.row.access_key, key)) return "not_found";
+    return (dir === "read" ? found.row.reader : found.row.writer) === 0 ? "ok" : "taken";
   }
 
   /** A socket now holds this end (after `authorize` said ok). */
@@ -439,18 +407,13 @@ export class ChannelHub {
       // Frames that arrived before the close were already handled: workerd delivers a socket's
       // events in order, so "frames right after the close" (§10) need no timer here.
       this.end(store, row, CLOSE.complete);
-      if (row.reader === 2) this.remove(store, row, CLOSE.endTaken);
+      if (row.reader === 2) store.remove(id);
       return;
     }
     // The reader is gone: nothing more can be read, so the writer is told and the channel removed.
     if (row.writer === 1) this.sockets?.close(id, "write", CLOSE.readerClosed.code, CLOSE.readerClosed.reason);
-    this.remove(store, row, row.writer === 0 ? CLOSE.readerClosed : CLOSE.endTaken);
+    store.remove(id);
     this.wakeBody(id);
-  }
-
-  private remove(store: ChannelStore, row: ChannelRow, lateWriter: Close): void {
-    store.remove(row.id);
-    this.bury(row, lateWriter);
   }
 
   /** Alarm: drop channels past their TTL whose ends were not both attached, and finished ones. */
@@ -463,7 +426,7 @@ export class ChannelHub {
         continue;
       }
       for (const dir of ["write", "read"] as const) if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.expired.code, CLOSE.expired.reason);
-      this.remove(this.sql, row, CLOSE.expired);
+      this.sql.remove(row.id);
     }
   }
 

@@ -4,8 +4,9 @@
 // namespace (`Engine.httpRequest`), which matches it here, runs middleware, the condition and the
 // function, and maps the function's {status_code, headers, body} onto the response.
 //
-// Channels (§8.1, §10): every call gets `request_body` (a reader ref whose channel already holds
-// the raw body, then ends) and `response` (a writer ref). Both are request channels of
+// Channels (§8.1, §10): every call gets `request_body` (a reader ref whose channel holds the raw
+// body, then ends; a body past the front door's inline bound is streamed into it as it arrives)
+// and `response` (a writer ref). Both are request channels of
 // ../channels/hub.ts: in memory, removed when the request ends. A function that returns nothing
 // and attached the response writer is answered in streaming mode (control texts, then the body).
 //
