@@ -62,6 +62,15 @@ export async function* readChannel(engineUrl: string, ref: StreamChannelRef): As
   const r = streamChannelRef.parse(ref);
   if (r.direction !== "read") throw new Error("readChannel needs the reader ref (direction: read)");
   const ws = await attach(engineUrl, r);
+  yield* socketItems(ws, { close: () => ws.readyState === WebSocket.OPEN && ws.close(1000) });
+}
+
+/**
+ * The items a reader socket receives, in order, until it closes or fails: the one loop behind every
+ * reader (Node's and a Worker's). `start` runs once the listeners are in place (a Worker accepts
+ * its socket there); `close` when the reader stops early or the stream ended.
+ */
+export async function* socketItems(ws: WebSocket, opts: { start?: () => void; close: () => void }): AsyncGenerator<string | Uint8Array> {
   const items: (string | Uint8Array)[] = [];
   let done = false;
   let wake: (() => void) | undefined;
@@ -69,10 +78,13 @@ export async function* readChannel(engineUrl: string, ref: StreamChannelRef): As
     items.push(typeof e.data === "string" ? e.data : new Uint8Array(e.data as ArrayBuffer));
     wake?.();
   });
-  ws.addEventListener("close", () => {
+  const end = () => {
     done = true;
     wake?.();
-  });
+  };
+  ws.addEventListener("close", end);
+  ws.addEventListener("error", end);
+  opts.start?.();
   try {
     for (;;) {
       if (items.length > 0) {
@@ -80,10 +92,10 @@ export async function* readChannel(engineUrl: string, ref: StreamChannelRef): As
         continue;
       }
       if (done) return;
-      await new Promise<void>((r) => (wake = r));
+      await new Promise<void>((resolve) => (wake = resolve));
       wake = undefined;
     }
   } finally {
-    if (ws.readyState === WebSocket.OPEN) ws.close(1000);
+    opts.close();
   }
 }

@@ -13,7 +13,7 @@
 // belong to is found through AsyncLocalStorage, because one registration serves every call.
 import { AsyncLocalStorage } from "node:async_hooks";
 import { IIIError, streamChannelRef, type EdgeInvokeRequest, type EdgeInvokeResponse, type EngineRpc, type StreamChannelRef } from "@iii-edge/protocol";
-import { CHANNEL_CONNECT_TIMEOUT_MS, channelUrl } from "./channels.ts";
+import { CHANNEL_CONNECT_TIMEOUT_MS, channelUrl, socketItems } from "./channels.ts";
 import type { TraceFields } from "./client/trace.ts";
 import type { TriggerRequest } from "./client/types.ts";
 import { FunctionHost } from "./host.ts";
@@ -231,34 +231,13 @@ async function openWriter(stub: { fetch(request: Request): Promise<Response> }, 
 async function* readChannel(stub: { fetch(request: Request): Promise<Response> }, ref: StreamChannelRef): AsyncGenerator<string | Uint8Array> {
   const r = parseRef(ref, "read", "read");
   const ws = await attach(stub, r);
-  const items: (string | Uint8Array)[] = [];
-  let done = false;
-  let wake: (() => void) | undefined;
   // Binary items as ArrayBuffer: under recent compatibility dates workerd follows the standard and
   // delivers Blobs by default (whose bytes only arrive asynchronously, out of order with text items).
   ws.binaryType = "arraybuffer";
-  ws.addEventListener("message", (e) => {
-    items.push(typeof e.data === "string" ? e.data : new Uint8Array(e.data as ArrayBuffer));
-    wake?.();
+  yield* socketItems(ws, {
+    start: () => ws.accept(),
+    close: () => {
+      if (ws.readyState === WebSocket.OPEN) closeQuietly(ws, 1000);
+    },
   });
-  const end = () => {
-    done = true;
-    wake?.();
-  };
-  ws.addEventListener("close", end);
-  ws.addEventListener("error", end);
-  ws.accept();
-  try {
-    for (;;) {
-      if (items.length > 0) {
-        yield items.shift()!;
-        continue;
-      }
-      if (done) return;
-      await new Promise<void>((resolve) => (wake = resolve));
-      wake = undefined;
-    }
-  } finally {
-    if (ws.readyState === WebSocket.OPEN) closeQuietly(ws, 1000);
-  }
 }

@@ -14,6 +14,7 @@
 import { registerWorker } from "iii-sdk";
 import { startEngine } from "../support/engine-server.ts";
 import { replyWith, say, startProviderReplay } from "../support/provider-replay.ts";
+import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
@@ -22,12 +23,6 @@ const CALLS = Number(process.env.BENCH_CALLS ?? 200);
 /** A turn that has not ended within this is a failure of the run, not a slow sample. */
 const TURN_TIMEOUT_MS = 60_000;
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-};
-const median = (xs: number[]) => pct(xs, 50);
-const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : "—");
 
 const replay = await startProviderReplay();
 const engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-bench" } });

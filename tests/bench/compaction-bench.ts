@@ -15,6 +15,7 @@ import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { counterFor } from "@iii-edge/worker-context-compaction/tokens";
 import { startEngine } from "../support/engine-server.ts";
 import { reply, say, startProviderReplay } from "../support/provider-replay.ts";
+import { pct, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const SESSION_TOKENS = Number(process.env.BENCH_SESSION_TOKENS ?? 100_000);
@@ -23,11 +24,6 @@ const MODEL = { id: "gpt-4o", providerID: "openai", limit: { context: 128_000, o
 const BLOCK_TOKENS = 2_000;
 const APPEND_BATCH = 64;
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-};
-const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : "—");
 
 const replay = await startProviderReplay();
 replay.setDefault("openai", reply(say("## Goal\n- benchmark the compaction\n## Progress\n### Done\n- (none)")));

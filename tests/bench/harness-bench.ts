@@ -16,6 +16,7 @@ import path from "node:path";
 import { registerWorker } from "iii-sdk";
 import { startEngine } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay } from "../support/provider-replay.ts";
+import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
@@ -27,12 +28,6 @@ const TARGET_TTFT_OVERHEAD_MS = 10;
 const TURN_TIMEOUT_MS = 60_000;
 const ROUTED_CALLS = 300;
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-};
-const median = (xs: number[]) => pct(xs, 50);
-const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : "—");
 
 const replay = await startProviderReplay();
 const dir = mkdtempSync(path.join(tmpdir(), "harness-bench-"));

@@ -19,6 +19,7 @@ import path from "node:path";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { startEngine } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay } from "../support/provider-replay.ts";
+import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
@@ -32,12 +33,6 @@ const PRESENCE_SETTLE_MS = 1_000;
 const BEFORE = "agent::before_function_call";
 const AFTER = "agent::after_function_call";
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-};
-const median = (xs: number[]) => pct(xs, 50);
-const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : "—");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const replay = await startProviderReplay();
