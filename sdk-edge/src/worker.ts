@@ -66,3 +66,54 @@ export interface WorkerModule<Config = Record<string, unknown>> {
    * `process.env` in Node; `register` gets its result. */
   configFrom?(env: Readonly<Record<string, unknown>>): Config;
 }
+
+/**
+ * Call a function that writes into a fresh channel, and read the channel as it fills: `start` gets
+ * the writer ref and builds the call, which is started, not awaited (its answer comes after its
+ * last item). `onItem` sees every item in order and returns true to stop reading. Reading also
+ * ends when the writer closes, when the call has settled and `drainGraceMs` passed (items written
+ * before it answered may still be in flight), or at `timeoutMs + drainGraceMs` overall. Resolves
+ * with whether `onItem` stopped it and the call's error, if it failed.
+ */
+export async function callIntoChannel(
+  iii: { trigger(request: TriggerRequest): Promise<unknown>; channels: Channels },
+  start: (writer: StreamChannelRef) => TriggerRequest,
+  opts: { timeoutMs: number; drainGraceMs: number },
+  onItem: (item: string | Uint8Array) => boolean | void,
+): Promise<{ stopped: boolean; callError?: unknown }> {
+  const { writer, reader } = await iii.channels.create();
+  let callError: unknown;
+  let giveUp!: () => void;
+  const gaveUp = new Promise<typeof GAVE_UP>((resolve) => (giveUp = () => resolve(GAVE_UP)));
+  let graceTimer: ReturnType<typeof setTimeout> | undefined;
+  let drained = false;
+  const budgetTimer = setTimeout(giveUp, opts.timeoutMs + opts.drainGraceMs);
+  void iii
+    .trigger({ ...start(writer), timeoutMs: opts.timeoutMs })
+    .catch((e: unknown) => {
+      callError = e;
+    })
+    .finally(() => {
+      if (!drained) graceTimer = setTimeout(giveUp, opts.drainGraceMs);
+    });
+  const it = iii.channels.read(reader)[Symbol.asyncIterator]();
+  let stopped = false;
+  try {
+    for (;;) {
+      const r = await Promise.race([it.next(), gaveUp]);
+      if (r === GAVE_UP || r.done) break;
+      if (onItem(r.value) === true) {
+        stopped = true;
+        break;
+      }
+    }
+  } finally {
+    drained = true;
+    clearTimeout(budgetTimer);
+    if (graceTimer) clearTimeout(graceTimer);
+    // Not awaited: a reader still waiting for its first item finishes when the channel closes.
+    void it.return?.(undefined)?.catch(() => undefined);
+  }
+  return callError === undefined ? { stopped } : { stopped, callError };
+}
+const GAVE_UP = Symbol("gave up");

@@ -4,7 +4,7 @@
 // permanent and overflow errors fail at once.
 import { IIIError } from "@iii-edge/protocol";
 import type { AssistantMessage, ContentBlock, ErrorKind } from "@iii-edge/protocol/harness";
-import type { Channels } from "@iii-edge/sdk-edge/worker";
+import { callIntoChannel, type Channels } from "@iii-edge/sdk-edge/worker";
 
 export type Trigger = <TInput = unknown, TOutput = unknown>(request: { function_id: string; payload: TInput; timeoutMs?: number; action?: { type: "void" } }) => Promise<TOutput>;
 
@@ -40,59 +40,45 @@ const textOf = (m: AssistantMessage): string =>
     .join("")
     .trim();
 
-const GAVE_UP = Symbol("gave up");
-
 /** One provider call: the summary text ("" when the model said nothing), or a SummaryError. */
 async function once(trigger: Trigger, channels: Channels, req: SummaryRequest): Promise<string> {
-  const { writer, reader } = await channels.create();
-  let providerError: unknown;
-  let giveUp!: () => void;
-  const gaveUp = new Promise<typeof GAVE_UP>((resolve) => (giveUp = () => resolve(GAVE_UP)));
-  let graceTimer: ReturnType<typeof setTimeout> | undefined;
-  let drained = false;
-  const budgetTimer = setTimeout(giveUp, SUMMARY_TIMEOUT_MS + SUMMARY_DRAIN_GRACE_MS);
-  void trigger({
-    function_id: `provider::${req.provider}::stream`,
-    payload: {
-      writer_ref: writer,
-      system_prompt: req.system_prompt,
-      model: req.model,
-      messages: [{ role: "user", content: [{ type: "text", text: req.user_prompt }], timestamp: Date.now() }],
-      tools: [],
-      max_tokens: req.max_tokens,
-    },
-    timeoutMs: SUMMARY_TIMEOUT_MS,
-  })
-    .catch((e: unknown) => {
-      providerError = e;
-    })
-    .finally(() => {
-      if (!drained) graceTimer = setTimeout(giveUp, SUMMARY_DRAIN_GRACE_MS);
-    });
-  const it = channels.read(reader)[Symbol.asyncIterator]();
-  try {
-    for (;;) {
-      const r = await Promise.race([it.next(), gaveUp]);
-      if (r === GAVE_UP || r.done) break;
-      const text = typeof r.value === "string" ? r.value : new TextDecoder().decode(r.value);
+  let summary: string | undefined;
+  let failure: SummaryError | undefined;
+  const { callError: providerError } = await callIntoChannel(
+    { trigger: (r) => trigger({ function_id: r.function_id, payload: r.payload, timeoutMs: r.timeoutMs }), channels },
+    (writer) => ({
+      function_id: `provider::${req.provider}::stream`,
+      payload: {
+        writer_ref: writer,
+        system_prompt: req.system_prompt,
+        model: req.model,
+        messages: [{ role: "user", content: [{ type: "text", text: req.user_prompt }], timestamp: Date.now() }],
+        tools: [],
+        max_tokens: req.max_tokens,
+      },
+    }),
+    { timeoutMs: SUMMARY_TIMEOUT_MS, drainGraceMs: SUMMARY_DRAIN_GRACE_MS },
+    (item) => {
+      const text = typeof item === "string" ? item : new TextDecoder().decode(item);
       let frame: { type?: unknown; message?: unknown; error?: unknown };
       try {
         frame = JSON.parse(text) as typeof frame;
       } catch {
-        continue;
+        return;
       }
-      if (frame.type === "done" && frame.message && typeof frame.message === "object") return textOf(frame.message as AssistantMessage);
+      if (frame.type === "done" && frame.message && typeof frame.message === "object") {
+        summary = textOf(frame.message as AssistantMessage);
+        return true;
+      }
       if (frame.type === "error") {
         const e = (frame.error ?? {}) as Partial<AssistantMessage>;
-        throw new SummaryError(e.error_kind ?? "unknown", `the summariser (${req.provider}/${req.model}) failed: ${e.error_message ?? "provider error"}`);
+        failure = new SummaryError(e.error_kind ?? "unknown", `the summariser (${req.provider}/${req.model}) failed: ${e.error_message ?? "provider error"}`);
+        return true;
       }
-    }
-  } finally {
-    drained = true;
-    clearTimeout(budgetTimer);
-    if (graceTimer) clearTimeout(graceTimer);
-    void it.return?.(undefined)?.catch(() => undefined);
-  }
+    },
+  );
+  if (summary !== undefined) return summary;
+  if (failure) throw failure;
   const code = providerError && typeof providerError === "object" ? String((providerError as { code?: unknown }).code ?? "error") : undefined;
   if (code === "function_not_found") throw new SummaryError("permanent", `provider::${req.provider}::stream is not registered: no summariser for ${req.provider}`);
   throw new SummaryError("unknown", `the summariser (${req.provider}/${req.model}) ended without a final message${code ? ` (${code})` : ""}`);

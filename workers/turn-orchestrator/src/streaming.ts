@@ -2,7 +2,7 @@
 // into an engine channel while this step drains it; the provider call is started, not awaited.
 import { z } from "zod";
 import type { AgentMessage, AssistantMessage, AssistantMessageEvent } from "@iii-edge/protocol/harness";
-import type { Channels } from "@iii-edge/sdk-edge/worker";
+import { callIntoChannel, type Channels } from "@iii-edge/sdk-edge/worker";
 import { errorCode, errorText, type Trigger } from "./calls.ts";
 import { PROVIDER_DRAIN_GRACE_MS, PROVIDER_TIMEOUT_MS } from "./constants.ts";
 import type { EventLog } from "./events.ts";
@@ -39,8 +39,6 @@ export interface StreamOutcome {
   bodyStreamed: boolean;
 }
 
-const GAVE_UP = Symbol("gave up");
-
 /**
  * Start `provider::<name>::stream` into a fresh channel and drain it concurrently: every
  * non-terminal frame goes out as `message_update` as it arrives; the first `done`/`error` ends
@@ -48,56 +46,30 @@ const GAVE_UP = Symbol("gave up");
  * out) → a synthetic error assistant (`error_kind: "transient"`), surfaced as one text delta.
  */
 export async function streamAssistant(trigger: Trigger, channels: Channels, events: EventLog, req: StoredRunRequest, messages: AgentMessage[]): Promise<StreamOutcome> {
-  const { writer, reader } = await channels.create();
-  let providerError: unknown;
-  let giveUp!: () => void;
-  const gaveUp = new Promise<typeof GAVE_UP>((resolve) => (giveUp = () => resolve(GAVE_UP)));
-  let graceTimer: ReturnType<typeof setTimeout> | undefined;
-  let drained = false;
-  const budgetTimer = setTimeout(giveUp, PROVIDER_TIMEOUT_MS + PROVIDER_DRAIN_GRACE_MS);
-  void trigger({
-    function_id: `provider::${req.provider}::stream`,
-    payload: { writer_ref: writer, system_prompt: req.system_prompt || null, model: req.model, messages, tools: req.function_schemas },
-    timeoutMs: PROVIDER_TIMEOUT_MS,
-  })
-    .catch((e: unknown) => {
-      providerError = e;
-    })
-    .finally(() => {
-      // Items written before the provider answered may still be on their way through the channel.
-      if (!drained) graceTimer = setTimeout(giveUp, PROVIDER_DRAIN_GRACE_MS);
-    });
-
-  const it = channels.read(reader)[Symbol.asyncIterator]();
   let partial: AssistantMessage | undefined;
   let terminal: AssistantMessage | undefined;
   let bodyStreamed = false;
-  try {
-    for (;;) {
-      const r = await Promise.race([it.next(), gaveUp]);
-      if (r === GAVE_UP || r.done) break;
-      const frame = parseFrame(r.value);
-      if (!frame || frame.type === "ping") continue;
+  const { callError: providerError } = await callIntoChannel(
+    { trigger, channels },
+    (writer) => ({ function_id: `provider::${req.provider}::stream`, payload: { writer_ref: writer, system_prompt: req.system_prompt || null, model: req.model, messages, tools: req.function_schemas } }),
+    { timeoutMs: PROVIDER_TIMEOUT_MS, drainGraceMs: PROVIDER_DRAIN_GRACE_MS },
+    (item) => {
+      const frame = parseFrame(item);
+      if (!frame || frame.type === "ping") return;
       if (frame.type === "done") {
         terminal = asAssistant(frame.message);
-        break;
+        return true;
       }
       if (frame.type === "error") {
         const m = asAssistant(frame.error);
         terminal = m ? { ...m, stop_reason: "error" } : undefined;
-        break;
+        return true;
       }
       if ("partial" in frame) partial = asAssistant(frame.partial) ?? partial;
       if (frame.type === "text_delta" || frame.type === "thinking_delta") bodyStreamed = true;
       events.emit({ type: "message_update", message: partial ?? syntheticAssistant("", "end", { model: req.model, provider: req.provider }), llm_event: frame });
-    }
-  } finally {
-    drained = true;
-    clearTimeout(budgetTimer);
-    if (graceTimer) clearTimeout(graceTimer);
-    // Not awaited: a reader still waiting for its first item finishes when the channel closes.
-    void it.return?.(undefined)?.catch(() => undefined);
-  }
+    },
+  );
   if (terminal) return { message: terminal, bodyStreamed };
 
   const why = providerError !== undefined ? `provider ${req.provider} failed: ${errorCode(providerError) ?? "error"}: ${errorText(providerError)}` : `provider ${req.provider} ended the stream without a final message`;
