@@ -11,9 +11,8 @@
 // Plus the functions alone, called from an iii-sdk client: `budget::check` (a read, and with a
 // hold: a compare-and-set) and `budget::record`.
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5), BENCH_CALLS (200).
-import { registerWorker } from "iii-sdk";
-import { startEngine } from "../support/engine-server.ts";
-import { replyWith, say, startProviderReplay } from "../support/provider-replay.ts";
+import { replyWith, say } from "../support/provider-replay.ts";
+import { registered, startHarnessBench } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -24,18 +23,8 @@ const CALLS = Number(process.env.BENCH_CALLS ?? 200);
 const TURN_TIMEOUT_MS = 60_000;
 
 
-const replay = await startProviderReplay();
-const engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-bench" } });
-const iii = registerWorker(engine.wsUrl, { workerName: "budget-bench", otel: { enabled: false } });
+const { replay, engine, iii } = await startHarnessBench("budget-bench");
 replay.setDefault("openai", replyWith({ usage: { input: 1_000, output: 50 } }, say("Hello from the bench.")));
-
-async function ready(): Promise<void> {
-  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
-    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-    if (["run::start", "budget::check", "provider::openai::stream"].every((id) => r.functions.some((f) => f.function_id === id))) return;
-  }
-  throw new Error("the harness did not register");
-}
 
 /** One UI socket following a session; resolves at `agent_end` with its arrival time. */
 function follow(sid: string): Promise<number> & { joined: Promise<void> } {
@@ -99,7 +88,7 @@ async function calls(fn: string, payload: (i: number) => unknown): Promise<numbe
 }
 
 try {
-  await ready();
+  await registered(iii, ["run::start", "budget::check", "provider::openai::stream"]);
   const { budget_id } = (await iii.trigger({ function_id: "budget::create", payload: { ceiling_usd: 1_000_000, period: "month" } })) as { budget_id: string };
   console.log(`iii-edge budget bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns with and without budget_id (+${WARMUP} warm-up each)`);
   for (let i = 0; i < WARMUP; i++) {

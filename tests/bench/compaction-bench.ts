@@ -10,11 +10,10 @@
 //   - count only: compact_now on a session that fits (the pre-flight's exact count).
 // In-process: the o200k count of the same transcript.
 // Options (env): BENCH_RUNS (5 sessions per kind), BENCH_SESSION_TOKENS (100000).
-import { registerWorker } from "iii-sdk";
 import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { counterFor } from "@iii-edge/worker-context-compaction/tokens";
-import { startEngine } from "../support/engine-server.ts";
-import { reply, say, startProviderReplay } from "../support/provider-replay.ts";
+import { reply, say } from "../support/provider-replay.ts";
+import { registered, startHarnessBench } from "./harness-engine.ts";
 import { pct, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -25,17 +24,11 @@ const BLOCK_TOKENS = 2_000;
 const APPEND_BATCH = 64;
 
 
-const replay = await startProviderReplay();
+const { replay, engine, iii } = await startHarnessBench("compaction-bench");
 replay.setDefault("openai", reply(say("## Goal\n- benchmark the compaction\n## Progress\n### Done\n- (none)")));
-const engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-bench" } });
-const iii = registerWorker(engine.wsUrl, { workerName: "compaction-bench", otel: { enabled: false } });
 const call = <T>(function_id: string, payload: unknown) => iii.trigger({ function_id, payload, timeoutMs: 120_000 }) as Promise<T>;
 
-for (const deadline = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 200))) {
-  const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-  if (["context-compaction::compact_now", "session-tree::compactions", "provider::openai::stream"].every((id) => r.functions.some((f) => f.function_id === id))) break;
-  if (Date.now() > deadline) throw new Error("the harness did not register");
-}
+await registered(iii, ["context-compaction::compact_now", "session-tree::compactions", "provider::openai::stream"], 60_000);
 
 const block = (tag: string) => `${tag}:${" alpha".repeat(BLOCK_TOKENS)}`;
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 1 });

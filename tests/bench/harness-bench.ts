@@ -10,12 +10,9 @@
 //     steering check, the next round's prompt) — the target answers at once;
 //   - routed invoke: an iii-sdk caller → engine → iii-sdk worker → back, the same engine.
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5).
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { registerWorker } from "iii-sdk";
-import { startEngine } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay } from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
+import { registered, startHarnessBench } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -29,22 +26,9 @@ const TURN_TIMEOUT_MS = 60_000;
 const ROUTED_CALLS = 300;
 
 
-const replay = await startProviderReplay();
-const dir = mkdtempSync(path.join(tmpdir(), "harness-bench-"));
-const rules = path.join(dir, "iii-permissions.yaml");
-writeFileSync(rules, "version: 1\nrules:\n  - 'bench::*'\n");
-const engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-bench", III_PERMISSIONS_PATH: rules } });
-const iii = registerWorker(engine.wsUrl, { workerName: "bench-caller", otel: { enabled: false } });
+const { replay, engine, iii } = await startHarnessBench("harness-bench", { rules: "version: 1\nrules:\n  - 'bench::*'\n" });
 const app = registerWorker(engine.wsUrl, { workerName: "bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
-
-async function ready(): Promise<void> {
-  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 200))) {
-    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-    if (["bench::echo", "run::start", "provider::openai::stream"].every((id) => r.functions.some((f) => f.function_id === id))) return;
-  }
-  throw new Error("the harness and the bench app did not register");
-}
 
 /** One UI socket following one session's `agent::events`; resolves when `agent_end` arrives. */
 function follow(sid: string): Promise<{ seen: Map<string, number>; firstDelta?: number; completes: number[] }> & { joined: Promise<void> } {
@@ -116,7 +100,7 @@ async function routed(): Promise<number[]> {
 }
 
 try {
-  await ready();
+  await registered(iii, ["bench::echo", "run::start", "provider::openai::stream"]);
   console.log(`iii-edge harness bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns per kind (+${WARMUP} warm-up)`);
   for (let i = 0; i < WARMUP; i++) {
     await turn("plain");

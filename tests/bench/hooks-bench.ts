@@ -13,12 +13,9 @@
 // deadline would have cost (TS-7's after hook: 500 ms; RUST-P's: 10 s on both hooks).
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5),
 // BENCH_DIRECT_CALLS (200).
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { registerWorker, type IIIClient } from "iii-sdk";
-import { startEngine } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay } from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
+import { startHarnessBench } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -35,12 +32,7 @@ const AFTER = "agent::after_function_call";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const replay = await startProviderReplay();
-const dir = mkdtempSync(path.join(tmpdir(), "hooks-bench-"));
-const rules = path.join(dir, "iii-permissions.yaml");
-writeFileSync(rules, "version: 1\nrules:\n  - 'bench::*'\n  - rule_id: never-this\n    function: denied::call\n    action: deny\n");
-const engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-bench", III_PERMISSIONS_PATH: rules } });
-const iii = registerWorker(engine.wsUrl, { workerName: "hooks-bench-caller", otel: { enabled: false } });
+const { replay, engine, iii } = await startHarnessBench("hooks-bench", { rules: "version: 1\nrules:\n  - 'bench::*'\n  - rule_id: never-this\n    function: denied::call\n    action: deny\n" });
 const app = registerWorker(engine.wsUrl, { workerName: "hooks-bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
 
