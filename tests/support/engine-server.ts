@@ -38,9 +38,11 @@ async function waitHealthy(url: string, child: ChildProcess, output: () => strin
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`engine exited with ${child.exitCode}:\n${output()}`);
+    // The port was taken after we probed it: whatever answers there is not this engine.
+    if (ADDRESS_IN_USE.test(output())) throw new Error(`port taken:\n${output()}`);
     try {
       const res = await fetch(`${url}/healthz`);
-      if (res.ok) return;
+      if (res.ok && !ADDRESS_IN_USE.test(output())) return;
     } catch {
       // not up yet
     }
@@ -50,10 +52,15 @@ async function waitHealthy(url: string, child: ChildProcess, output: () => strin
 }
 
 /** `env` is the environment `npm start` runs in (e.g. `AUTH_SECRET`); `vars` are extra Worker vars. */
+/** How many fresh ports a start tries when the one it picked was taken meanwhile (another suite
+ * picked the same free port between our probe and wrangler's bind). */
+const PORT_ATTEMPTS = 4;
+const ADDRESS_IN_USE = /EADDRINUSE|[Aa]ddress already in use/;
+
 export async function startEngine(opts: { port?: number; stateDir?: string; vars?: Record<string, string>; env?: Record<string, string> } = {}): Promise<EngineServer> {
-  const port = opts.port ?? (await freePort());
+  let port = opts.port ?? (await freePort());
   const stateDir = opts.stateDir ?? mkdtempSync(path.join(tmpdir(), "iii-edge-state-"));
-  const url = `http://127.0.0.1:${port}`;
+  let url = `http://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
   let log = "";
 
@@ -106,7 +113,18 @@ export async function startEngine(opts: { port?: number; stateDir?: string; vars
     }
   };
 
-  await launch();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await launch();
+      break;
+    } catch (err) {
+      const taken = ADDRESS_IN_USE.test(log);
+      await stop();
+      if (!taken || opts.port !== undefined || attempt >= PORT_ATTEMPTS) throw err;
+      port = await freePort();
+      url = `http://127.0.0.1:${port}`;
+    }
+  }
   return {
     url,
     wsUrl: `ws://127.0.0.1:${port}`,
