@@ -16,6 +16,7 @@ import {
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { mergeBaggage } from "./baggage.ts";
+import { authorize, guardConfigFrom, type GuardConfig } from "./guard.ts";
 import { BRANCH_ROUTES, downstreamFailure, failure, httpRequest, jsonObjectBody, respond, type HttpEnvelope, type HttpRequest } from "./http.ts";
 
 export { baggageValue, mergeBaggage, parseBaggage } from "./baggage.ts";
@@ -214,17 +215,25 @@ async function sessionsChanged(event: unknown, ctx: Ctx): Promise<{ added: strin
   return data;
 }
 
-export type HarnessConfig = Record<string, never>;
+/** What the harness reads from its environment: how its HTTP routes check callers (guard.ts). */
+export interface HarnessConfig {
+  guard?: GuardConfig;
+}
 
 export const worker: WorkerModule<HarnessConfig> = {
   name: "harness",
-  register(iii: WorkerSurface) {
+  configFrom: (env) => ({ guard: guardConfigFrom(env) }),
+  register(iii: WorkerSurface, config: HarnessConfig = {}) {
+    const guard: GuardConfig = config.guard ?? { namespace: "default" };
     iii.registerFunction("harness::trigger", (data: unknown, ctx) => triggerTurn(data, ctx), {
       description:
         "Start a turn: {session_id?, message_id?, payload: <run::start request>} → {status_code: 200|409|400, headers, body}. The target is always run::start; session_id and message_id become the turn's trace baggage.",
     });
     for (const route of ROUTES) {
-      iii.registerFunction(route.id, (data: unknown, ctx) => route.handle(httpRequest(data), ctx), {
+      iii.registerFunction(route.id, async (data: unknown, ctx) => {
+        const req = httpRequest(data);
+        return (await authorize(req, route, guard, ctx)) ?? route.handle(req, ctx);
+      }, {
         description: `${route.method} /${route.path}`,
         metadata: { internal: true },
       });
