@@ -48,7 +48,7 @@ export async function authorize(req: HttpRequest, route: { id: string; path: str
   if (!cfg.authSecret && !cfg.authFunction) return undefined;
   const token = bearerOf(req.headers);
   let grant: Grant | undefined;
-  let problem = "a token is required: send `Authorization: Bearer <token>` (mint one with `npm run token -- --sub NAME --call 'harness::*'`)";
+  let problem = "a token is required: send `Authorization: Bearer <token>` (mint one with `npm run token -- --sub NAME --allow 'harness::*'`)";
   if (token && cfg.authSecret) {
     const check = await verifyToken(cfg.authSecret, token);
     if (check.ok) grant = check.grant;
