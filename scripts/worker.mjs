@@ -60,14 +60,23 @@ function credentialsKey() {
 }
 
 const { runWorkers } = await import("@iii-edge/sdk-edge/worker-node");
-const { worker } = await import(`@iii-edge/worker-${name}/node`);
+// A worker whose Node entry exports `run(url, options)` connects itself (the MCP client registers
+// functions as it learns them, and needs its EdgeClient to unregister them); the rest run as modules.
+const entry = await import(`@iii-edge/worker-${name}/node`);
 const url = process.env.III_URL || `ws://127.0.0.1:${process.env.PORT || "8787"}/`;
 const env = { ...process.env };
 const key = credentialsKey();
 if (key) env.CREDENTIALS_KEY = key;
 const headers = process.env.III_TOKEN ? { Authorization: `Bearer ${process.env.III_TOKEN}` } : undefined;
 
-const running = runWorkers(url, [worker], { env, headers, workerName: name });
+let running;
+try {
+  running = typeof entry.run === "function" ? entry.run(url, { env, headers, workerName: name }) : runWorkers(url, [entry.worker], { env, headers, workerName: name });
+} catch (e) {
+  // A setting the worker cannot use (e.g. MCP_SERVERS that is not JSON): its message, not a stack.
+  console.error(`worker ${name}: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(USAGE_EXIT);
+}
 /** How long a first connection may take before we say it is not there yet (the client keeps
  * retrying quietly: an engine still starting is normal). */
 const UNREACHABLE_NOTICE_MS = 5_000;

@@ -8,7 +8,7 @@ import { repoRoot, startEngine, type EngineServer } from "../support/engine-serv
 import { until } from "../support/wait.ts";
 
 /** The harness workers in the workspace (workers/<name>, package @iii-edge/worker-<name>). */
-const WORKERS = ["approval-gate", "auth-credentials", "budget-tracker", "context-compaction", "harness", "hook-fanout", "policy", "providers", "provisioning", "session-storage", "sub-agents", "turn-orchestrator"];
+const WORKERS = ["approval-gate", "auth-credentials", "budget-tracker", "context-compaction", "harness", "hook-fanout", "mcp", "policy", "providers", "provisioning", "session-storage", "sub-agents", "turn-orchestrator"];
 /** The one run here, and a function id its contract says it registers. */
 const NAME = "approval-gate";
 const ITS_FUNCTION = "approval::resolve";

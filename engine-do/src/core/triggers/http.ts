@@ -19,6 +19,8 @@ import type { TriggerRecord } from "../catalog.ts";
 import type { EngineApi } from "../api.ts";
 import type { ChannelHub, RequestChannels } from "../channels/hub.ts";
 import { traceFromHeaders } from "../trace.ts";
+import { endHttpServer, httpServerSpan } from "../telemetry/hops.ts";
+import type { ActiveSpan } from "../telemetry/telemetry.ts";
 
 /** Overall deadline of one HTTP-triggered request unless the binding sets `timeout_ms` (iii: 30 s). */
 export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
@@ -40,7 +42,7 @@ export const HTTP_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "O
  * would never be reached, so registration refuses it. Top-level paths with a static-file
  * extension are refused too: the asset layer answers them before the Worker runs.
  */
-const RESERVED_EXACT = new Set(["", "healthz", "otel", "ns", "ws", "_iii", "index.html", "sdk", "assets", "favicon.ico", "robots.txt"]);
+const RESERVED_EXACT = new Set(["", "healthz", "otel", "mcp", "ns", "ws", "_iii", "index.html", "sdk", "assets", "favicon.ico", "robots.txt"]);
 const RESERVED_PREFIXES = ["ns/", "ws/", "_iii/", "sdk/", "assets/"];
 const STATIC_EXTENSION = /\.(html?|js|mjs|css|map|ico|png|jpe?g|gif|svg|webp|txt|webmanifest|woff2?)$/i;
 
@@ -249,6 +251,15 @@ export class HttpRoutes {
   }
 
   async handle(req: HttpTriggerRequest): Promise<HttpTriggerResponse> {
+    if (!this.core.telemetry.tracing) return this.serve(req);
+    // The request's server span (telemetry/hops.ts), ended when the response starts.
+    const traced: { span?: ActiveSpan } = {};
+    const res = await this.serve(req, traced);
+    endHttpServer(traced.span, res.status);
+    return res;
+  }
+
+  private async serve(req: HttpTriggerRequest, traced?: { span?: ActiveSpan }): Promise<HttpTriggerResponse> {
     const found = this.match(req.method, req.path);
     if (!found) return json(404, { error: { code: "not_found", message: "Not Found" } }, false);
     const { route, params } = found;
@@ -265,6 +276,10 @@ export class HttpRoutes {
     const method = req.method.toUpperCase();
     // The request's own trace context (W3C headers), continued by middleware, condition and function (§4.8).
     const trace = traceFromHeaders((name) => headers[name]);
+    if (traced) {
+      traced.span = httpServerSpan(this.core.telemetry, { method, path: req.path, route: route.pattern, traceparent: trace.traceparent });
+      if (traced.span) trace.traceparent = traced.span.traceparent;
+    }
 
     // Middleware (§8.1): global first, then the route's; each may continue or respond; an error
     // (a missing middleware function included: fail closed) is a 500, a timeout a 504.

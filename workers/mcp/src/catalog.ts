@@ -1,0 +1,98 @@
+// The engine's catalog read as MCP tools: `engine::functions::list` (every page) for what exists and
+// its metadata, `engine::functions::info` for the request formats of the exposed ones. Read afresh
+// for every request — a Worker keeps nothing between requests, and the catalog is the truth.
+import { IIIError, MAX_LIST_PAGE, mayCall, type CallOutcome, type FunctionDetail, type FunctionSummary, type Grant } from "@iii-edge/protocol";
+import { isExposed, toolNameOf, type ExposeRule } from "./expose.ts";
+
+/** What the server needs of one namespace's engine (its Durable Object stub satisfies it). */
+export interface EngineCaller {
+  trigger(req: { function_id: string; payload?: unknown; timeout_ms?: number; grant?: Grant; traceparent?: string; baggage?: string }): Promise<CallOutcome>;
+}
+
+/** Most tools one listing offers: a catalog bigger than this is cut (in function-id order) rather
+ * than read without end; a model given more tools than this cannot choose among them anyway. */
+export const MAX_TOOLS = 512;
+/** Most catalog pages read for one listing: MAX_LIST_PAGE functions each, so 20 000 functions. */
+const MAX_LIST_PAGES = 20;
+/** `engine::functions::info` answers at most this many ids per call (protocol's functionsInfoInput). */
+const INFO_BATCH = 32;
+/** A catalog read is the engine's own built-ins, answered in memory; this only bounds a stuck object. */
+const CATALOG_CALL_TIMEOUT_MS = 10_000;
+
+/** One tool: its MCP name, the function it calls and what the function says about itself. */
+export interface ToolEntry {
+  name: string;
+  function_id: string;
+  description?: string;
+  inputSchema: { type: "object"; [k: string]: unknown };
+}
+
+async function call<T>(engine: EngineCaller, function_id: string, payload: unknown): Promise<T> {
+  const out = await engine.trigger({ function_id, payload, timeout_ms: CATALOG_CALL_TIMEOUT_MS });
+  if (!out.ok) throw new IIIError(out.error.code, `${function_id}: ${out.error.message}`);
+  return out.result as T;
+}
+
+const isObjectSchema = (s: unknown): s is { type: "object" } =>
+  typeof s === "object" && s !== null && !Array.isArray(s) && (s as { type?: unknown }).type === "object";
+
+/** Every function of the catalog (not the engine's internal built-ins), in pages. */
+async function allFunctions(engine: EngineCaller): Promise<FunctionSummary[]> {
+  const out: FunctionSummary[] = [];
+  let offset: number | undefined = 0;
+  for (let page = 0; page < MAX_LIST_PAGES && offset !== undefined; page++) {
+    const r: { functions: FunctionSummary[]; next_offset?: number } = await call(engine, "engine::functions::list", { offset, limit: MAX_LIST_PAGE });
+    out.push(...r.functions);
+    offset = r.next_offset;
+  }
+  return out;
+}
+
+/**
+ * The tools `rule` exposes, for `grant` (what it may call; every exposed tool when undefined): sorted
+ * by function id, each with a unique name. A function without an object `request_format` is no
+ * tool (MCP wants an object `inputSchema`, and without one a client cannot know what to send).
+ */
+export async function exposedTools(engine: EngineCaller, rule: ExposeRule, grant?: Grant): Promise<ToolEntry[]> {
+  // Names are given over every exposed tool, then the grant filters: a tool keeps its name whoever
+  // asks, so a name from one caller's listing always calls the same function.
+  const candidates = (await allFunctions(engine))
+    .filter((f) => isExposed(rule, f.function_id, f.metadata))
+    .sort((a, b) => (a.function_id < b.function_id ? -1 : a.function_id > b.function_id ? 1 : 0));
+  const details: FunctionDetail[] = [];
+  for (let i = 0; i < candidates.length && details.length < MAX_TOOLS; i += INFO_BATCH) {
+    const ids = candidates.slice(i, i + INFO_BATCH).map((f) => f.function_id);
+    const r: { functions: (FunctionDetail | { function_id: string; error: "not_found" })[] } = await call(engine, "engine::functions::info", { function_ids: ids });
+    // A function gone between the two reads is simply not listed.
+    for (const d of r.functions) if (!("error" in d) && isObjectSchema(d.request_schema)) details.push(d);
+  }
+  const taken = new Set<string>();
+  const tools: ToolEntry[] = [];
+  for (const d of details.slice(0, MAX_TOOLS)) {
+    let name = toolNameOf(d.function_id);
+    // Two ids that read the same once sanitised (`a::b` and `a__b`): the later one is told apart
+    // by a suffix, deterministically (the order is the function ids').
+    for (let n = 2; taken.has(name); n++) name = `${toolNameOf(d.function_id).slice(0, 60)}_${n}`;
+    taken.add(name);
+    const tool: ToolEntry = { name, function_id: d.function_id, inputSchema: d.request_schema as ToolEntry["inputSchema"] };
+    if (d.description !== undefined) tool.description = d.description;
+    tools.push(tool);
+  }
+  return grant ? tools.filter((t) => mayCall(grant, t.function_id)) : tools;
+}
+
+/** JSON with every object's keys sorted: the same schema read back from the engine's storage (after
+ * an eviction or a reload) may list its keys in another order, and that is no change. */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(",")}]`;
+  if (typeof v === "object" && v !== null) {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(v) ?? "null";
+}
+
+/** A stable text for "did the tool list change": names, ids, descriptions and schemas. */
+export function fingerprintOf(tools: readonly ToolEntry[]): string {
+  return canonicalJson(tools.map((t) => [t.name, t.function_id, t.description ?? null, t.inputSchema]));
+}
