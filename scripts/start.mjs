@@ -108,6 +108,11 @@ const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION"];
 /** What the harness workers read (deploy/harness.ts): provider endpoints and keys, the key stored
  * credentials are encrypted with, the disable list. */
 const HARNESS_VARS = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CREDENTIALS_KEY", "HARNESS_DISABLE", "MODELS_OVERRIDES"];
+/** Observability (engine-do/src/core/telemetry/config.ts): tracing switch, sampling, retention,
+ * and the OTLP collector spans, logs and metrics are exported to. */
+const TELEMETRY_VARS = ["TRACING", "TRACE_SAMPLE_RATIO", "TRACES_MAX_AGE_MS", "TRACES_MAX_SPANS", "TRACES_MAX_BYTES", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"];
+/** Which functions the MCP server at /mcp offers as tools (workers/mcp/README.md). */
+const MCP_VARS = ["MCP_EXPOSE"];
 /** 32 random bytes: an AES-256 key's worth, base64. */
 const CREDENTIALS_KEY_BYTES = 32;
 
@@ -201,7 +206,7 @@ const devVarsPath = path.join(root, ".dev.vars");
 const devVarsText = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
 // .dev.vars first, the environment after it: later values win.
 const settings = { ...parseDotenv(devVarsText) };
-for (const k of [...AUTH_VARS, ...HARNESS_VARS]) if (process.env[k]) settings[k] = process.env[k];
+for (const k of [...AUTH_VARS, ...HARNESS_VARS, ...TELEMETRY_VARS, ...MCP_VARS]) if (process.env[k]) settings[k] = process.env[k];
 settings.CREDENTIALS_KEY ||= stateCredentialsKey();
 const permissions = permissionsText();
 if (permissions !== undefined) settings.III_PERMISSIONS = permissions;

@@ -2,8 +2,9 @@
 // - a tab pointed at a path with no WebSocket endpoint goes `failed` with the engine's message
 //   (a browser cannot read a refused handshake: the engine closes with 4404 and a reason instead),
 //   and does not retry;
-// - the demo app, during an engine outage, keeps the last catalog, workers and result on screen but
-//   marks them stale (since when), and clears the mark once fresh data arrives.
+// - the console, during an engine outage, keeps the last catalog, workers and result on screen but
+//   marks them stale (since when), says the engine is unreachable, reconnects by itself and clears
+//   the marks once fresh data arrives.
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "../support/chromium.ts";
@@ -43,36 +44,35 @@ describe("sdk-browser at a wrong URL", () => {
   });
 });
 
-describe("the demo app during an outage", () => {
-  it("marks the catalog, the workers and the last result stale, and clears the lists' mark when they are fresh again", async () => {
+describe("the console during an outage", () => {
+  it("marks the catalog, the workers and the last result stale, says the engine is unreachable, and recovers by itself", async () => {
     const page = await ctx.newPage();
-    await page.goto(`${engine.url}/`);
+    await page.goto(`${engine.url}/#/catalog?fn=engine::functions::list`);
     await page.waitForSelector('#status[data-state="connected"]', { timeout: 30_000 });
     await page.waitForSelector("#functions li", { timeout: 10_000 });
-    await page.waitForSelector("#workers li", { timeout: 10_000 });
-    await page.fill("#call-fn", "engine::functions::list");
-    await page.fill("#call-payload", "{}");
+    await page.waitForSelector("#workers tbody tr", { timeout: 10_000 });
+    await page.waitForSelector('#call-form button[type="submit"]');
     await page.click('#call-form button[type="submit"]');
-    await page.waitForFunction(() => document.getElementById("call-result")?.dataset.kind === "ok");
-    const stale = () => inPage<{ functions?: string; workers?: string; result?: string; banner: boolean; text: string }>(page, `({ functions: document.getElementById("functions-panel").dataset.stale, workers: document.getElementById("workers-panel").dataset.stale, result: document.getElementById("call-result").dataset.stale, banner: !document.getElementById("stale").hidden, text: document.getElementById("stale").textContent })`);
-    expect(await stale()).toMatchObject({ functions: undefined, workers: undefined, result: undefined, banner: false });
+    await page.waitForSelector('#call-result[data-kind="ok"]');
+    const stale = () => inPage<{ functions?: string; workers?: string; result?: string; banner: boolean; text: string; status: string }>(page, `({ functions: document.getElementById("functions-panel").dataset.stale, workers: document.getElementById("workers-panel").dataset.stale, result: document.getElementById("call-result").dataset.stale, banner: !!document.getElementById("stale"), text: document.getElementById("stale")?.textContent ?? "", status: document.getElementById("status").dataset.status })`);
+    expect(await stale()).toMatchObject({ functions: undefined, workers: undefined, result: undefined, banner: false, status: "open" });
 
     await engine.stop();
-    await until(async () => (await page.locator("#status").textContent()) !== "connected", "the tab noticed the outage", 15_000);
+    // The page asks /healthz why it lost the link, and says so.
+    await until(async () => (await stale()).status === "unreachable", "the page calls the engine unreachable", 15_000);
     const during = await stale();
     expect(during).toMatchObject({ functions: "true", workers: "true", result: "true", banner: true });
-    expect(during.text).toMatch(/^Engine unreachable since .+ \((reconnecting|disconnected)\): the lists and the last result below are from before then\.$/);
+    expect(during.text).toMatch(/^Engine unreachable.*Lost at .+: what is shown below is from before then, marked stale\. The page reconnects by itself\.$/);
     // Still on screen, just marked: the last known catalog is worth seeing.
     expect(await page.locator("#functions li").count()).toBeGreaterThan(0);
-    expect(await page.locator(".stale-tag").first().isVisible()).toBe(true);
+    expect(await page.locator("#functions-panel .stale-tag").isVisible()).toBe(true);
+    expect(await page.locator("#status").textContent()).toBe("engine unreachable");
 
     await engine.restart();
     await page.waitForSelector('#status[data-state="connected"]', { timeout: 60_000 });
-    await until(async () => (await stale()).banner === false, "fresh lists after the reconnect", 15_000);
-    const after = await stale();
-    expect(after).toMatchObject({ functions: undefined, workers: undefined, banner: false });
+    await until(async () => { const s = await stale(); return !s.banner && !s.functions && !s.workers; }, "fresh lists after the reconnect", 15_000);
     // The result is still the one from before the outage: it stays marked until the next call.
-    expect(after.result).toBe("true");
+    expect((await stale()).result).toBe("true");
     await page.click('#call-form button[type="submit"]');
     await page.waitForFunction(() => document.getElementById("call-result")?.dataset.kind === "ok" && !document.getElementById("call-result")?.dataset.stale);
     await page.close();

@@ -42,8 +42,8 @@ export const HTTP_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "O
  * would never be reached, so registration refuses it. Top-level paths with a static-file
  * extension are refused too: the asset layer answers them before the Worker runs.
  */
-const RESERVED_EXACT = new Set(["", "healthz", "otel", "mcp", "ns", "ws", "_iii", "index.html", "sdk", "assets", "favicon.ico", "robots.txt"]);
-const RESERVED_PREFIXES = ["ns/", "ws/", "_iii/", "sdk/", "assets/"];
+const RESERVED_EXACT = new Set(["", "healthz", "otel", "mcp", "_console", "ns", "ws", "_iii", "index.html", "sdk", "assets", "favicon.ico", "robots.txt"]);
+const RESERVED_PREFIXES = ["ns/", "ws/", "_iii/", "sdk/", "assets/", "_console/"];
 const STATIC_EXTENSION = /\.(html?|js|mjs|css|map|ico|png|jpe?g|gif|svg|webp|txt|webmanifest|woff2?)$/i;
 
 export function normalizePath(p: string): string {
