@@ -28,6 +28,10 @@ import { CHANNEL_FRAMES, CONTROL_FRAMES, STREAM_SOCKET_FRAMES, SocketBudget, flo
 /** A side socket's frame budget, by the kind in its attachment (telemetry: a worker's). */
 const sideFrames = (kind: string): FrameLimits => (kind === "channel" ? CHANNEL_FRAMES : kind === "stream" ? STREAM_SOCKET_FRAMES : CONTROL_FRAMES);
 import { edgeHostPort, type EdgeHostBinding } from "./core/edge-hosts.ts";
+import type { ShardAttachOutcome, ShardAttachRequest, ShardBatchOutcome, ShardDownBatch, ShardInvokeOutcome, ShardInvokeRequest, ShardRoute, ShardUpBatch } from "@iii-edge/protocol";
+import { CatalogShards } from "./shards/catalog-side.ts";
+import { connectionShards, shardOf } from "./shards/config.ts";
+import { ConnectionShard } from "./shards/connection-shard.ts";
 import type { Conn, EnginePorts } from "./core/ports.ts";
 
 /** What a socket carries through hibernation; validated before it is trusted. */
@@ -95,12 +99,17 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   private readonly conns = new WeakMap<WebSocket, SocketConn>();
   private alarmAt: number | null = null;
   private readonly connectionLimits: { perPrincipal?: number; perIp?: number };
+  /** CONNECTION_SHARDS > 1 (shards/): this object is a connection shard, or the catalog of some. */
+  private readonly shard: ConnectionShard | undefined;
+  private readonly catalogShards: CatalogShards | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
+    const shardCount = connectionShards(env);
+    const asShard = shardCount > 1 ? shardOf(ctx.id.name) : undefined;
     const sql = ctx.storage.sql;
     const edgeHosts: EnginePorts["edgeHosts"] = {};
-    for (const name of (env.EDGE_HOSTS ?? "").split(",").map((s) => s.trim()).filter(Boolean)) {
+    for (const name of (asShard ? "" : (env.EDGE_HOSTS ?? "")).split(",").map((s) => s.trim()).filter(Boolean)) {
       // Named by a var, so Env cannot type it: what the binding answers is parsed (core/edge-hosts.ts).
       const binding = (env as unknown as Record<string, unknown>)[name];
       if (binding) edgeHosts[name] = edgeHostPort(name, binding as EdgeHostBinding);
@@ -125,8 +134,14 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       otherNamespace: (ns): EngineRpc => env.ENGINE.getByName(ns),
     };
     const defaultInvokeTimeoutMs = invokeTimeout(env);
-    this.core = new EngineCore(ports, defaultInvokeTimeoutMs === undefined ? {} : { defaultInvokeTimeoutMs });
+    // Spans go to D1 (core/telemetry/store.ts) and, with OTEL_EXPORTER_OTLP_ENDPOINT set, to a collector.
+    const telemetry = { vars: env, db: env.DB, fetch: (url: string, init: RequestInit) => fetch(url, init) };
+    this.core = new EngineCore(ports, defaultInvokeTimeoutMs === undefined ? { telemetry } : { defaultInvokeTimeoutMs, telemetry });
     this.connectionLimits = connectionLimits(env);
+    this.shard = asShard
+      ? new ConnectionShard(ctx, { name: ctx.id.name!, catalog: () => env.ENGINE.getByName(asShard.namespace), shard: (s) => env.ENGINE.getByName(s), log: this.core.ports.log, defaultInvokeTimeoutMs: this.core.defaultInvokeTimeoutMs })
+      : undefined;
+    this.catalogShards = shardCount > 1 && !asShard ? new CatalogShards({ core: this.core, sql: ports.sql, shards: shardCount, peer: (s) => env.ENGINE.getByName(s), limits: this.connectionLimits }) : undefined;
     this.installed = installEngine(this.core, env);
     this.streamSockets = new StreamSockets(ctx, this.installed.streams);
     this.channelSockets = new ChannelSockets(ctx, this.installed.channels);
@@ -140,7 +155,11 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
         const c = this.connFor(ws);
         if (c) live.push(c);
       }
+      const remote = this.catalogShards?.restore() ?? [];
+      live.push(...remote);
       this.core.start(live);
+      // Before any event: ghosts of sockets a restarted shard lost must not keep holding their ids.
+      if (remote.length > 0) await this.catalogShards!.probe();
     });
   }
 
@@ -161,6 +180,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   }
 
   override async fetch(request: Request): Promise<Response> {
+    if (this.shard) return this.shard.accept(request);
     const url = new URL(request.url);
     if (url.pathname.endsWith("/_iii/streams")) return this.streamSockets.accept(request);
     if (ChannelSockets.matches(url)) return this.channelSockets.accept(request);
@@ -203,6 +223,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   private readonly sideKinds = new WeakMap<WebSocket, string>();
 
   override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    if (this.shard) return this.shard.message(ws, message);
     const conn = this.sideKinds.has(ws) ? undefined : this.connFor(ws);
     if (conn) return this.core.message(conn, message);
     // The budget before anything looks at the frame.
@@ -210,7 +231,9 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     const kind = this.sideKind(ws);
     if (kind === "channel") this.channelSockets.message(ws, message);
     else if (kind === "stream") this.streamSockets.message(ws, message);
-    // Else telemetry, dropped (§11), or a refused channel end.
+    // Telemetry (§11): binary frames are stored and exported (core/telemetry); text frames ignored.
+    else if (kind === "otel" && typeof message !== "string") this.core.telemetry.ingest(message);
+    // Else a refused channel end.
   }
 
   private sideKind(ws: WebSocket): string {
@@ -261,6 +284,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   }
 
   override async webSocketClose(ws: WebSocket, code: number): Promise<void> {
+    if (this.shard) return this.shard.closed(ws, code);
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
     else if (!this.channelSockets.closed(ws)) this.streamSockets.closed(ws);
@@ -272,6 +296,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   }
 
   override async webSocketError(ws: WebSocket): Promise<void> {
+    if (this.shard) return this.shard.closed(ws);
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
     else if (!this.channelSockets.closed(ws)) this.streamSockets.closed(ws);
@@ -288,6 +313,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
    * for call failures. The request comes from another object, Worker or the front door: its type
    * is what callers promise, the schema what is trusted. */
   async trigger(sent: RpcTriggerRequest): Promise<CallOutcome> {
+    if (this.shard) return { ok: false, error: { code: "function_not_found", message: "a connection shard runs no functions: call its namespace" } };
     const loose = sent as { function_id?: unknown; grant?: unknown } | null | undefined;
     if (!loose || typeof loose.function_id !== "string" || !loose.function_id) {
       return { ok: false, error: { code: "invalid_frame", message: "function_id is required" } };
@@ -316,6 +342,12 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     return call;
   }
 
+  /** Telemetry from Worker-hosted code (protocol's `EngineRpc`): one `/otel` frame, as a socket
+   * worker sends it. A malformed frame is dropped and counted (iii.telemetry.frames.refused). */
+  async telemetry(frame: string | ArrayBuffer): Promise<void> {
+    if (typeof frame === "string" || frame instanceof ArrayBuffer) this.core.telemetry.ingest(frame);
+  }
+
   /** HTTP-trigger routes (core/triggers/http.ts), forwarded by the front door (http-routes.ts). */
   async httpRequest(req: HttpTriggerRequest): Promise<HttpTriggerResponse> {
     return this.installed.http.handle(req);
@@ -327,7 +359,40 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   }
 
   /** For the front door (HTTP triggers and the engine API): the core, in this object. */
-  async health(): Promise<{ ok: true; namespace: string; workers: number; functions: number }> {
-    return { ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size };
+  async health(): Promise<{ ok: true; namespace: string; workers: number; functions: number; shards?: Record<string, number> }> {
+    const shards = this.catalogShards?.counts();
+    return { ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size, ...(shards ? { shards } : {}) };
+  }
+
+  // ------------------------------------------------------------------ connection shards (shards/)
+
+  /** A connection shard admits a socket through its catalog object (this one). */
+  async shardAttach(req: ShardAttachRequest): Promise<ShardAttachOutcome> {
+    return this.catalogShards?.attach(req) ?? { ok: false, error: { code: "invalid_frame", message: "this engine object has no connection shards" } };
+  }
+
+  /** What a connection shard's sockets sent, in order. */
+  async shardFrames(batch: ShardUpBatch): Promise<ShardBatchOutcome> {
+    return this.catalogShards?.frames(batch) ?? { gone: [...new Set((batch?.items ?? []).map((i) => i.w))] };
+  }
+
+  /** What the catalog object sends a connection shard's sockets (this one). */
+  async shardDeliver(batch: ShardDownBatch): Promise<ShardBatchOutcome> {
+    return this.shard?.deliver(batch) ?? { gone: [...new Set((batch?.items ?? []).map((i) => i.w))] };
+  }
+
+  /** Where a function's worker is, for a shard's direct calls (null: call through this object). */
+  async shardRoute(functionId: string): Promise<ShardRoute> {
+    return this.catalogShards?.route(functionId) ?? null;
+  }
+
+  /** A direct call from another shard to a worker on this one (shards/direct-calls.ts). */
+  async shardInvoke(req: ShardInvokeRequest): Promise<ShardInvokeOutcome> {
+    return this.shard ? this.shard.invoke(req) : { stale: true };
+  }
+
+  /** The catalog's wake probe: which of these workers' sockets this shard no longer holds. */
+  async shardAlive(workerIds: string[]): Promise<ShardBatchOutcome> {
+    return this.shard?.alive(workerIds) ?? { gone: Array.isArray(workerIds) ? workerIds : [] };
   }
 }

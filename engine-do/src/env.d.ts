@@ -20,4 +20,14 @@ interface Env {
   MAX_CONNECTIONS_PER_IP?: string;
   /** The deadline (ms) of a call that names none, instead of DEFAULT_INVOKE_TIMEOUT_MS (tests). */
   INVOKE_TIMEOUT_MS?: string;
+  /** Observability (engine-do/src/core/telemetry/config.ts): on|off, head sampling, retention, export. */
+  TRACING?: string;
+  TRACE_SAMPLE_RATIO?: string;
+  TRACES_MAX_AGE_MS?: string;
+  TRACES_MAX_SPANS?: string;
+  TRACES_MAX_BYTES?: string;
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string;
+  OTEL_EXPORTER_OTLP_HEADERS?: string;
+  /** Connection shards per namespace (engine-do/src/shards/); unset or 1: one object holds every socket. */
+  CONNECTION_SHARDS?: string;
 }

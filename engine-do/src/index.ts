@@ -11,6 +11,7 @@ import { mountTriggerRoutes } from "./http-routes.ts";
 import { consumeDeliveries } from "./queue-consumer.ts";
 import { traceFromHeaders } from "./core/trace.ts";
 import { isSocketPath, refuseWrongSocketPath, wantsWebSocket } from "./socket-paths.ts";
+import { socketObjectName } from "./shards/config.ts";
 
 export { Engine };
 
@@ -46,7 +47,8 @@ const upgrade = async (c: Context<AppEnv>, namespace: string): Promise<Response 
   if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${namespace}'`);
   const who = await authFor(c, namespace);
   if (!who.ok) return errorJson(c, who.status, who.code, who.message);
-  return engineFor(c.env, namespace).fetch(withGrant(c.req.raw, who.grant, who.viaProtocol));
+  // With CONNECTION_SHARDS > 1 a worker socket goes to one of the namespace's connection shards.
+  return engineFor(c.env, socketObjectName(c.env, namespace, c.req.path)).fetch(withGrant(c.req.raw, who.grant, who.viaProtocol));
 };
 const webSocketOnly = (c: Context<AppEnv>) => errorJson(c, 404, "not_found", "WebSocket only");
 
