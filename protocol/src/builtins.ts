@@ -6,6 +6,7 @@ import { z } from "zod";
 import { jsonBytes } from "./frames.ts";
 import { MAX_LIST_PAGE, MAX_WORKER_INFO_BYTES } from "./limits.ts";
 import { streamName } from "./streams.ts";
+import * as telemetry from "./telemetry.ts";
 
 const scopeName = z.string().min(1).max(512);
 const keyName = z.string().min(1).max(1024);
@@ -351,6 +352,14 @@ export const BUILTINS = {
   "iii::queue::redrive": contract(queueInput, z.object({ queue: z.string(), redriven: count })),
   "iii::queue::redrive_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), redriven: z.literal(true) })),
   "iii::queue::discard_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), discarded: z.literal(true) })),
+
+  // Observability (issue 12; shapes of iii v0.23, ./telemetry.ts).
+  "engine::traces::list": contract(telemetry.tracesListInput, telemetry.tracesListOutput),
+  "engine::traces::tree": contract(telemetry.tracesTreeInput, telemetry.tracesTreeOutput),
+  "engine::traces::group_by": contract(telemetry.tracesGroupByInput, telemetry.tracesGroupByOutput),
+  "engine::traces::clear": contract(telemetry.tracesClearInput, telemetry.tracesClearOutput),
+  "engine::logs::list": contract(telemetry.logsListInput, telemetry.logsListOutput),
+  "engine::metrics::list": contract(telemetry.metricsListInput, telemetry.metricsListOutput),
 } as const;
 export type BuiltinId = keyof typeof BUILTINS;
 export type BuiltinInput<Id extends BuiltinId> = z.output<(typeof BUILTINS)[Id]["input"]>;

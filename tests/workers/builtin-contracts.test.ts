@@ -47,6 +47,12 @@ const calls: [BuiltinId, unknown][] = [
   ["engine::queue::dlq_topics", {}],
   ["engine::queue::dlq_messages", { topic: "jobs" }],
   ["iii::queue::redrive", { queue: "jobs" }],
+  ["engine::traces::list", { limit: 5 }],
+  ["engine::traces::tree", { trace_id: "0af7651916cd43dd8448eb211c80319c" }],
+  ["engine::traces::group_by", { attribute: "iii.function_id" }],
+  ["engine::logs::list", { limit: 5 }],
+  ["engine::metrics::list", {}],
+  ["engine::traces::clear", {}],
 ];
 /** Answer only with a dead letter to act on (not_found otherwise); their results are typed by the
  * contract at compile time (engine-do/src/core/builtins/define.ts). */

@@ -9,6 +9,9 @@ const wires = new Wires();
 afterEach(() => wires.closeAll());
 
 const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+/** The caller's trace as the target sees it: the same trace, sampled, under the engine's span of the
+ * hop (engine-do/src/core/telemetry; tests/node/telemetry*.test.ts checks the parentage). */
+const SAME_TRACE = expect.stringMatching(new RegExp(`^00-${TRACEPARENT.split("-")[1]}-(?!${TRACEPARENT.split("-")[2]})[0-9a-f]{16}-01$`));
 const BAGGAGE = "tenant=acme,probe=1";
 
 describe("sync", () => {
@@ -48,12 +51,13 @@ describe("sync", () => {
     let at: Frame | undefined;
     target.serve("inv::trace", (_d, f) => ((at = f), "ok"));
     const r = await caller.call("inv::trace", { x: 1 }, { metadata: { tenant: "acme", n: [1, 2] }, traceparent: TRACEPARENT, baggage: BAGGAGE });
-    expect(at).toMatchObject({ metadata: { tenant: "acme", n: [1, 2] }, traceparent: TRACEPARENT, baggage: BAGGAGE });
+    expect(at).toMatchObject({ metadata: { tenant: "acme", n: [1, 2] }, traceparent: SAME_TRACE, baggage: BAGGAGE });
     expect(r).toMatchObject({ result: "ok", traceparent: TRACEPARENT, baggage: BAGGAGE });
-    // Absent fields stay absent (§2.3), empty trace strings count as absent (§4.8).
+    // Absent fields stay absent (§2.3), empty trace strings count as absent (§4.8): the call then
+    // starts a trace of its own (its span the root).
     await caller.call("inv::trace", { x: 1 }, { traceparent: "", baggage: "" });
     expect(at).not.toHaveProperty("metadata");
-    expect(at).not.toHaveProperty("traceparent");
+    expect(at!.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
     expect(at).not.toHaveProperty("baggage");
   });
 
@@ -187,7 +191,7 @@ describe("void", () => {
     await sleep(100);
     expect(got.map((f) => f.data.n).sort()).toEqual([1, 2, 3]);
     for (const f of got) expect(f.invocation_id).toMatch(/^[0-9a-f-]{36}$/);
-    expect(got.find((f) => f.data.n === 1)).toMatchObject({ metadata: { m: 1 }, traceparent: TRACEPARENT, data: { _caller_worker_id: caller.workerId } });
+    expect(got.find((f) => f.data.n === 1)).toMatchObject({ metadata: { m: 1 }, traceparent: SAME_TRACE, data: { _caller_worker_id: caller.workerId } });
     expect(caller.all("invocationresult")).toEqual([]);
   });
 
@@ -211,7 +215,7 @@ describe("enqueue", () => {
     const delivered = await target.next((f) => f.type === "invokefunction" && f.function_id === "inv::job");
     // No _caller_worker_id on enqueue (§4.4); the trace context rides along.
     expect(delivered.data).toEqual({ job: 1 });
-    expect(delivered).toMatchObject({ traceparent: TRACEPARENT, baggage: BAGGAGE });
+    expect(delivered).toMatchObject({ traceparent: SAME_TRACE, baggage: BAGGAGE });
   });
 
   it("an unknown queue → enqueue_error", async () => {

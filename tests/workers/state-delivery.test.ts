@@ -11,6 +11,9 @@ afterEach(() => wires.closeAll());
 
 const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const BAGGAGE = "tenant=acme";
+/** The caller's trace as the target sees it: the same trace, sampled, under the engine's span of the
+ * hop (engine-do/src/core/telemetry; tests/node/telemetry*.test.ts checks the parentage). */
+const SAME_TRACE = expect.stringMatching(new RegExp(`^00-${TRACEPARENT.split("-")[1]}-(?!${TRACEPARENT.split("-")[2]})[0-9a-f]{16}-01$`));
 /** How long to watch for a delivery that must not come. */
 const QUIET_MS = 400;
 /** `jobs` (wrangler.toml): durable, standard. `turns`: durable fifo by session_id. `default`: Cloudflare Queues. */
@@ -31,7 +34,7 @@ describe("state::set / state::update with enqueue (§7.2)", () => {
     expect(r.messageReceiptId).toMatch(/^[0-9a-f-]{36}$/);
     const got = await w.next((f) => f.type === "invokefunction" && f.function_id === fn);
     // The payload exactly as given (no _caller_worker_id, like any enqueue), the receipt as invocation id.
-    expect(got).toMatchObject({ invocation_id: r.messageReceiptId, data: { session_id: "s1", step: 1 }, traceparent: TRACEPARENT, baggage: BAGGAGE });
+    expect(got).toMatchObject({ invocation_id: r.messageReceiptId, data: { session_id: "s1", step: 1 }, traceparent: SAME_TRACE, baggage: BAGGAGE });
     await sleep(QUIET_MS);
     expect(deliveriesOf(w, fn)).toHaveLength(1);
     // Without `enqueue` the result has no receipt.

@@ -6,6 +6,7 @@
 import type { ErrorBody, Grant, RegisterTrigger } from "@iii-edge/protocol";
 import type { FunctionRecord, HoldingKind, TriggerRecord, TriggerTypeRecord, WorkerRecord } from "./catalog.ts";
 import type { CallOutcome, EnginePorts } from "./ports.ts";
+import type { Telemetry } from "./telemetry/telemetry.ts";
 
 /** What a built-in function receives besides its input. */
 export interface CallContext {
@@ -164,6 +165,8 @@ export interface EngineBindings {
 
 export interface EngineApi extends EngineExtensions, EngineCalls, EngineBindings {
   readonly ports: EnginePorts;
+  /** Spans of each hop (telemetry/hops.ts), the trace store and the engine's metrics. */
+  readonly telemetry: Telemetry;
   readonly catalog: CatalogView;
   readonly introspection: EngineIntrospection;
   /** Is this worker connection live (an owner that still holds what it registered)? */

@@ -46,6 +46,8 @@ import { Introspection } from "./introspection.ts";
 import { Invocations } from "./invocations.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
 import { traceOf } from "./trace.ts";
+import { endEnqueue, endFire, enqueueSpan, fireSpan, invokeSpan, remoteSpan, type InvokeTarget } from "./telemetry/hops.ts";
+import { Telemetry, type TelemetryOptions } from "./telemetry/telemetry.ts";
 
 // The extension shapes used to live here; they are api.ts's now (kept importable from here).
 export type { AlarmClient, BuiltinFunction, BuiltinHandler, BuiltinTriggerType, CallContext, CallRequest, EngineApi, EnqueueRequest, FireOptions, QueueProvider } from "./api.ts";
@@ -55,6 +57,8 @@ export interface EngineOptions {
   /** The deadline of a call that names none (`timeout_ms` absent): DEFAULT_INVOKE_TIMEOUT_MS
    * unless lowered or raised here (tests shorten it to show which deadline a delivery runs under). */
   defaultInvokeTimeoutMs?: number;
+  /** Spans, their store and export (telemetry/); absent, tracing is off (plain core tests). */
+  telemetry?: TelemetryOptions;
 }
 
 /** Characters iii strips from worker names/descriptions: C0/C1 controls and bidi overrides. */
@@ -87,13 +91,18 @@ export class EngineCore implements EngineApi {
   private queueProvider: QueueProvider | undefined;
   private functionsTimer: unknown = null;
   private lastFunctionsSignature: string | undefined;
+  /** The function ids as of the last `functions_changed` (what a delta subscriber's added/removed is against). */
+  private lastFunctionIds: ReadonlySet<string> = new Set();
 
   /** The deadline of a call without `timeout_ms` (EngineOptions). */
   readonly defaultInvokeTimeoutMs: number;
+  /** Spans of every hop, the trace store, export and metrics (telemetry/telemetry.ts). */
+  readonly telemetry: Telemetry;
 
   constructor(ports: EnginePorts, opts: EngineOptions = {}) {
     this.ports = ports;
     this.defaultInvokeTimeoutMs = opts.defaultInvokeTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
+    this.telemetry = new Telemetry(ports, opts.telemetry ?? { vars: { TRACING: "off" } });
     this.catalog = new Catalog(ports.sql);
     this.invocations = new Invocations(ports, () => this.rearmAlarm());
     // Persisted calls' deadlines: the first alarm client.
@@ -141,6 +150,7 @@ export class EngineCore implements EngineApi {
     }
     this.invocations.restore(this.conns, (conn, id, functionId, outcome, trace) => this.reply(conn, id, functionId, outcome, trace));
     this.lastFunctionsSignature = this.introspection.functionsSignature();
+    this.lastFunctionIds = this.introspection.functionIds();
     this.rearmAlarm();
     if (Object.keys(this.ports.edgeHosts).length > 0) this.refreshEdgeHosts().catch(() => {});
   }
@@ -216,9 +226,12 @@ export class EngineCore implements EngineApi {
       return;
     }
     if (typeof raw !== "string") {
-      // Telemetry prefixes on the control socket are accepted and dropped (§11).
+      // Telemetry prefixes on the control socket are accepted as on /otel (§11): stored, exported.
       const head = new TextDecoder().decode(new Uint8Array(raw, 0, Math.min(4, raw.byteLength)));
-      if (head === "OTLP" || head === "MTRC" || head === "LOGS") return;
+      if (head === "OTLP" || head === "MTRC" || head === "LOGS") {
+        this.telemetry.ingest(raw);
+        return;
+      }
     }
     const parsed = parseWorkerFrame(raw);
     if (!parsed.ok) {
@@ -542,7 +555,10 @@ export class EngineCore implements EngineApi {
     if (f.metadata !== undefined) req.metadata = f.metadata;
     if (f.traceparent) req.traceparent = f.traceparent;
     if (f.baggage) req.baggage = f.baggage;
+    const span = remoteSpan(this.telemetry, f, namespace);
+    if (span) req.traceparent = span.traceparent;
     const call = remote.trigger(req).catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e, "invocation_error") }));
+    if (span) call.then((o) => span.end(o));
     if (expectsReply) call.then((o) => this.reply(conn, f.invocation_id!, f.function_id, o, f));
     else this.ports.background(call);
   }
@@ -563,11 +579,15 @@ export class EngineCore implements EngineApi {
 
   async enqueue(req: EnqueueRequest): Promise<CallOutcome> {
     if (!this.queueProvider) return { ok: false, error: { code: "enqueue_error", message: "no queue provider is configured" } };
+    const span = enqueueSpan(this.telemetry, req);
+    let out: CallOutcome;
     try {
-      return await this.queueProvider.enqueue(req);
+      out = await this.queueProvider.enqueue(span ? { ...req, traceparent: span.traceparent } : req);
     } catch (e) {
-      return { ok: false, error: toErrorBody(e, "enqueue_error") };
+      out = { ok: false, error: toErrorBody(e, "enqueue_error") };
     }
+    endEnqueue(span, out);
+    return out;
   }
 
   /**
@@ -593,9 +613,23 @@ export class EngineCore implements EngineApi {
 
   /** Call a function, wherever it lives. Always settles: result, error, or `timeout`. */
   async invoke(req: CallRequest): Promise<CallOutcome> {
-    if (req.caller === undefined) return this.invokeUncounted(req);
+    // The call's span; what it calls is its child (its traceparent goes on in place of the caller's).
+    const span = invokeSpan(this.telemetry, req, this.targetOf(req.function_id));
+    const r = span ? { ...req, traceparent: span.traceparent } : req;
+    const started = this.ports.clock.now();
     // Bounded per caller: one flood of never-answered calls cannot hold the object's memory.
-    return this.invocations.counted(req.caller, () => this.invokeUncounted(req));
+    const outcome = await (r.caller === undefined ? this.invokeUncounted(r) : this.invocations.counted(r.caller, () => this.invokeUncounted(r)));
+    this.telemetry.metrics.invocation(req.function_id, outcome.ok, this.ports.clock.now() - started);
+    span?.end(outcome);
+    return outcome;
+  }
+
+  /** Where a function lives, for its invoke span. */
+  private targetOf(id: string): InvokeTarget {
+    if (!this.telemetry.tracing) return { kind: "missing" };
+    if (this.builtins.has(id)) return { kind: "builtin" };
+    const fn = this.catalog.functions.get(id);
+    return fn ? { kind: fn.kind, owner: fn.owner } : { kind: "missing" };
   }
 
   private async invokeUncounted(req: CallRequest): Promise<CallOutcome> {
@@ -643,6 +677,14 @@ export class EngineCore implements EngineApi {
    * a log line (§4.5); a durable fire retries it.
    */
   async fire(binding: TriggerRecord, payload: unknown, opts: FireOptions = {}): Promise<CallOutcome | "skipped"> {
+    const span = fireSpan(this.telemetry, binding, opts.traceparent);
+    if (!span) return this.fireTraced(binding, payload, opts);
+    const out = await this.fireTraced(binding, payload, { ...opts, traceparent: span.traceparent });
+    endFire(span, out);
+    return out;
+  }
+
+  private async fireTraced(binding: TriggerRecord, payload: unknown, opts: FireOptions): Promise<CallOutcome | "skipped"> {
     const trace = traceOf(opts);
     const cond = isObject(binding.config) && typeof binding.config.condition_function_id === "string" ? binding.config.condition_function_id : undefined;
     if (cond) {
@@ -677,10 +719,21 @@ export class EngineCore implements EngineApi {
       const sig = this.introspection.functionsSignature();
       if (sig === this.lastFunctionsSignature) return;
       this.lastFunctionsSignature = sig;
+      const before = this.lastFunctionIds;
+      this.lastFunctionIds = this.introspection.functionIds();
       const bindings = this.activeBindings(TRIGGER_TYPES.functionsAvailable);
       if (bindings.length === 0) return;
-      const payload = { event: "functions_changed", functions: this.introspection.functionSummaries(true) };
-      for (const b of bindings) this.ports.background(this.fire(b, payload));
+      // The spec's payload is the full list; a binding with config {delta: true} (iii-edge
+      // extension) gets only what changed, so one registration costs each subscriber a small frame
+      // rather than the whole catalog (fan-out linear in subscribers, not subscribers × catalog).
+      let full: unknown;
+      let delta: unknown;
+      for (const b of bindings) {
+        const payload = isObject(b.config) && b.config.delta === true
+          ? (delta ??= { event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) })
+          : (full ??= { event: "functions_changed", functions: this.introspection.functionSummaries(true) });
+        this.ports.background(this.fire(b, payload));
+      }
     }, FUNCTIONS_CHANGED_DEBOUNCE_MS);
   }
 

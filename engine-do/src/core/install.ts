@@ -12,6 +12,7 @@ import { installQueueBuiltins } from "./queues/builtins.ts";
 import { QueueRouter } from "./queues/router.ts";
 import { installCron, type CronScheduler } from "./triggers/cron.ts";
 import { installHttp, type HttpRoutes } from "./triggers/http.ts";
+import { installTelemetry } from "./telemetry/builtins.ts";
 
 export interface InstallOptions {
   /** Named queues, JSON (see queues/config.ts and wrangler.toml). */
@@ -34,6 +35,7 @@ export interface Installed {
 
 export function installEngine(core: EngineApi, opts: InstallOptions = {}): Installed {
   installEngineFunctions(core);
+  installTelemetry(core, core.telemetry, opts.DB);
   const now = () => core.ports.clock.now();
   const deadLetters = opts.DB ? new D1DeadLetters(opts.DB, core.ports.namespace, now) : new LocalDeadLetters(core.ports.sql, now);
   let configs;

@@ -15,6 +15,8 @@
 import { IIIError, type ChannelDirection, type StreamChannelRef } from "@iii-edge/protocol";
 import { defineBuiltin } from "../builtins/define.ts";
 import type { EngineApi } from "../api.ts";
+import { channelSpan } from "../telemetry/hops.ts";
+import type { ActiveSpan } from "../telemetry/telemetry.ts";
 import { MemoryChannelStore, SqlChannelStore, type ChannelItem, type ChannelRow, type ChannelStore, itemBytes } from "./store.ts";
 
 export type { ChannelItem } from "./store.ts";
@@ -165,16 +167,29 @@ export class ChannelHub {
     defineBuiltin(this.core, "engine::channels::create", {
       description: "Create a channel: {buffer_size?=64 (max 1024)} → {writer, reader} channel refs",
       internal: true,
-      handler: ({ buffer_size }) => this.create(buffer_size ?? DEFAULT_CHANNEL_BUFFER_ITEMS),
+      handler: ({ buffer_size }, ctx) => this.create(buffer_size ?? DEFAULT_CHANNEL_BUFFER_ITEMS, ctx.traceparent),
     });
     this.core.addAlarmClient({ nextDue: () => this.sql.nextSweep(), run: async (now) => this.sweep(now) });
   }
 
-  create(bufferSize: number): { writer: StreamChannelRef; reader: StreamChannelRef } {
+  /** Spans of created channels, from create to removal (telemetry/hops.ts; in memory: an
+   * eviction in between loses the span, never the channel). At most MAX_OPEN_CHANNELS. */
+  private readonly spans = new Map<string, ActiveSpan>();
+
+  private finished(id: string, reason: string): void {
+    const span = this.spans.get(id);
+    if (!span) return;
+    this.spans.delete(id);
+    span.set("iii.channel.end", reason).end({ ok: true });
+  }
+
+  create(bufferSize: number, traceparent?: string): { writer: StreamChannelRef; reader: StreamChannelRef } {
     if (this.sql.count() >= MAX_OPEN_CHANNELS) throw new IIIError("channel_limit", `this engine already has ${MAX_OPEN_CHANNELS} open channels`);
     const now = this.core.ports.clock.now();
     const row = this.newRow(bufferSize, now);
     this.sql.insert(row);
+    const span = channelSpan(this.core.telemetry, row.id, traceparent);
+    if (span) this.spans.set(row.id, span.set("iii.channel.buffer_size", bufferSize));
     this.core.rearmAlarm();
     return { writer: { channel_id: row.id, access_key: row.access_key, direction: "write" }, reader: { channel_id: row.id, access_key: row.access_key, direction: "read" } };
   }
@@ -407,12 +422,16 @@ export class ChannelHub {
       // Frames that arrived before the close were already handled: workerd delivers a socket's
       // events in order, so "frames right after the close" (§10) need no timer here.
       this.end(store, row, CLOSE.complete);
-      if (row.reader === 2) store.remove(id);
+      if (row.reader === 2) {
+        store.remove(id);
+        this.finished(id, CLOSE.complete.reason);
+      }
       return;
     }
     // The reader is gone: nothing more can be read, so the writer is told and the channel removed.
     if (row.writer === 1) this.sockets?.close(id, "write", CLOSE.readerClosed.code, CLOSE.readerClosed.reason);
     store.remove(id);
+    this.finished(id, row.writer === 1 ? CLOSE.readerClosed.reason : (row.end_reason ?? CLOSE.complete.reason));
     this.wakeBody(id);
   }
 
@@ -427,6 +446,7 @@ export class ChannelHub {
       }
       for (const dir of ["write", "read"] as const) if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.expired.code, CLOSE.expired.reason);
       this.sql.remove(row.id);
+      this.finished(row.id, both ? CLOSE.complete.reason : CLOSE.expired.reason);
     }
   }
 

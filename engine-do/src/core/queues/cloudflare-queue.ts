@@ -8,6 +8,8 @@ import type { CallRequest, EngineApi } from "../api.ts";
 import type { EnqueueResult, QueueBackend, QueueMessage } from "./backend.ts";
 import { CLOUDFLARE_MAX_DELAY_S, backoffDelay, type QueueConfig } from "./config.ts";
 import type { DeadLetterSink } from "./dead-letters.ts";
+import { deliverySpan, endDelivery } from "../telemetry/hops.ts";
+import type { ActiveSpan } from "../telemetry/telemetry.ts";
 
 /** The part of a Queue producer binding used here (structural: no `cloudflare:*` types in core). */
 export interface QueueProducerLike {
@@ -93,14 +95,19 @@ export class CloudflareQueue implements QueueBackend {
     }
     await this.acquire(cfg);
     let outcome;
+    let span: ActiveSpan | undefined;
     try {
       const req: CallRequest = { function_id: body.function_id, data: body.data, timeoutMs: cfg.timeout_ms, invocationId: body.id };
       if (body.traceparent) req.traceparent = body.traceparent;
       if (body.baggage) req.baggage = body.baggage;
+      // This attempt's span (telemetry/hops.ts), child of the enqueue; the call is its child.
+      span = deliverySpan(this.core.telemetry, { queue: body.queue, id: body.id, function_id: body.function_id, attempt: attempts, traceparent: body.traceparent, backend: "cloudflare" });
+      if (span) req.traceparent = span.traceparent;
       outcome = await this.core.invoke(req);
     } finally {
       this.release(cfg);
     }
+    endDelivery(span, outcome, outcome.ok ? "delivered" : attempts > cfg.max_retries ? "dead" : "retry");
     if (outcome.ok) {
       sql.exec("INSERT OR REPLACE INTO queue_delivered (id, at) VALUES (?, ?)", body.id, clock.now());
       if (++this.deliveries % PRUNE_EVERY === 0) sql.exec("DELETE FROM queue_delivered WHERE at < ?", clock.now() - DELIVERED_WINDOW_MS);

@@ -15,6 +15,7 @@ import type { CallOutcome } from "../ports.ts";
 import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { backoffDelay, type QueueConfig } from "./config.ts";
 import type { DeadLetter, DeadLetterSink } from "./dead-letters.ts";
+import { deliverySpan, endDelivery } from "../telemetry/hops.ts";
 
 export type { QueueConfig } from "./config.ts";
 export type { MessageOverrides } from "./backend.ts";
@@ -27,6 +28,16 @@ const LEASE_MARGIN_MS = 5_000;
 const SAFETY_REPUMP_MS = 1_000;
 /** Most rows one pump looks at per queue (bounds the work of one event). */
 const PUMP_SCAN_LIMIT = 1_000;
+/**
+ * How long a delivered message's deletion may wait to share one write with the others delivered
+ * meanwhile. Every event that writes ends in a commit of the object's storage, the dearest part of
+ * a delivery (under wrangler dev a commit per result frame held a flood to a fraction of the
+ * routed-call rate); a crash inside the window redelivers those messages (at-least-once, same ids).
+ */
+export const ACK_FLUSH_MS = 10;
+/** Most times one pump looks again at a standard queue after putting off rows of missing targets
+ * (each look puts off at least one target's rows; the next pump goes on from there). */
+const MAX_HOLD_ROUNDS = 16;
 /**
  * How long after the object starts a delivery to a function nobody has registered (yet) waits for
  * it instead of counting as a failed attempt. A restart drops every socket, and iii-sdk reconnects
@@ -83,6 +94,16 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   private readonly core: EngineApi;
   private readonly configFor: (queue: string) => QueueConfig | undefined;
   private readonly inflight = new Map<string, number>();
+  /** Names of the queues that may hold messages (a cache of queue_messages, loaded on first use,
+   * added to on push, pruned by nextDue when a queue is found empty). */
+  private names: Set<string> | undefined;
+  /** Deliveries in flight in this instance: message id → the end of its lease. In memory only: a
+   * lease is void once the instance is gone (its pending calls died with it), so writing it would
+   * only cost a commit per delivery; the stored alarm (nextDue) still covers the lease ends. */
+  private readonly leases = new Map<string, number>();
+  /** Delivered messages whose deletion waits for the next flush (ACK_FLUSH_MS): id → queue. */
+  private readonly acked = new Map<string, string>();
+  private flushTimer: unknown = null;
   private readonly inflightGroups = new Set<string>();
   private inflightTotal = 0;
   private seq: number;
@@ -114,8 +135,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     for (const c of ["max_retries", "backoff_ms"]) if (!cols.has(c)) sql.exec(`ALTER TABLE queue_messages ADD COLUMN ${c} INTEGER`);
     // …and the binding of a state trigger fire (§8.3).
     if (!cols.has("trigger_id")) sql.exec("ALTER TABLE queue_messages ADD COLUMN trigger_id TEXT");
-    sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_due ON queue_messages (queue, next_at)");
     sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_seq ON queue_messages (queue, group_key, seq)");
+    // What the pump and nextDue ask, each answered from an index whatever the depth (a flood of
+    // thousands of rows must not make every delivery scan them all): the due, unleased rows of a
+    // queue in enqueue order, and the earliest due time / lease end of a queue.
+    sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_ready ON queue_messages (queue, leased, seq)");
+    sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_next ON queue_messages (queue, leased, next_at)");
+    // (queue, next_at) is covered by the two above.
+    sql.exec("DROP INDEX IF EXISTS queue_messages_due");
     // Leases of a previous instance are void: that instance's pending calls died with it, so an
     // answer to its delivery could never settle the message. Waiting out the lease (up to 6 min on
     // `turn-step`) would only stall the message and its fifo group after every eviction or deploy;
@@ -152,7 +179,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       id, cfg.name, req.function_id, JSON.stringify(req.data ?? null), now, g.group, now, this.seq, req.traceparent ?? null, req.baggage ?? null,
       overrides.max_retries ?? null, overrides.backoff_ms ?? null, extras.trigger_id ?? null,
     );
-    this.kick();
+    this.names?.add(cfg.name);
+    // A queue at its concurrency is pumped again when one of its deliveries settles (each settles,
+    // by its deadline at the latest): a pump now could start nothing. In a flood that is one timer
+    // event saved per message. (After a crash the stored alarm at the leases' end takes over.)
+    if ((this.inflight.get(cfg.name) ?? 0) >= cfg.concurrency) this.leftForConcurrency = true;
+    else this.kick();
     return { ok: true };
   }
 
@@ -184,15 +216,35 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * until some other delivery happened to complete.
    */
   nextDue(): number | null {
-    const rows = this.core.ports.sql.exec<{ queue: string; t: number }>(
-      `SELECT m.queue AS queue, MIN(m.next_at) AS t FROM queue_messages m WHERE m.leased = 0 AND (m.group_key IS NULL OR NOT EXISTS
-        (SELECT 1 FROM queue_messages h WHERE h.queue = m.queue AND h.group_key = m.group_key AND h.seq < m.seq)) GROUP BY m.queue`,
-    );
-    let t: number | null = null;
-    // A queue removed from configuration keeps its messages, but they wake nothing (the pump
-    // skips them): counting them would spin the alarm.
-    for (const r of rows) if (this.configFor(r.queue) && (t === null || r.t < t)) t = r.t;
+    const { sql } = this.core.ports;
     const now = this.core.ports.clock.now();
+    let t: number | null = null;
+    let lease: number | null = null;
+    for (const queue of this.queueNames()) {
+      const cfg = this.configFor(queue);
+      // A queue removed from configuration keeps its messages, but they wake nothing (the pump
+      // skips them): counting them would spin the alarm.
+      let due: number | null = null;
+      if (cfg) {
+        // The earliest row not in flight nor delivered (those are passed over: at most
+        // leases + acked of them come first).
+        const skip = this.leases.size + this.acked.size;
+        const rows =
+          cfg.type === "fifo"
+            ? sql.exec<{ id: string; t: number }>(
+                `SELECT m.id AS id, m.next_at AS t FROM queue_messages m WHERE m.queue = ? AND m.leased = 0 AND (m.group_key IS NULL OR NOT EXISTS
+                  (SELECT 1 FROM queue_messages h WHERE h.queue = m.queue AND h.group_key = m.group_key AND h.seq < m.seq)) ORDER BY m.next_at LIMIT ?`,
+                queue,
+                skip + 1,
+              )
+            : sql.exec<{ id: string; t: number }>("SELECT id, next_at AS t FROM queue_messages WHERE queue = ? AND leased = 0 ORDER BY next_at LIMIT ?", queue, skip + 1);
+        due = rows.find((r) => !this.busy(r.id))?.t ?? null;
+        if (due !== null && (t === null || due < t)) t = due;
+      }
+      if (due === null && sql.exec("SELECT 1 FROM queue_messages WHERE queue = ? LIMIT 1", queue).length === 0) this.names?.delete(queue);
+    }
+    for (const end of this.leases.values()) if (end > now && (lease === null || end < lease)) lease = end;
+    // Deletions waiting for their flush: its timer is on the way; the alarm is not needed for them.
     if (t !== null && this.leftForConcurrency && this.inflightTotal > 0 && t <= now) t = now + SAFETY_REPUMP_MS;
     // A lease's end wakes the object too. Within this instance the delivery has usually settled by
     // then (its deadline is shorter than its lease), so that wake finds nothing to do; but if the
@@ -200,19 +252,47 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     // after a restart (workerd keeps alarms on disk), and waking voids the dead instance's leases.
     // Only ends still ahead count: a delivery outliving its lease (a state fire's condition and
     // function, each with the deadline) re-pumps when it settles, and a past time would spin.
-    const lease = this.core.ports.sql.exec<{ t: number | null }>("SELECT MIN(next_at) AS t FROM queue_messages WHERE leased = 1 AND next_at > ?", now)[0]?.t ?? null;
     if (lease !== null && (t === null || lease < t)) t = lease;
     return t;
   }
 
+  /**
+   * The queues that hold messages, read off the index by skipping from one name to the next
+   * (one index seek per queue, not a scan of every row: DISTINCT would read the whole index).
+   */
+  private queueNames(): string[] {
+    this.names ??= new Set(
+      this.core.ports.sql
+        .exec<{ name: string | null }>(
+          `WITH RECURSIVE q(name) AS (SELECT MIN(queue) FROM queue_messages
+            UNION ALL SELECT (SELECT MIN(queue) FROM queue_messages WHERE queue > q.name) FROM q WHERE q.name IS NOT NULL)
+          SELECT name FROM q WHERE name IS NOT NULL`,
+        )
+        .map((r) => r.name as string),
+    );
+    return [...this.names];
+  }
+
+
   async run(): Promise<void> {
+    // The alarm reads the queue names afresh: whatever is due is delivered, however it was stored.
+    this.names = undefined;
     this.pump();
   }
 
   depth(queue?: string): number {
     const { sql } = this.core.ports;
     const r = queue === undefined ? sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages") : sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages WHERE queue = ?", queue);
-    return r[0]?.n ?? 0;
+    // Delivered messages waiting for their deletion (flushAcks) are gone already.
+    return (r[0]?.n ?? 0) - this.ackedIn(queue);
+  }
+
+  /** Delivered messages of `queue` (or of all) whose deletion waits for the flush. */
+  private ackedIn(queue?: string): number {
+    if (queue === undefined) return this.acked.size;
+    let n = 0;
+    for (const q of this.acked.values()) if (q === queue) n++;
+    return n;
   }
 
   /** Does `queue` hold at least `n` messages? (Stops counting at `n`.) */
@@ -224,7 +304,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   stats(): { queue: string; depth: number; inflight: number }[] {
     return this.core.ports.sql
       .exec<{ queue: string; n: number }>("SELECT queue, COUNT(*) AS n FROM queue_messages GROUP BY queue ORDER BY queue")
-      .map((r) => ({ queue: r.queue, depth: r.n, inflight: this.inflight.get(r.queue) ?? 0 }));
+      .map((r) => ({ queue: r.queue, depth: r.n - this.ackedIn(r.queue), inflight: this.inflight.get(r.queue) ?? 0 }))
+      .filter((q) => q.depth > 0);
   }
 
   private pump(): void {
@@ -237,29 +318,55 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     try {
       const { sql, clock } = this.core.ports;
       const now = clock.now();
-      if (now < this.startedAt + RECONNECT_GRACE_MS) this.holdForMissingTargets(now);
-      const queues = sql.exec<{ queue: string }>("SELECT DISTINCT queue FROM queue_messages WHERE leased = 0 AND next_at <= ?", now);
-      for (const { queue } of queues) {
+      // Within the grace, a due message whose target is missing is put off instead of delivered.
+      const hold = now < this.startedAt + RECONNECT_GRACE_MS ? this.missingTargetHold(now) : undefined;
+      for (const queue of this.queueNames()) {
         const cfg = this.configFor(queue);
         // A queue removed from configuration keeps its messages until it is configured again.
         if (!cfg) continue;
         const free = cfg.concurrency - (this.inflight.get(cfg.name) ?? 0);
         if (free <= 0) {
-          this.leftForConcurrency = true;
+          if (sql.exec("SELECT 1 FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? LIMIT 1", cfg.name, now).length > 0) this.leftForConcurrency = true;
           continue;
         }
         if (cfg.type !== "fifo") {
-          const rows = sql.exec<Row>("SELECT * FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, free + 1);
-          if (rows.length > free) this.leftForConcurrency = true;
-          for (const row of rows.slice(0, free)) this.deliver(cfg, row);
+          // In enqueue order, the next `free` due rows (one more tells whether any are left). Rows
+          // put off for a missing target are no longer due, so a second look finds the ones after.
+          // (INDEXED BY: walk queue_messages_ready in seq order and stop at the limit; the planner,
+          // without statistics, may pick queue_messages_next instead and sort every unleased row.)
+          let started = 0;
+          for (let round = 0; round < MAX_HOLD_ROUNDS && started < free; round++) {
+            const rows = sql.exec<Row>("SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, free - started + 1 + this.leases.size + this.acked.size);
+            let held = false;
+            for (const row of rows) {
+              if (this.busy(row.id)) continue;
+              if (started >= free) {
+                this.leftForConcurrency = true;
+                break;
+              }
+              if (hold?.(row)) {
+                held = true;
+                continue;
+              }
+              started++;
+              this.deliver(cfg, row);
+            }
+            if (!held) break;
+          }
           continue;
         }
         // fifo: only the head of each idle group is eligible, and a head waiting on backoff (or in
         // flight) holds back every later message of its group.
-        const rows = sql.exec<Row>("SELECT * FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, PUMP_SCAN_LIMIT);
+        const rows = sql.exec<Row>("SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, PUMP_SCAN_LIMIT + this.leases.size + this.acked.size);
         const seen = new Set<string>();
         let started = 0;
         for (const row of rows) {
+          // In flight (its group is then in flight too) or delivered: it still heads its group
+          // until it is deleted, so the rest of the group waits for the flush (which re-pumps).
+          if (this.busy(row.id)) {
+            seen.add(`${cfg.name}\u0000${row.group_key}`);
+            continue;
+          }
           if (started >= free) {
             this.leftForConcurrency = true;
             break;
@@ -270,6 +377,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           if (this.inflightGroups.has(g)) continue;
           const head = sql.exec<{ id: string }>("SELECT id FROM queue_messages WHERE queue = ? AND group_key = ? ORDER BY seq LIMIT 1", cfg.name, row.group_key)[0];
           if (head?.id !== row.id) continue;
+          // A head put off holds its group, as a head waiting on its backoff does.
+          if (hold?.(row)) continue;
           this.inflightGroups.add(g);
           started++;
           this.deliver(cfg, row);
@@ -288,34 +397,40 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   /**
    * Within RECONNECT_GRACE_MS of the start: due messages whose function (or, for a state trigger
    * fire, whose binding or its function) is not registered are put off by FUNCTION_WAIT_MS, their
-   * attempts untouched, instead of being delivered to fail. A fifo head put off holds its group,
-   * as a head waiting on its backoff does.
+   * attempts untouched, instead of being delivered to fail. Checked on the rows a pump is about to
+   * deliver (not by a scan of every due row first); the first row of a missing target puts off
+   * every due row of that target at once. Returns the check for one pump: true = put off.
    */
-  private holdForMissingTargets(now: number): void {
+  private missingTargetHold(now: number): (row: Row) => boolean {
     const { sql } = this.core.ports;
-    const targets = sql.exec<{ function_id: string; trigger_id: string | null }>(
-      "SELECT DISTINCT function_id, trigger_id FROM queue_messages WHERE leased = 0 AND next_at <= ? LIMIT ?",
-      now,
-      PUMP_SCAN_LIMIT,
-    );
-    for (const t of targets) {
-      const binding = t.trigger_id === null ? undefined : this.core.catalog.triggers.get(t.trigger_id);
-      const fn = t.trigger_id === null ? t.function_id : binding?.function_id;
-      if (fn !== undefined && this.core.functionExists(fn)) continue;
-      sql.exec("UPDATE queue_messages SET next_at = ? WHERE leased = 0 AND next_at <= ? AND function_id = ? AND trigger_id IS ?", now + FUNCTION_WAIT_MS, now, t.function_id, t.trigger_id);
-    }
+    const checked = new Map<string, boolean>();
+    return (row) => {
+      const key = `${row.function_id}\u0000${row.trigger_id ?? ""}`;
+      let missing = checked.get(key);
+      if (missing === undefined) {
+        const binding = row.trigger_id === null ? undefined : this.core.catalog.triggers.get(row.trigger_id);
+        const fn = row.trigger_id === null ? row.function_id : binding?.function_id;
+        missing = fn === undefined || !this.core.functionExists(fn);
+        checked.set(key, missing);
+        if (missing) sql.exec("UPDATE queue_messages SET next_at = ? WHERE leased = 0 AND next_at <= ? AND function_id = ? AND trigger_id IS ?", now + FUNCTION_WAIT_MS, now, row.function_id, row.trigger_id);
+      }
+      return missing;
+    };
   }
 
   private deliver(cfg: QueueConfig, row: Row): void {
     const { sql, clock } = this.core.ports;
     const leaseUntil = clock.now() + cfg.timeout_ms + LEASE_MARGIN_MS;
-    sql.exec("UPDATE queue_messages SET leased = 1, next_at = ? WHERE id = ?", leaseUntil, row.id);
+    this.leases.set(row.id, leaseUntil);
     this.inflight.set(cfg.name, (this.inflight.get(cfg.name) ?? 0) + 1);
     this.inflightTotal++;
     const group = cfg.type === "fifo" ? `${cfg.name}\u0000${row.group_key}` : null;
     const req: CallRequest = { function_id: row.function_id, data: JSON.parse(row.data), timeoutMs: cfg.timeout_ms, invocationId: row.id };
     if (row.traceparent) req.traceparent = row.traceparent;
     if (row.baggage) req.baggage = row.baggage;
+    // This attempt's span (telemetry/hops.ts), child of the enqueue; the call is its child.
+    const span = deliverySpan(this.core.telemetry, { queue: row.queue, id: row.id, function_id: row.function_id, attempt: row.attempts + 1, traceparent: row.traceparent, backend: "durable" });
+    if (span) req.traceparent = span.traceparent;
     const maxRetries = row.max_retries ?? cfg.max_retries;
     const backoff = { backoff_ms: row.backoff_ms ?? cfg.backoff_ms };
     let settled: "delivered" | "retry" | "dead" = "retry";
@@ -323,10 +438,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       .then(async (outcome) => {
         const attempts = row.attempts + 1;
         if (outcome.ok) {
-          sql.exec("DELETE FROM queue_messages WHERE id = ?", row.id);
+          // Deleted by the next flush, with the others delivered meanwhile (one commit).
+          this.acked.set(row.id, row.queue);
+          this.scheduleFlush();
           settled = "delivered";
+          endDelivery(span, outcome, settled);
           return;
         }
+        endDelivery(span, outcome, attempts > maxRetries ? "dead" : "retry");
         const error = `${outcome.error.code}: ${outcome.error.message}`;
         if (attempts > maxRetries) {
           // Hand over to the dead-letter store first; only then forget the message, so a crash
@@ -344,13 +463,45 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         sql.exec("UPDATE queue_messages SET leased = 0, next_at = ? WHERE id = ?", clock.now() + backoffDelay(backoff, row.attempts + 1), row.id);
       })
       .finally(() => {
+        this.leases.delete(row.id);
         this.inflight.set(cfg.name, (this.inflight.get(cfg.name) ?? 1) - 1);
         this.inflightTotal--;
         if (group) this.inflightGroups.delete(group);
-        this.onSettled?.(row.id, settled);
+        // A delivered message is reported once its deletion is stored (flushAcks).
+        if (settled !== "delivered") this.onSettled?.(row.id, settled);
         this.pump();
       });
     this.core.ports.background(done);
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushTimer !== null) return;
+    try {
+      this.flushTimer = this.core.ports.timers.set(() => {
+        this.flushTimer = null;
+        this.flushAcks();
+      }, ACK_FLUSH_MS);
+    } catch {
+      // No timer to be had (workerd's max active timeouts): delete now rather than never.
+      this.flushAcks();
+    }
+  }
+
+  /** Delete the delivered messages in one transaction; a fifo group whose head that was goes on. */
+  flushAcks(): void {
+    if (this.acked.size === 0) return;
+    const done = [...this.acked.keys()];
+    this.core.ports.sql.transaction(() => {
+      for (const id of done) this.core.ports.sql.exec("DELETE FROM queue_messages WHERE id = ?", id);
+    });
+    for (const id of done) this.acked.delete(id);
+    for (const id of done) this.onSettled?.(id, "delivered");
+    this.pump();
+  }
+
+  /** A row the pump must pass over: in flight in this instance, or delivered and not yet deleted. */
+  private busy(id: string): boolean {
+    return this.leases.has(id) || this.acked.has(id);
   }
 
   /**

@@ -173,9 +173,10 @@ export class CronScheduler implements AlarmClient {
     if (!claim || !binding) return;
     const payload = { trigger: "cron", job_id: triggerId, scheduled_time: rfc3339(claim.scheduled, false), actual_time: rfc3339(now, true) };
     const timeoutMs = (binding.config as CronConfig).timeout_ms ?? CRON_RUN_TIMEOUT_MS;
-    // Nothing caused an occurrence but the clock: each run starts a trace of its own (§4.8).
+    // Nothing caused an occurrence but the clock: each run starts a trace of its own (§4.8) — with
+    // tracing on, the fire's span is its root (telemetry/hops.ts); off, a fresh traceparent.
     const run = this.core
-      .fire(binding, payload, { timeoutMs, traceparent: freshTraceparent(this.core.ports.newId) })
+      .fire(binding, payload, this.core.telemetry.tracing ? { timeoutMs } : { timeoutMs, traceparent: freshTraceparent(this.core.ports.newId) })
       .then((out) => {
         if (out !== "skipped" && !out.ok) log.warn("cron run failed", { job_id: triggerId, ...out.error });
       })

@@ -3,6 +3,7 @@
 import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import type { EngineApi } from "../api.ts";
 import { traceOf, type TraceContext } from "../trace.ts";
+import { endFire, fireSpan } from "../telemetry/hops.ts";
 
 export function installSubscribe(core: EngineApi): { publish(topic: string, data: unknown, trace?: TraceContext): number } {
   core.addTriggerType({
@@ -23,8 +24,10 @@ export function installSubscribe(core: EngineApi): { publish(topic: string, data
         if ((b.config as { topic?: string } | null)?.topic !== topic) continue;
         if (!core.functionExists(b.function_id)) continue;
         n++;
-        // In the publisher's trace (§4.8).
-        core.ports.background(core.invoke({ function_id: b.function_id, data, ...traceOf(trace) }));
+        // In the publisher's trace (§4.8), under the fire's span (telemetry/hops.ts).
+        const span = fireSpan(core.telemetry, b, trace?.traceparent);
+        const tc = traceOf(span ? { ...trace, traceparent: span.traceparent } : trace);
+        core.ports.background(core.invoke({ function_id: b.function_id, data, ...tc }).then((o) => endFire(span, o)));
       }
       return n;
     },

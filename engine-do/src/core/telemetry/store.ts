@@ -1,0 +1,346 @@
+// The trace store: spans and log records in D1 (migration 0003_telemetry.sql), written in batches
+// off the call path and bounded by age, count and bytes (oldest dropped first). D1 because a trace
+// crosses namespaces — one Durable Object each — and one query must see all of it (the
+// architecture's "D1 holds traces"); each object's writes are batched into one statement per
+// ~256 KiB (rows as one JSON parameter expanded by json_each, so D1's 100-parameter limit never
+// caps a batch), at most one flush per FLUSH_INTERVAL_MS (pipeline.ts).
+import { IIIError } from "@iii-edge/protocol";
+import type {
+  Attributes,
+  LogRecord,
+  LogsListOutput,
+  Span,
+  SpanEvent,
+  SpanTreeNode,
+  TraceGroup,
+  TracesGroupByOutput,
+  TracesListOutput,
+} from "@iii-edge/protocol/telemetry";
+import type { z } from "zod";
+import type { logsListInput, tracesGroupByInput, tracesListInput } from "@iii-edge/protocol/telemetry";
+import type { D1Like } from "../queues/dead-letters.ts";
+
+/** Bytes of rows per INSERT: under D1's 2 MB bound of one string value, with room to spare. */
+const CHUNK_BYTES = 256 * 1024;
+/** Default page of engine::traces::list / engine::logs::list (iii's console asks for 100). */
+const DEFAULT_LIMIT = 100;
+/** Most spans one tree returns: a runaway trace (a loop through a queue) stays one answer. */
+export const MAX_TREE_SPANS = 5_000;
+/** Most groups of a group_by, and trace ids listed per group. */
+const MAX_GROUPS = 1_000;
+const MAX_TRACE_IDS_PER_GROUP = 100;
+/** An attribute name group_by may look into (it becomes a JSON path). */
+const ATTRIBUTE_NAME = /^[A-Za-z0-9_.:\-]{1,256}$/;
+
+export interface Retention {
+  maxAgeMs: number;
+  maxSpans: number;
+  maxBytes: number;
+}
+
+type SpanRow = {
+  trace_id: string;
+  span_id: string;
+  parent_span_id: string | null;
+  name: string;
+  kind: string | null;
+  start_us: number;
+  end_us: number;
+  status: string;
+  service_name: string;
+  doc: string;
+};
+type LogRow = { trace_id: string | null; span_id: string | null; time_us: number; severity_number: number | null; severity_text: string; service_name: string; doc: string };
+
+const str = (v: unknown): string | null => (typeof v === "string" && v ? v : null);
+
+/** The function id a span is about (engine spans: iii.function_id; iii-sdk's: faas / its name). */
+function functionIdOf(s: Span): string | null {
+  const a = s.attributes;
+  return str(a["iii.function_id"]) ?? str(a["iii.function.id"]) ?? str(a["faas.invoked_name"]) ?? (s.name.startsWith("execute ") ? s.name.slice(8) : null);
+}
+function sessionIdOf(s: Span): string | null {
+  const a = s.attributes;
+  return str(a["iii.session.id"]) ?? str(a["session_id"]) ?? str(a["gen_ai.conversation.id"]);
+}
+
+/** A time bound of a query: nanoseconds as iii takes them; a value below 1e14 is milliseconds. */
+function toMicros(t: number): number {
+  return t < 1e14 ? Math.floor(t * 1000) : Math.floor(t / 1000);
+}
+
+function spanOf(r: SpanRow): Span {
+  let doc: { a?: Attributes; e?: SpanEvent[]; m?: string } = {};
+  try {
+    doc = JSON.parse(r.doc);
+  } catch {
+    // a damaged row still lists
+  }
+  const s: Span = {
+    trace_id: r.trace_id,
+    span_id: r.span_id,
+    name: r.name,
+    start_time_unix_nano: r.start_us * 1000,
+    end_time_unix_nano: r.end_us * 1000,
+    status: r.status === "ok" || r.status === "error" ? r.status : "unset",
+    attributes: doc.a ?? {},
+    service_name: r.service_name,
+    events: doc.e ?? [],
+  };
+  if (r.parent_span_id) s.parent_span_id = r.parent_span_id;
+  if (r.kind) s.kind = r.kind as Span["kind"];
+  if (doc.m) s.status_message = doc.m;
+  return s;
+}
+
+function logOf(r: LogRow): LogRecord {
+  let doc: { b?: LogRecord["body"]; a?: Attributes } = {};
+  try {
+    doc = JSON.parse(r.doc);
+  } catch {
+    // a damaged row still lists
+  }
+  const l: LogRecord = { time_unix_nano: r.time_us * 1000, severity_text: r.severity_text, body: doc.b ?? null, attributes: doc.a ?? {}, service_name: r.service_name };
+  if (r.trace_id) l.trace_id = r.trace_id;
+  if (r.span_id) l.span_id = r.span_id;
+  if (r.severity_number !== null) l.severity_number = r.severity_number;
+  return l;
+}
+
+export function buildTree(spans: Span[]): SpanTreeNode[] {
+  const nodes = new Map<string, SpanTreeNode>();
+  for (const s of spans) nodes.set(s.span_id, { ...s, children: [] });
+  const roots: SpanTreeNode[] = [];
+  for (const n of nodes.values()) {
+    const parent = n.parent_span_id ? nodes.get(n.parent_span_id) : undefined;
+    if (parent && parent !== n) parent.children.push(n);
+    else roots.push(n);
+  }
+  const byStart = (a: SpanTreeNode, b: SpanTreeNode) => a.start_time_unix_nano - b.start_time_unix_nano;
+  const sort = (list: SpanTreeNode[]) => {
+    list.sort(byStart);
+    for (const n of list) sort(n.children);
+  };
+  sort(roots);
+  return roots;
+}
+
+export class TraceStore {
+  private readonly db: D1Like;
+  private readonly namespace: string;
+
+  constructor(db: D1Like, namespace: string) {
+    this.db = db;
+    this.namespace = namespace;
+  }
+
+  // ---------------------------------------------------------------- writes
+
+  async writeSpans(spans: Span[]): Promise<void> {
+    const ns = this.namespace;
+    let rows: string[] = [];
+    let bytes = 0;
+    const flush = async () => {
+      if (rows.length === 0) return;
+      const body = `[${rows.join(",")}]`;
+      rows = [];
+      bytes = 0;
+      await this.db
+        .prepare(
+          "INSERT OR IGNORE INTO spans (trace_id, span_id, parent_span_id, namespace, name, kind, start_us, end_us, status, service_name, function_id, session_id, doc, bytes) " +
+            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'), json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]'), json_extract(value, '$[13]') FROM json_each(?)",
+        )
+        .bind(body)
+        .run();
+    };
+    for (const s of spans) {
+      const doc: { a: Attributes; e?: SpanEvent[]; m?: string } = { a: s.attributes };
+      if (s.events.length) doc.e = s.events;
+      if (s.status_message) doc.m = s.status_message;
+      // The doc goes in as JSON (json_extract answers an object as its text): one stringify a
+      // span. `bytes` is the row's own length, counted before it is known: the row without it
+      // plus its digits.
+      const head = JSON.stringify([
+        s.trace_id, s.span_id, s.parent_span_id ?? null, ns, s.name, s.kind ?? null,
+        Math.floor(s.start_time_unix_nano / 1000), Math.floor(s.end_time_unix_nano / 1000), s.status, s.service_name,
+        functionIdOf(s), sessionIdOf(s), doc,
+      ]);
+      const row = `${head.slice(0, -1)},${head.length + 8}]`;
+      if (bytes + row.length > CHUNK_BYTES) await flush();
+      rows.push(row);
+      bytes += row.length;
+    }
+    await flush();
+  }
+
+  async writeLogs(logs: LogRecord[]): Promise<void> {
+    const ns = this.namespace;
+    let rows: string[] = [];
+    let bytes = 0;
+    const flush = async () => {
+      if (rows.length === 0) return;
+      const body = `[${rows.join(",")}]`;
+      rows = [];
+      bytes = 0;
+      await this.db
+        .prepare(
+          "INSERT INTO logs (namespace, trace_id, span_id, time_us, severity_number, severity_text, service_name, doc, bytes) " +
+            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]') FROM json_each(?)",
+        )
+        .bind(body)
+        .run();
+    };
+    for (const l of logs) {
+      const head = JSON.stringify([ns, l.trace_id ?? null, l.span_id ?? null, Math.floor(l.time_unix_nano / 1000), l.severity_number ?? null, l.severity_text, l.service_name, { b: l.body, a: l.attributes }]);
+      const row = `${head.slice(0, -1)},${head.length + 8}]`;
+      if (bytes + row.length > CHUNK_BYTES) await flush();
+      rows.push(row);
+      bytes += row.length;
+    }
+    await flush();
+  }
+
+  /** Retention: older than maxAgeMs, then past maxSpans, then past maxBytes — oldest first. The
+   * bounds are the whole store's (every namespace), as D1's size is. */
+  async prune(nowMs: number, r: Retention): Promise<void> {
+    const cutoff = (nowMs - r.maxAgeMs) * 1000;
+    for (const [table, t] of [["spans", "start_us"], ["logs", "time_us"]] as const) {
+      await this.db.prepare(`DELETE FROM ${table} WHERE ${t} < ?`).bind(cutoff).run();
+      // Count and size first (one pass over the table); the deletes only when a bound is passed.
+      const size = (await this.db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM ${table}`).all<{ n: number; b: number }>()).results[0] ?? { n: 0, b: 0 };
+      if (size.n > r.maxSpans) {
+        await this.db.prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} ORDER BY ${t}, rowid LIMIT ?)`).bind(size.n - r.maxSpans).run();
+      }
+      if (size.b > r.maxBytes) {
+        await this.db
+          .prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM (SELECT rowid, SUM(bytes) OVER (ORDER BY ${t} DESC, rowid DESC ROWS UNBOUNDED PRECEDING) AS acc FROM ${table}) WHERE acc > ?)`)
+          .bind(r.maxBytes)
+          .run();
+      }
+    }
+  }
+
+  async clear(): Promise<void> {
+    await this.db.prepare("DELETE FROM spans WHERE namespace = ?").bind(this.namespace).run();
+    await this.db.prepare("DELETE FROM logs WHERE namespace = ?").bind(this.namespace).run();
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  /** Newest first. Scoped to this namespace unless a trace id is given (a trace crosses them, and
+   * its 128-bit id is what a reader must already know). */
+  async list(q: z.output<typeof tracesListInput>): Promise<TracesListOutput> {
+    const where: string[] = [];
+    const binds: unknown[] = [];
+    const add = (clause: string, v: unknown) => {
+      where.push(clause);
+      binds.push(v);
+    };
+    if (q.trace_id) add("trace_id = ?", q.trace_id);
+    else add("namespace = ?", this.namespace);
+    if (q.span_id) add("span_id = ?", q.span_id);
+    if (q.service_name) add("service_name = ?", q.service_name);
+    if (q.name) add("instr(name, ?) > 0", q.name);
+    if (q.status) add("status = ?", q.status);
+    if (q.session_id) add("session_id = ?", q.session_id);
+    if (q.function_id) add("function_id = ?", q.function_id);
+    if (q.start_time !== undefined) add("start_us >= ?", toMicros(q.start_time));
+    if (q.end_time !== undefined) add("start_us <= ?", toMicros(q.end_time));
+    const w = `WHERE ${where.join(" AND ")}`;
+    const offset = q.offset ?? 0;
+    const limit = q.limit ?? DEFAULT_LIMIT;
+    const [count, rows] = await Promise.all([
+      this.db.prepare(`SELECT COUNT(*) AS n FROM spans ${w}`).bind(...binds).all<{ n: number }>(),
+      this.db
+        .prepare(`SELECT trace_id, span_id, parent_span_id, name, kind, start_us, end_us, status, service_name, doc FROM spans ${w} ORDER BY start_us DESC, rowid DESC LIMIT ? OFFSET ?`)
+        .bind(...binds, limit, offset)
+        .all<SpanRow>(),
+    ]);
+    return { spans: rows.results.map(spanOf), total: count.results[0]?.n ?? 0, offset, limit };
+  }
+
+  async spansOf(traceId: string): Promise<Span[]> {
+    const rows = await this.db
+      .prepare("SELECT trace_id, span_id, parent_span_id, name, kind, start_us, end_us, status, service_name, doc FROM spans WHERE trace_id = ? ORDER BY start_us LIMIT ?")
+      .bind(traceId, MAX_TREE_SPANS)
+      .all<SpanRow>();
+    return rows.results.map(spanOf);
+  }
+
+  async groupBy(q: z.output<typeof tracesGroupByInput>): Promise<TracesGroupByOutput> {
+    let key: string;
+    const binds: unknown[] = [];
+    const attr = q.attribute;
+    if (q.field) key = q.field;
+    else if (attr === "iii.session.id" || attr === "session_id") key = "session_id";
+    else if (attr === "iii.function_id" || attr === "iii.function.id") key = "function_id";
+    else {
+      if (!attr || !ATTRIBUTE_NAME.test(attr)) throw new IIIError("deserialization_error", "attribute: letters, digits and _ . : - only");
+      key = "json_extract(doc, ?)";
+      binds.push(`$.a."${attr}"`);
+    }
+    const where: string[] = ["namespace = ?", `${key === "json_extract(doc, ?)" ? "json_extract(doc, ?)" : key} IS NOT NULL`];
+    const whereBinds: unknown[] = [this.namespace, ...binds];
+    if (q.start_time !== undefined) {
+      where.push("start_us >= ?");
+      whereBinds.push(toMicros(q.start_time));
+    }
+    if (q.end_time !== undefined) {
+      where.push("start_us <= ?");
+      whereBinds.push(toMicros(q.end_time));
+    }
+    const limit = Math.min(q.limit ?? 100, MAX_GROUPS);
+    const rows = await this.db
+      .prepare(
+        `SELECT ${key} AS value, COUNT(*) AS span_count, SUM(status = 'error') AS error_count, MIN(start_us) AS first_us, MAX(end_us) AS last_us, AVG(end_us - start_us) AS avg_us, group_concat(DISTINCT trace_id) AS trace_ids ` +
+          `FROM spans WHERE ${where.join(" AND ")} GROUP BY 1 ORDER BY MAX(start_us) DESC LIMIT ?`,
+      )
+      .bind(...binds, ...whereBinds, limit)
+      .all<{ value: unknown; span_count: number; error_count: number; first_us: number; last_us: number; avg_us: number; trace_ids: string | null }>();
+    const groups: TraceGroup[] = rows.results.map((r) => ({
+      value: String(r.value),
+      trace_ids: (r.trace_ids ?? "").split(",").filter(Boolean).slice(0, MAX_TRACE_IDS_PER_GROUP),
+      span_count: r.span_count,
+      error_count: r.error_count ?? 0,
+      first_seen_ms: r.first_us / 1000,
+      last_seen_ms: r.last_us / 1000,
+      duration_ms: (r.last_us - r.first_us) / 1000,
+      avg_duration_ms: (r.avg_us ?? 0) / 1000,
+    }));
+    return { groups };
+  }
+
+  async logs(q: z.output<typeof logsListInput>): Promise<LogsListOutput> {
+    const where: string[] = [];
+    const binds: unknown[] = [];
+    const add = (clause: string, v: unknown) => {
+      where.push(clause);
+      binds.push(v);
+    };
+    if (q.trace_id) add("trace_id = ?", q.trace_id);
+    else add("namespace = ?", this.namespace);
+    if (q.span_id) add("span_id = ?", q.span_id);
+    if (q.service_name) add("service_name = ?", q.service_name);
+    if (q.severity_text) add("lower(severity_text) = lower(?)", q.severity_text);
+    if (q.severity_min !== undefined) add("severity_number >= ?", q.severity_min);
+    if (q.start_time !== undefined) add("time_us >= ?", toMicros(q.start_time));
+    if (q.end_time !== undefined) add("time_us <= ?", toMicros(q.end_time));
+    const w = `WHERE ${where.join(" AND ")}`;
+    const offset = q.offset ?? 0;
+    const limit = q.limit ?? DEFAULT_LIMIT;
+    const [count, rows] = await Promise.all([
+      this.db.prepare(`SELECT COUNT(*) AS n FROM logs ${w}`).bind(...binds).all<{ n: number }>(),
+      this.db.prepare(`SELECT trace_id, span_id, time_us, severity_number, severity_text, service_name, doc FROM logs ${w} ORDER BY time_us DESC, id DESC LIMIT ? OFFSET ?`).bind(...binds, limit, offset).all<LogRow>(),
+    ]);
+    return { logs: rows.results.map(logOf), total: count.results[0]?.n ?? 0, offset, limit };
+  }
+
+  /** Spans and logs stored (every namespace), for the metrics and the retention test. */
+  async counts(): Promise<{ spans: number; logs: number }> {
+    const [s, l] = await Promise.all([
+      this.db.prepare("SELECT COUNT(*) AS n FROM spans").all<{ n: number }>(),
+      this.db.prepare("SELECT COUNT(*) AS n FROM logs").all<{ n: number }>(),
+    ]);
+    return { spans: s.results[0]?.n ?? 0, logs: l.results[0]?.n ?? 0 };
+  }
+}

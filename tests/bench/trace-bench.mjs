@@ -1,0 +1,181 @@
+#!/usr/bin/env node
+// Tracing overhead (issue 12): routed invoke (caller → engine → iii-sdk worker in its own process →
+// engine → caller, as run.mjs measures it) on three bench engines started side by side in one
+// run — TRACING=off, TRACING=on (every call a span, batched to D1), and TRACING=on with OTLP export
+// to a local collector (a loopback HTTP sink that reads and discards each body) — at 1 and 100
+// callers. The engines are measured in alternating order run by run; the verdicts use the median
+// of per-run ratios (each pair measured back to back). Targets: tracing on costs ≤ 10 % rt/s;
+// export adds ≤ 5 % more.
+//
+// Options (env): BENCH_DURATION_MS (3000), BENCH_WARMUP_MS (1000), BENCH_RUNS (3),
+// BENCH_CONCURRENCY ("1,100").
+import { spawn } from "node:child_process";
+import http from "node:http";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import WebSocket from "ws";
+import { startBenchEngine } from "./bench-engine.mjs";
+import { fmt, median, pct } from "./stats.ts";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, "../..");
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1000);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,100").split(",").map(Number);
+/** The issue's targets. */
+const TARGET_TRACING_COST = 0.1;
+const TARGET_EXPORT_COST = 0.05;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const children = [];
+const stops = [];
+process.on("exit", () => children.forEach((c) => c.kill("SIGTERM")));
+
+/** The collector: reads each body and answers 200, counting what arrived. */
+async function sink() {
+  let bytes = 0;
+  let requests = 0;
+  const server = http.createServer((req, res) => {
+    req.on("data", (c) => (bytes += c.length));
+    req.on("end", () => {
+      requests++;
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", () => r()));
+  return { url: `http://127.0.0.1:${server.address().port}`, bytes: () => bytes, requests: () => requests, close: () => server.close() };
+}
+
+function open(url) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { perMessageDeflate: false });
+    ws.once("open", () => resolve(ws));
+    ws.once("error", reject);
+  });
+}
+
+/** N callers, one call outstanding each (closed loop), as run.mjs's `measure` for routed. */
+async function measure(wsUrl, n) {
+  const sockets = await Promise.all(Array.from({ length: n }, () => open(`${wsUrl}/`)));
+  await sleep(50);
+  let recording = false;
+  let running = true;
+  const latencies = [];
+  let failures = 0;
+  const loops = sockets.map(
+    (ws, i) =>
+      new Promise((resolve) => {
+        let seq = 0;
+        let sentAt = 0;
+        const send = () => {
+          seq++;
+          sentAt = performance.now();
+          ws.send(`{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`);
+        };
+        ws.on("message", (raw, isBinary) => {
+          const text = isBinary ? "" : raw.toString();
+          if (!text.includes('"invocationresult"')) return;
+          if (text.includes('"error"')) {
+            failures++;
+            if (failures === 1) console.warn(`  routed call failed: ${text.slice(0, 300)}`);
+          }
+          if (recording) latencies.push(performance.now() - sentAt);
+          if (running) send();
+          else resolve();
+        });
+        send();
+      }),
+  );
+  await sleep(WARMUP_MS);
+  recording = true;
+  const t0 = performance.now();
+  await sleep(DURATION_MS);
+  recording = false;
+  const elapsed = performance.now() - t0;
+  running = false;
+  await Promise.race([Promise.all(loops), sleep(5000)]);
+  for (const ws of sockets) ws.close();
+  return { rps: (latencies.length / elapsed) * 1000, p50: pct(latencies, 50), p99: pct(latencies, 99), count: latencies.length, failures };
+}
+
+async function untilCallable(wsUrl) {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const ok = await open(`${wsUrl}/`)
+      .then(
+        (ws) =>
+          new Promise((resolve) => {
+            const t = setTimeout(() => (ws.close(), resolve(false)), 3000);
+            ws.on("message", (raw) => {
+              const f = JSON.parse(raw.toString());
+              if (f.type === "invocationresult") {
+                clearTimeout(t);
+                ws.close();
+                resolve(!f.error);
+              }
+            });
+            ws.send(JSON.stringify({ type: "invokefunction", invocation_id: "probe", function_id: "bench::echo", data: {} }));
+          }),
+      )
+      .catch(() => false);
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`bench::echo never became callable on ${wsUrl}`);
+    await sleep(200);
+  }
+}
+
+async function main() {
+  const collector = await sink();
+  const variants = {
+    off: { TRACING: "off" },
+    on: { TRACING: "on" },
+    export: { TRACING: "on", OTEL_EXPORTER_OTLP_ENDPOINT: collector.url },
+  };
+  const names = Object.keys(variants);
+  console.log(`iii-edge trace bench: routed invoke, TRACING off / on / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process`);
+  const engines = await Promise.all(names.map((v) => startBenchEngine({ secretVars: variants[v] })));
+  for (const e of engines) stops.push(e.stop);
+  const byName = Object.fromEntries(names.map((v, i) => [v, engines[i]]));
+  for (const v of names) {
+    const w = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), byName[v].wsUrl, "sdk"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
+    children.push(w);
+    await untilCallable(byName[v].wsUrl);
+  }
+  const results = {};
+  for (let run = 1; run <= RUNS; run++) {
+    for (const n of CONCURRENCY) {
+      const order = run % 2 ? names : [...names].reverse();
+      for (const v of order) {
+        const r = await measure(byName[v].wsUrl, n);
+        ((results[v] ??= {})[n] ??= []).push(r);
+        console.log(`  run ${run}  tracing ${v.padEnd(6)} callers=${String(n).padStart(3)}  ${fmt(r.rps, 0).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(7)} ms  p99 ${fmt(r.p99, 2).padStart(7)} ms  (${r.count} calls${r.failures ? `, ${r.failures} failed` : ""})`);
+      }
+    }
+  }
+  const m = (v, n, k) => median(results[v][n].map((r) => r[k]));
+  const paired = (a, b, n) => median(results[a][n].map((r, i) => r.rps / results[b][n][i].rps));
+  console.log(`\nMedians of ${RUNS} runs (ratios: median of per-run pairs):`);
+  console.log("| callers | off rt/s | on rt/s | on+export rt/s | on/off | on+export/on | off p99 | on p99 | on+export p99 |");
+  console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+  const verdicts = [];
+  for (const n of CONCURRENCY) {
+    const onOff = paired("on", "off", n);
+    const exOn = paired("export", "on", n);
+    console.log(`| ${n} | ${fmt(m("off", n, "rps"), 0)} | ${fmt(m("on", n, "rps"), 0)} | ${fmt(m("export", n, "rps"), 0)} | ${fmt(onOff * 100)} % | ${fmt(exOn * 100)} % | ${fmt(m("off", n, "p99"), 2)} ms | ${fmt(m("on", n, "p99"), 2)} ms | ${fmt(m("export", n, "p99"), 2)} ms |`);
+    verdicts.push(`tracing cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - onOff) * 100)} % rt/s (target ≤ ${TARGET_TRACING_COST * 100} %) ${1 - onOff <= TARGET_TRACING_COST ? "PASS" : "MISS"}`);
+    verdicts.push(`export cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - exOn) * 100)} % rt/s more (target ≤ ${TARGET_EXPORT_COST * 100} %) ${1 - exOn <= TARGET_EXPORT_COST ? "PASS" : "MISS"}`);
+  }
+  console.log(`\ncollector received ${collector.requests()} requests, ${fmt(collector.bytes() / 1e6)} MB`);
+  for (const v of verdicts) console.log(v);
+  collector.close();
+  children.forEach((c) => c.kill("SIGTERM"));
+  await Promise.all(stops.map((s) => s()));
+}
+
+main().catch(async (e) => {
+  console.error(e);
+  children.forEach((c) => c.kill("SIGTERM"));
+  await Promise.all(stops.map((s) => s().catch(() => {})));
+  process.exit(1);
+});

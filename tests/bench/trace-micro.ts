@@ -1,0 +1,127 @@
+// The per-call CPU cost of tracing in plain Node, away from workerd's noise (as auth-micro.ts for
+// the grant check): sequential routed calls through the engine core (fake ports, node:sqlite) with
+// TRACING=off, TRACING=on (spans batched to a real SQLite trace store with the repo's D1
+// migrations, through the same D1-shaped adaptor the tests use), and on + OTLP export to a loopback
+// HTTP sink. The Durable Object is single-threaded, so its CPU per call is what bounds rt/s; this
+// is the engine's share of it. Run by `npm run bench` after trace-bench.ts; alone:
+// node --conditions=iii-edge-source tests/bench/trace-micro.ts
+import { readdirSync, readFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { DatabaseSync } from "node:sqlite";
+import type { EngineFrame } from "@iii-edge/protocol";
+import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
+import { installEngine } from "@iii-edge/engine-do/core/install.ts";
+import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
+import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/dead-letters.ts";
+import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
+import { nodeSql } from "../support/node-sql.ts";
+
+const CALLS = Number(process.env.MICRO_CALLS ?? 20_000);
+const ROUNDS = Number(process.env.MICRO_ROUNDS ?? 7);
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** `discard`: INSERTs are serialised and handed over but not executed — the object's own share
+ * when D1 runs elsewhere (deployed, D1's SQLite work is not on the engine object's thread). */
+function d1(discard = false): D1Like {
+  const db = new DatabaseSync(":memory:");
+  const dir = path.join(root, "engine-do/migrations");
+  for (const f of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) db.exec(readFileSync(path.join(dir, f), "utf8"));
+  const statement = (q: string, binds: unknown[] = []): D1StatementLike => ({
+    bind: (...values: unknown[]) => statement(q, values),
+    run: async () => (discard && q.startsWith("INSERT") ? undefined : db.prepare(q).run(...(binds as never[]))),
+    all: async <T,>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
+  });
+  return { prepare: (q) => statement(q) };
+}
+
+function ports(): EnginePorts {
+  return {
+    namespace: "default",
+    sql: nodeSql(new DatabaseSync(":memory:")),
+    // Time runs 100× fast, so the per-connection frame limit (10,000/s) never drops a frame here.
+    clock: { now: () => Date.now() * 100 },
+    timers: { set: (fn, ms) => setTimeout(fn, ms / 100), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) },
+    alarm: { request: () => {} },
+    log: { info: () => {}, warn: () => {} },
+    newId: () => crypto.randomUUID(),
+    background: (p) => void p.catch(() => {}),
+    edgeHosts: {},
+  };
+}
+
+function setup(vars: TelemetryVars, discard = false) {
+  const core = new EngineCore(ports(), { telemetry: { vars, db: d1(discard), fetch: (url, init) => fetch(url, init) } });
+  installEngine(core, {});
+  core.start([]);
+  let onResult: () => void = () => {};
+  const answer: Conn = {
+    workerId: "answer",
+    send(f: EngineFrame) {
+      if (f.type === "invokefunction" && f.invocation_id) {
+        const id = f.invocation_id, data = JSON.stringify(f.data);
+        setImmediate(() => core.message(answer, `{"type":"invocationresult","invocation_id":"${id}","function_id":"bench::echo","result":${data}}`));
+      }
+      return true;
+    },
+    close() {},
+  };
+  const caller: Conn = {
+    workerId: "caller",
+    send(f: EngineFrame) {
+      if (f.type === "invocationresult") onResult();
+      return true;
+    },
+    close() {},
+  };
+  core.connect(answer, "a");
+  core.connect(caller, "c");
+  core.message(answer, JSON.stringify({ type: "registerfunction", id: "bench::echo" }));
+  let seq = 0;
+  const run = (n: number) =>
+    new Promise<number>((resolve) => {
+      let left = n;
+      const t0 = performance.now();
+      const send = () => {
+        seq++;
+        core.message(caller, `{"type":"invokefunction","invocation_id":"c-${seq}","function_id":"bench::echo","data":{"caller":0,"seq":${seq}}}`);
+      };
+      onResult = () => {
+        if (--left === 0) resolve(((performance.now() - t0) * 1000) / n);
+        else setImmediate(send);
+      };
+      send();
+    });
+  return { core, run };
+}
+
+const server = http.createServer((req, res) => {
+  req.resume();
+  req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end("{}"));
+});
+await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+const sinkUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+const variants = {
+  off: setup({ TRACING: "off" }),
+  on: setup({ TRACING: "on" }),
+  onShare: setup({ TRACING: "on" }, true),
+  export: setup({ TRACING: "on", OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl }),
+};
+type V = keyof typeof variants;
+const names = Object.keys(variants) as V[];
+for (const v of names) await variants[v].run(CALLS); // warm-up (JIT)
+const perCall: Record<V, number[]> = { off: [], on: [], onShare: [], export: [] };
+for (let r = 0; r < ROUNDS; r++) for (const v of r % 2 ? [...names].reverse() : names) perCall[v].push(await variants[v].run(CALLS));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const stored = (await variants.on.core.telemetry.store!.counts()).spans;
+const o = median(perCall.off), n = median(perCall.on), sh = median(perCall.onShare), e = median(perCall.export);
+console.log(`\ntrace micro: engine core in Node ${process.version}, ${ROUNDS} rounds × ${CALLS} sequential routed calls, medians:`);
+console.log(`  TRACING=off        ${o.toFixed(2)} µs/call`);
+console.log(`  TRACING=on         ${n.toFixed(2)} µs/call  (+${(n - o).toFixed(2)} µs, ${(((n - o) / o) * 100).toFixed(1)} %; ${stored} spans stored, after retention)`);
+console.log(`  on, object's share ${sh.toFixed(2)} µs/call  (+${(sh - o).toFixed(2)} µs: spans and their serialisation, SQLite left to D1)`);
+console.log(`  on + OTLP export   ${e.toFixed(2)} µs/call  (+${(e - n).toFixed(2)} µs over on, ${(((e - n) / n) * 100).toFixed(1)} %; the loopback sink runs in this process too)`);
+server.close();
+process.exit(0);

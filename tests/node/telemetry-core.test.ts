@@ -1,0 +1,379 @@
+// The telemetry core in plain Node (engine-do/src/core/telemetry): the engine core over Node's own
+// SQLite, its trace store over a D1-shaped adaptor of a real SQLite database with the repo's D1
+// migrations applied, and a real OTLP/HTTP receiver. Covers what the end-to-end suite cannot
+// reach quickly: retention (oldest first, by age, count and bytes), sampling and the switch,
+// decoding the frames iii-sdk 0.22.1 really sends (captured, tests/node/fixtures), the untraced
+// readers, a cross-namespace hop, a cron fire, and the exporter's bounded buffer and failures.
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { EngineFrame, RpcTriggerRequest } from "@iii-edge/protocol";
+import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
+import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
+import { installEngine } from "@iii-edge/engine-do/core/install.ts";
+import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
+import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/dead-letters.ts";
+import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans } from "@iii-edge/engine-do/core/telemetry/otlp.ts";
+import { MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
+import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
+import { nodeSql, trackedTimers } from "../support/node-sql.ts";
+import { repoRoot } from "../support/engine-server.ts";
+import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
+import { until } from "../support/wait.ts";
+
+/** D1's API over node:sqlite, with the repo's D1 migrations applied (as `wrangler d1 migrations apply`). */
+function d1(): D1Like {
+  const db = new DatabaseSync(":memory:");
+  const dir = path.join(repoRoot, "engine-do/migrations");
+  for (const f of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) db.exec(readFileSync(path.join(dir, f), "utf8"));
+  const statement = (q: string, binds: unknown[] = []): D1StatementLike => ({
+    bind: (...values: unknown[]) => statement(q, values),
+    run: async () => db.prepare(q).run(...(binds as never[])),
+    all: async <T,>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
+  });
+  return { prepare: (q) => statement(q) };
+}
+
+class FakeConn implements Conn {
+  readonly frames: EngineFrame[] = [];
+  readonly workerId: string;
+  constructor(workerId: string) {
+    this.workerId = workerId;
+  }
+  send(frame: EngineFrame): boolean {
+    this.frames.push(frame);
+    return true;
+  }
+  close(): void {}
+}
+
+const handles = new Set<ReturnType<typeof setTimeout>>();
+afterEach(() => {
+  handles.forEach((h) => clearTimeout(h));
+  handles.clear();
+});
+
+function engine(opts: { vars?: TelemetryVars; db?: D1Like; namespace?: string; now?: () => number; others?: Record<string, EngineCore>; queues?: string } = {}) {
+  const ports: EnginePorts = {
+    namespace: opts.namespace ?? "default",
+    sql: nodeSql(new DatabaseSync(":memory:")),
+    clock: { now: opts.now ?? (() => Date.now()) },
+    timers: trackedTimers(handles),
+    alarm: { request: () => {} },
+    log: { info: () => {}, warn: () => {} },
+    newId: () => crypto.randomUUID(),
+    background: (p) => void p.catch(() => {}),
+    edgeHosts: {},
+    otherNamespace: (ns) => ({
+      trigger: (req: RpcTriggerRequest) => opts.others![ns]!.invokeFrom({ function_id: req.function_id, data: req.payload ?? null, traceparent: req.traceparent, baggage: req.baggage }),
+      telemetry: async () => {},
+    }),
+  };
+  const core = new EngineCore(ports, { telemetry: { vars: { TRACING: "on", ...opts.vars }, db: opts.db ?? d1(), fetch: (url, init) => fetch(url, init) } });
+  installEngine(core, opts.queues ? { QUEUES: opts.queues } : {});
+  core.start([]);
+  return core;
+}
+
+async function list(core: EngineCore, q: Record<string, unknown>): Promise<TracesListOutput> {
+  const out = await core.invoke({ function_id: "engine::traces::list", data: q });
+  if (!out.ok) throw new Error(out.error.message);
+  return out.result as TracesListOutput;
+}
+
+const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT = `00-${TRACE}-00f067aa0ba902b7-01`;
+
+describe("decoding what iii-sdk 0.22.1 sends on /otel (captured frames)", () => {
+  const captured = JSON.parse(readFileSync(path.join(repoRoot, "tests/node/fixtures/iii-sdk-otel-frames.json"), "utf8")) as { frames: { signal: string; frame: string }[] };
+  const frame = (signal: string) => new TextEncoder().encode(captured.frames.find((f) => f.signal === signal)!.frame).buffer;
+
+  it("reads the 4-byte prefix and the OTLP/JSON after it: spans, logs, metrics", () => {
+    const t = decodeFrame(frame("OTLP"))!;
+    expect(t.signal).toBe("traces");
+    const [span] = decodeSpans(t.body);
+    expect(span).toMatchObject({ trace_id: TRACE, parent_span_id: "00f067aa0ba902b7", name: "execute cap::fn", kind: "internal", status: "ok", service_name: "iii-node" });
+    expect(span!.events.map((e) => e.name)).toEqual(["iii.invocation.input", "iii.invocation.output"]);
+    expect(span!.end_time_unix_nano).toBeGreaterThan(span!.start_time_unix_nano);
+    const l = decodeFrame(frame("LOGS"))!;
+    expect(decodeLogs(l.body)[0]).toMatchObject({ trace_id: TRACE, span_id: span!.span_id, body: "hello from cap", severity_number: 9, attributes: { "log.data": { n: 1 } } });
+    const m = decodeFrame(frame("MTRC"))!;
+    expect(decodeMetrics(m.body).map((p) => p.name)).toContain("iii.worker.memory.heap_used");
+  });
+
+  it("drops what is not a telemetry frame, and a hostile body, without throwing", () => {
+    expect(decodeFrame("JUNK{}")).toBeUndefined();
+    expect(decodeFrame("OTLP{not json")).toBeUndefined();
+    expect(decodeSpans({ resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: "zz", spanId: 1 }, null, 7] }] }] })).toEqual([]);
+    let deep: unknown = { stringValue: "x" };
+    for (let i = 0; i < 100; i++) deep = { arrayValue: { values: [deep] } };
+    const [s] = decodeSpans({ resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: TRACE, spanId: "00f067aa0ba902b7", attributes: [{ key: "deep", value: deep }] }] }] }] });
+    expect(s!.service_name).toBe("unknown_service");
+    expect(JSON.stringify(s!.attributes).length).toBeLessThan(200);
+  });
+
+  it("stores an ingested frame on the control socket as on /otel; a bad one is counted, not thrown", async () => {
+    const core = engine();
+    const conn = new FakeConn("w-1");
+    core.connect(conn, "tok");
+    core.message(conn, frame("OTLP"));
+    core.message(conn, new TextEncoder().encode("OTLP{broken").buffer);
+    const page = await list(core, { trace_id: TRACE });
+    expect(page.spans.map((s) => s.name)).toEqual(["execute cap::fn"]);
+    const { metrics } = (await core.telemetry.metrics.list("iii.telemetry.frames.refused"));
+    expect(metrics[0]).toMatchObject({ value: 1 });
+  });
+});
+
+describe("the tracer", () => {
+  it("makes a child span per hop and passes ITS id on; the readers themselves are not traced", async () => {
+    const core = engine();
+    const target = new FakeConn("target");
+    core.connect(target, "t");
+    core.message(target, JSON.stringify({ type: "registerfunction", id: "a::b" }));
+    const call = core.invoke({ function_id: "a::b", data: { session_id: "s-1" }, traceparent: PARENT });
+    const sent = target.frames.find((f) => f.type === "invokefunction") as { invocation_id: string; traceparent: string };
+    expect(sent.traceparent).toMatch(new RegExp(`^00-${TRACE}-[0-9a-f]{16}-01$`));
+    const engineSpanId = sent.traceparent.split("-")[2]!;
+    expect(engineSpanId).not.toBe("00f067aa0ba902b7");
+    core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: sent.invocation_id, function_id: "a::b", result: 1 }));
+    await call;
+    await list(core, {});
+    await list(core, { trace_id: TRACE });
+    const page = await list(core, { trace_id: TRACE });
+    expect(page.spans).toHaveLength(1);
+    expect(page.spans[0]).toMatchObject({ span_id: engineSpanId, parent_span_id: "00f067aa0ba902b7", name: "invoke a::b", status: "ok", service_name: "iii-engine" });
+    const bySession = await list(core, { session_id: "s-1" });
+    expect(bySession.spans.map((s) => s.span_id)).toEqual([engineSpanId]);
+    // No span of any engine::traces::* call.
+    expect((await list(core, {})).spans.some((s) => s.name.startsWith("invoke engine::traces"))).toBe(false);
+  });
+
+  it("takes a session id from baggage, and a malformed one never fails the call", async () => {
+    const core = engine();
+    const ok = await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: PARENT, baggage: "session_id=s%202,other=1" });
+    const bad = await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: PARENT, baggage: "session_id=%E0%A4%A" });
+    expect([ok.ok, bad.ok]).toEqual([true, true]);
+    expect((await list(core, { session_id: "s 2" })).total).toBe(1);
+    expect((await list(core, { session_id: "%E0%A4%A" })).total).toBe(1);
+  });
+
+  it("TRACING=off makes no span and passes the caller's traceparent on untouched", async () => {
+    const core = engine({ vars: { TRACING: "off" } });
+    const target = new FakeConn("target");
+    core.connect(target, "t");
+    core.message(target, JSON.stringify({ type: "registerfunction", id: "a::b" }));
+    void core.invoke({ function_id: "a::b", data: {}, traceparent: PARENT });
+    expect((target.frames.find((f) => f.type === "invokefunction") as { traceparent: string }).traceparent).toBe(PARENT);
+    await core.telemetry.flush();
+    expect(await core.telemetry.store!.counts()).toEqual({ spans: 0, logs: 0 });
+  });
+
+  it("samples the traces it starts at TRACE_SAMPLE_RATIO, and honours an unsampled parent (flags 00)", async () => {
+    const core = engine({ vars: { TRACE_SAMPLE_RATIO: "0" } });
+    const target = new FakeConn("target");
+    core.connect(target, "t");
+    core.message(target, JSON.stringify({ type: "registerfunction", id: "a::b" }));
+    void core.invoke({ function_id: "a::b", data: {} });
+    const unsampled = `00-${TRACE}-00f067aa0ba902b7-00`;
+    void core.invoke({ function_id: "a::b", data: {}, traceparent: unsampled });
+    const sent = target.frames.filter((f) => f.type === "invokefunction") as { traceparent: string }[];
+    // Not sampled at the root: the hops after it are told so (flags 00).
+    expect(sent[0]!.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    expect(sent[1]!.traceparent).toBe(unsampled);
+    await core.telemetry.flush();
+    expect((await core.telemetry.store!.counts()).spans).toBe(0);
+    // A sampled parent is still recorded at ratio 0 (parent-based).
+    await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: PARENT });
+    await core.telemetry.flush();
+    expect((await core.telemetry.store!.counts()).spans).toBe(1);
+  });
+
+  it("a cross-namespace call is a client span whose child is the other namespace's invoke", async () => {
+    const db = d1();
+    const other = engine({ db, namespace: "b" });
+    const a = engine({ db, namespace: "a", others: { b: other } });
+    const worker = new FakeConn("caller");
+    a.connect(worker, "t");
+    a.message(worker, JSON.stringify({ type: "invokefunction", invocation_id: "x1", function_id: "engine::functions::list", namespace: "b", data: {}, traceparent: PARENT }));
+    await until(() => worker.frames.some((f) => f.type === "invocationresult"), "the remote result");
+    await other.telemetry.flush();
+    const spans = (await list(a, { trace_id: TRACE })).spans;
+    const client = spans.find((s) => s.attributes["iii.target.namespace"] === "b")!;
+    expect(client).toMatchObject({ kind: "client", parent_span_id: "00f067aa0ba902b7", attributes: { "iii.namespace": "a" } });
+    const remote = spans.find((s) => s.attributes["iii.namespace"] === "b")!;
+    expect(remote).toMatchObject({ name: "invoke engine::functions::list", parent_span_id: client.span_id });
+  });
+
+  it("a cron fire starts a trace: the fire span is its root (no dangling parent), the call its child", async () => {
+    const core = engine();
+    const w = new FakeConn("w");
+    core.connect(w, "t");
+    core.message(w, JSON.stringify({ type: "registerfunction", id: "tick::fn" }));
+    const binding = { id: "cron-1", trigger_type: "cron", function_id: "tick::fn", config: {}, owner: "w", status: "active" } as Parameters<EngineCore["fire"]>[0];
+    // As the cron scheduler fires an occurrence: with tracing on, no traceparent (the fire is the root).
+    const fired = core.fire(binding, {}, {});
+    const sent = w.frames.find((f) => f.type === "invokefunction") as { invocation_id: string };
+    core.message(w, JSON.stringify({ type: "invocationresult", invocation_id: sent.invocation_id, function_id: "tick::fn", error: { code: "invocation_failed", message: "nope" } }));
+    await fired;
+    const root = (await list(core, { name: "trigger cron" })).spans[0]!;
+    expect(root.parent_span_id).toBeUndefined();
+    const spans = (await list(core, { trace_id: root.trace_id })).spans;
+    const fire = spans.find((s) => s.name === "trigger cron")!;
+    expect(fire.attributes).toMatchObject({ "faas.trigger": "timer", "iii.trigger.id": "cron-1" });
+    const call = spans.find((s) => s.name === "invoke tick::fn")!;
+    expect(call.parent_span_id).toBe(fire.span_id);
+    expect([fire.status, call.status]).toEqual(["error", "error"]);
+    expect(call.events[0]).toMatchObject({ name: "exception", attributes: { "exception.type": "invocation_failed", "exception.message": "nope" } });
+  });
+});
+
+describe("queue hops and channels", () => {
+  it("each delivery attempt is a consumer span under the enqueue: retried, then dead-lettered", async () => {
+    const core = engine({ queues: JSON.stringify({ flaky: { backend: "durable", max_retries: 1, backoff_ms: 5 } }) });
+    const w = new FakeConn("w");
+    core.connect(w, "t");
+    core.message(w, JSON.stringify({ type: "registerfunction", id: "q::fails" }));
+    // The worker answers every call with an error, when it arrives.
+    // (Every attempt has the message's id as its invocation id: frames are answered by position.)
+    let seen = 0;
+    const answer = () => {
+      for (const f of w.frames.slice(seen)) {
+        seen++;
+        if (f.type !== "invokefunction") continue;
+        core.message(w, JSON.stringify({ type: "invocationresult", invocation_id: f.invocation_id, function_id: "q::fails", error: { code: "invocation_failed", message: "no" } }));
+      }
+    };
+    const trace = "77".repeat(16);
+    const out = await core.enqueue({ queue: "flaky", function_id: "q::fails", data: {}, traceparent: `00-${trace}-${"88".repeat(8)}-01` });
+    expect(out.ok).toBe(true);
+    const spans = await until(async () => {
+      answer();
+      await core.alarm();
+      const page = await list(core, { trace_id: trace });
+      return page.spans.filter((s) => s.name === "deliver flaky").length === 2 ? page.spans : undefined;
+    }, "two delivery attempts");
+    const enqueue = spans.find((s) => s.name === "enqueue flaky")!;
+    expect(enqueue).toMatchObject({ kind: "producer", parent_span_id: "88".repeat(8) });
+    const attempts = spans.filter((s) => s.name === "deliver flaky").sort((a, b) => Number(a.attributes["messaging.message.delivery_attempt"]) - Number(b.attributes["messaging.message.delivery_attempt"]));
+    expect(attempts.map((a) => [a.attributes["messaging.message.delivery_attempt"], a.attributes["iii.queue.outcome"], a.status, a.parent_span_id])).toEqual([
+      [1, "retry", "error", enqueue.span_id],
+      [2, "dead", "error", enqueue.span_id],
+    ]);
+    expect(attempts.map((a) => a.events.map((e) => e.name))).toEqual([["retry", "exception"], ["dead_letter", "exception"]]);
+    // Each attempt's call is the attempt's child.
+    for (const a of attempts) expect(spans.some((s) => s.name === "invoke q::fails" && s.parent_span_id === a.span_id)).toBe(true);
+  });
+
+  it("a channel is a span from engine::channels::create to its end", async () => {
+    const now = { t: Date.now() };
+    const core = engine({ now: () => now.t });
+    const trace = "99".repeat(16);
+    const created = await core.invoke({ function_id: "engine::channels::create", data: {}, traceparent: `00-${trace}-${"aa".repeat(8)}-01` });
+    expect(created.ok).toBe(true);
+    // Neither end attached: the sweep removes it after its TTL.
+    now.t += 6 * 60_000;
+    await core.alarm();
+    const spans = (await list(core, { trace_id: trace })).spans;
+    const create = spans.find((s) => s.name === "invoke engine::channels::create")!;
+    const channel = spans.find((s) => s.name === "channel")!;
+    expect(channel.parent_span_id).toBe(create.span_id);
+    expect(channel.attributes["iii.channel.end"]).toBe("channel_expired");
+    expect(channel.end_time_unix_nano - channel.start_time_unix_nano).toBeGreaterThanOrEqual(6 * 60_000 * 1e6);
+  });
+});
+
+describe("retention: oldest first, by age, count and bytes", () => {
+  function spansAt(n: number, startMs: number, stepMs: number, attrBytes = 10): Span[] {
+    return Array.from({ length: n }, (_, i) => ({
+      trace_id: TRACE,
+      span_id: (i + 1).toString(16).padStart(16, "0"),
+      name: `s${i}`,
+      start_time_unix_nano: (startMs + i * stepMs) * 1e6,
+      end_time_unix_nano: (startMs + i * stepMs + 1) * 1e6,
+      status: "ok" as const,
+      attributes: { pad: "x".repeat(attrBytes) },
+      service_name: "test",
+      events: [],
+    }));
+  }
+
+  it("drops past TRACES_MAX_SPANS the oldest spans", async () => {
+    const now = 1_800_000_000_000;
+    const core = engine({ vars: { TRACES_MAX_SPANS: "50" }, now: () => now });
+    await core.telemetry.store!.writeSpans(spansAt(80, now - 80_000, 1_000));
+    await core.telemetry.prune();
+    const left = (await list(core, { trace_id: TRACE, limit: 1000 })).spans.map((s) => s.name);
+    expect(left).toHaveLength(50);
+    // The newest 50 (s30…s79) stay.
+    expect(left).toContain("s79");
+    expect(left).toContain("s30");
+    expect(left).not.toContain("s29");
+  });
+
+  it("drops spans older than TRACES_MAX_AGE_MS", async () => {
+    const now = 1_800_000_000_000;
+    const core = engine({ vars: { TRACES_MAX_AGE_MS: "10000" }, now: () => now });
+    await core.telemetry.store!.writeSpans(spansAt(20, now - 19_500, 1_000));
+    await core.telemetry.prune();
+    const left = (await list(core, { trace_id: TRACE, limit: 1000 })).spans.map((s) => s.name);
+    // s0 started 19.5 s ago … s19 0.5 s ago: those started within the last 10 s stay.
+    expect(left.sort()).toEqual(Array.from({ length: 10 }, (_, i) => `s${i + 10}`).sort());
+  });
+
+  it("drops past TRACES_MAX_BYTES the oldest spans until the rest fits", async () => {
+    const now = 1_800_000_000_000;
+    const core = engine({ vars: { TRACES_MAX_BYTES: "20000" }, now: () => now });
+    // ~1.1 KB each: about 18 fit in 20 000 bytes.
+    await core.telemetry.store!.writeSpans(spansAt(40, now - 40_000, 1_000, 1_000));
+    await core.telemetry.prune();
+    const left = (await list(core, { trace_id: TRACE, limit: 1000 })).spans.map((s) => s.name);
+    expect(left.length).toBeGreaterThan(10);
+    expect(left.length).toBeLessThan(20);
+    expect(left).toContain("s39");
+    expect(left).not.toContain("s0");
+    const oldestLeft = Math.min(...left.map((n) => Number(n.slice(1))));
+    expect(left).toHaveLength(40 - oldestLeft);
+  });
+});
+
+describe("export", () => {
+  let receiver: OtlpReceiver;
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+  });
+  afterAll(() => receiver.close());
+
+  it("sends finished spans to the collector as OTLP/HTTP JSON", async () => {
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } });
+    const trace = "12".repeat(16);
+    await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: `00-${trace}-${"34".repeat(8)}-01` });
+    await core.telemetry.drainExport();
+    const got = receiver.spans.filter((s) => s.trace_id === trace);
+    expect(got).toHaveLength(1);
+    expect(got[0]).toMatchObject({ name: "invoke engine::functions::list", parent_span_id: "34".repeat(8), service_name: "iii-engine", status_code: 1, kind: 1 });
+    expect(got[0]!.resource["service.namespace"]).toBe("default");
+    await until(() => receiver.metrics.some((m) => m.name === "iii.invocation.duration" && m.kind === "histogram"), "the engine's metrics");
+  });
+
+  it("a failing collector costs the batch (counted), never the call; a full buffer drops and counts", async () => {
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } });
+    receiver.fail(100);
+    await core.invoke({ function_id: "engine::functions::list", data: {} });
+    await core.telemetry.drainExport();
+    const failed = (await core.telemetry.metrics.list("iii.telemetry.export.failed")).metrics[0];
+    // The span's batch (and the metrics body) were refused with 503 and counted; nothing was retried.
+    expect(failed?.type === "counter" && failed.value).toBeGreaterThanOrEqual(1);
+    expect(receiver.requests.filter((r) => r.path === "/v1/traces" && r.status === 503)).toHaveLength(1);
+    receiver.fail(0);
+    // Offer more than the buffer holds while a batch is in flight: the rest is dropped and counted.
+    const many = Array.from({ length: MAX_EXPORT_BUFFER + 1_000 }, () => core.telemetry.start("x")!);
+    for (const s of many) s.end();
+    await core.telemetry.flush();
+    const dropped = (await core.telemetry.metrics.list("iii.telemetry.export.dropped")).metrics[0];
+    const spansDropped = (await core.telemetry.metrics.list("iii.telemetry.spans.dropped")).metrics[0];
+    // Either bound catches the overflow first (the in-memory pending bound or the export buffer).
+    expect(((dropped?.type === "counter" && dropped.value) || 0) + ((spansDropped?.type === "counter" && spansDropped.value) || 0)).toBeGreaterThanOrEqual(10);
+  });
+});
