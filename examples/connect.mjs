@@ -4,8 +4,9 @@
 import { registerWorker } from "iii-sdk";
 
 const url = process.env.III_URL ?? "ws://127.0.0.1:8787";
-// iii-sdk turns on OpenTelemetry by default: a second socket to /otel (which the engine accepts and
-// drops) plus timers that keep the process alive after shutdown(). Off here so the script exits;
+// iii-sdk turns on OpenTelemetry by default: a second socket to /otel (whose spans, logs and metrics
+// the engine stores beside its own: `engine::traces::list`) plus timers that keep the process alive
+// after shutdown(). Off here so the script exits;
 // enableMetricsReporting: false stops the SDK warning that metrics need OTel.
 const quiet = { otel: { enabled: false }, enableMetricsReporting: false };
 
