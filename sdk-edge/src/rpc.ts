@@ -28,7 +28,8 @@ export function connectEngine(engine: EngineNamespaceLike, options: { namespace?
   return rpcClient(engine.getByName(options.namespace ?? DEFAULT_NAMESPACE), options.trace);
 }
 
-export function rpcClient(stub: EngineRpc, inherited?: TraceFields): EngineClient {
+/** A client over one stub: it only calls `trigger` (telemetry goes through ./worker-edge.ts). */
+export function rpcClient(stub: Pick<EngineRpc, "trigger">, inherited?: TraceFields): EngineClient {
   return {
     async trigger<TInput, TOutput>(request: TriggerRequest<TInput>): Promise<TOutput> {
       if (!request || typeof request.function_id !== "string" || request.function_id === "") {

@@ -19,6 +19,7 @@ import type { TriggerRequest } from "./client/types.ts";
 import { FunctionHost } from "./host.ts";
 import { HostRegistry, type HostHandler } from "./host-registry.ts";
 import { DEFAULT_NAMESPACE, connectEngine } from "./rpc.ts";
+import { createTracer, withCurrentTrace, type Tracer } from "./telemetry.ts";
 import type { ChannelWriter, Channels, WorkerFunctionOptions, WorkerModule, WorkerSurface } from "./worker.ts";
 
 export type { ChannelWriter, Channels, WorkerModule, WorkerSurface } from "./worker.ts";
@@ -40,9 +41,33 @@ interface Invocation {
   namespace: string;
   trace: TraceFields;
   waitUntil(p: Promise<unknown>): void;
+  /** The engine binding, for telemetry frames sent at the end of the invocation. */
+  engine: EngineNamespace | undefined;
 }
 
 const current = new AsyncLocalStorage<Invocation>();
+/** The current trace context of the modules' tracers: the invocation's, or a span made current. */
+const activeTrace = new AsyncLocalStorage<TraceFields>();
+/** Every module's tracer in this isolate (surfaces are built once per isolate, ./host.ts). */
+const tracers = new Set<Tracer>();
+
+/** A module's tracer: spans are buffered and sent through the engine stub's `telemetry(frame)` RPC
+ * when an invocation ends (a Worker keeps no timer between requests). */
+function edgeTracer(serviceName: string, enabled: boolean): Tracer {
+  return createTracer({
+    serviceName,
+    enabled,
+    store: { run: (fields, fn) => activeTrace.run(fields, fn), get: () => activeTrace.getStore() },
+    transport: async (frame) => {
+      const inv = current.getStore();
+      if (!inv?.engine) return false;
+      await inv.engine.getByName(inv.namespace).telemetry(frame);
+      return true;
+    },
+    flush: "manual",
+    resource: { "cloud.provider": "cloudflare", "faas.name": serviceName },
+  });
+}
 
 /** Names in a comma-separated setting (`"a, b,"` → `["a", "b"]`). */
 function listSetting(value: string | undefined): string[] {
@@ -90,13 +115,23 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
     try {
       const setting = this.disableVar ? raw[this.disableVar] : undefined;
       const disabled = listSetting(typeof setting === "string" ? setting : undefined);
-      const surface = this.#surface(raw, {
-        registerFunction: (id, handler, options) => add(declared.functions, { id, handler: (data, ctx) => handler(data, ctx), options }),
-        registerTrigger: (t) => add(declared.triggers, { trigger_type: t.type, function_id: t.function_id, config: t.config, metadata: t.metadata, id: t.id }),
-      });
+      const made: Tracer[] = [];
+      // The engine's TRACING switch (same Worker env): off, it keeps nothing workers send.
+      const tracing = !/^(off|false|0|no)$/i.test(String(raw.TRACING ?? "on").trim());
+      // One surface per module, each with a tracer named after it (its spans' service.name).
+      const surfaceFor = (name: string) => {
+        const tracer = edgeTracer(name, tracing);
+        made.push(tracer);
+        const traced = <R extends TriggerRequest<unknown>>(request: R): R => withCurrentTrace(tracer, request);
+        return this.#surface(raw, tracer, {
+          registerFunction: (id, handler, options) =>
+            add(declared.functions, { id, handler: (data, ctx) => handler(data, { ...ctx, trigger: (request) => ctx.trigger(traced(request)) }), options }),
+          registerTrigger: (t) => add(declared.triggers, { trigger_type: t.type, function_id: t.function_id, config: t.config, metadata: t.metadata, id: t.id }),
+        });
+      };
       for (const m of selectWorkers(this.workers, disabled, this.disableVar)) {
         try {
-          m.register(surface, m.configFrom?.(raw) ?? {});
+          m.register(surfaceFor(m.name), m.configFrom?.(raw) ?? {});
         } catch (e) {
           throw new IIIError(e instanceof IIIError ? e.code : "invalid_arguments", `worker ${m.name}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
         }
@@ -106,6 +141,7 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
       const check = new HostRegistry<Env>();
       for (const f of declared.functions) check.function(f.id, f.handler, f.options);
       for (const t of declared.triggers) check.trigger(t);
+      for (const t of made) tracers.add(t);
       return declared;
     } catch (e) {
       console.error(`${this.constructor.name}: not started: ${e instanceof Error ? e.message : String(e)}`);
@@ -119,13 +155,23 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
     const trace: TraceFields = {};
     if (req.traceparent) trace.traceparent = req.traceparent;
     if (req.baggage) trace.baggage = req.baggage;
-    const invocation: Invocation = { namespace: req.namespace ?? DEFAULT_NAMESPACE, trace, waitUntil: (p) => this.ctx.waitUntil(p) };
-    return current.run(invocation, () => super.iiiInvoke(req));
+    const binding = ((this.env ?? {}) as Record<string, unknown>)[this.engineBinding];
+    const engine = binding && typeof (binding as { getByName?: unknown }).getByName === "function" ? (binding as EngineNamespace) : undefined;
+    const invocation: Invocation = { namespace: req.namespace ?? DEFAULT_NAMESPACE, trace, waitUntil: (p) => this.ctx.waitUntil(p), engine };
+    return current.run(invocation, async () => {
+      try {
+        // The handler runs inside its invocation's trace: its spans' parent, its calls' context.
+        return await activeTrace.run(trace, () => super.iiiInvoke(req));
+      } finally {
+        // What ended during this call goes to the engine without holding its answer.
+        if (engine) this.ctx.waitUntil(Promise.allSettled([...tracers].map((t) => t.flush())));
+      }
+    });
   }
 
   /** The surface every module registers against. It outlives the call that built it (registries
    * are kept per isolate), so what belongs to a call is read from `current` when used. */
-  #surface(raw: Readonly<Record<string, unknown>>, declare: Pick<WorkerSurface, "registerFunction" | "registerTrigger">): WorkerSurface {
+  #surface(raw: Readonly<Record<string, unknown>>, tracer: Tracer, declare: Pick<WorkerSurface, "registerFunction" | "registerTrigger">): WorkerSurface {
     const bindingName = this.engineBinding;
     const engine = (): EngineNamespace => {
       const b = raw[bindingName];
@@ -137,7 +183,7 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
     };
     const trigger = <I, O>(request: TriggerRequest<I>): Promise<O> => {
       const inv = current.getStore();
-      return connectEngine(engine(), { namespace: inv?.namespace, trace: inv?.trace }).trigger<I, O>(request);
+      return connectEngine(engine(), { namespace: inv?.namespace, trace: inv?.trace }).trigger<I, O>(withCurrentTrace(tracer, request));
     };
     const stub = () => engine().getByName(current.getStore()?.namespace ?? DEFAULT_NAMESPACE);
     const channels: Channels = {
@@ -147,7 +193,7 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
     };
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries(raw)) if (typeof v === "string") env[k] = v;
-    return { runtime: "edge", env: Object.freeze(env), channels, ...declare, trigger };
+    return { runtime: "edge", env: Object.freeze(env), channels, tracer, ...declare, trigger };
   }
 }
 

@@ -6,6 +6,10 @@
 import type { StreamChannelRef } from "@iii-edge/protocol";
 import type { Schema } from "./client/types.ts";
 import type { FunctionOptions, InvocationContext, TriggerRequest } from "./client/types.ts";
+import { noopTracer, type Tracer } from "./telemetry.ts";
+
+export type { Attributes, AttributeValue, LogSeverity, Span, SpanKind, SpanOptions, Tracer } from "./telemetry.ts";
+export { derivedSpanId, formatTraceparent, parseTraceparent } from "./telemetry.ts";
 
 /** One end of an engine channel, attached (protocol/README.md §10). */
 export interface ChannelWriter {
@@ -56,6 +60,15 @@ export interface WorkerSurface {
   readonly channels: Channels;
   /** Settings by name: the Worker's vars and secrets, or the process environment. */
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** Spans and correlated logs, sent to the engine (./telemetry.ts). A handler runs inside its
+   * invocation's trace; a call made inside `tracer.withSpan` carries that span as its parent. Both
+   * surfaces provide it; it is optional only so hand-made test surfaces need not (use `tracerOf`). */
+  readonly tracer?: Tracer;
+}
+
+/** The surface's tracer, or one that records nothing (a hand-made surface in a test). */
+export function tracerOf(iii: Pick<WorkerSurface, "tracer">): Tracer {
+  return iii.tracer ?? noopTracer;
 }
 
 /** A worker: a name (its folder) and its one entry. */

@@ -382,6 +382,8 @@ describe("following a turn", () => {
       await until(() => live.some((e) => e.type === "function_execution_start"), "the browser to see the call start", TURN_DEADLINE_MS);
       ws.close();
       const seen = live.slice();
+      // The event comes before the dispatch: release this call, not the previous test's.
+      await until(() => slowStarted.includes(sid), "the slow call to start", TURN_DEADLINE_MS);
       releaseSlow!();
       const { events } = await finished(sid);
 

@@ -71,8 +71,9 @@ export const FATAL_CLOSE_CODES: readonly number[] = [4404];
 
 /** One socket that an adapter keeps (re)connected. */
 export interface Link {
-  /** Send one text frame. Only called between `open` and `close`. May throw if the socket died. */
-  send(text: string): void;
+  /** Send one frame: text (the JSON frames), or binary (telemetry, `sendTelemetry`). Only called
+   * between `open` and `close`. May throw if the socket died. */
+  send(data: string | Uint8Array<ArrayBuffer>): void;
   /** Close for good (no reconnect). */
   close(): void;
   /** Give up on the current socket (it went silent) and reconnect as after a drop. */
@@ -492,6 +493,23 @@ export class Client implements EdgeClient {
   }
 
   // ---- sending --------------------------------------------------------------------------------
+
+  /**
+   * One telemetry frame (`OTLP…`/`LOGS…`/`MTRC…`: a 4-byte prefix, then OTLP/JSON) as a binary frame
+   * on the control socket, which the engine takes as its `/otel` socket would. Never buffered
+   * here: false when not connected, and the tracer keeps the batch (it has its own bound).
+   */
+  sendTelemetry(frame: string): boolean {
+    if (!this.connected || this.stopped) return false;
+    try {
+      // (Typed as ArrayBuffer-backed: TextEncoder always makes a fresh ArrayBuffer.)
+      this.link.send(new TextEncoder().encode(frame) as Uint8Array<ArrayBuffer>);
+      return true;
+    } catch (err) {
+      this.log.warn("telemetry send failed; treating the socket as closed", err);
+      return false;
+    }
+  }
 
   private trySend(text: string): boolean {
     if (!this.connected) return false;

@@ -158,5 +158,8 @@ export interface EdgeClient {
   readonly connectionError: IIIError | undefined;
   /** The engine-assigned id of the current connection (undefined until `workerregistered`). */
   readonly workerId: string | undefined;
+  /** Send one telemetry frame (`OTLP`/`LOGS`/`MTRC` prefix + OTLP/JSON) on the control socket as a
+   * binary frame; false when not connected (nothing is buffered). */
+  sendTelemetry?(frame: string): boolean;
   shutdown(): Promise<void>;
 }

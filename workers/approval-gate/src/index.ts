@@ -4,7 +4,7 @@
 // reads the decision fresh. Runs unchanged inside the Worker and in Node; it keeps no state of its own.
 import { z } from "zod";
 import { APPROVALS_SCOPE, approvalResolveRequest, type ApprovalDecision } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 
 export const RESOLVE = "approval::resolve";
 
@@ -30,6 +30,7 @@ export function approvalKey(sessionId: string, functionCallId: string): string {
 }
 
 export function registerApprovalGate(iii: WorkerSurface): void {
+  const tracer = tracerOf(iii);
   iii.registerFunction(
     RESOLVE,
     async (data: unknown, ctx): Promise<ResolveResult> => {
@@ -37,6 +38,8 @@ export function registerApprovalGate(iii: WorkerSurface): void {
       if (!req.success) return { ok: false, error: "invalid_payload" };
       const { session_id, function_call_id, decision } = req.data;
       const value: ApprovalDecision = { decision, reason: req.data.reason ?? null };
+      // The decision in the approver's own trace (the turn's trace shows the wait it ended).
+      tracer.startSpan(`approval_decision ${decision}`, { attributes: { "iii.session.id": session_id, "gen_ai.conversation.id": session_id, "gen_ai.tool.call.id": function_call_id, "iii.approval.decision": decision } }).end();
       try {
         await ctx.trigger({ function_id: "state::set", payload: { scope: APPROVALS_SCOPE, key: approvalKey(session_id, function_call_id), value } });
       } catch (e) {

@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { IIIError } from "@iii-edge/protocol";
 import { policyCheckRequest, type PolicyDecision } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { defaultPolicy, staticPolicy, type PolicySource, type PolicyState } from "./permissions-file.ts";
 import { evaluate } from "./rules.ts";
 
@@ -35,6 +35,7 @@ export function configFrom(env: Readonly<Record<string, unknown>>): PolicyConfig
 }
 
 export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
+  const tracer = tracerOf(iii);
   iii.registerFunction(
     CHECK_PERMISSIONS,
     (data: unknown): PolicyDecision => {
@@ -43,7 +44,14 @@ export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
       const state = config.source.current();
       // Fail closed: no valid rules means no answer, and the orchestrator denies the call.
       if (!state.ok) throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: no valid permissions (${state.error})`);
-      return evaluate(state.policy, req.data.function_id, req.data.args);
+      const decision = evaluate(state.policy, req.data.function_id, req.data.args);
+      // Which rule decided, in the caller's trace (the orchestrator's policy_check span is above it).
+      const span = tracer.startSpan(`evaluate_permissions ${req.data.function_id}`, {
+        attributes: { "iii.function_id": req.data.function_id, "iii.policy.decision": decision.decision, "iii.policy.origin": state.origin },
+      });
+      if ("rule_id" in decision) span.setAttribute("iii.policy.rule_id", decision.rule_id);
+      span.end();
+      return decision;
     },
     {
       description: "Decide whether the model may call a function: allow, deny (with the rule), or needs_approval when no rule of iii-permissions.yaml matches.",

@@ -12,7 +12,7 @@ import {
   type CredentialsCryptoKey,
   type ProviderStreamResponse,
 } from "@iii-edge/protocol/harness";
-import type { ChannelWriter, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { tracerOf, type ChannelWriter, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { clip, isObject, type ProviderAdapter } from "./adapter.ts";
 import { AssistantBuilder } from "./assistant.ts";
@@ -101,7 +101,58 @@ async function readBounded(res: Response): Promise<string> {
 
 type Stopped = "idle" | "total" | "cancelled";
 
+/** The assistant message as it stood when the stream ended, and where the request went. */
+interface ChatOutcome {
+  message?: AssistantBuilder["message"];
+  host?: string;
+  attempts?: number;
+}
+
+/** The `gen_ai.response.finish_reasons` value of a harness stop reason (OTel's spelling). */
+const FINISH_REASON: Record<string, string> = { end: "stop", length: "length", function_call: "tool_calls", aborted: "cancelled", error: "error" };
+
+/**
+ * One stream as a `chat {model}` client span (OTel GenAI inference span): provider, model, token
+ * usage and finish reason; the credential lookup and catalog reads made meanwhile are its children.
+ */
 export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: InvocationContext): Promise<ProviderStreamResponse> {
+  const tracer = tracerOf(deps.iii);
+  const model = isObject(data) && typeof data.model === "string" ? data.model : "";
+  const span = tracer.startSpan(model ? `chat ${model}` : "chat", {
+    kind: "client",
+    attributes: { "gen_ai.operation.name": "chat", "gen_ai.provider.name": deps.adapter.name, "gen_ai.request.model": model, "iii.function_id": `provider::${deps.adapter.name}::stream` },
+  });
+  if (isObject(data) && typeof data.max_tokens === "number") span.setAttribute("gen_ai.request.max_tokens", data.max_tokens);
+  const outcome: ChatOutcome = {};
+  try {
+    const res = await tracer.withParent(span, () => streamChat(deps, data, ctx, outcome));
+    const m = outcome.message;
+    if (outcome.host) span.setAttribute("server.address", outcome.host);
+    if (outcome.attempts !== undefined) span.setAttribute("iii.provider.attempts", outcome.attempts);
+    if (m) {
+      if (m.model) span.setAttribute("gen_ai.response.model", m.model);
+      span.setAttribute("gen_ai.response.finish_reasons", [FINISH_REASON[m.stop_reason] ?? m.stop_reason]);
+      if (typeof m.usage?.input === "number") span.setAttribute("gen_ai.usage.input_tokens", m.usage.input);
+      if (typeof m.usage?.output === "number") span.setAttribute("gen_ai.usage.output_tokens", m.usage.output);
+      if (typeof m.usage?.cost_usd === "number") span.setAttribute("iii.usage.cost_usd", m.usage.cost_usd);
+    }
+    span.setAttribute("iii.provider.status", res.status);
+    if (res.status === "error") {
+      span.setAttribute("error.type", res.error_kind ?? "_OTHER");
+      span.setStatus("error", m?.error_message ?? "the provider stream failed");
+    } else if (res.status !== "done") {
+      span.setAttribute("error.type", res.status);
+    }
+    return res;
+  } catch (e) {
+    span.recordException(e);
+    throw e;
+  } finally {
+    span.end();
+  }
+}
+
+async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContext, chat: ChatOutcome): Promise<ProviderStreamResponse> {
   const { adapter, iii, limits } = deps;
   const ref = providerStreamRequest.shape.writer_ref.safeParse(isObject(data) ? data.writer_ref : undefined);
   if (!ref.success) throw new IIIError("invalid_input", `provider::${adapter.name}::stream needs writer_ref, the write end of a channel ({channel_id, access_key, direction:"write"})`);
@@ -179,7 +230,9 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
     }
 
     let response: Response | undefined;
+    chat.host = host;
     for (let attempt = 1; ; attempt++) {
+      chat.attempts = attempt;
       if (stopped) throw stoppedFailure();
       touch();
       let res: Response;
@@ -240,6 +293,7 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
     builder.fail(failure.kind, redact(failure.message));
     return { ok: true, status: "error", error_kind: failure.kind };
   } finally {
+    chat.message = builder.message;
     clearTimeout(idleTimer);
     clearTimeout(totalTimer);
     abort.abort(); // releases the connection if the body was not read to its end

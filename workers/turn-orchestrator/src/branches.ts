@@ -20,7 +20,7 @@ import {
   type SessionEntryView,
   type SessionOrigin,
 } from "@iii-edge/protocol/harness";
-import type { WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { tracerOf, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { callBestEffort, callRequired, errorCode, invalid, type Trigger } from "./calls.ts";
 import { START_CLAIM_TTL_MS } from "./constants.ts";
 import { normaliseMessage } from "./messages.ts";
@@ -269,7 +269,8 @@ export async function forkRun(deps: StartDeps, input: RunForkRequest): Promise<R
 
 /** Register run::resume, run::rerun_from and run::fork. */
 export function registerBranchFunctions(iii: WorkerSurface, newRunId: () => string): void {
-  const deps = (trigger: unknown): StartDeps => ({ trigger: trigger as Trigger, newRunId });
+  const tracer = tracerOf(iii);
+  const deps = (trigger: unknown): StartDeps => ({ trigger: trigger as Trigger, newRunId, tracer });
   iii.registerFunction("run::resume", (data: RunResumeRequest, ctx) => resumeRun(deps(ctx.trigger), data), {
     description:
       "Resume a stopped or failed session (or a fork that never ran): a new run on its transcript, after an optional message → {session_id, run_id, started} (started:false with session_busy or already_started).",

@@ -1,6 +1,7 @@
 // What reaches a run from outside its steps: reading its state, stopping it, steering it, reading
 // its events from a cursor, and the approval wake (spec §1.2, §2.7, §3.4, §4.1).
 import { z } from "zod";
+import type { Tracer } from "@iii-edge/sdk-edge/worker";
 import { AGENT_EVENTS_STREAM, INBOX_STEERING, type AgentEvent, type RunEventsResponse, type TurnStateView, type TurnStopResponse } from "@iii-edge/protocol/harness";
 import { callRequired, invalid, type Trigger } from "./calls.ts";
 import { stopChildren } from "./children.ts";
@@ -9,6 +10,7 @@ import { parseDecision } from "./gate.ts";
 import { normaliseMessage } from "./messages.ts";
 import { boundedKey, eventItemId, eventSeqOf, isTerminal, parseRecord, viewOf } from "./record.ts";
 import { StateConflict, casWriteValue, enqueue, loadRaw, loadRecord, stepMessage } from "./store.ts";
+import { inTurn } from "./trace.ts";
 
 export async function getState(trigger: Trigger, sid: string): Promise<TurnStateView | null> {
   const loaded = await loadRecord(trigger, sid);
@@ -21,7 +23,7 @@ export async function getState(trigger: Trigger, sid: string): Promise<TurnState
  * also gets an `aborted` decision per waiting call, so the approval wake closes the batch; and the
  * current state is woken once more, so a run whose queued step was lost still stops.
  */
-export async function stopRun(trigger: Trigger, sid: string): Promise<TurnStopResponse> {
+export async function stopRun(trigger: Trigger, sid: string, tracer?: Tracer): Promise<TurnStopResponse> {
   for (let attempt = 0; attempt < STOP_CAS_ATTEMPTS; attempt++) {
     const raw = await loadRaw(trigger, sid);
     const rec = parseRecord(raw);
@@ -47,7 +49,8 @@ export async function stopRun(trigger: Trigger, sid: string): Promise<TurnStopRe
         await callRequired(trigger, "state::set", { scope: SCOPE_APPROVALS, key: `${sid}/${a.function_call_id}`, value: { decision: "aborted", reason: "session_aborted" } });
       }
     }
-    await enqueue(trigger, stepMessage(sid, rec.state, rec.step, boundedKey(`${sid}:${rec.step}:stop`)));
+    // The wake belongs to the run's trace (the stop request has its own).
+    await inTurn(tracer, rec, () => enqueue(trigger, stepMessage(sid, rec.state, rec.step, boundedKey(`${sid}:${rec.step}:stop`))));
     await stopChildren(trigger, sid, "parent_stopped");
     return { session_id: sid, stopping: true, state: rec.state };
   }
@@ -85,7 +88,7 @@ const APPROVAL_KEY = /^[^/]+\/[^/]+$/;
  * repeat or arrive late: the decision is read fresh by the step, and the wake's idempotency key
  * and the stale guard make repeats harmless.
  */
-export async function onApproval(trigger: Trigger, payload: unknown): Promise<{ ok: true; woke: boolean }> {
+export async function onApproval(trigger: Trigger, payload: unknown, tracer?: Tracer): Promise<{ ok: true; woke: boolean }> {
   const ev = approvalEvent.safeParse(payload);
   if (!ev.success) return { ok: true, woke: false };
   const { event_type, key, new_value } = ev.data;
@@ -97,6 +100,7 @@ export async function onApproval(trigger: Trigger, payload: unknown): Promise<{ 
   const loaded = await loadRecord(trigger, sid);
   if (!loaded || isTerminal(loaded.rec.state) || loaded.rec.state !== "function_awaiting_approval") return { ok: true, woke: false };
   const { step } = loaded.rec;
-  await enqueue(trigger, stepMessage(sid, "function_awaiting_approval", step, boundedKey(`${sid}:${step}:approval:${cid}:${decision.decision}`)));
+  // The decision came in the approver's own trace; the step it wakes is part of the run's.
+  await inTurn(tracer, loaded.rec, () => enqueue(trigger, stepMessage(sid, "function_awaiting_approval", step, boundedKey(`${sid}:${step}:approval:${cid}:${decision.decision}`))));
   return { ok: true, woke: true };
 }

@@ -12,6 +12,7 @@ import { boundedKey, requireBatch, resultEntryId, InvariantError } from "./recor
 import { runAfterFunctionCallHooks, runBeforeFunctionCallHooks } from "./seams.ts";
 import { enqueue, stepMessage, type Tx } from "./store.ts";
 import { appendMany } from "./transcript.ts";
+import { ToolSpan } from "./trace.ts";
 
 type Work = NonNullable<TurnStateRecord["work"]>;
 
@@ -66,6 +67,28 @@ async function runCall(tx: Tx, work: Work, call: FunctionCall, afterTriggered?: 
 
 const interrupted = (call: FunctionCall): FunctionResult => interruptedResult(call, "the harness stopped while it ran");
 
+/** A result's text, as a span's error description. */
+const resultText = (r: FunctionResult): string =>
+  (r.content ?? []).map((b) => (b && typeof b === "object" && (b as { type?: unknown }).type === "text" ? String((b as { text?: unknown }).text ?? "") : "")).join("") || "error";
+
+/** What kind of failure a result is (`details.error`, a denial, …), for `error.type`. */
+function failureKind(r: FunctionResult): string {
+  const d = r.details && typeof r.details === "object" ? (r.details as Record<string, unknown>) : {};
+  if (d.approval_denied === true) return d.decision === "aborted" ? "aborted" : "denied_by_user";
+  if (typeof d.error === "string") return d.error;
+  if (d.status === "denied") return "denied";
+  return "error";
+}
+
+/** End the call's execute_tool span with its result — or keep it open while the call waits (a
+ * person's decision, a child run). */
+function settleToolSpan(tool: ToolSpan, work: Work, cid: string): void {
+  const done = work.executed[cid];
+  if (!done) return tool.keepOpen();
+  if (done.is_error) tool.end({ outcome: failureKind(done.result), error: resultText(done.result) });
+  else tool.end({ outcome: "ok" });
+}
+
 function replayEnd(tx: Tx, work: Work, cid: string): void {
   const done = work.executed[cid];
   tx.events.emit({ type: "function_execution_end", function_call_id: cid, function_id: done.call.function_id, result: done.result, is_error: done.is_error, duration_ms: done.duration_ms });
@@ -87,23 +110,33 @@ export async function functionExecute(tx: Tx): Promise<void> {
       continue;
     }
     if (parked.has(call.id)) continue;
+    const tool = new ToolSpan(tx.tracer, rec, call);
     if (work.calls[call.id] === "triggered") {
       await recordResult(tx, work, call, interrupted(call), 0, true);
+      settleToolSpan(tool, work, call.id);
       continue;
     }
     tx.events.emit({ type: "function_execution_start", function_call_id: call.id, function_id: call.function_id, args: call.arguments });
     if (p.route === "synthetic") {
       await recordResult(tx, work, call, p.result, 0, p.is_error);
+      settleToolSpan(tool, work, call.id);
       continue;
     }
     if (p.route === "pre_approved") {
-      await runCall(tx, work, call);
+      await tool.within(() => runCall(tx, work, call));
+      settleToolSpan(tool, work, call.id);
       continue;
     }
-    const gate = await consultBefore(tx.trigger, call);
-    if (gate.kind === "allow") await runCall(tx, work, call, undefined, (wait) => newPending.push(wait));
+    const gate = await tool.child(`policy_check ${call.function_id}`, { "iii.function_id": "policy::check_permissions", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id }, async (span) => {
+      const g = await consultBefore(tx.trigger, call);
+      span?.setAttribute("iii.policy.decision", g.kind === "pending" ? "needs_approval" : g.kind);
+      if (g.kind === "deny") span?.setAttribute("iii.policy.reason", g.envelope.reason);
+      return g;
+    });
+    if (gate.kind === "allow") await tool.within(() => runCall(tx, work, call, undefined, (wait) => newPending.push(wait)));
     else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
     else newPending.push({ function_call_id: call.id, function_id: call.function_id, args: call.arguments, pending_at: Date.now() });
+    settleToolSpan(tool, work, call.id);
   }
   if (newPending.length > 0) return park(tx, work, newPending);
   return finalizeBatch(tx);
@@ -155,15 +188,23 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
       if (!decision) continue;
       const call = work.prepared[index].call;
       drop();
+      // The wait for a person, from the park to this decision, as a span of the call's own.
+      const tool = new ToolSpan(tx.tracer, rec, call);
+      tool.recordChild(
+        `approval_wait ${call.function_id}`,
+        { "iii.function_id": "approval::resolve", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id, "iii.approval.decision": decision.decision },
+        entry.pending_at ?? Date.now(),
+      );
       if (decision.decision === "allow") {
         // No second policy call: the person's allow is the decision. The checkpoint drops the
         // entry and marks the call triggered in one write, before the decision row goes.
         work.prepared[index] = { route: "pre_approved", call };
-        await runCall(tx, work, call, () => deleteDecision(tx.trigger, tx.sid, cid));
+        await tool.within(() => runCall(tx, work, call, () => deleteDecision(tx.trigger, tx.sid, cid)));
       } else {
         await recordResult(tx, work, call, decisionResult(call, decision), 0, true);
         await deleteDecision(tx.trigger, tx.sid, cid);
       }
+      settleToolSpan(tool, work, call.id);
     }
   }
   if ((rec.awaiting_approval ?? []).length > 0) {

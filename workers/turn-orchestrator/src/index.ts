@@ -2,7 +2,7 @@
 // FSM per session, every fact of it in engine state, every step a `turn::<state>` message on the
 // `turn-step` queue. Runs in workerd and in Node (Web APIs only).
 import { runEventsRequest, runStartWithParentRequest, runSteerRequest, turnSessionRequest, type TurnState } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
 import { getState, onApproval, readEvents, steer, stopRun } from "./control.ts";
@@ -29,6 +29,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
   configFrom: () => ({}),
   register(iii: WorkerSurface, config: TurnOrchestratorConfig) {
     const newRunId = config.newRunId ?? newRunIdDefault;
+    const tracer = tracerOf(iii);
     const steps: Record<Exclude<TurnState, "stopped" | "failed">, (tx: Tx) => Promise<void>> = {
       provisioning,
       assistant_streaming: (tx) => assistantStreaming(tx, iii.channels),
@@ -37,13 +38,13 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       steering_check: steeringCheck,
     };
     for (const [state, handler] of Object.entries(steps) as [TurnState, (tx: Tx) => Promise<void>][]) {
-      iii.registerFunction(`turn::${state}`, (data: StepPayload, ctx) => runTransition(ctx.trigger as Trigger, state, data, handler), {
+      iii.registerFunction(`turn::${state}`, (data: StepPayload, ctx) => runTransition(ctx.trigger as Trigger, state, data, handler, tracer), {
         description: `Turn step: the ${state} state of a session's run (queued on turn-step with {session_id, step})`,
         input: stepPayload,
       });
     }
 
-    iii.registerFunction("run::start", (data: Parameters<typeof runStart>[1], ctx) => runStart({ trigger: ctx.trigger as Trigger, newRunId }, data), {
+    iii.registerFunction("run::start", (data: Parameters<typeof runStart>[1], ctx) => runStart({ trigger: ctx.trigger as Trigger, newRunId, tracer }, data), {
       description: "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
       input: runStartWithParentRequest,
     });
@@ -51,7 +52,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       description: "The client view of a session's turn record ({session_id, state, turn_count, max_turns?, awaiting_approval?, error?}) or null",
       input: turnSessionRequest,
     });
-    iii.registerFunction("turn::stop", (data: { session_id: string }, ctx) => stopRun(ctx.trigger as Trigger, data.session_id), {
+    iii.registerFunction("turn::stop", (data: { session_id: string }, ctx) => stopRun(ctx.trigger as Trigger, data.session_id, tracer), {
       description: "Stop a session's run between steps: {session_id} → {session_id, stopping, state}",
       input: turnSessionRequest,
     });
@@ -63,7 +64,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       description: "A session's agent::events after a cursor, in order: {session_id, after?, limit?} → {events:[{item_id, data}], next}",
       input: runEventsRequest,
     });
-    iii.registerFunction("turn::on_approval", (data: unknown, ctx) => onApproval(ctx.trigger as Trigger, data), {
+    iii.registerFunction("turn::on_approval", (data: unknown, ctx) => onApproval(ctx.trigger as Trigger, data, tracer), {
       description: "State trigger handler (scope approvals): wakes the parked session a decision belongs to",
     });
     iii.registerTrigger({ type: "state", function_id: "turn::on_approval", config: { scope: SCOPE_APPROVALS } });

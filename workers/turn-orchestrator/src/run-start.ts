@@ -1,6 +1,7 @@
 // `run::start` (spec §1.2): busy guard, claim, session, run request, seed messages, and the fresh
 // record whose save enqueues `turn::provisioning`. Returns at once; the run goes on in the queue.
 import { DEFAULT_MAX_TURNS, type RunStartRequest, type RunStartResponse, type SubAgentParentLink, type TurnStateRecord } from "@iii-edge/protocol/harness";
+import type { Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorText, type Trigger } from "./calls.ts";
 import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS } from "./constants.ts";
 import { normaliseMessage } from "./messages.ts";
@@ -9,10 +10,13 @@ import { casRunRequest, loadRunRequest, type StoredRunRequest } from "./run-requ
 import { StateConflict, loadRecord, Tx } from "./store.ts";
 import { inferProvider } from "./streaming.ts";
 import { appendMany, ensureSession } from "./transcript.ts";
+import { beginTurnTrace, inTurn } from "./trace.ts";
 
 export interface StartDeps {
   trigger: Trigger;
   newRunId: () => string;
+  /** The run's spans (./trace.ts); none when absent. */
+  tracer?: Tracer;
 }
 
 const busy = (session_id: string): RunStartResponse => ({ session_id, started: false, reason: "session_busy" });
@@ -61,24 +65,40 @@ export async function runStart(deps: StartDeps, input: RunStartRequest & { paren
   if (!(await casRunRequest(trigger, sid, req, prev.raw))) return busy(sid);
 
   let saving = false;
+  // The run's trace begins here, in the context run::start was called in (the caller's request):
+  // the record keeps its invoke_agent span, and what follows — the first step's queue message too —
+  // is its child.
+  const rec: TurnStateRecord = {
+    session_id: sid,
+    state: "provisioning",
+    step: 0,
+    turn_count: 0,
+    max_turns: req.max_turns,
+    last_assistant: null,
+    function_results: [],
+    turn_end_emitted: false,
+    started_at_ms: now,
+    updated_at_ms: now,
+    run_id: runId,
+  };
+  const tracer = deps.tracer;
+  if (tracer) beginTurnTrace(tracer, rec, tracer.current()?.traceparent);
   try {
+    await inTurn(tracer, rec, () => seedAndSave());
+  } catch (e) {
+    // Give the claim back (best effort) so the next start is not refused for START_CLAIM_TTL_MS —
+    // unless the record write was attempted: it may have landed, and its run needs this request.
+    if (!saving || e instanceof StateConflict) await casRunRequest(trigger, sid, (prev.raw ?? null) as StoredRunRequest | null, req).catch(() => undefined);
+    if (e instanceof StateConflict) return busy(sid);
+    throw e;
+  }
+  return { session_id: sid, started: true };
+
+  async function seedAndSave(): Promise<void> {
     await ensureSession(trigger, sid);
     const seeds = input.messages.map((m) => normaliseMessage(m, now));
     await appendMany(trigger, sid, seeds.map((message, i) => ({ entry_id: seedEntryId(runId, i), message })));
-    const rec: TurnStateRecord = {
-      session_id: sid,
-      state: "provisioning",
-      step: 0,
-      turn_count: 0,
-      max_turns: req.max_turns,
-      last_assistant: null,
-      function_results: [],
-      turn_end_emitted: false,
-      started_at_ms: now,
-      updated_at_ms: now,
-      run_id: runId,
-    };
-    const tx = new Tx(trigger, sid, loaded, rec);
+    const tx = new Tx(trigger, sid, loaded, rec, tracer);
     // These report the appended seed entries (already stored), so they go out before the save:
     // the provisioning step the save wakes can then never get ahead of them.
     tx.events.emit({ type: "agent_start" });
@@ -91,12 +111,5 @@ export async function runStart(deps: StartDeps, input: RunStartRequest & { paren
     await tx.save();
     await markSessionCreated(trigger, sid);
     await tx.events.flush();
-  } catch (e) {
-    // Give the claim back (best effort) so the next start is not refused for START_CLAIM_TTL_MS —
-    // unless the record write was attempted: it may have landed, and its run needs this request.
-    if (!saving || e instanceof StateConflict) await casRunRequest(trigger, sid, (prev.raw ?? null) as StoredRunRequest | null, req).catch(() => undefined);
-    if (e instanceof StateConflict) return busy(sid);
-    throw e;
   }
-  return { session_id: sid, started: true };
 }

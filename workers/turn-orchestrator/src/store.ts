@@ -3,10 +3,12 @@
 // save that changes the state to a stepable one carries the next step's queue message in the same
 // write ("saving is the wake"); checkpoints write without waking anyone.
 import type { AgentEvent, TurnStateRecord, TurnStateView } from "@iii-edge/protocol/harness";
+import { tracerOf, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { callRequired, errorCode, errorText, isTransportFailure, TransientError, type Trigger } from "./calls.ts";
 import { SCOPE_TURN_STATE, STOP_MERGE_ATTEMPTS, STORAGE_TIMEOUT_MS, TURN_STEP_QUEUE } from "./constants.ts";
 import { EventLog } from "./events.ts";
-import { canonicalJson, isStepable, jsonCopy, parseRecord, sameJson, stepKey, viewOf } from "./record.ts";
+import { canonicalJson, isStepable, isTerminal, jsonCopy, parseRecord, sameJson, stepKey, viewOf } from "./record.ts";
+import { endTurnTrace } from "./trace.ts";
 
 /** Someone else moved the record since this step read it: the step stops (it does not retry). */
 export class StateConflict extends Error {
@@ -113,6 +115,8 @@ export async function writeRecord(trigger: Trigger, rec: TurnStateRecord, expect
  */
 export class Tx {
   readonly trigger: Trigger;
+  /** Where the turn's spans go (./trace.ts); records nothing when the surface has no tracer. */
+  readonly tracer: Tracer;
   readonly events: EventLog;
   rec: TurnStateRecord;
   /** The record as of the last write (or the load), and its stored value. */
@@ -120,8 +124,9 @@ export class Tx {
   private raw: unknown;
   private pending: AgentEvent[] = [];
 
-  constructor(trigger: Trigger, sid: string, loaded: Loaded | undefined, fresh?: TurnStateRecord) {
+  constructor(trigger: Trigger, sid: string, loaded: Loaded | undefined, fresh?: TurnStateRecord, tracer?: Tracer) {
     this.trigger = trigger;
+    this.tracer = tracer ?? tracerOf({});
     this.events = new EventLog(trigger, sid);
     this.written = loaded ? structuredClone(loaded.rec) : undefined;
     this.raw = loaded?.raw ?? null;
@@ -171,6 +176,8 @@ export class Tx {
     const before = this.written;
     const stored = await writeRecord(this.trigger, this.rec, this.raw, msg);
     this.raw = stored;
+    // The run ended with this write: its invoke_agent span ends with it.
+    if (isTerminal(this.rec.state) && (!before || !isTerminal(before.state))) endTurnTrace(this.tracer, this.rec, { provider: this.rec.last_assistant?.provider, model: this.rec.last_assistant?.model });
     this.written = structuredClone(this.rec);
     const events = this.pending;
     this.pending = [];

@@ -5,12 +5,14 @@
 import { IIIError } from "@iii-edge/protocol";
 import type { TurnState, TurnStepResult } from "@iii-edge/protocol/harness";
 import { z } from "zod";
+import type { Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorText, TransientError, type Trigger } from "./calls.ts";
 import { STOPPED_BY_USER_TEXT } from "./constants.ts";
 import { closeBatchOnStop } from "./functions.ts";
 import { failRun, finishSession, turnEndOnce } from "./lifecycle.ts";
 import { syntheticAssistant } from "./messages.ts";
 import { StateConflict, loadRecord, Tx } from "./store.ts";
+import { stepSpan } from "./trace.ts";
 
 export const stepPayload = z.object({ session_id: z.string().min(1).max(128), step: z.number().int().min(0).optional() });
 export type StepPayload = z.infer<typeof stepPayload>;
@@ -28,11 +30,16 @@ export async function stopRun(tx: Tx): Promise<void> {
   await finishSession(tx);
 }
 
-export async function runTransition(trigger: Trigger, state: TurnState, payload: StepPayload, handler: StepHandler): Promise<StepResult> {
+export async function runTransition(trigger: Trigger, state: TurnState, payload: StepPayload, handler: StepHandler, tracer?: Tracer): Promise<StepResult> {
   const loaded = await loadRecord(trigger, payload.session_id);
   if (!loaded) throw new IIIError("not_found", `turn::${state}: no turn record for session ${payload.session_id} (invariant: a step is only queued by a saved record)`);
   if (loaded.rec.state !== state || (payload.step !== undefined && payload.step !== loaded.rec.step)) return { ok: true, skipped: true, reason: "stale" };
-  const tx = new Tx(trigger, payload.session_id, loaded);
+  const tx = new Tx(trigger, payload.session_id, loaded, undefined, tracer);
+  // The step's span, under the run's invoke_agent span: everything the step calls is its child.
+  return stepSpan(tx.tracer, tx.rec, state, () => step(tx, state, payload, handler));
+}
+
+async function step(tx: Tx, state: TurnState, payload: StepPayload, handler: StepHandler): Promise<StepResult> {
   try {
     await (tx.rec.stop_requested ? stopRun(tx) : handler(tx));
     return { ok: true, from_state: state, to_state: tx.rec.state };
@@ -41,6 +48,7 @@ export async function runTransition(trigger: Trigger, state: TurnState, payload:
     if (e instanceof StateConflict) return { ok: true, skipped: true, reason: "state_conflict" };
     const message = `from ${state}: ${errorText(e)}`;
     console.warn(`turn-orchestrator: session ${payload.session_id} failed ${message}`);
+    tx.tracer.log("error", `turn::${state} of session ${payload.session_id} failed: ${message}`, { "iii.session.id": payload.session_id, "iii.turn.state": state });
     try {
       await failRun(tx, "transition_error", message, { fromPersisted: true });
     } catch (e2) {
