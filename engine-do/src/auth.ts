@@ -151,9 +151,9 @@ async function askAuthFunction(
 }
 
 /** `authenticate` for the engine Worker: AUTH_FUNCTION is answered by the default namespace's engine. */
-export function authenticateRequest(req: Request, env: Env, namespace: string): Promise<AuthResult> {
+export function authenticateRequest(req: Request, env: AuthConfig & { ENGINE: { getByName(name: string): EngineRpc } }, namespace: string): Promise<AuthResult> {
   return authenticate(req, namespace, env, (function_id, payload, timeout_ms) => {
-    // Typed by protocol's contract: workerd's generated stub type drops the `unknown` result.
+    // Typed by protocol's contract (the Worker's Env passes: its stub is an EngineRpc).
     const engine: EngineRpc = env.ENGINE.getByName("default");
     return engine.trigger({ function_id, payload, timeout_ms });
   });

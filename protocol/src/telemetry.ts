@@ -60,6 +60,11 @@ export interface LogRecord {
 /** The service name of the spans and logs the engine makes itself. */
 export const ENGINE_SERVICE_NAME = "iii-engine";
 
+/** Marks an in-progress copy of a long span (a turn's `invoke_agent`), sent when it starts so a
+ * running trace has its root: the store keeps it until the finished span (same id, later end)
+ * replaces it; exporters never send it. A viewer draws such a span as still running. */
+export const IN_PROGRESS_ATTRIBUTE = "iii.span.in_progress";
+
 // ------------------------------------------------------------------ built-ins
 
 const LIST_LIMIT_MAX = 1_000;

@@ -7,6 +7,7 @@
 // are made once, when they end, with their stored start and a span id derived from the run's, so
 // children made in earlier steps already point at them.
 import type { FunctionCall, TurnStateRecord } from "@iii-edge/protocol/harness";
+import { IN_PROGRESS_ATTRIBUTE } from "@iii-edge/protocol/telemetry";
 import { derivedSpanId, formatTraceparent, parseTraceparent, type Attributes, type Span, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { MAX_ERROR_TEXT } from "./constants.ts";
 
@@ -36,9 +37,17 @@ const sessionAttributes = (sid: string): Attributes => ({ "gen_ai.conversation.i
 
 /** A run's trace, begun by run::start in the context it was called in (`parent`). */
 export function beginTurnTrace(tracer: Tracer, rec: TurnStateRecord, parent: string | undefined): TurnTrace {
-  // A span started only for its ids (never ended: the real one is made at the run's end).
-  const probe = tracer.startSpan("invoke_agent", { parent: parent ?? null });
-  const trace: TurnTrace = { traceparent: probe.traceparent, started_at_ms: Date.now() };
+  // The span's ids now; the span itself is made at the run's end. Meanwhile an in-progress copy
+  // (same id, ended at once) gives a running trace its root: the store replaces it with the
+  // finished span, exporters never send it (IN_PROGRESS_ATTRIBUTE).
+  const startedAt = Date.now();
+  const probe = tracer.startSpan(`invoke_agent ${AGENT_NAME}`, {
+    parent: parent ?? null,
+    startTimeMs: startedAt,
+    attributes: { ...sessionAttributes(rec.session_id), "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT_NAME, "iii.run_id": rec.run_id, [IN_PROGRESS_ATTRIBUTE]: true },
+  });
+  probe.end(startedAt);
+  const trace: TurnTrace = { traceparent: probe.traceparent, started_at_ms: startedAt };
   if (parent && parseTraceparent(parent)) trace.parent = parent;
   (rec as TracedRecord).trace = trace;
   return trace;

@@ -147,8 +147,12 @@ export class TraceStore {
       bytes = 0;
       await this.db
         .prepare(
-          "INSERT OR IGNORE INTO spans (trace_id, span_id, parent_span_id, namespace, name, kind, start_us, end_us, status, service_name, function_id, session_id, doc, bytes) " +
-            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'), json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]'), json_extract(value, '$[13]') FROM json_each(?)",
+          "INSERT INTO spans (trace_id, span_id, parent_span_id, namespace, name, kind, start_us, end_us, status, service_name, function_id, session_id, doc, bytes) " +
+            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'), json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]'), json_extract(value, '$[13]') FROM json_each(?) WHERE true " +
+            // A span sent again (a repeated delivery) changes nothing; one that ends later replaces
+            // what is stored: how a long span (a turn's invoke_agent) is shown while it runs — an
+            // in-progress copy first (IN_PROGRESS_ATTRIBUTE), the finished span over it.
+            "ON CONFLICT (trace_id, span_id) DO UPDATE SET parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind, start_us = excluded.start_us, end_us = excluded.end_us, status = excluded.status, service_name = excluded.service_name, function_id = excluded.function_id, session_id = excluded.session_id, doc = excluded.doc, bytes = excluded.bytes WHERE excluded.end_us > spans.end_us",
         )
         .bind(body)
         .run();

@@ -9,7 +9,7 @@
 // Sampling is parent-based: a sampled parent is recorded, an unsampled one (flags 00) is passed on
 // untouched; a trace the engine starts is sampled at TRACE_SAMPLE_RATIO and, when not, passed on
 // with flags 00 so the hops after it agree.
-import { ENGINE_SERVICE_NAME, type Attributes, type AttributeValue, type LogRecord, type Span, type SpanKind } from "@iii-edge/protocol/telemetry";
+import { ENGINE_SERVICE_NAME, IN_PROGRESS_ATTRIBUTE, type Attributes, type AttributeValue, type LogRecord, type Span, type SpanKind } from "@iii-edge/protocol/telemetry";
 import { IIIError, type ErrorBody } from "@iii-edge/protocol";
 import type { EnginePorts } from "../ports.ts";
 import type { D1Like } from "../queues/dead-letters.ts";
@@ -240,7 +240,9 @@ export class Telemetry {
     this.pendingLogs = [];
     const now = this.ports.clock.now();
     if (this.exporter) {
-      if (spans.length) this.exporter.offerSpans(spans);
+      // An in-progress copy is for the store's live view only: a collector gets the finished span.
+      const finished = spans.filter((sp) => sp.attributes[IN_PROGRESS_ATTRIBUTE] !== true);
+      if (finished.length) this.exporter.offerSpans(finished);
       if (logs.length) this.exporter.offerLogs(logs);
       if (now - this.lastMetricsExport >= METRICS_EXPORT_INTERVAL_MS) {
         this.lastMetricsExport = now;
