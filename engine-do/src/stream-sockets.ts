@@ -4,6 +4,7 @@
 import type { StreamSocketPush } from "@iii-edge/protocol";
 import { z } from "zod";
 import type { StreamSocketPort, Streams } from "./core/builtins/streams.ts";
+import { WS_PROTOCOL_HEADER } from "./auth.ts";
 
 const streamAttachment = z.object({ v: z.literal(1), kind: z.literal("stream"), worker_id: z.string() });
 const TAG = "stream";
@@ -44,7 +45,10 @@ export class StreamSockets implements StreamSocketPort {
     this.ctx.acceptWebSocket(server, [TAG]);
     server.serializeAttachment({ v: 1, kind: "stream", worker_id: id });
     this.byId.set(id, server);
-    return new Response(null, { status: 101, webSocket: client });
+    // A browser that sent its token as a subprotocol (`iii, iii.bearer.<t>`) must get one of its
+    // offers back, or it drops the handshake (the worker socket does the same).
+    const protocol = request.headers.get(WS_PROTOCOL_HEADER);
+    return new Response(null, { status: 101, webSocket: client, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : {} });
   }
 
   send(socketId: string, message: StreamSocketPush): boolean {

@@ -64,6 +64,10 @@ describe("only who holds a token connects (finding 1)", () => {
     const viaProtocol = await upgradeStatus(`${engine.wsUrl}/`, { "Sec-WebSocket-Protocol": `iii, iii.bearer.${t}` });
     expect(viaProtocol.status).toBe(101);
     expect(viaProtocol.protocol).toBe("iii");
+    // A browser's stream socket too: without `iii` answered, Chromium drops the handshake.
+    const stream = await upgradeStatus(`${engine.wsUrl}/_iii/streams`, { "Sec-WebSocket-Protocol": `iii, iii.bearer.${t}` });
+    expect(stream.status).toBe(101);
+    expect(stream.protocol).toBe("iii");
     expect((await upgradeStatus(`${engine.wsUrl}/?access_token=${t}`)).status).toBe(101);
     expect((await invokeHttp({ function_id: "state::list_groups" }, bearer(t))).status).toBe(200);
   });

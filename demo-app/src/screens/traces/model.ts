@@ -1,6 +1,6 @@
 // What the traces screen computes from the engine's trace store (protocol/src/telemetry.ts):
 // recent traces from a page of spans, and one trace's tree laid out as waterfall rows. Pure.
-import type { Span, SpanTreeNode } from "@iii-edge/protocol/telemetry";
+import { IN_PROGRESS_ATTRIBUTE, type Span, type SpanTreeNode } from "@iii-edge/protocol/telemetry";
 
 export interface TraceSummary {
   trace_id: string;
@@ -18,7 +18,9 @@ export interface TraceSummary {
   caller_worker_id?: string;
 }
 
-const ended = (s: Pick<Span, "start_time_unix_nano" | "end_time_unix_nano">) => s.end_time_unix_nano > 0 && s.end_time_unix_nano >= s.start_time_unix_nano;
+/** Finished: it has an end, and is not the in-progress copy a long span (a turn) is sent as while it runs. */
+const ended = (s: Pick<Span, "start_time_unix_nano" | "end_time_unix_nano" | "attributes">) =>
+  s.attributes?.[IN_PROGRESS_ATTRIBUTE] !== true && s.end_time_unix_nano > 0 && s.end_time_unix_nano >= s.start_time_unix_nano;
 
 const attr = (s: Span, ...keys: string[]): string | undefined => {
   for (const k of keys) {
