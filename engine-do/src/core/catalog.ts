@@ -140,6 +140,12 @@ export class Catalog {
   readonly workers = new Map<string, WorkerRecord>();
   private readonly sql: Sql;
   private readonly holdings = new Holdings();
+  /** Bumped by every change of functions or workers: what a listing derived from them (the sorted
+   * summaries of introspection.ts) is cached against. */
+  private changes = 0;
+  get version(): number {
+    return this.changes;
+  }
 
   constructor(sql: Sql) {
     this.sql = sql;
@@ -209,6 +215,7 @@ export class Catalog {
   }
 
   putWorker(w: WorkerRecord): void {
+    this.changes++;
     this.workers.set(w.worker_id, w);
     this.sql.exec(
       "INSERT OR REPLACE INTO workers (worker_id, token, connected_at, info, grant_json, ip) VALUES (?, ?, ?, ?, ?, ?)",
@@ -218,6 +225,7 @@ export class Catalog {
     this.holdings.setPrincipal(w.worker_id, (w.grant ?? OPEN_GRANT).sub);
   }
   deleteWorker(workerId: string): void {
+    this.changes++;
     this.workers.delete(workerId);
     this.sql.exec("DELETE FROM workers WHERE worker_id = ?", workerId);
     this.holdings.setPrincipal(workerId, undefined);
@@ -225,6 +233,7 @@ export class Catalog {
 
   // Each put writes SQLite first: a row SQLite refuses changes neither the cache nor the counts.
   putFunction(f: FunctionRecord): void {
+    this.changes++;
     this.sql.exec(
       "INSERT OR REPLACE INTO functions (id, kind, owner, description, request_format, response_format, metadata, invocation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
       f.id, f.kind, f.owner, f.description ?? null, enc(f.request_format), enc(f.response_format), enc(f.metadata), enc(f.invocation),
@@ -238,6 +247,7 @@ export class Catalog {
   deleteFunction(id: string, owner: string): boolean {
     const f = this.functions.get(id);
     if (!f || f.owner !== owner) return false;
+    this.changes++;
     this.functions.delete(id);
     this.sql.exec("DELETE FROM functions WHERE id = ? AND owner = ?", id, owner);
     this.holdings.count(owner, "functions", -1);

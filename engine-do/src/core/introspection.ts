@@ -4,14 +4,20 @@
 import type { BuiltinFunction, BuiltinTriggerType, CatalogView, EngineIntrospection, FunctionSummary } from "./api.ts";
 import type { FunctionRecord } from "./catalog.ts";
 
+/** The catalog as introspection reads it: with the change counter its caches are keyed by. */
+type VersionedCatalog = CatalogView & { readonly version: number };
+
 export class Introspection implements EngineIntrospection {
-  private readonly catalog: CatalogView;
+  private readonly catalog: VersionedCatalog;
+  /** The sorted summaries (with and without internal functions) and the signature, as of a catalog
+   * version: a listing of a 10,000-function catalog must not rebuild and sort it on every call. */
+  private cached: { version: number; builtins: number; summaries: Map<boolean, FunctionSummary[]>; signature?: string } | undefined;
   private readonly builtins: ReadonlyMap<string, BuiltinFunction>;
   private readonly triggerTypes: ReadonlyMap<string, BuiltinTriggerType>;
   private readonly openCalls: (workerId: string) => number;
 
   constructor(
-    catalog: CatalogView,
+    catalog: VersionedCatalog,
     builtins: ReadonlyMap<string, BuiltinFunction>,
     triggerTypes: ReadonlyMap<string, BuiltinTriggerType>,
     openCalls: (workerId: string) => number,
@@ -39,7 +45,23 @@ export class Introspection implements EngineIntrospection {
     return b?.internal === true;
   }
 
+  /** The cache for the catalog as it is now (dropped when functions, workers or built-ins changed). */
+  private current(): NonNullable<Introspection["cached"]> {
+    const c = this.cached;
+    if (c && c.version === this.catalog.version && c.builtins === this.builtins.size) return c;
+    return (this.cached = { version: this.catalog.version, builtins: this.builtins.size, summaries: new Map() });
+  }
+
+  /** Every function, sorted by id. Shared between callers until the catalog changes: read it, never
+   * modify it (filter or slice instead). */
   functionSummaries(includeInternal: boolean): FunctionSummary[] {
+    const c = this.current();
+    let out = c.summaries.get(includeInternal);
+    if (!out) c.summaries.set(includeInternal, (out = this.buildSummaries(includeInternal)));
+    return out;
+  }
+
+  private buildSummaries(includeInternal: boolean): FunctionSummary[] {
     const out: FunctionSummary[] = [];
     for (const b of this.builtins.values()) {
       if (!includeInternal && b.internal) continue;
@@ -57,7 +79,22 @@ export class Introspection implements EngineIntrospection {
 
   /** Every function id, built-in or registered: what `engine::functions-available` compares. */
   functionsSignature(): string {
-    return [...this.builtins.keys(), ...this.catalog.functions.keys()].sort().join("\n");
+    const c = this.current();
+    return (c.signature ??= [...this.builtins.keys(), ...this.catalog.functions.keys()].sort().join("\n"));
+  }
+
+  /** Every function id, built-in or registered (what a delta of `functions_changed` is against). */
+  functionIds(): ReadonlySet<string> {
+    return new Set([...this.builtins.keys(), ...this.catalog.functions.keys()]);
+  }
+
+  /** What changed from `before` to `now` (two results of functionIds): the summaries of the
+   * functions added, the ids of those removed. */
+  functionsDelta(before: ReadonlySet<string>, now: ReadonlySet<string>): { added: FunctionSummary[]; removed: string[] } {
+    const added = this.functionSummaries(true).filter((f) => !before.has(f.function_id));
+    const removed: string[] = [];
+    for (const id of before) if (!now.has(id)) removed.push(id);
+    return { added, removed: removed.sort() };
   }
 
   builtin(id: string): BuiltinFunction | undefined {

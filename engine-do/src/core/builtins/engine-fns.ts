@@ -186,7 +186,7 @@ export function installEngineFunctions(core: EngineApi): void {
   const noConfig = (config: unknown) => (config === null || config === undefined || (typeof config === "object" && !Array.isArray(config)) ? undefined : "config must be an object");
   core.addTriggerType({
     id: TRIGGER_TYPES.functionsAvailable,
-    description: "Fires with the full function list whenever the set of functions changes",
+    description: "Fires with the full function list whenever the set of functions changes (config {delta: true}: only {added, removed})",
     validate: noConfig,
   });
   core.addTriggerType({

@@ -438,9 +438,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       .then(async (outcome) => {
         const attempts = row.attempts + 1;
         if (outcome.ok) {
-          // Deleted by the next flush, with the others delivered meanwhile (one commit).
-          this.acked.set(row.id, row.queue);
-          this.scheduleFlush();
+          // Deleted by the next flush, with the others delivered meanwhile (one commit). Until then
+          // it keeps its slot of the queue's concurrency: what a crash can repeat stays within
+          // the messages holding a slot, at most `concurrency` (as before the coalescing).
+          this.acked.set(row.id, cfg.name);
+          if (this.ackedIn(cfg.name) >= Math.max(1, Math.floor(cfg.concurrency / 2))) this.flushAcks();
+          else this.scheduleFlush();
           settled = "delivered";
           endDelivery(span, outcome, settled);
           return;
@@ -464,8 +467,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       })
       .finally(() => {
         this.leases.delete(row.id);
-        this.inflight.set(cfg.name, (this.inflight.get(cfg.name) ?? 1) - 1);
-        this.inflightTotal--;
+        // A delivered message gives its slot back when its deletion is stored (flushAcks).
+        if (!this.acked.has(row.id)) this.release(cfg.name);
         if (group) this.inflightGroups.delete(group);
         // A delivered message is reported once its deletion is stored (flushAcks).
         if (settled !== "delivered") this.onSettled?.(row.id, settled);
@@ -487,16 +490,31 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     }
   }
 
-  /** Delete the delivered messages in one transaction; a fifo group whose head that was goes on. */
+  /** Delete the delivered messages in one transaction and give their slots back; a fifo group
+   * whose head that was goes on. */
   flushAcks(): void {
     if (this.acked.size === 0) return;
-    const done = [...this.acked.keys()];
+    if (this.flushTimer !== null) {
+      this.core.ports.timers.clear(this.flushTimer);
+      this.flushTimer = null;
+    }
+    const done = [...this.acked];
     this.core.ports.sql.transaction(() => {
-      for (const id of done) this.core.ports.sql.exec("DELETE FROM queue_messages WHERE id = ?", id);
+      for (const [id] of done) this.core.ports.sql.exec("DELETE FROM queue_messages WHERE id = ?", id);
     });
-    for (const id of done) this.acked.delete(id);
-    for (const id of done) this.onSettled?.(id, "delivered");
+    for (const [id, queue] of done) {
+      this.acked.delete(id);
+      // Still running its settle (flushed from inside it): that settle's `finally` sees it gone.
+      if (!this.leases.has(id)) this.release(queue);
+      this.onSettled?.(id, "delivered");
+    }
     this.pump();
+  }
+
+  /** One delivery of `queue` is over: its slot is free. */
+  private release(queue: string): void {
+    this.inflight.set(queue, (this.inflight.get(queue) ?? 1) - 1);
+    this.inflightTotal--;
   }
 
   /** A row the pump must pass over: in flight in this instance, or delivered and not yet deleted. */

@@ -1,0 +1,14 @@
+// Types of bench-engine.mjs for the TypeScript benches.
+import type { ChildProcess } from "node:child_process";
+
+export interface BenchEngine {
+  port: number;
+  url: string;
+  wsUrl: string;
+  persist: string;
+  child: ChildProcess;
+  log(): string;
+  stop(): Promise<void>;
+}
+export function freePort(): Promise<number>;
+export function startBenchEngine(opts?: { port?: number; secretVars?: Record<string, string> }): Promise<BenchEngine>;

@@ -1,0 +1,22 @@
+// The few parts of the `ws` package (a dependency of iii-sdk) that the TypeScript benches use;
+// @types/ws is not installed.
+declare module "ws" {
+  import type { EventEmitter } from "node:events";
+  import type { IncomingMessage } from "node:http";
+  namespace WebSocket {
+    type RawData = Buffer | ArrayBuffer | Buffer[];
+  }
+  class WebSocket extends EventEmitter {
+    constructor(url: string, options?: { perMessageDeflate?: boolean; headers?: Record<string, string> });
+    send(data: string): void;
+    terminate(): void;
+    close(code?: number): void;
+    on(event: "message", listener: (data: WebSocket.RawData, isBinary: boolean) => void): this;
+    on(event: string, listener: (...args: any[]) => void): this;
+    once(event: "unexpected-response", listener: (req: unknown, res: IncomingMessage) => void): this;
+    once(event: string, listener: (...args: any[]) => void): this;
+    off(event: "message", listener: (data: WebSocket.RawData, isBinary: boolean) => void): this;
+    off(event: string, listener: (...args: any[]) => void): this;
+  }
+  export default WebSocket;
+}
