@@ -78,7 +78,7 @@ export class EchoBench extends DurableObject<BenchEnv> {
 
 export default {
   ...engine,
-  fetch(request: Request, env: BenchEnv, ctx: ExecutionContext): Response | Promise<Response> {
+  fetch(request: Request<unknown, IncomingRequestCfProperties>, env: BenchEnv, ctx: ExecutionContext): Response | Promise<Response> {
     const path = new URL(request.url).pathname;
     if (path.startsWith("/_bench/")) return env.ECHO.getByName("echo").fetch(request);
     // The same JSON as the bench's http-trigger route, from the Worker alone.

@@ -4,6 +4,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { Span } from "@iii-edge/protocol/telemetry";
+import type { CallOutcome } from "@iii-edge/protocol";
 import { TraceStore, buildTree } from "@iii-edge/engine-do/core/telemetry/store.ts";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -61,11 +62,11 @@ describe("telemetry by RPC (Worker-hosted code, no socket)", () => {
     await engine.telemetry(`LOGS${JSON.stringify({ resourceLogs: [{ resource, scopeLogs: [{ logRecords: [{ timeUnixNano: "1800000000000500000", severityText: "WARN", severityNumber: 13, body: { stringValue: "careful" }, traceId, spanId: "b7ad6b7169203331" }] }] }] })}`);
     // Not a telemetry frame: dropped and counted, the call does not fail.
     await engine.telemetry("JUNK");
-    const spans = await engine.trigger({ function_id: "engine::traces::list", payload: { trace_id: traceId } });
+    const spans = (await engine.trigger({ function_id: "engine::traces::list", payload: { trace_id: traceId } })) as CallOutcome;
     expect(spans.ok && (spans.result as { spans: Span[] }).spans[0]).toMatchObject({ name: "execute edge::fn", kind: "server", status: "error", status_message: "boom", service_name: "edge-host" });
-    const logs = await engine.trigger({ function_id: "engine::logs::list", payload: { span_id: "b7ad6b7169203331" } });
+    const logs = (await engine.trigger({ function_id: "engine::logs::list", payload: { span_id: "b7ad6b7169203331" } })) as CallOutcome;
     expect(logs.ok && (logs.result as { logs: unknown[] }).logs).toEqual([expect.objectContaining({ body: "careful", severity_text: "WARN", trace_id: traceId })]);
-    const refused = await engine.trigger({ function_id: "engine::metrics::list", payload: { name: "iii.telemetry.frames.refused" } });
+    const refused = (await engine.trigger({ function_id: "engine::metrics::list", payload: { name: "iii.telemetry.frames.refused" } })) as CallOutcome;
     expect(refused.ok && (refused.result as { metrics: { value: number }[] }).metrics[0]!.value).toBe(1);
   });
 });
