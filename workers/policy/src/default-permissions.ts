@@ -75,6 +75,11 @@ rules:
   - engine::functions::info
   - 'directory::skills::*'
 
+  # ---- Sandbox workers (workers/sandbox-host): sandbox::spawn_worker has no rule on purpose, so
+  # every call of it waits for a person. The worker it starts adds functions to the live catalog
+  # that any worker, tab or agent can then call. An allow rule for 'sandbox::*' added below would
+  # let the model do this on its own: allow sandbox::exec and friends by name instead.
+
   # Anything else needs a person's approval. Add allow rules below for what your agents may do on
   # their own, for example:
   #

@@ -4,10 +4,11 @@
 #   busybox-static   the whole guest userland
 #   cpio, lz4        building the guest initramfs and unpacking the cloud kernel
 #   bubblewrap       the `process` fallback backend, used only where QEMU is missing
+#   binutils         `strip`, to drop Node's debug info from the worker guest image (optional)
 # The kernel is not installed: guest/build-guest.sh downloads and unpacks it. Idempotent; needs root
 # (or sudo) only when something is missing.
 set -eu
-PKGS="qemu-system-x86 busybox-static cpio lz4 bubblewrap"
+PKGS="qemu-system-x86 busybox-static cpio lz4 bubblewrap binutils"
 missing=
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

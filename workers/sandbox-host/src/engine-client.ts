@@ -30,6 +30,8 @@ export interface WorkerOptions {
   workerName?: string;
   /** Sent in `engine::workers::register`; the backend is reported here. */
   metadata?: Record<string, unknown>;
+  /** Extra upgrade headers: `Authorization: Bearer <ENGINE_TOKEN>` on an engine that wants tokens. */
+  headers?: Record<string, string>;
 }
 
 // sdk-edge's Node client (reconnect, reattach, registration replay, worker metadata).

@@ -12,6 +12,8 @@ export type SandboxErrorCode =
   | "file_error" // write_file/read_file failed in the guest (no such file, is a directory, …)
   | "network_unavailable" // network was requested; sandboxes never get one
   | "host_shutting_down" // the host is stopping and takes no new work
+  | "worker_crashed" // a sandbox worker's process exited; its VM was stopped (never restarted)
+  | "worker_not_ready" // a sandbox worker did not register its functions in time; its VM was stopped
   | "internal_error"; // anything else (a bug): the message says what
 
 export class SandboxError extends Error {

@@ -8,9 +8,12 @@ import { SandboxError, toSandboxError } from "./errors.ts";
 import {
   DEFAULT_DISK_MB, DEFAULT_EXEC_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MEMORY_MB, DEFAULT_VCPUS, FILE_LIMIT_BYTES,
   GUEST_RESERVED_MB, MAX_ENV_VARS, MAX_EXEC_TIMEOUT_MS, MAX_IDLE_TIMEOUT_S, MIN_MEMORY_MB, OUTPUT_LIMIT_BYTES,
+  MAX_WORKER_FILES, WORKER_DEFAULT_IDLE_TIMEOUT_S, WORKER_DEFAULT_MEMORY_MB, WORKER_DEFAULT_TIMEOUT_S, WORKER_MAX_TIMEOUT_S,
+  WORKER_MIN_MEMORY_MB, WORKER_SOURCE_LIMIT_BYTES,
 } from "./limits.ts";
 import { DEFAULT_IMAGE, type OutputChunk, type Sandboxes } from "./sandboxes.ts";
 import { validate, type JsonSchema } from "./schema.ts";
+import type { SpawnWorkerRequest, WorkerSandboxes } from "./workers/worker-sandboxes.ts";
 
 const sandboxId: JsonSchema = { type: "string", description: "Id returned by sandbox::create (sbx_…).", minLength: 1, maxLength: 64 };
 const env: JsonSchema = {
@@ -112,6 +115,12 @@ const byId = {
   response: { type: "object", required: ["sandbox_id", "destroyed"], properties: { sandbox_id: sandboxId, destroyed: { type: "boolean" } } },
 } satisfies Record<string, JsonSchema>;
 
+const fnSummary: JsonSchema = {
+  type: "object", required: ["function_id"], properties: { function_id: { type: "string" }, description: { type: "string" } },
+};
+const triggerSummary: JsonSchema = {
+  type: "object", properties: { id: { type: "string" }, trigger_type: { type: "string" }, function_id: { type: "string" } },
+};
 const list = {
   request: { type: "object", additionalProperties: false, properties: {} },
   response: {
@@ -125,6 +134,11 @@ const list = {
             sandbox_id: sandboxId, backend: { type: "string" }, busy: { type: "boolean" },
             created_at: { type: "string" }, last_used_at: { type: "string" },
             memory_mb: { type: "integer" }, vcpus: { type: "integer" }, disk_mb: { type: "integer" }, timeout_s: { type: "integer" },
+            kind: { type: "string", enum: ["command", "worker"], description: "worker: made by sandbox::spawn_worker." },
+            register_prefix: { type: "string" },
+            functions: { type: "array", items: fnSummary, description: "Worker sandboxes: the functions it provides now." },
+            triggers: { type: "array", items: triggerSummary },
+            refused: { type: "array", items: { type: "string" }, description: "Registrations refused by its prefix rule." },
           },
         },
       },
@@ -145,27 +159,84 @@ const info = {
   },
 } satisfies Record<string, JsonSchema>;
 
+const globs = (what: string): JsonSchema => ({ type: "array", maxItems: 64, items: { type: "string", minLength: 1, maxLength: 256 }, description: what });
+
+const spawnWorker = {
+  request: {
+    type: "object", additionalProperties: false,
+    properties: {
+      source: { type: "string", minLength: 1, description: "The worker's code: one ES module using iii-sdk (`import { registerWorker } from \"iii-sdk\"`; connect to process.env.III_URL). Written as `entry` (default worker.mjs)." },
+      files: { type: "object", additionalProperties: { type: "string" }, description: `Instead of source: several UTF-8 files, relative path → text (at most ${MAX_WORKER_FILES}, ${WORKER_SOURCE_LIMIT_BYTES} bytes together).` },
+      entry: { type: "string", minLength: 1, maxLength: 256, description: "The file Node runs (required with files)." },
+      env: { ...env, description: "Environment of the worker process." },
+      register_prefix: { type: "string", minLength: 3, maxLength: 128, description: "Function-id prefix the worker may register under, ending in :: (default <sandbox_id>::). Registrations outside it are refused." },
+      idle_timeout_s: { type: "integer", minimum: 1, maximum: MAX_IDLE_TIMEOUT_S, description: `Stop after this many seconds without an invocation of its functions (default ${WORKER_DEFAULT_IDLE_TIMEOUT_S}).` },
+      timeout_s: { type: "integer", minimum: 1, maximum: WORKER_MAX_TIMEOUT_S, description: `Wall-time limit (default ${WORKER_DEFAULT_TIMEOUT_S}).` },
+      memory_mb: { type: "integer", minimum: 1, description: `Guest RAM in MiB (default ${WORKER_DEFAULT_MEMORY_MB}, at least ${WORKER_MIN_MEMORY_MB}).` },
+      vcpus: { type: "integer", minimum: 1, description: `Guest vCPUs (default ${DEFAULT_VCPUS}).` },
+      allow_call: globs("Function-id globs the worker may call besides its own (default none)."),
+      allow_bind: globs("Trigger types the worker may bind to its own functions (default any)."),
+      wait_for: { ...globs("Return once these function ids are in the catalog (default: once its registrations settle)."), items: { type: "string", minLength: 1, maxLength: 256 } },
+    },
+  },
+  response: {
+    type: "object", required: ["sandbox_id", "register_prefix", "functions"],
+    properties: {
+      sandbox_id: sandboxId, register_prefix: { type: "string" },
+      functions: { type: "array", items: fnSummary, description: "Functions the worker registered; callable now." },
+      triggers: { type: "array", items: triggerSummary },
+      backend: { type: "string" }, from_pool: { type: "boolean" }, boot_ms: { type: "integer" },
+      ready_ms: { type: "integer", description: "From the code handed over to its functions being in the catalog." },
+      timings: { type: "object", description: "handed_over_at (epoch ms), then running_ms, first_registration_ms, in_catalog_ms after it." },
+      memory_mb: { type: "integer" }, vcpus: { type: "integer" }, idle_timeout_s: { type: "integer" }, timeout_s: { type: "integer" },
+      auth: { type: "string", enum: ["token", "open"] },
+    },
+  },
+} satisfies Record<string, JsonSchema>;
+
 /** Published formats, exported for tests and docs. */
-export const SANDBOX_FORMATS = { create, exec, writeFile, readFile, byId, list, info };
+export const SANDBOX_FORMATS = { create, exec, writeFile, readFile, byId, list, info, spawnWorker };
 
 export interface RegisterOptions {
   /** Why the backend was chosen (from the probe), reported by sandbox::info. */
   backendReason?: string;
   /** The engine's address, for attaching to channels (`output_channel`). */
   engineUrl?: string;
+  /** Sandbox workers (sandbox::spawn_worker); absent: not offered. */
+  workers?: WorkerSandboxes;
   log?: (msg: string) => void;
 }
 
-export function registerSandboxFunctions(client: EngineClient, sandboxes: Sandboxes, opts: RegisterOptions = {}): string[] {
+/** What the turn orchestrator adds to every call a model makes (its routing envelope); no
+ * sandbox::* request declares these, so they are dropped before validation. */
+const ROUTING_KEYS = ["session_id", "function_call_id", "function_id"] as const;
+
+function withoutRouting(data: unknown): unknown {
+  if (typeof data !== "object" || data === null || Array.isArray(data)) return data;
+  const out = { ...(data as Record<string, unknown>) };
+  for (const k of ROUTING_KEYS) delete out[k];
+  return out;
+}
+
+/** Ids of worker sandboxes (their VM registry's ids). */
+export const WORKER_ID_PREFIX = "sbw_";
+
+export function registerSandboxFunctions(client: EngineClient, plain: Sandboxes, opts: RegisterOptions = {}): string[] {
   const log = opts.log ?? (() => {});
   const ids: string[] = [];
+  const workers = opts.workers;
+  /** The registry a sandbox id belongs to: worker VMs answer exec/files like any sandbox. */
+  const registryOf = (id: string): Sandboxes => (workers && id.startsWith(WORKER_ID_PREFIX) ? workers.vms : plain);
+  const sandboxes = plain;
+  const stop = (id: string) => (workers && id.startsWith(WORKER_ID_PREFIX) ? workers.stop(id) : plain.destroy(id));
 
   function fn<T>(id: string, description: string, formats: { request: JsonSchema; response: JsonSchema },
     run: (req: T) => Promise<unknown> | unknown): void {
     ids.push(id);
     client.registerFunction({ id, description, request_format: formats.request, response_format: formats.response }, async (data) => {
-      // The engine adds the caller's worker id to object payloads (iii §4.6); it is not input.
-      const req = withoutCallerId(data ?? {});
+      // The engine adds the caller's worker id to object payloads (iii §4.6), and an agent turn's
+      // call carries the orchestrator's routing envelope; neither is input.
+      const req = withoutRouting(withoutCallerId(data ?? {}));
       const problem = validate(formats.request, req);
       if (problem) throw new SandboxError("invalid_argument", problem);
       try {
@@ -211,7 +282,7 @@ export function registerSandboxFunctions(client: EngineClient, sandboxes: Sandbo
         }
         : undefined;
       try {
-        return await sandboxes.exec(req, onOutput);
+        return await registryOf(req.sandbox_id).exec(req, onOutput);
       } finally {
         writer?.close();
       }
@@ -219,25 +290,42 @@ export function registerSandboxFunctions(client: EngineClient, sandboxes: Sandbo
 
   fn<Parameters<Sandboxes["writeFile"]>[0]>("sandbox::write_file",
     "Write a file in a sandbox (utf8 or base64 content), creating parent directories.", writeFile,
-    (req) => sandboxes.writeFile(req));
+    (req) => registryOf(req.sandbox_id).writeFile(req));
 
   fn<Parameters<Sandboxes["readFile"]>[0]>("sandbox::read_file",
     "Read a file from a sandbox as utf8 or base64.", readFile,
-    (req) => sandboxes.readFile(req));
+    (req) => registryOf(req.sandbox_id).readFile(req));
 
-  fn<Record<string, never>>("sandbox::list", "List this host's live sandboxes.", list, () => sandboxes.list());
+  fn<Record<string, never>>("sandbox::list", "List this host's live sandboxes; worker sandboxes show the functions they provide.", list, () => {
+    const cmd = plain.list().sandboxes.map((s) => ({ ...s, kind: "command" }));
+    if (!workers) return { sandboxes: cmd };
+    const byId = new Map(workers.list().map((w) => [w.sandbox_id, w]));
+    const vms = workers.vms.list().sandboxes.filter((s) => byId.has(s.sandbox_id)).map((s) => ({ ...s, ...byId.get(s.sandbox_id)! }));
+    return { sandboxes: [...cmd, ...vms] };
+  });
 
-  fn<{ sandbox_id: string }>("sandbox::stop", "Stop a sandbox: its VM is killed and its files are gone (same as sandbox::destroy).",
-    byId, (req) => sandboxes.destroy(req.sandbox_id));
+  fn<{ sandbox_id: string }>("sandbox::stop", "Stop a sandbox: its VM is killed and its files are gone (same as sandbox::destroy). A worker sandbox's functions leave the catalog.",
+    byId, (req) => stop(req.sandbox_id));
 
   fn<{ sandbox_id: string }>("sandbox::destroy", "Destroy a sandbox: its VM is killed and its files are gone.",
-    byId, (req) => sandboxes.destroy(req.sandbox_id));
+    byId, (req) => stop(req.sandbox_id));
+
+  if (workers) {
+    fn<SpawnWorkerRequest>("sandbox::spawn_worker",
+      "Run worker code (an ES module using iii-sdk) in its own microVM and connect it to the engine: the functions it registers " +
+      "(only under register_prefix) are in the catalog when this returns, callable by anyone, and leave it when the sandbox stops, " +
+      "crashes, goes idle or reaches its wall time. No network in the VM; its only link is its engine connection.",
+      spawnWorker, (req) => workers.spawn(req));
+    fn<{ sandbox_id: string }>("sandbox::stop_worker", "Stop a worker sandbox: its functions leave the catalog.",
+      byId, (req) => workers.stop(req.sandbox_id));
+  }
 
   fn<Record<string, never>>("sandbox::info", "This host's backend, limits and warm pool.", info, () => ({
     backend: sandboxes.backend.kind,
     backend_reason: opts.backendReason,
     limits: sandboxes.limits,
     pool: { size: sandboxes.poolSize, ...sandboxes.stats },
+    ...(workers ? { worker_pool: { size: workers.vms.poolSize, ...workers.vms.stats }, worker_limits: workers.vms.limits } : {}),
   }));
 
   return ids;

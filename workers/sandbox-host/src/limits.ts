@@ -78,3 +78,43 @@ export const MAX_ENV_VARS = 256;
 
 /** Crashed/reaped ids remembered so a later call says why the sandbox is gone. */
 export const TOMBSTONES_KEPT = 1024;
+
+// ---------------------------------------------------------------- sandbox workers (workers/)
+
+/** Guest RAM of a worker VM. The worker initramfs holds Node (about 107 MB stripped) and is in RAM
+ * twice while the kernel unpacks it (the archive, then the files), so 384 is the floor; 512 leaves
+ * the worker's heap room. */
+export const WORKER_MIN_MEMORY_MB = 384;
+export const WORKER_DEFAULT_MEMORY_MB = 512;
+/** Idle seconds (no invocation of its functions) after which a worker sandbox is stopped. */
+export const WORKER_DEFAULT_IDLE_TIMEOUT_S = 300;
+/** Wall-time limit of a worker sandbox, whatever it does. */
+export const WORKER_DEFAULT_TIMEOUT_S = 3600;
+export const WORKER_MAX_TIMEOUT_S = 24 * 3600;
+/** From the code being handed over to its functions showing in the catalog. Importing a worker
+ * takes well under a second under TCG once iii-sdk is preloaded; 30 s covers a busy 2-core box
+ * and a worker that does some set-up first. */
+export const WORKER_READY_TIMEOUT_MS = 30_000;
+/** A worker is taken as registered once this long passes without a new registration frame. */
+export const WORKER_SETTLE_MS = 150;
+/** The worker's files together, as carried in one frame to the guest (and one engine request). */
+export const WORKER_SOURCE_LIMIT_BYTES = 512 * KiB;
+export const MAX_WORKER_FILES = 64;
+/** Worker VMs kept booted with iii-sdk loaded, waiting for code. */
+export const DEFAULT_WORKER_POOL_SIZE = 1;
+/** Live worker sandboxes. An idle worker VM costs about 0.6 GB of host memory under TCG. */
+export const DEFAULT_MAX_WORKER_SANDBOXES = 8;
+
+/** Frames a sandbox worker may send per second, sustained, and in one burst. A worker registering
+ * a few hundred functions at connect fits the burst; a loop flooding the engine does not, and is
+ * stopped (its own VM only). */
+export const RELAY_FRAMES_PER_SECOND = 200;
+export const RELAY_FRAME_BURST = 1000;
+/** WebSocket connections a worker VM may hold at once (a worker and a reconnect in flight). */
+export const RELAY_MAX_CONNECTIONS = 4;
+/** New connections a minute: more is a reconnect loop, and the sandbox is stopped. */
+export const RELAY_MAX_OPENS_PER_MINUTE = 30;
+/** Largest mux frame from the guest runtime; its TCP reads are 64 KiB. */
+export const RELAY_MUX_FRAME_LIMIT = 1 * MiB;
+/** How long the relay waits for the engine to accept a worker's upstream connection. */
+export const RELAY_UPSTREAM_CONNECT_MS = 10_000;

@@ -9,8 +9,12 @@ import { registerWorker } from "./engine-client.ts";
 import { registerSandboxFunctions } from "./functions.ts";
 import { defaultStateDir } from "./host-state.ts";
 import { DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONCURRENT_BOOTS, DEFAULT_MAX_MEMORY_MB, DEFAULT_MAX_SANDBOXES, DEFAULT_POOL_SIZE } from "./limits.ts";
-import { chooseBackend } from "./probe.ts";
+import { randomBytes } from "node:crypto";
+import { DEFAULT_MAX_WORKER_SANDBOXES, DEFAULT_WORKER_POOL_SIZE, DEFAULT_DISK_MB, DEFAULT_VCPUS, WORKER_DEFAULT_MEMORY_MB } from "./limits.ts";
+import { chooseBackend, workerBackendFor } from "./probe.ts";
 import { Sandboxes } from "./sandboxes.ts";
+import { WORKER_ID_PREFIX } from "./functions.ts";
+import { WorkerSandboxes } from "./workers/worker-sandboxes.ts";
 
 const USAGE = `usage: sandbox-host [--engine URL] [options]
   --engine URL          engine WebSocket URL (env ENGINE_URL; default ws://127.0.0.1:8787)
@@ -23,7 +27,11 @@ const USAGE = `usage: sandbox-host [--engine URL] [options]
   --idle-timeout-s N    default timeout_s for sandboxes (default ${DEFAULT_IDLE_TIMEOUT_S})
   --state-dir DIR       per-VM state and pidfiles (default $XDG_RUNTIME_DIR or /tmp, /iii-sandbox-host)
   --guest-dir DIR       guest kernel + initramfs (default guest/out, built on first start)
-  --name NAME           worker name (default sandbox-host@<hostname>)`;
+  --name NAME           worker name (default sandbox-host@<hostname>)
+  --worker-pool N       warm worker VMs (sandbox::spawn_worker) kept booted with iii-sdk loaded (default ${DEFAULT_WORKER_POOL_SIZE})
+  --max-workers N       live worker sandboxes (default ${DEFAULT_MAX_WORKER_SANDBOXES}; 0 turns sandbox::spawn_worker off)
+env: ENGINE_TOKEN (this host's own token, when the engine wants one), AUTH_SECRET (the engine's secret:
+     each worker sandbox then gets a token of its own, limited to its prefix)`;
 
 const BACKENDS = ["microvm-kvm", "microvm-tcg", "process"] as const;
 
@@ -44,7 +52,8 @@ async function main(): Promise<void> {
       engine: { type: "string" }, backend: { type: "string" }, pool: { type: "string" }, "max-boots": { type: "string" },
       "max-sandboxes": { type: "string" }, "max-memory-mb": { type: "string" }, "max-vcpus": { type: "string" },
       "idle-timeout-s": { type: "string" }, "state-dir": { type: "string" }, "guest-dir": { type: "string" },
-      name: { type: "string" }, help: { type: "boolean", short: "h" },
+      name: { type: "string" }, "worker-pool": { type: "string" }, "max-workers": { type: "string" },
+      help: { type: "boolean", short: "h" },
     },
   });
   if (values.help) {
@@ -72,12 +81,50 @@ async function main(): Promise<void> {
   });
   await sandboxes.start();
 
+  const engineToken = process.env.ENGINE_TOKEN;
   const client = registerWorker(engineUrl, {
     workerName: values.name ?? `sandbox-host@${os.hostname()}`,
     metadata: { backend: backend.kind, backend_reason: reason, limits: sandboxes.limits, pool_size: sandboxes.poolSize },
+    ...(engineToken ? { headers: { Authorization: `Bearer ${engineToken}` } } : {}),
   });
   client.addConnectionStateListener?.((state) => log(`engine connection: ${state}`));
-  const ids = registerSandboxFunctions(client, sandboxes, { backendReason: reason, log, engineUrl });
+
+  const maxWorkers = int(values["max-workers"], "max-workers", DEFAULT_MAX_WORKER_SANDBOXES);
+  const workerBackend = maxWorkers > 0
+    ? await workerBackendFor(backend.kind, { stateDir, guestDir: values["guest-dir"], log }).catch((e: unknown) => {
+      log(`sandbox workers off: ${e instanceof Error ? e.message : String(e)}`);
+      return undefined;
+    })
+    : undefined;
+  let workers: WorkerSandboxes | undefined;
+  if (workerBackend) {
+    const vms = new Sandboxes({
+      backend: workerBackend,
+      poolSize: int(values["worker-pool"], "worker-pool", DEFAULT_WORKER_POOL_SIZE),
+      bootGate: sandboxes.bootGate,
+      refillOnCreate: false,
+      maxSandboxes: maxWorkers,
+      maxMemoryMb: sandboxes.limits.max_memory_mb,
+      maxVcpus: sandboxes.limits.max_vcpus,
+      defaultBoot: { memoryMb: WORKER_DEFAULT_MEMORY_MB, vcpus: DEFAULT_VCPUS, diskMb: DEFAULT_DISK_MB },
+      newId: () => `${WORKER_ID_PREFIX}${randomBytes(8).toString("hex")}`,
+      log,
+    });
+    await vms.start();
+    const ns = /\/ns\/([^/?#]+)/.exec(new URL(engineUrl).pathname)?.[1] ?? "default";
+    workers = new WorkerSandboxes({
+      vms, engineUrl, namespace: ns, authSecret: process.env.AUTH_SECRET || undefined, stateDir, log,
+      inCatalog: async (prefix, want) => {
+        const r = (await client.trigger({ function_id: "engine::functions::list", payload: { prefix } })) as { functions?: { function_id: string }[] };
+        const have = new Set((r.functions ?? []).map((f) => f.function_id));
+        return want.every((id) => have.has(id));
+      },
+    });
+    log(`sandbox workers on (${process.env.AUTH_SECRET ? "a token per sandbox" : "open engine: the relay enforces each prefix"})`);
+  } else if (backend.kind === "process") {
+    log("sandbox workers off: the process backend has no worker image (they need a VM)");
+  }
+  const ids = registerSandboxFunctions(client, sandboxes, { backendReason: reason, log, engineUrl, workers });
   log(`serving ${ids.join(", ")} via ${engineUrl}`);
 
   let stopping = false;
@@ -88,7 +135,7 @@ async function main(): Promise<void> {
     // A second signal or a stuck client must not keep VMs alive: the hard deadline exits anyway
     // (QEMU then dies through its parent-death signal).
     setTimeout(() => process.exit(code || 1), 10_000).unref();
-    await sandboxes.shutdown().catch((e: unknown) => log(`shutdown: ${String(e)}`));
+    await Promise.all([sandboxes.shutdown(), workers?.shutdown()]).catch((e: unknown) => log(`shutdown: ${String(e)}`));
     await client.shutdown().catch(() => {});
     process.exit(code);
   };

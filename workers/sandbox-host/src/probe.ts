@@ -8,7 +8,7 @@ import path from "node:path";
 import { createMicrovmBackend } from "./backends/microvm.ts";
 import { createProcessBackend } from "./backends/process.ts";
 import type { BackendKind, SandboxBackend } from "./backends/types.ts";
-import { ensureGuest } from "./guest.ts";
+import { ensureGuest, ensureWorkerGuest } from "./guest.ts";
 
 /** Deadline for the KVM test boot. Real KVM answers in well under a second. */
 const KVM_PROBE_TIMEOUT_MS = 10_000;
@@ -89,4 +89,13 @@ export async function chooseBackend(opts: ProbeOptions): Promise<ProbeResult> {
   } catch (e) {
     return { backend: tcg, reason: `the KVM test boot failed (${e instanceof Error ? e.message : String(e)})` };
   }
+}
+
+/** The backend of worker VMs (sandbox::spawn_worker): the same QEMU accelerator as the chosen
+ * backend, booting the worker image (Node and iii-sdk in the initramfs) with an engine port.
+ * Undefined on the process backend: sandbox workers need a VM (see README, "Sandbox workers"). */
+export async function workerBackendFor(kind: BackendKind, opts: { stateDir: string; guestDir?: string; log?: (m: string) => void }): Promise<SandboxBackend | undefined> {
+  if (kind === "process") return undefined;
+  const guest = await ensureWorkerGuest(opts.guestDir, opts.log);
+  return createMicrovmBackend({ accel: kind === "microvm-kvm" ? "kvm" : "tcg", stateDir: opts.stateDir, enginePort: true, ...guest });
 }

@@ -106,6 +106,13 @@ export interface SandboxesOptions {
   maxMemoryMb?: number;
   maxVcpus?: number;
   defaultIdleTimeoutS?: number;
+  /** Sizes of a default sandbox, the ones the warm pool boots (worker VMs need more RAM). */
+  defaultBoot?: BootOptions;
+  /** Share another registry's boot gate instead of a new one of maxConcurrentBoots. */
+  bootGate?: BootGate;
+  /** false: create() does not refill the pool; the caller calls refill() once the new sandbox is
+   * up, so the refill boot does not compete for the CPU with it (worker start-up is CPU-bound). */
+  refillOnCreate?: boolean;
   /** Injected for tests. */
   now?: () => number;
   newId?: () => string;
@@ -131,8 +138,9 @@ interface Record_ {
   gone: boolean;
 }
 
-/** Limits concurrent boots; creates are served before pool refills. */
-class BootGate {
+/** Limits concurrent boots; creates are served before pool refills. One gate can serve several
+ * registries (plain and worker sandboxes share the host's cores). */
+export class BootGate {
   readonly max: number;
   active = 0;
   peak = 0;
@@ -185,7 +193,13 @@ export class Sandboxes {
   readonly limits: HostLimits;
   readonly poolSize: number;
   readonly #gate: BootGate;
+  /** The boot gate, to share with another registry. */
+  get bootGate(): BootGate {
+    return this.#gate;
+  }
   readonly #defaultIdleTimeoutS: number;
+  readonly #defaultBoot: BootOptions;
+  readonly #refillOnCreate: boolean;
   readonly #now: () => number;
   readonly #newId: () => string;
   readonly #log: (msg: string) => void;
@@ -204,8 +218,10 @@ export class Sandboxes {
   constructor(opts: SandboxesOptions) {
     this.backend = opts.backend;
     this.poolSize = opts.poolSize ?? DEFAULT_POOL_SIZE;
-    this.#gate = new BootGate(opts.maxConcurrentBoots ?? DEFAULT_MAX_CONCURRENT_BOOTS);
+    this.#gate = opts.bootGate ?? new BootGate(opts.maxConcurrentBoots ?? DEFAULT_MAX_CONCURRENT_BOOTS);
     this.#defaultIdleTimeoutS = opts.defaultIdleTimeoutS ?? DEFAULT_IDLE_TIMEOUT_S;
+    this.#defaultBoot = opts.defaultBoot ?? { memoryMb: DEFAULT_MEMORY_MB, vcpus: DEFAULT_VCPUS, diskMb: DEFAULT_DISK_MB };
+    this.#refillOnCreate = opts.refillOnCreate ?? true;
     this.#now = opts.now ?? Date.now;
     this.#newId = opts.newId ?? (() => `sbx_${randomBytes(8).toString("hex")}`);
     this.#log = opts.log ?? (() => {});
@@ -262,9 +278,9 @@ export class Sandboxes {
     }
     if (req.network) throw new SandboxError("network_unavailable", "sandboxes have no network: the VM gets no network device");
     const boot: BootOptions = {
-      memoryMb: req.memory_mb ?? DEFAULT_MEMORY_MB,
-      vcpus: req.vcpus ?? DEFAULT_VCPUS,
-      diskMb: req.disk_mb ?? DEFAULT_DISK_MB,
+      memoryMb: req.memory_mb ?? this.#defaultBoot.memoryMb,
+      vcpus: req.vcpus ?? this.#defaultBoot.vcpus,
+      diskMb: req.disk_mb ?? this.#defaultBoot.diskMb,
     };
     if (boot.memoryMb < MIN_MEMORY_MB) throw new SandboxError("invalid_argument", `memory_mb must be at least ${MIN_MEMORY_MB}`);
     if (boot.memoryMb > this.limits.max_memory_mb) {
@@ -302,7 +318,7 @@ export class Sandboxes {
       if (!machine) throw new SandboxError("host_shutting_down", "the host is shutting down");
     } finally {
       this.#reserved--;
-      this.#refillPool();
+      if (this.#refillOnCreate) this.#refillPool();
     }
     if (this.#shuttingDown) {
       await machine.destroy();
@@ -382,10 +398,26 @@ export class Sandboxes {
     };
   }
 
-  /** Destroy a sandbox now; a queued or running request on it fails. */
-  async destroy(id: string): Promise<{ sandbox_id: string; destroyed: true }> {
+  /** Top the warm pool up (see refillOnCreate). */
+  refill(): void {
+    this.#refillPool();
+  }
+
+  /** Is `id` a live sandbox of this registry? */
+  has(id: string): boolean {
+    return this.#records.has(id);
+  }
+
+  /** The machine behind a live sandbox (worker sandboxes reach its engine channel through it). */
+  machineOf(id: string): SandboxMachine {
+    return this.#lookup(id).machine;
+  }
+
+  /** Destroy a sandbox now; a queued or running request on it fails. `why` ends up in the error a
+   * later call on the id gets; `crashed` records it as guest_crashed rather than sandbox_not_found. */
+  async destroy(id: string, why = "was destroyed", crashed = false): Promise<{ sandbox_id: string; destroyed: true }> {
     const rec = this.#lookup(id);
-    this.#forget(rec, "sandbox_not_found", `sandbox ${id} was destroyed`);
+    this.#forget(rec, crashed ? "guest_crashed" : "sandbox_not_found", `sandbox ${id} ${why}`);
     await rec.machine.destroy();
     return { sandbox_id: id, destroyed: true };
   }
@@ -411,7 +443,8 @@ export class Sandboxes {
   }
 
   #isDefault(b: BootOptions): boolean {
-    return b.memoryMb === DEFAULT_MEMORY_MB && b.vcpus === DEFAULT_VCPUS && b.diskMb === DEFAULT_DISK_MB;
+    const d = this.#defaultBoot;
+    return b.memoryMb === d.memoryMb && b.vcpus === d.vcpus && b.diskMb === d.diskMb;
   }
 
   /** Boot through the gate; the machine is tracked until the caller owns it. */
@@ -429,8 +462,7 @@ export class Sandboxes {
   #refillPool(): void {
     while (!this.#shuttingDown && this.#pool.length + this.#poolBooting - this.#claims.length < this.poolSize) {
       this.#poolBooting++;
-      const defaults = { memoryMb: DEFAULT_MEMORY_MB, vcpus: DEFAULT_VCPUS, diskMb: DEFAULT_DISK_MB };
-      this.#boot(defaults, false).then((m) => {
+      this.#boot(this.#defaultBoot, false).then((m) => {
         this.#poolBooting--;
         if (this.#shuttingDown) return void m.destroy();
         const claim = this.#claims.shift();

@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { ensureGuest } from "../src/guest.ts";
+import { ensureWorkerGuest } from "../src/guest.ts";
 import { which } from "../src/probe.ts";
 
 export default async function setup(): Promise<() => void> {
@@ -15,6 +15,7 @@ export default async function setup(): Promise<() => void> {
     console.warn("[sandbox tests] qemu-system-x86_64 not installed: microVM tests will be skipped (run workers/sandbox-host/scripts/install-deps.sh)");
     return teardown;
   }
-  await ensureGuest(undefined, (m) => console.log(`[sandbox tests] ${m}`));
+  // The worker image (sandbox::spawn_worker) includes the base guest.
+  await ensureWorkerGuest(undefined, (m) => console.log(`[sandbox tests] ${m}`));
   return teardown;
 }

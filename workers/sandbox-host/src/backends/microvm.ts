@@ -23,6 +23,41 @@ export interface MicrovmOptions {
   bootTimeoutMs?: number;
   /** Start QEMU through `setpriv --pdeathsig KILL` (default true; tests turn it off to make orphans). */
   parentDeathSignal?: boolean;
+  /** Worker VMs: add a second virtio-serial port named "engine", the guest runtime's only way out
+   * (guest/worker/runtime.mjs). Boot then also waits for the runtime's hello on it. */
+  enginePort?: boolean;
+}
+
+/** Header of a frame on the engine port: type (1 byte) | conn (u32 BE) | length (u32 BE). */
+const ENGINE_FRAME_HEADER = 9;
+/** The runtime's hello is a small JSON object; a longer first frame means a corrupt stream. */
+const MAX_HELLO_BYTES = 4096;
+
+/** Wait for the guest runtime's hello (an `H` frame) on the engine port; leave later bytes unread. */
+function awaitHello(sock: net.Socket): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const onData = (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      if (buf.length < ENGINE_FRAME_HEADER) return;
+      const len = buf.readUInt32BE(5);
+      if (buf[0] !== 0x48 || len > MAX_HELLO_BYTES) {
+        sock.off("data", onData);
+        return reject(new SandboxError("boot_failed", "the guest runtime sent something other than its hello"));
+      }
+      if (buf.length < ENGINE_FRAME_HEADER + len) return;
+      sock.off("data", onData);
+      sock.pause();
+      const rest = buf.subarray(ENGINE_FRAME_HEADER + len);
+      if (rest.length) sock.unshift(rest);
+      try {
+        resolve(JSON.parse(buf.subarray(ENGINE_FRAME_HEADER, ENGINE_FRAME_HEADER + len).toString("utf8")) as Record<string, unknown>);
+      } catch {
+        reject(new SandboxError("boot_failed", "the guest runtime's hello is not JSON"));
+      }
+    };
+    sock.on("data", onData);
+  });
 }
 
 /** QEMU's stderr kept for error messages; it holds the only useful cause of a failed start. */
@@ -85,6 +120,9 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
     }
     const server = net.createServer();
     await new Promise<void>((resolve) => server.listen(sock, resolve));
+    const engineSock = path.join(dir, "engine.sock");
+    const engineServer = opts.enginePort ? net.createServer() : undefined;
+    if (engineServer) await new Promise<void>((resolve) => engineServer.listen(engineSock, resolve));
 
     const append = ["console=ttyS0 quiet panic=-1", `sbx.disk_mb=${bo.diskMb}`,
       tscKhz ? `tsc_early_khz=${tscKhz} tsc=reliable` : ""].filter(Boolean).join(" ");
@@ -99,6 +137,7 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
       "-device", "virtio-serial-device",
       "-chardev", `socket,id=agent,path=${sock}`,
       "-device", "virtserialport,chardev=agent,name=agent",
+      ...(engineServer ? ["-chardev", `socket,id=engine,path=${engineSock}`, "-device", "virtserialport,chardev=engine,name=engine"] : []),
     ];
     const [cmd, args] = setpriv ? [setpriv, ["--pdeathsig", "KILL", "--", qemu, ...qemuArgs]] : [qemu, qemuArgs];
     const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"] });
@@ -109,6 +148,16 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
 
     let destroyRequested = false;
     let channel: AgentChannel | undefined;
+    let engineConn: net.Socket | undefined;
+    // QEMU connects both chardevs as it starts, before the guest boots; catch the engine one whenever it comes.
+    const engineConnected = engineServer
+      ? new Promise<net.Socket>((resolve) => engineServer.once("connection", (c: net.Socket) => {
+        engineConn = c;
+        c.on("error", () => {});
+        engineServer.close();
+        resolve(c);
+      }))
+      : undefined;
     const exited = new Promise<ExitInfo>((resolve) => {
       const done = (how: string) => {
         const consoleTail = consoleCause(path.join(dir, "console.log"));
@@ -116,6 +165,8 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
           .filter(Boolean).join("; ");
         channel?.fail(new SandboxError("guest_crashed", `the VM exited (${why})`));
         server.close();
+        engineServer?.close();
+        engineConn?.destroy();
         fs.rmSync(dir, { recursive: true, force: true });
         resolve({ reason: why, requested: destroyRequested });
       };
@@ -131,6 +182,7 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
     };
 
     const bootTimeoutMs = opts.bootTimeoutMs ?? BOOT_TIMEOUT_MS;
+    let hello: Record<string, unknown> | undefined;
     let timer: NodeJS.Timeout | undefined;
     try {
       const conn = await Promise.race([
@@ -143,10 +195,15 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
       server.close(); // one connection per VM; stop accepting
       channel = new AgentChannel(conn);
       await Promise.race([
-        channel.ready,
+        engineConnected
+          ? channel.ready.then(async () => {
+            hello = await awaitHello(await engineConnected);
+          })
+          : channel.ready,
+        exited.then((e) => { throw new SandboxError("boot_failed", `the VM exited while booting: ${e.reason}`); }),
         new Promise<never>((_, reject) => {
           clearTimeout(timer);
-          timer = setTimeout(() => reject(new SandboxError("boot_failed", `the guest agent was not ready within ${bootTimeoutMs} ms`)), bootTimeoutMs);
+          timer = setTimeout(() => reject(new SandboxError("boot_failed", `the guest ${engineConnected ? "runtime" : "agent"} was not ready within ${bootTimeoutMs} ms`)), bootTimeoutMs);
         }),
       ]);
     } catch (e) {
@@ -162,6 +219,7 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
     return {
       pid: child.pid,
       exited,
+      engine: engineConn && hello ? { socket: engineConn, hello } : undefined,
 
       async exec(req: ExecRequest): Promise<ExecOutcome> {
         const cmd = Buffer.from(req.script);

@@ -1,5 +1,6 @@
 // The contract every sandbox backend implements: boot an isolated machine, then run scripts and
 // move files in it. The registry (sandboxes.ts) adds ids, limits, pooling and lifecycle on top.
+import type { Socket } from "node:net";
 
 export type BackendKind = "microvm-kvm" | "microvm-tcg" | "process";
 
@@ -51,6 +52,9 @@ export interface SandboxMachine {
   destroy(): Promise<void>;
   /** Settles once, when the machine is gone for any reason. */
   readonly exited: Promise<ExitInfo>;
+  /** Worker machines only: the host end of the guest runtime's channel (paused, right after its
+   * hello) and what the hello said. The stream is the mux of guest/worker/runtime.mjs. */
+  readonly engine?: { socket: Socket; hello: Record<string, unknown> };
 }
 
 export interface SandboxBackend {

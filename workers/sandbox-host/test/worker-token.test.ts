@@ -1,0 +1,73 @@
+// Sandbox workers on an engine that wants tokens (AUTH_SECRET): the host holds the engine's secret
+// and mints a token per sandbox, limited to its prefix, which the relay presents upstream; the
+// guest never sees it. Real engine, host process and TCG microVM. Skipped only where QEMU is missing.
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { registerWorker } from "iii-sdk";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { bearer, startSecureEngine, TEST_AUTH_SECRET, token } from "../../../tests/support/auth.ts";
+import type { EngineServer } from "../../../tests/support/engine-server.ts";
+import { qemuMissing, testStateDir, waitFor } from "./support.ts";
+
+const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
+
+describe.skipIf(qemuMissing)(`sandbox workers with AUTH_SECRET${qemuMissing ? ` (skipped: ${qemuMissing})` : ""}`, () => {
+  let engine: EngineServer;
+  let host: ChildProcess;
+  let hostLog = "";
+  let caller: ReturnType<typeof registerWorker>;
+
+  beforeAll(async () => {
+    engine = await startSecureEngine();
+    const env = { ...process.env, AUTH_SECRET: TEST_AUTH_SECRET, ENGINE_TOKEN: await token("sandbox-host") };
+    host = spawn(process.execPath, [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("token"), "--pool", "0", "--worker-pool", "1"],
+      { stdio: ["ignore", "ignore", "pipe"], env });
+    host.stderr?.on("data", (d: Buffer) => { hostLog += d.toString(); });
+    expect(await waitFor(() => hostLog.includes("serving sandbox::"), 120_000)).toBe(true);
+    expect(hostLog).toContain("a token per sandbox");
+    caller = registerWorker(engine.wsUrl, { workerName: "token-caller", headers: bearer(await token("caller")), otel: { enabled: false }, enableMetricsReporting: false });
+    // Spawn from the warm pool: a cold boot on a busy box can outlast the engine's 30 s call timeout.
+    let ready = false;
+    for (const end = Date.now() + 240_000; !ready && Date.now() < end;) {
+      ready = (await call("sandbox::info", {}).catch(() => undefined))?.worker_pool?.pool_ready === 1;
+      if (!ready) await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(ready).toBe(true);
+  }, 360_000);
+  beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-token] host log (tail):\n${hostLog.slice(-6000)}`)));
+  afterAll(async () => {
+    await caller?.shutdown().catch(() => {});
+    if (host && host.exitCode === null && host.signalCode === null) {
+      const exited = new Promise((r) => host.once("exit", r));
+      host.kill("SIGTERM");
+      await exited;
+    }
+    await engine?.stop();
+  });
+
+  const call = async (function_id: string, payload: unknown): Promise<any> => {
+    for (let i = 0; ; i++) {
+      try {
+        return await caller.trigger({ function_id, payload, timeoutMs: 90_000 });
+      } catch (e) {
+        if (i > 600 || (e as { code?: string }).code !== "function_not_found" || !function_id.startsWith("sandbox::")) throw e;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  };
+
+  test("the sandbox's worker connects with its own token and serves its function; stopping it removes the function", async () => {
+    const source = `import { registerWorker } from "iii-sdk";
+const iii = registerWorker(process.env.III_URL, { workerName: "tokened", otel: { enabled: false }, enableMetricsReporting: false });
+iii.registerFunction("tok::double", async ({ n }) => n * 2);
+`;
+    const r = await call("sandbox::spawn_worker", { source, register_prefix: "tok::" });
+    expect(r).toMatchObject({ auth: "token", functions: [{ function_id: "tok::double" }] });
+    expect(await call("tok::double", { n: 21 })).toBe(42);
+    const { functions } = await call("engine::functions::list", { prefix: "tok::" });
+    expect(functions).toEqual([expect.objectContaining({ function_id: "tok::double", worker_name: "tokened" })]);
+    await call("sandbox::stop_worker", { sandbox_id: r.sandbox_id });
+    expect((await call("engine::functions::list", { prefix: "tok::" })).functions).toEqual([]);
+  });
+});
