@@ -4,89 +4,25 @@
 // tests/bench/run.mjs), plus the check on its own (`grantOf` + `mayCall`).
 // Not part of `npm run bench`; usage: node --conditions=iii-edge-source tests/bench/auth-micro.ts
 // (Node 22 strips the types; the condition resolves the workspace packages to their sources).
-import { DatabaseSync } from "node:sqlite";
 import { OPEN_GRANT, mayCall, type Grant } from "@iii-edge/protocol";
 import { mintToken, verifyToken } from "@iii-edge/protocol/token";
-import type { EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
-import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { echoCalls, memoryPorts } from "./micro-core.ts";
+import { median } from "./stats.ts";
 
 const CALLS = Number(process.env.MICRO_CALLS ?? 20_000);
 const ROUNDS = Number(process.env.MICRO_ROUNDS ?? 11);
 const CALLER_GRANT: Grant = { sub: "bench-caller", ns: ["*"], call: ["state::get", "state::set", "orders::*", "bench::*"] };
 const ANSWER_GRANT: Grant = { sub: "bench-answer", ns: ["*"], register: ["bench::"] };
 
-function ports(): EnginePorts {
-  const db = new DatabaseSync(":memory:");
-  return {
-    namespace: "default",
-    sql: nodeSql(db),
-    // Time runs 100× fast, so the per-connection frame limit (10,000/s) never drops a frame here.
-    clock: { now: () => Date.now() * 100 },
-    timers: { set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) },
-    alarm: { request: () => {} },
-    log: { info: () => {}, warn: () => {} },
-    newId: () => crypto.randomUUID(),
-    background: (p) => void p.catch(() => {}),
-    edgeHosts: {},
-  };
-}
-
 /** A core with one answering worker (answers every call at once) and one caller; `auth` gives both token grants. */
 function setup(auth: boolean) {
-  const core = new EngineCore(ports());
+  // Time runs 100× fast, so the per-connection frame limit (10,000/s) never drops a frame here.
+  const core = new EngineCore(memoryPorts({ clockRate: 100 }));
   core.start([]);
-  let onResult: () => void = () => {};
-  const answer: Conn = {
-    workerId: "answer",
-    send(f: EngineFrame) {
-      // Answered in a later event, as a socket would (the core files the call after sending it).
-      if (f.type === "invokefunction" && f.invocation_id) {
-        const id = f.invocation_id, data = JSON.stringify(f.data);
-        setImmediate(() => core.message(answer, `{"type":"invocationresult","invocation_id":"${id}","function_id":"bench::echo","result":${data}}`));
-      }
-      return true;
-    },
-    close() {},
-  };
-  const caller: Conn = {
-    workerId: "caller",
-    send(f: EngineFrame) {
-      if (f.type === "invocationresult") {
-        if (f.error) throw new Error(JSON.stringify(f.error));
-        onResult();
-      }
-      return true;
-    },
-    close() {},
-  };
-  core.connect(answer, "a", auth ? { grant: ANSWER_GRANT } : {});
-  core.connect(caller, "c", auth ? { grant: CALLER_GRANT } : {});
-  core.message(answer, JSON.stringify({ type: "registerfunction", id: "bench::echo" }));
-  let seq = 0;
-  /** `n` routed calls one after the other (the next sent when the result arrived); µs per call. */
-  const run = (n: number) =>
-    new Promise<number>((resolve) => {
-      let left = n;
-      const t0 = performance.now();
-      const send = () => {
-        seq++;
-        core.message(caller, `{"type":"invokefunction","invocation_id":"c-${seq}","function_id":"bench::echo","data":{"caller":0,"seq":${seq}}}`);
-      };
-      onResult = () => {
-        if (--left === 0) resolve(((performance.now() - t0) * 1000) / n);
-        else setImmediate(send);
-      };
-      send();
-    });
+  const run = echoCalls(core, { answerConnect: auth ? { grant: ANSWER_GRANT } : {}, callerConnect: auth ? { grant: CALLER_GRANT } : {}, throwOnError: true });
   return { core, run };
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-};
 
 const open = setup(false);
 const auth = setup(true);

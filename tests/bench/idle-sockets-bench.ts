@@ -14,6 +14,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
 import { startBenchEngine } from "./bench-engine.mjs";
+import { runMain, sleep } from "./callers.ts";
 import { fmt, median, pct } from "./stats.ts";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -22,7 +23,6 @@ const BATCH = Number(process.env.BENCH_IDLE_BATCH ?? 200);
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
 /** The issue's target: a routed call's p50 with the idle sockets ≤ 1.2× without. */
 const TARGET_RATIO = 1.2;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** workerd's resident set (kB) for the engine on `port`, read from /proc. */
 function workerdRssKb(port: number): number {
@@ -128,10 +128,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (e) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runMain(main);

@@ -16,18 +16,15 @@
 import { fork, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import WebSocket from "ws";
 import { BENCH_PLAIN_PATH } from "./baseline.ts";
 import { startBenchEngine } from "./bench-engine.mjs";
+import { closedLoop, DURATION_MS, openWs, RUNS, runMain, sleep, timedWindow, WARMUP_MS, wsChannel, type Window } from "./callers.ts";
 import { fmt, median, pct } from "./stats.ts";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const FLOOD = Number(process.env.BENCH_FLOOD ?? 1000);
 const CF_FLOOD = Number(process.env.BENCH_CF_FLOOD ?? 1000);
 const CALLERS = Number(process.env.BENCH_CALLERS ?? 10);
-const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
-const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1000);
 /** Enqueue frames the producer keeps outstanding (a flood, not a closed loop of one). */
 const ENQUEUE_WINDOW = 50;
 /** How long one flood may take before the run is reported short (the Cloudflare simulator is slow). */
@@ -39,16 +36,6 @@ const TARGET_HTTP_RATIO = 0.6;
 /** HTTP clients in the http measurements (keep-alive fetch loops), and seconds recorded. */
 const HTTP_CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16);
 const HTTP_MS = Number(process.env.BENCH_HTTP_MS ?? 3000);
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function open(url: string): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false });
-    ws.once("open", () => resolve(ws));
-    ws.once("error", reject);
-  });
-}
 
 /** Resolves on the next IPC message of `child` matching `pred`. */
 function nextMessage<T>(child: ChildProcess, pred: (m: T) => boolean, timeoutMs: number): Promise<T | undefined> {
@@ -76,7 +63,7 @@ async function flood(wsUrl: string, handler: ChildProcess, queue: string, n: num
   handler.send({ expect: n });
   await nextMessage(handler, (m: { ready?: boolean }) => !!m.ready, 10_000);
   const done = nextMessage<{ done: boolean; at: number; latencies: number[] }>(handler, (m) => !!m.done, FLOOD_TIMEOUT_MS);
-  const ws = await open(`${wsUrl}/`);
+  const ws = await openWs(`${wsUrl}/`);
   let sent = 0;
   let acked = 0;
   let enqueuedAt = 0;
@@ -108,72 +95,36 @@ async function flood(wsUrl: string, handler: ChildProcess, queue: string, n: num
 
 /** CALLERS closed-loop callers of `bench::sink`; round trips per second and latency. */
 async function routed(wsUrl: string, callers: number): Promise<{ perSec: number; p50: number; p99: number }> {
-  const sockets = await Promise.all(Array.from({ length: callers }, () => open(`${wsUrl}/`)));
+  const sockets = await Promise.all(Array.from({ length: callers }, () => openWs(`${wsUrl}/`)));
   await sleep(50);
-  let recording = false;
-  let running = true;
-  let done = 0;
-  const lat: number[] = [];
-  const loops = sockets.map(
-    (ws, i) =>
-      new Promise<void>((resolve) => {
-        let seq = 0;
-        let sentAt = 0;
-        const send = () => {
-          seq++;
-          sentAt = performance.now();
-          ws.send(`{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::sink","data":{"caller":${i}}}`);
-        };
-        ws.on("message", (raw) => {
-          if (!raw.toString().includes('"invocationresult"')) return;
-          if (recording) {
-            lat.push(performance.now() - sentAt);
-            done++;
-          }
-          if (running) send();
-          else resolve();
-        });
-        send();
-      }),
-  );
-  await sleep(WARMUP_MS);
-  recording = true;
-  const t0 = performance.now();
-  await sleep(DURATION_MS);
-  recording = false;
-  const elapsed = performance.now() - t0;
-  running = false;
-  await Promise.race([Promise.all(loops), sleep(5000)]);
+  const r = await closedLoop(sockets.map(wsChannel), {
+    frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::sink","data":{"caller":${i}}}`,
+    warmupMs: WARMUP_MS,
+    durationMs: DURATION_MS,
+  });
   for (const ws of sockets) ws.close();
-  return { perSec: (done / elapsed) * 1000, p50: pct(lat, 50), p99: pct(lat, 99) };
+  return { perSec: r.rps, p50: r.p50, p99: r.p99 };
 }
 
 /** HTTP_CONNECTIONS closed-loop GETs of `path` for HTTP_MS after a 500 ms warm-up; requests/s of 200s. */
 async function http(baseUrl: string, path: string): Promise<{ perSec: number; p50: number; p99: number; enqueuePerSec?: number }> {
   const url = `${baseUrl}${path}`;
-  let recording = false;
-  let running = true;
+  const w: Window = { recording: false, running: true };
   let ok = 0;
   let bad = 0;
   const lat: number[] = [];
   const loops = Array.from({ length: HTTP_CONNECTIONS }, async () => {
-    while (running) {
+    while (w.running) {
       const t = performance.now();
       const res = await fetch(url);
       const body = (await res.json()) as { ok?: boolean };
-      if (!recording) continue;
+      if (!w.recording) continue;
       lat.push(performance.now() - t);
       if (res.status === 200 && body.ok === true) ok++;
       else bad++;
     }
   });
-  await sleep(500);
-  recording = true;
-  const t0 = performance.now();
-  await sleep(HTTP_MS);
-  recording = false;
-  const elapsed = performance.now() - t0;
-  running = false;
+  const elapsed = await timedWindow(w, 500, HTTP_MS);
   await Promise.all(loops);
   if (bad) console.warn(`  ${bad} requests to ${path} failed`);
   return { perSec: (ok / elapsed) * 1000, p50: pct(lat, 50), p99: pct(lat, 99) };
@@ -187,7 +138,7 @@ async function main(): Promise<void> {
     // Until bench::sink answers through the engine.
     const deadline = Date.now() + 30_000;
     for (;;) {
-      const ws = await open(`${engine.wsUrl}/`);
+      const ws = await openWs(`${engine.wsUrl}/`);
       const answer = await new Promise<string>((resolve) => {
         ws.on("message", (raw) => {
           const t = raw.toString();
@@ -244,10 +195,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (e) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runMain(main);

@@ -18,13 +18,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
 import { startBenchEngine } from "./bench-engine.mjs";
+import { closedLoop, DURATION_MS, openWs, RUNS, sleep, WARMUP_MS, wsChannel } from "./callers.ts";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
 
-const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
-const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1000);
-const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,10,100").split(",").map(Number);
 const WORKER_MODE = process.env.BENCH_WORKER ?? "sdk";
 const ONLY = process.env.BENCH_ONLY ?? "";
@@ -48,7 +46,6 @@ const ANSWER_GRANT = { sub: "bench-answer", ns: ["*"], register: ["bench::"] };
 /** What connects through the AUTH_FUNCTION engine present (answer-worker.mjs `authfn` checks it). */
 const AUTHFN_HEADERS = { "x-api-key": "bench-key" };
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // ------------------------------------------------------------------ processes
 
@@ -88,17 +85,9 @@ function startAnswerWorker(wsUrl, mode = WORKER_MODE, token) {
 
 const bearer = (token) => (token ? { Authorization: `Bearer ${token}` } : {});
 
-function open(url, headers = {}) {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false, headers });
-    ws.once("open", () => resolve(ws));
-    ws.once("error", reject);
-  });
-}
-
 /** One raw iii call on a fresh control socket (used for readiness checks). */
 async function callOnce(wsUrl, function_id, data, headers = {}) {
-  const ws = await open(wsUrl, headers);
+  const ws = await openWs(wsUrl, headers);
   try {
     return await new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`${function_id}: no answer`)), 5000);
@@ -125,55 +114,15 @@ async function callOnce(wsUrl, function_id, data, headers = {}) {
 async function measure(target, n) {
   const { kind, wsUrl, headers = {} } = target;
   const url = kind === "routed" ? `${wsUrl}/` : `${wsUrl}/_bench/${kind}`;
-  const sockets = await Promise.all(Array.from({ length: n }, () => open(url, headers)));
+  const sockets = await Promise.all(Array.from({ length: n }, () => openWs(url, headers)));
   if (kind === "routed") await sleep(50); // let the workerregistered frames arrive first
-  let recording = false;
-  let running = true;
-  const latencies = [];
-  let done = 0;
-  let failures = 0;
-  const loops = sockets.map((ws, i) => {
-    let seq = 0;
-    let sentAt = 0;
-    const send = () => {
-      seq++;
-      const frame = `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`;
-      sentAt = performance.now();
-      ws.send(frame);
-    };
-    return new Promise((resolve) => {
-      ws.on("message", (raw, isBinary) => {
-        if (kind === "routed") {
-          const text = isBinary ? "" : raw.toString();
-          if (!text.includes('"invocationresult"')) return; // workerregistered
-          if (text.includes('"error"')) {
-            failures++;
-            if (failures === 1) console.warn(`  routed call failed: ${text.slice(0, 300)}`);
-          }
-        }
-        const rtt = performance.now() - sentAt;
-        if (recording) {
-          latencies.push(rtt);
-          done++;
-        }
-        if (running) send();
-        else resolve();
-      });
-      send();
-    });
+  const r = await closedLoop(sockets.map(wsChannel), {
+    frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`,
+    // routed: skip workerregistered, count error answers; echo/relay: every frame that comes back is the answer.
+    ...(kind === "routed" ? { failureLabel: "routed call failed" } : { isAnswer: () => true, isFailure: () => false }),
   });
-  await sleep(WARMUP_MS);
-  recording = true;
-  const t0 = performance.now();
-  await sleep(DURATION_MS);
-  recording = false;
-  const elapsed = performance.now() - t0;
-  running = false;
-  await Promise.race([Promise.all(loops), sleep(5000)]);
   await Promise.all(sockets.map((ws) => new Promise((r) => (ws.once("close", r), ws.close(), setTimeout(r, 500)))));
-  latencies.sort((a, b) => a - b);
-  const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
-  return { rps: (done / elapsed) * 1000, p50: pct(50), p99: pct(99), count: done, failures };
+  return r;
 }
 
 /** One connect: `new WebSocket(url, {headers})` → the first `workerregistered` frame, in ms. */
@@ -270,7 +219,7 @@ async function main() {
   await untilCallable(engine.wsUrl, "bench::echo", worker);
   if (WITH_AUTH) {
     // An engine with AUTH_SECRET refuses the upgrade without a token: this also checks it is on.
-    const refused = await open(`${authEngine.wsUrl}/`).then((ws) => (ws.close(), false), () => true);
+    const refused = await openWs(`${authEngine.wsUrl}/`).then((ws) => (ws.close(), false), () => true);
     if (!refused) throw new Error("the AUTH_SECRET engine accepted a connection without a token");
     const authWorker = startAnswerWorker(authEngine.wsUrl, WORKER_MODE, tokens.answer);
     const fnWorker = startAnswerWorker(fnEngine.wsUrl, "authfn", tokens.authfn);

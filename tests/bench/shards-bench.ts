@@ -15,19 +15,15 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { fmt, median, pct } from "./stats.ts";
+import { closedLoop, RUNS, sleep } from "./callers.ts";
+import { fmt, median } from "./stats.ts";
 
 /** Answering sockets per engine: one per shard at 4 shards, so every shard holds an answerer. */
 const ANSWERERS = 4;
-const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
-const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1000);
-const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const CALLERS = (process.env.BENCH_SHARD_CALLERS ?? "4,40").split(",").map(Number);
 const SHARD_COUNTS = (process.env.BENCH_SHARD_COUNTS ?? "1,2,4").split(",").map(Number);
 /** How long an engine's answerers may take to be callable after they connect. */
 const READY_TIMEOUT_MS = 30_000;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Node's own WebSocket (undici), on both sides of every measurement. */
 function openSocket(url: string): Promise<WebSocket> {
@@ -114,45 +110,15 @@ interface Run {
 async function measure(wsUrl: string, n: number): Promise<Run> {
   const sockets = await Promise.all(Array.from({ length: n }, () => openSocket(`${wsUrl}/`)));
   await sleep(50); // the workerregistered frames first
-  let recording = false;
-  let running = true;
-  let done = 0;
-  let failures = 0;
-  const latencies: number[] = [];
-  const loops = sockets.map(
-    (ws, i) =>
-      new Promise<void>((resolve) => {
-        let seq = 0;
-        let sentAt = 0;
-        const fn = `bench::echo-${i % ANSWERERS}`;
-        const send = () => {
-          seq++;
-          sentAt = performance.now();
-          ws.send(`{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"${fn}","data":{"caller":${i},"seq":${seq}}}`);
-        };
-        onText(ws, (text) => {
-          if (!text.includes('"invocationresult"')) return;
-          if (text.includes('"error"') && ++failures === 1) console.warn(`  call failed: ${text.slice(0, 300)}`);
-          if (recording) {
-            latencies.push(performance.now() - sentAt);
-            done++;
-          }
-          if (running) send();
-          else resolve();
-        });
-        send();
-      }),
+  const { rps, p50, p99, failures } = await closedLoop(
+    sockets.map((ws) => ({ send: (text: string) => ws.send(text), onText: (fn: (text: string) => void) => onText(ws, fn) })),
+    {
+      frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo-${i % ANSWERERS}","data":{"caller":${i},"seq":${seq}}}`,
+      failureLabel: "call failed",
+    },
   );
-  await sleep(WARMUP_MS);
-  recording = true;
-  const t0 = performance.now();
-  await sleep(DURATION_MS);
-  recording = false;
-  const elapsed = performance.now() - t0;
-  running = false;
-  await Promise.race([Promise.all(loops), sleep(5000)]);
   await Promise.all(sockets.map(closeSocket));
-  return { rps: (done / elapsed) * 1000, p50: pct(latencies, 50), p99: pct(latencies, 99), failures };
+  return { rps, p50, p99, failures };
 }
 
 // ------------------------------------------------------------------ main

@@ -13,21 +13,17 @@ import { spawn } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import WebSocket from "ws";
 import { startBenchEngine } from "./bench-engine.mjs";
-import { fmt, median, pct } from "./stats.ts";
+import { closedLoop, DURATION_MS, openWs, RUNS, sleep, WARMUP_MS, wsChannel } from "./callers.ts";
+import { fmt, median } from "./stats.ts";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
-const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 3000);
-const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1000);
-const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,100").split(",").map(Number);
 /** The issue's targets. */
 const TARGET_TRACING_COST = 0.1;
 const TARGET_EXPORT_COST = 0.05;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const children = [];
 const stops = [];
 process.on("exit", () => children.forEach((c) => c.kill("SIGTERM")));
@@ -47,62 +43,22 @@ async function sink() {
   return { url: `http://127.0.0.1:${server.address().port}`, bytes: () => bytes, requests: () => requests, close: () => server.close() };
 }
 
-function open(url) {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false });
-    ws.once("open", () => resolve(ws));
-    ws.once("error", reject);
-  });
-}
-
 /** N callers, one call outstanding each (closed loop), as run.mjs's `measure` for routed. */
 async function measure(wsUrl, n) {
-  const sockets = await Promise.all(Array.from({ length: n }, () => open(`${wsUrl}/`)));
+  const sockets = await Promise.all(Array.from({ length: n }, () => openWs(`${wsUrl}/`)));
   await sleep(50);
-  let recording = false;
-  let running = true;
-  const latencies = [];
-  let failures = 0;
-  const loops = sockets.map(
-    (ws, i) =>
-      new Promise((resolve) => {
-        let seq = 0;
-        let sentAt = 0;
-        const send = () => {
-          seq++;
-          sentAt = performance.now();
-          ws.send(`{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`);
-        };
-        ws.on("message", (raw, isBinary) => {
-          const text = isBinary ? "" : raw.toString();
-          if (!text.includes('"invocationresult"')) return;
-          if (text.includes('"error"')) {
-            failures++;
-            if (failures === 1) console.warn(`  routed call failed: ${text.slice(0, 300)}`);
-          }
-          if (recording) latencies.push(performance.now() - sentAt);
-          if (running) send();
-          else resolve();
-        });
-        send();
-      }),
-  );
-  await sleep(WARMUP_MS);
-  recording = true;
-  const t0 = performance.now();
-  await sleep(DURATION_MS);
-  recording = false;
-  const elapsed = performance.now() - t0;
-  running = false;
-  await Promise.race([Promise.all(loops), sleep(5000)]);
+  const r = await closedLoop(sockets.map(wsChannel), {
+    frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`,
+    failureLabel: "routed call failed",
+  });
   for (const ws of sockets) ws.close();
-  return { rps: (latencies.length / elapsed) * 1000, p50: pct(latencies, 50), p99: pct(latencies, 99), count: latencies.length, failures };
+  return r;
 }
 
 async function untilCallable(wsUrl) {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const ok = await open(`${wsUrl}/`)
+    const ok = await openWs(`${wsUrl}/`)
       .then(
         (ws) =>
           new Promise((resolve) => {

@@ -11,13 +11,12 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DatabaseSync } from "node:sqlite";
-import type { EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
-import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/dead-letters.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { echoCalls, memoryPorts } from "./micro-core.ts";
+import { median } from "./stats.ts";
 
 const CALLS = Number(process.env.MICRO_CALLS ?? 20_000);
 const ROUNDS = Number(process.env.MICRO_ROUNDS ?? 7);
@@ -37,64 +36,12 @@ function d1(discard = false): D1Like {
   return { prepare: (q) => statement(q) };
 }
 
-function ports(): EnginePorts {
-  return {
-    namespace: "default",
-    sql: nodeSql(new DatabaseSync(":memory:")),
-    // Time runs 100× fast, so the per-connection frame limit (10,000/s) never drops a frame here.
-    clock: { now: () => Date.now() * 100 },
-    timers: { set: (fn, ms) => setTimeout(fn, ms / 100), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) },
-    alarm: { request: () => {} },
-    log: { info: () => {}, warn: () => {} },
-    newId: () => crypto.randomUUID(),
-    background: (p) => void p.catch(() => {}),
-    edgeHosts: {},
-  };
-}
-
 function setup(vars: TelemetryVars, discard = false) {
-  const core = new EngineCore(ports(), { telemetry: { vars, db: d1(discard), fetch: (url, init) => fetch(url, init) } });
+  // Time runs 100× fast (timers too), so the per-connection frame limit (10,000/s) never drops a frame here.
+  const core = new EngineCore(memoryPorts({ clockRate: 100, timerRate: 100 }), { telemetry: { vars, db: d1(discard), fetch: (url, init) => fetch(url, init) } });
   installEngine(core, {});
   core.start([]);
-  let onResult: () => void = () => {};
-  const answer: Conn = {
-    workerId: "answer",
-    send(f: EngineFrame) {
-      if (f.type === "invokefunction" && f.invocation_id) {
-        const id = f.invocation_id, data = JSON.stringify(f.data);
-        setImmediate(() => core.message(answer, `{"type":"invocationresult","invocation_id":"${id}","function_id":"bench::echo","result":${data}}`));
-      }
-      return true;
-    },
-    close() {},
-  };
-  const caller: Conn = {
-    workerId: "caller",
-    send(f: EngineFrame) {
-      if (f.type === "invocationresult") onResult();
-      return true;
-    },
-    close() {},
-  };
-  core.connect(answer, "a");
-  core.connect(caller, "c");
-  core.message(answer, JSON.stringify({ type: "registerfunction", id: "bench::echo" }));
-  let seq = 0;
-  const run = (n: number) =>
-    new Promise<number>((resolve) => {
-      let left = n;
-      const t0 = performance.now();
-      const send = () => {
-        seq++;
-        core.message(caller, `{"type":"invokefunction","invocation_id":"c-${seq}","function_id":"bench::echo","data":{"caller":0,"seq":${seq}}}`);
-      };
-      onResult = () => {
-        if (--left === 0) resolve(((performance.now() - t0) * 1000) / n);
-        else setImmediate(send);
-      };
-      send();
-    });
-  return { core, run };
+  return { core, run: echoCalls(core) };
 }
 
 const server = http.createServer((req, res) => {
@@ -115,7 +62,6 @@ const names = Object.keys(variants) as V[];
 for (const v of names) await variants[v].run(CALLS); // warm-up (JIT)
 const perCall: Record<V, number[]> = { off: [], on: [], onShare: [], export: [] };
 for (let r = 0; r < ROUNDS; r++) for (const v of r % 2 ? [...names].reverse() : names) perCall[v].push(await variants[v].run(CALLS));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const stored = (await variants.on.core.telemetry.store!.counts()).spans;
 const o = median(perCall.off), n = median(perCall.on), sh = median(perCall.onShare), e = median(perCall.export);
 console.log(`\ntrace micro: engine core in Node ${process.version}, ${ROUNDS} rounds × ${CALLS} sequential routed calls, medians:`);

@@ -8,8 +8,8 @@ import { DatabaseSync } from "node:sqlite";
 import type { EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
-import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import type { Conn } from "@iii-edge/engine-do/core/ports.ts";
+import { memoryPorts } from "./micro-core.ts";
 import { fmt, median } from "./stats.ts";
 
 const ROUNDS = Number(process.env.MICRO_ROUNDS ?? 15);
@@ -18,17 +18,7 @@ const cpuMs = () => {
   return (u.user + u.system) / 1000;
 };
 const db = new DatabaseSync(":memory:");
-const ports = (): EnginePorts => ({
-  namespace: "default",
-  sql: nodeSql(db),
-  clock: { now: () => Date.now() },
-  timers: { set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) },
-  alarm: { request: () => {} },
-  log: { info: () => {}, warn: () => {} },
-  newId: () => crypto.randomUUID(),
-  background: (p) => void p.catch(() => {}),
-  edgeHosts: {},
-});
+const ports = () => memoryPorts({ db });
 const QUEUES = '{"default":{"backend":"cloudflare"},"jobs":{"backend":"durable","concurrency":10},"turns":{"backend":"durable","type":"fifo","message_group_field":"session_id","concurrency":50}}';
 const conn = (id: string, onFrame: (f: EngineFrame) => void = () => {}): Conn => ({ workerId: id, send: (f) => (onFrame(f), true), close() {} });
 
