@@ -92,6 +92,8 @@ export type StateSetOutput = z.infer<typeof stateSetOutput>;
 export const stateUpdateOutput = updateOutput.extend(enqueuedReceipt);
 export type StateUpdateOutput = z.infer<typeof stateUpdateOutput>;
 export const stateListGroupsOutput = z.object({ groups: z.array(z.string()), ...pageOutput });
+export const stateListKeysInput = z.object({ scope: scopeName, ...paging });
+export const stateListKeysOutput = z.object({ keys: z.array(z.string()), ...pageOutput });
 
 // ---------------------------------------------------------------- engine::* (§7.1, §6)
 
@@ -329,6 +331,7 @@ export const BUILTINS = {
   "state::update": contract(stateUpdateInput, stateUpdateOutput),
   "state::list": contract(stateListInput, z.array(z.unknown())),
   "state::list_groups": contract(stateListGroupsInput, stateListGroupsOutput),
+  "state::list_keys": contract(stateListKeysInput, stateListKeysOutput),
 
   "stream::set": contract(streamSetInput, valueChange),
   "stream::get": contract(streamItemInput, storedValue),

@@ -18,6 +18,7 @@ const calls: [BuiltinId, unknown][] = [
   ["state::update", { scope: "c", key: "a", ops: [{ type: "increment", path: "n" }, { type: "remove", path: "" }] }],
   ["state::list", { scope: "c" }],
   ["state::list_groups", { limit: 1 }],
+  ["state::list_keys", { scope: "c", limit: 10 }],
   ["state::delete", { scope: "c", key: "a" }],
   ["stream::set", { stream_name: "s", group_id: "g", item_id: "i", data: 1 }],
   ["stream::get", { stream_name: "s", group_id: "g", item_id: "i" }],

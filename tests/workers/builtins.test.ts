@@ -122,6 +122,11 @@ describe("state::*", () => {
     expect(missing.error).toBeUndefined();
     expect("result" in missing).toBe(false);
     expect(await a.ok("state::list", { scope })).toEqual([{ n: 2 }, [1, 2], null]);
+    // Keys in the same order as the values, paged the same way.
+    expect(await a.ok("state::list_keys", { scope })).toEqual({ keys: ["k1", "k2", "k3"], total: 3 });
+    expect(await a.ok("state::list_keys", { scope, limit: 2 })).toEqual({ keys: ["k1", "k2"], total: 3, next_offset: 2 });
+    expect(await a.ok("state::list", { scope, limit: 2, offset: 2 })).toEqual([null]);
+    expect((await a.call("state::list_keys", { key: "k1" })).error?.code).toBe("deserialization_error");
     const groups = (await a.ok("state::list_groups")) as { groups: string[] };
     expect(groups.groups).toContain(scope);
     expect(groups.groups).toEqual([...new Set(groups.groups)].sort());

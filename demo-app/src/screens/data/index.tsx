@@ -164,13 +164,21 @@ function StatePanel({ iii }: ScreenProps) {
     }
     return out;
   }, [lastEvent]);
-  const values = useLive(() => (scope ? iii.trigger<unknown, unknown[]>({ function_id: "state::list", payload: { scope, limit: STATE_VALUES_SHOWN } }) : Promise.resolve([])), [scope, lastEvent]);
+  // A page of keys and the page of values in the same key order (state::list_keys pairs with state::list).
+  const values = useLive(async () => {
+    if (!scope) return [] as { key: string; value: unknown }[];
+    const [page, vals] = await Promise.all([
+      iii.trigger<unknown, { keys: string[] }>({ function_id: "state::list_keys", payload: { scope, limit: STATE_VALUES_SHOWN } }),
+      iii.trigger<unknown, unknown[]>({ function_id: "state::list", payload: { scope, limit: STATE_VALUES_SHOWN } }),
+    ]);
+    return page.keys.map((key, i) => ({ key, value: vals[i] }));
+  }, [scope, lastEvent]);
   const scopes = [...new Set([...(groups.data ?? []), ...watched.keys()])].sort();
   const keys = scope ? [...(watched.get(scope)?.values() ?? [])].reverse() : [];
   const lostAt = connection().snapshot.lostAt;
   return (
     <Panel id="state-panel" title="State" count={scopes.length} stale={groups.stale} staleSince={lostAt}
-      hint={<>Scopes from <code>state::list_groups</code>; changes arrive live through a <code>state</code> trigger this tab binds while the screen is open. The engine's <code>state::list</code> answers a scope's values without their keys: keys show here once they change.</>}>
+      hint={<>Scopes from <code>state::list_groups</code>, keys and values from <code>state::list_keys</code> and <code>state::list</code>; changes arrive live through a <code>state</code> trigger this tab binds while the screen is open.</>}>
       <div class="columns">
         <div>
           <h3>Scopes</h3>
@@ -195,8 +203,11 @@ function StatePanel({ iii }: ScreenProps) {
                 { key: "value", label: "Value", render: (k) => <code class="cfg" data-state-value={k.key}>{k.event === "state:deleted" ? "(deleted)" : JSON.stringify(k.value)}</code> },
                 { key: "event", label: "Change", wide: true, render: (k) => <><Badge kind={k.event === "state:deleted" ? "warn" : "ok"}>{k.event.replace("state:", "")}</Badge> {new Date(k.at).toLocaleTimeString()}</> },
               ]} />
-              <h3>All values in <code>{scope}</code> <small class="count">({values.data?.length ?? "…"})</small> {values.stale && <small class="stale-tag">stale</small>}</h3>
-              <Json id="state-values" value={values.data} />
+              <h3>Keys in <code>{scope}</code> <small class="count">({values.data?.length ?? "…"})</small> {values.stale && <small class="stale-tag">stale</small>}</h3>
+              <Table id="state-values" caption={`Keys and values of ${scope}`} rows={values.data ?? []} rowKey={(e) => e.key} empty={values.data ? "No keys." : "Loading…"} columns={[
+                { key: "key", label: "Key", render: (e) => <code>{e.key}</code> },
+                { key: "value", label: "Value", wide: true, render: (e) => <code class="cfg" data-stored-value={e.key}>{JSON.stringify(e.value)}</code> },
+              ]} />
             </>
           )}
         </div>

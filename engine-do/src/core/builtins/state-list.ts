@@ -22,6 +22,9 @@ export interface StateListing {
   values(scope: string, q: Paging): unknown[];
   /** Scopes holding a value, sorted, one page (default and most MAX_LIST_PAGE). */
   groups(q: Paging): Page<string>;
+  /** The keys of `scope`, sorted, one page (default and most MAX_LIST_PAGE): the same order and
+   * paging as `values`, so a page of each lines up key by value. */
+  keys(scope: string, q: Paging): Page<string>;
 }
 
 export function stateListing(sql: Sql): StateListing {
@@ -58,6 +61,13 @@ export function stateListing(sql: Sql): StateListing {
       // is cut to the byte budget after.
       const window = sql.exec<{ scope: string }>("SELECT DISTINCT scope FROM state ORDER BY scope LIMIT ? OFFSET ?", q.limit ?? MAX_LIST_PAGE, offset).map((r) => r.scope);
       return fitPage(window, offset, total, "state::list_groups");
+    },
+
+    keys(scope, q) {
+      const offset = q.offset ?? 0;
+      const total = Number(sql.exec<{ n: number }>("SELECT count(*) AS n FROM state WHERE scope = ?", scope)[0]?.n ?? 0);
+      const window = sql.exec<{ key: string }>("SELECT key FROM state WHERE scope = ? ORDER BY key LIMIT ? OFFSET ?", scope, q.limit ?? MAX_LIST_PAGE, offset).map((r) => r.key);
+      return fitPage(window, offset, total, "state::list_keys");
     },
   };
 }

@@ -158,6 +158,15 @@ export function installState(core: EngineApi, queues: QueueRouter): void {
     description: `Values in a scope, in key order: all of them (at most ${MAX_LIST_PAGE}, within one result), or a page with {limit, offset}`,
     handler: ({ scope, limit, offset }) => listing.values(scope, { limit, offset }),
   });
+  defineBuiltin(core, "state::list_keys", {
+    description: "Keys in a scope, sorted (iii-edge): a page ({scope, limit, offset}) with total and next_offset, in the same order as state::list",
+    handler: ({ scope, limit, offset }) => {
+      const page = listing.keys(scope, { limit, offset });
+      const out: { keys: string[]; total: number; next_offset?: number } = { keys: page.items, total: page.total };
+      if (page.next_offset !== undefined) out.next_offset = page.next_offset;
+      return out;
+    },
+  });
   defineBuiltin(core, "state::list_groups", {
     description: "Scopes that hold a value, sorted; a page ({limit, offset}) with total and next_offset",
     handler: (q) => {
