@@ -207,6 +207,13 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
         ws?.close(1000);
       },
       drop: () => {
+        // Waiting out a retry delay: try now.
+        if (retryTimer && (!ws || ws.readyState === WebSocket.CLOSED)) {
+          clearTimeout(retryTimer);
+          retryTimer = undefined;
+          connect();
+          return;
+        }
         // A silent socket may never finish a close handshake: report the drop now, reconnect.
         try {
           ws?.close(4000, "heartbeat timeout");

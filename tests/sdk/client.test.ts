@@ -92,6 +92,19 @@ describe("reconnect", () => {
     expect(c.workerId).toBe("worker-2");
   });
 
+  it("reconnect() dials at once instead of waiting out the retry delay", async () => {
+    // A long backoff: without reconnect() the next attempt would be a minute away.
+    const c = connect({ reconnectionConfig: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitterFactor: 0 } });
+    await engine.until(() => c.getConnectionState() === "connected");
+    await engine.stop();
+    await engine.until(() => c.getConnectionState() === "reconnecting");
+    await engine.start(engine.port);
+    const before = engine.connections.length;
+    c.reconnect();
+    await engine.until(() => c.getConnectionState() === "connected");
+    expect(engine.connections.length).toBe(before + 1);
+  });
+
   it("comes back after the engine process restarts (server down for a while)", async () => {
     const c = connect();
     c.registerFunction("u::g", async () => "g");

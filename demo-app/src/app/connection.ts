@@ -100,7 +100,10 @@ export class ConsoleConnection {
     if (problem) {
       sessionStorage.removeItem(CREDENTIAL_KEY);
       this.set({ status: "refused", message: problem.message, needsCredential: true });
+      return;
     }
+    // The token route answers now: dial at once rather than at the SDK's next retry.
+    this.iii.reconnect();
   }
 
   /** Whether the token came in the page's URL (`#token=`), not from the token route. */

@@ -293,6 +293,11 @@ export class Client implements EdgeClient {
     return this.state;
   }
 
+  reconnect(): void {
+    if (this.stopped || this.fatal) return;
+    this.link.drop();
+  }
+
   addConnectionStateListener(listener: (state: ConnectionState) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);

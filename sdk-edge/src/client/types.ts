@@ -152,6 +152,9 @@ export interface EdgeClient {
   trigger<TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>): Promise<TOutput>;
   addConnectionStateListener(listener: (state: ConnectionState) => void): () => void;
   getConnectionState(): ConnectionState;
+  /** Try the engine again now instead of at the next scheduled retry (e.g. once a person signed in
+   * and a token will be accepted); a live connection is dropped and re-established. */
+  reconnect(): void;
   /** Why the client gave up (set with state `failed`): a URL with no WebSocket endpoint
    * (`not_found`, the engine's message naming the paths to dial), or the reconnect policy ran out.
    * Calls then fail at once with it. */
