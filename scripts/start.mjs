@@ -278,7 +278,7 @@ async function announceWhenHealthy() {
   const lines = [
     `iii-edge engine ready in ${((Date.now() - started) / 1000).toFixed(1)} s`,
     `  workers dial  ${ws}/   (namespace default; another namespace: ${ws}/ns/<name>)`,
-    `  demo app      ${base}/`,
+    `  console       ${base}/`,
     `  health        ${base}/healthz`,
     `  call over HTTP  curl -s ${base}/_iii/invoke -d '{"function_id":"engine::functions::list","payload":{}}'${hasAuth ? ' -H "Authorization: Bearer $TOKEN"' : ""}`,
   ];

@@ -173,7 +173,7 @@ describe("npm start", () => {
     const out = engine.output();
     const ready = out.slice(out.indexOf("iii-edge engine ready"));
     expect(ready).toContain(`workers dial  ${engine.wsUrl}/   (namespace default; another namespace: ${engine.wsUrl}/ns/<name>)`);
-    expect(ready).toContain(`demo app      ${engine.url}/`);
+    expect(ready).toContain(`console       ${engine.url}/`);
     expect(ready).toContain(`health        ${engine.url}/healthz`);
     // Printed once, after the start-up line.
     expect(out.split("iii-edge engine ready").length).toBe(2);
