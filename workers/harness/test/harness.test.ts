@@ -119,12 +119,14 @@ describe("POST /api/turns", () => {
 });
 
 describe("harness::trigger", () => {
-  it("continues the caller's trace: same traceparent, baggage merged; the envelope is HTTP-shaped", async () => {
+  it("continues the caller's trace: same trace id (under the engine's spans), baggage merged; the envelope is HTTP-shaped", async () => {
     const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     const res = await standIn.client.trigger({ function_id: "harness::trigger", payload: turn("s3"), traceparent, baggage: "tenant=acme%20corp" });
     expect(res).toEqual({ status_code: 200, headers: { "content-type": "application/json" }, body: { session_id: "s3", started: true } });
     const got = callsTo("run::start").find((c) => c.data.session_id === "s3")!;
-    expect(got.traceparent).toBe(traceparent);
+    // The same trace; the parent is now a span of the engine's (each hop is a span, issue 12).
+    expect(got.traceparent?.split("-")[1]).toBe(traceparent.split("-")[1]);
+    expect(got.traceparent).not.toBe(traceparent);
     expect(baggageValue(got.baggage, "tenant")).toBe("acme corp");
     expect(baggageValue(got.baggage, "iii.session.id")).toBe("s3");
   });
