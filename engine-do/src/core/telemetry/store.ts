@@ -138,67 +138,60 @@ export class TraceStore {
 
   async writeSpans(spans: Span[]): Promise<void> {
     const ns = this.namespace;
-    let rows: string[] = [];
-    let bytes = 0;
-    const flush = async () => {
-      if (rows.length === 0) return;
-      const body = `[${rows.join(",")}]`;
-      rows = [];
-      bytes = 0;
-      await this.db
-        .prepare(
-          "INSERT INTO spans (trace_id, span_id, parent_span_id, namespace, name, kind, start_us, end_us, status, service_name, function_id, session_id, doc, bytes) " +
-            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'), json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]'), json_extract(value, '$[13]') FROM json_each(?) WHERE true " +
-            // A span sent again (a repeated delivery) changes nothing; one that ends later replaces
-            // what is stored: how a long span (a turn's invoke_agent) is shown while it runs — an
-            // in-progress copy first (IN_PROGRESS_ATTRIBUTE), the finished span over it.
-            "ON CONFLICT (trace_id, span_id) DO UPDATE SET parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind, start_us = excluded.start_us, end_us = excluded.end_us, status = excluded.status, service_name = excluded.service_name, function_id = excluded.function_id, session_id = excluded.session_id, doc = excluded.doc, bytes = excluded.bytes WHERE excluded.end_us > spans.end_us",
-        )
-        .bind(body)
-        .run();
-    };
-    for (const s of spans) {
-      const doc: { a: Attributes; e?: SpanEvent[]; m?: string } = { a: s.attributes };
-      if (s.events.length) doc.e = s.events;
-      if (s.status_message) doc.m = s.status_message;
-      // The doc goes in as JSON (json_extract answers an object as its text): one stringify a
-      // span. `bytes` is the row's own length, counted before it is known: the row without it
-      // plus its digits.
-      const head = JSON.stringify([
-        s.trace_id, s.span_id, s.parent_span_id ?? null, ns, s.name, s.kind ?? null,
-        Math.floor(s.start_time_unix_nano / 1000), Math.floor(s.end_time_unix_nano / 1000), s.status, s.service_name,
-        functionIdOf(s), sessionIdOf(s), doc,
-      ]);
-      const row = `${head.slice(0, -1)},${head.length + 8}]`;
-      if (bytes + row.length > CHUNK_BYTES) await flush();
-      rows.push(row);
-      bytes += row.length;
-    }
-    await flush();
+    await this.insertRows(
+      "spans (trace_id, span_id, parent_span_id, namespace, name, kind, start_us, end_us, status, service_name, function_id, session_id, doc, bytes)",
+      // A span sent again (a repeated delivery) changes nothing; one that ends later replaces
+      // what is stored: how a long span (a turn's invoke_agent) is shown while it runs — an
+      // in-progress copy first (IN_PROGRESS_ATTRIBUTE), the finished span over it.
+      "ON CONFLICT (trace_id, span_id) DO UPDATE SET parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind, start_us = excluded.start_us, end_us = excluded.end_us, status = excluded.status, service_name = excluded.service_name, function_id = excluded.function_id, session_id = excluded.session_id, doc = excluded.doc, bytes = excluded.bytes WHERE excluded.end_us > spans.end_us",
+      spans.map((s) => {
+        const doc: { a: Attributes; e?: SpanEvent[]; m?: string } = { a: s.attributes };
+        if (s.events.length) doc.e = s.events;
+        if (s.status_message) doc.m = s.status_message;
+        return [
+          s.trace_id, s.span_id, s.parent_span_id ?? null, ns, s.name, s.kind ?? null,
+          Math.floor(s.start_time_unix_nano / 1000), Math.floor(s.end_time_unix_nano / 1000), s.status, s.service_name,
+          functionIdOf(s), sessionIdOf(s), doc,
+        ];
+      }),
+    );
   }
 
   async writeLogs(logs: LogRecord[]): Promise<void> {
     const ns = this.namespace;
-    let rows: string[] = [];
+    await this.insertRows(
+      "logs (namespace, trace_id, span_id, time_us, severity_number, severity_text, service_name, doc, bytes)",
+      "",
+      logs.map((l) => [ns, l.trace_id ?? null, l.span_id ?? null, Math.floor(l.time_unix_nano / 1000), l.severity_number ?? null, l.severity_text, l.service_name, { b: l.body, a: l.attributes }]),
+    );
+  }
+
+  /**
+   * Insert `rows` into `target` (`table (columns…)`, the last column `bytes`), in statements of at
+   * most CHUNK_BYTES: each chunk goes in as one JSON array read by `json_each`, so a batch is a few
+   * statements, not one a row. A row's values are those of every column but `bytes`, which is
+   * appended: the row's own length, counted before it is known (the row without it plus its
+   * digits). An object value goes in as its JSON text (json_extract answers an object as text).
+   */
+  private async insertRows(target: string, conflict: string, rows: readonly unknown[][]): Promise<void> {
+    if (rows.length === 0) return;
+    const columns = rows[0]!.length + 1;
+    const extract = Array.from({ length: columns }, (_, i) => `json_extract(value, '$[${i}]')`).join(", ");
+    const statement = `INSERT INTO ${target} SELECT ${extract} FROM json_each(?)${conflict ? ` WHERE true ${conflict}` : ""}`;
+    let chunk: string[] = [];
     let bytes = 0;
     const flush = async () => {
-      if (rows.length === 0) return;
-      const body = `[${rows.join(",")}]`;
-      rows = [];
+      if (chunk.length === 0) return;
+      const body = `[${chunk.join(",")}]`;
+      chunk = [];
       bytes = 0;
-      await this.db
-        .prepare(
-          "INSERT INTO logs (namespace, trace_id, span_id, time_us, severity_number, severity_text, service_name, doc, bytes) " +
-            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]') FROM json_each(?)",
-        )
-        .bind(body)
-        .run();
+      await this.db.prepare(statement).bind(body).run();
     };
-    for (const l of logs) {
-      const head = JSON.stringify([ns, l.trace_id ?? null, l.span_id ?? null, Math.floor(l.time_unix_nano / 1000), l.severity_number ?? null, l.severity_text, l.service_name, { b: l.body, a: l.attributes }]);
+    for (const values of rows) {
+      const head = JSON.stringify(values);
       const row = `${head.slice(0, -1)},${head.length + 8}]`;
       if (bytes + row.length > CHUNK_BYTES) await flush();
-      rows.push(row);
+      chunk.push(row);
       bytes += row.length;
     }
     await flush();
