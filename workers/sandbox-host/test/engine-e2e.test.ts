@@ -9,7 +9,7 @@ import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { readChannel } from "@iii-edge/sdk-edge/channels";
 import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { alive, testStateDir, waitFor } from "./support.ts";
+import { alive, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
 
 let ENGINE_URL = process.env.ENGINE_URL;
 let engine: EngineServer | undefined;
@@ -46,26 +46,12 @@ describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${ski
   });
   afterAll(async () => {
     await harness?.shutdown();
-    if (host && host.exitCode === null && host.signalCode === null) {
-      const exited = new Promise((r) => host.once("exit", r));
-      host.kill("SIGTERM");
-      await exited;
-    }
+    await stopHost(host);
     await engine?.stop();
   });
 
-  const call = async (function_id: string, payload: unknown): Promise<any> => {
-    // The host registers asynchronously after connecting: retry briefly on function_not_found.
-    for (let i = 0; ; i++) {
-      try {
-        return await harness.trigger({ function_id, payload, timeoutMs: 60_000 });
-      } catch (e) {
-        // Only the function missing (host not registered yet) is worth a retry, not sandbox_not_found.
-        if (i > 150 || (e as { code?: string }).code !== "function_not_found") throw e;
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    }
-  };
+  // The host registers asynchronously after connecting: retry briefly on function_not_found.
+  const call = (function_id: string, payload: unknown, timeoutMs?: number) => retryingCall(harness, { timeoutMs: 60_000, attempts: 150 })(function_id, payload, timeoutMs);
 
   test("create → exec → files → destroy through the engine", async () => {
     const info = await call("sandbox::info", {});

@@ -63,3 +63,32 @@ export async function codeOf(p: Promise<unknown>): Promise<string> {
     return (e as { code?: string }).code ?? "no-code";
   }
 }
+
+/** Stop a sandbox host process started by a test, and wait until it has exited. */
+export async function stopHost(host: import("node:child_process").ChildProcess | undefined): Promise<void> {
+  if (!host || host.exitCode !== null || host.signalCode !== null) return;
+  const exited = new Promise((r) => host.once("exit", r));
+  host.kill("SIGTERM");
+  await exited;
+}
+
+/**
+ * A call through `client` that retries while the function is not registered yet (the host
+ * registers `sandbox::*` asynchronously after connecting): every 200 ms, `attempts` times. Only
+ * `function_not_found` is retried, and only for the ids `retryable` accepts.
+ */
+export function retryingCall(
+  client: { trigger(req: { function_id: string; payload: unknown; timeoutMs?: number }): Promise<unknown> },
+  opts: { timeoutMs: number; attempts: number; retryable?: (functionId: string) => boolean },
+) {
+  return async (function_id: string, payload: unknown, timeoutMs = opts.timeoutMs): Promise<any> => {
+    for (let i = 0; ; i++) {
+      try {
+        return await client.trigger({ function_id, payload, timeoutMs });
+      } catch (e) {
+        if (i > opts.attempts || (e as { code?: string }).code !== "function_not_found" || !(opts.retryable?.(function_id) ?? true)) throw e;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  };
+}

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { qemuMissing, testStateDir, waitFor } from "./support.ts";
+import { qemuMissing, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
 
 const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
 /** The requirement: a sandbox worker's functions are in the catalog within a second of its VM being
@@ -63,24 +63,11 @@ describe.skipIf(qemuMissing)(`sandbox workers${qemuMissing ? ` (skipped: ${qemuM
   beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-sandboxes] host log (tail):\n${hostLog.slice(-6000)}`)));
   afterAll(async () => {
     await caller?.shutdown().catch(() => {});
-    if (host && host.exitCode === null && host.signalCode === null) {
-      const exited = new Promise((r) => host.once("exit", r));
-      host.kill("SIGTERM");
-      await exited;
-    }
+    await stopHost(host);
     await engine?.stop();
   });
 
-  const call = async (function_id: string, payload: unknown, timeoutMs = 90_000): Promise<any> => {
-    for (let i = 0; ; i++) {
-      try {
-        return await caller.trigger({ function_id, payload, timeoutMs });
-      } catch (e) {
-        if (i > 150 || (e as { code?: string }).code !== "function_not_found" || !function_id.startsWith("sandbox::")) throw e;
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    }
-  };
+  const call = (function_id: string, payload: unknown, timeoutMs?: number) => retryingCall(caller, { timeoutMs: 90_000, attempts: 150, retryable: (id) => id.startsWith("sandbox::") })(function_id, payload, timeoutMs);
   /** Wait until `n` warm worker VMs are ready. A spawn that has to wait for a boot can outlast the
    * engine's 30 s call timeout on an overloaded box; cold spawns are the benchmark's business. */
   const warm = (n: number) => until(async () => (await call("sandbox::info", {})).worker_pool?.pool_ready >= n, 150_000);

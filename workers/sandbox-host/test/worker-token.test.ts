@@ -8,7 +8,7 @@ import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { bearer, startSecureEngine, TEST_AUTH_SECRET, token } from "../../../tests/support/auth.ts";
 import type { EngineServer } from "../../../tests/support/engine-server.ts";
-import { qemuMissing, testStateDir, waitFor } from "./support.ts";
+import { qemuMissing, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
 
 const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
 
@@ -38,24 +38,11 @@ describe.skipIf(qemuMissing)(`sandbox workers with AUTH_SECRET${qemuMissing ? ` 
   beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-token] host log (tail):\n${hostLog.slice(-6000)}`)));
   afterAll(async () => {
     await caller?.shutdown().catch(() => {});
-    if (host && host.exitCode === null && host.signalCode === null) {
-      const exited = new Promise((r) => host.once("exit", r));
-      host.kill("SIGTERM");
-      await exited;
-    }
+    await stopHost(host);
     await engine?.stop();
   });
 
-  const call = async (function_id: string, payload: unknown): Promise<any> => {
-    for (let i = 0; ; i++) {
-      try {
-        return await caller.trigger({ function_id, payload, timeoutMs: 90_000 });
-      } catch (e) {
-        if (i > 600 || (e as { code?: string }).code !== "function_not_found" || !function_id.startsWith("sandbox::")) throw e;
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    }
-  };
+  const call = (function_id: string, payload: unknown, timeoutMs?: number) => retryingCall(caller, { timeoutMs: 90_000, attempts: 600, retryable: (id) => id.startsWith("sandbox::") })(function_id, payload, timeoutMs);
 
   test("the sandbox's worker connects with its own token and serves its function; stopping it removes the function", async () => {
     const source = `import { registerWorker } from "iii-sdk";
