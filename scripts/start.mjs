@@ -25,6 +25,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { isMigrated, markMigrated, migrationsStamp } from "./d1-migrations.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const port = process.env.PORT || "8787";
@@ -87,15 +88,22 @@ const SIMULATOR_WARNING = queues.simulated.length
     "Unset III_LOCAL_QUEUES to run them on the durable backend (on disk)."
   : undefined;
 
-const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir, ...configArgs], {
-  cwd: root,
-  env: { ...env, CI: "1" },
-  stdio: ["ignore", "ignore", "inherit"],
-});
-if (migrate.status !== 0) {
-  console.error("D1 migrations failed");
-  process.exit(migrate.status ?? 1);
+// D1 migrations, when the state dir is not migrated to the current ones already (d1-migrations.mjs).
+const stamp = migrationsStamp(process.env.III_WRANGLER_CONFIG ? path.resolve(root, process.env.III_WRANGLER_CONFIG) : path.join(root, "wrangler.toml"));
+if (!isMigrated(stateDir, stamp)) {
+  const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir, ...configArgs], {
+    cwd: root,
+    env: { ...env, CI: "1" },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  if (migrate.status !== 0) {
+    console.error("D1 migrations failed");
+    process.exit(migrate.status ?? 1);
+  }
+  markMigrated(stateDir, stamp);
 }
+// III_MIGRATE_ONLY=1: prepare the state dir and stop (the test helper keeps a migrated template).
+if (process.env.III_MIGRATE_ONLY === "1") process.exit(0);
 
 const args = ["dev", ...configArgs, "--ip", "127.0.0.1", "--port", port, "--persist-to", stateDir, "--show-interactive-dev-session=false", "--log-level", process.env.III_LOG_LEVEL || "warn"];
 if (process.env.III_INSPECTOR_PORT) args.push("--inspector-port", process.env.III_INSPECTOR_PORT);

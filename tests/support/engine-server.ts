@@ -1,11 +1,12 @@
 // Runs what `npm start` runs (scripts/start.mjs: D1 migrations, then wrangler dev) on a free port
 // with its own state directory, for node e2e, interop, browser and benchmark suites.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { isMigrated, migrationsStamp } from "../../scripts/d1-migrations.mjs";
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -57,9 +58,41 @@ async function waitHealthy(url: string, child: ChildProcess, output: () => strin
 const PORT_ATTEMPTS = 4;
 const ADDRESS_IN_USE = /EADDRINUSE|[Aa]ddress already in use/;
 
+/**
+ * A fresh state dir with its D1 already migrated: a copy of a template migrated once per set of
+ * migrations (kept in the temp dir, keyed by their stamp, scripts/d1-migrations.mjs), so each engine
+ * a suite starts skips the wrangler launch that applying them costs.
+ */
+function freshStateDir(env: Record<string, string> | undefined): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "iii-edge-state-"));
+  const config = env?.III_WRANGLER_CONFIG ? path.resolve(repoRoot, env.III_WRANGLER_CONFIG) : path.join(repoRoot, "wrangler.toml");
+  const stamp = migrationsStamp(config);
+  if (!stamp) return dir;
+  const template = path.join(tmpdir(), `iii-edge-d1-template-${stamp.slice(0, 16)}`);
+  if (!isMigrated(template, stamp)) {
+    const building = mkdtempSync(path.join(tmpdir(), "iii-edge-d1-building-"));
+    const r = spawnSync(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], {
+      cwd: repoRoot,
+      env: { ...process.env, ...env, III_STATE_DIR: building, III_MIGRATE_ONLY: "1", PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}` },
+      stdio: ["ignore", "ignore", "inherit"],
+    });
+    if (r.status !== 0 || !isMigrated(building, stamp)) {
+      rmSync(building, { recursive: true, force: true });
+      return dir; // start.mjs migrates it then, and says why it could not
+    }
+    try {
+      renameSync(building, template); // atomic: a suite running alongside finds all or nothing
+    } catch {
+      rmSync(building, { recursive: true, force: true }); // another one got there first
+    }
+  }
+  if (existsSync(template)) cpSync(template, dir, { recursive: true });
+  return dir;
+}
+
 export async function startEngine(opts: { port?: number; stateDir?: string; vars?: Record<string, string>; env?: Record<string, string> } = {}): Promise<EngineServer> {
   let port = opts.port ?? (await freePort());
-  const stateDir = opts.stateDir ?? mkdtempSync(path.join(tmpdir(), "iii-edge-state-"));
+  const stateDir = opts.stateDir ?? freshStateDir(opts.env);
   let url = `http://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
   let log = "";

@@ -156,9 +156,13 @@ iii.registerFunction("mine::callout", async () => {
   });
 
   test("a worker flooding the engine with frames is stopped; another sandbox worker is unaffected", async () => {
-    const source = worker(`for (let i = 0; i < 5000; i++) iii.registerFunction("flood::f" + i, async () => i);`);
+    // Far more frames than the burst, as fast as the guest can send them. The spawn waits for the
+    // last one, so a guest slowed by a loaded box cannot look settled after its first thousand.
+    const FLOOD = 20_000;
+    const source = worker(`for (let i = 0; i < ${FLOOD}; i++) iii.registerFunction("flood::f" + i, async () => i);`);
     expect(await warm(1)).toBe(true);
-    const err = await call("sandbox::spawn_worker", { source, register_prefix: "flood::" }).catch((e: Error) => e);
+    const err = await call("sandbox::spawn_worker", { source, register_prefix: "flood::", wait_for: [`flood::f${FLOOD - 1}`] })
+      .catch((e: Error) => e);
     expect((err as { code?: string }).code).toBe("limit_exceeded");
     expect((err as Error).message).toContain("frame flood");
     expect(await until(async () => (await catalog("flood::")).length === 0, 10_000)).toBe(true);

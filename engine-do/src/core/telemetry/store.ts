@@ -167,34 +167,27 @@ export class TraceStore {
   }
 
   /**
-   * Insert `rows` into `target` (`table (columns…)`, the last column `bytes`), in statements of at
-   * most CHUNK_BYTES: each chunk goes in as one JSON array read by `json_each`, so a batch is a few
-   * statements, not one a row. A row's values are those of every column but `bytes`, which is
-   * appended: the row's own length, counted before it is known (the row without it plus its
-   * digits). An object value goes in as its JSON text (json_extract answers an object as text).
+   * Insert `rows` into `target` (`table (columns…)`, the last column `bytes`): the rows go in as one
+   * JSON array read by `json_each` (one statement a batch, not one a row, and D1's 100-parameter
+   * limit never caps it), split in halves while a statement's text is over CHUNK_BYTES. A row's
+   * values are those of every column but `bytes`, which SQLite fills in as the row's JSON length.
+   * An object value goes in as its JSON text (`->>` answers an object as text).
    */
   private async insertRows(target: string, conflict: string, rows: readonly unknown[][]): Promise<void> {
     if (rows.length === 0) return;
-    const columns = rows[0]!.length + 1;
-    const extract = Array.from({ length: columns }, (_, i) => `json_extract(value, '$[${i}]')`).join(", ");
-    const statement = `INSERT INTO ${target} SELECT ${extract} FROM json_each(?)${conflict ? ` WHERE true ${conflict}` : ""}`;
-    let chunk: string[] = [];
-    let bytes = 0;
-    const flush = async () => {
-      if (chunk.length === 0) return;
-      const body = `[${chunk.join(",")}]`;
-      chunk = [];
-      bytes = 0;
+    const columns = rows[0]!.length;
+    const extract = Array.from({ length: columns }, (_, i) => `value ->> ${i}`).join(", ");
+    const statement = `INSERT INTO ${target} SELECT ${extract}, length(value) FROM json_each(?)${conflict ? ` WHERE true ${conflict}` : ""}`;
+    const put = async (part: readonly unknown[][]): Promise<void> => {
+      const body = JSON.stringify(part);
+      if (body.length > CHUNK_BYTES && part.length > 1) {
+        const half = part.length >> 1;
+        await put(part.slice(0, half));
+        return put(part.slice(half));
+      }
       await this.db.prepare(statement).bind(body).run();
     };
-    for (const values of rows) {
-      const head = JSON.stringify(values);
-      const row = `${head.slice(0, -1)},${head.length + 8}]`;
-      if (bytes + row.length > CHUNK_BYTES) await flush();
-      chunk.push(row);
-      bytes += row.length;
-    }
-    await flush();
+    await put(rows);
   }
 
   /** Retention: older than maxAgeMs, then past maxSpans, then past maxBytes — oldest first. The

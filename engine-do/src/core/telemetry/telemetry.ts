@@ -147,7 +147,17 @@ export class Telemetry {
   }
 
   private spanId(): string {
-    return this.ports.newId().replace(/-/g, "").slice(0, 16);
+    const u = this.ports.newId();
+    return u.slice(0, 8) + u.slice(9, 13) + u.slice(14, 18);
+  }
+
+  /** A new trace id: the time in seconds, then 24 random hex digits (as AWS X-Ray's ids are; W3C
+   * asks only the right-most 7 bytes be random). Time first, a store's trace-id index grows at its
+   * end instead of at a random place — what keeps its inserts cheap while a table is large. */
+  private traceId(): string {
+    const u = this.ports.newId();
+    const seconds = Math.floor(this.ports.clock.now() / 1000) >>> 0;
+    return seconds.toString(16).padStart(8, "0") + u.slice(9, 13) + u.slice(14, 18) + u.slice(19, 23) + u.slice(24, 36);
   }
 
   /**
@@ -165,7 +175,7 @@ export class Telemetry {
       traceId = m[1]!;
       parentId = m[2]!;
     } else {
-      traceId = this.ports.newId().replace(/-/g, "");
+      traceId = this.traceId();
       // OTel's TraceIdRatioBased: the trace id's last 8 hex digits (random) against the ratio.
       if (this.config.sampleRatio < 1 && parseInt(traceId.slice(-8), 16) / 0x1_0000_0000 >= this.config.sampleRatio) {
         return new ActiveSpan(`00-${traceId}-${this.spanId()}-00`, undefined, undefined);
