@@ -118,7 +118,7 @@ const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION"];
 const HARNESS_VARS = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CREDENTIALS_KEY", "HARNESS_DISABLE", "MODELS_OVERRIDES"];
 /** Observability (engine-do/src/core/telemetry/config.ts): tracing switch, sampling, retention,
  * and the OTLP collector spans, logs and metrics are exported to. */
-const TELEMETRY_VARS = ["TRACING", "TRACE_SAMPLE_RATIO", "TRACES_MAX_AGE_MS", "TRACES_MAX_SPANS", "TRACES_MAX_BYTES", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"];
+const TELEMETRY_VARS = ["TRACING", "TRACE_STORE", "TRACE_SAMPLE_RATIO", "TRACE_RATE_LIMIT", "TRACES_MAX_AGE_MS", "TRACES_MAX_SPANS", "TRACES_MAX_BYTES", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"];
 /** Which functions the MCP server at /mcp offers as tools (workers/mcp/README.md). */
 const MCP_VARS = ["MCP_EXPOSE"];
 /** 32 random bytes: an AES-256 key's worth, base64. */

@@ -22,6 +22,8 @@ interface Env {
   INVOKE_TIMEOUT_MS?: string;
   /** Observability (engine-do/src/core/telemetry/config.ts): on|off, head sampling, retention, export. */
   TRACING?: string;
+  TRACE_STORE?: string;
+  TRACE_RATE_LIMIT?: string;
   TRACE_SAMPLE_RATIO?: string;
   TRACES_MAX_AGE_MS?: string;
   TRACES_MAX_SPANS?: string;

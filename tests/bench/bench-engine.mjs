@@ -22,6 +22,9 @@ const OFFLINE_ENV = {
   WRANGLER_SEND_METRICS: "false",
   WRANGLER_HIDE_BANNER: "true",
   CLOUDFLARE_CF_FETCH_ENABLED: "false",
+  // As npm start runs it (scripts/start.mjs): wrangler dev's local trace collector off, which
+  // otherwise records every WebSocket message as an event and costs more than the engine does.
+  X_LOCAL_OBSERVABILITY: process.env.X_LOCAL_OBSERVABILITY ?? "false",
   CI: "1",
 };
 

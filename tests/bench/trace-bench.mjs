@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // Tracing overhead (issue 12): routed invoke (caller → engine → iii-sdk worker in its own process →
 // engine → caller, as run.mjs measures it) on three bench engines started side by side in one
-// run — TRACING=off, TRACING=on (every call a span, batched to D1), and TRACING=on with OTLP export
-// to a local collector (a loopback HTTP sink that reads and discards each body) — at 1 and 100
-// callers. The engines are measured in alternating order run by run; the verdicts use the median
+// run — TRACING=off, TRACING=on as deployed by default (spans batched to D1, at most
+// TRACE_RATE_LIMIT = 1 000 new traces a second recorded), TRACING=on with no rate limit (every call
+// a span), and the default with OTLP export to a local collector (a loopback HTTP sink that reads
+// and discards each body) — at 1 and 100 callers. The engines are measured in alternating order run by run; the verdicts use the median
 // of per-run ratios (each pair measured back to back). Targets: tracing on costs ≤ 10 % rt/s;
 // export adds ≤ 5 % more.
 //
@@ -55,6 +56,26 @@ async function measure(wsUrl, n) {
   return r;
 }
 
+/** One call over a fresh socket; its result. */
+async function builtin(wsUrl, functionId, data) {
+  const ws = await openWs(`${wsUrl}/`);
+  try {
+    return await new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`${functionId}: no answer`)), 10_000);
+      ws.on("message", (raw) => {
+        const f = JSON.parse(raw.toString());
+        if (f.type !== "invocationresult" || f.invocation_id !== "q") return;
+        clearTimeout(t);
+        if (f.error) reject(new Error(JSON.stringify(f.error)));
+        else resolve(f.result);
+      });
+      ws.send(JSON.stringify({ type: "invokefunction", invocation_id: "q", function_id: functionId, data }));
+    });
+  } finally {
+    ws.close();
+  }
+}
+
 async function untilCallable(wsUrl) {
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -86,10 +107,11 @@ async function main() {
   const variants = {
     off: { TRACING: "off" },
     on: { TRACING: "on" },
+    unlimited: { TRACING: "on", TRACE_RATE_LIMIT: "0" },
     export: { TRACING: "on", OTEL_EXPORTER_OTLP_ENDPOINT: collector.url },
   };
   const names = Object.keys(variants);
-  console.log(`iii-edge trace bench: routed invoke, TRACING off / on / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process`);
+  console.log(`iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process`);
   const engines = await Promise.all(names.map((v) => startBenchEngine({ secretVars: variants[v] })));
   for (const e of engines) stops.push(e.stop);
   const byName = Object.fromEntries(names.map((v, i) => [v, engines[i]]));
@@ -105,24 +127,32 @@ async function main() {
       for (const v of order) {
         const r = await measure(byName[v].wsUrl, n);
         ((results[v] ??= {})[n] ??= []).push(r);
-        console.log(`  run ${run}  tracing ${v.padEnd(6)} callers=${String(n).padStart(3)}  ${fmt(r.rps, 0).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(7)} ms  p99 ${fmt(r.p99, 2).padStart(7)} ms  (${r.count} calls${r.failures ? `, ${r.failures} failed` : ""})`);
+        console.log(`  run ${run}  tracing ${v.padEnd(9)} callers=${String(n).padStart(3)}  ${fmt(r.rps, 0).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(7)} ms  p99 ${fmt(r.p99, 2).padStart(7)} ms  (${r.count} calls${r.failures ? `, ${r.failures} failed` : ""})`);
       }
     }
   }
   const m = (v, n, k) => median(results[v][n].map((r) => r[k]));
   const paired = (a, b, n) => median(results[a][n].map((r, i) => r.rps / results[b][n][i].rps));
   console.log(`\nMedians of ${RUNS} runs (ratios: median of per-run pairs):`);
-  console.log("| callers | off rt/s | on rt/s | on+export rt/s | on/off | on+export/on | off p99 | on p99 | on+export p99 |");
-  console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+  console.log("| callers | off rt/s | on rt/s | on, unlimited rt/s | on+export rt/s | on/off | unlimited/off | on+export/on | off p99 | on p99 | on+export p99 |");
+  console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
   const verdicts = [];
   for (const n of CONCURRENCY) {
     const onOff = paired("on", "off", n);
     const exOn = paired("export", "on", n);
-    console.log(`| ${n} | ${fmt(m("off", n, "rps"), 0)} | ${fmt(m("on", n, "rps"), 0)} | ${fmt(m("export", n, "rps"), 0)} | ${fmt(onOff * 100)} % | ${fmt(exOn * 100)} % | ${fmt(m("off", n, "p99"), 2)} ms | ${fmt(m("on", n, "p99"), 2)} ms | ${fmt(m("export", n, "p99"), 2)} ms |`);
+    const unOff = paired("unlimited", "off", n);
+    console.log(`| ${n} | ${fmt(m("off", n, "rps"), 0)} | ${fmt(m("on", n, "rps"), 0)} | ${fmt(m("unlimited", n, "rps"), 0)} | ${fmt(m("export", n, "rps"), 0)} | ${fmt(onOff * 100)} % | ${fmt(unOff * 100)} % | ${fmt(exOn * 100)} % | ${fmt(m("off", n, "p99"), 2)} ms | ${fmt(m("on", n, "p99"), 2)} ms | ${fmt(m("export", n, "p99"), 2)} ms |`);
     verdicts.push(`tracing cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - onOff) * 100)} % rt/s (target ≤ ${TARGET_TRACING_COST * 100} %) ${1 - onOff <= TARGET_TRACING_COST ? "PASS" : "MISS"}`);
+    verdicts.push(`  (no rate limit, every call a span: ${fmt((1 - unOff) * 100)} % rt/s)`);
     verdicts.push(`export cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - exOn) * 100)} % rt/s more (target ≤ ${TARGET_EXPORT_COST * 100} %) ${1 - exOn <= TARGET_EXPORT_COST ? "PASS" : "MISS"}`);
   }
-  console.log(`\ncollector received ${collector.requests()} requests, ${fmt(collector.bytes() / 1e6)} MB`);
+  // What the default engine recorded and what its rate limit passed on unsampled, over the whole run.
+  const counters = await builtin(byName.on.wsUrl, "engine::metrics::list", {}).catch(() => undefined);
+  const value = (name) => counters?.metrics?.find((x) => x.name === name)?.value ?? 0;
+  const stored = value("iii.telemetry.spans.stored");
+  const limited = value("iii.telemetry.traces.rate_limited");
+  console.log(`\ndefault engine (TRACE_RATE_LIMIT 1 000/s): ${stored} spans stored, ${limited} traces passed on unsampled by the rate limit (${fmt((100 * limited) / Math.max(1, stored + limited))} % of calls)`);
+  console.log(`collector received ${collector.requests()} requests, ${fmt(collector.bytes() / 1e6)} MB`);
   for (const v of verdicts) console.log(v);
   collector.close();
   children.forEach((c) => c.kill("SIGTERM"));

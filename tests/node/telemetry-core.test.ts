@@ -190,6 +190,34 @@ describe("the tracer", () => {
     expect((await core.telemetry.store!.counts()).spans).toBe(1);
   });
 
+  it("records at most TRACE_RATE_LIMIT new traces a second: the rest go on unsampled and are counted; a sampled parent always records", async () => {
+    let now = 1_700_000_000_000;
+    const core = engine({ vars: { TRACE_RATE_LIMIT: "5" }, now: () => now });
+    const target = new FakeConn("target");
+    core.connect(target, "t");
+    core.message(target, JSON.stringify({ type: "registerfunction", id: "a::b" }));
+    const sent = () => (target.frames.filter((f) => f.type === "invokefunction") as { traceparent: string }[]).map((f) => f.traceparent);
+    const calls: Promise<unknown>[] = [];
+    for (let i = 0; i < 8; i++) calls.push(core.invoke({ function_id: "a::b", data: {} }));
+    // A second's worth at once, then the bucket is empty: the hops after a limited root are told (flags 00).
+    expect(sent().map((t) => t.slice(-2))).toEqual(["01", "01", "01", "01", "01", "00", "00", "00"]);
+    const limited = (await core.telemetry.metrics.list("iii.telemetry.traces.rate_limited")).metrics[0];
+    expect(limited?.type === "counter" && limited.value).toBe(3);
+    // Still empty, a trace that arrives sampled is recorded (parent-based).
+    await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: PARENT });
+    // 400 ms later two tokens have come back (5 a second).
+    now += 400;
+    for (let i = 0; i < 3; i++) calls.push(core.invoke({ function_id: "a::b", data: {} }));
+    expect(sent().slice(8).map((t) => t.slice(-2))).toEqual(["01", "01", "00"]);
+    // Answered, the recorded calls end: 5 + 2 invoke spans, and the sampled parent's one.
+    for (const f of target.frames.filter((f) => f.type === "invokefunction") as { invocation_id: string }[]) {
+      core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: f.invocation_id, function_id: "a::b", result: 1 }));
+    }
+    await Promise.all(calls);
+    await core.telemetry.flush();
+    expect((await core.telemetry.store!.counts()).spans).toBe(8);
+  });
+
   it("a cross-namespace call is a client span whose child is the other namespace's invoke", async () => {
     const db = d1();
     const other = engine({ db, namespace: "b" });
@@ -357,8 +385,22 @@ describe("export", () => {
     await until(() => receiver.metrics.some((m) => m.name === "iii.invocation.duration" && m.kind === "histogram"), "the engine's metrics");
   });
 
+  it("TRACE_STORE=off exports every span and keeps none; the readers say where the traces are", async () => {
+    const db = d1(); // the binding is there: the var alone decides
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" }, db });
+    const trace = "56".repeat(16);
+    await core.invoke({ function_id: "state::set", data: { scope: "s", key: "k", value: 1 }, traceparent: `00-${trace}-${"78".repeat(8)}-01` });
+    await core.telemetry.drainExport();
+    expect(receiver.spans.filter((s) => s.trace_id === trace).map((s) => s.name)).toEqual(["invoke state::set"]);
+    expect(core.telemetry.store).toBeUndefined();
+    const read = await core.invoke({ function_id: "engine::traces::list", data: { trace_id: trace } });
+    expect(read).toMatchObject({ ok: false, error: { code: "function_not_invokable" } });
+    expect(!read.ok && read.error.message).toContain("TRACE_STORE=off");
+  });
+
   it("a failing collector costs the batch (counted), never the call; a full buffer drops and counts", async () => {
-    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url } });
+    // No trace rate limit: the overflow below starts more traces at once than the default allows.
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_RATE_LIMIT: "0" } });
     receiver.fail(100);
     await core.invoke({ function_id: "engine::functions::list", data: {} });
     await core.telemetry.drainExport();

@@ -29,6 +29,9 @@ const DEFAULT_CONCURRENCY = 10;
 /** Longest wait for the redeliveries after the restart: iii-sdk's reconnect delay is at most 30 s
  * (+30 % jitter), then the durable queue delivers at once. */
 const REDELIVERY_BOUND_MS = 60_000;
+/** How long the simulator gets, once its worker is back, to show it kept nothing: three times
+ * what the durable backend takes to redeliver a flood after a restart. */
+const REDELIVERED_WITHIN_MS = 3_000;
 
 interface Job {
   i: number;
@@ -161,8 +164,13 @@ describe("kill -9 of npm start mid-flood on the default queue", () => {
     await engine.start();
     expect(engine.output()).toMatch(/Cloudflare Queues simulator keeps messages in memory only/);
     open = true;
-    // Give the queue what the durable backend needed to redeliver everything, and more.
-    await new Promise((r) => setTimeout(r, 15_000));
+    // Once the worker is back, give the queue what the durable backend needs to redeliver everything
+    // (about a second after the restart, printed by the first case), three times over.
+    await eventually(async () => {
+      const { functions } = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+      return functions.some((f) => f.function_id === "crash::job");
+    }, REDELIVERY_BOUND_MS, "the worker back after the restart");
+    await new Promise((r) => setTimeout(r, REDELIVERED_WITHIN_MS));
     const lost = acked.filter((i) => !handled.has(i)).length;
     console.log(`cloudflare (local simulator): ${lost}/${MESSAGES} acknowledged messages lost after kill -9`);
     expect(lost).toBeGreaterThan(0);

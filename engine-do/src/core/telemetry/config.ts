@@ -5,9 +5,18 @@ export interface TelemetryConfig {
   /** TRACING=on|off (default on): off, the engine makes no spans and stores nothing workers send;
    * trace context is still carried exactly as before. */
   tracing: boolean;
+  /** TRACE_STORE=on|off (default on): off, spans and logs are not kept in D1 — only exported (a
+   * deployment whose collector is where traces are read), and the engine::traces readers say so. */
+  store: boolean;
   /** TRACE_SAMPLE_RATIO (0…1, default 1): head sampling of traces the engine starts; a trace that
    * arrives with a `traceparent` keeps its own sampled flag (parent-based, as OTel's default). */
   sampleRatio: number;
+  /** TRACE_RATE_LIMIT (traces a second, default 1 000; 0: no limit): the most new traces one engine
+   * object records each second, after the ratio (a token bucket holding one second's worth). Past
+   * it a trace it starts is passed on unsampled and counted (`iii.telemetry.traces.rate_limited`);
+   * one that arrives sampled is always recorded. At the default store bound (100 000 spans) more
+   * would only turn the store over faster than anyone reads it. */
+  rateLimit: number;
   /** TRACES_MAX_AGE_MS (default 24 h): spans and logs older than this are dropped. */
   maxAgeMs: number;
   /** TRACES_MAX_SPANS (default 100 000): past it the oldest spans are dropped (logs: the same
@@ -23,6 +32,7 @@ export interface TelemetryConfig {
   exportHeaders: Record<string, string>;
 }
 
+export const DEFAULT_TRACE_RATE_LIMIT = 1_000;
 export const DEFAULT_MAX_AGE_MS = 24 * 3_600_000;
 export const DEFAULT_MAX_SPANS = 100_000;
 export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
@@ -30,16 +40,21 @@ export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
 const MAX_AGE_LIMIT_MS = 90 * 24 * 3_600_000;
 const MAX_SPANS_LIMIT = 10_000_000;
 const MAX_BYTES_LIMIT = 4 * 1024 * 1024 * 1024;
+const MAX_RATE_LIMIT = 1_000_000;
 
 export interface TelemetryVars {
   TRACING?: string;
+  TRACE_STORE?: string;
   TRACE_SAMPLE_RATIO?: string;
+  TRACE_RATE_LIMIT?: string;
   TRACES_MAX_AGE_MS?: string;
   TRACES_MAX_SPANS?: string;
   TRACES_MAX_BYTES?: string;
   OTEL_EXPORTER_OTLP_ENDPOINT?: string;
   OTEL_EXPORTER_OTLP_HEADERS?: string;
 }
+
+const OFF = /^(off|false|0|no)$/i;
 
 function intVar(v: string | undefined, dflt: number, min: number, max: number): number {
   if (!v || !/^\d+$/.test(v.trim())) return dflt;
@@ -69,8 +84,10 @@ export function telemetryConfig(vars: TelemetryVars = {}): TelemetryConfig {
   const ratio = Number(vars.TRACE_SAMPLE_RATIO ?? "1");
   const endpoint = vars.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
   const cfg: TelemetryConfig = {
-    tracing: !/^(off|false|0|no)$/i.test((vars.TRACING ?? "on").trim()),
+    tracing: !OFF.test((vars.TRACING ?? "on").trim()),
+    store: !OFF.test((vars.TRACE_STORE ?? "on").trim()),
     sampleRatio: Number.isFinite(ratio) && ratio >= 0 && ratio <= 1 ? ratio : 1,
+    rateLimit: intVar(vars.TRACE_RATE_LIMIT, DEFAULT_TRACE_RATE_LIMIT, 0, MAX_RATE_LIMIT),
     maxAgeMs: intVar(vars.TRACES_MAX_AGE_MS, DEFAULT_MAX_AGE_MS, 1_000, MAX_AGE_LIMIT_MS),
     maxSpans: intVar(vars.TRACES_MAX_SPANS, DEFAULT_MAX_SPANS, 1, MAX_SPANS_LIMIT),
     maxBytes: intVar(vars.TRACES_MAX_BYTES, DEFAULT_MAX_BYTES, 1_024, MAX_BYTES_LIMIT),

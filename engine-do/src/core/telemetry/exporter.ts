@@ -28,6 +28,7 @@ export class OtlpExporter {
   private logs: LogRecord[] = [];
   private metricBodies: unknown[] = [];
   private readonly inflight = { traces: false, logs: false, metrics: false };
+  private readonly running: Partial<Record<"traces" | "logs" | "metrics", Promise<void>>> = {};
 
   constructor(endpoint: string, headers: Record<string, string>, fetch: ExportFetch, metrics: EngineMetrics, resource: Record<string, string>) {
     this.endpoint = endpoint;
@@ -71,7 +72,25 @@ export class OtlpExporter {
     await Promise.all(sends);
   }
 
-  private async sendLoop(signal: "traces" | "logs" | "metrics"): Promise<void> {
+  /** Resolves once nothing is buffered or in flight (tests, and a shutdown that must export all). */
+  async settle(): Promise<void> {
+    for (;;) {
+      await this.drain();
+      const running = Object.values(this.running).filter((p): p is Promise<void> => p !== undefined);
+      if (running.length === 0 && this.buffered === 0) return;
+      await Promise.all(running);
+    }
+  }
+
+  private sendLoop(signal: "traces" | "logs" | "metrics"): Promise<void> {
+    const run = this.sendAll(signal).finally(() => {
+      if (this.running[signal] === run) delete this.running[signal];
+    });
+    this.running[signal] = run;
+    return run;
+  }
+
+  private async sendAll(signal: "traces" | "logs" | "metrics"): Promise<void> {
     this.inflight[signal] = true;
     try {
       for (;;) {

@@ -126,13 +126,17 @@ export class Telemetry {
   /** The chain of store writes, so a query can wait for what was flushed before it. */
   private writing: Promise<void> = Promise.resolve();
   private lastPrune = 0;
+  private traceTokens: number;
+  private tokensAt: number;
   private lastMetricsExport = 0;
 
   constructor(ports: EnginePorts, opts: TelemetryOptions = {}) {
     this.ports = ports;
     this.config = telemetryConfig(opts.vars);
     this.metrics = new EngineMetrics(() => ports.clock.now());
-    if (opts.db) this.store = new TraceStore(opts.db, ports.namespace);
+    this.traceTokens = this.config.rateLimit;
+    this.tokensAt = ports.clock.now();
+    if (opts.db && this.config.store) this.store = new TraceStore(opts.db, ports.namespace);
     if (this.config.exportEndpoint && opts.fetch) {
       this.exporter = new OtlpExporter(this.config.exportEndpoint, this.config.exportHeaders, opts.fetch, this.metrics, { "service.namespace": ports.namespace });
     }
@@ -180,6 +184,10 @@ export class Telemetry {
       if (this.config.sampleRatio < 1 && parseInt(traceId.slice(-8), 16) / 0x1_0000_0000 >= this.config.sampleRatio) {
         return new ActiveSpan(`00-${traceId}-${this.spanId()}-00`, undefined, undefined);
       }
+      if (this.config.rateLimit > 0 && !this.takeTraceToken()) {
+        this.metrics.add("iii.telemetry.traces.rate_limited");
+        return new ActiveSpan(`00-${traceId}-${this.spanId()}-00`, undefined, undefined);
+      }
     }
     const spanId = this.spanId();
     const span: Span = {
@@ -197,6 +205,17 @@ export class Telemetry {
     if (opts.kind) span.kind = opts.kind;
     span.attributes["iii.namespace"] = this.ports.namespace;
     return new ActiveSpan(`00-${traceId}-${spanId}-01`, span, this);
+  }
+
+  /** TRACE_RATE_LIMIT's bucket: a new trace takes a token; it refills at the limit a second. */
+  private takeTraceToken(): boolean {
+    const now = this.ports.clock.now();
+    const limit = this.config.rateLimit;
+    this.traceTokens = Math.min(limit, this.traceTokens + ((now - this.tokensAt) / 1000) * limit);
+    this.tokensAt = now;
+    if (this.traceTokens < 1) return false;
+    this.traceTokens -= 1;
+    return true;
   }
 
   /** Is this built-in left untraced (the telemetry readers)? */
@@ -289,7 +308,7 @@ export class Telemetry {
   /** Export what is buffered and wait for it (tests). */
   async drainExport(): Promise<void> {
     await this.flush();
-    await this.exporter?.drain();
+    await this.exporter?.settle();
   }
 
   // ---------------------------------------------------------------- ingest (/otel, RPC)
@@ -321,7 +340,9 @@ export class Telemetry {
 
   /** What a query needs first: this object's pending records in the store. */
   async settled(): Promise<TraceStore> {
-    if (!this.store) throw new IIIError("function_not_invokable", "no trace store is configured (D1 binding DB)");
+    if (!this.store) {
+      throw new IIIError("function_not_invokable", this.config.store ? "no trace store is configured (D1 binding DB)" : "this engine keeps no traces (TRACE_STORE=off): read them at its OTLP collector");
+    }
     await this.flush();
     return this.store;
   }
