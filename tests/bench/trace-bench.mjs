@@ -1,26 +1,31 @@
 #!/usr/bin/env node
 // Tracing overhead (issue 12): routed invoke (caller → engine → iii-sdk worker in its own process →
-// engine → caller, as run.mjs measures it) on three bench engines started side by side in one
-// run — TRACING=off, TRACING=on as deployed by default (spans batched to D1, at most
-// TRACE_RATE_LIMIT = 1 000 new traces a second recorded), TRACING=on with no rate limit (every call
-// a span), and the default with OTLP export to a local collector (a loopback HTTP sink that reads
-// and discards each body) — at 1 and 100 callers. The engines are measured in alternating order run by run; the verdicts use the median
-// of per-run ratios (each pair measured back to back). Targets: tracing on costs ≤ 10 % rt/s;
-// export adds ≤ 5 % more.
+// engine → caller, as run.mjs measures it) on four bench engines started in one run — TRACING=off,
+// TRACING=on as deployed by default (spans batched to D1, at most TRACE_RATE_LIMIT = 1 000 new
+// traces a second recorded), TRACING=on with no rate limit (every call a span), and the default
+// with OTLP export to a local collector (a loopback HTTP sink that reads and discards each body) —
+// at 1 and 100 callers. Targets: tracing on costs ≤ 10 % rt/s; export adds ≤ 5 % more.
 //
-// Options (env): BENCH_DURATION_MS (3000), BENCH_WARMUP_MS (1000), BENCH_RUNS (3),
+// This machine's speed drifts by tens of percent within a minute, more than the 10 % to resolve,
+// so the windows are short (2 s, the four of a run within 8 s) and many: the verdicts use the
+// median of 9 runs' ratios. (Two engines loaded at the same time drift together, but share the
+// cores so unevenly that their ratio is noisier still: 28–250 % at 100 callers, tried and dropped.)
+// Options (env): BENCH_DURATION_MS (1500), BENCH_WARMUP_MS (500), BENCH_RUNS (9),
 // BENCH_CONCURRENCY ("1,100").
 import { spawn } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBenchEngine } from "./bench-engine.mjs";
-import { closedLoop, DURATION_MS, openWs, RUNS, sleep, WARMUP_MS, wsChannel } from "./callers.ts";
+import { closedLoop, openWs, sleep, wsChannel } from "./callers.ts";
 import { fmt, median } from "./stats.ts";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,100").split(",").map(Number);
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 1500);
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 500);
+const RUNS = Number(process.env.BENCH_RUNS ?? 9);
 /** The issue's targets. */
 const TARGET_TRACING_COST = 0.1;
 const TARGET_EXPORT_COST = 0.05;
@@ -51,6 +56,8 @@ async function measure(wsUrl, n) {
   const r = await closedLoop(sockets.map(wsChannel), {
     frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`,
     failureLabel: "routed call failed",
+    durationMs: DURATION_MS,
+    warmupMs: WARMUP_MS,
   });
   for (const ws of sockets) ws.close();
   return r;
@@ -120,6 +127,8 @@ async function main() {
     children.push(w);
     await untilCallable(byName[v].wsUrl);
   }
+  // Each run measures the four back to back in a short window each, in an order that alternates
+  // run by run; the ratios are those of one run's windows, and the verdicts their medians.
   const results = {};
   for (let run = 1; run <= RUNS; run++) {
     for (const n of CONCURRENCY) {
