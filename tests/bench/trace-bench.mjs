@@ -10,7 +10,8 @@
 // so the windows are short (2 s, the four of a run within 8 s) and many: the verdicts use the
 // median of 9 runs' ratios. (Two engines loaded at the same time drift together, but share the
 // cores so unevenly that their ratio is noisier still: 28–250 % at 100 callers, tried and dropped.)
-// Options (env): BENCH_DURATION_MS (1500), BENCH_WARMUP_MS (500), BENCH_RUNS (9),
+// Options (env): BENCH_DURATION_MS (1500), BENCH_WARMUP_MS (500), BENCH_RUNS (9), BENCH_AA=1 (every
+// engine TRACING=off: the bench's own resolution),
 // BENCH_CONCURRENCY ("1,100").
 import { spawn } from "node:child_process";
 import http from "node:http";
@@ -117,6 +118,8 @@ async function main() {
     unlimited: { TRACING: "on", TRACE_RATE_LIMIT: "0" },
     export: { TRACING: "on", OTEL_EXPORTER_OTLP_ENDPOINT: collector.url },
   };
+  // BENCH_AA=1: all four run TRACING=off, to see what this bench resolves on this machine (an A/A run).
+  if (process.env.BENCH_AA === "1") for (const v of Object.keys(variants)) variants[v] = { TRACING: "off" };
   const names = Object.keys(variants);
   console.log(`iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process`);
   const engines = await Promise.all(names.map((v) => startBenchEngine({ secretVars: variants[v] })));
