@@ -8,6 +8,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { isMigrated, markMigrated, migrationsStamp } from "../../scripts/d1-migrations.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -55,10 +56,15 @@ export function freePort() {
  * Start one. `secretVars` (AUTH_SECRET, AUTH_FUNCTION) reach the Worker as scripts/start.mjs passes
  * them: through a private env file (mode 0600, in the state directory), never on the command line.
  */
-export async function startBenchEngine({ port: wantPort, secretVars } = {}) {
+export async function startBenchEngine({ port: wantPort, secretVars, persist: reuse } = {}) {
   const port = wantPort || (await freePort());
-  const persist = mkdtempSync(path.join(tmpdir(), "iii-bench-"));
-  execFileSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, "-c", config], { cwd: root, env: OFFLINE_ENV, stdio: ["ignore", "ignore", "inherit"] });
+  // `persist`: start on the state an earlier engine left (its D1 already migrated).
+  const persist = reuse ?? mkdtempSync(path.join(tmpdir(), "iii-bench-"));
+  const stamp = migrationsStamp(config);
+  if (!isMigrated(persist, stamp)) {
+    execFileSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, "-c", config], { cwd: root, env: OFFLINE_ENV, stdio: ["ignore", "ignore", "inherit"] });
+    markMigrated(persist, stamp);
+  }
   const args = ["dev", "-c", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(await freePort()), "--persist-to", persist, "--show-interactive-dev-session=false", "--log-level", "warn"];
   if (secretVars) {
     const file = path.join(persist, "vars.env");

@@ -7,8 +7,9 @@
 // at 1 and 100 callers. Targets: tracing on costs ≤ 10 % rt/s; export adds ≤ 5 % more.
 //
 // This machine's speed drifts by tens of percent within a minute, more than the 10 % to resolve,
-// so the windows are short (2 s, the four of a run within 8 s) and many: the verdicts use the
-// median of 9 runs' ratios. (Two engines loaded at the same time drift together, but share the
+// so the windows are short (2 s, the four of a run within 8 s) and many, each run on freshly
+// started engines with the configurations rotated over them (below): the verdicts use the median
+// of 9 runs' ratios. (Two engines loaded at the same time drift together, but share the
 // cores so unevenly that their ratio is noisier still: 28–250 % at 100 callers, tried and dropped.)
 // Options (env): BENCH_DURATION_MS (1500), BENCH_WARMUP_MS (500), BENCH_RUNS (9), BENCH_AA=1 (every
 // engine TRACING=off: the bench's own resolution),
@@ -27,6 +28,8 @@ const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,100").split(",").map(Nu
 const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 1500);
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 500);
 const RUNS = Number(process.env.BENCH_RUNS ?? 9);
+/** Load on each freshly started engine before a run measures it. */
+const WARM_MS = 2_000;
 /** The issue's targets. */
 const TARGET_TRACING_COST = 0.1;
 const TARGET_EXPORT_COST = 0.05;
@@ -51,13 +54,13 @@ async function sink() {
 }
 
 /** N callers, one call outstanding each (closed loop), as run.mjs's `measure` for routed. */
-async function measure(wsUrl, n) {
+async function measure(wsUrl, n, durationMs = DURATION_MS) {
   const sockets = await Promise.all(Array.from({ length: n }, () => openWs(`${wsUrl}/`)));
   await sleep(50);
   const r = await closedLoop(sockets.map(wsChannel), {
     frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`,
     failureLabel: "routed call failed",
-    durationMs: DURATION_MS,
+    durationMs,
     warmupMs: WARMUP_MS,
   });
   for (const ws of sockets) ws.close();
@@ -122,18 +125,35 @@ async function main() {
   if (process.env.BENCH_AA === "1") for (const v of Object.keys(variants)) variants[v] = { TRACING: "off" };
   const names = Object.keys(variants);
   console.log(`iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process`);
-  const engines = await Promise.all(names.map((v) => startBenchEngine({ secretVars: variants[v] })));
-  for (const e of engines) stops.push(e.stop);
-  const byName = Object.fromEntries(names.map((v, i) => [v, engines[i]]));
-  for (const v of names) {
-    const w = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), byName[v].wsUrl, "sdk"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
-    children.push(w);
-    await untilCallable(byName[v].wsUrl);
-  }
+  // Four engine processes ("slots"), each on its own state; every run they are restarted with the
+  // configurations rotated one slot on, so no configuration keeps the luck of one process (the A/A
+  // run showed processes of one configuration ~6 % apart). A slot's D1 keeps what earlier runs
+  // stored in it, so the store grows through the bench as it would in use.
+  const slots = names.map(() => ({ engine: undefined, worker: undefined, persist: undefined, variant: undefined }));
+  stops.push(() => Promise.all(slots.map((s) => s.engine?.stop())));
+  const assign = async (run) => {
+    await Promise.all(
+      slots.map(async (slot, i) => {
+        slot.worker?.kill("SIGTERM");
+        await slot.engine?.stop();
+        slot.variant = names[(i + run) % names.length];
+        slot.engine = await startBenchEngine({ secretVars: variants[slot.variant], persist: slot.persist });
+        slot.persist = slot.engine.persist;
+        slot.worker = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), slot.engine.wsUrl, "sdk"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
+        children.push(slot.worker);
+        await untilCallable(slot.engine.wsUrl);
+      }),
+    );
+    // A fresh process is cold (its JIT, its object's first wake): warm each before it is measured.
+    for (const slot of slots) await measure(slot.engine.wsUrl, 10, WARM_MS);
+    return Object.fromEntries(slots.map((s) => [s.variant, s.engine]));
+  };
+  let byName;
   // Each run measures the four back to back in a short window each, in an order that alternates
   // run by run; the ratios are those of one run's windows, and the verdicts their medians.
   const results = {};
   for (let run = 1; run <= RUNS; run++) {
+    byName = await assign(run);
     for (const n of CONCURRENCY) {
       const order = run % 2 ? names : [...names].reverse();
       for (const v of order) {
@@ -158,12 +178,12 @@ async function main() {
     verdicts.push(`  (no rate limit, every call a span: ${fmt((1 - unOff) * 100)} % rt/s)`);
     verdicts.push(`export cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - exOn) * 100)} % rt/s more (target ≤ ${TARGET_EXPORT_COST * 100} %) ${1 - exOn <= TARGET_EXPORT_COST ? "PASS" : "MISS"}`);
   }
-  // What the default engine recorded and what its rate limit passed on unsampled, over the whole run.
+  // What the default engine recorded and what its rate limit passed on unsampled, in the last run.
   const counters = await builtin(byName.on.wsUrl, "engine::metrics::list", {}).catch(() => undefined);
   const value = (name) => counters?.metrics?.find((x) => x.name === name)?.value ?? 0;
   const stored = value("iii.telemetry.spans.stored");
   const limited = value("iii.telemetry.traces.rate_limited");
-  console.log(`\ndefault engine (TRACE_RATE_LIMIT 1 000/s): ${stored} spans stored, ${limited} traces passed on unsampled by the rate limit (${fmt((100 * limited) / Math.max(1, stored + limited))} % of calls)`);
+  console.log(`\ndefault engine, last run (TRACE_RATE_LIMIT 1 000/s): ${stored} spans stored, ${limited} traces passed on unsampled by the rate limit (${fmt((100 * limited) / Math.max(1, stored + limited))} % of calls)`);
   console.log(`collector received ${collector.requests()} requests, ${fmt(collector.bytes() / 1e6)} MB`);
   for (const v of verdicts) console.log(v);
   collector.close();
