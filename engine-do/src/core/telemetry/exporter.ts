@@ -27,7 +27,7 @@ export class OtlpExporter {
   private spans: Span[] = [];
   private logs: LogRecord[] = [];
   private metricBodies: unknown[] = [];
-  private readonly inflight = { traces: false, logs: false, metrics: false };
+  /** The send loop of each signal while one runs (at most one each). */
   private readonly running: Partial<Record<"traces" | "logs" | "metrics", Promise<void>>> = {};
 
   constructor(endpoint: string, headers: Record<string, string>, fetch: ExportFetch, metrics: EngineMetrics, resource: Record<string, string>) {
@@ -66,9 +66,9 @@ export class OtlpExporter {
   /** Send what is buffered (a batch per signal not already in flight); resolves when sent. */
   async drain(): Promise<void> {
     const sends: Promise<void>[] = [];
-    if (!this.inflight.traces && this.spans.length) sends.push(this.sendLoop("traces"));
-    if (!this.inflight.logs && this.logs.length) sends.push(this.sendLoop("logs"));
-    if (!this.inflight.metrics && this.metricBodies.length) sends.push(this.sendLoop("metrics"));
+    if (!this.running.traces && this.spans.length) sends.push(this.sendLoop("traces"));
+    if (!this.running.logs && this.logs.length) sends.push(this.sendLoop("logs"));
+    if (!this.running.metrics && this.metricBodies.length) sends.push(this.sendLoop("metrics"));
     await Promise.all(sends);
   }
 
@@ -91,29 +91,24 @@ export class OtlpExporter {
   }
 
   private async sendAll(signal: "traces" | "logs" | "metrics"): Promise<void> {
-    this.inflight[signal] = true;
-    try {
-      for (;;) {
-        let body: unknown;
-        let n: number;
-        if (signal === "traces") {
-          const batch = this.spans.splice(0, EXPORT_BATCH);
-          n = batch.length;
-          body = n ? encodeSpans(batch, this.resource) : undefined;
-        } else if (signal === "logs") {
-          const batch = this.logs.splice(0, EXPORT_BATCH);
-          n = batch.length;
-          body = n ? encodeLogs(batch, this.resource) : undefined;
-        } else {
-          const b = this.metricBodies.shift();
-          n = b === undefined ? 0 : 1;
-          body = b;
-        }
-        if (!n) return;
-        await this.post(`/v1/${signal}`, body, n);
+    for (;;) {
+      let body: unknown;
+      let n: number;
+      if (signal === "traces") {
+        const batch = this.spans.splice(0, EXPORT_BATCH);
+        n = batch.length;
+        body = n ? encodeSpans(batch, this.resource) : undefined;
+      } else if (signal === "logs") {
+        const batch = this.logs.splice(0, EXPORT_BATCH);
+        n = batch.length;
+        body = n ? encodeLogs(batch, this.resource) : undefined;
+      } else {
+        const b = this.metricBodies.shift();
+        n = b === undefined ? 0 : 1;
+        body = b;
       }
-    } finally {
-      this.inflight[signal] = false;
+      if (!n) return;
+      await this.post(`/v1/${signal}`, body, n);
     }
   }
 
