@@ -45,11 +45,12 @@ export function alive(pid: number | undefined): boolean {
   }
 }
 
-export async function waitFor(cond: () => boolean, timeoutMs = 5_000): Promise<boolean> {
+/** Poll `cond` (it may be async: a call to the host) every `everyMs` until it holds or the time is up. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 5_000, everyMs = 25): Promise<boolean> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, 25));
+    if (await cond()) return true;
+    await new Promise((r) => setTimeout(r, everyMs));
   }
   return cond();
 }

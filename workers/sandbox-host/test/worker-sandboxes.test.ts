@@ -20,14 +20,8 @@ const CATALOG_WITHIN_MS = 1_000;
 const WORKER_POOL = 2;
 const overload = () => Math.max(1, os.loadavg()[0]! / os.availableParallelism());
 
-async function until(cond: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return cond();
-}
+/** Conditions that ask the host, polled every 50 ms. */
+const until = (cond: () => Promise<boolean>, timeoutMs: number) => waitFor(cond, timeoutMs, 50);
 
 const worker = (body: string) => `import { registerWorker } from "iii-sdk";
 const iii = registerWorker(process.env.III_URL, { workerName: "sandboxed", otel: { enabled: false }, enableMetricsReporting: false });

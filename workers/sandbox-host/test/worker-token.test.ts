@@ -28,12 +28,8 @@ describe.skipIf(qemuMissing)(`sandbox workers with AUTH_SECRET${qemuMissing ? ` 
     expect(hostLog).toContain("a token per sandbox");
     caller = registerWorker(engine.wsUrl, { workerName: "token-caller", headers: bearer(await token("caller")), otel: { enabled: false }, enableMetricsReporting: false });
     // Spawn from the warm pool: a cold boot on a busy box can outlast the engine's 30 s call timeout.
-    let ready = false;
-    for (const end = Date.now() + 240_000; !ready && Date.now() < end;) {
-      ready = (await call("sandbox::info", {}).catch(() => undefined))?.worker_pool?.pool_ready === 1;
-      if (!ready) await new Promise((r) => setTimeout(r, 250));
-    }
-    expect(ready).toBe(true);
+    const ready = () => call("sandbox::info", {}).then((info) => info?.worker_pool?.pool_ready === 1, () => false);
+    expect(await waitFor(ready, 240_000, 250)).toBe(true);
   }, 360_000);
   beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-token] host log (tail):\n${hostLog.slice(-6000)}`)));
   afterAll(async () => {
