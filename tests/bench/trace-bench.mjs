@@ -1,33 +1,42 @@
 #!/usr/bin/env node
 // Tracing overhead (issue 12): routed invoke (caller → engine → iii-sdk worker in its own process →
 // engine → caller, as run.mjs measures it) on four bench engines started in one run — TRACING=off,
-// TRACING=on as deployed by default (spans batched to D1, at most TRACE_RATE_LIMIT = 1 000 new
+// TRACING=on as deployed by default (spans batched to D1, at most TRACE_RATE_LIMIT = 100 new
 // traces a second recorded), TRACING=on with no rate limit (every call a span), and the default
 // with OTLP export to a local collector (a loopback HTTP sink that reads and discards each body) —
 // at 1 and 100 callers. Targets: tracing on costs ≤ 10 % rt/s; export adds ≤ 5 % more.
 //
 // This machine's speed drifts by tens of percent within a minute, more than the 10 % to resolve,
-// so the windows are short (2 s, the four of a run within 8 s) and many, each run on freshly
-// started engines with the configurations rotated over them (below): the verdicts use the median
-// of 9 runs' ratios. (Two engines loaded at the same time drift together, but share the
-// cores so unevenly that their ratio is noisier still: 28–250 % at 100 callers, tried and dropped.)
-// Options (env): BENCH_DURATION_MS (1500), BENCH_WARMUP_MS (500), BENCH_RUNS (9), BENCH_AA=1 (every
-// engine TRACING=off: the bench's own resolution),
-// BENCH_CONCURRENCY ("1,100").
+// so the configurations are compared in short windows close together: each run restarts the four
+// engines with the configurations rotated one slot on (processes of one configuration differ by
+// ~6 %, so over 4 runs each configuration sits in every slot once), opens the callers of every
+// engine once, and measures each concurrency in cycles of one 1 s window per configuration, the
+// order rotated cycle by cycle. After each window the engine stores what it holds before the next
+// window begins, so a configuration's deferred work (its last batch of spans) is never counted
+// against another. The verdicts are medians of the per-cycle ratios (4 runs × 8 cycles = 32), and
+// the middle half of those ratios is printed beside them: what one cycle resolves here. (Two
+// engines loaded at the same time share the cores so unevenly that their ratio is noisier still:
+// 28–250 % at 100 callers; pinning each to its own core with taskset did no better. Both tried
+// and dropped.)
+// Options (env): BENCH_DURATION_MS (1000), BENCH_WARMUP_MS (250), BENCH_RUNS (4), BENCH_CYCLES (8),
+// BENCH_AA=1 (every engine TRACING=off: the bench's own resolution), BENCH_CONCURRENCY ("1,100").
 import { spawn } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBenchEngine } from "./bench-engine.mjs";
-import { closedLoop, openWs, sleep, wsChannel } from "./callers.ts";
+import { closedLoop, openWs, sleep } from "./callers.ts";
 import { fmt, median } from "./stats.ts";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,100").split(",").map(Number);
-const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 1500);
-const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 500);
-const RUNS = Number(process.env.BENCH_RUNS ?? 9);
+const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 1000);
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 250);
+const RUNS = Number(process.env.BENCH_RUNS ?? 4);
+const CYCLES = Number(process.env.BENCH_CYCLES ?? 8);
+/** Idle after a window's flush, for the export and retention that follow it. */
+const SETTLE_MS = 300;
 /** Load on each freshly started engine before a run measures it. */
 const WARM_MS = 2_000;
 /** The issue's targets. */
@@ -53,20 +62,6 @@ async function sink() {
   return { url: `http://127.0.0.1:${server.address().port}`, bytes: () => bytes, requests: () => requests, close: () => server.close() };
 }
 
-/** N callers, one call outstanding each (closed loop), as run.mjs's `measure` for routed. */
-async function measure(wsUrl, n, durationMs = DURATION_MS) {
-  const sockets = await Promise.all(Array.from({ length: n }, () => openWs(`${wsUrl}/`)));
-  await sleep(50);
-  const r = await closedLoop(sockets.map(wsChannel), {
-    frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`,
-    failureLabel: "routed call failed",
-    durationMs,
-    warmupMs: WARMUP_MS,
-  });
-  for (const ws of sockets) ws.close();
-  return r;
-}
-
 /** One call over a fresh socket; its result. */
 async function builtin(wsUrl, functionId, data) {
   const ws = await openWs(`${wsUrl}/`);
@@ -85,6 +80,13 @@ async function builtin(wsUrl, functionId, data) {
   } finally {
     ws.close();
   }
+}
+
+/** Wait until the engine has stored what it holds (engine::traces::list flushes first) and its
+ * background work is done: what one window's configuration deferred stays out of the next. */
+async function settle(wsUrl) {
+  await builtin(wsUrl, "engine::traces::list", { limit: 1 }).catch(() => undefined);
+  await sleep(SETTLE_MS);
 }
 
 async function untilCallable(wsUrl) {
@@ -113,6 +115,24 @@ async function untilCallable(wsUrl) {
   }
 }
 
+const callFrame = (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`;
+
+/** N sockets kept open across windows (a window then starts at once, with no handshakes in it):
+ * each socket has one listener, handed to the window that runs. */
+async function openCallers(wsUrl, n) {
+  const sockets = await Promise.all(Array.from({ length: n }, () => openWs(`${wsUrl}/`)));
+  const channels = sockets.map((ws) => {
+    let handler = () => {};
+    ws.on("message", (raw, isBinary) => handler(isBinary ? "" : raw.toString()));
+    return { send: (text) => ws.send(text), onText: (fn) => (handler = fn) };
+  });
+  await sleep(50);
+  return {
+    measure: (durationMs = DURATION_MS, warmupMs = WARMUP_MS) => closedLoop(channels, { frame: callFrame, failureLabel: "routed call failed", durationMs, warmupMs }),
+    close: () => sockets.forEach((ws) => ws.close()),
+  };
+}
+
 async function main() {
   const collector = await sink();
   const variants = {
@@ -124,7 +144,8 @@ async function main() {
   // BENCH_AA=1: all four run TRACING=off, to see what this bench resolves on this machine (an A/A run).
   if (process.env.BENCH_AA === "1") for (const v of Object.keys(variants)) variants[v] = { TRACING: "off" };
   const names = Object.keys(variants);
-  console.log(`iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process`);
+  const pairs = [["off", "on"], ["off", "unlimited"], ["on", "export"]];
+  console.log(`iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${CYCLES} cycles × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process${process.env.BENCH_AA === "1" ? "; A/A: every engine TRACING=off" : ""}`);
   // Four engine processes ("slots"), each on its own state; every run they are restarted with the
   // configurations rotated one slot on, so no configuration keeps the luck of one process (the A/A
   // run showed processes of one configuration ~6 % apart). A slot's D1 keeps what earlier runs
@@ -144,28 +165,44 @@ async function main() {
         await untilCallable(slot.engine.wsUrl);
       }),
     );
-    // A fresh process is cold (its JIT, its object's first wake): warm each before it is measured.
-    for (const slot of slots) await measure(slot.engine.wsUrl, 10, WARM_MS);
     return Object.fromEntries(slots.map((s) => [s.variant, s.engine]));
   };
   let byName;
-  // Each run measures the four back to back in a short window each, in an order that alternates
-  // run by run; the ratios are those of one run's windows, and the verdicts their medians.
   const results = {};
+  const ratios = {};
   for (let run = 1; run <= RUNS; run++) {
     byName = await assign(run);
     for (const n of CONCURRENCY) {
-      const order = run % 2 ? names : [...names].reverse();
-      for (const v of order) {
-        const r = await measure(byName[v].wsUrl, n);
-        ((results[v] ??= {})[n] ??= []).push(r);
-        console.log(`  run ${run}  tracing ${v.padEnd(9)} callers=${String(n).padStart(3)}  ${fmt(r.rps, 0).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(7)} ms  p99 ${fmt(r.p99, 2).padStart(7)} ms  (${r.count} calls${r.failures ? `, ${r.failures} failed` : ""})`);
+      const callers = Object.fromEntries(await Promise.all(names.map(async (v) => [v, await openCallers(byName[v].wsUrl, n)])));
+      // A fresh process is cold (its JIT, its object's first wake): warm each before it is measured.
+      for (const v of names) await callers[v].measure(WARM_MS, 0);
+      for (let cycle = 0; cycle < CYCLES; cycle++) {
+        const k = (run + cycle) % names.length;
+        const rotated = [...names.slice(k), ...names.slice(0, k)];
+        const order = cycle % 2 ? rotated.reverse() : rotated;
+        const got = {};
+        for (const v of order) {
+          const r = await callers[v].measure();
+          await settle(byName[v].wsUrl);
+          got[v] = r;
+          ((results[v] ??= {})[n] ??= []).push(r);
+          if (r.failures) console.warn(`  ${v}: ${r.failures} calls failed`);
+        }
+        console.log(`  run ${run} cycle ${String(cycle + 1).padStart(2)}  callers=${String(n).padStart(3)}  rt/s: ${order.map((v) => `${v} ${fmt(got[v].rps, 0)}`).join(", ")}`);
+        for (const [a, b] of pairs) ((ratios[`${b}/${a}`] ??= {})[n] ??= []).push(got[b].rps / got[a].rps);
       }
+      for (const c of Object.values(callers)) c.close();
     }
   }
   const m = (v, n, k) => median(results[v][n].map((r) => r[k]));
-  const paired = (a, b, n) => median(results[a][n].map((r, i) => r.rps / results[b][n][i].rps));
-  console.log(`\nMedians of ${RUNS} runs (ratios: median of per-run pairs):`);
+  const paired = (b, a, n) => median(ratios[`${b}/${a}`][n]);
+  // The middle half of the per-cycle ratios: how far one cycle's pair can be trusted here.
+  const spread = (b, a, n) => {
+    const xs = [...ratios[`${b}/${a}`][n]].sort((x, y) => x - y);
+    const q = (p) => xs[Math.min(xs.length - 1, Math.floor(p * (xs.length - 1) + 0.5))];
+    return `${fmt(q(0.25) * 100)}–${fmt(q(0.75) * 100)} %`;
+  };
+  console.log(`\nMedians over ${RUNS} runs × ${CYCLES} cycles (ratios: median of the per-cycle pairs):`);
   console.log("| callers | off rt/s | on rt/s | on, unlimited rt/s | on+export rt/s | on/off | unlimited/off | on+export/on | off p99 | on p99 | on+export p99 |");
   console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
   const verdicts = [];
@@ -174,16 +211,16 @@ async function main() {
     const exOn = paired("export", "on", n);
     const unOff = paired("unlimited", "off", n);
     console.log(`| ${n} | ${fmt(m("off", n, "rps"), 0)} | ${fmt(m("on", n, "rps"), 0)} | ${fmt(m("unlimited", n, "rps"), 0)} | ${fmt(m("export", n, "rps"), 0)} | ${fmt(onOff * 100)} % | ${fmt(unOff * 100)} % | ${fmt(exOn * 100)} % | ${fmt(m("off", n, "p99"), 2)} ms | ${fmt(m("on", n, "p99"), 2)} ms | ${fmt(m("export", n, "p99"), 2)} ms |`);
-    verdicts.push(`tracing cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - onOff) * 100)} % rt/s (target ≤ ${TARGET_TRACING_COST * 100} %) ${1 - onOff <= TARGET_TRACING_COST ? "PASS" : "MISS"}`);
-    verdicts.push(`  (no rate limit, every call a span: ${fmt((1 - unOff) * 100)} % rt/s)`);
-    verdicts.push(`export cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - exOn) * 100)} % rt/s more (target ≤ ${TARGET_EXPORT_COST * 100} %) ${1 - exOn <= TARGET_EXPORT_COST ? "PASS" : "MISS"}`);
+    verdicts.push(`tracing cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - onOff) * 100)} % rt/s (target ≤ ${TARGET_TRACING_COST * 100} %) ${1 - onOff <= TARGET_TRACING_COST ? "PASS" : "MISS"}  (on/off middle half ${spread("on", "off", n)})`);
+    verdicts.push(`  no rate limit, every call a span: ${fmt((1 - unOff) * 100)} % rt/s (middle half ${spread("unlimited", "off", n)})`);
+    verdicts.push(`export cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - exOn) * 100)} % rt/s more (target ≤ ${TARGET_EXPORT_COST * 100} %) ${1 - exOn <= TARGET_EXPORT_COST ? "PASS" : "MISS"}  (export/on middle half ${spread("export", "on", n)})`);
   }
   // What the default engine recorded and what its rate limit passed on unsampled, in the last run.
   const counters = await builtin(byName.on.wsUrl, "engine::metrics::list", {}).catch(() => undefined);
   const value = (name) => counters?.metrics?.find((x) => x.name === name)?.value ?? 0;
   const stored = value("iii.telemetry.spans.stored");
   const limited = value("iii.telemetry.traces.rate_limited");
-  console.log(`\ndefault engine, last run (TRACE_RATE_LIMIT 1 000/s): ${stored} spans stored, ${limited} traces passed on unsampled by the rate limit (${fmt((100 * limited) / Math.max(1, stored + limited))} % of calls)`);
+  console.log(`\ndefault engine, last run (TRACE_RATE_LIMIT 100/s): ${stored} spans stored, ${limited} traces passed on unsampled by the rate limit (${fmt((100 * limited) / Math.max(1, stored + limited))} % of calls)`);
   console.log(`collector received ${collector.requests()} requests, ${fmt(collector.bytes() / 1e6)} MB`);
   for (const v of verdicts) console.log(v);
   collector.close();

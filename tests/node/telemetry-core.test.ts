@@ -366,6 +366,69 @@ describe("retention: oldest first, by age, count and bytes", () => {
   });
 });
 
+describe("the store's writes", () => {
+  const span = (i: number, extra: Partial<Span> = {}): Span => ({
+    trace_id: "ab".repeat(16),
+    span_id: (i + 1).toString(16).padStart(16, "0"),
+    name: `w${i}`,
+    start_time_unix_nano: (1_800_000_000_000 + i) * 1e6,
+    end_time_unix_nano: (1_800_000_000_000 + i + 2) * 1e6,
+    status: "ok",
+    attributes: { "iii.function_id": "demo::f", quote: 'a "b" \\ c', n: i, ok: true },
+    service_name: "test",
+    events: [{ name: "exception", time_unix_nano: (1_800_000_000_000 + i + 1) * 1e6, attributes: { "exception.message": "boom" } }],
+    ...extra,
+  });
+
+  it("a SQLite without jsonb_each (before 3.51) gets the same rows through json_each", async () => {
+    const inner = d1();
+    const refused: string[] = [];
+    // As an older SQLite answers: the JSONB statement is refused, everything else goes through.
+    const old: D1Like = {
+      prepare: (q) => {
+        if (q.includes("jsonb_each")) {
+          refused.push(q);
+          const fail: D1StatementLike = { bind: () => fail, run: () => Promise.reject(new Error("D1_ERROR: no such function: jsonb_each: SQLITE_ERROR")), all: () => Promise.reject(new Error("no such function: jsonb_each")) };
+          return fail;
+        }
+        return inner.prepare(q);
+      },
+    };
+    const withJsonb = engine({ db: inner });
+    const without = engine({ db: old });
+    await withJsonb.telemetry.store!.writeSpans([span(0), span(1, { status: "error", status_message: "it failed", parent_span_id: "1".padStart(16, "0") })]);
+    await without.telemetry.store!.writeSpans([span(2)]);
+    await without.telemetry.store!.writeSpans([span(3)]);
+    expect(refused).toHaveLength(1); // asked once, then remembered
+    const got = (await list(withJsonb, { trace_id: "ab".repeat(16), limit: 10 })).spans.sort((a, b) => a.name.localeCompare(b.name));
+    expect(got.map((s) => s.name)).toEqual(["w0", "w1", "w2", "w3"]);
+    for (const [i, s] of got.entries()) {
+      expect(s.attributes).toEqual({ "iii.function_id": "demo::f", quote: 'a "b" \\ c', n: i, ok: true });
+      expect(s.events).toEqual(span(i).events);
+      expect(Math.round((s.end_time_unix_nano - s.start_time_unix_nano) / 1e6)).toBe(2); // ms (nanoseconds this large are not exact in a double)
+    }
+    expect(got[1]).toMatchObject({ status: "error", status_message: "it failed", parent_span_id: "1".padStart(16, "0") });
+    const fn = (await list(withJsonb, { function_id: "demo::f", limit: 10 })).total;
+    expect(fn).toBe(4);
+  });
+
+  it("a write the store refuses for another reason is not retried as JSON text", async () => {
+    const inner = d1();
+    let asked = 0;
+    const broken: D1Like = {
+      prepare: (q) => {
+        if (!q.startsWith("INSERT")) return inner.prepare(q);
+        asked++;
+        const fail: D1StatementLike = { bind: () => fail, run: () => Promise.reject(new Error("D1_ERROR: database is locked")), all: () => Promise.reject(new Error("locked")) };
+        return fail;
+      },
+    };
+    const core = engine({ db: broken });
+    await expect(core.telemetry.store!.writeSpans([span(0)])).rejects.toThrow(/locked/);
+    expect(asked).toBe(1);
+  });
+});
+
 describe("export", () => {
   let receiver: OtlpReceiver;
   beforeAll(async () => {

@@ -11,11 +11,12 @@ export interface TelemetryConfig {
   /** TRACE_SAMPLE_RATIO (0…1, default 1): head sampling of traces the engine starts; a trace that
    * arrives with a `traceparent` keeps its own sampled flag (parent-based, as OTel's default). */
   sampleRatio: number;
-  /** TRACE_RATE_LIMIT (traces a second, default 1 000; 0: no limit): the most new traces one engine
+  /** TRACE_RATE_LIMIT (traces a second, default 100; 0: no limit): the most new traces one engine
    * object records each second, after the ratio (a token bucket holding one second's worth). Past
    * it a trace it starts is passed on unsampled and counted (`iii.telemetry.traces.rate_limited`);
-   * one that arrives sampled is always recorded. At the default store bound (100 000 spans) more
-   * would only turn the store over faster than anyone reads it. */
+   * one that arrives sampled is always recorded, so a trace once started keeps every hop. 100 is
+   * what Datadog's tracers default to (DD_TRACE_RATE_LIMIT): enough to see every kind of call a
+   * namespace makes, while a flood of calls costs a bounded ~100 spans a second. */
   rateLimit: number;
   /** TRACES_MAX_AGE_MS (default 24 h): spans and logs older than this are dropped. */
   maxAgeMs: number;
@@ -32,7 +33,7 @@ export interface TelemetryConfig {
   exportHeaders: Record<string, string>;
 }
 
-export const DEFAULT_TRACE_RATE_LIMIT = 1_000;
+export const DEFAULT_TRACE_RATE_LIMIT = 100;
 export const DEFAULT_MAX_AGE_MS = 24 * 3_600_000;
 export const DEFAULT_MAX_SPANS = 100_000;
 export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;

