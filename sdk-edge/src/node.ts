@@ -40,7 +40,9 @@ export const CONNECT_TIMEOUT_MS = 10_000;
  * Handshake answers that retrying the same request cannot change: a path with no WebSocket
  * endpoint (404) and a malformed one, e.g. an invalid namespace (400). The client then fails with
  * the engine's message instead of reconnecting forever. Everything else (refused connections,
- * 5xx, 401/403 while a token may be rotated, 429) is retried.
+ * 5xx, 401/403 while a token may be rotated, 429) is retried — and so are these once a socket
+ * to the address has opened: the path is right then, and a 404 or 400 is the engine restarting or
+ * being redeployed under the client, which retrying outlasts.
  */
 export const FATAL_HANDSHAKE_STATUSES: readonly number[] = [400, 404];
 /** Deadline of the probe that asks why a handshake failed (the engine answers in milliseconds). */
@@ -130,6 +132,8 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
     let closed = false;
     let retryTimer: ReturnType<typeof setTimeout> | undefined;
     let endCurrent: (() => void) | undefined;
+    /** Whether a socket to this address ever opened (FATAL_HANDSHAKE_STATUSES). */
+    let openedBefore = false;
     const connect = () => {
       if (closed) return;
       let opened = false;
@@ -164,10 +168,11 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
         if (opened) return retry();
         // The handshake failed, and undici does not say why: ask the address itself. A 404 (no
         // WebSocket endpoint there) or 400 will not change by retrying, so the client fails with the
-        // engine's message naming the right paths; anything else (down, restarting) is retried.
+        // engine's message naming the right paths (unless this address has accepted us before);
+        // anything else (down, restarting) is retried.
         void probeUpgrade(url, options.headers).then((answer) => {
           if (closed || ws !== socket) return;
-          if (answer && FATAL_HANDSHAKE_STATUSES.includes(answer.status)) {
+          if (answer && FATAL_HANDSHAKE_STATUSES.includes(answer.status) && !openedBefore) {
             closed = true;
             events.failed(handshakeError(url, answer.status, answer.body));
             return;
@@ -183,6 +188,7 @@ export function webSocketConnector(url: string, options: { reconnectionConfig?: 
       socket.addEventListener("open", () => {
         clearTimeout(handshake);
         opened = true;
+        openedBefore = true;
         attempt = 0;
         events.open();
       });

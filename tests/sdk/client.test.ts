@@ -1,7 +1,9 @@
 // The shared client core (sdk-edge/src/client) through the Node adapter, against a real
 // WebSocket server: replay order, reconnect + reattach, fail-fast, bounded buffer, zod-typed
 // functions, trigger type providers, error codes and trace context.
+import http from "node:http";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { until } from "../support/wait.ts";
 import { registerWorker, z, IIIError, TriggerAction, MAX_BUFFERED_FRAMES, reconnectDelay, DEFAULT_RECONNECTION, type EdgeClient } from "@iii-edge/sdk-edge/node";
 import { FakeEngine, types } from "./fake-engine.ts";
 
@@ -90,6 +92,35 @@ describe("reconnect", () => {
     await engine.until(() => c.getConnectionState() === "connected");
     expect(states).toEqual(["connected", "reconnecting", "connected"]);
     expect(c.workerId).toBe("worker-2");
+  });
+
+  it("once connected, a 404 from the address while the engine restarts is waited out, not fatal", async () => {
+    const states: string[] = [];
+    const c = connect();
+    c.addConnectionStateListener((s) => states.push(s));
+    c.registerFunction("u::f", async () => 1);
+    await engine.until(() => engine.connections[0]?.frames.some((f) => f.type === "registerfunction"));
+    // The engine goes away and, for a while, its port answers every upgrade (and the probe) 404.
+    await engine.stop();
+    let refused = 0;
+    const notFound = http.createServer((_req, res) => {
+      refused++;
+      res.writeHead(404, { "content-type": "application/json" }).end('{"code":"not_found","message":"no route"}');
+    });
+    notFound.on("upgrade", (_req, socket) => {
+      refused++;
+      socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    });
+    await new Promise<void>((r) => notFound.listen(engine.port, "127.0.0.1", () => r()));
+    await until(() => refused >= 4, "the client refused twice (upgrade and probe)", 10_000);
+    notFound.closeAllConnections();
+    await new Promise<void>((r) => notFound.close(() => r()));
+    await engine.start(engine.port);
+    const back = await engine.until(() => engine.connections[1]?.frames.some((f) => f.type === "registerfunction") && engine.connections[1], 10_000);
+    expect(back.frames.find((f) => f.type === "registerfunction")).toMatchObject({ id: "u::f" });
+    await engine.until(() => c.getConnectionState() === "connected");
+    expect(states.at(-1)).toBe("connected");
+    expect(states).not.toContain("failed");
   });
 
   it("reconnect() dials at once instead of waiting out the retry delay", async () => {
