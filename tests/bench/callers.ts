@@ -32,11 +32,13 @@ export interface Channel {
   onText(fn: (text: string) => void): void;
 }
 
-/** A `ws` socket as a Channel; binary frames arrive as "". */
-export const wsChannel = (ws: WebSocket): Channel => ({
-  send: (text) => ws.send(text),
-  onText: (fn) => ws.on("message", (raw, isBinary) => fn(isBinary ? "" : raw.toString())),
-});
+/** A `ws` socket as a Channel; binary frames arrive as "". One listener per socket, whose handler
+ * `onText` replaces: the socket can serve one closed-loop window after another. */
+export const wsChannel = (ws: WebSocket): Channel => {
+  let handler: (text: string) => void = () => {};
+  ws.on("message", (raw, isBinary) => handler(isBinary ? "" : raw.toString()));
+  return { send: (text) => ws.send(text), onText: (fn) => (handler = fn) };
+};
 
 /** Flags a measurement loop reads on every answer. */
 export interface Window {

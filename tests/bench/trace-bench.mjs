@@ -25,8 +25,8 @@ import http from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBenchEngine } from "./bench-engine.mjs";
-import { closedLoop, openWs, sleep } from "./callers.ts";
-import { fmt, median } from "./stats.ts";
+import { closedLoop, openWs, sleep, wsChannel } from "./callers.ts";
+import { fmt, median, pct } from "./stats.ts";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "../..");
@@ -117,15 +117,10 @@ async function untilCallable(wsUrl) {
 
 const callFrame = (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`;
 
-/** N sockets kept open across windows (a window then starts at once, with no handshakes in it):
- * each socket has one listener, handed to the window that runs. */
+/** N sockets kept open across windows (a window then starts at once, with no handshakes in it). */
 async function openCallers(wsUrl, n) {
   const sockets = await Promise.all(Array.from({ length: n }, () => openWs(`${wsUrl}/`)));
-  const channels = sockets.map((ws) => {
-    let handler = () => {};
-    ws.on("message", (raw, isBinary) => handler(isBinary ? "" : raw.toString()));
-    return { send: (text) => ws.send(text), onText: (fn) => (handler = fn) };
-  });
+  const channels = sockets.map(wsChannel);
   await sleep(50);
   return {
     measure: (durationMs = DURATION_MS, warmupMs = WARMUP_MS) => closedLoop(channels, { frame: callFrame, failureLabel: "routed call failed", durationMs, warmupMs }),
@@ -197,11 +192,7 @@ async function main() {
   const m = (v, n, k) => median(results[v][n].map((r) => r[k]));
   const paired = (b, a, n) => median(ratios[`${b}/${a}`][n]);
   // The middle half of the per-cycle ratios: how far one cycle's pair can be trusted here.
-  const spread = (b, a, n) => {
-    const xs = [...ratios[`${b}/${a}`][n]].sort((x, y) => x - y);
-    const q = (p) => xs[Math.min(xs.length - 1, Math.floor(p * (xs.length - 1) + 0.5))];
-    return `${fmt(q(0.25) * 100)}–${fmt(q(0.75) * 100)} %`;
-  };
+  const spread = (b, a, n) => `${fmt(pct(ratios[`${b}/${a}`][n], 25) * 100)}–${fmt(pct(ratios[`${b}/${a}`][n], 75) * 100)} %`;
   console.log(`\nMedians over ${RUNS} runs × ${CYCLES} cycles (ratios: median of the per-cycle pairs):`);
   console.log("| callers | off rt/s | on rt/s | on, unlimited rt/s | on+export rt/s | on/off | unlimited/off | on+export/on | off p99 | on p99 | on+export p99 |");
   console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
