@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run -s token -- --sub NAME [--ns a,b] [--ttl SECONDS] [--allow GLOBS] [--register PREFIXES] [--bind TYPES]`
+// `npm run -s token -- --sub NAME [--ns a,b] [--ttl SECONDS] [--allow GLOBS] [--register PREFIXES] [--bind TYPES] [--durable-bindings]`
 // prints a token for the engine, signed with AUTH_SECRET from the environment (or .dev.vars).
 // Globs and prefixes are comma-separated; see README "Security" for what each grants.
 import { existsSync, readFileSync } from "node:fs";
@@ -16,6 +16,7 @@ const { values } = parseArgs({
     allow: { type: "string" },
     register: { type: "string" },
     bind: { type: "string" },
+    "durable-bindings": { type: "boolean", default: false },
   },
 });
 const fail = (message: string): never => {
@@ -43,4 +44,6 @@ const bind = list(values.bind);
 if (call) grant.call = call;
 if (register) grant.register = register;
 if (bind) grant.bind = bind;
+// Off unless asked for: a binding made with engine::register_trigger then ends with the holder's connections.
+if (values["durable-bindings"]) grant.durable_bindings = true;
 console.log(await mintToken(s, grant, ttl));

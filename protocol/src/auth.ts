@@ -15,6 +15,9 @@ const entry = z.string().min(1).max(256);
  * - `call`: function-id globs it may invoke (`math::*`, `state::get`).
  * - `register`: function-id / trigger-type-id prefixes it may register (`math::`).
  * - `bind`: trigger types it may bind (`http`, `cron`, …).
+ * - `durable_bindings`: bindings it makes with `engine::register_trigger` outlive its connections.
+ *   Without it such a binding ends when the principal's last connection to the namespace ends, so
+ *   a visitor cannot leave a route or a schedule running someone else's function after it leaves.
  */
 export const grantSchema = z.object({
   sub: z.string().min(1).max(128),
@@ -24,11 +27,14 @@ export const grantSchema = z.object({
   bind: z.array(entry).max(64).optional(),
   /** Expiry, seconds since the epoch (JWT `exp`). */
   exp: z.number().int().positive().optional(),
+  durable_bindings: z.boolean().optional(),
 });
 export type Grant = z.infer<typeof grantSchema>;
 
-/** The grant of an engine that runs open (`npm start` on loopback without AUTH_SECRET). */
-export const OPEN_GRANT: Grant = Object.freeze({ sub: "anonymous", ns: ["*"] }) as Grant;
+/** The grant of an engine that runs open (`npm start` on loopback without AUTH_SECRET), and of the
+ * engine's own and trusted deployment code (calls that carry no grant): everything, bindings that
+ * outlive their maker included (one local developer has no visitors to outlive). */
+export const OPEN_GRANT: Grant = Object.freeze({ sub: "anonymous", ns: ["*"], durable_bindings: true }) as Grant;
 
 /** What an auth function (AUTH_FUNCTION) is sent: the upgrade or request it is asked about. */
 export interface AuthFunctionInput {
@@ -62,12 +68,14 @@ export const mayUseNamespace = (g: Grant, ns: string): boolean => g.ns.some((p) 
 export const mayCall = (g: Grant, functionId: string): boolean => !g.call || g.call.some((p) => globMatch(p, functionId));
 export const mayRegister = (g: Grant, id: string): boolean => !g.register || g.register.some((p) => (p.includes("*") ? globMatch(p, id) : id.startsWith(p)));
 export const mayBind = (g: Grant, triggerType: string): boolean => !g.bind || g.bind.some((p) => globMatch(p, triggerType));
+/** Do the bindings `g` makes with engine::register_trigger outlive its connections? */
+export const mayBindDurably = (g: Grant): boolean => g.durable_bindings === true;
 
 // ------------------------------------------------------------------ tokens (JWT, HS256)
 
 /** Tokens are compact JWS (JWT) signed with HMAC-SHA256 over AUTH_SECRET, so any language's JWT
  * library can mint one. The grant travels in the standard `sub`/`exp` claims plus `ns`, `call`,
- * `register`, `bind`. */
+ * `register`, `bind`, `durable_bindings`. */
 export const TOKEN_ALGORITHM = "HS256";
 /** The `iss` every token names: a token minted for something else is not accepted here. */
 export const TOKEN_ISSUER = "iii-edge";

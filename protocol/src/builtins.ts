@@ -191,6 +191,11 @@ export const registeredTriggerEntry = z.object({
   config: z.unknown(),
   config_summary: z.string(),
   status: triggerStatus,
+  /** Who made it: the principal (`sub`) of the engine::register_trigger caller or of the registering
+   * connection; null for an edge host's manifest. */
+  made_by: z.string().nullable().optional(),
+  /** Whether it outlives its maker's connections (a connection's own binding never does). */
+  durable: z.boolean().optional(),
 });
 export const cronJob = z.object({
   job_id: z.string(),

@@ -157,8 +157,11 @@ export interface EngineBindings {
   activeBindings(type: string): TriggerRecord[];
   /** Bind a function to a trigger type; the error if refused (also sent to a connected owner). */
   registerTrigger(owner: string | null, f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">, grant?: Grant): ErrorBody | undefined;
-  /** forbidden, or nothing when `workerId`/`grant` may remove or replace the binding. */
+  /** forbidden, or nothing when `workerId`/`grant` may remove or replace the binding (its maker). */
   mayRemoveTrigger(t: TriggerRecord, workerId: string | null, grant: Grant): ErrorBody | undefined;
+  /** forbidden, or nothing when `workerId`/`grant` may remove the binding: its maker, the owner of
+   * the function it calls, or trusted code (no grant, no connection). */
+  mayUnbind(t: TriggerRecord, workerId: string | null, grant: Grant): ErrorBody | undefined;
   /** Remove a binding (its provider told); callers check mayRemoveTrigger first. */
   removeTrigger(id: string, opts?: { keepProviderQuiet?: boolean }): boolean;
 }

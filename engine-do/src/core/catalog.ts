@@ -37,6 +37,12 @@ export interface TriggerRecord {
   owner: string | null;
   /** Who made it (the grant's `sub`): owns an engine-held (owner null) binding. */
   principal?: string;
+  /**
+   * An engine-held binding only: false when it ends as its maker's last connection to the namespace
+   * ends (its grant had no `durable_bindings`). Absent: it stays until removed (trusted makers, and
+   * rows stored before makers were tracked).
+   */
+  durable?: boolean;
   status: TriggerStatus;
 }
 
@@ -69,6 +75,7 @@ const ADDED_COLUMNS: [table: string, column: string][] = [
   ["workers", "grant_json TEXT"],
   ["workers", "ip TEXT"],
   ["triggers", "principal TEXT"],
+  ["triggers", "durable INTEGER"],
 ];
 
 const enc = (v: unknown): SqlValue => (v === undefined ? null : JSON.stringify(v));
@@ -191,6 +198,7 @@ export class Catalog {
       if (r.metadata != null) rec.metadata = dec(r.metadata);
       const principal = str(r.principal);
       if (principal !== undefined) rec.principal = principal;
+      if (r.durable === 0) rec.durable = false;
       this.triggers.set(rec.id, rec);
       this.holdings.count(rec.owner, "triggers", 1, rec.principal);
     }
@@ -275,8 +283,8 @@ export class Catalog {
 
   putTrigger(t: TriggerRecord): void {
     this.sql.exec(
-      "INSERT OR REPLACE INTO triggers (id, trigger_type, function_id, config, metadata, owner, status, principal) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-      t.id, t.trigger_type, t.function_id, enc(t.config ?? null), enc(t.metadata), t.owner, t.status, t.principal ?? null,
+      "INSERT OR REPLACE INTO triggers (id, trigger_type, function_id, config, metadata, owner, status, principal, durable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      t.id, t.trigger_type, t.function_id, enc(t.config ?? null), enc(t.metadata), t.owner, t.status, t.principal ?? null, t.durable === false ? 0 : null,
     );
     const prev = this.triggers.get(t.id);
     if (prev) this.holdings.count(prev.owner, "triggers", -1, prev.principal);

@@ -12,6 +12,7 @@ import {
   OPEN_GRANT,
   TRIGGER_TYPES,
   mayBind,
+  mayBindDurably,
   mayCall,
   mayRegister,
   mayUseNamespace,
@@ -74,6 +75,9 @@ const SELF_FUNCTIONS = new Set(["engine::workers::register"]);
 const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** An engine-held binding that ends with its maker's last connection (made without durable_bindings). */
+const endsWithMaker = (t: TriggerRecord): t is TriggerRecord & { principal: string } => t.owner === null && t.durable === false && t.principal !== undefined;
 
 export class EngineCore implements EngineApi {
   readonly ports: EnginePorts;
@@ -144,6 +148,11 @@ export class EngineCore implements EngineApi {
     for (const workerId of [...this.catalog.workers.keys()]) {
       if (!this.conns.has(workerId)) this.cleanup(workerId);
     }
+    // Bindings that were to end with their maker's connections, whose maker has none left (its
+    // worker rows may have gone before them, e.g. in a restart between two writes).
+    const makers = new Set<string>();
+    for (const t of this.catalog.triggers.values()) if (endsWithMaker(t)) makers.add(t.principal);
+    for (const sub of makers) this.endBindingsOfDeparted(sub);
     // Functions or bindings whose owner vanished without a worker row (defensive).
     for (const f of [...this.catalog.functions.values()]) {
       if (f.kind !== "edge" && !this.conns.has(f.owner)) this.catalog.deleteFunction(f.id, f.owner);
@@ -191,6 +200,8 @@ export class EngineCore implements EngineApi {
   }
 
   private cleanup(workerId: string): void {
+    // Read before its row is deleted: whose bindings may end with this connection.
+    const principal = this.grantOf(workerId).sub;
     this.admission.released(workerId);
     this.conns.delete(workerId);
     const { catalog } = this;
@@ -203,6 +214,9 @@ export class EngineCore implements EngineApi {
     catalog.transaction(() => {
       // 4. its triggers (providers told), parked ones dropped
       for (const t of [...catalog.triggers.values()]) if (t.owner === workerId) this.removeTrigger(t.id);
+      // …and the engine-held ones its principal made to last only while it is connected, if this
+      // was the principal's last connection here
+      this.endBindingsOfDeparted(principal);
       // 5. trigger types it provided: their bindings are parked until a provider returns
       for (const tt of [...catalog.triggerTypes.values()]) {
         if (tt.owner !== workerId) continue;
@@ -279,7 +293,7 @@ export class EngineCore implements EngineApi {
       case "unregistertrigger": {
         const t = this.catalog.triggers.get(f.id);
         if (!t) return;
-        const refused = this.mayRemoveTrigger(t, conn.workerId, this.grantOf(conn.workerId));
+        const refused = this.mayUnbind(t, conn.workerId, this.grantOf(conn.workerId));
         if (refused) {
           conn.send({ type: "error", error: refused });
           return;
@@ -325,6 +339,22 @@ export class EngineCore implements EngineApi {
     const oldConn = this.conns.get(previous);
     this.cleanup(previous);
     oldConn?.close(4000, "replaced by a reattached connection");
+  }
+
+  /** Does `sub` hold a live connection to this namespace? (Only asked when it made bindings that
+   * end with it, so the walk over the connections is not paid on every disconnect.) */
+  private principalConnected(sub: string): boolean {
+    for (const id of this.conns.keys()) if (this.grantOf(id).sub === sub) return true;
+    return false;
+  }
+
+  /** End the bindings `sub` made without durable_bindings, if it has no connection left. */
+  private endBindingsOfDeparted(sub: string): void {
+    let made: string[] | undefined;
+    for (const t of this.catalog.triggers.values()) if (endsWithMaker(t) && t.principal === sub) (made ??= []).push(t.id);
+    if (!made || this.principalConnected(sub)) return;
+    this.ports.log.info("bindings ended with their maker's last connection", { principal: sub, triggers: made.length });
+    for (const id of made) this.removeTrigger(id);
   }
 
   private checkQuota(conn: Conn): boolean {
@@ -424,6 +454,12 @@ export class EngineCore implements EngineApi {
     if (grant && !mayBind(grant, f.trigger_type)) return refuse({ code: "forbidden", message: `'${grant.sub}' may not bind trigger type ${f.trigger_type}` });
     // A binding calls its function with the engine's hand: only for a function its maker may call.
     if (grant && !mayCall(grant, f.function_id)) return refuse({ code: "forbidden", message: `'${grant.sub}' may not call ${f.function_id}, so it may not bind it` });
+    // An engine-held binding made without durable_bindings lasts while its maker is connected here:
+    // a maker with no connection (an HTTP caller, a worker in another namespace) could never end it.
+    const endsWithItsMaker = owner === null && grant !== undefined && !mayBindDurably(grant);
+    if (endsWithItsMaker && !this.principalConnected(grant.sub)) {
+      return refuse({ code: "forbidden", message: `'${grant.sub}' has no connection to this namespace: without durable_bindings in its grant, a binding it makes lasts only while it is connected here` });
+    }
     const existing = this.catalog.triggers.get(f.id);
     if (existing) {
       // An engine-held binding belongs to its principal; a connection's or edge host's to it while it lives.
@@ -448,6 +484,7 @@ export class EngineCore implements EngineApi {
     };
     if (f.metadata !== undefined) rec.metadata = f.metadata;
     if (grant) rec.principal = grant.sub;
+    if (endsWithItsMaker) rec.durable = false;
     const builtin = this.triggerTypes.get(f.trigger_type);
     if (builtin) {
       const problem = builtin.validate(rec.config, rec);
@@ -480,6 +517,26 @@ export class EngineCore implements EngineApi {
     }
     if (t.owner === workerId) return undefined;
     return { code: "forbidden", message: `trigger ${t.id} belongs to another worker` };
+  }
+
+  /**
+   * Who may remove a binding (frame or engine::unregister_trigger): who may replace it
+   * (mayRemoveTrigger), and besides the owner of the function it calls — a binding runs that
+   * function with the engine's hand, so its owner can always end one, whoever made it — and
+   * trusted code (a call with no grant and no connection: the engine's own, an edge host). The
+   * function's owner is its connection, or another connection of the same principal; the open
+   * engine's "anonymous" is nobody in particular, so there only the connection counts.
+   */
+  mayUnbind(t: TriggerRecord, workerId: string | null, grant: Grant): ErrorBody | undefined {
+    const asMaker = this.mayRemoveTrigger(t, workerId, grant);
+    if (!asMaker) return undefined;
+    if (workerId === null && grant === OPEN_GRANT) return undefined;
+    const fn = this.catalog.functions.get(t.function_id);
+    if (fn && fn.kind !== "edge") {
+      if (workerId !== null && fn.owner === workerId) return undefined;
+      if (grant.sub !== OPEN_GRANT.sub && this.grantOf(fn.owner).sub === grant.sub) return undefined;
+    }
+    return { code: "forbidden", message: `${asMaker.message}; besides its maker only the owner of ${t.function_id} may remove it` };
   }
 
   removeTrigger(id: string, opts: { keepProviderQuiet?: boolean } = {}): boolean {

@@ -1,7 +1,8 @@
 // engine::* introspection functions (protocol/README.md §7.1) and the discovery trigger types (§6).
 // Inputs and results: protocol's BUILTINS.
-import { IIIError, TRIGGER_TYPES, type FunctionDetail } from "@iii-edge/protocol";
+import { IIIError, OPEN_GRANT, TRIGGER_TYPES, type FunctionDetail } from "@iii-edge/protocol";
 import type { EngineApi } from "../api.ts";
+import type { TriggerRecord } from "../catalog.ts";
 import { defineBuiltin } from "./define.ts";
 import { pageOf, type Page } from "./paging.ts";
 
@@ -136,6 +137,7 @@ export function installEngineFunctions(core: EngineApi): void {
           config: t.config,
           config_summary: JSON.stringify(t.config ?? null).slice(0, 120),
           status: t.status,
+          ...madeBy(t),
         }))
         .filter(
           (t) =>
@@ -150,8 +152,17 @@ export function installEngineFunctions(core: EngineApi): void {
     },
   });
 
+  /** Who made a binding and whether it outlives its maker's connections (what a function's owner
+   * reads to find bindings to its function it did not make). */
+  const madeBy = (t: TriggerRecord): { made_by: string | null; durable: boolean } => {
+    if (t.owner === null) return { made_by: t.principal ?? null, durable: t.durable !== false };
+    // A connection's binding ends with the connection; an edge host's lasts as its manifest says.
+    if (t.owner.startsWith("edge:")) return { made_by: null, durable: true };
+    return { made_by: catalog.workers.get(t.owner)?.grant?.sub ?? OPEN_GRANT.sub, durable: false };
+  };
+
   defineBuiltin(core, "engine::register_trigger", {
-    description: "Create a trigger binding owned by the engine (survives the caller's disconnect)",
+    description: "Create a trigger binding held by the engine: it ends with the caller's last connection to the namespace unless the caller's grant allows durable_bindings",
     internal: true,
     handler: (q, ctx) => {
       const id = q.id ?? core.ports.newId();
@@ -162,13 +173,13 @@ export function installEngineFunctions(core: EngineApi): void {
     },
   });
   defineBuiltin(core, "engine::unregister_trigger", {
-    description: "Remove a trigger binding by id",
+    description: "Remove a trigger binding by id (its maker, or the owner of the function it calls)",
     internal: true,
     handler: (q, ctx) => {
       const t = catalog.triggers.get(q.id);
       if (!t) return { removed: false };
-      // The same owner rule as the `unregistertrigger` frame.
-      const refused = core.mayRemoveTrigger(t, ctx.callerWorkerId ?? null, ctx.grant);
+      // The same rule as the `unregistertrigger` frame: its maker, its function's owner, trusted code.
+      const refused = core.mayUnbind(t, ctx.callerWorkerId ?? null, ctx.grant);
       if (refused) throw IIIError.relayed(refused);
       return { removed: core.removeTrigger(q.id) };
     },

@@ -171,8 +171,11 @@ export class HttpRoutes {
         if (existing && this.holderLive(existing.binding) && !sameOwner(existing.binding, binding)) {
           return { code: "forbidden", message: `${route.method} /${route.pattern} is held by another owner's trigger (as /${existing.pattern}); choose another path` };
         }
+        // Same method, same literal segments, parameters in the same places under other names: one
+        // request would match both and the names would decide nothing. The first keeps serving; the
+        // second is refused (iii's wording, which its SDKs' users search their logs for).
         if (existing && existing.binding.id !== binding.id && existing.pattern !== route.pattern) {
-          return `${route.method} /${route.pattern} collides with /${existing.pattern} (same shape, different parameter names)`;
+          return `${route.method} /${route.pattern} conflicts with already-registered route /${existing.pattern} (same shape, different parameter names)`;
         }
         return undefined;
       },
