@@ -68,9 +68,15 @@ export class Wire {
     });
   }
 
-  /** Open a control socket on `path` (default namespace `/`, or `/ns/<name>`). */
-  static async open(path = "/"): Promise<Wire> {
-    const res = await exports.default.fetch(`http://localhost${path}`, { headers: { Upgrade: "websocket" } });
+  /**
+   * Open a control socket on `path` (default namespace `/`, or `/ns/<name>`). With `grant`, the
+   * socket is handed to the namespace's Engine object directly with that grant, as the front door
+   * does once a token is verified (these suites run the engine open, without AUTH_SECRET).
+   */
+  static async open(path = "/", grant?: Record<string, unknown>): Promise<Wire> {
+    const res = grant
+      ? await env.ENGINE.getByName(path.startsWith("/ns/") ? path.slice(4) : "default").fetch(`http://localhost${path}`, { headers: { Upgrade: "websocket", "x-iii-grant": JSON.stringify(grant) } })
+      : await exports.default.fetch(`http://localhost${path}`, { headers: { Upgrade: "websocket" } });
     if (res.status !== 101 || !res.webSocket) throw new Error(`upgrade of ${path} failed: ${res.status} ${await res.text()}`);
     const ws = res.webSocket;
     ws.accept();
@@ -78,8 +84,8 @@ export class Wire {
   }
 
   /** Open and wait for `workerregistered`; returns the client and its identity. */
-  static async connect(path = "/"): Promise<Connected> {
-    const w = await Wire.open(path);
+  static async connect(path = "/", grant?: Record<string, unknown>): Promise<Connected> {
+    const w = await Wire.open(path, grant);
     const reg = await w.next((f) => f.type === "workerregistered");
     return Object.assign(w, { workerId: reg.worker_id as string, token: reg.reattach_token as string });
   }
@@ -187,8 +193,8 @@ export type Connected = Wire & { workerId: string; token: string };
 /** Closes every Wire opened through it; call `closeAll()` in afterEach. */
 export class Wires {
   private readonly open: Wire[] = [];
-  async connect(path = "/") {
-    const w = await Wire.connect(path);
+  async connect(path = "/", grant?: Record<string, unknown>) {
+    const w = await Wire.connect(path, grant);
     this.open.push(w);
     return w;
   }
