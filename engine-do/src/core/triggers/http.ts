@@ -175,7 +175,7 @@ export class HttpRoutes {
         // request would match both and the names would decide nothing. The first keeps serving; the
         // second is refused (iii's wording, which its SDKs' users search their logs for).
         if (existing && existing.binding.id !== binding.id && existing.pattern !== route.pattern) {
-          return `${route.method} /${route.pattern} conflicts with already-registered route /${existing.pattern} (same shape, different parameter names)`;
+          return `${route.method} /${route.pattern} conflicts with already-registered route /${existing.pattern} (it collides: same shape, different parameter names)`;
         }
         return undefined;
       },
