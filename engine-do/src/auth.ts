@@ -152,7 +152,7 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/;
 
 /**
  * Why a JSON endpoint refuses this request's body, or undefined. A browser's request (it carries
- * `Origin` or `Sec-Fetch-*`) must say `application/json`: text/plain, form and multipart bodies are
+ * `Origin` or `Sec-Fetch-Site`) must say `application/json`: text/plain, form and multipart bodies are
  * what a cross-site page can send without a preflight. A non-browser client cannot be forged that
  * way, so its content type is not judged (Node's fetch sends a string as text/plain), except a form
  * or multipart body, which is never JSON (curl's `-d` default: send `-H 'content-type: application/json'`).
@@ -163,7 +163,9 @@ export function nonJsonBodyRefusal(req: Request): string | undefined {
   const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
   if (JSON_TYPE.test(type)) return undefined;
   const form = type === "application/x-www-form-urlencoded" || type === "multipart/form-data";
-  const browser = req.headers.has("origin") || req.headers.has("sec-fetch-site") || req.headers.has("sec-fetch-mode");
+  // Browsers send `Origin` on every POST and `Sec-Fetch-Site` on every request; Node's fetch sends
+  // `Sec-Fetch-Mode` too, so that one does not tell a browser.
+  const browser = req.headers.has("origin") || req.headers.has("sec-fetch-site");
   if (!form && !browser) return undefined;
   return `this endpoint takes a JSON body: send Content-Type: application/json (not ${type || "none"})`;
 }
