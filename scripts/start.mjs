@@ -121,6 +121,12 @@ const HARNESS_VARS = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", 
 const TELEMETRY_VARS = ["TRACING", "TRACE_STORE", "TRACE_SAMPLE_RATIO", "TRACE_RATE_LIMIT", "TRACES_MAX_AGE_MS", "TRACES_MAX_SPANS", "TRACES_MAX_BYTES", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"];
 /** Which functions the MCP server at /mcp offers as tools (workers/mcp/README.md). */
 const MCP_VARS = ["MCP_EXPOSE"];
+/** The console's sign-in (demo-app/edge/console-token.ts): the credential a person types, and the
+ * extra functions a console token may call. */
+const CONSOLE_VARS = ["CONSOLE_CREDENTIAL", "CONSOLE_CALL"];
+/** The console code's random bytes: 128 bits, as many as a channel key's, typed by nobody (it comes
+ * in the printed URL). */
+const CONSOLE_CODE_BYTES = 16;
 /** 32 random bytes: an AES-256 key's worth, base64. */
 const CREDENTIALS_KEY_BYTES = 32;
 
@@ -214,7 +220,13 @@ const devVarsPath = path.join(root, ".dev.vars");
 const devVarsText = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
 // .dev.vars first, the environment after it: later values win.
 const settings = { ...parseDotenv(devVarsText) };
-for (const k of [...AUTH_VARS, ...HARNESS_VARS, ...TELEMETRY_VARS, ...MCP_VARS]) if (process.env[k]) settings[k] = process.env[k];
+for (const k of [...AUTH_VARS, ...HARNESS_VARS, ...TELEMETRY_VARS, ...MCP_VARS, ...CONSOLE_VARS]) if (process.env[k]) settings[k] = process.env[k];
+// This run's console code: with AUTH_SECRET, a local page gets a console token only with it (a
+// page a tenant's route serves from this same origin has none). Made fresh on every start and
+// printed in the console's URL, never on a command line; CONSOLE_CODE in the environment wins
+// (the test helper passes its own).
+const consoleCode = process.env.CONSOLE_CODE || randomBytes(CONSOLE_CODE_BYTES).toString("base64url");
+settings.CONSOLE_CODE = consoleCode;
 settings.CREDENTIALS_KEY ||= stateCredentialsKey();
 const permissions = permissionsText();
 if (permissions !== undefined) settings.III_PERMISSIONS = permissions;
@@ -286,9 +298,9 @@ async function announceWhenHealthy() {
   const lines = [
     `iii-edge engine ready in ${((Date.now() - started) / 1000).toFixed(1)} s`,
     `  workers dial  ${ws}/   (namespace default; another namespace: ${ws}/ns/<name>)`,
-    `  console       ${base}/`,
+    `  console       ${base}/${settings.AUTH_SECRET ? `#code=${consoleCode}   (this run's console code: open this URL)` : ""}`,
     `  health        ${base}/healthz`,
-    `  call over HTTP  curl -s ${base}/_iii/invoke -d '{"function_id":"engine::functions::list","payload":{}}'${hasAuth ? ' -H "Authorization: Bearer $TOKEN"' : ""}`,
+    `  call over HTTP  curl -s ${base}/_iii/invoke -H 'content-type: application/json' -d '{"function_id":"engine::functions::list","payload":{}}'${hasAuth ? ' -H "Authorization: Bearer $TOKEN"' : ""}`,
   ];
   console.log(lines.join("\n"));
   if (SIMULATOR_WARNING) console.warn(SIMULATOR_WARNING);

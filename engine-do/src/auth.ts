@@ -41,11 +41,133 @@ export interface AuthConfig {
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
 
-/** Is the engine itself served on loopback, to a loopback client? (`npm start`, never a deploy.) */
-export function isLoopback(req: Request): boolean {
-  const host = new URL(req.url).hostname.toLowerCase();
-  const ip = req.headers.get("cf-connecting-ip");
-  return LOOPBACK_HOSTS.has(host) && (ip === null || isLoopbackAddress(ip));
+/** Headers a proxy (or Cloudflare) sets to name the client it forwards for: each may hold a list. */
+const CLIENT_ADDRESS_HEADERS = ["cf-connecting-ip", "x-forwarded-for", "x-real-ip", "true-client-ip"];
+/** Headers a proxy sets to name the host the client asked for. */
+const FORWARDED_HOST_HEADERS = ["x-forwarded-host"];
+
+/** An address as a proxy writes it: `1.2.3.4`, `1.2.3.4:5678`, `[::1]`, `[::1]:5678`, `"[::1]"`. */
+function bareAddress(raw: string): string {
+  let a = raw.trim().replace(/^"|"$/g, "");
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(a);
+  if (bracketed) return bracketed[1]!;
+  if (/^\d{1,3}(\.\d{1,3}){3}:\d+$/.test(a)) a = a.slice(0, a.lastIndexOf(":"));
+  return a;
+}
+const bareHost = (raw: string): string => {
+  const h = raw.trim().replace(/^"|"$/g, "").toLowerCase();
+  if (h.startsWith("[")) return h.slice(0, h.indexOf("]") + 1);
+  return h.replace(/:\d+$/, "");
+};
+
+/** The `for=` and `host=` parameters of an RFC 7239 `Forwarded` header (every element of its list). */
+function forwardedParams(value: string): { addresses: string[]; hosts: string[] } {
+  const addresses: string[] = [];
+  const hosts: string[] = [];
+  for (const element of value.split(",")) {
+    for (const pair of element.split(";")) {
+      const eq = pair.indexOf("=");
+      if (eq < 0) continue;
+      const key = pair.slice(0, eq).trim().toLowerCase();
+      const v = pair.slice(eq + 1);
+      if (key === "for") addresses.push(bareAddress(v));
+      else if (key === "host") hosts.push(bareHost(v));
+    }
+  }
+  return { addresses, hosts };
+}
+
+/**
+ * Is this a client on the engine's own machine, talking to an engine served on loopback (`npm
+ * start`)? Never true for a deploy. A proxy in front of a loopback engine keeps its `Host` but names
+ * the real client in a forwarded header: any of them naming anything but a loopback address (an
+ * obfuscated `for=_hidden` or `unknown` included) makes the client non-local, and so does a
+ * forwarded host that is not loopback. The one test of "local" for the engine and the console's
+ * token route alike.
+ */
+export function isLocalClient(req: Request): boolean {
+  if (!LOOPBACK_HOSTS.has(new URL(req.url).hostname.toLowerCase())) return false;
+  const addresses: string[] = [];
+  const hosts: string[] = [];
+  for (const name of CLIENT_ADDRESS_HEADERS) {
+    const v = req.headers.get(name);
+    if (v !== null) addresses.push(...v.split(",").map(bareAddress));
+  }
+  for (const name of FORWARDED_HOST_HEADERS) {
+    const v = req.headers.get(name);
+    if (v !== null) hosts.push(...v.split(",").map(bareHost));
+  }
+  const forwarded = req.headers.get("forwarded");
+  if (forwarded !== null) {
+    const f = forwardedParams(forwarded);
+    // A Forwarded header that names no client at all still says a proxy stands in between.
+    if (f.addresses.length === 0 && f.hosts.length === 0) return false;
+    addresses.push(...f.addresses);
+    hosts.push(...f.hosts);
+  }
+  return addresses.every(isLoopbackAddress) && hosts.every((h) => LOOPBACK_HOSTS.has(h));
+}
+
+/**
+ * Paths of the engine's own API, which the open engine serves to local processes, never to a web
+ * page of another origin: `/_iii/*`, `/api/*` (the harness's HTTP API), `/mcp`, `/_console/*`, and
+ * the same under `/ns/<namespace>` (`/ns/<ns>/http/api/*` for routes). Every WebSocket upgrade is
+ * judged the same way, whatever its path.
+ */
+const ENGINE_API_PATH = /^(?:\/ns\/[^/]+(?:\/http)?)?\/(?:_iii(?:\/|$)|api(?:\/|$)|mcp$|_console(?:\/|$))/;
+
+export function isEngineApiPath(pathname: string): boolean {
+  return ENGINE_API_PATH.test(pathname);
+}
+
+/** `Sec-Fetch-Site` values a browser sends for the engine's own pages, or for a person typing the
+ * URL (`none`); `same-site` is another port or subdomain, which is another origin. */
+const OWN_FETCH_SITES = new Set(["same-origin", "none"]);
+
+/**
+ * Why the open engine (no AUTH_SECRET / AUTH_FUNCTION) refuses this request, or undefined: a
+ * browser page of another origin must not drive it, whatever address it reaches it from (a page on
+ * any website can dial `ws://127.0.0.1:8787/` or POST to it). A request with no `Origin` is a
+ * non-browser client (curl, an SDK), as every browser sends one on a WebSocket handshake and on
+ * every POST; an `Origin` of `null` is a sandboxed or opaque page. With auth configured a token is
+ * the proof, so any origin may present one.
+ */
+export function foreignOriginRefusal(req: Request, env: AuthConfig): string | undefined {
+  if (authMode(env) !== "open") return undefined;
+  const url = new URL(req.url);
+  const upgrade = req.headers.get("upgrade")?.toLowerCase() === "websocket";
+  if (!upgrade && !isEngineApiPath(url.pathname)) return undefined;
+  const site = req.headers.get("sec-fetch-site");
+  if (site !== null && !OWN_FETCH_SITES.has(site.toLowerCase())) return `this engine has no AUTH_SECRET and serves its own pages and local programs only: a ${site} request from a web page is refused`;
+  const origin = req.headers.get("origin");
+  if (origin !== null && origin !== url.origin) {
+    return `this engine has no AUTH_SECRET and serves its own pages and local programs only: a request from the web origin ${origin.slice(0, 100)} is refused`;
+  }
+  return undefined;
+}
+
+/** Content types a browser sends without asking first (no CORS preflight): a page of any origin can
+ * send them, so a JSON endpoint that took them would take a forged request. */
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json$/;
+
+/**
+ * Why a JSON endpoint refuses this request's body, or undefined. A browser's request (it carries
+ * `Origin` or `Sec-Fetch-Site`) must say `application/json`: text/plain, form and multipart bodies are
+ * what a cross-site page can send without a preflight. A non-browser client cannot be forged that
+ * way, so its content type is not judged (Node's fetch sends a string as text/plain), except a form
+ * or multipart body, which is never JSON (curl's `-d` default: send `-H 'content-type: application/json'`).
+ */
+export function nonJsonBodyRefusal(req: Request): string | undefined {
+  const method = req.method.toUpperCase();
+  if (method === "GET" || method === "HEAD" || method === "OPTIONS") return undefined;
+  const type = (req.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+  if (JSON_TYPE.test(type)) return undefined;
+  const form = type === "application/x-www-form-urlencoded" || type === "multipart/form-data";
+  // Browsers send `Origin` on every POST and `Sec-Fetch-Site` on every request; Node's fetch sends
+  // `Sec-Fetch-Mode` too, so that one does not tell a browser.
+  const browser = req.headers.has("origin") || req.headers.has("sec-fetch-site");
+  if (!form && !browser) return undefined;
+  return `this endpoint takes a JSON body: send Content-Type: application/json (not ${type || "none"})`;
 }
 
 export function authMode(env: AuthConfig): AuthMode {
@@ -101,7 +223,7 @@ async function identify(
   callDefault: (functionId: string, payload: unknown, timeoutMs: number) => Promise<CallOutcome>,
 ): Promise<AuthResult> {
   if (authMode(env) === "open") {
-    if (isLoopback(req)) return { ok: true, grant: OPEN_GRANT, viaProtocol: tokenOf(req)?.viaProtocol ?? false };
+    if (isLocalClient(req)) return { ok: true, grant: OPEN_GRANT, viaProtocol: tokenOf(req)?.viaProtocol ?? false };
     return { ok: false, status: 403, code: "unauthorized", message: CLOSED_MESSAGE };
   }
   const presented = tokenOf(req);

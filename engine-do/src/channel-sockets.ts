@@ -105,7 +105,12 @@ export class ChannelSockets implements ChannelSocketPort {
 
   accept(request: Request): Response {
     const url = new URL(request.url);
-    const id = decodeURIComponent(CHANNEL_PATH.exec(url.pathname)?.[1] ?? "");
+    let id: string;
+    try {
+      id = decodeURIComponent(CHANNEL_PATH.exec(url.pathname)?.[1] ?? "");
+    } catch {
+      return json(400, "invalid_arguments", "the channel id holds a malformed percent-escape");
+    }
     const key = url.searchParams.get("key") ?? "";
     const dir = url.searchParams.get("dir");
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return json(426, "invalid_arguments", "channels need a WebSocket upgrade");

@@ -4,6 +4,15 @@
 // the demo app's static assets, and otherwise gets `404 {"error":{"code":"not_found",...}}`.
 // Also here: browser stream sockets (`/_iii/streams`, `/ns/<ns>/_iii/streams`).
 //
+// The engine's own credentials never reach a tenant's function: a bearer token signed with
+// AUTH_SECRET, in `Authorization` or `?access_token`, is taken out of the request here. The query
+// one is dropped; the header one travels in ENGINE_CREDENTIAL_HEADER, which the engine object hands
+// back as `authorization` only to functions the deployment hosts itself (core/triggers/http.ts) —
+// the harness's HTTP API checks its callers with it. Any other `Authorization` (a route's own
+// scheme) is passed on as it came. A route's response is served sandboxed (ROUTE_SANDBOX_CSP): a
+// page a tenant serves from the engine's own origin runs as an opaque origin, so its script can
+// neither read the console's storage nor call the engine's API as the engine's own page.
+//
 // Request bodies: up to MAX_INLINE_BODY_BYTES a body is read here and handed over as bytes (parsed
 // into `body`, and the one item of `request_body`). A larger one with a declared Content-Length, up
 // to HTTP_MAX_BODY_BYTES, is handed over as the upload itself, which the engine streams into
@@ -12,8 +21,9 @@
 // stream from a whole one.
 import type { Context, Hono } from "hono";
 import { MAX_FRAME_BYTES } from "@iii-edge/protocol";
-import { authenticateRequest, withGrant } from "./auth.ts";
-import { reservedReason, type HttpTriggerRequest } from "./core/triggers/http.ts";
+import { verifyToken } from "@iii-edge/protocol/token";
+import { INTERNAL_HEADER_PREFIX, authenticateRequest, nonJsonBodyRefusal, withGrant } from "./auth.ts";
+import { ENGINE_CREDENTIAL_HEADER, reservedReason, type HttpTriggerRequest } from "./core/triggers/http.ts";
 
 type AppEnv = { Bindings: Env };
 
@@ -35,6 +45,21 @@ export function maxBodyBytes(env: { HTTP_MAX_BODY_BYTES?: unknown }): number {
   const v = env.HTTP_MAX_BODY_BYTES;
   const n = typeof v === "string" && /^\d{1,12}$/.test(v.trim()) ? Number(v.trim()) : NaN;
   return Number.isFinite(n) ? Math.min(HTTP_MAX_BODY_BYTES_CEILING, Math.max(MAX_INLINE_BODY_BYTES, n)) : DEFAULT_HTTP_MAX_BODY_BYTES;
+}
+
+/**
+ * Every route response carries this policy: the document runs sandboxed, as an opaque origin
+ * (scripts, forms and popups allowed, same-origin access not), whatever headers its function sets.
+ */
+export const ROUTE_SANDBOX_CSP = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads";
+
+/** The harness's HTTP API (`/api/*`) is a JSON API whose routes are reached like any other route. */
+const JSON_API_PATH = /^\/api(?:\/|$)/;
+
+/** Is this bearer token one the engine issued (signed with AUTH_SECRET)? */
+async function isEngineToken(token: string, env: { AUTH_SECRET?: string }): Promise<boolean> {
+  if (!env.AUTH_SECRET) return false;
+  return (await verifyToken(env.AUTH_SECRET, token)).ok;
 }
 
 const tooLarge = (c: Context<AppEnv>, message: string) => c.json({ error: { code: "value_too_large", message } }, 413);
@@ -72,6 +97,10 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
   if (!NAMESPACE.test(namespace)) return c.json({ error: { code: "invalid_arguments", message: `invalid namespace '${namespace}'` } }, 400);
   const raw = c.req.raw;
   const method = raw.method.toUpperCase();
+  if (JSON_API_PATH.test(path)) {
+    const notJson = nonJsonBodyRefusal(raw);
+    if (notJson) return c.json({ error: { code: "invalid_arguments", message: notJson } }, 415);
+  }
   let body: HttpTriggerRequest["body"] = null;
   if (method !== "GET" && method !== "HEAD" && raw.body) {
     const max = maxBodyBytes(c.env as { HTTP_MAX_BODY_BYTES?: unknown });
@@ -97,8 +126,16 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
   for (const [k, v] of new URL(raw.url).searchParams) if (!(k in query)) query[k] = v;
   const headers: Record<string, string> = {};
   raw.headers.forEach((v, k) => {
-    headers[k.toLowerCase()] = v;
+    // Headers under the front door's own prefix are its to set, never a client's.
+    if (!k.toLowerCase().startsWith(INTERNAL_HEADER_PREFIX)) headers[k.toLowerCase()] = v;
   });
+  const env = c.env as { AUTH_SECRET?: string };
+  if (query.access_token !== undefined && (await isEngineToken(query.access_token, env))) delete query.access_token;
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? "")?.[1];
+  if (bearer !== undefined && (await isEngineToken(bearer, env))) {
+    headers[ENGINE_CREDENTIAL_HEADER] = headers.authorization;
+    delete headers.authorization;
+  }
   const req: HttpTriggerRequest = { method, path, query, headers, body };
   let res;
   try {
@@ -110,7 +147,9 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
     const asset = await c.env.ASSETS.fetch(raw);
     if (asset.status !== 404) return asset;
   }
-  return new Response(res.body, { status: res.status, headers: res.headers });
+  const out = new Response(res.body, { status: res.status, headers: res.headers });
+  if (res.matched) out.headers.append("content-security-policy", ROUTE_SANDBOX_CSP);
+  return out;
 }
 
 /** Browser stream sockets need a grant for their namespace, like every other socket (auth.ts). */

@@ -4,7 +4,7 @@
 import { Hono, type Context } from "hono";
 import { z } from "zod";
 import { MAX_FRAME_BYTES, rpcTriggerRequest, type EngineRpc } from "@iii-edge/protocol";
-import { authMode, authenticateRequest, isLoopback, withGrant } from "./auth.ts";
+import { authMode, authenticateRequest, foreignOriginRefusal, isLocalClient, nonJsonBodyRefusal, withGrant } from "./auth.ts";
 import { Engine } from "./engine-object.ts";
 import { relayReader } from "./channel-sockets.ts";
 import { mountTriggerRoutes } from "./http-routes.ts";
@@ -29,11 +29,23 @@ const errorJson = (c: Context<AppEnv>, status: number, code: string, message: st
 
 const authFor = (c: Context<AppEnv>, namespace: string) => authenticateRequest(c.req.raw, c.env, namespace);
 
-// A WebSocket upgrade on a path with no socket endpoint (`/ws`, `/wrong`, a typo) is a client's
-// configuration error: answered with the right paths, before any route sees it (socket-paths.ts).
+// The open engine serves its own pages and local programs, never a page of another web origin
+// (auth.ts foreignOriginRefusal). A WebSocket upgrade on a path with no socket endpoint (`/ws`,
+// `/wrong`, a typo) is a client's configuration error: answered with the right paths, before any
+// route sees it (socket-paths.ts).
 app.use("*", async (c, next) => {
+  const foreign = foreignOriginRefusal(c.req.raw, c.env);
+  if (foreign) return errorJson(c, 403, "forbidden", foreign);
   if (wantsWebSocket(c.req.raw) && !isSocketPath(new URL(c.req.url).pathname)) return refuseWrongSocketPath(c);
   await next();
+});
+
+// Whatever a handler throws is answered as a typed error and nothing more: a stack names the
+// engine's files and is no business of the client's (it goes to the log instead).
+app.onError((err, c) => {
+  console.error(`iii-edge: ${c.req.method} ${c.req.path.slice(0, 200)} failed:`, err);
+  if (err instanceof URIError) return errorJson(c, 400, "invalid_arguments", "the path holds a malformed percent-escape");
+  return errorJson(c, 500, "invocation_error", "the engine failed to answer this request");
 });
 
 app.get("/healthz", async (c) => {
@@ -61,14 +73,14 @@ app.get("/ns/:ns/otel", async (c) => (await upgrade(c, c.req.param("ns"))) ?? we
 
 // Channel ends (protocol/README.md §10): the SDK appends `/ws/channels/<id>?key=…&dir=…` to the
 // engine address as text, so `ws://h` dials `/ws/channels/<id>` and `ws://h/ns/<ns>` dials
-// `/ns/<ns>/ws/channels/<id>`. A channel's key is its capability: 128 random bits that only the
-// authenticated creator of the channel was given, checked by the namespace's Engine object (404
-// when wrong). iii-sdk opens channel sockets without headers, so no token is asked for here — but
+// `/ns/<ns>/ws/channels/<id>`. Each end's key is its capability: random bits that only the
+// authenticated creator of the channel was given, one key for the reader and another for the
+// writer, checked by the namespace's Engine object (404 when wrong). iii-sdk opens channel sockets without headers, so no token is asked for here — but
 // an engine without auth configured still serves them to loopback clients only.
 const channel = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
   if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return errorJson(c, 426, "invalid_arguments", "channels need a WebSocket upgrade");
   if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${namespace}'`);
-  if (authMode(c.env) === "open" && !isLoopback(c.req.raw)) {
+  if (authMode(c.env) === "open" && !isLocalClient(c.req.raw)) {
     const who = await authFor(c, namespace);
     if (!who.ok) return errorJson(c, who.status, who.code, who.message);
   }
@@ -115,6 +127,8 @@ const invoke = async (c: Context<AppEnv>, pathNamespace: string | undefined): Pr
   if (!NAMESPACE.test(ns)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${ns.slice(0, 80)}'`);
   const who = await authFor(c, ns);
   if (!who.ok) return errorJson(c, who.status, who.code, who.message);
+  const notJson = nonJsonBodyRefusal(c.req.raw);
+  if (notJson) return errorJson(c, 415, "invalid_arguments", notJson);
   // Typed by protocol's contract: workerd's generated stub type drops the `unknown` result.
   const engine: EngineRpc = engineFor(c.env, ns);
   // The caller's W3C trace context, from its headers: the function continues that trace (§4.8).
@@ -169,6 +183,8 @@ function statusOf(code: string): 400 | 403 | 404 | 413 | 429 | 500 | 504 {
     case "invalid_arguments":
     case "invalid_frame":
     case "invalid_input":
+    // The caller's payload did not fit the function's input: the caller's mistake.
+    case "deserialization_error":
       return 400;
     default:
       return 500;

@@ -8,6 +8,10 @@ import { grantSchema, TOKEN_ALGORITHM, TOKEN_ISSUER, type Grant } from "./auth.t
 export const MIN_SECRET_BYTES = 32;
 /** Longest lifetime `mintToken` gives when asked for none: a day. */
 export const DEFAULT_TOKEN_TTL_S = 24 * 60 * 60;
+/** How far a token's `iat` may lie in the future: the clocks of the minting host and the engine
+ * may differ by this much (NTP keeps them within far less). A token issued later than that was
+ * minted to outlive its apparent age. */
+export const MAX_CLOCK_SKEW_S = 60;
 
 const keyOf = (secret: string) => new TextEncoder().encode(secret);
 
@@ -24,12 +28,14 @@ export async function mintToken(secret: string, grant: Omit<Grant, "exp">, ttlSe
 
 export type TokenCheck = { ok: true; grant: Grant } | { ok: false; reason: string };
 
-/** Verify signature, issuer and expiry, then read the grant. Never throws. */
+/** Verify signature, issuer, expiry and issue time, then read the grant. Never throws. */
 export async function verifyToken(secret: string, token: string): Promise<TokenCheck> {
   if (token.length > 8192) return { ok: false, reason: "token too long" };
   try {
     const { payload } = await jwtVerify(token, keyOf(secret), { algorithms: [TOKEN_ALGORITHM], issuer: TOKEN_ISSUER, requiredClaims: ["sub", "exp"] });
-    const g = grantSchema.safeParse({ sub: payload.sub, ns: payload.ns, call: payload.call, register: payload.register, bind: payload.bind, exp: payload.exp, durable_bindings: payload.durable_bindings });
+    if (payload.iat !== undefined && payload.iat > Math.floor(Date.now() / 1000) + MAX_CLOCK_SKEW_S) return { ok: false, reason: "token issued in the future" };
+    // Every grant claim, whatever fields the grant has: the schema drops the JWT's own (iss, iat…).
+    const g = grantSchema.safeParse(payload);
     if (!g.success) return { ok: false, reason: "token claims are malformed" };
     return { ok: true, grant: g.data };
   } catch (e) {

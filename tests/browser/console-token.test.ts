@@ -1,7 +1,7 @@
 // GET /_console/token (demo-app/edge/console-token.ts), the console page's way to its engine token,
 // called as the Worker calls it: who gets a token, what the token allows and for how long.
 import { verifyToken } from "@iii-edge/protocol/token";
-import { consoleToken, CONSOLE_TOKEN_TTL_S } from "@iii-edge/demo-app/console-token";
+import { consoleToken, CONSOLE_CALLS, CONSOLE_CODE_HEADER, CONSOLE_TOKEN_TTL_S } from "@iii-edge/demo-app/console-token";
 import { describe, expect, it } from "vitest";
 import { TEST_AUTH_SECRET } from "../support/auth.ts";
 
@@ -9,6 +9,7 @@ const get = (url: string, headers: Record<string, string> = {}) => new Request(u
 const answer = async (res: Response) => ({ status: res.status, body: (await res.json()) as { token?: string | null; mode?: string; sub?: string; expires_at?: number; error?: { code: string; message: string } } });
 const SECURE = { AUTH_SECRET: TEST_AUTH_SECRET };
 const DEPLOYED = "https://iii.example.workers.dev/_console/token";
+const CODE = "console-code-for-this-run";
 
 describe("console token route", () => {
   it("an open engine hands out no token (none is needed)", async () => {
@@ -16,14 +17,21 @@ describe("console token route", () => {
     expect((await answer(await consoleToken(get(DEPLOYED), { AUTH_FUNCTION: "auth::check" }))).body).toEqual({ token: null, mode: "auth_function" });
   });
 
-  it("on loopback `npm start` with AUTH_SECRET: a short-lived token, narrow to one namespace and the console's own registrations", async () => {
-    const { status, body } = await answer(await consoleToken(get("http://127.0.0.1:8787/_console/token?ns=team-a"), SECURE));
+  it("on loopback `npm start` with AUTH_SECRET and this run's console code: a short-lived token, narrow to one namespace, the console's own registrations and the functions its screens call", async () => {
+    const withCode = { ...SECURE, CONSOLE_CODE: CODE };
+    const { status, body } = await answer(await consoleToken(get("http://127.0.0.1:8787/_console/token?ns=team-a", { [CONSOLE_CODE_HEADER]: CODE, "sec-fetch-site": "same-origin" }), withCode));
     expect(status).toBe(200);
     const check = await verifyToken(TEST_AUTH_SECRET, body.token!);
     expect(check.ok).toBe(true);
     if (!check.ok) return;
     expect(check.grant).toMatchObject({ sub: "console@loopback", ns: ["team-a"], register: ["console-"], bind: ["engine::functions-available", "engine::workers-available", "state"] });
-    expect(check.grant.call).toBeUndefined();
+    // Calls: what the console's screens call, never everything (an unrestricted console token was
+    // what a tenant's page could mint and use).
+    expect(check.grant.call).toEqual([...CONSOLE_CALLS]);
+    expect(check.grant.call).not.toContain("*");
+    // Without the code (or with another run's), being on loopback is not enough.
+    expect((await consoleToken(get("http://127.0.0.1:8787/_console/token"), withCode)).status).toBe(401);
+    expect((await consoleToken(get("http://127.0.0.1:8787/_console/token", { [CONSOLE_CODE_HEADER]: "another-run" }), withCode)).status).toBe(401);
     const ttl = check.grant.exp! - Math.floor(Date.now() / 1000);
     expect(ttl).toBeGreaterThan(CONSOLE_TOKEN_TTL_S - 5);
     expect(ttl).toBeLessThanOrEqual(CONSOLE_TOKEN_TTL_S);

@@ -42,7 +42,8 @@ function queuesWithTestQueue(): string {
 async function openConsole(ctx: BrowserContext, route: string): Promise<Page> {
   const page = await ctx.newPage();
   page.on("pageerror", (e) => console.error("[console] pageerror", e));
-  await page.goto(`${engine.url}/#${route}`);
+  // Opened as `npm start` prints the console's URL: with this run's console code.
+  await page.goto(`${engine.url}/#${route}${route.includes("?") ? "&" : "?"}code=${engine.consoleCode}`);
   await page.waitForSelector('#status[data-status="open"]', { timeout: 30_000 });
   return page;
 }
@@ -55,7 +56,9 @@ async function shot(page: Page, name: string): Promise<void> {
 
 beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  engine = await startSecureEngine({ QUEUES: queuesWithTestQueue() });
+  // The catalog's call form reaches this suite's own functions too (CONSOLE_CALL: beyond the
+  // functions the console's screens call, a console token calls only what the operator lists).
+  engine = await startSecureEngine({ QUEUES: queuesWithTestQueue(), CONSOLE_CALL: "e2e::*,edge::*" });
   node = registerWorker(`${engine.wsUrl}/`, { workerName: "node-console-e2e", headers: bearer(await token("node-console-e2e")), logger: { warn: () => {}, error: () => {} } });
   node.registerFunction("e2e::flaky", (data) => {
     if (flaky.failing) throw new Error("flaky is failing on purpose");

@@ -1,6 +1,7 @@
 // Runs what `npm start` runs (scripts/start.mjs: D1 migrations, then wrangler dev) on a free port
 // with its own state directory, for node e2e, interop, browser and benchmark suites.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { cpSync, existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -19,6 +20,8 @@ export interface EngineServer {
   restart(): Promise<void>;
   /** What `npm start` printed (stdout and stderr) since it was last (re)started. */
   output(): string;
+  /** This engine's console code (CONSOLE_CODE): the console page gets a token with it (`/#code=…`). */
+  consoleCode: string;
 }
 
 /** How long a cold start may take on a busy 2-core CI box (migrations + workerd boot). */
@@ -95,6 +98,8 @@ export async function startEngine(opts: { port?: number; stateDir?: string; vars
   const stateDir = opts.stateDir ?? freshStateDir(opts.env);
   let url = `http://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
+  // The console code `npm start` would make: chosen here, so a suite can open the console with it.
+  const consoleCode = opts.env?.CONSOLE_CODE ?? randomBytes(16).toString("base64url");
   let log = "";
 
   const launch = async () => {
@@ -105,6 +110,7 @@ export async function startEngine(opts: { port?: number; stateDir?: string; vars
       III_STATE_DIR: stateDir,
       III_INSPECTOR_PORT: String(await freePort()),
       PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+      CONSOLE_CODE: consoleCode,
       ...opts.env,
     };
     if (opts.vars) env.III_DEV_VARS = JSON.stringify(opts.vars);
@@ -169,5 +175,6 @@ export async function startEngine(opts: { port?: number; stateDir?: string; vars
       await launch();
     },
     output: () => log,
+    consoleCode,
   };
 }

@@ -86,7 +86,9 @@ describe("channels", () => {
   it("creates a pair of refs; text and binary items reach the reader in order; the writer's close ends it", async () => {
     const w = await wires.connect();
     const ch = await create(w);
-    expect(ch.writer).toMatchObject({ channel_id: ch.reader.channel_id, access_key: ch.reader.access_key, direction: "write" });
+    // One channel, two ends, two keys: whoever holds one end cannot take the other.
+    expect(ch.writer).toMatchObject({ channel_id: ch.reader.channel_id, direction: "write" });
+    expect(ch.writer.access_key).not.toBe(ch.reader.access_key);
     expect(ch.reader.direction).toBe("read");
     const reader = await attach(ch.reader);
     const writer = await attach(ch.writer);
@@ -122,6 +124,9 @@ describe("channels", () => {
     await second.untilClosed();
     expect(second.closed).toEqual({ code: 1008, reason: "channel_end_already_attached" });
     expect(await refused({ ...ch.reader, access_key: "wrong" })).toBe(404);
+    // A reader's key does not open the write end, nor a writer's the read end.
+    expect(await refused({ ...ch.reader, direction: "write" })).toBe(404);
+    expect(await refused({ ...ch.writer, direction: "read" })).toBe(404);
     expect(await refused({ ...ch.reader, channel_id: crypto.randomUUID() })).toBe(404);
     const plain = await exports.default.fetch(`http://localhost/ws/channels/${ch.reader.channel_id}?key=${ch.reader.access_key}&dir=read`);
     expect(plain.status).toBe(426);

@@ -6,8 +6,10 @@
 //      once, kept for this tab only (sessionStorage), the fragment is removed from the address bar.
 //   2. `GET /_console/token` on the engine's own Worker (demo-app/edge/console-token.ts): a short-
 //      lived, narrow grant for a console user — on an open engine it answers `{token: null}`, on
-//      loopback `npm start` with AUTH_SECRET it mints one, deployed it wants the console credential
-//      (a person types it once: the sign-in banner; it is kept for this tab only).
+//      loopback `npm start` with AUTH_SECRET it mints one for the console code the URL `npm start`
+//      printed carries (`#code=…`: read once, kept for this tab only, sent as X-Console-Code),
+//      deployed it wants the console credential (a person types it once: the sign-in banner; it is
+//      kept for this tab only).
 // The SDK asks for the token again on every reconnect, so an expired one is replaced.
 import { registerWorker, type BrowserClient, type ConnectionState } from "@iii-edge/sdk-browser";
 import type { ConnectionStatus } from "./types.ts";
@@ -25,6 +27,9 @@ const RECONNECT_MAX_DELAY_MS = 5_000;
 
 const CREDENTIAL_KEY = "iii-console-credential";
 const TOKEN_KEY = "iii-console-token";
+const CODE_KEY = "iii-console-code";
+/** The header the token route reads the console code from (console-token.ts CONSOLE_CODE_HEADER). */
+const CODE_HEADER = "x-console-code";
 
 export interface ConnectionSnapshot {
   status: ConnectionStatus;
@@ -63,6 +68,7 @@ export class ConsoleConnection {
     const tabId = Math.random().toString(36).slice(2, 8);
     this.workerName = `console-${tabId}`;
     this.fragmentToken = takeFragmentToken();
+    takeFragmentCode();
     this.iii = registerWorker("/", {
       workerName: this.workerName,
       metadata: { page: "console" },
@@ -82,11 +88,13 @@ export class ConsoleConnection {
     return () => this.listeners.delete(fn);
   }
 
-  /** Requests to the engine's own API (`/_iii/*`), with this tab's token as a Bearer header. */
+  /** Requests to the engine's own API (`/_iii/*`), with this tab's token as a Bearer header. A
+   * string body is JSON: the engine refuses a browser's text/plain body (a forged request's). */
   async fetch(path: string, init: RequestInit = {}): Promise<Response> {
     const headers = new Headers(init.headers);
     const t = await this.token();
     if (t && !headers.has("authorization")) headers.set("authorization", `Bearer ${t}`);
+    if (typeof init.body === "string" && !headers.has("content-type")) headers.set("content-type", "application/json");
     return fetch(path, { ...init, headers });
   }
 
@@ -125,6 +133,8 @@ export class ConsoleConnection {
       const headers: Record<string, string> = {};
       const credential = sessionStorage.getItem(CREDENTIAL_KEY);
       if (credential) headers.authorization = `Bearer ${credential}`;
+      const code = sessionStorage.getItem(CODE_KEY);
+      if (code) headers[CODE_HEADER] = code;
       const res = await fetch("/_console/token", { headers, cache: "no-store" });
       if (res.status === 404) {
         this.tokenProblem = undefined;
@@ -224,4 +234,19 @@ function takeFragmentToken(): string | undefined {
     return t;
   }
   return sessionStorage.getItem(TOKEN_KEY) ?? undefined;
+}
+
+/** `#code=…` (or `#/screen?…&code=…`), the console code in the URL `npm start` printed: taken out
+ * of the address bar, kept for this tab (the token route asks for it on every refresh). */
+function takeFragmentCode(): void {
+  const hash = location.hash.slice(1);
+  const query = hash.includes("?") ? hash.slice(hash.indexOf("?") + 1) : hash.startsWith("/") ? "" : hash;
+  const params = new URLSearchParams(query);
+  const code = params.get("code");
+  if (!code) return;
+  sessionStorage.setItem(CODE_KEY, code);
+  params.delete("code");
+  const route = hash.startsWith("/") ? hash.split("?")[0] : "/";
+  const rest = params.toString();
+  history.replaceState(null, "", `${location.pathname}${location.search}#${route}${rest ? `?${rest}` : ""}`);
 }

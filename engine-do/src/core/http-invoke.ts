@@ -10,6 +10,13 @@ export interface UrlPolicy {
   allowPrivate: boolean;
   /** Host names allowed (`example.com`, `*.example.com`); absent or `["*"]` = any public host. */
   allowlist?: string[];
+  /**
+   * The addresses a host name resolves to, where the runtime can look them up (Node: dns.lookup).
+   * Asked at call time, so a name whose DNS answer is (or later becomes) private is refused then.
+   * Without it the name rules hold alone (workerd has no resolver of its own to ask, and deployed
+   * Workers' fetch cannot reach a private network anyway).
+   */
+  resolveHost?: (host: string) => Promise<string[]>;
 }
 
 export type UrlCheck = { ok: true } | { ok: false; message: string };
@@ -18,6 +25,82 @@ export type UrlCheck = { ok: true } | { ok: false; message: string };
 const BLOCKED_NAMES = new Set(["localhost", "localhost.localdomain", "metadata", "metadata.google.internal", "instance-data", "ip6-localhost", "ip6-loopback"]);
 /** Suffixes of names that resolve only inside a host or a private network. */
 const BLOCKED_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa"];
+/** Public names whose DNS answers 127.0.0.1 for themselves and every name under them (services
+ * made for local development), and wildcard-DNS services that answer whatever address the name
+ * spells (`127.0.0.1.nip.io`, `10-0-0-1.sslip.io`, `7f000001.nip.io`). */
+const LOOPBACK_DOMAINS = ["localtest.me", "lvh.me", "vcap.me", "localho.st", "lacolhost.com", "fuf.me", "readme.localtest.me"];
+const WILDCARD_IP_DOMAINS = ["nip.io", "sslip.io", "xip.io", "nip.direct", "traefik.me", "backname.io", "local.gd"];
+const underDomain = (host: string, domain: string) => host === domain || host.endsWith(`.${domain}`);
+
+/**
+ * The address a name spells in one of its labels, as wildcard-DNS services read it: dotted
+ * (`127.0.0.1.nip.io`), dashed (`127-0-0-1.sslip.io`, `app-127-0-0-1.sslip.io`) or eight hex digits
+ * (`7f000001.nip.io`, read only when `hex`). Null when it spells none.
+ */
+function spelledV4(host: string, hex: boolean): string | null {
+  const dotted = /(?:^|\.)(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})\./.exec(host);
+  if (dotted && v4ToInt(dotted[1]!) !== null) return dotted[1]!;
+  for (const label of host.split(".")) {
+    const dashed = /(?:^|-)(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})$/.exec(label);
+    if (dashed) {
+      const ip = dashed.slice(1, 5).join(".");
+      if (v4ToInt(ip) !== null) return ip;
+    }
+    const hexed = hex ? /(?:^|-)([0-9a-f]{8})$/.exec(label) : null;
+    if (hexed) {
+      const n = parseInt(hexed[1]!, 16);
+      return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
+    }
+  }
+  return null;
+}
+
+/** Why a host name is known to lead to this machine or a private network, or null. */
+function loopbackByName(host: string): string | null {
+  if (LOOPBACK_DOMAINS.some((d) => underDomain(host, d))) return `${host} is a public name that resolves to loopback`;
+  if (WILDCARD_IP_DOMAINS.some((d) => underDomain(host, d))) {
+    const ip = spelledV4(host, true);
+    // A wildcard-DNS name that spells no address is refused too: its answer is whatever its owner says.
+    if (!ip) return `${host} is under a wildcard-DNS domain`;
+    const why = blockedV4(ip);
+    return why ? `${host} resolves to ${ip}, a ${why} address` : null;
+  }
+  // Elsewhere only the dotted and dashed forms: eight hex digits are as often a hash as an address.
+  const ip = spelledV4(host, false);
+  const why = ip ? blockedV4(ip) : null;
+  return why ? `${host} spells ${ip}, a ${why} address, in its name` : null;
+}
+
+/** Why one resolved address may not be called, or null. */
+function blockedAddress(ip: string): string | null {
+  return ip.includes(":") ? blockedV6(ip.replace(/^\[|\]$/g, "")) : blockedV4(ip);
+}
+
+/**
+ * The call-time check of a name's DNS answer (UrlPolicy.resolveHost): every address it resolves to
+ * must be public. A lookup that fails is left to fetch, which fails the same way.
+ */
+export async function checkResolvedHost(url: string, policy: UrlPolicy): Promise<UrlCheck> {
+  if (policy.allowPrivate || !policy.resolveHost) return { ok: true };
+  let host: string;
+  try {
+    host = new URL(url).hostname.toLowerCase().replace(/\.+$/, "");
+  } catch {
+    return { ok: false, message: `not a valid URL: ${url.slice(0, 200)}` };
+  }
+  if (host.startsWith("[") || /^[\d.]+$/.test(host)) return { ok: true }; // a literal: judged already
+  let addresses: string[];
+  try {
+    addresses = await policy.resolveHost(host);
+  } catch {
+    return { ok: true };
+  }
+  for (const ip of addresses) {
+    const why = blockedAddress(ip);
+    if (why) return { ok: false, message: `${host} resolves to ${ip}, a ${why} address` };
+  }
+  return { ok: true };
+}
 
 /** IPv4 ranges that are not public unicast: [first octets as number, prefix length, what]. */
 const BLOCKED_V4: [string, number, string][] = [
@@ -142,8 +225,9 @@ function hostAllowed(host: string, allowlist: string[] | undefined): boolean {
  * link-local, CGNAT or metadata targets, unless `allowPrivate`. IPv6 forms that carry an IPv4
  * address (mapped, compatible, translated, NAT64, 6to4, Teredo, ISATAP) are judged by that IPv4.
  * Decimal, hex and octal IPv4 forms are normalised by the WHATWG URL parser before the check.
- * Names are checked without trailing dots: a public name that resolves to a private address is not caught
- * here (Workers' fetch cannot reach private networks in production anyway).
+ * Names are checked without trailing dots. Names known to lead to loopback (`localtest.me`, wildcard-DNS
+ * names such as `127.0.0.1.nip.io`) are refused by name; any other name's DNS answer is checked at
+ * call time where the runtime can resolve (UrlPolicy.resolveHost, checkResolvedHost).
  */
 export function validateInvocationUrl(url: string, policy: UrlPolicy): UrlCheck {
   let u: URL;
@@ -173,6 +257,8 @@ export function validateInvocationUrl(url: string, policy: UrlPolicy): UrlCheck 
   if (BLOCKED_NAMES.has(host) || BLOCKED_SUFFIXES.some((s) => host.endsWith(s))) {
     return { ok: false, message: `${host} names a local or metadata host` };
   }
+  const byName = loopbackByName(host);
+  if (byName) return { ok: false, message: byName };
   if (!host.includes(".")) return { ok: false, message: `${host} is a single-label (intranet) name` };
   return { ok: true };
 }
@@ -288,6 +374,8 @@ export async function invokeHttpFunction(
   if (opts.urlPolicy) {
     const check = validateInvocationUrl(inv.url, opts.urlPolicy);
     if (!check.ok) return { error: { code: "url_validation_failed", message: check.message } };
+    const resolved = await checkResolvedHost(inv.url, opts.urlPolicy);
+    if (!resolved.ok) return { error: { code: "url_validation_failed", message: resolved.message } };
   }
   const method = inv.method ?? "POST";
   // fetch refuses a body on GET; such a function gets its data nowhere but is still signed

@@ -4,7 +4,7 @@
 // longer than PERSIST_AFTER_MS is a row of `routed_calls`, so an eviction in the middle of it loses
 // neither the caller's answer nor its deadline. Who may answer a call is decided here too: only the
 // worker it was sent to.
-import { toErrorBody, type EngineFrame } from "@iii-edge/protocol";
+import { MAX_FRAME_BYTES, toErrorBody, type EngineFrame } from "@iii-edge/protocol";
 import type { AlarmClient, CallRequest, SocketRoute } from "./api.ts";
 import { MAX_OPEN_CALLS, MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "./bounds.ts";
 import { Deadlines } from "./deadlines.ts";
@@ -125,7 +125,10 @@ export class Invocations implements AlarmClient {
       if (req.metadata !== undefined) frame.metadata = req.metadata;
       if (req.traceparent) frame.traceparent = req.traceparent;
       if (req.baggage) frame.baggage = req.baggage;
-      if (!conn.send(frame)) this.settle(invocationId, { ok: false, error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` } });
+      const sent = conn.send(frame);
+      // A call whose frame is over the frame bound was never sent: answered now, not at its deadline.
+      if (sent === "too_large") this.settle(invocationId, { ok: false, error: { code: "value_too_large", message: `the call to ${fn.id} is larger than ${MAX_FRAME_BYTES} bytes with its envelope; send less data` } });
+      else if (!sent) this.settle(invocationId, { ok: false, error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` } });
     });
   }
 

@@ -53,7 +53,12 @@ export const SERVER_INFO = { name: "iii-edge", version: "0.1.0" } as const;
 export function mcpNamespaceOf(pathname: string): string | undefined {
   const m = MCP_PATH.exec(pathname);
   if (!m) return undefined;
-  return m[1] === undefined ? "default" : decodeURIComponent(m[1]);
+  if (m[1] === undefined) return "default";
+  try {
+    return decodeURIComponent(m[1]);
+  } catch {
+    return m[1]; // a malformed escape: not a namespace name, refused as one by the caller (400)
+  }
 }
 
 export interface McpServerDeps {

@@ -175,7 +175,7 @@ const spawnWorker = {
       memory_mb: { type: "integer", minimum: 1, description: `Guest RAM in MiB (default ${WORKER_DEFAULT_MEMORY_MB}, at least ${WORKER_MIN_MEMORY_MB}).` },
       vcpus: { type: "integer", minimum: 1, description: `Guest vCPUs (default ${DEFAULT_VCPUS}).` },
       allow_call: globs("Function-id globs the worker may call besides its own (default none)."),
-      allow_bind: globs("Trigger types the worker may bind to its own functions (default any)."),
+      allow_bind: globs("Trigger types the worker may bind to its own functions (default every engine trigger type except http: a public route needs [\"http\"] here)."),
       wait_for: { ...globs("Return once these function ids are in the catalog (default: once its registrations settle)."), items: { type: "string", minLength: 1, maxLength: 256 } },
     },
   },

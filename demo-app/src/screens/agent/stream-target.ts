@@ -15,6 +15,7 @@ export interface StreamTargetConfig {
 /** Where app/connection.ts keeps a `#token=` token, and the console credential, for this tab. */
 const SHELL_TOKEN_KEY = "iii-console-token";
 const SHELL_CREDENTIAL_KEY = "iii-console-credential";
+const SHELL_CODE_KEY = "iii-console-code";
 /** The token route answers from the engine's own Worker at once; past this, dial without one. */
 const TOKEN_FETCH_TIMEOUT_MS = 5_000;
 
@@ -23,7 +24,11 @@ async function shellToken(): Promise<string> {
   if (kept) return kept;
   try {
     const credential = sessionStorage.getItem(SHELL_CREDENTIAL_KEY);
-    const res = await fetch("/_console/token", { cache: "no-store", headers: credential ? { authorization: `Bearer ${credential}` } : {}, signal: AbortSignal.timeout(TOKEN_FETCH_TIMEOUT_MS) });
+    const code = sessionStorage.getItem(SHELL_CODE_KEY);
+    const headers: Record<string, string> = {};
+    if (credential) headers.authorization = `Bearer ${credential}`;
+    if (code) headers["x-console-code"] = code;
+    const res = await fetch("/_console/token", { cache: "no-store", headers, signal: AbortSignal.timeout(TOKEN_FETCH_TIMEOUT_MS) });
     if (!res.ok) return "";
     const body = (await res.json()) as { token?: string | null };
     return body.token ?? "";

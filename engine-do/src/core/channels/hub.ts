@@ -42,6 +42,17 @@ export const REQUEST_BODY_ITEM_BYTES = 64 * 1024;
  * bytes reach the function as they come, not once 64 KiB have gathered. */
 export const REQUEST_BODY_FLUSH_MS = 5;
 
+/**
+ * The key of one end of a channel. A row's `access_key` is two random ids back to back: the reader
+ * gets the first half, the writer the second, so whoever is handed one end cannot take the other
+ * (a reader cannot write into a stream, a writer cannot read what it is sent back). Each half is
+ * one random id (122 random bits).
+ */
+export function endKey(accessKey: string, dir: ChannelDirection): string {
+  const half = Math.floor(accessKey.length / 2);
+  return dir === "read" ? accessKey.slice(0, half) : accessKey.slice(half);
+}
+
 /** Close codes the engine sends on channel sockets. */
 export const CLOSE = {
   /** Reader: the writer ended and every item was delivered. */
@@ -191,7 +202,7 @@ export class ChannelHub {
     const span = channelSpan(this.core.telemetry, row.id, traceparent);
     if (span) this.spans.set(row.id, span.set("iii.channel.buffer_size", bufferSize));
     this.core.rearmAlarm();
-    return { writer: { channel_id: row.id, access_key: row.access_key, direction: "write" }, reader: { channel_id: row.id, access_key: row.access_key, direction: "read" } };
+    return { writer: { channel_id: row.id, access_key: endKey(row.access_key, "write"), direction: "write" }, reader: { channel_id: row.id, access_key: endKey(row.access_key, "read"), direction: "read" } };
   }
 
   /**
@@ -218,8 +229,8 @@ export class ChannelHub {
     const bodyFailed = new Promise<string>((r) => (failed = r));
     const pump = streamed ? this.pumpBody(req.id, streamed, declaredLength, failed) : null;
     return {
-      request_body: { channel_id: req.id, access_key: req.access_key, direction: "read" },
-      response: { channel_id: res.id, access_key: res.access_key, direction: "write" },
+      request_body: { channel_id: req.id, access_key: endKey(req.access_key, "read"), direction: "read" },
+      response: { channel_id: res.id, access_key: endKey(res.access_key, "write"), direction: "write" },
       responseSink: sink,
       bodyFailed,
       dispose: () => {
@@ -341,6 +352,7 @@ export class ChannelHub {
 
   private newRow(bufferSize: number, now: number): ChannelRow {
     const ids = this.core.ports;
+    // Two random ids: the first is the reader's key, the second the writer's (endKey).
     return { id: ids.newId(), access_key: ids.newId().replace(/-/g, "") + ids.newId().replace(/-/g, ""), created_at: now, buffer_size: bufferSize, writer: 0, reader: 0, end_code: null, end_reason: null, items: 0, bytes: 0, sweep_at: now + CHANNEL_TTL_MS };
   }
 
@@ -354,7 +366,7 @@ export class ChannelHub {
   /** May a socket take this end? Wrong id or key → not_found (HTTP 404), taken → immediate close. */
   authorize(id: string, key: string, dir: ChannelDirection): AttachVerdict {
     const found = this.storeOf(id);
-    if (!found || !constantTimeEqual(found.row.access_key, key)) return "not_found";
+    if (!found || !constantTimeEqual(endKey(found.row.access_key, dir), key)) return "not_found";
     return (dir === "read" ? found.row.reader : found.row.writer) === 0 ? "ok" : "taken";
   }
 

@@ -46,6 +46,14 @@ const RESERVED_EXACT = new Set(["", "healthz", "otel", "mcp", "_console", "ns", 
 const RESERVED_PREFIXES = ["ns/", "ws/", "_iii/", "sdk/", "assets/", "_console/"];
 const STATIC_EXTENSION = /\.(html?|js|mjs|css|map|ico|png|jpe?g|gif|svg|webp|txt|webmanifest|woff2?)$/i;
 
+/**
+ * Where the front door puts a caller's engine token (an `Authorization` it verified against
+ * AUTH_SECRET) instead of `authorization` (../../http-routes.ts). Only functions the deployment
+ * hosts itself (Worker-hosted, kind `edge`: the harness's HTTP API) get it back as `authorization`;
+ * a tenant's middleware, condition or function never sees the engine's credentials.
+ */
+export const ENGINE_CREDENTIAL_HEADER = "x-iii-engine-credential";
+
 export function normalizePath(p: string): string {
   return p.replace(/^\/+/, "").replace(/\/+$/, "").replace(/\/{2,}/g, "/");
 }
@@ -276,6 +284,13 @@ export class HttpRoutes {
     const left = () => Math.max(1, deadline - this.core.ports.clock.now());
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) headers[k.toLowerCase()] = v;
+    const credential = headers[ENGINE_CREDENTIAL_HEADER];
+    delete headers[ENGINE_CREDENTIAL_HEADER];
+    /** The headers `functionId` is given: the caller's engine token only for the deployment's own. */
+    const deployed = (functionId: string) => this.core.catalog.functions.get(functionId)?.kind === "edge";
+    const headersFor = (functionId: string): Record<string, string> => (credential !== undefined && deployed(functionId) ? { ...headers, authorization: credential } : headers);
+    // The function's payload is the condition's too: both must be the deployment's own.
+    const functionHeaders = cfg.condition_function_id === undefined || deployed(cfg.condition_function_id) ? headersFor(route.binding.function_id) : headers;
     const method = req.method.toUpperCase();
     // The request's own trace context (W3C headers), continued by middleware, condition and function (§4.8).
     const trace = traceFromHeaders((name) => headers[name]);
@@ -287,7 +302,7 @@ export class HttpRoutes {
     // Middleware (§8.1): global first, then the route's; each may continue or respond; an error
     // (a missing middleware function included: fail closed) is a 500, a timeout a 504.
     for (const mw of [...this.globalMiddleware, ...(cfg.middleware_function_ids ?? [])]) {
-      const out = await this.core.invoke({ function_id: mw, data: { phase: "preHandler", request: { path_params: params, query_params: req.query, headers, method }, context: {} }, timeoutMs: left(), ...trace });
+      const out = await this.core.invoke({ function_id: mw, data: { phase: "preHandler", request: { path_params: params, query_params: req.query, headers: headersFor(mw), method }, context: {} }, timeoutMs: left(), ...trace });
       if (!out.ok) {
         if (out.error.code === "timeout") return json(504, { error: { code: "middleware_timeout", message: out.error.message } });
         return this.errorResponse(out.error);
@@ -304,7 +319,7 @@ export class HttpRoutes {
     const payload = {
       query_params: req.query,
       path_params: params,
-      headers,
+      headers: functionHeaders,
       path: route.pattern,
       method,
       // A streamed body is too large for the invocation frame: it is only in `request_body`.

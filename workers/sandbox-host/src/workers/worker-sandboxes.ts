@@ -6,6 +6,7 @@
 // A worker process that exits is not restarted: its sandbox is stopped and remembers why.
 import path from "node:path";
 import { randomBytes } from "node:crypto";
+import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import { mintToken } from "@iii-edge/protocol/token";
 import { SandboxError } from "../errors.ts";
 import {
@@ -29,11 +30,18 @@ export interface SpawnWorkerRequest {
   vcpus?: number;
   /** Function-id globs the worker may call besides its own functions. */
   allow_call?: string[];
-  /** Trigger types it may bind (default: any, to its own functions only). */
+  /** Trigger types it may bind, to its own functions only (default SANDBOX_DEFAULT_BIND). */
   allow_bind?: string[];
   /** Wait until these ids are in the catalog (default: whatever it registers, once it settles). */
   wait_for?: string[];
 }
+
+/**
+ * What a sandbox worker may bind when its spawner names nothing: the engine's trigger types except
+ * `http`. A route is served on the engine's own origin to anyone who asks, so code a model wrote
+ * publishes one only when the spawner says `allow_bind: ["http", …]`.
+ */
+export const SANDBOX_DEFAULT_BIND: readonly string[] = Object.values(TRIGGER_TYPES).filter((t) => t !== TRIGGER_TYPES.http);
 
 export interface WorkerFunctionSummary {
   function_id: string;
@@ -177,7 +185,7 @@ export class WorkerSandboxes {
     if (this.#o.authSecret) {
       token = await mintToken(this.#o.authSecret, {
         sub: `sandbox-worker:${id}`, ns: [this.#o.namespace], register: [prefix],
-        call: [`${prefix}*`, ...(req.allow_call ?? [])], ...(req.allow_bind ? { bind: req.allow_bind } : {}),
+        call: [`${prefix}*`, ...(req.allow_call ?? [])], bind: req.allow_bind ?? [...SANDBOX_DEFAULT_BIND],
       }, timeoutS + 60);
     }
 
@@ -191,7 +199,7 @@ export class WorkerSandboxes {
       listenPath: path.join(this.#o.stateDir, `relay-${id.slice(-12)}.sock`),
       engineUrl: this.#o.engineUrl,
       token,
-      policy: { prefix, call: req.allow_call ?? [], bind: req.allow_bind },
+      policy: { prefix, call: req.allow_call ?? [], bind: req.allow_bind ?? [...SANDBOX_DEFAULT_BIND] },
       onActivity: () => {
         e.lastInvokedAt = Date.now();
         this.#armIdle(e);
