@@ -9,7 +9,8 @@
 //     user holds the secret anyway): a token, no credential asked.
 //   - Otherwise 401, saying what to set.
 // The grant: one namespace, registrations only under `console-` (the page's own functions), bindings
-// only to the discovery and state trigger types; calls unrestricted (it is the operator's console).
+// only to the discovery and state trigger types; calls unrestricted and every agent session
+// (`sessions: ["*"]`): it is the operator's console, which lists and follows every session.
 import { mintToken } from "@iii-edge/protocol/token";
 
 export const CONSOLE_TOKEN_PATH = "/_console/token";
@@ -75,6 +76,6 @@ export async function consoleToken(req: Request, env: ConsoleTokenEnv): Promise<
       : presented === undefined ? "sign in with the console credential" : "wrong console credential";
     return json(401, { error: { code: "unauthorized", message } });
   }
-  const token = await mintToken(env.AUTH_SECRET, { sub, ns: [ns], register: [CONSOLE_REGISTER_PREFIX], bind: CONSOLE_BIND }, CONSOLE_TOKEN_TTL_S);
+  const token = await mintToken(env.AUTH_SECRET, { sub, ns: [ns], register: [CONSOLE_REGISTER_PREFIX], bind: CONSOLE_BIND, sessions: ["*"] }, CONSOLE_TOKEN_TTL_S);
   return json(200, { token, sub, ns, expires_at: Math.floor(Date.now() / 1000) + CONSOLE_TOKEN_TTL_S });
 }

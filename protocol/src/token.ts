@@ -29,7 +29,7 @@ export async function verifyToken(secret: string, token: string): Promise<TokenC
   if (token.length > 8192) return { ok: false, reason: "token too long" };
   try {
     const { payload } = await jwtVerify(token, keyOf(secret), { algorithms: [TOKEN_ALGORITHM], issuer: TOKEN_ISSUER, requiredClaims: ["sub", "exp"] });
-    const g = grantSchema.safeParse({ sub: payload.sub, ns: payload.ns, call: payload.call, register: payload.register, bind: payload.bind, exp: payload.exp });
+    const g = grantSchema.safeParse({ sub: payload.sub, ns: payload.ns, call: payload.call, register: payload.register, bind: payload.bind, exp: payload.exp, sessions: payload.sessions });
     if (!g.success) return { ok: false, reason: "token claims are malformed" };
     return { ok: true, grant: g.data };
   } catch (e) {
