@@ -389,12 +389,15 @@ export class Streams {
     return this.mayUse(grant, stream, group, item);
   }
 
-  /** May the socket join? Agent-session streams: the session's owner or a `sessions` grant; any
+  /** May the socket join? A session's group (`agent::events/<sid>`): the session's owner or a
+   * `sessions` grant. The list of sessions (`agent::sessions`): one item, its session's; the whole
+   * group, a grant that sees every session, or a stream reader (filtered to its own sessions). Any
    * other stream: a grant that may read it by function call. */
   private mayJoin(grant: Grant | undefined, stream: string, group: string, item: string | null): boolean {
     if (!grant) return false;
-    if (sessionGroups.has(stream) || sessionItems.has(stream)) return this.mayUse(grant, stream, group, item);
-    return mayCall(grant, STREAM_READ_FUNCTION);
+    if (sessionGroups.has(stream)) return this.mayUse(grant, stream, group, item);
+    if (sessionItems.has(stream) && item !== null) return this.mayUse(grant, stream, group, item);
+    return seesAllSessions(grant) || mayCall(grant, STREAM_READ_FUNCTION);
   }
 
   private async join(socketId: string, subscriptionId: string, streamName: string, groupId: string, id: string | null): Promise<void> {
