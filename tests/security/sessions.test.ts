@@ -226,7 +226,7 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     expect(reader.pushes.some((p) => p.event?.type !== "sync" && p.event?.type !== "unauthorized" && JSON.stringify(p).includes(ALICE_SID))).toBe(false);
   });
 
-  it("by direct function calls, Bob with a wide grant is refused — even claiming to be Alice, or through the queue", async () => {
+  it("by direct function calls, Bob with a wide grant is refused — even claiming to be Alice", async () => {
     const op = await socket("ops", ["*"], { ns: ["*"], sessions: ["*"] });
     const before = await aliceSnapshot(op);
     const wide = await socket("bob", WIDE);
@@ -249,6 +249,9 @@ describe("sessions have owners (AUTH_SECRET)", () => {
       ["session-inbox::push", { name: "steering", session_id: ALICE_SID, item: user("injected") }],
       ["session-inbox::drain", { name: "steering", session_id: ALICE_SID }],
       ["harness::children", { parent_session_id: ALICE_SID }],
+      ["harness::join", { child_session_id: ALICE_SID }],
+      ["harness::sessions::changed", { event_type: "state:created", key: "made-up-session" }],
+      ["turn::function_awaiting_approval", { session_id: ALICE_SID, step: 1 }],
       ["stream::list_items", { stream_name: "agent::events", group_id: ALICE_SID }],
       ["stream::get", { stream_name: "agent::events", group_id: ALICE_SID, item_id: `${ALICE_SID}-00000001` }],
       ["stream::set", { stream_name: "agent::events", group_id: ALICE_SID, item_id: `${ALICE_SID}-99999999`, data: { type: "agent_end" } }],

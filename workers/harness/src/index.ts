@@ -13,7 +13,7 @@ import {
   type SessionsChanged,
   type TurnStateView,
 } from "@iii-edge/protocol/harness";
-import { CALLER_PRINCIPAL_KEY, principalOf, type CallerPrincipal } from "@iii-edge/protocol";
+import { CALLER_PRINCIPAL_KEY, IIIError, principalOf, seesAllSessions, type CallerPrincipal } from "@iii-edge/protocol";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { mergeBaggage } from "./baggage.ts";
@@ -272,9 +272,14 @@ export const worker: WorkerModule<HarnessConfig> = {
       if (route.timeoutMs !== undefined) config.timeout_ms = route.timeoutMs;
       iii.registerTrigger({ type: "http", function_id: route.id, config });
     }
-    iii.registerFunction("harness::sessions::changed", sessionsChanged, {
+    // The state trigger fires it as trusted code; a caller with a grant that does not see every
+    // session could only add made-up ids to everyone's list, so it is refused.
+    iii.registerFunction("harness::sessions::changed", (event: unknown, ctx) => {
+      if (ctx.caller && !seesAllSessions(ctx.caller)) throw new IIIError("forbidden", `'${ctx.caller.sub}' may not announce sessions`);
+      return sessionsChanged(event, ctx);
+    }, {
       description: `On a new ${SESSION_INDEX_SCOPE} entry, adds {added:[session_id]} to stream ${AGENT_SESSIONS_STREAM} (group ${AGENT_SESSIONS_GROUP}).`,
-      metadata: { internal: true },
+      metadata: { internal: true, caller_principal: true },
     });
     iii.registerTrigger({ type: "state", function_id: "harness::sessions::changed", config: { scope: SESSION_INDEX_SCOPE } });
   },

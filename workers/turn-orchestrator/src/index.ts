@@ -39,9 +39,14 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       steering_check: steeringCheck,
     };
     for (const [state, handler] of Object.entries(steps) as [TurnState, (tx: Tx) => Promise<void>][]) {
-      iii.registerFunction(`turn::${state}`, (data: StepPayload, ctx) => runTransition(ctx.trigger as Trigger, state, data, handler, tracer), {
+      // A step is the orchestrator's own queue message: a caller with a grant must own the session too.
+      iii.registerFunction(`turn::${state}`, async (data: StepPayload, ctx) => {
+        await checkSession(ctx.trigger as Trigger, ctx.caller, data.session_id);
+        return runTransition(ctx.trigger as Trigger, state, data, handler, tracer);
+      }, {
         description: `Turn step: the ${state} state of a session's run (queued on turn-step with {session_id, step})`,
         input: stepPayload,
+        metadata: OWNER_CHECKED,
       });
     }
 
