@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run -s token -- --sub NAME [--ns a,b] [--ttl SECONDS] [--allow GLOBS] [--register PREFIXES] [--bind TYPES] [--durable-bindings]`
+// `npm run -s token -- --sub NAME [--ns a,b] [--ttl SECONDS] [--allow GLOBS] [--register PREFIXES] [--bind TYPES] [--durable-bindings] [--sessions GLOBS]`
 // prints a token for the engine, signed with AUTH_SECRET from the environment (or .dev.vars).
 // Globs and prefixes are comma-separated; see README "Security" for what each grants.
 import { existsSync, readFileSync } from "node:fs";
@@ -17,6 +17,7 @@ const { values } = parseArgs({
     register: { type: "string" },
     bind: { type: "string" },
     "durable-bindings": { type: "boolean", default: false },
+    sessions: { type: "string" },
   },
 });
 const fail = (message: string): never => {
@@ -41,9 +42,12 @@ const grant: Parameters<typeof mintToken>[1] = { sub: values.sub!, ns: list(valu
 const call = list(values.allow);
 const register = list(values.register);
 const bind = list(values.bind);
+// Agent sessions besides its own it may read and act on: `*` for an operator or console.
+const sessions = list(values.sessions);
 if (call) grant.call = call;
 if (register) grant.register = register;
 if (bind) grant.bind = bind;
 // Off unless asked for: a binding made with engine::register_trigger then ends with the holder's connections.
 if (values["durable-bindings"]) grant.durable_bindings = true;
+if (sessions) grant.sessions = sessions;
 console.log(await mintToken(s, grant, ttl));

@@ -15,7 +15,8 @@
 // `Origin` equal to the engine's), never from another site's.
 // The grant: one namespace, registrations only under `console-` (the page's own functions),
 // bindings only to the discovery and state trigger types, and calls only to what the console's
-// screens call (CONSOLE_CALLS) plus the operator's CONSOLE_CALL globs.
+// screens call (CONSOLE_CALLS) plus the operator's CONSOLE_CALL globs, and every agent session
+// (`sessions: ["*"]`): it is the operator's console, which lists and follows every session.
 import { isLocalClient } from "@iii-edge/engine-do/auth";
 import { mintToken } from "@iii-edge/protocol/token";
 
@@ -123,7 +124,7 @@ export async function consoleToken(req: Request, env: ConsoleTokenEnv): Promise<
     message = !env.CONSOLE_CREDENTIAL ? noCredentialMessage : "sign in with the console credential";
   }
   if (!sub) return json(401, { error: { code: "unauthorized", message } });
-  const token = await mintToken(env.AUTH_SECRET, { sub, ns: [ns], call: consoleCalls(env), register: [CONSOLE_REGISTER_PREFIX], bind: CONSOLE_BIND }, CONSOLE_TOKEN_TTL_S);
+  const token = await mintToken(env.AUTH_SECRET, { sub, ns: [ns], call: consoleCalls(env), register: [CONSOLE_REGISTER_PREFIX], bind: CONSOLE_BIND, sessions: ["*"] }, CONSOLE_TOKEN_TTL_S);
   return json(200, { token, sub, ns, expires_at: Math.floor(Date.now() / 1000) + CONSOLE_TOKEN_TTL_S });
 }
 

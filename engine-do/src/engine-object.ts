@@ -332,7 +332,9 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     }
     if (req.action?.type === "enqueue") {
       if (grant && !mayCall(grant, req.function_id)) return { ok: false, error: { code: "forbidden", message: `'${grant.sub}' may not call ${req.function_id}` } };
-      return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: req.payload ?? null, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage });
+      // The caller's principal is stamped now: the delivery runs without its grant.
+      const payload = req.payload !== null && typeof req.payload === "object" && !Array.isArray(req.payload) ? this.core.stampPrincipal(req.payload as Record<string, unknown>, req.function_id, grant) : (req.payload ?? null);
+      return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: payload, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage });
     }
     const call = this.core.invokeFrom({ function_id: req.function_id, data: req.payload ?? null, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage, timeoutMs: req.timeout_ms, grant, stampCaller: req.caller });
     if (req.action?.type === "void") {

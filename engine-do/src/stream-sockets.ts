@@ -4,7 +4,7 @@
 import type { StreamSocketPush } from "@iii-edge/protocol";
 import { z } from "zod";
 import type { StreamSocketPort, Streams } from "./core/builtins/streams.ts";
-import { WS_PROTOCOL_HEADER } from "./auth.ts";
+import { WS_PROTOCOL_HEADER, grantOf } from "./auth.ts";
 
 const streamAttachment = z.object({ v: z.literal(1), kind: z.literal("stream"), worker_id: z.string() });
 const TAG = "stream";
@@ -39,12 +39,16 @@ export class StreamSockets implements StreamSocketPort {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
       return Response.json({ error: { code: "invalid_arguments", message: "stream subscriptions need a WebSocket upgrade" } }, { status: 426 });
     }
+    // Who this is was decided by the front door; each join is checked against it (streams.ts).
+    const grant = grantOf(request);
+    if (!grant) return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
     const id = crypto.randomUUID();
     this.ctx.acceptWebSocket(server, [TAG]);
     server.serializeAttachment({ v: 1, kind: "stream", worker_id: id });
     this.byId.set(id, server);
+    this.streams.opened(id, grant);
     // A browser that sent its token as a subprotocol (`iii, iii.bearer.<t>`) must get one of its
     // offers back, or it drops the handshake (the worker socket does the same).
     const protocol = request.headers.get(WS_PROTOCOL_HEADER);

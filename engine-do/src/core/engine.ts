@@ -5,12 +5,14 @@
 // admission.ts (connection counts, frame budgets), edge-hosts.ts (Worker-hosted functions),
 // introspection.ts (what the engine::* listings read). Features see the engine as EngineApi (api.ts).
 import {
+  CALLER_PRINCIPAL_KEY,
   DEFAULT_INVOKE_TIMEOUT_MS,
   IIIError,
   MAX_FRAME_BYTES,
   MAX_REGISTRATIONS_PER_WORKER,
   OPEN_GRANT,
   TRIGGER_TYPES,
+  callerPrincipalIn,
   mayBind,
   mayBindDurably,
   mayCall,
@@ -18,6 +20,8 @@ import {
   mayUseNamespace,
   type Grant,
   parseWorkerFrame,
+  principalOf,
+  seesAllSessions,
   peekResultId,
   toErrorBody,
   type EngineFrame,
@@ -78,6 +82,10 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 
 /** An engine-held binding that ends with its maker's last connection (made without durable_bindings). */
 const endsWithMaker = (t: TriggerRecord): t is TriggerRecord & { principal: string } => t.owner === null && t.durable === false && t.principal !== undefined;
+/** Registration metadata a function sets to be told who calls it (`_caller_principal` in its
+ * payload): the functions that check ownership, such as an agent session's. Other functions'
+ * payloads stay as the caller sent them. */
+export const CALLER_PRINCIPAL_METADATA = "caller_principal";
 
 export class EngineCore implements EngineApi {
   readonly ports: EnginePorts;
@@ -573,7 +581,8 @@ export class EngineCore implements EngineApi {
       this.enqueue({
         queue: action.queue,
         function_id: f.function_id,
-        data: f.data ?? null,
+        // Stamped now: the delivery runs without the caller's grant, as trusted code would.
+        data: isObject(f.data) ? this.stampPrincipal(f.data, f.function_id, grant) : (f.data ?? null),
         idempotency_key: action.idempotency_key,
         traceparent: f.traceparent,
         baggage: f.baggage,
@@ -583,7 +592,7 @@ export class EngineCore implements EngineApi {
       return;
     }
     // §4.6: object payloads from a worker carry the caller's id, stamped here (never trusted from the payload).
-    const data = isObject(f.data) ? { ...f.data, _caller_worker_id: conn.workerId } : (f.data ?? null);
+    const data = isObject(f.data) ? { ...this.stampPrincipal(f.data, f.function_id, grant), _caller_worker_id: conn.workerId } : (f.data ?? null);
     const req: CallRequest = { function_id: f.function_id, data, callerWorkerId: conn.workerId, timeoutMs: f.timeout_ms, grant, caller: conn.workerId };
     if (f.metadata !== undefined) req.metadata = f.metadata;
     if (f.traceparent) req.traceparent = f.traceparent;
@@ -662,10 +671,30 @@ export class EngineCore implements EngineApi {
     let data = call.data;
     if (isObject(data)) {
       const { _caller_worker_id: _claimed, ...rest } = data;
-      data = stampCaller ? { ...rest, _caller_worker_id: stampCaller } : rest;
+      const stamped = this.stampPrincipal(rest, call.function_id, call.grant);
+      data = stampCaller ? { ...stamped, _caller_worker_id: stampCaller } : stamped;
     }
     const caller = stampCaller ?? (call.grant ? `http:${call.grant.sub}` : undefined);
     return this.invoke(caller ? { ...call, data, caller } : { ...call, data });
+  }
+
+  /**
+   * Who calls, for a function that checks ownership (CALLER_PRINCIPAL_METADATA; an id not in the
+   * catalog yet is treated as one). A caller with a grant is stamped from it, whatever it claimed;
+   * only an operator (`sessions: ["*"]`, which may act on every session anyway) may name the
+   * principal it acts for. A call without a grant is trusted code of this deployment (an edge host
+   * such as the harness, a queue delivery stamped at enqueue): what it supplies stands. Functions
+   * that did not ask never see a claimed principal either.
+   */
+  stampPrincipal(data: Record<string, unknown>, functionId: string, grant: Grant | undefined): Record<string, unknown> {
+    const fn = this.catalog.functions.get(functionId);
+    const wants = fn ? fn.metadata?.[CALLER_PRINCIPAL_METADATA] === true : !this.builtins.has(functionId);
+    if (!wants && !(CALLER_PRINCIPAL_KEY in data)) return data;
+    if (!grant) return data;
+    const { [CALLER_PRINCIPAL_KEY]: _claimed, ...rest } = data;
+    if (!wants) return rest;
+    const claimed = seesAllSessions(grant) ? callerPrincipalIn(data) : undefined;
+    return { ...rest, [CALLER_PRINCIPAL_KEY]: claimed ?? principalOf(grant) };
   }
 
   /** Call a function, wherever it lives. Always settles: result, error, or `timeout`. */

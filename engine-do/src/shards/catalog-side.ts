@@ -225,6 +225,8 @@ export class CatalogShards {
     if (typeof functionId !== "string") return null;
     const fn = this.opts.core.catalog.functions.get(functionId);
     if (!fn || fn.kind !== "worker" || this.opts.core.builtins.has(functionId)) return null;
+    // A function told who calls it gets the caller's principal stamped here, from the grant.
+    if (fn.metadata?.caller_principal === true) return null;
     const conn = this.conns.get(fn.owner);
     return conn && this.opts.core.isConnected(fn.owner) ? { shard: conn.shard, worker_id: fn.owner } : null;
   }

@@ -8,6 +8,7 @@
 // its budget, a refused grant, a stale route, an unreachable shard — goes through the catalog
 // exactly as before, whose answer (an error included) is authoritative.
 import {
+  CALLER_PRINCIPAL_KEY,
   DEFAULT_INVOKE_TIMEOUT_MS,
   MAX_FRAME_BYTES,
   byteSize,
@@ -42,6 +43,11 @@ export const MAX_ROUTES = 10_000;
 const TARGET_DEADLINE_SLACK_MS = 1_000;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const withoutClaimedPrincipal = (d: Record<string, unknown>): Record<string, unknown> => {
+  if (!(CALLER_PRINCIPAL_KEY in d)) return d;
+  const { [CALLER_PRINCIPAL_KEY]: _claimed, ...rest } = d;
+  return rest;
+};
 
 export interface DirectPeers {
   /** This shard's object name. */
@@ -129,7 +135,9 @@ export class DirectCalls {
     // A refused call is the catalog's to answer (its error text, its log line).
     if (!mayCall(grant, f.function_id)) return false;
     // §4.6: the caller's id, stamped here as the core stamps it (never trusted from the payload).
-    const data = isObject(f.data) ? { ...f.data, _caller_worker_id: workerId } : (f.data ?? null);
+    // Functions told who calls them are never routed here (catalog-side.ts route): a claimed
+    // principal is dropped, as the core drops it for a function that did not ask.
+    const data = isObject(f.data) ? { ...withoutClaimedPrincipal(f.data), _caller_worker_id: workerId } : (f.data ?? null);
     const timeoutMs = f.timeout_ms ?? this.defaultTimeoutMs;
     const req: ShardInvokeRequest = { worker_id: route.worker_id, function_id: f.function_id, data, timeout_ms: timeoutMs };
     if (f.metadata !== undefined) req.metadata = f.metadata;

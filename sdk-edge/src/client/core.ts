@@ -5,6 +5,8 @@
 // inbound frame is parsed with `parseEngineFrame`.
 import { z } from "zod";
 import {
+  CALLER_PRINCIPAL_KEY,
+  callerPrincipalIn,
   parseEngineFrame,
   IIIError,
   toErrorBody,
@@ -190,11 +192,12 @@ export function jsonSchemaOf(schema: Schema, io: "input" | "output"): unknown {
   }
 }
 
-/** The payload a typed handler validates: the engine adds `_caller_worker_id` (§4.6) to object
- * payloads; it is not part of the function's input, so strict schemas must not see it. */
+/** The payload a typed handler validates: the engine adds `_caller_worker_id` (§4.6) and, for
+ * functions that ask, `_caller_principal` to object payloads; neither is part of the function's
+ * input, so strict schemas must not see them (the principal reaches the handler as `ctx.caller`). */
 export function withoutCallerId(data: unknown): unknown {
-  if (data && typeof data === "object" && !Array.isArray(data) && "_caller_worker_id" in data) {
-    const { _caller_worker_id: _drop, ...rest } = data as Record<string, unknown>;
+  if (data && typeof data === "object" && !Array.isArray(data) && ("_caller_worker_id" in data || CALLER_PRINCIPAL_KEY in data)) {
+    const { _caller_worker_id: _drop, [CALLER_PRINCIPAL_KEY]: _principal, ...rest } = data as Record<string, unknown>;
     return rest;
   }
   return data;
@@ -792,6 +795,7 @@ export async function runHandler(
   const handler = entry.handler;
   if (!handler) return { error: { code: "function_not_invokable", message: `${frame.function_id} has no handler here` } };
   let data: unknown = frame.data ?? null;
+  const caller = callerPrincipalIn(data);
   if (entry.input) {
     const checked = parseInput(frame.function_id, entry.input, data);
     if (!checked.ok) return { error: checked.error };
@@ -802,6 +806,7 @@ export async function runHandler(
     invocation_id: frame.invocation_id,
     metadata: frame.metadata,
     ...trace,
+    ...(caller ? { caller } : {}),
     trigger: <TInput, TOutput>(req: TriggerRequest<TInput>) => call(req as TriggerRequest<unknown>, trace) as Promise<TOutput>,
   };
   try {

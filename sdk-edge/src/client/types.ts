@@ -2,7 +2,7 @@
 // registerFunction, registerTrigger, registerTriggerType, trigger, addConnectionStateListener,
 // shutdown) so code moves between iii and iii-edge unchanged, and adds zod-typed functions.
 import type { z } from "zod";
-import type { HttpInvocation, IIIError, TriggerAction as WireTriggerAction } from "@iii-edge/protocol";
+import type { CallerPrincipal, HttpInvocation, IIIError, TriggerAction as WireTriggerAction } from "@iii-edge/protocol";
 
 /** iii-sdk's connection states. `failed`: the reconnect policy gave up (maxRetries reached). */
 export type ConnectionState = "disconnected" | "connecting" | "connected" | "reconnecting" | "failed";
@@ -41,6 +41,9 @@ export interface InvocationContext {
   metadata: unknown;
   traceparent?: string;
   baggage?: string;
+  /** Who called, for a function registered with `metadata: { caller_principal: true }`: the
+   * engine stamps it from the caller's grant. Absent: trusted code of this deployment called. */
+  caller?: CallerPrincipal;
   /** `trigger` bound to this invocation's trace context: a call made with it continues the
    * caller's trace even after an `await` in a browser (where there is no AsyncLocalStorage). */
   trigger<TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>): Promise<TOutput>;

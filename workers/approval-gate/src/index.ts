@@ -3,6 +3,7 @@
 // nothing itself: the write fires the orchestrator's state trigger (`turn::on_approval`), which
 // reads the decision fresh. Runs unchanged inside the Worker and in Node; it keeps no state of its own.
 import { z } from "zod";
+import { IIIError, assertSessionAccess } from "@iii-edge/protocol";
 import { APPROVALS_SCOPE, approvalResolveRequest, type ApprovalDecision } from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 
@@ -37,6 +38,15 @@ export function registerApprovalGate(iii: WorkerSurface): void {
       const req = resolveRequest.safeParse(data);
       if (!req.success) return { ok: false, error: "invalid_payload" };
       const { session_id, function_call_id, decision } = req.data;
+      // Only the session's owner (or a `sessions` grant naming it, or trusted code) decides: a
+      // stranger is refused exactly as for a session that does not exist.
+      try {
+        await assertSessionAccess((r) => ctx.trigger(r), ctx.caller, session_id);
+      } catch (e) {
+        if (e instanceof IIIError) throw e;
+        console.warn(`${RESOLVE}: reading the owner of session ${session_id} failed: ${(e as Error).message}`);
+        return { ok: false, error: "resume_failed" };
+      }
       const value: ApprovalDecision = { decision, reason: req.data.reason ?? null };
       // The decision in the approver's own trace (the turn's trace shows the wait it ended).
       tracer.startSpan(`approval_decision ${decision}`, { attributes: { "iii.session.id": session_id, "gen_ai.conversation.id": session_id, "gen_ai.tool.call.id": function_call_id, "iii.approval.decision": decision } }).end();
@@ -52,6 +62,8 @@ export function registerApprovalGate(iii: WorkerSurface): void {
       description:
         "Record a person's decision on a function call waiting for approval: allow runs it, deny answers the model with a denial. The parked turn resumes on its own.",
       request_format: z.toJSONSchema(resolveRequest, { io: "input", unrepresentable: "any" }),
+      // The engine tells it who calls (the owner check above).
+      metadata: { caller_principal: true },
     },
   );
 }

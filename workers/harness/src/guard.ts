@@ -5,7 +5,7 @@
 // function's answer. The grant must reach the harness's namespace and may call the route's own
 // function id (`harness::http::*`, or `harness::*`). An open engine (loopback `npm start` without
 // AUTH_SECRET) leaves the routes open, as it leaves its sockets.
-import { authFunctionOutput, mayCall, mayUseNamespace, type Grant } from "@iii-edge/protocol";
+import { OPEN_GRANT, authFunctionOutput, mayCall, mayUseNamespace, type Grant } from "@iii-edge/protocol";
 import { verifyToken } from "@iii-edge/protocol/token";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { failure, type HttpEnvelope, type HttpRequest } from "./http.ts";
@@ -43,9 +43,11 @@ const unauthorized = (message: string): HttpEnvelope => {
   return res;
 };
 
-/** Undefined when the request may use `routeId`; else the 401/403/503 to answer. */
-export async function authorize(req: HttpRequest, route: { id: string; path: string }, cfg: GuardConfig, ctx: InvocationContext): Promise<HttpEnvelope | undefined> {
-  if (!cfg.authSecret && !cfg.authFunction) return undefined;
+/** The caller's grant when the request may use `routeId` (OPEN_GRANT on an open engine); else the
+ * 401/403/503 to answer. The route acts for this grant's principal (sessions have owners). */
+export async function authorize(req: HttpRequest, route: { id: string; path: string }, cfg: GuardConfig, ctx: InvocationContext): Promise<{ ok: true; grant: Grant } | { ok: false; response: HttpEnvelope }> {
+  const refuse = (response: HttpEnvelope) => ({ ok: false as const, response });
+  if (!cfg.authSecret && !cfg.authFunction) return { ok: true, grant: OPEN_GRANT };
   const token = bearerOf(req.headers);
   let grant: Grant | undefined;
   let problem = "a token is required: send `Authorization: Bearer <token>` (mint one with `npm run token -- --sub NAME --allow 'harness::*'`)";
@@ -64,17 +66,17 @@ export async function authorize(req: HttpRequest, route: { id: string; path: str
       });
     } catch (err) {
       // Fail closed, as the front door does when its auth function is down.
-      return failure(503, "auth_unavailable", `the auth function ${cfg.authFunction} did not answer: ${err instanceof Error ? err.message : String(err)}`);
+      return refuse(failure(503, "auth_unavailable", `the auth function ${cfg.authFunction} did not answer: ${err instanceof Error ? err.message : String(err)}`));
     }
     const parsed = authFunctionOutput.safeParse(answer);
-    if (!parsed.success) return failure(503, "auth_unavailable", `the auth function ${cfg.authFunction} answered something that is not a grant`);
-    if (parsed.data.allowed === false) return unauthorized(parsed.data.reason ?? "refused by the auth function");
+    if (!parsed.success) return refuse(failure(503, "auth_unavailable", `the auth function ${cfg.authFunction} answered something that is not a grant`));
+    if (parsed.data.allowed === false) return refuse(unauthorized(parsed.data.reason ?? "refused by the auth function"));
     const { allowed: _allowed, ...g } = parsed.data;
     grant = g;
   }
-  if (!grant) return unauthorized(problem);
-  if (grant.exp !== undefined && grant.exp * 1000 <= Date.now()) return unauthorized("token expired");
-  if (!mayUseNamespace(grant, cfg.namespace)) return failure(403, "forbidden", `'${grant.sub}' may not use namespace '${cfg.namespace}'`);
-  if (!mayCall(grant, route.id)) return failure(403, "forbidden", `'${grant.sub}' may not call ${route.id}`);
-  return undefined;
+  if (!grant) return refuse(unauthorized(problem));
+  if (grant.exp !== undefined && grant.exp * 1000 <= Date.now()) return refuse(unauthorized("token expired"));
+  if (!mayUseNamespace(grant, cfg.namespace)) return refuse(failure(403, "forbidden", `'${grant.sub}' may not use namespace '${cfg.namespace}'`));
+  if (!mayCall(grant, route.id)) return refuse(failure(403, "forbidden", `'${grant.sub}' may not call ${route.id}`));
+  return { ok: true, grant };
 }

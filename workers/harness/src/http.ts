@@ -70,6 +70,16 @@ const OWNER_BY_PREFIX: readonly (readonly [string, string])[] = [
 
 export const ownerOf = (functionId: string): string => OWNER_BY_PREFIX.find(([prefix]) => functionId.startsWith(prefix))?.[1] ?? functionId.split("::")[0]!;
 
+/** Functions that refuse a caller a session that is not theirs with `forbidden` (ownership). */
+const SESSION_PREFIXES = ["run::", "turn::", "approval::", "session-tree::"];
+
+/** The `error.code` of an envelope this module made. */
+export const codeOfEnvelope = (res: HttpEnvelope): string | undefined => {
+  const body = res.body;
+  const error = isRecord(body) && isRecord(body.error) ? body.error : undefined;
+  return typeof error?.code === "string" ? error.code : undefined;
+};
+
 const codeOf = (err: unknown): string | undefined => (isRecord(err) && typeof err.code === "string" ? err.code : undefined);
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : isRecord(err) && typeof err.message === "string" ? err.message : String(err));
 
@@ -82,6 +92,8 @@ const ABSENT_CODES = new Set(["function_not_found", "invocation_stopped"]);
 export function downstreamFailure(functionId: string, err: unknown): HttpEnvelope {
   const code = codeOf(err);
   const message = messageOf(err);
+  // The session is not the caller's (or does not exist: the two read the same to a stranger).
+  if (code === "forbidden" && SESSION_PREFIXES.some((p) => functionId.startsWith(p))) return failure(404, "session_not_found", "no such session");
   if (code !== undefined && ABSENT_CODES.has(code)) {
     const worker = ownerOf(functionId);
     return failure(503, "worker_unavailable", `${functionId} is not available (${code}): is the ${worker} worker running?`, { function_id: functionId, worker });
@@ -104,6 +116,14 @@ export interface HttpRoute {
   timeoutMs?: number;
   handle(req: HttpRequest, ctx: InvocationContext): Promise<HttpEnvelope>;
 }
+
+/**
+ * An export is a transcript: text a model, a tool or another person wrote. Served from the
+ * engine's origin, it must never run as a page there: no scripts, no fetches, no frames, no forms,
+ * nothing loaded from anywhere; inline styles only (the HTML export styles itself inline).
+ */
+export const EXPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; sandbox";
+const EXPORT_HEADERS = { "content-security-policy": EXPORT_CSP, "x-content-type-options": "nosniff" } as const;
 
 /** Branch calls answer at once (a run goes on in the queue) or copy one session: the engine's default deadline. */
 export const BRANCH_CALL_TIMEOUT_MS = 30_000;
@@ -189,7 +209,7 @@ export const BRANCH_ROUTES: readonly HttpRoute[] = [
       if (!res.ok) return res.response;
       const { content, content_type } = res.value ?? {};
       if (typeof content !== "string" || typeof content_type !== "string") return failure(502, "invalid_response", "session-tree::export answered no content");
-      return { status_code: 200, headers: { "content-type": content_type }, body: content };
+      return { status_code: 200, headers: { "content-type": content_type, ...EXPORT_HEADERS }, body: content };
     },
   },
 ];

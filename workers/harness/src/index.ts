@@ -13,11 +13,12 @@ import {
   type SessionsChanged,
   type TurnStateView,
 } from "@iii-edge/protocol/harness";
+import { CALLER_PRINCIPAL_KEY, IIIError, principalOf, seesAllSessions, type CallerPrincipal } from "@iii-edge/protocol";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { mergeBaggage } from "./baggage.ts";
 import { authorize, guardConfigFrom, type GuardConfig } from "./guard.ts";
-import { BRANCH_ROUTES, downstreamFailure, failure, httpRequest, jsonObjectBody, respond, type HttpEnvelope, type HttpRequest } from "./http.ts";
+import { BRANCH_ROUTES, codeOfEnvelope, downstreamFailure, failure, httpRequest, jsonObjectBody, respond, type HttpEnvelope, type HttpRequest } from "./http.ts";
 
 export { baggageValue, mergeBaggage, parseBaggage } from "./baggage.ts";
 export type { HttpEnvelope } from "./http.ts";
@@ -50,6 +51,28 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 const issues = (error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] }) =>
   error.issues.map((i) => (i.path.length ? `${i.path.map(String).join(".")}: ${i.message}` : i.message)).join("; ");
 
+/**
+ * The handler's context acting for `principal`: every object payload it sends names the principal
+ * (`_caller_principal`), so the functions behind the route check the route's caller against a
+ * session's owner, not the harness. The harness is trusted code of this deployment, so the engine
+ * lets the principal it names stand.
+ */
+export function actingFor(ctx: Ctx, principal: CallerPrincipal | undefined): Ctx {
+  if (!principal) return ctx;
+  return {
+    ...ctx,
+    trigger: <I, O>(request: Parameters<Ctx["trigger"]>[0]) => {
+      const p = request.payload;
+      const payload = p !== null && typeof p === "object" && !Array.isArray(p) ? { ...(p as Record<string, unknown>), [CALLER_PRINCIPAL_KEY]: principal } : p;
+      return ctx.trigger<I, O>({ ...request, payload } as Parameters<Ctx["trigger"]>[0] & { payload: I });
+    },
+  };
+}
+
+/** A refusal because the session is not the caller's: answered as for a session that does not
+ * exist, so a stranger learns nothing about it. */
+export const notYours = (sid: string): HttpEnvelope => failure(404, "session_not_found", `no turn has run in session ${sid}`);
+
 /** A downstream call continuing the handler's trace; `baggage` replaces the inherited one when given. */
 async function call<T>(ctx: Ctx, functionId: string, payload: unknown, timeoutMs: number, baggage?: string): Promise<{ ok: true; value: T } | { ok: false; response: HttpEnvelope }> {
   try {
@@ -77,7 +100,12 @@ export async function triggerTurn(request: unknown, ctx: Ctx, extraBaggage?: str
   const baggage = mergeBaggage([extraBaggage, ctx.baggage], { [BAGGAGE_SESSION_ID]: sessionId, [BAGGAGE_MESSAGE_ID]: messageId });
   // The payload goes on exactly as the client sent it; the parse above only gatekeeps.
   const started = await call<RunStartResponse>(ctx, RUN_START, outer.data.payload, RUN_START_TIMEOUT_MS, baggage);
-  if (!started.ok) return started.response;
+  if (!started.ok) {
+    // The session id is another principal's: starting in it is refused (the only answer that
+    // tells an id is taken, and the caller chose the id).
+    if (started.response.status_code === 404 && codeOfEnvelope(started.response) === "session_not_found") return failure(403, "forbidden", `session ${sessionId ?? ""} belongs to another principal: start the turn in a session of your own`);
+    return started.response;
+  }
   const res = started.value;
   if (!isRecord(res) || typeof res.started !== "boolean") return failure(502, "invalid_response", `${RUN_START} answered ${JSON.stringify(res) ?? "nothing"}, not {session_id, started}`);
   return respond(res.started ? 200 : 409, res);
@@ -131,7 +159,7 @@ export const ROUTES: readonly Route[] = [
       if (!sid.ok) return sid.response;
       const view = await call<TurnStateView | null>(ctx, "turn::get_state", { session_id: sid.value }, QUERY_TIMEOUT_MS);
       if (!view.ok) return view.response;
-      if (view.value === null || view.value === undefined) return failure(404, "session_not_found", `no turn has run in session ${sid.value}`);
+      if (view.value === null || view.value === undefined) return notYours(sid.value);
       return respond(200, view.value);
     },
   },
@@ -225,14 +253,17 @@ export const worker: WorkerModule<HarnessConfig> = {
   configFrom: (env) => ({ guard: guardConfigFrom(env) }),
   register(iii: WorkerSurface, config: HarnessConfig = {}) {
     const guard: GuardConfig = config.guard ?? { namespace: "default" };
-    iii.registerFunction("harness::trigger", (data: unknown, ctx) => triggerTurn(data, ctx), {
+    // Told who calls, so the run it starts is the caller's (and another's session is refused).
+    iii.registerFunction("harness::trigger", (data: unknown, ctx) => triggerTurn(data, actingFor(ctx, ctx.caller)), {
       description:
         "Start a turn: {session_id?, message_id?, payload: <run::start request>} → {status_code: 200|409|400, headers, body}. The target is always run::start; session_id and message_id become the turn's trace baggage.",
+      metadata: { caller_principal: true },
     });
     for (const route of ROUTES) {
       iii.registerFunction(route.id, async (data: unknown, ctx) => {
         const req = httpRequest(data);
-        return (await authorize(req, route, guard, ctx)) ?? route.handle(req, ctx);
+        const who = await authorize(req, route, guard, ctx);
+        return who.ok ? route.handle(req, actingFor(ctx, principalOf(who.grant))) : who.response;
       }, {
         description: `${route.method} /${route.path}`,
         metadata: { internal: true },
@@ -241,9 +272,14 @@ export const worker: WorkerModule<HarnessConfig> = {
       if (route.timeoutMs !== undefined) config.timeout_ms = route.timeoutMs;
       iii.registerTrigger({ type: "http", function_id: route.id, config });
     }
-    iii.registerFunction("harness::sessions::changed", sessionsChanged, {
+    // The state trigger fires it as trusted code; a caller with a grant that does not see every
+    // session could only add made-up ids to everyone's list, so it is refused.
+    iii.registerFunction("harness::sessions::changed", (event: unknown, ctx) => {
+      if (ctx.caller && !seesAllSessions(ctx.caller)) throw new IIIError("forbidden", `'${ctx.caller.sub}' may not announce sessions`);
+      return sessionsChanged(event, ctx);
+    }, {
       description: `On a new ${SESSION_INDEX_SCOPE} entry, adds {added:[session_id]} to stream ${AGENT_SESSIONS_STREAM} (group ${AGENT_SESSIONS_GROUP}).`,
-      metadata: { internal: true },
+      metadata: { internal: true, caller_principal: true },
     });
     iii.registerTrigger({ type: "state", function_id: "harness::sessions::changed", config: { scope: SESSION_INDEX_SCOPE } });
   },

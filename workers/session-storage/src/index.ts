@@ -2,10 +2,11 @@
 // as a branching tree of entries, and `session-inbox::*`, per-session named queues. Inside the
 // Worker it keeps them in D1 (`env.DB`); alone in Node (./node.ts) in a node:sqlite file.
 import { z } from "zod";
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, seesAllSessions, type CallerPrincipal } from "@iii-edge/protocol";
 import { agentMessageSchema, type AgentMessage } from "@iii-edge/protocol/harness";
 import type { WorkerHandler, WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { registerCompactionFunctions } from "./compaction-store.ts";
+import { ownerChecked } from "./owners.ts";
 import { d1Store, isD1, type SqlStore } from "./sql-store.ts";
 import { MAX_APPEND_MANY, MAX_LIST_LIMIT, MAX_PAGE_ENTRIES, SessionStore, type SessionStoreOptions } from "./session-store.ts";
 import { registerSessionTree } from "./tree-functions.ts";
@@ -42,6 +43,8 @@ export const requests = {
     session_id: sessionId,
     display_name: z.string().max(MAX_DISPLAY_NAME_LENGTH).optional(),
     cwd: z.string().max(MAX_CWD_LENGTH).optional(),
+    /** Who owns it (the orchestrator names the owner its run recorded); kept for listings. */
+    owner: z.string().min(1).max(128).optional(),
   }),
   "session-tree::get": z.object({ session_id: sessionId }),
   "session-tree::list": z
@@ -101,17 +104,25 @@ function parse<Id extends FunctionId>(id: Id, data: unknown): Request<Id> {
   return r.data as Request<Id>;
 }
 
-export function registerSessionStorage(iii: WorkerSurface, config: SessionStorageConfig): SessionStore {
+export function registerSessionStorage(surface: WorkerSurface, config: SessionStorageConfig): SessionStore {
   const store = new SessionStore(config.store, config);
-  const fn = <Id extends FunctionId>(id: Id, handler: (req: Request<Id>) => Promise<unknown>): void => {
-    const h: WorkerHandler = (data: unknown) => handler(parse(id, data));
+  // Every function checks the caller against the session's owner first (owners.ts).
+  const iii = ownerChecked(surface, { setOwner: (sid, owner) => store.setOwner(sid, owner) });
+  const fn = <Id extends FunctionId>(id: Id, handler: (req: Request<Id>, caller: CallerPrincipal | undefined) => Promise<unknown>): void => {
+    const h: WorkerHandler = (data: unknown, ctx) => handler(parse(id, data), ctx.caller);
     iii.registerFunction(id, h, { description: descriptions[id], request_format: z.toJSONSchema(requests[id], { io: "input", unrepresentable: "any" }) });
   };
   const msg = (m: unknown): AgentMessage => m as AgentMessage; // checked by agentMessageSchema (lenient by design)
 
-  fn("session-tree::ensure", (r) => store.ensure(r.session_id, { display_name: r.display_name, cwd: r.cwd }));
+  fn("session-tree::ensure", async (r, caller) => {
+    const out = await store.ensure(r.session_id, { display_name: r.display_name, cwd: r.cwd });
+    const owner = r.owner ?? caller?.sub;
+    if (owner !== undefined) await store.setOwner(r.session_id, owner);
+    return out;
+  });
   fn("session-tree::get", (r) => store.get(r.session_id));
-  fn("session-tree::list", (r) => store.list(r));
+  // Only the caller's own sessions, unless its grant sees every session (or trusted code asks).
+  fn("session-tree::list", (r, caller) => store.list(caller && !seesAllSessions(caller) ? { ...r, owner: caller.sub } : r));
   fn("session-tree::append", (r) => store.append(r.session_id, { entry_id: r.entry_id, message: msg(r.message) }, r.parent_id));
   fn("session-tree::append_many", async (r) => {
     const { entry_ids, appended } = await store.appendMany(

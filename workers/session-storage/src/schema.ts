@@ -56,6 +56,13 @@ export const SCHEMA: readonly SqlStatement[] = [
     request_key TEXT,
     created_at INTEGER NOT NULL
   )`),
+  // Who owns each session (the principal that started it), for listings filtered to the caller's
+  // own; the engine's `session_owner` state is what access checks read. A table of its own, as above.
+  sql(`CREATE TABLE IF NOT EXISTS harness_session_owners (
+    session_id TEXT PRIMARY KEY NOT NULL,
+    owner TEXT NOT NULL
+  )`),
+  sql("CREATE INDEX IF NOT EXISTS harness_session_owners_by_owner ON harness_session_owners (owner, session_id)"),
 ];
 
 /** `store` with the schema created before its first statement (once; retried if it failed). */

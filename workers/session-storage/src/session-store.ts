@@ -185,18 +185,27 @@ export class SessionStore {
     return info;
   }
 
-  async list(opts: { limit?: number; offset?: number; order?: "asc" | "desc" }): Promise<{ sessions: SessionSummary[]; total: number }> {
+  /** Sessions by last update; with `owner`, only the ones it owns (and `total` counts those). */
+  async list(opts: { limit?: number; offset?: number; order?: "asc" | "desc"; owner?: string }): Promise<{ sessions: SessionSummary[]; total: number }> {
     const dir = opts.order === "asc" ? "ASC" : "DESC";
+    const ownerArg: string[] = opts.owner !== undefined ? [opts.owner] : [];
+    const where = ownerArg.length ? "WHERE session_id IN (SELECT session_id FROM harness_session_owners WHERE owner = ?)" : "";
     const [count, rows] = await this.db.batch([
-      sql("SELECT COUNT(*) AS n FROM harness_sessions"),
+      sql(`SELECT COUNT(*) AS n FROM harness_sessions ${where}`, ...ownerArg),
       sql(
-        `SELECT session_id, display_name, created_at, updated_at, entry_count, last_message_summary FROM harness_sessions
+        `SELECT session_id, display_name, created_at, updated_at, entry_count, last_message_summary FROM harness_sessions ${where}
          ORDER BY updated_at ${dir}, session_id ${dir} LIMIT ? OFFSET ?`,
+        ...ownerArg,
         opts.limit ?? DEFAULT_LIST_LIMIT,
         opts.offset ?? 0,
       ),
     ]);
     return { sessions: rows.map(sessionSummary), total: num(count[0]?.n) };
+  }
+
+  /** Record who owns a session (the first owner stays). */
+  async setOwner(sessionId: string, owner: string): Promise<void> {
+    await this.db.batch([sql("INSERT INTO harness_session_owners (session_id, owner) VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING", sessionId, owner)]);
   }
 
   // ---------------------------------------------------------------- the tree

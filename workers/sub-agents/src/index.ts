@@ -20,6 +20,7 @@ import {
   type HarnessJoinRequest,
   type HarnessSpawnRequest,
 } from "@iii-edge/protocol/harness";
+import { assertSessionAccess, type CallerPrincipal } from "@iii-edge/protocol";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { z } from "zod";
 import { listChildren, stopChildren } from "./cascade.ts";
@@ -38,32 +39,51 @@ export interface SubAgentsConfig {
 }
 
 const internal = { internal: true };
+/** These act on a session's sub-agents: the engine tells them who calls, and the caller must be
+ * allowed the parent session (its owner, a `sessions` grant, or trusted code). A child session
+ * belongs to its parent's owner (run::start records it from the parent link). */
+const ownerChecked = { caller_principal: true };
+const internalOwnerChecked = { internal: true, caller_principal: true };
+
+type Ctx = { trigger: unknown; caller?: CallerPrincipal };
+const allowed = (ctx: Ctx, sid: string) => assertSessionAccess((req) => (ctx.trigger as Trigger)(req), ctx.caller, sid);
 
 export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = {}): void {
   const now = config.now ?? Date.now;
   const trig = (ctx: { trigger: unknown }) => ctx.trigger as Trigger;
 
-  iii.registerFunction(HARNESS_SPAWN, (data: HarnessSpawnRequest, ctx) => spawn({ trigger: trig(ctx), now }, data), {
+  iii.registerFunction(HARNESS_SPAWN, async (data: HarnessSpawnRequest, ctx) => (await allowed(ctx, parentOf(data, HARNESS_SPAWN)), spawn({ trigger: trig(ctx), now }, data)), {
     description:
       "Delegate part of your task to a sub-agent: a new session with its own turn loop, working on `task` (its first user message) with your model unless you name one. " +
       `→ {child_session_id, started}. Then call ${HARNESS_JOIN} {child_session_id} to wait for its final answer. Sub-agents nest at most ${SUB_AGENT_MAX_DEPTH} deep, ` +
       `${SUB_AGENT_MAX_LIVE_CHILDREN} running at once per session, ${SUB_AGENT_MAX_PER_TREE} per run.`,
     input: harnessSpawnRequest,
+    metadata: ownerChecked,
   });
-  iii.registerFunction(HARNESS_JOIN, (data: HarnessJoinRequest, ctx) => join({ trigger: trig(ctx), now }, data), {
+  iii.registerFunction(HARNESS_JOIN, async (data: HarnessJoinRequest, ctx) => (await allowed(ctx, data.child_session_id), join({ trigger: trig(ctx), now }, data)), {
     description:
       "Wait for a sub-agent you spawned to finish: {child_session_id, timeout_ms?} → {state, final_message, turn_count, error?}. " +
       `Your call waits (without using your turns) until it ends, or timeout_ms passes (default ${JOIN_DEFAULT_TIMEOUT_MS / 60_000} min).`,
     input: harnessJoinRequest,
+    metadata: ownerChecked,
   });
-  iii.registerFunction(HARNESS_CHILDREN, (data: z.infer<typeof harnessChildrenRequest>, ctx) => listChildren(trig(ctx), parentOf(data, HARNESS_CHILDREN)), {
+  iii.registerFunction(HARNESS_CHILDREN, async (data: z.infer<typeof harnessChildrenRequest>, ctx) => {
+    const parent = parentOf(data, HARNESS_CHILDREN);
+    await allowed(ctx, parent);
+    return listChildren(trig(ctx), parent);
+  }, {
     description: "The sub-agents a session spawned, with their states: {parent_session_id?} → {parent_session_id, children:[{child_session_id, task, depth, state, turn_count, awaiting_approval?, error?}]}",
     input: harnessChildrenRequest,
+    metadata: ownerChecked,
   });
-  iii.registerFunction(HARNESS_STOP_CHILDREN, (data: z.infer<typeof harnessStopChildrenRequest>, ctx) => stopChildren(trig(ctx), parentOf(data, HARNESS_STOP_CHILDREN)), {
+  iii.registerFunction(HARNESS_STOP_CHILDREN, async (data: z.infer<typeof harnessStopChildrenRequest>, ctx) => {
+    const parent = parentOf(data, HARNESS_STOP_CHILDREN);
+    await allowed(ctx, parent);
+    return stopChildren(trig(ctx), parent);
+  }, {
     description: "Internal (the orchestrator, when a run is stopped or ends): turn::stop every live sub-agent of a session",
     input: harnessStopChildrenRequest,
-    metadata: internal,
+    metadata: internalOwnerChecked,
   });
   iii.registerFunction(ON_CHILD_STATE, (data: unknown, ctx) => onChildState(trig(ctx), data, now()), {
     description: "Internal: the state trigger on a sub-agent's turn record (its end wakes the joins parked on it)",

@@ -2,7 +2,7 @@
 // stopped or failed session, re-run from an earlier user message with an edit (time travel), and
 // fork-then-run. Each starts its run through run::start's own path (busy guard, claim, seeds, the
 // record whose save wakes provisioning); the tree itself is session storage's (`session-tree::*`).
-import { IIIError } from "@iii-edge/protocol";
+import { CALLER_PRINCIPAL_KEY, IIIError } from "@iii-edge/protocol";
 import {
   runForkRequest,
   runRerunFromRequest,
@@ -26,6 +26,7 @@ import { START_CLAIM_TTL_MS } from "./constants.ts";
 import { normaliseMessage } from "./messages.ts";
 import { assistantEntryId, canonicalJson, isTerminal, seedEntryId } from "./record.ts";
 import { loadRunRequest, type StoredRunRequest } from "./run-request.ts";
+import { checkSession, ownCopy, OWNER_CHECKED } from "./owners.ts";
 import { runStart, type StartDeps } from "./run-start.ts";
 import { loadRecord, type Loaded } from "./store.ts";
 
@@ -167,6 +168,7 @@ async function settle(trigger: Trigger, sid: string, runId: string, started: { s
 export async function resumeRun(deps: StartDeps, input: RunResumeRequest, stableRunId?: string): Promise<RunResumeResponse> {
   const { trigger } = deps;
   const sid = input.session_id;
+  await checkSession(trigger, deps.caller, sid);
   const [loaded, info] = await Promise.all([loadRecord(trigger, sid), getSession(trigger, sid)]);
   if (!info) throw new IIIError("not_found", `session ${sid} does not exist`);
   const message = input.message === undefined ? undefined : normaliseMessage(input.message);
@@ -194,6 +196,7 @@ export async function resumeRun(deps: StartDeps, input: RunResumeRequest, stable
 export async function rerunFrom(deps: StartDeps, input: RunRerunFromRequest): Promise<RunRerunResponse> {
   const { trigger } = deps;
   const sid = input.session_id;
+  await checkSession(trigger, deps.caller, sid);
   const [loaded, info, entry] = await Promise.all([loadRecord(trigger, sid), getSession(trigger, sid), getEntry(trigger, sid, input.entry_id)]);
   if (!info) throw new IIIError("not_found", `session ${sid} does not exist`);
   if (!entry) throw new IIIError("not_found", `entry ${input.entry_id} is not in session ${sid}`);
@@ -259,7 +262,11 @@ export async function forkRun(deps: StartDeps, input: RunForkRequest): Promise<R
   if (new_session_id !== undefined) payload.new_session_id = new_session_id;
   if (request_key !== undefined) payload.request_key = request_key;
   if (display_name !== undefined) payload.display_name = display_name;
+  await checkSession(deps.trigger, deps.caller, session_id);
+  // Storage records the copy's owner from the principal it is told (the caller, as it asked).
+  if (deps.caller) payload[CALLER_PRINCIPAL_KEY] = deps.caller;
   const fork = await callRequired<SessionCopyResponse>(deps.trigger, "session-tree::fork", payload);
+  await ownCopy(deps.trigger, deps.caller, session_id, fork.session_id);
   if (!(run ?? message !== undefined)) return fork;
   const first = message === undefined ? undefined : normaliseMessage(message);
   const stable = message_id ?? (await derivedRunId(FORK_RUN_PREFIX, [fork.session_id, messageKey(first)]));
@@ -270,19 +277,22 @@ export async function forkRun(deps: StartDeps, input: RunForkRequest): Promise<R
 /** Register run::resume, run::rerun_from and run::fork. */
 export function registerBranchFunctions(iii: WorkerSurface, newRunId: () => string): void {
   const tracer = tracerOf(iii);
-  const deps = (trigger: unknown): StartDeps => ({ trigger: trigger as Trigger, newRunId, tracer });
-  iii.registerFunction("run::resume", (data: RunResumeRequest, ctx) => resumeRun(deps(ctx.trigger), data), {
+  const deps = (ctx: { trigger: unknown; caller?: StartDeps["caller"] }): StartDeps => ({ trigger: ctx.trigger as Trigger, newRunId, tracer, caller: ctx.caller });
+  iii.registerFunction("run::resume", (data: RunResumeRequest, ctx) => resumeRun(deps(ctx), data), {
     description:
       "Resume a stopped or failed session (or a fork that never ran): a new run on its transcript, after an optional message → {session_id, run_id, started} (started:false with session_busy or already_started).",
     input: runResumeRequest,
+    metadata: OWNER_CHECKED,
   });
-  iii.registerFunction("run::rerun_from", (data: RunRerunFromRequest, ctx) => rerunFrom(deps(ctx.trigger), data), {
+  iii.registerFunction("run::rerun_from", (data: RunRerunFromRequest, ctx) => rerunFrom(deps(ctx), data), {
     description:
       "Time travel: re-ask the user message entry_id (edited by message) on a new branch under its parent and run; the old branch stays → {session_id, run_id, started, entry_id, parent_id}.",
     input: runRerunFromRequest,
+    metadata: OWNER_CHECKED,
   });
-  iii.registerFunction("run::fork", (data: RunForkRequest, ctx) => forkRun(deps(ctx.trigger), data), {
+  iii.registerFunction("run::fork", (data: RunForkRequest, ctx) => forkRun(deps(ctx), data), {
     description: "Fork a session at entry_id (session-tree::fork) and, with a message or run:true, run on the fork → {session_id, leaf_id, created, run?}.",
     input: runForkRequest,
+    metadata: OWNER_CHECKED,
   });
 }

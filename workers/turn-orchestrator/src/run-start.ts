@@ -1,11 +1,13 @@
 // `run::start` (spec §1.2): busy guard, claim, session, run request, seed messages, and the fresh
 // record whose save enqueues `turn::provisioning`. Returns at once; the run goes on in the queue.
 import { DEFAULT_MAX_TURNS, type RunStartRequest, type RunStartResponse, type SubAgentParentLink, type TurnStateRecord } from "@iii-edge/protocol/harness";
+import type { CallerPrincipal } from "@iii-edge/protocol";
 import type { Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorText, type Trigger } from "./calls.ts";
 import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS } from "./constants.ts";
 import { normaliseMessage } from "./messages.ts";
 import { isTerminal, seedEntryId } from "./record.ts";
+import { ownForRun } from "./owners.ts";
 import { casRunRequest, loadRunRequest, type StoredRunRequest } from "./run-request.ts";
 import { StateConflict, loadRecord, Tx } from "./store.ts";
 import { inferProvider } from "./streaming.ts";
@@ -17,6 +19,8 @@ export interface StartDeps {
   newRunId: () => string;
   /** The run's spans (./trace.ts); none when absent. */
   tracer?: Tracer;
+  /** Who asked (the engine-stamped principal); absent: trusted code of this deployment. */
+  caller?: CallerPrincipal;
 }
 
 const busy = (session_id: string): RunStartResponse => ({ session_id, started: false, reason: "session_busy" });
@@ -35,10 +39,13 @@ export async function runStart(deps: StartDeps, input: RunStartRequest & { paren
   const { trigger } = deps;
   const sid = input.session_id;
   const now = Date.now();
-  // (1) Busy guard: a live record, or a start that claimed the session moments ago, wins.
   const loaded = await loadRecord(trigger, sid);
-  if (loaded && !isTerminal(loaded.rec.state)) return busy(sid);
   const prev = await loadRunRequest(trigger, sid);
+  // (0) Ownership, before anything that would tell a stranger about the session: a new session
+  // becomes the caller's (a sub-agent's, its parent's owner's); someone else's is refused.
+  const owner = await ownForRun(trigger, deps.caller, sid, !loaded && !prev.raw, input.parent);
+  // (1) Busy guard: a live record, or a start that claimed the session moments ago, wins.
+  if (loaded && !isTerminal(loaded.rec.state)) return busy(sid);
   const claimInFlight = prev.req && prev.req.run_id !== loaded?.rec.run_id && now - prev.req.requested_at_ms < START_CLAIM_TTL_MS;
   if (claimInFlight) return busy(sid);
   const runId = input.message_id ?? deps.newRunId();
@@ -95,7 +102,7 @@ export async function runStart(deps: StartDeps, input: RunStartRequest & { paren
   return { session_id: sid, started: true };
 
   async function seedAndSave(): Promise<void> {
-    await ensureSession(trigger, sid);
+    await ensureSession(trigger, sid, owner);
     const seeds = input.messages.map((m) => normaliseMessage(m, now));
     await appendMany(trigger, sid, seeds.map((message, i) => ({ entry_id: seedEntryId(runId, i), message })));
     const tx = new Tx(trigger, sid, loaded, rec, tracer);

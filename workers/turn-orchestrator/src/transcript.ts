@@ -9,8 +9,9 @@ export interface Entry {
   message: AgentMessage;
 }
 
-export async function ensureSession(trigger: Trigger, sid: string): Promise<void> {
-  await callRequired(trigger, "session-tree::ensure", { session_id: sid });
+/** Create the session in storage if new, recording its owner there too (its listings filter by it). */
+export async function ensureSession(trigger: Trigger, sid: string, owner?: string): Promise<void> {
+  await callRequired(trigger, "session-tree::ensure", owner === undefined ? { session_id: sid } : { session_id: sid, owner });
 }
 
 /** Append in order, chained (one round trip per APPEND_MANY_MAX entries); ids already present

@@ -14,6 +14,16 @@
 // stores itself. Browser subscriptions read the group or item through it too.
 import {
   IIIError,
+  OPEN_GRANT,
+  SESSION_GROUP_STREAMS,
+  SESSION_ITEM_STREAMS,
+  SESSION_OWNER_SCOPE,
+  grantSchema,
+  mayCall,
+  mayUseSession,
+  principalOf,
+  seesAllSessions,
+  type Grant,
   MAX_RESULT_BYTES,
   MAX_VALUE_BYTES,
   TRIGGER_TYPES,
@@ -40,6 +50,13 @@ export const STREAM_ITEMS_PAGE = 100;
 const ITEM_ENVELOPE_BYTES = 24;
 /** Deadline for a `stream:join` handler deciding on a subscription. */
 const JOIN_TIMEOUT_MS = 10_000;
+/** What a browser subscription reads, as a function call would: joining a stream needs a grant
+ * that may call this (agent-session streams answer to the session's owner instead). */
+export const STREAM_READ_FUNCTION = "stream::get";
+
+const sessionGroups = new Set(SESSION_GROUP_STREAMS);
+const sessionItems = new Set(SESSION_ITEM_STREAMS);
+const refused = (stream: string, group: string, grant: Grant) => new IIIError("forbidden", `'${grant.sub}' may not use ${stream}/${group}`);
 
 /** The operations a worker may take over for one stream, as in iii: `stream::<op>(<stream_name>)`.
  * (`list_items`, `list_all` and `send` stay the engine's: iii has no custom form of them.) */
@@ -77,6 +94,77 @@ export class Streams {
     sql.exec("CREATE TABLE IF NOT EXISTS stream_items (stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (stream_name, group_id, item_id))");
     sql.exec("CREATE TABLE IF NOT EXISTS stream_subs (socket_id TEXT NOT NULL, subscription_id TEXT NOT NULL, stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT, context TEXT, PRIMARY KEY (socket_id, subscription_id))");
     sql.exec("CREATE INDEX IF NOT EXISTS stream_subs_by_group ON stream_subs (stream_name, group_id)");
+    // Whose each browser socket is (the grant the front door gave it), kept so it survives hibernation.
+    sql.exec("CREATE TABLE IF NOT EXISTS stream_socket_grants (socket_id TEXT PRIMARY KEY NOT NULL, grant_json TEXT NOT NULL)");
+  }
+
+  // ------------------------------------------------------------------ who may see what
+
+  /** A browser socket was accepted with `grant`. */
+  opened(socketId: string, grant: Grant): void {
+    this.core.ports.sql.exec("INSERT OR REPLACE INTO stream_socket_grants (socket_id, grant_json) VALUES (?, ?)", socketId, JSON.stringify(grant));
+  }
+
+  /** The grant a socket was accepted with; none (never through the front door) reads as nothing allowed. */
+  private socketGrant(socketId: string): Grant | undefined {
+    const raw = this.core.ports.sql.exec<{ grant_json: string }>("SELECT grant_json FROM stream_socket_grants WHERE socket_id = ?", socketId)[0]?.grant_json;
+    if (raw === undefined) return undefined;
+    const g = grantSchema.safeParse(JSON.parse(raw));
+    return g.success ? g.data : undefined;
+  }
+
+  /** The recorded owner of an agent session (engine state `session_owner/<sid>`). */
+  private sessionOwner(sessionId: string): string | undefined {
+    const row = this.core.ports.sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? AND key = ?", SESSION_OWNER_SCOPE, sessionId)[0];
+    if (!row) return undefined;
+    const v = JSON.parse(row.value) as { sub?: unknown } | null;
+    return typeof v?.sub === "string" ? v.sub : undefined;
+  }
+
+  /** May `grant` use agent session `sessionId`? */
+  private maySeeSession(grant: Grant, sessionId: string): boolean {
+    const p = principalOf(grant);
+    return mayUseSession(p, sessionId, undefined) || mayUseSession(p, sessionId, this.sessionOwner(sessionId));
+  }
+
+  /**
+   * May `grant` read or write `stream/group(/item)`? A group of an agent-session stream is its
+   * session's; an item of `agent::sessions` is its session's (`item` null: the whole group, which
+   * a grant that does not see every session reads filtered). Other streams: whoever may read them
+   * by function call. Trusted code runs with OPEN_GRANT, which sees every session.
+   */
+  mayUse(grant: Grant, stream: string, group: string, item: string | null): boolean {
+    if (sessionGroups.has(stream)) return this.maySeeSession(grant, group);
+    if (sessionItems.has(stream)) return item === null || this.maySeeSession(grant, item);
+    return true;
+  }
+
+  /** Throw `forbidden` unless `ctx`'s caller may use the stream group (or item). */
+  private guard(ctx: CallContext | undefined, stream: string, group: string, item: string | null): void {
+    const grant = ctx?.grant ?? OPEN_GRANT;
+    if (!this.mayUse(grant, stream, group, item)) throw refused(stream, group, grant);
+  }
+
+  /** Whether a reader with `grant` sees only some items of `stream` (filtered by session). */
+  private filtered(grant: Grant, stream: string): boolean {
+    return sessionItems.has(stream) && !seesAllSessions(grant);
+  }
+
+  /** Run `fn` if `ctx`'s caller may use the stream group (or item); else `forbidden`. */
+  checked<T>(ctx: CallContext, stream: string, group: string, item: string | null, fn: () => T): T {
+    this.guard(ctx, stream, group, item);
+    return fn();
+  }
+
+  /** The groups of `stream` a reader with `grant` may see. */
+  visibleGroups(grant: Grant, stream: string, groups: string[]): string[] {
+    return sessionGroups.has(stream) ? groups.filter((g) => this.maySeeSession(grant, g)) : groups;
+  }
+
+  /** The stored items of a group `grant` may see, with their ids. */
+  private visibleRows(grant: Grant, stream: string, group: string): { item_id: string; value: string }[] {
+    const rows = this.core.ports.sql.exec<{ item_id: string; value: string }>("SELECT item_id, value FROM stream_items WHERE stream_name = ? AND group_id = ? ORDER BY item_id", stream, group);
+    return rows.filter((r) => this.maySeeSession(grant, r.item_id));
   }
 
   setSockets(port: StreamSocketPort): void {
@@ -88,6 +176,9 @@ export class Streams {
     const { sql } = this.core.ports;
     for (const r of sql.exec<{ socket_id: string }>("SELECT DISTINCT socket_id FROM stream_subs")) {
       if (!live.has(r.socket_id)) sql.exec("DELETE FROM stream_subs WHERE socket_id = ?", r.socket_id);
+    }
+    for (const r of sql.exec<{ socket_id: string }>("SELECT socket_id FROM stream_socket_grants")) {
+      if (!live.has(r.socket_id)) sql.exec("DELETE FROM stream_socket_grants WHERE socket_id = ?", r.socket_id);
     }
   }
 
@@ -102,7 +193,14 @@ export class Streams {
   }
   /** One page of a group's items after `after` (exclusive), by item id; `next` is the last id of a
    * full page (null at the end). A page also ends early at MAX_RESULT_BYTES, so it fits a frame. */
-  listItems(stream: string, group: string, after: string | undefined, limit: number): { items: { item_id: string; data: unknown }[]; next: string | null } {
+  listItems(stream: string, group: string, after: string | undefined, limit: number, grant?: Grant): { items: { item_id: string; data: unknown }[]; next: string | null } {
+    const page = this.listItemsPage(stream, group, after, limit);
+    // A reader that does not see every session gets only its own sessions' items (the cursor
+    // still moves over the others, so paging goes on).
+    if (grant && this.filtered(grant, stream)) page.items = page.items.filter((i) => this.maySeeSession(grant, i.item_id));
+    return page;
+  }
+  private listItemsPage(stream: string, group: string, after: string | undefined, limit: number): { items: { item_id: string; data: unknown }[]; next: string | null } {
     const rows = this.core.ports.sql.exec<{ item_id: string; value: string }>(
       "SELECT item_id, value FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id > ? ORDER BY item_id LIMIT ?",
       stream,
@@ -193,7 +291,7 @@ export class Streams {
   /** stream::list: the custom operation's array of values, else the stored items. */
   async listGroup(stream: string, group: string, ctx?: CallContext): Promise<unknown[]> {
     const id = this.customOp("list", stream);
-    if (!id) return this.list(stream, group);
+    if (!id) return ctx && this.filtered(ctx.grant, stream) ? this.visibleRows(ctx.grant, stream, group).map((r) => JSON.parse(r.value)) : this.list(stream, group);
     return this.customAnswer(id, { stream_name: stream, group_id: group }, customList, "an array of values", ctx);
   }
   /** stream::list_groups: the custom operation's group ids, else the stored ones. */
@@ -241,9 +339,11 @@ export class Streams {
     if (this.sockets) {
       const subs = this.core.ports.sql.exec<{ socket_id: string; item_id: string | null }>("SELECT socket_id, item_id FROM stream_subs WHERE stream_name = ? AND group_id = ?", stream, group);
       const sent = new Set<string>();
+      const owned = sessionGroups.has(stream) || sessionItems.has(stream);
       for (const s of subs) {
         if (s.item_id !== null && item !== null && s.item_id !== item) continue;
         if (sent.has(s.socket_id)) continue; // one push per socket, whatever its subscriptions
+        if (owned && !this.socketSees(s.socket_id, stream, group, item)) continue;
         sent.add(s.socket_id);
         this.sockets.send(s.socket_id, msg);
       }
@@ -281,12 +381,37 @@ export class Streams {
     await this.join(socketId, subscriptionId, streamName, groupId, id);
   }
 
+  /** Does the socket's grant let it see this change of an agent-session stream? */
+  private socketSees(socketId: string, stream: string, group: string, item: string | null): boolean {
+    const grant = this.socketGrant(socketId);
+    if (!grant) return false;
+    if (item === null && this.filtered(grant, stream)) return false;
+    return this.mayUse(grant, stream, group, item);
+  }
+
+  /** May the socket join? A session's group (`agent::events/<sid>`): the session's owner or a
+   * `sessions` grant. The list of sessions (`agent::sessions`): one item, its session's; the whole
+   * group, a grant that sees every session, or a stream reader (filtered to its own sessions). Any
+   * other stream: a grant that may read it by function call. */
+  private mayJoin(grant: Grant | undefined, stream: string, group: string, item: string | null): boolean {
+    if (!grant) return false;
+    if (sessionGroups.has(stream)) return this.mayUse(grant, stream, group, item);
+    if (sessionItems.has(stream) && item !== null) return this.mayUse(grant, stream, group, item);
+    return seesAllSessions(grant) || mayCall(grant, STREAM_READ_FUNCTION);
+  }
+
   private async join(socketId: string, subscriptionId: string, streamName: string, groupId: string, id: string | null): Promise<void> {
     const { sql, clock } = this.core.ports;
     const base = { type: "stream" as const, timestamp: clock.now(), streamName, groupId, id };
     const count = sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM stream_subs WHERE socket_id = ?", socketId)[0]?.n ?? 0;
     if (count >= MAX_SUBSCRIPTIONS_PER_SOCKET) {
       this.sockets?.send(socketId, { ...base, event: { type: "unauthorized", data: { reason: `at most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions per socket` } } });
+      return;
+    }
+    // The same refusal whether the group exists or not: a stranger learns nothing about a session.
+    const grant = this.socketGrant(socketId);
+    if (!this.mayJoin(grant, streamName, groupId, id)) {
+      this.sockets?.send(socketId, { ...base, event: { type: "unauthorized", data: { reason: `'${grant?.sub ?? "unknown"}' may not read ${streamName}/${groupId}` } } });
       return;
     }
     const payload: StreamSubscriptionPayload = { subscription_id: subscriptionId, stream_name: streamName, group_id: groupId };
@@ -305,7 +430,12 @@ export class Streams {
     let data: unknown;
     try {
       // Through the stream's custom get / list when a worker provides them (as iii does).
-      data = id === null ? await this.listGroup(streamName, groupId) : ((await this.get(streamName, groupId, id)) ?? null);
+      data =
+        id === null
+          ? grant && this.filtered(grant, streamName)
+            ? this.visibleRows(grant, streamName, groupId).map((r) => JSON.parse(r.value) as unknown)
+            : await this.listGroup(streamName, groupId)
+          : ((await this.get(streamName, groupId, id)) ?? null);
     } catch (e) {
       // As iii: the subscription stands and its changes will be pushed; there is no sync to send.
       this.core.ports.log.warn("stream subscription: the custom stream operation failed; no sync sent", { stream_name: streamName, group_id: groupId, error: e instanceof Error ? e.message : String(e) });
@@ -327,6 +457,7 @@ export class Streams {
     const { sql } = this.core.ports;
     const rows = sql.exec<{ subscription_id: string; stream_name: string; group_id: string; item_id: string | null }>("SELECT subscription_id, stream_name, group_id, item_id FROM stream_subs WHERE socket_id = ?", socketId);
     sql.exec("DELETE FROM stream_subs WHERE socket_id = ?", socketId);
+    sql.exec("DELETE FROM stream_socket_grants WHERE socket_id = ?", socketId);
     for (const r of rows) this.fireLeave(r.subscription_id, r);
   }
 
@@ -378,48 +509,49 @@ export function installStreams(core: EngineApi): Streams {
   // a worker registered it (see the top of this file).
   defineBuiltin(core, "stream::set", {
     description: "Store an item: {stream_name, group_id, item_id, data} → {old_value, new_value}",
-    handler: (q, ctx) => s.setAny(q.stream_name, q.group_id, q.item_id, q.data, ctx),
+    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.setAny(q.stream_name, q.group_id, q.item_id, q.data, ctx)),
   });
   defineBuiltin(core, "stream::get", {
     description: "Read an item; no result when absent",
-    handler: (q, ctx) => s.get(q.stream_name, q.group_id, q.item_id, ctx),
+    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.get(q.stream_name, q.group_id, q.item_id, ctx)),
   });
   defineBuiltin(core, "stream::delete", {
     description: "Delete an item → {old_value}",
-    handler: (q, ctx) => s.deleteAny(q.stream_name, q.group_id, q.item_id, ctx),
+    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.deleteAny(q.stream_name, q.group_id, q.item_id, ctx)),
   });
   defineBuiltin(core, "stream::list", {
     description: "Items of a group, as an array of values",
-    handler: (q, ctx) => s.listGroup(q.stream_name, q.group_id, ctx),
+    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, null, () => s.listGroup(q.stream_name, q.group_id, ctx)),
   });
   defineBuiltin(core, "stream::list_items", {
     description: "A group's items with their ids, in item-id order after `after`: {stream_name, group_id, after?, limit?} → {items:[{item_id, data}], next}",
-    handler: (q) => s.listItems(q.stream_name, q.group_id, q.after, q.limit ?? STREAM_ITEMS_PAGE),
+    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, null, () => s.listItems(q.stream_name, q.group_id, q.after, q.limit ?? STREAM_ITEMS_PAGE, ctx.grant)),
   });
   defineBuiltin(core, "stream::list_groups", {
     description: "Group ids of a stream",
-    handler: (q, ctx) => s.groups(q.stream_name, ctx),
+    handler: async (q, ctx) => s.visibleGroups(ctx.grant, q.stream_name, await s.groups(q.stream_name, ctx)),
   });
   defineBuiltin(core, "stream::list_all", {
     description: "Every stream with its groups → {stream:[{id, groups}], count}",
-    handler: () => {
+    handler: (_q, ctx) => {
       const rows = core.ports.sql.exec<{ stream_name: string; group_id: string }>("SELECT DISTINCT stream_name, group_id FROM stream_items ORDER BY stream_name, group_id");
       const by = new Map<string, string[]>();
-      for (const r of rows) by.set(r.stream_name, [...(by.get(r.stream_name) ?? []), r.group_id]);
+      for (const r of rows) if (s.mayUse(ctx.grant, r.stream_name, r.group_id, null)) by.set(r.stream_name, [...(by.get(r.stream_name) ?? []), r.group_id]);
       const stream = [...by].map(([id, groups]) => ({ id, groups }));
       return { stream, count: stream.length };
     },
   });
   defineBuiltin(core, "stream::send", {
     description: "Send a custom event {stream_name, group_id, id?, type, data} to subscribers and stream triggers",
-    handler: (q, ctx) => {
-      s.emit(q.stream_name, q.group_id, q.id ?? null, { type: "event", event: { type: q.type, data: q.data ?? null } }, ctx);
-      return undefined;
-    },
+    handler: (q, ctx) =>
+      s.checked(ctx, q.stream_name, q.group_id, q.id ?? null, () => {
+        s.emit(q.stream_name, q.group_id, q.id ?? null, { type: "event", event: { type: q.type, data: q.data ?? null } }, ctx);
+        return undefined;
+      }),
   });
   defineBuiltin(core, "stream::update", {
     description: "Apply update ops to an item → {old_value, new_value, errors?}",
-    handler: (q, ctx) => s.updateAny(q.stream_name, q.group_id, q.item_id, q.ops, ctx),
+    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.updateAny(q.stream_name, q.group_id, q.item_id, q.ops, ctx)),
   });
   return s;
 }
