@@ -151,7 +151,7 @@ export const onFunctionRegistrationResult = hookAllows({
   description: z.string().max(4096).nullish(),
   metadata: z.record(z.string(), z.unknown()).refine((m) => new TextEncoder().encode(JSON.stringify(m)).byteLength <= MAX_METADATA_BYTES).nullish(),
 });
-export const onTriggerRegistrationResult = hookAllows({ function_id: id.nullish(), config: z.unknown().optional() });
+export const onTriggerRegistrationResult = hookAllows({ trigger_id: id.nullish(), trigger_type: id.nullish(), function_id: id.nullish(), config: z.unknown().optional() });
 export const onTriggerTypeRegistrationResult = hookAllows({ trigger_type_id: id.nullish(), description: z.string().max(4096).nullish() });
 
 /** Does one pattern (exact id, `*` glob, or `match("…")`) cover the id? */

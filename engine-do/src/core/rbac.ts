@@ -254,6 +254,9 @@ export class RbacConnections {
       const answer = await this.ask(host, conn, hook, input, onTriggerRegistrationResult);
       if (!answer.ok) return refuse({ code: "forbidden", message: `trigger ${f.id}: ${answer.message}` });
       if (answer.value !== true) {
+        // Its worker knows the binding by the id and type it sent (to unregister it, to be told of it).
+        const renamed = (answer.value.trigger_id && answer.value.trigger_id !== f.id) || (answer.value.trigger_type && answer.value.trigger_type !== f.trigger_type);
+        if (renamed) return refuse({ code: "forbidden", message: `trigger ${f.id}: the hook renamed it or changed its type, which this engine does not support` });
         if (answer.value.function_id) functionId = answer.value.function_id;
         if (answer.value.config !== undefined && answer.value.config !== null) config = answer.value.config;
       }
