@@ -8,7 +8,6 @@ import {
   grantSchema,
   mayCall,
   mayUseNamespace,
-  rbacSessionSchema,
   rpcTriggerRequest,
   type CallOutcome,
   type EngineFrame,
@@ -16,7 +15,7 @@ import {
   type RpcTriggerRequest,
 } from "@iii-edge/protocol";
 import { CLIENT_IP_HEADER, WS_PROTOCOL_HEADER, grantOf } from "./auth.ts";
-import { RBAC_HEADER } from "./rbac.ts";
+import { rbacSessionOf } from "./rbac.ts";
 import { EngineCore } from "./core/engine.ts";
 import { httpFunctionsPort } from "./core/http-invoke.ts";
 import { installEngine, type Installed } from "./core/install.ts";
@@ -210,9 +209,8 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       const conn = new SocketConn(server, workerId);
       this.conns.set(server, conn);
       // A connection of iii's RBAC listener carries its session (rbac.ts); set by the front door only.
-      const rbacRaw = request.headers.get(RBAC_HEADER);
-      const rbac = rbacRaw ? rbacSessionSchema.safeParse(JSON.parse(rbacRaw)) : undefined;
-      this.core.connect(conn, crypto.randomUUID(), rbac?.success ? { grant, ip, rbac: rbac.data } : { grant, ip });
+      const rbac = rbacSessionOf(request);
+      this.core.connect(conn, crypto.randomUUID(), rbac ? { grant, ip, rbac } : { grant, ip });
     }
     // A browser that sent its token as a subprotocol must get one of its offers back.
     const protocol = request.headers.get(WS_PROTOCOL_HEADER);

@@ -9,7 +9,7 @@
 // AUTH_FUNCTION, or loopback on an open engine), with an empty context and only what
 // expose_functions names callable.
 import type { Context } from "hono";
-import { rbacAuthResult, rbacConfigSchema, type EngineRpc, type Grant, type RbacAuthInput, type RbacConfig, type RbacSession } from "@iii-edge/protocol";
+import { rbacAuthResult, rbacConfigSchema, rbacSessionSchema, type EngineRpc, type Grant, type RbacAuthInput, type RbacConfig, type RbacSession } from "@iii-edge/protocol";
 import { INTERNAL_HEADER_PREFIX, authenticateRequest, withGrant } from "./auth.ts";
 import { connectionShards } from "./shards/config.ts";
 
@@ -107,4 +107,16 @@ export async function rbacUpgrade(c: Context<{ Bindings: Env }>, namespace: stri
   const forwarded = withGrant(req, grant, false);
   forwarded.headers.set(RBAC_HEADER, JSON.stringify(session));
   return c.env.ENGINE.getByName(namespace).fetch(forwarded);
+}
+
+/** In the engine object: the session the front door set on a listener connection's upgrade. */
+export function rbacSessionOf(req: Request): RbacSession | undefined {
+  const raw = req.headers.get(RBAC_HEADER);
+  if (!raw) return undefined;
+  try {
+    const s = rbacSessionSchema.safeParse(JSON.parse(raw));
+    return s.success ? s.data : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -245,6 +245,27 @@ describe("iii's RBAC worker listener", () => {
     expect(r.logged).toBe(true);
   });
 
+  it("/ns/<ns>/rbac asks that namespace's auth function, and its connections stay in that namespace", async () => {
+    const team = await worker(`${engine.wsUrl}/ns/team`, "rbac-team-server");
+    clients.push(team);
+    const teamAuth: Json[] = [];
+    team.registerFunction("test::rbac-worker::auth", async (input: Json) => {
+      teamAuth.push(input);
+      return { allowed_functions: ["team::*"], context: { user_id: "team-user" } };
+    });
+    team.registerFunction("team::hello", async () => ({ hello: "team" }));
+    await until(async () => (await listed(team)).includes("team::hello"), "the team's functions");
+    const c = registerWorker(`${engine.wsUrl}/ns/team/rbac`, { otel: { enabled: false }, invocationTimeoutMs: 10_000, headers: { "x-test-token": "valid-token" } });
+    clients.push(c);
+    // No middleware is registered in `team`: an allowed call fails there, closed — and was allowed.
+    expect((await failure(call(c, "team::hello"))).code).toBe("function_not_found");
+    expect(teamAuth).toHaveLength(1);
+    expect(authCalls).toHaveLength(0);
+    const ids = ((await call(c, "engine::functions::list", {})).functions as Json[]).map((f) => f.function_id);
+    expect(ids).toContain("team::hello");
+    expect(ids).not.toContain("test::ew::public::echo");
+  });
+
   it("a listener client cannot take a function another worker holds", async () => {
     const c = rbacClient("valid-token");
     c.registerFunction("test::ew::valid-token-echo", async () => ({ hijacked: true }));

@@ -37,6 +37,8 @@ import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
 
 /** A hook answers within this, or the registration is refused (fail closed). */
 const RBAC_HOOK_TIMEOUT_MS = 5_000;
+/** Longest id a prefix may produce: what a registerfunction frame may carry. */
+const MAX_FUNCTION_ID_CHARS = 512;
 /** The function whose listing is narrowed to what the connection may call. */
 const FUNCTIONS_LIST = "engine::functions::list";
 
@@ -225,6 +227,7 @@ export class RbacConnections {
       }
     }
     if (s.function_registration_prefix) id = `${s.function_registration_prefix}::${id}`;
+    if (id.length > MAX_FUNCTION_ID_CHARS) return refuseFrame(conn, `function ${f.id}: with its prefix the id is longer than ${MAX_FUNCTION_ID_CHARS} characters`);
     if (!host.isConnected(conn.workerId)) return;
     const frame: RegisterFunction = { ...f, id };
     if (description === undefined) delete frame.description;
