@@ -9,7 +9,7 @@
 // AUTH_FUNCTION, or loopback on an open engine), with an empty context and only what
 // expose_functions names callable.
 import type { Context } from "hono";
-import { rbacAuthResult, rbacConfigSchema, rbacSessionSchema, type EngineRpc, type Grant, type RbacAuthInput, type RbacConfig, type RbacSession } from "@iii-edge/protocol";
+import { RBAC_CLOSED_SESSION, rbacAuthResult, rbacConfigSchema, rbacSessionSchema, type EngineRpc, type Grant, type RbacAuthInput, type RbacConfig, type RbacSession } from "@iii-edge/protocol";
 import { INTERNAL_HEADER_PREFIX, authenticateRequest, withGrant } from "./auth.ts";
 import { connectionShards } from "./shards/config.ts";
 
@@ -109,14 +109,15 @@ export async function rbacUpgrade(c: Context<{ Bindings: Env }>, namespace: stri
   return c.env.ENGINE.getByName(namespace).fetch(forwarded);
 }
 
-/** In the engine object: the session the front door set on a listener connection's upgrade. */
+/** In the engine object: the session the front door set on a listener connection's upgrade. One
+ * that does not parse allows nothing (never the wider rights of the connection's grant). */
 export function rbacSessionOf(req: Request): RbacSession | undefined {
   const raw = req.headers.get(RBAC_HEADER);
   if (!raw) return undefined;
   try {
     const s = rbacSessionSchema.safeParse(JSON.parse(raw));
-    return s.success ? s.data : undefined;
+    return s.success ? s.data : RBAC_CLOSED_SESSION;
   } catch {
-    return undefined;
+    return RBAC_CLOSED_SESSION;
   }
 }

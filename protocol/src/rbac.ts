@@ -114,6 +114,18 @@ export const rbacSessionSchema = z.object({
 });
 export type RbacSession = z.infer<typeof rbacSessionSchema>;
 
+/** A session that could not be read back (a corrupt row, a mangled header): it allows nothing, so a
+ * listener connection never falls back to the wider rights of its grant. */
+export const RBAC_CLOSED_SESSION: RbacSession = Object.freeze({
+  allowed_functions: [],
+  forbidden_functions: ["*"],
+  allowed_trigger_types: [],
+  allow_trigger_type_registration: false,
+  allow_function_registration: false,
+  context: {},
+  config: { expose_functions: [] },
+}) as RbacSession;
+
 /** What the middleware function is sent for each call a connection makes (iii's MiddlewareFunctionInput). */
 export interface RbacMiddlewareInput {
   function_id: string;

@@ -1,7 +1,7 @@
 // The one decision every part of iii's RBAC listener shares (protocol/src/rbac.ts): may a connection
 // call this function, from its AuthResult and the listener's expose_functions — and what the RBAC
 // var and an AuthResult may be.
-import { rbacAuthResult, rbacConfigSchema, rbacMayCall, type RbacSession } from "@iii-edge/protocol";
+import { RBAC_CLOSED_SESSION, rbacAuthResult, rbacConfigSchema, rbacMayCall, type RbacSession } from "@iii-edge/protocol";
 import { describe, expect, it } from "vitest";
 
 const config = rbacConfigSchema.parse({
@@ -31,6 +31,15 @@ describe("rbacMayCall", () => {
     // Only the listed built-ins: another engine::* id, or one a worker names like them, is not infrastructure.
     expect(rbacMayCall(session(), "engine::functions::list")).toBe(false);
     expect(rbacMayCall(session(), "engine::log::infox")).toBe(false);
+  });
+});
+
+describe("a session that could not be read back", () => {
+  it("allows nothing, not even the infrastructure built-ins or registrations", () => {
+    for (const id of ["engine::workers::register", "engine::log::info", "state::get", "x::y"]) expect(rbacMayCall(RBAC_CLOSED_SESSION, id, { public: true })).toBe(false);
+    expect(RBAC_CLOSED_SESSION.allow_function_registration).toBe(false);
+    expect(RBAC_CLOSED_SESSION.allow_trigger_type_registration).toBe(false);
+    expect(RBAC_CLOSED_SESSION.allowed_trigger_types).toEqual([]);
   });
 });
 

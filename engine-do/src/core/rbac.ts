@@ -12,6 +12,7 @@
 // - a binding may only call a function the connection may call, or one in its own prefix.
 // Sessions and renamed ids live in SQLite, so a hibernated object wakes up enforcing the same rules.
 import {
+  RBAC_CLOSED_SESSION,
   RBAC_FORBIDDEN_CODE,
   onFunctionRegistrationResult,
   onTriggerRegistrationResult,
@@ -75,8 +76,9 @@ export class RbacConnections {
     ports.sql.exec("CREATE TABLE IF NOT EXISTS rbac_sessions (worker_id TEXT PRIMARY KEY, session TEXT NOT NULL)");
     ports.sql.exec("CREATE TABLE IF NOT EXISTS rbac_names (function_id TEXT PRIMARY KEY, worker_id TEXT NOT NULL, local_id TEXT NOT NULL)");
     for (const r of ports.sql.exec<{ worker_id: string; session: string }>("SELECT worker_id, session FROM rbac_sessions")) {
-      const s = rbacSessionSchema.safeParse(JSON.parse(r.session));
-      if (s.success) this.sessions.set(r.worker_id, s.data);
+      // A row that no longer parses still governs its connection: by allowing nothing.
+      const s = rbacSessionSchema.safeParse(parseJson(r.session));
+      this.sessions.set(r.worker_id, s.success ? s.data : RBAC_CLOSED_SESSION);
     }
     for (const r of ports.sql.exec<{ function_id: string; worker_id: string; local_id: string }>("SELECT function_id, worker_id, local_id FROM rbac_names")) {
       this.names.set(r.function_id, { worker: r.worker_id, local: r.local_id });
@@ -293,6 +295,14 @@ export class RbacConnections {
   private forget(functionId: string): void {
     this.names.delete(functionId);
     this.ports.sql.exec("DELETE FROM rbac_names WHERE function_id = ?", functionId);
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
   }
 }
 
