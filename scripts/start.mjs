@@ -4,7 +4,7 @@
 // $III_STATE_DIR (default .wrangler/state); nothing reaches the network.
 //
 // Settings the Worker gets from this environment (or .dev.vars), through a private env file:
-// AUTH_SECRET, AUTH_FUNCTION; for the harness workers OPENAI_API_KEY, OPENAI_BASE_URL,
+// AUTH_SECRET, AUTH_FUNCTION, RBAC (iii's RBAC listener, JSON); for the harness workers OPENAI_API_KEY, OPENAI_BASE_URL,
 // ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, HARNESS_DISABLE, CREDENTIALS_KEY (default: a key made once
 // per state dir, <state>/credentials.key, which `npm run worker` reads too) and III_PERMISSIONS (the
 // text of iii-permissions.yaml at the root, or of $III_PERMISSIONS_PATH). III_WRANGLER_CONFIG runs
@@ -113,6 +113,8 @@ for (const [k, v] of Object.entries(devVars)) args.push("--var", `${k}:${v}`);
 // Settings for the Worker come from the environment (and .dev.vars). They reach it through a
 // private env file, never the command line (which `ps` shows to everyone).
 const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION"];
+/** iii's RBAC worker listener at /rbac (engine-do/src/rbac.ts): not the engine's own auth, which stays as AUTH_VARS say. */
+const RBAC_VARS = ["RBAC"];
 /** What the harness workers read (deploy/harness.ts): provider endpoints and keys, the key stored
  * credentials are encrypted with, the disable list. */
 const HARNESS_VARS = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CREDENTIALS_KEY", "HARNESS_DISABLE", "MODELS_OVERRIDES"];
@@ -220,7 +222,7 @@ const devVarsPath = path.join(root, ".dev.vars");
 const devVarsText = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
 // .dev.vars first, the environment after it: later values win.
 const settings = { ...parseDotenv(devVarsText) };
-for (const k of [...AUTH_VARS, ...HARNESS_VARS, ...TELEMETRY_VARS, ...MCP_VARS, ...CONSOLE_VARS]) if (process.env[k]) settings[k] = process.env[k];
+for (const k of [...AUTH_VARS, ...RBAC_VARS, ...HARNESS_VARS, ...TELEMETRY_VARS, ...MCP_VARS, ...CONSOLE_VARS]) if (process.env[k]) settings[k] = process.env[k];
 // This run's console code: with AUTH_SECRET, a local page gets a console token only with it (a
 // page a tenant's route serves from this same origin has none). Made fresh on every start and
 // printed in the console's URL, never on a command line; CONSOLE_CODE in the environment wins

@@ -15,6 +15,7 @@ import {
   type RpcTriggerRequest,
 } from "@iii-edge/protocol";
 import { CLIENT_IP_HEADER, WS_PROTOCOL_HEADER, grantOf } from "./auth.ts";
+import { rbacSessionOf } from "./rbac.ts";
 import { EngineCore } from "./core/engine.ts";
 import { httpFunctionsPort } from "./core/http-invoke.ts";
 import { installEngine, type Installed } from "./core/install.ts";
@@ -207,7 +208,9 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     if (!isOtel) {
       const conn = new SocketConn(server, workerId);
       this.conns.set(server, conn);
-      this.core.connect(conn, crypto.randomUUID(), { grant, ip });
+      // A connection of iii's RBAC listener carries its session (rbac.ts); set by the front door only.
+      const rbac = rbacSessionOf(request);
+      this.core.connect(conn, crypto.randomUUID(), rbac ? { grant, ip, rbac } : { grant, ip });
     }
     // A browser that sent its token as a subprotocol must get one of its offers back.
     const protocol = request.headers.get(WS_PROTOCOL_HEADER);

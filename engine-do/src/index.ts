@@ -12,6 +12,7 @@ import { consumeDeliveries } from "./queue-consumer.ts";
 import { traceFromHeaders } from "./core/trace.ts";
 import { isSocketPath, refuseWrongSocketPath, wantsWebSocket } from "./socket-paths.ts";
 import { socketObjectName } from "./shards/config.ts";
+import { rbacUpgrade } from "./rbac.ts";
 
 export { Engine };
 
@@ -70,6 +71,15 @@ app.get("/", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? c.env.ASSETS.
 app.get("/otel", async (c) => (await upgrade(c, DEFAULT_NAMESPACE)) ?? webSocketOnly(c));
 app.get("/ns/:ns", async (c) => (await upgrade(c, c.req.param("ns"))) ?? webSocketOnly(c));
 app.get("/ns/:ns/otel", async (c) => (await upgrade(c, c.req.param("ns"))) ?? webSocketOnly(c));
+
+// iii's RBAC worker listener (rbac.ts): connections governed by an auth function's AuthResult.
+const rbacListener = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
+  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return webSocketOnly(c);
+  if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${namespace}'`);
+  return rbacUpgrade(c, namespace);
+};
+app.get("/rbac", (c) => rbacListener(c, DEFAULT_NAMESPACE));
+app.get("/ns/:ns/rbac", (c) => rbacListener(c, c.req.param("ns")));
 
 // Channel ends (protocol/README.md §10): the SDK appends `/ws/channels/<id>?key=…&dir=…` to the
 // engine address as text, so `ws://h` dials `/ws/channels/<id>` and `ws://h/ns/<ns>` dials

@@ -12,10 +12,11 @@ import { WS_PROTOCOL as III_SUBPROTOCOL } from "@iii-edge/protocol";
 
 /**
  * Paths that take a WebSocket upgrade: the worker socket and its telemetry socket, channel ends and
- * browser stream sockets, for `default` and under `/ns/<namespace>` (index.ts, http-routes.ts).
+ * browser stream sockets, iii's RBAC listener (rbac.ts), for `default` and under `/ns/<namespace>`
+ * (index.ts, http-routes.ts).
  * A new socket route must be added here, or its upgrades are answered as a wrong path.
  */
-export const SOCKET_PATHS: readonly RegExp[] = [/^\/$/, /^\/otel$/, /^\/ws\/channels\/[^/]+$/, /^\/_iii\/streams$/, /^\/ns\/[^/]+$/, /^\/ns\/[^/]+\/otel$/, /^\/ns\/[^/]+\/ws\/channels\/[^/]+$/, /^\/ns\/[^/]+\/_iii\/streams$/];
+export const SOCKET_PATHS: readonly RegExp[] = [/^\/$/, /^\/otel$/, /^\/ws\/channels\/[^/]+$/, /^\/_iii\/streams$/, /^\/ns\/[^/]+$/, /^\/ns\/[^/]+\/otel$/, /^\/ns\/[^/]+\/ws\/channels\/[^/]+$/, /^\/ns\/[^/]+\/_iii\/streams$/, /^\/rbac$/, /^\/ns\/[^/]+\/rbac$/];
 
 /** Close code for an upgrade on a path with no WebSocket endpoint (4000–4999: the application's;
  * 4404 reads as "404"). sdk-edge and sdk-browser treat it as fatal (their FATAL_CLOSE_CODES). */

@@ -254,6 +254,12 @@ export type StreamChannelRef = z.infer<typeof streamChannelRef>;
 /** `buffer_size`: items a channel holds while its reader is not attached (engine default 64, most 1024). */
 export const channelsCreateInput = z.object({ buffer_size: z.number().int().min(1).max(1024).nullish() });
 
+/** Longest message engine::log::* writes: a log line, not a payload (the rest is cut). */
+export const MAX_LOG_MESSAGE_CHARS = 4096;
+/** engine::log::{info,warn,error,debug,trace}: a worker's log line, written to the engine's log
+ * (iii-sdk's logger; iii's RBAC listener lets every connection call them). */
+export const logInput = z.object({ message: z.string(), data: z.unknown().optional() }).passthrough();
+
 // ---------------------------------------------------------------- stream::* (§7.3)
 
 const streamItemKey = z.object({ stream_name: streamName, group_id: streamName, item_id: streamName });
@@ -327,6 +333,11 @@ export const BUILTINS = {
   "engine::unregister_trigger": contract(unregisterTriggerInput, z.object({ removed: z.boolean() })),
   "engine::edge::refresh": contract(noInput, z.object({ hosts: z.array(z.string()), functions: z.array(z.string()) })),
   "engine::channels::create": contract(channelsCreateInput, z.object({ writer: streamChannelRef, reader: streamChannelRef })),
+  "engine::log::info": contract(logInput, z.null()),
+  "engine::log::warn": contract(logInput, z.null()),
+  "engine::log::error": contract(logInput, z.null()),
+  "engine::log::debug": contract(logInput, z.null()),
+  "engine::log::trace": contract(logInput, z.null()),
   "engine::cron::jobs": contract(noInput, z.object({ jobs: z.array(cronJob) })),
 
   "state::set": contract(stateSetInput, stateSetOutput),

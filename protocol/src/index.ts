@@ -9,3 +9,4 @@ export * from "./rpc.ts";
 export * from "./edge-host.ts";
 export * from "./signature.ts";
 export * from "./streams.ts";
+export * from "./rbac.ts";

@@ -29,6 +29,7 @@ import {
   type InvokeFunction,
   type RegisterFunction,
   type RegisterTrigger,
+  type RbacSession,
   type TriggerAction,
   type WorkerFrame,
 } from "@iii-edge/protocol";
@@ -49,6 +50,7 @@ import { Catalog, type FunctionRecord, type TriggerRecord } from "./catalog.ts";
 import { EdgeHostSync } from "./edge-hosts.ts";
 import { Introspection } from "./introspection.ts";
 import { Invocations } from "./invocations.ts";
+import { RbacConnections } from "./rbac.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
 import { traceOf } from "./trace.ts";
 import { endEnqueue, endFire, enqueueSpan, fireSpan, invokeSpan, remoteSpan, type InvokeTarget } from "./telemetry/hops.ts";
@@ -99,6 +101,8 @@ export class EngineCore implements EngineApi {
   private readonly admission: AdmissionControl;
   private readonly edgeSync: EdgeHostSync;
   readonly introspection: Introspection;
+  /** Connections of iii's RBAC listener and their sessions (rbac.ts). */
+  readonly rbac: RbacConnections;
   private readonly alarmClients: AlarmClient[] = [];
   private queueProvider: QueueProvider | undefined;
   private functionsTimer: unknown = null;
@@ -122,6 +126,18 @@ export class EngineCore implements EngineApi {
     this.admission = new AdmissionControl(ports, this.catalog.workers);
     this.edgeSync = new EdgeHostSync(ports, this);
     this.introspection = new Introspection(this.catalog, this.builtins, this.triggerTypes, (workerId) => this.invocations.activeFor(workerId));
+    this.rbac = new RbacConnections(ports);
+    this.rbac.attach({
+      handle: (conn, f) => this.handleFrame(conn, f),
+      invoke: (req) => this.invoke(req),
+      reply: (conn, id, functionId, outcome) => this.reply(conn, id, functionId, outcome),
+      isConnected: (workerId) => this.conns.has(workerId),
+      grantOf: (workerId) => this.grantOf(workerId),
+      isBuiltin: (id) => this.builtins.has(id),
+      functionOf: (id) => this.catalog.functions.get(id),
+    });
+    // A function registered under a prefixed or rewritten id is called by the id its worker knows.
+    this.invocations.wireName = (fn) => this.rbac.wireName(fn.id, fn.owner);
   }
 
   // ---------------------------------------------------------------- extension points
@@ -165,6 +181,7 @@ export class EngineCore implements EngineApi {
     for (const f of [...this.catalog.functions.values()]) {
       if (f.kind !== "edge" && !this.conns.has(f.owner)) this.catalog.deleteFunction(f.id, f.owner);
     }
+    this.rbac.retain((workerId) => this.conns.has(workerId));
     this.invocations.restore(this.conns, (conn, id, functionId, outcome, trace) => this.reply(conn, id, functionId, outcome, trace));
     this.lastFunctionsSignature = this.introspection.functionsSignature();
     this.lastFunctionIds = this.introspection.functionIds();
@@ -175,8 +192,9 @@ export class EngineCore implements EngineApi {
   // ---------------------------------------------------------------- connections
 
   /** A new socket: give it an identity and announce it (wire-protocol §2.5). */
-  connect(conn: Conn, token: string, who: { grant?: Grant; ip?: string } = {}): void {
+  connect(conn: Conn, token: string, who: { grant?: Grant; ip?: string; rbac?: RbacSession } = {}): void {
     this.conns.set(conn.workerId, conn);
+    if (who.rbac) this.rbac.open(conn.workerId, who.rbac);
     const w: { worker_id: string; token: string; connected_at: number; info: Record<string, unknown>; grant?: Grant; ip?: string } = { worker_id: conn.workerId, token, connected_at: this.ports.clock.now(), info: {} };
     if (who.grant) w.grant = who.grant;
     if (who.ip) w.ip = who.ip;
@@ -211,6 +229,7 @@ export class EngineCore implements EngineApi {
     // Read before its row is deleted: whose bindings may end with this connection.
     const principal = this.grantOf(workerId).sub;
     this.admission.released(workerId);
+    this.rbac.close(workerId);
     this.conns.delete(workerId);
     const { catalog } = this;
     catalog.transaction(() => {
@@ -282,6 +301,12 @@ export class EngineCore implements EngineApi {
   }
 
   private handle(conn: Conn, f: WorkerFrame): void {
+    // A connection of iii's RBAC listener: its session decides first (rbac.ts).
+    if (this.rbac.takes(conn, f)) return;
+    this.handleFrame(conn, f);
+  }
+
+  private handleFrame(conn: Conn, f: WorkerFrame): void {
     switch (f.type) {
       case "registerfunction":
         return this.registerFunction(conn, f);

@@ -49,6 +49,9 @@ export class Invocations implements AlarmClient {
   private readonly openByCaller = new Map<string, number>();
   private readonly openByTarget = new Map<string, number>();
   private persistTimer: unknown = null;
+  /** The id a function's worker knows it by, put in the invokefunction frame (the engine sets it:
+   * iii's RBAC listener may register a function under a prefixed id). */
+  wireName: (fn: { id: string; owner: string }) => string = (fn) => fn.id;
   /** The engine's alarm, re-armed once a persisted call's deadline needs it. */
   private readonly rearmAlarm: () => void;
 
@@ -121,7 +124,7 @@ export class Invocations implements AlarmClient {
         this.schedulePersist();
       }
       this.pending.set(invocationId, entry);
-      const frame: EngineFrame = { type: "invokefunction", invocation_id: invocationId, function_id: fn.id, data: req.data };
+      const frame: EngineFrame = { type: "invokefunction", invocation_id: invocationId, function_id: this.wireName(fn), data: req.data };
       if (req.metadata !== undefined) frame.metadata = req.metadata;
       if (req.traceparent) frame.traceparent = req.traceparent;
       if (req.baggage) frame.baggage = req.baggage;
