@@ -33,6 +33,7 @@ import { CatalogShards } from "./shards/catalog-side.ts";
 import { connectionShards, shardOf } from "./shards/config.ts";
 import { ConnectionShard } from "./shards/connection-shard.ts";
 import type { Conn, EnginePorts } from "./core/ports.ts";
+import { openCallLimits, type OpenCallLimits } from "./core/bounds.ts";
 
 /** What a socket carries through hibernation; validated before it is trusted. */
 const attachment = z.discriminatedUnion("kind", [
@@ -78,6 +79,13 @@ function connectionLimits(env: Env): { perPrincipal?: number; perIp?: number } {
   if (p !== undefined) out.perPrincipal = p;
   if (i !== undefined) out.perIp = i;
   return out;
+}
+
+/** MAX_OPEN_CALLS and MAX_OPEN_CALLS_PER_PRINCIPAL (core/bounds.ts) may be lowered per deployment
+ * (tests use small ones); openCallLimits keeps a principal's share below what principals may hold. */
+function openCalls(env: Env): OpenCallLimits {
+  const n = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
+  return openCallLimits(n(env.MAX_OPEN_CALLS), n(env.MAX_OPEN_CALLS_PER_PRINCIPAL));
 }
 
 /** Longest deadline INVOKE_TIMEOUT_MS may set: the bound of an `invokefunction`'s `timeout_ms`. */
@@ -136,7 +144,8 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     const defaultInvokeTimeoutMs = invokeTimeout(env);
     // Spans go to D1 (core/telemetry/store.ts) and, with OTEL_EXPORTER_OTLP_ENDPOINT set, to a collector.
     const telemetry = { vars: env, db: env.DB, fetch: (url: string, init: RequestInit) => fetch(url, init) };
-    this.core = new EngineCore(ports, defaultInvokeTimeoutMs === undefined ? { telemetry } : { defaultInvokeTimeoutMs, telemetry });
+    const openCallBounds = openCalls(env);
+    this.core = new EngineCore(ports, defaultInvokeTimeoutMs === undefined ? { telemetry, openCalls: openCallBounds } : { defaultInvokeTimeoutMs, telemetry, openCalls: openCallBounds });
     this.connectionLimits = connectionLimits(env);
     this.shard = asShard
       ? new ConnectionShard(ctx, { name: ctx.id.name!, catalog: () => env.ENGINE.getByName(asShard.namespace), shard: (s) => env.ENGINE.getByName(s), log: this.core.ports.log, defaultInvokeTimeoutMs: this.core.defaultInvokeTimeoutMs })
@@ -332,7 +341,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     }
     if (req.action?.type === "enqueue") {
       if (grant && !mayCall(grant, req.function_id)) return { ok: false, error: { code: "forbidden", message: `'${grant.sub}' may not call ${req.function_id}` } };
-      return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: req.payload ?? null, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage });
+      return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: req.payload ?? null, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage, ...(grant ? { principal: grant.sub } : {}) });
     }
     const call = this.core.invokeFrom({ function_id: req.function_id, data: req.payload ?? null, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage, timeoutMs: req.timeout_ms, grant, stampCaller: req.caller });
     if (req.action?.type === "void") {
