@@ -1,6 +1,8 @@
 // Bindings of the engine Worker (wrangler.toml).
 interface Env {
   ENGINE: DurableObjectNamespace<import("./engine-object.ts").Engine>;
+  /** Each principal's connections over every namespace (principal-connections.ts). */
+  PRINCIPALS?: DurableObjectNamespace<import("./principal-connections.ts").PrincipalConnections>;
   DB: D1Database;
   DELIVERIES: Queue;
   ASSETS: Fetcher;
@@ -18,6 +20,8 @@ interface Env {
   /** Lower the connection bounds of core/bounds.ts (tests). */
   MAX_CONNECTIONS_PER_TOKEN?: string;
   MAX_CONNECTIONS_PER_IP?: string;
+  /** MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES of core/bounds.ts, set (tests lower it). */
+  MAX_CONNECTIONS_PER_TOKEN_ACROSS_NAMESPACES?: string;
   /** Lower the open-call bounds of core/bounds.ts: the whole table, and one principal's share of it. */
   MAX_OPEN_CALLS?: string;
   MAX_OPEN_CALLS_PER_PRINCIPAL?: string;

@@ -14,6 +14,7 @@ import { isSocketPath, refuseWrongSocketPath, wantsWebSocket } from "./socket-pa
 import { socketObjectName } from "./shards/config.ts";
 
 export { Engine };
+export { PrincipalConnections } from "./principal-connections.ts";
 
 /** iii namespaces name Durable Objects: keep them short and printable. */
 export const NAMESPACE = /^[A-Za-z0-9._-]{1,64}$/;

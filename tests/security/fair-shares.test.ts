@@ -6,7 +6,9 @@
 //   together leave the trusted reserve, so the harness still starts and runs a turn;
 // - owned queues: a token that does not serve a queue's consumer functions cannot put messages on
 //   it (the harness's `turn-step`, the engine's own `state:<trigger>` queues);
-// - state: a per-principal quota of keys and bytes, kept through a restart; deletes free it.
+// - state: a per-principal quota of keys and bytes, kept through a restart; deletes free it;
+// - connections: one token's worker and stream sockets over every namespace together, slots given
+//   back on close and recovered after a restart that dropped sockets without a close.
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,7 +16,7 @@ import { MAX_OPEN_CALLS_PER_CALLER, openCallLimits } from "@iii-edge/engine-do/c
 import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
 import { reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { NO_REPLY, RawSocket, type Frame } from "../support/raw-socket.ts";
+import { NO_REPLY, RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";
 import { eventually, until } from "../support/wait.ts";
 import { TURN_DEADLINE_MS, user } from "../harness/turn-client.ts";
 
@@ -24,6 +26,8 @@ const LIMITS = openCallLimits(TOTAL_CALLS);
 /** The state quota of this engine: 20 keys, 5 MiB per principal. */
 const QUOTA_KEYS = 20;
 const QUOTA_BYTES = 5 * 1024 * 1024;
+/** Connections one token may hold over every namespace, on this engine. */
+const EVERYWHERE = 6;
 /** One value of the attack (~1 MB of JSON text). */
 const MB_VALUE = "x".repeat(1_000_000);
 
@@ -66,6 +70,7 @@ beforeAll(async () => {
       MAX_OPEN_CALLS: String(TOTAL_CALLS),
       MAX_STATE_KEYS_PER_PRINCIPAL: String(QUOTA_KEYS),
       MAX_STATE_BYTES_PER_PRINCIPAL: String(QUOTA_BYTES),
+      MAX_CONNECTIONS_PER_TOKEN_ACROSS_NAMESPACES: String(EVERYWHERE),
       QUEUES: queuesWithOwned(),
     },
   });
@@ -225,5 +230,78 @@ describe("state has a per-principal quota of keys and bytes", () => {
     expect((await again.call("state::set", { scope: "small", key: "after-restart", value: 1 })).error?.code).toBe("quota_exceeded");
     await again.ok("state::delete", { scope: "small", key: "k1" });
     expect((await again.call("state::set", { scope: "small", key: "after-restart", value: 1 })).error).toBeUndefined();
+  }, 120_000);
+});
+
+/** A browser stream socket of `sub` in namespace `ns` (resolves once open). */
+async function openStream(ns: string, sub: string): Promise<{ close(): Promise<void> }> {
+  const ws = new WebSocket(`${engine.wsUrl}/ns/${ns}/_iii/streams`, { headers: bearer(await token(sub)) } as unknown as string[]);
+  await new Promise<void>((resolve, reject) => {
+    ws.addEventListener("open", () => resolve(), { once: true });
+    ws.addEventListener("error", () => reject(new Error(`could not open a stream socket in ${ns}`)), { once: true });
+  });
+  const handle = {
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (ws.readyState === WebSocket.CLOSED) return resolve();
+        ws.addEventListener("close", () => resolve(), { once: true });
+        ws.close(1000, "done");
+      }),
+  };
+  open.push(handle as unknown as RawSocket);
+  return handle;
+}
+
+describe("connections are capped per principal over every namespace", () => {
+  const at = (ns: string) => (ns === "default" ? `${engine.wsUrl}/` : `${engine.wsUrl}/ns/${ns}`);
+  const socket = async (sub: string, ns: string) => {
+    const s = await RawSocket.open(at(ns), bearer(await token(sub)));
+    open.push(s);
+    return s;
+  };
+  /** The token's sockets spread over four namespaces, one of them a stream socket. */
+  const spread = async (sub: string) => [await socket(sub, "ns-a"), await socket(sub, "ns-a"), await socket(sub, "ns-b"), await socket(sub, "ns-c"), await socket(sub, "default"), await openStream("ns-d", sub)];
+
+  it(`a token allowed every namespace holds at most ${EVERYWHERE} connections in all; others connect; a closed one frees its slot`, async () => {
+    const roamer = await spread("roamer");
+    expect(roamer).toHaveLength(EVERYWHERE);
+    for (const ns of ["ns-e", "ns-a", "default"]) {
+      const over = await upgradeStatus(at(ns), bearer(await token("roamer")));
+      expect(over.status, ns).toBe(429);
+      expect(over.body?.error?.code).toBe("too_many_connections");
+      expect(over.body?.error?.message).toContain("over all namespaces");
+    }
+    // A stream socket is refused the same way.
+    await expect(openStream("ns-e", "roamer")).rejects.toThrow();
+    // Another token is unaffected.
+    await socket("settler", "ns-e");
+
+    // Closing gives the slot back (the release is asynchronous: poll).
+    await roamer[0]!.close();
+    const back = await eventually(() => socket("roamer", "ns-e").catch(() => undefined), 10_000, "the freed slot");
+    expect((await upgradeStatus(at("ns-f"), bearer(await token("roamer")))).status).toBe(429);
+    await back.close();
+    for (const s of roamer.slice(1)) await s.close();
+  });
+
+  it("opening and closing many leaves nothing held: the full quota opens again, and the namespace object counts no one", async () => {
+    const base = ((await (await fetch(`${engine.url}/healthz`)).json()) as { engine: { workers: number } }).engine.workers;
+    for (let round = 0; round < 5; round++) {
+      const socks = await eventually(() => spread("cycler").catch(() => undefined), 10_000, `round ${round}`);
+      for (const s of socks) await s.close();
+    }
+    const last = await eventually(() => spread("cycler").catch(() => undefined), 10_000, "the last round");
+    expect((await upgradeStatus(at("ns-a"), bearer(await token("cycler")))).status).toBe(429);
+    for (const s of last) await s.close();
+    await eventually(async () => ((await (await fetch(`${engine.url}/healthz`)).json()) as { engine: { workers: number } }).engine.workers === base, 10_000, "the default namespace back to its workers");
+  });
+
+  it("slots of sockets a restart dropped without a close are recovered; the cap still holds after", async () => {
+    await spread("crasher");
+    await engine.restart();
+    // The counter still lists the dropped sockets; the next refusal checks them with their namespaces.
+    const again = await spread("crasher");
+    expect(again).toHaveLength(EVERYWHERE);
+    expect((await upgradeStatus(at("ns-z"), bearer(await token("crasher")))).status).toBe(429);
   }, 120_000);
 });

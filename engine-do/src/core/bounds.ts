@@ -46,6 +46,12 @@ export function openCallLimits(total?: number, perPrincipal?: number): OpenCallL
 /** Live connections one principal (token `sub`) may hold in one namespace: room for a fleet of
  * processes and tabs of one user, not for a connection flood. */
 export const MAX_CONNECTIONS_PER_PRINCIPAL = 1_000;
+/** Live connections one principal may hold over every namespace together (worker and stream
+ * sockets; engine-do/src/principal-connections.ts counts them). Each namespace is its own object
+ * with its own MAX_CONNECTIONS_PER_PRINCIPAL, so a token allowed `ns:*` multiplied it by every name
+ * it could make up (2,100 sockets took workerd from 395 to 1,161 MiB). One namespace's worth: a
+ * user's fleet fits one namespace's bound, and spreading it over namespaces does not grow it. */
+export const MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES = 1_000;
 /** Live connections from one client address in one namespace (a Durable Object holds ~32k). */
 export const MAX_CONNECTIONS_PER_IP = 2_000;
 
