@@ -235,6 +235,13 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     if (!isOtel) {
       const refused = await this.reserveSlot(grant.sub, workerId);
       if (refused) return Response.json({ error: refused }, { status: 429 });
+      // Other upgrades ran while the slot was reserved: the per-namespace bounds are checked again,
+      // and from here to connect() nothing else runs, so they hold exactly.
+      const full = this.core.admitConnection(grant, ip, this.connectionLimits);
+      if (full) {
+        this.giveBack(grant.sub, workerId);
+        return Response.json({ error: full }, { status: 429 });
+      }
     }
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
@@ -362,11 +369,15 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
 
   /** A socket that held a slot is gone: give it back (once; a second close finds nothing). */
   private releaseSlot(ws: WebSocket): void {
-    if (!this.env.PRINCIPALS) return;
     const a = attachment.safeParse(ws.deserializeAttachment());
     if (!a.success || a.data.kind === "channel" || a.data.sub === undefined) return;
-    const lease = { object: this.ctx.id.name ?? "default", id: a.data.worker_id };
-    this.ctx.waitUntil(this.env.PRINCIPALS.getByName(a.data.sub).release(lease).catch(() => {}));
+    this.giveBack(a.data.sub, a.data.worker_id);
+  }
+
+  private giveBack(sub: string, id: string): void {
+    if (!this.env.PRINCIPALS) return;
+    const lease = { object: this.ctx.id.name ?? "default", id };
+    this.ctx.waitUntil(this.env.PRINCIPALS.getByName(sub).release(lease).catch(() => {}));
   }
 
   /** Which of these sockets (worker or stream socket ids) this object still holds: the principal
