@@ -696,8 +696,12 @@ export class EngineCore implements EngineApi {
     const trace = traceOf(opts);
     // A fire runs on the share of whoever made the binding (a connection's principal, or the maker
     // of an engine-held one): a route anyone may request must not let its maker spend the reserve
-    // kept for trusted callers. Bindings of edge hosts and of the engine itself are trusted.
-    const principal = binding.principal ?? (binding.owner !== null ? this.catalog.principalOf(binding.owner) : undefined);
+    // kept for trusted callers. Bindings of edge hosts are trusted, and so are engine-held ones
+    // made without a grant (engine::register_trigger records OPEN_GRANT's sub for those: the
+    // harness's sub-agent links).
+    const principal = binding.owner === null
+      ? (binding.principal === OPEN_GRANT.sub ? undefined : binding.principal)
+      : (binding.principal ?? this.catalog.principalOf(binding.owner));
     const share = principal === undefined ? {} : { principal };
     const cond = isObject(binding.config) && typeof binding.config.condition_function_id === "string" ? binding.config.condition_function_id : undefined;
     if (cond) {

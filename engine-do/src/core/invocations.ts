@@ -131,11 +131,6 @@ export class Invocations implements AlarmClient {
     return undefined;
   }
 
-  /** Open calls counted against `principal` now (introspection and tests). */
-  openOf(principal: string): number {
-    return this.openByPrincipal.get(principal) ?? 0;
-  }
-
   // ---------------------------------------------------------------- calls
 
   /** Send a call to the worker `conn` (which owns `fn`) and wait for its result or deadline. */
