@@ -2,12 +2,12 @@
 // packages so none of them depends on another's insides. `npm start` and `wrangler deploy` ship
 // this one entry: the engine's front door and Durable Object, and the Worker-hosted functions the
 // engine reaches by service binding (EDGE_HOSTS).
-import { Engine, engineWorker } from "@iii-edge/engine-do";
+import { Engine, PrincipalConnections, engineWorker } from "@iii-edge/engine-do";
 import { foreignOriginRefusal, nonJsonBodyRefusal } from "@iii-edge/engine-do/auth";
 import { mcpNamespaceOf, serveMcp } from "@iii-edge/worker-mcp/server";
 import { consoleToken, isConsoleTokenRequest } from "@iii-edge/demo-app/console-token";
 
-export { Engine };
+export { Engine, PrincipalConnections };
 /** Demo functions hosted in this Worker (`EDGE_DEMO` service binding, wrangler.toml). */
 export { DemoEdgeFunctions } from "@iii-edge/demo-app/edge";
 /** The built-in harness workers (`HARNESS` service binding; `HARNESS_DISABLE` leaves some out). */

@@ -11,6 +11,7 @@ import {
   rpcTriggerRequest,
   type CallOutcome,
   type EngineFrame,
+  type ErrorBody,
   type EngineRpc,
   type RpcTriggerRequest,
 } from "@iii-edge/protocol";
@@ -34,10 +35,13 @@ import { CatalogShards } from "./shards/catalog-side.ts";
 import { connectionShards, shardOf } from "./shards/config.ts";
 import { ConnectionShard } from "./shards/connection-shard.ts";
 import type { Conn, EnginePorts } from "./core/ports.ts";
+import { MAX_CONNECTIONS_PER_PRINCIPAL, MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES, openCallLimits, type OpenCallLimits } from "./core/bounds.ts";
 
 /** What a socket carries through hibernation; validated before it is trusted. */
 const attachment = z.discriminatedUnion("kind", [
-  z.object({ v: z.literal(1), kind: z.enum(["worker", "otel", "stream"]), worker_id: z.string() }),
+  // `sub`: whose slot of MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES the socket holds (absent on
+  // sockets accepted before it was counted, and on telemetry sockets).
+  z.object({ v: z.literal(1), kind: z.enum(["worker", "otel", "stream"]), worker_id: z.string(), sub: z.string().optional() }),
   channelAttachment,
 ]);
 type Attachment = z.infer<typeof attachment>;
@@ -81,6 +85,21 @@ function connectionLimits(env: Env): { perPrincipal?: number; perIp?: number } {
   return out;
 }
 
+/** MAX_OPEN_CALLS and MAX_OPEN_CALLS_PER_PRINCIPAL (core/bounds.ts) may be lowered per deployment
+ * (tests use small ones); openCallLimits keeps a principal's share below what principals may hold. */
+function openCalls(env: Env): OpenCallLimits {
+  const n = (v: string | undefined) => (v && /^\d+$/.test(v) ? Number(v) : undefined);
+  return openCallLimits(n(env.MAX_OPEN_CALLS), n(env.MAX_OPEN_CALLS_PER_PRINCIPAL));
+}
+
+/** How many connections one principal may hold over every namespace: the var, or the default but
+ * never below the per-namespace bound (a deployment that raised that one meant more sockets). */
+function acrossNamespaces(env: Env, perNamespace: number | undefined): number {
+  const v = env.MAX_CONNECTIONS_PER_TOKEN_ACROSS_NAMESPACES;
+  if (v && /^\d+$/.test(v) && Number(v) > 0) return Number(v);
+  return Math.max(MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES, perNamespace ?? MAX_CONNECTIONS_PER_PRINCIPAL);
+}
+
 /** Longest deadline INVOKE_TIMEOUT_MS may set: the bound of an `invokefunction`'s `timeout_ms`. */
 const MAX_TIMEOUT_MS = 15 * 60_000;
 
@@ -100,6 +119,8 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   private readonly conns = new WeakMap<WebSocket, SocketConn>();
   private alarmAt: number | null = null;
   private readonly connectionLimits: { perPrincipal?: number; perIp?: number };
+  /** MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES for this deployment (principal-connections.ts). */
+  private readonly perPrincipalEverywhere: number;
   /** CONNECTION_SHARDS > 1 (shards/): this object is a connection shard, or the catalog of some. */
   private readonly shard: ConnectionShard | undefined;
   private readonly catalogShards: CatalogShards | undefined;
@@ -137,8 +158,10 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     const defaultInvokeTimeoutMs = invokeTimeout(env);
     // Spans go to D1 (core/telemetry/store.ts) and, with OTEL_EXPORTER_OTLP_ENDPOINT set, to a collector.
     const telemetry = { vars: env, db: env.DB, fetch: (url: string, init: RequestInit) => fetch(url, init) };
-    this.core = new EngineCore(ports, defaultInvokeTimeoutMs === undefined ? { telemetry } : { defaultInvokeTimeoutMs, telemetry });
+    const openCallBounds = openCalls(env);
+    this.core = new EngineCore(ports, defaultInvokeTimeoutMs === undefined ? { telemetry, openCalls: openCallBounds } : { defaultInvokeTimeoutMs, telemetry, openCalls: openCallBounds });
     this.connectionLimits = connectionLimits(env);
+    this.perPrincipalEverywhere = acrossNamespaces(env, this.connectionLimits.perPrincipal);
     this.shard = asShard
       ? new ConnectionShard(ctx, { name: ctx.id.name!, catalog: () => env.ENGINE.getByName(asShard.namespace), shard: (s) => env.ENGINE.getByName(s), log: this.core.ports.log, defaultInvokeTimeoutMs: this.core.defaultInvokeTimeoutMs })
       : undefined;
@@ -183,7 +206,17 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   override async fetch(request: Request): Promise<Response> {
     if (this.shard) return this.shard.accept(request);
     const url = new URL(request.url);
-    if (url.pathname.endsWith("/_iii/streams")) return this.streamSockets.accept(request);
+    if (url.pathname.endsWith("/_iii/streams")) {
+      // A stream socket is a connection of its principal like a worker's (the front door checked
+      // its grant): it takes a slot of the principal's connections over every namespace.
+      const g = grantOf(request);
+      const id = crypto.randomUUID();
+      if (g && request.headers.get("Upgrade")?.toLowerCase() === "websocket") {
+        const refused = await this.reserveSlot(g.sub, id);
+        if (refused) return Response.json({ error: refused }, { status: 429 });
+      }
+      return this.streamSockets.accept(request, id, g?.sub);
+    }
     if (ChannelSockets.matches(url)) return this.channelSockets.accept(request);
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
       if (url.pathname.endsWith("/_iii/health")) return Response.json({ ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size });
@@ -199,10 +232,21 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       const full = this.core.admitConnection(grant, ip, this.connectionLimits);
       if (full) return Response.json({ error: full }, { status: 429 });
     }
+    const workerId = crypto.randomUUID();
+    if (!isOtel) {
+      const refused = await this.reserveSlot(grant.sub, workerId);
+      if (refused) return Response.json({ error: refused }, { status: 429 });
+      // Other upgrades ran while the slot was reserved: the per-namespace bounds are checked again,
+      // and from here to connect() nothing else runs, so they hold exactly.
+      const full = this.core.admitConnection(grant, ip, this.connectionLimits);
+      if (full) {
+        this.giveBack(grant.sub, workerId);
+        return Response.json({ error: full }, { status: 429 });
+      }
+    }
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
-    const workerId = crypto.randomUUID();
-    const a: Attachment = { v: 1, kind: isOtel ? "otel" : "worker", worker_id: workerId };
+    const a: Attachment = isOtel ? { v: 1, kind: "otel", worker_id: workerId } : { v: 1, kind: "worker", worker_id: workerId, sub: grant.sub };
     this.ctx.acceptWebSocket(server, [a.kind]);
     server.serializeAttachment(a);
     if (!isOtel) {
@@ -288,6 +332,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
 
   override async webSocketClose(ws: WebSocket, code: number): Promise<void> {
     if (this.shard) return this.shard.closed(ws, code);
+    this.releaseSlot(ws);
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
     else if (!this.channelSockets.closed(ws)) this.streamSockets.closed(ws);
@@ -300,9 +345,49 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
 
   override async webSocketError(ws: WebSocket): Promise<void> {
     if (this.shard) return this.shard.closed(ws);
+    this.releaseSlot(ws);
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
     else if (!this.channelSockets.closed(ws)) this.streamSockets.closed(ws);
+  }
+
+  // ------------------------------------------------------------------ connections over every namespace
+
+  /** Take a slot of `sub`'s connections over every namespace (principal-connections.ts) for the
+   * socket `id`, or say why not. Without the PRINCIPALS binding (plain workerd test setups) only the
+   * per-namespace bound applies; a counter that cannot be reached lets the socket in (the
+   * per-namespace bound still holds) rather than locking every client out. */
+  private async reserveSlot(sub: string, id: string): Promise<ErrorBody | undefined> {
+    if (!this.env.PRINCIPALS) return undefined;
+    const limit = this.perPrincipalEverywhere;
+    try {
+      const out = await this.env.PRINCIPALS.getByName(sub).reserve({ object: this.ctx.id.name ?? "default", id }, limit);
+      if (out.ok) return undefined;
+      return { code: "too_many_connections", message: `'${sub}' already holds ${limit} connections over all namespaces` };
+    } catch (e) {
+      this.core.ports.log.warn("principal connection count unreachable; admitted on the per-namespace bound", { sub, error: String(e) });
+      return undefined;
+    }
+  }
+
+  /** A socket that held a slot is gone: give it back (once; a second close finds nothing). */
+  private releaseSlot(ws: WebSocket): void {
+    const a = attachment.safeParse(ws.deserializeAttachment());
+    if (!a.success || a.data.kind === "channel" || a.data.sub === undefined) return;
+    this.giveBack(a.data.sub, a.data.worker_id);
+  }
+
+  private giveBack(sub: string, id: string): void {
+    if (!this.env.PRINCIPALS) return;
+    const lease = { object: this.ctx.id.name ?? "default", id };
+    this.ctx.waitUntil(this.env.PRINCIPALS.getByName(sub).release(lease).catch(() => {}));
+  }
+
+  /** Which of these sockets (worker or stream socket ids) this object still holds: the principal
+   * counter's check of leases an object that restarted could not release. */
+  async liveConnections(ids: string[]): Promise<string[]> {
+    if (!Array.isArray(ids)) return [];
+    return ids.filter((id) => typeof id === "string" && (this.core.conns.has(id) || this.streamSockets.holds(id)));
   }
 
   override async alarm(): Promise<void> {
@@ -337,7 +422,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       if (grant && !mayCall(grant, req.function_id)) return { ok: false, error: { code: "forbidden", message: `'${grant.sub}' may not call ${req.function_id}` } };
       // The caller's principal is stamped now: the delivery runs without its grant.
       const payload = req.payload !== null && typeof req.payload === "object" && !Array.isArray(req.payload) ? this.core.stampPrincipal(req.payload as Record<string, unknown>, req.function_id, grant) : (req.payload ?? null);
-      return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: payload, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage });
+      return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: payload, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage, ...(grant ? { principal: grant.sub } : {}) });
     }
     const call = this.core.invokeFrom({ function_id: req.function_id, data: req.payload ?? null, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage, timeoutMs: req.timeout_ms, grant, stampCaller: req.caller });
     if (req.action?.type === "void") {

@@ -1,6 +1,8 @@
 // Bindings of the engine Worker (wrangler.toml).
 interface Env {
   ENGINE: DurableObjectNamespace<import("./engine-object.ts").Engine>;
+  /** Each principal's connections over every namespace (principal-connections.ts). */
+  PRINCIPALS?: DurableObjectNamespace<import("./principal-connections.ts").PrincipalConnections>;
   DB: D1Database;
   DELIVERIES: Queue;
   ASSETS: Fetcher;
@@ -20,6 +22,14 @@ interface Env {
   /** Lower the connection bounds of core/bounds.ts (tests). */
   MAX_CONNECTIONS_PER_TOKEN?: string;
   MAX_CONNECTIONS_PER_IP?: string;
+  /** MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES of core/bounds.ts, set (tests lower it). */
+  MAX_CONNECTIONS_PER_TOKEN_ACROSS_NAMESPACES?: string;
+  /** Lower the open-call bounds of core/bounds.ts: the whole table, and one principal's share of it. */
+  MAX_OPEN_CALLS?: string;
+  MAX_OPEN_CALLS_PER_PRINCIPAL?: string;
+  /** Lower the per-principal state quota of core/bounds.ts (keys, bytes). */
+  MAX_STATE_KEYS_PER_PRINCIPAL?: string;
+  MAX_STATE_BYTES_PER_PRINCIPAL?: string;
   /** The deadline (ms) of a call that names none, instead of DEFAULT_INVOKE_TIMEOUT_MS (tests). */
   INVOKE_TIMEOUT_MS?: string;
   /** Observability (engine-do/src/core/telemetry/config.ts): on|off, head sampling, retention, export. */

@@ -15,6 +15,7 @@ import { socketObjectName } from "./shards/config.ts";
 import { rbacUpgrade } from "./rbac.ts";
 
 export { Engine };
+export { PrincipalConnections } from "./principal-connections.ts";
 
 /** iii namespaces name Durable Objects: keep them short and printable. */
 export const NAMESPACE = /^[A-Za-z0-9._-]{1,64}$/;

@@ -6,7 +6,7 @@ import { z } from "zod";
 import type { StreamSocketPort, Streams } from "./core/builtins/streams.ts";
 import { WS_PROTOCOL_HEADER, grantOf } from "./auth.ts";
 
-const streamAttachment = z.object({ v: z.literal(1), kind: z.literal("stream"), worker_id: z.string() });
+const streamAttachment = z.object({ v: z.literal(1), kind: z.literal("stream"), worker_id: z.string(), sub: z.string().optional() });
 const TAG = "stream";
 
 export class StreamSockets implements StreamSocketPort {
@@ -35,7 +35,8 @@ export class StreamSockets implements StreamSocketPort {
     return a.success ? a.data.worker_id : undefined;
   }
 
-  accept(request: Request): Response {
+  /** Accept an upgrade as socket `id` (its slot already taken), of principal `sub`. */
+  accept(request: Request, id: string = crypto.randomUUID(), sub?: string): Response {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
       return Response.json({ error: { code: "invalid_arguments", message: "stream subscriptions need a WebSocket upgrade" } }, { status: 426 });
     }
@@ -44,9 +45,8 @@ export class StreamSockets implements StreamSocketPort {
     if (!grant) return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
-    const id = crypto.randomUUID();
     this.ctx.acceptWebSocket(server, [TAG]);
-    server.serializeAttachment({ v: 1, kind: "stream", worker_id: id });
+    server.serializeAttachment({ v: 1, kind: "stream", worker_id: id, ...(sub === undefined ? {} : { sub }) });
     this.byId.set(id, server);
     this.streams.opened(id, grant);
     // A browser that sent its token as a subprotocol (`iii, iii.bearer.<t>`) must get one of its
@@ -68,6 +68,12 @@ export class StreamSockets implements StreamSocketPort {
     } catch {
       return false;
     }
+  }
+
+  /** Is the stream socket `id` still open on this object? */
+  holds(id: string): boolean {
+    if (this.byId.has(id)) return true;
+    return this.ctx.getWebSockets(TAG).some((w) => this.idOf(w) === id);
   }
 
   /** Returns false when `ws` is not a stream socket. */

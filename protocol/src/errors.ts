@@ -52,6 +52,7 @@ export const ERROR_CODES = [
   "stream_update_error",
   "channel_limit",
   "state_conflict",
+  "quota_exceeded",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

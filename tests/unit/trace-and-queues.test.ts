@@ -85,6 +85,8 @@ describe("queue configuration", () => {
       max_retries: 3,
       backoff_ms: 200,
       concurrency: 100,
+      // Owned: only the orchestrator's step functions, queued by whoever serves them.
+      consumers: ["turn::*"],
     });
     expect(byName.get("turns")).toMatchObject({ backend: "durable", type: "fifo", message_group_field: "session_id" });
   });

@@ -14,6 +14,9 @@ export interface CallContext {
   callerWorkerId?: string;
   /** The caller's permissions (OPEN_GRANT for the engine itself and trusted edge code). */
   grant: Grant;
+  /** Whose quotas the call spends (the grant's `sub`, or a trigger binding's maker); absent for
+   * trusted callers (the engine itself, edge hosts), which no per-principal quota applies to. */
+  principal?: string;
   metadata?: unknown;
   traceparent?: string;
   baggage?: string;
@@ -71,12 +74,18 @@ export interface CallRequest {
   grant?: Grant;
   /** Counted against MAX_OPEN_CALLS_PER_CALLER: a worker id or `http:<sub>`. */
   caller?: string;
+  /** Counted against MAX_OPEN_CALLS_PER_PRINCIPAL: the grant's `sub` unless set (a trigger fire
+   * names the binding's maker). Neither: a trusted call, which may use TRUSTED_OPEN_CALLS_RESERVE. */
+  principal?: string;
 }
 
 export interface EnqueueRequest {
   queue: string;
   function_id: string;
   data: unknown;
+  /** Who enqueues (a grant's `sub`); absent for trusted callers (the engine, edge hosts). An owned
+   * queue (queues/config.ts `consumers`) takes messages only from its owner. */
+  principal?: string;
   idempotency_key?: string;
   traceparent?: string;
   baggage?: string;

@@ -45,7 +45,7 @@ import type {
   FireOptions,
   QueueProvider,
 } from "./api.ts";
-import { MAX_REGISTRATIONS_PER_PRINCIPAL } from "./bounds.ts";
+import { MAX_REGISTRATIONS_PER_PRINCIPAL, type OpenCallLimits } from "./bounds.ts";
 import { Catalog, type FunctionRecord, type TriggerRecord } from "./catalog.ts";
 import { EdgeHostSync } from "./edge-hosts.ts";
 import { Introspection } from "./introspection.ts";
@@ -66,6 +66,8 @@ export interface EngineOptions {
   defaultInvokeTimeoutMs?: number;
   /** Spans, their store and export (telemetry/); absent, tracing is off (plain core tests). */
   telemetry?: TelemetryOptions;
+  /** The open-call bounds (bounds.ts openCallLimits); absent, DEFAULT_OPEN_CALL_LIMITS. */
+  openCalls?: OpenCallLimits;
 }
 
 /** Characters iii strips from worker names/descriptions: C0/C1 controls and bidi overrides. */
@@ -120,7 +122,7 @@ export class EngineCore implements EngineApi {
     this.defaultInvokeTimeoutMs = opts.defaultInvokeTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
     this.telemetry = new Telemetry(ports, opts.telemetry ?? { vars: { TRACING: "off" } });
     this.catalog = new Catalog(ports.sql);
-    this.invocations = new Invocations(ports, () => this.rearmAlarm());
+    this.invocations = new Invocations(ports, () => this.rearmAlarm(), opts.openCalls);
     // Persisted calls' deadlines: the first alarm client.
     this.addAlarmClient(this.invocations);
     this.admission = new AdmissionControl(ports, this.catalog.workers);
@@ -608,6 +610,7 @@ export class EngineCore implements EngineApi {
         function_id: f.function_id,
         // Stamped now: the delivery runs without the caller's grant, as trusted code would.
         data: isObject(f.data) ? this.stampPrincipal(f.data, f.function_id, grant) : (f.data ?? null),
+        principal: grant.sub,
         idempotency_key: action.idempotency_key,
         traceparent: f.traceparent,
         baggage: f.baggage,
@@ -728,8 +731,11 @@ export class EngineCore implements EngineApi {
     const span = invokeSpan(this.telemetry, req, this.targetOf(req.function_id));
     const r = span ? { ...req, traceparent: span.traceparent } : req;
     const started = this.ports.clock.now();
-    // Bounded per caller: one flood of never-answered calls cannot hold the object's memory.
-    const outcome = await (r.caller === undefined ? this.invokeUncounted(r) : this.invocations.counted(r.caller, () => this.invokeUncounted(r)));
+    // Bounded per caller and per principal: one flood of never-answered calls cannot hold the
+    // object's memory, nor one principal's many connections the whole table.
+    const principal = r.principal ?? r.grant?.sub;
+    const who = { caller: r.caller, principal };
+    const outcome = await (r.caller === undefined && principal === undefined ? this.invokeUncounted(r) : this.invocations.counted(who, () => this.invokeUncounted(r)));
     this.telemetry.metrics.invocation(req.function_id, outcome.ok, this.ports.clock.now() - started);
     span?.end(outcome);
     return outcome;
@@ -749,6 +755,8 @@ export class EngineCore implements EngineApi {
     if (builtin) {
       try {
         const ctx: CallContext = { invocationId, callerWorkerId: req.callerWorkerId, grant: req.grant ?? OPEN_GRANT, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage };
+        const principal = req.principal ?? req.grant?.sub;
+        if (principal !== undefined) ctx.principal = principal;
         const result = await builtin.handler(req.data, ctx);
         return { ok: true, result };
       } catch (e) {
@@ -762,7 +770,7 @@ export class EngineCore implements EngineApi {
       fn = this.catalog.functions.get(req.function_id);
     }
     if (!fn) return { ok: false, error: { code: "function_not_found", message: `Function ${req.function_id} not found` } };
-    const full = this.invocations.full();
+    const full = this.invocations.full((req.principal ?? req.grant?.sub) !== undefined);
     if (full) return full;
     const timeoutMs = req.timeoutMs ?? this.defaultInvokeTimeoutMs;
     switch (fn.kind) {
@@ -797,9 +805,18 @@ export class EngineCore implements EngineApi {
 
   private async fireTraced(binding: TriggerRecord, payload: unknown, opts: FireOptions): Promise<CallOutcome | "skipped"> {
     const trace = traceOf(opts);
+    // A fire runs on the share of whoever made the binding (a connection's principal, or the maker
+    // of an engine-held one): a route anyone may request must not let its maker spend the reserve
+    // kept for trusted callers. Bindings of edge hosts are trusted, and so are engine-held ones
+    // made without a grant (engine::register_trigger records OPEN_GRANT's sub for those: the
+    // harness's sub-agent links).
+    const principal = binding.owner === null
+      ? (binding.principal === OPEN_GRANT.sub ? undefined : binding.principal)
+      : (binding.principal ?? this.catalog.principalOf(binding.owner));
+    const share = principal === undefined ? {} : { principal };
     const cond = isObject(binding.config) && typeof binding.config.condition_function_id === "string" ? binding.config.condition_function_id : undefined;
     if (cond) {
-      const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs, ...trace });
+      const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs, ...trace, ...share });
       if (!c.ok) return opts.conditionErrors === "fail" ? { ok: false, error: { code: c.error.code, message: `condition ${cond}: ${c.error.message}` } } : "skipped";
       if (c.result === false) return "skipped";
     }
@@ -807,7 +824,7 @@ export class EngineCore implements EngineApi {
       this.ports.log.info("trigger fired for a function that is not registered", { trigger: binding.id, function_id: binding.function_id });
       return { ok: false, error: { code: "function_not_found", message: `Function ${binding.function_id} not found` } };
     }
-    const req: CallRequest = { function_id: binding.function_id, data: payload, timeoutMs: opts.timeoutMs, ...trace };
+    const req: CallRequest = { function_id: binding.function_id, data: payload, timeoutMs: opts.timeoutMs, ...trace, ...share };
     if (opts.invocationId) req.invocationId = opts.invocationId;
     if (opts.withMetadata !== false && binding.metadata !== undefined) req.metadata = binding.metadata;
     return this.invoke(req);

@@ -6,6 +6,7 @@ import { installPubSub } from "./builtins/pubsub.ts";
 import { installState } from "./builtins/state.ts";
 import { installStreams, type Streams } from "./builtins/streams.ts";
 import type { EngineApi } from "./api.ts";
+import { MAX_STATE_BYTES_PER_PRINCIPAL, MAX_STATE_KEYS_PER_PRINCIPAL } from "./bounds.ts";
 import type { QueueProducerLike } from "./queues/cloudflare-queue.ts";
 import { parseQueueConfigs } from "./queues/config.ts";
 import { D1DeadLetters, LocalDeadLetters, type D1Like } from "./queues/dead-letters.ts";
@@ -24,7 +25,13 @@ export interface InstallOptions {
   DELIVERIES?: QueueProducerLike;
   /** Function ids run as middleware before every HTTP-trigger route, comma-separated. */
   HTTP_MIDDLEWARE?: string;
+  /** Lower the per-principal state quota of bounds.ts (digits; anything else: the default). */
+  MAX_STATE_KEYS_PER_PRINCIPAL?: string;
+  MAX_STATE_BYTES_PER_PRINCIPAL?: string;
 }
+
+/** A positive whole number from a var, else `fallback`. */
+const positive = (v: string | undefined, fallback: number): number => (v && /^\d+$/.test(v) && Number(v) > 0 ? Number(v) : fallback);
 
 export interface Installed {
   queues: QueueRouter;
@@ -52,7 +59,10 @@ export function installEngine(core: EngineApi, opts: InstallOptions = {}): Insta
   const queues = new QueueRouter(core, configs, deadLetters, opts.DELIVERIES);
   core.setQueueProvider(queues);
   // State writes store their trigger fires and `enqueue` messages on the durable queue.
-  installState(core, queues);
+  installState(core, queues, {
+    keys: positive(opts.MAX_STATE_KEYS_PER_PRINCIPAL, MAX_STATE_KEYS_PER_PRINCIPAL),
+    bytes: positive(opts.MAX_STATE_BYTES_PER_PRINCIPAL, MAX_STATE_BYTES_PER_PRINCIPAL),
+  });
   core.addAlarmClient(queues.durable);
   installQueueBuiltins(core, queues);
   installPubSub(core, queues);

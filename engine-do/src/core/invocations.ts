@@ -6,7 +6,7 @@
 // worker it was sent to.
 import { MAX_FRAME_BYTES, toErrorBody, type EngineFrame } from "@iii-edge/protocol";
 import type { AlarmClient, CallRequest, SocketRoute } from "./api.ts";
-import { MAX_OPEN_CALLS, MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "./bounds.ts";
+import { DEFAULT_OPEN_CALL_LIMITS, MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET, type OpenCallLimits } from "./bounds.ts";
 import { Deadlines } from "./deadlines.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
 
@@ -40,13 +40,23 @@ function timeoutOutcome(functionId: string, timeoutMs?: number): CallOutcome {
   return { ok: false, error: { code: "timeout", message: `${functionId} did not answer ${within}` } };
 }
 
+function decrement(m: Map<string, number>, key: string): void {
+  const left = (m.get(key) ?? 1) - 1;
+  if (left > 0) m.set(key, left);
+  else m.delete(key);
+}
+
 export class Invocations implements AlarmClient {
   private readonly ports: EnginePorts;
   private readonly pending = new Map<string, Pending>();
   /** Every open call's deadline (routed, Worker-hosted, HTTP-invoked) on one timer. */
   private readonly deadlines: Deadlines;
-  /** Open calls per caller and per target, for MAX_OPEN_CALLS_PER_*. */
+  /** Open calls per caller, per principal and per target, for MAX_OPEN_CALLS_PER_*. */
   private readonly openByCaller = new Map<string, number>();
+  private readonly openByPrincipal = new Map<string, number>();
+  /** Calls counted against some principal, open now (what TRUSTED_OPEN_CALLS_RESERVE is kept from). */
+  private openOfPrincipals = 0;
+  private readonly limits: OpenCallLimits;
   private readonly openByTarget = new Map<string, number>();
   private persistTimer: unknown = null;
   /** The id a function's worker knows it by, put in the invokefunction frame (the engine sets it:
@@ -55,8 +65,9 @@ export class Invocations implements AlarmClient {
   /** The engine's alarm, re-armed once a persisted call's deadline needs it. */
   private readonly rearmAlarm: () => void;
 
-  constructor(ports: EnginePorts, rearmAlarm: () => void) {
+  constructor(ports: EnginePorts, rearmAlarm: () => void, limits: OpenCallLimits = DEFAULT_OPEN_CALL_LIMITS) {
     this.ports = ports;
+    this.limits = limits;
     this.rearmAlarm = rearmAlarm;
     this.deadlines = new Deadlines(ports.timers, ports.clock);
     ports.sql.exec(
@@ -84,25 +95,43 @@ export class Invocations implements AlarmClient {
     return requested && !this.pending.has(requested) ? requested : this.ports.newId();
   }
 
-  /** Run `call` counted against its caller: one flood of never-answered calls cannot hold the
-   * object's memory (MAX_OPEN_CALLS_PER_CALLER). */
-  async counted(caller: string, call: () => Promise<CallOutcome>): Promise<CallOutcome> {
-    const open = this.openByCaller.get(caller) ?? 0;
+  /** Run `call` counted against its caller (MAX_OPEN_CALLS_PER_CALLER) and the principal it runs
+   * for (MAX_OPEN_CALLS_PER_PRINCIPAL): one flood of never-answered calls cannot hold the object's
+   * memory, and one principal's many connections cannot take the table from everyone else. Either
+   * key may be absent (the engine's own calls are neither a caller's nor a principal's). */
+  async counted(who: { caller?: string; principal?: string }, call: () => Promise<CallOutcome>): Promise<CallOutcome> {
+    const { caller, principal } = who;
+    const open = caller === undefined ? 0 : (this.openByCaller.get(caller) ?? 0);
     if (open >= MAX_OPEN_CALLS_PER_CALLER) return { ok: false, error: { code: "too_many_calls", message: `${MAX_OPEN_CALLS_PER_CALLER} calls of this caller are open already; wait for some to finish` } };
-    this.openByCaller.set(caller, open + 1);
+    const held = principal === undefined ? 0 : (this.openByPrincipal.get(principal) ?? 0);
+    if (held >= this.limits.perPrincipal) return { ok: false, error: { code: "too_many_calls", message: `'${principal}' has ${this.limits.perPrincipal} calls open in this namespace already; wait for some to finish` } };
+    if (caller !== undefined) this.openByCaller.set(caller, open + 1);
+    if (principal !== undefined) {
+      this.openByPrincipal.set(principal, held + 1);
+      this.openOfPrincipals++;
+    }
     try {
       return await call();
     } finally {
-      const left = (this.openByCaller.get(caller) ?? 1) - 1;
-      if (left > 0) this.openByCaller.set(caller, left);
-      else this.openByCaller.delete(caller);
+      if (caller !== undefined) decrement(this.openByCaller, caller);
+      if (principal !== undefined) {
+        decrement(this.openByPrincipal, principal);
+        this.openOfPrincipals--;
+      }
     }
   }
 
-  /** The answer for one more call when the object already has MAX_OPEN_CALLS open, else nothing. */
-  full(): CallOutcome | undefined {
-    if (this.pending.size + this.deadlines.size < MAX_OPEN_CALLS) return undefined;
-    return { ok: false, error: { code: "too_many_calls", message: `the engine has ${MAX_OPEN_CALLS} calls open; try again shortly` } };
+  /** The answer for one more call when the table is full for it, else nothing: principals' calls
+   * together may hold the table but for TRUSTED_OPEN_CALLS_RESERVE, trusted calls all of it. */
+  full(ofPrincipal: boolean): CallOutcome | undefined {
+    // Every open call, routed or not, has exactly one deadline.
+    const open = this.deadlines.size;
+    if (open >= this.limits.total) return { ok: false, error: { code: "too_many_calls", message: `the engine has ${this.limits.total} calls open; try again shortly` } };
+    // The principal's own call is counted already (counted() runs before the table is looked at).
+    if (ofPrincipal && this.openOfPrincipals > this.limits.total - this.limits.trustedReserve) {
+      return { ok: false, error: { code: "too_many_calls", message: `callers with a token have ${this.limits.total - this.limits.trustedReserve} calls open in this namespace; try again shortly` } };
+    }
+    return undefined;
   }
 
   // ---------------------------------------------------------------- calls
@@ -173,9 +202,7 @@ export class Invocations implements AlarmClient {
     if (!p) return;
     this.pending.delete(invocationId);
     this.deadlines.cancel(invocationId);
-    const busy = (this.openByTarget.get(p.target) ?? 1) - 1;
-    if (busy > 0) this.openByTarget.set(p.target, busy);
-    else this.openByTarget.delete(p.target);
+    decrement(this.openByTarget, p.target);
     if (p.persisted) this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", invocationId);
     p.resolve(outcome);
   }

@@ -19,6 +19,7 @@ import {
   type StateUpdateOutput,
 } from "@iii-edge/protocol";
 import type { CallContext, EngineApi, EnqueueRequest } from "../api.ts";
+import { MAX_STATE_BYTES_PER_PRINCIPAL, MAX_STATE_KEYS_PER_PRINCIPAL, type StateQuota } from "../bounds.ts";
 import { STATE_TRIGGER_PREFIX } from "../queues/config.ts";
 import { stateFireGroup, type PreparedEnqueue, type QueueRouter } from "../queues/router.ts";
 import { applyUpdateOps } from "../update-ops.ts";
@@ -40,25 +41,66 @@ const sameJson = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(
  */
 const MAX_WAITING_FIRES_PER_BINDING = 10_000;
 
-export function installState(core: EngineApi, queues: QueueRouter): void {
+export function installState(core: EngineApi, queues: QueueRouter, quota: StateQuota = { keys: MAX_STATE_KEYS_PER_PRINCIPAL, bytes: MAX_STATE_BYTES_PER_PRINCIPAL }): void {
   const { sql } = core.ports;
   sql.exec("CREATE TABLE IF NOT EXISTS state (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (scope, key))");
+  // Who each value counts for (the principal that last wrote it; NULL: a trusted caller, or written
+  // before quotas existed) and what it costs: added to older objects' tables on wake.
+  const columns = new Set(sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('state')").map((c) => c.name));
+  if (!columns.has("principal")) sql.exec("ALTER TABLE state ADD COLUMN principal TEXT");
+  if (!columns.has("charge")) sql.exec("ALTER TABLE state ADD COLUMN charge INTEGER");
+  // What each principal holds, kept in the same transaction as every write and delete: a quota check
+  // is one row read, and it survives eviction and hibernation with the values themselves.
+  sql.exec("CREATE TABLE IF NOT EXISTS state_quota (principal TEXT PRIMARY KEY, keys INTEGER NOT NULL, bytes INTEGER NOT NULL)");
 
   const read = (scope: string, key: string): unknown => {
     const row = sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? AND key = ?", scope, key)[0];
     return row ? JSON.parse(row.value) : undefined;
   };
-  const write = (scope: string, key: string, value: unknown, code: ErrorCode) => {
+  /** Whom a stored value counts for, and how much. */
+  const holderOf = (scope: string, key: string): { principal: string | null; charge: number } | undefined => {
+    const row = sql.exec<{ principal: string | null; charge: number | null }>("SELECT principal, charge FROM state WHERE scope = ? AND key = ?", scope, key)[0];
+    return row ? { principal: row.principal, charge: row.charge ?? 0 } : undefined;
+  };
+  const usage = (principal: string): StateQuota => {
+    const row = sql.exec<{ keys: number; bytes: number }>("SELECT keys, bytes FROM state_quota WHERE principal = ?", principal)[0];
+    return { keys: Number(row?.keys ?? 0), bytes: Number(row?.bytes ?? 0) };
+  };
+  const account = (principal: string | null, keys: number, bytes: number) => {
+    if (principal === null) return;
+    sql.exec("INSERT INTO state_quota (principal, keys, bytes) VALUES (?, ?, ?) ON CONFLICT (principal) DO UPDATE SET keys = keys + excluded.keys, bytes = bytes + excluded.bytes", principal, keys, bytes);
+    if (keys < 0) sql.exec("DELETE FROM state_quota WHERE principal = ? AND keys <= 0", principal);
+  };
+  const write = (scope: string, key: string, value: unknown, code: ErrorCode, ctx: CallContext) => {
     // A value nested deeper than MAX_JSON_DEPTH could be stored but not read back (a recursive
     // serialiser on the way out overflows the stack): refused before it is stored.
     if (exceedsJsonDepth(value)) throw new IIIError("invalid_input", jsonDepthMessage("value"));
     const text = JSON.stringify(value ?? null);
     if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+    // The per-principal quota (bounds.ts), checked before anything is stored: the value counts for
+    // its writer from now on, and whoever it counted for before gets it back.
+    const charge = text.length + scope.length + key.length;
+    const prev = holderOf(scope, key);
+    const principal = ctx.principal ?? null;
+    if (principal !== null) {
+      const use = usage(principal);
+      const mine = prev !== undefined && prev.principal === principal;
+      if (!mine && use.keys + 1 > quota.keys) {
+        throw new IIIError("quota_exceeded", `'${principal}' holds ${use.keys} state keys in this namespace, its quota (${quota.keys}); delete some first`);
+      }
+      const bytes = use.bytes + charge - (mine ? prev.charge : 0);
+      // (A write that shrinks what the principal holds is let through even over the quota.)
+      if (bytes > quota.bytes && bytes > use.bytes) {
+        throw new IIIError("quota_exceeded", `'${principal}' would hold ${bytes} bytes of state in this namespace, over its quota (${quota.bytes}); delete some first`);
+      }
+    }
     try {
-      sql.exec("INSERT OR REPLACE INTO state (scope, key, value) VALUES (?, ?, ?)", scope, key, text);
+      sql.exec("INSERT OR REPLACE INTO state (scope, key, value, principal, charge) VALUES (?, ?, ?, ?, ?)", scope, key, text, principal, charge);
     } catch (e) {
       throw new IIIError(code, `could not store ${scope}/${key}: ${String(e)}`);
     }
+    if (prev) account(prev.principal, -1, -prev.charge);
+    account(principal, 1, charge);
   };
 
   /**
@@ -93,6 +135,7 @@ export function installState(core: EngineApi, queues: QueueRouter): void {
     if (!e) return undefined;
     if (!mayCall(ctx.grant, e.function_id)) throw new IIIError("forbidden", `'${ctx.grant.sub}' may not call ${e.function_id}`);
     const req: EnqueueRequest = { queue: e.queue, function_id: e.function_id, data: e.payload ?? null };
+    if (ctx.principal !== undefined) req.principal = ctx.principal;
     if (e.idempotency_key) req.idempotency_key = e.idempotency_key;
     if (ctx.traceparent) req.traceparent = ctx.traceparent;
     if (ctx.baggage) req.baggage = ctx.baggage;
@@ -107,7 +150,7 @@ export function installState(core: EngineApi, queues: QueueRouter): void {
       // The write, its trigger fires and its message commit together or not at all.
       return sql.transaction(() => {
         const old = read(scope, key);
-        write(scope, key, next, "set_error");
+        write(scope, key, next, "set_error", ctx);
         fires(old === undefined ? "state:created" : "state:updated", scope, key, old, next, ctx);
         const out: StateSetOutput = { old_value: old ?? null, new_value: next ?? null };
         if (prepared) out.messageReceiptId = queues.commitPrepared(prepared);
@@ -125,7 +168,10 @@ export function installState(core: EngineApi, queues: QueueRouter): void {
       sql.transaction(() => {
         const old = read(scope, key);
         if (old === undefined) return undefined;
+        const held = holderOf(scope, key);
         sql.exec("DELETE FROM state WHERE scope = ? AND key = ?", scope, key);
+        // A delete frees the value's quota, whoever deletes it.
+        if (held) account(held.principal, -1, -held.charge);
         fires("state:deleted", scope, key, old, null, ctx);
         return old;
       }),
@@ -144,7 +190,7 @@ export function installState(core: EngineApi, queues: QueueRouter): void {
           throw new IIIError("state_conflict", `${scope}/${key} is not the expected value; read it again and retry`);
         }
         const { value, errors } = applyUpdateOps(old, ops);
-        write(scope, key, value, "update_error");
+        write(scope, key, value, "update_error", ctx);
         fires(old === undefined ? "state:created" : "state:updated", scope, key, old, value, ctx);
         const out: StateUpdateOutput = { old_value: old ?? null, new_value: value };
         if (errors.length > 0) out.errors = errors;

@@ -11,6 +11,7 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
     description: "Enqueue {queue, function_id, data, idempotency_key?}; returns {messageReceiptId}",
     handler: async (q, ctx) => {
       const req: EnqueueRequest = { queue: q.queue, function_id: q.function_id, data: q.data ?? null };
+      if (ctx.principal !== undefined) req.principal = ctx.principal;
       if (q.idempotency_key) req.idempotency_key = q.idempotency_key;
       // Every delivery runs in the enqueuer's trace (§4.8).
       if (ctx.traceparent) req.traceparent = ctx.traceparent;

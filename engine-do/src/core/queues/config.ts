@@ -21,6 +21,11 @@ export interface QueueConfig {
   message_group_field?: string;
   /** Engine-side deadline of one delivery. */
   timeout_ms: number;
+  /** An owned queue (a worker's own work, e.g. the harness's `turn-step`): function-id globs its
+   * messages may name, and only a trusted caller (the engine, an edge host) or the principal whose
+   * connection serves the named function may put one there. Absent: anyone who may call a
+   * function may queue it here. */
+  consumers?: string[];
 }
 
 /** Cloudflare Queues drops a message after the consumer's `max_retries` (10 in wrangler.toml), so a
@@ -40,6 +45,7 @@ const queueEntry = z
     type: z.enum(["standard", "fifo"]).default("standard"),
     message_group_field: z.string().min(1).max(256).optional(),
     timeout_ms: z.number().int().min(1).max(15 * 60_000).default(30_000),
+    consumers: z.array(z.string().min(1).max(256)).min(1).max(64).optional(),
   })
   .superRefine((q, ctx) => {
     if (q.type === "fifo" && !q.message_group_field) ctx.addIssue({ code: "custom", message: "a fifo queue needs message_group_field" });
@@ -80,8 +86,10 @@ export const STATE_TRIGGER_CONFIG: Omit<QueueConfig, "name"> = {
   timeout_ms: 30_000,
 };
 
-/** Name prefixes of the engine's own queues: a `QUEUES` entry may not use them. */
-const RESERVED_PREFIXES = [DURABLE_TOPIC_PREFIX, STATE_TRIGGER_PREFIX];
+/** Name prefixes of the engine's own queues: a `QUEUES` entry may not use them, and nobody but the
+ * engine puts a message on one (a forged state fire would run a binding's function with made-up
+ * old and new values). */
+export const RESERVED_PREFIXES = [DURABLE_TOPIC_PREFIX, STATE_TRIGGER_PREFIX];
 
 /**
  * Parse the `QUEUES` var. Missing → just `default`. `hasCloudflare` false (no producer binding,
@@ -107,6 +115,7 @@ export function parseQueueConfigs(text: string | undefined, hasCloudflare: boole
     if (reserved) throw new Error(`QUEUES: '${name}': names starting with '${reserved}' are reserved for the engine's own queues (${reserved === STATE_TRIGGER_PREFIX ? "state trigger fires" : "durable topics"})`);
     const c: QueueConfig = { name, backend: q.backend, max_retries: q.max_retries, backoff_ms: q.backoff_ms, concurrency: q.concurrency, type: q.type, timeout_ms: q.timeout_ms };
     if (q.message_group_field) c.message_group_field = q.message_group_field;
+    if (q.consumers) c.consumers = q.consumers;
     out.set(name, c);
   }
   if (out.size > MAX_QUEUES) throw new Error(`QUEUES: at most ${MAX_QUEUES} queues`);

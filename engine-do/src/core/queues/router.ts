@@ -2,12 +2,12 @@
 // (config.ts) names its backend (QueueBackend, backend.ts: Cloudflare Queues or the durable FIFO
 // in the object); idempotency receipts (receipts.ts) and redrive of dead letters (dead-letters.ts)
 // sit on top of the backends' one `enqueue`, the same for both. The built-ins are in builtins.ts.
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, OPEN_GRANT, globMatch, type ErrorBody } from "@iii-edge/protocol";
 import type { EngineApi, EnqueueRequest, QueueProvider } from "../api.ts";
 import type { CallOutcome } from "../ports.ts";
 import type { MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { CloudflareQueue, type CloudMessageBody, type DeliveryVerdict, type QueueProducerLike } from "./cloudflare-queue.ts";
-import { DURABLE_TOPIC_CONFIG, DURABLE_TOPIC_PREFIX, STATE_TRIGGER_CONFIG, STATE_TRIGGER_PREFIX, type QueueConfig } from "./config.ts";
+import { DURABLE_TOPIC_CONFIG, DURABLE_TOPIC_PREFIX, RESERVED_PREFIXES, STATE_TRIGGER_CONFIG, STATE_TRIGGER_PREFIX, type QueueConfig } from "./config.ts";
 import type { DeadLetterStore } from "./dead-letters.ts";
 import { DurableQueues, fifoGroup } from "./durable-queue.ts";
 import { IdempotencyReceipts } from "./receipts.ts";
@@ -77,8 +77,38 @@ export class QueueRouter implements QueueProvider {
     return cfg.backend === "cloudflare" && this.cloud ? this.cloud : this.durable;
   }
 
+  /** The `enqueue` action and engine::queue::enqueue: a caller's message, checked against the
+   * queue's owner first (refused: `forbidden`, nothing stored). */
   enqueue(req: EnqueueRequest): Promise<CallOutcome> {
+    const cfg = this.config(req.queue);
+    const refused = cfg && this.refuse(cfg, req);
+    if (refused) return Promise.resolve({ ok: false, error: refused });
     return this.enqueueWith(req);
+  }
+
+  /**
+   * May this caller put this message on `cfg`? The engine's own queues (`state:<trigger id>`,
+   * `durable:<topic>`) take only what the engine writes itself. An owned queue (`consumers`) takes
+   * messages for its consumer functions only, and from a principal only for a function that a
+   * connection of that same principal serves: a token without the worker's rights can neither fill
+   * the worker's queue with its own slow function nor replay the worker's steps. Trusted callers
+   * (no principal: the engine, edge hosts such as the built-in harness) may.
+   */
+  refuse(cfg: QueueConfig, req: EnqueueRequest): ErrorBody | undefined {
+    const who = req.principal === undefined ? "a trusted caller" : `'${req.principal}'`;
+    const reserved = RESERVED_PREFIXES.find((p) => cfg.name.startsWith(p));
+    if (reserved) return { code: "forbidden", message: `queue '${cfg.name}' is the engine's own (${reserved}…): only the engine puts messages on it` };
+    if (!cfg.consumers) return undefined;
+    if (!cfg.consumers.some((g) => globMatch(g, req.function_id))) {
+      return { code: "forbidden", message: `queue '${cfg.name}' carries only ${cfg.consumers.join(", ")}; ${who} may not queue ${req.function_id} on it` };
+    }
+    if (req.principal === undefined) return undefined;
+    const fn = this.core.catalog.functions.get(req.function_id);
+    const server = fn && fn.kind === "worker" ? this.core.catalog.workers.get(fn.owner) : undefined;
+    if (!server || (server.grant ?? OPEN_GRANT).sub !== req.principal) {
+      return { code: "forbidden", message: `queue '${cfg.name}' belongs to the worker serving ${req.function_id}; ${who} may not queue on it` };
+    }
+    return undefined;
   }
 
   /** Enqueue with an explicit message id (redrive keeps the original) or per-message overrides. */
@@ -119,6 +149,9 @@ export class QueueRouter implements QueueProvider {
   prepare(req: EnqueueRequest, extras: { trigger_id?: string; group?: string } = {}): PreparedEnqueue {
     const cfg = this.config(req.queue);
     if (!cfg) throw new IIIError("enqueue_error", `queue '${req.queue}' is not configured (see QUEUES in wrangler.toml)`);
+    // A state fire (trigger_id) is the engine's own message; a caller's `enqueue` is checked.
+    const refused = extras.trigger_id === undefined ? this.refuse(cfg, req) : undefined;
+    if (refused) throw new IIIError(refused.code, refused.message);
     if (this.backendFor(cfg) !== this.durable) {
       throw new IIIError("invalid_arguments", `queue '${cfg.name}' is carried by Cloudflare Queues; a state write can only enqueue on a queue with backend "durable" (written in the same transaction)`);
     }
