@@ -58,6 +58,7 @@ export function registerApprovalGate(iii: WorkerSurface): void {
 
 export const worker: WorkerModule = {
   name: "approval-gate",
+  kernel: true,
   register: (iii) => registerApprovalGate(iii),
 };
 export default worker;

@@ -135,6 +135,7 @@ export function registerSessionStorage(iii: WorkerSurface, config: SessionStorag
 
 export const worker: WorkerModule<SessionStorageConfig> = {
   name: "session-storage",
+  kernel: true,
   configFrom,
   register: (iii, config) => void registerSessionStorage(iii, config),
 };
