@@ -164,5 +164,8 @@ describe("the model reaches no kernel function", () => {
     for (const function_id of ["models::register", "approval::resolve", "state::set", "engine::register_trigger", "run::start", "turn::function_execute"]) {
       expect(await call("policy::check_permissions", { function_id, args: {}, session_id: "s" }), function_id).toMatchObject({ decision: "deny", rule_id: "kernel" });
     }
+    // An id nobody serves is left to the rules (its call then answers function_not_found).
+    expect(await call("policy::check_permissions", { function_id: "directory::skills::absent", args: {}, session_id: "s" })).toEqual({ decision: "allow", rule_id: "directory::skills::*" });
+    expect(await call("policy::check_permissions", { function_id: "nobody::here", args: {}, session_id: "s" })).toEqual({ decision: "needs_approval" });
   });
 });
