@@ -146,6 +146,45 @@ export const triggersListInput = z
 export const registerTriggerInput = z.object({ trigger_type: z.string().min(1), function_id: z.string().min(1), config: z.unknown().optional(), metadata: z.unknown().optional(), id: z.string().min(1).optional() });
 export const unregisterTriggerInput = z.object({ id: z.string().min(1) });
 
+// ---------------------------------------------------------------- who may call a function, who serves it
+
+/**
+ * The registration metadata key that says whether a model may call a function. `{"model": "never"}`
+ * marks it as the harness's or the engine's own machinery (the kernel): the policy refuses a model's
+ * call to it before any rule of the permissions file is read. The mark only ever takes rights away,
+ * so any registrant may set it; the harness's workers set it on their own functions where they are
+ * registered (the worker kit's `kernel` flag), and the engine on its built-ins below.
+ */
+export const MODEL_METADATA_KEY = "model";
+export const MODEL_NEVER = "never";
+
+/** The engine's built-ins a model may call: reads only, and the state and stream reads among them
+ * are limited by the policy to the scopes the calling session owns. Every other built-in writes,
+ * wires or reaches across sessions (state writes, publish, queues, channels, bindings, traces) and
+ * is marked `model: "never"`: a built-in added later is the kernel's until it is listed here. */
+export const MODEL_CALLABLE_BUILTINS: ReadonlySet<string> = new Set([
+  "engine::functions::list",
+  "engine::functions::info",
+  "engine::triggers::list",
+  "state::get",
+  "state::list",
+  "state::list_keys",
+  "stream::get",
+  "stream::list",
+  "stream::list_items",
+]);
+
+/** Is a function with this registration metadata closed to models? */
+export function isModelNever(metadata: unknown): boolean {
+  return typeof metadata === "object" && metadata !== null && !Array.isArray(metadata) && (metadata as Record<string, unknown>)[MODEL_METADATA_KEY] === MODEL_NEVER;
+}
+
+/** `served_by` of a built-in: the engine itself. */
+export const SERVED_BY_ENGINE = "engine";
+/** `served_by` of a function hosted by the deployed Worker (a service binding the deployment
+ * configured): only whoever deploys can put a function there. */
+export const SERVED_BY_DEPLOYMENT = "deployment";
+
 export const functionSummary = z.object({ function_id: z.string(), worker_name: z.string(), description: z.string().optional(), metadata: jsonObject.optional() });
 export type FunctionSummary = z.infer<typeof functionSummary>;
 const triggerStatus = z.enum(["active", "parked"]);
@@ -159,6 +198,10 @@ export const functionDetail = z.object({
   request_schema: z.unknown().optional(),
   response_schema: z.unknown().optional(),
   metadata: jsonObject.optional(),
+  /** Who serves it: "engine" (a built-in), "deployment" (the deployed Worker's service bindings), or
+   * the principal (the token's `sub`; "anonymous" on the open local engine) of the connection that
+   * registered it. The policy trusts an auto-allowed id only from the server it names. */
+  served_by: z.string().optional(),
   registered_triggers: z.array(z.object({ id: z.string(), trigger_type: z.string(), config: z.unknown(), status: triggerStatus })),
 });
 export type FunctionDetail = z.infer<typeof functionDetail>;

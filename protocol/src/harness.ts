@@ -274,7 +274,9 @@ export type AgentEvent =
 
 // ------------------------------------------------------------------ policy and approvals (§3)
 
-export const policyCheckRequest = z.object({ function_id: z.string().min(1), args: z.unknown().optional() });
+/** `session_id`: the session the model calls for; the state and stream reads it may make are those
+ * of its own session (the orchestrator passes it; without it only the scopes the file names). */
+export const policyCheckRequest = z.object({ function_id: z.string().min(1), args: z.unknown().optional(), session_id: z.string().min(1).optional() });
 export type PolicyDecision =
   | { decision: "allow"; rule_id: string }
   | { decision: "deny"; rule_id: string; rule_action: "deny"; matched_constraint?: { field: string; operator: string; value: unknown } }

@@ -21,6 +21,7 @@ import { HostRegistry, type HostHandler } from "./host-registry.ts";
 import { DEFAULT_NAMESPACE, connectEngine } from "./rpc.ts";
 import { createTracer, withCurrentTrace, type Tracer } from "./telemetry.ts";
 import type { ChannelWriter, Channels, WorkerFunctionOptions, WorkerModule, WorkerSurface } from "./worker.ts";
+import { markedOptions } from "./worker.ts";
 
 export type { ChannelWriter, Channels, WorkerModule, WorkerSurface } from "./worker.ts";
 export { FunctionHost } from "./host.ts";
@@ -119,19 +120,20 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
       // The engine's TRACING switch (same Worker env): off, it keeps nothing workers send.
       const tracing = !/^(off|false|0|no)$/i.test(String(raw.TRACING ?? "on").trim());
       // One surface per module, each with a tracer named after it (its spans' service.name).
-      const surfaceFor = (name: string) => {
+      const surfaceFor = (m: WorkerModule<unknown>) => {
+        const name = m.name;
         const tracer = edgeTracer(name, tracing);
         made.push(tracer);
         const traced = <R extends TriggerRequest<unknown>>(request: R): R => withCurrentTrace(tracer, request);
         return this.#surface(raw, tracer, {
           registerFunction: (id, handler, options) =>
-            add(declared.functions, { id, handler: (data, ctx) => handler(data, { ...ctx, trigger: (request) => ctx.trigger(traced(request)) }), options }),
+            add(declared.functions, { id, handler: (data, ctx) => handler(data, { ...ctx, trigger: (request) => ctx.trigger(traced(request)) }), options: markedOptions(m, id, options) }),
           registerTrigger: (t) => add(declared.triggers, { trigger_type: t.type, function_id: t.function_id, config: t.config, metadata: t.metadata, id: t.id }),
         });
       };
       for (const m of selectWorkers(this.workers, disabled, this.disableVar)) {
         try {
-          m.register(surfaceFor(m.name), m.configFrom?.(raw) ?? {});
+          m.register(surfaceFor(m), m.configFrom?.(raw) ?? {});
         } catch (e) {
           throw new IIIError(e instanceof IIIError ? e.code : "invalid_arguments", `worker ${m.name}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
         }

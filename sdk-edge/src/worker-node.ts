@@ -7,7 +7,7 @@ import { openChannelWriter, readChannel } from "./channels.ts";
 import type { TraceFields } from "./client/trace.ts";
 import type { EdgeClient, InvocationContext, TriggerRequest } from "./client/types.ts";
 import { createTracer, withCurrentTrace, type Tracer } from "./telemetry.ts";
-import type { Channels, WorkerModule, WorkerSurface } from "./worker.ts";
+import { markedOptions, type Channels, type WorkerModule, type WorkerSurface } from "./worker.ts";
 
 export type { WorkerModule, WorkerSurface } from "./worker.ts";
 
@@ -93,7 +93,9 @@ export function runWorkers(url: string, modules: readonly WorkerModule<unknown>[
   const surface = surfaceOf(options.workerName ?? modules.map((m) => m.name).join("+"));
   for (const m of modules) {
     const config = options.config?.[m.name] ?? m.configFrom?.(env) ?? {};
-    m.register(surfaceOf(m.name), config);
+    const own = surfaceOf(m.name);
+    // A kernel module's functions carry the kernel mark (worker.ts markedOptions), as in the Worker.
+    m.register({ ...own, registerFunction: (id, handler, fnOptions) => own.registerFunction(id, handler, markedOptions(m, id, fnOptions)) }, config);
   }
   return {
     client,

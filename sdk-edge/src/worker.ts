@@ -3,7 +3,7 @@
 // `./worker-edge.ts`), or alone as a Node process over WebSocket (`./worker-node.ts`). It is the
 // part of iii-sdk's surface both can honour, plus engine channels, which a Worker cannot reach
 // through iii-sdk's URL-based helpers.
-import type { StreamChannelRef } from "@iii-edge/protocol";
+import { MODEL_METADATA_KEY, MODEL_NEVER, type StreamChannelRef } from "@iii-edge/protocol";
 import type { Schema } from "./client/types.ts";
 import type { FunctionOptions, InvocationContext, TriggerRequest } from "./client/types.ts";
 import { noopTracer, type Tracer } from "./telemetry.ts";
@@ -74,6 +74,13 @@ export function tracerOf(iii: Pick<WorkerSurface, "tracer">): Tracer {
 /** A worker: a name (its folder) and its one entry. */
 export interface WorkerModule<Config = Record<string, unknown>> {
   readonly name: string;
+  /** The harness's own machinery: every function this worker registers is marked not callable by a
+   * model (metadata `model: "never"`, protocol's MODEL_METADATA_KEY), except the ids in
+   * `modelCallable`. The mark is set here, where the function is registered, so a function added to
+   * such a worker later is closed to models without anyone having to list it anywhere. */
+  readonly kernel?: boolean;
+  /** With `kernel`: the functions of this worker a model may call (the policy's rules still apply). */
+  readonly modelCallable?: readonly string[];
   register(iii: WorkerSurface, config: Config): void;
   /** Builds the config from the Worker's env (vars, secrets *and* bindings such as `DB`) or from
    * `process.env` in Node; `register` gets its result. */
@@ -130,3 +137,10 @@ export async function callIntoChannel(
   return callError === undefined ? { stopped } : { stopped, callError };
 }
 const GAVE_UP = Symbol("gave up");
+
+/** `options` as a module registers a function: with the kernel mark when the module is kernel and
+ * the id is not one it lets models call. Explicit metadata is kept; the mark wins over its `model`. */
+export function markedOptions<O extends { metadata?: Record<string, unknown> }>(module: Pick<WorkerModule<unknown>, "kernel" | "modelCallable">, id: string, options: O | undefined): O | undefined {
+  if (!module.kernel || module.modelCallable?.includes(id)) return options;
+  return { ...(options ?? ({} as O)), metadata: { ...(options?.metadata ?? {}), [MODEL_METADATA_KEY]: MODEL_NEVER } };
+}

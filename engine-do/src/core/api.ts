@@ -118,6 +118,10 @@ export interface EngineIntrospection {
   /** A worker's reported name (else its id); an `edge:<host>` owner's host name. */
   workerName(ownerOrId: string): string;
   functionOwnerName(f: FunctionRecord): string;
+  /** protocol's `served_by`: "engine", "deployment", or the registering connection's principal. */
+  servedBy(id: string): string | undefined;
+  /** A built-in's listed metadata (the kernel mark unless a model may call it). */
+  builtinMetadata(id: string): Record<string, unknown> | undefined;
   /** Built-ins and registered functions, by id; internal ones only when asked for. */
   functionSummaries(includeInternal: boolean): FunctionSummary[];
   builtin(id: string): BuiltinFunction | undefined;

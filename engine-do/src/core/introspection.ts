@@ -1,6 +1,7 @@
 // What the `engine::*::list` / `info` built-ins (builtins/engine-fns.ts) and the discovery trigger
 // types read besides the catalog: function summaries, whose a function or binding is by name, the
 // engine's own built-ins and trigger types, and the calls open on a worker. Read-only.
+import { MODEL_CALLABLE_BUILTINS, MODEL_METADATA_KEY, MODEL_NEVER, OPEN_GRANT, SERVED_BY_DEPLOYMENT, SERVED_BY_ENGINE } from "@iii-edge/protocol";
 import type { BuiltinFunction, BuiltinTriggerType, CatalogView, EngineIntrospection, FunctionSummary } from "./api.ts";
 import type { FunctionRecord } from "./catalog.ts";
 
@@ -39,6 +40,21 @@ export class Introspection implements EngineIntrospection {
     return f.kind === "edge" ? f.owner : this.workerName(f.owner);
   }
 
+  /** Who serves a function (protocol's `served_by`): the engine, the deployment, or the principal
+   * of the connection that registered it. */
+  servedBy(id: string): string | undefined {
+    if (this.builtins.has(id)) return SERVED_BY_ENGINE;
+    const f = this.catalog.functions.get(id);
+    if (!f) return undefined;
+    if (f.kind === "edge") return SERVED_BY_DEPLOYMENT;
+    return (this.catalog.workers.get(f.owner)?.grant ?? OPEN_GRANT).sub;
+  }
+
+  /** A built-in's metadata as listed: the kernel mark on every one a model may not call. */
+  builtinMetadata(id: string): Record<string, unknown> | undefined {
+    return MODEL_CALLABLE_BUILTINS.has(id) ? undefined : { [MODEL_METADATA_KEY]: MODEL_NEVER };
+  }
+
   isInternal(id: string, metadata?: Record<string, unknown>): boolean {
     if (metadata?.internal === true) return true;
     const b = this.builtins.get(id);
@@ -65,7 +81,10 @@ export class Introspection implements EngineIntrospection {
     const out: FunctionSummary[] = [];
     for (const b of this.builtins.values()) {
       if (!includeInternal && b.internal) continue;
-      out.push({ function_id: b.id, worker_name: b.id.split("::")[0] ?? b.id, description: b.description });
+      const s: FunctionSummary = { function_id: b.id, worker_name: b.id.split("::")[0] ?? b.id, description: b.description };
+      const metadata = this.builtinMetadata(b.id);
+      if (metadata) s.metadata = metadata;
+      out.push(s);
     }
     for (const f of this.catalog.functions.values()) {
       if (!includeInternal && this.isInternal(f.id, f.metadata)) continue;

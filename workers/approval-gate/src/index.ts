@@ -70,6 +70,7 @@ export function registerApprovalGate(iii: WorkerSurface): void {
 
 export const worker: WorkerModule = {
   name: "approval-gate",
+  kernel: true,
   register: (iii) => registerApprovalGate(iii),
 };
 export default worker;

@@ -173,5 +173,5 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
   );
 }
 
-export const worker: WorkerModule<AuthCredentialsConfig> = { name: "auth-credentials", register, configFrom };
+export const worker: WorkerModule<AuthCredentialsConfig> = { name: "auth-credentials", kernel: true, register, configFrom };
 export default worker;

@@ -11,6 +11,7 @@ export { periodKey, windowAt } from "./periods.ts";
 
 export const worker: WorkerModule<BudgetConfig> = {
   name: "budget-tracker",
+  kernel: true,
   configFrom: () => ({}),
   register(iii: WorkerSurface, config: BudgetConfig) {
     registerBudgetFunctions(iii, config);

@@ -256,6 +256,7 @@ const descriptions = {
 
 export const worker: WorkerModule<ContextCompactionConfig> = {
   name: "context-compaction",
+  kernel: true,
   configFrom: (env) => configFromEnv(env),
   register(iii, config) {
     const c = createCompaction(iii, config ?? configFromEnv(iii.env));

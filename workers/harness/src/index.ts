@@ -250,6 +250,7 @@ export interface HarnessConfig {
 
 export const worker: WorkerModule<HarnessConfig> = {
   name: "harness",
+  kernel: true,
   configFrom: (env) => ({ guard: guardConfigFrom(env) }),
   register(iii: WorkerSurface, config: HarnessConfig = {}) {
     const guard: GuardConfig = config.guard ?? { namespace: "default" };

@@ -138,6 +138,7 @@ export function registerHookFanout(iii: WorkerSurface): Collectors {
 
 export const worker: WorkerModule = {
   name: "hook-fanout",
+  kernel: true,
   register(iii) {
     registerHookFanout(iii);
   },

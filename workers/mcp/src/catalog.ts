@@ -50,12 +50,12 @@ async function allFunctions(engine: EngineCaller): Promise<FunctionSummary[]> {
 
 /**
  * The tools `rule` exposes, for `grant` (what it may call; every exposed tool when undefined): sorted
- * by function id, each with a unique name. A function without an object `request_format` is no
+ * by function id, each under the one name toolNameOf gives its id. A function without an object `request_format` is no
  * tool (MCP wants an object `inputSchema`, and without one a client cannot know what to send).
  */
 export async function exposedTools(engine: EngineCaller, rule: ExposeRule, grant?: Grant): Promise<ToolEntry[]> {
-  // Names are given over every exposed tool, then the grant filters: a tool keeps its name whoever
-  // asks, so a name from one caller's listing always calls the same function.
+  // A name depends on the function id alone: whoever asks, and whatever else is registered, a name
+  // from one listing always calls the same function.
   const candidates = (await allFunctions(engine))
     .filter((f) => isExposed(rule, f.function_id, f.metadata))
     .sort((a, b) => (a.function_id < b.function_id ? -1 : a.function_id > b.function_id ? 1 : 0));
@@ -66,14 +66,14 @@ export async function exposedTools(engine: EngineCaller, rule: ExposeRule, grant
     // A function gone between the two reads is simply not listed.
     for (const d of r.functions) if (!("error" in d) && isObjectSchema(d.request_schema)) details.push(d);
   }
-  const taken = new Set<string>();
+  const named = await Promise.all(details.slice(0, MAX_TOOLS).map(async (d) => ({ d, name: await toolNameOf(d.function_id) })));
+  // toolNameOf gives each id its own name; should two ever meet (a 64-bit hash collision), neither
+  // is offered: the order of a listing never decides which function a name calls.
+  const holders = new Map<string, number>();
+  for (const { name } of named) holders.set(name, (holders.get(name) ?? 0) + 1);
   const tools: ToolEntry[] = [];
-  for (const d of details.slice(0, MAX_TOOLS)) {
-    let name = toolNameOf(d.function_id);
-    // Two ids that read the same once sanitised (`a::b` and `a__b`): the later one is told apart
-    // by a suffix, deterministically (the order is the function ids').
-    for (let n = 2; taken.has(name); n++) name = `${toolNameOf(d.function_id).slice(0, 60)}_${n}`;
-    taken.add(name);
+  for (const { d, name } of named) {
+    if (holders.get(name) !== 1) continue;
     const tool: ToolEntry = { name, function_id: d.function_id, inputSchema: d.request_schema as ToolEntry["inputSchema"] };
     if (d.description !== undefined) tool.description = d.description;
     tools.push(tool);

@@ -8,9 +8,11 @@ export const EXPOSE_METADATA_KEY = "mcp";
 
 /** Longest tool name: MCP clients in the wild (Claude's API among them) accept `^[A-Za-z0-9_-]{1,64}$`. */
 export const MAX_TOOL_NAME_CHARS = 64;
-/** Characters of a shortened name's hash suffix (32 bits: a collision among one catalog's tools is
- * not a concern, and the name stays readable). */
-const NAME_HASH_CHARS = 8;
+/** Hex characters of a distinguished name's suffix: 64 bits of SHA-256 of the function id, so
+ * nobody can choose an id whose suffix equals another function's (that takes ~2^64 tries). */
+const NAME_HASH_CHARS = 16;
+/** What a distinguished name ends in; a readable name never does (see toolNameOf). */
+const HASHED_SUFFIX = new RegExp(`_[0-9a-f]{${NAME_HASH_CHARS}}$`);
 
 /** How the server decides: explicit metadata first, then the `MCP_EXPOSE` globs. */
 export interface ExposeRule {
@@ -44,25 +46,30 @@ export function isExposed(rule: ExposeRule, functionId: string, metadata: unknow
   return rule.globs.some((g) => globMatch(g, functionId));
 }
 
-/** FNV-1a, 32 bits, as hex: a short stable suffix (not a security boundary). */
-function shortHash(text: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0).toString(16).padStart(NAME_HASH_CHARS, "0");
+/** The first NAME_HASH_CHARS hex digits of SHA-256 of `text`. */
+async function idHash(text: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
+  let hex = "";
+  for (const b of digest.subarray(0, NAME_HASH_CHARS / 2)) hex += b.toString(16).padStart(2, "0");
+  return hex;
 }
 
 /**
- * The tool name of a function id: `::` becomes `__` and any other character outside
- * `[A-Za-z0-9_-]` becomes `_`; a name past MAX_TOOL_NAME_CHARS is cut and ends in a hash of the id.
- * Deterministic, so a call finds its function again without any state on the server.
+ * The tool name of a function id. One name never stands for two functions, whoever registers what
+ * and in which order, so a name a client once listed always calls the function it was listed for:
+ * - the readable name (`::` becomes `__`) only when it gives the id back exactly (`__` read as `::`)
+ *   and does not look like a distinguished name: `pay::charge` is `pay__charge`, and only it can be;
+ * - every other id (one with `.`, `:`, `__`, a space or any character outside `[A-Za-z0-9_-]`, or
+ *   too long) gets its sanitised form, cut to fit, with `_` and 16 hex digits of SHA-256 of the id:
+ *   `pay.:charge` is `pay__charge_<hash>`, never `pay__charge`.
+ * Pure and stateless (the server keeps nothing between requests): the same id has the same name on
+ * every isolate, after every restart.
  */
-export function toolNameOf(functionId: string): string {
+export async function toolNameOf(functionId: string): Promise<string> {
   const plain = functionId.replace(/::/g, "__").replace(/[^A-Za-z0-9_-]/g, "_");
-  if (plain.length <= MAX_TOOL_NAME_CHARS && plain.length > 0) return plain;
-  return `${plain.slice(0, MAX_TOOL_NAME_CHARS - NAME_HASH_CHARS - 1)}_${shortHash(functionId)}`;
+  const readable = plain.length > 0 && plain.length <= MAX_TOOL_NAME_CHARS && plain.replace(/__/g, "::") === functionId && !HASHED_SUFFIX.test(plain);
+  if (readable) return plain;
+  return `${plain.slice(0, MAX_TOOL_NAME_CHARS - NAME_HASH_CHARS - 1)}_${await idHash(functionId)}`;
 }
 
 /** Characters a function-id segment keeps when built from an MCP server or tool name. */

@@ -31,14 +31,28 @@ describe("expose rule", () => {
 });
 
 describe("tool names", () => {
-  it("are what MCP clients accept: [A-Za-z0-9_-], at most 64", () => {
-    expect(toolNameOf("demo::echo")).toBe("demo__echo");
-    expect(toolNameOf("a.b/c d::e-f")).toBe("a_b_c_d__e-f");
+  it("are what MCP clients accept: [A-Za-z0-9_-], at most 64", async () => {
+    expect(await toolNameOf("demo::echo")).toBe("demo__echo");
+    expect(await toolNameOf("other::opted-in")).toBe("other__opted-in");
+    expect(await toolNameOf("a.b/c d::e-f")).toMatch(/^a_b_c_d__e-f_[0-9a-f]{16}$/);
     const long = `team::${"x".repeat(100)}::a`;
     const other = `team::${"x".repeat(100)}::b`;
-    for (const id of [long, other, "::", "é"]) expect(toolNameOf(id)).toMatch(new RegExp(`^[A-Za-z0-9_-]{1,${MAX_TOOL_NAME_CHARS}}$`));
-    expect(toolNameOf(long)).not.toBe(toolNameOf(other));
-    expect(toolNameOf(long)).toBe(toolNameOf(long));
+    for (const id of [long, other, "::", "é"]) expect(await toolNameOf(id)).toMatch(new RegExp(`^[A-Za-z0-9_-]{1,${MAX_TOOL_NAME_CHARS}}$`));
+    expect(await toolNameOf(long)).not.toBe(await toolNameOf(other));
+    expect(await toolNameOf(long)).toBe(await toolNameOf(long));
+  });
+  it("one name never stands for two ids: only the id a readable name reads back as gets it", async () => {
+    // `pay.:charge`, `pay__charge` and `pay::charge` all sanitise to pay__charge; only the last
+    // reads back from it, so only it is called that, in whatever order they were registered.
+    expect(await toolNameOf("pay::charge")).toBe("pay__charge");
+    const squatters = ["pay.:charge", "pay__charge", "pay:.charge", "pay::charge "];
+    const names = await Promise.all(squatters.map(toolNameOf));
+    for (const n of names) expect(n).toMatch(/^pay__charge_+[0-9a-f]{16}$/);
+    expect(new Set(names).size).toBe(squatters.length);
+    // An id shaped like another's distinguished name does not get that name either.
+    const taken = await toolNameOf("pay.:charge");
+    const lookalike = taken.replace(/^pay__/, "pay::");
+    expect(await toolNameOf(lookalike)).not.toBe(taken);
   });
   it("client function ids keep the tool's name readable and the id well-formed", () => {
     expect(clientFunctionId("calc", "add")).toBe("mcp::calc::add");

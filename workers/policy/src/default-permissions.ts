@@ -8,7 +8,7 @@ export const DEFAULT_PERMISSIONS_YAML = `# iii-permissions.yaml: which functions
 #   - state::get                 allow this exact function id
 #   - 'models::*'                allow every id the glob matches ('*' = any characters, anchored;
 #                                every other character is literal)
-#   - '!state::set'              deny (quote it: an unquoted ! starts a YAML tag)
+#   - '!shell::fs::write'        deny (quote it: an unquoted ! starts a YAML tag)
 #   - rule_id: no-etc-writes     the object form: an id for the rule, a function (exact or glob),
 #     function: shell::fs::write action allow or deny, and argument constraints that must ALL hold
 #     action: deny               (each is { equals: <value> }, deep equality, or
@@ -16,6 +16,26 @@ export const DEFAULT_PERMISSIONS_YAML = `# iii-permissions.yaml: which functions
 #       path: { matches: '^/etc/' }
 # A call that no rule matches is not run until a person decides: the turn parks and waits for
 # approval::resolve {session_id, function_call_id, decision: allow|deny}.
+#
+# Under the rules is a floor that no file lowers, checked before any rule is read:
+#   - The kernel is closed to the model. A function registered with metadata \`model: "never"\` is
+#     never run for it: the harness's own workers mark every function of theirs where they register
+#     it (runs, turns, approvals, this policy, credentials, providers, prompts, transcripts,
+#     budgets, hooks, models::register), and the engine marks every built-in but its reads (state
+#     and stream writes, publish, queues, channels, bindings, traces). No rule opens them, not '*'.
+#   - State and stream reads reach only the calling session's own data: state scope
+#     \`session:<session_id>\` (and \`session:<session_id>:…\`), stream groups named by its session id.
+#     Other sessions' turn records, run requests and transcripts are refused. Name further scopes a
+#     model may read under \`state_scopes:\` and streams under \`stream_names:\` (lists of names or globs).
+#   - A call the rules allow without asking runs on its own only when the function is served by the
+#     engine, by the deployed Worker, or by a principal that \`trusted:\` names for its id. Served by
+#     anyone else (a tenant that registered an id nobody held), it waits for a person instead.
+#     Without \`trusted:\`, the principal trusted is \`anonymous\`: every connection of the open local
+#     engine (\`npm start\` without AUTH_SECRET). With AUTH_SECRET set, name your services' \`sub\`s:
+#
+#       trusted:
+#         'directory::*': [directory-svc]   # the token sub of the process that serves these
+#         'weather::*': [weather-app, anonymous]
 #
 # The file is reloaded when it changes (the policy worker in Node) or passed to the Worker by
 # npm start. A file that does not parse or validate is refused and the rules in force stay.
@@ -26,50 +46,19 @@ rules:
   # person still waits for one, and the wait shows on the parent's event stream), an isolated run's
   # children are isolated, and the tree is bounded (3 deep, 8 running per session, 32 per run, the
   # parent's max_turns and budget). join and children reach only the caller's own sub-agents. To keep
-  # agents from delegating, delete these three lines ('!harness::*' below then denies them).
+  # agents from delegating, delete these three lines (each call then waits for a person).
   - harness::spawn
   - harness::join
   - harness::children
 
-  # ---- The kernel: denied to the model outright, never asked about. These would let it approve
-  # its own calls, read or rewrite the policy, impersonate the harness, rewrite the state the
-  # harness runs on, or reach credentials and providers directly.
-  - '!approval::*'                  # approval::resolve: approving its own parked calls
-  - '!policy::*'                    # policy::check_permissions: probing the policy
-  - '!hook-fanout::*'               # hook-fanout::publish_collect: speaking for the harness's hooks
-  - '!state::set'                   # state writes: turn records, approvals, run requests
-  - '!state::update'
-  - '!state::delete'
-  - '!stream::set'                  # stream writes: forging agent::events for the UI
-  - '!stream::update'
-  - '!stream::delete'
-  - '!stream::send'
-  - '!publish'                      # topics the harness listens on
-  - '!iii::durable::publish'
-  - '!engine::queue::enqueue'       # queue turn-step and friends
-  - '!iii::queue::*'
-  - '!engine::channels::*'          # attaching to provider streams
-  - '!engine::register_trigger'     # wiring functions to triggers
-  - '!engine::unregister_trigger'
-  - '!engine::workers::register'
-  - '!engine::edge::refresh'
-  - '!auth::*'                      # credentials: get/set/delete tokens, logins
-  - '!provider::*'                  # model providers, bypassing the harness
-  - '!run::*'                       # run::start, run::steer: starting or steering runs
-  - '!turn::*'                      # the turn state machine's steps
-  - '!harness::*'                   # the harness ingress
-  - '!provisioning::*'              # system prompts and sandboxes of runs
-  - '!session-tree::*'              # rewriting transcripts
-  - '!session-inbox::*'             # injecting steering messages
-
-  # ---- Read-only introspection: allowed without asking, except the stored (encrypted) credentials.
-  - rule_id: no-credential-reads
-    function: 'state::*'
-    action: deny
-    args:
-      scope: { matches: '^auth' }   # auth-credentials keeps its tokens in scope auth_credentials
+  # ---- Reads, allowed without asking: the session's own state and streams (see the floor above),
+  # the models catalog, the function catalog, and the skills directory.
   - state::get
   - state::list
+  - state::list_keys
+  - stream::get
+  - stream::list
+  - stream::list_items
   - 'models::*'                     # models::list, models::get, models::supports
   - engine::functions::list
   - engine::functions::info

@@ -5,9 +5,10 @@
 import { z } from "zod";
 import { IIIError } from "@iii-edge/protocol";
 import { policyCheckRequest, type PolicyDecision } from "@iii-edge/protocol/harness";
+import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { decide, type CatalogFacts } from "./floor.ts";
 import { defaultPolicy, staticPolicy, type PolicySource, type PolicyState } from "./permissions-file.ts";
-import { evaluate } from "./rules.ts";
 
 export const CHECK_PERMISSIONS = "policy::check_permissions";
 
@@ -34,27 +35,57 @@ export function configFrom(env: Readonly<Record<string, unknown>>): PolicyConfig
   return { source: defaultSource() };
 }
 
+/** The catalog lookup behind each check: a local engine call that answers in milliseconds. */
+export const CATALOG_TIMEOUT_MS = 2_000;
+
+const catalogEntry = z.looseObject({ metadata: z.record(z.string(), z.unknown()).optional().catch(undefined), served_by: z.string().optional().catch(undefined) });
+
+/** What the engine's catalog says of `functionId` right now: its marks and who serves it. Read on
+ * every check rather than cached, so a function re-registered by someone else a moment ago is judged
+ * as it is now. Unreadable → policy_unavailable (the orchestrator denies: fail closed). */
+async function catalogFacts(ctx: InvocationContext, functionId: string): Promise<CatalogFacts | undefined> {
+  let reply: unknown;
+  try {
+    reply = await ctx.trigger({ function_id: "engine::functions::info", payload: { function_id: functionId }, timeoutMs: CATALOG_TIMEOUT_MS });
+  } catch (e) {
+    if (e instanceof IIIError && e.code === "not_found") return undefined;
+    if (typeof e === "object" && e !== null && (e as { code?: unknown }).code === "not_found") return undefined;
+    throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: the engine's catalog could not be read (${e instanceof Error ? e.message : String(e)})`);
+  }
+  const entry = catalogEntry.safeParse(reply);
+  if (!entry.success) throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: engine::functions::info answered something unreadable`);
+  const facts: CatalogFacts = {};
+  if (entry.data.metadata !== undefined) facts.metadata = entry.data.metadata;
+  if (entry.data.served_by !== undefined) facts.served_by = entry.data.served_by;
+  return facts;
+}
+
 export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
   const tracer = tracerOf(iii);
   iii.registerFunction(
     CHECK_PERMISSIONS,
-    (data: unknown): PolicyDecision => {
+    (data: unknown, ctx: InvocationContext): Promise<PolicyDecision> => {
       const req = policyCheckRequest.safeParse(data);
       if (!req.success) throw new IIIError("invalid_arguments", `${CHECK_PERMISSIONS}: ${z.prettifyError(req.error)}`);
       const state = config.source.current();
       // Fail closed: no valid rules means no answer, and the orchestrator denies the call.
       if (!state.ok) throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: no valid permissions (${state.error})`);
-      const decision = evaluate(state.policy, req.data.function_id, req.data.args);
-      // Which rule decided, in the caller's trace (the orchestrator's policy_check span is above it).
-      const span = tracer.startSpan(`evaluate_permissions ${req.data.function_id}`, {
-        attributes: { "iii.function_id": req.data.function_id, "iii.policy.decision": decision.decision, "iii.policy.origin": state.origin },
+      const { function_id, args, session_id } = req.data;
+      return catalogFacts(ctx, function_id).then((facts) => {
+        const decision = decide(state.policy, function_id, args, session_id, facts);
+        // Which rule decided, in the caller's trace (the orchestrator's policy_check span is above it).
+        const span = tracer.startSpan(`evaluate_permissions ${function_id}`, {
+          attributes: { "iii.function_id": function_id, "iii.policy.decision": decision.decision, "iii.policy.origin": state.origin },
+        });
+        if ("rule_id" in decision) span.setAttribute("iii.policy.rule_id", decision.rule_id);
+        if (facts?.served_by !== undefined) span.setAttribute("iii.policy.served_by", facts.served_by);
+        span.end();
+        return decision;
       });
-      if ("rule_id" in decision) span.setAttribute("iii.policy.rule_id", decision.rule_id);
-      span.end();
-      return decision;
     },
     {
-      description: "Decide whether the model may call a function: allow, deny (with the rule), or needs_approval when no rule of iii-permissions.yaml matches.",
+      description:
+        "Decide whether the model may call a function: deny for the kernel (functions marked model: never) and for reads outside the session's own scopes, whatever the rules say; else allow, deny (with the rule), or needs_approval when no rule of iii-permissions.yaml matches or the allowed id is served by a principal the file does not trust for it.",
       request_format: z.toJSONSchema(policyCheckRequest, { io: "input", unrepresentable: "any" }),
     },
   );
@@ -62,6 +93,7 @@ export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
 
 export const worker: WorkerModule<PolicyConfig> = {
   name: "policy",
+  kernel: true,
   configFrom,
   register: registerPolicy,
 };

@@ -37,6 +37,12 @@ export interface CompiledRule {
 
 export interface CompiledPolicy {
   rules: CompiledRule[];
+  /** `trusted:` (or DEFAULT_TRUSTED): which principals may serve the ids the rules allow. */
+  trusted: TrustedEntry[];
+  /** `state_scopes:` — scopes a model may read besides its own session's. */
+  stateScopes: ((scope: string) => boolean)[];
+  /** `stream_names:` — streams a model may read in any group, besides its own session's groups. */
+  streamNames: ((name: string) => boolean)[];
   /** Things worth a log line that do not make the file invalid (duplicate rule ids). */
   warnings: string[];
 }
@@ -107,10 +113,37 @@ const stringRuleSchema = z
     return { rule_id: pattern, function: pattern, action: (deny ? "deny" : "allow") as RuleAction, args: undefined };
   });
 
+/** Most principals named for one pattern of `trusted:`, and most entries in it or in a scope list:
+ * a deployment names a handful of services; past this it is a generated file, not a policy. */
+export const MAX_TRUSTED_NAMES = 1_000;
+
+/** A principal as the engine names a function's server: a token's `sub` (1–128 characters),
+ * `deployment`, or `*` (anyone). */
+const principalName = z.string().min(1).max(128);
+
 const fileSchema = z.strictObject({
   version: z.literal(1, { error: "version must be 1" }).optional(),
   rules: z.array(z.unknown(), { error: "rules must be a list" }).max(MAX_RULES, `at most ${MAX_RULES} rules`),
+  trusted: z
+    .record(functionPattern, z.array(principalName, { error: "each trusted pattern names a list of principals" }).max(MAX_TRUSTED_NAMES))
+    .refine((t) => Object.keys(t).length <= MAX_TRUSTED_NAMES, `at most ${MAX_TRUSTED_NAMES} trusted patterns`)
+    .optional(),
+  state_scopes: z.array(functionPattern, { error: "state_scopes is a list of scope names or '*' globs" }).max(MAX_TRUSTED_NAMES).optional(),
+  stream_names: z.array(functionPattern, { error: "stream_names is a list of stream names or '*' globs" }).max(MAX_TRUSTED_NAMES).optional(),
 });
+
+/** Who may serve the functions the rules allow without asking, when the file does not say:
+ * `anonymous`, the one principal of the open local engine (`npm start` without AUTH_SECRET, where
+ * every connection is a process on the developer's machine). With AUTH_SECRET set no connection is
+ * anonymous (do not mint a token with that `sub`), so a tenant is never trusted by default; the
+ * engine's built-ins and the deployed Worker's own functions are always trusted. */
+export const DEFAULT_TRUSTED: Readonly<Record<string, readonly string[]>> = Object.freeze({ "*": Object.freeze(["anonymous"]) });
+
+export interface TrustedEntry {
+  pattern: string;
+  principals: readonly string[];
+  matches(functionId: string): boolean;
+}
 
 type RuleSpec = { rule_id?: string; function: string; action: RuleAction; args?: Record<string, Record<string, unknown>> };
 
@@ -151,7 +184,14 @@ export function compilePolicy(doc: unknown): CompiledPolicy {
     else seen.set(rule.rule_id, index);
     rules.push(rule);
   });
-  return { rules, warnings };
+  const trusted = Object.entries(file.data.trusted ?? DEFAULT_TRUSTED).map(([pattern, principals]): TrustedEntry => ({ pattern, principals, matches: functionMatcher(pattern) }));
+  return {
+    rules,
+    warnings,
+    trusted,
+    stateScopes: (file.data.state_scopes ?? []).map(functionMatcher),
+    streamNames: (file.data.stream_names ?? []).map(functionMatcher),
+  };
 }
 
 // ------------------------------------------------------------------ compilation

@@ -23,7 +23,7 @@ beforeAll(async () => {
   file = path.join(mkdtempSync(path.join(tmpdir(), "iii-policy-e2e-")), "iii-permissions.yaml");
   writeFileSync(
     file,
-    "version: 1\nrules:\n  - '!state::set'\n  - rule_id: tmp-writes\n    function: shell::fs::write\n    action: allow\n    args:\n      path: { matches: '^/tmp/' }\n",
+    "version: 1\nrules:\n  - '!files::delete'\n  - rule_id: tmp-writes\n    function: shell::fs::write\n    action: allow\n    args:\n      path: { matches: '^/tmp/' }\n",
   );
   engine = await startEngine({ env: { HARNESS_DISABLE } });
   policy = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], { env: { III_PERMISSIONS_PATH: file } });
@@ -39,7 +39,9 @@ afterAll(async () => {
 
 describe("policy::check_permissions through the engine", () => {
   it("answers allow, deny and needs_approval from the file", async () => {
-    expect(await check({ function_id: "state::set", args: { scope: "approvals" } })).toEqual({ decision: "deny", rule_id: "state::set", rule_action: "deny" });
+    expect(await check({ function_id: "files::delete", args: { path: "/" } })).toEqual({ decision: "deny", rule_id: "files::delete", rule_action: "deny" });
+    // A state write is the kernel's: refused before the file is read (the file has no rule for it).
+    expect(await check({ function_id: "state::set", args: { scope: "approvals" } })).toMatchObject({ decision: "deny", rule_id: "kernel" });
     expect(await check({ function_id: "shell::fs::write", args: { path: "/tmp/a" } })).toEqual({ decision: "allow", rule_id: "tmp-writes" });
     expect(await check({ function_id: "shell::fs::write", args: { path: "/etc/a" } })).toEqual({ decision: "needs_approval" });
     expect(await check({ function_id: "shell::fs::write" })).toEqual({ decision: "needs_approval" });
@@ -51,11 +53,13 @@ describe("policy::check_permissions through the engine", () => {
   });
 
   it("an edit of the file applies to the next checks; a broken edit does not open the gate", async () => {
-    writeFileSync(file, "version: 1\nrules:\n  - state::set\n");
-    await eventually(async () => ((await check({ function_id: "state::set" })) as { decision: string }).decision === "allow", 10_000, "the edited rules");
+    writeFileSync(file, "version: 1\nrules:\n  - files::delete\n  - state::set\n");
+    await eventually(async () => ((await check({ function_id: "files::delete" })) as { decision: string }).decision === "allow", 10_000, "the edited rules");
+    // An allow rule for a kernel function changes nothing.
+    expect(await check({ function_id: "state::set" })).toMatchObject({ decision: "deny", rule_id: "kernel" });
     const warn = vi.spyOn(console, "warn");
     try {
-      writeFileSync(file, "version: 1\nrules:\n  - !state::set\n  - '*'\n");
+      writeFileSync(file, "version: 1\nrules:\n  - !files::delete\n  - '*'\n");
       // The worker says it refused the file (one line) …
       await eventually(() => warn.mock.calls.some(([line]) => String(line).includes("keeping the rules in force")), 10_000, "the refusal in the log");
     } finally {
@@ -63,6 +67,6 @@ describe("policy::check_permissions through the engine", () => {
     }
     // … and the broken file never takes effect: its '*' would allow anything.
     expect(await check({ function_id: "shell::exec" })).toEqual({ decision: "needs_approval" });
-    expect(await check({ function_id: "state::set" })).toEqual({ decision: "allow", rule_id: "state::set" });
+    expect(await check({ function_id: "files::delete" })).toEqual({ decision: "allow", rule_id: "files::delete" });
   });
 });

@@ -81,13 +81,13 @@ describe("hot reload of iii-permissions.yaml", () => {
 
   it("no file: the built-in rules, until one appears", async () => {
     const t = setup();
-    expect(t.decide("approval::resolve")).toBe("deny");
+    expect(t.decide("harness::spawn")).toBe("allow");
     expect(t.decide("state::get")).toBe("allow");
     const seen = t.outcomes.length;
     writeFileSync(t.file, GOOD_V2);
     await t.next(true, seen);
     expect(t.decide("shell::exec")).toBe("allow");
-    expect(t.decide("approval::resolve")).toBe("needs_approval");
+    expect(t.decide("harness::spawn")).toBe("needs_approval");
   });
 
   it("a file that is bad from the start leaves no rules (every check fails) until it is fixed", async () => {

@@ -11,7 +11,18 @@ function handlerFor(env: Record<string, string>): WorkerHandler {
   registerPolicy(surface, configFrom(env));
   return registered.get(CHECK_PERMISSIONS)!;
 }
-const ctx = {} as never;
+// The engine's catalog as the policy reads it: the built-ins it serves, and one function registered
+// by the open local engine's connection, and a harness function with the kernel mark.
+const ctx = {
+  trigger: async (req: { function_id: string; payload: { function_id: string } }) => {
+    if (req.function_id !== "engine::functions::info") throw new Error(`unexpected ${req.function_id}`);
+    const id = req.payload.function_id;
+    if (id.startsWith("state::")) return { function_id: id, served_by: "engine" };
+    if (id === "sandbox::exec") return { function_id: id, served_by: "anonymous" };
+    if (id === "approval::resolve") return { function_id: id, metadata: { model: "never" }, served_by: "deployment" };
+    throw new IIIError("not_found", `Function ${id} not found`);
+  },
+} as never;
 
 describe("the edge entry", () => {
   it("reads its rules from III_PERMISSIONS", async () => {
@@ -23,7 +34,7 @@ describe("the edge entry", () => {
   it("uses the built-in rules when III_PERMISSIONS is unset", async () => {
     const check = handlerFor({});
     expect(await check({ function_id: "approval::resolve", args: {} }, ctx)).toMatchObject({ decision: "deny" });
-    expect(await check({ function_id: "state::get", args: {} }, ctx)).toEqual({ decision: "allow", rule_id: "state::get" });
+    expect(await check({ function_id: "state::get", args: { scope: "session:s1", key: "k" }, session_id: "s1" }, ctx)).toEqual({ decision: "allow", rule_id: "state::get" });
   });
 
   it("an invalid III_PERMISSIONS fails every check (policy_unavailable) and says so once", async () => {

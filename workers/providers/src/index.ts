@@ -111,5 +111,9 @@ function register(iii: WorkerSurface, config: ProvidersConfig): void {
   );
 }
 
-export const worker: WorkerModule<ProvidersConfig> = { name: "providers", register, configFrom };
+/** The models catalog's reads: what a model may look up about models. Everything else here (the
+ * provider streams, models::register, which sets prices the budget charges by) is the kernel's. */
+const MODEL_READS = ["models::list", "models::get", "models::supports"] as const;
+
+export const worker: WorkerModule<ProvidersConfig> = { name: "providers", kernel: true, modelCallable: MODEL_READS, register, configFrom };
 export default worker;

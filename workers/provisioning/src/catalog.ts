@@ -2,6 +2,7 @@
 // index of what is registered at the moment a run is provisioned, each function with its
 // description and request schema, appended to the prompt. A function an iii-sdk worker registered
 // a second ago is in it; nothing has to be registered with the harness.
+import { isModelNever } from "@iii-edge/protocol";
 
 /** A trigger bound to the handler's trace. */
 export type Trigger = <T>(functionId: string, payload: unknown, timeoutMs: number) => Promise<T>;
@@ -45,12 +46,17 @@ export const EXCLUDED_IDS: ReadonlySet<string> = new Set([
 
 /** Functions described in the prompt; past it the model is told to page `engine::functions::list`. */
 export const MAX_CATALOG_FUNCTIONS = 200;
-/** A function's description in the index: enough for a sentence or two. */
+/** A function's description in the index: enough for a sentence or two. Any registrant writes
+ * these, and every run's prompt carries them: a longer one is cut with a marker. */
 export const MAX_DESCRIPTION_CHARS = 500;
 /** An inlined request schema; a bigger one is left for `engine::functions::info`. */
 export const MAX_SCHEMA_CHARS = 2_000;
-/** The whole catalog section (~15k tokens): the prompt stays small next to the context window. */
-export const MAX_CATALOG_CHARS = 60_000;
+/** One function's whole entry (id, description, inlined schema): 1 KiB, so no one registrant's
+ * text can crowd out the others'; a schema that would pass it is left for engine::functions::info. */
+export const MAX_ENTRY_CHARS = 1_024;
+/** The whole catalog section (~4k tokens): the prompt stays small next to the context window
+ * however many functions anyone registers; what does not fit is paged with engine::functions::list. */
+export const MAX_CATALOG_CHARS = 16_384;
 /** Listing pages read (1000 ids each, the engine's page maximum). */
 export const MAX_LIST_PAGES = 5;
 /** `engine::functions::info` takes at most 32 ids per call (protocol/README.md §7.1). */
@@ -88,7 +94,8 @@ export async function readCatalog(trigger: Trigger): Promise<LiveCatalog> {
       for (const f of functions) {
         if (!isRecord(f) || typeof f.function_id !== "string") continue;
         registered.add(f.function_id);
-        if (!isExcluded(f.function_id)) described.set(f.function_id, typeof f.description === "string" ? f.description : undefined);
+        // The kernel (marked where it is registered) is not the model's to call: not listed either.
+        if (!isExcluded(f.function_id) && !isModelNever(f.metadata)) described.set(f.function_id, typeof f.description === "string" ? f.description : undefined);
       }
       if (typeof res?.next_offset !== "number") break;
       offset = res.next_offset;
@@ -124,6 +131,9 @@ export async function readCatalog(trigger: Trigger): Promise<LiveCatalog> {
 }
 
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+/** An id in the index: the engine allows 512 characters, more than any real id needs; with the
+ * description at its bound the entry stays inside MAX_ENTRY_CHARS. */
+const MAX_ID_CHARS = 256;
 
 /** The catalog as a prompt section, bounded by `MAX_CATALOG_CHARS`. */
 export function renderCatalog(catalog: LiveCatalog): string {
@@ -134,11 +144,12 @@ export function renderCatalog(catalog: LiveCatalog): string {
   let size = head.length;
   let dropped = catalog.omitted;
   for (const [i, e] of catalog.entries.entries()) {
-    let block = `- \`${e.function_id}\``;
+    let block = `- \`${clip(e.function_id, MAX_ID_CHARS)}\``;
     if (e.description) block += ` — ${clip(e.description.replace(/\s+/g, " ").trim(), MAX_DESCRIPTION_CHARS)}`;
     if (e.request_schema !== undefined) {
       const schema = JSON.stringify(e.request_schema);
-      block += schema.length <= MAX_SCHEMA_CHARS ? `\n  request: ${schema}` : `\n  request: (schema of ${schema.length} characters: read it with engine::functions::info)`;
+      const inline = `\n  request: ${schema}`;
+      block += schema.length <= MAX_SCHEMA_CHARS && block.length + inline.length <= MAX_ENTRY_CHARS ? inline : `\n  request: (schema of ${schema.length} characters: read it with engine::functions::info)`;
     }
     if (size + block.length + 1 > MAX_CATALOG_CHARS) {
       dropped += catalog.entries.length - i;

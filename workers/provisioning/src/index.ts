@@ -18,7 +18,7 @@ import { IDENTITY_PREAMBLE, joinLayers, modeParagraph } from "./prompt.ts";
 import { acquireSandbox, releaseSandbox } from "./sandbox.ts";
 import { renderSkills } from "./skills.ts";
 
-export { EXCLUDED_PREFIXES, MAX_CATALOG_FUNCTIONS, MAX_CATALOG_CHARS, MAX_SCHEMA_CHARS } from "./catalog.ts";
+export { EXCLUDED_PREFIXES, MAX_CATALOG_FUNCTIONS, MAX_CATALOG_CHARS, MAX_DESCRIPTION_CHARS, MAX_ENTRY_CHARS, MAX_SCHEMA_CHARS } from "./catalog.ts";
 export { IDENTITY_PREAMBLE, modeParagraph } from "./prompt.ts";
 export { skillPlaceholder, SKILL_TIMEOUT_MS } from "./skills.ts";
 
@@ -119,6 +119,7 @@ export function createProvisioning(config: ProvisioningConfig) {
 
 export const worker: WorkerModule<ProvisioningConfig> = {
   name: "provisioning",
+  kernel: true,
   configFrom: (env) => ({ system_default_skills: parseSkillList(typeof env.SYSTEM_DEFAULT_SKILLS === "string" ? env.SYSTEM_DEFAULT_SKILLS : undefined) }),
   register(iii: WorkerSurface, config: ProvisioningConfig) {
     const p = createProvisioning({ system_default_skills: config?.system_default_skills ?? [] });

@@ -146,6 +146,7 @@ export function registerSessionStorage(surface: WorkerSurface, config: SessionSt
 
 export const worker: WorkerModule<SessionStorageConfig> = {
   name: "session-storage",
+  kernel: true,
   configFrom,
   register: (iii, config) => void registerSessionStorage(iii, config),
 };

@@ -101,6 +101,9 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
 
 export const worker: WorkerModule<SubAgentsConfig> = {
   name: "sub-agents",
+  kernel: true,
+  // What an agent may do on its own with its sub-agents (the policy still decides).
+  modelCallable: [HARNESS_SPAWN, HARNESS_JOIN, HARNESS_CHILDREN],
   configFrom: () => ({}),
   register: (iii, config) => registerSubAgents(iii, config),
 };

@@ -128,7 +128,7 @@ export async function functionExecute(tx: Tx): Promise<void> {
       continue;
     }
     const gate = await tool.child(`policy_check ${call.function_id}`, { "iii.function_id": "policy::check_permissions", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id }, async (span) => {
-      const g = await consultBefore(tx.trigger, call);
+      const g = await consultBefore(tx.trigger, call, tx.sid);
       span?.setAttribute("iii.policy.decision", g.kind === "pending" ? "needs_approval" : g.kind);
       if (g.kind === "deny") span?.setAttribute("iii.policy.reason", g.envelope.reason);
       return g;

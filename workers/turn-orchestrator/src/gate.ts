@@ -95,11 +95,14 @@ const policyReply = z.discriminatedUnion("decision", [
 ]);
 
 /** One call to the policy, 5 s budget. Unreachable, slow or failing → deny `gate_unavailable`
- * (fail closed); an answer that cannot be read → needs_approval (a person looks). */
-export async function consultBefore(trigger: Trigger, call: FunctionCall): Promise<GateDecision> {
+ * (fail closed); an answer that cannot be read → needs_approval (a person looks). `sessionId`: the
+ * session the model calls for, whose own state and stream scopes are the only ones it may read. */
+export async function consultBefore(trigger: Trigger, call: FunctionCall, sessionId?: string): Promise<GateDecision> {
   let reply: unknown;
+  const payload: Record<string, unknown> = { function_id: call.function_id, args: call.arguments };
+  if (sessionId !== undefined) payload.session_id = sessionId;
   try {
-    reply = await trigger({ function_id: "policy::check_permissions", payload: { function_id: call.function_id, args: call.arguments }, timeoutMs: POLICY_TIMEOUT_MS });
+    reply = await trigger({ function_id: "policy::check_permissions", payload, timeoutMs: POLICY_TIMEOUT_MS });
   } catch (e) {
     return { kind: "deny", envelope: gateUnavailableEnvelope(call.function_id, `policy unreachable: ${errorCode(e) ?? "error"}: ${errorText(e)}`, call.arguments) };
   }

@@ -27,6 +27,7 @@ const newRunIdDefault = (): string => `r${crypto.randomUUID().replaceAll("-", ""
 
 export const worker: WorkerModule<TurnOrchestratorConfig> = {
   name: "turn-orchestrator",
+  kernel: true,
   configFrom: () => ({}),
   register(iii: WorkerSurface, config: TurnOrchestratorConfig) {
     const newRunId = config.newRunId ?? newRunIdDefault;

@@ -1,6 +1,6 @@
 // engine::* introspection functions (protocol/README.md §7.1) and the discovery trigger types (§6).
 // Inputs and results: protocol's BUILTINS.
-import { IIIError, OPEN_GRANT, TRIGGER_TYPES, type FunctionDetail } from "@iii-edge/protocol";
+import { IIIError, OPEN_GRANT, SERVED_BY_ENGINE, TRIGGER_TYPES, type FunctionDetail } from "@iii-edge/protocol";
 import type { EngineApi } from "../api.ts";
 import type { TriggerRecord } from "../catalog.ts";
 import { defineBuiltin } from "./define.ts";
@@ -51,7 +51,10 @@ export function installEngineFunctions(core: EngineApi): void {
     const b = look.builtin(id);
     const registered_triggers = [...catalog.triggers.values()].filter((t) => t.function_id === id).map((t) => ({ id: t.id, trigger_type: t.trigger_type, config: t.config, status: t.status }));
     if (b) {
-      return { function_id: id, worker_name: id.split("::")[0], description: b.description, request_schema: b.request_format, response_schema: b.response_format, registered_triggers };
+      const out: FunctionDetail = { function_id: id, worker_name: id.split("::")[0] ?? id, description: b.description, request_schema: b.request_format, response_schema: b.response_format, served_by: SERVED_BY_ENGINE, registered_triggers };
+      const metadata = look.builtinMetadata(id);
+      if (metadata) out.metadata = metadata;
+      return out;
     }
     const f = catalog.functions.get(id);
     if (!f) return undefined;
@@ -60,6 +63,8 @@ export function installEngineFunctions(core: EngineApi): void {
     if (f.request_format !== undefined) out.request_schema = f.request_format;
     if (f.response_format !== undefined) out.response_schema = f.response_format;
     if (f.metadata !== undefined) out.metadata = f.metadata;
+    const servedBy = look.servedBy(id);
+    if (servedBy !== undefined) out.served_by = servedBy;
     return out;
   };
 
