@@ -13,6 +13,7 @@ import {
   WS_PROTOCOL,
   authFunctionOutput,
   grantSchema,
+  isReservedSub,
   mayUseNamespace,
   type AuthFunctionInput,
   type CallOutcome,
@@ -269,6 +270,7 @@ async function askAuthFunction(
   const { allowed: _allowed, ...grant } = answer.data;
   const parsed = grantSchema.safeParse(grant);
   if (!parsed.success) return { ok: false, status: 401, code: "unauthorized", message: `auth function ${functionId} answered a malformed grant` };
+  if (isReservedSub(parsed.data.sub)) return { ok: false, status: 401, code: "unauthorized", message: `auth function ${functionId} answered the reserved sub '${parsed.data.sub}'` };
   return { ok: true, grant: parsed.data, viaProtocol };
 }
 

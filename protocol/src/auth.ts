@@ -44,6 +44,11 @@ export type Grant = z.infer<typeof grantSchema>;
  * no visitors to outlive). */
 export const OPEN_GRANT: Grant = Object.freeze({ sub: "anonymous", ns: ["*"], durable_bindings: true, sessions: Object.freeze(["*"]) }) as Grant;
 
+/** Is `sub` the open engine's own principal? No token or auth function may name it: the open
+ * engine's grant is trusted where the engine meets it (durable bindings, every session, trusted
+ * servers of auto-allowed ids), so a tenant calling itself `anonymous` would inherit all of that. */
+export const isReservedSub = (sub: string): boolean => sub === OPEN_GRANT.sub;
+
 /** What an auth function (AUTH_FUNCTION) is sent: the upgrade or request it is asked about. */
 export interface AuthFunctionInput {
   path: string;

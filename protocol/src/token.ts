@@ -2,7 +2,7 @@
 // verify, and by `npm run token` and tests to mint. Kept apart from the frame schemas so a browser
 // bundle that only speaks frames never pulls in the JWT library.
 import { SignJWT, jwtVerify, errors } from "jose";
-import { grantSchema, TOKEN_ALGORITHM, TOKEN_ISSUER, type Grant } from "./auth.ts";
+import { grantSchema, isReservedSub, TOKEN_ALGORITHM, TOKEN_ISSUER, type Grant } from "./auth.ts";
 
 /** Shortest AUTH_SECRET accepted: 32 bytes is what HS256 needs for its full strength. */
 export const MIN_SECRET_BYTES = 32;
@@ -17,6 +17,7 @@ const keyOf = (secret: string) => new TextEncoder().encode(secret);
 
 export async function mintToken(secret: string, grant: Omit<Grant, "exp">, ttlSeconds: number = DEFAULT_TOKEN_TTL_S): Promise<string> {
   const { sub, ...claims } = grantSchema.omit({ exp: true }).parse(grant);
+  if (isReservedSub(sub)) throw new Error(`sub '${sub}' is reserved for the open local engine`);
   return new SignJWT(claims)
     .setProtectedHeader({ alg: TOKEN_ALGORITHM, typ: "JWT" })
     .setSubject(sub)
@@ -37,6 +38,7 @@ export async function verifyToken(secret: string, token: string): Promise<TokenC
     // Every grant claim, whatever fields the grant has: the schema drops the JWT's own (iss, iat…).
     const g = grantSchema.safeParse(payload);
     if (!g.success) return { ok: false, reason: "token claims are malformed" };
+    if (isReservedSub(g.data.sub)) return { ok: false, reason: `sub '${g.data.sub}' is reserved for the open local engine` };
     return { ok: true, grant: g.data };
   } catch (e) {
     if (e instanceof errors.JWTExpired) return { ok: false, reason: "token expired" };

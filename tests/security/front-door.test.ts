@@ -169,10 +169,10 @@ describe("a channel", () => {
 });
 
 describe("a token", () => {
-  const minted = (iatOffsetS: number) =>
+  const minted = (iatOffsetS: number, sub = "time-traveller") =>
     new SignJWT({ ns: ["*"] })
       .setProtectedHeader({ alg: TOKEN_ALGORITHM, typ: "JWT" })
-      .setSubject("time-traveller")
+      .setSubject(sub)
       .setIssuer(TOKEN_ISSUER)
       .setIssuedAt(Math.floor(Date.now() / 1000) + iatOffsetS)
       .setExpirationTime(Math.floor(Date.now() / 1000) + iatOffsetS + 3600)
@@ -184,6 +184,21 @@ describe("a token", () => {
     expect(future.body.error?.message).toMatch(/future/);
     expect((await upgradeStatus(`${engine.wsUrl}/`, bearer(await minted(MAX_CLOCK_SKEW_S + 120)))).status).toBe(401);
     expect((await invoke("engine::functions::list", {}, await minted(MAX_CLOCK_SKEW_S / 2))).status).toBe(200);
+  });
+
+  it("naming the open engine's own principal (`anonymous`) is refused everywhere, and cannot be minted", async () => {
+    // The open engine's grant is trusted where the engine meets it (durable bindings, every session,
+    // trusted servers of auto-allowed ids): a tenant calling itself `anonymous` must not inherit that.
+    const squatter = await minted(0, "anonymous");
+    const before = await catalog();
+    const r = await invoke("engine::functions::list", {}, squatter);
+    expect(r.status).toBe(401);
+    expect(r.body.error?.message).toMatch(/reserved/);
+    expect((await upgradeStatus(`${engine.wsUrl}/`, bearer(squatter))).status).toBe(401);
+    const turn = await request("POST", "/api/turns", { ...JSON_TYPE, ...bearer(squatter) }, JSON.stringify({ session_id: "anon-squat", message: "hi" }));
+    expect(turn.status).toBe(401);
+    await expect(mintToken(TEST_AUTH_SECRET, { sub: "anonymous", ns: ["*"] })).rejects.toThrow(/reserved/);
+    expect(await catalog()).toEqual(before);
   });
 });
 

@@ -5,7 +5,7 @@
 // function's answer. The grant must reach the harness's namespace and may call the route's own
 // function id (`harness::http::*`, or `harness::*`). An open engine (loopback `npm start` without
 // AUTH_SECRET) leaves the routes open, as it leaves its sockets.
-import { OPEN_GRANT, authFunctionOutput, mayCall, mayUseNamespace, type Grant } from "@iii-edge/protocol";
+import { OPEN_GRANT, authFunctionOutput, isReservedSub, mayCall, mayUseNamespace, type Grant } from "@iii-edge/protocol";
 import { verifyToken } from "@iii-edge/protocol/token";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { failure, type HttpEnvelope, type HttpRequest } from "./http.ts";
@@ -75,6 +75,7 @@ export async function authorize(req: HttpRequest, route: { id: string; path: str
     grant = g;
   }
   if (!grant) return refuse(unauthorized(problem));
+  if (isReservedSub(grant.sub)) return refuse(unauthorized(`sub '${grant.sub}' is reserved for the open local engine`));
   if (grant.exp !== undefined && grant.exp * 1000 <= Date.now()) return refuse(unauthorized("token expired"));
   if (!mayUseNamespace(grant, cfg.namespace)) return refuse(failure(403, "forbidden", `'${grant.sub}' may not use namespace '${cfg.namespace}'`));
   if (!mayCall(grant, route.id)) return refuse(failure(403, "forbidden", `'${grant.sub}' may not call ${route.id}`));
