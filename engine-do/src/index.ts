@@ -86,8 +86,9 @@ app.get("/ns/:ns/rbac", (c) => rbacListener(c, c.req.param("ns")));
 // engine address as text, so `ws://h` dials `/ws/channels/<id>` and `ws://h/ns/<ns>` dials
 // `/ns/<ns>/ws/channels/<id>`. Each end's key is its capability: random bits that only the
 // authenticated creator of the channel was given, one key for the reader and another for the
-// writer, checked by the namespace's Engine object (404 when wrong). iii-sdk opens channel sockets without headers, so no token is asked for here — but
-// an engine without auth configured still serves them to loopback clients only.
+// writer, checked by the namespace's Engine object (404 when wrong). iii-sdk opens channel sockets
+// without headers, so no token is asked for here — but an engine without auth configured still
+// serves them to local clients only.
 const channel = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
   if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return errorJson(c, 426, "invalid_arguments", "channels need a WebSocket upgrade");
   if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${namespace}'`);

@@ -153,7 +153,8 @@ describe("a proxy in front of the loopback engine", () => {
   });
 
   it("a proxy that names a loopback client keeps it local", async () => {
-    for (const h of [{ "X-Forwarded-For": "127.0.0.1" }, { Forwarded: 'for="[::1]:5000"' }, { "X-Real-IP": "::1" }]) {
+    const local: Record<string, string>[] = [{ "X-Forwarded-For": "127.0.0.1" }, { Forwarded: 'for="[::1]:5000"' }, { "X-Real-IP": "::1" }];
+    for (const h of local) {
       const r = await raw("POST", "/_iii/invoke", { ...JSON_TYPE, ...h }, JSON.stringify({ function_id: "engine::functions::list", payload: {} }));
       expect(r.status, JSON.stringify(h)).toBe(200);
     }
