@@ -8,7 +8,7 @@ import http from "node:http";
 import { promises as dns } from "node:dns";
 import { SignJWT } from "jose";
 import { TOKEN_ALGORITHM, TOKEN_ISSUER } from "@iii-edge/protocol";
-import { MAX_CLOCK_SKEW_S } from "@iii-edge/protocol/token";
+import { MAX_CLOCK_SKEW_S, mintToken } from "@iii-edge/protocol/token";
 import { checkResolvedHost } from "@iii-edge/engine-do/core/http-invoke.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "../support/auth.ts";
