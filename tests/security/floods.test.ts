@@ -505,6 +505,21 @@ describe("hostile frames", () => {
     expect(s.closed).toBe(false);
   });
 
+  it(`a result over MAX_FRAME_BYTES (${MAX_FRAME_BYTES}) ends its call at once with result_too_large, not at the deadline`, async () => {
+    const worker = await connect("big-answerer");
+    worker.serve("big::answer", () => "z".repeat(MAX_FRAME_BYTES + 1_000));
+    const caller = await connect("big-asker");
+    await eventually(async () => (await caller.call("engine::functions::info", { function_id: "big::answer" })).result !== undefined, 10_000, "big::answer registered", 20);
+    const started = Date.now();
+    // The call's own deadline is 30 s: an answer well inside it is the engine's, not the timer's.
+    const r = await caller.call("big::answer", {}, { timeout_ms: 30_000 }, 20_000);
+    expect(r.error).toMatchObject({ code: "result_too_large" });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    // The answering worker is told its frame was refused, and stays connected.
+    expect((await worker.next((f) => f.type === "error" && f.error?.code === "frame_too_large")).error.code).toBe("frame_too_large");
+    expect(worker.closed).toBe(false);
+  });
+
   it(`values nested past MAX_JSON_DEPTH (${MAX_JSON_DEPTH}) are refused with a typed error, never a 500`, async () => {
     const s = await connect("deep-sender");
     const deep = (n: number): unknown => {

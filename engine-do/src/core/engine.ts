@@ -282,6 +282,17 @@ export class EngineCore implements EngineApi {
         if (parsed.error.message !== "empty frame") this.admission.ignored(conn, parsed.error.message);
         return;
       }
+      if (parsed.error.code === "frame_too_large") {
+        // A result too large to read still ends its call now, with the code the caller would get
+        // had the engine been the one to refuse it, not at the deadline: its invocation id sits in
+        // the frame's envelope, read without parsing the rest (only from the worker it was sent to).
+        const answered = peekResultId(raw);
+        if (answered) {
+          this.admission.refuse(conn, parsed.error);
+          this.invocations.answer(conn.workerId, answered, { ok: false, error: { code: "result_too_large", message: `the worker's result is larger than ${MAX_FRAME_BYTES} bytes` } });
+          return;
+        }
+      }
       if (parsed.frame_type === "invocationresult") {
         // A malformed result from the target still ends its call now, not at the deadline.
         this.admission.refuse(conn, parsed.error);
