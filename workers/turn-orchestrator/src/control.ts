@@ -5,7 +5,7 @@ import type { Tracer } from "@iii-edge/sdk-edge/worker";
 import { AGENT_EVENTS_STREAM, INBOX_STEERING, type AgentEvent, type RunEventsResponse, type TurnStateView, type TurnStopResponse } from "@iii-edge/protocol/harness";
 import { callRequired, invalid, type Trigger } from "./calls.ts";
 import { stopChildren } from "./children.ts";
-import { EVENTS_DEFAULT_LIMIT, SCOPE_APPROVALS, STOP_CAS_ATTEMPTS } from "./constants.ts";
+import { EVENTS_DEFAULT_LIMIT, EVENT_SEQ_DIGITS, SCOPE_APPROVALS, STOP_CAS_ATTEMPTS } from "./constants.ts";
 import { parseDecision } from "./gate.ts";
 import { normaliseMessage } from "./messages.ts";
 import { boundedKey, eventItemId, eventSeqOf, isTerminal, parseRecord, viewOf } from "./record.ts";
@@ -69,7 +69,15 @@ export async function steer(trigger: Trigger, sid: string, message: unknown): Pr
  * (`stream::list_items`): what a follower that dropped reads to catch up with nothing skipped.
  */
 export async function readEvents(trigger: Trigger, sid: string, after: string | null | undefined, limit = EVENTS_DEFAULT_LIMIT): Promise<RunEventsResponse> {
-  if (after && eventSeqOf(sid, after) === undefined) throw invalid(`after: '${after}' is not an event id of session ${sid}`);
+  if (after) {
+    // A cursor is an event id exactly as a page gave it (`next`): one of another shape (say, an older
+    // zero-padding) or one this session never had would otherwise read as "nothing after it".
+    if (eventSeqOf(sid, after) === undefined || after.length < sid.length + 1 + EVENT_SEQ_DIGITS) {
+      throw invalid(`after: '${after}' is not an event id of session ${sid}: ids look like '${eventItemId(sid, 42)}'; pass the \`next\` of the page you read`);
+    }
+    const known = await callRequired<unknown>(trigger, "stream::get", { stream_name: AGENT_EVENTS_STREAM, group_id: sid, item_id: after });
+    if (known === null || known === undefined) throw invalid(`after: session ${sid} has no event '${after}': pass the \`next\` of the page you read`);
+  }
   const page = await callRequired<{ items: { item_id: string; data: unknown }[]; next: string | null }>(trigger, "stream::list_items", {
     stream_name: AGENT_EVENTS_STREAM,
     group_id: sid,

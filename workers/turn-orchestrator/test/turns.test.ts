@@ -354,6 +354,18 @@ describe("run::events", () => {
     expect(tail).toEqual({ events: [], next: ids.at(-1) });
     await expect(call(h, "run::events", { session_id: sid, after: "other-00000001" })).rejects.toMatchObject({ code: "invalid_input" });
   });
+
+  it("a cursor of another shape, or one the session never had, is refused with a clear error (never an empty page)", async () => {
+    const sid = "plain";
+    const ids = (await events(h, sid)).map((e) => e.item_id);
+    // An id in an older, shorter zero-padding (what the README once showed) would sort after every event.
+    const short = `${sid}-${ids[2]!.slice(sid.length + 1).replace(/^0+/, "").padStart(8, "0")}`;
+    await expect(call(h, "run::events", { session_id: sid, after: short })).rejects.toMatchObject({ code: "invalid_input", message: expect.stringContaining("not an event id") });
+    // Well formed, but no event of this session has it.
+    const unknown = `${sid}-999999999999`;
+    expect(ids).not.toContain(unknown);
+    await expect(call(h, "run::events", { session_id: sid, after: unknown })).rejects.toMatchObject({ code: "invalid_input", message: expect.stringContaining("has no event") });
+  });
 });
 
 describe("with a policy stand-in: what the real policy never does", () => {
