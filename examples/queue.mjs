@@ -25,4 +25,12 @@ const receipt = await iii.trigger({
 console.log("enqueued", receipt);
 
 await done;
+// The handler has run, but its result is still on its way to the engine: closing now would leave
+// the message unacknowledged, and the engine would redeliver it to a worker that has gone (and
+// dead-letter it). Wait until the queue holds nothing in flight (iii::queue::status), then leave.
+for (let i = 0; i < 100; i++) {
+  const status = await iii.trigger({ function_id: "iii::queue::status", payload: { queue: "jobs" } });
+  if (status.inflight === 0 && status.pending === 0) break;
+  await new Promise((r) => setTimeout(r, 50));
+}
 await iii.shutdown();

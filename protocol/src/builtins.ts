@@ -411,6 +411,8 @@ export const BUILTINS = {
   "engine::queue::topic_stats": contract(queueTopicInput, z.object({ topic: z.string(), config: queueConfigOutput, depth: count })),
   "engine::queue::dlq_topics": contract(noInput, z.object({ topics: z.array(z.object({ topic: z.string(), count })) })),
   "engine::queue::dlq_messages": contract(dlqMessagesInput, z.object({ topic: z.string(), messages: z.array(deadLetterEntry) })),
+  /** iii's queue status: what waits, what runs and what has dead-lettered, for one queue. */
+  "iii::queue::status": contract(queueInput, z.object({ queue: z.string(), backend: queueBackend.nullable(), pending: count, inflight: count, dlq_count: count })),
   "iii::queue::redrive": contract(queueInput, z.object({ queue: z.string(), redriven: count })),
   "iii::queue::redrive_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), redriven: z.literal(true) })),
   "iii::queue::discard_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), discarded: z.literal(true) })),

@@ -4,6 +4,7 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
+import { until } from "../support/wait.ts";
 
 /** An example connects, does one thing and disconnects: ~0.5 s here; a hang fails well before the test timeout. */
 const EXAMPLE_TIMEOUT_MS = 20_000;
@@ -58,4 +59,20 @@ describe("README examples", () => {
     }
     expect(r.ms).toBeLessThan(EXAMPLE_TIMEOUT_MS);
   }, EXAMPLE_TIMEOUT_MS + 5_000);
+
+  it("queue.mjs leaves nothing behind: its message is acknowledged, never redelivered to a worker that left, never dead-lettered", async () => {
+    const status = async () => {
+      const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id: "iii::queue::status", payload: { queue: "jobs" } }) });
+      return ((await res.json()) as { result: { pending: number; inflight: number; dlq_count: number } }).result;
+    };
+    const r = await run("queue.mjs");
+    expect(r.code, r.stderr).toBe(0);
+    // A message whose result never arrived would still be pending here (retried with backoff:
+    // 1 + 2 + 4 s against a function nobody serves) and then dead-letter.
+    const settled = await until(async () => {
+      const s = await status();
+      return s.pending === 0 && s.inflight === 0 ? s : undefined;
+    }, "the jobs queue settled", 15_000, 100);
+    expect(settled.dlq_count).toBe(0);
+  }, 40_000);
 });

@@ -244,6 +244,35 @@ describe("calls", () => {
 });
 
 describe("being invoked", () => {
+  it("shutdown() lets a running handler send its result before the socket closes; a call arriving meanwhile is told invocation_stopped", async () => {
+    const c = connect();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let started = false;
+    c.registerFunction("u::slow", async () => {
+      started = true;
+      await gate;
+      return { done: true };
+    });
+    const conn = await engine.until(() => engine.connections[0]?.frames.length >= 2 && engine.connections[0]);
+    let closedAt = -1;
+    conn.socket.on("close", () => (closedAt = conn.frames.length));
+    conn.send({ type: "invokefunction", invocation_id: "slow-1", function_id: "u::slow", data: {} });
+    await engine.until(() => started);
+    const stopping = c.shutdown();
+    conn.send({ type: "invokefunction", invocation_id: "late-1", function_id: "u::slow", data: {} });
+    const late = await engine.until(() => conn.frames.find((f) => f.invocation_id === "late-1"));
+    expect(late).toMatchObject({ type: "invocationresult", error: { code: "invocation_stopped" } });
+    expect(closedAt).toBe(-1);
+    release();
+    await stopping;
+    await engine.until(() => closedAt >= 0);
+    const result = conn.frames.findIndex((f) => f.invocation_id === "slow-1");
+    expect(conn.frames[result]).toMatchObject({ type: "invocationresult", result: { done: true } });
+    // The result went out before the close.
+    expect(result).toBeLessThan(closedAt);
+  });
+
   it("validates zod input (invalid_input with the issue) and strips _caller_worker_id", async () => {
     const c = connect();
     c.registerFunction("u::add", ({ a, b }) => ({ sum: a + b }), {

@@ -124,6 +124,11 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
         expect([...first.messages, ...rest.messages].map((m) => m.message_id).sort()).toEqual([...ids].sort());
       });
 
+      it("iii::queue::status (iii's documented check) counts them, with nothing pending; an unknown queue is not_found", async () => {
+        expect((await w.call("iii::queue::status", { queue: h.queue })).result).toMatchObject({ queue: h.queue, pending: 0, inflight: 0, dlq_count: sent.length });
+        expect((await w.call("iii::queue::status", { queue: "no-such-queue" })).error?.code).toBe("not_found");
+      });
+
       it("discard_message drops one dead letter for good", async () => {
         expect((await w.call("iii::queue::discard_message", { queue: h.queue, message_id: ids[0] })).result).toEqual({ queue: h.queue, message_id: ids[0], discarded: true });
         expect((await w.call("iii::queue::discard_message", { queue: h.queue, message_id: ids[0] })).error?.code).toBe("not_found");

@@ -52,6 +52,7 @@ const calls: [BuiltinId, unknown][] = [
   ["engine::queue::topic_stats", { topic: "jobs" }],
   ["engine::queue::dlq_topics", {}],
   ["engine::queue::dlq_messages", { topic: "jobs" }],
+  ["iii::queue::status", { queue: "jobs" }],
   ["iii::queue::redrive", { queue: "jobs" }],
   ["engine::traces::list", { limit: 5 }],
   ["engine::traces::tree", { trace_id: "0af7651916cd43dd8448eb211c80319c" }],

@@ -49,6 +49,11 @@ export const MAX_BUFFERED_FRAMES = 1024;
 /** Bytes kept while disconnected: four maximal frames, so one huge payload cannot starve others
  * and a tab does not hold more than a few MB for a dead socket. */
 export const MAX_BUFFERED_BYTES = 4 * MAX_FRAME_BYTES;
+/** How long `shutdown()` waits for handlers still running to send their results before it closes
+ * the socket: a result that arrives after the close is lost, and its caller (a queue delivery, say)
+ * would be answered `invocation_stopped` and retried elsewhere. Long enough for ordinary handlers,
+ * short enough that a stuck one does not hold a process's exit. */
+export const SHUTDOWN_DRAIN_MS = 5_000;
 /** Extra time the client waits past a call's deadline before giving up locally: the engine
  * always answers (it enforces `timeout_ms` itself), so the local timer is only a backstop. */
 export const LOCAL_TIMEOUT_GRACE_MS = 2_000;
@@ -264,6 +269,9 @@ export class Client implements EdgeClient {
   private heartbeat: ReturnType<typeof setInterval> | undefined;
   private lastInbound = 0;
   private fatal: IIIError | undefined;
+  /** Handlers running now: shutdown() lets them answer before it closes the socket. */
+  private readonly handling = new Set<Promise<void>>();
+  private closing = false;
 
   constructor(opts: CoreOptions) {
     this.opts = opts;
@@ -693,9 +701,11 @@ export class Client implements EdgeClient {
       case "invocationresult":
         this.onResult(frame);
         return;
-      case "invokefunction":
-        void this.onInvoke(frame);
+      case "invokefunction": {
+        const run = this.onInvoke(frame).finally(() => this.handling.delete(run));
+        this.handling.add(run);
         return;
+      }
       case "registertrigger":
         void this.onProviderRegister(frame);
         return;
@@ -738,6 +748,8 @@ export class Client implements EdgeClient {
       else if (body.result !== undefined) out.result = body.result;
       this.reply(out);
     };
+    // Shutting down: a call that arrives now is not started (its caller can go elsewhere at once).
+    if (this.closing) return answer({ error: { code: "invocation_stopped", message: "the worker is shutting down" } });
     const entry = this.functions.get(frame.function_id);
     if (!entry) return answer({ error: { code: "function_not_found", message: `Function ${frame.function_id} not found` } });
     if (!entry.handler) return answer({ error: { code: "function_not_invokable", message: `${frame.function_id} is HTTP-invoked; the engine calls its URL` } });
@@ -770,8 +782,20 @@ export class Client implements EdgeClient {
     }
   }
 
+  /**
+   * Close the connection. Handlers already running get up to SHUTDOWN_DRAIN_MS to send their
+   * results first (calls arriving meanwhile are answered `invocation_stopped`), so a queued
+   * delivery being handled is acknowledged rather than redelivered to a worker that has gone.
+   */
   async shutdown(): Promise<void> {
-    if (this.stopped) return;
+    if (this.stopped || this.closing) return;
+    this.closing = true;
+    if (this.handling.size > 0 && this.connected) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, SHUTDOWN_DRAIN_MS)));
+      await Promise.race([Promise.allSettled([...this.handling]), deadline]);
+      if (timer !== undefined) clearTimeout(timer);
+    }
     this.stopped = true;
     this.connected = false;
     this.stopHeartbeat();

@@ -58,6 +58,18 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
       return { topic, messages: messages.map((m) => ({ message_id: m.id, ...m })) };
     },
   });
+  defineBuiltin(core, "iii::queue::status", {
+    description: "One queue's status ({queue}): messages pending and in flight, and dead letters (iii's dlq_count)",
+    handler: async ({ queue }) => {
+      const cfg = router.config(queue);
+      const stats = router.durable.stats().find((s) => s.queue === queue);
+      const dlq = (await router.deadLetters.topics()).find((t) => t.queue === queue)?.count ?? 0;
+      // A name nobody configured and nothing ever used is most likely a typo: say so rather than
+      // answer zeros that look like an idle queue.
+      if (!cfg && !stats && dlq === 0) throw new IIIError("not_found", `queue '${queue}' is not configured and holds nothing (engine::queue::list_topics lists the queues)`);
+      return { queue, backend: cfg?.backend ?? null, pending: stats?.depth ?? 0, inflight: stats?.inflight ?? 0, dlq_count: dlq };
+    },
+  });
   defineBuiltin(core, "iii::queue::redrive", {
     description: "Re-enqueue every dead letter of a queue ({queue}); returns {queue, redriven}",
     handler: async ({ queue }) => {
