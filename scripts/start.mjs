@@ -261,6 +261,14 @@ if (devVars[PRIVATE_HTTP_VAR] === undefined && settings[PRIVATE_HTTP_VAR] === un
 const cleanup = () => rmSync(secretsDir, { recursive: true, force: true });
 
 const child = spawn(wrangler, args, { cwd: root, env, stdio: "inherit" });
+// Who runs on this port, for a second `npm start` to name (scripts/start-guard.mjs).
+const pidFile = path.join(root, ".wrangler", `engine-${port}.json`);
+try {
+  mkdirSync(path.dirname(pidFile), { recursive: true });
+  writeFileSync(pidFile, JSON.stringify({ pid: process.pid, port: Number(port), started_at: new Date().toISOString() }));
+} catch {
+  // Only the second start's message loses the pid.
+}
 const base = `http://127.0.0.1:${port}`;
 console.log(`iii-edge engine starting on ${base} (state: ${path.relative(root, stateDir) || "."})`);
 console.log(hasAuth ? "auth: tokens required (mint one with `npm run -s token -- --sub NAME`)" : "warning: no AUTH_SECRET set — the engine is open to loopback clients (set AUTH_SECRET to require tokens)");
@@ -268,6 +276,7 @@ if (SIMULATOR_WARNING) console.warn(SIMULATOR_WARNING);
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => child.kill(sig));
 child.on("exit", (code, signal) => {
   cleanup();
+  rmSync(pidFile, { force: true });
   process.exit(code ?? (signal ? 1 : 0));
 });
 
