@@ -112,7 +112,7 @@ if (process.env.III_INSPECTOR_PORT) args.push("--inspector-port", process.env.II
 for (const [k, v] of Object.entries(devVars)) args.push("--var", `${k}:${v}`);
 // Settings for the Worker come from the environment (and .dev.vars). They reach it through a
 // private env file, never the command line (which `ps` shows to everyone).
-const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION"];
+const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION", "ALLOWED_ORIGINS"];
 /** iii's RBAC worker listener at /rbac (engine-do/src/rbac.ts): not the engine's own auth, which stays as AUTH_VARS say. */
 const RBAC_VARS = ["RBAC"];
 /** What the harness workers read (deploy/harness.ts): provider endpoints and keys, the key stored

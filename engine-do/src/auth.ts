@@ -38,6 +38,30 @@ export type AuthMode = "token" | "open" | "closed";
 export interface AuthConfig {
   AUTH_SECRET?: string;
   AUTH_FUNCTION?: string;
+  /** Web origins, comma-separated (`http://localhost:5173`), whose pages the open engine serves as
+   * it serves its own: a developer's app on a dev server beside `npm start`. Ignored with auth on,
+   * where a token is the proof and any origin may present one. */
+  ALLOWED_ORIGINS?: string;
+}
+
+/** The most origins ALLOWED_ORIGINS may name: a handful of dev servers, not a deny-list in disguise. */
+const MAX_ALLOWED_ORIGINS = 16;
+
+/** ALLOWED_ORIGINS as origins (`scheme://host[:port]`); an entry that is not one, or `*`, is left
+ * out: a wildcard would reopen the engine to every website. */
+export function allowedOrigins(env: AuthConfig): ReadonlySet<string> {
+  const out = new Set<string>();
+  for (const raw of (env.ALLOWED_ORIGINS ?? "").split(",").slice(0, MAX_ALLOWED_ORIGINS)) {
+    const entry = raw.trim();
+    if (!entry || entry === "*") continue;
+    try {
+      const u = new URL(entry);
+      if ((u.protocol === "http:" || u.protocol === "https:") && u.origin === entry.replace(/\/$/, "")) out.add(u.origin);
+    } catch {
+      // not an origin
+    }
+  }
+  return out;
 }
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
@@ -138,9 +162,12 @@ export function foreignOriginRefusal(req: Request, env: AuthConfig): string | un
   const url = new URL(req.url);
   const upgrade = req.headers.get("upgrade")?.toLowerCase() === "websocket";
   if (!upgrade && !isEngineApiPath(url.pathname)) return undefined;
+  const origin = req.headers.get("origin");
+  // A page of a listed origin is another site to the browser (cross-site, or same-site on another
+  // port), so its Sec-Fetch-Site cannot vouch for it: the Origin it cannot forge does.
+  if (origin !== null && allowedOrigins(env).has(origin)) return undefined;
   const site = req.headers.get("sec-fetch-site");
   if (site !== null && !OWN_FETCH_SITES.has(site.toLowerCase())) return `this engine has no AUTH_SECRET and serves its own pages and local programs only: a ${site} request from a web page is refused`;
-  const origin = req.headers.get("origin");
   if (origin !== null && origin !== url.origin) {
     return `this engine has no AUTH_SECRET and serves its own pages and local programs only: a request from the web origin ${origin.slice(0, 100)} is refused`;
   }

@@ -15,6 +15,8 @@ interface Env {
   AUTH_SECRET?: string;
   /** A function id (default namespace) that turns a request's headers/query into a grant. */
   AUTH_FUNCTION?: string;
+  /** Extra web origins the open engine serves (auth.ts allowedOrigins): a dev server's app. */
+  ALLOWED_ORIGINS?: string;
   /** iii's RBAC worker listener at /rbac and /ns/<ns>/rbac (rbac.ts): JSON, protocol's rbacConfigSchema. */
   RBAC?: string;
   /** Comma-separated env var names HTTP-invoked functions may use as secrets. */

@@ -11,8 +11,11 @@ import { startEngine, type EngineServer } from "../support/engine-server.ts";
 let engine: EngineServer;
 const EVIL = "https://evil.example";
 
+/** A developer's app on a dev server beside `npm start`, listed in ALLOWED_ORIGINS. */
+const DEV_APP = "http://localhost:5173";
+
 beforeAll(async () => {
-  engine = await startEngine();
+  engine = await startEngine({ env: { ALLOWED_ORIGINS: `${DEV_APP}, *, not an origin` } });
 });
 afterAll(async () => {
   await engine?.stop();
@@ -158,5 +161,19 @@ describe("a proxy in front of the loopback engine", () => {
       const r = await raw("POST", "/_iii/invoke", { ...JSON_TYPE, ...h }, JSON.stringify({ function_id: "engine::functions::list", payload: {} }));
       expect(r.status, JSON.stringify(h)).toBe(200);
     }
+  });
+});
+
+describe("ALLOWED_ORIGINS", () => {
+  it("lets a listed dev server's page dial the open engine (the browser SDK from a Vite app); a wildcard or junk entry opens nothing", async () => {
+    const before = await snapshot();
+    expect(await dial("/", { Origin: DEV_APP, "Sec-Fetch-Site": "same-site" })).toBe("open");
+    expect(await dial("/_iii/streams", { Origin: DEV_APP })).toBe("open");
+    // Another port of the same host is another origin; `*` in the list was left out.
+    expect(await dial("/", { Origin: "http://localhost:5174" })).toBe(403);
+    expect(await dial("/", { Origin: EVIL })).toBe(403);
+    const r = await raw("POST", "/_iii/invoke", { ...JSON_TYPE, Origin: EVIL, "Sec-Fetch-Site": "cross-site" }, writeAttempt);
+    expect(r.status).toBe(403);
+    expect(await snapshot()).toEqual(before);
   });
 });
