@@ -160,18 +160,6 @@ const streamSocket = async (c: Context<AppEnv>, namespace: string): Promise<Resp
   return c.env.ENGINE.getByName(namespace).fetch(withGrant(c.req.raw, who.grant, who.viaProtocol));
 };
 
-/** Where the engine serves the browser SDK's bundle (`/sdk/sdk-browser.js`, built from sdk-browser/). */
-const SDK_PATH = "/sdk/";
-
-/** The SDK's bundle as any web page may load it (`<script type=module src=…>` and `import` from a
- * page on a dev server are CORS requests): public code, sent without credentials, so `*` gives away
- * nothing. What the page may then do with the engine is the engine's rule, not this header's. */
-function shareable(asset: Response): Response {
-  const res = new Response(asset.body, asset);
-  res.headers.set("Access-Control-Allow-Origin", "*");
-  return res;
-}
-
 /** Mount after the engine's own routes: the last route catches everything else. */
 export function mountTriggerRoutes(app: Hono<AppEnv>): void {
   app.get("/_iii/streams", (c) => streamSocket(c, DEFAULT_NAMESPACE));
@@ -188,7 +176,7 @@ export function mountTriggerRoutes(app: Hono<AppEnv>): void {
       const m = c.req.method.toUpperCase();
       if (m === "GET" || m === "HEAD") {
         const asset = await c.env.ASSETS.fetch(c.req.raw);
-        if (asset.status !== 404) return path.startsWith(SDK_PATH) ? shareable(asset) : asset;
+        if (asset.status !== 404) return asset;
       }
       return notFound(c);
     }

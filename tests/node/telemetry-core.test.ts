@@ -114,7 +114,10 @@ describe("decoding what iii-sdk 0.22.1 sends on /otel (captured frames)", () => 
   });
 
   it("stores an ingested frame on the control socket as on /otel; a bad one is counted, not thrown", async () => {
-    const core = engine();
+    // The engine's clock stands at the captured span's end: the capture is older than the store's
+    // retention (TRACES_MAX_AGE_MS, a day), so on a real clock it would be dropped as expired.
+    const [span] = decodeSpans(decodeFrame(frame("OTLP"))!.body);
+    const core = engine({ now: () => Math.ceil(span!.end_time_unix_nano / 1e6) });
     const conn = new FakeConn("w-1");
     core.connect(conn, "tok");
     core.message(conn, frame("OTLP"));

@@ -63,7 +63,7 @@ describe("npm run worker", () => {
       expect(its).toContain(ITS_FUNCTION);
       expect(its).toHaveLength(worker.function_count);
       // The engine's HARNESS host left this worker out, so the ids are this process's alone.
-      expect(functions.filter((f) => f.function_id === ITS_FUNCTION)).toEqual([{ function_id: ITS_FUNCTION, worker_name: NAME, description: expect.any(String) }]);
+      expect(functions.filter((f) => f.function_id === ITS_FUNCTION)).toEqual([{ function_id: ITS_FUNCTION, worker_name: NAME, description: expect.any(String), metadata: { caller_principal: true, model: "never" } }]);
 
       const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => child!.once("exit", (code, signal) => resolve({ code, signal })));
       process.kill(-child.pid!, "SIGTERM");

@@ -190,29 +190,35 @@ describe("state has a per-principal quota of keys and bytes", () => {
     const other = await connect("other-writer");
     await other.ok("state::set", { scope: "theirs", key: "k", value: { mine: true } });
 
+    // 26 MB in a row is over a control socket's byte budget (8 MiB/s, bursts of 16): a call the
+    // budget drops is answered rate_limited and sent again a moment later, as a well-behaved client
+    // would, so what is measured here is the quota alone.
+    const paced = async (s: RawSocket, function_id: string, data: unknown): Promise<{ code: string; result?: unknown }> => {
+      for (let attempt = 0; ; attempt++) {
+        const r = await s.call(function_id, data, {}, 30_000);
+        if (r.error?.code !== "rate_limited" || attempt >= 50) return { code: r.error?.code ?? "ok", result: r.result };
+        await new Promise((done) => setTimeout(done, 200));
+      }
+    };
     const codes: string[] = [];
-    for (let i = 0; i < 26; i++) {
-      const r = await hoarder.call("state::set", { scope: "hoard", key: `v${i}`, value: MB_VALUE }, {}, 30_000);
-      codes.push(r.error?.code ?? "ok");
-    }
+    for (let i = 0; i < 26; i++) codes.push((await paced(hoarder, "state::set", { scope: "hoard", key: `v${i}`, value: MB_VALUE })).code);
     const fits = Math.floor(QUOTA_BYTES / (MB_VALUE.length + 2 + "hoard".length + 3));
     expect(codes.filter((c) => c === "ok").length).toBe(fits);
     expect(codes.slice(fits).every((c) => c === "quota_exceeded")).toBe(true);
-    const keys = (await hoarder.ok<{ keys: string[] }>("state::list_keys", { scope: "hoard" })).keys;
-    expect(keys).toHaveLength(fits);
+    const keys = (await paced(hoarder, "state::list_keys", { scope: "hoard" })).result as { keys: string[] };
+    expect(keys.keys).toHaveLength(fits);
     // An update over the quota is refused the same way and changes nothing.
-    const upd = await hoarder.call("state::update", { scope: "hoard", key: "grow", ops: [{ type: "set", path: "", value: MB_VALUE }] }, {}, 30_000);
-    expect(upd.error?.code).toBe("quota_exceeded");
-    expect((await hoarder.call("state::get", { scope: "hoard", key: "grow" })).result).toBeUndefined();
+    expect((await paced(hoarder, "state::update", { scope: "hoard", key: "grow", ops: [{ type: "set", path: "", value: MB_VALUE }] })).code).toBe("quota_exceeded");
+    expect((await paced(hoarder, "state::get", { scope: "hoard", key: "grow" })).result).toBeUndefined();
 
     // Another principal is unaffected; its value is as it was.
-    await other.ok("state::set", { scope: "theirs", key: "k2", value: MB_VALUE });
-    expect((await other.call("state::get", { scope: "theirs", key: "k" })).result).toEqual({ mine: true });
+    expect((await paced(other, "state::set", { scope: "theirs", key: "k2", value: MB_VALUE })).code).toBe("ok");
+    expect((await paced(other, "state::get", { scope: "theirs", key: "k" })).result).toEqual({ mine: true });
 
     // A delete frees the quota.
-    await hoarder.ok("state::delete", { scope: "hoard", key: "v0" });
-    expect((await hoarder.call("state::set", { scope: "hoard", key: "again", value: MB_VALUE }, {}, 30_000)).error).toBeUndefined();
-    expect((await hoarder.call("state::set", { scope: "hoard", key: "more", value: MB_VALUE }, {}, 30_000)).error?.code).toBe("quota_exceeded");
+    expect((await paced(hoarder, "state::delete", { scope: "hoard", key: "v0" })).code).toBe("ok");
+    expect((await paced(hoarder, "state::set", { scope: "hoard", key: "again", value: MB_VALUE })).code).toBe("ok");
+    expect((await paced(hoarder, "state::set", { scope: "hoard", key: "more", value: MB_VALUE })).code).toBe("quota_exceeded");
 
     // Keys: a principal holds at most QUOTA_KEYS of them, however small.
     const counter = await connect("many-keys");

@@ -70,7 +70,7 @@ beforeAll(async () => {
   replay = await startProviderReplay();
   engine = await startEngine({ env: { AUTH_SECRET: TEST_AUTH_SECRET, OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test" } });
   alice = await token("alice", { ns: ["default"], call: ["harness::*"] });
-  ops = registerWorker(engine.wsUrl, { workerName: "kernel-test-ops", headers: bearer(await token("ops")), otel: { enabled: false }, enableMetricsReporting: false });
+  ops = registerWorker(engine.wsUrl, { workerName: "kernel-test-ops", headers: bearer(await token("ops", { sessions: ["*"] })), otel: { enabled: false }, enableMetricsReporting: false });
   await until(async () => {
     const r = await call<{ functions: { function_id: string }[] }>("engine::functions::list", { include_internal: true });
     const ids = r.functions.map((f) => f.function_id);

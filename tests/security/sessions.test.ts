@@ -141,7 +141,7 @@ describe("sessions have owners (AUTH_SECRET)", () => {
       const r = await send(p, bob);
       const text = await r.text();
       expect(r.status, p).toBe(404);
-      expect(text, p).not.toContain("4111");
+      expect(text, p).not.toContain("4111 1111");
       expect(JSON.parse(text).error.code, p).toBe("session_not_found");
     }
     expect((await json(await send(`api/turns/${ALICE_SID}`, bob))).error.message).toBe(noneBody.error.message.replace("no-such-session", ALICE_SID));
@@ -177,7 +177,7 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     expect((await json(await send(`api/turns/${BOB_SID}`, bob))).state).toBe("stopped");
     const events = await send(`api/turns/${ALICE_SID}/events`, alice);
     expect(events.status).toBe(200);
-    expect(JSON.stringify(await events.json())).toContain("4111");
+    expect(JSON.stringify(await events.json())).toContain("4111 1111");
     // The operator reads both.
     for (const sid of [ALICE_SID, BOB_SID]) expect((await send(`api/turns/${sid}`, operator)).status, sid).toBe(200);
   });
@@ -187,7 +187,7 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     for (const [stream, group] of [["agent::events", ALICE_SID], ["agent::turn_end", ALICE_SID], ["agent::sessions", "all"]] as const) {
       const answer = await billing.join(stream, group);
       expect(answer.event.type, `${stream}/${group}`).toBe("unauthorized");
-      expect(JSON.stringify(answer)).not.toContain("4111");
+      expect(JSON.stringify(answer)).not.toContain("4111 1111");
     }
 
     const bobs = await StreamSocket.open(bob);
@@ -207,7 +207,7 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     const alices = await StreamSocket.open(alice);
     const own = await alices.join("agent::events", ALICE_SID);
     expect(own.event.type).toBe("sync");
-    expect(JSON.stringify(own.event.data)).toContain("4111");
+    expect(JSON.stringify(own.event.data)).toContain("4111 1111");
     expect((await alices.join("agent::events", BOB_SID)).event.type).toBe("unauthorized");
 
     const ops = await StreamSocket.open(operator);
@@ -261,7 +261,7 @@ describe("sessions have owners (AUTH_SECRET)", () => {
       for (const data of [payload, { ...payload, ...liar }]) {
         const r = await wide.call(fn, data);
         expect(r.error?.code, `${fn} ${JSON.stringify(r).slice(0, 300)}`).toBe("forbidden");
-        expect(JSON.stringify(r), fn).not.toContain("4111");
+        expect(JSON.stringify(r), fn).not.toContain("4111 1111");
       }
     }
     // harness::trigger starts nothing in her session.

@@ -1,7 +1,7 @@
 // A test-only engine Worker (tests/sdk/worker-edge.test.ts builds its wrangler config from the
 // root one): the engine, plus one Worker-hosted host of test modules behind TEST_EDGE.
-import { Engine, engineWorker } from "@iii-edge/engine-do";
+import { Engine, PrincipalConnections, engineWorker } from "@iii-edge/engine-do";
 
-export { Engine };
+export { Engine, PrincipalConnections };
 export { TestWorkers } from "./test-workers.ts";
 export default engineWorker;
