@@ -16,7 +16,7 @@ import { MAX_OPEN_CALLS_PER_CALLER, openCallLimits } from "@iii-edge/engine-do/c
 import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
 import { reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { NO_REPLY, RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";
+import { NO_REPLY, RawSocket, flood, upgradeStatus, type Frame } from "../support/raw-socket.ts";
 import { eventually, until } from "../support/wait.ts";
 import { TURN_DEADLINE_MS, user } from "../harness/turn-client.ts";
 
@@ -49,16 +49,6 @@ async function connect(sub: string, grant: Parameters<typeof token>[1] = {}): Pr
   return s;
 }
 
-/** Send `n` calls at once; resolve with each one's result frame. */
-function flood(s: RawSocket, fn: string, n: number, timeout_ms = 60_000): Promise<Frame[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const invocation_id = `${fn}-${s.workerId}-${i}`;
-    ids.push(invocation_id);
-    s.send({ type: "invokefunction", invocation_id, function_id: fn, data: { i }, timeout_ms });
-  }
-  return Promise.all(ids.map((id) => s.next((f) => f.type === "invocationresult" && f.invocation_id === id, 90_000)));
-}
 
 const refusedOf = (socks: RawSocket[]) => socks.reduce((n, s) => n + s.received.filter((f) => f.type === "invocationresult" && f.error?.code === "too_many_calls").length, 0);
 

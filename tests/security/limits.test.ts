@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "@iii-edge/engine-do/core/bounds.ts";
 import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
-import { NO_REPLY, RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";
+import { NO_REPLY, RawSocket, flood, upgradeStatus, type Frame } from "../support/raw-socket.ts";
 import { eventually } from "../support/wait.ts";
 
 let engine: EngineServer;
@@ -19,16 +19,6 @@ async function connect(sub: string, headers: Record<string, string> = {}): Promi
   return s;
 }
 
-/** Send `n` calls at once; resolve with each one's result frame. */
-function flood(s: RawSocket, fn: string, n: number, timeout_ms = 60_000): Promise<Frame[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const invocation_id = `${fn}-${s.workerId}-${i}`;
-    ids.push(invocation_id);
-    s.send({ type: "invokefunction", invocation_id, function_id: fn, data: { i }, timeout_ms });
-  }
-  return Promise.all(ids.map((id) => s.next((f) => f.type === "invocationresult" && f.invocation_id === id, 90_000)));
-}
 
 beforeAll(async () => {
   engine = await startSecureEngine({ MAX_CONNECTIONS_PER_TOKEN: String(PER_TOKEN), MAX_CONNECTIONS_PER_IP: String(PER_IP) });

@@ -136,3 +136,14 @@ export class RawSocket {
 }
 
 export const NO_REPLY = Symbol("no reply");
+
+/** Send `n` calls on `s` at once; resolve with each one's result frame. */
+export function flood(s: RawSocket, fn: string, n: number, timeout_ms = 60_000): Promise<Frame[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const invocation_id = `${fn}-${s.workerId}-${i}`;
+    ids.push(invocation_id);
+    s.send({ type: "invokefunction", invocation_id, function_id: fn, data: { i }, timeout_ms });
+  }
+  return Promise.all(ids.map((id) => s.next((f) => f.type === "invocationresult" && f.invocation_id === id, 90_000)));
+}
