@@ -10,6 +10,7 @@ import {
   IIIError,
   MAX_FRAME_BYTES,
   MAX_REGISTRATIONS_PER_WORKER,
+  MAX_WORKER_TEXT,
   OPEN_GRANT,
   TRIGGER_TYPES,
   callerPrincipalIn,
@@ -72,7 +73,7 @@ export interface EngineOptions {
 
 /** Characters iii strips from worker names/descriptions: C0/C1 controls and bidi overrides. */
 const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
-const sanitize = (v: unknown, max = 280): string | undefined =>
+const sanitize = (v: unknown, max = MAX_WORKER_TEXT): string | undefined =>
   typeof v === "string" ? v.replace(UNSAFE_TEXT, "").slice(0, max) : undefined;
 
 /** Built-ins every connection may call whatever its grant says: they only touch the caller itself
