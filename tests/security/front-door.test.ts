@@ -4,7 +4,6 @@
 // writing into it (and its writer reading), a token dated in the future, and HTTP-invoked
 // functions aimed at this machine through names that resolve to loopback. Each is refused or
 // answered at once, and nothing registered changes.
-import http from "node:http";
 import { promises as dns } from "node:dns";
 import { SignJWT } from "jose";
 import { TOKEN_ALGORITHM, TOKEN_ISSUER } from "@iii-edge/protocol";
@@ -15,6 +14,7 @@ import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "../support/a
 import type { EngineServer } from "../support/engine-server.ts";
 import { RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";
 import { until } from "../support/wait.ts";
+import { rawRequest, type RawAnswer } from "../support/raw-http.ts";
 
 let engine: EngineServer;
 let tenant: RawSocket;
@@ -22,35 +22,7 @@ let admin: string;
 /** What the tenant's route function was handed, last call first. */
 const seen: Frame[] = [];
 
-interface Answer {
-  status: number;
-  body: Frame;
-  text: string;
-  ms: number;
-}
-
-function request(method: string, path: string, headers: Record<string, string> = {}, body?: string | Buffer): Promise<Answer> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const req = http.request(`${engine.url}${path}`, { method, headers: body === undefined ? headers : { "content-length": String(Buffer.byteLength(body)), ...headers } }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d) => (text += d));
-      res.on("end", () => {
-        let parsed: Frame = {};
-        try {
-          parsed = JSON.parse(text) as Frame;
-        } catch {
-          // not JSON
-        }
-        resolve({ status: res.statusCode ?? 0, body: parsed, text, ms: Date.now() - started });
-      });
-    });
-    req.on("error", reject);
-    if (body !== undefined) req.write(body);
-    req.end();
-  });
-}
+const request = (method: string, path: string, headers: Record<string, string> = {}, body?: string | Buffer): Promise<RawAnswer> => rawRequest(engine.url, method, path, headers, body);
 
 const JSON_TYPE = { "content-type": "application/json" };
 const invoke = (function_id: string, payload: unknown, t = admin) => request("POST", "/_iii/invoke", { ...JSON_TYPE, ...bearer(t) }, JSON.stringify({ function_id, payload }));

@@ -3,10 +3,10 @@
 // asks for a console token; a proxy in front of it forwards remote clients. Each is refused, and
 // the catalog and state read the same afterwards. What a local program or the engine's own page
 // does keeps working (no Origin, or the engine's own).
-import http from "node:http";
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { rawRequest, type RawAnswer } from "../support/raw-http.ts";
 
 let engine: EngineServer;
 const EVIL = "https://evil.example";
@@ -21,34 +21,8 @@ afterAll(async () => {
   await engine?.stop();
 });
 
-interface Answer {
-  status: number;
-  body: { result?: unknown; error?: { code: string; message: string } } & Record<string, unknown>;
-  text: string;
-}
-
 /** A request with exactly these headers (fetch would add or refuse some of them). */
-function raw(method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(`${engine.url}${path}`, { method, headers: body === undefined ? headers : { "content-length": String(Buffer.byteLength(body)), ...headers } }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d) => (text += d));
-      res.on("end", () => {
-        let parsed: Answer["body"] = {};
-        try {
-          parsed = JSON.parse(text) as Answer["body"];
-        } catch {
-          // not JSON: the text says what
-        }
-        resolve({ status: res.statusCode ?? 0, body: parsed, text });
-      });
-    });
-    req.on("error", reject);
-    if (body !== undefined) req.write(body);
-    req.end();
-  });
-}
+const raw = (method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<RawAnswer> => rawRequest(engine.url, method, path, headers, body);
 
 const JSON_TYPE = { "content-type": "application/json" };
 /** A call as a local program makes it (no Origin). */
