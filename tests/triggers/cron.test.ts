@@ -24,7 +24,7 @@ describe("cron trigger", () => {
     for (const id of bad) expect(w.registrationErrors(id)[0]?.code).toBe("trigger_registration_failed");
     const rows = await schedule("cron-validate");
     expect(rows.map((r) => r.trigger_id).sort()).toEqual([...ok].sort());
-    w.close();
+    await w.close();
   });
 
   it("fires a due occurrence exactly once with the §8.2 payload, even if the alarm runs again", async () => {
@@ -48,7 +48,7 @@ describe("cron trigger", () => {
     const [row] = await schedule(ns);
     expect(row).toMatchObject({ last_scheduled: scheduled, runs: 1, running_since: null });
     expect(row?.next_at).toBe(Date.UTC(2099, 0, 1));
-    w.close();
+    await w.close();
   });
 
   it("never fires an occurrence twice across eviction, including one whose run died with the instance", async () => {
@@ -84,7 +84,7 @@ describe("cron trigger", () => {
     await runDurableObjectAlarm(stubOf(ns));
     await eventually(() => fired.length === 2, 5000, "fire after wake");
     expect(fired[1]).toBe("2026-08-01T00:00:00+00:00");
-    w.close();
+    await w.close();
   });
 
   it("skips (and counts) an occurrence that comes due while the previous run is still going", async () => {
@@ -116,7 +116,7 @@ describe("cron trigger", () => {
     await eventually(() => fired.length === 2, 5000, "third occurrence");
     expect(fired).toEqual(["2026-02-01T00:00:00+00:00", "2026-02-03T00:00:00+00:00"]);
     release();
-    w.close();
+    await w.close();
   });
 
   it("a real every-second schedule fires on its own, once per second", async () => {
@@ -128,6 +128,6 @@ describe("cron trigger", () => {
     await w.settle();
     await eventually(() => fired.length >= 2, 5000, "two ticks");
     expect(new Set(fired).size).toBe(fired.length);
-    w.close();
+    await w.close();
   });
 });

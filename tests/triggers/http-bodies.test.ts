@@ -80,7 +80,7 @@ describe("http request bodies past the frame bound", () => {
     expect(got.items).toBe(Math.ceil(size / ITEM));
     // Too large for the invocation frame: not parsed, even with a JSON content type.
     expect(seen[0]?.body).toBeNull();
-    w.close();
+    await w.close();
   });
 
   it("an upload that fails before its Content-Length is answered 400, and its reader is told 1011", async () => {
@@ -106,7 +106,7 @@ describe("http request bodies past the frame bound", () => {
     expect(Date.now() - t0).toBeLessThan(1_500);
     await eventually(() => ends.length === 1, 5_000, "the reader's end");
     expect(ends[0]).toMatchObject({ code: 1011, reason: "request_body_incomplete" });
-    w.close();
+    await w.close();
   });
 
   it("a declared length over HTTP_MAX_BODY_BYTES is refused 413 long before it is sent; the function never runs", async () => {
@@ -125,6 +125,6 @@ describe("http request bodies past the frame bound", () => {
     // Dropped up to the inline bound (1 MiB), then cancelled: far from all of it.
     expect(up.pulled()).toBeLessThan(2 * MiB);
     expect(called).toBe(0);
-    w.close();
+    await w.close();
   });
 });

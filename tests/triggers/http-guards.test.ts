@@ -57,8 +57,8 @@ describe("http trigger routes are owned", () => {
     const put = b.trigger("http", "owned::b", { api_path: "/owned/acct/:id", http_method: "PUT" });
     await b.settle();
     expect(b.registrationErrors(put)).toEqual([]);
-    a.close();
-    b.close();
+    await a.close();
+    await b.close();
   });
 
   it("lets the owner re-register its route under another id, and frees the route when the owner leaves", async () => {
@@ -71,7 +71,7 @@ describe("http trigger routes are owned", () => {
     const again = a.trigger("http", "free::a", { api_path: "/free/:x" }, first);
     await a.settle();
     expect([...a.registrationErrors(first), ...a.registrationErrors(second), ...a.registrationErrors(again)]).toEqual([]);
-    a.close();
+    await a.close();
     const late = await eventually(async () => {
       const id = b.trigger("http", "free::b", { api_path: "/free/:y" });
       await b.settle();
@@ -79,7 +79,7 @@ describe("http trigger routes are owned", () => {
     }, 5_000, "route freed after its owner left");
     expect(late).toBeTruthy();
     expect(await (await get("/free/1")).json()).toBe("b");
-    b.close();
+    await b.close();
   });
 
   it("an engine-held route (engine::register_trigger) is not taken by a worker", async () => {
@@ -99,8 +99,8 @@ describe("http trigger routes are owned", () => {
     expect(replaced.error).toBeUndefined();
     expect(await (await get("/held/1")).json()).toBe("b");
     for (const r of [made, replaced]) await b.call("engine::unregister_trigger", { id: (r.result as { id: string }).id });
-    a.close();
-    b.close();
+    await a.close();
+    await b.close();
   });
 });
 
@@ -130,7 +130,7 @@ describe("http trigger path params", () => {
     const ok = await get("/files/my%20report.pdf");
     expect(ok.status).toBe(200);
     expect(await ok.json()).toEqual({ name: "my report.pdf" });
-    w.close();
+    await w.close();
   });
 });
 
@@ -177,6 +177,6 @@ describe("request body bound", () => {
     });
     const fits = await get("/big/size", { method: "POST", body: exact, headers: { "x-size": "exact" } });
     expect(fits.status).toBe(200);
-    w.close();
+    await w.close();
   });
 });

@@ -30,7 +30,7 @@ describe("http trigger", () => {
       trigger: { type: "http", path: "orders/:id", method: "POST" },
     });
     expect((seen[0] as { headers: Record<string, string> }).headers["x-trace"]).toBe("t");
-    w.close();
+    await w.close();
   });
 
   it("passes text bodies as strings, invalid JSON as null, and sends string bodies verbatim", async () => {
@@ -43,7 +43,7 @@ describe("http trigger", () => {
     expect(await res.text()).toBe('got "hello"');
     res = await get("/echo", { method: "PUT", headers: { "content-type": "application/json" }, body: "{nope" });
     expect(await res.text()).toBe("got null");
-    w.close();
+    await w.close();
   });
 
   it("answers 404 JSON for unknown routes, 500 with the error for a failing function, 504 past the deadline", async () => {
@@ -65,7 +65,7 @@ describe("http trigger", () => {
     expect(body.error.error_id).toMatch(/^[0-9a-f]{16}$/);
     res = await get("/slow");
     expect(res.status).toBe(504);
-    w.close();
+    await w.close();
   });
 
   it("runs the condition (false → 422) and middleware (respond short-circuits, continue proceeds)", async () => {
@@ -85,7 +85,7 @@ describe("http trigger", () => {
     const ok = await get("/guarded?allow=1", { headers: { authorization: "Bearer ok" } });
     expect(ok.status).toBe(200);
     expect(await ok.json()).toEqual({ ok: true });
-    w.close();
+    await w.close();
   });
 
   it("refuses reserved paths and colliding shapes at registration with a clear error", async () => {
@@ -104,7 +104,7 @@ describe("http trigger", () => {
     expect(w.registrationErrors(a)).toEqual([]);
     expect(w.registrationErrors(b)[0]?.message).toMatch(/collides/);
     expect(w.registrationErrors(badMethod)[0]?.code).toBe("trigger_registration_failed");
-    w.close();
+    await w.close();
   });
 
   it("keeps static assets and engine paths working, and serves other namespaces under /ns/<ns>/http/", async () => {
@@ -123,9 +123,8 @@ describe("http trigger", () => {
     expect(await res.json()).toEqual({ tenant: "a", id: "7" });
     // The default namespace has no such route.
     expect((await get("/things/7")).status).toBe(404);
-    w.close();
-    // Bindings die with their worker: the route is gone.
-    await new Promise((r) => setTimeout(r, 50));
+    // Bindings die with their worker: once the engine has handled the close, the route is gone.
+    await w.close();
     expect((await get("/ns/tenant-a/http/things/7")).status).toBe(404);
   });
 });

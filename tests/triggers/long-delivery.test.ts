@@ -55,7 +55,7 @@ describe("long deliveries on a durable FIFO", () => {
     expect(s2.start).toBeLessThan(a!.end!);
     const dead = await w.call("engine::queue::dlq_messages", { topic: "long_fifo" });
     expect((dead.result as { messages: unknown[] }).messages).toEqual([]);
-    w.close();
+    await w.close();
   });
 
   it("the queue's timeout_ms is the delivery's deadline: past it the attempt fails and the message is retried", async () => {
@@ -79,6 +79,6 @@ describe("long deliveries on a durable FIFO", () => {
     // well before the default deadline would have fired.
     expect(second.at - first.at).toBeGreaterThanOrEqual(250);
     expect(second.at - first.at).toBeLessThan(1_000);
-    w.close();
+    await w.close();
   });
 });

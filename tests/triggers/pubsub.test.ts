@@ -20,7 +20,7 @@ describe("pub/sub", () => {
     await eventually(() => got.length === 2, 5000, "two deliveries");
     await new Promise((r) => setTimeout(r, 50));
     expect(got.sort()).toEqual([["a", { id: 1 }], ["b", { id: 1 }]]);
-    w.close();
+    await w.close();
   });
 
   it("durable publish: one delivery per function, retried, dead-lettered under durable:<topic>, redrivable", async () => {
@@ -53,6 +53,6 @@ describe("pub/sub", () => {
     expect(poisonTries).toBe(2);
     const dlq = await w.call("engine::queue::dlq_messages", { topic: "durable:invoices" });
     expect((dlq.result as { messages: { function_id: string; data: unknown; attempts: number }[] }).messages[0]).toMatchObject({ function_id: "ps::poison", data: { n: 7 }, attempts: 2 });
-    w.close();
+    await w.close();
   });
 });

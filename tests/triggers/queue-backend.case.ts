@@ -47,7 +47,7 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
     beforeAll(async () => {
       const w = await connect("config");
       const stats = await w.call("engine::queue::topic_stats", { topic: h.queue });
-      w.close();
+      await w.close();
       cfg = (stats.result as { config: QueueConfig }).config;
       // The harness really points at this backend, and the cases below fit its configuration.
       expect(cfg).toMatchObject({ name: h.queue, backend: h.backend, type: "standard" });
@@ -64,7 +64,7 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
       const receipt = receiptOf(await w.call("conf::echo", data, enqueue(h.queue)));
       await eventually(() => got.length === 1, h.hop, "the delivery");
       expect(got[0]).toEqual({ data, id: receipt });
-      w.close();
+      await w.close();
     });
 
     // One batch of always-failing messages walks the dead-letter life cycle; the cases run in order
@@ -154,7 +154,7 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
           { data: sent[1], id: ids[1] },
           { data: sent[2], id: ids[2] },
         ]);
-        w.close();
+        await w.close();
       });
     });
 
@@ -195,7 +195,7 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
         expect(seen.get("b")).toEqual([0, 1, 2, 3, 4]);
         // A message without the group field has no place in any group.
         expect((await w.call("conf::turn", { i: 9 }, enqueue(fifo.queue))).error?.code).toBe("enqueue_error");
-        w.close();
+        await w.close();
       });
     }
 
@@ -221,7 +221,7 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
         { data: { i: 1 }, id: first },
         { data: { i: 4 }, id: second },
       ]);
-      w.close();
+      await w.close();
     });
 
     it("concurrency: never more handlers of the queue at once than its concurrency, and the limit is reached", async () => {
@@ -242,7 +242,7 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
       await eventually(() => done.size === n, h.hop + n * 150, "every slow delivery");
       expect(new Set(ids)).toEqual(done);
       expect(peak).toBe(cfg.concurrency);
-      w.close();
+      await w.close();
     });
   });
 }

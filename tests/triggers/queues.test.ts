@@ -31,7 +31,7 @@ for (const backend of [
       await new Promise((r) => setTimeout(r, 300));
       expect(attempts).toHaveLength(3);
       expect(await deadLetters(w.ns)).toEqual([]);
-      w.close();
+      await w.close();
     });
 
     it("dead-letters a handler that always fails (payload + last error in D1), then redrives and discards", async () => {
@@ -73,7 +73,7 @@ for (const backend of [
       await eventually(() => delivered.length === 1, backend.hop, "redriven delivery");
       expect(delivered[0]).toEqual({ order: "b" });
       expect(await deadLetters(w.ns)).toEqual([]);
-      w.close();
+      await w.close();
     });
 
     it("returns the first receipt for a repeated idempotency key and delivers once", async () => {
@@ -87,7 +87,7 @@ for (const backend of [
       await eventually(() => got.length === 1, backend.hop, "delivery");
       await new Promise((r) => setTimeout(r, backend.name === "cloudflare" ? 1500 : 200));
       expect(got).toEqual([{ i: 1 }]);
-      w.close();
+      await w.close();
     });
   });
 }
@@ -127,14 +127,14 @@ describe("durable FIFO queue ('turns', message_group_field session_id)", () => {
     const missing = await w.call("q::turn", { i: 1 }, enqueue("turns"));
     expect(missing.error?.code).toBe("enqueue_error");
     for (const p of producers) p.close();
-    w.close();
+    await w.close();
   });
 
   it("refuses unknown queues", async () => {
     const w = await RawWorker.connect("q-unknown");
     const r = await w.call("x::y", {}, enqueue("nope"));
     expect(r.error?.code).toBe("enqueue_error");
-    w.close();
+    await w.close();
   });
 
   it("loses nothing acknowledged across eviction while the handler is not even registered yet", async () => {
@@ -159,6 +159,6 @@ describe("durable FIFO queue ('turns', message_group_field session_id)", () => {
     await eventually(() => receipts.every((id) => got.has(id)), 20_000, "every message delivered");
     console.log(`redriven deliveries took ${Date.now() - t0} ms`);
     expect([...got.values()].every((n) => n === 1)).toBe(true);
-    w.close();
+    await w.close();
   });
 });

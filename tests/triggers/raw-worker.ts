@@ -87,12 +87,17 @@ export class RawWorker {
     await this.call("engine::functions::list", {});
   }
 
-  close(): void {
-    try {
-      this.ws.close(1000, "done");
-    } catch {
-      // already closed
-    }
+  /** Close the socket; resolves once the engine answers the close (it has handled the disconnect).
+   * Callers that do not need to know may leave the promise. */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.ws.addEventListener("close", () => resolve());
+      try {
+        this.ws.close(1000, "done");
+      } catch {
+        resolve(); // already closed
+      }
+    });
   }
 }
 

@@ -18,6 +18,14 @@ async function subscriber(ns: string) {
   return { ws, got, send: (m: StreamSocketMessage) => ws.send(JSON.stringify(m)) };
 }
 
+/** Close a socket and wait for the engine's answering close frame: the engine has handled it. */
+function closed(ws: WebSocket): Promise<void> {
+  return new Promise((resolve) => {
+    ws.addEventListener("close", () => resolve());
+    ws.close(1000, "done");
+  });
+}
+
 describe("streams", () => {
   it("implements stream::* with the §7.3 results", async () => {
     const w = await RawWorker.connect("st-fns");
@@ -32,7 +40,7 @@ describe("streams", () => {
     expect((await w.call("stream::delete", key)).result).toEqual({ old_value: { text: "yo", n: 2 } });
     expect((await w.call("stream::get", key)).result).toBeUndefined();
     expect((await w.call("stream::set", { stream_name: "chat" })).error?.code).toBe("deserialization_error");
-    w.close();
+    await w.close();
   });
 
   it("stream::list_items pages a group's items with their ids after a cursor (a follower's catch-up)", async () => {
@@ -46,7 +54,7 @@ describe("streams", () => {
     expect(rest.next).toBeNull();
     expect((await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", after: "s1-00000005" })).result).toEqual({ items: [], next: null });
     expect((await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", limit: 0 })).error?.code).toBe("deserialization_error");
-    w.close();
+    await w.close();
   });
 
   it("fires stream triggers with the §8.6 payload for create/update/delete/event", async () => {
@@ -67,7 +75,7 @@ describe("streams", () => {
     expect(events.map((e) => e.event.type)).toEqual(["create", "update", "event", "delete"]);
     expect(events[0]).toMatchObject({ type: "stream", streamName: "todo", groupId: "g", id: "1", event: { type: "create", data: { done: false } } });
     expect(events[2]).toMatchObject({ id: null, event: { type: "event", event: { type: "ping", data: { x: 1 } } } });
-    w.close();
+    await w.close();
   });
 
   it("pushes live changes to a browser subscriber: sync on join, then changes; join can reject; leave fires", async () => {
@@ -105,9 +113,13 @@ describe("streams", () => {
     await eventually(() => leaves.length === 1, 5000, "leave trigger");
     expect(leaves[0]).toEqual({ subscription_id: "sub-1", stream_name: "chat", group_id: "room" });
     await w.call("stream::set", { stream_name: "chat", group_id: "room", item_id: "c", data: 3 });
-    await new Promise((r) => setTimeout(r, 100));
-    expect(s.got).toHaveLength(6);
-    s.ws.close();
-    w.close();
+    // A change after it on a group still joined: pushes on one socket arrive in order, so once this
+    // one is here, a push for the group left would have come before it.
+    s.send({ type: "join", data: { subscriptionId: "sub-3", streamName: "chat", groupId: "lobby" } });
+    await eventually(() => s.got.length === 7, 5000, "sync of the lobby");
+    await w.call("stream::set", { stream_name: "chat", group_id: "lobby", item_id: "z", data: 4 });
+    await eventually(() => s.got.length === 8, 5000, "the lobby's change");
+    expect(s.got.slice(6).map((m) => [m.groupId, m.event.type])).toEqual([["lobby", "sync"], ["lobby", "create"]]);
+    await Promise.all([closed(s.ws), w.close()]);
   });
 });
