@@ -150,10 +150,14 @@ iii.registerFunction("mine::callout", async () => {
   });
 
   test("a worker flooding the engine with frames is stopped; another sandbox worker is unaffected", async () => {
-    // Far more frames than the burst, as fast as the guest can send them. The spawn waits for the
-    // last one, so a guest slowed by a loaded box cannot look settled after its first thousand.
+    // Far more frames than the burst, written straight onto the socket: building each through
+    // iii-sdk costs the software-CPU guest so much on a loaded box that it could fall under the
+    // relay's rate, and the test would measure the box instead of the relay. The spawn waits for
+    // the last one, so a guest cannot look settled after its first thousand.
     const FLOOD = 20_000;
-    const source = worker(`for (let i = 0; i < ${FLOOD}; i++) iii.registerFunction("flood::f" + i, async () => i);`);
+    const source = `const ws = new WebSocket(process.env.III_URL);
+ws.onopen = () => { for (let i = 0; i < ${FLOOD}; i++) ws.send('{"type":"registerfunction","id":"flood::f' + i + '"}'); };
+`;
     expect(await warm(1)).toBe(true);
     const err = await call("sandbox::spawn_worker", { source, register_prefix: "flood::", wait_for: [`flood::f${FLOOD - 1}`] })
       .catch((e: Error) => e);
