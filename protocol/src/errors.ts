@@ -1,9 +1,11 @@
-// The closed set of error codes iii-edge puts on the wire (docs/engineering.md Style §3), in one
-// casing: lower snake_case. The iii codes come first (iii's reference engine spells a few of them in
-// upper case — FORBIDDEN, NOT_FOUND, INVALID_ARGUMENTS, VALUE_TOO_LARGE, *_ERROR — iii-sdk compares
-// none of them); iii-edge additions follow. The engine writes only these (tests/unit/error-codes.test.ts);
-// anything else thrown is normalised once into an ErrorBody by `toErrorBody`, keeping its cause.
-// (A worker's own error codes, relayed from its invocationresult, are its contract and pass as sent.)
+// The closed sets of error codes iii-edge puts on the wire (docs/engineering.md Style §3), in one
+// casing: lower snake_case. ERROR_CODES is the engine's and the SDKs': iii's codes first (iii's
+// reference engine spells a few of them in upper case — FORBIDDEN, NOT_FOUND, INVALID_ARGUMENTS,
+// VALUE_TOO_LARGE, *_ERROR — iii-sdk compares none of them), then iii-edge's. HARNESS_ERROR_CODES are
+// the agent harness workers' contract with their callers. `IIIError` takes only these, checked by
+// the type; a code that arrived from another worker's invocationresult is that worker's contract and
+// passes as sent, as a `RelayedCode` (IIIError.relayed). Anything else thrown is normalised once into
+// an ErrorBody by `toErrorBody`, keeping its cause.
 import type { ErrorBody } from "./frames.ts";
 
 export const ERROR_CODES = [
@@ -56,38 +58,89 @@ export const ERROR_CODES = [
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
+/** The harness workers' own codes (workers/*): what a turn, a session, a budget or a sandbox may
+ * refuse with, beyond the engine's set. */
+export const HARNESS_ERROR_CODES = [
+  "already_exists",
+  "budget_busy",
+  "budget_exhausted",
+  "budget_unreadable",
+  "child_not_found",
+  "child_session_busy",
+  "credential_unreadable",
+  "depth_exceeded",
+  "invalid_state",
+  "leaf_conflict",
+  "not_configured",
+  "parent_not_running",
+  "policy_unavailable",
+  "resume_failed",
+  "sandbox_unavailable",
+  "session_exists",
+  "session_full",
+  "summary_failed",
+  "too_many_alerts",
+  "too_many_children",
+  "too_many_exemptions",
+  "too_many_holds",
+  "too_many_waiters",
+] as const;
+export type HarnessErrorCode = (typeof HARNESS_ERROR_CODES)[number];
+
+/** A code this process did not choose: it arrived in another party's error body and is passed on
+ * as sent. Only `IIIError.relayed` and `relayedCode` make one. */
+export type RelayedCode = string & { readonly relayedCode: unique symbol };
+
+/** Mark a code read off the wire as relayed (not checked against the closed sets). */
+export function relayedCode(code: string): RelayedCode {
+  return code as RelayedCode;
+}
+
 /** An error that knows its wire code. Throw it from a handler or built-in to choose the code. */
 export class IIIError extends Error {
-  /** One of ERROR_CODES when the engine throws it; as sent for `relayed` errors. */
-  readonly code: ErrorCode | (string & {});
-  /** A worker's handler may choose its own code (its contract with its callers); the engine writes
-   * only codes of ERROR_CODES (tests/unit/error-codes.test.ts checks every one it writes). */
-  constructor(code: ErrorCode | (string & {}), message: string, options?: { cause?: unknown }) {
+  readonly code: ErrorCode | HarnessErrorCode | RelayedCode;
+  constructor(code: ErrorCode | HarnessErrorCode | RelayedCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "IIIError";
     this.code = code;
   }
   toBody(): ErrorBody {
-    return { code: this.code, message: this.message };
+    return toErrorBody(this);
   }
   /** An error that arrived over the wire (a worker's, or the engine's seen from a client): its
-   * code passes as sent, outside the closed set if the sender chose so. */
+   * code passes as sent, outside the closed sets if the sender chose so. */
   static relayed(body: ErrorBody, options?: { cause?: unknown }): IIIError {
-    const e = new IIIError("invocation_failed", body.message, options);
-    (e as { code: string }).code = body.code;
-    return e;
+    return new IIIError(relayedCode(body.code), body.message, options);
   }
+}
+
+/** How deep a chain of causes is followed into a message: enough for "the call failed because the
+ * store refused because …", bounded so a cyclic cause cannot loop. */
+const MAX_CAUSE_DEPTH = 4;
+
+/** "message (cause: inner message (cause: …))": what each cause said, so a caller reading the
+ * body learns why, not only what. */
+function withCauses(e: Error): string {
+  let text = e.message;
+  let cause: unknown = e.cause;
+  for (let depth = 0; cause !== undefined && cause !== null && depth < MAX_CAUSE_DEPTH; depth++) {
+    const said = cause instanceof Error ? cause.message : typeof cause === "string" ? cause : JSON.stringify(cause);
+    if (said && !text.includes(said)) text += ` (cause: ${said})`;
+    cause = cause instanceof Error ? cause.cause : undefined;
+  }
+  return text;
 }
 
 /**
  * Normalise anything thrown into an ErrorBody. An object with a string `code` keeps it (so
  * `IIIError`, sandbox errors and remote errors pass through); everything else becomes `fallback`.
+ * The message keeps what the error's causes said.
  */
 export function toErrorBody(thrown: unknown, fallback: ErrorCode = "invocation_failed"): ErrorBody {
   if (thrown instanceof Error) {
     const own = (thrown as unknown as { code?: unknown }).code;
     const code = typeof own === "string" ? own : fallback;
-    const body: ErrorBody = { code, message: thrown.message };
+    const body: ErrorBody = { code, message: withCauses(thrown) };
     if (thrown.stack && !(thrown instanceof IIIError)) body.stacktrace = thrown.stack;
     return body;
   }

@@ -4,7 +4,7 @@
 // IndexedDB outbox for `void`/`enqueue` calls made offline, zod-typed functions and W3C trace
 // context. Same surface as iii-sdk's `registerWorker`.
 import ReconnectingWebSocket from "partysocket/ws";
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, relayedCode } from "@iii-edge/protocol";
 import { Client, type ClientOptions, type Connector } from "@iii-edge/sdk-edge/client";
 import type { EdgeClient } from "@iii-edge/sdk-edge/client";
 import { idbOutbox, type IdbOutbox } from "./outbox.ts";
@@ -134,7 +134,7 @@ export function partySocketConnector(url: string, reconnection: Partial<BrowserR
       if (FATAL_CLOSE_CODES.includes(ev.code)) {
         rws.close();
         const message = lastError?.message ?? (ev.reason || `the engine closed the socket with ${ev.code}`);
-        events.failed(new IIIError(lastError?.code ?? "not_found", `${message} [${engineUrl(url)}]`));
+        events.failed(new IIIError(lastError ? relayedCode(lastError.code) : "not_found", `${message} [${engineUrl(url)}]`));
       }
     });
     rws.binaryType = "arraybuffer";

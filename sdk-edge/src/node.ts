@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { hostname, platform, release, arch } from "node:os";
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, relayedCode } from "@iii-edge/protocol";
 import { Client, FATAL_CLOSE_CODES, type ClientOptions, type Connector } from "./client/core.ts";
 import type { AmbientTrace, TraceFields } from "./client/trace.ts";
 import type { EdgeClient } from "./client/types.ts";
@@ -102,7 +102,7 @@ export function handshakeError(url: string, status: number, body: string): IIIEr
   } catch {
     // not the engine's JSON: a page, or nothing
   }
-  const code = typeof engine?.code === "string" ? engine.code : status === 404 ? "not_found" : "invalid_arguments";
+  const code = typeof engine?.code === "string" ? relayedCode(engine.code) : status === 404 ? "not_found" : "invalid_arguments";
   const message = typeof engine?.message === "string" ? engine.message : `${url} answered the WebSocket upgrade with HTTP ${status}: nothing accepts workers there (a worker dials ws://<host>/ or ws://<host>/ns/<namespace>)`;
   return new IIIError(code, `${message} [${url}]`);
 }

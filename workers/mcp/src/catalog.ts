@@ -1,7 +1,7 @@
 // The engine's catalog read as MCP tools: `engine::functions::list` (every page) for what exists and
 // its metadata, `engine::functions::info` for the request formats of the exposed ones. Read afresh
 // for every request — a Worker keeps nothing between requests, and the catalog is the truth.
-import { IIIError, MAX_LIST_PAGE, mayCall, type CallOutcome, type FunctionDetail, type FunctionSummary, type Grant } from "@iii-edge/protocol";
+import { IIIError, relayedCode, MAX_LIST_PAGE, mayCall, type CallOutcome, type FunctionDetail, type FunctionSummary, type Grant } from "@iii-edge/protocol";
 import { isExposed, toolNameOf, type ExposeRule } from "./expose.ts";
 
 /** What the server needs of one namespace's engine (its Durable Object stub satisfies it). */
@@ -29,7 +29,7 @@ export interface ToolEntry {
 
 async function call<T>(engine: EngineCaller, function_id: string, payload: unknown): Promise<T> {
   const out = await engine.trigger({ function_id, payload, timeout_ms: CATALOG_CALL_TIMEOUT_MS });
-  if (!out.ok) throw new IIIError(out.error.code, `${function_id}: ${out.error.message}`);
+  if (!out.ok) throw new IIIError(relayedCode(out.error.code), `${function_id}: ${out.error.message}`);
   return out.result as T;
 }
 

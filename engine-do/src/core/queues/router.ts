@@ -151,7 +151,7 @@ export class QueueRouter implements QueueProvider {
     if (!cfg) throw new IIIError("enqueue_error", `queue '${req.queue}' is not configured (see QUEUES in wrangler.toml)`);
     // A state fire (trigger_id) is the engine's own message; a caller's `enqueue` is checked.
     const refused = extras.trigger_id === undefined ? this.refuse(cfg, req) : undefined;
-    if (refused) throw new IIIError(refused.code, refused.message);
+    if (refused) throw IIIError.relayed(refused);
     if (this.backendFor(cfg) !== this.durable) {
       throw new IIIError("invalid_arguments", `queue '${cfg.name}' is carried by Cloudflare Queues; a state write can only enqueue on a queue with backend "durable" (written in the same transaction)`);
     }
