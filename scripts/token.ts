@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm run -s token -- --sub NAME [--ns a,b] [--ttl SECONDS] [--allow GLOBS] [--register PREFIXES] [--bind TYPES] [--durable-bindings] [--sessions GLOBS]`
 // prints a token for the engine, signed with AUTH_SECRET from the environment (or .dev.vars).
-// Globs and prefixes are comma-separated; see README "Security" for what each grants.
+// Globs and prefixes are comma-separated; see docs/security.md for what each grants.
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";

@@ -1,5 +1,6 @@
-// The README's examples (examples/*.mjs, the unmodified iii-sdk) against one `npm start` engine:
-// each must exit 0 on its own, within a bound, printing the output the README shows.
+// The examples of the README and docs/getting-started.md (examples/*.mjs, the unmodified iii-sdk)
+// against one `npm start` engine: each must exit 0 on its own, within a bound, printing the output
+// docs/getting-started.md shows.
 import { execFile } from "node:child_process";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -31,7 +32,7 @@ function run(example: string): Promise<{ code: number | null; signal: string | n
 
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
 
-describe("README examples", () => {
+describe("the examples of docs/getting-started.md", () => {
   const cases: [string, (string | RegExp)[]][] = [
     ["connect.mjs", ["{ sum: 5 }"]],
     ["http-trigger.mjs", ['GET /greet/ada?greeting=hi -> 200 {"message":"hi, ada!"}']],
@@ -48,7 +49,7 @@ describe("README examples", () => {
     ["queue.mjs", [new RegExp(`^enqueued \\{ messageReceiptId: '${UUID}' \\}$`), "handled { image: 'cat.png', width: 640 }"]],
   ];
 
-  it.each(cases)("%s exits 0 by itself and prints what the README shows", async (example, expected) => {
+  it.each(cases)("%s exits 0 by itself and prints what docs/getting-started.md shows", async (example, expected) => {
     const r = await run(example);
     const lines = r.stdout.split("\n");
     expect(r.signal, `${example} was killed after ${r.ms} ms (it did not exit by itself)`).toBeNull();

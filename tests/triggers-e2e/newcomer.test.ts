@@ -101,7 +101,7 @@ describe("a WebSocket dialled at the wrong path", () => {
     expect(down.connectionError).toBeUndefined();
   });
 
-  it("the unmodified iii-sdk keeps reconnecting, and a call fails only at its timeout (documented in the README)", async () => {
+  it("the unmodified iii-sdk keeps reconnecting, and a call fails only at its timeout (documented in docs/http.md)", async () => {
     const logged: string[] = [];
     const original = console.error;
     console.error = (...args: unknown[]) => void logged.push(args.map(String).join(" "));
