@@ -19,11 +19,11 @@ const FLUSH_EVERY = 500;
 const PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 const als = new AsyncLocalStorage<TraceFields>();
-let bytes = 0;
+let _bytes = 0;
 const tracer = createTracer({
   serviceName: "bench",
   store: { run: (f, fn) => als.run(f, fn), get: () => als.getStore() },
-  transport: (frame) => ((bytes += frame.length), true),
+  transport: (frame) => ((_bytes += frame.length), true),
   flush: "manual",
 });
 
@@ -47,7 +47,7 @@ async function baselineRound(): Promise<number> {
   for (let i = 0; i < SPANS; i++) {
     // What the client does for every call: build and encode its frame (core.ts `call`).
     const frame = { type: "invokefunction", function_id: "ledger::record", invocation_id: `inv-${i}`, data: { amount: 42, session_id: "s-1", function_call_id: `call-${i}` }, traceparent: PARENT, timeout_ms: 30_000 };
-    bytes += JSON.stringify(frame).length;
+    _bytes += JSON.stringify(frame).length;
     await Promise.resolve();
   }
   return ((performance.now() - t0) * 1000) / SPANS;

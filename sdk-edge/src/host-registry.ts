@@ -13,7 +13,7 @@ export interface HostContext<Env> extends InvocationContext {
   env: Env;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- iii-sdk-compatible untyped handlers
+// biome-ignore lint/suspicious/noExplicitAny: a handler typed with its own input must be assignable here
 export type HostHandler<Env, I = any, O = any> = (data: I, ctx: HostContext<Env>) => O | Promise<O>;
 
 interface HostFunction<Env> {

@@ -31,7 +31,7 @@ export interface Channels {
 }
 
 /** A handler: its payload and the invocation (metadata, trace, and `trigger` bound to the trace). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- payloads are validated by `input` when given
+// biome-ignore lint/suspicious/noExplicitAny: a handler typed with its own input must be assignable here
 export type WorkerHandler<I = any, O = unknown> = (data: I, ctx: InvocationContext) => O | Promise<O>;
 
 export interface WorkerFunctionOptions extends FunctionOptions {

@@ -49,7 +49,7 @@ if (only === "" || only === "idle") {
 }
 if (only === "" || only === "workerd") {
   console.log("\n## Wake, catalog, discovery fan-out inside workerd (tests/bench/workerd/scale.bench.test.ts)");
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour escapes from wrangler output
   const plain = (l) => l.replace(/\x1b\[[0-9;]*m/g, "");
   const code = await run(path.join(root, "node_modules/.bin/vitest"), ["run", "--config", path.join(here, "workerd/vitest.config.ts")], (l) => {
     const p = plain(l);

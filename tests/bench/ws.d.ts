@@ -12,10 +12,13 @@ declare module "ws" {
     terminate(): void;
     close(code?: number): void;
     on(event: "message", listener: (data: WebSocket.RawData, isBinary: boolean) => void): this;
+    // biome-ignore lint/suspicious/noExplicitAny: the ws package's own listener signature
     on(event: string, listener: (...args: any[]) => void): this;
     once(event: "unexpected-response", listener: (req: unknown, res: IncomingMessage) => void): this;
+    // biome-ignore lint/suspicious/noExplicitAny: the ws package's own listener signature
     once(event: string, listener: (...args: any[]) => void): this;
     off(event: "message", listener: (data: WebSocket.RawData, isBinary: boolean) => void): this;
+    // biome-ignore lint/suspicious/noExplicitAny: the ws package's own listener signature
     off(event: string, listener: (...args: any[]) => void): this;
   }
   export default WebSocket;

@@ -74,7 +74,7 @@ describe("harness HTTP API with AUTH_SECRET", () => {
       `session ${sid} stopped`,
       TURN_DEADLINE_MS,
     ).catch(async (e) => {
-      const v = (await (await send(`api/turns/${sid}`, { token: good })).text()) + "\nevents: " + (await (await send(`api/turns/${sid}/events`, { token: good })).text()).slice(0, 3000);
+      const v = `${await (await send(`api/turns/${sid}`, { token: good })).text()}\nevents: ${(await (await send(`api/turns/${sid}/events`, { token: good })).text()).slice(0, 3000)}`;
       throw new Error(`${(e as Error).message}\nstate: ${v}\nreplay requests: ${replay.requests.length}\nengine output:\n${engine.output().slice(-4000)}`);
     });
     expect(view.state).toBe("stopped");

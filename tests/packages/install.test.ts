@@ -163,7 +163,7 @@ async function prepareApp(): Promise<void> {
     const root = roots[which];
     const file = root && path.join(root, ...rest.map(decodeURIComponent));
     try {
-      if (!file || !file.startsWith(root + path.sep) || !statSync(file).isFile()) throw new Error("not found");
+      if (!file?.startsWith(root + path.sep) || !statSync(file).isFile()) throw new Error("not found");
       res.writeHead(200, { "content-type": TYPES[path.extname(file)] ?? "application/octet-stream" }).end(readFileSync(file));
     } catch {
       res.writeHead(404).end();

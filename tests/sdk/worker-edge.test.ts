@@ -22,11 +22,13 @@ const PERMISSIONS = [
   "rules:",
   `  - match: "shell::*"   # a comment`,
   "    decision: deny\r",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a literal ${PATH} the YAML reader must keep
   "    reason: 'it''s $HOME and ${PATH} and \\$ here'",
   "  - match: `x` \\n \\\\' done \\'",
   "",
 ].join("\n");
 /** All three quotes, `$`, and a backslash at the very end. */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: a literal ${X} the shell must not expand
 const ANTHROPIC_KEY = "k'e`y\"$USER-${X}#1\\";
 const NS = "wtns";
 

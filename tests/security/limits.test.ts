@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "@iii-edge/engine-do/core/bounds.ts";
 import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
-import { NO_REPLY, RawSocket, flood, upgradeStatus, type Frame } from "../support/raw-socket.ts";
+import { NO_REPLY, RawSocket, flood, upgradeStatus, } from "../support/raw-socket.ts";
 import { eventually } from "../support/wait.ts";
 
 let engine: EngineServer;

@@ -13,7 +13,8 @@ import { upgradeStatus } from "../support/raw-socket.ts";
 import { eventually, until } from "../support/wait.ts";
 import { failure, listed, worker, type Worker } from "../interop/sdk.ts";
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: iii-sdk results read loosely by the test, each checked by an expect
+type Json = Record<string, any>;
 
 const RBAC = {
   auth_function_id: "test::rbac-worker::auth",

@@ -19,7 +19,7 @@ export const objectText = (entries: [string, string][]) => `{${entries.map(([k, 
 
 // ------------------------------------------------------------------ values (as JSON text)
 
-const deep = (depth: number, kind: "array" | "object") => (kind === "array" ? "[".repeat(depth) + "]".repeat(depth) : '{"a":'.repeat(depth) + "1" + "}".repeat(depth));
+const deep = (depth: number, kind: "array" | "object") => (kind === "array" ? "[".repeat(depth) + "]".repeat(depth) : `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`);
 /** Built once: nesting deep enough that a recursive JSON.stringify or structured clone overflows
  * (V8 gives up near 5 000 levels) and still small (20–50 KB); 100 000 levels are for `oversized`. */
 const DEEP_ARRAY = deep(10_000, "array");
@@ -276,7 +276,7 @@ export function httpRequests(p: HttpPools): fc.Arbitrary<FuzzRequest> {
     { weight: 4, arbitrary: fc.tuple(fc.constantFrom(...p.routes), fc.array(segment, { maxLength: 2 })).map(([r, s]) => pathOf([r, ...s])) },
     { weight: 2, arbitrary: fc.array(segment, { minLength: 1, maxLength: 5 }).map(pathOf) },
   );
-  const query = fc.option(fc.array(fc.tuple(fc.string({ maxLength: 6 }), fc.string({ maxLength: 10 })), { maxLength: 3 }).map((q) => "?" + q.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&")), { nil: "" });
+  const query = fc.option(fc.array(fc.tuple(fc.string({ maxLength: 6 }), fc.string({ maxLength: 10 })), { maxLength: 3 }).map((q) => `?${q.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&")}`), { nil: "" });
   const contentType = fc.constantFrom("application/json", "application/json; charset=utf-8", "text/plain", "text/html", "application/octet-stream", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded", "application/json; charset=latin1", "garbage/x;;", "", "*/*");
   const header = fc.oneof(
     contentType.map((v) => ["content-type", v] as [string, string]),

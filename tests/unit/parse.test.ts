@@ -176,14 +176,14 @@ describe("hostile frames (tests/support/fuzz-input.ts)", () => {
     }
     // Descriptions count UTF-8 bytes.
     expect(parseWorkerFrame(JSON.stringify({ type: "registerfunction", id: "f", description: "é".repeat(MAX_DESCRIPTION_BYTES / 2) })).ok).toBe(true);
-    const wide = parseWorkerFrame(JSON.stringify({ type: "registerfunction", id: "f", description: "é".repeat(MAX_DESCRIPTION_BYTES / 2) + "x" }));
+    const wide = parseWorkerFrame(JSON.stringify({ type: "registerfunction", id: "f", description: `${"é".repeat(MAX_DESCRIPTION_BYTES / 2)}x` }));
     expect(wide).toMatchObject({ ok: false, error: { code: "invalid_frame", message: expect.stringContaining("description") } });
     // Each oversized registration of the fuzz set is refused (a call's deep `data` is the callee's business).
     for (const raw of oversizedList().filter((r) => !r.startsWith('{"type":"invokefunction"'))) {
       expect(parseWorkerFrame(raw), raw.slice(0, 80)).toMatchObject({ ok: false, error: { code: expect.stringMatching(/^(invalid_frame|frame_too_large)$/) } });
     }
     // Nested too deeply to store: refused, not thrown.
-    const deep = '{"a":'.repeat(50_000) + "1" + "}".repeat(50_000);
+    const deep = `${'{"a":'.repeat(50_000)}1${"}".repeat(50_000)}`;
     const r = parseWorkerFrame(`{"type":"registerfunction","id":"f","metadata":${deep}}`);
     expect(r).toMatchObject({ ok: false, error: { code: "invalid_frame", message: expect.stringContaining("nested too deeply") } });
   });

@@ -33,7 +33,7 @@ describe("traceFromHeaders", () => {
     ]) {
       expect(headers({ traceparent: bad }), bad).toEqual({});
     }
-    expect(headers({ baggage: "k=" + "v".repeat(MAX_BAGGAGE_BYTES) })).toEqual({});
+    expect(headers({ baggage: `k=${"v".repeat(MAX_BAGGAGE_BYTES)}` })).toEqual({});
     expect(headers({ traceparent: "", baggage: "" })).toEqual({});
   });
 });

@@ -6,7 +6,7 @@ import { runInDurableObject } from "cloudflare:test";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FRAME_TYPES, MAX_FRAME_BYTES } from "@iii-edge/protocol";
-import { Wire, Wires, engineStub, type Connected, functionIds, sleep, uuid, type Frame } from "./wire.ts";
+import { type Wire, Wires, engineStub, type Connected, functionIds, sleep, uuid, type Frame } from "./wire.ts";
 
 const wires = new Wires();
 let keeper: Connected; // owns the baseline registrations that must never change

@@ -180,7 +180,7 @@ describe("void", () => {
     const target = await wires.connect();
     const caller = await wires.connect();
     const got: Frame[] = [];
-    target.serve("inv::fire", (d, f) => (got.push(f), "ignored"));
+    target.serve("inv::fire", (_d, f) => (got.push(f), "ignored"));
     caller.send({ type: "invokefunction", function_id: "inv::fire", data: { n: 1 }, action: { type: "void" }, metadata: { m: 1 }, traceparent: TRACEPARENT });
     // A void call that carries an invocation_id still gets no answer.
     const withId = uuid();

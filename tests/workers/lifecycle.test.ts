@@ -1,7 +1,7 @@
 // Connection lifecycle (protocol/README.md §2.5–2.6, §3.2–3.5): identity first, registrations owned
 // by their connection, reattach with a token, and the ownership-checked cleanup race.
 import { afterEach, describe, expect, it } from "vitest";
-import { Wire, Wires, evictEngine, eventually, functionIds, sleep, uuid } from "./wire.ts";
+import { type Wire, Wires, evictEngine, eventually, functionIds, sleep, uuid } from "./wire.ts";
 
 const wires = new Wires();
 afterEach(() => wires.closeAll());

@@ -5,6 +5,7 @@ import { evictDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 
 // Frames are read as loose JSON objects: the tests assert on their fields.
+// biome-ignore lint/suspicious/noExplicitAny: frames as read off the wire by tests, each field checked by an expect
 export type Frame = Record<string, any>;
 
 /** Default wait for a frame that should arrive: generous for a shared 2-core CI box. */

@@ -72,6 +72,7 @@ export interface EngineOptions {
 }
 
 /** Characters iii strips from worker names/descriptions: C0/C1 controls and bidi overrides. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 const sanitize = (v: unknown, max = MAX_WORKER_TEXT): string | undefined =>
   typeof v === "string" ? v.replace(UNSAFE_TEXT, "").slice(0, max) : undefined;

@@ -224,7 +224,7 @@ export class CatalogShards {
   route(functionId: unknown): ShardRoute {
     if (typeof functionId !== "string") return null;
     const fn = this.opts.core.catalog.functions.get(functionId);
-    if (!fn || fn.kind !== "worker" || this.opts.core.builtins.has(functionId)) return null;
+    if (fn?.kind !== "worker" || this.opts.core.builtins.has(functionId)) return null;
     // A function told who calls it gets the caller's principal stamped here, from the grant.
     if (fn.metadata?.caller_principal === true) return null;
     const conn = this.conns.get(fn.owner);

@@ -109,7 +109,7 @@ export class DirectCalls {
    * direct (dispatched). False: the frame goes to the catalog. `inOrder` says no earlier frame of this
    * socket is still on its way to the catalog (a direct call never overtakes one).
    */
-  intercept(workerId: string, ws: WebSocket, raw: string | ArrayBuffer, inOrder: boolean): boolean {
+  intercept(workerId: string, _ws: WebSocket, raw: string | ArrayBuffer, inOrder: boolean): boolean {
     if (typeof raw !== "string") return false;
     if (this.pending.size > 0 && this.onResult(workerId, raw)) return true;
     this.observe(workerId, raw);

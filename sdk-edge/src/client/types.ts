@@ -51,7 +51,7 @@ export interface InvocationContext {
 
 // `any` defaults keep iii-sdk's handler typing (its RemoteFunctionHandler defaults to any), so an
 // untyped handler written for iii-sdk compiles unchanged; zod-typed functions are fully typed.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: a handler typed with its own input must be assignable here (iii-sdk's signature does the same)
 export type FunctionHandler<TInput = any, TOutput = any> = (
   data: TInput,
   metadata: unknown,

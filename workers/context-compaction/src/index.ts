@@ -159,7 +159,7 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
       const env = turnEndEnvelope.safeParse(payload);
       if (!env.success || (env.data.event.type !== "create" && env.data.event.type !== "update")) return null;
       const ev = env.data.event.data as Partial<Extract<AgentEvent, { type: "turn_end" }>> | null;
-      if (!ev || ev.type !== "turn_end" || !ev.message || ev.message.role !== "assistant") return null;
+      if (ev?.type !== "turn_end" || !ev.message || ev.message.role !== "assistant") return null;
       const m = ev.message;
       const tokens = usageTokens(m.usage);
       if (tokens === undefined || !m.provider || !m.model || m.provider === HARNESS_MODEL) return null;

@@ -33,7 +33,7 @@ export function guardConfigFrom(env: Readonly<Record<string, unknown>>): GuardCo
 }
 
 const bearerOf = (headers: Record<string, string>): string | undefined => {
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(headers["authorization"] ?? "");
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? "");
   return m?.[1];
 };
 

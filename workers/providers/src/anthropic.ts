@@ -166,8 +166,7 @@ class AnthropicDecoder implements StreamDecoder {
         this.complete();
         return true;
       case "error":
-        this.streamError(d.error);
-      // falls through (streamError throws)
+        return this.streamError(d.error);
       default:
         return false; // ping, and event types added later
     }

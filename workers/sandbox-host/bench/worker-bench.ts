@@ -48,6 +48,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * and a call in flight then times out or is stopped with the connection. */
 const READS = new Set(["sandbox::info", "sandbox::list"]);
 const lostCall = (code: string | undefined) => /^timeout$/i.test(code ?? "") || code === "invocation_stopped";
+// biome-ignore lint/suspicious/noExplicitAny: results read loosely by the bench
 async function call(function_id: string, payload: unknown): Promise<any> {
   for (let i = 0; ; i++) {
     try {

@@ -20,6 +20,7 @@ class RecordingClient implements EngineClient {
   }
   async shutdown(): Promise<void> {}
   /** Call like the engine would: a JSON round trip in and out. */
+  // biome-ignore lint/suspicious/noExplicitAny: results read loosely by the test, each checked by an expect
   async call(id: string, payload: unknown): Promise<any> {
     const f = this.functions.get(id);
     if (!f) throw new Error(`function_not_found: ${id}`);

@@ -82,6 +82,7 @@ export function retryingCall(
   client: { trigger(req: { function_id: string; payload: unknown; timeoutMs?: number }): Promise<unknown> },
   opts: { timeoutMs: number; attempts: number; retryable?: (functionId: string) => boolean },
 ) {
+  // biome-ignore lint/suspicious/noExplicitAny: results read loosely by the tests, each checked by an expect
   return async (function_id: string, payload: unknown, timeoutMs = opts.timeoutMs): Promise<any> => {
     for (let i = 0; ; i++) {
       try {

@@ -140,7 +140,7 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       const fork = await tree.fork("t-comp", "after");
       const copied = await tree.entry(fork.session_id, "c1~6");
       expect(copied).toMatchObject({ kind: "compaction", parent_id: "e_m3_1_assistant~5" });
-      expect((copied?.data as { content: { tail_start_id: string } }).content.tail_start_id).toBe("e_m3_user_0~4");
+      expect((copied?.data as { content: { tail_start_id: string } } | undefined)?.content.tail_start_id).toBe("e_m3_user_0~4");
       const listed = await new CompactionStore(open()).compactions({ session_id: fork.session_id });
       expect(listed.compactions.map((c) => [c.entry_id, c.tail_start_id])).toEqual([["c1~6", "e_m3_user_0~4"]]);
     });

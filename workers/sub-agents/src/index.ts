@@ -22,7 +22,7 @@ import {
 } from "@iii-edge/protocol/harness";
 import { assertSessionAccess, type CallerPrincipal } from "@iii-edge/protocol";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
-import { z } from "zod";
+import type { z } from "zod";
 import { listChildren, stopChildren } from "./cascade.ts";
 import { ON_CHILD_EVENT, ON_CHILD_STATE, SWEEP } from "./constants.ts";
 import { onChildEvent, onChildState } from "./follow.ts";

@@ -155,7 +155,7 @@ async function joinParked(trigger: Trigger, link: SubAgentLink, parent: string, 
 /** The wait is over for good: its row and its place on the link go. */
 async function forgetWait(trigger: Trigger, key: string, child: string): Promise<void> {
   await deleteState(trigger, SCOPE_WAITS, key);
-  await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) => (cur && cur.joiners.includes(key) ? { next: { ...cur, joiners: cur.joiners.filter((k) => k !== key) }, result: undefined } : { result: undefined }));
+  await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) => (cur?.joiners.includes(key) ? { next: { ...cur, joiners: cur.joiners.filter((k) => k !== key) }, result: undefined } : { result: undefined }));
 }
 
 // ------------------------------------------------------------------ the wake

@@ -32,7 +32,7 @@ function errorResult(text: string, details: Record<string, unknown>): FunctionRe
 export function planBatch(last: AssistantMessage): PreparedCall[] {
   const out: PreparedCall[] = [];
   for (const block of last.content ?? []) {
-    if (!block || block.type !== "function_call") continue;
+    if (block?.type !== "function_call") continue;
     let args = block.arguments;
     if (typeof args === "string") {
       try {
@@ -120,7 +120,7 @@ export const denialResult = (envelope: DenialEnvelope, terminate = false): Funct
 export function decisionResult(call: FunctionCall, d: ApprovalDecision): FunctionResult {
   const envelope = userDenyEnvelope(call, d.reason);
   if (d.decision === "aborted") {
-    const reason = d.reason && d.reason.trim() ? d.reason.trim() : "session_aborted";
+    const reason = d.reason?.trim() ? d.reason.trim() : "session_aborted";
     return { content: [textBlock(`Function call aborted: ${reason}`)], details: { ...envelope, reason: `Function call aborted: ${reason}`, approval_denied: true, decision: "aborted" }, terminate: true };
   }
   return { content: [textBlock(`Permission denied by user: ${envelope.reason}`)], details: { ...envelope, approval_denied: true, decision: "deny" }, terminate: false };

@@ -4,7 +4,7 @@
 // Both become keyed items; the view is the history followed by the live items it does not already
 // hold, so a message seen live and then read back from storage shows once. Pure functions: the
 // screen keeps the state, this file says what each input does to it.
-import type { AgentEvent, AgentMessage, AssistantMessage, AwaitingApproval, ContentBlock, TurnStateView } from "@iii-edge/protocol/harness";
+import type { AgentMessage, AssistantMessage, AwaitingApproval, ContentBlock, TurnStateView } from "@iii-edge/protocol/harness";
 import type { EventItem } from "./follow.ts";
 
 export type CallStatus = "proposed" | "running" | "awaiting" | "done" | "error";

@@ -121,4 +121,4 @@ export function fmtMs(ms: number): string {
   if (ms < 1000) return `${ms.toFixed(ms < 10 ? 2 : 1)} ms`;
   return `${(ms / 1000).toFixed(2)} s`;
 }
-export const fmtTime = (ns: number): string => new Date(ns / 1e6).toLocaleTimeString(undefined, { hour12: false }) + `.${String(Math.floor((ns / 1e6) % 1000)).padStart(3, "0")}`;
+export const fmtTime = (ns: number): string => `${new Date(ns / 1e6).toLocaleTimeString(undefined, { hour12: false })}.${String(Math.floor((ns / 1e6) % 1000)).padStart(3, "0")}`;

@@ -9,6 +9,6 @@ export function parseInput<T>(schema: Schema<T>, input: unknown): T {
   const r = schema.safeParse(input ?? {});
   if (r.success) return r.data;
   const issue = r.error.issues[0];
-  const where = issue && issue.path.length ? `${issue.path.map(String).join(".")}: ` : "";
+  const where = issue?.path.length ? `${issue.path.map(String).join(".")}: ` : "";
   throw new IIIError("deserialization_error", `${where}${issue?.message ?? "invalid input"}`);
 }

@@ -396,7 +396,7 @@ export class ChannelHub {
   /** One frame from a writer socket. */
   write(id: string, item: ChannelItem): void {
     const found = this.storeOf(id);
-    if (!found || found.row.writer !== 1) return; // the engine already ended this writer
+    if (found?.row.writer !== 1) return; // the engine already ended this writer
     const { store, row } = found;
     const n = itemBytes(item);
     if (n > MAX_CHANNEL_ITEM_BYTES) return this.cut(store, row, CLOSE.itemTooLarge);

@@ -97,7 +97,7 @@ export const RESERVED_PREFIXES = [DURABLE_TOPIC_PREFIX, STATE_TRIGGER_PREFIX];
  */
 export function parseQueueConfigs(text: string | undefined, hasCloudflare: boolean): QueueConfig[] {
   let raw: unknown = {};
-  if (text && text.trim()) {
+  if (text?.trim()) {
     try {
       raw = JSON.parse(text);
     } catch (e) {

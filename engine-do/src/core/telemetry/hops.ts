@@ -20,7 +20,7 @@ export interface InvokeTarget {
 /** A session id a call is about: the payload's `session_id` (the harness's calls), else baggage's. */
 function sessionOf(data: unknown, baggage: string | undefined): string | undefined {
   if (isObject(data) && typeof data.session_id === "string") return data.session_id;
-  if (baggage && baggage.includes("session")) {
+  if (baggage?.includes("session")) {
     for (const part of baggage.split(",")) {
       const [k, v] = part.split("=", 2);
       const key = k?.trim();

@@ -49,7 +49,7 @@ export class EngineMetrics {
       if (!s) this.invocations.set(key, (s = { fn, status, n: 0 }));
     }
     s.n++;
-    const d = ms < 0 ? 0 : ms;
+    const d = Math.max(ms , 0);
     this.count++;
     this.sum += d;
     if (d < this.min) this.min = d;

@@ -34,7 +34,7 @@ export const MAX_TREE_SPANS = 5_000;
 const MAX_GROUPS = 1_000;
 const MAX_TRACE_IDS_PER_GROUP = 100;
 /** An attribute name group_by may look into (it becomes a JSON path). */
-const ATTRIBUTE_NAME = /^[A-Za-z0-9_.:\-]{1,256}$/;
+const ATTRIBUTE_NAME = /^[A-Za-z0-9_.:-]{1,256}$/;
 
 export interface Retention {
   maxAgeMs: number;
@@ -65,7 +65,7 @@ function functionIdOf(s: Span): string | null {
 }
 function sessionIdOf(s: Span): string | null {
   const a = s.attributes;
-  return str(a["iii.session.id"]) ?? str(a["session_id"]) ?? str(a["gen_ai.conversation.id"]);
+  return str(a["iii.session.id"]) ?? str(a.session_id) ?? str(a["gen_ai.conversation.id"]);
 }
 
 /** A time bound of a query: nanoseconds as iii takes them; a value below 1e14 is milliseconds. */

@@ -115,7 +115,7 @@ export class ActiveSpan {
   /** End the span: an outcome sets its status (ok, or error with its exception event). */
   end(outcome?: { ok: true } | { ok: false; error: ErrorBody }): void {
     const s = this.span;
-    if (!s || s.end_time_unix_nano !== 0) return;
+    if (s?.end_time_unix_nano !== 0) return;
     if (outcome) {
       if (outcome.ok) {
         if (s.status === "unset") s.status = "ok";
@@ -380,7 +380,7 @@ function metricsBody(metrics: Awaited<ReturnType<EngineMetrics["list"]>>["metric
         },
       };
     }
-    const points = (m.points && m.points.length ? m.points : [{ attributes: {}, value: m.value }]).map((p) => ({ timeUnixNano: t, asDouble: p.value, attributes: attrs(p.attributes) }));
+    const points = (m.points?.length ? m.points : [{ attributes: {}, value: m.value }]).map((p) => ({ timeUnixNano: t, asDouble: p.value, attributes: attrs(p.attributes) }));
     return m.type === "counter" ? { name: m.name, sum: { aggregationTemporality: 2, isMonotonic: true, dataPoints: points } } : { name: m.name, gauge: { dataPoints: points } };
   });
   return {

@@ -82,7 +82,7 @@ export function sameOwner(a: TriggerRecord, b: TriggerRecord): boolean {
  */
 export function unsafePathParam(value: string): string | undefined {
   if (value === "." || value === "..") return "is a dot segment";
-  if (/[\/\\\0]/.test(value)) return "contains '/', '\\' or NUL";
+  if (/[/\\\0]/.test(value)) return "contains '/', '\\' or NUL";
   return undefined;
 }
 
@@ -224,7 +224,7 @@ export class HttpRoutes {
 
   /** Find the route for a concrete path: static segments beat parameters, left to right. */
   match(method: string, rawPath: string): { route: Route; params: Record<string, string> } | undefined {
-    const parts = normalizePath(rawPath).split("/").filter((s, i, a) => !(a.length === 1 && s === ""));
+    const parts = normalizePath(rawPath).split("/").filter((s, _i, a) => !(a.length === 1 && s === ""));
     let best: { route: Route; params: Record<string, string>; score: string } | undefined;
     const m = method.toUpperCase();
     for (const route of this.routes.values()) {

@@ -113,7 +113,7 @@ function start(spec) {
   try {
     for (const [p, b64] of Object.entries(spec.files)) {
       const full = path.resolve(APP_DIR, p);
-      if (!full.startsWith(APP_DIR + "/")) throw new Error(`file path ${p} leaves ${APP_DIR}`);
+      if (!full.startsWith(`${APP_DIR}/`)) throw new Error(`file path ${p} leaves ${APP_DIR}`);
       fs.mkdirSync(path.dirname(full), { recursive: true });
       fs.writeFileSync(full, Buffer.from(b64, "base64"));
     }

@@ -144,7 +144,7 @@ export class WorkerSandboxes {
     }
     const env = req.env ?? {};
     for (const k of Object.keys(env)) if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) throw new SandboxError("invalid_argument", `env: bad name ${JSON.stringify(k)}`);
-    let prefix = req.register_prefix;
+    const prefix = req.register_prefix;
     if (prefix !== undefined) this.#checkPrefix(prefix);
 
     // Reserve the prefix before the first await, so two spawns cannot both take it.
