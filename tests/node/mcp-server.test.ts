@@ -50,7 +50,7 @@ beforeAll(async () => {
     input: z.object({ text: z.string() }),
   });
   fns.registerFunction("mcptest::hidden", async () => ({ secret: true }), { input: z.object({}), metadata: { mcp: { expose: false } } });
-  fns.registerFunction("mcptest::no-schema", async () => ({ ok: true }), { description: "No request_format: no tool" });
+  fns.registerFunction("mcptest::no-schema", async () => ({ ok: true }), { description: "No request_format: a tool that takes anything" });
   fns.registerFunction("other::opted-in", async ({ n }: { n: number }) => ({ doubled: n * 2 }), { input: z.object({ n: z.number() }), metadata: { mcp: { expose: true } } });
   fns.registerFunction("other::plain", async () => ({ ok: true }), { input: z.object({}) });
   // Two ids that read the same as tool names (`::` becomes `__`).
@@ -76,19 +76,23 @@ afterAll(async () => {
 });
 
 describe("MCP server at /mcp (official SDK client)", () => {
-  it("initializes, and lists exactly the exposed functions that have a request_format, with their schemas", async () => {
+  it("initializes, and lists exactly the exposed functions, with their schemas", async () => {
     const client = await connect("/mcp", await token("alice"));
     expect(client.getServerVersion()?.name).toBe("iii-edge");
     expect(client.getServerCapabilities()?.tools?.listChanged).toBe(true);
     const { tools } = await client.listTools();
     // mcptest::dup reads back from mcptest__dup; the id mcptest__dup does not, so it is told apart
     // by a hash of its id (never by the order of registration or listing).
-    expect(names(tools)).toEqual(["mcptest__dup", await toolNameOf("mcptest__dup"), "mcptest__echo", "other__opted-in"].sort());
+    expect(names(tools)).toEqual(["mcptest__dup", await toolNameOf("mcptest__dup"), "mcptest__echo", "mcptest__no-schema", "other__opted-in"].sort());
     expect(await toolNameOf("mcptest__dup")).toMatch(/^mcptest__dup_[0-9a-f]{16}$/);
     const echo = tools.find((t) => t.name === "mcptest__echo")!;
     expect(echo.title).toBe("mcptest::echo");
     expect(echo.description).toContain("Echoes its text");
     expect(echo.inputSchema).toMatchObject({ type: "object", properties: { text: { type: "string" } }, required: ["text"] });
+    // Without a request_format: any object, and a description that says so.
+    const loose = tools.find((t) => t.name === "mcptest__no-schema")!;
+    expect(loose.inputSchema).toEqual({ type: "object" });
+    expect(loose.description).toMatch(/Warning: arguments are not checked/);
     await client.ping();
   });
 
@@ -98,22 +102,22 @@ describe("MCP server at /mcp (official SDK client)", () => {
     expect(r.isError).toBeFalsy();
     expect(r.structuredContent).toEqual({ echo: "hi", from: "mcptest worker" });
     expect(r.content).toEqual([{ type: "text", text: JSON.stringify({ echo: "hi", from: "mcptest worker" }) }]);
-    // The function's own input validation answers as a tool error the model can read.
+    // Arguments that do not match the tool's inputSchema answer as a tool error the model can read.
     const bad = await client.callTool({ name: "mcptest__echo", arguments: { text: 42 } });
     expect(bad.isError).toBe(true);
-    expect(JSON.stringify(bad.content)).toMatch(/invalid_input/);
+    expect(JSON.stringify(bad.content)).toMatch(/invalid_input: arguments for mcptest::echo .*text: /);
   });
 
   it("refuses an unexposed function, and one the token may not call", async () => {
     const client = await connect("/mcp", await token("bob", { call: ["mcptest::*"] }));
     // bob's grant may not call other::opted-in: it is not listed for him…
-    expect(names((await client.listTools()).tools)).toEqual(["mcptest__dup", "mcptest__echo"]);
+    expect(names((await client.listTools()).tools)).toEqual(["mcptest__dup", "mcptest__echo", "mcptest__no-schema"]);
     // …and calling it is refused by the engine, with his name.
     const forbidden = await client.callTool({ name: "other__opted-in", arguments: { n: 2 } });
     expect(forbidden.isError).toBe(true);
     expect(JSON.stringify(forbidden.content)).toContain("forbidden: 'bob' may not call other::opted-in");
-    // Not exposed (metadata says no, no glob, no schema): no such tool, whatever the grant.
-    for (const name of ["mcptest__hidden", "other__plain", "mcptest__no-schema"]) {
+    // Not exposed (metadata says no, no glob): no such tool, whatever the grant.
+    for (const name of ["mcptest__hidden", "other__plain"]) {
       await expect(client.callTool({ name, arguments: {} })).rejects.toThrow(/unknown tool/);
     }
   });

@@ -25,7 +25,17 @@ export interface ToolEntry {
   function_id: string;
   description?: string;
   inputSchema: { type: "object"; [k: string]: unknown };
+  /** Set when the function publishes no object `request_format`: why its arguments go unchecked
+   * (the tool is listed with PERMISSIVE_SCHEMA, and says so in its description). */
+  unchecked?: string;
 }
+
+/** The inputSchema of a function without an object request_format: any object of arguments. */
+export const PERMISSIVE_SCHEMA = { type: "object" } as const;
+/** Functions whose unchecked arguments were logged in this isolate: said once each, not on every
+ * listing (a notification stream re-lists every second). Bounded: past it, nothing more is said. */
+const warnedUnchecked = new Set<string>();
+const MAX_WARNED = 1_024;
 
 async function call<T>(engine: EngineCaller, function_id: string, payload: unknown): Promise<T> {
   const out = await engine.trigger({ function_id, payload, timeout_ms: CATALOG_CALL_TIMEOUT_MS });
@@ -33,7 +43,7 @@ async function call<T>(engine: EngineCaller, function_id: string, payload: unkno
   return out.result as T;
 }
 
-const isObjectSchema = (s: unknown): s is { type: "object" } =>
+const isObjectSchema = (s: unknown): s is ToolEntry["inputSchema"] =>
   typeof s === "object" && s !== null && !Array.isArray(s) && (s as { type?: unknown }).type === "object";
 
 /** Every function of the catalog (not the engine's internal built-ins), in pages. */
@@ -48,10 +58,21 @@ async function allFunctions(engine: EngineCaller): Promise<FunctionSummary[]> {
   return out;
 }
 
+function uncheckedReason(requestSchema: unknown): string {
+  return requestSchema === undefined ? "it publishes no request_format" : "its request_format is not a JSON Schema of type object";
+}
+
+function warnOnce(functionId: string, reason: string): void {
+  if (warnedUnchecked.has(functionId) || warnedUnchecked.size >= MAX_WARNED) return;
+  warnedUnchecked.add(functionId);
+  console.warn(`mcp: ${functionId} is exposed as a tool that takes any arguments, unchecked: ${reason} (give it an object JSON Schema to have calls checked)`);
+}
+
 /**
  * The tools `rule` exposes, for `grant` (what it may call; every exposed tool when undefined): sorted
- * by function id, each under the one name toolNameOf gives its id. A function without an object `request_format` is no
- * tool (MCP wants an object `inputSchema`, and without one a client cannot know what to send).
+ * by function id, each under the one name toolNameOf gives its id. A function without an object
+ * `request_format` is still a tool, one that takes any object (PERMISSIVE_SCHEMA, MCP wants an
+ * object `inputSchema`) and is marked `unchecked`: leaving it out would hide it without a word.
  */
 export async function exposedTools(engine: EngineCaller, rule: ExposeRule, grant?: Grant): Promise<ToolEntry[]> {
   // A name depends on the function id alone: whoever asks, and whatever else is registered, a name
@@ -64,7 +85,7 @@ export async function exposedTools(engine: EngineCaller, rule: ExposeRule, grant
     const ids = candidates.slice(i, i + INFO_BATCH).map((f) => f.function_id);
     const r: { functions: (FunctionDetail | { function_id: string; error: "not_found" })[] } = await call(engine, "engine::functions::info", { function_ids: ids });
     // A function gone between the two reads is simply not listed.
-    for (const d of r.functions) if (!("error" in d) && isObjectSchema(d.request_schema)) details.push(d);
+    for (const d of r.functions) if (!("error" in d)) details.push(d);
   }
   const named = await Promise.all(details.slice(0, MAX_TOOLS).map(async (d) => ({ d, name: await toolNameOf(d.function_id) })));
   // toolNameOf gives each id its own name; should two ever meet (a 64-bit hash collision), neither
@@ -74,8 +95,11 @@ export async function exposedTools(engine: EngineCaller, rule: ExposeRule, grant
   const tools: ToolEntry[] = [];
   for (const { d, name } of named) {
     if (holders.get(name) !== 1) continue;
-    const tool: ToolEntry = { name, function_id: d.function_id, inputSchema: d.request_schema as ToolEntry["inputSchema"] };
+    const tool: ToolEntry = isObjectSchema(d.request_schema)
+      ? { name, function_id: d.function_id, inputSchema: d.request_schema }
+      : { name, function_id: d.function_id, inputSchema: { ...PERMISSIVE_SCHEMA }, unchecked: uncheckedReason(d.request_schema) };
     if (d.description !== undefined) tool.description = d.description;
+    if (tool.unchecked !== undefined) warnOnce(tool.function_id, tool.unchecked);
     tools.push(tool);
   }
   return grant ? tools.filter((t) => mayCall(grant, t.function_id)) : tools;
@@ -94,5 +118,5 @@ function canonicalJson(v: unknown): string {
 
 /** A stable text for "did the tool list change": names, ids, descriptions and schemas. */
 export function fingerprintOf(tools: readonly ToolEntry[]): string {
-  return canonicalJson(tools.map((t) => [t.name, t.function_id, t.description ?? null, t.inputSchema]));
+  return canonicalJson(tools.map((t) => [t.name, t.function_id, t.description ?? null, t.inputSchema, t.unchecked ?? null]));
 }

@@ -2,10 +2,13 @@
 // (namespace `default`) and `/ns/<namespace>/mcp`, served by the composite Worker (deploy/worker.ts).
 //
 // - Tools: the functions the expose rule lets out (expose.ts: metadata `mcp.expose`, else the
-//   `MCP_EXPOSE` globs; nothing by default) that have an object `request_format`, which is the tool's
-//   `inputSchema`. A caller sees only what its grant may call.
-// - `tools/call` is an invocation with the caller's grant: the bearer token is checked as the front
-//   door checks it (auth.ts), and the engine enforces its `call` globs (`forbidden` otherwise).
+//   `MCP_EXPOSE` globs; nothing by default). A function's object `request_format` is the tool's
+//   `inputSchema`; one without takes any object, and its description says its arguments go
+//   unchecked. A caller sees only what its grant may call.
+// - `tools/call` checks the arguments against the tool's `inputSchema` (arguments.ts) and calls the
+//   function only when they match: a tool error names the wrong fields otherwise. The call is an
+//   invocation with the caller's grant: the bearer token is checked as the front door checks it
+//   (auth.ts), and the engine enforces its `call` globs (`forbidden` otherwise).
 // - Stateless: a Worker request may land on any isolate, so no session is held and no
 //   `Mcp-Session-Id` issued (the transport makes sessions optional). Each POST gets a fresh SDK
 //   `Server` over the SDK's web-standard transport, answered as JSON.
@@ -19,7 +22,8 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
-import type { Grant } from "@iii-edge/protocol";
+import { mayCall, type Grant } from "@iii-edge/protocol";
+import { checkArguments } from "./arguments.ts";
 import { authenticateMcp, type AuthEnv, type McpAuth } from "./auth.ts";
 import { exposedTools, fingerprintOf, type EngineCaller, type ToolEntry } from "./catalog.ts";
 import { exposeRuleFrom, type ExposeRule } from "./expose.ts";
@@ -131,7 +135,14 @@ function mcpServer(deps: McpServerDeps, namespace: string, grant: Grant, trace: 
     const tools = await exposedTools(engine, deps.rule);
     const tool = tools.find((t) => t.name === request.params.name);
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool '${request.params.name.slice(0, 80)}': tools/list shows the tools this server exposes`);
-    const out = await engine.trigger({ function_id: tool.function_id, payload: request.params.arguments ?? {}, grant, ...trace });
+    const args = request.params.arguments ?? {};
+    // A tool error, not a JSON-RPC one: the model reads it and can call again with better arguments.
+    // Only for a caller who may call the function: anyone else hears `forbidden` from the engine,
+    // never what the function's schema wants.
+    const checked = tool.unchecked === undefined && mayCall(grant, tool.function_id);
+    const check = checked ? checkArguments(tool.function_id, tool.inputSchema, args) : { ok: true as const };
+    if (!check.ok) return { isError: true, content: [{ type: "text", text: check.message }] };
+    const out = await engine.trigger({ function_id: tool.function_id, payload: args, grant, ...trace });
     if (out.ok) return toolResult(out.result);
     return { isError: true, content: [{ type: "text", text: `${out.error.code}: ${out.error.message}` }] };
   });
@@ -140,7 +151,9 @@ function mcpServer(deps: McpServerDeps, namespace: string, grant: Grant, trace: 
 
 function toMcpTool(t: ToolEntry) {
   const lead = t.description ? `${t.description}\n\n` : "";
-  return { name: t.name, title: t.function_id, description: `${lead}(iii function ${t.function_id})`, inputSchema: t.inputSchema, _meta: { "iii/function_id": t.function_id } };
+  // Said where the model and the person wiring it up both look: nothing checks what it sends.
+  const warning = t.unchecked === undefined ? "" : `\n\nWarning: arguments are not checked, ${t.unchecked}; any object is passed to the function as it is.`;
+  return { name: t.name, title: t.function_id, description: `${lead}(iii function ${t.function_id})${warning}`, inputSchema: t.inputSchema, _meta: { "iii/function_id": t.function_id } };
 }
 
 /** One Streamable HTTP request to the MCP endpoint of `namespace`. */
