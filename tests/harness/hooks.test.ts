@@ -1,4 +1,4 @@
-// Function-call hooks end to end (spec §6.3, §7 item 1): exactly `npm start` (the orchestrator and
+// Function-call hooks end to end (docs/harness.md §6.3, §7 item 1): exactly `npm start` (the orchestrator and
 // hook-fanout inside the deployed Worker), the OpenAI replay, and hook subscribers that are plain
 // iii-sdk workers with a `durable:subscriber` trigger on `agent::before_function_call` /
 // `agent::after_function_call`, answering with `stream::set` on `agent::hook_reply`. What a user

@@ -194,7 +194,7 @@ export class EngineCore implements EngineApi {
 
   // ---------------------------------------------------------------- connections
 
-  /** A new socket: give it an identity and announce it (wire-protocol §2.5). */
+  /** A new socket: give it an identity and announce it (protocol/README.md §2.5). */
   connect(conn: Conn, token: string, who: { grant?: Grant; ip?: string; rbac?: RbacSession } = {}): void {
     this.conns.set(conn.workerId, conn);
     if (who.rbac) this.rbac.open(conn.workerId, who.rbac);

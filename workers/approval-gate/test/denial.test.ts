@@ -1,4 +1,4 @@
-// The DenialEnvelope builders and the redaction of their `args_excerpt` (spec §3.3, §8.2), shared
+// The DenialEnvelope builders and the redaction of their `args_excerpt` (docs/harness.md §3.3, §8.2), shared
 // through @iii-edge/protocol/harness.
 import {
   clipString,

@@ -1,4 +1,4 @@
-// Token counts of a provider request (spec §6.1 budget math, made exact where it can be): the model
+// Token counts of a provider request (docs/harness.md §6.1 budget math, made exact where it can be): the model
 // family's own BPE encoding from gpt-tokenizer (pure JS, runs in workerd) and OpenAI's documented
 // chat framing; for Anthropic, whose tokenizer is not public, a calibrated multiple of o200k.
 //

@@ -1,4 +1,4 @@
-// The harness worker (spec §1.1): the single ingress for turns — `harness::trigger`, hard-wired to
+// The harness worker (docs/harness.md §1.1): the single ingress for turns — `harness::trigger`, hard-wired to
 // `run::start`, seeding the turn's trace baggage — the HTTP API a browser or CLI drives a turn
 // with, and the session-created fan-out onto the `agent::sessions` stream. It takes no part in the
 // turn loop. Web APIs only: the same module runs inside the Worker and as a Node process.
@@ -25,10 +25,10 @@ export type { HttpEnvelope } from "./http.ts";
 
 /** The only function `harness::trigger` ever starts: clients cannot pick another. */
 export const RUN_START = "run::start";
-/** Baggage keys seeded on the nested call (spec §1.1). */
+/** Baggage keys seeded on the nested call (docs/harness.md §1.1). */
 export const BAGGAGE_SESSION_ID = "iii.session.id";
 export const BAGGAGE_MESSAGE_ID = "iii.message.id";
-/** Scope the orchestrator writes once per new session (spec §7 item 4). */
+/** Scope the orchestrator writes once per new session (docs/harness.md §7 item 4). */
 export const SESSION_INDEX_SCOPE = "session_index";
 
 /** The spec's bridge timeout for `harness::trigger` → `run::start` (which itself answers at once). */

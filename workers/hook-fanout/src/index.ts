@@ -1,4 +1,4 @@
-// The hook-fanout worker (spec §1.10, §6.3): generic publish-and-collect. `publish_collect` mints
+// The hook-fanout worker (docs/harness.md §1.10, §6.3): generic publish-and-collect. `publish_collect` mints
 // an event id, publishes `{event_id, reply_stream, payload}` to the topic's durable subscribers
 // (`iii::durable::publish`), and collects their replies — written with `stream::set` on
 // `agent::hook_reply`, group = event id — through a `stream` trigger that routes each reply to the

@@ -1,4 +1,4 @@
-// The evaluator of iii-permissions.yaml (spec §3.2), rule kind by rule kind, over files parsed as
+// The evaluator of iii-permissions.yaml (docs/harness.md §3.2), rule kind by rule kind, over files parsed as
 // the worker parses them.
 import { describe, expect, it } from "vitest";
 import { parsePermissions } from "../src/permissions-file.ts";

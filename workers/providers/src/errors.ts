@@ -1,4 +1,4 @@
-// Error classification (spec §4.3): HTTP 401 → auth_expired; 429 → rate_limited; a context-overflow
+// Error classification (docs/harness.md §4.3): HTTP 401 → auth_expired; 429 → rate_limited; a context-overflow
 // message (that is not a rate-limit message) → context_overflow; 5xx → transient; other 4xx →
 // permanent; no status → transient. `retryable` is implied by the kind (rate_limited, transient).
 import type { ErrorKind } from "@iii-edge/protocol/harness";

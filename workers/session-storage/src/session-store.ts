@@ -1,4 +1,4 @@
-// Sessions as a branching tree (spec §5) and per-session inboxes, over one SqlStore. Every
+// Sessions as a branching tree (docs/harness.md §5) and per-session inboxes, over one SqlStore. Every
 // operation is one batch: one round trip, atomic, and consistent with concurrent writers.
 import { IIIError, MAX_RESULT_BYTES } from "@iii-edge/protocol";
 import type { AgentMessage, SessionOrigin } from "@iii-edge/protocol/harness";

@@ -1,4 +1,4 @@
-// The session tree's branching side (spec §5.2): fork (a new session from the path up to any
+// The session tree's branching side (docs/harness.md §5.2): fork (a new session from the path up to any
 // entry), clone (every branch), the nested tree, the branch tips, switching the active leaf, one
 // entry, and export. Over the same SqlStore and tables as src/session-store.ts; every write is one
 // atomic batch, so a repeated or concurrent fork makes one copy.

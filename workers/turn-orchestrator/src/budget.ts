@@ -1,4 +1,4 @@
-// Budget enforcement around each provider call (spec §6.2 "Where it is enforced"): before the call,
+// Budget enforcement around each provider call (docs/harness.md §6.2 "Where it is enforced"): before the call,
 // `budget::check` with an estimate and a hold under the round's id; after it, `budget::record` of
 // the provider's reported usage under the same id (so a redelivered step never charges twice).
 // A run that names a budget cannot go past it unchecked: a check that cannot be made refuses the

@@ -1,4 +1,4 @@
-// The persisted turn record (`turn_state/<sid>`, spec §2.2): how it is read back (leniently, with
+// The persisted turn record (`turn_state/<sid>`, docs/harness.md §2.2): how it is read back (leniently, with
 // the function-batch states checked strictly), what clients see of it, and the deterministic ids
 // derived from it.
 import { z } from "zod";
@@ -26,7 +26,7 @@ const executedCall = z.looseObject({ call: functionCall, result: functionResult,
 const awaiting = z.looseObject({ function_call_id: z.string(), function_id: z.string(), args: z.unknown(), pending_at: z.number().optional(), expires_at: z.number().optional() });
 const assistant = z.looseObject({ role: z.literal("assistant"), content: z.array(looseObject), stop_reason: z.string() });
 
-/** Lenient: counters and lists default, unknown fields pass (spec §2.2 "parsed leniently"). */
+/** Lenient: counters and lists default, unknown fields pass (docs/harness.md §2.2 "parsed leniently"). */
 const recordSchema = z.looseObject({
   session_id: z.string(),
   state: z.enum(TURN_STATES),

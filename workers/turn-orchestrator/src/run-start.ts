@@ -1,4 +1,4 @@
-// `run::start` (spec §1.2): busy guard, claim, session, run request, seed messages, and the fresh
+// `run::start` (docs/harness.md §1.2): busy guard, claim, session, run request, seed messages, and the fresh
 // record whose save enqueues `turn::provisioning`. Returns at once; the run goes on in the queue.
 import { DEFAULT_MAX_TURNS, type RunStartRequest, type RunStartResponse, type SubAgentParentLink, type TurnStateRecord } from "@iii-edge/protocol/harness";
 import type { CallerPrincipal } from "@iii-edge/protocol";

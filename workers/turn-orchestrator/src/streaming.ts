@@ -1,4 +1,4 @@
-// assistant_streaming (spec §1.4, §2.3): one LLM round. The provider writes AssistantMessageEvents
+// assistant_streaming (docs/harness.md §1.4, §2.3): one LLM round. The provider writes AssistantMessageEvents
 // into an engine channel while this step drains it; the provider call is started, not awaited.
 import { z } from "zod";
 import type { AgentMessage, AssistantMessage, AssistantMessageEvent } from "@iii-edge/protocol/harness";

@@ -1,4 +1,4 @@
-// The transcript lives in session storage (spec §5), reached by function id. Every entry the
+// The transcript lives in session storage (docs/harness.md §5), reached by function id. Every entry the
 // orchestrator writes has a deterministic id, so a replayed step appends nothing twice.
 import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { callRequired, type Trigger } from "./calls.ts";

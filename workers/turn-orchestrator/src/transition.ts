@@ -1,4 +1,4 @@
-// `runTransition` (spec §2.4): every `turn::<state>` step is load → stale guard → stop check →
+// `runTransition` (docs/harness.md §2.4): every `turn::<state>` step is load → stale guard → stop check →
 // handler → write, with one error model: a TransientError goes back to the queue (retried, the
 // session is not failed); a StateConflict stops the step (someone else moved the record); anything
 // else fails the run, visibly, and the step is acknowledged.
