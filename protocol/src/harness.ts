@@ -1,8 +1,8 @@
 // The agent harness's contracts (docs/harness.md; a bare §N below is a section there): the messages
-// and events every harness worker and UI reads, and the payloads of the
-// functions workers call on each other. Workers share these through `@iii-edge/protocol/harness`,
-// never through each other's files. Field names are snake_case, the names iii's own harness uses, so
-// its UIs and workers read ours.
+// and events every harness worker and UI reads, and the payloads of the functions workers call on
+// each other. Workers share these through `@iii-edge/protocol/harness`, never through each other's
+// files. Field names are snake_case, the names iii's own harness uses, so its UIs and workers read
+// ours.
 import { z } from "zod";
 
 // ------------------------------------------------------------------ messages (§4.4)
@@ -1138,7 +1138,7 @@ export interface BudgetSpendLogEntry {
   records_count: number;
 }
 
-// ------------------------------------------------------------------ session tree (§5.2, §5.3, §8.3)
+// ------------------------------------------------------------------ session tree (§5.2, §5.3)
 // Branching a session (session-storage: `session-tree::fork|clone|tree|branches|set_active_leaf|
 // get_entry|export`) and running on a branch (turn-orchestrator: `run::resume|rerun_from|fork`).
 
@@ -1438,8 +1438,8 @@ export interface CompactionView<E> {
 /**
  * What the model reads of a path (`entries`: its messages, oldest first, as session-tree::messages
  * returns them) given the latest compaction on it: the summary, then the messages from
- * `tail_start_id` on. A null or missing `tail_start_id` starts right after the compaction entry (not
- * at the path's first message, which would send the whole summarised history again).
+ * `tail_start_id` on. A null or missing `tail_start_id` starts right after the compaction entry
+ * (not at the path's first message, which would send the whole summarised history again).
  */
 export function compactionView<E extends { entry_id: string }>(entries: readonly E[], latest: CompactionRecord | null | undefined): CompactionView<E> {
   if (!latest) return { summary: null, messages: [...entries] };
@@ -1460,7 +1460,8 @@ const compactionLimit = z.object({
   context: z.number().int().nonnegative(),
   input: z.number().int().nonnegative().optional(),
   output: z.number().int().nonnegative().optional(),
-  /** Tokens a requested thinking level may use (the model's `thinking_budgets[level]`), reserved too. */
+  /** Tokens a requested thinking level may use (the model's `thinking_budgets[level]`), reserved
+   * too. */
   thinking: z.number().int().nonnegative().optional(),
 });
 export const compactionModelSchema = z.object({ id: z.string().min(1).max(200), providerID: providerName, limit: compactionLimit });

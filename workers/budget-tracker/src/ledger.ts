@@ -1,7 +1,7 @@
-// The budget ledger as pure functions of a stored record and a time (docs/harness.md §6.2): rollover, the
-// check's order, holds, records with their alerts, resets, views and the forecast. No I/O here:
-// ./store.ts runs these inside its compare-and-set loop, so whatever they decide is written only
-// if nobody else changed the budget in between.
+// The budget ledger as pure functions of a stored record and a time (docs/harness.md §6.2):
+// rollover, the check's order, holds, records with their alerts, resets, views and the forecast. No
+// I/O here: ./store.ts runs these inside its compare-and-set loop, so whatever they decide is
+// written only if nobody else changed the budget in between.
 import { IIIError } from "@iii-edge/protocol";
 import {
   BUDGET_EXEMPTION_MS,

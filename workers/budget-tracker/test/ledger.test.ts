@@ -1,6 +1,6 @@
 // The budget ledger's logic at its own layer (pure functions, an explicit clock): UTC windows,
 // rollover, the check's order, holds, alerts once per window, idempotent records, µUSD rounding and
-// the forecast (docs/harness.md §8.3 "Budget").
+// the forecast (docs/harness.md §6.2).
 import { BUDGET_EXEMPTION_MS, BUDGET_HOLD_TTL_MS, budgetCheckRequest, budgetCreateRequest, budgetRecordRequest, budgetUpdateRequest, type BudgetPeriod } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { createBudget, decide, forecastOf, RECENT_RECORDS_MAX, rollTo, toView, withAlert, withExemption, withHold, withRecord, withReset, type BudgetRecord } from "../src/ledger.ts";

@@ -7,7 +7,8 @@ import type { CompactionConfig } from "./config.ts";
 export type Limit = CompactionModel["limit"];
 
 /** The tail's adaptive budget: a quarter of the usable window, clamped to [2 000, 8 000]
- * (enough recent turns to carry on, small beside the summary's budget), the floor never more than half the usable window (a tiny model keeps room for the summary). */
+ * (enough recent turns to carry on, small beside the summary's budget), the floor never more than
+ * half the usable window (a tiny model keeps room for the summary). */
 export const TAIL_FRACTION = 0.25;
 export const TAIL_MIN_TOKENS = 2_000;
 export const TAIL_MAX_TOKENS = 8_000;

@@ -1,5 +1,5 @@
-// Settings (docs/harness.md §6.1 "Config", env only): each COMPACT_* variable, its default, and the bounds a
-// value must be in (anything else is refused at startup, naming the variable).
+// Settings (docs/harness.md §6.1 "Config", env only): each COMPACT_* variable, its default, and the
+// bounds a value must be in (anything else is refused at startup, naming the variable).
 
 export interface CompactionConfig {
   /** `COMPACT_RESERVED_TOKENS`: the most the reserve may be (the reserve is min(this, 10 % of

@@ -1,8 +1,8 @@
-// One compaction (and one prune) per session at a time (docs/harness.md §6.1 "Lease"): a `{nonce, ts}` value
-// in state scope `compaction_lease` / `prune_lease`, key session id, taken by compare-and-set —
-// `state::update` with `expected` is atomic in the engine, so of two takers exactly one wins (no
-// read-then-restore dance is needed). A lease older than LEASE_TTL_MS is dead (its
-// holder crashed) and may be taken over; release only clears our own value.
+// One compaction (and one prune) per session at a time (docs/harness.md §6.1 "Lease"): a `{nonce,
+// ts}` value in state scope `compaction_lease` / `prune_lease`, key session id, taken by
+// compare-and-set — `state::update` with `expected` is atomic in the engine, so of two takers
+// exactly one wins (no read-then-restore dance is needed). A lease older than LEASE_TTL_MS is dead
+// (its holder crashed) and may be taken over; release only clears our own value.
 import { call, errorCode, type Trigger } from "./calls.ts";
 
 export const COMPACTION_LEASE_SCOPE = "compaction_lease";

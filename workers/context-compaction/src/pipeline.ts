@@ -1,6 +1,6 @@
-// The one pipeline all three entry points share (docs/harness.md §6.1): count → prune → summarise the head
-// (updating the previous summary) → persist the compaction entry → stamp. The caller holds the
-// session's compaction lease; emitting `compaction_done` is the caller's too (index.ts).
+// The one pipeline all three entry points share (docs/harness.md §6.1): count → prune → summarise
+// the head (updating the previous summary) → persist the compaction entry → stamp. The caller holds
+// the session's compaction lease; emitting `compaction_done` is the caller's too (index.ts).
 import {
   compactionSummaryMessage,
   MAX_COMPACTION_DETAIL_FILES,

@@ -1,5 +1,5 @@
-// What stays verbatim (the tail) and what gets pruned (docs/harness.md §6.1 "Tail selection", "Prune"), over
-// the messages the model reads after the summary, each with its token count.
+// What stays verbatim (the tail) and what gets pruned (docs/harness.md §6.1 "Tail selection",
+// "Prune"), over the messages the model reads after the summary, each with its token count.
 import { PRUNED_OUTPUT_TEXT, type AgentMessage } from "@iii-edge/protocol/harness";
 
 export interface Counted {

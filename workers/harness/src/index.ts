@@ -1,7 +1,8 @@
-// The harness worker (docs/harness.md §1.1): the single ingress for turns — `harness::trigger`, hard-wired to
-// `run::start`, seeding the turn's trace baggage — the HTTP API a browser or CLI drives a turn
-// with, and the session-created fan-out onto the `agent::sessions` stream. It takes no part in the
-// turn loop. Web APIs only: the same module runs inside the Worker and as a Node process.
+// The harness worker (docs/harness.md §1.1): the single ingress for turns — `harness::trigger`,
+// hard-wired to `run::start`, seeding the turn's trace baggage — the HTTP API a browser or CLI
+// drives a turn with, and the session-created fan-out onto the `agent::sessions` stream. It takes
+// no part in the turn loop. Web APIs only: the same module runs inside the Worker and as a Node
+// process.
 import {
   AGENT_SESSIONS_GROUP,
   AGENT_SESSIONS_STREAM,

@@ -1,5 +1,5 @@
-// The evaluator of iii-permissions.yaml (docs/harness.md §3.2), rule kind by rule kind, over files parsed as
-// the worker parses them.
+// The evaluator of iii-permissions.yaml (docs/harness.md §3.2), rule kind by rule kind, over files
+// parsed as the worker parses them.
 import { describe, expect, it } from "vitest";
 import { parsePermissions } from "../src/permissions-file.ts";
 import { evaluate, functionMatcher, PermissionsError } from "../src/rules.ts";

@@ -1,5 +1,6 @@
-// The transcript and tools as a provider receives them (docs/harness.md §4.4): checked once, normalised into
-// well-formed AgentMessages/AgentFunctions that each wire converter (openai.ts, anthropic.ts) maps.
+// The transcript and tools as a provider receives them (docs/harness.md §4.4): checked once,
+// normalised into well-formed AgentMessages/AgentFunctions that each wire converter (openai.ts,
+// anthropic.ts) maps.
 import { agentMessageSchema, type AgentFunction, type AgentMessage, type ContentBlock } from "@iii-edge/protocol/harness";
 import { isObject, str } from "./adapter.ts";
 import { StreamFailure } from "./errors.ts";

@@ -27,9 +27,11 @@ export const AUTH_TIMEOUT_MS = 5_000;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 export interface StreamLimits {
-  /** docs/harness.md §4.2: no upstream byte for this long (also waiting for the response) ends the stream. */
+  /** docs/harness.md §4.2: no upstream byte for this long (also waiting for the response) ends the
+   * stream. */
   idle_timeout_ms: number;
-  /** docs/harness.md §4.2: a whole stream, retries included; the orchestrator waits 300 s for the call. */
+  /** docs/harness.md §4.2: a whole stream, retries included; the orchestrator waits 300 s for the
+   * call. */
   total_timeout_ms: number;
   /** Attempts before a 429/5xx/unreachable server is reported: one try and two retries clear a
    * blip; a real outage reaches the user within seconds rather than minutes. */

@@ -1,6 +1,6 @@
-// Skills in the prompt (docs/harness.md §6.5 layer 3): the directory's index, then each requested skill's
-// body under a `# <id>` heading. The directory (iii-directory) is optional: a skill that cannot be
-// fetched becomes a note telling the model to fetch it later.
+// Skills in the prompt (docs/harness.md §6.5 layer 3): the directory's index, then each requested
+// skill's body under a `# <id>` heading. The directory (iii-directory) is optional: a skill that
+// cannot be fetched becomes a note telling the model to fetch it later.
 import type { Trigger } from "./catalog.ts";
 
 /** Per skill fetch (docs/harness.md §1.3). */

@@ -1,5 +1,5 @@
-// Sessions as a branching tree (docs/harness.md §5) and per-session inboxes, over one SqlStore. Every
-// operation is one batch: one round trip, atomic, and consistent with concurrent writers.
+// Sessions as a branching tree (docs/harness.md §5) and per-session inboxes, over one SqlStore.
+// Every operation is one batch: one round trip, atomic, and consistent with concurrent writers.
 import { IIIError, MAX_RESULT_BYTES } from "@iii-edge/protocol";
 import type { AgentMessage, SessionOrigin } from "@iii-edge/protocol/harness";
 import { sql, type SqlRow, type SqlStatement, type SqlStore } from "./sql-store.ts";

@@ -224,7 +224,7 @@ function resultMessage(prepared: PreparedCall, work: Work, now: number): Functio
 
 /** Results onto the transcript in the assistant's call order (one idempotent batch), one
  * turn_end, then finish if every result asked to terminate, else straight to the next round
- * (assistant_streaming takes any steering first; the post-seed TS path, docs/harness.md §2.8). */
+ * (assistant_streaming takes any steering first; docs/harness.md §2.8). */
 export async function finalizeBatch(tx: Tx): Promise<void> {
   const rec = tx.rec;
   const { last, work } = requireBatch(rec);
