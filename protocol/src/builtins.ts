@@ -48,7 +48,7 @@ export const stateSetInput = z
   .object({ scope: scopeName, key: keyName, value: z.unknown().optional(), data: z.unknown().optional(), enqueue: stateEnqueue.optional() })
   .refine((v) => v.value !== undefined || v.data !== undefined, { message: "value is required" });
 export const stateKeyInput = z.object({ scope: scopeName, key: keyName });
-/** `state::list`: the spec's `{scope}`; with `limit`/`offset` one page of the scope's values. */
+/** `state::list`: iii's `{scope}`; with `limit`/`offset` one page of the scope's values. */
 export const stateListInput = z.object({ scope: scopeName, ...paging });
 export const stateListGroupsInput = z.object({ ...paging }).default({});
 

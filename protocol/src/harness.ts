@@ -157,7 +157,7 @@ export const runStartRequest = z.object({
   skills: z.array(z.string().min(1).max(500)).max(50).optional(),
   /** Run the model's function calls in an isolated sandbox (`sandbox::create`). */
   isolation: z.boolean().optional(),
-  /** Part 2 (budget-tracker): the budget this run is charged to. */
+  /** The budget this run is charged to (workers/budget-tracker). */
   budget_id: z.string().min(1).max(200).optional(),
 });
 export type RunStartRequest = z.infer<typeof runStartRequest>;

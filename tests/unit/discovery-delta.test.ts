@@ -77,7 +77,7 @@ function setup() {
 }
 
 describe("engine::functions-available with {delta: true}", () => {
-  it("a delta subscriber gets {added, removed}; a plain one the full list, as the spec says", async () => {
+  it("a delta subscriber gets {added, removed}; a plain one the full list, as iii sends it", async () => {
     const { sub, owner, send } = setup();
     await until(() => sub.calls("sub::full").length >= 1, "the first fire");
     const before = { delta: sub.calls("sub::delta").length, full: sub.calls("sub::full").length };

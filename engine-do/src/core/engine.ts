@@ -207,7 +207,8 @@ export class EngineCore implements EngineApi {
     this.fireWorkersChanged("worker_connected", conn.workerId);
   }
 
-  /** The socket closed or errored: clean up in the spec's order, ownership-checked. */
+  /** The socket closed or errored: clean up in the order of protocol/README.md §2.5,
+   * ownership-checked. */
   disconnect(workerId: string): void {
     if (!this.catalog.workers.has(workerId) && !this.conns.has(workerId)) return;
     this.conns.delete(workerId);
@@ -863,7 +864,7 @@ export class EngineCore implements EngineApi {
       this.lastFunctionIds = this.introspection.functionIds();
       const bindings = this.activeBindings(TRIGGER_TYPES.functionsAvailable);
       if (bindings.length === 0) return;
-      // The spec's payload is the full list; a binding with config {delta: true} (iii-edge
+      // iii's payload is the full list; a binding with config {delta: true} (iii-edge
       // extension) gets only what changed, so one registration costs each subscriber a small frame
       // rather than the whole catalog (fan-out linear in subscribers, not subscribers × catalog).
       let full: unknown;

@@ -23,7 +23,7 @@ const CATALOG_SAMPLES = 200;
 /** Subscribers of `engine::functions-available` in the fan-out measurements (linearity: cost per subscriber). */
 const FANOUT_SIZES = [100, 300, 1_000];
 const FANOUT_ROUNDS = 5;
-/** The spec's full-list payload grows with the catalog, which grows with the subscribers (each
+/** iii's full-list payload grows with the catalog, which grows with the subscribers (each
  * registers its handler): subscribers × catalog per registration, so it is measured smaller. */
 const FANOUT_FULL_SIZES = [100, 300];
 /** Targets: the figures each scale bench must reach. */

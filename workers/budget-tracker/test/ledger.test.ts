@@ -93,7 +93,7 @@ describe("check: paused, not enforced, exempt, then the ceiling", () => {
   const t0 = utc(2026, 11, 30, 10);
   const exhausted = () => budget("day", 1_000, t0, { spent_micros: 1_000 });
 
-  it("answers in the spec's order", () => {
+  it("answers paused, not enforced, exempt, then the ceiling, in that order", () => {
     expect(decide(exhausted(), t0, 50)).toEqual({ allowed: false, reason: "ceiling_exceeded" });
     // Paused wins over everything, not-enforced over exemptions.
     expect(decide({ ...exhausted(), paused: true, enforced: false }, t0, 50)).toEqual({ allowed: true, reason: "paused" });

@@ -32,7 +32,8 @@ export const BAGGAGE_MESSAGE_ID = "iii.message.id";
 /** Scope the orchestrator writes once per new session (docs/harness.md §7 item 4). */
 export const SESSION_INDEX_SCOPE = "session_index";
 
-/** The spec's bridge timeout for `harness::trigger` → `run::start` (which itself answers at once). */
+/** The bridge timeout for `harness::trigger` → `run::start`: generous, since run::start itself
+ * answers at once and only a stuck engine would take this long. */
 export const RUN_START_TIMEOUT_MS = 600_000;
 /** The `POST /api/turns` route outlives the bridge timeout, so a slow start is answered, not cut. */
 export const TURN_ROUTE_TIMEOUT_MS = RUN_START_TIMEOUT_MS + 10_000;

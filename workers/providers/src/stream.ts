@@ -331,7 +331,8 @@ async function fetchCredential(deps: StreamDeps, ctx: InvocationContext): Promis
   if (got === null || got === undefined) {
     // A local OpenAI-compatible server (llama.cpp, Ollama, vLLM, LM Studio) usually wants no key:
     // with its own base URL and no credential, the request goes without one. OpenAI itself (and
-    // Anthropic) without a credential is the spec's auth_expired, a re-login signal.
+    // Anthropic) without a credential is auth_expired, a re-login signal
+    // (docs/harness.md §4.3).
     if (deps.adapter.keyless_with_custom_base_url && deps.base_url !== deps.adapter.default_base_url) return { type: "api_key", key: "" };
     throw new StreamFailure("auth_expired", `no credential configured for ${provider}`);
   }

@@ -12,7 +12,7 @@ export const MAX_MESSAGE_BYTES = 1_000_000;
  * one parameter per entry (D1 binds at most 100 per statement). */
 export const MAX_APPEND_MANY = 64;
 /** Entries one session may hold: every path walk is bounded by it. A long agent session is a few
- * thousand entries; compaction (part 2) keeps the active path short. */
+ * thousand entries; compaction keeps the active path short. */
 export const MAX_SESSION_ENTRIES = 100_000;
 /** Default and largest page of `messages`. */
 export const DEFAULT_PAGE_ENTRIES = 200;

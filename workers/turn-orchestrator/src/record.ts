@@ -55,7 +55,8 @@ export function parseRecord(value: unknown): TurnStateRecord | undefined {
   if (value === undefined || value === null) return undefined;
   const r = recordSchema.safeParse(value);
   if (!r.success) throw new InvariantError(`the stored turn record is unreadable: ${r.error.issues[0]?.message ?? "bad shape"}`);
-  // The schema checked the discriminating fields; the content blocks are the spec's shapes as written.
+  // The schema checked the discriminating fields; the content blocks are
+  // the shapes of docs/harness.md §4.4 as written.
   return r.data as unknown as TurnStateRecord;
 }
 
