@@ -80,8 +80,8 @@ export function normaliseTools(raw: readonly unknown[] | undefined): AgentFuncti
   });
 }
 
-/** §1.4: a denied call's result starts with a `[PERMISSION_DENIED]` line and the denial envelope
- * as one line of JSON, so the model can read why. */
+/** A denied call's result, as the model reads it, starts with a `[PERMISSION_DENIED]` line and the
+ * denial envelope as one line of JSON, so the model can read why. */
 export const PERMISSION_DENIED_MARKER = "[PERMISSION_DENIED]";
 export function isDenied(details: unknown): boolean {
   return isObject(details) && details.status === "denied";

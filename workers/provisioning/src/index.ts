@@ -75,7 +75,8 @@ export function createProvisioning(config: ProvisioningConfig) {
   // Namespaces whose skills the directory was asked to cache, by this copy of the worker.
   const downloaded = new Set<string>();
 
-  /** Spec §1.3's boot-time download, done on first use (a Worker has no boot moment to call from). */
+  /** The boot-time skills download (docs/harness.md §1.3), done on first use (a Worker has no boot
+   * moment to call from). */
   function warmDirectory(ctx: InvocationContext, ids: readonly string[], present: Set<string> | null): void {
     if (present !== null && !present.has("directory::skills::download")) return;
     for (const id of ids) {
