@@ -141,8 +141,7 @@ export interface Model {
 export const MODES = ["plan", "ask", "agent"] as const;
 export type Mode = (typeof MODES)[number];
 
-/** Default `max_turns`: a run that asks for none still ends, and 16 rounds finish ordinary tasks.
- * */
+/** Default `max_turns`: a run that asks for none still ends, and 16 rounds finish ordinary tasks. */
 export const DEFAULT_MAX_TURNS = 16;
 
 export const runStartRequest = z.object({

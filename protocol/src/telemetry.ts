@@ -300,7 +300,6 @@ export const metricsListOutput = z.object({
 
 // ------------------------------------------------------------------ /otel framing
 
-/** The 4-byte ASCII prefixes of a telemetry frame (protocol/README.md §11): OTLP/JSON after them.
- * */
+/** The 4-byte ASCII prefixes of a telemetry frame (protocol/README.md §11): OTLP/JSON after them. */
 export const TELEMETRY_PREFIXES = { traces: "OTLP", logs: "LOGS", metrics: "MTRC" } as const;
 export type TelemetrySignal = keyof typeof TELEMETRY_PREFIXES;
