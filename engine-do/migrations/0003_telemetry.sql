@@ -1,4 +1,4 @@
--- Observability (issue 12, engine-do/src/core/telemetry): spans and log records of every namespace,
+-- Observability (engine-do/src/core/telemetry): spans and log records of every namespace,
 -- the engine's own and what workers send on /otel, queryable across namespaces (a trace crosses
 -- them). Times in microseconds (INTEGER, exact in a JS number); `doc` is the rest of the record as
 -- JSON (attributes, events, status message / body, attributes), `bytes` its size for the byte bound.

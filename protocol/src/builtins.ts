@@ -48,7 +48,7 @@ export const stateSetInput = z
   .object({ scope: scopeName, key: keyName, value: z.unknown().optional(), data: z.unknown().optional(), enqueue: stateEnqueue.optional() })
   .refine((v) => v.value !== undefined || v.data !== undefined, { message: "value is required" });
 export const stateKeyInput = z.object({ scope: scopeName, key: keyName });
-/** `state::list`: the spec's `{scope}`; with `limit`/`offset` one page of the scope's values. */
+/** `state::list`: iii's `{scope}`; with `limit`/`offset` one page of the scope's values. */
 export const stateListInput = z.object({ scope: scopeName, ...paging });
 export const stateListGroupsInput = z.object({ ...paging }).default({});
 
@@ -417,7 +417,7 @@ export const BUILTINS = {
   "iii::queue::redrive_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), redriven: z.literal(true) })),
   "iii::queue::discard_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), discarded: z.literal(true) })),
 
-  // Observability (issue 12; shapes of iii v0.23, ./telemetry.ts).
+  // Observability (shapes of iii v0.23, ./telemetry.ts).
   "engine::traces::list": contract(telemetry.tracesListInput, telemetry.tracesListOutput),
   "engine::traces::tree": contract(telemetry.tracesTreeInput, telemetry.tracesTreeOutput),
   "engine::traces::group_by": contract(telemetry.tracesGroupByInput, telemetry.tracesGroupByOutput),

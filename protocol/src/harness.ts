@@ -1,7 +1,8 @@
-// The agent harness's contracts (../shared/spec/harness-stack.md, TS-7 ids and shapes, GREEN
-// durability): the messages and events every harness worker and UI reads, and the payloads of the
-// functions workers call on each other. Workers share these through `@iii-edge/protocol/harness`,
-// never through each other's files. Field names are the spec's, snake_case, as written there.
+// The agent harness's contracts (docs/harness-contracts.md; a bare §N below is a section there): the messages
+// and events every harness worker and UI reads, and the payloads of the functions workers call on
+// each other. Workers share these through `@iii-edge/protocol/harness`, never through each other's
+// files. Field names are snake_case, the names iii's own harness uses, so its UIs and workers read
+// ours.
 import { z } from "zod";
 
 // ------------------------------------------------------------------ messages (§4.4)
@@ -140,7 +141,7 @@ export interface Model {
 export const MODES = ["plan", "ask", "agent"] as const;
 export type Mode = (typeof MODES)[number];
 
-/** Default `max_turns` (spec §9 #17: GREEN's 16). */
+/** Default `max_turns`: a run that asks for none still ends, and 16 rounds finish ordinary tasks. */
 export const DEFAULT_MAX_TURNS = 16;
 
 export const runStartRequest = z.object({
@@ -156,7 +157,7 @@ export const runStartRequest = z.object({
   skills: z.array(z.string().min(1).max(500)).max(50).optional(),
   /** Run the model's function calls in an isolated sandbox (`sandbox::create`). */
   isolation: z.boolean().optional(),
-  /** Part 2 (budget-tracker): the budget this run is charged to. */
+  /** The budget this run is charged to (workers/budget-tracker). */
   budget_id: z.string().min(1).max(200).optional(),
 });
 export type RunStartRequest = z.infer<typeof runStartRequest>;
@@ -217,7 +218,7 @@ export interface AwaitingApproval {
   pending_at?: number;
   expires_at?: number;
 }
-/** GREEN per-call checkpoint: `triggered` is written before the target is invoked, so a step
+/** Per-call checkpoint: `triggered` is written before the target is invoked, so a step
  * redelivered after a crash never invokes it twice (it gets an "interrupted" result instead). */
 export type CallCheckpoint = "triggered" | "pending" | "done";
 
@@ -857,7 +858,7 @@ export interface HookDenialEnvelope extends Omit<DenialEnvelope, "denied_by"> {
   hook_topic: string;
 }
 
-// ------------------------------------------------------------------ budget-tracker (§1.9, §6.2, §9 #16)
+// ------------------------------------------------------------------ budget-tracker (§1.9, §6.2)
 // LLM spend per budget (a budget is tagged with a `workspace_id` and/or an `agent_id`; a run names
 // the one it is charged to with `budget_id`). Money is **integer micro-USD** (1 USD = 1 000 000 µUSD)
 // in storage and in every sum; the `_usd` fields of answers are derived from them for display.
@@ -1137,7 +1138,7 @@ export interface BudgetSpendLogEntry {
   records_count: number;
 }
 
-// ------------------------------------------------------------------ session tree (§5.2, §5.3, §8.3)
+// ------------------------------------------------------------------ session tree (§5.2, §5.3)
 // Branching a session (session-storage: `session-tree::fork|clone|tree|branches|set_active_leaf|
 // get_entry|export`) and running on a branch (turn-orchestrator: `run::resume|rerun_from|fork`).
 
@@ -1414,7 +1415,7 @@ export interface CompactionRecord {
   timestamp: number;
 }
 
-/** The synthetic message the model reads the summary as (spec §6.1 read side): an assistant
+/** The synthetic message the model reads the summary as (§6.1 read side): an assistant
  * message with no model/provider, so no provider mistakes it for one of its own turns. */
 export function compactionSummaryMessage(summary: string, timestamp = 0): AssistantMessage {
   return {
@@ -1437,8 +1438,8 @@ export interface CompactionView<E> {
 /**
  * What the model reads of a path (`entries`: its messages, oldest first, as session-tree::messages
  * returns them) given the latest compaction on it: the summary, then the messages from
- * `tail_start_id` on. A null or missing `tail_start_id` starts right after the compaction entry (the
- * TS-7 view restarted at the first message there, sending the whole old history again).
+ * `tail_start_id` on. A null or missing `tail_start_id` starts right after the compaction entry
+ * (not at the path's first message, which would send the whole summarised history again).
  */
 export function compactionView<E extends { entry_id: string }>(entries: readonly E[], latest: CompactionRecord | null | undefined): CompactionView<E> {
   if (!latest) return { summary: null, messages: [...entries] };
@@ -1459,15 +1460,18 @@ const compactionLimit = z.object({
   context: z.number().int().nonnegative(),
   input: z.number().int().nonnegative().optional(),
   output: z.number().int().nonnegative().optional(),
-  /** Tokens a requested thinking level may use (GREEN `thinking_budgets[level]`), reserved too. */
+  /** Tokens a requested thinking level may use (the model's `thinking_budgets[level]`), reserved
+   * too. */
   thinking: z.number().int().nonnegative().optional(),
 });
 export const compactionModelSchema = z.object({ id: z.string().min(1).max(200), providerID: providerName, limit: compactionLimit });
 export type CompactionModel = z.infer<typeof compactionModelSchema>;
-/** GREEN (§9 #9): the reserve is min(COMPACT_RESERVED_TOKENS, 10 % of the window). */
+/** The reserve is min(COMPACT_RESERVED_TOKENS, 10 % of the window): a fixed 20k would leave a small
+ * model almost nothing, a fraction alone too much headroom on a big one. */
 export const COMPACTION_RESERVED_TOKENS = 20_000;
 export const COMPACTION_RESERVE_WINDOW_FRACTION = 0.1;
-/** A model whose output limit is unknown: the spec's fallback output limit (32k/32k/4k). */
+/** A model whose output limit is unknown: the output part of the fallback limits a model without a
+ * catalog entry gets (32k context, 32k input, 4k output). */
 export const COMPACTION_UNKNOWN_OUTPUT_TOKENS = 4_096;
 /** The most a request may be: the input limit, else the window less the output limit (0 = unknown). */
 export function compactionHardLimit(limit: CompactionModel["limit"]): number {
@@ -1475,7 +1479,7 @@ export function compactionHardLimit(limit: CompactionModel["limit"]): number {
   if (limit.input !== undefined && limit.input > 0) return Math.min(limit.input, limit.context);
   return Math.max(0, limit.context - (limit.output !== undefined && limit.output > 0 ? limit.output : COMPACTION_UNKNOWN_OUTPUT_TOKENS));
 }
-/** GREEN: usable = (input_limit ?? context − max_output) − min(reserved, 10 % of context) − thinking
+/** usable = (input_limit ?? context − max_output) − min(reserved, 10 % of context) − thinking
  * budget; 0 when the window is unknown (never compact). A request at or past it is compacted. */
 export function compactionUsableTokens(limit: CompactionModel["limit"], reservedTokens: number = COMPACTION_RESERVED_TOKENS): number {
   const hard = compactionHardLimit(limit);
@@ -1541,7 +1545,7 @@ export interface PruneToolOutputsResult {
   busy?: true;
 }
 
-// ------------------------------------------------------------------ sub-agents (GREEN §2.2 depth/parent/child_session_id, §2.7 cascade)
+// ------------------------------------------------------------------ sub-agents (§2.2 depth/parent/child_session_id, §2.7 cascade)
 // `harness::spawn` starts a child session with its own turn loop under a running parent;
 // `harness::join` parks the parent's call (like an approval: no queue step held) until the child
 // ends; `harness::children` lists a parent's children. The child's events are mirrored live into
@@ -1566,7 +1570,8 @@ export const SUB_AGENT_MAX_LIVE_CHILDREN = 8;
 export const SUB_AGENT_MAX_PER_TREE = 32;
 /** A task is the child's first user message: a long brief fits, a transcript dump does not. */
 export const SUB_AGENT_TASK_MAX_CHARS = 100_000;
-/** How long a parked join waits when the model gives no `timeout_ms` (GREEN's pending_timeout_ms). */
+/** How long a parked join waits when the model gives no `timeout_ms` (half an hour: a sub-task
+ * that takes longer is better split, or waited for with an explicit timeout). */
 export const JOIN_DEFAULT_TIMEOUT_MS = 30 * 60_000;
 /** Longest `timeout_ms` accepted: a day; a child that runs longer is stopped by a person anyway. */
 export const JOIN_MAX_TIMEOUT_MS = 24 * 60 * 60_000;

@@ -1,4 +1,4 @@
-// Observability contracts (issue 12): the spans, logs and metrics the engine stores, and the
+// Observability contracts: the spans, logs and metrics the engine stores, and the
 // request/response shapes of its telemetry built-ins, following iii v0.23's own
 // (`engine::traces::list|tree|group_by|clear`, `engine::logs::list`, `engine::metrics::list`).
 // Shared by the engine (engine-do/src/core/telemetry), the SDKs' tracers and the demo's waterfall.
@@ -6,8 +6,8 @@
 // Shapes as iii's console reads them: ids lower-case hex (trace 32, span 16), times as unix
 // nanoseconds in JSON numbers (iii serialises its u64s as numbers; in JS that keeps ~256 ns of
 // precision, plenty for a waterfall), `status` a lower-case string, `attributes` a flat object of
-// OTel attribute values (iii's older console took `[key, value][]`; the object is what its
-// current one and the issue ask for).
+// OTel attribute values (iii's older console took `[key, value][]`; its current one reads the
+// object).
 import { z } from "zod";
 
 /** An OTel attribute value as stored: OTLP's AnyValue flattened to JSON. */
@@ -300,6 +300,6 @@ export const metricsListOutput = z.object({
 
 // ------------------------------------------------------------------ /otel framing
 
-/** The 4-byte ASCII prefixes of a telemetry frame (wire-protocol §11): OTLP/JSON after them. */
+/** The 4-byte ASCII prefixes of a telemetry frame (protocol/README.md §11): OTLP/JSON after them. */
 export const TELEMETRY_PREFIXES = { traces: "OTLP", logs: "LOGS", metrics: "MTRC" } as const;
 export type TelemetrySignal = keyof typeof TELEMETRY_PREFIXES;

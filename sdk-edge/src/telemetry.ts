@@ -1,4 +1,4 @@
-// A small tracer for workers (issue 12): spans with W3C ids, attributes, events and status, logs
+// A small tracer for workers: spans with W3C ids, attributes, events and status, logs
 // correlated with the span they were written in, batched into OTLP/JSON and handed to a transport
 // as the engine's telemetry frames (a 4-byte ASCII prefix, `OTLP` or `LOGS`, then the JSON; what
 // iii-sdk sends on its `/otel` socket). Over WebSocket the frames go as binary frames on the worker's

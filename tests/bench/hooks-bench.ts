@@ -10,7 +10,7 @@
 // dispatched, no hooks) right after it; the pair's difference cancels the drift of a shared box.
 // The saving per call is what the subscriber-presence short-circuit spares a call when nobody
 // subscribes (two publish-and-collect rounds), and beside it what a collector that waits for its
-// deadline would have cost (TS-7's after hook: 500 ms; RUST-P's: 10 s on both hooks).
+// deadline would have cost (a 500 ms after-hook deadline; or 10 s on both hooks).
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5),
 // BENCH_DIRECT_CALLS (200).
 import { registerWorker, type IIIClient } from "iii-sdk";
@@ -162,7 +162,7 @@ try {
   console.log(`| publish_collect from an iii-sdk client, one subscriber (early exit) | ${fmt(oneP50, 2)} ms | ${fmt(m((r) => pct(r.directOne, 99)), 2)} ms |`);
   console.log("");
   console.log(`two hooks with one subscriber each cost ${fmt(subPaired - unsubPaired)} ms per call (p50 of the paired differences; raw p50s ${fmt(subP50)} vs ${fmt(unsubP50)} ms): what the short-circuit spares a call when nobody subscribes; against an always-publishing orchestrator whose collector exits on 0 subscribers it still spares ≥ ${fmt(2 * noneP50, 2)} ms`);
-  console.log(`against a collector that waits for its deadline: 500 ms per call (TS-7 after hook), 20 000 ms (RUST-P, 10 s on both hooks)`);
+  console.log(`against a collector that waits for its deadline: 500 ms per call (500 ms after-hook deadline), 20 000 ms (10 s on both hooks)`);
 } finally {
   await Promise.allSettled([iii.shutdown(), app.shutdown()]);
   await engine.stop();

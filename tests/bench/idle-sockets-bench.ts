@@ -1,4 +1,4 @@
-// Idle sockets (issue 16): IDLE worker connections held open on one engine object (each upgraded
+// Idle sockets: IDLE worker connections held open on one engine object (each upgraded
 // through the front door, accepted by the object as a hibernatable WebSocket, announced with
 // `workerregistered`, then silent), against none: workerd's resident memory per idle connection,
 // and a routed call's latency (1 closed-loop caller of an iii-sdk `bench::echo` in its own process)

@@ -1,4 +1,4 @@
-// Queue delivery at the speed of calls (issue 16): a flood of MESSAGES enqueued on a durable queue
+// Queue delivery at the speed of calls: a flood of MESSAGES enqueued on a durable queue
 // (`jobs`, the durable backend) and, the same way, on a Cloudflare Queues queue (`default`, the
 // local simulator of `wrangler dev`), delivered to a no-op handler in another process
 // (flood-handler.mjs, iii-sdk) — against the routed-invoke rate of CALLERS closed-loop callers to

@@ -30,7 +30,7 @@ if (!["", "auth", "base"].includes(ONLY)) throw new Error(`BENCH_ONLY must be "a
 const WITH_BASE = ONLY !== "auth";
 const WITH_AUTH = ONLY !== "base";
 const CONNECTS = Number(process.env.BENCH_CONNECTS ?? 200);
-/** Targets from the issue: routed ≥ 50 % of raw-echo round trips/s (1 and 100 callers), p99 ≤ 3× raw at 100. */
+/** Targets: routed ≥ 50 % of raw-echo round trips/s (1 and 100 callers), p99 ≤ 3× raw at 100. */
 const TARGET_RPS_RATIO = 0.5;
 const TARGET_P99_RATIO = 3;
 /** Targets of the auth work: the per-call grant check costs ≤ 5 % of routed rt/s; a token adds ≤ 2 ms to connect p50. */

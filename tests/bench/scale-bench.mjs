@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The scale benches of issue 16, run by `npm run bench` after run.mjs's own (or alone:
-// `node tests/bench/scale-bench.mjs`):
+// The scale benches (queue floods, http triggers, wake, a big catalog, discovery fan-out), run by
+// `npm run bench` after run.mjs's own (or alone: `node tests/bench/scale-bench.mjs`):
 //  - queue-flood-bench.ts: a flood on the durable and on the Cloudflare Queues backend against
 //    routed invoke of 10 closed-loop callers (wrangler dev, handler in its own process);
 //  - workerd/scale.bench.test.ts (vitest plugin, the real Engine object): wake after eviction with

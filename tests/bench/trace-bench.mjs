@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Tracing overhead (issue 12): routed invoke (caller → engine → iii-sdk worker in its own process →
+// Tracing overhead: routed invoke (caller → engine → iii-sdk worker in its own process →
 // engine → caller, as run.mjs measures it) on four bench engines started in one run — TRACING=off,
 // TRACING=on as deployed by default (spans batched to D1, at most TRACE_RATE_LIMIT = 100 new
 // traces a second recorded), TRACING=on with no rate limit (every call a span), and the default

@@ -1,4 +1,4 @@
-// The console (demo-app, issue 14) in real Chromium against `npm start` with auth on. The page gets
+// The console (demo-app) in real Chromium against `npm start` with auth on. The page gets
 // its token from the engine Worker's `/_console/token` route (loopback: no credential), as a
 // person opening http://127.0.0.1:8787/ would. Two browser contexts (two people):
 // - tab A's functions appear in tab B's catalog; B calls one from the form generated from its

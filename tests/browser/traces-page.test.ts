@@ -1,8 +1,8 @@
-// The console's traces screen (issue 12's waterfall page) in real Chromium against `npm start`
-// with the engine's trace store: a turn started from the agent screen is reachable through its
-// "trace" link; the list shows the turn's trace; its waterfall nests the spans by parent (run::start
-// → invoke_agent → steps → the provider's `chat` span), colours them by service, and a span opens
-// to its attributes; while the turn waits for an approval the waterfall is live and grows when the
+// The console's traces screen (the waterfall page) in real Chromium against `npm start` with the
+// engine's trace store: a turn started from the agent screen is reachable through its "trace" link;
+// the list shows the turn's trace; its waterfall nests the spans by parent (run::start →
+// invoke_agent → steps → the provider's `chat` span), colours them by service, and a span opens to
+// its attributes; while the turn waits for an approval the waterfall is live and grows when the
 // turn goes on. `#/traces?function_id=…` (the catalog's link) lists the traces of that function.
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,5 +1,5 @@
-// Budgets end to end (spec §6.2, issue "harness part 2" item 1): exactly `npm start` with the
-// built-in budget-tracker inside the deployed Worker, the real OpenAI client against the local
+// Budgets end to end (docs/harness-contracts.md §6.2): exactly `npm start` with the built-in
+// budget-tracker inside the deployed Worker, the real OpenAI client against the local
 // replay (whose scripted usage is what gets charged). A run names its budget with `budget_id`:
 // - an exhausted budget ends the run before any provider request, saying why in the events and the
 //   turn state;

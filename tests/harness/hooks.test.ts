@@ -1,12 +1,13 @@
-// Function-call hooks end to end (spec §6.3, §7 item 1): exactly `npm start` (the orchestrator and
-// hook-fanout inside the deployed Worker), the OpenAI replay, and hook subscribers that are plain
-// iii-sdk workers with a `durable:subscriber` trigger on `agent::before_function_call` /
-// `agent::after_function_call`, answering with `stream::set` on `agent::hook_reply`. What a user
-// notices: a before-hook redacts an argument and the function receives the redacted value; a
-// blocking hook means the call never runs and the model reads why; an after-hook rewrites the result
-// the model sees; with nobody subscribed a call waits for no hook; a subscriber registered
-// mid-run is used on the very next call; and with hook-fanout left out (HARNESS_DISABLE) a gate
-// fails closed, and an iii-sdk process registering `hook-fanout::publish_collect` is used instead.
+// Function-call hooks end to end (docs/harness-contracts.md §6.3, §7 item 1): exactly `npm start` (the
+// orchestrator and hook-fanout inside the deployed Worker), the OpenAI replay, and hook subscribers
+// that are plain iii-sdk workers with a `durable:subscriber` trigger on
+// `agent::before_function_call` / `agent::after_function_call`, answering with `stream::set` on
+// `agent::hook_reply`. What a user notices: a before-hook redacts an argument and the function
+// receives the redacted value; a blocking hook means the call never runs and the model reads why;
+// an after-hook rewrites the result the model sees; with nobody subscribed a call waits for no
+// hook; a subscriber registered mid-run is used on the very next call; and with hook-fanout left
+// out (HARNESS_DISABLE) a gate fails closed, and an iii-sdk process registering
+// `hook-fanout::publish_collect` is used instead.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";

@@ -1,9 +1,9 @@
-// A turn as one trace (issue 12), end to end on exactly `npm start`: one agent turn over the HTTP
-// API whose model (the OpenAI replay) calls `ledger::record`, a function in a separate, unmodified
-// iii-sdk 0.22.1 process that needs a person's approval; once allowed it enqueues `ledger::write` on
-// the durable queue `jobs`, whose handler writes state. The engine's spans, the harness's GenAI
-// spans (made in the Worker, sent through the engine stub's telemetry RPC) and iii-sdk's own spans
-// (sent on its /otel socket) must form ONE trace: one root (the http ingress), every span's parent
+// A turn as one trace, end to end on exactly `npm start`: one agent turn over the HTTP API whose
+// model (the OpenAI replay) calls `ledger::record`, a function in a separate, unmodified iii-sdk
+// 0.22.1 process that needs a person's approval; once allowed it enqueues `ledger::write` on the
+// durable queue `jobs`, whose handler writes state. The engine's spans, the harness's GenAI spans
+// (made in the Worker, sent through the engine stub's telemetry RPC) and iii-sdk's own spans (sent
+// on its /otel socket) must form ONE trace: one root (the http ingress), every span's parent
 // present, and the hops in their places. The same trace must reach an OTLP/HTTP collector.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";

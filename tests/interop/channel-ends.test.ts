@@ -1,12 +1,13 @@
-// The end of a channel reaches its reader at once under `npm start` (issue 13, groups 3 and 5),
-// with the unmodified iii-sdk@0.22.1. Before: workerd kept the TCP connection of a hibernatable
-// socket the engine had closed open until the object hibernated (10 s) or the client gave up
-// (30 s), and iii-sdk's `ChannelReader` — like any WebSocket client — reports the end only when TCP
-// closes, so `readAll()` and every http handler reading `request_body` waited 10–30 s (engine-do/
-// src/channel-sockets.ts). In iii's own suite that made flows outlive their tests, which surfaced as
-// errors outside any test: a handler that finally read its body wrote to a response channel whose
-// request was over (a 404 on the socket the SDK opened, an `error` event nobody listens to), and
-// the suite's shutdown() rejected a coordinator's not-yet-awaited call (an unhandled rejection).
+// The end of a channel reaches its reader at once under `npm start`, with the unmodified
+// iii-sdk@0.22.1. Before: workerd kept the TCP connection of a hibernatable socket the engine had
+// closed open until the object hibernated (10 s) or the client gave up (30 s), and iii-sdk's
+// `ChannelReader` — like any WebSocket client — reports the end only when TCP closes, so
+// `readAll()` and every http handler reading `request_body` waited 10–30 s (engine-do/
+// src/channel-sockets.ts). In iii's own suite that made flows outlive their tests, which surfaced
+// as errors outside any test: a handler that finally read its body wrote to a response channel
+// whose request was over (a 404 on the socket the SDK opened, an `error` event nobody listens to),
+// and the suite's shutdown() rejected a coordinator's not-yet-awaited call (an unhandled
+// rejection).
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,7 +19,8 @@ import { startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
 import { invokeHttp, registered, until, worker, type Worker } from "./sdk.ts";
 
-/** What "at once" means here: the issue's bound (before: 10–30 s). */
+/** What "at once" means here: well under the keep-alive and hibernation timers that used to end
+ * the wait (10–30 s). */
 const PROMPT_MS = 1_000;
 
 type Ref = { channel_id: string; access_key: string; direction: "read" | "write" };

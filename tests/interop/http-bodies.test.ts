@@ -1,9 +1,9 @@
-// Large and form-encoded http request bodies through `npm start` (issue 13, group 2), read by
-// unmodified iii-sdk@0.22.1 handlers. Past the frame bound (1 MiB) a body with a Content-Length is
-// streamed through the `request_body` channel as it arrives (as iii does) up to HTTP_MAX_BODY_BYTES
-// (here lowered to 12 MiB to show it is configurable; 16 MiB by default); past that, or past 1 MiB
-// without a declared length, it is refused with 413 before any function runs. Form bodies reach
-// the function the way iii passes them: the raw bytes in `request_body`, `body` null.
+// Large and form-encoded http request bodies through `npm start`, read by unmodified iii-sdk@0.22.1
+// handlers. Past the frame bound (1 MiB) a body with a Content-Length is streamed through the
+// `request_body` channel as it arrives (as iii does) up to HTTP_MAX_BODY_BYTES (here lowered to 12
+// MiB to show it is configurable; 16 MiB by default); past that, or past 1 MiB without a declared
+// length, it is refused with 413 before any function runs. Form bodies reach the function the way
+// iii passes them: the raw bytes in `request_body`, `body` null.
 import { createHash, randomBytes } from "node:crypto";
 import nodeHttp from "node:http";
 import { http } from "@iii-dev/helpers/http";

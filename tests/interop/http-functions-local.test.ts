@@ -1,5 +1,5 @@
-// HTTP-invoked ("external") functions to a local URL (issue 13, group 1), as iii-sdk@0.22.1 uses
-// them during development: a webhook server on 127.0.0.1 registered as a function, fed by a
+// HTTP-invoked ("external") functions to a local URL, as iii-sdk@0.22.1 uses them during
+// development: a webhook server on 127.0.0.1 registered as a function, fed by a
 // `durable:subscriber` binding. Allowed by `npm start` when the engine is loopback-only (no
 // AUTH_SECRET: only this machine's clients get in); never with a deployed engine's settings
 // (wrangler.toml: ALLOW_PRIVATE_HTTP_FUNCTIONS = "false"), where every SSRF refusal stays — shown

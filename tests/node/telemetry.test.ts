@@ -1,6 +1,6 @@
-// Observability end to end (issue 12, engine side): `npm start`'s engine with export to a local
-// OTLP receiver, and a separate iii-sdk 0.22.1 process with its OpenTelemetry on. One call over
-// HTTP with a `traceparent` yields one trace: the engine's invoke span continues the caller's, the
+// Observability end to end (engine side): `npm start`'s engine with export to a local OTLP
+// receiver, and a separate iii-sdk 0.22.1 process with its OpenTelemetry on. One call over HTTP
+// with a `traceparent` yields one trace: the engine's invoke span continues the caller's, the
 // worker's own `execute` span is its child, the handler's state write and enqueue are children of
 // that, the queue delivery and the downstream function follow — no orphans — with the worker's log
 // correlated, the same spans at the receiver, and metrics readable.

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { until } from "../support/wait.ts";
 import { registerWorker, z, IIIError, TriggerAction, MAX_BUFFERED_FRAMES, reconnectDelay, DEFAULT_RECONNECTION, type EdgeClient } from "@iii-edge/sdk-edge/node";
 import { FakeEngine, types } from "./fake-engine.ts";
+import sdkPackage from "../../sdk-edge/package.json" with { type: "json" };
 
 const fast = { reconnectionConfig: { initialDelayMs: 30, maxDelayMs: 200, jitterFactor: 0 } };
 const quiet = { warn: () => {}, error: () => {} };
@@ -58,7 +59,7 @@ describe("open and replay", () => {
     expect(Object.keys(fn.request_format.properties)).toEqual(["a", "b"]);
     expect(conn.frames[2]).toMatchObject({ trigger_type: "t::tick", function_id: "u::add", config: { every: 1 } });
     expect(conn.frames[3]).toMatchObject({ timeout_ms: 30_000 });
-    expect(conn.frames[4]).toMatchObject({ action: { type: "void" }, data: { runtime: "node", name: "unit", metadata: { team: "sdk" }, pid: process.pid } });
+    expect(conn.frames[4]).toMatchObject({ action: { type: "void" }, data: { runtime: "node", version: sdkPackage.version, name: "unit", metadata: { team: "sdk" }, pid: process.pid } });
     expect(c.getConnectionState()).toBe("connected");
     expect(c.workerId).toBe("worker-1");
   });

@@ -1,5 +1,6 @@
-// Tokens, namespaces and ownership against `npm start` with AUTH_SECRET: every attack of the
-// security issue's findings 1, 3, 4 and 5, each refused with nothing registered or stored changing.
+// Tokens, namespaces and ownership against `npm start` with AUTH_SECRET: every attack on them
+// (connecting without a valid token, taking another's function, route or trigger, reaching into
+// another namespace), each refused with nothing registered or stored changing.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mintToken } from "@iii-edge/protocol/token";
 import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "../support/auth.ts";
@@ -38,7 +39,7 @@ afterAll(async () => {
   await engine?.stop();
 });
 
-describe("only who holds a token connects (finding 1)", () => {
+describe("only who holds a token connects", () => {
   it("refuses every socket and /_iii request without a valid token with 401, before anything is registered", async () => {
     const before = await snapshot();
     const expired = await mintToken(TEST_AUTH_SECRET, { sub: "late", ns: ["*"] }, 1);
@@ -120,7 +121,7 @@ describe("a token's grant bounds what its holder may call, register and bind", (
   });
 });
 
-describe("nobody takes another's function (finding 3)", () => {
+describe("nobody takes another's function", () => {
   it("a second worker registering a live function id is forbidden; its calls stay with the owner; its unregister is ignored", async () => {
     const a = await connect("owner-a");
     const b = await connect("thief-b");
@@ -154,7 +155,7 @@ describe("nobody takes another's function (finding 3)", () => {
   });
 });
 
-describe("nobody takes another's route or trigger (finding 4)", () => {
+describe("nobody takes another's route or trigger", () => {
   it("engine::unregister_trigger of another worker's binding is forbidden, over a socket and over HTTP", async () => {
     const a = await connect("route-owner");
     a.serve("routes::hello", () => ({ status_code: 200, body: { from: "a" } }));
@@ -192,7 +193,7 @@ describe("nobody takes another's route or trigger (finding 4)", () => {
   });
 });
 
-describe("namespaces isolate (finding 5)", () => {
+describe("namespaces isolate", () => {
   it("a token for namespace a reaches a only: sockets, cross-namespace calls and /_iii/invoke", async () => {
     const t = await token("tenant-a", { ns: ["a"] });
     expect((await upgradeStatus(`${engine.wsUrl}/ns/a`, bearer(t))).status).toBe(101);

@@ -1,8 +1,8 @@
-// Bindings outlive their maker (the security issue's finding 8), performed against `npm start` with
-// AUTH_SECRET: Bob binds a public route and a per-second schedule to Alice's function with
-// engine::register_trigger and leaves. The bindings must end with his last connection (unless his
-// grant says `durable_bindings`), and Alice, who owns the function, must be able to see and remove
-// bindings to it whoever made them, while a third principal cannot.
+// Bindings must not outlive their maker, performed against `npm start` with AUTH_SECRET: Bob binds
+// a public route and a per-second schedule to Alice's function with engine::register_trigger and
+// leaves. The bindings must end with his last connection (unless his grant says
+// `durable_bindings`), and Alice, who owns the function, must be able to see and remove bindings to
+// it whoever made them, while a third principal cannot.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
@@ -61,7 +61,7 @@ afterAll(async () => {
   await engine?.stop();
 });
 
-describe("a binding made with engine::register_trigger ends with its maker (finding 8)", () => {
+describe("a binding made with engine::register_trigger ends with its maker", () => {
   it("Bob's route and per-second cron on Alice's function stop when his last connection closes; an anonymous GET no longer runs it", async () => {
     const before = ids(await bindingsToAlice());
     const bob = await connect("bob");
@@ -134,7 +134,7 @@ describe("a binding made with engine::register_trigger ends with its maker (find
   });
 });
 
-describe("the function's owner can list and remove bindings to it; nobody else can (finding 8)", () => {
+describe("the function's owner can list and remove bindings to it; nobody else can", () => {
   it("Alice sees and removes Bob's binding while Bob is connected; Carol cannot, over a socket, a frame or HTTP", async () => {
     const bob = await connect("bob");
     await bob.ok("engine::register_trigger", { id: "bob-cron-2", trigger_type: "cron", function_id: "alice::work", config: { expression: "* * * * * *" } });

@@ -1,8 +1,8 @@
-// Bounded responses and registrations (the security issue's findings 8 and 9) against `npm start`
-// with AUTH_SECRET, every connection with a token: a scope of 80 values of ~1 MB is refused as one
-// state::list (quickly, without the engine's memory growing by the listing) and read page by page;
-// oversized registrations are refused with nothing changing; six sockets of one token trying to
-// register 30 600 functions are capped per worker and per token, each refusal a typed error.
+// Bounded responses and registrations against `npm start` with AUTH_SECRET, every connection with a
+// token: a scope of 80 values of ~1 MB is refused as one state::list (quickly, without the engine's
+// memory growing by the listing) and read page by page; oversized registrations are refused with
+// nothing changing; six sockets of one token trying to register 30 600 functions are capped per
+// worker and per token, each refusal a typed error.
 import { readFileSync, readdirSync } from "node:fs";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,7 +55,7 @@ afterAll(async () => {
   await engine?.stop();
 });
 
-describe("state::list is bounded (finding 8)", () => {
+describe("state::list is bounded", () => {
   const VALUE = "v".repeat(1_000_000); // ~1 MB: a frame of state::set holds it with its envelope
 
   it("80 values of ~1 MB: state::list is result_too_large at once, three at a time do not grow the engine's memory, and pages of one value work", async () => {
@@ -124,7 +124,7 @@ describe("state::list is bounded (finding 8)", () => {
   });
 });
 
-describe("registrations are bounded in size (finding 8)", () => {
+describe("registrations are bounded in size", () => {
   it("oversized metadata, formats and config are refused with invalid_frame and the catalog is unchanged", async () => {
     const s = await connect("bob");
     s.serve("bounds::kept", () => "kept");
@@ -163,7 +163,7 @@ describe("registrations are bounded in size (finding 8)", () => {
   });
 });
 
-describe("registration quotas (finding 9)", () => {
+describe("registration quotas", () => {
   const SOCKETS = 6;
   const EACH = MAX_REGISTRATIONS_PER_WORKER + 100; // 6 × 5 100 = 30 600 attempts
 

@@ -1,4 +1,4 @@
-// Bounds that stop one caller from holding the engine (finding 6, and connection floods),
+// Bounds that stop one caller from holding the engine (open calls, connection floods),
 // against `npm start` with AUTH_SECRET: each limit answers the caller at once with a typed error,
 // and every other worker keeps being served.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -28,7 +28,7 @@ afterAll(async () => {
   await engine?.stop();
 });
 
-describe("open calls are bounded (finding 6)", () => {
+describe("open calls are bounded", () => {
   it("10,000 calls to a worker that never answers: the excess is refused at once, everyone else is served, and the rest end when it leaves", async () => {
     const hung = await connect("hung");
     hung.serve("slow::never", () => NO_REPLY);
@@ -104,4 +104,4 @@ describe("connections are bounded per token and per address", () => {
   });
 });
 
-// Registrations per token across connections (finding 9): tests/security/bounds.test.ts.
+// Registrations per token across connections: tests/security/bounds.test.ts.

@@ -1,8 +1,8 @@
-// MCP tool names cannot be taken over (security round 3, finding 6), against `npm start` with
-// AUTH_SECRET and the MCP server at /mcp (official SDK client). `pay::charge` and `pay.:charge`
-// sanitise to the same text; a squatter registering the second, before or after the owner of the
-// first, never gets the name `pay__charge`, and a name an admin once listed keeps calling the
-// function it was listed for. The admin's tools/call with card data reaches the owner only.
+// MCP tool names cannot be taken over, against `npm start` with AUTH_SECRET and the MCP server at
+// /mcp (official SDK client). `pay::charge` and `pay.:charge` sanitise to the same text; a squatter
+// registering the second, before or after the owner of the first, never gets the name
+// `pay__charge`, and a name an admin once listed keeps calling the function it was listed for. The
+// admin's tools/call with card data reaches the owner only.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";

@@ -1,6 +1,6 @@
-// The model never reaches the kernel (security round 3, finding 4), against `npm start` with
-// AUTH_SECRET and the shipped iii-permissions.yaml, with a scripted model (the provider replay)
-// that tries to misuse its one tool:
+// The model never reaches the kernel, against `npm start` with AUTH_SECRET and the shipped
+// iii-permissions.yaml, with a scripted model (the provider replay) that tries to misuse its one
+// tool:
 // - it calls models::register to make its own model free: refused at once (no approval asked), the
 //   catalog's price unchanged, the turn's budget charged in full;
 // - it reads another session's turn_state and run_request, lists turn_state, and pages another

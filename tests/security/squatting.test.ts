@@ -1,7 +1,7 @@
-// Auto-allowed ids cannot be squatted (security round 3, finding 5), against `npm start` with
-// AUTH_SECRET and the shipped iii-permissions.yaml (which allows 'directory::skills::*' and
-// 'models::*' without asking). A tenant registers `directory::skills::search` and `models::sync`,
-// which nobody held, with 15 KiB descriptions, plus a crowd of other long-winded functions:
+// Auto-allowed ids cannot be squatted, against `npm start` with AUTH_SECRET and the shipped
+// iii-permissions.yaml (which allows 'directory::skills::*' and 'models::*' without asking). A
+// tenant registers `directory::skills::search` and `models::sync`, which nobody held, with 15 KiB
+// descriptions, plus a crowd of other long-winded functions:
 // - the model's call to a squatted id waits for a person instead of running, and never reaches the
 //   tenant when the person says no; a deployment-served id in the same batch runs on its own;
 // - the system prompt stays bounded: no entry of the catalog passes 1 KiB, the whole catalog 16 KiB.

@@ -1,7 +1,7 @@
 import { defineProject } from "vitest/config";
 import { sourceAliases } from "../../scripts/workspace-exports.mjs";
 
-// The security issue's attacks, each performed against `npm start` with AUTH_SECRET set
+// Attacks on the engine, each performed against `npm start` with AUTH_SECRET set
 // (tests/support/auth.ts): refused, bounded or answered, with nothing registered or stored changing.
 // One engine per file; files run in parallel with each other (each has its own port and state).
 export default defineProject({

@@ -18,7 +18,7 @@ export type Step =
 export const say = (text: string): Step => ({ type: "text", text });
 export const think = (text: string, signature = "EqQBCkYIBxgCKkB-replay-signature"): Step => ({ type: "thinking", text, signature });
 export const call = (name: string, args: unknown, id?: string): Step => (id === undefined ? { type: "call", name, arguments: args } : { type: "call", name, arguments: args, id });
-/** The harness's one tool (§3.1): `agent_trigger {function, payload}`. */
+/** The harness's one tool (docs/harness-contracts.md §3.1): `agent_trigger {function, payload}`. */
 export const callAgentTrigger = (fn: string, payload: unknown, id?: string): Step => call("agent_trigger", { function: fn, payload }, id);
 
 export interface ReplyOptions {

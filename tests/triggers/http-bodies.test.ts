@@ -1,7 +1,7 @@
-// Large http request bodies through the real front door and Engine object (issue 13, group 2):
-// past the frame bound, a body with a Content-Length is streamed through `request_body` as it
-// arrives (the function gets `body: null`), a declared length over HTTP_MAX_BODY_BYTES is refused
-// without being read, and an upload that fails midway is not answered as if it were whole.
+// Large http request bodies through the real front door and Engine object: past the frame bound, a
+// body with a Content-Length is streamed through `request_body` as it arrives (the function gets
+// `body: null`), a declared length over HTTP_MAX_BODY_BYTES is refused without being read, and an
+// upload that fails midway is not answered as if it were whole.
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { RawWorker, eventually } from "./raw-worker.ts";

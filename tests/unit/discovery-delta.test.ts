@@ -1,6 +1,6 @@
-// `engine::functions-available` with config {delta: true} (iii-edge extension, issue 16): the
-// subscriber gets only what changed ({added, removed}), while a binding without it keeps the spec's
-// full list; and engine::functions::list, whose sorted listing is cached per catalog version,
+// `engine::functions-available` with config {delta: true} (iii-edge extension): the subscriber
+// gets only what changed ({added, removed}), while a binding without it keeps the full list iii
+// sends; and engine::functions::list, whose sorted listing is cached per catalog version,
 // answers what the catalog holds right after each change (registration, removal, a worker's name).
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
@@ -77,7 +77,7 @@ function setup() {
 }
 
 describe("engine::functions-available with {delta: true}", () => {
-  it("a delta subscriber gets {added, removed}; a plain one the full list, as the spec says", async () => {
+  it("a delta subscriber gets {added, removed}; a plain one the full list, as iii sends it", async () => {
     const { sub, owner, send } = setup();
     await until(() => sub.calls("sub::full").length >= 1, "the first fire");
     const before = { delta: sub.calls("sub::delta").length, full: sub.calls("sub::full").length };

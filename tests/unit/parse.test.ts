@@ -92,10 +92,11 @@ describe("parseWorkerFrame", () => {
 });
 
 describe("parseEngineFrame", () => {
-  it("accepts the engine frames of the real capture (shared/spec/iii-sdk-0.22.1-frames.jsonl)", async () => {
-    const { readFileSync, existsSync } = await import("node:fs");
-    const file = "/work/shared/spec/iii-sdk-0.22.1-frames.jsonl";
-    if (!existsSync(file)) return;
+  // The fixture is a capture of iii-sdk 0.22.1 workers talking to the reference engine, one frame a
+  // line with its direction: whatever the real SDK and engine send, our parsers must take.
+  it("accepts every frame of a real iii-sdk 0.22.1 session (fixtures/iii-sdk-0.22.1-frames.jsonl)", async () => {
+    const { readFileSync } = await import("node:fs");
+    const file = new URL("./fixtures/iii-sdk-0.22.1-frames.jsonl", import.meta.url);
     const lines = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { dir: string; conn: string; frame: Record<string, unknown> });
     let engine = 0;
     let worker = 0;

@@ -1,6 +1,6 @@
 // Bad input (protocol/README.md §2.3 and the engine's refusals): every kind of broken frame gets a
-// clear `error` frame or is ignored as the spec says; the connection and the engine stay up and
-// nothing already registered changes. Property tests (fast-check) corrupt valid frames built
+// clear `error` frame or is ignored as protocol/README.md says; the connection and the engine stay
+// up and nothing already registered changes. Property tests (fast-check) corrupt valid frames built
 // from the protocol schemas, and throw random JSON, text and bytes at the engine.
 import { runInDurableObject } from "cloudflare:test";
 import fc from "fast-check";

@@ -195,7 +195,7 @@ export class EngineCore implements EngineApi {
 
   // ---------------------------------------------------------------- connections
 
-  /** A new socket: give it an identity and announce it (wire-protocol §2.5). */
+  /** A new socket: give it an identity and announce it (protocol/README.md §2.5). */
   connect(conn: Conn, token: string, who: { grant?: Grant; ip?: string; rbac?: RbacSession } = {}): void {
     this.conns.set(conn.workerId, conn);
     if (who.rbac) this.rbac.open(conn.workerId, who.rbac);
@@ -208,7 +208,8 @@ export class EngineCore implements EngineApi {
     this.fireWorkersChanged("worker_connected", conn.workerId);
   }
 
-  /** The socket closed or errored: clean up in the spec's order, ownership-checked. */
+  /** The socket closed or errored: clean up in the order of protocol/README.md §2.5,
+   * ownership-checked. */
   disconnect(workerId: string): void {
     if (!this.catalog.workers.has(workerId) && !this.conns.has(workerId)) return;
     this.conns.delete(workerId);
@@ -864,7 +865,7 @@ export class EngineCore implements EngineApi {
       this.lastFunctionIds = this.introspection.functionIds();
       const bindings = this.activeBindings(TRIGGER_TYPES.functionsAvailable);
       if (bindings.length === 0) return;
-      // The spec's payload is the full list; a binding with config {delta: true} (iii-edge
+      // iii's payload is the full list; a binding with config {delta: true} (iii-edge
       // extension) gets only what changed, so one registration costs each subscriber a small frame
       // rather than the whole catalog (fan-out linear in subscribers, not subscribers × catalog).
       let full: unknown;

@@ -17,7 +17,8 @@ import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
  */
 const PERSIST_AFTER_MS = 1_000;
 
-/** What a caller gets when the worker running its call disconnects (wire-protocol §2.5 step 3). */
+/** What a caller gets when the worker running its call disconnects (protocol/README.md §2.5,
+ * step 3). */
 const TARGET_GONE: CallOutcome = { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } };
 
 interface Pending {

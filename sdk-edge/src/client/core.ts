@@ -3,6 +3,7 @@
 // (protocol/README.md §2.6), the pending-call table, the bounded send buffer, handler dispatch and
 // the custom trigger type providers. Every frame is built with the protocol/ types and every
 // inbound frame is parsed with `parseEngineFrame`.
+import sdkPackage from "../../package.json" with { type: "json" };
 import { z } from "zod";
 import {
   CALLER_PRINCIPAL_KEY,
@@ -58,7 +59,9 @@ export const SHUTDOWN_DRAIN_MS = 5_000;
  * always answers (it enforces `timeout_ms` itself), so the local timer is only a backstop. */
 export const LOCAL_TIMEOUT_GRACE_MS = 2_000;
 
-export const SDK_VERSION = "0.1.0";
+/** Sent as `version` when the worker announces itself: the package's own version, so a release
+ * never announces a stale one. */
+export const SDK_VERSION: string = sdkPackage.version;
 
 /**
  * Keep-alive: a JSON `{"type":"ping"}` every 20 s, answered by the engine's runtime without waking

@@ -1,4 +1,4 @@
-// Scale figures of issue 16 measured inside workerd on the real Engine object (raw iii frames over
+// Scale figures measured inside workerd on the real Engine object (raw iii frames over
 // hibernatable sockets, as tests/workers/wire.ts speaks them), each beside a baseline of the same
 // run: wake after eviction with a big catalog, a 10,000-function catalog, discovery fan-out.
 // Each figure is printed as a line starting with "BENCH " (scale-bench.mjs collects them).
@@ -23,10 +23,10 @@ const CATALOG_SAMPLES = 200;
 /** Subscribers of `engine::functions-available` in the fan-out measurements (linearity: cost per subscriber). */
 const FANOUT_SIZES = [100, 300, 1_000];
 const FANOUT_ROUNDS = 5;
-/** The spec's full-list payload grows with the catalog, which grows with the subscribers (each
+/** iii's full-list payload grows with the catalog, which grows with the subscribers (each
  * registers its handler): subscribers × catalog per registration, so it is measured smaller. */
 const FANOUT_FULL_SIZES = [100, 300];
-/** Targets of the issue. */
+/** Targets: the figures each scale bench must reach. */
 const TARGET_WAKE_MS = 25;
 const TARGET_CATALOG_P99_MS = 50;
 const TARGET_FANOUT_P99_MS = 500;

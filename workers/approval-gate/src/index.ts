@@ -1,7 +1,8 @@
-// The approval gate (spec §1.7): `approval::resolve` records a person's decision on a parked
-// function call as state `approvals/<session_id>/<function_call_id>` = `{decision, reason}`. It wakes
-// nothing itself: the write fires the orchestrator's state trigger (`turn::on_approval`), which
-// reads the decision fresh. Runs unchanged inside the Worker and in Node; it keeps no state of its own.
+// The approval gate (docs/harness-contracts.md §1.7): `approval::resolve` records a person's decision on a
+// parked function call as state `approvals/<session_id>/<function_call_id>` = `{decision, reason}`.
+// It wakes nothing itself: the write fires the orchestrator's state trigger (`turn::on_approval`),
+// which reads the decision fresh. Runs unchanged inside the Worker and in Node; it keeps no state
+// of its own.
 import { z } from "zod";
 import { IIIError, assertSessionAccess } from "@iii-edge/protocol";
 import { APPROVALS_SCOPE, approvalResolveRequest, type ApprovalDecision } from "@iii-edge/protocol/harness";

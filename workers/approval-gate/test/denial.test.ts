@@ -1,5 +1,5 @@
-// The DenialEnvelope builders and the redaction of their `args_excerpt` (spec §3.3, §8.2), shared
-// through @iii-edge/protocol/harness.
+// The DenialEnvelope builders and the redaction of their `args_excerpt` (docs/harness-contracts.md §3.3),
+// shared through @iii-edge/protocol/harness.
 import {
   clipString,
   gateUnavailableEnvelope,

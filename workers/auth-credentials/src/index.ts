@@ -1,7 +1,8 @@
-// The auth-credentials worker (spec §1.5, §6.4): one place that holds provider credentials.
-// `auth::get_token` resolves stored → environment → null and answers only a caller that proves it
-// holds the credentials key (the providers); stored credentials are AES-GCM sealed in engine state.
-// No secret is ever logged, put in an error message, or returned by anything but get_token.
+// The auth-credentials worker (docs/harness-contracts.md §1.5, §6.4): one place that holds provider
+// credentials. `auth::get_token` resolves stored → environment → null and answers only a caller
+// that proves it holds the credentials key (the providers); stored credentials are AES-GCM sealed
+// in engine state. No secret is ever logged, put in an error message, or returned by anything but
+// get_token.
 import { IIIError } from "@iii-edge/protocol";
 import {
   AUTH_CREDENTIALS_SCOPE,
@@ -22,7 +23,8 @@ import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { isSealed, open, seal } from "./sealed.ts";
 
-/** Provider → the environment variables that may hold its API key, first non-empty wins (spec §6.4). */
+/** Provider → the environment variables that may hold its API key, first non-empty wins
+ * (docs/harness-contracts.md §6.4). */
 export const PROVIDER_ENV_KEYS: Readonly<Record<string, readonly string[]>> = {
   anthropic: ["ANTHROPIC_API_KEY"],
   openai: ["OPENAI_API_KEY"],

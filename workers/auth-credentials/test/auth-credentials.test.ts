@@ -87,7 +87,7 @@ describe("resolution: stored → environment → none", () => {
     expect(await getToken("openai")).toEqual({ type: "api_key", key: OPENAI_ENV_KEY });
   });
 
-  it("environment fallback per the spec's map; empty values are ignored; unknown providers have none", async () => {
+  it("environment fallback per the provider → variable map; empty values are ignored; unknown providers have none", async () => {
     expect(await getToken("mistral")).toEqual({ type: "api_key", key: MISTRAL_ENV_KEY });
     expect(await getToken("groq")).toBeUndefined();
     expect(await call("auth::status", { provider: "groq" })).toEqual({ configured: false });

@@ -1,6 +1,6 @@
-// The `budget::*` functions (spec §6.2 table, §9 #16 code names, plus `budget::log`,
-// `budget::set_prices` and `budget::get_prices`): validation at the edge (zod, `invalid_input`),
-// dollars converted to µUSD once, every change through BudgetStore's compare-and-set loop.
+// The `budget::*` functions (docs/harness-contracts.md §6.2, plus `budget::log`, `budget::set_prices` and
+// `budget::get_prices`): validation at the edge (zod, `invalid_input`), dollars converted to µUSD
+// once, every change through BudgetStore's compare-and-set loop.
 import { IIIError } from "@iii-edge/protocol";
 import {
   budgetAlertSetRequest,

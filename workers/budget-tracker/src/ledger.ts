@@ -1,7 +1,7 @@
-// The budget ledger as pure functions of a stored record and a time (spec §6.2): rollover, the
-// check's order, holds, records with their alerts, resets, views and the forecast. No I/O here:
-// ./store.ts runs these inside its compare-and-set loop, so whatever they decide is written only
-// if nobody else changed the budget in between.
+// The budget ledger as pure functions of a stored record and a time (docs/harness-contracts.md §6.2):
+// rollover, the check's order, holds, records with their alerts, resets, views and the forecast. No
+// I/O here: ./store.ts runs these inside its compare-and-set loop, so whatever they decide is
+// written only if nobody else changed the budget in between.
 import { IIIError } from "@iii-edge/protocol";
 import {
   BUDGET_EXEMPTION_MS,
@@ -211,7 +211,7 @@ export const remainingMicros = (rec: BudgetRecord, exceptHold?: string): number 
 export type CheckOutcome = { allowed: true; reason?: Extract<BudgetCheckReason, "paused" | "not_enforced" | "exempt"> } | { allowed: false; reason: Extract<BudgetCheckReason, "unpriced_model" | "ceiling_exceeded"> };
 
 /**
- * `budget::check`'s decision, in the spec's order: paused → allowed; not enforced → allowed;
+ * `budget::check`'s decision, in this order: paused → allowed; not enforced → allowed;
  * principal exempt → allowed; then (our additions) an estimate that could not be priced → refused,
  * and nothing left (≤ 0) → refused even for a zero estimate; remaining < estimate → refused; else
  * allowed. `estimate` undefined = the model has no price. Remaining counts other calls' holds.

@@ -1,5 +1,5 @@
-// Budget windows (spec §6.2): UTC-anchored days, weeks starting Monday 00:00 UTC, and calendar
-// months. Pure functions of a time in ms since the epoch.
+// Budget windows (docs/harness-contracts.md §6.2): UTC-anchored days, weeks starting Monday 00:00 UTC, and
+// calendar months. Pure functions of a time in ms since the epoch.
 import type { BudgetPeriod } from "@iii-edge/protocol/harness";
 
 export const DAY_MS = 86_400_000;

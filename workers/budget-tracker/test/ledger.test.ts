@@ -1,6 +1,6 @@
 // The budget ledger's logic at its own layer (pure functions, an explicit clock): UTC windows,
 // rollover, the check's order, holds, alerts once per window, idempotent records, µUSD rounding and
-// the forecast (spec §8.3 "Budget").
+// the forecast (docs/harness-contracts.md §6.2).
 import { BUDGET_EXEMPTION_MS, BUDGET_HOLD_TTL_MS, budgetCheckRequest, budgetCreateRequest, budgetRecordRequest, budgetUpdateRequest, type BudgetPeriod } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { createBudget, decide, forecastOf, RECENT_RECORDS_MAX, rollTo, toView, withAlert, withExemption, withHold, withRecord, withReset, type BudgetRecord } from "../src/ledger.ts";
@@ -93,7 +93,7 @@ describe("check: paused, not enforced, exempt, then the ceiling", () => {
   const t0 = utc(2026, 11, 30, 10);
   const exhausted = () => budget("day", 1_000, t0, { spent_micros: 1_000 });
 
-  it("answers in the spec's order", () => {
+  it("answers paused, not enforced, exempt, then the ceiling, in that order", () => {
     expect(decide(exhausted(), t0, 50)).toEqual({ allowed: false, reason: "ceiling_exceeded" });
     // Paused wins over everything, not-enforced over exemptions.
     expect(decide({ ...exhausted(), paused: true, enforced: false }, t0, 50)).toEqual({ allowed: true, reason: "paused" });

@@ -1,17 +1,18 @@
-// The budget math (spec §6.1, GREEN's formula per §9 #9): how much of a model's window a request may
-// fill (protocol `compactionUsableTokens`, shared with the orchestrator's pre-flight), how large the
-// verbatim tail may be, when pruning is worth it, how long a summary may get.
+// The budget math (docs/harness-contracts.md §6.1): how much of a model's window a request may fill (protocol
+// `compactionUsableTokens`, shared with the orchestrator's pre-flight), how large the verbatim tail
+// may be, when pruning is worth it, how long a summary may get.
 import { compactionHardLimit, compactionUsableTokens, type CompactionModel } from "@iii-edge/protocol/harness";
 import type { CompactionConfig } from "./config.ts";
 
 export type Limit = CompactionModel["limit"];
 
-/** The tail's adaptive budget: a quarter of the usable window, clamped to [2 000, 8 000] (TS-7),
- * the floor never more than half the usable window (a tiny model keeps room for the summary). */
+/** The tail's adaptive budget: a quarter of the usable window, clamped to [2 000, 8 000]
+ * (enough recent turns to carry on, small beside the summary's budget), the floor never more than
+ * half the usable window (a tiny model keeps room for the summary). */
 export const TAIL_FRACTION = 0.25;
 export const TAIL_MIN_TOKENS = 2_000;
 export const TAIL_MAX_TOKENS = 8_000;
-/** Prune thresholds for small windows: TS-7's 40 000 / 20 000 fit a 100k+ window; a smaller one
+/** Prune thresholds: 40 000 protected / 20 000 to free fit a 100k+ window; a smaller one
  * protects 40 % and needs 20 % freed (the defaults are what these give for a ~100k usable window). */
 export const PRUNE_PROTECT_TOKENS = 40_000;
 export const PRUNE_PROTECT_FRACTION = 0.4;
@@ -29,7 +30,7 @@ export const SUMMARY_FRACTION = 0.2;
 /** The most a request may be: the input limit, else the window less the output limit (0 = unknown). */
 export const hardLimit = (limit: Limit): number => compactionHardLimit(limit);
 
-/** GREEN: (input_limit ?? context − max_output) − min(COMPACT_RESERVED_TOKENS, 10 % of the window)
+/** (input_limit ?? context − max_output) − min(COMPACT_RESERVED_TOKENS, 10 % of the window)
  * − thinking budget; 0 when the window is unknown (never compact). */
 export const usableTokens = (limit: Limit, cfg: Pick<CompactionConfig, "reservedTokens">): number => compactionUsableTokens(limit, cfg.reservedTokens);
 

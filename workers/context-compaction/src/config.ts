@@ -1,8 +1,9 @@
-// Settings (spec §6.1 "Config", env only): each COMPACT_* variable, its default, and the bounds a
-// value must be in (anything else is refused at startup, naming the variable).
+// Settings (docs/harness-contracts.md §6.1 "Config", env only): each COMPACT_* variable, its default, and the
+// bounds a value must be in (anything else is refused at startup, naming the variable).
 
 export interface CompactionConfig {
-  /** `COMPACT_RESERVED_TOKENS`: the most the reserve may be (GREEN: min(this, 10 % of the window)). */
+  /** `COMPACT_RESERVED_TOKENS`: the most the reserve may be (the reserve is min(this, 10 % of
+   * the window), so a small model is not left with nothing). */
   reservedTokens: number;
   /** `COMPACT_TAIL_TURNS`: user turns the kept tail may span. */
   tailTurns: number;

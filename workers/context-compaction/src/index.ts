@@ -1,7 +1,7 @@
-// The context-compaction worker (spec §1.8, §6.1; TS-7 wiring, GREEN budget): keeps a session's
-// requests inside its model's window. Woken once per turn by a `stream` trigger on `agent::turn_end`
-// (never per event, §7 item 3), and called synchronously by the orchestrator's pre-flight before a
-// provider call that would overflow. Runs in workerd and in Node (Web APIs only).
+// The context-compaction worker (docs/harness-contracts.md §1.8, §6.1): keeps a session's requests
+// inside its model's window. Woken once per turn by a `stream` trigger on `agent::turn_end` (never
+// per event, docs/harness-contracts.md §7 item 3), and called synchronously by the orchestrator's pre-flight
+// before a provider call that would overflow. Runs in workerd and in Node (Web APIs only).
 import { z } from "zod";
 import { IIIError } from "@iii-edge/protocol";
 import {

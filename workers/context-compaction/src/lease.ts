@@ -1,15 +1,16 @@
-// One compaction (and one prune) per session at a time (spec §6.1 "Lease"): a `{nonce, ts}` value
-// in state scope `compaction_lease` / `prune_lease`, key session id, taken by compare-and-set —
-// `state::update` with `expected` is atomic in the engine, so of two takers exactly one wins (the
-// spec's read-then-restore dance is not needed). A lease older than LEASE_TTL_MS is dead (its
-// holder crashed) and may be taken over; release only clears our own value.
+// One compaction (and one prune) per session at a time (docs/harness-contracts.md §6.1 "Lease"): a `{nonce,
+// ts}` value in state scope `compaction_lease` / `prune_lease`, key session id, taken by
+// compare-and-set — `state::update` with `expected` is atomic in the engine, so of two takers
+// exactly one wins (no read-then-restore dance is needed). A lease older than LEASE_TTL_MS is dead
+// (its holder crashed) and may be taken over; release only clears our own value.
 import { call, errorCode, type Trigger } from "./calls.ts";
 
 export const COMPACTION_LEASE_SCOPE = "compaction_lease";
 export const PRUNE_LEASE_SCOPE = "prune_lease";
 /** A compaction (two summariser calls of 120 s at most, a few storage round trips) ends well inside. */
 export const LEASE_TTL_MS = 300_000;
-/** compact_now's wait: 50 ms doubling to 500 ms between tries (spec). */
+/** compact_now's wait: 50 ms doubling to 500 ms between tries: quick when the
+ * holder is nearly done, no busy loop when it is not. */
 export const LEASE_BACKOFF_START_MS = 50;
 export const LEASE_BACKOFF_MAX_MS = 500;
 

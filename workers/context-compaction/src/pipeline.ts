@@ -1,6 +1,6 @@
-// The one pipeline all three entry points share (spec §6.1): count → prune → summarise the head
-// (updating the previous summary) → persist the compaction entry → stamp. The caller holds the
-// session's compaction lease; emitting `compaction_done` is the caller's too (index.ts).
+// The one pipeline all three entry points share (docs/harness-contracts.md §6.1): count → prune → summarise
+// the head (updating the previous summary) → persist the compaction entry → stamp. The caller holds
+// the session's compaction lease; emitting `compaction_done` is the caller's too (index.ts).
 import {
   compactionSummaryMessage,
   MAX_COMPACTION_DETAIL_FILES,
@@ -27,7 +27,7 @@ import { readView } from "./transcript.ts";
 /** State scope of the last compaction per session (`{at, entry_id, mode}`): a turn_end whose round
  * started before it reports the size of a window that no longer exists. */
 export const LAST_COMPACTION_SCOPE = "last_compaction_at";
-/** Prune skips the two most recent user turns (spec): the model is still working with them. */
+/** Prune skips the two most recent user turns: the model is still working with them. */
 export const PRUNE_SKIP_TURNS = 2;
 /** Most summariser calls one compaction makes: a head bigger than this many chunks keeps its newest
  * ones (the previous summary covers what came before the previous compaction). */

@@ -1,5 +1,5 @@
-// What stays verbatim (the tail) and what gets pruned (spec §6.1 "Tail selection", "Prune"), over
-// the messages the model reads after the summary, each with its token count.
+// What stays verbatim (the tail) and what gets pruned (docs/harness-contracts.md §6.1 "Tail selection",
+// "Prune"), over the messages the model reads after the summary, each with its token count.
 import { PRUNED_OUTPUT_TEXT, type AgentMessage } from "@iii-edge/protocol/harness";
 
 export interface Counted {
@@ -28,7 +28,7 @@ export interface TailChoice {
  * Walk the last `turns` user turns newest → oldest, keeping whole turns while they fit `budget`;
  * the first that does not fit contributes its longest suffix (starting after its user message, at
  * an assistant message) that does, then the walk stops. Keeping from index 0 keeps nothing either:
- * the caller then summarises everything (TS-7).
+ * the caller then summarises everything.
  */
 export function selectTail(msgs: readonly Counted[], budget: number, turns: number): TailChoice {
   const starts: number[] = [];

@@ -1,6 +1,6 @@
-// The summary is made by the session's own model (spec §6.1): `provider::<name>::stream` writing
-// AssistantMessageEvents into an engine channel, collected to the final message, no tools. One
-// retry after 250 ms for errors that say they may pass (rate limits, transient, unknown); auth,
+// The summary is made by the session's own model (docs/harness-contracts.md §6.1): `provider::<name>::stream`
+// writing AssistantMessageEvents into an engine channel, collected to the final message, no tools.
+// One retry after 250 ms for errors that say they may pass (rate limits, transient, unknown); auth,
 // permanent and overflow errors fail at once.
 import { IIIError } from "@iii-edge/protocol";
 import type { AssistantMessage, ContentBlock, ErrorKind } from "@iii-edge/protocol/harness";

@@ -1,7 +1,7 @@
-// The summariser's prompt (spec §6.1 "Summarise"): an anchor that creates a summary or updates the
-// previous one, a fixed Markdown template, and the head rendered as `[role]` lines. The head of a
-// second compaction is only what came after the first one's tail start, so its request carries the
-// previous summary + the new messages, never the whole history again.
+// The summariser's prompt (docs/harness-contracts.md §6.1 "Summarise"): an anchor that creates a summary or
+// updates the previous one, a fixed Markdown template, and the head rendered as `[role]` lines. The
+// head of a second compaction is only what came after the first one's tail start, so its request
+// carries the previous summary + the new messages, never the whole history again.
 import { AGENT_TRIGGER, type AgentMessage, type CompactionDetails, type ContentBlock } from "@iii-edge/protocol/harness";
 
 /** The template's sections, in order; each is always present ("(none)" when empty). */
@@ -168,8 +168,9 @@ const READ_WORDS = /(^|[_:.-])(read|get|cat|view|open|list|ls|glob|grep|search|f
 const WRITE_WORDS = /(^|[_:.-])(write|edit|patch|create|delete|remove|rm|move|mv|rename|append|apply|save|put)([_:.-]|$)/i;
 const PATH_KEYS = ["path", "file_path", "filePath", "file", "filename", "target", "destination"] as const;
 
-/** File operations of the head's calls (RUST-P): the path argument of read-like and write-like
- * function ids, merged into the previous compaction's lists (deduplicated, newest last, bounded). */
+/** File operations of the head's calls, so the summary keeps which files were read and changed:
+ * the path argument of read-like and write-like function ids, merged into the previous compaction's
+ * lists (deduplicated, newest last, bounded). */
 export function extractFileOps(head: readonly AgentMessage[], previous: CompactionDetails | null, maxFiles: number): CompactionDetails {
   const read = new Set(previous?.read_files ?? []);
   const modified = new Set(previous?.modified_files ?? []);

@@ -1,6 +1,7 @@
-// Token counts of a provider request (spec §6.1 budget math, made exact where it can be): the model
-// family's own BPE encoding from gpt-tokenizer (pure JS, runs in workerd) and OpenAI's documented
-// chat framing; for Anthropic, whose tokenizer is not public, a calibrated multiple of o200k.
+// Token counts of a provider request (docs/harness-contracts.md §6.1 budget math, made exact where it can
+// be): the model family's own BPE encoding from gpt-tokenizer (pure JS, runs in workerd) and
+// OpenAI's documented chat framing; for Anthropic, whose tokenizer is not public, a calibrated
+// multiple of o200k.
 //
 // OpenAI's framing (openai-cookbook "How to count tokens with tiktoken", §6–§7, checked against the
 // API's `prompt_tokens` there): 3 tokens per message plus every string field's tokens (+1 for a

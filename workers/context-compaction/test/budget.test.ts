@@ -1,4 +1,4 @@
-// The budget math (GREEN formula, spec §6.1 / §9 #9) on the catalog's real limits.
+// The budget math (docs/harness-contracts.md §6.1) on the catalog's real limits.
 import { compactionModelOf } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { hardLimit, pruneThresholds, summaryMaxTokens, tailBudget, usableTokens } from "../src/budget.ts";
@@ -35,7 +35,7 @@ describe("tail, prune and summary budgets", () => {
     expect(tailBudget(98_816, { preserveRecentTokens: 500 })).toBe(500);
   });
 
-  it("prune thresholds are TS-7's 40k/20k on big windows and 40 %/20 % of small ones; env wins", () => {
+  it("prune thresholds are 40k/20k on big windows and 40 %/20 % of small ones; env wins", () => {
     expect(pruneThresholds(116_000, DEFAULT_CONFIG)).toEqual({ protect: 40_000, minFree: 20_000 });
     expect(pruneThresholds(6_200, DEFAULT_CONFIG)).toEqual({ protect: 2_480, minFree: 1_240 });
     expect(pruneThresholds(6_200, { pruneProtect: 100, pruneMinFree: 10 })).toEqual({ protect: 100, minFree: 10 });

@@ -1,4 +1,4 @@
-// Tail selection and prune thresholds (spec §6.1) over counted messages.
+// Tail selection and prune thresholds (docs/harness-contracts.md §6.1) over counted messages.
 import { PRUNED_OUTPUT_TEXT, type AgentMessage } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { selectPrune, selectTail, type Counted } from "../src/select.ts";

@@ -1,7 +1,8 @@
-// The harness worker (spec §1.1): the single ingress for turns — `harness::trigger`, hard-wired to
-// `run::start`, seeding the turn's trace baggage — the HTTP API a browser or CLI drives a turn
-// with, and the session-created fan-out onto the `agent::sessions` stream. It takes no part in the
-// turn loop. Web APIs only: the same module runs inside the Worker and as a Node process.
+// The harness worker (docs/harness-contracts.md §1.1): the single ingress for turns — `harness::trigger`,
+// hard-wired to `run::start`, seeding the turn's trace baggage — the HTTP API a browser or CLI
+// drives a turn with, and the session-created fan-out onto the `agent::sessions` stream. It takes
+// no part in the turn loop. Web APIs only: the same module runs inside the Worker and as a Node
+// process.
 import {
   AGENT_SESSIONS_GROUP,
   AGENT_SESSIONS_STREAM,
@@ -25,13 +26,14 @@ export type { HttpEnvelope } from "./http.ts";
 
 /** The only function `harness::trigger` ever starts: clients cannot pick another. */
 export const RUN_START = "run::start";
-/** Baggage keys seeded on the nested call (spec §1.1). */
+/** Baggage keys seeded on the nested call (docs/harness-contracts.md §1.1). */
 export const BAGGAGE_SESSION_ID = "iii.session.id";
 export const BAGGAGE_MESSAGE_ID = "iii.message.id";
-/** Scope the orchestrator writes once per new session (spec §7 item 4). */
+/** Scope the orchestrator writes once per new session (docs/harness-contracts.md §7 item 4). */
 export const SESSION_INDEX_SCOPE = "session_index";
 
-/** The spec's bridge timeout for `harness::trigger` → `run::start` (which itself answers at once). */
+/** The bridge timeout for `harness::trigger` → `run::start`: generous, since run::start itself
+ * answers at once and only a stuck engine would take this long. */
 export const RUN_START_TIMEOUT_MS = 600_000;
 /** The `POST /api/turns` route outlives the bridge timeout, so a slow start is answered, not cut. */
 export const TURN_ROUTE_TIMEOUT_MS = RUN_START_TIMEOUT_MS + 10_000;

@@ -124,7 +124,7 @@ describe("harness::trigger", () => {
     const res = await standIn.client.trigger({ function_id: "harness::trigger", payload: turn("s3"), traceparent, baggage: "tenant=acme%20corp" });
     expect(res).toEqual({ status_code: 200, headers: { "content-type": "application/json" }, body: { session_id: "s3", started: true } });
     const got = callsTo("run::start").find((c) => c.data.session_id === "s3")!;
-    // The same trace; the parent is now a span of the engine's (each hop is a span, issue 12).
+    // The same trace; the parent is now a span of the engine's (each hop is a span).
     expect(got.traceparent?.split("-")[1]).toBe(traceparent.split("-")[1]);
     expect(got.traceparent).not.toBe(traceparent);
     expect(baggageValue(got.baggage, "tenant")).toBe("acme corp");

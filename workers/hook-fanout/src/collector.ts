@@ -1,7 +1,8 @@
-// The in-process collectors (spec §6.3): one per event being collected, keyed by `event_id`. The
-// `stream` trigger on `agent::hook_reply` hands each reply to the collector of its group, which
-// wakes the waiting `publish_collect` — no polling. Replies are de-duplicated by item id (a
-// subscriber's retry overwrites its item; an `update` replaces the reply, it does not add one).
+// The in-process collectors (docs/harness-contracts.md §6.3): one per event being collected, keyed by
+// `event_id`. The `stream` trigger on `agent::hook_reply` hands each reply to the collector of its
+// group, which wakes the waiting `publish_collect` — no polling. Replies are de-duplicated by item
+// id (a subscriber's retry overwrites its item; an `update` replaces the reply, it does not add
+// one).
 import { HOOK_MAX_REPLIES } from "@iii-edge/protocol/harness";
 
 /** Events whose collection ended that this process still recognises, so that a reply arriving

@@ -1,12 +1,12 @@
-// The hook-fanout worker (spec §1.10, §6.3): generic publish-and-collect. `publish_collect` mints
-// an event id, publishes `{event_id, reply_stream, payload}` to the topic's durable subscribers
-// (`iii::durable::publish`), and collects their replies — written with `stream::set` on
-// `agent::hook_reply`, group = event id — through a `stream` trigger that routes each reply to the
-// waiting collector in this process (collector.ts), never by polling. It resolves on the expected
-// replies (by default: as many as the publish reached), quiescence or the deadline, reads the group
-// once more unless every expected reply already came (a reply whose trigger reached another
-// process or isolate, or was lost, is still counted), merges by the request's rule, and deletes
-// the replies it read. Runs unchanged inside the Worker and in Node.
+// The hook-fanout worker (docs/harness-contracts.md §1.10, §6.3): generic publish-and-collect.
+// `publish_collect` mints an event id, publishes `{event_id, reply_stream, payload}` to the topic's
+// durable subscribers (`iii::durable::publish`), and collects their replies — written with
+// `stream::set` on `agent::hook_reply`, group = event id — through a `stream` trigger that routes
+// each reply to the waiting collector in this process (collector.ts), never by polling. It resolves
+// on the expected replies (by default: as many as the publish reached), quiescence or the deadline,
+// reads the group once more unless every expected reply already came (a reply whose trigger reached
+// another process or isolate, or was lost, is still counted), merges by the request's rule, and
+// deletes the replies it read. Runs unchanged inside the Worker and in Node.
 import {
   HOOK_MAX_REPLIES,
   HOOK_REPLY_STREAM,

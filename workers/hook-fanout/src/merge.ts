@@ -1,6 +1,6 @@
-// The three merge rules of publish-and-collect (spec §6.3): how the replies of one event become
-// the one answer its publisher acts on. Pure functions of the request payload and the replies in
-// arrival order; a reply of the wrong shape is skipped, never an error.
+// The three merge rules of publish-and-collect (docs/harness-contracts.md §6.3): how the replies of one event
+// become the one answer its publisher acts on. Pure functions of the request payload and the
+// replies in arrival order; a reply of the wrong shape is skipped, never an error.
 import { MERGE_RULES, type MergeRule } from "@iii-edge/protocol/harness";
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);

@@ -1,5 +1,5 @@
-// The merge rules (spec §6.3, §8.3 "hook merge rules") and the collector's de-duplication, at the
-// layer that owns them: pure functions and the in-process collector, no engine.
+// The merge rules (docs/harness-contracts.md §6.3) and the collector's de-duplication, at the layer that owns
+// them: pure functions and the in-process collector, no engine.
 import { MERGE_RULES } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { Collectors, FINISHED_EVENTS_REMEMBERED, ReplyCollector } from "../src/collector.ts";

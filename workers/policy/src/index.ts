@@ -1,7 +1,8 @@
-// The policy worker (spec §1.6, §3.2): `policy::check_permissions {function_id, args}` answers
-// allow / deny / needs_approval from the rules of an `iii-permissions.yaml`. This entry runs inside
-// the Worker and in Node; its rules come from `III_PERMISSIONS` (the file's text, which `npm start`
-// passes) or the built-in default. The Node entry (./node.ts) reads and hot-reloads a file instead.
+// The policy worker (docs/harness-contracts.md §1.6, §3.2): `policy::check_permissions {function_id, args}`
+// answers allow / deny / needs_approval from the rules of an `iii-permissions.yaml`. This entry
+// runs inside the Worker and in Node; its rules come from `III_PERMISSIONS` (the file's text, which
+// `npm start` passes) or the built-in default. The Node entry (./node.ts) reads and hot-reloads a
+// file instead.
 import { z } from "zod";
 import { IIIError } from "@iii-edge/protocol";
 import { policyCheckRequest, type PolicyDecision } from "@iii-edge/protocol/harness";

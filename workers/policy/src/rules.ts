@@ -1,5 +1,6 @@
-// The rules of an `iii-permissions.yaml` (spec §3.2): validation of the parsed document, compilation
-// into matchers, and the evaluation `policy::check_permissions` answers with. Pure: no YAML, no I/O.
+// The rules of an `iii-permissions.yaml` (docs/harness-contracts.md §3.2): validation of the parsed document,
+// compilation into matchers, and the evaluation `policy::check_permissions` answers with. Pure: no
+// YAML, no I/O.
 import { z } from "zod";
 import type { PolicyDecision } from "@iii-edge/protocol/harness";
 

@@ -1,5 +1,5 @@
-// The evaluator of iii-permissions.yaml (spec §3.2), rule kind by rule kind, over files parsed as
-// the worker parses them.
+// The evaluator of iii-permissions.yaml (docs/harness-contracts.md §3.2), rule kind by rule kind, over files
+// parsed as the worker parses them.
 import { describe, expect, it } from "vitest";
 import { parsePermissions } from "../src/permissions-file.ts";
 import { evaluate, functionMatcher, PermissionsError } from "../src/rules.ts";
@@ -8,8 +8,8 @@ const policy = (yaml: string) => parsePermissions(yaml);
 const decide = (yaml: string, functionId: string, args: unknown = {}) => evaluate(policy(yaml), functionId, args);
 const rules = (...lines: string[]) => `version: 1\nrules:\n${lines.map((l) => `  ${l}`).join("\n")}\n`;
 
-/** The example file of §3.2, verbatim. */
-const SPEC_EXAMPLE = `version: 1
+/** A file with every rule kind, each commented (docs/harness-contracts.md §3.2). */
+const EVERY_KIND_EXAMPLE = `version: 1
 rules:                               # evaluated top to bottom, FIRST MATCH WINS
   - state::get                       # bare string  → allow (exact id)
   - 'shell::fs::*'                   # '*' glob      → allow any id matching (anchored)
@@ -34,8 +34,8 @@ rules:                               # evaluated top to bottom, FIRST MATCH WINS
 # no rule matched → needs_approval
 `;
 
-describe("the §3.2 example file", () => {
-  const p = policy(SPEC_EXAMPLE);
+describe("a file with every rule kind", () => {
+  const p = policy(EVERY_KIND_EXAMPLE);
   const check = (id: string, args: unknown = {}) => evaluate(p, id, args);
 
   it("a bare string allows that exact id, and only it", () => {

@@ -1,6 +1,7 @@
-// The assistant message being streamed, and the AssistantMessageEvents (spec §4.2) it emits: `start`
-// first, a `*_start/_delta/_end` triplet per content block — each frame with the running `partial`
-// — `usage` as soon as known, then `stop` and exactly one terminal `done` or `error`.
+// The assistant message being streamed, and the AssistantMessageEvents (docs/harness-contracts.md §4.2) it
+// emits: `start` first, a `*_start/_delta/_end` triplet per content block — each frame with the
+// running `partial` — `usage` as soon as known, then `stop` and exactly one terminal `done` or
+// `error`.
 import type { AssistantMessage, AssistantMessageEvent, ContentBlock, ErrorKind, Model, StopReason, Usage } from "@iii-edge/protocol/harness";
 
 export type Emit = (event: AssistantMessageEvent) => void;

@@ -1,6 +1,7 @@
-// The models catalog (spec §6.6): a built-in table, laid under MODELS_OVERRIDES (env JSON) and
-// under models registered at runtime (engine state scope `models`, key `<provider>:<id>`). A model
-// missing from all three is "capabilities unknown" — callers fail open (GREEN rule).
+// The models catalog (docs/harness-contracts.md §6.6): a built-in table, laid under MODELS_OVERRIDES (env
+// JSON) and under models registered at runtime (engine state scope `models`, key
+// `<provider>:<id>`). A model missing from all three is "capabilities unknown" — callers fail open:
+// a new model works before anyone lists it, it only loses the checks its entry would allow.
 import { MODELS_SCOPE, modelOverrideSchema, modelSchema, type Model, type ModelCapability } from "@iii-edge/protocol/harness";
 
 type Trigger = <I, O>(request: { function_id: string; payload?: I; timeoutMs?: number }) => Promise<O>;

@@ -1,6 +1,7 @@
-// Error classification (spec §4.3): HTTP 401 → auth_expired; 429 → rate_limited; a context-overflow
-// message (that is not a rate-limit message) → context_overflow; 5xx → transient; other 4xx →
-// permanent; no status → transient. `retryable` is implied by the kind (rate_limited, transient).
+// Error classification (docs/harness-contracts.md §4.3): HTTP 401 → auth_expired; 429 → rate_limited; a
+// context-overflow message (that is not a rate-limit message) → context_overflow; 5xx → transient;
+// other 4xx → permanent; no status → transient. `retryable` is implied by the kind (rate_limited,
+// transient).
 import type { ErrorKind } from "@iii-edge/protocol/harness";
 
 /** How each provider words "the prompt does not fit" (OpenAI, Anthropic, llama.cpp, vLLM, Ollama, …). */

@@ -1,4 +1,4 @@
-// The providers worker (spec §1.4, §4.2, §4.3, §6.6): `provider::openai::stream` (any
+// The providers worker (docs/harness-contracts.md §1.4, §4.2, §4.3, §6.6): `provider::openai::stream` (any
 // OpenAI-compatible server), `provider::anthropic::stream`, and the models catalog (`models::*`).
 // The catalog lives here because the providers are its main reader (pricing → usage.cost_usd,
 // max output → Anthropic's required max_tokens) and it is small; its ids stand alone, so it can move

@@ -1,5 +1,6 @@
-// The transcript and tools as a provider receives them (spec §4.4): checked once, normalised into
-// well-formed AgentMessages/AgentFunctions that each wire converter (openai.ts, anthropic.ts) maps.
+// The transcript and tools as a provider receives them (docs/harness-contracts.md §4.4): checked once,
+// normalised into well-formed AgentMessages/AgentFunctions that each wire converter (openai.ts,
+// anthropic.ts) maps.
 import { agentMessageSchema, type AgentFunction, type AgentMessage, type ContentBlock } from "@iii-edge/protocol/harness";
 import { isObject, str } from "./adapter.ts";
 import { StreamFailure } from "./errors.ts";
@@ -79,8 +80,8 @@ export function normaliseTools(raw: readonly unknown[] | undefined): AgentFuncti
   });
 }
 
-/** §1.4: a denied call's result starts with a `[PERMISSION_DENIED]` line and the denial envelope
- * as one line of JSON, so the model can read why. */
+/** A denied call's result, as the model reads it, starts with a `[PERMISSION_DENIED]` line and the
+ * denial envelope as one line of JSON, so the model can read why. */
 export const PERMISSION_DENIED_MARKER = "[PERMISSION_DENIED]";
 export function isDenied(details: unknown): boolean {
   return isObject(details) && details.status === "denied";

@@ -27,9 +27,11 @@ export const AUTH_TIMEOUT_MS = 5_000;
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 export interface StreamLimits {
-  /** §4.2 (GREEN): no upstream byte for this long (also waiting for the response) ends the stream. */
+  /** docs/harness-contracts.md §4.2: no upstream byte for this long (also waiting for the response) ends the
+   * stream. */
   idle_timeout_ms: number;
-  /** §4.2 (GREEN): a whole stream, retries included; the orchestrator waits 300 s for the call. */
+  /** docs/harness-contracts.md §4.2: a whole stream, retries included; the orchestrator waits 300 s for the
+   * call. */
   total_timeout_ms: number;
   /** Attempts before a 429/5xx/unreachable server is reported: one try and two retries clear a
    * blip; a real outage reaches the user within seconds rather than minutes. */
@@ -329,7 +331,8 @@ async function fetchCredential(deps: StreamDeps, ctx: InvocationContext): Promis
   if (got === null || got === undefined) {
     // A local OpenAI-compatible server (llama.cpp, Ollama, vLLM, LM Studio) usually wants no key:
     // with its own base URL and no credential, the request goes without one. OpenAI itself (and
-    // Anthropic) without a credential is the spec's auth_expired, a re-login signal.
+    // Anthropic) without a credential is auth_expired, a re-login signal
+    // (docs/harness-contracts.md §4.3).
     if (deps.adapter.keyless_with_custom_base_url && deps.base_url !== deps.adapter.default_base_url) return { type: "api_key", key: "" };
     throw new StreamFailure("auth_expired", `no credential configured for ${provider}`);
   }

@@ -104,7 +104,8 @@ const AFTER_TERMINAL_MS = 150;
 /** Call `provider::<p>::stream` as the orchestrator does: a fresh channel, the call not awaited
  * while the reader drains, stop at the terminal frame (then listen a moment longer, to see that
  * nothing follows it). The read end is a plain WebSocket, closed by us: under `wrangler dev` the
- * end of a channel otherwise reaches a reader only when the TCP connection goes (protocol §10). */
+ * end of a channel otherwise reaches a reader only when the TCP connection goes (protocol/README.md
+ * §10). */
 async function stream(provider: ReplayProvider, payload: Record<string, unknown> = {}, opts: { stopAfter?: (f: AssistantMessageEvent) => boolean } = {}): Promise<StreamRun> {
   const ch = await caller.surface.channels.create();
   const ws = new WebSocket(channelUrl(engine.wsUrl, ch.reader));

@@ -1,7 +1,7 @@
-// The live function catalog (spec §6.5, "function schemas come from the live engine catalog"): an
-// index of what is registered at the moment a run is provisioned, each function with its
-// description and request schema, appended to the prompt. A function an iii-sdk worker registered
-// a second ago is in it; nothing has to be registered with the harness.
+// The live function catalog (docs/harness-contracts.md §6.5, "function schemas come from the live engine
+// catalog"): an index of what is registered at the moment a run is provisioned, each function with
+// its description and request schema, appended to the prompt. A function an iii-sdk worker
+// registered a second ago is in it; nothing has to be registered with the harness.
 import { isModelNever } from "@iii-edge/protocol";
 
 /** A trigger bound to the handler's trace. */

@@ -1,8 +1,9 @@
-// The provisioning worker (spec §1.3, §6.5): what a run needs before its first LLM call — the
-// system prompt (mode, identity, skills, and the live function catalog), the one `agent_trigger`
-// schema, the model's catalog entry, and a sandbox when the run asked for isolation. Everything it
-// consults is optional and fails open except the sandbox, which a run that asked for isolation
-// must not run without. Web APIs only: the same module runs inside the Worker and in Node.
+// The provisioning worker (docs/harness-contracts.md §1.3, §6.5): what a run needs before its first LLM call
+// — the system prompt (mode, identity, skills, and the live function catalog), the one
+// `agent_trigger` schema, the model's catalog entry, and a sandbox when the run asked for
+// isolation. Everything it consults is optional and fails open except the sandbox, which a run that
+// asked for isolation must not run without. Web APIs only: the same module runs inside the Worker
+// and in Node.
 import {
   AGENT_TRIGGER_FUNCTION,
   provisioningPrepareRequest,
@@ -31,7 +32,8 @@ export interface ProvisioningConfig {
 export const MODELS_TIMEOUT_MS = 5_000;
 /** Default skills taken from config: the run request's own `skills` has the same bound (50). */
 export const MAX_DEFAULT_SKILLS = 50;
-/** `directory::skills::download` per namespace, once per process, fire-and-forget (spec §1.3 boot step). */
+/** `directory::skills::download` per namespace, once per process, fire-and-forget (docs/harness-contracts.md
+ * §1.3 boot step). */
 export const DOWNLOAD_TIMEOUT_MS = 60_000;
 
 type RunRequest = ProvisioningPrepareRequest["run_request"];
@@ -73,7 +75,8 @@ export function createProvisioning(config: ProvisioningConfig) {
   // Namespaces whose skills the directory was asked to cache, by this copy of the worker.
   const downloaded = new Set<string>();
 
-  /** Spec §1.3's boot-time download, done on first use (a Worker has no boot moment to call from). */
+  /** The boot-time skills download (docs/harness-contracts.md §1.3), done on first use (a Worker has no boot
+   * moment to call from). */
   function warmDirectory(ctx: InvocationContext, ids: readonly string[], present: Set<string> | null): void {
     if (present !== null && !present.has("directory::skills::download")) return;
     for (const id of ids) {

@@ -1,5 +1,5 @@
-// The system prompt's fixed layers (spec §6.5): the mode paragraph and the identity preamble. The
-// skills appendix and the live catalog are built per run (skills.ts, catalog.ts).
+// The system prompt's fixed layers (docs/harness-contracts.md §6.5): the mode paragraph and the identity
+// preamble. The skills appendix and the live catalog are built per run (skills.ts, catalog.ts).
 import { AGENT_TRIGGER, type Mode } from "@iii-edge/protocol/harness";
 
 const MODE_PARAGRAPHS: Record<Mode, string> = {

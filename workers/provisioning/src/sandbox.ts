@@ -1,4 +1,4 @@
-// Isolation (spec §1.3): a run that asks for it gets a sandbox from the sandbox host
+// Isolation (docs/harness-contracts.md §1.3): a run that asks for it gets a sandbox from the sandbox host
 // (workers/sandbox-host: `sandbox::create|list|stop`), reused when the run request still names a live one.
 import { IIIError } from "@iii-edge/protocol";
 import type { Trigger } from "./catalog.ts";

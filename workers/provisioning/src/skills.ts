@@ -1,9 +1,9 @@
-// Skills in the prompt (spec §6.5 layer 3): the directory's index, then each requested skill's
-// body under a `# <id>` heading. The directory (iii-directory) is optional: a skill that cannot be
-// fetched becomes a note telling the model to fetch it later.
+// Skills in the prompt (docs/harness-contracts.md §6.5 layer 3): the directory's index, then each requested
+// skill's body under a `# <id>` heading. The directory (iii-directory) is optional: a skill that
+// cannot be fetched becomes a note telling the model to fetch it later.
 import type { Trigger } from "./catalog.ts";
 
-/** Per skill fetch (spec §1.3). */
+/** Per skill fetch (docs/harness-contracts.md §1.3). */
 export const SKILL_TIMEOUT_MS = 10_000;
 /** One skill body in the prompt; a longer one is cut with a note to fetch the rest. */
 export const MAX_SKILL_CHARS = 32_000;

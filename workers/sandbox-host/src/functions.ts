@@ -234,8 +234,8 @@ export function registerSandboxFunctions(client: EngineClient, plain: Sandboxes,
     run: (req: T) => Promise<unknown> | unknown): void {
     ids.push(id);
     client.registerFunction({ id, description, request_format: formats.request, response_format: formats.response }, async (data) => {
-      // The engine adds the caller's worker id to object payloads (iii §4.6), and an agent turn's
-      // call carries the orchestrator's routing envelope; neither is input.
+      // The engine adds the caller's worker id to object payloads (protocol/README.md §4.6), and an
+      // agent turn's call carries the orchestrator's routing envelope; neither is input.
       const req = withoutRouting(withoutCallerId(data ?? {}));
       const problem = validate(formats.request, req);
       if (problem) throw new SandboxError("invalid_argument", problem);

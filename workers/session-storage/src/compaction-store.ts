@@ -1,8 +1,9 @@
-// Compaction entries and pruned outputs (spec §5.2 "Compact", "Prune update"; §6.1 persist):
-// `session-tree::compact`, `session-tree::compactions`, `session-tree::update_parts`. A compaction is
-// an entry of kind `compaction` in the same tree, so `messages` (kind = 'message') never returns it
-// and the raw path stays what was said; the model's view (summary + tail) is assembled by its
-// readers from `compactions` (protocol `compactionView`). Every function is one or two batches.
+// Compaction entries and pruned outputs (docs/harness-contracts.md §5.2 "Compact", "Prune update"; §6.1
+// persist): `session-tree::compact`, `session-tree::compactions`, `session-tree::update_parts`. A
+// compaction is an entry of kind `compaction` in the same tree, so `messages` (kind = 'message')
+// never returns it and the raw path stays what was said; the model's view (summary + tail) is
+// assembled by its readers from `compactions` (protocol `compactionView`). Every function is one or
+// two batches.
 import { z } from "zod";
 import { IIIError } from "@iii-edge/protocol";
 import {

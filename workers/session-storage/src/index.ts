@@ -1,6 +1,7 @@
-// The session-storage worker (spec §1.11, §5): `session-tree::*`, the conversation of each session
-// as a branching tree of entries, and `session-inbox::*`, per-session named queues. Inside the
-// Worker it keeps them in D1 (`env.DB`); alone in Node (./node.ts) in a node:sqlite file.
+// The session-storage worker (docs/harness-contracts.md §1.11, §5): `session-tree::*`, the conversation of
+// each session as a branching tree of entries, and `session-inbox::*`, per-session named queues.
+// Inside the Worker it keeps them in D1 (`env.DB`); alone in Node (./node.ts) in a node:sqlite
+// file.
 import { z } from "zod";
 import { IIIError, seesAllSessions, type CallerPrincipal } from "@iii-edge/protocol";
 import { agentMessageSchema, type AgentMessage } from "@iii-edge/protocol/harness";

@@ -19,7 +19,7 @@ export const SCHEMA: readonly SqlStatement[] = [
   )`),
   sql("CREATE INDEX IF NOT EXISTS harness_sessions_by_update ON harness_sessions (updated_at, session_id)"),
   // The tree: `depth` is the distance from the root (root 0), so one page of a path is a depth range.
-  // `kind`: message | custom_message (part 2 adds compaction, branch_summary). `body`: JSON.
+  // `kind`: message | custom_message | compaction | branch_summary. `body`: JSON.
   // `seq` is unique within a session (every writer takes the session's counter): fork and clone
   // derive the ids of copied entries from it (src/tree.ts).
   sql(`CREATE TABLE IF NOT EXISTS harness_session_entries (

@@ -1,5 +1,5 @@
-// Sessions as a branching tree (spec §5) and per-session inboxes, over one SqlStore. Every
-// operation is one batch: one round trip, atomic, and consistent with concurrent writers.
+// Sessions as a branching tree (docs/harness-contracts.md §5) and per-session inboxes, over one SqlStore.
+// Every operation is one batch: one round trip, atomic, and consistent with concurrent writers.
 import { IIIError, MAX_RESULT_BYTES } from "@iii-edge/protocol";
 import type { AgentMessage, SessionOrigin } from "@iii-edge/protocol/harness";
 import { sql, type SqlRow, type SqlStatement, type SqlStore } from "./sql-store.ts";
@@ -12,7 +12,7 @@ export const MAX_MESSAGE_BYTES = 1_000_000;
  * one parameter per entry (D1 binds at most 100 per statement). */
 export const MAX_APPEND_MANY = 64;
 /** Entries one session may hold: every path walk is bounded by it. A long agent session is a few
- * thousand entries; compaction (part 2) keeps the active path short. */
+ * thousand entries; compaction keeps the active path short. */
 export const MAX_SESSION_ENTRIES = 100_000;
 /** Default and largest page of `messages`. */
 export const DEFAULT_PAGE_ENTRIES = 200;

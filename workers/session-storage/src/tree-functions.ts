@@ -1,7 +1,7 @@
 // The branching functions of `session-tree::*` (src/tree.ts): fork, clone, tree, branches,
-// set_active_leaf, get_entry, export (and TS-7's export_html). Payloads are the contracts of
-// `@iii-edge/protocol/harness` (section "session tree"); a payload that does not parse is
-// `invalid_arguments`, as for the rest of this worker.
+// set_active_leaf, get_entry, export (and export_html, the name iii's own harness uses). Payloads
+// are the contracts of `@iii-edge/protocol/harness` (section "session tree"); a payload that does
+// not parse is `invalid_arguments`, as for the rest of this worker.
 import { z } from "zod";
 import { IIIError } from "@iii-edge/protocol";
 import {

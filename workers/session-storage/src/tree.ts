@@ -1,7 +1,7 @@
-// The session tree's branching side (spec §5.2): fork (a new session from the path up to any
-// entry), clone (every branch), the nested tree, the branch tips, switching the active leaf, one
-// entry, and export. Over the same SqlStore and tables as src/session-store.ts; every write is one
-// atomic batch, so a repeated or concurrent fork makes one copy.
+// The session tree's branching side (docs/harness-contracts.md §5.2): fork (a new session from the path up to
+// any entry), clone (every branch), the nested tree, the branch tips, switching the active leaf,
+// one entry, and export. Over the same SqlStore and tables as src/session-store.ts; every write is
+// one atomic batch, so a repeated or concurrent fork makes one copy.
 //
 // Copied entries get deterministic ids: `<id up to its first "~", at most 200 chars>~<n>`, n = the
 // entry's depth in a fork (unique on a path) or its append counter `seq` in a clone (unique in a

@@ -1,7 +1,8 @@
-// Runs on a session's branches (spec §5.2 "Resume", §5.3 fork; GREEN set-active-leaf): resume a
-// stopped or failed session, re-run from an earlier user message with an edit (time travel), and
-// fork-then-run. Each starts its run through run::start's own path (busy guard, claim, seeds, the
-// record whose save wakes provisioning); the tree itself is session storage's (`session-tree::*`).
+// Runs on a session's branches (docs/harness-contracts.md §5.2 "Resume", §5.3 fork and set-active-leaf):
+// resume a stopped or failed session, re-run from an earlier user message with an edit (time
+// travel), and fork-then-run. Each starts its run through run::start's own path (busy guard, claim,
+// seeds, the record whose save wakes provisioning); the tree itself is session storage's
+// (`session-tree::*`).
 import { CALLER_PRINCIPAL_KEY, IIIError } from "@iii-edge/protocol";
 import {
   runForkRequest,

@@ -1,9 +1,9 @@
-// Budget enforcement around each provider call (spec §6.2 "Where it is enforced"): before the call,
-// `budget::check` with an estimate and a hold under the round's id; after it, `budget::record` of
-// the provider's reported usage under the same id (so a redelivered step never charges twice).
-// A run that names a budget cannot go past it unchecked: a check that cannot be made refuses the
-// round (fail closed), except for transport failures, which go back to the queue like any
-// dependency that is briefly unreachable (the provider has not been called yet).
+// Budget enforcement around each provider call (docs/harness-contracts.md §6.2 "Where it is enforced"):
+// before the call, `budget::check` with an estimate and a hold under the round's id; after it,
+// `budget::record` of the provider's reported usage under the same id (so a redelivered step never
+// charges twice). A run that names a budget cannot go past it unchecked: a check that cannot be
+// made refuses the round (fail closed), except for transport failures, which go back to the queue
+// like any dependency that is briefly unreachable (the provider has not been called yet).
 import type { AgentFunction, AgentMessage, AssistantMessage, BudgetCheckReason, TurnStateRecord } from "@iii-edge/protocol/harness";
 import { MAX_USAGE_TOKENS } from "@iii-edge/protocol/harness";
 import { z } from "zod";

@@ -1,9 +1,9 @@
-// The orchestrator's side of sub-agents (workers/sub-agents, GREEN §2.2 `pending` + `child_session_id`,
-// §2.7 cascade). Two hooks, nothing else: a `harness::join` whose child is still running parks its
-// call like an approval (no queue step is held while the child works; the sub-agents worker writes
-// the `allow` decision that wakes it when the child ends), and a run that is stopped or ends stops
-// the children it spawned. The children themselves are the sub-agents worker's records, reached by
-// function id only.
+// The orchestrator's side of sub-agents (workers/sub-agents; docs/harness-contracts.md §2.2 `pending` +
+// `child_session_id`, §2.7 cascade). Two hooks, nothing else: a `harness::join` whose child is
+// still running parks its call like an approval (no queue step is held while the child works; the
+// sub-agents worker writes the `allow` decision that wakes it when the child ends), and a run that
+// is stopped or ends stops the children it spawned. The children themselves are the sub-agents
+// worker's records, reached by function id only.
 import { HARNESS_JOIN, HARNESS_STOP_CHILDREN, isJoinPending, type AwaitingChild, type FunctionCall, type FunctionResult } from "@iii-edge/protocol/harness";
 import { errorCode, errorText, type Trigger } from "./calls.ts";
 

@@ -1,4 +1,5 @@
-// The orchestrator's side of context compaction (spec §6.1; the worker is context-compaction):
+// The orchestrator's side of context compaction (docs/harness-contracts.md §6.1; the worker is
+// context-compaction):
 //
 // * **Read side.** session-tree::messages serves the raw path — storage semantics, what was said.
 //   What the model is sent is assembled here, where the request is built: the path and the latest

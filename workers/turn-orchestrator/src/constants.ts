@@ -1,6 +1,7 @@
 // Names and bounds of the turn-orchestrator. Every limit says why it is that number.
 
-/** State scopes this worker owns (spec §1.2, TS-7 semantic scopes), each keyed by session id. */
+/** State scopes this worker owns (docs/harness-contracts.md §1.2), one scope per kind of fact, each keyed
+ * by session id. */
 export const SCOPE_TURN_STATE = "turn_state";
 export const SCOPE_RUN_REQUEST = "run_request";
 export const SCOPE_SESSION_INDEX = "session_index";

@@ -1,5 +1,5 @@
 // What reaches a run from outside its steps: reading its state, stopping it, steering it, reading
-// its events from a cursor, and the approval wake (spec §1.2, §2.7, §3.4, §4.1).
+// its events from a cursor, and the approval wake (docs/harness-contracts.md §1.2, §2.7, §3.4, §4.1).
 import { z } from "zod";
 import type { Tracer } from "@iii-edge/sdk-edge/worker";
 import { AGENT_EVENTS_STREAM, INBOX_STEERING, type AgentEvent, type RunEventsResponse, type TurnStateView, type TurnStopResponse } from "@iii-edge/protocol/harness";

@@ -1,5 +1,5 @@
-// `agent::events` (spec §4.1): one stream group per session, item ids `<sid>-<seq>` from a
-// persisted counter (unique and ordered across restarts). A step reserves a block of sequence
+// `agent::events` (docs/harness-contracts.md §4.1): one stream group per session, item ids `<sid>-<seq>` from
+// a persisted counter (unique and ordered across restarts). A step reserves a block of sequence
 // numbers with one counter write and numbers its events from it, so an event costs one engine call
 // (its `stream::set`), not two; ids may skip numbers between steps — readers page by id
 // (`stream::list_items`), never by counting. Emission is best effort — a lost event is recoverable

@@ -1,4 +1,4 @@
-// function_execute and function_awaiting_approval (spec §2.3, §3.1, §3.4) with GREEN per-call
+// function_execute and function_awaiting_approval (docs/harness-contracts.md §2.3, §3.1, §3.4) with per-call
 // checkpoints: `triggered` is written before a target is invoked and `done` with its result, so a
 // step delivered again after a crash never invokes a call twice — a call found `triggered` but
 // not `done` gets an "interrupted, ran at most once" result instead.
@@ -22,7 +22,7 @@ async function readDecision(trigger: Trigger, sid: string, cid: string): Promise
   return parseDecision(await callRequired<unknown>(trigger, "state::get", { scope: SCOPE_APPROVALS, key: approvalKey(sid, cid) }));
 }
 
-/** A consumed decision is deleted (GREEN cleanup: TS-7 kept one row per decision forever). */
+/** A consumed decision is deleted: otherwise every decision ever taken stays a row forever. */
 async function deleteDecision(trigger: Trigger, sid: string, cid: string): Promise<void> {
   await callBestEffort(trigger, "state::delete", { scope: SCOPE_APPROVALS, key: approvalKey(sid, cid) });
 }
@@ -224,7 +224,7 @@ function resultMessage(prepared: PreparedCall, work: Work, now: number): Functio
 
 /** Results onto the transcript in the assistant's call order (one idempotent batch), one
  * turn_end, then finish if every result asked to terminate, else straight to the next round
- * (assistant_streaming takes any steering first; the post-seed TS path, spec §2.8). */
+ * (assistant_streaming takes any steering first; docs/harness-contracts.md §2.8). */
 export async function finalizeBatch(tx: Tx): Promise<void> {
   const rec = tx.rec;
   const { last, work } = requireBatch(rec);

@@ -1,8 +1,9 @@
-// Function-call hooks (spec §6.3, §7 item 1): around every dispatched call, `agent::before_function_call`
-// (first_block_wins: a subscriber may deny the call or rewrite its arguments) and
-// `agent::after_function_call` (field_merge: a subscriber may rewrite the result), both through
-// `hook-fanout::publish_collect` — and neither costs anything when nobody subscribes: a per-topic
-// subscriber-presence cache answers "no durable:subscriber on this topic" without an engine call.
+// Function-call hooks (docs/harness-contracts.md §6.3, §7 item 1): around every dispatched call,
+// `agent::before_function_call` (first_block_wins: a subscriber may deny the call or rewrite its
+// arguments) and `agent::after_function_call` (field_merge: a subscriber may rewrite the result),
+// both through `hook-fanout::publish_collect` — and neither costs anything when nobody subscribes:
+// a per-topic subscriber-presence cache answers "no durable:subscriber on this topic" without an
+// engine call.
 //
 // What invalidates the cache, and how fast:
 //  1. `engine::functions-available` (bound here to `turn::on_functions_changed`): the engine fires it
@@ -52,9 +53,9 @@ export const PRESENCE_MAX_PAGES = 20;
 /** A before-call gate's deadline: the policy's own budget (§3.3, 5 s). Subscribers that answer end the
  * wait at once; one that does not denies the call (fail closed) when it runs out. */
 export const BEFORE_HOOK_TIMEOUT_MS = 5_000;
-/** An after-call hook's deadline. TS-7 used 500 ms because its collector always waited it out; ours
- * ends when every subscriber answered, so this only bounds a silent one, with room for a loaded box.
- * A missing reply keeps the original result. */
+/** An after-call hook's deadline. A collector that always waits its deadline out needs a short
+ * one (500 ms, paid on every call); ours ends when every subscriber answered, so this only bounds a
+ * silent one, with room for a loaded box. A missing reply keeps the original result. */
 export const AFTER_HOOK_TIMEOUT_MS = 2_000;
 /** publish_collect's own work past its deadline (the final read of the reply group, the deletes). */
 export const HOOK_CALL_MARGIN_MS = 3_000;

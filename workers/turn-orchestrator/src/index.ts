@@ -1,6 +1,6 @@
-// The turn-orchestrator worker (spec §1.2, §2; TS-7 ids and FSM, GREEN durability): one durable
-// FSM per session, every fact of it in engine state, every step a `turn::<state>` message on the
-// `turn-step` queue. Runs in workerd and in Node (Web APIs only).
+// The turn-orchestrator worker (docs/harness-contracts.md §1.2, §2): one durable FSM per session, every fact
+// of it in engine state, every step a `turn::<state>` message on the `turn-step` queue. Runs in
+// workerd and in Node (Web APIs only).
 import { runEventsRequest, runStartWithParentRequest, runSteerRequest, turnSessionRequest, type TurnState } from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";

@@ -1,5 +1,5 @@
-// How a run ends (spec §2.3): `finishSession` inline (no queued teardown step), a failure with the
-// reason shown to the UI, the max_turns notice, and the one `turn_end` per round.
+// How a run ends (docs/harness-contracts.md §2.3): `finishSession` inline (no queued teardown step), a
+// failure with the reason shown to the UI, the max_turns notice, and the one `turn_end` per round.
 import type { AssistantMessage, TurnStateRecord } from "@iii-edge/protocol/harness";
 import { callBestEffort, errorText } from "./calls.ts";
 import { stopChildren } from "./children.ts";

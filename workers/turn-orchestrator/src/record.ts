@@ -1,6 +1,6 @@
-// The persisted turn record (`turn_state/<sid>`, spec §2.2): how it is read back (leniently, with
-// the function-batch states checked strictly), what clients see of it, and the deterministic ids
-// derived from it.
+// The persisted turn record (`turn_state/<sid>`, docs/harness-contracts.md §2.2): how it is read back
+// (leniently, with the function-batch states checked strictly), what clients see of it, and the
+// deterministic ids derived from it.
 import { z } from "zod";
 import { STEPABLE_STATES, TERMINAL_STATES, TURN_STATES, type AssistantMessage, type TurnState, type TurnStateRecord, type TurnStateView } from "@iii-edge/protocol/harness";
 import { EVENT_SEQ_DIGITS, MAX_ENTRY_ID, MAX_IDEMPOTENCY_KEY } from "./constants.ts";
@@ -26,7 +26,8 @@ const executedCall = z.looseObject({ call: functionCall, result: functionResult,
 const awaiting = z.looseObject({ function_call_id: z.string(), function_id: z.string(), args: z.unknown(), pending_at: z.number().optional(), expires_at: z.number().optional() });
 const assistant = z.looseObject({ role: z.literal("assistant"), content: z.array(looseObject), stop_reason: z.string() });
 
-/** Lenient: counters and lists default, unknown fields pass (spec §2.2 "parsed leniently"). */
+/** Lenient: counters and lists default, unknown fields pass (docs/harness-contracts.md §2.2 "parsed
+ * leniently"). */
 const recordSchema = z.looseObject({
   session_id: z.string(),
   state: z.enum(TURN_STATES),
@@ -54,7 +55,8 @@ export function parseRecord(value: unknown): TurnStateRecord | undefined {
   if (value === undefined || value === null) return undefined;
   const r = recordSchema.safeParse(value);
   if (!r.success) throw new InvariantError(`the stored turn record is unreadable: ${r.error.issues[0]?.message ?? "bad shape"}`);
-  // The schema checked the discriminating fields; the content blocks are the spec's shapes as written.
+  // The schema checked the discriminating fields; the content blocks are
+  // the shapes of docs/harness-contracts.md §4.4 as written.
   return r.data as unknown as TurnStateRecord;
 }
 

@@ -1,6 +1,6 @@
-// `run_request/<sid>`: what a run asked for (spec §1.2), enriched by provisioning. It doubles as
-// run::start's claim on the session: written with compare-and-set before anything else, so of two
-// starts racing on one idle session exactly one goes on.
+// `run_request/<sid>`: what a run asked for (docs/harness-contracts.md §1.2), enriched by provisioning. It
+// doubles as run::start's claim on the session: written with compare-and-set before anything else,
+// so of two starts racing on one idle session exactly one goes on.
 import { z } from "zod";
 import { MODES, type RunRequest } from "@iii-edge/protocol/harness";
 import { callRequired, type Trigger } from "./calls.ts";

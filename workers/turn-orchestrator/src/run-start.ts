@@ -1,5 +1,6 @@
-// `run::start` (spec §1.2): busy guard, claim, session, run request, seed messages, and the fresh
-// record whose save enqueues `turn::provisioning`. Returns at once; the run goes on in the queue.
+// `run::start` (docs/harness-contracts.md §1.2): busy guard, claim, session, run request, seed messages, and
+// the fresh record whose save enqueues `turn::provisioning`. Returns at once; the run goes on in
+// the queue.
 import { DEFAULT_MAX_TURNS, type RunStartRequest, type RunStartResponse, type SubAgentParentLink, type TurnStateRecord } from "@iii-edge/protocol/harness";
 import type { CallerPrincipal } from "@iii-edge/protocol";
 import type { Tracer } from "@iii-edge/sdk-edge/worker";

@@ -1,5 +1,5 @@
-// Part 2 seams: where budget tracking (§6.2), function-call hooks (§6.3) and compaction (§6.1)
-// plug in — one named function each, its logic in budget.ts, hooks.ts and compaction.ts.
+// The seams where budget tracking, function-call hooks and compaction (docs/harness-contracts.md §6.2, §6.3,
+// §6.1) plug in — one named function each, its logic in budget.ts, hooks.ts and compaction.ts.
 import type { AgentMessage, FunctionCall, FunctionResult, TurnStateRecord } from "@iii-edge/protocol/harness";
 import { checkBudget, type BudgetRefusal } from "./budget.ts";
 import type { Trigger } from "./calls.ts";

@@ -1,5 +1,5 @@
-// The stepable states' handlers (spec §2.3). Each gets the step's Tx (the record, a deep copy
-// of what was loaded) and ends with the write that moves the record on.
+// The stepable states' handlers (docs/harness-contracts.md §2.3). Each gets the step's Tx (the record, a deep
+// copy of what was loaded) and ends with the write that moves the record on.
 import { z } from "zod";
 import { agentMessageSchema, INBOX_FOLLOWUP, INBOX_STEERING, type AgentFunction, type AgentMessage, type Model } from "@iii-edge/protocol/harness";
 import type { Channels } from "@iii-edge/sdk-edge/worker";
@@ -50,10 +50,10 @@ export async function provisioning(tx: Tx): Promise<void> {
 export async function assistantStreaming(tx: Tx, channels: Channels): Promise<void> {
   const rec = tx.rec;
   if (maxTurnsReached(rec)) return endAtMaxTurns(tx);
-  // A batch's results come straight here (no steering_check hop on the function path, as in the
-  // post-seed TS, spec §2.8): steering sent meanwhile joins the transcript before this round.
-  // The three reads go out together: a steering message appended while the transcript is read is
-  // either on it already or added here, once (entry ids are deterministic).
+  // A batch's results come straight here (no steering_check hop on the function path, which saves a
+  // queue round trip per batch; docs/harness-contracts.md §2.8): steering sent meanwhile joins the transcript
+  // before this round. The three reads go out together: a steering message appended while the
+  // transcript is read is either on it already or added here, once (entry ids are deterministic).
   const [req, steered, entries] = await Promise.all([
     requireRunRequest(tx.trigger, tx.sid),
     rec.function_results.length > 0 ? takeInbox(tx, INBOX_STEERING, "steer") : Promise.resolve([]),

@@ -1,7 +1,7 @@
-// The turn record's store (spec §2.4, GREEN durability). Every write is a compare-and-set against
-// the value this step read or last wrote, so of two steps racing on one record exactly one wins; a
-// save that changes the state to a stepable one carries the next step's queue message in the same
-// write ("saving is the wake"); checkpoints write without waking anyone.
+// The turn record's store (docs/harness-contracts.md §2.4). Every write is a compare-and-set against the
+// value this step read or last wrote, so of two steps racing on one record exactly one wins; a save
+// that changes the state to a stepable one carries the next step's queue message in the same write
+// ("saving is the wake"); checkpoints write without waking anyone.
 import type { AgentEvent, TurnStateRecord, TurnStateView } from "@iii-edge/protocol/harness";
 import { tracerOf, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { callRequired, errorCode, errorText, isTransportFailure, TransientError, type Trigger } from "./calls.ts";
@@ -130,7 +130,8 @@ export class Tx {
     this.events = new EventLog(trigger, sid);
     this.written = loaded ? structuredClone(loaded.rec) : undefined;
     this.raw = loaded?.raw ?? null;
-    // The working copy is a deep copy: handler mutations never leak into `written` (§8.1).
+    // The working copy is a deep copy: handler mutations never leak into `written`, which must stay
+    // the value read for the compare-and-set to mean anything.
     this.rec = fresh ?? structuredClone(loaded!.rec);
   }
 

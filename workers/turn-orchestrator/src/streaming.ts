@@ -1,5 +1,6 @@
-// assistant_streaming (spec §1.4, §2.3): one LLM round. The provider writes AssistantMessageEvents
-// into an engine channel while this step drains it; the provider call is started, not awaited.
+// assistant_streaming (docs/harness-contracts.md §1.4, §2.3): one LLM round. The provider writes
+// AssistantMessageEvents into an engine channel while this step drains it; the provider call is
+// started, not awaited.
 import { z } from "zod";
 import type { AgentMessage, AssistantMessage, AssistantMessageEvent } from "@iii-edge/protocol/harness";
 import { callIntoChannel, type Channels } from "@iii-edge/sdk-edge/worker";

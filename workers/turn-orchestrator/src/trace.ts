@@ -1,4 +1,4 @@
-// A turn as one trace (issue 12), in OpenTelemetry's GenAI conventions: `invoke_agent` from
+// A turn as one trace, in OpenTelemetry's GenAI conventions: `invoke_agent` from
 // run::start to the run's end, one `step <state>` span per queued step under it, `execute_tool
 // <function>` per call the model makes, and the policy check and the approval wait as spans of
 // their own under the call. A run crosses many queue steps (and possibly restarts), so what the

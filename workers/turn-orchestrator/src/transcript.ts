@@ -1,5 +1,5 @@
-// The transcript lives in session storage (spec §5), reached by function id. Every entry the
-// orchestrator writes has a deterministic id, so a replayed step appends nothing twice.
+// The transcript lives in session storage (docs/harness-contracts.md §5), reached by function id. Every entry
+// the orchestrator writes has a deterministic id, so a replayed step appends nothing twice.
 import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { callRequired, type Trigger } from "./calls.ts";
 import { APPEND_MANY_MAX, TRANSCRIPT_MAX_PAGES, TRANSCRIPT_PAGE_SIZE } from "./constants.ts";

@@ -1,7 +1,7 @@
-// `runTransition` (spec §2.4): every `turn::<state>` step is load → stale guard → stop check →
-// handler → write, with one error model: a TransientError goes back to the queue (retried, the
-// session is not failed); a StateConflict stops the step (someone else moved the record); anything
-// else fails the run, visibly, and the step is acknowledged.
+// `runTransition` (docs/harness-contracts.md §2.4): every `turn::<state>` step is load → stale guard → stop
+// check → handler → write, with one error model: a TransientError goes back to the queue (retried,
+// the session is not failed); a StateConflict stops the step (someone else moved the record);
+// anything else fails the run, visibly, and the step is acknowledged.
 import { IIIError } from "@iii-edge/protocol";
 import type { TurnState, TurnStepResult } from "@iii-edge/protocol/harness";
 import { z } from "zod";

@@ -260,7 +260,7 @@ describe("the chokepoint", () => {
     expect(down).toMatchObject({ kind: "deny", envelope: { denied_by: "gate_unavailable", reason: expect.stringContaining("policy unreachable: timeout") } });
   });
 
-  it("normalises results and maps target errors (§3.1 steps 5–6)", () => {
+  it("normalises results and maps target errors (docs/harness-contracts.md §3.1)", () => {
     expect(normaliseResult({ content: [{ type: "text", text: "x" }], details: { a: 1 }, terminate: true })).toEqual({ content: [{ type: "text", text: "x" }], details: { a: 1 }, terminate: true });
     expect(normaliseResult({ n: 1 })).toEqual({ content: [{ type: "text", text: '{"n":1}' }], details: { n: 1 } });
     expect(normaliseResult("plain")).toEqual({ content: [{ type: "text", text: "plain" }], details: "plain" });

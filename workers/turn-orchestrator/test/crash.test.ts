@@ -1,7 +1,7 @@
-// Crash safety (spec §8.1, C-E2E-507): the engine restarts while a function call the model asked
-// for is executing. GREEN's per-call checkpoint (`triggered` before the target is invoked) means
-// the redelivered step never invokes it again: the call ran once, the transcript closes it with an
-// "interrupted" result, and the run still ends cleanly with no duplicate entries.
+// Crash safety: the engine restarts while a function call the model asked for is executing. The
+// per-call checkpoint (`triggered` before the target is invoked) means the redelivered step never
+// invokes it again: the call ran once, the transcript closes it with an "interrupted" result, and
+// the run still ends cleanly with no duplicate entries.
 import type { AgentEvent, FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { runWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, expect, it } from "vitest";

@@ -1,7 +1,7 @@
 // The orchestrator's hook seams (src/hooks.ts) at the layer that owns them, against a scripted
-// engine stand-in: the subscriber-presence cache (spec §7 item 1, §8.3 "subscriber presence") and
-// what the before/after hooks make of publish_collect's answers — deny, rewrite, fail closed on the
-// gate, keep the result on the after path.
+// engine stand-in: the subscriber-presence cache (docs/harness-contracts.md §7 item 1) and what the
+// before/after hooks make of publish_collect's answers — deny, rewrite, fail closed on the gate,
+// keep the result on the after path.
 import { IIIError } from "@iii-edge/protocol";
 import { AFTER_FUNCTION_CALL_TOPIC, BEFORE_FUNCTION_CALL_TOPIC, PUBLISH_COLLECT, type FunctionCall, type FunctionResult } from "@iii-edge/protocol/harness";
 import type { TriggerRequest } from "@iii-edge/sdk-edge/client";

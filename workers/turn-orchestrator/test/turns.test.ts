@@ -1,6 +1,6 @@
-// The turn-orchestrator alone against `npm start`'s engine (spec §8.1, §8.2): real queue steps,
-// real state, real channels, the real session-storage and policy workers; stand-ins register the
-// other workers' function ids (provisioning, the model, the functions the model calls).
+// The turn-orchestrator alone against `npm start`'s engine (docs/harness-contracts.md §2, §3): real queue
+// steps, real state, real channels, the real session-storage and policy workers; stand-ins register
+// the other workers' function ids (provisioning, the model, the functions the model calls).
 import { AGENT_TRIGGER_FUNCTION, type AgentEvent, type AssistantMessage, type FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../../../tests/support/wait.ts";

@@ -9,7 +9,7 @@ import { pageOf, type Page } from "./paging.ts";
 const matches = (text: string | undefined, search: string | undefined) =>
   !search || (text ?? "").toLowerCase().includes(search.toLowerCase());
 
-/** A listing's result: the spec's `{<key>: [...]}`, plus `total` and (unless last) `next_offset`. */
+/** A listing's result: iii's `{<key>: [...]}`, plus `total` and (unless last) `next_offset`. */
 function listed<K extends string, T>(key: K, page: Page<T>): { [k in K]: T[] } & { total: number; next_offset?: number } {
   const out = { [key]: page.items, total: page.total } as { [k in K]: T[] } & { total: number; next_offset?: number };
   if (page.next_offset !== undefined) out.next_offset = page.next_offset;

@@ -207,7 +207,7 @@ export function decodeMetrics(body: unknown): MetricPoint[] {
 
 // ------------------------------------------------------------------ frames
 
-/** A `/otel` frame: 4 ASCII bytes naming the signal, then OTLP/JSON (wire-protocol §11). */
+/** A `/otel` frame: 4 ASCII bytes naming the signal, then OTLP/JSON (protocol/README.md §11). */
 export function decodeFrame(frame: string | ArrayBuffer | Uint8Array): { signal: TelemetrySignal; body: unknown } | undefined {
   let text: string;
   if (typeof frame === "string") text = frame;
