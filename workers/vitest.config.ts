@@ -2,17 +2,17 @@ import { fileURLToPath } from "node:url";
 import { defineProject } from "vitest/config";
 import { sourceAliases } from "../scripts/workspace-exports.mjs";
 
-// The harness workers' own tests (workers/<name>/test/), each at its worker's layer: pure logic in
-// Node, and a worker run alone against `npm start`'s engine where it needs one.
+// The harness workers' logic (workers/<name>/test/*.test.ts): plain Node, no engine, no network —
+// part of `npm run test:unit`. A test that needs `npm start`'s engine is named *.e2e.test.ts and
+// runs in vitest.e2e.config.ts.
 export default defineProject({
   resolve: { alias: sourceAliases() },
   test: {
-    name: "harness-workers",
+    name: "worker-logic",
     root: fileURLToPath(new URL(".", import.meta.url)),
     environment: "node",
     include: ["*/test/**/*.test.ts"],
-    exclude: ["sandbox-host/**", "**/node_modules/**"],
+    exclude: ["**/*.e2e.test.ts", "sandbox-host/**", "**/node_modules/**"],
     testTimeout: 30_000,
-    hookTimeout: 120_000,
   },
 });

@@ -1,5 +1,5 @@
 // The built-in rules: the text of the repo-root iii-permissions.yaml, used when no file and no
-// III_PERMISSIONS is given (test/default-permissions.test.ts keeps the two identical).
+// III_PERMISSIONS is given (test/default-permissions.e2e.test.ts keeps the two identical).
 export const DEFAULT_PERMISSIONS_YAML = `# iii-permissions.yaml: which functions the model may call through agent_trigger.
 # Read by the policy worker (workers/policy, policy::check_permissions). Calls workers make to each
 # other are not checked here; only calls made on behalf of the model are.
