@@ -10,3 +10,4 @@ export * from "./edge-host.ts";
 export * from "./signature.ts";
 export * from "./streams.ts";
 export * from "./rbac.ts";
+export * from "./json.ts";

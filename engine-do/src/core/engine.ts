@@ -33,6 +33,7 @@ import {
   type RbacSession,
   type TriggerAction,
   type WorkerFrame,
+  isRecord,
 } from "@iii-edge/protocol";
 import { AdmissionControl } from "./admission.ts";
 import type {
@@ -84,7 +85,6 @@ const SELF_FUNCTIONS = new Set(["engine::workers::register"]);
 /** How long a burst of catalog changes is coalesced before `engine::functions-available` fires. */
 const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** An engine-held binding that ends with its maker's last connection (made without durable_bindings). */
 const endsWithMaker = (t: TriggerRecord): t is TriggerRecord & { principal: string } => t.owner === null && t.durable === false && t.principal !== undefined;
@@ -623,7 +623,7 @@ export class EngineCore implements EngineApi {
         queue: action.queue,
         function_id: f.function_id,
         // Stamped now: the delivery runs without the caller's grant, as trusted code would.
-        data: isObject(f.data) ? this.stampPrincipal(f.data, f.function_id, grant) : (f.data ?? null),
+        data: isRecord(f.data) ? this.stampPrincipal(f.data, f.function_id, grant) : (f.data ?? null),
         principal: grant.sub,
         idempotency_key: action.idempotency_key,
         traceparent: f.traceparent,
@@ -634,7 +634,7 @@ export class EngineCore implements EngineApi {
       return;
     }
     // §4.6: object payloads from a worker carry the caller's id, stamped here (never trusted from the payload).
-    const data = isObject(f.data) ? { ...this.stampPrincipal(f.data, f.function_id, grant), _caller_worker_id: conn.workerId } : (f.data ?? null);
+    const data = isRecord(f.data) ? { ...this.stampPrincipal(f.data, f.function_id, grant), _caller_worker_id: conn.workerId } : (f.data ?? null);
     const req: CallRequest = { function_id: f.function_id, data, callerWorkerId: conn.workerId, timeoutMs: f.timeout_ms, grant, caller: conn.workerId };
     if (f.metadata !== undefined) req.metadata = f.metadata;
     if (f.traceparent) req.traceparent = f.traceparent;
@@ -711,7 +711,7 @@ export class EngineCore implements EngineApi {
     // A worker in another namespace is stamped as `<namespace>/<worker id>`; an HTTP caller is no
     // worker, so it gets none — and a claimed one is dropped either way.
     let data = call.data;
-    if (isObject(data)) {
+    if (isRecord(data)) {
       const { _caller_worker_id: _claimed, ...rest } = data;
       const stamped = this.stampPrincipal(rest, call.function_id, call.grant);
       data = stampCaller ? { ...stamped, _caller_worker_id: stampCaller } : stamped;
@@ -828,7 +828,7 @@ export class EngineCore implements EngineApi {
       ? (binding.principal === OPEN_GRANT.sub ? undefined : binding.principal)
       : (binding.principal ?? this.catalog.principalOf(binding.owner));
     const share = principal === undefined ? {} : { principal };
-    const cond = isObject(binding.config) && typeof binding.config.condition_function_id === "string" ? binding.config.condition_function_id : undefined;
+    const cond = isRecord(binding.config) && typeof binding.config.condition_function_id === "string" ? binding.config.condition_function_id : undefined;
     if (cond) {
       const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs, ...trace, ...share });
       if (!c.ok) return opts.conditionErrors === "fail" ? { ok: false, error: { code: c.error.code, message: `condition ${cond}: ${c.error.message}` } } : "skipped";
@@ -871,7 +871,7 @@ export class EngineCore implements EngineApi {
       let full: unknown;
       let delta: unknown;
       for (const b of bindings) {
-        const payload = isObject(b.config) && b.config.delta === true
+        const payload = isRecord(b.config) && b.config.delta === true
           ? (delta ??= { event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) })
           : (full ??= { event: "functions_changed", functions: this.introspection.functionSummaries(true) });
         this.ports.background(this.fire(b, payload));

@@ -32,6 +32,7 @@ import {
   type RegisterFunction,
   type RegisterTrigger,
   type WorkerFrame,
+  isRecord,
 } from "@iii-edge/protocol";
 import type { CallRequest } from "./api.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
@@ -59,7 +60,6 @@ export interface RbacHost {
 /** The frames the listener looks at; the rest (results, pings, reattach) go straight to the core. */
 const GOVERNED = new Set<WorkerFrame["type"]>(["registerfunction", "unregisterfunction", "registertriggertype", "unregistertriggertype", "registertrigger", "unregistertrigger", "invokefunction"]);
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export class RbacConnections {
   private readonly ports: EnginePorts;
@@ -186,7 +186,7 @@ export class RbacConnections {
     const middleware = s.config.middleware_function_id;
     if (middleware && !host.isBuiltin(f.function_id)) {
       // The payload as the caller sent it, less any caller id it claims (the engine stamps that).
-      const payload = isObject(f.data) ? Object.fromEntries(Object.entries(f.data).filter(([k]) => k !== "_caller_worker_id")) : (f.data ?? null);
+      const payload = isRecord(f.data) ? Object.fromEntries(Object.entries(f.data).filter(([k]) => k !== "_caller_worker_id")) : (f.data ?? null);
       const input: RbacMiddlewareInput = { function_id: f.function_id, payload, context: s.context };
       if (f.action) input.action = f.action;
       const call = host.invoke({ function_id: middleware, data: input, callerWorkerId: conn.workerId, caller: conn.workerId, timeoutMs: f.timeout_ms, traceparent: f.traceparent, baggage: f.baggage });
@@ -199,8 +199,8 @@ export class RbacConnections {
     }
     if (f.function_id === FUNCTIONS_LIST && expectsReply) {
       const out = await host.invoke({ function_id: f.function_id, data: f.data ?? null, callerWorkerId: conn.workerId, caller: conn.workerId, grant: host.grantOf(conn.workerId), timeoutMs: f.timeout_ms });
-      if (out.ok && isObject(out.result) && Array.isArray(out.result.functions)) {
-        const visible = out.result.functions.filter((e) => isObject(e) && typeof e.function_id === "string" && rbacMayCall(s, e.function_id, isObject(e.metadata) ? e.metadata : undefined));
+      if (out.ok && isRecord(out.result) && Array.isArray(out.result.functions)) {
+        const visible = out.result.functions.filter((e) => isRecord(e) && typeof e.function_id === "string" && rbacMayCall(s, e.function_id, isRecord(e.metadata) ? e.metadata : undefined));
         const hidden = out.result.functions.length - visible.length;
         const total = typeof out.result.total === "number" ? out.result.total - hidden : visible.length;
         return answer({ ok: true, result: { ...out.result, functions: visible, total } });

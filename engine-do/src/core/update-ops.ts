@@ -2,6 +2,7 @@
 // Pure: takes the current value and returns the new one plus per-op errors; a failing op is
 // skipped and the others still apply, as in iii.
 import type { UpdateOp } from "@iii-edge/protocol";
+import { isRecord } from "@iii-edge/protocol";
 
 export interface OpError {
   op_index: number;
@@ -17,12 +18,11 @@ const MAX_MERGE_KEYS = 1024;
 const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function depth(v: unknown, d = 0): number {
   if (d > MAX_VALUE_DEPTH) return d;
   if (Array.isArray(v)) return Math.max(d, ...v.map((x) => depth(x, d + 1)));
-  if (isObj(v)) return Math.max(d, ...Object.values(v).map((x) => depth(x, d + 1)));
+  if (isRecord(v)) return Math.max(d, ...Object.values(v).map((x) => depth(x, d + 1)));
   return d;
 }
 
@@ -49,13 +49,13 @@ export function applyUpdateOps(current: unknown, ops: UpdateOp[]): { value: unkn
           return;
         }
         if (FORBIDDEN_KEYS.has(op.path)) return fail("set.path.proto_polluted", `path '${op.path}' is not allowed`);
-        if (!isObj(value)) return fail("set.not_object", "value is not an object");
+        if (!isRecord(value)) return fail("set.not_object", "value is not an object");
         value[op.path] = op.value ?? null;
         return;
       }
       case "increment":
       case "decrement": {
-        if (!isObj(value)) return fail(`${op.type}.not_object`, "value is not an object");
+        if (!isRecord(value)) return fail(`${op.type}.not_object`, "value is not an object");
         if (FORBIDDEN_KEYS.has(op.path)) return fail(`${op.type}.path.proto_polluted`, `path '${op.path}' is not allowed`);
         const by = op.type === "increment" ? op.by : -op.by;
         const prev = op.path === "" ? undefined : value[op.path];
@@ -65,22 +65,22 @@ export function applyUpdateOps(current: unknown, ops: UpdateOp[]): { value: unkn
         return;
       }
       case "remove": {
-        if (!isObj(value)) return fail("remove.not_object", "value is not an object");
+        if (!isRecord(value)) return fail("remove.not_object", "value is not an object");
         delete value[op.path];
         return;
       }
       case "merge": {
         const segs = segments(op.path);
         if (typeof segs === "string") return fail(segs, "invalid merge path");
-        if (!isObj(op.value)) return fail("merge.value.not_object", "merge value must be an object");
+        if (!isRecord(op.value)) return fail("merge.value.not_object", "merge value must be an object");
         if (depth(op.value) > MAX_VALUE_DEPTH) return fail("merge.value.too_deep", `merge value deeper than ${MAX_VALUE_DEPTH}`);
         const keys = Object.keys(op.value);
         if (keys.length > MAX_MERGE_KEYS) return fail("merge.value.too_many_keys", `more than ${MAX_MERGE_KEYS} keys`);
         if (keys.some((k) => FORBIDDEN_KEYS.has(k))) return fail("merge.value.proto_polluted", "forbidden key in merge value");
-        if (!isObj(value)) value = {};
+        if (!isRecord(value)) value = {};
         let target = value as Obj;
         for (const s of segs) {
-          if (!isObj(target[s])) target[s] = {};
+          if (!isRecord(target[s])) target[s] = {};
           target = target[s] as Obj;
         }
         for (const k of keys) target[k] = op.value[k];
@@ -92,15 +92,15 @@ export function applyUpdateOps(current: unknown, ops: UpdateOp[]): { value: unkn
         if (segs.length === 0) {
           if (Array.isArray(value)) value.push(op.value);
           else if (typeof value === "string" && typeof op.value === "string") value = value + op.value;
-          else if (isObj(value) && Object.keys(value).length === 0) value = typeof op.value === "string" ? op.value : [op.value];
+          else if (isRecord(value) && Object.keys(value).length === 0) value = typeof op.value === "string" ? op.value : [op.value];
           else return fail("append.type_mismatch", "root is neither an array nor a string");
           return;
         }
-        if (!isObj(value)) return fail("append.type_mismatch", "value is not an object");
+        if (!isRecord(value)) return fail("append.type_mismatch", "value is not an object");
         let parent = value as Obj;
         for (const s of segs.slice(0, -1)) {
           if (parent[s] === undefined) parent[s] = {};
-          if (!isObj(parent[s])) return fail("append.type_mismatch", `'${s}' is not an object`);
+          if (!isRecord(parent[s])) return fail("append.type_mismatch", `'${s}' is not an object`);
           parent = parent[s] as Obj;
         }
         const last = segs[segs.length - 1]!;

@@ -24,6 +24,7 @@ import {
   type ShardInvokeOutcome,
   type ShardInvokeRequest,
   type ShardRoute,
+  isRecord,
 } from "@iii-edge/protocol";
 import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "../core/bounds.ts";
 import { CONTROL_FRAMES, SocketBudget } from "../core/socket-budget.ts";
@@ -42,7 +43,6 @@ export const MAX_ROUTES = 10_000;
  * beats the caller's (which answers `timeout`) and its entry never outlives the call. */
 const TARGET_DEADLINE_SLACK_MS = 1_000;
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const withoutClaimedPrincipal = (d: Record<string, unknown>): Record<string, unknown> => {
   if (!(CALLER_PRINCIPAL_KEY in d)) return d;
   const { [CALLER_PRINCIPAL_KEY]: _claimed, ...rest } = d;
@@ -137,7 +137,7 @@ export class DirectCalls {
     // §4.6: the caller's id, stamped here as the core stamps it (never trusted from the payload).
     // Functions told who calls them are never routed here (catalog-side.ts route): a claimed
     // principal is dropped, as the core drops it for a function that did not ask.
-    const data = isObject(f.data) ? { ...withoutClaimedPrincipal(f.data), _caller_worker_id: workerId } : (f.data ?? null);
+    const data = isRecord(f.data) ? { ...withoutClaimedPrincipal(f.data), _caller_worker_id: workerId } : (f.data ?? null);
     const timeoutMs = f.timeout_ms ?? this.defaultTimeoutMs;
     const req: ShardInvokeRequest = { worker_id: route.worker_id, function_id: f.function_id, data, timeout_ms: timeoutMs };
     if (f.metadata !== undefined) req.metadata = f.metadata;

@@ -10,6 +10,7 @@
 // items 3 each, −3 per enum), 12 once at the end. The cookbook leaves out assistant `tool_calls`:
 // each is counted as its name + arguments + 3 (the legacy `function_call` framing).
 import type { AgentMessage, ContentBlock } from "@iii-edge/protocol/harness";
+import { isRecord } from "@iii-edge/protocol";
 
 export type EncodingName = "o200k_base" | "cl100k_base";
 export type TokenFamily = "openai" | "anthropic" | "other";
@@ -110,7 +111,6 @@ export function wireMessageTokens(m: WireMessage, count: TextCounter): number {
 }
 
 type Schema = { type?: unknown; description?: unknown; properties?: unknown; enum?: unknown };
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const stripDot = (s: string) => (s.endsWith(".") ? s.slice(0, -1) : s);
 
 /** The `tools` of a request (cookbook §7 framing). */
@@ -121,13 +121,13 @@ export function wireToolsTokens(tools: readonly WireTool[], encoding: EncodingNa
   for (const t of tools) {
     const fn = t.function ?? {};
     n += f.funcInit + count(`${fn.name ?? ""}:${stripDot(typeof fn.description === "string" ? fn.description : "")}`);
-    const params = isObject(fn.parameters) ? (fn.parameters as Schema) : {};
-    const props = isObject(params.properties) ? (params.properties as Record<string, Schema>) : {};
+    const params = isRecord(fn.parameters) ? (fn.parameters as Schema) : {};
+    const props = isRecord(params.properties) ? (params.properties as Record<string, Schema>) : {};
     const keys = Object.keys(props);
     if (keys.length === 0) continue;
     n += f.propInit;
     for (const key of keys) {
-      const p = isObject(props[key]) ? props[key] : {};
+      const p = isRecord(props[key]) ? props[key] : {};
       n += f.propKey;
       if (Array.isArray(p.enum)) {
         n += f.enumInit;
@@ -155,7 +155,7 @@ const textOf = (blocks: readonly ContentBlock[]): string => blocks.filter((b): b
 /** A function result's text as the providers render it (a denial carries its envelope). */
 function resultText(content: readonly ContentBlock[], details: unknown): string {
   const text = textOf(content);
-  if (!isObject(details) || details.status !== "denied" || text.startsWith(PERMISSION_DENIED_MARKER)) return text;
+  if (!isRecord(details) || details.status !== "denied" || text.startsWith(PERMISSION_DENIED_MARKER)) return text;
   return `${PERMISSION_DENIED_MARKER}\n${JSON.stringify(details)}${text ? `\n${text}` : ""}`;
 }
 
@@ -200,8 +200,8 @@ export function toWireMessages(m: AgentMessage, family: TokenFamily): WireMessag
 /** Function schemas (AgentFunction) as chat `tools`; anything unreadable counts as its JSON. */
 export function toWireTools(tools: readonly unknown[]): WireTool[] {
   return tools.map((t) => {
-    if (!isObject(t)) return { function: { name: "", description: JSON.stringify(t) ?? "" } };
-    if (isObject(t.function)) return t as WireTool;
+    if (!isRecord(t)) return { function: { name: "", description: JSON.stringify(t) ?? "" } };
+    if (isRecord(t.function)) return t as WireTool;
     return { type: "function", function: { name: typeof t.name === "string" ? t.name : "", description: typeof t.description === "string" ? t.description : "", parameters: t.parameters } };
   });
 }

@@ -3,6 +3,7 @@
 // failure maps onto a status a client can act on.
 import { EXPORT_FORMATS, runStartRequest } from "@iii-edge/protocol/harness";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
+import { isRecord } from "@iii-edge/protocol";
 
 export interface HttpEnvelope {
   status_code: number;
@@ -26,7 +27,6 @@ export const respond = (status_code: number, body: unknown): HttpEnvelope => ({ 
 export const failure = (status_code: number, code: string, message: string, extra: Record<string, unknown> = {}): HttpEnvelope =>
   respond(status_code, { error: { code, message, ...extra } });
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 const stringsOf = (v: unknown): Record<string, string> => {
   const out: Record<string, string> = {};

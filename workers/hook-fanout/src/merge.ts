@@ -2,8 +2,8 @@
 // become the one answer its publisher acts on. Pure functions of the request payload and the
 // replies in arrival order; a reply of the wrong shape is skipped, never an error.
 import { MERGE_RULES, type MergeRule } from "@iii-edge/protocol/harness";
+import { isRecord } from "@iii-edge/protocol";
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 
 /** A rule by its name; undefined when it is none of MERGE_RULES. */
 export function parseMergeRule(name: unknown): MergeRule | undefined {
@@ -13,7 +13,7 @@ export function parseMergeRule(name: unknown): MergeRule | undefined {
 /** The first reply with `block: true`, kept whole (it can carry a reason, a denial, an approval
  * marker); else `{block: false}`. Before-call gates use it. */
 export function firstBlockWins(replies: readonly unknown[]): Record<string, unknown> {
-  for (const r of replies) if (isPlainObject(r) && r.block === true) return r;
+  for (const r of replies) if (isRecord(r) && r.block === true) return r;
   return { block: false };
 }
 
@@ -21,11 +21,11 @@ export function firstBlockWins(replies: readonly unknown[]): Record<string, unkn
  * shallow-merged, `terminate` (a boolean) overwrites — the last writer wins. After-call hooks use
  * it (redaction, truncation, side effects). A payload that is not an object starts as `{}`. */
 export function fieldMerge(payload: unknown, replies: readonly unknown[]): Record<string, unknown> {
-  const out: Record<string, unknown> = isPlainObject(payload) ? { ...payload } : {};
+  const out: Record<string, unknown> = isRecord(payload) ? { ...payload } : {};
   for (const r of replies) {
-    if (!isPlainObject(r)) continue;
+    if (!isRecord(r)) continue;
     if ("content" in r) out.content = r.content;
-    if (isPlainObject(r.details)) out.details = { ...(isPlainObject(out.details) ? out.details : {}), ...r.details };
+    if (isRecord(r.details)) out.details = { ...(isRecord(out.details) ? out.details : {}), ...r.details };
     if (typeof r.terminate === "boolean") out.terminate = r.terminate;
   }
   return out;
@@ -34,7 +34,7 @@ export function fieldMerge(payload: unknown, replies: readonly unknown[]): Recor
 /** A message list as a reply or a payload may carry it: an array, or `{messages: [...]}`. */
 function messageList(v: unknown): unknown[] | undefined {
   if (Array.isArray(v)) return v;
-  if (isPlainObject(v) && Array.isArray(v.messages)) return v.messages;
+  if (isRecord(v) && Array.isArray(v.messages)) return v.messages;
   return undefined;
 }
 

@@ -7,7 +7,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ToolListChangedNotificationSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, isRecord } from "@iii-edge/protocol";
 import type { WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { isStdio, type McpServerConfig } from "./config.ts";
 import { EXPOSE_METADATA_KEY, clientFunctionId } from "./expose.ts";
@@ -68,7 +68,6 @@ export interface McpClientHandle {
   close(): Promise<void>;
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** What the turn orchestrator adds to every call's arguments (its routing envelope). An MCP tool did
  * not ask for them, and a server with a strict schema refuses unknown keys: they are dropped unless

@@ -1,7 +1,7 @@
 // Which functions of the catalog the MCP server offers as tools, and under which names. Shared by
 // the server (server.ts) and the client (client.ts), which marks what it registers as never
 // exposed, so an engine that is both never serves MCP tools back out as its own.
-import { globMatch } from "@iii-edge/protocol";
+import { globMatch, isRecord } from "@iii-edge/protocol";
 
 /** The metadata key a function sets to decide for itself: `{mcp: {expose: true}}` (or `false`). */
 export const EXPOSE_METADATA_KEY = "mcp";
@@ -25,7 +25,6 @@ export function exposeRuleFrom(setting: string | undefined): ExposeRule {
   return { globs: (setting ?? "").split(",").map((s) => s.trim()).filter(Boolean) };
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The function's own say: `metadata.mcp.expose` true or false, else undefined. */
 function declared(metadata: unknown): boolean | undefined {

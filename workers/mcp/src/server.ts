@@ -22,7 +22,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
-import { mayCall, type Grant } from "@iii-edge/protocol";
+import { mayCall, type Grant, isRecord } from "@iii-edge/protocol";
 import { checkArguments } from "./arguments.ts";
 import { authenticateMcp, type AuthEnv, type McpAuth } from "./auth.ts";
 import { exposedTools, fingerprintOf, type EngineCaller, type ToolEntry } from "./catalog.ts";
@@ -107,13 +107,12 @@ const noValidator: jsonSchemaValidator = {
   getValidator: () => () => ({ valid: false, data: undefined, errorMessage: "this server validates no JSON Schema" }),
 };
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** A function's answer as a tool result: its JSON as text, and as structured content when an object. */
 function toolResult(result: unknown): CallToolResult {
   const text = result === undefined ? "null" : JSON.stringify(result);
   const out: CallToolResult = { content: [{ type: "text", text }] };
-  if (isPlainObject(result)) out.structuredContent = result;
+  if (isRecord(result)) out.structuredContent = result;
   return out;
 }
 

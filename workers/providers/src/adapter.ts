@@ -3,6 +3,7 @@
 import type { AgentFunction, AgentMessage, Credential, Model } from "@iii-edge/protocol/harness";
 import type { AssistantBuilder } from "./assistant.ts";
 import type { EventSourceMessage } from "./sse.ts";
+import { isRecord } from "@iii-edge/protocol";
 
 export interface PreparedCall {
   model: string;
@@ -46,7 +47,6 @@ export interface ProviderAdapter {
 /** Bound on an error message quoted into a frame: enough for any provider's explanation. */
 export const MAX_ERROR_MESSAGE_CHARS = 600;
 
-export const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 export const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 export const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 
@@ -60,9 +60,9 @@ export function clip(text: string): string {
 export function errorMessageOf(body: string): string {
   try {
     const j: unknown = JSON.parse(body);
-    if (isObject(j)) {
+    if (isRecord(j)) {
       const e = j.error;
-      if (isObject(e) && typeof e.message === "string") {
+      if (isRecord(e) && typeof e.message === "string") {
         const code = str(e.code) ?? str(e.type);
         return clip(code && !e.message.includes(code) ? `${e.message} (${code})` : e.message);
       }

@@ -1,7 +1,8 @@
 // Anthropic messages (`POST <base>/v1/messages`, `stream: true`): `message_start`, then
 // `content_block_start/delta/stop` per block, `message_delta` (stop reason, usage), `message_stop`.
+import { isRecord } from "@iii-edge/protocol";
 import type { AgentFunction, AgentMessage, ContentBlock, ErrorKind } from "@iii-edge/protocol/harness";
-import { clip, errorMessageOf, isObject, joinUrl, num, str, type PreparedCall, type ProviderAdapter, type StreamDecoder, type WireRequest } from "./adapter.ts";
+import { clip, errorMessageOf, joinUrl, num, str, type PreparedCall, type ProviderAdapter, type StreamDecoder, type WireRequest } from "./adapter.ts";
 import type { AssistantBuilder } from "./assistant.ts";
 import { classify, isOverflowMessage, StreamFailure } from "./errors.ts";
 import { functionResultText, isDenied, keepsCalls, MISSING_RESULT_TEXT } from "./messages.ts";
@@ -77,9 +78,9 @@ export function toAnthropicMessages(messages: readonly AgentMessage[], model: st
         else if (b.type === "thinking" && sameModel) {
           const sig = b.signature;
           if (typeof sig === "string" && sig !== "") blocks.push({ type: "thinking", thinking: b.text, signature: sig });
-          else if (isObject(sig) && typeof sig.redacted === "string") blocks.push({ type: "redacted_thinking", data: sig.redacted });
+          else if (isRecord(sig) && typeof sig.redacted === "string") blocks.push({ type: "redacted_thinking", data: sig.redacted });
         } else if (b.type === "function_call" && keepsCalls(m)) {
-          blocks.push({ type: "tool_use", id: toolId(b.id), name: b.function_id, input: isObject(b.arguments) ? b.arguments : {} });
+          blocks.push({ type: "tool_use", id: toolId(b.id), name: b.function_id, input: isRecord(b.arguments) ? b.arguments : {} });
           sent.add(b.id);
           unanswered.push(b.id);
         }
@@ -116,15 +117,15 @@ class AnthropicDecoder implements StreamDecoder {
     } catch {
       throw new StreamFailure("transient", `anthropic: the stream sent an event that is not JSON: ${clip(e.data)}`);
     }
-    if (!isObject(d)) return false;
+    if (!isRecord(d)) return false;
     switch (str(d.type) ?? e.event) {
       case "message_start": {
-        const u = isObject(d.message) && isObject(d.message.usage) ? d.message.usage : undefined;
+        const u = isRecord(d.message) && isRecord(d.message.usage) ? d.message.usage : undefined;
         if (u) this.usage(u);
         return false;
       }
       case "content_block_start": {
-        const cb = isObject(d.content_block) ? d.content_block : {};
+        const cb = isRecord(d.content_block) ? d.content_block : {};
         const index = num(d.index) ?? this.blocks.size;
         let at: number | undefined;
         if (cb.type === "text") {
@@ -138,14 +139,14 @@ class AnthropicDecoder implements StreamDecoder {
           at = this.b.beginThinking({ redacted: str(cb.data) ?? "" });
         } else if (cb.type === "tool_use") {
           at = this.b.beginCall(str(cb.id) ?? "", str(cb.name) ?? "");
-          if (isObject(cb.input) && Object.keys(cb.input).length > 0) this.b.callArguments(at, JSON.stringify(cb.input));
+          if (isRecord(cb.input) && Object.keys(cb.input).length > 0) this.b.callArguments(at, JSON.stringify(cb.input));
         }
         if (at !== undefined) this.blocks.set(index, at);
         return false;
       }
       case "content_block_delta": {
         const at = this.blocks.get(num(d.index) ?? -1);
-        const delta = isObject(d.delta) ? d.delta : {};
+        const delta = isRecord(d.delta) ? d.delta : {};
         if (delta.type === "text_delta") this.b.text(str(delta.text) ?? "");
         else if (delta.type === "thinking_delta") this.b.thinking(str(delta.thinking) ?? "");
         else if (delta.type === "signature_delta") this.b.signature(str(delta.signature) ?? "");
@@ -158,8 +159,8 @@ class AnthropicDecoder implements StreamDecoder {
         return false;
       }
       case "message_delta": {
-        if (isObject(d.delta) && str(d.delta.stop_reason)) this.stopReason = str(d.delta.stop_reason);
-        if (isObject(d.usage)) this.usage(d.usage);
+        if (isRecord(d.delta) && str(d.delta.stop_reason)) this.stopReason = str(d.delta.stop_reason);
+        if (isRecord(d.usage)) this.usage(d.usage);
         return false;
       }
       case "message_stop":
@@ -177,7 +178,7 @@ class AnthropicDecoder implements StreamDecoder {
   }
 
   private streamError(err: unknown): never {
-    const e = isObject(err) ? err : {};
+    const e = isRecord(err) ? err : {};
     const type = str(e.type) ?? "";
     const message = clip(str(e.message) ?? type) || "unknown error";
     throw new StreamFailure(anthropicErrorKind(type, message), `anthropic: ${message} (${type || "error"})`);

@@ -1,8 +1,9 @@
 // The transcript and tools as a provider receives them (docs/harness-contracts.md §4.4): checked once,
 // normalised into well-formed AgentMessages/AgentFunctions that each wire converter (openai.ts,
 // anthropic.ts) maps.
+import { isRecord } from "@iii-edge/protocol";
 import { agentMessageSchema, type AgentFunction, type AgentMessage, type ContentBlock } from "@iii-edge/protocol/harness";
-import { isObject, str } from "./adapter.ts";
+import { str } from "./adapter.ts";
 import { StreamFailure } from "./errors.ts";
 
 type Loose = Record<string, unknown>;
@@ -13,7 +14,7 @@ export function normaliseBlocks(content: unknown): ContentBlock[] {
   if (!Array.isArray(content)) return [];
   const out: ContentBlock[] = [];
   for (const b of content) {
-    if (!isObject(b)) continue;
+    if (!isRecord(b)) continue;
     if (b.type === "text" && typeof b.text === "string") out.push({ type: "text", text: b.text });
     else if (b.type === "image" && typeof b.mime === "string" && typeof b.data === "string") out.push({ type: "image", mime: b.mime, data: b.data });
     else if (b.type === "thinking" && typeof b.text === "string") out.push(b.signature === undefined ? { type: "thinking", text: b.text } : { type: "thinking", text: b.text, signature: b.signature });
@@ -74,8 +75,8 @@ export function normaliseMessages(raw: readonly unknown[]): AgentMessage[] {
  * offered a tool it cannot call). */
 export function normaliseTools(raw: readonly unknown[] | undefined): AgentFunction[] {
   return (raw ?? []).map((t, i) => {
-    if (!isObject(t) || typeof t.name !== "string" || t.name === "") throw new StreamFailure("permanent", `invalid request: tools[${i}] needs a non-empty name`);
-    const parameters = isObject(t.parameters) ? t.parameters : { type: "object", properties: {} };
+    if (!isRecord(t) || typeof t.name !== "string" || t.name === "") throw new StreamFailure("permanent", `invalid request: tools[${i}] needs a non-empty name`);
+    const parameters = isRecord(t.parameters) ? t.parameters : { type: "object", properties: {} };
     return { name: t.name, description: str(t.description) ?? "", parameters };
   });
 }
@@ -84,7 +85,7 @@ export function normaliseTools(raw: readonly unknown[] | undefined): AgentFuncti
  * denial envelope as one line of JSON, so the model can read why. */
 export const PERMISSION_DENIED_MARKER = "[PERMISSION_DENIED]";
 export function isDenied(details: unknown): boolean {
-  return isObject(details) && details.status === "denied";
+  return isRecord(details) && details.status === "denied";
 }
 
 /** A function result's text as the model reads it. */

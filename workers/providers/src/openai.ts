@@ -1,7 +1,8 @@
 // OpenAI chat completions (`POST <base>/chat/completions`, `stream: true`), the wire format every
 // OpenAI-compatible server speaks (llama.cpp, Ollama, vLLM, LM Studio, DeepSeek, OpenRouter, …).
+import { isRecord } from "@iii-edge/protocol";
 import type { AgentFunction, AgentMessage, ContentBlock, StopReason } from "@iii-edge/protocol/harness";
-import { clip, errorMessageOf, generatedCallId, isObject, joinUrl, num, str, type PreparedCall, type ProviderAdapter, type StreamDecoder, type WireRequest } from "./adapter.ts";
+import { clip, errorMessageOf, generatedCallId, joinUrl, num, str, type PreparedCall, type ProviderAdapter, type StreamDecoder, type WireRequest } from "./adapter.ts";
 import type { AssistantBuilder } from "./assistant.ts";
 import { classify, StreamFailure } from "./errors.ts";
 import { functionResultText, keepsCalls, MISSING_RESULT_TEXT, textOf } from "./messages.ts";
@@ -105,12 +106,12 @@ class OpenAIDecoder implements StreamDecoder {
     } catch {
       throw new StreamFailure("transient", `openai: the stream sent an event that is not JSON: ${clip(e.data)}`);
     }
-    if (!isObject(chunk)) return false;
+    if (!isRecord(chunk)) return false;
     if (chunk.error !== undefined && chunk.error !== null) this.streamError(chunk.error);
-    if (isObject(chunk.usage)) this.usage(chunk.usage);
+    if (isRecord(chunk.usage)) this.usage(chunk.usage);
     const choice = Array.isArray(chunk.choices) ? chunk.choices[0] : undefined;
-    if (!isObject(choice)) return false;
-    const delta = isObject(choice.delta) ? choice.delta : {};
+    if (!isRecord(choice)) return false;
+    const delta = isRecord(choice.delta) ? choice.delta : {};
     // `reasoning_content`: llama.cpp, vLLM, DeepSeek; `reasoning`: Ollama, OpenRouter.
     const reasoning = str(delta.reasoning_content) ?? str(delta.reasoning);
     if (reasoning) this.b.thinking(reasoning);
@@ -118,9 +119,9 @@ class OpenAIDecoder implements StreamDecoder {
     if (text) this.b.text(text);
     if (Array.isArray(delta.tool_calls)) {
       delta.tool_calls.forEach((tc, position) => {
-        if (!isObject(tc)) return;
+        if (!isRecord(tc)) return;
         const key = num(tc.index) ?? position;
-        const fn = isObject(tc.function) ? tc.function : {};
+        const fn = isRecord(tc.function) ? tc.function : {};
         let at = this.calls.get(key);
         if (at === undefined) {
           at = this.b.beginCall(str(tc.id) || generatedCallId(), str(fn.name) ?? "");
@@ -137,8 +138,8 @@ class OpenAIDecoder implements StreamDecoder {
 
   private usage(u: Record<string, unknown>): void {
     const prompt = num(u.prompt_tokens);
-    const cached = isObject(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : undefined;
-    const reasoning = isObject(u.completion_tokens_details) ? num(u.completion_tokens_details.reasoning_tokens) : undefined;
+    const cached = isRecord(u.prompt_tokens_details) ? num(u.prompt_tokens_details.cached_tokens) : undefined;
+    const reasoning = isRecord(u.completion_tokens_details) ? num(u.completion_tokens_details.reasoning_tokens) : undefined;
     this.b.usage({
       input: prompt === undefined ? undefined : prompt - (cached ?? 0),
       output: num(u.completion_tokens),
@@ -148,7 +149,7 @@ class OpenAIDecoder implements StreamDecoder {
   }
 
   private streamError(err: unknown): never {
-    const e = isObject(err) ? err : { message: String(err) };
+    const e = isRecord(err) ? err : { message: String(err) };
     const message = clip(str(e.message) ?? JSON.stringify(err));
     const status = num(e.code) ?? num(e.status);
     const label = `${str(e.type) ?? ""} ${str(e.code) ?? ""}`;

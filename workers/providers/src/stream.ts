@@ -2,7 +2,7 @@
 // credential, send the request (retrying a 429/5xx while nothing has streamed yet), decode the SSE
 // into AssistantMessageEvents written one JSON text item each, end with exactly one terminal frame,
 // close. It never throws once the channel is open: every failure becomes the terminal `error`.
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, isRecord } from "@iii-edge/protocol";
 import {
   credentialSchema,
   providerStreamRequest,
@@ -14,7 +14,7 @@ import {
 } from "@iii-edge/protocol/harness";
 import { tracerOf, type ChannelWriter, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
-import { clip, isObject, type ProviderAdapter } from "./adapter.ts";
+import { clip, type ProviderAdapter } from "./adapter.ts";
 import { AssistantBuilder } from "./assistant.ts";
 import type { Catalog } from "./catalog.ts";
 import { classify, StreamFailure } from "./errors.ts";
@@ -119,12 +119,12 @@ const FINISH_REASON: Record<string, string> = { end: "stop", length: "length", f
  */
 export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: InvocationContext): Promise<ProviderStreamResponse> {
   const tracer = tracerOf(deps.iii);
-  const model = isObject(data) && typeof data.model === "string" ? data.model : "";
+  const model = isRecord(data) && typeof data.model === "string" ? data.model : "";
   const span = tracer.startSpan(model ? `chat ${model}` : "chat", {
     kind: "client",
     attributes: { "gen_ai.operation.name": "chat", "gen_ai.provider.name": deps.adapter.name, "gen_ai.request.model": model, "iii.function_id": `provider::${deps.adapter.name}::stream` },
   });
-  if (isObject(data) && typeof data.max_tokens === "number") span.setAttribute("gen_ai.request.max_tokens", data.max_tokens);
+  if (isRecord(data) && typeof data.max_tokens === "number") span.setAttribute("gen_ai.request.max_tokens", data.max_tokens);
   const outcome: ChatOutcome = {};
   try {
     const res = await tracer.withParent(span, () => streamChat(deps, data, ctx, outcome));
@@ -156,7 +156,7 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
 
 async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContext, chat: ChatOutcome): Promise<ProviderStreamResponse> {
   const { adapter, iii, limits } = deps;
-  const ref = providerStreamRequest.shape.writer_ref.safeParse(isObject(data) ? data.writer_ref : undefined);
+  const ref = providerStreamRequest.shape.writer_ref.safeParse(isRecord(data) ? data.writer_ref : undefined);
   if (!ref.success) throw new IIIError("invalid_input", `provider::${adapter.name}::stream needs writer_ref, the write end of a channel ({channel_id, access_key, direction:"write"})`);
 
   let writer: ChannelWriter;
@@ -308,7 +308,7 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
 function networkReason(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
   const c = e.cause;
-  const parts = [c instanceof Error ? c.message : "", isObject(c) && typeof c.code === "string" ? c.code : ""].filter((p, i, all) => p && all.indexOf(p) === i);
+  const parts = [c instanceof Error ? c.message : "", isRecord(c) && typeof c.code === "string" ? c.code : ""].filter((p, i, all) => p && all.indexOf(p) === i);
   return parts.length > 0 ? parts.join(" ") : e.message;
 }
 

@@ -2,7 +2,7 @@
 // catalog"): an index of what is registered at the moment a run is provisioned, each function with
 // its description and request schema, appended to the prompt. A function an iii-sdk worker
 // registered a second ago is in it; nothing has to be registered with the harness.
-import { isModelNever } from "@iii-edge/protocol";
+import { isModelNever, isRecord } from "@iii-edge/protocol";
 
 /** A trigger bound to the handler's trace. */
 export type Trigger = <T>(functionId: string, payload: unknown, timeoutMs: number) => Promise<T>;
@@ -78,7 +78,6 @@ export interface LiveCatalog {
   omitted: number;
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export const isExcluded = (id: string): boolean => EXCLUDED_IDS.has(id) || EXCLUDED_PREFIXES.some((p) => id.startsWith(p));
 

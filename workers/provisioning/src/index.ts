@@ -18,6 +18,7 @@ import { readCatalog, renderCatalog, type LiveCatalog, type Trigger } from "./ca
 import { IDENTITY_PREAMBLE, joinLayers, modeParagraph } from "./prompt.ts";
 import { acquireSandbox, releaseSandbox } from "./sandbox.ts";
 import { renderSkills } from "./skills.ts";
+import { isRecord } from "@iii-edge/protocol";
 
 export { EXCLUDED_PREFIXES, MAX_CATALOG_FUNCTIONS, MAX_CATALOG_CHARS, MAX_DESCRIPTION_CHARS, MAX_ENTRY_CHARS, MAX_SCHEMA_CHARS } from "./catalog.ts";
 export { IDENTITY_PREAMBLE, modeParagraph } from "./prompt.ts";
@@ -38,7 +39,6 @@ export const DOWNLOAD_TIMEOUT_MS = 60_000;
 
 type RunRequest = ProvisioningPrepareRequest["run_request"];
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** `SYSTEM_DEFAULT_SKILLS`: a comma-separated list, or a JSON array of ids. */
 export function parseSkillList(text: string | undefined): string[] {

@@ -1,6 +1,6 @@
 // Isolation (docs/harness-contracts.md §1.3): a run that asks for it gets a sandbox from the sandbox host
 // (workers/sandbox-host: `sandbox::create|list|stop`), reused when the run request still names a live one.
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, isRecord } from "@iii-edge/protocol";
 import type { Trigger } from "./catalog.ts";
 
 /** `sandbox::create` boots a microVM: seconds on a warm pool, longer under TCG when cold (spec: 300 s). */
@@ -10,7 +10,6 @@ export const SANDBOX_STOP_TIMEOUT_MS = 60_000;
 /** `sandbox::list` when checking whether a stored sandbox is still there. */
 export const SANDBOX_LIST_TIMEOUT_MS = 10_000;
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const codeOf = (err: unknown): string | undefined => (isRecord(err) && typeof err.code === "string" ? err.code : undefined);
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 

@@ -2,6 +2,7 @@
 // skill's body under a `# <id>` heading. The directory (iii-directory) is optional: a skill that
 // cannot be fetched becomes a note telling the model to fetch it later.
 import type { Trigger } from "./catalog.ts";
+import { isRecord } from "@iii-edge/protocol";
 
 /** Per skill fetch (docs/harness-contracts.md §1.3). */
 export const SKILL_TIMEOUT_MS = 10_000;
@@ -10,7 +11,6 @@ export const MAX_SKILL_CHARS = 32_000;
 /** The directory's index in the prompt. */
 export const MAX_INDEX_CHARS = 16_000;
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** A directory answer: a string, or `{body}`. */
 const bodyOf = (v: unknown): string | undefined => (typeof v === "string" ? v : isRecord(v) && typeof v.body === "string" ? v.body : undefined);

@@ -3,7 +3,7 @@
 // checks the caller against the session's owner before it runs. Trusted code of this deployment
 // (the orchestrator in the Worker: no principal) may use any session. A copy (fork, clone) belongs
 // to the principal that made it, else to its source's owner.
-import { IIIError, assertSessionAccess, claimSessionOwner, mayUseSession, sessionOwner, type CallerPrincipal, type OwnerLookup } from "@iii-edge/protocol";
+import { IIIError, assertSessionAccess, claimSessionOwner, mayUseSession, sessionOwner, type CallerPrincipal, type OwnerLookup, isRecord } from "@iii-edge/protocol";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerFunctionOptions, WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 
@@ -12,7 +12,6 @@ const UNSCOPED = new Set(["session-tree::list"]);
 /** Functions that make a new session from `source_session_id`. */
 const COPIES = new Set(["session-tree::fork", "session-tree::clone"]);
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const text = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
 
 export interface OwnerHooks {

@@ -10,6 +10,7 @@ import { z } from "zod";
 import { errorCode, errorText, isTransportFailure, TransientError, type Trigger } from "./calls.ts";
 import { syntheticAssistant } from "./messages.ts";
 import type { StoredRunRequest } from "./run-request.ts";
+import { isRecord } from "@iii-edge/protocol";
 
 /** Characters per token the input estimate assumes: low on purpose (English prose averages about
  * 4, code and JSON about 3), so the estimate errs high rather than letting a round through. */
@@ -40,14 +41,13 @@ export interface BudgetRefusal {
 }
 
 type Json = Record<string, unknown>;
-const isObj = (v: unknown): v is Json => !!v && typeof v === "object" && !Array.isArray(v);
 
 function contentChars(content: unknown): number {
   if (typeof content === "string") return content.length;
   if (!Array.isArray(content)) return content === undefined ? 0 : JSON.stringify(content)?.length ?? 0;
   let n = 0;
   for (const b of content) {
-    if (!isObj(b)) continue;
+    if (!isRecord(b)) continue;
     if ((b.type === "text" || b.type === "thinking") && typeof b.text === "string") n += b.text.length;
     else if (b.type === "image") n += ESTIMATE_IMAGE_TOKENS * ESTIMATE_CHARS_PER_TOKEN;
     else if (b.type === "function_result") n += contentChars(b.content);
@@ -130,7 +130,7 @@ const token = (v: unknown): number | undefined => (typeof v === "number" && Numb
 /** The provider's usage as `budget::record` takes it (whole, non-negative token counts). */
 function usageOf(m: AssistantMessage): Json {
   const u: Json = {};
-  const src = isObj(m.usage) ? m.usage : {};
+  const src = isRecord(m.usage) ? m.usage : {};
   for (const k of ["input", "output", "cache_read", "cache_write", "reasoning"] as const) {
     const n = token(src[k]);
     if (n !== undefined) u[k] = n;

@@ -20,7 +20,7 @@
 import { errorCode, errorText, type Trigger } from "./calls.ts";
 import { isErrorResult } from "./gate.ts";
 import { textBlock } from "./messages.ts";
-import { TRIGGER_TYPES } from "@iii-edge/protocol";
+import { TRIGGER_TYPES, isRecord } from "@iii-edge/protocol";
 import {
   AFTER_FUNCTION_CALL_TOPIC,
   BEFORE_FUNCTION_CALL_TOPIC,
@@ -61,7 +61,6 @@ export const AFTER_HOOK_TIMEOUT_MS = 2_000;
 export const HOOK_CALL_MARGIN_MS = 3_000;
 export const ON_FUNCTIONS_CHANGED = "turn::on_functions_changed";
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 
 // ------------------------------------------------------------------ subscriber presence
 
@@ -82,7 +81,7 @@ async function lookupSubscribers(trigger: Trigger): Promise<Map<string, Set<stri
     });
     const r = registeredTriggersPage.parse(raw);
     for (const b of r.registered_triggers) {
-      const topic = isPlainObject(b.config) ? b.config.topic : undefined;
+      const topic = isRecord(b.config) ? b.config.topic : undefined;
       if (typeof topic !== "string" || (b.status !== undefined && b.status !== "active")) continue;
       let fns = byTopic.get(topic);
       if (!fns) byTopic.set(topic, (fns = new Set()));
@@ -234,7 +233,7 @@ export async function beforeFunctionCall(trigger: Trigger, sessionId: string, ca
     return gateDown(call, `before-call hook unavailable: ${describeFailure(e)}`);
   }
   if (res.publish_failed === true || res.publish?.ok === false) return gateDown(call, `before-call hook publish failed: ${res.publish?.error ?? "unknown error"}`);
-  const blocker = [isPlainObject(res.merged) ? res.merged : undefined, ...res.replies].find((r): r is Record<string, unknown> => isPlainObject(r) && r.block === true);
+  const blocker = [isRecord(res.merged) ? res.merged : undefined, ...res.replies].find((r): r is Record<string, unknown> => isRecord(r) && r.block === true);
   if (blocker) return { kind: "deny", result: hookDenialResult(call, blocker.reason) };
   const expected = res.publish?.subscribers;
   if (expected !== undefined && res.replies.length < expected) {
@@ -242,15 +241,15 @@ export async function beforeFunctionCall(trigger: Trigger, sessionId: string, ca
   }
   let args: Record<string, unknown> | undefined;
   for (const r of res.replies) {
-    if (!isPlainObject(r) || !isPlainObject(r.arguments)) continue;
-    args = { ...(args ?? (isPlainObject(call.arguments) ? call.arguments : {})), ...r.arguments };
+    if (!isRecord(r) || !isRecord(r.arguments)) continue;
+    args = { ...(args ?? (isRecord(call.arguments) ? call.arguments : {})), ...r.arguments };
   }
   return { kind: "run", call: args ? { ...call, arguments: args } : call };
 }
 
 // ------------------------------------------------------------------ after a call
 
-const isContent = (v: unknown): v is ContentBlock[] => Array.isArray(v) && v.every((b) => isPlainObject(b) && typeof b.type === "string");
+const isContent = (v: unknown): v is ContentBlock[] => Array.isArray(v) && v.every((b) => isRecord(b) && typeof b.type === "string");
 
 /**
  * `agent::after_function_call` for a call that ran (`call` with the arguments it ran with). No
@@ -277,7 +276,7 @@ export async function afterFunctionCall(trigger: Trigger, sessionId: string, cal
     console.warn(`turn-orchestrator: after-call hook publish for ${call.id} failed, keeping the result: ${res.publish?.error ?? "unknown error"}`);
     return result;
   }
-  if (res.replies.length === 0 || !isPlainObject(res.merged)) return result;
+  if (res.replies.length === 0 || !isRecord(res.merged)) return result;
   const m = res.merged;
   const out: FunctionResult = { content: isContent(m.content) ? m.content : result.content, details: "details" in m ? m.details : result.details };
   const terminate = typeof m.terminate === "boolean" ? m.terminate : result.terminate;

@@ -1,6 +1,6 @@
 // engine::* introspection functions (protocol/README.md §7.1) and the discovery trigger types (§6).
 // Inputs and results: protocol's BUILTINS.
-import { IIIError, OPEN_GRANT, SERVED_BY_ENGINE, TRIGGER_TYPES, type FunctionDetail } from "@iii-edge/protocol";
+import { IIIError, OPEN_GRANT, SERVED_BY_ENGINE, TRIGGER_TYPES, type FunctionDetail, isRecord } from "@iii-edge/protocol";
 import type { EngineApi } from "../api.ts";
 import type { TriggerRecord } from "../catalog.ts";
 import { defineBuiltin } from "./define.ts";
@@ -17,7 +17,6 @@ function listed<K extends string, T>(key: K, page: Page<T>): { [k in K]: T[] } &
 }
 
 const reportedText = (v: unknown): string | null => (typeof v === "string" ? v : null);
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function installEngineFunctions(core: EngineApi): void {
   const { catalog, introspection: look } = core;

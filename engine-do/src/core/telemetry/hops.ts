@@ -7,8 +7,8 @@ import type { Attributes } from "@iii-edge/protocol/telemetry";
 import type { CallRequest } from "../api.ts";
 import type { CallOutcome } from "../ports.ts";
 import type { ActiveSpan, Telemetry } from "./telemetry.ts";
+import { isRecord } from "@iii-edge/protocol";
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Where a called function lives, as the invoke span records it. */
 export interface InvokeTarget {
@@ -19,7 +19,7 @@ export interface InvokeTarget {
 
 /** A session id a call is about: the payload's `session_id` (the harness's calls), else baggage's. */
 function sessionOf(data: unknown, baggage: string | undefined): string | undefined {
-  if (isObject(data) && typeof data.session_id === "string") return data.session_id;
+  if (isRecord(data) && typeof data.session_id === "string") return data.session_id;
   if (baggage?.includes("session")) {
     for (const part of baggage.split(",")) {
       const [k, v] = part.split("=", 2);
@@ -52,7 +52,7 @@ export function invokeSpan(t: Telemetry, req: CallRequest, target: InvokeTarget)
   if (req.invocationId) a["iii.invocation_id"] = req.invocationId;
   const session = sessionOf(req.data, req.baggage);
   if (session) a["iii.session.id"] = session;
-  if (req.function_id.startsWith("state::") && isObject(req.data)) {
+  if (req.function_id.startsWith("state::") && isRecord(req.data)) {
     if (typeof req.data.scope === "string") a["iii.state.scope"] = req.data.scope;
     if (typeof req.data.key === "string") a["iii.state.key"] = req.data.key;
   }
@@ -97,7 +97,7 @@ export function enqueueSpan(t: Telemetry, req: { queue: string; function_id: str
 
 export function endEnqueue(span: ActiveSpan | undefined, out: CallOutcome): void {
   if (!span) return;
-  if (out.ok && isObject(out.result) && typeof out.result.messageReceiptId === "string") span.set("messaging.message.id", out.result.messageReceiptId);
+  if (out.ok && isRecord(out.result) && typeof out.result.messageReceiptId === "string") span.set("messaging.message.id", out.result.messageReceiptId);
   span.end(out);
 }
 

@@ -3,9 +3,9 @@
 // @iii-edge/protocol/telemetry, and the stored shapes encoded for an OTLP/HTTP collector.
 // Decoding is defensive: a field of the wrong type is skipped, never trusted or thrown on.
 import type { AttributeValue, Attributes, LogRecord, Span, SpanEvent, SpanKind, SpanStatus, TelemetrySignal } from "@iii-edge/protocol/telemetry";
+import { isRecord } from "@iii-edge/protocol";
 
 type Json = Record<string, unknown>;
-const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 /** Deepest AnyValue nesting decoded (arrays/kvlists in attributes): a hostile frame cannot recurse
@@ -31,7 +31,7 @@ function clip(s: string): string {
 
 /** OTLP AnyValue → JSON. */
 export function anyValue(v: unknown, depth = 0): AttributeValue {
-  if (!isObj(v) || depth > MAX_VALUE_DEPTH) return null;
+  if (!isRecord(v) || depth > MAX_VALUE_DEPTH) return null;
   if (typeof v.stringValue === "string") return clip(v.stringValue);
   if (typeof v.boolValue === "boolean") return v.boolValue;
   if (v.intValue !== undefined) {
@@ -42,8 +42,8 @@ export function anyValue(v: unknown, depth = 0): AttributeValue {
     const n = Number(v.doubleValue);
     return Number.isFinite(n) ? n : null;
   }
-  if (isObj(v.arrayValue)) return arr(v.arrayValue.values).slice(0, MAX_ATTRIBUTES).map((x) => anyValue(x, depth + 1));
-  if (isObj(v.kvlistValue)) return attributesOf(v.kvlistValue.values, depth + 1) as AttributeValue;
+  if (isRecord(v.arrayValue)) return arr(v.arrayValue.values).slice(0, MAX_ATTRIBUTES).map((x) => anyValue(x, depth + 1));
+  if (isRecord(v.kvlistValue)) return attributesOf(v.kvlistValue.values, depth + 1) as AttributeValue;
   if (typeof v.bytesValue === "string") return clip(v.bytesValue);
   return null;
 }
@@ -52,7 +52,7 @@ export function attributesOf(list: unknown, depth = 0): Attributes {
   const out: Attributes = {};
   let n = 0;
   for (const kv of arr(list)) {
-    if (!isObj(kv) || typeof kv.key !== "string") continue;
+    if (!isRecord(kv) || typeof kv.key !== "string") continue;
     if (++n > MAX_ATTRIBUTES) break;
     out[kv.key] = anyValue(kv.value, depth);
   }
@@ -82,13 +82,13 @@ function hexId(v: unknown, len: 16 | 32): string | undefined {
 }
 
 function serviceOf(resource: unknown): string {
-  const attrs = isObj(resource) ? attributesOf(resource.attributes) : {};
+  const attrs = isRecord(resource) ? attributesOf(resource.attributes) : {};
   const name = attrs["service.name"];
   return typeof name === "string" && name ? name : "unknown_service";
 }
 
 function statusOf(v: unknown): { status: SpanStatus; message?: string } {
-  if (!isObj(v)) return { status: "unset" };
+  if (!isRecord(v)) return { status: "unset" };
   const c = v.code;
   const status: SpanStatus = c === 2 || c === "STATUS_CODE_ERROR" ? "error" : c === 1 || c === "STATUS_CODE_OK" ? "ok" : "unset";
   return typeof v.message === "string" && v.message ? { status, message: clip(v.message) } : { status };
@@ -106,13 +106,13 @@ function kindOf(v: unknown): SpanKind | undefined {
 /** `resourceSpans` → spans (those without valid ids are skipped). */
 export function decodeSpans(body: unknown): Span[] {
   const out: Span[] = [];
-  for (const rs of arr(isObj(body) ? body.resourceSpans : undefined)) {
-    if (!isObj(rs)) continue;
+  for (const rs of arr(isRecord(body) ? body.resourceSpans : undefined)) {
+    if (!isRecord(rs)) continue;
     const service_name = serviceOf(rs.resource);
     for (const ss of arr(rs.scopeSpans ?? rs.instrumentationLibrarySpans)) {
-      if (!isObj(ss)) continue;
+      if (!isRecord(ss)) continue;
       for (const s of arr(ss.spans)) {
-        if (!isObj(s)) continue;
+        if (!isRecord(s)) continue;
         const trace_id = hexId(s.traceId, 32);
         const span_id = hexId(s.spanId, 16);
         if (!trace_id || !span_id) continue;
@@ -128,7 +128,7 @@ export function decodeSpans(body: unknown): Span[] {
           service_name,
           events: arr(s.events)
             .slice(0, MAX_EVENTS)
-            .filter(isObj)
+            .filter(isRecord)
             .map((e): SpanEvent => ({ name: typeof e.name === "string" ? clip(e.name) : "", time_unix_nano: nanos(e.timeUnixNano), attributes: attributesOf(e.attributes) })),
         };
         const parent = hexId(s.parentSpanId, 16);
@@ -146,13 +146,13 @@ export function decodeSpans(body: unknown): Span[] {
 /** `resourceLogs` → log records. */
 export function decodeLogs(body: unknown): LogRecord[] {
   const out: LogRecord[] = [];
-  for (const rl of arr(isObj(body) ? body.resourceLogs : undefined)) {
-    if (!isObj(rl)) continue;
+  for (const rl of arr(isRecord(body) ? body.resourceLogs : undefined)) {
+    if (!isRecord(rl)) continue;
     const service_name = serviceOf(rl.resource);
     for (const sl of arr(rl.scopeLogs)) {
-      if (!isObj(sl)) continue;
+      if (!isRecord(sl)) continue;
       for (const r of arr(sl.logRecords)) {
-        if (!isObj(r)) continue;
+        if (!isRecord(r)) continue;
         const rec: LogRecord = {
           time_unix_nano: nanos(r.timeUnixNano) || nanos(r.observedTimeUnixNano),
           severity_text: typeof r.severityText === "string" ? r.severityText.slice(0, 32) : "",
@@ -183,17 +183,17 @@ export interface MetricPoint {
 /** `resourceMetrics` → the latest value of each gauge/sum point (histograms: their sum). */
 export function decodeMetrics(body: unknown): MetricPoint[] {
   const out: MetricPoint[] = [];
-  for (const rm of arr(isObj(body) ? body.resourceMetrics : undefined)) {
-    if (!isObj(rm)) continue;
+  for (const rm of arr(isRecord(body) ? body.resourceMetrics : undefined)) {
+    if (!isRecord(rm)) continue;
     const service_name = serviceOf(rm.resource);
     for (const sm of arr(rm.scopeMetrics)) {
-      if (!isObj(sm)) continue;
+      if (!isRecord(sm)) continue;
       for (const m of arr(sm.metrics)) {
-        if (!isObj(m) || typeof m.name !== "string") continue;
-        const data = isObj(m.gauge) ? m.gauge : isObj(m.sum) ? m.sum : isObj(m.histogram) ? m.histogram : undefined;
+        if (!isRecord(m) || typeof m.name !== "string") continue;
+        const data = isRecord(m.gauge) ? m.gauge : isRecord(m.sum) ? m.sum : isRecord(m.histogram) ? m.histogram : undefined;
         if (!data) continue;
         for (const p of arr(data.dataPoints)) {
-          if (!isObj(p)) continue;
+          if (!isRecord(p)) continue;
           const raw = p.asDouble ?? p.asInt ?? p.sum;
           const value = Number(raw);
           if (!Number.isFinite(value)) continue;

@@ -14,7 +14,7 @@
 // result that is not {status_code?, headers?, body?} is sent as the JSON body; config `timeout_ms`
 // sets the request deadline (default 30 s), streamed bodies included; an empty result waits at most
 // RESPONSE_ATTACH_GRACE_MS for the response writer before it is answered as `{}`.
-import { OPEN_GRANT, TRIGGER_TYPES, type CallOutcome } from "@iii-edge/protocol";
+import { OPEN_GRANT, TRIGGER_TYPES, type CallOutcome, isRecord } from "@iii-edge/protocol";
 import type { TriggerRecord } from "../catalog.ts";
 import type { EngineApi } from "../api.ts";
 import type { ChannelHub, RequestChannels } from "../channels/hub.ts";
@@ -130,10 +130,9 @@ const TIMEOUT = Symbol("timeout");
 const encoder = new TextEncoder();
 
 const json = (status: number, body: unknown, matched = true): HttpTriggerResponse => ({ matched, status, headers: [["content-type", "application/json"]], body: JSON.stringify(body) });
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function parseConfig(config: unknown): { ok: true; c: HttpTriggerConfig; method: string; pattern: string } | { ok: false; error: string } {
-  if (!isObj(config)) return { ok: false, error: "config must be {api_path, http_method?, condition_function_id?, middleware_function_ids?}" };
+  if (!isRecord(config)) return { ok: false, error: "config must be {api_path, http_method?, condition_function_id?, middleware_function_ids?}" };
   if (typeof config.api_path !== "string" || !config.api_path.trim()) return { ok: false, error: "api_path is required" };
   if (config.api_path.length > MAX_PATH_LENGTH) return { ok: false, error: `api_path longer than ${MAX_PATH_LENGTH}` };
   const method = (typeof config.http_method === "string" ? config.http_method : "GET").toUpperCase();
@@ -308,7 +307,7 @@ export class HttpRoutes {
         return this.errorResponse(out.error);
       }
       const r = out.result;
-      if (isObj(r) && r.action === "respond") return this.buffered(isObj(r.response) ? r.response : {});
+      if (isRecord(r) && r.action === "respond") return this.buffered(isRecord(r.response) ? r.response : {});
     }
 
     const upload = req.body instanceof ReadableStream ? req.body : null;
@@ -433,7 +432,7 @@ export class HttpRoutes {
 
   /** The buffered response mapping of §8.1. */
   private buffered(result: unknown): HttpTriggerResponse {
-    const shaped = isObj(result) && ("status_code" in result || "body" in result || "headers" in result);
+    const shaped = isRecord(result) && ("status_code" in result || "body" in result || "headers" in result);
     const r = shaped ? result : { body: result === undefined ? {} : result };
     const status = typeof r.status_code === "number" && r.status_code >= 100 && r.status_code <= 599 ? Math.trunc(r.status_code) : 200;
     const headers: [string, string][] = [];
@@ -443,7 +442,7 @@ export class HttpRoutes {
         const i = h.indexOf(":");
         if (i > 0) headers.push([h.slice(0, i).trim(), h.slice(i + 1).trim()]);
       }
-    } else if (isObj(r.headers)) {
+    } else if (isRecord(r.headers)) {
       for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && v !== null) headers.push([k, String(v)]);
     }
     const ctype = headers.find(([k]) => k.toLowerCase() === "content-type")?.[1];
@@ -473,9 +472,9 @@ function controlFrame(text: string): ControlFrame | undefined {
   } catch {
     return undefined;
   }
-  if (!isObj(v)) return undefined;
+  if (!isRecord(v)) return undefined;
   if (v.type === "set_status" && typeof v.status_code === "number" && v.status_code >= 100 && v.status_code <= 599) return { type: "set_status", status_code: Math.trunc(v.status_code) };
-  if (v.type === "set_headers" && isObj(v.headers)) {
+  if (v.type === "set_headers" && isRecord(v.headers)) {
     const headers: [string, string][] = [];
     for (const [k, h] of Object.entries(v.headers)) {
       if (Array.isArray(h)) for (const one of h) headers.push([k, String(one)]);
