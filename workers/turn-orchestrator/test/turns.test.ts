@@ -131,7 +131,7 @@ describe("run::start", () => {
 });
 
 describe("the turn loop", () => {
-  it("an allowed function call runs exactly once, with the routing envelope, and its result goes back to the model", async () => {
+  it("an allowed function call runs exactly once, with the model's arguments as data and the caller as metadata, and its result goes back to the model", async () => {
     const sid = "allow";
     callThenText("gpt-allow", [{ id: "c1", fn: "test::echo", payload: { x: 1 } }], "echo done");
     await start(h, sid, "gpt-allow");
