@@ -25,7 +25,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { asText, openaiMessages, TURN_DEADLINE_MS, turnClient, types } from "./turn-client.ts";
+import { asText, metaOf, openaiMessages, TURN_DEADLINE_MS, turnClient, types } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -70,8 +70,8 @@ describe("sub-agents in the deployed harness", () => {
     });
     iii = registerWorker(engine.wsUrl, { workerName: "sub-agents-e2e-client", otel: { enabled: false } });
     app = registerWorker(engine.wsUrl, { workerName: "notes-app", otel: { enabled: false } });
-    app.registerFunction("notes::publish", async (a: { text: string; session_id: string }) => {
-      published.push({ text: a.text, session_id: a.session_id });
+    app.registerFunction("notes::publish", async (a: { text: string }, metadata?: unknown) => {
+      published.push({ text: a.text, session_id: String(metaOf(metadata).session_id) });
       return { published: true };
     }, { description: "Publish a note for everyone to read." });
     ui = turnClient(engine, () => iii);

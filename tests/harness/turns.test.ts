@@ -15,7 +15,7 @@ import { z } from "zod";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { asText, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
+import { asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -42,8 +42,6 @@ let releaseSlow: (() => void) | undefined;
 const slowStarted: string[] = [];
 
 const ranOf = (fn: string) => ran.filter((r) => r.fn === fn);
-const isRecord = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
-const metaOf = (metadata: unknown): Record<string, unknown> => (isRecord(metadata) ? metadata : {});
 
 // ------------------------------------------------------------------ helpers: what a UI does (turn-client.ts)
 
