@@ -248,7 +248,8 @@ describe("the sub-agents worker replaced by configuration", () => {
   let engine: EngineServer;
   let iii: IIIClient;
   let mine: IIIClient;
-  const asked: Record<string, unknown>[] = [];
+  /** What the replacement's spawn received: the model's arguments and who called (its metadata). */
+  const asked: { data: Record<string, unknown>; meta: Record<string, unknown> }[] = [];
 
   beforeAll(async () => {
     replay = await startProviderReplay();
@@ -256,8 +257,8 @@ describe("the sub-agents worker replaced by configuration", () => {
     iii = registerWorker(engine.wsUrl, { workerName: "replace-client", otel: { enabled: false } });
     // Someone's own sub-agents: registered with the unmodified iii-sdk, no harness step.
     mine = registerWorker(engine.wsUrl, { workerName: "my-sub-agents", otel: { enabled: false } });
-    mine.registerFunction("harness::spawn", async (req: Record<string, unknown>) => {
-      asked.push(req);
+    mine.registerFunction("harness::spawn", async (req: Record<string, unknown>, metadata?: unknown) => {
+      asked.push({ data: req, meta: metaOf(metadata) });
       return { child_session_id: "my-child-1", started: true };
     });
     await until(async () => {
@@ -278,7 +279,7 @@ describe("the sub-agents worker replaced by configuration", () => {
     replay.enqueue("openai", reply(callAgentTrigger("harness::spawn", { task: "anything" }, "spawn-1")), reply(say("Delegated.")));
     await ui.startTurn("sa-replaced", "Delegate it.");
     const { events } = await ui.finished("sa-replaced");
-    expect(asked).toEqual([expect.objectContaining({ task: "anything", session_id: "sa-replaced", function_call_id: "spawn-1" })]);
+    expect(asked).toEqual([{ data: { task: "anything" }, meta: expect.objectContaining({ session_id: "sa-replaced", function_call_id: "spawn-1" }) }]);
     const end = events.map((e) => e.data).find((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end");
     expect(end).toMatchObject({ is_error: false, result: { details: { child_session_id: "my-child-1", started: true } } });
     expect(types(events).at(-1)).toBe("agent_end");
