@@ -1591,7 +1591,7 @@ export type SubAgentParentLink = z.infer<typeof subAgentParentLink>;
 export const runStartWithParentRequest = runStartRequest.extend({ parent: subAgentParentLink.optional() });
 
 /** The invocation `metadata` the orchestrator sends with every call a model makes (gate.ts
- * `harnessCallMetadata`). The model's arguments are the call's `data`, unchanged; who is calling
+ * `callMetadata`). The model's arguments are the call's `data`, unchanged; who is calling
  * travels beside them, so a function with a strict schema accepts the call. A model cannot set
  * metadata: `session_id` is the calling session. */
 export const harnessCallMetadata = z.object({
