@@ -14,9 +14,9 @@ import {
   subAgentMessageId,
   subAgentSessionId,
   type HarnessSpawnRequest,
-  type SubAgentModelCall,
   type HarnessSpawnResponse,
   type RunStartResponse,
+  type SubAgentModelCall,
   type SubAgentParentLink,
 } from "@iii-edge/protocol/harness";
 import { allotment, createChildBudget, readParentBudget } from "./budget.ts";
