@@ -1595,13 +1595,28 @@ export type SubAgentParentLink = z.infer<typeof subAgentParentLink>;
 /** `run::start` as the orchestrator registers it: the contract's request plus the optional link. */
 export const runStartWithParentRequest = runStartRequest.extend({ parent: subAgentParentLink.optional() });
 
-/** The routing fields the orchestrator adds to every call the model makes (gate.ts routingEnvelope):
- * `session_id` is the calling session — a model cannot set it. */
-const routingFields = {
-  session_id: subAgentSessionIdSchema.optional(),
-  function_call_id: functionCallIdSchema.optional(),
-  function_id: z.string().max(300).optional(),
-};
+/** The invocation `metadata` the orchestrator sends with every call a model makes (gate.ts
+ * `callMetadata`). The model's arguments are the call's `data`, unchanged; who is calling
+ * travels beside them, so a function with a strict schema accepts the call. A model cannot set
+ * metadata: `session_id` is the calling session. */
+export const harnessCallMetadata = z.object({
+  session_id: z.string().min(1).max(128),
+  function_call_id: z.string().min(1).max(256),
+  function_id: z.string().min(1).max(300),
+});
+export type HarnessCallMetadata = z.infer<typeof harnessCallMetadata>;
+
+/** The harness call a handler's `metadata` describes, or undefined when something other than the
+ * orchestrator called (a worker, a trigger binding's own metadata). */
+export function harnessCallOf(metadata: unknown): HarnessCallMetadata | undefined {
+  const r = harnessCallMetadata.safeParse(metadata);
+  return r.success ? r.data : undefined;
+}
+
+/** The calling session and call of a model's `harness::*` call, as the sub-agents worker keys them
+ * (ids go into state keys: no '/'). */
+export const subAgentModelCall = z.object({ session_id: subAgentSessionIdSchema, function_call_id: functionCallIdSchema });
+export type SubAgentModelCall = z.infer<typeof subAgentModelCall>;
 
 /** `harness::spawn`. Called by a model, the parent is the calling session (`parent_session_id`, if
  * given, must be it); a worker names the parent. `function_call_id` makes the child id
@@ -1615,7 +1630,6 @@ export const harnessSpawnRequest = z.object({
   max_turns: z.number().int().min(1).max(1000).optional(),
   /** A fraction of the parent budget's unallotted remaining money the child may spend. */
   budget_share: z.number().gt(0).max(1).optional(),
-  ...routingFields,
 });
 export type HarnessSpawnRequest = z.infer<typeof harnessSpawnRequest>;
 export interface HarnessSpawnResponse {
@@ -1633,7 +1647,6 @@ export interface HarnessSpawnResponse {
 export const harnessJoinRequest = z.object({
   child_session_id: subAgentSessionIdSchema,
   timeout_ms: z.number().int().min(0).max(JOIN_MAX_TIMEOUT_MS).optional(),
-  ...routingFields,
 });
 export type HarnessJoinRequest = z.infer<typeof harnessJoinRequest>;
 /** A child that ended: its final assistant text, rounds, and why it failed if it did. */
@@ -1671,7 +1684,7 @@ export function isJoinPending(functionId: string, details: unknown): details is 
 export type AwaitingChild = AwaitingApproval & { held_by: typeof HARNESS_JOIN; child_session_id: string };
 export const isAwaitingChild = (a: AwaitingApproval): a is AwaitingChild => (a as Partial<AwaitingChild>).held_by === HARNESS_JOIN && typeof (a as Partial<AwaitingChild>).child_session_id === "string";
 
-export const harnessChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema.optional(), ...routingFields });
+export const harnessChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema.optional() });
 export interface SubAgentChildView {
   child_session_id: string;
   depth: number;
@@ -1687,7 +1700,7 @@ export interface HarnessChildrenResponse {
   parent_session_id: string;
   children: SubAgentChildView[];
 }
-export const harnessStopChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema, reason: z.string().max(200).optional(), ...routingFields });
+export const harnessStopChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema, reason: z.string().max(200).optional() });
 
 /** The `stream::send` event type of a mirrored child event on `agent::events/<ancestor>`. */
 export const CHILD_EVENT = "child_event";

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { openaiMessages, asText, textOf, turnClient, TURN_DEADLINE_MS, types } from "./turn-client.ts";
+import { openaiMessages, asText, metaOf, textOf, turnClient, TURN_DEADLINE_MS, types } from "./turn-client.ts";
 
 /** A turn that must first wait for the engine to come back (restart + reconnects) gets this long. */
 const AFTER_RESTART_DEADLINE_MS = 60_000;
@@ -41,14 +41,15 @@ beforeAll(async () => {
   iii = registerWorker(engine.wsUrl, { workerName: "crash-client", otel: { enabled: false } });
   ui = turnClient(engine, () => iii);
   app = registerWorker(engine.wsUrl, { workerName: "crash-app", otel: { enabled: false } });
-  app.registerFunction("slow::wait", async (a: { session_id: string }) => {
-    ran.push({ fn: "slow::wait", sid: a.session_id });
-    started.add(a.session_id);
+  app.registerFunction("slow::wait", async (_a: unknown, metadata?: unknown) => {
+    const sid = String(metaOf(metadata).session_id);
+    ran.push({ fn: "slow::wait", sid });
+    started.add(sid);
     await new Promise<void>((r) => releases.push(r));
     return { waited: true };
   }, { description: "Waits until released." });
-  app.registerFunction("mail::send", async (a: { session_id: string; to: string }) => {
-    ran.push({ fn: "mail::send", sid: a.session_id });
+  app.registerFunction("mail::send", async (a: { to: string }, metadata?: unknown) => {
+    ran.push({ fn: "mail::send", sid: String(metaOf(metadata).session_id) });
     return { sent: true, to: a.to };
   }, { description: "Send an e-mail (needs a person's approval)." });
   await until(async () => {

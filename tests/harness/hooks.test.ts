@@ -29,7 +29,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { asText, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
+import { asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -76,7 +76,8 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
   let apps: IIIClient;
   let hooks: IIIClient | undefined;
   let ui: ReturnType<typeof turnClient>;
-  const ran: { fn: string; args: Record<string, unknown>; record?: TurnStateRecord }[] = [];
+  /** What each function received: its payload and the invocation metadata (who called). */
+  const ran: { fn: string; args: Record<string, unknown>; meta: Record<string, unknown>; record?: TurnStateRecord }[] = [];
   const gateSeen: BeforeFunctionCallPayload["function_call"][] = [];
   let releaseSlow: (() => void) | undefined;
   const slowStarted: string[] = [];
@@ -84,7 +85,7 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
    * (policy checked, nothing dispatched, no hooks), so the shared box's drift cancels out. */
   const extraOver: { unsubscribed: number[]; subscribed: number[] } = { unsubscribed: [], subscribed: [] };
 
-  const ranOf = (fn: string, sid: string) => ran.filter((r) => r.fn === fn && r.args.session_id === sid);
+  const ranOf = (fn: string, sid: string) => ran.filter((r) => r.fn === fn && r.meta.session_id === sid);
   /** The tool message for call `id` in the model's request `n`. */
   const toolText = (n: number, id: string) => asText(openaiMessages(replay.requestsFor("openai")[n]).find((m) => m.role === "tool" && m.tool_call_id === id)?.content);
 
@@ -97,20 +98,21 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
     iii = registerWorker(engine.wsUrl, { workerName: "hooks-e2e-client", otel: { enabled: false } });
     ui = turnClient(engine, () => iii);
     apps = registerWorker(engine.wsUrl, { workerName: "hooks-app", otel: { enabled: false } });
-    const record = (fn: string, answer: (args: Record<string, unknown>) => unknown) =>
-      apps.registerFunction(fn, async (args: Record<string, unknown>) => {
-        const entry: (typeof ran)[number] = { fn, args };
+    const record = (fn: string, answer: (args: Record<string, unknown>, meta: Record<string, unknown>) => unknown) =>
+      apps.registerFunction(fn, async (args: Record<string, unknown>, metadata?: unknown) => {
+        const meta = metaOf(metadata);
+        const entry: (typeof ran)[number] = { fn, args, meta };
         ran.push(entry);
-        if (fn === "vault::store") entry.record = (await iii.trigger({ function_id: "state::get", payload: { scope: "turn_state", key: args.session_id } })) as TurnStateRecord;
-        return answer(args);
+        if (fn === "vault::store") entry.record = (await iii.trigger({ function_id: "state::get", payload: { scope: "turn_state", key: meta.session_id } })) as TurnStateRecord;
+        return answer(args, meta);
       });
     record("vault::store", (a) => ({ stored: a.name }));
     record("files::wipe", () => ({ wiped: true }));
     record("secrets::read", () => ({ value: "s3cr3t-value" }));
     record("weather::forecast", (a) => ({ city: a.city, sky: "clear" }));
     record("bench::echo", (a) => ({ n: a.n }));
-    record("slow::wait", async (a) => {
-      slowStarted.push(String(a.session_id));
+    record("slow::wait", async (_a, meta) => {
+      slowStarted.push(String(meta.session_id));
       await new Promise<void>((r) => (releaseSlow = r));
       return { waited: true };
     });
@@ -196,7 +198,8 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
     await ui.startTurn(sid, "store the db password hunter2");
     await ui.finished(sid);
     const [run] = ranOf("vault::store", sid);
-    expect(run!.args).toMatchObject({ name: "db", secret: REDACTED, function_call_id: "r-1" });
+    expect(run!.args).toEqual({ name: "db", secret: REDACTED });
+    expect(run!.meta).toMatchObject({ function_call_id: "r-1" });
     expect(JSON.stringify(run!.args)).not.toContain("hunter2");
     // While the target ran, the record held the call as dispatched, marked triggered.
     const work = run!.record!.work!;
@@ -263,7 +266,8 @@ describe("hook-fanout left out (HARNESS_DISABLE=hook-fanout): the gate fails clo
   let apps: IIIClient;
   let replacement: IIIClient | undefined;
   let ui: ReturnType<typeof turnClient>;
-  const ran: Record<string, unknown>[] = [];
+  /** What weather::forecast received: its payload, and the calling session from its metadata. */
+  const ran: (Record<string, unknown> & { session_id?: unknown })[] = [];
   const asked: Record<string, unknown>[] = [];
   let mode: "fail" | "rewrite" = "fail";
 
@@ -276,8 +280,8 @@ describe("hook-fanout left out (HARNESS_DISABLE=hook-fanout): the gate fails clo
     iii = registerWorker(engine.wsUrl, { workerName: "hooks-replace-client", otel: { enabled: false } });
     ui = turnClient(engine, () => iii);
     apps = registerWorker(engine.wsUrl, { workerName: "hooks-replace-app", otel: { enabled: false } });
-    apps.registerFunction("weather::forecast", async (a: Record<string, unknown>) => {
-      ran.push(a);
+    apps.registerFunction("weather::forecast", async (a: Record<string, unknown>, metadata?: unknown) => {
+      ran.push({ ...a, session_id: metaOf(metadata).session_id });
       return { city: a.city, sky: "clear" };
     });
     // A gate subscriber exists, so the orchestrator must consult the hooks on every call.

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { textOf, turnClient } from "./turn-client.ts";
+import { metaOf, textOf, turnClient } from "./turn-client.ts";
 
 /** The built-in harness workers (deploy/harness.ts), each also `npm run worker -- <name>`. */
 const WORKERS = ["harness", "turn-orchestrator", "provisioning", "providers", "auth-credentials", "policy", "approval-gate", "session-storage", "budget-tracker", "hook-fanout", "context-compaction", "sub-agents"];
@@ -37,8 +37,8 @@ async function functions(iii: IIIClient): Promise<Functions["functions"]> {
 /** The application: a forecast function, registered with the unmodified iii-sdk. */
 function weatherApp(engine: EngineServer, ran: string[]): IIIClient {
   const app = registerWorker(engine.wsUrl, { workerName: "weather-app", otel: { enabled: false } });
-  app.registerFunction("weather::forecast", async (a: { city: string; session_id: string }) => {
-    ran.push(a.session_id);
+  app.registerFunction("weather::forecast", async (a: { city: string }, metadata?: unknown) => {
+    ran.push(String(metaOf(metadata).session_id));
     return { city: a.city, sky: "clear" };
   }, { description: "The weather forecast for a city." });
   return app;

@@ -25,7 +25,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { asText, openaiMessages, TURN_DEADLINE_MS, turnClient, types } from "./turn-client.ts";
+import { asText, metaOf, openaiMessages, TURN_DEADLINE_MS, turnClient, types } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -70,8 +70,8 @@ describe("sub-agents in the deployed harness", () => {
     });
     iii = registerWorker(engine.wsUrl, { workerName: "sub-agents-e2e-client", otel: { enabled: false } });
     app = registerWorker(engine.wsUrl, { workerName: "notes-app", otel: { enabled: false } });
-    app.registerFunction("notes::publish", async (a: { text: string; session_id: string }) => {
-      published.push({ text: a.text, session_id: a.session_id });
+    app.registerFunction("notes::publish", async (a: { text: string }, metadata?: unknown) => {
+      published.push({ text: a.text, session_id: String(metaOf(metadata).session_id) });
       return { published: true };
     }, { description: "Publish a note for everyone to read." });
     ui = turnClient(engine, () => iii);
@@ -248,7 +248,8 @@ describe("the sub-agents worker replaced by configuration", () => {
   let engine: EngineServer;
   let iii: IIIClient;
   let mine: IIIClient;
-  const asked: Record<string, unknown>[] = [];
+  /** What the replacement's spawn received: the model's arguments and who called (its metadata). */
+  const asked: { data: Record<string, unknown>; meta: Record<string, unknown> }[] = [];
 
   beforeAll(async () => {
     replay = await startProviderReplay();
@@ -256,8 +257,8 @@ describe("the sub-agents worker replaced by configuration", () => {
     iii = registerWorker(engine.wsUrl, { workerName: "replace-client", otel: { enabled: false } });
     // Someone's own sub-agents: registered with the unmodified iii-sdk, no harness step.
     mine = registerWorker(engine.wsUrl, { workerName: "my-sub-agents", otel: { enabled: false } });
-    mine.registerFunction("harness::spawn", async (req: Record<string, unknown>) => {
-      asked.push(req);
+    mine.registerFunction("harness::spawn", async (req: Record<string, unknown>, metadata?: unknown) => {
+      asked.push({ data: req, meta: metaOf(metadata) });
       return { child_session_id: "my-child-1", started: true };
     });
     await until(async () => {
@@ -278,7 +279,7 @@ describe("the sub-agents worker replaced by configuration", () => {
     replay.enqueue("openai", reply(callAgentTrigger("harness::spawn", { task: "anything" }, "spawn-1")), reply(say("Delegated.")));
     await ui.startTurn("sa-replaced", "Delegate it.");
     const { events } = await ui.finished("sa-replaced");
-    expect(asked).toEqual([expect.objectContaining({ task: "anything", session_id: "sa-replaced", function_call_id: "spawn-1" })]);
+    expect(asked).toEqual([{ data: { task: "anything" }, meta: expect.objectContaining({ session_id: "sa-replaced", function_call_id: "spawn-1" }) }]);
     const end = events.map((e) => e.data).find((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end");
     expect(end).toMatchObject({ is_error: false, result: { details: { child_session_id: "my-child-1", started: true } } });
     expect(types(events).at(-1)).toBe("agent_end");

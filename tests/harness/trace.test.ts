@@ -217,6 +217,11 @@ describe("one agent turn is one trace", () => {
     expect(attr(wait, "iii.approval.decision")).toBe("allow");
     expect(wait.end_time_unix_nano).toBeGreaterThan(wait.start_time_unix_nano);
 
+    // The engine's span of the dispatch names the session: the model's payload does not carry it, the call's metadata does.
+    const dispatch = one("invoke ledger::record");
+    expect(under(dispatch, tool)).toBe(true);
+    expect(attr(dispatch, "iii.session.id")).toBe(sid);
+
     // ---- the outside worker: iii-sdk's own span, under the dispatch
     const sdkSpan = one("execute ledger::record");
     expect(sdkSpan.service_name).toBe("ledger-app");

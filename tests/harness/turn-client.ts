@@ -19,6 +19,11 @@ export interface Caller {
   trigger(request: { function_id: string; payload?: unknown }): Promise<unknown>;
 }
 
+/** A function's invocation metadata as a record: for a call a model made, who called
+ * (`session_id`, `function_call_id`, `function_id`); `{}` for a call without any. */
+export const metaOf = (metadata: unknown): Record<string, unknown> =>
+  metadata && typeof metadata === "object" && !Array.isArray(metadata) ? (metadata as Record<string, unknown>) : {};
+
 export const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: Date.now() });
 
 export const types = (evs: { data: AgentEvent }[]) => evs.map((e) => e.data.type);

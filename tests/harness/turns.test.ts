@@ -8,12 +8,14 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { AgentEvent, AgentMessage, FunctionResultMessage } from "@iii-edge/protocol/harness";
+import { registerWorker as registerEdgeWorker, type EdgeClient } from "@iii-edge/sdk-edge";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { asText, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
+import { asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -23,6 +25,7 @@ rules:
     action: deny
   - 'weather::*'
   - 'slow::*'
+  - 'outbox::*'
   - state::get
   - engine::functions::list
 # anything else (mail::send) waits for a person
@@ -32,7 +35,9 @@ let replay: ReplayServer;
 let engine: EngineServer;
 let iii: IIIClient;
 let apps: IIIClient | undefined;
-const ran: { fn: string; args: Record<string, unknown> }[] = [];
+let strictApps: { iii: IIIClient; edge: EdgeClient } | undefined;
+/** What each application function received: the payload and the invocation metadata (who called). */
+const ran: { fn: string; args: Record<string, unknown>; meta: Record<string, unknown> }[] = [];
 let releaseSlow: (() => void) | undefined;
 const slowStarted: string[] = [];
 
@@ -70,7 +75,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.allSettled([iii?.shutdown(), apps?.shutdown()]);
+  await Promise.allSettled([iii?.shutdown(), apps?.shutdown(), strictApps?.iii.shutdown(), strictApps?.edge.shutdown()]);
   await engine?.stop();
   await replay?.close();
 });
@@ -83,12 +88,12 @@ beforeEach(() => {
 async function registerApps(): Promise<void> {
   if (apps) return;
   apps = registerWorker(engine.wsUrl, { workerName: "weather-app", otel: { enabled: false } });
-  const record = (fn: string, answer: (args: Record<string, unknown>) => unknown | Promise<unknown>, description: string, schema?: Record<string, unknown>) =>
+  const record = (fn: string, answer: (args: Record<string, unknown>, meta: Record<string, unknown>) => unknown | Promise<unknown>, description: string, schema?: Record<string, unknown>) =>
     apps!.registerFunction(
       fn,
-      async (args: Record<string, unknown>) => {
-        ran.push({ fn, args });
-        return answer(args);
+      async (args: Record<string, unknown>, metadata?: unknown) => {
+        ran.push({ fn, args, meta: metaOf(metadata) });
+        return answer(args, metaOf(metadata));
       },
       schema ? { description, request_format: { type: "object", ...schema } } : { description },
     );
@@ -97,8 +102,8 @@ async function registerApps(): Promise<void> {
   record("mail::send", (a) => ({ sent: true, to: a.to }), "Send an e-mail.");
   record(
     "slow::wait",
-    async (a) => {
-      slowStarted.push(String(a.session_id));
+    async (_a, meta) => {
+      slowStarted.push(String(meta.session_id));
       await new Promise<void>((r) => (releaseSlow = r));
       return { waited: true };
     },
@@ -108,6 +113,48 @@ async function registerApps(): Promise<void> {
     const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
     return ["weather::forecast", "files::delete", "mail::send", "slow::wait"].every((id) => r.functions.some((f) => f.function_id === id));
   }, "the app's functions");
+}
+
+/** The e-mail a model sends, as a function that accepts nothing else would declare it. */
+const EMAIL = { to: "ada@example.com", subject: "Lunch", body: "Noon at the usual place?" };
+const strictEmail = z.strictObject({ to: z.string(), subject: z.string(), body: z.string() });
+
+/** Two functions with strict schemas, as a user writes them: `outbox::send` by the unmodified
+ * iii-sdk with an `additionalProperties: false` request_format (its handler refuses any other key),
+ * `outbox::send_typed` by iii-edge's SDK with a zod `.strict()` input. Each records what it got. */
+async function registerStrictApps(): Promise<void> {
+  if (strictApps) return;
+  const request_format = {
+    type: "object" as const,
+    properties: { to: { type: "string" }, subject: { type: "string" }, body: { type: "string" } },
+    required: ["to", "subject", "body"],
+    additionalProperties: false,
+  };
+  const plain = registerWorker(engine.wsUrl, { workerName: "strict-iii-sdk", otel: { enabled: false } });
+  plain.registerFunction(
+    "outbox::send",
+    async (args: Record<string, unknown>, metadata?: unknown) => {
+      ran.push({ fn: "outbox::send", args, meta: metaOf(metadata) });
+      const checked = strictEmail.safeParse(args);
+      if (!checked.success) throw new Error(`invalid request: ${z.prettifyError(checked.error)}`);
+      return { queued: true, to: checked.data.to };
+    },
+    { description: "Queue an e-mail.", request_format },
+  );
+  const edge = registerEdgeWorker(engine.wsUrl, { workerName: "strict-sdk-edge" });
+  edge.registerFunction(
+    "outbox::send_typed",
+    (args, metadata) => {
+      ran.push({ fn: "outbox::send_typed", args, meta: metaOf(metadata) });
+      return { queued: true, to: args.to };
+    },
+    { description: "Queue an e-mail (typed).", input: strictEmail },
+  );
+  strictApps = { iii: plain, edge };
+  await until(async () => {
+    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+    return ["outbox::send", "outbox::send_typed"].every((id) => r.functions.some((f) => f.function_id === id));
+  }, "the strict functions");
 }
 
 // ------------------------------------------------------------------ scenarios
@@ -175,8 +222,10 @@ describe("function calls through the policy", () => {
     await startTurn(sid, "weather in Lyon?");
     const { view, events } = await finished(sid);
     expect(view.turn_count).toBe(2);
-    expect(ranOf("weather::forecast").filter((r) => r.args.session_id === sid)).toHaveLength(1);
-    expect(ranOf("weather::forecast").find((r) => r.args.session_id === sid)!.args).toMatchObject({ city: "Lyon", function_call_id: "w-1" });
+    expect(ranOf("weather::forecast").filter((r) => r.meta.session_id === sid)).toHaveLength(1);
+    const forecast = ranOf("weather::forecast").find((r) => r.meta.session_id === sid)!;
+    expect(forecast.args).toMatchObject({ city: "Lyon" });
+    expect(forecast.meta).toMatchObject({ function_call_id: "w-1" });
     const end = events.find((e) => e.data.type === "function_execution_end")!.data as Extract<AgentEvent, { type: "function_execution_end" }>;
     expect(end).toMatchObject({ function_call_id: "w-1", function_id: "weather::forecast", is_error: false });
     expect(types(events).indexOf("function_execution_start")).toBeLessThan(types(events).indexOf("function_execution_end"));
@@ -209,6 +258,23 @@ describe("function calls through the policy", () => {
     expect(asText(tool?.content)).toContain("no-deletes");
   });
 
+  it("a function with a strict schema gets exactly the model's arguments; who called is its metadata", async () => {
+    await registerStrictApps();
+    const sid = "call-strict";
+    replay.enqueue("openai", reply(callAgentTrigger("outbox::send", EMAIL, "s-1"), callAgentTrigger("outbox::send_typed", EMAIL, "s-2")), reply(say("Both queued.")));
+    await startTurn(sid, "mail ada about lunch");
+    const { events } = await finished(sid);
+    const ends = events.map((e) => e.data).filter((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end");
+    expect(ends.map((e) => [e.function_call_id, e.is_error])).toEqual([["s-1", false], ["s-2", false]]);
+    const got = ran.filter((r) => r.meta.session_id === sid);
+    expect(got).toEqual([
+      { fn: "outbox::send", args: EMAIL, meta: { session_id: sid, function_call_id: "s-1", function_id: "outbox::send" } },
+      { fn: "outbox::send_typed", args: EMAIL, meta: { session_id: sid, function_call_id: "s-2", function_id: "outbox::send_typed" } },
+    ]);
+    const results = (await transcript(sid)).filter((m): m is FunctionResultMessage => m.role === "function_result");
+    expect(results.map((r) => r.details)).toEqual([{ queued: true, to: EMAIL.to }, { queued: true, to: EMAIL.to }]);
+  });
+
   it("needs approval: the turn parks with the call visible; POST /api/approvals allow runs it once and the turn finishes", async () => {
     await registerApps();
     const sid = "call-approved";
@@ -219,14 +285,14 @@ describe("function calls through the policy", () => {
       return v?.state === "function_awaiting_approval" ? v : undefined;
     }, "the turn parked", TURN_DEADLINE_MS);
     expect(parked.awaiting_approval).toEqual([expect.objectContaining({ function_call_id: "m-1", function_id: "mail::send", args: { to: "ada@example.com" } })]);
-    expect(ranOf("mail::send").filter((r) => r.args.session_id === sid)).toHaveLength(0);
+    expect(ranOf("mail::send").filter((r) => r.meta.session_id === sid)).toHaveLength(0);
     const changed = (await allEvents(sid)).filter((e) => e.data.type === "turn_state_changed").map((e) => (e.data as Extract<AgentEvent, { type: "turn_state_changed" }>).new_value);
     expect(changed.at(-1)).toMatchObject({ state: "function_awaiting_approval", awaiting_approval: [expect.objectContaining({ function_call_id: "m-1" })] });
 
     const res = await post("api/approvals", { session_id: sid, function_call_id: "m-1", decision: "allow" });
     expect(res.status).toBe(200);
     await finished(sid);
-    expect(ranOf("mail::send").filter((r) => r.args.session_id === sid)).toHaveLength(1);
+    expect(ranOf("mail::send").filter((r) => r.meta.session_id === sid)).toHaveLength(1);
     const fr = (await transcript(sid)).find((m) => m.role === "function_result") as FunctionResultMessage;
     expect(fr).toMatchObject({ function_call_id: "m-1", is_error: false });
     expect(replay.requestsFor("openai")).toHaveLength(2);
@@ -242,7 +308,7 @@ describe("function calls through the policy", () => {
     expect(res.status).toBe(200);
     const { events } = await finished(sid);
     expect(events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({ function_call_id: "h-1", is_error: true, result: { details: { approval_denied: true, decision: "deny" } } });
-    expect(ranOf("mail::send").filter((r) => r.args.session_id === sid)).toHaveLength(0);
+    expect(ranOf("mail::send").filter((r) => r.meta.session_id === sid)).toHaveLength(0);
     const fr = (await transcript(sid)).find((m) => m.role === "function_result") as FunctionResultMessage;
     expect(fr.is_error).toBe(true);
     expect(textOf(fr)).toContain("not to everyone");
@@ -266,7 +332,7 @@ describe("function calls through the policy", () => {
     // While parked, both forecasts already ran and their results are out.
     const ends = (await allEvents(sid)).filter((e) => e.data.type === "function_execution_end").map((e) => (e.data as { function_call_id: string }).function_call_id);
     expect(ends.sort()).toEqual(["p-w1", "p-w2"]);
-    expect(ranOf("weather::forecast").filter((r) => r.args.session_id === sid).map((r) => r.args.city)).toEqual(["Oslo", "Rome"]);
+    expect(ranOf("weather::forecast").filter((r) => r.meta.session_id === sid).map((r) => r.args.city)).toEqual(["Oslo", "Rome"]);
 
     expect((await post("api/approvals", { session_id: sid, function_call_id: "p-mail", decision: "allow" })).status).toBe(200);
     await finished(sid);
@@ -324,7 +390,7 @@ describe("steering, limits and failures", () => {
     expect(await res.json()).toMatchObject({ session_id: sid, stopping: true, state: "function_awaiting_approval" });
     const { view } = await finished(sid);
     expect(view.awaiting_approval ?? []).toEqual([]);
-    expect(ranOf("mail::send").filter((r) => r.args.session_id === sid)).toHaveLength(0);
+    expect(ranOf("mail::send").filter((r) => r.meta.session_id === sid)).toHaveLength(0);
     expect(replay.requestsFor("openai")).toHaveLength(1);
     // The parked call is closed with an aborted result, so no function_call is left dangling.
     const fr = (await transcript(sid)).find((m) => m.role === "function_result") as FunctionResultMessage;

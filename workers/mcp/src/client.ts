@@ -8,6 +8,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ToolListChangedNotificationSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { IIIError, isRecord } from "@iii-edge/protocol";
+import { withoutCallerId } from "@iii-edge/sdk-edge/client";
 import type { WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { isStdio, type McpServerConfig } from "./config.ts";
 import { EXPOSE_METADATA_KEY, clientFunctionId } from "./expose.ts";
@@ -69,17 +70,12 @@ export interface McpClientHandle {
 }
 
 
-/** What the turn orchestrator adds to every call's arguments (its routing envelope). An MCP tool did
- * not ask for them, and a server with a strict schema refuses unknown keys: they are dropped unless
- * the tool's inputSchema names them. */
-const ROUTING_KEYS = ["session_id", "function_call_id", "function_id"] as const;
-
-function toolArguments(args: unknown, inputSchema: Tool["inputSchema"]): Record<string, unknown> {
-  if (!isRecord(args)) return {};
-  const declared = isRecord(inputSchema.properties) ? inputSchema.properties : {};
-  const out = { ...args };
-  for (const k of ROUTING_KEYS) if (!(k in declared)) delete out[k];
-  return out;
+/** The tool's arguments: the caller's payload as it came (a model's call arrives unchanged; who
+ * called travels as invocation metadata), less the keys the engine stamps on object payloads (iii
+ * §4.6), which a server with a strict schema would refuse. */
+function toolArguments(args: unknown): Record<string, unknown> {
+  const out = withoutCallerId(args);
+  return isRecord(out) ? out : {};
 }
 const oneLine = (e: unknown) => (e instanceof Error ? e.message : String(e)).replace(/\s+/g, " ").slice(0, 300);
 
@@ -98,7 +94,7 @@ function resultOf(server: string, tool: string, r: CallToolResult): unknown {
 /** One configured server and the functions its tools are registered as. */
 class ServerLink {
   private client: Client | undefined;
-  private readonly registered = new Map<string, { function_id: string; key: string; inputSchema: Tool["inputSchema"]; ref: { unregister(): void } | undefined }>();
+  private readonly registered = new Map<string, { function_id: string; key: string; ref: { unregister(): void } | undefined }>();
   private attempt = 0;
   private connectedAt = 0;
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
@@ -248,7 +244,7 @@ class ServerLink {
         // Never served back out by this engine's own MCP server (expose.ts): it is someone else's tool.
         metadata: { [EXPOSE_METADATA_KEY]: { expose: false, server: this.config.name, tool: name } },
       });
-      this.registered.set(name, { function_id, key, inputSchema: tool.inputSchema, ref: ref ?? undefined });
+      this.registered.set(name, { function_id, key, ref: ref ?? undefined });
     }
   }
 
@@ -259,7 +255,7 @@ class ServerLink {
     if (!entry) throw new IIIError("function_not_found", `MCP server ${this.config.name} no longer offers tool ${tool}`);
     let r: CallToolResult;
     try {
-      r = (await client.callTool({ name: tool, arguments: toolArguments(args, entry.inputSchema) }, undefined, { timeout: TOOL_CALL_TIMEOUT_MS })) as CallToolResult;
+      r = (await client.callTool({ name: tool, arguments: toolArguments(args) }, undefined, { timeout: TOOL_CALL_TIMEOUT_MS })) as CallToolResult;
     } catch (e) {
       const message = oneLine(e);
       if (/timed out|timeout/i.test(message)) throw new IIIError("timeout", `MCP tool ${tool} of ${this.config.name}: ${message}`);

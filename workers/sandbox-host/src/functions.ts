@@ -207,17 +207,6 @@ export interface RegisterOptions {
   log?: (msg: string) => void;
 }
 
-/** What the turn orchestrator adds to every call a model makes (its routing envelope); no
- * sandbox::* request declares these, so they are dropped before validation. */
-const ROUTING_KEYS = ["session_id", "function_call_id", "function_id"] as const;
-
-function withoutRouting(data: unknown): unknown {
-  if (typeof data !== "object" || data === null || Array.isArray(data)) return data;
-  const out = { ...(data as Record<string, unknown>) };
-  for (const k of ROUTING_KEYS) delete out[k];
-  return out;
-}
-
 /** Ids of worker sandboxes (their VM registry's ids). */
 export const WORKER_ID_PREFIX = "sbw_";
 
@@ -234,9 +223,8 @@ export function registerSandboxFunctions(client: EngineClient, plain: Sandboxes,
     run: (req: T) => Promise<unknown> | unknown): void {
     ids.push(id);
     client.registerFunction({ id, description, request_format: formats.request, response_format: formats.response }, async (data) => {
-      // The engine adds the caller's worker id to object payloads (protocol/README.md §4.6), and an
-      // agent turn's call carries the orchestrator's routing envelope; neither is input.
-      const req = withoutRouting(withoutCallerId(data ?? {}));
+      // The engine adds the caller's worker id to object payloads (protocol/README.md §4.6): not input.
+      const req = withoutCallerId(data ?? {});
       const problem = validate(formats.request, req);
       if (problem) throw new SandboxError("invalid_argument", problem);
       try {

@@ -13,14 +13,17 @@ import {
   SUB_AGENT_MAX_DEPTH,
   SUB_AGENT_MAX_LIVE_CHILDREN,
   SUB_AGENT_MAX_PER_TREE,
+  harnessCallOf,
   harnessChildrenRequest,
   harnessJoinRequest,
   harnessSpawnRequest,
   harnessStopChildrenRequest,
+  subAgentModelCall,
   type HarnessJoinRequest,
   type HarnessSpawnRequest,
+  type SubAgentModelCall,
 } from "@iii-edge/protocol/harness";
-import { assertSessionAccess, type CallerPrincipal } from "@iii-edge/protocol";
+import { assertSessionAccess, IIIError, type CallerPrincipal } from "@iii-edge/protocol";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { z } from "zod";
 import { listChildren, stopChildren } from "./cascade.ts";
@@ -45,14 +48,28 @@ const internal = { internal: true };
 const ownerChecked = { caller_principal: true };
 const internalOwnerChecked = { internal: true, caller_principal: true };
 
-type Ctx = { trigger: unknown; caller?: CallerPrincipal };
+type Ctx = { trigger: unknown; caller?: CallerPrincipal; metadata?: unknown };
 const allowed = (ctx: Ctx, sid: string) => assertSessionAccess((req) => (ctx.trigger as Trigger)(req), ctx.caller, sid);
+
+/** The model's call this is, when the orchestrator dispatched it: its metadata names the calling
+ * session and call (never the payload, which is the model's own arguments). */
+function modelCallOf(ctx: Ctx): SubAgentModelCall | undefined {
+  const call = harnessCallOf(ctx.metadata);
+  if (!call) return undefined;
+  const ids = subAgentModelCall.safeParse(call);
+  if (!ids.success) throw new IIIError("invalid_input", `this call's session or call id cannot name a sub-agent: ${ids.error.issues.map((i) => i.message).join("; ")}`);
+  return ids.data;
+}
 
 export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = {}): void {
   const now = config.now ?? Date.now;
   const trig = (ctx: { trigger: unknown }) => ctx.trigger as Trigger;
 
-  iii.registerFunction(HARNESS_SPAWN, async (data: HarnessSpawnRequest, ctx) => (await allowed(ctx, parentOf(data, HARNESS_SPAWN)), spawn({ trigger: trig(ctx), now }, data)), {
+  iii.registerFunction(HARNESS_SPAWN, async (data: HarnessSpawnRequest, ctx) => {
+    const modelCall = modelCallOf(ctx);
+    await allowed(ctx, parentOf(data, HARNESS_SPAWN, modelCall));
+    return spawn({ trigger: trig(ctx), now }, data, modelCall);
+  }, {
     description:
       "Delegate part of your task to a sub-agent: a new session with its own turn loop, working on `task` (its first user message) with your model unless you name one. " +
       `→ {child_session_id, started}. Then call ${HARNESS_JOIN} {child_session_id} to wait for its final answer. Sub-agents nest at most ${SUB_AGENT_MAX_DEPTH} deep, ` +
@@ -60,7 +77,7 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
     input: harnessSpawnRequest,
     metadata: ownerChecked,
   });
-  iii.registerFunction(HARNESS_JOIN, async (data: HarnessJoinRequest, ctx) => (await allowed(ctx, data.child_session_id), join({ trigger: trig(ctx), now }, data)), {
+  iii.registerFunction(HARNESS_JOIN, async (data: HarnessJoinRequest, ctx) => (await allowed(ctx, data.child_session_id), join({ trigger: trig(ctx), now }, data, modelCallOf(ctx))), {
     description:
       "Wait for a sub-agent you spawned to finish: {child_session_id, timeout_ms?} → {state, final_message, turn_count, error?}. " +
       `Your call waits (without using your turns) until it ends, or timeout_ms passes (default ${JOIN_DEFAULT_TIMEOUT_MS / 60_000} min).`,
@@ -68,7 +85,7 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
     metadata: ownerChecked,
   });
   iii.registerFunction(HARNESS_CHILDREN, async (data: z.infer<typeof harnessChildrenRequest>, ctx) => {
-    const parent = parentOf(data, HARNESS_CHILDREN);
+    const parent = parentOf(data, HARNESS_CHILDREN, modelCallOf(ctx));
     await allowed(ctx, parent);
     return listChildren(trig(ctx), parent);
   }, {
@@ -77,7 +94,7 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
     metadata: ownerChecked,
   });
   iii.registerFunction(HARNESS_STOP_CHILDREN, async (data: z.infer<typeof harnessStopChildrenRequest>, ctx) => {
-    const parent = parentOf(data, HARNESS_STOP_CHILDREN);
+    const parent = parentOf(data, HARNESS_STOP_CHILDREN, modelCallOf(ctx));
     await allowed(ctx, parent);
     return stopChildren(trig(ctx), parent);
   }, {

@@ -15,6 +15,7 @@ import {
   type HarnessJoinRequest,
   type HarnessJoinResponse,
   type HarnessJoinResult,
+  type SubAgentModelCall,
 } from "@iii-edge/protocol/harness";
 import { MAX_WAITERS_PER_CHILD, RESOLVE_TIMEOUT_MS, SCOPE_LINKS, SCOPE_WAITS, SWEEP, SWEEP_CRON, SWEEP_MAX_PAGES, SWEEP_PAGE, WOKEN_WAIT_TTL_MS } from "./constants.ts";
 import {
@@ -98,17 +99,18 @@ export interface JoinDeps {
   now?: () => number;
 }
 
-export async function join(deps: JoinDeps, req: HarnessJoinRequest): Promise<HarnessJoinResponse> {
+/** `modelCall`: the orchestrator's call when a model joins (its metadata), absent for a worker. */
+export async function join(deps: JoinDeps, req: HarnessJoinRequest, modelCall?: SubAgentModelCall): Promise<HarnessJoinResponse> {
   const { trigger } = deps;
   const now = deps.now?.() ?? Date.now();
   const child = req.child_session_id;
   const link = await requireLink(trigger, child);
-  if (req.session_id && req.session_id !== link.parent_session_id) {
+  if (modelCall && modelCall.session_id !== link.parent_session_id) {
     throw new IIIError("forbidden", `sub-agent ${child} belongs to session ${link.parent_session_id}; only its parent may join it`);
   }
   let t = await readTurn(trigger, child);
   // A call the orchestrator dispatched for a model: it can park, keyed by (calling session, call id).
-  if (req.session_id && req.function_call_id) return joinParked(trigger, link, req.session_id, req.function_call_id, req.timeout_ms, t, now);
+  if (modelCall) return joinParked(trigger, link, modelCall.session_id, modelCall.function_call_id, req.timeout_ms, t, now);
   if (t && isTerminalState(t.state)) return outcome(child, t);
   const waitMs = Math.min(req.timeout_ms ?? 0, JOIN_MAX_INLINE_WAIT_MS);
   if (waitMs > 0) {

@@ -16,6 +16,7 @@ import {
   type HarnessSpawnRequest,
   type HarnessSpawnResponse,
   type RunStartResponse,
+  type SubAgentModelCall,
   type SubAgentParentLink,
 } from "@iii-edge/protocol/harness";
 import { allotment, createChildBudget, readParentBudget } from "./budget.ts";
@@ -39,10 +40,10 @@ import {
   type Trigger,
 } from "./records.ts";
 
-/** Which session is the parent: the calling session when a model calls (the orchestrator sets
- * `session_id`; a model cannot), else the one a worker names. */
-export function parentOf(req: { parent_session_id?: string; session_id?: string }, what: string): string {
-  const caller = req.session_id;
+/** Which session is the parent: the calling session when a model calls (the orchestrator names it
+ * in the call's metadata; a model cannot), else the one a worker names. */
+export function parentOf(req: { parent_session_id?: string }, what: string, modelCall?: Pick<SubAgentModelCall, "session_id">): string {
+  const caller = modelCall?.session_id;
   const parent = req.parent_session_id ?? caller;
   if (!parent) throw new IIIError("invalid_input", `${what} needs parent_session_id (the session whose sub-agents these are)`);
   if (caller && caller !== parent) throw new IIIError("forbidden", `session ${caller} may only act on its own sub-agents, not on those of ${parent}`);
@@ -88,10 +89,11 @@ const tooManyLive = (parent: string) =>
 const tooManyInTree = (root: string) =>
   new IIIError("too_many_children", `${SUB_AGENT_MAX_PER_TREE} sub-agents were already spawned in this run of ${root} (the most per run, at every depth): finish the task with the ones you have`);
 
-export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest): Promise<HarnessSpawnResponse> {
+/** `modelCall`: the orchestrator's call when a model spawns (its metadata), absent for a worker. */
+export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall?: SubAgentModelCall): Promise<HarnessSpawnResponse> {
   const { trigger } = deps;
   const now = deps.now?.() ?? Date.now();
-  const parent = parentOf(req, "harness::spawn");
+  const parent = parentOf(req, "harness::spawn", modelCall);
   if (req.provider && !req.model) throw new IIIError("invalid_input", "give model together with provider (the child's model)");
 
   // (1) The parent must be running: a child lives only while its parent's run does.
@@ -100,7 +102,7 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest): Promise<
     throw new IIIError("parent_not_running", `session ${parent} has no running turn (${parentTurn ? (parentTurn.stop_requested ? "it is stopping" : parentTurn.state) : "none"}): sub-agents are spawned from inside a run`);
   }
   const parentRunId = parentTurn.run_id;
-  const functionCallId = req.function_call_id ?? deps.newCallId?.() ?? `direct-${crypto.randomUUID()}`;
+  const functionCallId = modelCall?.function_call_id ?? deps.newCallId?.() ?? `direct-${crypto.randomUUID()}`;
   const child = await subAgentSessionId(parent, parentRunId, functionCallId);
   const messageId = await subAgentMessageId(child);
 
@@ -183,7 +185,7 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest): Promise<
     root_run_id: rootRun,
     depth,
     ancestors: [parent, ...(parentLink?.ancestors ?? [])],
-    function_call_id: req.function_call_id ?? null,
+    function_call_id: modelCall?.function_call_id ?? null,
     task: req.task,
     message_id: messageId,
     provider: req.provider ?? (req.model ? null : (parentReq.provider ?? null)),

@@ -40,7 +40,10 @@ const stops: string[] = [];
 const resolved: { session_id: string; function_call_id: string; decision: string; reason?: string | null }[] = [];
 const followed: { group: string; data: SubAgentChildEvent }[] = [];
 
-const trigger = <T = unknown>(function_id: string, payload: unknown) => orch.client.trigger<unknown, T>({ function_id, payload });
+const trigger = <T = unknown>(function_id: string, payload: unknown, metadata?: unknown) =>
+  orch.client.trigger<unknown, T>(metadata === undefined ? { function_id, payload } : { function_id, payload, metadata });
+/** The metadata the orchestrator sends with a model's call: who is calling (the payload is the model's). */
+const asModel = (session_id: string, function_call_id: string, function_id: string) => ({ session_id, function_call_id, function_id });
 /** Ids of the engine's trigger bindings calling `function_id`. */
 const bindings = async (function_id: string) =>
   (await trigger<{ registered_triggers: { id: string }[] }>("engine::registered-triggers::list", { function_id })).registered_triggers.map((t) => t.id);
@@ -59,11 +62,11 @@ async function runningParent(sid: string, run = "run-1", budget_id?: string): Pr
   await trigger("state::set", { scope: "run_request", key: sid, value: req });
   await setTurn(sid, "function_execute", run);
 }
-/** A spawn as the orchestrator dispatches a model's call: the routing envelope names the caller. */
+/** A spawn as the orchestrator dispatches a model's call: its metadata names the caller. */
 const spawnFrom = (parent: string, cid: string, extra: Record<string, unknown> = {}) =>
-  trigger<{ child_session_id: string; started: boolean; depth: number; existing?: true }>(HARNESS_SPAWN, { task: `task of ${cid}`, ...extra, session_id: parent, function_call_id: cid, function_id: HARNESS_SPAWN });
+  trigger<{ child_session_id: string; started: boolean; depth: number; existing?: true }>(HARNESS_SPAWN, { task: `task of ${cid}`, ...extra }, asModel(parent, cid, HARNESS_SPAWN));
 const joinFrom = (parent: string, cid: string, child: string, extra: Record<string, unknown> = {}) =>
-  trigger<Record<string, unknown>>(HARNESS_JOIN, { child_session_id: child, ...extra, session_id: parent, function_call_id: cid, function_id: HARNESS_JOIN });
+  trigger<Record<string, unknown>>(HARNESS_JOIN, { child_session_id: child, ...extra }, asModel(parent, cid, HARNESS_JOIN));
 const endChild = (child: string, text: string, state: TurnState = "stopped") =>
   setTurn(child, state, "any", { turn_count: 2, last_assistant: { role: "assistant", content: [{ type: "text", text }], stop_reason: "end", model: "m", provider: "p", timestamp: 0 } });
 
@@ -132,7 +135,7 @@ describe("harness::spawn", () => {
     // Another call is another child; the listing shows both with their states.
     const other = await spawnFrom("p-spawn", "call-2", { max_turns: 50, model: "claude-sonnet-4-6" });
     expect(started.find((s) => s.session_id === other.child_session_id)).toMatchObject({ max_turns: 6, model: "claude-sonnet-4-6" }); // never more rounds than the parent
-    const list = await trigger<{ children: { child_session_id: string; state: string; depth: number; task: string }[] }>(HARNESS_CHILDREN, { session_id: "p-spawn" });
+    const list = await trigger<{ children: { child_session_id: string; state: string; depth: number; task: string }[] }>(HARNESS_CHILDREN, {}, asModel("p-spawn", "l-1", HARNESS_CHILDREN));
     expect(list.children.map((c) => [c.child_session_id, c.state, c.depth])).toEqual([
       [child, "provisioning", 1],
       [other.child_session_id, "provisioning", 1],
@@ -143,9 +146,12 @@ describe("harness::spawn", () => {
     await setTurn("p-idle", "stopped", "run-1");
     expect(await codeOf(spawnFrom("p-idle", "c"))).toBe("parent_not_running");
     await runningParent("p-mine");
-    expect(await codeOf(trigger(HARNESS_SPAWN, { task: "x", parent_session_id: "p-spawn", session_id: "p-mine", function_call_id: "c" }))).toBe("forbidden");
-    expect(await codeOf(trigger(HARNESS_SPAWN, { task: "  ", session_id: "p-mine", function_call_id: "c" }))).toBe("invalid_input");
-    expect(await codeOf(trigger(HARNESS_SPAWN, { task: "x", budget_share: 2, session_id: "p-mine", function_call_id: "c" }))).toBe("invalid_input");
+    expect(await codeOf(spawnFrom("p-mine", "c", { task: "x", parent_session_id: "p-spawn" }))).toBe("forbidden");
+    expect(await codeOf(spawnFrom("p-mine", "c", { task: "  " }))).toBe("invalid_input");
+    expect(await codeOf(spawnFrom("p-mine", "c", { task: "x", budget_share: 2 }))).toBe("invalid_input");
+    // The calling session comes from the metadata only: a payload claiming one names no parent.
+    expect(await codeOf(trigger(HARNESS_SPAWN, { task: "x", session_id: "p-mine", function_call_id: "c" }))).toBe("invalid_input");
+    expect(await codeOf(spawnFrom("p/mine", "c", { task: "x" }))).toBe("invalid_input");
     expect(started.some((s) => (s.session_id as string).startsWith("p-idle~") || (s.session_id as string).startsWith("p-mine~"))).toBe(false);
   });
 
@@ -157,7 +163,7 @@ describe("harness::spawn", () => {
       expect(r.depth).toBe(depth);
       parent = r.child_session_id; // the stand-in's run::start left it running (provisioning)
     }
-    const refused = trigger(HARNESS_SPAWN, { task: "go deeper", session_id: parent, function_call_id: "d4" });
+    const refused = spawnFrom(parent, "d4", { task: "go deeper" });
     await expect(refused).rejects.toMatchObject({ code: "depth_exceeded", message: expect.stringContaining("at most 3 deep") });
   });
 

@@ -55,10 +55,11 @@ describe("depth", () => {
 
 describe("whose children", () => {
   it("a model acts on its own session's children; a worker names the parent; a mismatch is forbidden", () => {
-    expect(parentOf({ session_id: "s1" }, HARNESS_SPAWN)).toBe("s1");
-    expect(parentOf({ session_id: "s1", parent_session_id: "s1" }, HARNESS_SPAWN)).toBe("s1");
+    const model = { session_id: "s1" };
+    expect(parentOf({}, HARNESS_SPAWN, model)).toBe("s1");
+    expect(parentOf({ parent_session_id: "s1" }, HARNESS_SPAWN, model)).toBe("s1");
     expect(parentOf({ parent_session_id: "p" }, HARNESS_SPAWN)).toBe("p");
-    expect(codeOf(() => parentOf({ session_id: "s1", parent_session_id: "s2" }, HARNESS_SPAWN))).toBe("forbidden");
+    expect(codeOf(() => parentOf({ parent_session_id: "s2" }, HARNESS_SPAWN, model))).toBe("forbidden");
     expect(codeOf(() => parentOf({}, HARNESS_SPAWN))).toBe("invalid_input");
   });
 });

@@ -1,6 +1,7 @@
 // The single chokepoint (spec §3.1, §3.3): every call the model makes is planned from an
 // `agent_trigger` block, checked by `policy::check_permissions` (fail closed), and dispatched with
-// the routing envelope; whatever comes back — a value, an error, nothing — becomes a FunctionResult.
+// the model's arguments as its data and who is calling as its metadata; whatever comes back — a
+// value, an error, nothing — becomes a FunctionResult.
 import { z } from "zod";
 import {
   AGENT_TRIGGER,
@@ -13,6 +14,7 @@ import {
   type DenialEnvelope,
   type FunctionCall,
   type FunctionResult,
+  type HarnessCallMetadata,
   type PreparedCall,
 } from "@iii-edge/protocol/harness";
 import { errorCode, errorText, type Trigger } from "./calls.ts";
@@ -128,10 +130,10 @@ export function decisionResult(call: FunctionCall, d: ApprovalDecision): Functio
 
 // ------------------------------------------------------------------ dispatch (§3.1 steps 5–6)
 
-/** What the target receives: its arguments plus who is calling (the call itself is not changed). */
-export function routingEnvelope(call: FunctionCall, sessionId: string): Record<string, unknown> {
-  const args = isPlainObject(call.arguments) ? call.arguments : {};
-  return { ...args, session_id: sessionId, function_call_id: call.id, function_id: call.function_id };
+/** Who is calling, sent as the invocation's `metadata`: the target's `data` is the model's arguments
+ * exactly (a function with a strict schema would refuse added keys), and provenance travels beside it. */
+export function callMetadata(call: FunctionCall, sessionId: string): HarnessCallMetadata {
+  return { session_id: sessionId, function_call_id: call.id, function_id: call.function_id };
 }
 
 /** A value a function returned, as a FunctionResult: `{content: [...]}` is one already. */
@@ -175,7 +177,8 @@ export function targetErrorResult(call: FunctionCall, e: unknown, timeoutMs: num
 /** Trigger the target (already allowed) and read whatever happens as a result. */
 export async function invokeTarget(trigger: Trigger, call: FunctionCall, sessionId: string): Promise<FunctionResult> {
   try {
-    return normaliseResult(await trigger({ function_id: call.function_id, payload: routingEnvelope(call, sessionId), timeoutMs: FUNCTION_CALL_TIMEOUT_MS }));
+    const payload = isPlainObject(call.arguments) ? call.arguments : {};
+    return normaliseResult(await trigger({ function_id: call.function_id, payload, metadata: callMetadata(call, sessionId), timeoutMs: FUNCTION_CALL_TIMEOUT_MS }));
   } catch (e) {
     return targetErrorResult(call, e, FUNCTION_CALL_TIMEOUT_MS);
   }

@@ -6,7 +6,7 @@ import { AGENT_TRIGGER, type AgentEvent, type AssistantMessage, type TurnStateRe
 import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { describe, expect, it } from "vitest";
 import { TransientError, type Trigger } from "../src/calls.ts";
-import { consultBefore, normaliseResult, planBatch, routingEnvelope, targetErrorResult } from "../src/gate.ts";
+import { callMetadata, consultBefore, invokeTarget, normaliseResult, planBatch, targetErrorResult } from "../src/gate.ts";
 import { canonicalJson } from "../src/record.ts";
 import { Tx, loadRecord } from "../src/store.ts";
 import { inferProvider } from "../src/streaming.ts";
@@ -231,10 +231,16 @@ describe("the chokepoint", () => {
     expect(plan[0].call.arguments).toEqual({ scope: "x", key: "y" });
   });
 
-  it("adds the routing envelope without changing the call", () => {
+  it("sends the model's arguments unchanged as data and who is calling as metadata, without changing the call", async () => {
     const call = { id: "c1", function_id: "f::g", arguments: { a: 1 } };
     const copy = structuredClone(call);
-    expect(routingEnvelope(call, "s1")).toEqual({ a: 1, session_id: "s1", function_call_id: "c1", function_id: "f::g" });
+    expect(callMetadata(call, "s1")).toEqual({ session_id: "s1", function_call_id: "c1", function_id: "f::g" });
+    const sent: TriggerRequest[] = [];
+    const trigger = (async (req: TriggerRequest) => (sent.push(req), { ok: true })) as Trigger;
+    await invokeTarget(trigger, call, "s1");
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({ function_id: "f::g", payload: { a: 1 }, metadata: { session_id: "s1", function_call_id: "c1", function_id: "f::g" } });
+    expect(Object.keys(sent[0].payload as object)).toEqual(["a"]);
     expect(call).toEqual(copy);
   });
 

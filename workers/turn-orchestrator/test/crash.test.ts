@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { until } from "../../../tests/support/wait.ts";
 import { events, startHarness, start, stopHarness, textOf, transcript, waitState, type Harness } from "./support/harness.ts";
 import { worker } from "../src/index.ts";
-import { callAnswer, FAST_RECONNECT, textAnswer } from "./support/stand-ins.ts";
+import { callAnswer, FAST_RECONNECT, sessionOf, textAnswer } from "./support/stand-ins.ts";
 
 let h: Harness;
 
@@ -39,7 +39,7 @@ it("an engine restart while a call executes: the call ran once, its result says 
   const model = "gpt-crash";
   h.scripts.set(model, (_req, n) => (n === 0 ? callAnswer(model, [{ id: "k1", fn: "test::block", payload: { effect: "write-once" } }]) : textAnswer(model, "recovered")));
   await start(h, sid, model);
-  const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && c.data.session_id === sid);
+  const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && sessionOf(c) === sid);
   await until(() => blockCalls().length === 1, "the call is executing", 20_000);
 
   await h.engine.restart();
@@ -68,7 +68,7 @@ it("the orchestrator dies with the engine: the step delivered again finds the ca
   h.targets.gate.rearm();
   h.scripts.set(model, (_req, n) => (n === 0 ? callAnswer(model, [{ id: "k2", fn: "test::block", payload: { effect: "charge-card" } }]) : textAnswer(model, "carried on")));
   await start(h, sid, model);
-  const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && c.data.session_id === sid);
+  const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && sessionOf(c) === sid);
   await until(() => blockCalls().length === 1, "the call is executing", 20_000);
   // The checkpoint says `triggered` before the target ran.
   expect(await h.client.client.trigger({ function_id: "state::get", payload: { scope: "turn_state", key: sid } })).toMatchObject({ state: "function_execute", work: { calls: { k2: "triggered" } } });

@@ -22,7 +22,7 @@ import {
   waitView,
   type Harness,
 } from "./support/harness.ts";
-import { callAnswer, connect, errorAnswer, registerProvisioning, SYSTEM_PROMPT, textAnswer, type PolicyRule } from "./support/stand-ins.ts";
+import { callAnswer, connect, errorAnswer, registerProvisioning, sessionOf, SYSTEM_PROMPT, textAnswer, type PolicyRule } from "./support/stand-ins.ts";
 
 let h: Harness;
 
@@ -34,7 +34,7 @@ afterAll(async () => {
 });
 
 const requestsOf = (model: string) => h.provider.requests.filter((r) => r.model === model);
-const callsOf = (fn: string, sid?: string) => h.targets.calls.filter((c) => c.fn === fn && (sid === undefined || c.data.session_id === sid));
+const callsOf = (fn: string, sid?: string) => h.targets.calls.filter((c) => c.fn === fn && (sid === undefined || sessionOf(c) === sid));
 const typesOf = (evs: AgentEvent[]) => evs.map((e) => e.type);
 const count = (evs: AgentEvent[], type: AgentEvent["type"]) => evs.filter((e) => e.type === type).length;
 const resultsOf = async (sid: string) => (await transcript(h, sid)).filter((e) => e.message.role === "function_result").map((e) => e.message as FunctionResultMessage);
@@ -131,13 +131,13 @@ describe("run::start", () => {
 });
 
 describe("the turn loop", () => {
-  it("an allowed function call runs exactly once, with the routing envelope, and its result goes back to the model", async () => {
+  it("an allowed function call runs exactly once, with the model's arguments as data and the caller as metadata, and its result goes back to the model", async () => {
     const sid = "allow";
     callThenText("gpt-allow", [{ id: "c1", fn: "test::echo", payload: { x: 1 } }], "echo done");
     await start(h, sid, "gpt-allow");
     await waitState(h, sid, "stopped");
 
-    expect(callsOf("test::echo", sid)).toEqual([{ fn: "test::echo", data: { x: 1, session_id: sid, function_call_id: "c1", function_id: "test::echo" } }]);
+    expect(callsOf("test::echo", sid)).toEqual([{ fn: "test::echo", data: { x: 1 }, metadata: { session_id: sid, function_call_id: "c1", function_id: "test::echo" } }]);
     const t = await transcript(h, sid);
     expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
     expect(t[2].entry_id).toBe("e_m-allow_c1");
@@ -250,7 +250,7 @@ describe("approvals", () => {
 
     await decide(sid, "a1", "allow");
     await waitState(h, sid, "stopped");
-    expect(callsOf("test::other", sid)).toEqual([{ fn: "test::other", data: { n: 7, session_id: sid, function_call_id: "a1", function_id: "test::other" } }]);
+    expect(callsOf("test::other", sid)).toEqual([{ fn: "test::other", data: { n: 7 }, metadata: { session_id: sid, function_call_id: "a1", function_id: "test::other" } }]);
     expect(await stateGet("approvals", `${sid}/a1`)).toBeUndefined();
     expect(await resultsOf(sid)).toMatchObject([{ function_call_id: "a1", is_error: false }]);
     const evs = await finalEvents(h, sid);

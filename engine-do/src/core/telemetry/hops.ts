@@ -17,9 +17,12 @@ export interface InvokeTarget {
   owner?: string;
 }
 
-/** A session id a call is about: the payload's `session_id` (the harness's calls), else baggage's. */
-function sessionOf(data: unknown, baggage: string | undefined): string | undefined {
+/** A session id a call is about: the payload's `session_id` (the harness's own calls), else the
+ * metadata's (a call a model made carries who called there, its payload being the model's), else
+ * baggage's. */
+function sessionOf(data: unknown, metadata: unknown, baggage: string | undefined): string | undefined {
   if (isRecord(data) && typeof data.session_id === "string") return data.session_id;
+  if (isRecord(metadata) && typeof metadata.session_id === "string") return metadata.session_id;
   if (baggage?.includes("session")) {
     for (const part of baggage.split(",")) {
       const [k, v] = part.split("=", 2);
@@ -50,7 +53,7 @@ export function invokeSpan(t: Telemetry, req: CallRequest, target: InvokeTarget)
   if (target.owner) a[target.kind === "edge" ? "iii.edge_host" : "iii.worker.id"] = target.owner;
   if (req.callerWorkerId) a["iii.caller.worker_id"] = req.callerWorkerId;
   if (req.invocationId) a["iii.invocation_id"] = req.invocationId;
-  const session = sessionOf(req.data, req.baggage);
+  const session = sessionOf(req.data, req.metadata, req.baggage);
   if (session) a["iii.session.id"] = session;
   if (req.function_id.startsWith("state::") && isRecord(req.data)) {
     if (typeof req.data.scope === "string") a["iii.state.scope"] = req.data.scope;

@@ -172,7 +172,12 @@ export function registerProvider(client: EdgeClient, surface: RunningWorkers["su
 export interface TargetCall {
   fn: string;
   data: Record<string, unknown>;
+  /** The invocation metadata: who is calling (the orchestrator's session, call id, function id). */
+  metadata: unknown;
 }
+
+/** The calling session a target's metadata names. */
+export const sessionOf = (c: TargetCall): unknown => (c.metadata && typeof c.metadata === "object" ? (c.metadata as { session_id?: unknown }).session_id : undefined);
 
 /** `test::echo`, `test::danger`, `test::other`, `test::terminate` answer at once; `test::block`
  * waits until `gate.release()` (`gate.rearm()` makes the next calls wait again). */
@@ -185,14 +190,14 @@ export function registerTargets(client: EdgeClient): { calls: TargetCall[]; gate
   };
   rearm();
   for (const fn of ["test::echo", "test::danger", "test::other", "test::terminate"]) {
-    client.registerFunction(fn, (d: Record<string, unknown>) => {
-      calls.push({ fn, data: strip(d) });
+    client.registerFunction(fn, (d: Record<string, unknown>, metadata: unknown) => {
+      calls.push({ fn, data: strip(d), metadata });
       if (fn === "test::terminate") return { content: [{ type: "text", text: "finished" }], details: { done: true }, terminate: true };
       return { content: [{ type: "text", text: `${fn} ran` }], details: { echoed: strip(d) } };
     });
   }
-  client.registerFunction("test::block", async (d: Record<string, unknown>) => {
-    calls.push({ fn: "test::block", data: strip(d) });
+  client.registerFunction("test::block", async (d: Record<string, unknown>, metadata: unknown) => {
+    calls.push({ fn: "test::block", data: strip(d), metadata });
     await wait;
     return { content: [{ type: "text", text: "block finished" }], details: null };
   });
