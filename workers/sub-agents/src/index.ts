@@ -1,4 +1,4 @@
-// The sub-agents worker (GREEN §2.2 depth/parent/child_session_id, §2.7 cascade): a model delegates
+// The sub-agents worker (docs/harness-contracts.md §2.2 depth/parent/child_session_id, §2.7 cascade): a model delegates
 // part of its task to a child session with its own turn loop (`harness::spawn`), waits for it
 // without holding anything (`harness::join` parks its call like an approval), lists its children
 // (`harness::children`); the child's events reach whoever follows the parent, and stopping or

@@ -1,4 +1,4 @@
-// The single chokepoint (spec §3.1, §3.3): every call the model makes is planned from an
+// The single chokepoint (docs/harness-contracts.md §3.1, §3.3): every call the model makes is planned from an
 // `agent_trigger` block, checked by `policy::check_permissions` (fail closed), and dispatched with
 // the model's arguments as its data and who is calling as its metadata; whatever comes back — a
 // value, an error, nothing — becomes a FunctionResult.
@@ -20,8 +20,8 @@ import {
 import { errorCode, errorText, type Trigger } from "./calls.ts";
 import { FUNCTION_CALL_TIMEOUT_MS, POLICY_TIMEOUT_MS } from "./constants.ts";
 import { textBlock } from "./messages.ts";
+import { isRecord } from "@iii-edge/protocol";
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 
 function errorResult(text: string, details: Record<string, unknown>): FunctionResult {
   return { content: [textBlock(text)], details, terminate: false };
@@ -56,8 +56,8 @@ export function planBatch(last: AssistantMessage): PreparedCall[] {
       });
       continue;
     }
-    const target = isPlainObject(args) && typeof args.function === "string" ? args.function.trim() : "";
-    const payload = isPlainObject(args) ? (args.payload ?? {}) : {};
+    const target = isRecord(args) && typeof args.function === "string" ? args.function.trim() : "";
+    const payload = isRecord(args) ? (args.payload ?? {}) : {};
     const call: FunctionCall = { id: block.id, function_id: target || AGENT_TRIGGER, arguments: payload };
     if (!target) {
       out.push({
@@ -68,7 +68,7 @@ export function planBatch(last: AssistantMessage): PreparedCall[] {
       });
       continue;
     }
-    if (!isPlainObject(payload)) {
+    if (!isRecord(payload)) {
       out.push({
         route: "synthetic",
         call,
@@ -128,7 +128,7 @@ export function decisionResult(call: FunctionCall, d: ApprovalDecision): Functio
   return { content: [textBlock(`Permission denied by user: ${envelope.reason}`)], details: { ...envelope, approval_denied: true, decision: "deny" }, terminate: false };
 }
 
-// ------------------------------------------------------------------ dispatch (§3.1 steps 5–6)
+// ------------------------------------------------------------------ dispatch (§3.1)
 
 /** Who is calling, sent as the invocation's `metadata`: the target's `data` is the model's arguments
  * exactly (a function with a strict schema would refuse added keys), and provenance travels beside it. */
@@ -138,7 +138,7 @@ export function callMetadata(call: FunctionCall, sessionId: string): HarnessCall
 
 /** A value a function returned, as a FunctionResult: `{content: [...]}` is one already. */
 export function normaliseResult(raw: unknown): FunctionResult {
-  if (isPlainObject(raw) && Array.isArray(raw.content)) {
+  if (isRecord(raw) && Array.isArray(raw.content)) {
     const r: FunctionResult = { content: raw.content as ContentBlock[], details: raw.details ?? null };
     if (typeof raw.terminate === "boolean") r.terminate = raw.terminate;
     return r;
@@ -147,7 +147,7 @@ export function normaliseResult(raw: unknown): FunctionResult {
   return { content: [textBlock(text)], details: raw ?? null };
 }
 
-/** A call that was started and whose outcome is unknown (GREEN: at most once, never re-invoked). */
+/** A call that was started and whose outcome is unknown (at most once: never re-invoked, docs/harness-contracts.md §2.6). */
 export function interruptedResult(call: FunctionCall, cause: string): FunctionResult {
   return errorResult(
     `The call to \`${call.function_id}\` was interrupted (${cause}). It ran at most once and its outcome is unknown: check whether it took effect before calling it again.`,
@@ -177,7 +177,7 @@ export function targetErrorResult(call: FunctionCall, e: unknown, timeoutMs: num
 /** Trigger the target (already allowed) and read whatever happens as a result. */
 export async function invokeTarget(trigger: Trigger, call: FunctionCall, sessionId: string): Promise<FunctionResult> {
   try {
-    const payload = isPlainObject(call.arguments) ? call.arguments : {};
+    const payload = isRecord(call.arguments) ? call.arguments : {};
     return normaliseResult(await trigger({ function_id: call.function_id, payload, metadata: callMetadata(call, sessionId), timeoutMs: FUNCTION_CALL_TIMEOUT_MS }));
   } catch (e) {
     return targetErrorResult(call, e, FUNCTION_CALL_TIMEOUT_MS);
@@ -187,7 +187,7 @@ export async function invokeTarget(trigger: Trigger, call: FunctionCall, session
 /** §3.1: an error when `details.error` is a string or `details.status` is "denied". */
 export function isErrorResult(r: FunctionResult): boolean {
   const d = r.details;
-  if (!isPlainObject(d)) return false;
+  if (!isRecord(d)) return false;
   return typeof d.error === "string" || d.status === "denied";
 }
 
