@@ -150,3 +150,19 @@ export function toErrorBody(thrown: unknown, fallback: ErrorCode = "invocation_f
   }
   return { code: fallback, message: String(thrown) };
 }
+
+/** How much of an error's text is kept where it is recorded or shown (a turn's event, a log): a
+ * stack or a provider's HTML error page is not a message. */
+export const MAX_ERROR_TEXT = 2_000;
+
+/** The wire code of a failed call or thrown error, if it has one. */
+export function errorCode(e: unknown): string | undefined {
+  const code = e && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
+  return typeof code === "string" ? code : undefined;
+}
+
+/** What a failed call or thrown error says, bounded to `max` characters. */
+export function errorText(e: unknown, max = MAX_ERROR_TEXT): string {
+  const msg = e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e);
+  return (msg ?? String(e)).slice(0, max);
+}

@@ -3,7 +3,7 @@
 // `expected` = the value read; a `state_conflict` (another copy of this worker, or another call of
 // this one, changed the budget in between) re-reads and decides again. Nothing is held in memory
 // between calls, so the worker can run as many copies as it likes.
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, errorCode } from "@iii-edge/protocol";
 import { BUDGETS_SCOPE, budgetSpendLogScope } from "@iii-edge/protocol/harness";
 import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { parseBudget, parseLogEntry, rollTo, type BudgetRecord, type StoredLogEntry } from "./ledger.ts";
@@ -27,10 +27,6 @@ export const LIST_PAGE = 500;
 export const budgetKey = (id: string): string => `budget:${id}`;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const codeOf = (e: unknown): string | undefined => {
-  const c = e && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
-  return typeof c === "string" ? c : undefined;
-};
 /** The JSON a value becomes once stored: what the next compare-and-set must expect. */
 const asStored = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
@@ -74,7 +70,7 @@ export class BudgetStore {
       await this.cas(rec.id, rec, null);
       return true;
     } catch (e) {
-      if (codeOf(e) === "state_conflict") return false;
+      if (errorCode(e) === "state_conflict") return false;
       throw e;
     }
   }
@@ -103,7 +99,7 @@ export class BudgetStore {
       try {
         await this.cas(id, write, raw);
       } catch (e) {
-        if (codeOf(e) !== "state_conflict") throw e;
+        if (errorCode(e) !== "state_conflict") throw e;
         await sleep(Math.random() * Math.min(CAS_BACKOFF_CAP_MS, CAS_BACKOFF_BASE_MS * 2 ** attempt));
         continue;
       }

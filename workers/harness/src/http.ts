@@ -3,7 +3,7 @@
 // failure maps onto a status a client can act on.
 import { EXPORT_FORMATS, runStartRequest } from "@iii-edge/protocol/harness";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
-import { isRecord } from "@iii-edge/protocol";
+import { isRecord, errorCode } from "@iii-edge/protocol";
 
 export interface HttpEnvelope {
   status_code: number;
@@ -80,7 +80,6 @@ export const codeOfEnvelope = (res: HttpEnvelope): string | undefined => {
   return typeof error?.code === "string" ? error.code : undefined;
 };
 
-const codeOf = (err: unknown): string | undefined => (isRecord(err) && typeof err.code === "string" ? err.code : undefined);
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : isRecord(err) && typeof err.message === "string" ? err.message : String(err));
 
 /** Codes that mean "the input was refused": the caller can fix the request. */
@@ -90,7 +89,7 @@ const ABSENT_CODES = new Set(["function_not_found", "invocation_stopped"]);
 
 /** A failed downstream call as a response: 400 for refused input, 503 naming the missing worker, 504 on a deadline, 502 otherwise. */
 export function downstreamFailure(functionId: string, err: unknown): HttpEnvelope {
-  const code = codeOf(err);
+  const code = errorCode(err);
   const message = messageOf(err);
   // The session is not the caller's (or does not exist: the two read the same to a stranger).
   if (code === "forbidden" && SESSION_PREFIXES.some((p) => functionId.startsWith(p))) return failure(404, "session_not_found", "no such session");
@@ -130,7 +129,7 @@ export const BRANCH_CALL_TIMEOUT_MS = 30_000;
 const EXPORT_FORMAT_NAMES: readonly string[] = EXPORT_FORMATS;
 
 function branchFailure(functionId: string, err: unknown): HttpEnvelope {
-  const code = codeOf(err);
+  const code = errorCode(err);
   const extra = { function_id: functionId };
   if (code === "not_found") return failure(404, "not_found", messageOf(err), extra);
   if (code === "session_exists" || code === "leaf_conflict") return failure(409, code, messageOf(err), extra);

@@ -21,6 +21,7 @@ import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { z } from "zod";
 import { Collectors } from "./collector.ts";
 import { merge } from "./merge.ts";
+import { errorCode, errorText } from "@iii-edge/protocol";
 
 export { fieldMerge, firstBlockWins, merge, parseMergeRule, pipelineLastWins } from "./merge.ts";
 export { Collectors, ReplyCollector } from "./collector.ts";
@@ -34,9 +35,10 @@ const MAX_ERROR_TEXT = 500;
 type Trigger = <I = unknown, O = unknown>(request: TriggerRequest<I>) => Promise<O>;
 type Request = z.output<typeof publishCollectRequest>;
 
-const errorText = (e: unknown): string => {
-  const code = e && typeof e === "object" && typeof (e as { code?: unknown }).code === "string" ? `${(e as { code: string }).code}: ` : "";
-  return `${code}${e instanceof Error ? e.message : String(e)}`.slice(0, MAX_ERROR_TEXT);
+/** "code: message", as a subscriber's failure is reported to the publisher. */
+const failureText = (e: unknown): string => {
+  const code = errorCode(e);
+  return `${code ? `${code}: ` : ""}${errorText(e, MAX_ERROR_TEXT)}`.slice(0, MAX_ERROR_TEXT);
 };
 
 /** What the `stream` trigger delivers (protocol/README.md §8.6); anything else is ignored. */
@@ -60,7 +62,7 @@ async function deleteReply(trigger: Trigger, eventId: string, itemId: string): P
   try {
     await trigger({ function_id: "stream::delete", payload: { stream_name: HOOK_REPLY_STREAM, group_id: eventId, item_id: itemId }, timeoutMs: ENGINE_CALL_TIMEOUT_MS });
   } catch (e) {
-    console.warn(`hook-fanout: deleting reply ${eventId}/${itemId} failed (ignored): ${errorText(e)}`);
+    console.warn(`hook-fanout: deleting reply ${eventId}/${itemId} failed (ignored): ${failureText(e)}`);
   }
 }
 
@@ -78,7 +80,7 @@ export async function publishCollect(trigger: Trigger, collectors: Collectors, r
       // iii-edge answers the receipts, one per subscribed function reached; iii answers nothing.
       subscribers = Array.isArray(out?.messageReceiptIds) ? out.messageReceiptIds.length : undefined;
     } catch (e) {
-      const error = errorText(e);
+      const error = failureText(e);
       return { event_id: eventId, replies: [], merged: merge(req.merge_rule, req.payload, []), publish: { ok: false, error }, publish_failed: true, resolved_by: "publish_failed", elapsed_ms: now() - started };
     }
     let resolvedBy: HookResolution;
@@ -93,7 +95,7 @@ export async function publishCollect(trigger: Trigger, collectors: Collectors, r
         try {
           for (const item of await readReplies(trigger, eventId)) collector.add(item.item_id, item.data);
         } catch (e) {
-          console.warn(`hook-fanout: reading the replies of ${eventId} failed (using the ${collector.replies.size} delivered): ${errorText(e)}`);
+          console.warn(`hook-fanout: reading the replies of ${eventId} failed (using the ${collector.replies.size} delivered): ${failureText(e)}`);
         }
       }
     }

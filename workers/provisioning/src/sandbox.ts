@@ -1,6 +1,6 @@
 // Isolation (docs/harness-contracts.md §1.3): a run that asks for it gets a sandbox from the sandbox host
 // (workers/sandbox-host: `sandbox::create|list|stop`), reused when the run request still names a live one.
-import { IIIError, isRecord } from "@iii-edge/protocol";
+import { IIIError, isRecord, errorCode } from "@iii-edge/protocol";
 import type { Trigger } from "./catalog.ts";
 
 /** `sandbox::create` boots a microVM: seconds on a warm pool, longer under TCG when cold (spec: 300 s). */
@@ -10,7 +10,6 @@ export const SANDBOX_STOP_TIMEOUT_MS = 60_000;
 /** `sandbox::list` when checking whether a stored sandbox is still there. */
 export const SANDBOX_LIST_TIMEOUT_MS = 10_000;
 
-const codeOf = (err: unknown): string | undefined => (isRecord(err) && typeof err.code === "string" ? err.code : undefined);
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** Is `sandboxId` still listed by the host? Any failure counts as "no": a fresh one is made. */
@@ -32,7 +31,7 @@ export async function acquireSandbox(trigger: Trigger, sessionId: string, reuse:
     // refuses unknown fields, so nothing else is sent.
     res = await trigger<unknown>("sandbox::create", {}, SANDBOX_CREATE_TIMEOUT_MS);
   } catch (err) {
-    const code = codeOf(err);
+    const code = errorCode(err);
     if (code === "function_not_found") {
       throw new IIIError("sandbox_unavailable", `session ${sessionId} asked for isolation, but no sandbox host is connected (sandbox::create is not registered; start one with npm run sandbox-host)`);
     }

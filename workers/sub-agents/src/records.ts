@@ -2,7 +2,7 @@
 // read back is parsed with a schema (never cast); every write of its own records is a
 // compare-and-set, so a spawn, a join and a child's end racing on one record never lose a write.
 import { z } from "zod";
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, errorCode, errorText } from "@iii-edge/protocol";
 import { MODES, TURN_STATES, type AwaitingApproval, type TurnState } from "@iii-edge/protocol/harness";
 import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { CAS_ATTEMPTS, SCOPE_RUN_REQUEST, SCOPE_TURN_STATE, STORAGE_TIMEOUT_MS } from "./constants.ts";
@@ -10,13 +10,7 @@ import { CAS_ATTEMPTS, SCOPE_RUN_REQUEST, SCOPE_TURN_STATE, STORAGE_TIMEOUT_MS }
 /** `ctx.trigger` inside a handler (keeps the caller's trace), `iii.trigger` outside one. */
 export type Trigger = <TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>) => Promise<TOutput>;
 
-export function errorCode(e: unknown): string | undefined {
-  const code = e && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
-  return typeof code === "string" ? code : undefined;
-}
-export function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e);
-}
+export { errorCode, errorText };
 
 // ------------------------------------------------------------------ this worker's records
 

@@ -1,8 +1,8 @@
 // How the orchestrator reaches everything else: by function id, through the engine, with a
 // deadline on every call; and how a failed call is read (its wire code).
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, errorCode, errorText } from "@iii-edge/protocol";
 import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
-import { MAX_ERROR_TEXT, STORAGE_TIMEOUT_MS } from "./constants.ts";
+import { STORAGE_TIMEOUT_MS } from "./constants.ts";
 
 /** `ctx.trigger` inside a handler (keeps the caller's trace), `iii.trigger` outside one. */
 export type Trigger = <TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>) => Promise<TOutput>;
@@ -17,16 +17,7 @@ export class TransientError extends Error {
   }
 }
 
-/** The wire code of a failed call, if it has one. */
-export function errorCode(e: unknown): string | undefined {
-  const code = e && typeof e === "object" ? (e as { code?: unknown }).code : undefined;
-  return typeof code === "string" ? code : undefined;
-}
-
-export function errorText(e: unknown): string {
-  const msg = e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e);
-  return (msg ?? String(e)).slice(0, MAX_ERROR_TEXT);
-}
+export { errorCode, errorText };
 
 /** Codes that say "the call did not get through, or its answer got lost" rather than "it answered
  * with an error": the engine or the socket, not the callee. */
