@@ -269,9 +269,9 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   private readonly sideBudgets = new WeakMap<WebSocket, SocketBudget>();
   /** What each of those sockets is, read from its attachment once (not once per frame). */
   private readonly sideKinds = new WeakMap<WebSocket, string>();
-  /** What all the channel writers of one principal (the channels' creator) and all the stream
-   * sockets of one principal may send together (core/principal-budgets.ts). */
-  private readonly sharedBudgets: Record<string, PrincipalBudgets | undefined> = { channel: new PrincipalBudgets(CHANNEL_FRAMES), stream: new PrincipalBudgets(STREAM_SOCKET_FRAMES) };
+  /** What all the channel writers of one principal (the channels' creator) may send together
+   * (core/principal-budgets.ts). */
+  private readonly sharedBudgets: Record<string, PrincipalBudgets | undefined> = { channel: new PrincipalBudgets(CHANNEL_FRAMES) };
   /** Whose shared budget each of those sockets spends (null: none), read once. */
   private readonly sidePrincipals = new WeakMap<WebSocket, string | null>();
 
@@ -328,7 +328,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   private sidePrincipal(ws: WebSocket, kind: string): string | undefined {
     let p = this.sidePrincipals.get(ws);
     if (p === undefined) {
-      const who = kind === "channel" ? this.channelSockets.ownerOf(ws) : (ws.deserializeAttachment() as { sub?: unknown } | null)?.sub;
+      const who = kind === "channel" ? this.channelSockets.ownerOf(ws) : undefined;
       // The open grant (an engine without auth) is every local client: nobody in particular.
       p = typeof who === "string" && !isReservedSub(who) ? who : null;
       this.sidePrincipals.set(ws, p);

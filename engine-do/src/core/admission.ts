@@ -16,8 +16,8 @@ import {
 import { MAX_CONNECTIONS_PER_IP, MAX_CONNECTIONS_PER_PRINCIPAL } from "./bounds.ts";
 import type { WorkerRecord } from "./catalog.ts";
 import type { Conn, EnginePorts } from "./ports.ts";
-import { PrincipalBudgets } from "./principal-budgets.ts";
-import { CONTROL_FRAMES, ERROR_NOTICES_PER_SECOND, FLOOD_CLOSE_REASON, SocketBudget } from "./socket-budget.ts";
+import { PrincipalRefusals } from "./principal-budgets.ts";
+import { ERROR_NOTICES_PER_SECOND, FLOOD_CLOSE_REASON, SocketBudget } from "./socket-budget.ts";
 
 /** A loopback client address (IPv4 127/8, ::1, IPv4-mapped 127/8). Locally every client shares one,
  * so the per-address bound is for real ones; the front door's open mode admits only these. */
@@ -33,8 +33,8 @@ export class AdmissionControl {
   private readonly counted = new Set<string>();
   /** Each connection's frame/byte budget (socket-budget.ts), by worker id. */
   private readonly buckets = new Map<string, SocketBudget>();
-  /** And what all of one principal's connections may send together (principal-budgets.ts). */
-  private readonly principals = new PrincipalBudgets(CONTROL_FRAMES);
+  /** And the refused frames all of one principal's connections may send together (principal-budgets.ts). */
+  private readonly principals = new PrincipalRefusals();
 
   constructor(ports: EnginePorts, workers: ReadonlyMap<string, WorkerRecord>) {
     this.ports = ports;
@@ -100,8 +100,9 @@ export class AdmissionControl {
     if (b.closed) return false;
     const size = typeof raw === "string" ? raw.length : raw.byteLength;
     let verdict = b.admit(size, now);
-    // Within its own budget but not its principal's: dropped, told and closed as if over its own.
-    if (verdict === "admit" && !this.principals.take(this.principalOf(conn), size, now)) verdict = b.over(now);
+    // Within its own budget but its principal is over its refusals: dropped, told and closed as if
+    // over its own.
+    if (verdict === "admit" && !this.principals.admits(this.principalOf(conn), now)) verdict = b.over(now);
     if (verdict === "admit") return true;
     if (verdict === "close") {
       this.ports.log.warn("connection closed for flooding", { worker_id: conn.workerId, dropped: b.dropped });
@@ -131,7 +132,7 @@ export class AdmissionControl {
   /** An admitted frame that is ignored (not refused): it costs its budget what a refusal does. */
   ignored(conn: Conn, reason: string): void {
     this.buckets.get(conn.workerId)?.refused();
-    this.principals.refused(this.principalOf(conn));
+    this.principals.refused(this.principalOf(conn), this.ports.clock.now());
     this.abuseLog(conn, "ignored frame", { reason });
   }
 
@@ -141,7 +142,7 @@ export class AdmissionControl {
     this.abuseLog(conn, "refused frame", { ...error });
     const budget = this.buckets.get(conn.workerId);
     budget?.refused();
-    this.principals.refused(this.principalOf(conn));
+    this.principals.refused(this.principalOf(conn), this.ports.clock.now());
     // The `error` frame within the socket's notice budget; a call's answer always.
     const notice = budget?.notice(this.ports.clock.now()) ?? "answer";
     if (notice === "answer") conn.send({ type: "error", error });
