@@ -275,7 +275,9 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   /** Whose shared budget each of those sockets spends (null: none), read once. */
   private readonly sidePrincipals = new WeakMap<WebSocket, string | null>();
 
-  override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+  // Not async: nothing here awaits, and in a flood each message is its own event: a promise per
+  // message would be work for nothing.
+  override webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): void {
     if (this.shard) return this.shard.message(ws, message);
     const conn = this.sideKinds.has(ws) ? undefined : this.connFor(ws);
     if (conn) return this.core.message(conn, message);
