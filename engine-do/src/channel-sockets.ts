@@ -103,6 +103,12 @@ export class ChannelSockets implements ChannelSocketPort {
     return a.success ? a.data : undefined;
   }
 
+  /** Who created the channel `ws` is an end of (its writers share that principal's frame budget). */
+  ownerOf(ws: WebSocket): string | undefined {
+    const end = this.endOf(ws);
+    return end && this.hub.ownerOf(end.channel_id);
+  }
+
   accept(request: Request): Response {
     const url = new URL(request.url);
     let id: string;

@@ -24,8 +24,9 @@ import type { CloudMessageBody, DeliveryVerdict } from "./core/queues/cloudflare
 import type { HttpTriggerRequest, HttpTriggerResponse } from "./core/triggers/http.ts";
 import { ChannelSockets, channelAttachment } from "./channel-sockets.ts";
 import { StreamSockets } from "./stream-sockets.ts";
-import { FLOOD_CLOSE_CODE } from "@iii-edge/protocol";
+import { FLOOD_CLOSE_CODE, isReservedSub } from "@iii-edge/protocol";
 import { CHANNEL_FRAMES, CONTROL_FRAMES, STREAM_SOCKET_FRAMES, SocketBudget, floodCloseReason, type FrameLimits } from "./core/socket-budget.ts";
+import { PrincipalBudgets } from "./core/principal-budgets.ts";
 
 /** A side socket's frame budget, by the kind in its attachment (telemetry: a worker's). */
 const sideFrames = (kind: string): FrameLimits => (kind === "channel" ? CHANNEL_FRAMES : kind === "stream" ? STREAM_SOCKET_FRAMES : CONTROL_FRAMES);
@@ -268,8 +269,15 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   private readonly sideBudgets = new WeakMap<WebSocket, SocketBudget>();
   /** What each of those sockets is, read from its attachment once (not once per frame). */
   private readonly sideKinds = new WeakMap<WebSocket, string>();
+  /** What all the channel writers of one principal (the channels' creator) may send together
+   * (core/principal-budgets.ts). */
+  private readonly sharedBudgets: Record<string, PrincipalBudgets | undefined> = { channel: new PrincipalBudgets(CHANNEL_FRAMES) };
+  /** Whose shared budget each of those sockets spends (null: none), read once. */
+  private readonly sidePrincipals = new WeakMap<WebSocket, string | null>();
 
-  override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+  // Not async: nothing here awaits, and in a flood each message is its own event: a promise per
+  // message would be work for nothing.
+  override webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): void {
     if (this.shard) return this.shard.message(ws, message);
     const conn = this.sideKinds.has(ws) ? undefined : this.connFor(ws);
     if (conn) return this.core.message(conn, message);
@@ -303,7 +311,11 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     let budget = this.sideBudgets.get(ws);
     if (!budget) this.sideBudgets.set(ws, (budget = new SocketBudget(now, sideFrames(kind))));
     if (budget.closed) return false;
-    const verdict = budget.admit(typeof message === "string" ? message.length : message.byteLength, now);
+    const size = typeof message === "string" ? message.length : message.byteLength;
+    let verdict = budget.admit(size, now);
+    const shared = this.sharedBudgets[kind];
+    // Within its own budget but not its principal's: as if over its own.
+    if (verdict === "admit" && shared && !shared.take(this.sidePrincipal(ws, kind), size, now)) verdict = budget.over(now);
     if (verdict === "admit") return true;
     if (verdict === "close" || kind === "channel") {
       budget.closed = true;
@@ -313,6 +325,17 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       if (leftOut !== undefined) this.core.ports.log.warn("socket over budget; frames dropped", { kind, dropped: budget.dropped, ...(leftOut > 0 ? { lines_left_out: leftOut } : {}) });
     }
     return false;
+  }
+
+  private sidePrincipal(ws: WebSocket, kind: string): string | undefined {
+    let p = this.sidePrincipals.get(ws);
+    if (p === undefined) {
+      const who = kind === "channel" ? this.channelSockets.ownerOf(ws) : undefined;
+      // The open grant (an engine without auth) is every local client: nobody in particular.
+      p = typeof who === "string" && !isReservedSub(who) ? who : null;
+      this.sidePrincipals.set(ws, p);
+    }
+    return p ?? undefined;
   }
 
   private closeFlooder(ws: WebSocket, kind: string, budget: SocketBudget): void {

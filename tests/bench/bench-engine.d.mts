@@ -11,4 +11,4 @@ export interface BenchEngine {
   stop(): Promise<void>;
 }
 export function freePort(): Promise<number>;
-export function startBenchEngine(opts?: { port?: number; secretVars?: Record<string, string> }): Promise<BenchEngine>;
+export function startBenchEngine(opts?: { port?: number; secretVars?: Record<string, string>; persist?: string }): Promise<BenchEngine>;

@@ -8,6 +8,7 @@ import {
   FLOOD_CLOSE_CODE,
   FRAMES_PER_SECOND,
   OPEN_GRANT,
+  isReservedSub,
   peekCallIds,
   type ErrorBody,
   type Grant,
@@ -15,6 +16,7 @@ import {
 import { MAX_CONNECTIONS_PER_IP, MAX_CONNECTIONS_PER_PRINCIPAL } from "./bounds.ts";
 import type { WorkerRecord } from "./catalog.ts";
 import type { Conn, EnginePorts } from "./ports.ts";
+import { PrincipalRefusals } from "./principal-budgets.ts";
 import { ERROR_NOTICES_PER_SECOND, FLOOD_CLOSE_REASON, SocketBudget } from "./socket-budget.ts";
 
 /** A loopback client address (IPv4 127/8, ::1, IPv4-mapped 127/8). Locally every client shares one,
@@ -31,6 +33,8 @@ export class AdmissionControl {
   private readonly counted = new Set<string>();
   /** Each connection's frame/byte budget (socket-budget.ts), by worker id. */
   private readonly buckets = new Map<string, SocketBudget>();
+  /** And the refused frames all of one principal's connections may send together (principal-budgets.ts). */
+  private readonly principals = new PrincipalRefusals();
 
   constructor(ports: EnginePorts, workers: ReadonlyMap<string, WorkerRecord>) {
     this.ports = ports;
@@ -94,7 +98,11 @@ export class AdmissionControl {
     if (!b) this.buckets.set(conn.workerId, (b = new SocketBudget(now)));
     // Closing: what the runtime still delivers is dropped unseen (the socket cannot be answered).
     if (b.closed) return false;
-    const verdict = b.admit(typeof raw === "string" ? raw.length : raw.byteLength, now);
+    const size = typeof raw === "string" ? raw.length : raw.byteLength;
+    let verdict = b.admit(size, now);
+    // Within its own budget but its principal is over its refusals: dropped, told and closed as if
+    // over its own.
+    if (verdict === "admit" && !this.principals.admits(this.principalOf(conn), now)) verdict = b.over(now);
     if (verdict === "admit") return true;
     if (verdict === "close") {
       this.ports.log.warn("connection closed for flooding", { worker_id: conn.workerId, dropped: b.dropped });
@@ -124,6 +132,7 @@ export class AdmissionControl {
   /** An admitted frame that is ignored (not refused): it costs its budget what a refusal does. */
   ignored(conn: Conn, reason: string): void {
     this.buckets.get(conn.workerId)?.refused();
+    this.principals.refused(this.principalOf(conn), this.ports.clock.now());
     this.abuseLog(conn, "ignored frame", { reason });
   }
 
@@ -133,11 +142,19 @@ export class AdmissionControl {
     this.abuseLog(conn, "refused frame", { ...error });
     const budget = this.buckets.get(conn.workerId);
     budget?.refused();
+    this.principals.refused(this.principalOf(conn), this.ports.clock.now());
     // The `error` frame within the socket's notice budget; a call's answer always.
     const notice = budget?.notice(this.ports.clock.now()) ?? "answer";
     if (notice === "answer") conn.send({ type: "error", error });
     else if (notice === "warn") conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${ERROR_NOTICES_PER_SECOND} refused frames/s: refused frames are no longer answered (calls still are)` } });
     if (invocationId) conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId ?? "", error });
+  }
+
+  /** Whose shared budget a connection's frames also spend: its grant's principal (none for the
+   * open grant, which every client of an engine without auth holds). */
+  private principalOf(conn: Conn): string | undefined {
+    const grant = this.workers.get(conn.workerId)?.grant;
+    return grant && !isReservedSub(grant.sub) ? grant.sub : undefined;
   }
 
   /** A warning about a connection, at most one line per ABUSE_LOG_INTERVAL_MS per connection (the

@@ -92,14 +92,20 @@ export class SocketBudget {
    * here (it is refused by size later, cheaply). */
   admit(size: number, now: number): Admission {
     if (this.closed) return "drop";
+    return this.take(size, now) ? "admit" : this.over(now);
+  }
+
+  /** The buckets alone: refill them to `now`, then take the frame if both have something left.
+   * (A principal's shared budget, principal-budgets.ts, is only this: it is never closed.) */
+  take(size: number, now: number): boolean {
     const dt = Math.max(0, now - this.at);
     this.at = now;
     this.frames = Math.min(this.limits.burst, this.frames + (dt * this.limits.perSecond) / 1000);
     this.bytes = Math.min(BYTE_BURST, this.bytes + (dt * BYTES_PER_SECOND) / 1000);
-    if (this.frames < 1 || this.bytes <= 0) return this.over(now);
+    if (this.frames < 1 || this.bytes <= 0) return false;
     this.frames -= 1;
     this.bytes -= size;
-    return "admit";
+    return true;
   }
 
   /** A frame that was refused or ignored after it was admitted: charge the rest of its cost
@@ -108,8 +114,9 @@ export class SocketBudget {
     this.frames -= REFUSED_FRAME_COST - 1;
   }
 
-  /** Over the socket's own budget: drop, tell once a second, close after FLOOD_GRACE_MS. */
-  private over(now: number): Admission {
+  /** Over the socket's own budget (or its principal's): drop, tell once a second, close after
+   * FLOOD_GRACE_MS. */
+  over(now: number): Admission {
     if (now - this.lastDrop >= EPISODE_GAP_MS) {
       this.overSince = now;
       this.dropped = 0;

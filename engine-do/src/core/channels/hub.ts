@@ -178,7 +178,7 @@ export class ChannelHub {
     defineBuiltin(this.core, "engine::channels::create", {
       description: "Create a channel: {buffer_size?=64 (max 1024)} → {writer, reader} channel refs",
       internal: true,
-      handler: ({ buffer_size }, ctx) => this.create(buffer_size ?? DEFAULT_CHANNEL_BUFFER_ITEMS, ctx.traceparent),
+      handler: ({ buffer_size }, ctx) => this.create(buffer_size ?? DEFAULT_CHANNEL_BUFFER_ITEMS, ctx.traceparent, ctx.principal),
     });
     this.core.addAlarmClient({ nextDue: () => this.sql.nextSweep(), run: async (now) => this.sweep(now) });
   }
@@ -187,18 +187,28 @@ export class ChannelHub {
    * eviction in between loses the span, never the channel). At most MAX_OPEN_CHANNELS. */
   private readonly spans = new Map<string, ActiveSpan>();
 
+  /** Who created each channel (the caller's principal), for the frame budget its writers share
+   * (principal-budgets.ts). In memory like the spans: after an eviction a writer has its own only. */
+  private readonly owners = new Map<string, string>();
+
+  ownerOf(id: string): string | undefined {
+    return this.owners.get(id);
+  }
+
   private finished(id: string, reason: string): void {
+    this.owners.delete(id);
     const span = this.spans.get(id);
     if (!span) return;
     this.spans.delete(id);
     span.set("iii.channel.end", reason).end({ ok: true });
   }
 
-  create(bufferSize: number, traceparent?: string): { writer: StreamChannelRef; reader: StreamChannelRef } {
+  create(bufferSize: number, traceparent?: string, owner?: string): { writer: StreamChannelRef; reader: StreamChannelRef } {
     if (this.sql.count() >= MAX_OPEN_CHANNELS) throw new IIIError("channel_limit", `this engine already has ${MAX_OPEN_CHANNELS} open channels`);
     const now = this.core.ports.clock.now();
     const row = this.newRow(bufferSize, now);
     this.sql.insert(row);
+    if (owner !== undefined) this.owners.set(row.id, owner);
     const span = channelSpan(this.core.telemetry, row.id, traceparent);
     if (span) this.spans.set(row.id, span.set("iii.channel.buffer_size", bufferSize));
     this.core.rearmAlarm();

@@ -1,0 +1,297 @@
+// Floods against /healthz (the security issue's liveness point): SOCKETS (4) sockets × FRAMES
+// (15 000) frames sent at once to control sockets (`/`), channel writers (`/ws/channels/…`) and
+// browser stream sockets (`/_iii/streams`) of an engine with AUTH_SECRET, all four sockets holding a
+// token of one principal, as in tests/security/floods.test.ts. /healthz (answered by the engine
+// object) is polled every 100 ms from just before the burst until a poll sent after the last frame
+// left has been answered. Beside it, in the same run: the same burst of control frames at the
+// do-nothing Durable Object of tests/bench/ws-sink (its `/count` goes through that object's queue
+// as the engine's /healthz does): the runtime's own floor. Every burst gets a fresh runtime
+// (wrangler dev under inspector keeps making each later WebSocket message dearer; ws-sink/README.md).
+//   node --conditions=iii-edge-source tests/bench/flood-bench.ts   (npm run bench:floods)
+// Options (env): BENCH_RUNS (3), BENCH_FLOOD_SOCKETS (4), BENCH_FLOOD_FRAMES (15000),
+// BENCH_FLOOD_KINDS (sink,control,channel,stream), BENCH_DEBUG=1 (wrangler output on failure).
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { mintToken } from "@iii-edge/protocol/token";
+import { freePort, startBenchEngine } from "./bench-engine.mjs";
+import { RUNS, runMain, sleep } from "./callers.ts";
+import { fmt, median } from "./stats.ts";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, "../..");
+const SOCKETS = Number(process.env.BENCH_FLOOD_SOCKETS ?? 4);
+const FRAMES = Number(process.env.BENCH_FLOOD_FRAMES ?? 15_000);
+const KINDS = (process.env.BENCH_FLOOD_KINDS ?? "sink,control,channel,stream").split(",") as Kind[];
+const AUTH_SECRET = "flood-bench-secret-0123456789abcdef0123456789ab";
+/** The issue's target for every kind on a quiet machine. */
+const TARGET_MS = 1_000;
+/** How long one burst may take to be handled before the run gives up on it. */
+const LIMIT_MS = 120_000;
+const POLL_MS = 100;
+
+type Kind = "sink" | "control" | "channel" | "stream";
+interface Target {
+  url: string;
+  wsUrl: string;
+  /** The request polled: through the object's input queue. */
+  probe: string;
+  /** The workerd process that runs the Worker (for its CPU time). */
+  runtime: number | undefined;
+  stop(): Promise<void>;
+}
+interface Result {
+  worst: number;
+  median: number;
+  samples: number;
+  failures: number;
+  handledMs: number;
+  cpuS: number;
+  closed: number;
+}
+
+// ------------------------------------------------------------------ runtimes
+
+/** CPU seconds (user + system) of a process, or NaN when it is gone. */
+function cpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+/** wrangler dev runs two workerd processes in its process group: its proxy, listening on `port`,
+ * and the runtime of the Worker. */
+function runtimeOf(group: number, port: number): number | undefined {
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/comm`, "utf8").trim() !== "workerd") continue;
+      if (Number(readFileSync(`/proc/${d}/stat`, "utf8").split(") ")[1]!.split(" ")[2]) !== group) continue;
+      if (readFileSync(`/proc/${d}/cmdline`, "utf8").includes(`127.0.0.1:${port}`)) continue;
+      return Number(d);
+    } catch {
+      // gone
+    }
+  }
+  return undefined;
+}
+
+let enginePersist: string | undefined;
+async function startEngineTarget(): Promise<Target> {
+  const e = await startBenchEngine({ secretVars: { AUTH_SECRET }, persist: enginePersist });
+  enginePersist = e.persist;
+  return { url: e.url, wsUrl: e.wsUrl, probe: `${e.url}/healthz`, runtime: runtimeOf(e.child.pid!, e.port), stop: e.stop };
+}
+
+/** tests/bench/ws-sink under wrangler dev, as its run.mjs starts it (collector off, like npm start). */
+async function startSink(): Promise<Target> {
+  const port = await freePort();
+  const sinkDir = path.join(here, "ws-sink");
+  const child: ChildProcess = spawn(path.join(root, "node_modules/.bin/wrangler"), ["dev", "--config", path.join(sinkDir, "wrangler.toml"), "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(await freePort()), "--persist-to", mkdtempSync(path.join(tmpdir(), "ws-sink-")), "--show-interactive-dev-session=false", "--log-level", "warn"], {
+    cwd: sinkDir,
+    detached: true,
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false", X_LOCAL_OBSERVABILITY: "false" },
+  });
+  let log = "";
+  child.stderr!.on("data", (d) => (log = (log + d).slice(-8_000)));
+  const kill = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, sig);
+    } catch {
+      // gone
+    }
+  };
+  process.on("exit", () => kill("SIGTERM"));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`ws-sink exited:\n${log}`);
+    if (await fetch(`${url}/count`).then((r) => r.ok, () => false)) break;
+    if (Date.now() > deadline) throw new Error(`ws-sink not up:\n${log}`);
+    await sleep(200);
+  }
+  return {
+    url,
+    wsUrl: `ws://127.0.0.1:${port}`,
+    probe: `${url}/count`,
+    runtime: runtimeOf(child.pid!, port),
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      kill("SIGTERM");
+      const hard = setTimeout(() => kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(hard);
+    },
+  };
+}
+
+// ------------------------------------------------------------------ sockets
+
+interface Socket {
+  ws: WebSocket;
+  texts: string[];
+  closed: boolean;
+}
+
+async function open(url: string, token?: string): Promise<Socket> {
+  const init = token ? { headers: { Authorization: `Bearer ${token}` } } : undefined;
+  const ws = new WebSocket(url, init as unknown as string[]);
+  const s: Socket = { ws, texts: [], closed: false };
+  ws.addEventListener("message", (ev) => {
+    if (typeof ev.data === "string") s.texts.push(ev.data);
+  });
+  ws.addEventListener("close", () => (s.closed = true));
+  await new Promise<void>((resolve, reject) => {
+    ws.addEventListener("open", () => resolve(), { once: true });
+    ws.addEventListener("error", () => reject(new Error(`could not open ${url}`)), { once: true });
+  });
+  return s;
+}
+
+async function closeAll(sockets: Socket[]): Promise<void> {
+  for (const s of sockets) if (!s.closed) s.ws.close(1000, "done");
+  const end = Date.now() + 10_000;
+  while (sockets.some((s) => !s.closed) && Date.now() < end) await sleep(20);
+}
+
+/** A call over a control socket, answered within 10 s. */
+async function call(s: Socket, function_id: string, data: unknown): Promise<Record<string, unknown>> {
+  const invocation_id = randomUUID();
+  s.ws.send(JSON.stringify({ type: "invokefunction", invocation_id, function_id, data }));
+  const end = Date.now() + 10_000;
+  for (;;) {
+    for (const t of s.texts) {
+      const f = JSON.parse(t) as { type?: string; invocation_id?: string; result?: Record<string, unknown>; error?: unknown };
+      if (f.type === "invocationresult" && f.invocation_id === invocation_id) {
+        if (f.error) throw new Error(`${function_id}: ${JSON.stringify(f.error)}`);
+        return f.result!;
+      }
+    }
+    if (Date.now() > end) throw new Error(`${function_id}: no answer`);
+    await sleep(10);
+  }
+}
+
+const pad = "x".repeat(80);
+/** The junk mix of the floods test's burst: ~100-byte frames, refused (not JSON, invalid), ignored
+ * (unknown type), and one in ten a call. */
+function controlFrame(i: number): string {
+  const kind = i % 10;
+  if (kind < 3) return `{oops ${pad}`;
+  if (kind < 6) return `{"type":"teleport","pad":"${pad}"}`;
+  if (kind < 9) return `{"type":"registerfunction","id":${i},"pad":"${pad}"}`;
+  const data = i % 20 === 9 ? { scope: "flood", key: "kept" } : { scope: 5, key: "x", value: pad };
+  return JSON.stringify({ type: "invokefunction", invocation_id: randomUUID(), function_id: i % 20 === 9 ? "state::get" : "state::set", data });
+}
+const streamFrame = (i: number): string => (i % 2 ? `{not json ${i}` : JSON.stringify({ type: "leave", data: { subscriptionId: `s-${i}`, streamName: "fl", groupId: "g" } }));
+const channelFrame = (i: number): string => `chunk ${i}`;
+
+/** The flooding sockets of `kind` (and what else must stay open meanwhile: channel readers). */
+async function floodSockets(kind: Kind, t: Target): Promise<{ flooders: Socket[]; others: Socket[]; frame: (i: number) => string }> {
+  if (kind === "sink") return { flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/?mode=hibernate`))), others: [], frame: controlFrame };
+  const tok = await mintToken(AUTH_SECRET, { ns: ["*"], sub: "flooder" }, 3600);
+  if (kind === "control") return { flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/`, tok))), others: [], frame: controlFrame };
+  if (kind === "stream") return { flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/_iii/streams`, tok))), others: [], frame: streamFrame };
+  const owner = await open(`${t.wsUrl}/`, await mintToken(AUTH_SECRET, { ns: ["*"], sub: "channel-owner" }, 3600));
+  const flooders: Socket[] = [];
+  const others: Socket[] = [owner];
+  const endPath = (r: Record<string, unknown>) => `/ws/channels/${String(r.channel_id)}?key=${encodeURIComponent(String(r.access_key))}&dir=${String(r.direction)}`;
+  for (let i = 0; i < SOCKETS; i++) {
+    const refs = (await call(owner, "engine::channels::create", { buffer_size: 64 })) as { writer: Record<string, unknown>; reader: Record<string, unknown> };
+    others.push(await open(`${t.wsUrl}${endPath(refs.reader)}`, tok));
+    flooders.push(await open(`${t.wsUrl}${endPath(refs.writer)}`, tok));
+  }
+  return { flooders, others, frame: channelFrame };
+}
+
+// ------------------------------------------------------------------ one burst
+
+/** Polls `url` every POLL_MS (one request at a time, as a load balancer would) until stopped. */
+function poll(url: string) {
+  let running = true;
+  const latencies: number[] = [];
+  let failures = 0;
+  let last = 0;
+  const loop = (async () => {
+    while (running) {
+      const t = performance.now();
+      const ok = await fetch(url, { signal: AbortSignal.timeout(30_000) }).then(async (r) => (await r.arrayBuffer(), r.ok), () => false);
+      if (!ok) failures++;
+      latencies.push(performance.now() - t);
+      last = t;
+      await sleep(POLL_MS);
+    }
+  })();
+  return {
+    /** When the poll in flight (or the last one) was sent. */
+    lastSentAt: () => last,
+    count: () => latencies.length,
+    async stop() {
+      running = false;
+      await loop;
+      return { latencies, failures };
+    },
+  };
+}
+
+async function burst(kind: Kind): Promise<Result> {
+  const t = kind === "sink" ? await startSink() : await startEngineTarget();
+  try {
+    const { flooders, others, frame } = await floodSockets(kind, t);
+    await sleep(500); // the opens settled
+    const cpu0 = cpuSeconds(t.runtime);
+    const health = poll(t.probe);
+    await sleep(POLL_MS); // one poll of the idle object first
+    const t0 = performance.now();
+    for (let i = 0; i < FRAMES; i++) for (const f of flooders) if (!f.closed) f.ws.send(frame(i));
+    const end = Date.now() + LIMIT_MS;
+    while (flooders.some((f) => !f.closed && f.ws.bufferedAmount > 0) && Date.now() < end) await sleep(5);
+    // Handled: a poll sent after the last frame left has been answered (it queued behind them).
+    const leftAt = performance.now();
+    while (health.lastSentAt() < leftAt && Date.now() < end) await sleep(5);
+    const n = health.count();
+    while (health.count() === n && Date.now() < end) await sleep(5);
+    const handledMs = performance.now() - t0;
+    const h = await health.stop();
+    const cpuS = cpuSeconds(t.runtime) - cpu0;
+    const closed = flooders.filter((f) => f.closed).length;
+    await closeAll([...flooders, ...others]);
+    return { worst: Math.max(...h.latencies), median: median(h.latencies), samples: h.latencies.length, failures: h.failures, handledMs, cpuS, closed };
+  } finally {
+    await t.stop();
+  }
+}
+
+// ------------------------------------------------------------------ main
+
+runMain(async () => {
+  console.log(`flood bench: ${SOCKETS} sockets × ${FRAMES} frames per burst, /healthz polled every ${POLL_MS} ms, ${RUNS} runs, a fresh runtime per burst`);
+  const results = new Map<Kind, Result[]>(KINDS.map((k) => [k, []]));
+  for (let run = 0; run < RUNS; run++) {
+    // Kinds rotate run by run: no kind always goes first on a cold machine.
+    const order = KINDS.map((_, i) => KINDS[(i + run) % KINDS.length]!);
+    for (const kind of order) {
+      const r = await burst(kind);
+      results.get(kind)!.push(r);
+      console.log(`  run ${run + 1} ${kind.padEnd(7)} healthz worst ${fmt(r.worst, 0)} ms, median ${fmt(r.median, 0)} ms over ${r.samples} (${r.failures} failed); handled in ${fmt(r.handledMs, 0)} ms; workerd ${fmt(r.cpuS, 2)} s CPU; ${r.closed}/${SOCKETS} flooders closed`);
+    }
+  }
+  const med = (k: Kind, f: (r: Result) => number) => median((results.get(k) ?? []).map(f));
+  const base = results.has("sink") ? med("sink", (r) => r.worst) : NaN;
+  console.log("\n| burst (medians of runs) | healthz worst | healthz median | handled in | workerd CPU | worst / sink worst | worst < 1 s |");
+  console.log("|---|--:|--:|--:|--:|--:|:-:|");
+  for (const k of KINDS) {
+    const worst = med(k, (r) => r.worst);
+    const label = k === "sink" ? "do-nothing DO (ws-sink), baseline" : `${k} sockets`;
+    console.log(`| ${label} | ${fmt(worst, 0)} ms | ${fmt(med(k, (r) => r.median), 0)} ms | ${fmt(med(k, (r) => r.handledMs), 0)} ms | ${fmt(med(k, (r) => r.cpuS), 2)} s | ${fmt(worst / base, 2)}× | ${worst < TARGET_MS ? "yes" : "no"} |`);
+  }
+});
