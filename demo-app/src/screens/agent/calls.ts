@@ -38,6 +38,7 @@ export const userMessage = (text: string): AgentMessage => ({ role: "user", cont
 export function harness(iii: BrowserClient) {
   const call = <T>(function_id: string, payload: unknown) => iii.trigger<unknown, T>({ function_id, payload });
   return {
+    iii,
     models: () => call<Model[]>("models::list", {}),
     providers: () => call<{ providers: string[] }>("auth::list_providers", {}),
     authStatus: (provider: string) => call<AuthStatusView>("auth::status", { provider }),

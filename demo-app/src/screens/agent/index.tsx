@@ -5,7 +5,7 @@
 // engine's stream socket. `#/agent?session_id=<sid>` opens a session.
 import type { BudgetView, SessionTree, SubAgentChildView, TurnStateView } from "@iii-edge/protocol/harness";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { sessionTitle, shortId } from "../../app/sessions.ts";
+import { sessionTitle, shortId, withFirstTexts } from "../../app/sessions.ts";
 import type { ScreenProps } from "../../app/types.ts";
 import { harness, problem, type SessionSummary } from "./calls.ts";
 import { followSession } from "./follow.ts";
@@ -76,7 +76,7 @@ function SessionList(props: { api: ReturnType<typeof harness>; online: boolean; 
     let alive = true;
     const load = async () => {
       try {
-        const list = (await props.api.sessions())?.sessions ?? [];
+        const list = await withFirstTexts(props.api.iii, (await props.api.sessions())?.sessions ?? []);
         // Each session's status beside it: one read per listed session, side by side.
         const states = await Promise.all(list.map((s) => props.api.state(s.session_id).catch(() => null)));
         if (!alive) return;
