@@ -47,7 +47,7 @@ export async function startScenario(): Promise<Scenario> {
   shop.registerFunction(
     "orders::create",
     async (a: { item: string; qty?: number }) => {
-      const o = { id: String(orders.size + 41), item: a.item, qty: a.qty ?? 1 };
+      const o = { id: String(41 + orders.size + 1), item: a.item, qty: a.qty ?? 1 };
       orders.set(o.id, o);
       await shop.trigger({ function_id: "state::set", payload: { scope: "orders", key: o.id, value: o } });
       return o;

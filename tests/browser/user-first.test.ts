@@ -46,6 +46,11 @@ describe("the user's system first", () => {
       return SHOP_FUNCTIONS.every((f) => ids.includes(f)) ? ids : undefined;
     }, "the shop's functions in the catalog", 15_000);
     expect(mine.filter((id) => SYSTEM_PREFIXES.some((p) => id.startsWith(p)))).toEqual([]);
+    // The shop's before this tab's own demo functions.
+    const tab = `${await page.evaluate("window.iiiConsole.conn.workerName")}::`;
+    const lastShop = Math.max(...SHOP_FUNCTIONS.map((f) => mine.indexOf(f)));
+    const firstTab = mine.findIndex((id) => id.startsWith(tab));
+    expect(firstTab).toBeGreaterThan(lastShop);
     const system = (await attrs("#system-functions li", "data-function")) as string[];
     for (const id of ["approval::resolve", "engine::functions::list", "run::start", "turn::get_state", "state::get", "session-tree::list", "budget::get"]) expect(system, id).toContain(id);
     expect(system.filter((id) => SHOP_FUNCTIONS.includes(id))).toEqual([]);

@@ -296,7 +296,7 @@ function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>
             {mode}
           </span>
           <button type="button" class="btn btn-link" id="agent-trace-link" onClick={() => props.navigate(`/traces?session_id=${encodeURIComponent(sid)}&open=turn`)}>
-            trace
+            trace of the last turn
           </button>
           {parent && (
             <span class="ac-muted">

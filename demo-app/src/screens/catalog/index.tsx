@@ -41,7 +41,9 @@ function FunctionsPanel({ live, selected, navigate }: ScreenProps & { live: Retu
   const needle = search.toLowerCase();
   const matches = (f: FunctionEntry) => !needle || f.function_id.toLowerCase().includes(needle) || (f.description ?? "").toLowerCase().includes(needle);
   const { user, system } = useMemo(() => splitFunctions(all), [all]);
-  const mine = user.filter(matches);
+  // This tab's own demo functions after the ones the user's workers serve.
+  const tab = `${tabWorker().prefix}::`;
+  const mine = user.filter(matches).sort((a, b) => Number(a.function_id.startsWith(tab)) - Number(b.function_id.startsWith(tab)));
   const theirs = system.filter(matches);
   const snap = connection().snapshot;
   const item = (f: FunctionEntry) => (

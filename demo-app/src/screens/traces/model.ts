@@ -122,7 +122,7 @@ const colourOf = (hue: number) => `hsl(${Math.round(hue)} 65% 45%)`;
 export const serviceColour = (service: string): string => colourOf(hueOf(service));
 
 /** Hues closer than this read as the same colour on a thin bar. */
-export const MIN_HUE_GAP = 28;
+export const MIN_HUE_GAP = 40;
 const GOLDEN_ANGLE = 137.5;
 
 /** Colours for the services of one trace: each its own `serviceColour` unless a service before it
