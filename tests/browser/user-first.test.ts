@@ -110,7 +110,7 @@ describe("the user's system first", () => {
     // The unfiltered list: the turns are there, discovery and reads are not until asked for.
     await openConsole(page, s.engine, "/traces");
     await page.waitForSelector("#traces-list tbody tr", { timeout: TURN_MS });
-    const noise = /^invoke (engine::functions-available|engine::workers::register|engine::workers-available|.*::(list|list_\w+|get|get_\w+|info|tree|messages))$/;
+    const noise = /^(trigger|invoke) (engine::functions-available|engine::workers::register|engine::workers-available|.*::(list|list_\w+|get|get_\w+|info|tree|messages|events))$/;
     const names = async () => (await texts("#traces-list tbody th button")).map((t) => t.trim());
     const quiet = await names();
     expect(quiet).toContain("invoke run::start");

@@ -18,6 +18,8 @@ export interface TraceSummary {
   caller_worker_id?: string;
   /** The function the root span invoked. */
   function_id?: string;
+  /** The trigger type, when the root is a trigger firing (`trigger <type>`). */
+  trigger_type?: string;
 }
 
 /** Finished: it has an end, and is not the in-progress copy a long span (a turn) is sent as while it runs. */
@@ -59,6 +61,7 @@ export function summarize(spans: Span[]): TraceSummary[] {
       session_id: list.map((s) => attr(s, "iii.session.id", "session_id", "gen_ai.conversation.id")).find(Boolean),
       caller_worker_id: attr(root, "iii.caller.worker_id"),
       function_id: attr(root, "iii.function_id", "iii.function.id") ?? (root.name.startsWith("invoke ") ? root.name.slice(7) : undefined),
+      trigger_type: attr(root, "iii.trigger.type"),
     });
   }
   return out.sort((a, b) => b.start_ns - a.start_ns);
@@ -141,10 +144,12 @@ export function serviceColours(services: readonly string[]): Map<string, string>
   return out;
 }
 
-/** The engine's discovery chatter: what a worker connecting and the catalog changing cause. */
+/** The engine's discovery chatter: what a worker connecting and the catalog changing cause (as
+ * functions called, or as the trigger types that fire on it). */
 export const DISCOVERY_FUNCTIONS: ReadonlySet<string> = new Set(["engine::functions-available", "engine::workers-available", "engine::workers::register", "engine::channels::create"]);
-/** Function names that only read (the console's and SDKs' polling): `…::list`, `…::get_state`, `…::info`. */
-const READ_NAME = /::(list|list_[a-z_]+|get|get_[a-z_]+|info|tree|messages|status|children|jobs|dlq_topics|dlq_messages|list_topics|list_groups|list_keys)$/;
+/** Function names that only read (the console's and SDKs' polling): `…::list`, `…::get_state`,
+ * `…::info`, a session's `run::events` catch-up. */
+const READ_NAME = /::(list|list_[a-z_]+|get|get_[a-z_]+|info|tree|messages|events|status|children|jobs|dlq_topics|dlq_messages|list_topics|list_groups|list_keys)$/;
 /** A read that fans out further than this is work worth seeing. */
 export const MAX_NOISE_SPANS = 3;
 
@@ -152,7 +157,7 @@ export const MAX_NOISE_SPANS = 3;
  * polling, a worker looking something up). Hidden by default, behind a toggle. */
 export function isNoise(t: TraceSummary): boolean {
   const fn = t.function_id ?? "";
-  if (DISCOVERY_FUNCTIONS.has(fn)) return true;
+  if (DISCOVERY_FUNCTIONS.has(fn) || DISCOVERY_FUNCTIONS.has(t.trigger_type ?? "")) return true;
   return t.error_count === 0 && t.span_count <= MAX_NOISE_SPANS && (READ_NAME.test(fn) || fn.startsWith("engine::traces::") || fn.startsWith("engine::logs::"));
 }
 
