@@ -128,16 +128,37 @@ export const serviceColour = (service: string): string => colourOf(hueOf(service
 export const MIN_HUE_GAP = 40;
 const GOLDEN_ANGLE = 137.5;
 
+/** The gap a trace of `n` services is held to: MIN_HUE_GAP while the wheel has room, else what
+ * placing each hue in the middle of the widest free arc can always keep (180° / (n − 1)). */
+export const hueGapFor = (n: number): number => (n <= 1 ? MIN_HUE_GAP : Math.min(MIN_HUE_GAP, Math.floor(180 / (n - 1))));
+
+const hueDistance = (a: number, b: number) => Math.min(Math.abs(a - b), 360 - Math.abs(a - b));
+
+/** The middle of the widest arc between taken hues. */
+function widestArcMiddle(taken: readonly number[]): number {
+  const sorted = [...taken].sort((a, b) => a - b);
+  let best = { width: -1, middle: 0 };
+  sorted.forEach((h, i) => {
+    const next = i + 1 < sorted.length ? sorted[i + 1]! : sorted[0]! + 360;
+    if (next - h > best.width) best = { width: next - h, middle: (h + (next - h) / 2) % 360 };
+  });
+  return best.middle;
+}
+
 /** Colours for the services of one trace: each its own `serviceColour` unless a service before it
- * (by name) already holds a hue within MIN_HUE_GAP, then moved round the wheel by the golden angle
- * until clear. Stable for a given set of names; distinct for up to a dozen services. */
+ * (by name) already holds a hue within the gap, then moved round the wheel by the golden angle
+ * until clear, or, failing that, into the middle of the widest free arc. Stable for a given set of
+ * names; every pair at least `hueGapFor(n)` apart. */
 export function serviceColours(services: readonly string[]): Map<string, string> {
+  const names = [...new Set(services)].sort();
+  const gap = hueGapFor(names.length);
   const taken: number[] = [];
   const out = new Map<string, string>();
-  const gap = (a: number, b: number) => Math.min(Math.abs(a - b), 360 - Math.abs(a - b));
-  for (const s of [...new Set(services)].sort()) {
+  const clear = (hue: number) => taken.every((t) => hueDistance(t, hue) >= gap);
+  for (const s of names) {
     let hue = hueOf(s);
-    for (let tries = 0; tries < 24 && taken.some((t) => gap(t, hue) < MIN_HUE_GAP); tries++) hue = (hue + GOLDEN_ANGLE) % 360;
+    for (let tries = 0; tries < 12 && !clear(hue); tries++) hue = (hue + GOLDEN_ANGLE) % 360;
+    if (!clear(hue)) hue = widestArcMiddle(taken);
     taken.push(hue);
     out.set(s, colourOf(hue));
   }
