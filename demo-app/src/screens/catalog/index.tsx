@@ -1,9 +1,10 @@
 // Catalog, live: the user's functions first (the engine's and the harness's own folded under
 // "System"; app/system.ts says which), the workers connected now, every function with its schemas
 // and a form generated from its request schema (prefilled, validated before sending; result and
-// time taken), trigger types and bindings, http routes (click to try), cron jobs with their next run. Reloaded when the
-// engine pushes a change (engine::functions-available / engine::workers-available) and on every
-// reconnect; while the link is down everything stays on screen, marked stale.
+// time taken), trigger types and bindings, http routes (click to try), cron jobs with their next
+// run. Reloaded when the engine pushes a change (engine::functions-available /
+// engine::workers-available) and on every reconnect; while the link is down everything stays on
+// screen, marked stale.
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { connection, useLive } from "../../app/live.ts";
 import { tabWorker } from "../../app/tab.ts";
