@@ -1,8 +1,8 @@
 // The console's traces screen (the waterfall page) in real Chromium against `npm start` with the
-// engine's trace store: a turn started from the agent screen is reachable through its "trace" link;
-// the list shows the turn's trace; its waterfall nests the spans by parent (run::start →
-// invoke_agent → steps → the provider's `chat` span), colours them by service, and a span opens to
-// its attributes; while the turn waits for an approval the waterfall is live and grows when the
+// engine's trace store: a turn started from the agent screen opens through its "trace" link; its
+// waterfall nests the spans by parent (run::start → invoke_agent → steps → the provider's `chat`
+// span), colours them by service, and a span opens to its attributes; while the turn waits for an
+// approval the waterfall is live and grows when the
 // turn goes on. `#/traces?function_id=…` (the catalog's link) lists the traces of that function.
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -71,12 +71,9 @@ describe("the traces screen", () => {
     await page.waitForSelector('button[data-approve="n-1"]', { timeout: TURN_MS });
     const sid = sessionOf();
 
-    // The turn's "trace" link: the list filtered by its session shows the run::start trace.
+    // The turn's "trace" link opens the session's run::start trace straight away.
     await page.click("#agent-trace-link");
-    await until(() => (new URL(page.url()).hash.startsWith("#/traces?session_id=") ? true : undefined), "the traces screen");
-    const turnRow = page.locator("#traces-list tbody tr", { hasText: "run::start" });
-    await turnRow.first().waitFor({ timeout: TURN_MS });
-    await turnRow.first().locator("button").click();
+    await until(() => (/^#\/traces\?trace_id=[0-9a-f]{32}&session_id=/.test(new URL(page.url()).hash) ? true : undefined), "the turn's trace", TURN_MS);
     await page.waitForSelector("#traces-waterfall > li", { timeout: TURN_MS });
 
     // While the turn waits, what has ended is there (spans are stored when they end): run::start

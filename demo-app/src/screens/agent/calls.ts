@@ -13,19 +13,13 @@ import type {
   TurnStopResponse,
 } from "@iii-edge/protocol/harness";
 import type { BrowserClient } from "@iii-edge/sdk-browser";
+import type { SessionSummary } from "../../app/sessions.ts";
+
+export type { SessionSummary };
 
 /** Pages of the stored transcript one open reads (`session-tree::messages`, 500 a page). */
 const MAX_TRANSCRIPT_PAGES = 20;
 const TRANSCRIPT_PAGE = 500;
-
-export interface SessionSummary {
-  session_id: string;
-  created_at: number;
-  updated_at: number;
-  entry_count: number;
-  display_name?: string;
-  last_message_summary?: string;
-}
 
 export interface StoredMessage {
   entry_id: string;
@@ -44,6 +38,7 @@ export const userMessage = (text: string): AgentMessage => ({ role: "user", cont
 export function harness(iii: BrowserClient) {
   const call = <T>(function_id: string, payload: unknown) => iii.trigger<unknown, T>({ function_id, payload });
   return {
+    iii,
     models: () => call<Model[]>("models::list", {}),
     providers: () => call<{ providers: string[] }>("auth::list_providers", {}),
     authStatus: (provider: string) => call<AuthStatusView>("auth::status", { provider }),

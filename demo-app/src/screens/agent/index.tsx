@@ -3,8 +3,9 @@
 // sees its events), steer, stop, see the budget, the session tree (fork, switch branch, resume) and
 // the sub-agents. It talks only to the engine, through this tab's worker connection and the
 // engine's stream socket. `#/agent?session_id=<sid>` opens a session.
-import type { BudgetView, SessionTree, SubAgentChildView } from "@iii-edge/protocol/harness";
+import type { BudgetView, SessionTree, SubAgentChildView, TurnStateView } from "@iii-edge/protocol/harness";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { sessionTitle, shortId, withFirstTexts } from "../../app/sessions.ts";
 import type { ScreenProps } from "../../app/types.ts";
 import { harness, problem, type SessionSummary } from "./calls.ts";
 import { followSession } from "./follow.ts";
@@ -62,17 +63,29 @@ export default function AgentScreen({ iii, status, params, navigate }: ScreenPro
   );
 }
 
+interface ListedSession extends SessionSummary {
+  /** The run's state (`turn::get_state`), or null before the session's first run. */
+  state: TurnStateView | null;
+}
+
 function SessionList(props: { api: ReturnType<typeof harness>; online: boolean; current: string; onOpen: (sid: string) => void; onNew: () => void }) {
-  const [sessions, setSessions] = useState<SessionSummary[]>([]);
+  const [sessions, setSessions] = useState<ListedSession[]>([]);
   const [err, setErr] = useState<string>();
   useEffect(() => {
     if (!props.online) return;
     let alive = true;
-    const load = () =>
-      props.api.sessions().then(
-        (r) => alive && (setSessions(r?.sessions ?? []), setErr(undefined)),
-        (e) => alive && setErr(problem(e)),
-      );
+    const load = async () => {
+      try {
+        const list = await withFirstTexts(props.api.iii, (await props.api.sessions())?.sessions ?? []);
+        // Each session's status beside it: one read per listed session, side by side.
+        const states = await Promise.all(list.map((s) => props.api.state(s.session_id).catch(() => null)));
+        if (!alive) return;
+        setSessions(list.map((s, i) => ({ ...s, state: states[i] ?? null })));
+        setErr(undefined);
+      } catch (e) {
+        if (alive) setErr(problem(e));
+      }
+    };
     void load();
     const t = setInterval(() => void load(), SESSIONS_REFRESH_MS);
     return () => {
@@ -86,17 +99,30 @@ function SessionList(props: { api: ReturnType<typeof harness>; online: boolean; 
         New session
       </button>
       {err && <p class="ac-error">{err}</p>}
-      <ul>
-        {sessions.map((s) => (
-          <li key={s.session_id}>
-            <button type="button" class="btn btn-link" aria-current={s.session_id === props.current ? "page" : undefined} onClick={() => props.onOpen(s.session_id)} title={s.session_id}>
-              {s.display_name ?? s.last_message_summary?.slice(0, 40) ?? s.session_id}
-            </button>
-          </li>
-        ))}
+      <ul id="agent-sessions">
+        {sessions.map((s) => {
+          const state = s.state?.state ?? "no run";
+          const started = new Date(s.created_at);
+          return (
+            <li key={s.session_id} data-session={s.session_id}>
+              <button type="button" class="btn btn-link ac-session-btn" aria-current={s.session_id === props.current ? "page" : undefined} onClick={() => props.onOpen(s.session_id)} title={s.session_id}>
+                <span class="ac-session-title">{sessionTitle(s, s.session_id)}</span>
+                <span class="ac-session-meta">
+                  <code class="ac-session-id">{shortId(s.session_id)}</code> · <time dateTime={started.toISOString()}>{fmtStarted(started)}</time> · <span class={`ac-status ac-status-${state.replace(/\s/g, "_")}`} data-state={state}>{state}</span>
+                </span>
+              </button>
+            </li>
+          );
+        })}
       </ul>
     </nav>
   );
+}
+
+/** A start time: the time alone today, with the date otherwise. */
+function fmtStarted(d: Date): string {
+  const time = d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+  return d.toDateString() === new Date().toDateString() ? time : `${d.toLocaleDateString()} ${time}`;
 }
 
 function NewSession(props: { api: ReturnType<typeof harness>; settings: RunSettings; ready: boolean; onStarted: (sid: string) => void }) {
@@ -269,8 +295,8 @@ function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>
           <span class="ac-muted" title="how this tab receives the session's events" id="agent-follow-mode">
             {mode}
           </span>
-          <button type="button" class="btn btn-link" id="agent-trace-link" onClick={() => props.navigate(`/traces?session_id=${encodeURIComponent(sid)}`)}>
-            trace
+          <button type="button" class="btn btn-link" id="agent-trace-link" onClick={() => props.navigate(`/traces?session_id=${encodeURIComponent(sid)}&open=turn`)}>
+            trace of the last turn
           </button>
           {parent && (
             <span class="ac-muted">

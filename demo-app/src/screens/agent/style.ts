@@ -11,7 +11,11 @@ export const AGENT_CSS = `
 .ac-settings { display: grid; gap: .4rem; }
 .ac-settings h3, .ac-side h3 { margin: 0 0 .3rem; font-size: 1rem; }
 .ac-sessions ul { list-style: none; padding: 0; margin: .5rem 0; display: grid; gap: .2rem; }
-.ac-sessions [aria-current="page"] { font-weight: 700; }
+.ac-sessions [aria-current="page"] .ac-session-title { font-weight: 700; }
+.ac-session-btn { display: grid; gap: .05rem; text-align: start; text-decoration: none; padding: .25rem .3rem; width: 100%; }
+.ac-session-title { text-decoration: underline; overflow-wrap: anywhere; }
+.ac-session-meta { font-size: .75rem; color: var(--muted); display: flex; flex-wrap: wrap; gap: .25rem; align-items: baseline; }
+.ac-session-id { font-size: .75rem; }
 .ac-main { display: grid; gap: .6rem; min-width: 0; }
 .ac-session-head { display: flex; flex-wrap: wrap; gap: .5rem; align-items: baseline; }
 .ac-session-head h3 { margin: 0; font-size: 1rem; }

@@ -1,12 +1,15 @@
-// Catalog, live: the workers connected now, every function with its schemas and a form generated
-// from its request schema (prefilled, validated before sending; result and time taken), trigger
-// types and bindings, http routes (click to try), cron jobs with their next run. Reloaded when the
-// engine pushes a change (engine::functions-available / engine::workers-available) and on every
-// reconnect; while the link is down everything stays on screen, marked stale.
+// Catalog, live: the user's functions first (the engine's and the harness's own folded under
+// "System"; app/system.ts says which), the workers connected now, every function with its schemas
+// and a form generated from its request schema (prefilled, validated before sending; result and
+// time taken), trigger types and bindings, http routes (click to try), cron jobs with their next
+// run. Reloaded when the engine pushes a change (engine::functions-available /
+// engine::workers-available) and on every reconnect; while the link is down everything stays on
+// screen, marked stale.
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { connection, useLive } from "../../app/live.ts";
 import { tabWorker } from "../../app/tab.ts";
 import type { ScreenProps } from "../../app/types.ts";
+import { splitFunctions, systemWorkers } from "../../app/system.ts";
 import { listAll, isInternal, type BindingEntry, type CronJob, type FunctionDetail, type FunctionEntry, type TriggerTypeEntry, type WorkerEntry } from "../../app/engine.ts";
 import { BadJson, JsonArea, SchemaFields, formable, problemsOf } from "../../schema-form/form.tsx";
 import { templateOf, type JsonSchema, type Problem } from "../../schema-form/schema.ts";
@@ -35,29 +38,40 @@ export default function CatalogScreen(props: ScreenProps) {
 }
 
 function FunctionsPanel({ live, selected, navigate }: ScreenProps & { live: ReturnType<typeof useLive<FunctionEntry[]>>; selected?: string }) {
-  const [showInternal, setShowInternal] = useState(false);
   const [search, setSearch] = useState("");
   const all = live.data ?? [];
-  const visible = all.filter((f) => (showInternal || !isInternal(f)) && (!search || f.function_id.toLowerCase().includes(search.toLowerCase()) || (f.description ?? "").toLowerCase().includes(search.toLowerCase())));
+  const needle = search.toLowerCase();
+  const matches = (f: FunctionEntry) => !needle || f.function_id.toLowerCase().includes(needle) || (f.description ?? "").toLowerCase().includes(needle);
+  const { user, system } = useMemo(() => splitFunctions(all), [all]);
+  // This tab's own demo functions after the ones the user's workers serve.
+  const tab = `${tabWorker().prefix}::`;
+  const mine = user.filter(matches).sort((a, b) => Number(a.function_id.startsWith(tab)) - Number(b.function_id.startsWith(tab)));
+  const theirs = system.filter(matches);
   const snap = connection().snapshot;
+  const item = (f: FunctionEntry) => (
+    <li key={f.function_id} data-function={f.function_id} aria-current={f.function_id === selected ? "true" : undefined}>
+      <a class="fn-link" href={`#/catalog?fn=${encodeURIComponent(f.function_id)}`} onClick={(e) => { e.preventDefault(); navigate(`/catalog?fn=${encodeURIComponent(f.function_id)}`); }}>{f.function_id}</a>
+      <span class="by">{f.worker_name}</span>
+      {f.description && <div class="desc">{f.description}</div>}
+    </li>
+  );
   return (
-    <Panel id="functions-panel" title="Functions" count={visible.length} stale={live.stale} staleSince={snap.lostAt}
-      hint={<>Pushed by <code>engine::functions-available</code> the moment the set changes. Pick one to see its schemas and call it.</>}>
+    <Panel id="functions-panel" title="Functions" count={mine.length} stale={live.stale} staleSince={snap.lostAt}
+      hint={<>Your workers' functions; the engine's and the harness's own are folded under <em>System</em>. Pick one to see its schemas and call it.</>}>
       <div class="toolbar">
         <Field label="Filter" inline>{(id) => <input id={id} type="search" value={search} onInput={(e) => setSearch((e.currentTarget as HTMLInputElement).value)} placeholder="id or description" />}</Field>
-        <label class="inline"><input type="checkbox" id="show-internal" checked={showInternal} onChange={(e) => setShowInternal((e.currentTarget as HTMLInputElement).checked)} /> engine internals</label>
       </div>
       {live.error && !live.data && <p class="error">Could not list functions: {live.error.message}</p>}
       {live.data === undefined && !live.error ? <p class="empty">Loading…</p> : (
-        <ul id="functions" class="list">
-          {visible.map((f) => (
-            <li key={f.function_id} data-function={f.function_id} aria-current={f.function_id === selected ? "true" : undefined}>
-              <a class="fn-link" href={`#/catalog?fn=${encodeURIComponent(f.function_id)}`} onClick={(e) => { e.preventDefault(); navigate(`/catalog?fn=${encodeURIComponent(f.function_id)}`); }}>{f.function_id}</a>
-              <span class="by">{f.worker_name}</span>
-              {f.description && <div class="desc">{f.description}</div>}
-            </li>
-          ))}
-        </ul>
+        <>
+          {mine.length === 0 && <p class="empty">{needle ? "None of your functions match." : "No functions of yours yet: connect a worker and they show here."}</p>}
+          <ul id="functions" class="list">{mine.map(item)}</ul>
+          {/* Open while a filter finds something only there, or the selected function is there. */}
+          <details id="system-functions-group" class="system-group" open={(needle !== "" && mine.length === 0 && theirs.length > 0) || theirs.some((f) => f.function_id === selected) ? true : undefined}>
+            <summary>System <small class="count">({theirs.length})</small> <span class="hint-inline">the engine's built-ins and the harness's workers</span></summary>
+            <ul id="system-functions" class="list">{theirs.map(item)}</ul>
+          </details>
+        </>
       )}
     </Panel>
   );
@@ -177,12 +191,14 @@ function WorkersPanel({ live, functions, selfId }: { live: ReturnType<typeof use
     for (const f of functions) if (!isInternal(f)) m.set(f.worker_name, [...(m.get(f.worker_name) ?? []), f.function_id]);
     return m;
   }, [functions]);
-  const rows = live.data ?? [];
+  const system = useMemo(() => systemWorkers(functions), [functions]);
+  // The user's workers first; the harness's own (mostly kernel functions) after them.
+  const rows = [...(live.data ?? [])].sort((a, b) => Number(system.has(a.name)) - Number(system.has(b.name)));
   return (
     <Panel id="workers-panel" title="Workers" count={rows.length} stale={live.stale} staleSince={connection().snapshot.lostAt}
       hint={<>Connected workers; updated on <code>engine::workers-available</code>.</>}>
       <Table id="workers" caption="Connected workers" rows={rows} rowKey={(w) => w.id} empty={live.data ? "No workers connected." : "Loading…"} columns={[
-        { key: "name", label: "Worker", render: (w) => <>{w.name} {w.id === selfId && <Badge kind="info">this tab</Badge>}</> },
+        { key: "name", label: "Worker", render: (w) => <>{w.name} {w.id === selfId && <Badge kind="info">this tab</Badge>}{system.has(w.name) && <Badge kind="neutral">system</Badge>}</> },
         { key: "runtime", label: "Runtime", render: (w) => w.runtime ?? "–" },
         { key: "fns", label: "Functions", render: (w) => <span title={(byWorker.get(w.name) ?? []).join("\n")}>{w.function_count}{(byWorker.get(w.name) ?? []).length > 0 && <span class="fn-names"> · {(byWorker.get(w.name) ?? []).slice(0, 3).join(", ")}{(byWorker.get(w.name) ?? []).length > 3 ? "…" : ""}</span>}</span> },
         { key: "since", label: "Connected", render: (w) => <time dateTime={new Date(w.connected_at_ms).toISOString()} title={new Date(w.connected_at_ms).toLocaleString()}>{since(w.connected_at_ms)}</time> },

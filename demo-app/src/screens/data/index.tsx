@@ -8,6 +8,9 @@ import { tabWorker } from "../../app/tab.ts";
 import type { ScreenProps } from "../../app/types.ts";
 import { JsonArea } from "../../schema-form/form.tsx";
 import { Badge, Button, Dialog, Field, Json, Panel, Table } from "../../ui/index.tsx";
+import { listAll, type BindingEntry } from "../../app/engine.ts";
+import { useSessionNames } from "../../app/sessions.ts";
+import { KeyName, QueueName, queueOwner, scopeLabel, type Owners } from "./owners.tsx";
 
 /** Queue depth and dead letters are re-read this often (the engine pushes no queue events). */
 export const QUEUE_POLL_MS = 2_000;
@@ -40,18 +43,29 @@ interface DeadLetter {
 
 const ENGINE_QUEUE = /^(state|durable):/;
 
+/** Bindings and session names behind the engine's queue and scope names are re-read this often. */
+export const OWNERS_POLL_MS = 10_000;
+
 export default function QueuesScreen(props: ScreenProps) {
+  const bindings = useLive(() => listAll<BindingEntry>(props.iii, "engine::registered-triggers::list", "registered_triggers"), [], { events: ["functions", "workers"], pollMs: OWNERS_POLL_MS });
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    const t = setInterval(() => setTick((n) => n + 1), OWNERS_POLL_MS);
+    return () => clearInterval(t);
+  }, []);
+  const sessions = useSessionNames(props.iii, props.status === "open", tick);
+  const owners: Owners = { bindings: bindings.data ?? [], sessions };
   return (
     <div class="screen data">
       <h1 class="sr-only">Queues and state</h1>
-      <QueuesPanel {...props} />
-      <DeadLettersPanel {...props} />
-      <StatePanel {...props} />
+      <QueuesPanel {...props} owners={owners} />
+      <DeadLettersPanel {...props} owners={owners} />
+      <StatePanel {...props} owners={owners} />
     </div>
   );
 }
 
-function QueuesPanel({ iii }: ScreenProps) {
+function QueuesPanel({ iii, owners }: ScreenProps & { owners: Owners }) {
   const [showEngine, setShowEngine] = useState(false);
   const topics = useLive(() => iii.trigger<unknown, { topics: Topic[] }>({ function_id: "engine::queue::list_topics", payload: {} }).then((r) => r.topics), [], { pollMs: QUEUE_POLL_MS });
   const rows = (topics.data ?? []).filter((t) => showEngine || !ENGINE_QUEUE.test(t.name));
@@ -61,7 +75,7 @@ function QueuesPanel({ iii }: ScreenProps) {
       actions={<label class="inline"><input type="checkbox" checked={showEngine} onChange={(e) => setShowEngine((e.currentTarget as HTMLInputElement).checked)} /> engine queues (state fires, durable topics)</label>}>
       {topics.error && !topics.data && <p class="error">{topics.error.message}</p>}
       <Table id="queues" caption="Queues" rows={rows} rowKey={(t) => t.name} empty={topics.data ? "No queues configured." : "Loading…"} columns={[
-        { key: "name", label: "Queue", render: (t) => <code>{t.name}</code> },
+        { key: "name", label: "Queue", render: (t) => <QueueName name={t.name} owners={owners} /> },
         { key: "backend", label: "Backend", render: (t) => t.backend ?? "engine" },
         { key: "type", label: "Type", wide: true, render: (t) => t.type ?? "–" },
         { key: "depth", label: "Depth", render: (t) => <span data-depth={t.depth}>{t.depth}</span> },
@@ -71,7 +85,7 @@ function QueuesPanel({ iii }: ScreenProps) {
   );
 }
 
-function DeadLettersPanel({ iii, navigate }: ScreenProps) {
+function DeadLettersPanel({ iii, navigate, owners }: ScreenProps & { owners: Owners }) {
   const dlq = useLive(async () => {
     const { topics } = await iii.trigger<unknown, { topics: { topic: string; count: number }[] }>({ function_id: "engine::queue::dlq_topics", payload: {} });
     const lists = await Promise.all(topics.filter((t) => t.count > 0).map((t) => iii.trigger<unknown, { messages: DeadLetter[] }>({ function_id: "engine::queue::dlq_messages", payload: { topic: t.topic, limit: DEAD_LETTERS_SHOWN } }).then((r) => ({ ...t, messages: r.messages }))));
@@ -96,11 +110,11 @@ function DeadLettersPanel({ iii, navigate }: ScreenProps) {
       {notice && <p class={notice.kind === "ok" ? "notice" : "error"} role="status" id="dlq-notice">{notice.text}</p>}
       {dlq.data && queues.length === 0 && <p class="empty">No dead letters.</p>}
       {queues.map((q) => (
-        <section key={q.topic} class="dlq-queue" data-queue={q.topic} aria-label={`Dead letters of ${q.topic}`}>
-          <h3><code>{q.topic}</code> <small class="count">({q.count})</small>{" "}
+        <section key={q.topic} class="dlq-queue" data-queue={q.topic} aria-label={`Dead letters of ${queueOwner(q.topic, owners).label}`}>
+          <h3><QueueName name={q.topic} owners={owners} /> <small class="count">({q.count})</small>{" "}
             <Button onClick={() => act(`redrove ${q.count} from ${q.topic}`, () => iii.trigger({ function_id: "iii::queue::redrive", payload: { queue: q.topic } }))}>Redrive all</Button>
           </h3>
-          <Table caption={`Dead letters of ${q.topic}`} rows={q.messages} rowKey={(m) => m.message_id} columns={[
+          <Table caption={`Dead letters of ${queueOwner(q.topic, owners).label}`} rows={q.messages} rowKey={(m) => m.message_id} columns={[
             { key: "fn", label: "Function", render: (m) => <a href={`#/traces?function_id=${encodeURIComponent(m.function_id)}`} onClick={(e) => { e.preventDefault(); navigate(`/traces?function_id=${encodeURIComponent(m.function_id)}`); }}><code>{m.function_id}</code></a> },
             { key: "err", label: "Last error", render: (m) => <span class="error">{m.error}</span> },
             { key: "attempts", label: "Attempts", wide: true, render: (m) => String(m.attempts) },
@@ -119,7 +133,7 @@ function DeadLettersPanel({ iii, navigate }: ScreenProps) {
         <Button variant="danger" id="discard-yes" onClick={() => { const m = discarding!; setDiscarding(undefined); void act(`discarded ${m.message_id}`, () => iii.trigger({ function_id: "iii::queue::discard_message", payload: { queue: m.queue, message_id: m.message_id } })); }}>Discard for good</Button>
         <Button onClick={() => setDiscarding(undefined)}>Keep it</Button>
       </>}>
-        <p>The message for <code>{discarding?.function_id}</code> on <code>{discarding?.queue}</code> is deleted; nothing runs it again.</p>
+        <p>The message for <code>{discarding?.function_id}</code> on {discarding && <QueueName name={discarding.queue} owners={owners} />} is deleted; nothing runs it again.</p>
       </Dialog>
     </Panel>
   );
@@ -132,7 +146,7 @@ interface WatchedKey {
   at: number;
 }
 
-function StatePanel({ iii }: ScreenProps) {
+function StatePanel({ iii, owners }: ScreenProps & { owners: Owners }) {
   const [scope, setScope] = useState<string | undefined>();
   const [watched, setWatched] = useState<Map<string, Map<string, WatchedKey>>>(new Map());
   const [lastEvent, setLastEvent] = useState(0);
@@ -186,7 +200,7 @@ function StatePanel({ iii }: ScreenProps) {
             <ul id="state-scopes" class="list">
               {scopes.map((s) => (
                 <li key={s} data-scope={s} aria-current={s === scope ? "true" : undefined}>
-                  <Button variant="link" onClick={() => setScope(s)} aria-pressed={s === scope ? "true" : "false"}><code>{s}</code></Button>
+                  <Button variant="link" onClick={() => setScope(s)} aria-pressed={s === scope ? "true" : "false"} title={s}>{scopeLabel(s, owners) === s ? <code>{s}</code> : scopeLabel(s, owners)}</Button>
                   {watched.get(s) && <Badge kind="info">{watched.get(s)!.size} changed</Badge>}
                 </li>
               ))}
@@ -199,13 +213,13 @@ function StatePanel({ iii }: ScreenProps) {
             <>
               <h3>Keys changed in <code>{scope}</code> since this screen opened</h3>
               <Table id="state-keys" caption={`Keys of ${scope} seen changing`} rows={keys} rowKey={(k) => k.key} empty="None yet: a write shows here the moment it happens." columns={[
-                { key: "key", label: "Key", render: (k) => <code>{k.key}</code> },
+                { key: "key", label: "Key", render: (k) => <KeyName k={k.key} owners={owners} /> },
                 { key: "value", label: "Value", render: (k) => <code class="cfg" data-state-value={k.key}>{k.event === "state:deleted" ? "(deleted)" : JSON.stringify(k.value)}</code> },
                 { key: "event", label: "Change", wide: true, render: (k) => <><Badge kind={k.event === "state:deleted" ? "warn" : "ok"}>{k.event.replace("state:", "")}</Badge> {new Date(k.at).toLocaleTimeString()}</> },
               ]} />
               <h3>Keys in <code>{scope}</code> <small class="count">({values.data?.length ?? "…"})</small> {values.stale && <small class="stale-tag">stale</small>}</h3>
               <Table id="state-values" caption={`Keys and values of ${scope}`} rows={values.data ?? []} rowKey={(e) => e.key} empty={values.data ? "No keys." : "Loading…"} columns={[
-                { key: "key", label: "Key", render: (e) => <code>{e.key}</code> },
+                { key: "key", label: "Key", render: (e) => <KeyName k={e.key} owners={owners} /> },
                 { key: "value", label: "Value", wide: true, render: (e) => <code class="cfg" data-stored-value={e.key}>{JSON.stringify(e.value)}</code> },
               ]} />
             </>

@@ -8,7 +8,8 @@ import type { BrowserClient } from "@iii-edge/sdk-browser";
 import type { ComponentChildren } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import type { ScreenProps } from "../../app/types.ts";
-import { fmtMs, fmtTime, layout, serviceColour, summarize, type TraceSummary, type WaterfallRow } from "./model.ts";
+import { sessionTitle, shortId, useSessionNames } from "../../app/sessions.ts";
+import { fmtMs, fmtTime, isNoise, layout, serviceColour, serviceColours, summarize, TURN_FUNCTIONS, type TraceSummary, type WaterfallRow } from "./model.ts";
 import { TRACES_CSS } from "./style.ts";
 import { Banner } from "../../ui/index.tsx";
 
@@ -54,6 +55,8 @@ export default function TracesScreen({ iii, status, params, navigate }: ScreenPr
   const traceId = params.get("trace_id") ?? "";
   const functionId = params.get("function_id") ?? "";
   const sessionId = params.get("session_id") ?? "";
+  // `open=turn` (the agent screen's link): open the session's newest turn straight away.
+  const openTurn = params.get("open") === "turn";
   const online = status === "open";
   const go = (p: Record<string, string>) => {
     const q = new URLSearchParams(Object.entries(p).filter(([, v]) => v));
@@ -77,21 +80,32 @@ export default function TracesScreen({ iii, status, params, navigate }: ScreenPr
           <Waterfall iii={iii} online={online} traceId={traceId} />
         </>
       ) : (
-        <TraceList iii={iii} online={online} functionId={functionId} sessionId={sessionId} onFilter={(f, s) => go({ function_id: f, session_id: s })} onOpen={(id) => go({ trace_id: id, function_id: functionId, session_id: sessionId })} />
+        <TraceList
+          iii={iii}
+          online={online}
+          functionId={functionId}
+          sessionId={sessionId}
+          openTurn={openTurn}
+          onFilter={(f, s) => go({ function_id: f, session_id: s })}
+          onOpen={(id) => go({ trace_id: id, function_id: functionId, session_id: sessionId })}
+          // In place of the `open=turn` address, so Back returns to the list rather than here again.
+          onOpenTurn={(id) => location.replace(`#/traces?${new URLSearchParams({ trace_id: id, session_id: sessionId })}`)}
+        />
       )}
     </div>
   );
 }
 
-function TraceList(props: { iii: BrowserClient; online: boolean; functionId: string; sessionId: string; onFilter: (fn: string, sid: string) => void; onOpen: (traceId: string) => void }) {
+function TraceList(props: { iii: BrowserClient; online: boolean; functionId: string; sessionId: string; openTurn: boolean; onFilter: (fn: string, sid: string) => void; onOpen: (traceId: string) => void; onOpenTurn: (traceId: string) => void }) {
   const [traces, setTraces] = useState<TraceSummary[]>();
   const [total, setTotal] = useState(0);
   const [problem, setProblem] = useState<Problem>();
   const [fn, setFn] = useState(props.functionId);
   const [sid, setSid] = useState(props.sessionId);
-  // The console reads a session's tree, state and transcript by its id, so each read is a one-span
-  // trace of its own under that session: hidden unless asked for, or they bury the turns.
-  const [ownReads, setOwnReads] = useState(false);
+  // Discovery and polling (the console reads a session's tree, state and transcript by its id, each
+  // a small trace of its own): hidden unless asked for, or they bury the turns.
+  const [showNoise, setShowNoise] = useState(false);
+  const names = useSessionNames(props.iii, props.online);
   useEffect(() => (setFn(props.functionId), setSid(props.sessionId)), [props.functionId, props.sessionId]);
 
   useEffect(() => {
@@ -104,8 +118,11 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
           payload: { limit: LIST_SPANS, ...(props.functionId ? { function_id: props.functionId } : {}), ...(props.sessionId ? { session_id: props.sessionId } : {}) },
         });
         if (!alive) return;
-        setTraces(summarize(r.spans));
+        const summaries = summarize(r.spans);
+        setTraces(summaries);
         setTotal(r.total);
+        const turn = props.openTurn ? summaries.find((t) => t.function_id !== undefined && TURN_FUNCTIONS.has(t.function_id)) : undefined;
+        if (turn) props.onOpenTurn(turn.trace_id);
         setProblem(undefined);
       } catch (e) {
         if (alive) setProblem(asProblem(e));
@@ -117,12 +134,14 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
       alive = false;
       clearInterval(t);
     };
-  }, [props.online, props.functionId, props.sessionId]);
+  }, [props.online, props.functionId, props.sessionId, props.openTurn]);
 
   const now = Date.now();
   const me = props.iii.workerId;
   const filtered = !!(props.functionId || props.sessionId);
-  const shown = traces?.filter((t) => ownReads || !(t.span_count === 1 && me && t.caller_worker_id === me));
+  const noise = (t: TraceSummary) => isNoise(t) || (t.span_count === 1 && !!me && t.caller_worker_id === me);
+  const shown = traces?.filter((t) => showNoise || !noise(t));
+  const hidden = (traces?.length ?? 0) - (shown?.length ?? 0);
   return (
     <section aria-labelledby="tr-list-h">
       <form
@@ -144,7 +163,7 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
           Filter
         </button>
         <label class="tr-check">
-          <input type="checkbox" id="traces-own-reads" checked={ownReads} onChange={(e) => setOwnReads((e.target as HTMLInputElement).checked)} /> include this tab's one-call reads
+          <input type="checkbox" id="traces-show-noise" checked={showNoise} onChange={(e) => setShowNoise((e.target as HTMLInputElement).checked)} /> show discovery and polling{!showNoise && hidden > 0 ? ` (${hidden} hidden)` : ""}
         </label>
         {(props.functionId || props.sessionId) && (
           <button type="button" class="btn btn-link" onClick={() => props.onFilter("", "")}>
@@ -156,7 +175,8 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
         Recent traces {shown && traces && <small class="tr-muted">({shown.length} of {traces.length} traces from the newest {Math.min(total, LIST_SPANS)} of {total} matching spans)</small>}
       </h3>
       {problem && <StoreMissing problem={problem} />}
-      {shown && shown.length === 0 && <p class="tr-muted">No traces yet{props.functionId || props.sessionId ? " for this filter" : ""}.</p>}
+      {props.openTurn && shown && <p class="tr-muted" role="status" id="traces-waiting-turn">Waiting for this session's turn to show up…</p>}
+      {shown && shown.length === 0 && <p class="tr-muted">No traces yet{props.functionId || props.sessionId ? " for this filter" : ""}{hidden > 0 ? ` (${hidden} discovery and polling traces hidden)` : ""}.</p>}
       {shown && shown.length > 0 && (
         <div class="table-wrap">
           <table id="traces-list" class="tr-table">
@@ -181,7 +201,12 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
                       <button type="button" class="btn btn-link" onClick={() => props.onOpen(t.trace_id)} title={t.trace_id}>
                         {t.name}
                       </button>
-                      {t.session_id && <small class="tr-muted"> {t.session_id}</small>}
+                      {t.session_id && (
+                        <small class="tr-muted" title={t.session_id}>
+                          {" "}
+                          {names.has(t.session_id) ? `${sessionTitle(names.get(t.session_id), t.session_id)} · ${shortId(t.session_id)}` : `session ${shortId(t.session_id)}`}
+                        </small>
+                      )}
                     </th>
                     <td>
                       <span class="tr-chip" style={{ background: serviceColour(t.service_name) }} aria-hidden="true" /> {t.service_name}
@@ -246,6 +271,7 @@ function Waterfall(props: { iii: BrowserClient; online: boolean; traceId: string
       return next;
     });
   const services = useMemo(() => [...new Set(rows.map((r) => r.span.service_name))].sort(), [rows]);
+  const colours = useMemo(() => serviceColours(services), [services.join("\n")]);
   const chosen = rows.find((r) => r.span.span_id === selected);
 
   return (
@@ -269,14 +295,14 @@ function Waterfall(props: { iii: BrowserClient; online: boolean; traceId: string
         <ul class="tr-legend" aria-label="services">
           {services.map((s) => (
             <li key={s}>
-              <span class="tr-chip" style={{ background: serviceColour(s) }} aria-hidden="true" /> {s}
+              <span class="tr-chip" style={{ background: colours.get(s) }} aria-hidden="true" /> {s}
             </li>
           ))}
         </ul>
       )}
       <ol class="tr-waterfall" id="traces-waterfall" aria-label="spans by start time, nested by parent">
         {rows.map((r) => (
-          <Row key={r.span.span_id} row={r} selected={r.span.span_id === selected} collapsed={collapsed.has(r.span.span_id)} onToggle={() => toggle(r.span.span_id)} onSelect={() => setSelected(r.span.span_id === selected ? undefined : r.span.span_id)}>
+          <Row key={r.span.span_id} row={r} colour={colours.get(r.span.service_name) ?? serviceColour(r.span.service_name)} selected={r.span.span_id === selected} collapsed={collapsed.has(r.span.span_id)} onToggle={() => toggle(r.span.span_id)} onSelect={() => setSelected(r.span.span_id === selected ? undefined : r.span.span_id)}>
             {chosen && r.span.span_id === selected && <SpanDetail iii={props.iii} span={chosen.span} row={chosen} />}
           </Row>
         ))}
@@ -299,9 +325,8 @@ function isLive(roots: SpanTreeNode[], nowMs: number): boolean {
   return roots.length === 0 || open || nowMs - last / 1e6 < LIVE_WINDOW_MS;
 }
 
-function Row({ row, selected, collapsed, onToggle, onSelect, children }: { row: WaterfallRow; selected: boolean; collapsed: boolean; onToggle: () => void; onSelect: () => void; children?: ComponentChildren }) {
+function Row({ row, colour, selected, collapsed, onToggle, onSelect, children }: { row: WaterfallRow; colour: string; selected: boolean; collapsed: boolean; onToggle: () => void; onSelect: () => void; children?: ComponentChildren }) {
   const s = row.span;
-  const colour = serviceColour(s.service_name);
   return (
     <li class={`tr-row${selected ? " tr-row-selected" : ""}${s.status === "error" ? " tr-row-error" : ""}`} data-span-id={s.span_id} data-parent-span-id={s.parent_span_id || undefined} data-depth={row.depth} data-status={s.status} data-orphan={row.orphan ? "true" : undefined}>
       {row.childCount > 0 && (

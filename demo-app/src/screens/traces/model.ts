@@ -16,6 +16,10 @@ export interface TraceSummary {
   session_id?: string;
   /** The worker whose call started the trace (`iii.caller.worker_id` of the root). */
   caller_worker_id?: string;
+  /** The function the root span invoked. */
+  function_id?: string;
+  /** The trigger type, when the root is a trigger firing (`trigger <type>`). */
+  trigger_type?: string;
 }
 
 /** Finished: it has an end, and is not the in-progress copy a long span (a turn) is sent as while it runs. */
@@ -56,6 +60,8 @@ export function summarize(spans: Span[]): TraceSummary[] {
       open: list.some((s) => !ended(s)),
       session_id: list.map((s) => attr(s, "iii.session.id", "session_id", "gen_ai.conversation.id")).find(Boolean),
       caller_worker_id: attr(root, "iii.caller.worker_id"),
+      function_id: attr(root, "iii.function_id", "iii.function.id") ?? (root.name.startsWith("invoke ") ? root.name.slice(7) : undefined),
+      trigger_type: attr(root, "iii.trigger.type"),
     });
   }
   return out.sort((a, b) => b.start_ns - a.start_ns);
@@ -108,12 +114,76 @@ export function layout(roots: SpanTreeNode[], nowNs: number, collapsed: Readonly
   return { rows, start_ns: start, end_ns: end };
 }
 
-/** A stable colour per service (hue from the name), so one service reads the same everywhere. */
-export function serviceColour(service: string): string {
+const hueOf = (service: string): number => {
   let h = 0;
   for (let i = 0; i < service.length; i++) h = (h * 31 + service.charCodeAt(i)) >>> 0;
-  return `hsl(${h % 360} 65% 45%)`;
+  return h % 360;
+};
+const colourOf = (hue: number) => `hsl(${Math.round(hue)} 65% 45%)`;
+
+/** A stable colour per service (hue from the name), so one service reads the same everywhere. */
+export const serviceColour = (service: string): string => colourOf(hueOf(service));
+
+/** Hues closer than this read as the same colour on a thin bar. */
+export const MIN_HUE_GAP = 40;
+const GOLDEN_ANGLE = 137.5;
+
+/** The gap a trace of `n` services is held to: MIN_HUE_GAP while the wheel has room, else what
+ * placing each hue in the middle of the widest free arc can always keep (180° / (n − 1)). */
+export const hueGapFor = (n: number): number => (n <= 1 ? MIN_HUE_GAP : Math.min(MIN_HUE_GAP, Math.floor(180 / (n - 1))));
+
+const hueDistance = (a: number, b: number) => Math.min(Math.abs(a - b), 360 - Math.abs(a - b));
+
+/** The middle of the widest arc between taken hues. */
+function widestArcMiddle(taken: readonly number[]): number {
+  const sorted = [...taken].sort((a, b) => a - b);
+  let best = { width: -1, middle: 0 };
+  sorted.forEach((h, i) => {
+    const next = i + 1 < sorted.length ? sorted[i + 1]! : sorted[0]! + 360;
+    if (next - h > best.width) best = { width: next - h, middle: (h + (next - h) / 2) % 360 };
+  });
+  return best.middle;
 }
+
+/** Colours for the services of one trace: each its own `serviceColour` unless a service before it
+ * (by name) already holds a hue within the gap, then moved round the wheel by the golden angle
+ * until clear, or, failing that, into the middle of the widest free arc. Stable for a given set of
+ * names; every pair at least `hueGapFor(n)` apart. */
+export function serviceColours(services: readonly string[]): Map<string, string> {
+  const names = [...new Set(services)].sort();
+  const gap = hueGapFor(names.length);
+  const taken: number[] = [];
+  const out = new Map<string, string>();
+  const clear = (hue: number) => taken.every((t) => hueDistance(t, hue) >= gap);
+  for (const s of names) {
+    let hue = hueOf(s);
+    for (let tries = 0; tries < 12 && !clear(hue); tries++) hue = (hue + GOLDEN_ANGLE) % 360;
+    if (!clear(hue)) hue = widestArcMiddle(taken);
+    taken.push(hue);
+    out.set(s, colourOf(hue));
+  }
+  return out;
+}
+
+/** The engine's discovery chatter: what a worker connecting and the catalog changing cause (as
+ * functions called, or as the trigger types that fire on it). */
+export const DISCOVERY_FUNCTIONS: ReadonlySet<string> = new Set(["engine::functions-available", "engine::workers-available", "engine::workers::register", "engine::channels::create"]);
+/** Function names that only read (the console's and SDKs' polling): `…::list`, `…::get_state`,
+ * `…::info`, a session's `run::events` catch-up. */
+const READ_NAME = /::(list|list_[a-z_]+|get|get_[a-z_]+|info|tree|messages|events|status|children|jobs|dlq_topics|dlq_messages|list_topics|list_groups|list_keys)$/;
+/** A read that fans out further than this is work worth seeing. */
+export const MAX_NOISE_SPANS = 3;
+
+/** Not what a person looks for in a trace list: discovery, or a small read-only call (a screen
+ * polling, a worker looking something up). Hidden by default, behind a toggle. */
+export function isNoise(t: TraceSummary): boolean {
+  const fn = t.function_id ?? "";
+  if (DISCOVERY_FUNCTIONS.has(fn) || DISCOVERY_FUNCTIONS.has(t.trigger_type ?? "")) return true;
+  return t.error_count === 0 && t.span_count <= MAX_NOISE_SPANS && (READ_NAME.test(fn) || fn.startsWith("engine::traces::") || fn.startsWith("engine::logs::"));
+}
+
+/** The functions that start an agent turn: a session's "trace" link opens the newest of these. */
+export const TURN_FUNCTIONS: ReadonlySet<string> = new Set(["run::start", "run::resume", "run::fork"]);
 
 export function fmtMs(ms: number): string {
   const us = Math.round(ms * 1000);

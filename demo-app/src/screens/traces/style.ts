@@ -2,7 +2,8 @@
 // shell's ui.css). Rendered in a <style> by the screen. The waterfall keeps its name column and
 // track side by side down to phone width, where the name column narrows.
 export const TRACES_CSS = `
-.tr-screen { display: grid; gap: .75rem; }
+.tr-screen { display: grid; grid-template-columns: minmax(0, 1fr); gap: .75rem; }
+.tr-screen > * { min-width: 0; }
 .tr-title { margin: 0; }
 .tr-filters { display: flex; flex-wrap: wrap; gap: .5rem; align-items: end; }
 .tr-filters label { display: grid; gap: .2rem; font-size: .9rem; }
