@@ -43,7 +43,7 @@ function firstText(iii: BrowserClient, session_id: string): Promise<string | und
       .trigger<unknown, { messages: { message: { role: string; content: unknown } }[] } | undefined>({ function_id: "session-tree::messages", payload: { session_id, limit: 1 } })
       .then((r) => {
         const m = r?.messages[0]?.message;
-        if (!m || m.role !== "user") return undefined;
+        if (m?.role !== "user") return undefined;
         const c = m.content;
         const text = typeof c === "string" ? c : Array.isArray(c) ? c.map((b: { type?: string; text?: string }) => (b?.type === "text" ? (b.text ?? "") : "")).join("") : "";
         return text.trim() || undefined;

@@ -59,6 +59,7 @@ export function resolve(s: JsonSchema | boolean | undefined, root: JsonSchema, d
       const { allOf, ...rest } = cur;
       cur = allOf.reduce<JsonSchema>((acc, part) => {
         const p = resolve(part, root, depth + 1).schema;
+        // biome-ignore lint/performance/noAccumulatingSpread: an allOf has a handful of parts
         return { ...acc, ...p, properties: { ...acc.properties, ...p.properties }, required: [...(acc.required ?? []), ...(p.required ?? [])] };
       }, rest);
       continue;

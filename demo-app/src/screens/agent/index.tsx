@@ -1,4 +1,4 @@
-// The agent console (issue 14): pick a provider and model, start a turn, watch it stream, answer
+// The agent console: pick a provider and model, start a turn, watch it stream, answer
 // approvals (in any tab watching the session — the decision is a harness call and every follower
 // sees its events), steer, stop, see the budget, the session tree (fork, switch branch, resume) and
 // the sub-agents. It talks only to the engine, through this tab's worker connection and the

@@ -1,4 +1,4 @@
-// The traces screen (issue 12's waterfall page): recent traces from the engine's trace store,
+// The traces screen (the waterfall page): recent traces from the engine's trace store,
 // filtered by function id or session id (`#/traces?function_id=…`, `?session_id=…`, as the
 // catalog and the agent console link here), and one trace (`?trace_id=…`) as a waterfall — bars
 // placed by time, nested by the span tree, coloured by service, errors marked. A span opens to its
