@@ -17,7 +17,9 @@ const tsc = path.join(repoRoot, "node_modules", ".bin", "tsc");
 /** Every file under `dir`, recursively. */
 function files(dir) {
   if (!existsSync(dir)) return [];
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(path.join(dir, e.name)) : [path.join(dir, e.name)],
+  );
 }
 
 const readPkg = (dir) => JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8"));
@@ -30,7 +32,11 @@ function stale(dir) {
   const out = files(path.join(dir, "dist"));
   if (out.length === 0) return true;
   const built = Math.min(...out.map((f) => statSync(f).mtimeMs));
-  const inputs = [...files(path.join(dir, "src")), ...["package.json", "tsconfig.json", "tsconfig.build.json"].map((f) => path.join(dir, f)), path.join(repoRoot, "tsconfig.base.json")];
+  const inputs = [
+    ...files(path.join(dir, "src")),
+    ...["package.json", "tsconfig.json", "tsconfig.build.json"].map((f) => path.join(dir, f)),
+    path.join(repoRoot, "tsconfig.base.json"),
+  ];
   return inputs.some((f) => statSync(f).mtimeMs > built);
 }
 

@@ -39,7 +39,11 @@ const SCREENS: { name: string; route: (ctx: { session: string }) => string; stag
     name: "traces",
     route: ({ session }) => `/traces?session_id=${encodeURIComponent(session)}&open=turn`,
     stage: async (page) => {
-      await until(async () => ((await page.locator("#traces-waterfall > li").count()) > 5 ? true : undefined), "the turn's waterfall", 30_000);
+      await until(
+        async () => ((await page.locator("#traces-waterfall > li").count()) > 5 ? true : undefined),
+        "the turn's waterfall",
+        30_000,
+      );
     },
   },
   {

@@ -23,7 +23,10 @@ export function migrationsStamp(configPath) {
   const abs = path.resolve(path.dirname(configPath), dir);
   if (!existsSync(abs)) return undefined;
   const h = createHash("sha256").update(`${id}\n`);
-  for (const f of readdirSync(abs).filter((n) => n.endsWith(".sql")).sort()) h.update(`${f}\n`).update(readFileSync(path.join(abs, f)));
+  for (const f of readdirSync(abs)
+    .filter((n) => n.endsWith(".sql"))
+    .sort())
+    h.update(`${f}\n`).update(readFileSync(path.join(abs, f)));
   return h.digest("hex");
 }
 

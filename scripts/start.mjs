@@ -36,7 +36,14 @@ const wrangler = path.join(root, "node_modules", ".bin", "wrangler");
 // X_LOCAL_OBSERVABILITY off: wrangler dev's local trace collector records every WebSocket message
 // as an event of its own, which under a burst of frames costs the machine more than the engine does
 // (4 × 15,000 frames: 188 s of CPU and 1.5 GB with it, 1 s and 166 MB without; tests/bench/ws-sink/).
-const env = { ...process.env, PATH: `${path.join(root, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false", X_LOCAL_OBSERVABILITY: process.env.X_LOCAL_OBSERVABILITY ?? "false" };
+const env = {
+  ...process.env,
+  PATH: `${path.join(root, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+  WRANGLER_SEND_METRICS: "false",
+  WRANGLER_HIDE_BANNER: "true",
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+  X_LOCAL_OBSERVABILITY: process.env.X_LOCAL_OBSERVABILITY ?? "false",
+};
 
 // Another wrangler config than the root's (tests compose extra Worker-hosted functions this way).
 const configArgs = process.env.III_WRANGLER_CONFIG ? ["--config", path.resolve(root, process.env.III_WRANGLER_CONFIG)] : [];
@@ -75,7 +82,9 @@ function localQueues(text) {
   }
   if (!queues || typeof queues !== "object" || Array.isArray(queues)) return { text, simulated: [] };
   if (!queues.default) queues.default = {};
-  const cloud = Object.keys(queues).filter((n) => queues[n] && typeof queues[n] === "object" && (queues[n].backend ?? "cloudflare") === "cloudflare");
+  const cloud = Object.keys(queues).filter(
+    (n) => queues[n] && typeof queues[n] === "object" && (queues[n].backend ?? "cloudflare") === "cloudflare",
+  );
   if (LOCAL_QUEUES === "cloudflare") return { text, simulated: cloud.sort() };
   for (const n of cloud) queues[n] = { ...queues[n], backend: "durable" };
   return { text: JSON.stringify(queues), simulated: [] };
@@ -89,7 +98,9 @@ const SIMULATOR_WARNING = queues.simulated.length
   : undefined;
 
 // D1 migrations, when the state dir is not migrated to the current ones already (d1-migrations.mjs).
-const stamp = migrationsStamp(process.env.III_WRANGLER_CONFIG ? path.resolve(root, process.env.III_WRANGLER_CONFIG) : path.join(root, "wrangler.toml"));
+const stamp = migrationsStamp(
+  process.env.III_WRANGLER_CONFIG ? path.resolve(root, process.env.III_WRANGLER_CONFIG) : path.join(root, "wrangler.toml"),
+);
 if (!isMigrated(stateDir, stamp)) {
   const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", stateDir, ...configArgs], {
     cwd: root,
@@ -105,7 +116,19 @@ if (!isMigrated(stateDir, stamp)) {
 // III_MIGRATE_ONLY=1: prepare the state dir and stop (the test helper keeps a migrated template).
 if (process.env.III_MIGRATE_ONLY === "1") process.exit(0);
 
-const args = ["dev", ...configArgs, "--ip", "127.0.0.1", "--port", port, "--persist-to", stateDir, "--show-interactive-dev-session=false", "--log-level", process.env.III_LOG_LEVEL || "warn"];
+const args = [
+  "dev",
+  ...configArgs,
+  "--ip",
+  "127.0.0.1",
+  "--port",
+  port,
+  "--persist-to",
+  stateDir,
+  "--show-interactive-dev-session=false",
+  "--log-level",
+  process.env.III_LOG_LEVEL || "warn",
+];
 if (process.env.III_INSPECTOR_PORT) args.push("--inspector-port", process.env.III_INSPECTOR_PORT);
 // Extra Worker vars as a JSON object, e.g. III_DEV_VARS='{"QUEUES":"{…}"}' (values may hold commas);
 // QUEUES among them as localQueues() made it.
@@ -117,10 +140,28 @@ const AUTH_VARS = ["AUTH_SECRET", "AUTH_FUNCTION", "ALLOWED_ORIGINS"];
 const RBAC_VARS = ["RBAC"];
 /** What the harness workers read (deploy/harness.ts): provider endpoints and keys, the key stored
  * credentials are encrypted with, the disable list. */
-const HARNESS_VARS = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CREDENTIALS_KEY", "HARNESS_DISABLE", "MODELS_OVERRIDES"];
+const HARNESS_VARS = [
+  "OPENAI_API_KEY",
+  "OPENAI_BASE_URL",
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_BASE_URL",
+  "CREDENTIALS_KEY",
+  "HARNESS_DISABLE",
+  "MODELS_OVERRIDES",
+];
 /** Observability (engine-do/src/core/telemetry/config.ts): tracing switch, sampling, retention,
  * and the OTLP collector spans, logs and metrics are exported to. */
-const TELEMETRY_VARS = ["TRACING", "TRACE_STORE", "TRACE_SAMPLE_RATIO", "TRACE_RATE_LIMIT", "TRACES_MAX_AGE_MS", "TRACES_MAX_SPANS", "TRACES_MAX_BYTES", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"];
+const TELEMETRY_VARS = [
+  "TRACING",
+  "TRACE_STORE",
+  "TRACE_SAMPLE_RATIO",
+  "TRACE_RATE_LIMIT",
+  "TRACES_MAX_AGE_MS",
+  "TRACES_MAX_SPANS",
+  "TRACES_MAX_BYTES",
+  "OTEL_EXPORTER_OTLP_ENDPOINT",
+  "OTEL_EXPORTER_OTLP_HEADERS",
+];
 /** Which functions the MCP server at /mcp offers as tools (workers/mcp/README.md). */
 const MCP_VARS = ["MCP_EXPOSE"];
 /** The console's sign-in (demo-app/edge/console-token.ts): the credential a person types, and the
@@ -135,7 +176,8 @@ const CREDENTIALS_KEY_BYTES = 32;
 /** `.dev.vars` as wrangler reads it when no env file is given: dotenv 16's `parse` (no expansion).
  * Once we pass --env-file, wrangler skips .dev.vars, so its values are carried over into our file. */
 function parseDotenv(text) {
-  const LINE = /(?:^|^)\s*(?:export\s+)?([\w.-]+)(?:\s*=\s*?|:\s+?)(\s*'(?:\\'|[^'])*'|\s*"(?:\\"|[^"])*"|\s*`(?:\\`|[^`])*`|[^#\r\n]+)?\s*(?:#.*)?(?:$|$)/gm;
+  const LINE =
+    /(?:^|^)\s*(?:export\s+)?([\w.-]+)(?:\s*=\s*?|:\s+?)(\s*'(?:\\'|[^'])*'|\s*"(?:\\"|[^"])*"|\s*`(?:\\`|[^`])*`|[^#\r\n]+)?\s*(?:#.*)?(?:$|$)/gm;
   const out = {};
   for (const m of text.replace(/\r\n?/gm, "\n").matchAll(LINE)) {
     let value = (m[2] || "").trim();
@@ -175,7 +217,8 @@ function envLines(key, value, helpers) {
     if (kind) {
       const name = `${ENVFILE_HELPER}${kind}_${run}`;
       const slashes = "\\".repeat(run);
-      if (!helpers.has(name)) helpers.set(name, kind === "SQ" ? `${name}="${slashes}'"` : kind === "CR" ? `${name}="${slashes}\\r"` : `${name}=${slashes}`);
+      if (!helpers.has(name))
+        helpers.set(name, kind === "SQ" ? `${name}="${slashes}'"` : kind === "CR" ? `${name}="${slashes}\\r"` : `${name}=${slashes}`);
       out += `\${${name}}`;
       i = kind === "BS" ? j : j + 1;
     } else if (run > 0) {
@@ -222,7 +265,8 @@ const devVarsPath = path.join(root, ".dev.vars");
 const devVarsText = existsSync(devVarsPath) ? readFileSync(devVarsPath, "utf8") : "";
 // .dev.vars first, the environment after it: later values win.
 const settings = { ...parseDotenv(devVarsText) };
-for (const k of [...AUTH_VARS, ...RBAC_VARS, ...HARNESS_VARS, ...TELEMETRY_VARS, ...MCP_VARS, ...CONSOLE_VARS]) if (process.env[k]) settings[k] = process.env[k];
+for (const k of [...AUTH_VARS, ...RBAC_VARS, ...HARNESS_VARS, ...TELEMETRY_VARS, ...MCP_VARS, ...CONSOLE_VARS])
+  if (process.env[k]) settings[k] = process.env[k];
 // This run's console code: with AUTH_SECRET, a local page gets a console token only with it (a
 // page a tenant's route serves from this same origin has none). Made fresh on every start and
 // printed in the console's URL, never on a command line; CONSOLE_CODE in the environment wins
@@ -271,7 +315,11 @@ try {
 }
 const base = `http://127.0.0.1:${port}`;
 console.log(`iii-edge engine starting on ${base} (state: ${path.relative(root, stateDir) || "."})`);
-console.log(hasAuth ? "auth: tokens required (mint one with `npm run -s token -- --sub NAME`)" : "warning: no AUTH_SECRET set — the engine is open to loopback clients (set AUTH_SECRET to require tokens)");
+console.log(
+  hasAuth
+    ? "auth: tokens required (mint one with `npm run -s token -- --sub NAME`)"
+    : "warning: no AUTH_SECRET set — the engine is open to loopback clients (set AUTH_SECRET to require tokens)",
+);
 if (SIMULATOR_WARNING) console.warn(SIMULATOR_WARNING);
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => child.kill(sig));
 child.on("exit", (code, signal) => {
@@ -300,7 +348,9 @@ async function announceWhenHealthy() {
     }
     if (!saidSlow && Date.now() - started > READY_SLOW_MS) {
       saidSlow = true;
-      console.warn(`iii-edge: ${base}/healthz has not answered after ${READY_SLOW_MS / 1000} s; still waiting (see wrangler's output above)`);
+      console.warn(
+        `iii-edge: ${base}/healthz has not answered after ${READY_SLOW_MS / 1000} s; still waiting (see wrangler's output above)`,
+      );
     }
     await new Promise((r) => setTimeout(r, READY_POLL_MS));
   }

@@ -24,7 +24,13 @@ const fail = (message: string): never => {
   console.error(`token: ${message}`);
   process.exit(2);
 };
-const list = (v: string | undefined) => (v === undefined ? undefined : v.split(",").map((s) => s.trim()).filter(Boolean));
+const list = (v: string | undefined) =>
+  v === undefined
+    ? undefined
+    : v
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
 
 function secret(): string {
   if (process.env.AUTH_SECRET) return process.env.AUTH_SECRET;

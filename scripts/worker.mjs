@@ -71,7 +71,10 @@ const headers = process.env.III_TOKEN ? { Authorization: `Bearer ${process.env.I
 
 let running;
 try {
-  running = typeof entry.run === "function" ? entry.run(url, { env, headers, workerName: name }) : runWorkers(url, [entry.worker], { env, headers, workerName: name });
+  running =
+    typeof entry.run === "function"
+      ? entry.run(url, { env, headers, workerName: name })
+      : runWorkers(url, [entry.worker], { env, headers, workerName: name });
 } catch (e) {
   // A setting the worker cannot use (e.g. MCP_SERVERS that is not JSON): its message, not a stack.
   console.error(`worker ${name}: ${e instanceof Error ? e.message : String(e)}`);
@@ -81,7 +84,10 @@ try {
  * retrying quietly: an engine still starting is normal). */
 const UNREACHABLE_NOTICE_MS = 5_000;
 let connectedOnce = false;
-const notice = setTimeout(() => console.error(`worker ${name}: cannot connect to ${url} yet; retrying (is the engine up? does it want III_TOKEN?)`), UNREACHABLE_NOTICE_MS);
+const notice = setTimeout(
+  () => console.error(`worker ${name}: cannot connect to ${url} yet; retrying (is the engine up? does it want III_TOKEN?)`),
+  UNREACHABLE_NOTICE_MS,
+);
 running.client.addConnectionStateListener((state) => {
   if (state === "connected") {
     clearTimeout(notice);

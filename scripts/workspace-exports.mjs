@@ -19,9 +19,14 @@ export function workspaceExports() {
   for (const dir of workspaceDirs()) {
     const pkg = JSON.parse(readFileSync(path.join(repoRoot, dir, "package.json"), "utf8"));
     for (const [sub, target] of Object.entries(pkg.exports ?? {})) {
-      const source = typeof target === "string" ? target : target[SOURCE_CONDITION] ?? target.default;
+      const source = typeof target === "string" ? target : (target[SOURCE_CONDITION] ?? target.default);
       if (typeof source !== "string") continue;
-      out.push({ name: pkg.name, dir, specifier: sub === "." ? pkg.name : `${pkg.name}/${sub.slice(2)}`, source: path.join(repoRoot, dir, source) });
+      out.push({
+        name: pkg.name,
+        dir,
+        specifier: sub === "." ? pkg.name : `${pkg.name}/${sub.slice(2)}`,
+        source: path.join(repoRoot, dir, source),
+      });
     }
   }
   return out;

@@ -36,18 +36,25 @@ async function measure(ctx: BrowserContext, url: string, ready: string): Promise
     requests += 1;
   });
   // The page records the moment `ready` (a JS expression) first holds.
-  await page.addInitScript(`(() => { const t = setInterval(() => { try { if (${ready}) { window.__tti = performance.now(); clearInterval(t); } } catch {} }, ${TTI_POLL_MS}); })()`);
+  await page.addInitScript(
+    `(() => { const t = setInterval(() => { try { if (${ready}) { window.__tti = performance.now(); clearInterval(t); } } catch {} }, ${TTI_POLL_MS}); })()`,
+  );
   await page.goto(url);
   await page.waitForFunction("window.__tti !== undefined", undefined, { timeout: LOAD_TIMEOUT_MS, polling: 50 });
   await page.waitForLoadState("networkidle");
-  const { tti, dcl } = (await page.evaluate(`({ tti: window.__tti, dcl: performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd })`)) as { tti: number; dcl: number };
+  const { tti, dcl } = (await page.evaluate(
+    `({ tti: window.__tti, dcl: performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd })`,
+  )) as { tti: number; dcl: number };
   await page.close();
   return { bytes, requests, ttiMs: tti, dclMs: dcl };
 }
 
 const engine = await startEngine();
 const pages = {
-  console: { url: `${engine.url}/#/catalog`, ready: `document.querySelector('#status[data-status="open"]') && document.querySelector("#functions li")` },
+  console: {
+    url: `${engine.url}/#/catalog`,
+    ready: `document.querySelector('#status[data-status="open"]') && document.querySelector("#functions li")`,
+  },
   baseline: { url: `${engine.url}/test-tab.html?name=bench-tab`, ready: `document.getElementById("status")?.textContent === "connected"` },
 };
 const results: Record<keyof typeof pages, Load[]> = { console: [], baseline: [] };
@@ -73,6 +80,10 @@ const med = (name: keyof typeof pages, k: keyof Load) => median(results[name].ma
 console.log(`console first load, cold cache, local engine — medians of ${RUNS} runs (fresh Chromium profile each)`);
 console.log("page                 bytes (wire)  requests  DOMContentLoaded ms  interactive ms");
 for (const name of ["console", "baseline"] as const) {
-  console.log(`${name.padEnd(20)} ${fmt(med(name, "bytes"), 0).padStart(12)}  ${fmt(med(name, "requests"), 0).padStart(8)}  ${fmt(med(name, "dclMs")).padStart(19)}  ${fmt(med(name, "ttiMs")).padStart(14)}`);
+  console.log(
+    `${name.padEnd(20)} ${fmt(med(name, "bytes"), 0).padStart(12)}  ${fmt(med(name, "requests"), 0).padStart(8)}  ${fmt(med(name, "dclMs")).padStart(19)}  ${fmt(med(name, "ttiMs")).padStart(14)}`,
+  );
 }
-console.log(`ratio console/baseline: bytes ${fmt(med("console", "bytes") / med("baseline", "bytes"), 2)}×, interactive ${fmt(med("console", "ttiMs") / med("baseline", "ttiMs"), 2)}×`);
+console.log(
+  `ratio console/baseline: bytes ${fmt(med("console", "bytes") / med("baseline", "bytes"), 2)}×, interactive ${fmt(med("console", "ttiMs") / med("baseline", "ttiMs"), 2)}×`,
+);

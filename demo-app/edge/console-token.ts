@@ -36,13 +36,47 @@ export const CONSOLE_BIND = ["engine::functions-available", "engine::workers-ava
  * the operator lists it in CONSOLE_CALL.
  */
 export const CONSOLE_CALLS: readonly string[] = [
-  "engine::functions::list", "engine::functions::info", "engine::workers::list", "engine::triggers::list", "engine::registered-triggers::list",
-  "engine::traces::list", "engine::traces::tree", "engine::logs::list", "engine::cron::jobs",
-  "engine::queue::list_topics", "engine::queue::dlq_topics", "engine::queue::dlq_messages", "iii::queue::redrive", "iii::queue::redrive_message", "iii::queue::discard_message",
-  "state::get", "state::set", "state::list", "state::list_keys", "state::list_groups",
-  "run::start", "run::resume", "run::steer", "run::fork", "run::events", "turn::get_state", "turn::stop", "approval::resolve", "harness::children",
-  "session-tree::list", "session-tree::get", "session-tree::tree", "session-tree::messages", "session-tree::set_active_leaf",
-  "models::list", "budget::list", "budget::get", "budget::create", "auth::status", "auth::list_providers", "auth::set_token",
+  "engine::functions::list",
+  "engine::functions::info",
+  "engine::workers::list",
+  "engine::triggers::list",
+  "engine::registered-triggers::list",
+  "engine::traces::list",
+  "engine::traces::tree",
+  "engine::logs::list",
+  "engine::cron::jobs",
+  "engine::queue::list_topics",
+  "engine::queue::dlq_topics",
+  "engine::queue::dlq_messages",
+  "iii::queue::redrive",
+  "iii::queue::redrive_message",
+  "iii::queue::discard_message",
+  "state::get",
+  "state::set",
+  "state::list",
+  "state::list_keys",
+  "state::list_groups",
+  "run::start",
+  "run::resume",
+  "run::steer",
+  "run::fork",
+  "run::events",
+  "turn::get_state",
+  "turn::stop",
+  "approval::resolve",
+  "harness::children",
+  "session-tree::list",
+  "session-tree::get",
+  "session-tree::tree",
+  "session-tree::messages",
+  "session-tree::set_active_leaf",
+  "models::list",
+  "budget::list",
+  "budget::get",
+  "budget::create",
+  "auth::status",
+  "auth::list_providers",
+  "auth::set_token",
   `${CONSOLE_REGISTER_PREFIX}*`,
 ];
 /** Most extra CONSOLE_CALL globs (a grant's `call` holds at most 256 entries). */
@@ -71,7 +105,8 @@ const json = (status: number, body: unknown) =>
 /** Why a browser request is not the engine's own page's, or undefined (also for non-browsers). */
 function notOwnPage(req: Request): string | undefined {
   const site = req.headers.get("sec-fetch-site");
-  if (site !== null && site.toLowerCase() !== "same-origin") return `the console token is handed to the engine's own page only (this request is ${site})`;
+  if (site !== null && site.toLowerCase() !== "same-origin")
+    return `the console token is handed to the engine's own page only (this request is ${site})`;
   const origin = req.headers.get("origin");
   if (origin !== null && origin !== new URL(req.url).origin) return "the console token is handed to the engine's own page only";
   return undefined;
@@ -79,7 +114,11 @@ function notOwnPage(req: Request): string | undefined {
 
 /** The call globs of a console token: the screens' own and the operator's CONSOLE_CALL. */
 export function consoleCalls(env: ConsoleTokenEnv): string[] {
-  const extra = (env.CONSOLE_CALL ?? "").split(",").map((g) => g.trim()).filter((g) => GLOB.test(g)).slice(0, MAX_EXTRA_CALLS);
+  const extra = (env.CONSOLE_CALL ?? "")
+    .split(",")
+    .map((g) => g.trim())
+    .filter((g) => GLOB.test(g))
+    .slice(0, MAX_EXTRA_CALLS);
   return [...new Set([...CONSOLE_CALLS, ...extra])];
 }
 
@@ -113,18 +152,24 @@ export async function consoleToken(req: Request, env: ConsoleTokenEnv): Promise<
   let sub: string | undefined;
   let message: string;
   if (presented !== undefined) {
-    if (env.CONSOLE_CREDENTIAL && presented.length <= MAX_CREDENTIAL_CHARS && (await sameSecret(presented, env.CONSOLE_CREDENTIAL))) sub = "console";
+    if (env.CONSOLE_CREDENTIAL && presented.length <= MAX_CREDENTIAL_CHARS && (await sameSecret(presented, env.CONSOLE_CREDENTIAL)))
+      sub = "console";
     message = env.CONSOLE_CREDENTIAL ? "wrong console credential" : noCredentialMessage;
   } else if (isLocalClient(req) && env.CONSOLE_CODE) {
     if (code !== undefined && code.length <= MAX_CODE_CHARS && (await sameSecret(code, env.CONSOLE_CODE))) sub = "console@loopback";
-    message = code === undefined
-      ? "open the console from the URL `npm start` printed (it carries this run's console code), or sign in with the console credential"
-      : "wrong console code: it changes on every `npm start`; open the URL this run printed";
+    message =
+      code === undefined
+        ? "open the console from the URL `npm start` printed (it carries this run's console code), or sign in with the console credential"
+        : "wrong console code: it changes on every `npm start`; open the URL this run printed";
   } else {
     message = !env.CONSOLE_CREDENTIAL ? noCredentialMessage : "sign in with the console credential";
   }
   if (!sub) return json(401, { error: { code: "unauthorized", message } });
-  const token = await mintToken(env.AUTH_SECRET, { sub, ns: [ns], call: consoleCalls(env), register: [CONSOLE_REGISTER_PREFIX], bind: CONSOLE_BIND, sessions: ["*"] }, CONSOLE_TOKEN_TTL_S);
+  const token = await mintToken(
+    env.AUTH_SECRET,
+    { sub, ns: [ns], call: consoleCalls(env), register: [CONSOLE_REGISTER_PREFIX], bind: CONSOLE_BIND, sessions: ["*"] },
+    CONSOLE_TOKEN_TTL_S,
+  );
   return json(200, { token, sub, ns, expires_at: Math.floor(Date.now() / 1000) + CONSOLE_TOKEN_TTL_S });
 }
 

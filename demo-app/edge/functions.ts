@@ -20,10 +20,18 @@ export class DemoEdgeFunctions extends FunctionHost<DemoEnv> {
     // A Worker-hosted function can be bound to triggers too: this one serves GET /hello/:name.
     this.function(
       "edge::hello-http",
-      (req: { path_params: { name: string } }) => ({ status_code: 200, body: { greeting: `Hello, ${req.path_params.name}! (from a Worker)` } }),
+      (req: { path_params: { name: string } }) => ({
+        status_code: 200,
+        body: { greeting: `Hello, ${req.path_params.name}! (from a Worker)` },
+      }),
       { description: "Serves GET /hello/:name from a Worker, through an http trigger" },
     );
-    this.trigger({ id: "edge-hello-http", trigger_type: "http", function_id: "edge::hello-http", config: { api_path: "hello/:name", http_method: "GET" } });
+    this.trigger({
+      id: "edge-hello-http",
+      trigger_type: "http",
+      function_id: "edge::hello-http",
+      config: { api_path: "hello/:name", http_method: "GET" },
+    });
 
     // A Worker calling any function through the engine — e.g. one a browser tab registered.
     this.function(

@@ -167,7 +167,8 @@ export function foreignOriginRefusal(req: Request, env: AuthConfig): string | un
   // port), so its Sec-Fetch-Site cannot vouch for it: the Origin it cannot forge does.
   if (origin !== null && allowedOrigins(env).has(origin)) return undefined;
   const site = req.headers.get("sec-fetch-site");
-  if (site !== null && !OWN_FETCH_SITES.has(site.toLowerCase())) return `this engine has no AUTH_SECRET and serves its own pages and local programs only: a ${site} request from a web page is refused`;
+  if (site !== null && !OWN_FETCH_SITES.has(site.toLowerCase()))
+    return `this engine has no AUTH_SECRET and serves its own pages and local programs only: a ${site} request from a web page is refused`;
   if (origin !== null && origin !== url.origin) {
     return `this engine has no AUTH_SECRET and serves its own pages and local programs only: a request from the web origin ${origin.slice(0, 100)} is refused`;
   }
@@ -202,7 +203,9 @@ export function authMode(env: AuthConfig): AuthMode {
   return env.AUTH_SECRET || env.AUTH_FUNCTION ? "token" : "open";
 }
 
-export type AuthResult = { ok: true; grant: Grant; viaProtocol: boolean } | { ok: false; status: 401 | 403 | 503; code: string; message: string };
+export type AuthResult =
+  | { ok: true; grant: Grant; viaProtocol: boolean }
+  | { ok: false; status: 401 | 403 | 503; code: string; message: string };
 
 /** The token a request carries, and whether it came as a WebSocket subprotocol. */
 export function tokenOf(req: Request): { token: string; viaProtocol: boolean } | undefined {
@@ -237,7 +240,8 @@ export async function authenticate(
 ): Promise<AuthResult> {
   const result = await identify(req, namespace, env, callDefault);
   if (!result.ok) return result;
-  if (result.grant.exp !== undefined && result.grant.exp * 1000 <= Date.now()) return { ok: false, status: 401, code: "unauthorized", message: "token expired" };
+  if (result.grant.exp !== undefined && result.grant.exp * 1000 <= Date.now())
+    return { ok: false, status: 401, code: "unauthorized", message: "token expired" };
   if (!mayUseNamespace(result.grant, namespace)) {
     return { ok: false, status: 403, code: "forbidden", message: `'${result.grant.sub}' may not use namespace '${namespace}'` };
   }
@@ -262,7 +266,12 @@ async function identify(
     tokenProblem = check.reason;
   }
   if (env.AUTH_FUNCTION) return askAuthFunction(req, namespace, env.AUTH_FUNCTION, presented?.viaProtocol ?? false, callDefault);
-  return { ok: false, status: 401, code: "unauthorized", message: tokenProblem ?? "a token is required: send `Authorization: Bearer <token>` (mint one with `npm run token -- --sub NAME`)" };
+  return {
+    ok: false,
+    status: 401,
+    code: "unauthorized",
+    message: tokenProblem ?? "a token is required: send `Authorization: Bearer <token>` (mint one with `npm run token -- --sub NAME`)",
+  };
 }
 
 async function askAuthFunction(
@@ -288,21 +297,35 @@ async function askAuthFunction(
   }
   if (!out.ok) {
     // The auth function is down or failed: nobody gets in (fail closed), and the client learns why.
-    const status = out.error.code === "function_not_found" || out.error.code === "timeout" || out.error.code === "invocation_stopped" ? 503 : 401;
+    const status =
+      out.error.code === "function_not_found" || out.error.code === "timeout" || out.error.code === "invocation_stopped" ? 503 : 401;
     return { ok: false, status, code: "unauthorized", message: `auth function ${functionId} failed: ${out.error.code}` };
   }
   const answer = authFunctionOutput.safeParse(out.result);
-  if (!answer.success) return { ok: false, status: 401, code: "unauthorized", message: `auth function ${functionId} answered something that is not a grant` };
-  if (answer.data.allowed === false) return { ok: false, status: 401, code: "unauthorized", message: answer.data.reason ?? "refused by the auth function" };
+  if (!answer.success)
+    return { ok: false, status: 401, code: "unauthorized", message: `auth function ${functionId} answered something that is not a grant` };
+  if (answer.data.allowed === false)
+    return { ok: false, status: 401, code: "unauthorized", message: answer.data.reason ?? "refused by the auth function" };
   const { allowed: _allowed, ...grant } = answer.data;
   const parsed = grantSchema.safeParse(grant);
-  if (!parsed.success) return { ok: false, status: 401, code: "unauthorized", message: `auth function ${functionId} answered a malformed grant` };
-  if (isReservedSub(parsed.data.sub)) return { ok: false, status: 401, code: "unauthorized", message: `auth function ${functionId} answered the reserved sub '${parsed.data.sub}'` };
+  if (!parsed.success)
+    return { ok: false, status: 401, code: "unauthorized", message: `auth function ${functionId} answered a malformed grant` };
+  if (isReservedSub(parsed.data.sub))
+    return {
+      ok: false,
+      status: 401,
+      code: "unauthorized",
+      message: `auth function ${functionId} answered the reserved sub '${parsed.data.sub}'`,
+    };
   return { ok: true, grant: parsed.data, viaProtocol };
 }
 
 /** `authenticate` for the engine Worker: AUTH_FUNCTION is answered by the default namespace's engine. */
-export function authenticateRequest(req: Request, env: AuthConfig & { ENGINE: { getByName(name: string): EngineRpc } }, namespace: string): Promise<AuthResult> {
+export function authenticateRequest(
+  req: Request,
+  env: AuthConfig & { ENGINE: { getByName(name: string): EngineRpc } },
+  namespace: string,
+): Promise<AuthResult> {
   return authenticate(req, namespace, env, (function_id, payload, timeout_ms) => {
     // Typed by protocol's contract (the Worker's Env passes: its stub is an EngineRpc).
     const engine: EngineRpc = env.ENGINE.getByName("default");

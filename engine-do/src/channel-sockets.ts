@@ -17,7 +17,12 @@ import { z } from "zod";
 import { CHANNEL_DIRECTIONS, type ChannelDirection } from "@iii-edge/protocol";
 import { CLOSE, type ChannelHub, type ChannelItem, type ChannelSocketPort } from "./core/channels/hub.ts";
 
-export const channelAttachment = z.object({ v: z.literal(1), kind: z.literal("channel"), channel_id: z.string(), dir: z.enum(CHANNEL_DIRECTIONS) });
+export const channelAttachment = z.object({
+  v: z.literal(1),
+  kind: z.literal("channel"),
+  channel_id: z.string(),
+  dir: z.enum(CHANNEL_DIRECTIONS),
+});
 const TAG = "channel";
 const REFUSED_TAG = "channel-refused";
 /** One tag per end: `getWebSockets(tag)` finds the socket after hibernation (tags ≤ 256 chars). */
@@ -119,7 +124,8 @@ export class ChannelSockets implements ChannelSocketPort {
     }
     const key = url.searchParams.get("key") ?? "";
     const dir = url.searchParams.get("dir");
-    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return json(426, "invalid_arguments", "channels need a WebSocket upgrade");
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket")
+      return json(426, "invalid_arguments", "channels need a WebSocket upgrade");
     if (dir !== "read" && dir !== "write") return json(400, "invalid_arguments", "dir must be read or write");
     const verdict = this.hub.authorize(id, key, dir);
     if (verdict === "not_found") return json(404, "not_found", "Not Found");

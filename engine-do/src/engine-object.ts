@@ -25,18 +25,40 @@ import type { HttpTriggerRequest, HttpTriggerResponse } from "./core/triggers/ht
 import { ChannelSockets, channelAttachment } from "./channel-sockets.ts";
 import { StreamSockets } from "./stream-sockets.ts";
 import { FLOOD_CLOSE_CODE, isReservedSub } from "@iii-edge/protocol";
-import { CHANNEL_FRAMES, CONTROL_FRAMES, STREAM_SOCKET_FRAMES, SocketBudget, floodCloseReason, type FrameLimits } from "./core/socket-budget.ts";
+import {
+  CHANNEL_FRAMES,
+  CONTROL_FRAMES,
+  STREAM_SOCKET_FRAMES,
+  SocketBudget,
+  floodCloseReason,
+  type FrameLimits,
+} from "./core/socket-budget.ts";
 import { PrincipalBudgets } from "./core/principal-budgets.ts";
 
 /** A side socket's frame budget, by the kind in its attachment (telemetry: a worker's). */
-const sideFrames = (kind: string): FrameLimits => (kind === "channel" ? CHANNEL_FRAMES : kind === "stream" ? STREAM_SOCKET_FRAMES : CONTROL_FRAMES);
+const sideFrames = (kind: string): FrameLimits =>
+  kind === "channel" ? CHANNEL_FRAMES : kind === "stream" ? STREAM_SOCKET_FRAMES : CONTROL_FRAMES;
 import { edgeHostPort, type EdgeHostBinding } from "./core/edge-hosts.ts";
-import type { ShardAttachOutcome, ShardAttachRequest, ShardBatchOutcome, ShardDownBatch, ShardInvokeOutcome, ShardInvokeRequest, ShardRoute, ShardUpBatch } from "@iii-edge/protocol";
+import type {
+  ShardAttachOutcome,
+  ShardAttachRequest,
+  ShardBatchOutcome,
+  ShardDownBatch,
+  ShardInvokeOutcome,
+  ShardInvokeRequest,
+  ShardRoute,
+  ShardUpBatch,
+} from "@iii-edge/protocol";
 import { CatalogShards } from "./shards/catalog-side.ts";
 import { connectionShards, shardOf } from "./shards/config.ts";
 import { ConnectionShard } from "./shards/connection-shard.ts";
 import type { Conn, EnginePorts } from "./core/ports.ts";
-import { MAX_CONNECTIONS_PER_PRINCIPAL, MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES, openCallLimits, type OpenCallLimits } from "./core/bounds.ts";
+import {
+  MAX_CONNECTIONS_PER_PRINCIPAL,
+  MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES,
+  openCallLimits,
+  type OpenCallLimits,
+} from "./core/bounds.ts";
 
 /** What a socket carries through hibernation; validated before it is trusted. */
 const attachment = z.discriminatedUnion("kind", [
@@ -132,7 +154,10 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     const asShard = shardCount > 1 ? shardOf(ctx.id.name) : undefined;
     const sql = ctx.storage.sql;
     const edgeHosts: EnginePorts["edgeHosts"] = {};
-    for (const name of (asShard ? "" : (env.EDGE_HOSTS ?? "")).split(",").map((s) => s.trim()).filter(Boolean)) {
+    for (const name of (asShard ? "" : (env.EDGE_HOSTS ?? ""))
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean)) {
       // Named by a var, so Env cannot type it: what the binding answers is parsed (core/edge-hosts.ts).
       const binding = (env as unknown as Record<string, unknown>)[name];
       if (binding) edgeHosts[name] = edgeHostPort(name, binding as EdgeHostBinding);
@@ -160,13 +185,33 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     // Spans go to D1 (core/telemetry/store.ts) and, with OTEL_EXPORTER_OTLP_ENDPOINT set, to a collector.
     const telemetry = { vars: env, db: env.DB, fetch: (url: string, init: RequestInit) => fetch(url, init) };
     const openCallBounds = openCalls(env);
-    this.core = new EngineCore(ports, defaultInvokeTimeoutMs === undefined ? { telemetry, openCalls: openCallBounds } : { defaultInvokeTimeoutMs, telemetry, openCalls: openCallBounds });
+    this.core = new EngineCore(
+      ports,
+      defaultInvokeTimeoutMs === undefined
+        ? { telemetry, openCalls: openCallBounds }
+        : { defaultInvokeTimeoutMs, telemetry, openCalls: openCallBounds },
+    );
     this.connectionLimits = connectionLimits(env);
     this.perPrincipalEverywhere = acrossNamespaces(env, this.connectionLimits.perPrincipal);
     this.shard = asShard
-      ? new ConnectionShard(ctx, { name: ctx.id.name!, catalog: () => env.ENGINE.getByName(asShard.namespace), shard: (s) => env.ENGINE.getByName(s), log: this.core.ports.log, defaultInvokeTimeoutMs: this.core.defaultInvokeTimeoutMs })
+      ? new ConnectionShard(ctx, {
+          name: ctx.id.name!,
+          catalog: () => env.ENGINE.getByName(asShard.namespace),
+          shard: (s) => env.ENGINE.getByName(s),
+          log: this.core.ports.log,
+          defaultInvokeTimeoutMs: this.core.defaultInvokeTimeoutMs,
+        })
       : undefined;
-    this.catalogShards = shardCount > 1 && !asShard ? new CatalogShards({ core: this.core, sql: ports.sql, shards: shardCount, peer: (s) => env.ENGINE.getByName(s), limits: this.connectionLimits }) : undefined;
+    this.catalogShards =
+      shardCount > 1 && !asShard
+        ? new CatalogShards({
+            core: this.core,
+            sql: ports.sql,
+            shards: shardCount,
+            peer: (s) => env.ENGINE.getByName(s),
+            limits: this.connectionLimits,
+          })
+        : undefined;
     this.installed = installEngine(this.core, env);
     this.streamSockets = new StreamSockets(ctx, this.installed.streams);
     this.channelSockets = new ChannelSockets(ctx, this.installed.channels);
@@ -220,13 +265,20 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     }
     if (ChannelSockets.matches(url)) return this.channelSockets.accept(request);
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
-      if (url.pathname.endsWith("/_iii/health")) return Response.json({ ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size });
+      if (url.pathname.endsWith("/_iii/health"))
+        return Response.json({
+          ok: true,
+          namespace: this.core.ports.namespace,
+          workers: this.core.conns.size,
+          functions: this.core.catalog.functions.size,
+        });
       return Response.json({ error: { code: "not_found", message: "Not Found" } }, { status: 404 });
     }
     // Who this is was decided by the front door (auth.ts); a request without its grant did not
     // come through it and is refused (fail closed).
     const grant = grantOf(request);
-    if (!grant) return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
+    if (!grant)
+      return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
     const ip = request.headers.get(CLIENT_IP_HEADER) ?? undefined;
     const isOtel = url.pathname.endsWith("/otel");
     if (!isOtel) {
@@ -247,7 +299,9 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     }
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
-    const a: Attachment = isOtel ? { v: 1, kind: "otel", worker_id: workerId } : { v: 1, kind: "worker", worker_id: workerId, sub: grant.sub };
+    const a: Attachment = isOtel
+      ? { v: 1, kind: "otel", worker_id: workerId }
+      : { v: 1, kind: "worker", worker_id: workerId, sub: grant.sub };
     this.ctx.acceptWebSocket(server, [a.kind]);
     server.serializeAttachment(a);
     if (!isOtel) {
@@ -322,7 +376,12 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       this.closeFlooder(ws, kind, budget);
     } else if (verdict === "warn") {
       const leftOut = budget.log(now);
-      if (leftOut !== undefined) this.core.ports.log.warn("socket over budget; frames dropped", { kind, dropped: budget.dropped, ...(leftOut > 0 ? { lines_left_out: leftOut } : {}) });
+      if (leftOut !== undefined)
+        this.core.ports.log.warn("socket over budget; frames dropped", {
+          kind,
+          dropped: budget.dropped,
+          ...(leftOut > 0 ? { lines_left_out: leftOut } : {}),
+        });
     }
     return false;
   }
@@ -403,7 +462,11 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   private giveBack(sub: string, id: string): void {
     if (!this.env.PRINCIPALS) return;
     const lease = { object: this.ctx.id.name ?? "default", id };
-    this.ctx.waitUntil(this.env.PRINCIPALS.getByName(sub).release(lease).catch(() => {}));
+    this.ctx.waitUntil(
+      this.env.PRINCIPALS.getByName(sub)
+        .release(lease)
+        .catch(() => {}),
+    );
   }
 
   /** Which of these sockets (worker or stream socket ids) this object still holds: the principal
@@ -424,17 +487,25 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
    * for call failures. The request comes from another object, Worker or the front door: its type
    * is what callers promise, the schema what is trusted. */
   async trigger(sent: RpcTriggerRequest): Promise<CallOutcome> {
-    if (this.shard) return { ok: false, error: { code: "function_not_found", message: "a connection shard runs no functions: call its namespace" } };
+    if (this.shard)
+      return { ok: false, error: { code: "function_not_found", message: "a connection shard runs no functions: call its namespace" } };
     const loose = sent as { function_id?: unknown; grant?: unknown } | null | undefined;
     if (!loose || typeof loose.function_id !== "string" || !loose.function_id) {
       return { ok: false, error: { code: "invalid_frame", message: "function_id is required" } };
     }
     // A grant read back from another object or the front door is validated before it is trusted.
-    if (loose.grant !== undefined && !grantSchema.safeParse(loose.grant).success) return { ok: false, error: { code: "unauthorized", message: "malformed grant" } };
+    if (loose.grant !== undefined && !grantSchema.safeParse(loose.grant).success)
+      return { ok: false, error: { code: "unauthorized", message: "malformed grant" } };
     const parsed = rpcTriggerRequest.safeParse(sent);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      return { ok: false, error: { code: "invalid_frame", message: `trigger: ${issue?.path.map(String).join(".") || "request"}: ${issue?.message ?? "invalid"}` } };
+      return {
+        ok: false,
+        error: {
+          code: "invalid_frame",
+          message: `trigger: ${issue?.path.map(String).join(".") || "request"}: ${issue?.message ?? "invalid"}`,
+        },
+      };
     }
     const req = parsed.data;
     const grant = req.grant;
@@ -442,12 +513,33 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       return { ok: false, error: { code: "forbidden", message: `'${grant.sub}' may not use namespace '${this.core.ports.namespace}'` } };
     }
     if (req.action?.type === "enqueue") {
-      if (grant && !mayCall(grant, req.function_id)) return { ok: false, error: { code: "forbidden", message: `'${grant.sub}' may not call ${req.function_id}` } };
+      if (grant && !mayCall(grant, req.function_id))
+        return { ok: false, error: { code: "forbidden", message: `'${grant.sub}' may not call ${req.function_id}` } };
       // The caller's principal is stamped now: the delivery runs without its grant.
-      const payload = req.payload !== null && typeof req.payload === "object" && !Array.isArray(req.payload) ? this.core.stampPrincipal(req.payload as Record<string, unknown>, req.function_id, grant) : (req.payload ?? null);
-      return this.core.enqueue({ queue: req.action.queue, function_id: req.function_id, data: payload, idempotency_key: req.action.idempotency_key, traceparent: req.traceparent, baggage: req.baggage, ...(grant ? { principal: grant.sub } : {}) });
+      const payload =
+        req.payload !== null && typeof req.payload === "object" && !Array.isArray(req.payload)
+          ? this.core.stampPrincipal(req.payload as Record<string, unknown>, req.function_id, grant)
+          : (req.payload ?? null);
+      return this.core.enqueue({
+        queue: req.action.queue,
+        function_id: req.function_id,
+        data: payload,
+        idempotency_key: req.action.idempotency_key,
+        traceparent: req.traceparent,
+        baggage: req.baggage,
+        ...(grant ? { principal: grant.sub } : {}),
+      });
     }
-    const call = this.core.invokeFrom({ function_id: req.function_id, data: req.payload ?? null, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage, timeoutMs: req.timeout_ms, grant, stampCaller: req.caller });
+    const call = this.core.invokeFrom({
+      function_id: req.function_id,
+      data: req.payload ?? null,
+      metadata: req.metadata,
+      traceparent: req.traceparent,
+      baggage: req.baggage,
+      timeoutMs: req.timeout_ms,
+      grant,
+      stampCaller: req.caller,
+    });
     if (req.action?.type === "void") {
       this.ctx.waitUntil(call);
       return { ok: true };
@@ -474,14 +566,25 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   /** For the front door (HTTP triggers and the engine API): the core, in this object. */
   async health(): Promise<{ ok: true; namespace: string; workers: number; functions: number; shards?: Record<string, number> }> {
     const shards = this.catalogShards?.counts();
-    return { ok: true, namespace: this.core.ports.namespace, workers: this.core.conns.size, functions: this.core.catalog.functions.size, ...(shards ? { shards } : {}) };
+    return {
+      ok: true,
+      namespace: this.core.ports.namespace,
+      workers: this.core.conns.size,
+      functions: this.core.catalog.functions.size,
+      ...(shards ? { shards } : {}),
+    };
   }
 
   // ------------------------------------------------------------------ connection shards (shards/)
 
   /** A connection shard admits a socket through its catalog object (this one). */
   async shardAttach(req: ShardAttachRequest): Promise<ShardAttachOutcome> {
-    return this.catalogShards?.attach(req) ?? { ok: false, error: { code: "invalid_frame", message: "this engine object has no connection shards" } };
+    return (
+      this.catalogShards?.attach(req) ?? {
+        ok: false,
+        error: { code: "invalid_frame", message: "this engine object has no connection shards" },
+      }
+    );
   }
 
   /** What a connection shard's sockets sent, in order. */

@@ -118,7 +118,11 @@ async function forward(c: Context<AppEnv>, namespace: string, path: string, asse
     } else {
       // Counted as it arrives: a chunked body declares no length, and is cut off past the bound.
       const bytes = await readBounded(raw.body, MAX_INLINE_BODY_BYTES);
-      if (!bytes) return tooLarge(c, `request body over ${MAX_INLINE_BODY_BYTES} bytes without a Content-Length (send its length to upload up to ${max} bytes)`);
+      if (!bytes)
+        return tooLarge(
+          c,
+          `request body over ${MAX_INLINE_BODY_BYTES} bytes without a Content-Length (send its length to upload up to ${max} bytes)`,
+        );
       body = bytes; // raw: the engine fills the `request_body` channel with it
     }
   }

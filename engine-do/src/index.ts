@@ -90,7 +90,8 @@ app.get("/ns/:ns/rbac", (c) => rbacListener(c, c.req.param("ns")));
 // without headers, so no token is asked for here — but an engine without auth configured still
 // serves them to local clients only.
 const channel = async (c: Context<AppEnv>, namespace: string): Promise<Response> => {
-  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") return errorJson(c, 426, "invalid_arguments", "channels need a WebSocket upgrade");
+  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket")
+    return errorJson(c, 426, "invalid_arguments", "channels need a WebSocket upgrade");
   if (!NAMESPACE.test(namespace)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${namespace}'`);
   if (authMode(c.env) === "open" && !isLocalClient(c.req.raw)) {
     const who = await authFor(c, namespace);
@@ -104,7 +105,9 @@ app.get("/ws/channels/:id", (c) => channel(c, DEFAULT_NAMESPACE));
 app.get("/ns/:ns/ws/channels/:id", (c) => channel(c, c.req.param("ns")));
 
 /** The body of POST /_iii/invoke: an invokefunction without the socket parts. */
-const invokeBody = rpcTriggerRequest.pick({ function_id: true, payload: true, action: true, timeout_ms: true }).extend({ namespace: z.string().optional() });
+const invokeBody = rpcTriggerRequest
+  .pick({ function_id: true, payload: true, action: true, timeout_ms: true })
+  .extend({ namespace: z.string().optional() });
 const INVOKE_SHAPE = "{function_id, payload?, namespace?, action?, timeout_ms?}";
 /** Largest /_iii/invoke body: a call over HTTP carries what one invokefunction frame may (1 MiB). */
 const MAX_INVOKE_BODY_BYTES = MAX_FRAME_BYTES;
@@ -115,15 +118,27 @@ const MAX_INVOKE_BODY_BYTES = MAX_FRAME_BYTES;
  */
 const invoke = async (c: Context<AppEnv>, pathNamespace: string | undefined): Promise<Response> => {
   const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > MAX_INVOKE_BODY_BYTES) return errorJson(c, 413, "value_too_large", `body of ${declared} bytes exceeds ${MAX_INVOKE_BODY_BYTES}`);
+  if (declared > MAX_INVOKE_BODY_BYTES)
+    return errorJson(c, 413, "value_too_large", `body of ${declared} bytes exceeds ${MAX_INVOKE_BODY_BYTES}`);
   const text = await boundedText(c.req.raw, MAX_INVOKE_BODY_BYTES);
   if (text === null) return errorJson(c, 413, "value_too_large", `body exceeds ${MAX_INVOKE_BODY_BYTES} bytes`);
-  if (text.trim() === "") return errorJson(c, 400, "invalid_arguments", `the body is empty: POST a JSON object ${INVOKE_SHAPE}, e.g. {"function_id":"engine::functions::list","payload":{}}`);
+  if (text.trim() === "")
+    return errorJson(
+      c,
+      400,
+      "invalid_arguments",
+      `the body is empty: POST a JSON object ${INVOKE_SHAPE}, e.g. {"function_id":"engine::functions::list","payload":{}}`,
+    );
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
-    return errorJson(c, 400, "invalid_arguments", `the body is not JSON (${e instanceof Error ? e.message : String(e)}): POST a JSON object ${INVOKE_SHAPE}`);
+    return errorJson(
+      c,
+      400,
+      "invalid_arguments",
+      `the body is not JSON (${e instanceof Error ? e.message : String(e)}): POST a JSON object ${INVOKE_SHAPE}`,
+    );
   }
   const parsed = invokeBody.safeParse(json);
   if (!parsed.success) {
@@ -133,7 +148,12 @@ const invoke = async (c: Context<AppEnv>, pathNamespace: string | undefined): Pr
   }
   const b = parsed.data;
   if (pathNamespace !== undefined && b.namespace !== undefined && b.namespace !== pathNamespace) {
-    return errorJson(c, 400, "invalid_arguments", `namespace given twice: the path says '${pathNamespace.slice(0, 80)}', the body '${b.namespace.slice(0, 80)}'`);
+    return errorJson(
+      c,
+      400,
+      "invalid_arguments",
+      `namespace given twice: the path says '${pathNamespace.slice(0, 80)}', the body '${b.namespace.slice(0, 80)}'`,
+    );
   }
   const ns = pathNamespace ?? b.namespace ?? DEFAULT_NAMESPACE;
   if (!NAMESPACE.test(ns)) return errorJson(c, 400, "invalid_arguments", `invalid namespace '${ns.slice(0, 80)}'`);
@@ -145,7 +165,14 @@ const invoke = async (c: Context<AppEnv>, pathNamespace: string | undefined): Pr
   const engine: EngineRpc = engineFor(c.env, ns);
   // The caller's W3C trace context, from its headers: the function continues that trace (§4.8).
   const trace = traceFromHeaders((name) => c.req.header(name));
-  const out = await engine.trigger({ function_id: b.function_id, payload: b.payload, action: b.action, timeout_ms: b.timeout_ms, grant: who.grant, ...trace });
+  const out = await engine.trigger({
+    function_id: b.function_id,
+    payload: b.payload,
+    action: b.action,
+    timeout_ms: b.timeout_ms,
+    grant: who.grant,
+    ...trace,
+  });
   if (out.ok) return c.json({ result: out.result ?? null });
   return c.json({ error: out.error }, statusOf(out.error.code));
 };

@@ -27,7 +27,9 @@ export class PrincipalConnections extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS leases (object TEXT NOT NULL, id TEXT NOT NULL, since INTEGER NOT NULL, PRIMARY KEY (object, id))");
+    ctx.storage.sql.exec(
+      "CREATE TABLE IF NOT EXISTS leases (object TEXT NOT NULL, id TEXT NOT NULL, since INTEGER NOT NULL, PRIMARY KEY (object, id))",
+    );
   }
 
   private held(): number {

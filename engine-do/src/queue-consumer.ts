@@ -25,8 +25,21 @@ export async function consumeDeliveries(batch: MessageBatch<unknown>, env: Env):
         // The object itself failed (reset, overload). Cloudflare drops a message after the
         // consumer's max_retries, so the last attempt is written to D1 here instead.
         if (msg.attempts > CLOUDFLARE_MAX_RETRIES) {
-          await env.DB.prepare("INSERT OR REPLACE INTO dead_letters (id, namespace, queue, function_id, data, attempts, last_error, enqueued_at, failed_at, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-            .bind(body.id, body.ns, body.queue, body.function_id, JSON.stringify(body.data ?? null), msg.attempts, `invocation_error: ${String(e)}`, body.enqueued_at, Date.now(), body.traceparent ?? null)
+          await env.DB.prepare(
+            "INSERT OR REPLACE INTO dead_letters (id, namespace, queue, function_id, data, attempts, last_error, enqueued_at, failed_at, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          )
+            .bind(
+              body.id,
+              body.ns,
+              body.queue,
+              body.function_id,
+              JSON.stringify(body.data ?? null),
+              msg.attempts,
+              `invocation_error: ${String(e)}`,
+              body.enqueued_at,
+              Date.now(),
+              body.traceparent ?? null,
+            )
             .run();
           msg.ack();
           return;

@@ -9,7 +9,17 @@
 // AUTH_FUNCTION, or loopback on an open engine), with an empty context and only what
 // expose_functions names callable.
 import type { Context } from "hono";
-import { RBAC_CLOSED_SESSION, rbacAuthResult, rbacConfigSchema, rbacSessionSchema, type EngineRpc, type Grant, type RbacAuthInput, type RbacConfig, type RbacSession } from "@iii-edge/protocol";
+import {
+  RBAC_CLOSED_SESSION,
+  rbacAuthResult,
+  rbacConfigSchema,
+  rbacSessionSchema,
+  type EngineRpc,
+  type Grant,
+  type RbacAuthInput,
+  type RbacConfig,
+  type RbacSession,
+} from "@iii-edge/protocol";
 import { INTERNAL_HEADER_PREFIX, authenticateRequest, withGrant } from "./auth.ts";
 import { connectionShards } from "./shards/config.ts";
 
@@ -21,7 +31,6 @@ const RBAC_AUTH_TIMEOUT_MS = 5_000;
 /** Longest principal name taken from the auth function's context (a grant's `sub` is ≤ 128). */
 const MAX_SUB_FROM_CONTEXT = 100;
 
-
 let cached: { raw: string; config: RbacConfig | { error: string } } | undefined;
 /** The RBAC var, parsed once per isolate; undefined when the listener is not configured. */
 export function rbacConfigOf(env: { RBAC?: string }): RbacConfig | { error: string } | undefined {
@@ -31,7 +40,9 @@ export function rbacConfigOf(env: { RBAC?: string }): RbacConfig | { error: stri
   let config: RbacConfig | { error: string };
   try {
     const parsed = rbacConfigSchema.safeParse(JSON.parse(raw));
-    config = parsed.success ? parsed.data : { error: parsed.error.issues.map((i) => `${i.path.join(".") || "RBAC"}: ${i.message}`).join("; ") };
+    config = parsed.success
+      ? parsed.data
+      : { error: parsed.error.issues.map((i) => `${i.path.join(".") || "RBAC"}: ${i.message}`).join("; ") };
   } catch (e) {
     config = { error: `RBAC is not JSON: ${e instanceof Error ? e.message : String(e)}` };
   }
@@ -55,7 +66,9 @@ function authInput(req: Request): RbacAuthInput {
 /** The principal a session counts as (connection caps, registration quotas): `rbac:` and the
  * context's `sub` or `user_id` when it names one, so it never collides with a token's subject. */
 function principalOf(context: Record<string, unknown>): string {
-  const who = [context.sub, context.user_id].find((v): v is string => typeof v === "string" && v.length > 0 && v.length <= MAX_SUB_FROM_CONTEXT);
+  const who = [context.sub, context.user_id].find(
+    (v): v is string => typeof v === "string" && v.length > 0 && v.length <= MAX_SUB_FROM_CONTEXT,
+  );
   return `rbac:${who ?? "anonymous"}`;
 }
 
@@ -72,7 +85,14 @@ export async function rbacUpgrade(c: Context<{ Bindings: Env }>, namespace: stri
   if (!config.auth_function_id) {
     const who = await authenticateRequest(req, c.env, namespace);
     if (!who.ok) return refuse(c, who.status, who.code, who.message);
-    session = { allowed_functions: [], forbidden_functions: [], allow_trigger_type_registration: true, allow_function_registration: true, context: {}, config };
+    session = {
+      allowed_functions: [],
+      forbidden_functions: [],
+      allow_trigger_type_registration: true,
+      allow_function_registration: true,
+      context: {},
+      config,
+    };
     grant = { sub: `rbac:${who.grant.sub}`.slice(0, 128), ns: [namespace] };
   } else {
     const engine: EngineRpc = c.env.ENGINE.getByName(namespace);
@@ -82,11 +102,17 @@ export async function rbacUpgrade(c: Context<{ Bindings: Env }>, namespace: stri
     } catch (e) {
       out = { ok: false as const, error: { code: "invocation_error", message: String(e) } };
     }
-    if (!out.ok) return refuse(c, 401, "unauthorized", `refused by the auth function ${config.auth_function_id}: ${out.error.message.slice(0, 300)}`);
+    if (!out.ok)
+      return refuse(c, 401, "unauthorized", `refused by the auth function ${config.auth_function_id}: ${out.error.message.slice(0, 300)}`);
     const answer = rbacAuthResult.safeParse(out.result);
     if (!answer.success) {
       const issue = answer.error.issues[0];
-      return refuse(c, 401, "unauthorized", `the auth function ${config.auth_function_id} answered something that is not an AuthResult (${issue ? `${issue.path.join(".")}: ${issue.message}` : "invalid"})`);
+      return refuse(
+        c,
+        401,
+        "unauthorized",
+        `the auth function ${config.auth_function_id} answered something that is not an AuthResult (${issue ? `${issue.path.join(".")}: ${issue.message}` : "invalid"})`,
+      );
     }
     const a = answer.data;
     session = {

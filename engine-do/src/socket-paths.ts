@@ -16,7 +16,18 @@ import { WS_PROTOCOL as III_SUBPROTOCOL } from "@iii-edge/protocol";
  * (index.ts, http-routes.ts).
  * A new socket route must be added here, or its upgrades are answered as a wrong path.
  */
-export const SOCKET_PATHS: readonly RegExp[] = [/^\/$/, /^\/otel$/, /^\/ws\/channels\/[^/]+$/, /^\/_iii\/streams$/, /^\/ns\/[^/]+$/, /^\/ns\/[^/]+\/otel$/, /^\/ns\/[^/]+\/ws\/channels\/[^/]+$/, /^\/ns\/[^/]+\/_iii\/streams$/, /^\/rbac$/, /^\/ns\/[^/]+\/rbac$/];
+export const SOCKET_PATHS: readonly RegExp[] = [
+  /^\/$/,
+  /^\/otel$/,
+  /^\/ws\/channels\/[^/]+$/,
+  /^\/_iii\/streams$/,
+  /^\/ns\/[^/]+$/,
+  /^\/ns\/[^/]+\/otel$/,
+  /^\/ns\/[^/]+\/ws\/channels\/[^/]+$/,
+  /^\/ns\/[^/]+\/_iii\/streams$/,
+  /^\/rbac$/,
+  /^\/ns\/[^/]+\/rbac$/,
+];
 
 /** Close code for an upgrade on a path with no WebSocket endpoint (4000–4999: the application's;
  * 4404 reads as "404"). sdk-edge and sdk-browser treat it as fatal (their FATAL_CLOSE_CODES). */
@@ -56,7 +67,9 @@ function closeReason(pathname: string): string {
   const reason = `no WebSocket at ${shown}; dial / or /ns/<namespace> (streams: /_iii/streams)`;
   // Pathnames are percent-encoded ASCII, but make sure of the byte bound all the same.
   const bytes = new TextEncoder().encode(reason);
-  return bytes.length <= MAX_CLOSE_REASON_BYTES ? reason : new TextDecoder().decode(bytes.slice(0, MAX_CLOSE_REASON_BYTES)).replace(/\uFFFD$/, "");
+  return bytes.length <= MAX_CLOSE_REASON_BYTES
+    ? reason
+    : new TextDecoder().decode(bytes.slice(0, MAX_CLOSE_REASON_BYTES)).replace(/\uFFFD$/, "");
 }
 
 /** The answer to an upgrade on a path that has no WebSocket endpoint. */

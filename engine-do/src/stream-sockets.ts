@@ -38,11 +38,15 @@ export class StreamSockets implements StreamSocketPort {
   /** Accept an upgrade as socket `id` (its slot already taken), of principal `sub`. */
   accept(request: Request, id: string = crypto.randomUUID(), sub?: string): Response {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
-      return Response.json({ error: { code: "invalid_arguments", message: "stream subscriptions need a WebSocket upgrade" } }, { status: 426 });
+      return Response.json(
+        { error: { code: "invalid_arguments", message: "stream subscriptions need a WebSocket upgrade" } },
+        { status: 426 },
+      );
     }
     // Who this is was decided by the front door; each join is checked against it (streams.ts).
     const grant = grantOf(request);
-    if (!grant) return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
+    if (!grant)
+      return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
     const pair = new WebSocketPair();
     const [client, server] = [pair[0], pair[1]];
     this.ctx.acceptWebSocket(server, [TAG]);

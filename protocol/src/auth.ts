@@ -42,7 +42,12 @@ export type Grant = z.infer<typeof grantSchema>;
  * engine's own and trusted deployment code (calls that carry no grant): every local process is its
  * operator, so it sees every session, and its bindings outlive their maker (one local developer has
  * no visitors to outlive). */
-export const OPEN_GRANT: Grant = Object.freeze({ sub: "anonymous", ns: ["*"], durable_bindings: true, sessions: Object.freeze(["*"]) }) as Grant;
+export const OPEN_GRANT: Grant = Object.freeze({
+  sub: "anonymous",
+  ns: ["*"],
+  durable_bindings: true,
+  sessions: Object.freeze(["*"]),
+}) as Grant;
 
 /** Is `sub` the open engine's own principal? No token or auth function may name it: the open
  * engine's grant is trusted where the engine meets it (durable bindings, every session, trusted
@@ -70,7 +75,13 @@ export function globMatch(glob: string, text: string): boolean {
   if (!glob.includes("*")) return glob === text;
   let re = globCache.get(glob);
   if (!re) {
-    re = new RegExp(`^${glob.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`, "s");
+    re = new RegExp(
+      `^${glob
+        .split("*")
+        .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+        .join(".*")}$`,
+      "s",
+    );
     if (globCache.size > 1024) globCache.clear();
     globCache.set(glob, re);
   }
@@ -79,7 +90,8 @@ export function globMatch(glob: string, text: string): boolean {
 
 export const mayUseNamespace = (g: Grant, ns: string): boolean => g.ns.some((p) => globMatch(p, ns));
 export const mayCall = (g: Grant, functionId: string): boolean => !g.call || g.call.some((p) => globMatch(p, functionId));
-export const mayRegister = (g: Grant, id: string): boolean => !g.register || g.register.some((p) => (p.includes("*") ? globMatch(p, id) : id.startsWith(p)));
+export const mayRegister = (g: Grant, id: string): boolean =>
+  !g.register || g.register.some((p) => (p.includes("*") ? globMatch(p, id) : id.startsWith(p)));
 export const mayBind = (g: Grant, triggerType: string): boolean => !g.bind || g.bind.some((p) => globMatch(p, triggerType));
 /** Do the bindings `g` makes with engine::register_trigger outlive its connections? */
 export const mayBindDurably = (g: Grant): boolean => g.durable_bindings === true;
@@ -101,7 +113,10 @@ export const SESSION_ITEM_STREAMS: readonly string[] = ["agent::sessions"];
 
 /** Who is calling, as a function sees it: the grant's `sub` and its `sessions` globs. Absent from a
  * payload = the call came from trusted code of this deployment (operator rights). */
-export const callerPrincipalSchema = z.object({ sub: z.string().min(1).max(128), sessions: z.array(entry).max(MAX_SESSION_GLOBS).optional() });
+export const callerPrincipalSchema = z.object({
+  sub: z.string().min(1).max(128),
+  sessions: z.array(entry).max(MAX_SESSION_GLOBS).optional(),
+});
 export type CallerPrincipal = z.infer<typeof callerPrincipalSchema>;
 
 export const principalOf = (g: Grant): CallerPrincipal => (g.sessions ? { sub: g.sub, sessions: [...g.sessions] } : { sub: g.sub });
@@ -127,7 +142,11 @@ export const SESSION_OWNER_TIMEOUT_MS = 30_000;
 
 /** The recorded owner (`sub`) of a session, if any. */
 export async function sessionOwner(call: OwnerLookup, sessionId: string): Promise<string | undefined> {
-  const v = await call({ function_id: "state::get", payload: { scope: SESSION_OWNER_SCOPE, key: sessionId }, timeoutMs: SESSION_OWNER_TIMEOUT_MS });
+  const v = await call({
+    function_id: "state::get",
+    payload: { scope: SESSION_OWNER_SCOPE, key: sessionId },
+    timeoutMs: SESSION_OWNER_TIMEOUT_MS,
+  });
   return v && typeof v === "object" && typeof (v as { sub?: unknown }).sub === "string" ? (v as { sub: string }).sub : undefined;
 }
 
@@ -148,7 +167,12 @@ export async function claimSessionOwner(call: OwnerLookup, sessionId: string, su
   try {
     await call({
       function_id: "state::update",
-      payload: { scope: SESSION_OWNER_SCOPE, key: sessionId, ops: [{ type: "set", path: "", value: { sub, created_at_ms: Date.now() } }], expected: null },
+      payload: {
+        scope: SESSION_OWNER_SCOPE,
+        key: sessionId,
+        ops: [{ type: "set", path: "", value: { sub, created_at_ms: Date.now() } }],
+        expected: null,
+      },
       timeoutMs: SESSION_OWNER_TIMEOUT_MS,
     });
     return sub;

@@ -127,7 +127,11 @@ export const workersRegisterInput = z
   // Everything it says is kept and listed for every connection: bounded as a whole.
   .superRefine((v, ctx) => {
     const size = jsonBytes(v);
-    if (size > MAX_WORKER_INFO_BYTES) ctx.addIssue({ code: "custom", message: `worker info is ${Number.isFinite(size) ? `${size} bytes of JSON` : "nested too deeply"}, over the ${MAX_WORKER_INFO_BYTES}-byte limit` });
+    if (size > MAX_WORKER_INFO_BYTES)
+      ctx.addIssue({
+        code: "custom",
+        message: `worker info is ${Number.isFinite(size) ? `${size} bytes of JSON` : "nested too deeply"}, over the ${MAX_WORKER_INFO_BYTES}-byte limit`,
+      });
   });
 export const workersListInput = z.object({ search: z.string().optional(), runtime: z.string().optional(), ...paging }).default({});
 export const registeredTriggersListInput = z
@@ -143,7 +147,13 @@ export const registeredTriggersListInput = z
 export const triggersListInput = z
   .object({ search: z.string().optional(), prefix: z.string().optional(), include_internal: z.boolean().optional(), ...paging })
   .default({});
-export const registerTriggerInput = z.object({ trigger_type: z.string().min(1), function_id: z.string().min(1), config: z.unknown().optional(), metadata: z.unknown().optional(), id: z.string().min(1).optional() });
+export const registerTriggerInput = z.object({
+  trigger_type: z.string().min(1),
+  function_id: z.string().min(1),
+  config: z.unknown().optional(),
+  metadata: z.unknown().optional(),
+  id: z.string().min(1).optional(),
+});
 export const unregisterTriggerInput = z.object({ id: z.string().min(1) });
 
 // ---------------------------------------------------------------- who may call a function, who serves it
@@ -176,7 +186,12 @@ export const MODEL_CALLABLE_BUILTINS: ReadonlySet<string> = new Set([
 
 /** Is a function with this registration metadata closed to models? */
 export function isModelNever(metadata: unknown): boolean {
-  return typeof metadata === "object" && metadata !== null && !Array.isArray(metadata) && (metadata as Record<string, unknown>)[MODEL_METADATA_KEY] === MODEL_NEVER;
+  return (
+    typeof metadata === "object" &&
+    metadata !== null &&
+    !Array.isArray(metadata) &&
+    (metadata as Record<string, unknown>)[MODEL_METADATA_KEY] === MODEL_NEVER
+  );
 }
 
 /** `served_by` of a built-in: the engine itself. */
@@ -185,7 +200,12 @@ export const SERVED_BY_ENGINE = "engine";
  * configured): only whoever deploys can put a function there. */
 export const SERVED_BY_DEPLOYMENT = "deployment";
 
-export const functionSummary = z.object({ function_id: z.string(), worker_name: z.string(), description: z.string().optional(), metadata: jsonObject.optional() });
+export const functionSummary = z.object({
+  function_id: z.string(),
+  worker_name: z.string(),
+  description: z.string().optional(),
+  metadata: jsonObject.optional(),
+});
 export type FunctionSummary = z.infer<typeof functionSummary>;
 const triggerStatus = z.enum(["active", "parked"]);
 /** One function in engine::functions::info: its formats, and the bindings that call it. */
@@ -292,7 +312,11 @@ export const TRIGGER_TYPES = {
 /** Channels (§10): a `StreamChannelRef` and `engine::channels::create`'s input. */
 export const CHANNEL_DIRECTIONS = ["read", "write"] as const;
 export type ChannelDirection = (typeof CHANNEL_DIRECTIONS)[number];
-export const streamChannelRef = z.object({ channel_id: z.string().min(1).max(128), access_key: z.string().min(1).max(256), direction: z.enum(CHANNEL_DIRECTIONS) });
+export const streamChannelRef = z.object({
+  channel_id: z.string().min(1).max(128),
+  access_key: z.string().min(1).max(256),
+  direction: z.enum(CHANNEL_DIRECTIONS),
+});
 export type StreamChannelRef = z.infer<typeof streamChannelRef>;
 /** `buffer_size`: items a channel holds while its reader is not attached (engine default 64, most 1024). */
 export const channelsCreateInput = z.object({ buffer_size: z.number().int().min(1).max(1024).nullish() });
@@ -310,11 +334,25 @@ export const streamSetInput = streamItemKey.extend({ data: z.unknown() });
 export const streamItemInput = streamItemKey;
 export const streamGroupInput = z.object({ stream_name: streamName, group_id: streamName });
 export const streamInput = z.object({ stream_name: streamName });
-export const streamSendInput = z.object({ stream_name: streamName, group_id: streamName, id: streamName.optional(), type: z.string().min(1).max(256), data: z.unknown().optional() });
+export const streamSendInput = z.object({
+  stream_name: streamName,
+  group_id: streamName,
+  id: streamName.optional(),
+  type: z.string().min(1).max(256),
+  data: z.unknown().optional(),
+});
 /** iii-edge: `stream::list_items` — a group's items with their ids, in item-id order, after a cursor
  * (the last item id seen), one page at a time: a follower that dropped resumes without a gap. */
-export const streamListItemsInput = z.object({ stream_name: streamName, group_id: streamName, after: streamName.optional(), limit: z.number().int().min(1).max(MAX_LIST_PAGE).optional() });
-export const streamListItemsOutput = z.object({ items: z.array(z.object({ item_id: z.string(), data: z.unknown() })), next: z.string().nullable() });
+export const streamListItemsInput = z.object({
+  stream_name: streamName,
+  group_id: streamName,
+  after: streamName.optional(),
+  limit: z.number().int().min(1).max(MAX_LIST_PAGE).optional(),
+});
+export const streamListItemsOutput = z.object({
+  items: z.array(z.object({ item_id: z.string(), data: z.unknown() })),
+  next: z.string().nullable(),
+});
 export const streamUpdateInput = streamItemKey.extend({ ops: z.array(updateOp).max(1024) });
 
 // ---------------------------------------------------------------- pub/sub (§7.4, §7.5)
@@ -327,9 +365,19 @@ export const publishInput = z.object({ topic: z.string().max(512).optional(), da
 export const DLQ_PAGE_MAX = 1_000;
 const queueName = z.string().min(1).max(256);
 const messageId = z.string().min(1).max(256);
-export const queueEnqueueInput = z.object({ queue: queueName, function_id: z.string().min(1).max(512), data: z.unknown().optional(), idempotency_key: z.string().min(1).max(256).optional() });
+export const queueEnqueueInput = z.object({
+  queue: queueName,
+  function_id: z.string().min(1).max(512),
+  data: z.unknown().optional(),
+  idempotency_key: z.string().min(1).max(256).optional(),
+});
 export const queueTopicInput = z.object({ topic: queueName });
-export const dlqMessagesInput = z.object({ topic: queueName.optional(), queue: queueName.optional(), offset: z.number().int().min(0).default(0), limit: z.number().int().min(1).max(DLQ_PAGE_MAX).default(100) });
+export const dlqMessagesInput = z.object({
+  topic: queueName.optional(),
+  queue: queueName.optional(),
+  offset: z.number().int().min(0).default(0),
+  limit: z.number().int().min(1).max(DLQ_PAGE_MAX).default(100),
+});
 export const queueInput = z.object({ queue: queueName });
 export const queueMessageInput = z.object({ queue: queueName, message_id: messageId });
 
@@ -371,7 +419,10 @@ export const BUILTINS = {
   "engine::functions::info": contract(functionsInfoInput, functionsInfoOutput),
   "engine::workers::list": contract(workersListInput, z.object({ workers: z.array(workerEntry), ...pageOutput })),
   "engine::triggers::list": contract(triggersListInput, z.object({ triggers: z.array(triggerTypeEntry), ...pageOutput })),
-  "engine::registered-triggers::list": contract(registeredTriggersListInput, z.object({ registered_triggers: z.array(registeredTriggerEntry), ...pageOutput })),
+  "engine::registered-triggers::list": contract(
+    registeredTriggersListInput,
+    z.object({ registered_triggers: z.array(registeredTriggerEntry), ...pageOutput }),
+  ),
   "engine::register_trigger": contract(registerTriggerInput, z.object({ id: z.string() })),
   "engine::unregister_trigger": contract(unregisterTriggerInput, z.object({ removed: z.boolean() })),
   "engine::edge::refresh": contract(noInput, z.object({ hosts: z.array(z.string()), functions: z.array(z.string()) })),
@@ -407,15 +458,31 @@ export const BUILTINS = {
   "iii::durable::publish": contract(publishInput, z.object({ messageReceiptIds: z.array(z.string()) })),
 
   "engine::queue::enqueue": contract(queueEnqueueInput, enqueueReceipt),
-  "engine::queue::list_topics": contract(noInput, z.object({ topics: z.array(z.object({ name: z.string(), backend: queueBackend.nullable(), type: queueType.nullable(), depth: count, inflight: count })) })),
+  "engine::queue::list_topics": contract(
+    noInput,
+    z.object({
+      topics: z.array(
+        z.object({ name: z.string(), backend: queueBackend.nullable(), type: queueType.nullable(), depth: count, inflight: count }),
+      ),
+    }),
+  ),
   "engine::queue::topic_stats": contract(queueTopicInput, z.object({ topic: z.string(), config: queueConfigOutput, depth: count })),
   "engine::queue::dlq_topics": contract(noInput, z.object({ topics: z.array(z.object({ topic: z.string(), count })) })),
   "engine::queue::dlq_messages": contract(dlqMessagesInput, z.object({ topic: z.string(), messages: z.array(deadLetterEntry) })),
   /** iii's queue status: what waits, what runs and what has dead-lettered, for one queue. */
-  "iii::queue::status": contract(queueInput, z.object({ queue: z.string(), backend: queueBackend.nullable(), pending: count, inflight: count, dlq_count: count })),
+  "iii::queue::status": contract(
+    queueInput,
+    z.object({ queue: z.string(), backend: queueBackend.nullable(), pending: count, inflight: count, dlq_count: count }),
+  ),
   "iii::queue::redrive": contract(queueInput, z.object({ queue: z.string(), redriven: count })),
-  "iii::queue::redrive_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), redriven: z.literal(true) })),
-  "iii::queue::discard_message": contract(queueMessageInput, z.object({ queue: z.string(), message_id: z.string(), discarded: z.literal(true) })),
+  "iii::queue::redrive_message": contract(
+    queueMessageInput,
+    z.object({ queue: z.string(), message_id: z.string(), redriven: z.literal(true) }),
+  ),
+  "iii::queue::discard_message": contract(
+    queueMessageInput,
+    z.object({ queue: z.string(), message_id: z.string(), discarded: z.literal(true) }),
+  ),
 
   // Observability (shapes of iii v0.23, ./telemetry.ts).
   "engine::traces::list": contract(telemetry.tracesListInput, telemetry.tracesListOutput),

@@ -177,9 +177,17 @@ export const invokeFunction = z.object({
   baggage: optString,
   action: triggerAction.optional(),
   /** iii-edge extension: the engine-side deadline for this call (default 30 s). */
-  timeout_ms: z.number().int().positive().max(15 * 60_000).optional(),
+  timeout_ms: z
+    .number()
+    .int()
+    .positive()
+    .max(15 * 60_000)
+    .optional(),
   /** iii 0.23+: the namespace to resolve `function_id` in (absent: the connection's own). */
-  namespace: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional(),
+  namespace: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/)
+    .optional(),
 });
 
 export const invocationResult = z.object({

@@ -145,7 +145,11 @@ export type Mode = (typeof MODES)[number];
 export const DEFAULT_MAX_TURNS = 16;
 
 export const runStartRequest = z.object({
-  session_id: z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'"),
+  session_id: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[^/]+$/, "session_id must not contain '/'"),
   message_id: z.string().min(1).max(128).optional(),
   provider: z.string().min(1).max(64).optional(),
   model: z.string().min(1).max(200),
@@ -185,7 +189,15 @@ export interface RunRequest {
   sandbox_id?: string;
 }
 
-export const TURN_STATES = ["provisioning", "assistant_streaming", "function_execute", "function_awaiting_approval", "steering_check", "stopped", "failed"] as const;
+export const TURN_STATES = [
+  "provisioning",
+  "assistant_streaming",
+  "function_execute",
+  "function_awaiting_approval",
+  "steering_check",
+  "stopped",
+  "failed",
+] as const;
 export type TurnState = (typeof TURN_STATES)[number];
 /** States a queued step runs; the others are parked or terminal. */
 export const STEPABLE_STATES: readonly TurnState[] = ["provisioning", "assistant_streaming", "function_execute", "steering_check"];
@@ -267,17 +279,35 @@ export type AgentEvent =
   | { type: "message_end"; message: AgentMessage }
   | { type: "message_complete"; message: AssistantMessage; body_streamed?: boolean }
   | { type: "function_execution_start"; function_call_id: string; function_id: string; args: unknown }
-  | { type: "function_execution_end"; function_call_id: string; function_id: string; result: FunctionResult; is_error: boolean; duration_ms: number }
+  | {
+      type: "function_execution_end";
+      function_call_id: string;
+      function_id: string;
+      result: FunctionResult;
+      is_error: boolean;
+      duration_ms: number;
+    }
   | { type: "turn_end"; message: AgentMessage; function_results: FunctionResultMessage[] }
   | { type: "agent_end"; messages: AgentMessage[] }
   | { type: "turn_state_changed"; event_type: "state:created" | "state:updated"; new_value: TurnStateView; old_value?: TurnStateView }
-  | { type: "compaction_done"; mode: "async" | "sync"; summary_text: string; tokens_before: number; compaction_entry_id: string; tail_start_id: string | null };
+  | {
+      type: "compaction_done";
+      mode: "async" | "sync";
+      summary_text: string;
+      tokens_before: number;
+      compaction_entry_id: string;
+      tail_start_id: string | null;
+    };
 
 // ------------------------------------------------------------------ policy and approvals (§3)
 
 /** `session_id`: the session the model calls for; the state and stream reads it may make are those
  * of its own session (the orchestrator passes it; without it only the scopes the file names). */
-export const policyCheckRequest = z.object({ function_id: z.string().min(1), args: z.unknown().optional(), session_id: z.string().min(1).optional() });
+export const policyCheckRequest = z.object({
+  function_id: z.string().min(1),
+  args: z.unknown().optional(),
+  session_id: z.string().min(1).optional(),
+});
 export type PolicyDecision =
   | { decision: "allow"; rule_id: string }
   | { decision: "deny"; rule_id: string; rule_action: "deny"; matched_constraint?: { field: string; operator: string; value: unknown } }
@@ -314,9 +344,27 @@ export interface ApprovalDecision {
 
 export type SessionEntry =
   | { type: "message"; id: string; parent_id: string | null; message: AgentMessage; timestamp: number }
-  | { type: "custom_message"; id: string; parent_id: string | null; custom_type: string; content: unknown; display?: string; details?: unknown; timestamp: number }
+  | {
+      type: "custom_message";
+      id: string;
+      parent_id: string | null;
+      custom_type: string;
+      content: unknown;
+      display?: string;
+      details?: unknown;
+      timestamp: number;
+    }
   | { type: "branch_summary"; id: string; parent_id: string | null; summary: string; from_id: string; timestamp: number }
-  | { type: "compaction"; id: string; parent_id: string | null; summary: string; tokens_before: number; tail_start_id?: string | null; details: { read_files: string[]; modified_files: string[] }; timestamp: number };
+  | {
+      type: "compaction";
+      id: string;
+      parent_id: string | null;
+      summary: string;
+      tokens_before: number;
+      tail_start_id?: string | null;
+      details: { read_files: string[]; modified_files: string[] };
+      timestamp: number;
+    };
 
 export interface SessionMeta {
   session_id: string;
@@ -413,12 +461,30 @@ export const REDACTION_MAX_DEPTH = 64;
  * JSON) could otherwise cost 2^depth visits; 10 000 is far more than a model's arguments hold. */
 export const REDACTION_MAX_NODES = 10_000;
 /** Keys whose values never reach an excerpt (§3.3), and any key ending in `_<one of them>`. */
-export const SECRET_KEYS: readonly string[] = ["password", "token", "api_key", "apikey", "secret", "auth", "authorization", "access_key", "access_token", "refresh_token", "private_key"];
+export const SECRET_KEYS: readonly string[] = [
+  "password",
+  "token",
+  "api_key",
+  "apikey",
+  "secret",
+  "auth",
+  "authorization",
+  "access_key",
+  "access_token",
+  "refresh_token",
+  "private_key",
+];
 
 /** Whether a key names a secret: one of SECRET_KEYS or ending in `_<one of them>`, compared in lower
  * case, with `-` read as `_` and camelCase split (`apiKey`, `X-Api-Key`, `githubToken` count). */
 export function isSecretKey(key: string): boolean {
-  const forms = new Set([key.toLowerCase().replaceAll("-", "_"), key.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase().replaceAll("-", "_")]);
+  const forms = new Set([
+    key.toLowerCase().replaceAll("-", "_"),
+    key
+      .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+      .toLowerCase()
+      .replaceAll("-", "_"),
+  ]);
   for (const form of forms) for (const secret of SECRET_KEYS) if (form === secret || form.endsWith(`_${secret}`)) return true;
   return false;
 }
@@ -503,7 +569,12 @@ export function permissionsDenyEnvelope(call: DeniedCall, ruleId: string, matche
       `Permission denied: the call to \`${call.function_id}\` was blocked by policy rule \`${ruleId}\`${constraint}. ` +
       `It was not run. ${matchedConstraint ? "Try different arguments, or" : "Try"} another function that does what you need; do not retry the same call.`,
   };
-  if (matchedConstraint) envelope.matched_constraint = { field: matchedConstraint.field, operator: matchedConstraint.operator, value: redactArgs(matchedConstraint.value) };
+  if (matchedConstraint)
+    envelope.matched_constraint = {
+      field: matchedConstraint.field,
+      operator: matchedConstraint.operator,
+      value: redactArgs(matchedConstraint.value),
+    };
   return envelope;
 }
 
@@ -513,7 +584,14 @@ export const USER_DENIAL_DEFAULT_REASON = "Rejected by operator.";
 /** A person denied the call (an `approval::resolve` decision `deny`); `reason` is their text. */
 export function userDenyEnvelope(call: DeniedCall, reason?: string | null): DenialEnvelope {
   const text = typeof reason === "string" && reason.trim() !== "" ? reason.trim() : USER_DENIAL_DEFAULT_REASON;
-  return { schema_version: 1, status: "denied", denied_by: "user", function_id: call.function_id, args_excerpt: redactArgs(call.arguments), reason: clipString(text, 2_000) };
+  return {
+    schema_version: 1,
+    status: "denied",
+    denied_by: "user",
+    function_id: call.function_id,
+    args_excerpt: redactArgs(call.arguments),
+    reason: clipString(text, 2_000),
+  };
 }
 
 /** The gate could not decide (policy unreachable, timed out, a transport failure): fail closed.
@@ -601,7 +679,8 @@ export function credentialsKeyMaterial(env: Readonly<Record<string, unknown>>): 
   for (const source of ["CREDENTIALS_KEY", "AUTH_SECRET"] as const) {
     const v = env[source];
     if (typeof v !== "string" || v.trim() === "") continue;
-    if (v.length < MIN_CREDENTIALS_KEY_LENGTH) return { ok: false, reason: `${source} is shorter than ${MIN_CREDENTIALS_KEY_LENGTH} characters; ${CREDENTIALS_KEY_HELP}` };
+    if (v.length < MIN_CREDENTIALS_KEY_LENGTH)
+      return { ok: false, reason: `${source} is shorter than ${MIN_CREDENTIALS_KEY_LENGTH} characters; ${CREDENTIALS_KEY_HELP}` };
     return { ok: true, material: { secret: v, source } };
   }
   return { ok: false, reason: `no CREDENTIALS_KEY is configured; ${CREDENTIALS_KEY_HELP}` };
@@ -639,7 +718,12 @@ export function base64url(bytes: Uint8Array): string {
 export function fromBase64url(text: string): Uint8Array<ArrayBuffer> | undefined {
   const body = text.replace(/=+$/, "");
   if (!/^[A-Za-z0-9_\-+/]*$/.test(body) || body.length % 4 === 1) return undefined;
-  const bin = atob(body.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(body.length / 4) * 4, "="));
+  const bin = atob(
+    body
+      .replace(/-/g, "+")
+      .replace(/_/g, "/")
+      .padEnd(Math.ceil(body.length / 4) * 4, "="),
+  );
   return Uint8Array.from(bin, (c) => c.charCodeAt(0));
 }
 
@@ -653,7 +737,12 @@ export async function signAuthProof(key: CredentialsCryptoKey, provider: string,
 export type AuthProofCheck = { ok: true } | { ok: false; reason: "missing" | "expired" | "bad_signature" };
 
 /** Checks the signature (constant time, by crypto.subtle.verify) and the clock window. */
-export async function verifyAuthProof(key: CredentialsCryptoKey, provider: string, proof: AuthProof | undefined, now: number = Date.now()): Promise<AuthProofCheck> {
+export async function verifyAuthProof(
+  key: CredentialsCryptoKey,
+  provider: string,
+  proof: AuthProof | undefined,
+  now: number = Date.now(),
+): Promise<AuthProofCheck> {
   if (!proof) return { ok: false, reason: "missing" };
   const sig = fromBase64url(proof.sig);
   if (!sig) return { ok: false, reason: "bad_signature" };
@@ -692,9 +781,17 @@ export const modelSchema = z.object({
   supports_tools: z.boolean().optional(),
   supports_vision: z.boolean().optional(),
   supports_cache: z.boolean().optional(),
-  transports: z.array(z.enum(["sse", "websocket", "auto"])).max(3).optional(),
+  transports: z
+    .array(z.enum(["sse", "websocket", "auto"]))
+    .max(3)
+    .optional(),
   pricing: z
-    .object({ input_per_1m: perMillion, output_per_1m: perMillion, cache_read_per_1m: perMillion.optional(), cache_write_per_1m: perMillion.optional() })
+    .object({
+      input_per_1m: perMillion,
+      output_per_1m: perMillion,
+      cache_read_per_1m: perMillion.optional(),
+      cache_write_per_1m: perMillion.optional(),
+    })
     .optional(),
 }) satisfies z.ZodType<Model>;
 /** A MODELS_OVERRIDES entry: any fields of a model, laid over the built-in entry of the same
@@ -724,7 +821,11 @@ export type TurnStepResult =
   | { ok: true; skipped: true; reason: "stale" | "state_conflict" }
   | { ok: false; from_state: TurnState; to_state: "failed"; error: string };
 
-const orchestratorSessionId = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
+const orchestratorSessionId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[^/]+$/, "session_id must not contain '/'");
 /** `turn::get_state`, `turn::stop`. */
 export const turnSessionRequest = z.object({ session_id: orchestratorSessionId });
 export interface TurnStopResponse {
@@ -734,7 +835,10 @@ export interface TurnStopResponse {
   state: TurnState | null;
 }
 /** `run::steer`: plain text becomes a user message. */
-export const runSteerRequest = z.object({ session_id: orchestratorSessionId, message: z.union([z.string().min(1).max(200_000), agentMessageSchema]) });
+export const runSteerRequest = z.object({
+  session_id: orchestratorSessionId,
+  message: z.union([z.string().min(1).max(200_000), agentMessageSchema]),
+});
 /** Most `agent::events` items one `run::events` page returns. */
 export const RUN_EVENTS_MAX_LIMIT = 1_000;
 /** `run::events`: `after` is an item id (`<sid>-<seq>`) from an earlier page or a stream push. */
@@ -899,7 +1003,10 @@ export const BUDGET_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,200}$/;
 export const budgetIdSchema = z.string().regex(BUDGET_ID_PATTERN, "budget_id must be 1–200 of A-Z a-z 0-9 . _ : @ -");
 const budgetTag = z.string().min(1).max(200);
 const microsAmount = z.number().int().nonnegative().max(MAX_BUDGET_MICROS);
-const usdAmount = z.number().nonnegative().max(MAX_BUDGET_MICROS / MICROS_PER_USD);
+const usdAmount = z
+  .number()
+  .nonnegative()
+  .max(MAX_BUDGET_MICROS / MICROS_PER_USD);
 const tokens = z.number().int().nonnegative().max(MAX_USAGE_TOKENS);
 const pricePer1m = z.number().nonnegative().max(MAX_PRICE_PER_1M_USD);
 /** Round ids (`<run_id>:<turn_count>`) and other caller-chosen idempotency keys. */
@@ -919,7 +1026,10 @@ export const budgetCreateRequest = z
     enforced: z.boolean().optional(),
     paused: z.boolean().optional(),
   })
-  .refine((r) => (r.ceiling_micros === undefined) !== (r.ceiling_usd === undefined), "give exactly one of ceiling_micros, ceiling_usd (> 0)");
+  .refine(
+    (r) => (r.ceiling_micros === undefined) !== (r.ceiling_usd === undefined),
+    "give exactly one of ceiling_micros, ceiling_usd (> 0)",
+  );
 export const budgetIdRequest = z.object({ budget_id: budgetIdSchema });
 /** Most budgets one `budget::list` page returns. */
 export const BUDGET_LIST_MAX_LIMIT = 500;
@@ -963,7 +1073,10 @@ export const budgetCheckRequest = z
      * BUDGET_HOLD_TTL_MS passes), so concurrent calls cannot all pass on the same remaining money. */
     hold_id: recordIdSchema.optional(),
   })
-  .refine((r) => [r.estimated_cost_micros, r.estimated_cost_usd, r.estimate].filter((v) => v !== undefined).length <= 1, "give at most one of estimated_cost_micros, estimated_cost_usd, estimate");
+  .refine(
+    (r) => [r.estimated_cost_micros, r.estimated_cost_usd, r.estimate].filter((v) => v !== undefined).length <= 1,
+    "give at most one of estimated_cost_micros, estimated_cost_usd, estimate",
+  );
 /** A hold older than this is dropped: a provider call ends within 300 s and its step's queue
  * deadline is 360 s, after which the step is redelivered and holds again under the same id. */
 export const BUDGET_HOLD_TTL_MS = 360_000;
@@ -997,15 +1110,25 @@ export const budgetRecordRequest = z
     /** Idempotency key: a repeat of a recent id adds nothing (and settles its hold). */
     record_id: recordIdSchema.optional(),
     cost_micros: z.number().int().nonnegative().max(MAX_RECORD_MICROS).optional(),
-    cost_usd: z.number().nonnegative().max(MAX_RECORD_MICROS / MICROS_PER_USD).optional(),
+    cost_usd: z
+      .number()
+      .nonnegative()
+      .max(MAX_RECORD_MICROS / MICROS_PER_USD)
+      .optional(),
     /** A provider's usage (`AssistantMessage.usage`): priced by `provider` + `model`. */
     usage: budgetUsageSchema.optional(),
     provider: providerName.optional(),
     model: budgetModelId.optional(),
     principal_id: z.string().min(1).max(300).optional(),
   })
-  .refine((r) => [r.cost_micros, r.cost_usd, r.usage].filter((v) => v !== undefined).length === 1, "give exactly one of cost_micros, cost_usd, usage")
-  .refine((r) => r.usage === undefined || (r.provider !== undefined && r.model !== undefined), "usage needs provider and model (to price it)");
+  .refine(
+    (r) => [r.cost_micros, r.cost_usd, r.usage].filter((v) => v !== undefined).length === 1,
+    "give exactly one of cost_micros, cost_usd, usage",
+  )
+  .refine(
+    (r) => r.usage === undefined || (r.provider !== undefined && r.model !== undefined),
+    "usage needs provider and model (to price it)",
+  );
 export interface BudgetRecordResponse {
   budget_id: string;
   /** false: `record_id` was recorded before; nothing was added. */
@@ -1052,11 +1175,19 @@ export const budgetUsageRequest = z.object({
   window: z.union([z.literal("all"), z.literal("current"), z.enum(BUDGET_PERIODS)]).default("all"),
 });
 export const budgetEnforceRequest = z.object({ budget_id: budgetIdSchema, enforced: z.boolean() });
-export const budgetExemptRequest = z.object({ budget_id: budgetIdSchema, principal_id: z.string().min(1).max(300), reason: z.string().min(1).max(2_000) });
+export const budgetExemptRequest = z.object({
+  budget_id: budgetIdSchema,
+  principal_id: z.string().min(1).max(300),
+  reason: z.string().min(1).max(2_000),
+});
 export const budgetPauseRequest = z.object({ budget_id: budgetIdSchema, paused: z.boolean().default(true) });
 /** Most spend-log entries one `budget::log` page returns. */
 export const BUDGET_LOG_MAX_LIMIT = 1_000;
-export const budgetLogRequest = z.object({ budget_id: budgetIdSchema, limit: z.number().int().min(1).max(BUDGET_LOG_MAX_LIMIT).optional(), offset: z.number().int().min(0).optional() });
+export const budgetLogRequest = z.object({
+  budget_id: budgetIdSchema,
+  limit: z.number().int().min(1).max(BUDGET_LOG_MAX_LIMIT).optional(),
+  offset: z.number().int().min(0).optional(),
+});
 export const budgetSetPricesRequest = z
   .object({
     provider: providerName,
@@ -1069,7 +1200,10 @@ export const budgetSetPricesRequest = z
     /** Remove the override (the catalog's price applies again). */
     clear: z.boolean().optional(),
   })
-  .refine((r) => (r.clear === true) !== (r.input_per_1m !== undefined && r.output_per_1m !== undefined), "give input_per_1m and output_per_1m, or clear:true");
+  .refine(
+    (r) => (r.clear === true) !== (r.input_per_1m !== undefined && r.output_per_1m !== undefined),
+    "give input_per_1m and output_per_1m, or clear:true",
+  );
 export const budgetGetPricesRequest = z.object({ provider: providerName, model: budgetModelId });
 
 /** Prices in integer micro-USD per 1M tokens. */
@@ -1142,7 +1276,11 @@ export interface BudgetSpendLogEntry {
 // Branching a session (session-storage: `session-tree::fork|clone|tree|branches|set_active_leaf|
 // get_entry|export`) and running on a branch (turn-orchestrator: `run::resume|rerun_from|fork`).
 
-const treeSessionId = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
+const treeSessionId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[^/]+$/, "session_id must not contain '/'");
 const treeEntryId = z.string().min(1).max(256);
 /** Longest request key of a fork / clone (it names the copy, so a repeat finds it). */
 export const MAX_TREE_REQUEST_KEY_LENGTH = 256;
@@ -1304,7 +1442,13 @@ export const runResumeRequest = z.object({ session_id: treeSessionId, message: r
 export type RunResumeRequest = z.infer<typeof runResumeRequest>;
 /** `run::rerun_from` (time travel): the user message `entry_id`, edited (`message`, default: as it
  * was), becomes a new branch under that entry's parent, and a run answers it. */
-export const runRerunFromRequest = z.object({ session_id: treeSessionId, entry_id: treeEntryId, message: runMessage.optional(), message_id: runKey, ...runSettings });
+export const runRerunFromRequest = z.object({
+  session_id: treeSessionId,
+  entry_id: treeEntryId,
+  message: runMessage.optional(),
+  message_id: runKey,
+  ...runSettings,
+});
 export type RunRerunFromRequest = z.infer<typeof runRerunFromRequest>;
 /** `run::fork`: `session-tree::fork`, then — when `message` is given or `run: true` — a run on the
  * new session (`run::resume` there, with the source's settings). */
@@ -1356,10 +1500,17 @@ export const MAX_UPDATE_PARTS = 64;
 /** Longest replacement text of a pruned output. */
 export const MAX_PRUNED_TEXT_CHARS = 4_096;
 
-const compactionSessionId = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
+const compactionSessionId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[^/]+$/, "session_id must not contain '/'");
 const compactionEntryId = z.string().min(1).max(256);
 const compactionFileList = z.array(z.string().min(1).max(4_096)).max(MAX_COMPACTION_DETAIL_FILES);
-export const compactionDetailsSchema = z.looseObject({ read_files: compactionFileList.default([]), modified_files: compactionFileList.default([]) });
+export const compactionDetailsSchema = z.looseObject({
+  read_files: compactionFileList.default([]),
+  modified_files: compactionFileList.default([]),
+});
 export type CompactionDetails = z.infer<typeof compactionDetailsSchema>;
 
 /** `session-tree::compact` (served by session-storage): append a compaction entry under `parent_id`
@@ -1441,11 +1592,17 @@ export interface CompactionView<E> {
  * `tail_start_id` on. A null or missing `tail_start_id` starts right after the compaction entry
  * (not at the path's first message, which would send the whole summarised history again).
  */
-export function compactionView<E extends { entry_id: string }>(entries: readonly E[], latest: CompactionRecord | null | undefined): CompactionView<E> {
+export function compactionView<E extends { entry_id: string }>(
+  entries: readonly E[],
+  latest: CompactionRecord | null | undefined,
+): CompactionView<E> {
   if (!latest) return { summary: null, messages: [...entries] };
   let start = latest.tail_start_id ? entries.findIndex((e) => e.entry_id === latest.tail_start_id) : -1;
   if (start < 0) start = latest.after_message_id === null ? 0 : entries.findIndex((e) => e.entry_id === latest.after_message_id) + 1;
-  return { summary: { entry_id: latest.entry_id, message: compactionSummaryMessage(latest.summary, latest.timestamp) }, messages: entries.slice(Math.max(0, start)) };
+  return {
+    summary: { entry_id: latest.entry_id, message: compactionSummaryMessage(latest.summary, latest.timestamp) },
+    messages: entries.slice(Math.max(0, start)),
+  };
 }
 
 /** The item id of a `compaction_done` the compaction worker writes to `agent::events` itself (async
@@ -1454,7 +1611,8 @@ export function compactionView<E extends { entry_id: string }>(entries: readonly
  * so this sorts right after that turn_end and before every later event, never collides with one,
  * and is still an event id `run::events` accepts as `after`. */
 export const COMPACTION_EVENT_SUFFIX = { async: "1", manual: "2" } as const;
-export const compactionEventItemId = (turnEndItemId: string, mode: keyof typeof COMPACTION_EVENT_SUFFIX): string => `${turnEndItemId}${COMPACTION_EVENT_SUFFIX[mode]}`;
+export const compactionEventItemId = (turnEndItemId: string, mode: keyof typeof COMPACTION_EVENT_SUFFIX): string =>
+  `${turnEndItemId}${COMPACTION_EVENT_SUFFIX[mode]}`;
 
 const compactionLimit = z.object({
   context: z.number().int().nonnegative(),
@@ -1484,10 +1642,15 @@ export function compactionHardLimit(limit: CompactionModel["limit"]): number {
 export function compactionUsableTokens(limit: CompactionModel["limit"], reservedTokens: number = COMPACTION_RESERVED_TOKENS): number {
   const hard = compactionHardLimit(limit);
   if (hard === 0) return 0;
-  return Math.max(0, hard - Math.min(reservedTokens, Math.floor(COMPACTION_RESERVE_WINDOW_FRACTION * limit.context)) - (limit.thinking ?? 0));
+  return Math.max(
+    0,
+    hard - Math.min(reservedTokens, Math.floor(COMPACTION_RESERVE_WINDOW_FRACTION * limit.context)) - (limit.thinking ?? 0),
+  );
 }
 /** A catalog entry as a compaction model. */
-export function compactionModelOf(model: Pick<Model, "id" | "provider" | "context_window" | "max_output_tokens" | "input_limit">): CompactionModel {
+export function compactionModelOf(
+  model: Pick<Model, "id" | "provider" | "context_window" | "max_output_tokens" | "input_limit">,
+): CompactionModel {
   const limit: CompactionModel["limit"] = { context: model.context_window };
   if (model.input_limit !== undefined) limit.input = model.input_limit;
   if (model.max_output_tokens !== undefined) limit.output = model.max_output_tokens;
@@ -1513,9 +1676,15 @@ export const compactNowRequest = z.object({
 });
 export type CompactNowRequest = z.input<typeof compactNowRequest>;
 /** `context-compaction::compact_session` (a UI's `/compact`): always summarise; no continue prompt. */
-export const compactSessionRequest = z.object({ session_id: compactionSessionId, model: compactionModelSchema.partial({ limit: true }).optional() });
+export const compactSessionRequest = z.object({
+  session_id: compactionSessionId,
+  model: compactionModelSchema.partial({ limit: true }).optional(),
+});
 /** `context-compaction::prune_tool_outputs`. */
-export const pruneToolOutputsRequest = z.object({ session_id: compactionSessionId, model: compactionModelSchema.partial({ limit: true }).optional() });
+export const pruneToolOutputsRequest = z.object({
+  session_id: compactionSessionId,
+  model: compactionModelSchema.partial({ limit: true }).optional(),
+});
 
 /** `ok`: a summary was appended (`compaction_entry_id`), the window is summary + tail; `pruned`:
  * pruning alone brought it under the target; `fits`: nothing to do; `busy`: another compaction of
@@ -1579,8 +1748,16 @@ export const JOIN_MAX_TIMEOUT_MS = 24 * 60 * 60_000;
  * 30 s default call deadline, so the wait answers instead of timing out. */
 export const JOIN_MAX_INLINE_WAIT_MS = 25_000;
 
-const subAgentSessionIdSchema = z.string().min(1).max(128).regex(/^[^/]+$/, "session_id must not contain '/'");
-const functionCallIdSchema = z.string().min(1).max(256).regex(/^[^/]+$/, "function_call_id must not contain '/'");
+const subAgentSessionIdSchema = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[^/]+$/, "session_id must not contain '/'");
+const functionCallIdSchema = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[^/]+$/, "function_call_id must not contain '/'");
 
 /** The parent link a child's run request carries (`run_request/<child>.parent`): informational —
  * the sub-agents worker's own records are what it acts on. */
@@ -1682,7 +1859,8 @@ export function isJoinPending(functionId: string, details: unknown): details is 
  * the `allow` decision when the child ends (or the join times out); a person's decision on it
  * ends the wait early (allow: the current state of the child; deny: a denial). */
 export type AwaitingChild = AwaitingApproval & { held_by: typeof HARNESS_JOIN; child_session_id: string };
-export const isAwaitingChild = (a: AwaitingApproval): a is AwaitingChild => (a as Partial<AwaitingChild>).held_by === HARNESS_JOIN && typeof (a as Partial<AwaitingChild>).child_session_id === "string";
+export const isAwaitingChild = (a: AwaitingApproval): a is AwaitingChild =>
+  (a as Partial<AwaitingChild>).held_by === HARNESS_JOIN && typeof (a as Partial<AwaitingChild>).child_session_id === "string";
 
 export const harnessChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema.optional() });
 export interface SubAgentChildView {

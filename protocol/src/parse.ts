@@ -49,7 +49,10 @@ export function peekResultId(raw: string | ArrayBuffer | Uint8Array): string | u
 function ends(raw: string | ArrayBuffer | Uint8Array): [string, string] {
   if (typeof raw === "string") return [raw.slice(0, PEEK_CHARS), raw.length > PEEK_CHARS ? raw.slice(-PEEK_CHARS) : ""];
   const bytes = raw instanceof Uint8Array ? raw : new Uint8Array(raw);
-  return [lenient.decode(bytes.subarray(0, PEEK_CHARS)), bytes.byteLength > PEEK_CHARS ? lenient.decode(bytes.subarray(bytes.byteLength - PEEK_CHARS)) : ""];
+  return [
+    lenient.decode(bytes.subarray(0, PEEK_CHARS)),
+    bytes.byteLength > PEEK_CHARS ? lenient.decode(bytes.subarray(bytes.byteLength - PEEK_CHARS)) : "",
+  ];
 }
 
 /** UTF-8 size of a text frame; only counted when its length alone cannot decide (≤3 bytes/unit). */
@@ -59,7 +62,12 @@ export function byteSize(raw: string | ArrayBuffer | Uint8Array): number {
   return encoder.encode(raw).byteLength;
 }
 
-function parseWith<T>(raw: string | ArrayBuffer | Uint8Array, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } } }): ParseResult<T> {
+function parseWith<T>(
+  raw: string | ArrayBuffer | Uint8Array,
+  schema: {
+    safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } };
+  },
+): ParseResult<T> {
   const size = byteSize(raw);
   if (size > MAX_FRAME_BYTES) {
     const error = { code: "frame_too_large", message: `frame of ${size} bytes exceeds the ${MAX_FRAME_BYTES}-byte limit` };

@@ -55,7 +55,11 @@ const metadataValue = z.union([z.string().max(512), z.number(), z.boolean(), z.n
 export const exposeRule = z.union([
   id,
   z.object({ match: id }).strict(),
-  z.object({ metadata: z.record(z.string().min(1).max(128), metadataValue).refine((m) => Object.keys(m).length > 0, "metadata rule needs a key") }).strict(),
+  z
+    .object({
+      metadata: z.record(z.string().min(1).max(128), metadataValue).refine((m) => Object.keys(m).length > 0, "metadata rule needs a key"),
+    })
+    .strict(),
 ]);
 export type ExposeRule = z.infer<typeof exposeRule>;
 
@@ -82,7 +86,10 @@ export interface RbacAuthInput {
 const patterns = z.array(id).max(MAX_RBAC_PATTERNS);
 const jsonContext = z
   .record(z.string(), z.unknown())
-  .refine((c) => new TextEncoder().encode(JSON.stringify(c)).byteLength <= MAX_RBAC_CONTEXT_BYTES, `context is larger than ${MAX_RBAC_CONTEXT_BYTES} bytes`);
+  .refine(
+    (c) => new TextEncoder().encode(JSON.stringify(c)).byteLength <= MAX_RBAC_CONTEXT_BYTES,
+    `context is larger than ${MAX_RBAC_CONTEXT_BYTES} bytes`,
+  );
 
 /** What the auth function answers (iii's AuthResult). A throw, a failure or anything else refuses. */
 export const rbacAuthResult = z.object({
@@ -161,9 +168,17 @@ const hookAllows = <T extends z.ZodRawShape>(shape: T) => z.union([z.literal(tru
 export const onFunctionRegistrationResult = hookAllows({
   function_id: id.nullish(),
   description: z.string().max(4096).nullish(),
-  metadata: z.record(z.string(), z.unknown()).refine((m) => new TextEncoder().encode(JSON.stringify(m)).byteLength <= MAX_METADATA_BYTES).nullish(),
+  metadata: z
+    .record(z.string(), z.unknown())
+    .refine((m) => new TextEncoder().encode(JSON.stringify(m)).byteLength <= MAX_METADATA_BYTES)
+    .nullish(),
 });
-export const onTriggerRegistrationResult = hookAllows({ trigger_id: id.nullish(), trigger_type: id.nullish(), function_id: id.nullish(), config: z.unknown().optional() });
+export const onTriggerRegistrationResult = hookAllows({
+  trigger_id: id.nullish(),
+  trigger_type: id.nullish(),
+  function_id: id.nullish(),
+  config: z.unknown().optional(),
+});
 export const onTriggerTypeRegistrationResult = hookAllows({ trigger_type_id: id.nullish(), description: z.string().max(4096).nullish() });
 
 /** Does one pattern (exact id, `*` glob, or `match("…")`) cover the id? */
@@ -185,7 +200,11 @@ function exposes(rule: ExposeRule, functionId: string, metadata: Record<string, 
  * (even an infrastructure built-in); an allowed one admits; then the infrastructure built-ins; then
  * the listener's expose_functions rules (ids, or the function's registration metadata).
  */
-export function rbacMayCall(s: Pick<RbacSession, "allowed_functions" | "forbidden_functions" | "config">, functionId: string, metadata?: Record<string, unknown>): boolean {
+export function rbacMayCall(
+  s: Pick<RbacSession, "allowed_functions" | "forbidden_functions" | "config">,
+  functionId: string,
+  metadata?: Record<string, unknown>,
+): boolean {
   if (s.forbidden_functions.some((p) => rbacPatternMatches(p, functionId))) return false;
   if (s.allowed_functions.some((p) => rbacPatternMatches(p, functionId))) return true;
   if (RBAC_INFRASTRUCTURE_FUNCTIONS.has(functionId)) return true;

@@ -63,7 +63,10 @@ export const shardUpItem = z.union([
   z.object({ w: z.string().min(1).max(SHARD_ID_MAX), f: z.union([z.string(), z.instanceof(ArrayBuffer)]) }),
   z.object({ w: z.string().min(1).max(SHARD_ID_MAX), closed: z.literal(true) }),
 ]);
-export const shardUpBatch = z.object({ shard: z.string().min(1).max(SHARD_ID_MAX), items: z.array(shardUpItem).max(MAX_SHARD_BATCH_ITEMS) });
+export const shardUpBatch = z.object({
+  shard: z.string().min(1).max(SHARD_ID_MAX),
+  items: z.array(shardUpItem).max(MAX_SHARD_BATCH_ITEMS),
+});
 export type ShardUpBatch = z.infer<typeof shardUpBatch>;
 
 /** Catalog → shard: a frame (already JSON) for one of its sockets, or an order to close it. */
@@ -93,7 +96,11 @@ export const shardInvokeRequest = z.object({
   metadata: z.unknown().optional(),
   traceparent: z.string().optional(),
   baggage: z.string().optional(),
-  timeout_ms: z.number().int().positive().max(15 * 60_000),
+  timeout_ms: z
+    .number()
+    .int()
+    .positive()
+    .max(15 * 60_000),
 });
 export type ShardInvokeRequest = z.infer<typeof shardInvokeRequest>;
 /** How a direct call ended; `stale`: the worker no longer holds the function here (the caller's

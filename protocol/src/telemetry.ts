@@ -274,8 +274,22 @@ export const logRecordSchema = z.object({
 export const logsListOutput = z.object({ logs: z.array(logRecordSchema), total: count, offset: count, limit: count });
 const points = z.array(z.object({ attributes, value: z.number() })).optional();
 export const metricSchema = z.discriminatedUnion("type", [
-  z.object({ name: z.string(), type: z.literal("counter"), value: z.number(), points, unit: z.string().optional(), description: z.string().optional() }),
-  z.object({ name: z.string(), type: z.literal("gauge"), value: z.number(), points, unit: z.string().optional(), description: z.string().optional() }),
+  z.object({
+    name: z.string(),
+    type: z.literal("counter"),
+    value: z.number(),
+    points,
+    unit: z.string().optional(),
+    description: z.string().optional(),
+  }),
+  z.object({
+    name: z.string(),
+    type: z.literal("gauge"),
+    value: z.number(),
+    points,
+    unit: z.string().optional(),
+    description: z.string().optional(),
+  }),
   z.object({
     name: z.string(),
     type: z.literal("histogram"),

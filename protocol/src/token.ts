@@ -33,8 +33,13 @@ export type TokenCheck = { ok: true; grant: Grant } | { ok: false; reason: strin
 export async function verifyToken(secret: string, token: string): Promise<TokenCheck> {
   if (token.length > 8192) return { ok: false, reason: "token too long" };
   try {
-    const { payload } = await jwtVerify(token, keyOf(secret), { algorithms: [TOKEN_ALGORITHM], issuer: TOKEN_ISSUER, requiredClaims: ["sub", "exp"] });
-    if (payload.iat !== undefined && payload.iat > Math.floor(Date.now() / 1000) + MAX_CLOCK_SKEW_S) return { ok: false, reason: "token issued in the future" };
+    const { payload } = await jwtVerify(token, keyOf(secret), {
+      algorithms: [TOKEN_ALGORITHM],
+      issuer: TOKEN_ISSUER,
+      requiredClaims: ["sub", "exp"],
+    });
+    if (payload.iat !== undefined && payload.iat > Math.floor(Date.now() / 1000) + MAX_CLOCK_SKEW_S)
+      return { ok: false, reason: "token issued in the future" };
     // Every grant claim, whatever fields the grant has: the schema drops the JWT's own (iss, iat…).
     const g = grantSchema.safeParse(payload);
     if (!g.success) return { ok: false, reason: "token claims are malformed" };

@@ -27,7 +27,12 @@ export interface BrowserReconnection {
   /** 0–1 (default 0.3). */
   jitterFactor: number;
 }
-export const DEFAULT_BROWSER_RECONNECTION: BrowserReconnection = { initialDelayMs: 1_000, maxDelayMs: 30_000, backoffMultiplier: 2, jitterFactor: 0.3 };
+export const DEFAULT_BROWSER_RECONNECTION: BrowserReconnection = {
+  initialDelayMs: 1_000,
+  maxDelayMs: 30_000,
+  backoffMultiplier: 2,
+  jitterFactor: 0.3,
+};
 /** A socket that has not opened after this long is retried (iii-sdk uses 10 s too). */
 export const CONNECT_TIMEOUT_MS = 10_000;
 /**
@@ -76,7 +81,11 @@ export async function tokenProtocols(token: BrowserWorkerOptions["token"]): Prom
   return t ? [WS_PROTOCOL, `${WS_BEARER_PREFIX}${t}`] : [];
 }
 
-export function partySocketConnector(url: string, reconnection: Partial<BrowserReconnection> = {}, token?: BrowserWorkerOptions["token"]): Connector {
+export function partySocketConnector(
+  url: string,
+  reconnection: Partial<BrowserReconnection> = {},
+  token?: BrowserWorkerOptions["token"],
+): Connector {
   const cfg = { ...DEFAULT_BROWSER_RECONNECTION, ...reconnection };
   return (events) => {
     const rws = new ReconnectingWebSocket(engineUrl(url), () => tokenProtocols(token), {

@@ -31,9 +31,20 @@ async function spansRound(): Promise<number> {
   const t0 = performance.now();
   await als.run({ traceparent: PARENT }, async () => {
     for (let i = 0; i < SPANS; i++) {
-      await tracer.withSpan("execute_tool ledger::record", { attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ledger::record", "gen_ai.tool.call.id": `call-${i}`, "iii.session.id": "s-1" } }, async (span) => {
-        span.addEvent("dispatched");
-      });
+      await tracer.withSpan(
+        "execute_tool ledger::record",
+        {
+          attributes: {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "ledger::record",
+            "gen_ai.tool.call.id": `call-${i}`,
+            "iii.session.id": "s-1",
+          },
+        },
+        async (span) => {
+          span.addEvent("dispatched");
+        },
+      );
       // Flushed as a worker would be (well inside the buffer bound: nothing is dropped).
       if (i % FLUSH_EVERY === FLUSH_EVERY - 1) await tracer.flush();
     }
@@ -46,7 +57,14 @@ async function baselineRound(): Promise<number> {
   const t0 = performance.now();
   for (let i = 0; i < SPANS; i++) {
     // What the client does for every call: build and encode its frame (core.ts `call`).
-    const frame = { type: "invokefunction", function_id: "ledger::record", invocation_id: `inv-${i}`, data: { amount: 42, session_id: "s-1", function_call_id: `call-${i}` }, traceparent: PARENT, timeout_ms: 30_000 };
+    const frame = {
+      type: "invokefunction",
+      function_id: "ledger::record",
+      invocation_id: `inv-${i}`,
+      data: { amount: 42, session_id: "s-1", function_call_id: `call-${i}` },
+      traceparent: PARENT,
+      timeout_ms: 30_000,
+    };
     _bytes += JSON.stringify(frame).length;
     await Promise.resolve();
   }

@@ -28,14 +28,22 @@ function attach(engineUrl: string, ref: StreamChannelRef): Promise<WebSocket> {
       ws.close();
       reject(new Error(`channel ${ref.channel_id}: no answer within ${CHANNEL_CONNECT_TIMEOUT_MS} ms`));
     }, CHANNEL_CONNECT_TIMEOUT_MS);
-    ws.addEventListener("open", () => {
-      clearTimeout(timer);
-      resolve(ws);
-    }, { once: true });
-    ws.addEventListener("error", () => {
-      clearTimeout(timer);
-      reject(new Error(`channel ${ref.channel_id}: could not attach (wrong id or key, or already taken)`));
-    }, { once: true });
+    ws.addEventListener(
+      "open",
+      () => {
+        clearTimeout(timer);
+        resolve(ws);
+      },
+      { once: true },
+    );
+    ws.addEventListener(
+      "error",
+      () => {
+        clearTimeout(timer);
+        reject(new Error(`channel ${ref.channel_id}: could not attach (wrong id or key, or already taken)`));
+      },
+      { once: true },
+    );
   });
 }
 
@@ -44,7 +52,9 @@ export async function openChannelWriter(engineUrl: string, ref: StreamChannelRef
   const r = streamChannelRef.parse(ref);
   if (r.direction !== "write") throw new Error("openChannelWriter needs the writer ref (direction: write)");
   const ws = await attach(engineUrl, r);
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.addEventListener("close", (e) => resolve({ code: e.code, reason: e.reason }), { once: true }));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.addEventListener("close", (e) => resolve({ code: e.code, reason: e.reason }), { once: true }),
+  );
   return {
     write(item) {
       if (ws.readyState !== WebSocket.OPEN) throw new Error(`channel ${r.channel_id} is closed`);

@@ -48,7 +48,12 @@ export class HostRegistry<Env> {
    * manifest is idempotent; pass `id` to choose it. */
   trigger(t: { trigger_type: string; function_id: string; config?: unknown; metadata?: unknown; id?: string }): void {
     const n = this.triggers.filter((x) => x.trigger_type === t.trigger_type && x.function_id === t.function_id).length;
-    const trig: ManifestTrigger = { id: t.id ?? `${t.function_id}#${t.trigger_type}#${n}`, trigger_type: t.trigger_type, function_id: t.function_id, config: t.config ?? null };
+    const trig: ManifestTrigger = {
+      id: t.id ?? `${t.function_id}#${t.trigger_type}#${n}`,
+      trigger_type: t.trigger_type,
+      function_id: t.function_id,
+      config: t.config ?? null,
+    };
     if (t.metadata !== undefined) trig.metadata = t.metadata;
     this.triggers.push(trig);
   }

@@ -25,7 +25,9 @@ export function nodeHttpListener(handler: (request: Request) => Promise<Response
         for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string") headers.set(k, v);
         const method = req.method ?? "GET";
         const body = method === "GET" || method === "HEAD" ? undefined : Buffer.concat(chunks);
-        const response = await handler(new Request(`http://${req.headers.host ?? "localhost"}${req.url ?? "/"}`, { method, headers, body }));
+        const response = await handler(
+          new Request(`http://${req.headers.host ?? "localhost"}${req.url ?? "/"}`, { method, headers, body }),
+        );
         res.writeHead(response.status, Object.fromEntries(response.headers));
         res.end(Buffer.from(await response.arrayBuffer()));
       } catch (err) {

@@ -51,7 +51,10 @@ const PROBE_TIMEOUT_MS = 5_000;
 const MAX_PROBE_BODY_BYTES = 8 * 1024;
 
 /** What a WebSocket upgrade to `url` is answered with: the status, and the body of a refusal. */
-export async function probeUpgrade(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string } | undefined> {
+export async function probeUpgrade(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string } | undefined> {
   const u = new URL(url);
   const secure = u.protocol === "wss:" || u.protocol === "https:";
   u.protocol = secure ? "https:" : "http:";
@@ -65,7 +68,13 @@ export async function probeUpgrade(url: string, headers: Record<string, string> 
       resolve(v);
     };
     const req = send(u, {
-      headers: { ...headers, Connection: "Upgrade", Upgrade: "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": randomBytes(16).toString("base64") },
+      headers: {
+        ...headers,
+        Connection: "Upgrade",
+        Upgrade: "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": randomBytes(16).toString("base64"),
+      },
     });
     const timer = setTimeout(() => {
       req.destroy();
@@ -98,12 +107,16 @@ export function handshakeError(url: string, status: number, body: string): IIIEr
   let engine: { code?: unknown; message?: unknown } | undefined;
   try {
     const parsed: unknown = JSON.parse(body);
-    if (parsed && typeof parsed === "object" && "error" in parsed) engine = (parsed as { error: { code?: unknown; message?: unknown } }).error;
+    if (parsed && typeof parsed === "object" && "error" in parsed)
+      engine = (parsed as { error: { code?: unknown; message?: unknown } }).error;
   } catch {
     // not the engine's JSON: a page, or nothing
   }
   const code = typeof engine?.code === "string" ? relayedCode(engine.code) : status === 404 ? "not_found" : "invalid_arguments";
-  const message = typeof engine?.message === "string" ? engine.message : `${url} answered the WebSocket upgrade with HTTP ${status}: nothing accepts workers there (a worker dials ws://<host>/ or ws://<host>/ns/<namespace>)`;
+  const message =
+    typeof engine?.message === "string"
+      ? engine.message
+      : `${url} answered the WebSocket upgrade with HTTP ${status}: nothing accepts workers there (a worker dials ws://<host>/ or ws://<host>/ns/<namespace>)`;
   return new IIIError(code, `${message} [${url}]`);
 }
 
@@ -124,7 +137,10 @@ function nodeAmbient(): AmbientTrace {
   return { run: (fields, fn) => als.run(fields, fn), get: () => als.getStore() };
 }
 
-export function webSocketConnector(url: string, options: { reconnectionConfig?: Partial<ReconnectionConfig>; headers?: Record<string, string> } = {}): Connector {
+export function webSocketConnector(
+  url: string,
+  options: { reconnectionConfig?: Partial<ReconnectionConfig>; headers?: Record<string, string> } = {},
+): Connector {
   const cfg: ReconnectionConfig = { ...DEFAULT_RECONNECTION, ...options.reconnectionConfig };
   return (events) => {
     let ws: WebSocket | undefined;

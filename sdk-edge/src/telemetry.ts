@@ -278,7 +278,8 @@ function encodeLogs(resource: Attributes, logs: PendingLog[]): string {
 }
 
 /** Past the engine's frame limit in UTF-8 bytes (counted only when the characters alone could be). */
-const tooLarge = (frame: string): boolean => frame.length * 3 > MAX_FRAME_BYTES && new TextEncoder().encode(frame).byteLength > MAX_FRAME_BYTES;
+const tooLarge = (frame: string): boolean =>
+  frame.length * 3 > MAX_FRAME_BYTES && new TextEncoder().encode(frame).byteLength > MAX_FRAME_BYTES;
 
 // ------------------------------------------------------------------ the tracer
 
@@ -340,14 +341,15 @@ class SpanImpl implements Span {
   }
 
   addEvent(name: string, attributes?: Attributes, timeMs?: number): Span {
-    if (!this.ended && this.events.length < MAX_EVENTS) this.events.push({ name, time_ms: timeMs ?? this.now(), attributes: boundedAttributes(attributes) });
+    if (!this.ended && this.events.length < MAX_EVENTS)
+      this.events.push({ name, time_ms: timeMs ?? this.now(), attributes: boundedAttributes(attributes) });
     return this;
   }
 
   recordException(error: unknown): Span {
     const e = error instanceof Error ? error : undefined;
     const code = error && typeof error === "object" ? (error as { code?: unknown }).code : undefined;
-    const message = e ? e.message : typeof error === "string" ? error : JSON.stringify(error) ?? String(error);
+    const message = e ? e.message : typeof error === "string" ? error : (JSON.stringify(error) ?? String(error));
     const attrs: Attributes = { "exception.type": typeof code === "string" ? code : (e?.name ?? "Error"), "exception.message": message };
     if (e?.stack) attrs["exception.stacktrace"] = e.stack;
     this.addEvent("exception", attrs);
@@ -386,7 +388,12 @@ class SpanImpl implements Span {
 
 export function createTracer(opts: TracerOptions): Tracer {
   const now = opts.now ?? Date.now;
-  const resource: Attributes = { "service.name": opts.serviceName, "telemetry.sdk.name": "iii-edge", "telemetry.sdk.language": "webjs", ...opts.resource };
+  const resource: Attributes = {
+    "service.name": opts.serviceName,
+    "telemetry.sdk.name": "iii-edge",
+    "telemetry.sdk.language": "webjs",
+    ...opts.resource,
+  };
   let spans: FinishedSpan[] = [];
   let logs: PendingLog[] = [];
   const dropped = { spans: 0, logs: 0 };
@@ -453,8 +460,22 @@ export function createTracer(opts: TracerOptions): Tracer {
     dropped,
     startSpan(name, options = {}) {
       const parent = resolveParent(options.parent);
-      const ctx: SpanContext = { trace_id: parent?.trace_id ?? options.traceId ?? newTraceId(), span_id: options.spanId ?? newSpanId(), sampled: parent ? parent.sampled : (opts.sample?.() ?? true) };
-      return new SpanImpl(name, options.kind ?? "internal", ctx, parent?.span_id, options.startTimeMs ?? now(), boundedAttributes(options.attributes), finish, now, opts.enabled !== false);
+      const ctx: SpanContext = {
+        trace_id: parent?.trace_id ?? options.traceId ?? newTraceId(),
+        span_id: options.spanId ?? newSpanId(),
+        sampled: parent ? parent.sampled : (opts.sample?.() ?? true),
+      };
+      return new SpanImpl(
+        name,
+        options.kind ?? "internal",
+        ctx,
+        parent?.span_id,
+        options.startTimeMs ?? now(),
+        boundedAttributes(options.attributes),
+        finish,
+        now,
+        opts.enabled !== false,
+      );
     },
     async withSpan(name, options, fn) {
       const span = tracer.startSpan(name, options);
@@ -485,7 +506,13 @@ export function createTracer(opts: TracerOptions): Tracer {
         logs.shift();
         dropped.logs++;
       }
-      logs.push({ time_ms: now(), severity, body, attributes: boundedAttributes(attributes), ...(ctx ? { trace_id: ctx.trace_id, span_id: ctx.span_id } : {}) });
+      logs.push({
+        time_ms: now(),
+        severity,
+        body,
+        attributes: boundedAttributes(attributes),
+        ...(ctx ? { trace_id: ctx.trace_id, span_id: ctx.span_id } : {}),
+      });
       schedule();
     },
     flush() {
@@ -495,8 +522,18 @@ export function createTracer(opts: TracerOptions): Tracer {
         const l = logs;
         spans = [];
         logs = [];
-        const leftSpans = await sendAll(s, (b) => encodeSpans(resource, b), TELEMETRY_PREFIXES.traces, (n) => (dropped.spans += n));
-        const leftLogs = await sendAll(l, (b) => encodeLogs(resource, b), TELEMETRY_PREFIXES.logs, (n) => (dropped.logs += n));
+        const leftSpans = await sendAll(
+          s,
+          (b) => encodeSpans(resource, b),
+          TELEMETRY_PREFIXES.traces,
+          (n) => (dropped.spans += n),
+        );
+        const leftLogs = await sendAll(
+          l,
+          (b) => encodeLogs(resource, b),
+          TELEMETRY_PREFIXES.logs,
+          (n) => (dropped.logs += n),
+        );
         // Not taken (not connected): back in front of what ended meanwhile, within the bound.
         if (leftSpans.length > 0) {
           const all = [...leftSpans, ...spans];

@@ -12,7 +12,14 @@
 // Needs `nodejs_compat` (or `nodejs_als`): the invocation a module's `iii.trigger` / `iii.channels`
 // belong to is found through AsyncLocalStorage, because one registration serves every call.
 import { AsyncLocalStorage } from "node:async_hooks";
-import { IIIError, streamChannelRef, type EdgeInvokeRequest, type EdgeInvokeResponse, type EngineRpc, type StreamChannelRef } from "@iii-edge/protocol";
+import {
+  IIIError,
+  streamChannelRef,
+  type EdgeInvokeRequest,
+  type EdgeInvokeResponse,
+  type EngineRpc,
+  type StreamChannelRef,
+} from "@iii-edge/protocol";
 import { CHANNEL_CONNECT_TIMEOUT_MS, channelUrl, socketItems } from "./channels.ts";
 import type { TraceFields } from "./client/trace.ts";
 import type { TriggerRequest } from "./client/types.ts";
@@ -72,18 +79,28 @@ function edgeTracer(serviceName: string, enabled: boolean): Tracer {
 
 /** Names in a comma-separated setting (`"a, b,"` → `["a", "b"]`). */
 function listSetting(value: string | undefined): string[] {
-  return (value ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  return (value ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** The modules left after `disabled`; a name that is no module's is an error naming the valid ones
  * (a typo would otherwise run the worker its author meant to leave out). */
-function selectWorkers<M extends { readonly name: string }>(workers: readonly M[], disabled: readonly string[], setting = "the disable list"): M[] {
+function selectWorkers<M extends { readonly name: string }>(
+  workers: readonly M[],
+  disabled: readonly string[],
+  setting = "the disable list",
+): M[] {
   const names = workers.map((w) => w.name);
   const dup = names.find((n, i) => names.indexOf(n) !== i);
   if (dup !== undefined) throw new IIIError("invalid_arguments", `two workers are named "${dup}"`);
   const unknown = disabled.filter((n) => !names.includes(n));
   if (unknown.length > 0) {
-    throw new IIIError("invalid_arguments", `${setting} names no such worker: ${unknown.map((n) => `"${n}"`).join(", ")} (the workers here: ${names.join(", ")})`);
+    throw new IIIError(
+      "invalid_arguments",
+      `${setting} names no such worker: ${unknown.map((n) => `"${n}"`).join(", ")} (the workers here: ${names.join(", ")})`,
+    );
   }
   return workers.filter((w) => !disabled.includes(w.name));
 }
@@ -127,15 +144,24 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
         const traced = <R extends TriggerRequest<unknown>>(request: R): R => withCurrentTrace(tracer, request);
         return this.#surface(raw, tracer, {
           registerFunction: (id, handler, options) =>
-            add(declared.functions, { id, handler: (data, ctx) => handler(data, { ...ctx, trigger: (request) => ctx.trigger(traced(request)) }), options: markedOptions(m, id, options) }),
-          registerTrigger: (t) => add(declared.triggers, { trigger_type: t.type, function_id: t.function_id, config: t.config, metadata: t.metadata, id: t.id }),
+            add(declared.functions, {
+              id,
+              handler: (data, ctx) => handler(data, { ...ctx, trigger: (request) => ctx.trigger(traced(request)) }),
+              options: markedOptions(m, id, options),
+            }),
+          registerTrigger: (t) =>
+            add(declared.triggers, { trigger_type: t.type, function_id: t.function_id, config: t.config, metadata: t.metadata, id: t.id }),
         });
       };
       for (const m of selectWorkers(this.workers, disabled, this.disableVar)) {
         try {
           m.register(surfaceFor(m), m.configFrom?.(raw) ?? {});
         } catch (e) {
-          throw new IIIError(e instanceof IIIError ? e.code : "invalid_arguments", `worker ${m.name}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+          throw new IIIError(
+            e instanceof IIIError ? e.code : "invalid_arguments",
+            `worker ${m.name}: ${e instanceof Error ? e.message : String(e)}`,
+            { cause: e },
+          );
         }
       }
       // A dry run on a registry of its own finds duplicate ids and unusable schemas before any
@@ -158,8 +184,14 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
     if (req.traceparent) trace.traceparent = req.traceparent;
     if (req.baggage) trace.baggage = req.baggage;
     const binding = ((this.env ?? {}) as Record<string, unknown>)[this.engineBinding];
-    const engine = binding && typeof (binding as { getByName?: unknown }).getByName === "function" ? (binding as EngineNamespace) : undefined;
-    const invocation: Invocation = { namespace: req.namespace ?? DEFAULT_NAMESPACE, trace, waitUntil: (p) => this.ctx.waitUntil(p), engine };
+    const engine =
+      binding && typeof (binding as { getByName?: unknown }).getByName === "function" ? (binding as EngineNamespace) : undefined;
+    const invocation: Invocation = {
+      namespace: req.namespace ?? DEFAULT_NAMESPACE,
+      trace,
+      waitUntil: (p) => this.ctx.waitUntil(p),
+      engine,
+    };
     return current.run(invocation, async () => {
       try {
         // The handler runs inside its invocation's trace: its spans' parent, its calls' context.
@@ -173,7 +205,11 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
 
   /** The surface every module registers against. It outlives the call that built it (registries
    * are kept per isolate), so what belongs to a call is read from `current` when used. */
-  #surface(raw: Readonly<Record<string, unknown>>, tracer: Tracer, declare: Pick<WorkerSurface, "registerFunction" | "registerTrigger">): WorkerSurface {
+  #surface(
+    raw: Readonly<Record<string, unknown>>,
+    tracer: Tracer,
+    declare: Pick<WorkerSurface, "registerFunction" | "registerTrigger">,
+  ): WorkerSurface {
     const bindingName = this.engineBinding;
     const engine = (): EngineNamespace => {
       const b = raw[bindingName];
@@ -204,7 +240,11 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
 function parseRef(ref: StreamChannelRef, direction: "read" | "write", what: string): StreamChannelRef {
   const r = streamChannelRef.safeParse(ref);
   if (!r.success) throw new IIIError("invalid_arguments", `${what} needs a channel ref {channel_id, access_key, direction}`);
-  if (r.data.direction !== direction) throw new IIIError("invalid_arguments", `${what} needs the ${direction === "write" ? "writer" : "reader"} ref (direction: ${direction})`);
+  if (r.data.direction !== direction)
+    throw new IIIError(
+      "invalid_arguments",
+      `${what} needs the ${direction === "write" ? "writer" : "reader"} ref (direction: ${direction})`,
+    );
   return r.data;
 }
 
@@ -252,7 +292,11 @@ function closeQuietly(ws: WebSocket, code = 1000, reason = ""): void {
   }
 }
 
-async function openWriter(stub: { fetch(request: Request): Promise<Response> }, ref: StreamChannelRef, waitUntil: ((p: Promise<unknown>) => void) | undefined): Promise<ChannelWriter> {
+async function openWriter(
+  stub: { fetch(request: Request): Promise<Response> },
+  ref: StreamChannelRef,
+  waitUntil: ((p: Promise<unknown>) => void) | undefined,
+): Promise<ChannelWriter> {
   const r = parseRef(ref, "write", "openWriter");
   const ws = await attach(stub, r);
   const closed = new Promise<{ code: number; reason: string }>((resolve) => {
@@ -276,7 +320,10 @@ async function openWriter(stub: { fetch(request: Request): Promise<Response> }, 
   };
 }
 
-async function* readChannel(stub: { fetch(request: Request): Promise<Response> }, ref: StreamChannelRef): AsyncGenerator<string | Uint8Array> {
+async function* readChannel(
+  stub: { fetch(request: Request): Promise<Response> },
+  ref: StreamChannelRef,
+): AsyncGenerator<string | Uint8Array> {
   const r = parseRef(ref, "read", "read");
   const ws = await attach(stub, r);
   // Binary items as ArrayBuffer: under recent compatibility dates workerd follows the standard and

@@ -42,7 +42,12 @@ export function nodeTracer(client: EdgeClient, serviceName: string): Tracer {
 /** The surface over one connected client. `url` is the engine address the client dialled (its
  * channel sockets are derived from it, as iii's SDKs derive them). `tracer`: where its spans go
  * (default: a tracer on `client` named after the client's worker). */
-export function nodeSurface(client: EdgeClient, url: string, env: Readonly<Record<string, string | undefined>> = process.env, tracer: Tracer = nodeTracer(client, "iii-edge-worker")): WorkerSurface {
+export function nodeSurface(
+  client: EdgeClient,
+  url: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  tracer: Tracer = nodeTracer(client, "iii-edge-worker"),
+): WorkerSurface {
   const triggerIds = new Map<string, number>();
   // Calls carry the current span (or the invocation's context) as their parent.
   const traced = <R extends TriggerRequest<unknown>>(request: R): R => withCurrentTrace(tracer, request);
@@ -73,7 +78,13 @@ export function nodeSurface(client: EdgeClient, url: string, env: Readonly<Recor
       const base = `${t.function_id}#${t.type}`;
       const n = triggerIds.get(base) ?? 0;
       triggerIds.set(base, n + 1);
-      client.registerTrigger({ type: t.type, function_id: t.function_id, config: t.config ?? null, metadata: t.metadata, id: t.id ?? `${base}#${n}` });
+      client.registerTrigger({
+        type: t.type,
+        function_id: t.function_id,
+        config: t.config ?? null,
+        metadata: t.metadata,
+        id: t.id ?? `${base}#${n}`,
+      });
     },
     trigger: (request) => client.trigger(traced(request)),
   };
@@ -95,7 +106,10 @@ export function runWorkers(url: string, modules: readonly WorkerModule<unknown>[
     const config = options.config?.[m.name] ?? m.configFrom?.(env) ?? {};
     const own = surfaceOf(m.name);
     // A kernel module's functions carry the kernel mark (worker.ts markedOptions), as in the Worker.
-    m.register({ ...own, registerFunction: (id, handler, fnOptions) => own.registerFunction(id, handler, markedOptions(m, id, fnOptions)) }, config);
+    m.register(
+      { ...own, registerFunction: (id, handler, fnOptions) => own.registerFunction(id, handler, markedOptions(m, id, fnOptions)) },
+      config,
+    );
   }
   return {
     client,

@@ -140,7 +140,11 @@ const GAVE_UP = Symbol("gave up");
 
 /** `options` as a module registers a function: with the kernel mark when the module is kernel and
  * the id is not one it lets models call. Explicit metadata is kept; the mark wins over its `model`. */
-export function markedOptions<O extends { metadata?: Record<string, unknown> }>(module: Pick<WorkerModule<unknown>, "kernel" | "modelCallable">, id: string, options: O | undefined): O | undefined {
+export function markedOptions<O extends { metadata?: Record<string, unknown> }>(
+  module: Pick<WorkerModule<unknown>, "kernel" | "modelCallable">,
+  id: string,
+  options: O | undefined,
+): O | undefined {
   if (!module.kernel || module.modelCallable?.includes(id)) return options;
   return { ...(options ?? ({} as O)), metadata: { ...(options?.metadata ?? {}), [MODEL_METADATA_KEY]: MODEL_NEVER } };
 }

@@ -20,7 +20,11 @@ function setup(auth: boolean) {
   // Time runs 100× fast, so the per-connection frame limit (10,000/s) never drops a frame here.
   const core = new EngineCore(memoryPorts({ clockRate: 100 }));
   core.start([]);
-  const run = echoCalls(core, { answerConnect: auth ? { grant: ANSWER_GRANT } : {}, callerConnect: auth ? { grant: CALLER_GRANT } : {}, throwOnError: true });
+  const run = echoCalls(core, {
+    answerConnect: auth ? { grant: ANSWER_GRANT } : {},
+    callerConnect: auth ? { grant: CALLER_GRANT } : {},
+    throwOnError: true,
+  });
   return { core, run };
 }
 
@@ -30,7 +34,16 @@ await open.run(CALLS);
 await auth.run(CALLS); // warm-up (JIT)
 const perCall: Record<"open" | "auth", number[]> = { open: [], auth: [] };
 for (let r = 0; r < ROUNDS; r++) {
-  for (const [k, s] of (r % 2 ? [["auth", auth], ["open", open]] : [["open", open], ["auth", auth]]) as ["open" | "auth", typeof open][]) perCall[k].push(await s.run(CALLS));
+  for (const [k, s] of (r % 2
+    ? [
+        ["auth", auth],
+        ["open", open],
+      ]
+    : [
+        ["open", open],
+        ["auth", auth],
+      ]) as ["open" | "auth", typeof open][])
+    perCall[k].push(await s.run(CALLS));
 }
 
 // The check alone, as onInvoke does it: the grant from the catalog's Map, then mayCall.
@@ -43,7 +56,10 @@ const check = (core: EngineCore, n: number) => {
 };
 check(auth.core, 1e6);
 check(open.core, 1e6);
-const checkNs = { open: median(Array.from({ length: ROUNDS }, () => check(open.core, 1e6))), auth: median(Array.from({ length: ROUNDS }, () => check(auth.core, 1e6))) };
+const checkNs = {
+  open: median(Array.from({ length: ROUNDS }, () => check(open.core, 1e6))),
+  auth: median(Array.from({ length: ROUNDS }, () => check(auth.core, 1e6))),
+};
 if (open.core.grantOf("caller") !== OPEN_GRANT) throw new Error("the open core's caller should hold OPEN_GRANT");
 
 // What a connect with a token adds at the front door (once per connection, not per call).
@@ -58,11 +74,16 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 const verifyUs = median(verifyRounds);
 
-const o = median(perCall.open), a = median(perCall.auth);
-console.log(`engine core in Node ${process.version}, ${ROUNDS} rounds × ${CALLS} sequential routed calls (both frames of each call), medians:`);
+const o = median(perCall.open),
+  a = median(perCall.auth);
+console.log(
+  `engine core in Node ${process.version}, ${ROUNDS} rounds × ${CALLS} sequential routed calls (both frames of each call), medians:`,
+);
 console.log(`  open grant   ${o.toFixed(2)} µs/call   (rounds: ${perCall.open.map((x) => x.toFixed(2)).join(", ")})`);
 console.log(`  token grants ${a.toFixed(2)} µs/call   (rounds: ${perCall.auth.map((x) => x.toFixed(2)).join(", ")})`);
 console.log(`  difference   ${(a - o).toFixed(2)} µs/call (${(((a - o) / o) * 100).toFixed(1)} % of the core's own cost)`);
-console.log(`grantOf + mayCall alone: open ${checkNs.open.toFixed(0)} ns, call list ${JSON.stringify(CALLER_GRANT.call)} → ${checkNs.auth.toFixed(0)} ns per call`);
+console.log(
+  `grantOf + mayCall alone: open ${checkNs.open.toFixed(0)} ns, call list ${JSON.stringify(CALLER_GRANT.call)} → ${checkNs.auth.toFixed(0)} ns per call`,
+);
 console.log(`verifyToken (jose HS256 + grant schema), once per connect: ${verifyUs.toFixed(1)} µs`);
 process.exit(0);

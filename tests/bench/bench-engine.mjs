@@ -62,13 +62,38 @@ export async function startBenchEngine({ port: wantPort, secretVars, persist: re
   const persist = reuse ?? mkdtempSync(path.join(tmpdir(), "iii-bench-"));
   const stamp = migrationsStamp(config);
   if (!isMigrated(persist, stamp)) {
-    execFileSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, "-c", config], { cwd: root, env: OFFLINE_ENV, stdio: ["ignore", "ignore", "inherit"] });
+    execFileSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, "-c", config], {
+      cwd: root,
+      env: OFFLINE_ENV,
+      stdio: ["ignore", "ignore", "inherit"],
+    });
     markMigrated(persist, stamp);
   }
-  const args = ["dev", "-c", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(await freePort()), "--persist-to", persist, "--show-interactive-dev-session=false", "--log-level", "warn"];
+  const args = [
+    "dev",
+    "-c",
+    config,
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--inspector-port",
+    String(await freePort()),
+    "--persist-to",
+    persist,
+    "--show-interactive-dev-session=false",
+    "--log-level",
+    "warn",
+  ];
   if (secretVars) {
     const file = path.join(persist, "vars.env");
-    writeFileSync(file, Object.entries(secretVars).map(([k, v]) => `${k}=${JSON.stringify(v)}\n`).join(""), { mode: 0o600 });
+    writeFileSync(
+      file,
+      Object.entries(secretVars)
+        .map(([k, v]) => `${k}=${JSON.stringify(v)}\n`)
+        .join(""),
+      { mode: 0o600 },
+    );
     chmodSync(file, 0o600);
     args.push("--env-file", file);
   }

@@ -22,7 +22,6 @@ const CALLS = Number(process.env.BENCH_CALLS ?? 200);
 /** A turn that has not ended within this is a failure of the run, not a slow sample. */
 const TURN_TIMEOUT_MS = 60_000;
 
-
 const { replay, engine, iii } = await startHarnessBench("budget-bench");
 replay.setDefault("openai", replyWith({ usage: { input: 1_000, output: 50 } }, say("Hello from the bench.")));
 
@@ -32,13 +31,17 @@ function follow(sid: string): Promise<number> & { joined: Promise<void> } {
   let joinedResolve!: () => void;
   const joined = new Promise<void>((r) => (joinedResolve = r));
   const done = new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))), TURN_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))),
+      TURN_TIMEOUT_MS,
+    );
     ws.onopen = () => ws.send(JSON.stringify({ type: "join", data: { subscriptionId: sid, streamName: "agent::events", groupId: sid } }));
     ws.onmessage = (m) => {
       const now = performance.now();
       const p = JSON.parse(String(m.data)) as { event: { type: string; data: { type: string; message?: { stop_reason?: string } } } };
       if (p.event.type === "sync") return joinedResolve();
-      if (p.event.type === "create" && p.event.data.type === "message_complete" && p.event.data.message?.stop_reason === "error") reject(new Error(`turn ${sid} failed`));
+      if (p.event.type === "create" && p.event.data.type === "message_complete" && p.event.data.message?.stop_reason === "error")
+        reject(new Error(`turn ${sid} failed`));
       if (p.event.type === "create" && p.event.data.type === "agent_end") {
         clearTimeout(timer);
         ws.close();
@@ -65,10 +68,19 @@ async function turn(budgetId: string | undefined): Promise<Sample> {
   const n = replay.requestsFor("openai").length;
   const f = follow(sid);
   await f.joined;
-  const payload: Record<string, unknown> = { session_id: sid, model: "gpt-4o", provider: "openai", messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }] };
+  const payload: Record<string, unknown> = {
+    session_id: sid,
+    model: "gpt-4o",
+    provider: "openai",
+    messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
+  };
   if (budgetId) payload.budget_id = budgetId;
   const t0 = performance.now();
-  const res = await fetch(`${engine.url}/api/turns`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ payload }) });
+  const res = await fetch(`${engine.url}/api/turns`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ payload }),
+  });
   if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
   const end = await f;
   const req = replay.requestsFor("openai")[n];
@@ -89,8 +101,12 @@ async function calls(fn: string, payload: (i: number) => unknown): Promise<numbe
 
 try {
   await registered(iii, ["run::start", "budget::check", "provider::openai::stream"]);
-  const { budget_id } = (await iii.trigger({ function_id: "budget::create", payload: { ceiling_usd: 1_000_000, period: "month" } })) as { budget_id: string };
-  console.log(`iii-edge budget bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns with and without budget_id (+${WARMUP} warm-up each)`);
+  const { budget_id } = (await iii.trigger({ function_id: "budget::create", payload: { ceiling_usd: 1_000_000, period: "month" } })) as {
+    budget_id: string;
+  };
+  console.log(
+    `iii-edge budget bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns with and without budget_id (+${WARMUP} warm-up each)`,
+  );
   for (let i = 0; i < WARMUP; i++) {
     await turn(undefined);
     await turn(budget_id);
@@ -110,14 +126,34 @@ try {
     }
     runs.push(r);
     const p = (xs: Sample[], k: keyof Sample) => fmt(median(xs.map((s) => s[k])));
-    console.log(`  run ${run}  turn p50 ${p(r.plain, "turn")} → ${p(r.budget, "turn")} ms  before-model p50 ${p(r.plain, "before")} → ${p(r.budget, "before")} ms  after-model p50 ${p(r.plain, "after")} → ${p(r.budget, "after")} ms`);
+    console.log(
+      `  run ${run}  turn p50 ${p(r.plain, "turn")} → ${p(r.budget, "turn")} ms  before-model p50 ${p(r.plain, "before")} → ${p(r.budget, "before")} ms  after-model p50 ${p(r.plain, "after")} → ${p(r.budget, "after")} ms`,
+    );
   }
   const m = (kind: "plain" | "budget", k: keyof Sample) => median(runs.map((r) => median(r[kind].map((s) => s[k]))));
-  const m99 = (kind: "plain" | "budget", k: keyof Sample) => median(runs.map((r) => pct(r[kind].map((s) => s[k]), 99)));
+  const m99 = (kind: "plain" | "budget", k: keyof Sample) =>
+    median(
+      runs.map((r) =>
+        pct(
+          r[kind].map((s) => s[k]),
+          99,
+        ),
+      ),
+    );
 
   const read = await calls("budget::check", () => ({ budget_id, estimated_cost_micros: 10 }));
-  const hold = await calls("budget::check", (i) => ({ budget_id, estimate: { provider: "openai", model: "gpt-4o", input_tokens: 1_000, output_tokens: 1_024 }, hold_id: `bench:${i}` }));
-  const record = await calls("budget::record", (i) => ({ budget_id, record_id: `bench:${i}`, provider: "openai", model: "gpt-4o", usage: { input: 1_000, output: 50 } }));
+  const hold = await calls("budget::check", (i) => ({
+    budget_id,
+    estimate: { provider: "openai", model: "gpt-4o", input_tokens: 1_000, output_tokens: 1_024 },
+    hold_id: `bench:${i}`,
+  }));
+  const record = await calls("budget::record", (i) => ({
+    budget_id,
+    record_id: `bench:${i}`,
+    provider: "openai",
+    model: "gpt-4o",
+    usage: { input: 1_000, output: 50 },
+  }));
   const routed = await calls("engine::functions::info", () => ({ function_id: "budget::check" })).catch(() => [] as number[]);
 
   console.log(`\nMedians of ${RUNS} runs (p50 of each run; p99 likewise):`);
@@ -130,14 +166,17 @@ try {
   ] as const) {
     const a = m("plain", k);
     const b = m("budget", k);
-    console.log(`| ${label} | ${fmt(a)} ms (p99 ${fmt(m99("plain", k))}) | ${fmt(b)} ms (p99 ${fmt(m99("budget", k))}) | ${fmt(b - a)} ms | ${fmt(b / a, 2)} |`);
+    console.log(
+      `| ${label} | ${fmt(a)} ms (p99 ${fmt(m99("plain", k))}) | ${fmt(b)} ms (p99 ${fmt(m99("budget", k))}) | ${fmt(b - a)} ms | ${fmt(b / a, 2)} |`,
+    );
   }
   console.log("\n| function, from an iii-sdk client | p50 | p99 |");
   console.log("|---|--:|--:|");
   console.log(`| budget::check, no hold (reads) | ${fmt(median(read), 2)} ms | ${fmt(pct(read, 99), 2)} ms |`);
   console.log(`| budget::check with estimate + hold (prices, CAS) | ${fmt(median(hold), 2)} ms | ${fmt(pct(hold, 99), 2)} ms |`);
   console.log(`| budget::record of usage (prices, CAS) | ${fmt(median(record), 2)} ms | ${fmt(pct(record, 99), 2)} ms |`);
-  if (routed.length > 0) console.log(`| engine::functions::info (a built-in, for scale) | ${fmt(median(routed), 2)} ms | ${fmt(pct(routed, 99), 2)} ms |`);
+  if (routed.length > 0)
+    console.log(`| engine::functions::info (a built-in, for scale) | ${fmt(median(routed), 2)} ms | ${fmt(pct(routed, 99), 2)} ms |`);
 } finally {
   await iii.shutdown();
   await engine.stop();

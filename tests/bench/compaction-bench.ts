@@ -23,7 +23,6 @@ const MODEL = { id: "gpt-4o", providerID: "openai", limit: { context: 128_000, o
 const BLOCK_TOKENS = 2_000;
 const APPEND_BATCH = 64;
 
-
 const { replay, engine, iii } = await startHarnessBench("compaction-bench");
 replay.setDefault("openai", reply(say("## Goal\n- benchmark the compaction\n## Progress\n### Done\n- (none)")));
 const call = <T>(function_id: string, payload: unknown) => iii.trigger({ function_id, payload, timeoutMs: 120_000 }) as Promise<T>;
@@ -32,16 +31,41 @@ await registered(iii, ["context-compaction::compact_now", "session-tree::compact
 
 const block = (tag: string) => `${tag}:${" alpha".repeat(BLOCK_TOKENS)}`;
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 1 });
-const said = (text: string): AgentMessage => ({ role: "assistant", content: [{ type: "text", text }], stop_reason: "end", model: "gpt-4o", provider: "openai", timestamp: 1 });
-const calls = (id: string): AgentMessage => ({ role: "assistant", content: [{ type: "function_call", id, function_id: "agent_trigger", arguments: { function: "files::read", payload: { path: `/src/${id}.ts` } } }], stop_reason: "function_call", model: "gpt-4o", provider: "openai", timestamp: 1 });
-const output = (id: string, text: string): AgentMessage => ({ role: "function_result", function_call_id: id, function_id: "files::read", content: [{ type: "text", text }], details: null, is_error: false, timestamp: 1 });
+const said = (text: string): AgentMessage => ({
+  role: "assistant",
+  content: [{ type: "text", text }],
+  stop_reason: "end",
+  model: "gpt-4o",
+  provider: "openai",
+  timestamp: 1,
+});
+const calls = (id: string): AgentMessage => ({
+  role: "assistant",
+  content: [
+    { type: "function_call", id, function_id: "agent_trigger", arguments: { function: "files::read", payload: { path: `/src/${id}.ts` } } },
+  ],
+  stop_reason: "function_call",
+  model: "gpt-4o",
+  provider: "openai",
+  timestamp: 1,
+});
+const output = (id: string, text: string): AgentMessage => ({
+  role: "function_result",
+  function_call_id: id,
+  function_id: "files::read",
+  content: [{ type: "text", text }],
+  details: null,
+  is_error: false,
+  timestamp: 1,
+});
 
 /** A session of ~SESSION_TOKENS: turns of a user message and either a call + a large output, or a large answer. */
 function transcript(kind: "outputs" | "text", tokens: number): [string, AgentMessage][] {
   const out: [string, AgentMessage][] = [];
   for (let k = 0; k * (BLOCK_TOKENS + 40) < tokens; k++) {
     out.push([`u${k}`, user(`U${k}: next step`)]);
-    if (kind === "outputs") out.push([`c${k}`, calls(`k${k}`)], [`r${k}`, output(`k${k}`, block(`R${k}`))], [`a${k}`, said(`A${k}: read it.`)]);
+    if (kind === "outputs")
+      out.push([`c${k}`, calls(`k${k}`)], [`r${k}`, output(`k${k}`, block(`R${k}`))], [`a${k}`, said(`A${k}: read it.`)]);
     else out.push([`a${k}`, said(block(`A${k}`))]);
   }
   return out;
@@ -50,7 +74,10 @@ function transcript(kind: "outputs" | "text", tokens: number): [string, AgentMes
 async function seed(sid: string, entries: [string, AgentMessage][]): Promise<void> {
   await call("session-tree::ensure", { session_id: sid });
   for (let i = 0; i < entries.length; i += APPEND_BATCH) {
-    await call("session-tree::append_many", { session_id: sid, entries: entries.slice(i, i + APPEND_BATCH).map(([entry_id, message]) => ({ entry_id, message })) });
+    await call("session-tree::append_many", {
+      session_id: sid,
+      entries: entries.slice(i, i + APPEND_BATCH).map(([entry_id, message]) => ({ entry_id, message })),
+    });
   }
 }
 
@@ -62,7 +89,12 @@ interface Sample {
   summaryAtMs?: number;
 }
 
-async function measure(label: string, kind: "outputs" | "text", fn: "compact_now" | "compact_session", tokens = SESSION_TOKENS): Promise<Sample[]> {
+async function measure(
+  label: string,
+  kind: "outputs" | "text",
+  fn: "compact_now" | "compact_session",
+  tokens = SESSION_TOKENS,
+): Promise<Sample[]> {
   const samples: Sample[] = [];
   for (let i = 0; i < RUNS + 1; i++) {
     const sid = `bench-${label.replace(/\W+/g, "-")}-${i}`;
@@ -70,11 +102,20 @@ async function measure(label: string, kind: "outputs" | "text", fn: "compact_now
     const summariesBefore = replay.requestsFor("openai").length;
     const t0 = performance.now();
     const t0Wall = Date.now();
-    const r = await call<{ status: string; tokens_before?: number; tokens_after?: number; tokens?: number }>(`context-compaction::${fn}`, { session_id: sid, model: MODEL });
+    const r = await call<{ status: string; tokens_before?: number; tokens_after?: number; tokens?: number }>(`context-compaction::${fn}`, {
+      session_id: sid,
+      model: MODEL,
+    });
     const ms = performance.now() - t0;
     const sreq = replay.requestsFor("openai")[summariesBefore];
     if (i === 0) continue; // warm-up: the encoding's first load, the Worker's first compile
-    samples.push({ ms, status: r.status, before: r.tokens_before ?? r.tokens ?? 0, after: r.tokens_after ?? r.tokens ?? 0, summaryAtMs: sreq ? sreq.received_at - t0Wall : undefined });
+    samples.push({
+      ms,
+      status: r.status,
+      before: r.tokens_before ?? r.tokens ?? 0,
+      after: r.tokens_after ?? r.tokens ?? 0,
+      summaryAtMs: sreq ? sreq.received_at - t0Wall : undefined,
+    });
   }
   const ms = samples.map((s) => s.ms);
   const at = samples.map((s) => s.summaryAtMs).filter((n): n is number => n !== undefined);
@@ -88,7 +129,9 @@ process.on("unhandledRejection", (e) => {
   console.error(`failed: ${String(e)}\nengine output (tail):\n${engine.output().slice(-3_000)}`);
   process.exit(1);
 });
-console.log(`compaction of a ${SESSION_TOKENS}-token session (gpt-4o, usable 98 816), ${RUNS} sessions per kind, zero-latency summariser\n`);
+console.log(
+  `compaction of a ${SESSION_TOKENS}-token session (gpt-4o, usable 98 816), ${RUNS} sessions per kind, zero-latency summariser\n`,
+);
 await measure("compact_now, bulk in function outputs (prune)", "outputs", "compact_now");
 await measure("compact_now, bulk in conversation (summary)", "text", "compact_now");
 await measure("compact_session /compact (prune + summary)", "outputs", "compact_session");

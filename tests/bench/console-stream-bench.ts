@@ -57,7 +57,10 @@ interface Sample {
 }
 
 async function measure(page: Page, t0: number, t1: number, variant: string, deltas: number): Promise<Sample> {
-  const { lt, frames } = (await page.evaluate("({ lt: window.__lt, frames: window.__frames })")) as { lt: [number, number][]; frames: [number, number][] };
+  const { lt, frames } = (await page.evaluate("({ lt: window.__lt, frames: window.__frames })")) as {
+    lt: [number, number][];
+    frames: [number, number][];
+  };
   const inWindow = lt.filter(([s]) => s >= t0 && s <= t1);
   const f = frames.filter(([t]) => t >= t0 && t <= t1).map(([, d]) => d);
   return {
@@ -77,7 +80,9 @@ async function measure(page: Page, t0: number, t1: number, variant: string, delt
 async function openAgent(ctx: BrowserContext, flushEach: boolean, route = "/agent"): Promise<Page> {
   const page = await ctx.newPage();
   await page.addInitScript(PROBE);
-  await page.addInitScript(flushEach ? `localStorage.setItem("iii-console-flush", "each")` : `localStorage.removeItem("iii-console-flush")`);
+  await page.addInitScript(
+    flushEach ? `localStorage.setItem("iii-console-flush", "each")` : `localStorage.removeItem("iii-console-flush")`,
+  );
   await page.goto(`${engine.url}/#${route}`);
   await page.waitForSelector('#status[data-status="open"]', { timeout: 30_000 });
   return page;
@@ -106,10 +111,19 @@ async function streamRun(ctx: BrowserContext, flushEach: boolean): Promise<Sampl
   const t0 = (await page.evaluate("performance.now()")) as number;
   await page.click("#agent-send");
   try {
-    await page.waitForFunction(`document.getElementById("agent-state")?.dataset.state === "failed" || [...document.querySelectorAll('#agent-transcript [data-final="true"] .ac-text')].some((e) => e.textContent.length === ${text.length})`, undefined, { timeout: TURN_TIMEOUT_MS, polling: 50 });
+    await page.waitForFunction(
+      `document.getElementById("agent-state")?.dataset.state === "failed" || [...document.querySelectorAll('#agent-transcript [data-final="true"] .ac-text')].some((e) => e.textContent.length === ${text.length})`,
+      undefined,
+      { timeout: TURN_TIMEOUT_MS, polling: 50 },
+    );
   } catch (e) {
-    const seen = await page.evaluate(`({ url: location.href, mode: document.getElementById("agent-follow-mode")?.textContent, events: document.getElementById("agent-transcript")?.dataset.events, state: document.getElementById("agent-state")?.dataset.state })`);
-    throw new Error(`the answer was not rendered within ${TURN_TIMEOUT_MS} ms: ${JSON.stringify(seen)}, provider requests so far: ${replay.requests.length}\nengine output (tail): ${engine.output().slice(-3000)}`, { cause: e });
+    const seen = await page.evaluate(
+      `({ url: location.href, mode: document.getElementById("agent-follow-mode")?.textContent, events: document.getElementById("agent-transcript")?.dataset.events, state: document.getElementById("agent-state")?.dataset.state })`,
+    );
+    throw new Error(
+      `the answer was not rendered within ${TURN_TIMEOUT_MS} ms: ${JSON.stringify(seen)}, provider requests so far: ${replay.requests.length}\nengine output (tail): ${engine.output().slice(-3000)}`,
+      { cause: e },
+    );
   }
   const t1 = (await page.evaluate("performance.now()")) as number;
   if ((await page.evaluate(`document.getElementById("agent-state")?.dataset.state`)) === "failed") {
@@ -149,7 +163,9 @@ try {
         return streamRun(ctx, each);
       });
       samples.push(last);
-      console.error(`run ${run + 1} ${last.variant}: ${fmt(last.ms, 0)} ms, ${last.deltas} deltas, ${last.longTasks} long tasks (${fmt(last.longTaskMs, 0)} ms), ${last.jankFrames} frames > ${JANK_FRAME_MS} ms${last.longTaskAt ? ` [long tasks at ${last.longTaskAt} ms]` : ""}`);
+      console.error(
+        `run ${run + 1} ${last.variant}: ${fmt(last.ms, 0)} ms, ${last.deltas} deltas, ${last.longTasks} long tasks (${fmt(last.longTaskMs, 0)} ms), ${last.jankFrames} frames > ${JANK_FRAME_MS} ms${last.longTaskAt ? ` [long tasks at ${last.longTaskAt} ms]` : ""}`,
+      );
     }
     samples.push(await idleRun(ctx, last!.sid, median(samples.filter((s) => s.variant === "batched").map((s) => s.ms))));
   }
@@ -162,11 +178,17 @@ try {
 const of = (v: string) => samples.filter((s) => s.variant === v);
 const med = (v: string, k: keyof Sample) => median(of(v).map((s) => Number(s[k])));
 console.log(`\n## Console: a streamed reply of ${DELTAS} deltas (${GAP_MS} ms apart), medians of ${RUNS} runs\n`);
-console.log("| variant | stream → answer rendered | deltas | long tasks | long-task time | longest task | frames | p99 frame | frames > 50 ms |");
+console.log(
+  "| variant | stream → answer rendered | deltas | long tasks | long-task time | longest task | frames | p99 frame | frames > 50 ms |",
+);
 console.log("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
 for (const v of ["batched", "each event", "idle"]) {
-  console.log(`| ${v} | ${fmt(med(v, "ms"), 0)} ms | ${fmt(med(v, "deltas"), 0)} | ${fmt(med(v, "longTasks"), 0)} | ${fmt(med(v, "longTaskMs"), 0)} ms | ${fmt(med(v, "maxLongTaskMs"), 0)} ms | ${fmt(med(v, "frames"), 0)} | ${fmt(med(v, "p99FrameMs"), 1)} ms | ${fmt(med(v, "jankFrames"), 0)} |`);
+  console.log(
+    `| ${v} | ${fmt(med(v, "ms"), 0)} ms | ${fmt(med(v, "deltas"), 0)} | ${fmt(med(v, "longTasks"), 0)} | ${fmt(med(v, "longTaskMs"), 0)} ms | ${fmt(med(v, "maxLongTaskMs"), 0)} ms | ${fmt(med(v, "frames"), 0)} | ${fmt(med(v, "p99FrameMs"), 1)} ms | ${fmt(med(v, "jankFrames"), 0)} |`,
+  );
 }
 const ratio = (a: number, b: number) => (b > 0 ? `${fmt(a / b, 2)}×` : a === 0 ? "equal (both 0)" : "∞ (baseline 0)");
 if (failedTurns > 0) console.log(`\n${failedTurns} turn(s) failed and were run again.`);
-console.log(`\nbatched / each event: long-task time ${ratio(med("batched", "longTaskMs"), med("each event", "longTaskMs"))}, p99 frame ${ratio(med("batched", "p99FrameMs"), med("each event", "p99FrameMs"))}; batched / idle p99 frame ${ratio(med("batched", "p99FrameMs"), med("idle", "p99FrameMs"))}`);
+console.log(
+  `\nbatched / each event: long-task time ${ratio(med("batched", "longTaskMs"), med("each event", "longTaskMs"))}, p99 frame ${ratio(med("batched", "p99FrameMs"), med("each event", "p99FrameMs"))}; batched / idle p99 frame ${ratio(med("batched", "p99FrameMs"), med("idle", "p99FrameMs"))}`,
+);

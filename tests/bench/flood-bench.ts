@@ -94,12 +94,38 @@ async function startEngineTarget(): Promise<Target> {
 async function startSink(): Promise<Target> {
   const port = await freePort();
   const sinkDir = path.join(here, "ws-sink");
-  const child: ChildProcess = spawn(path.join(root, "node_modules/.bin/wrangler"), ["dev", "--config", path.join(sinkDir, "wrangler.toml"), "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(await freePort()), "--persist-to", mkdtempSync(path.join(tmpdir(), "ws-sink-")), "--show-interactive-dev-session=false", "--log-level", "warn"], {
-    cwd: sinkDir,
-    detached: true,
-    stdio: ["ignore", "ignore", "pipe"],
-    env: { ...process.env, PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false", X_LOCAL_OBSERVABILITY: "false" },
-  });
+  const child: ChildProcess = spawn(
+    path.join(root, "node_modules/.bin/wrangler"),
+    [
+      "dev",
+      "--config",
+      path.join(sinkDir, "wrangler.toml"),
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--inspector-port",
+      String(await freePort()),
+      "--persist-to",
+      mkdtempSync(path.join(tmpdir(), "ws-sink-")),
+      "--show-interactive-dev-session=false",
+      "--log-level",
+      "warn",
+    ],
+    {
+      cwd: sinkDir,
+      detached: true,
+      stdio: ["ignore", "ignore", "pipe"],
+      env: {
+        ...process.env,
+        PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH}`,
+        WRANGLER_SEND_METRICS: "false",
+        WRANGLER_HIDE_BANNER: "true",
+        CLOUDFLARE_CF_FETCH_ENABLED: "false",
+        X_LOCAL_OBSERVABILITY: "false",
+      },
+    },
+  );
   let log = "";
   child.stderr!.on("data", (d) => (log = (log + d).slice(-8_000)));
   const kill = (sig: NodeJS.Signals) => {
@@ -114,7 +140,13 @@ async function startSink(): Promise<Target> {
   const deadline = Date.now() + 90_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`ws-sink exited:\n${log}`);
-    if (await fetch(`${url}/count`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`${url}/count`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     if (Date.now() > deadline) throw new Error(`ws-sink not up:\n${log}`);
     await sleep(200);
   }
@@ -190,23 +222,48 @@ function controlFrame(i: number): string {
   if (kind < 6) return `{"type":"teleport","pad":"${pad}"}`;
   if (kind < 9) return `{"type":"registerfunction","id":${i},"pad":"${pad}"}`;
   const data = i % 20 === 9 ? { scope: "flood", key: "kept" } : { scope: 5, key: "x", value: pad };
-  return JSON.stringify({ type: "invokefunction", invocation_id: randomUUID(), function_id: i % 20 === 9 ? "state::get" : "state::set", data });
+  return JSON.stringify({
+    type: "invokefunction",
+    invocation_id: randomUUID(),
+    function_id: i % 20 === 9 ? "state::get" : "state::set",
+    data,
+  });
 }
-const streamFrame = (i: number): string => (i % 2 ? `{not json ${i}` : JSON.stringify({ type: "leave", data: { subscriptionId: `s-${i}`, streamName: "fl", groupId: "g" } }));
+const streamFrame = (i: number): string =>
+  i % 2 ? `{not json ${i}` : JSON.stringify({ type: "leave", data: { subscriptionId: `s-${i}`, streamName: "fl", groupId: "g" } });
 const channelFrame = (i: number): string => `chunk ${i}`;
 
 /** The flooding sockets of `kind` (and what else must stay open meanwhile: channel readers). */
 async function floodSockets(kind: Kind, t: Target): Promise<{ flooders: Socket[]; others: Socket[]; frame: (i: number) => string }> {
-  if (kind === "sink") return { flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/?mode=hibernate`))), others: [], frame: controlFrame };
+  if (kind === "sink")
+    return {
+      flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/?mode=hibernate`))),
+      others: [],
+      frame: controlFrame,
+    };
   const tok = await mintToken(AUTH_SECRET, { ns: ["*"], sub: "flooder" }, 3600);
-  if (kind === "control") return { flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/`, tok))), others: [], frame: controlFrame };
-  if (kind === "stream") return { flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/_iii/streams`, tok))), others: [], frame: streamFrame };
+  if (kind === "control")
+    return {
+      flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/`, tok))),
+      others: [],
+      frame: controlFrame,
+    };
+  if (kind === "stream")
+    return {
+      flooders: await Promise.all(Array.from({ length: SOCKETS }, () => open(`${t.wsUrl}/_iii/streams`, tok))),
+      others: [],
+      frame: streamFrame,
+    };
   const owner = await open(`${t.wsUrl}/`, await mintToken(AUTH_SECRET, { ns: ["*"], sub: "channel-owner" }, 3600));
   const flooders: Socket[] = [];
   const others: Socket[] = [owner];
-  const endPath = (r: Record<string, unknown>) => `/ws/channels/${String(r.channel_id)}?key=${encodeURIComponent(String(r.access_key))}&dir=${String(r.direction)}`;
+  const endPath = (r: Record<string, unknown>) =>
+    `/ws/channels/${String(r.channel_id)}?key=${encodeURIComponent(String(r.access_key))}&dir=${String(r.direction)}`;
   for (let i = 0; i < SOCKETS; i++) {
-    const refs = (await call(owner, "engine::channels::create", { buffer_size: 64 })) as { writer: Record<string, unknown>; reader: Record<string, unknown> };
+    const refs = (await call(owner, "engine::channels::create", { buffer_size: 64 })) as {
+      writer: Record<string, unknown>;
+      reader: Record<string, unknown>;
+    };
     others.push(await open(`${t.wsUrl}${endPath(refs.reader)}`, tok));
     flooders.push(await open(`${t.wsUrl}${endPath(refs.writer)}`, tok));
   }
@@ -224,7 +281,10 @@ function poll(url: string) {
   const loop = (async () => {
     while (running) {
       const t = performance.now();
-      const ok = await fetch(url, { signal: AbortSignal.timeout(30_000) }).then(async (r) => (await r.arrayBuffer(), r.ok), () => false);
+      const ok = await fetch(url, { signal: AbortSignal.timeout(30_000) }).then(
+        async (r) => (await r.arrayBuffer(), r.ok),
+        () => false,
+      );
       if (!ok) failures++;
       latencies.push(performance.now() - t);
       last = t;
@@ -265,7 +325,15 @@ async function burst(kind: Kind): Promise<Result> {
     const cpuS = cpuSeconds(t.runtime) - cpu0;
     const closed = flooders.filter((f) => f.closed).length;
     await closeAll([...flooders, ...others]);
-    return { worst: Math.max(...h.latencies), median: median(h.latencies), samples: h.latencies.length, failures: h.failures, handledMs, cpuS, closed };
+    return {
+      worst: Math.max(...h.latencies),
+      median: median(h.latencies),
+      samples: h.latencies.length,
+      failures: h.failures,
+      handledMs,
+      cpuS,
+      closed,
+    };
   } finally {
     await t.stop();
   }
@@ -274,7 +342,9 @@ async function burst(kind: Kind): Promise<Result> {
 // ------------------------------------------------------------------ main
 
 runMain(async () => {
-  console.log(`flood bench: ${SOCKETS} sockets × ${FRAMES} frames per burst, /healthz polled every ${POLL_MS} ms, ${RUNS} runs, a fresh runtime per burst`);
+  console.log(
+    `flood bench: ${SOCKETS} sockets × ${FRAMES} frames per burst, /healthz polled every ${POLL_MS} ms, ${RUNS} runs, a fresh runtime per burst`,
+  );
   const results = new Map<Kind, Result[]>(KINDS.map((k) => [k, []]));
   for (let run = 0; run < RUNS; run++) {
     // Kinds rotate run by run: no kind always goes first on a cold machine.
@@ -282,16 +352,31 @@ runMain(async () => {
     for (const kind of order) {
       const r = await burst(kind);
       results.get(kind)!.push(r);
-      console.log(`  run ${run + 1} ${kind.padEnd(7)} healthz worst ${fmt(r.worst, 0)} ms, median ${fmt(r.median, 0)} ms over ${r.samples} (${r.failures} failed); handled in ${fmt(r.handledMs, 0)} ms; workerd ${fmt(r.cpuS, 2)} s CPU; ${r.closed}/${SOCKETS} flooders closed`);
+      console.log(
+        `  run ${run + 1} ${kind.padEnd(7)} healthz worst ${fmt(r.worst, 0)} ms, median ${fmt(r.median, 0)} ms over ${r.samples} (${r.failures} failed); handled in ${fmt(r.handledMs, 0)} ms; workerd ${fmt(r.cpuS, 2)} s CPU; ${r.closed}/${SOCKETS} flooders closed`,
+      );
     }
   }
   const med = (k: Kind, f: (r: Result) => number) => median((results.get(k) ?? []).map(f));
   const base = results.has("sink") ? med("sink", (r) => r.worst) : NaN;
-  console.log("\n| burst (medians of runs) | healthz worst | healthz median | handled in | workerd CPU | worst / sink worst | worst < 1 s |");
+  console.log(
+    "\n| burst (medians of runs) | healthz worst | healthz median | handled in | workerd CPU | worst / sink worst | worst < 1 s |",
+  );
   console.log("|---|--:|--:|--:|--:|--:|:-:|");
   for (const k of KINDS) {
     const worst = med(k, (r) => r.worst);
     const label = k === "sink" ? "do-nothing DO (ws-sink), baseline" : `${k} sockets`;
-    console.log(`| ${label} | ${fmt(worst, 0)} ms | ${fmt(med(k, (r) => r.median), 0)} ms | ${fmt(med(k, (r) => r.handledMs), 0)} ms | ${fmt(med(k, (r) => r.cpuS), 2)} s | ${fmt(worst / base, 2)}× | ${worst < TARGET_MS ? "yes" : "no"} |`);
+    console.log(
+      `| ${label} | ${fmt(worst, 0)} ms | ${fmt(
+        med(k, (r) => r.median),
+        0,
+      )} ms | ${fmt(
+        med(k, (r) => r.handledMs),
+        0,
+      )} ms | ${fmt(
+        med(k, (r) => r.cpuS),
+        2,
+      )} s | ${fmt(worst / base, 2)}× | ${worst < TARGET_MS ? "yes" : "no"} |`,
+    );
   }
 });

@@ -25,7 +25,6 @@ const TARGET_TTFT_OVERHEAD_MS = 10;
 const TURN_TIMEOUT_MS = 60_000;
 const ROUTED_CALLS = 300;
 
-
 const { replay, engine, iii } = await startHarnessBench("harness-bench", { rules: "version: 1\nrules:\n  - 'bench::*'\n" });
 const app = registerWorker(engine.wsUrl, { workerName: "bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
@@ -39,7 +38,10 @@ function follow(sid: string): Promise<{ seen: Map<string, number>; firstDelta?: 
   let joinedResolve!: () => void;
   const joined = new Promise<void>((r) => (joinedResolve = r));
   const done = new Promise<{ seen: Map<string, number>; firstDelta?: number; completes: number[] }>((resolve, reject) => {
-    const timer = setTimeout(() => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))), TURN_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))),
+      TURN_TIMEOUT_MS,
+    );
     ws.onopen = () => ws.send(JSON.stringify({ type: "join", data: { subscriptionId: sid, streamName: "agent::events", groupId: sid } }));
     ws.onmessage = (m) => {
       const now = performance.now();
@@ -75,7 +77,14 @@ async function turn(kind: "plain" | "call"): Promise<{ ttft: number; assistantSt
   const res = await fetch(`${engine.url}/api/turns`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ payload: { session_id: sid, model: "gpt-4o", provider: "openai", messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }] } }),
+    body: JSON.stringify({
+      payload: {
+        session_id: sid,
+        model: "gpt-4o",
+        provider: "openai",
+        messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
+      },
+    }),
   });
   if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
   const r = await f;
@@ -101,7 +110,9 @@ async function routed(): Promise<number[]> {
 
 try {
   await registered(iii, ["bench::echo", "run::start", "provider::openai::stream"]);
-  console.log(`iii-edge harness bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns per kind (+${WARMUP} warm-up)`);
+  console.log(
+    `iii-edge harness bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns per kind (+${WARMUP} warm-up)`,
+  );
   for (let i = 0; i < WARMUP; i++) {
     await turn("plain");
     await turn("call");
@@ -129,13 +140,28 @@ try {
   console.log(`\nMedians of ${RUNS} runs:`);
   console.log("| measure | p50 | p99 | × routed invoke p50 |");
   console.log("|---|--:|--:|--:|");
-  console.log(`| routed invoke (iii-sdk → engine → iii-sdk) | ${fmt(routedP50, 2)} ms | ${fmt(m((r) => pct(r.routed, 99)), 2)} ms | 1 |`);
-  console.log(`| TTFT overhead (provider answered → first delta at the UI) | ${fmt(ttftP50)} ms | ${fmt(m((r) => pct(r.ttft, 99)))} ms | ${fmt(ttftP50 / routedP50)} |`);
-  console.log(`| assistant step (provider answered → message_complete at the UI) | ${fmt(m((r) => median(r.step)))} ms | ${fmt(m((r) => pct(r.step, 99)))} ms | ${fmt(m((r) => median(r.step)) / routedP50)} |`);
-  console.log(`| function-call step (model's request → its next, one allowed call) | ${fmt(fnP50)} ms | ${fmt(m((r) => pct(r.fn, 99)))} ms | ${fmt(fnP50 / routedP50)} |`);
+  console.log(
+    `| routed invoke (iii-sdk → engine → iii-sdk) | ${fmt(routedP50, 2)} ms | ${fmt(
+      m((r) => pct(r.routed, 99)),
+      2,
+    )} ms | 1 |`,
+  );
+  console.log(
+    `| TTFT overhead (provider answered → first delta at the UI) | ${fmt(ttftP50)} ms | ${fmt(m((r) => pct(r.ttft, 99)))} ms | ${fmt(ttftP50 / routedP50)} |`,
+  );
+  console.log(
+    `| assistant step (provider answered → message_complete at the UI) | ${fmt(m((r) => median(r.step)))} ms | ${fmt(m((r) => pct(r.step, 99)))} ms | ${fmt(m((r) => median(r.step)) / routedP50)} |`,
+  );
+  console.log(
+    `| function-call step (model's request → its next, one allowed call) | ${fmt(fnP50)} ms | ${fmt(m((r) => pct(r.fn, 99)))} ms | ${fmt(fnP50 / routedP50)} |`,
+  );
   console.log("");
-  console.log(`function-call step p50: ${fmt(fnP50)} ms (target ≤ ${TARGET_FUNCTION_STEP_P50_MS} ms) ${fnP50 <= TARGET_FUNCTION_STEP_P50_MS ? "PASS" : "MISS"}`);
-  console.log(`TTFT overhead p50: ${fmt(ttftP50)} ms (target ≤ ${TARGET_TTFT_OVERHEAD_MS} ms) ${ttftP50 <= TARGET_TTFT_OVERHEAD_MS ? "PASS" : "MISS"}`);
+  console.log(
+    `function-call step p50: ${fmt(fnP50)} ms (target ≤ ${TARGET_FUNCTION_STEP_P50_MS} ms) ${fnP50 <= TARGET_FUNCTION_STEP_P50_MS ? "PASS" : "MISS"}`,
+  );
+  console.log(
+    `TTFT overhead p50: ${fmt(ttftP50)} ms (target ≤ ${TARGET_TTFT_OVERHEAD_MS} ms) ${ttftP50 <= TARGET_TTFT_OVERHEAD_MS ? "PASS" : "MISS"}`,
+  );
 } finally {
   await Promise.allSettled([iii.shutdown(), app.shutdown()]);
   await engine.stop();

@@ -32,7 +32,9 @@ const AFTER = "agent::after_function_call";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const { replay, engine, iii } = await startHarnessBench("hooks-bench", { rules: "version: 1\nrules:\n  - 'bench::*'\n  - rule_id: never-this\n    function: denied::call\n    action: deny\n" });
+const { replay, engine, iii } = await startHarnessBench("hooks-bench", {
+  rules: "version: 1\nrules:\n  - 'bench::*'\n  - rule_id: never-this\n    function: denied::call\n    action: deny\n",
+});
 const app = registerWorker(engine.wsUrl, { workerName: "hooks-bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
 
@@ -40,15 +42,31 @@ async function waitFor(what: string, check: () => Promise<boolean>): Promise<voi
   for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(100)) if (await check().catch(() => false)) return;
   throw new Error(`timed out waiting for ${what}`);
 }
-const functionIds = async () => ((await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as { functions: { function_id: string }[] }).functions.map((f) => f.function_id);
-const subscriberCount = async () => ((await iii.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "durable:subscriber" } })) as { registered_triggers: unknown[] }).registered_triggers.length;
+const functionIds = async () =>
+  (
+    (await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {
+      functions: { function_id: string }[];
+    }
+  ).functions.map((f) => f.function_id);
+const subscriberCount = async () =>
+  (
+    (await iii.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "durable:subscriber" } })) as {
+      registered_triggers: unknown[];
+    }
+  ).registered_triggers.length;
 
 /** One iii-sdk worker subscribed to both hook topics, answering `{}` (no change) at once. */
 async function subscribe(): Promise<IIIClient> {
   const hooks = registerWorker(engine.wsUrl, { workerName: "hooks-bench-subscriber", otel: { enabled: false } });
-  for (const [fn, topic] of [["benchhooks::before", BEFORE], ["benchhooks::after", AFTER]] as const) {
+  for (const [fn, topic] of [
+    ["benchhooks::before", BEFORE],
+    ["benchhooks::after", AFTER],
+  ] as const) {
     hooks.registerFunction(fn, async (env: { event_id: string; reply_stream: string }) => {
-      await hooks.trigger({ function_id: "stream::set", payload: { stream_name: env.reply_stream, group_id: env.event_id, item_id: fn, data: {} } });
+      await hooks.trigger({
+        function_id: "stream::set",
+        payload: { stream_name: env.reply_stream, group_id: env.event_id, item_id: fn, data: {} },
+      });
       return null;
     });
     hooks.registerTrigger({ type: "durable:subscriber", function_id: fn, config: { topic } });
@@ -69,7 +87,10 @@ function follow(sid: string): Promise<void> & { joined: Promise<void> } {
   let joinedResolve!: () => void;
   const joined = new Promise<void>((r) => (joinedResolve = r));
   const done = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))), TURN_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))),
+      TURN_TIMEOUT_MS,
+    );
     ws.onopen = () => ws.send(JSON.stringify({ type: "join", data: { subscriptionId: sid, streamName: "agent::events", groupId: sid } }));
     ws.onmessage = (m) => {
       const p = JSON.parse(String(m.data)) as { event: { type: string; data: { type: string } } };
@@ -96,7 +117,14 @@ async function functionStep(kind: string, fn = "bench::echo"): Promise<number> {
   const res = await fetch(`${engine.url}/api/turns`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ payload: { session_id: sid, model: "gpt-4o", provider: "openai", messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }] } }),
+    body: JSON.stringify({
+      payload: {
+        session_id: sid,
+        model: "gpt-4o",
+        provider: "openai",
+        messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
+      },
+    }),
   });
   if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
   await f;
@@ -108,7 +136,10 @@ async function direct(topic: string): Promise<number[]> {
   const xs: number[] = [];
   for (let i = 0; i < DIRECT_CALLS; i++) {
     const t0 = performance.now();
-    await iii.trigger({ function_id: "hook-fanout::publish_collect", payload: { topic, payload: { i }, merge_rule: "first_block_wins", timeout_ms: 5_000 } });
+    await iii.trigger({
+      function_id: "hook-fanout::publish_collect",
+      payload: { topic, payload: { i }, merge_rule: "first_block_wins", timeout_ms: 5_000 },
+    });
     xs.push(performance.now() - t0);
   }
   return xs;
@@ -119,9 +150,12 @@ try {
     const ids = await functionIds();
     return ["bench::echo", "run::start", "provider::openai::stream", "hook-fanout::publish_collect"].every((id) => ids.includes(id));
   });
-  console.log(`iii-edge hooks bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns per kind (+${WARMUP} warm-up), ${DIRECT_CALLS} direct publish_collect calls per kind`);
+  console.log(
+    `iii-edge hooks bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turns per kind (+${WARMUP} warm-up), ${DIRECT_CALLS} direct publish_collect calls per kind`,
+  );
   for (let i = 0; i < WARMUP; i++) await functionStep("warm");
-  const runs: { unsub: number[]; sub: number[]; unsubPaired: number[]; subPaired: number[]; directNone: number[]; directOne: number[] }[] = [];
+  const runs: { unsub: number[]; sub: number[]; unsubPaired: number[]; subPaired: number[]; directNone: number[]; directOne: number[] }[] =
+    [];
   /** TURNS pairs: the dispatched call's step into `raw`, minus the denied call's after it into `paired`. */
   const pairs = async (kind: string, raw: number[], paired: number[]) => {
     for (let i = 0; i < TURNS; i++) {
@@ -130,7 +164,14 @@ try {
     }
   };
   for (let run = 1; run <= RUNS; run++) {
-    const r = { unsub: [] as number[], sub: [] as number[], unsubPaired: [] as number[], subPaired: [] as number[], directNone: await direct("benchhooks::nobody"), directOne: [] as number[] };
+    const r = {
+      unsub: [] as number[],
+      sub: [] as number[],
+      unsubPaired: [] as number[],
+      subPaired: [] as number[],
+      directNone: await direct("benchhooks::nobody"),
+      directOne: [] as number[],
+    };
     await pairs("unsub", r.unsub, r.unsubPaired);
     const hooks = await subscribe();
     for (let i = 0; i < WARMUP; i++) await functionStep("warm-sub");
@@ -154,15 +195,37 @@ try {
   console.log(`\nMedians of ${RUNS} runs:`);
   console.log("| measure | p50 | p99 |");
   console.log("|---|--:|--:|");
-  console.log(`| function-call step, nobody subscribed (short-circuit: no hook call) | ${fmt(unsubP50)} ms | ${fmt(m((r) => pct(r.unsub, 99)))} ms |`);
-  console.log(`| function-call step, one subscriber per hook (before + after, answering at once) | ${fmt(subP50)} ms | ${fmt(m((r) => pct(r.sub, 99)))} ms |`);
-  console.log(`| … nobody subscribed, above the paired denied call (dispatch + presence check) | ${fmt(unsubPaired)} ms | ${fmt(m((r) => pct(r.unsubPaired, 99)))} ms |`);
-  console.log(`| … one subscriber per hook, above the paired denied call (dispatch + two hook rounds) | ${fmt(subPaired)} ms | ${fmt(m((r) => pct(r.subPaired, 99)))} ms |`);
-  console.log(`| publish_collect from an iii-sdk client, no subscriber | ${fmt(noneP50, 2)} ms | ${fmt(m((r) => pct(r.directNone, 99)), 2)} ms |`);
-  console.log(`| publish_collect from an iii-sdk client, one subscriber (early exit) | ${fmt(oneP50, 2)} ms | ${fmt(m((r) => pct(r.directOne, 99)), 2)} ms |`);
+  console.log(
+    `| function-call step, nobody subscribed (short-circuit: no hook call) | ${fmt(unsubP50)} ms | ${fmt(m((r) => pct(r.unsub, 99)))} ms |`,
+  );
+  console.log(
+    `| function-call step, one subscriber per hook (before + after, answering at once) | ${fmt(subP50)} ms | ${fmt(m((r) => pct(r.sub, 99)))} ms |`,
+  );
+  console.log(
+    `| … nobody subscribed, above the paired denied call (dispatch + presence check) | ${fmt(unsubPaired)} ms | ${fmt(m((r) => pct(r.unsubPaired, 99)))} ms |`,
+  );
+  console.log(
+    `| … one subscriber per hook, above the paired denied call (dispatch + two hook rounds) | ${fmt(subPaired)} ms | ${fmt(m((r) => pct(r.subPaired, 99)))} ms |`,
+  );
+  console.log(
+    `| publish_collect from an iii-sdk client, no subscriber | ${fmt(noneP50, 2)} ms | ${fmt(
+      m((r) => pct(r.directNone, 99)),
+      2,
+    )} ms |`,
+  );
+  console.log(
+    `| publish_collect from an iii-sdk client, one subscriber (early exit) | ${fmt(oneP50, 2)} ms | ${fmt(
+      m((r) => pct(r.directOne, 99)),
+      2,
+    )} ms |`,
+  );
   console.log("");
-  console.log(`two hooks with one subscriber each cost ${fmt(subPaired - unsubPaired)} ms per call (p50 of the paired differences; raw p50s ${fmt(subP50)} vs ${fmt(unsubP50)} ms): what the short-circuit spares a call when nobody subscribes; against an always-publishing orchestrator whose collector exits on 0 subscribers it still spares ≥ ${fmt(2 * noneP50, 2)} ms`);
-  console.log(`against a collector that waits for its deadline: 500 ms per call (500 ms after-hook deadline), 20 000 ms (10 s on both hooks)`);
+  console.log(
+    `two hooks with one subscriber each cost ${fmt(subPaired - unsubPaired)} ms per call (p50 of the paired differences; raw p50s ${fmt(subP50)} vs ${fmt(unsubP50)} ms): what the short-circuit spares a call when nobody subscribes; against an always-publishing orchestrator whose collector exits on 0 subscribers it still spares ≥ ${fmt(2 * noneP50, 2)} ms`,
+  );
+  console.log(
+    `against a collector that waits for its deadline: 500 ms per call (500 ms after-hook deadline), 20 000 ms (10 s on both hooks)`,
+  );
 } finally {
   await Promise.allSettled([iii.shutdown(), app.shutdown()]);
   await engine.stop();

@@ -78,7 +78,9 @@ async function routedLatency(wsUrl: string): Promise<{ p50: number; p99: number;
 }
 
 async function main(): Promise<void> {
-  const engine = await startBenchEngine({ secretVars: { MAX_CONNECTIONS_PER_TOKEN: String(IDLE + 100), MAX_CONNECTIONS_PER_IP: String(IDLE + 100) } });
+  const engine = await startBenchEngine({
+    secretVars: { MAX_CONNECTIONS_PER_TOKEN: String(IDLE + 100), MAX_CONNECTIONS_PER_IP: String(IDLE + 100) },
+  });
   const worker = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), engine.wsUrl, "sdk"], { stdio: "ignore" });
   const idle: WebSocket[] = [];
   try {
@@ -102,7 +104,8 @@ async function main(): Promise<void> {
         else if (failed++ === 0) firstError = String(g.reason);
       }
       if (failed > 0 && failed >= n) break; // the engine (or this machine) takes no more
-      if (idle.length % 2000 < BATCH) console.log(`  ${idle.length} idle sockets open, workerd RSS ${fmt(workerdRssKb(engine.port) / 1024, 0)} MiB`);
+      if (idle.length % 2000 < BATCH)
+        console.log(`  ${idle.length} idle sockets open, workerd RSS ${fmt(workerdRssKb(engine.port) / 1024, 0)} MiB`);
     }
     const connectS = (performance.now() - t0) / 1000;
     await sleep(2000);
@@ -110,14 +113,18 @@ async function main(): Promise<void> {
     const during = await routedLatency(engine.wsUrl);
     const ratio = during.p50 / before.p50;
     const perConn = ((rssAfter - rssBefore) * 1024) / Math.max(1, idle.length);
-    console.log(`idle sockets: ${idle.length} open of ${IDLE} asked${failed ? ` (${failed} refused or failed; first: ${firstError})` : ""}, connected in ${fmt(connectS, 1)} s`);
+    console.log(
+      `idle sockets: ${idle.length} open of ${IDLE} asked${failed ? ` (${failed} refused or failed; first: ${firstError})` : ""}, connected in ${fmt(connectS, 1)} s`,
+    );
     console.log(`| measurement | value |`);
     console.log(`|---|--:|`);
     console.log(`| workerd RSS before / after | ${fmt(rssBefore / 1024, 1)} / ${fmt(rssAfter / 1024, 1)} MiB |`);
     console.log(`| memory per idle connection (RSS delta / connections) | ${fmt(perConn / 1024, 1)} KiB |`);
     console.log(`| routed call p50 / p99, no idle sockets | ${fmt(before.p50, 2)} / ${fmt(before.p99, 2)} ms |`);
     console.log(`| routed call p50 / p99, ${idle.length} idle sockets | ${fmt(during.p50, 2)} / ${fmt(during.p99, 2)} ms |`);
-    console.log(`\nrouted p50 with ${idle.length} idle sockets / without: ${fmt(ratio, 2)}× (target ≤ ${TARGET_RATIO}×) ${ratio <= TARGET_RATIO && idle.length >= IDLE ? "PASS" : "MISS"}`);
+    console.log(
+      `\nrouted p50 with ${idle.length} idle sockets / without: ${fmt(ratio, 2)}× (target ≤ ${TARGET_RATIO}×) ${ratio <= TARGET_RATIO && idle.length >= IDLE ? "PASS" : "MISS"}`,
+    );
   } catch (e) {
     console.log(`failed with ${idle.length} idle sockets open: ${String(e)}; engine log (tail):\n${engine.log().slice(-1500)}`);
     throw e;

@@ -23,7 +23,10 @@ export function memoryPorts(opts: MemoryPortsOptions = {}): EnginePorts {
     namespace: "default",
     sql: nodeSql(db),
     clock: { now: clockRate === 1 ? () => Date.now() : () => Date.now() * clockRate },
-    timers: { set: timerRate === 1 ? (fn, ms) => setTimeout(fn, ms) : (fn, ms) => setTimeout(fn, ms / timerRate), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) },
+    timers: {
+      set: timerRate === 1 ? (fn, ms) => setTimeout(fn, ms) : (fn, ms) => setTimeout(fn, ms / timerRate),
+      clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+    },
     alarm: { request: () => {} },
     log: { info: () => {}, warn: () => {} },
     newId: () => crypto.randomUUID(),
@@ -51,8 +54,11 @@ export function echoCalls(core: EngineCore, opts: EchoCallsOptions = {}): (n: nu
     workerId: "answer",
     send(f: EngineFrame) {
       if (f.type === "invokefunction" && f.invocation_id) {
-        const id = f.invocation_id, data = JSON.stringify(f.data);
-        setImmediate(() => core.message(answer, `{"type":"invocationresult","invocation_id":"${id}","function_id":"bench::echo","result":${data}}`));
+        const id = f.invocation_id,
+          data = JSON.stringify(f.data);
+        setImmediate(() =>
+          core.message(answer, `{"type":"invocationresult","invocation_id":"${id}","function_id":"bench::echo","result":${data}}`),
+        );
       }
       return true;
     },
@@ -81,7 +87,10 @@ export function echoCalls(core: EngineCore, opts: EchoCallsOptions = {}): (n: nu
       const t0 = performance.now();
       const send = () => {
         seq++;
-        core.message(caller, `{"type":"invokefunction","invocation_id":"c-${seq}","function_id":"bench::echo","data":{"caller":0,"seq":${seq}}}`);
+        core.message(
+          caller,
+          `{"type":"invokefunction","invocation_id":"c-${seq}","function_id":"bench::echo","data":{"caller":0,"seq":${seq}}}`,
+        );
       };
       onResult = () => {
         if (--left === 0) resolve(((performance.now() - t0) * 1000) / n);

@@ -29,7 +29,7 @@ function cachedSql(db: DatabaseSync): Sql {
   const base = nodeSql(db);
   const cache = new Map<string, ReturnType<DatabaseSync["prepare"]>>();
   return {
-    exec: <T,>(q: string, ...b: SqlValue[]) => {
+    exec: <T>(q: string, ...b: SqlValue[]) => {
       let st = cache.get(q);
       if (!st) cache.set(q, (st = db.prepare(q)));
       return st.all(...(b as never[])) as T[];
@@ -109,7 +109,12 @@ function flood(n: number): Promise<{ us: number; sql: number }> {
     };
     const send = () => {
       if (sent++ >= n) return;
-      call(callers[0]!, (id) => `{"type":"invokefunction","invocation_id":"${id}","function_id":"bench::sink","data":{"q":1},"action":{"type":"enqueue","queue":"jobs"}}`, send);
+      call(
+        callers[0]!,
+        (id) =>
+          `{"type":"invokefunction","invocation_id":"${id}","function_id":"bench::sink","data":{"q":1},"action":{"type":"enqueue","queue":"jobs"}}`,
+        send,
+      );
     };
     for (let i = 0; i < ENQUEUE_WINDOW; i++) send();
   });
@@ -138,9 +143,14 @@ for (let i = 0; i < ROUNDS; i++) {
   r.flood.push(await flood(FLOOD));
   r.routed.push(await routed(FLOOD));
 }
-const f = median(r.flood.map((x) => x.us)), c = median(r.routed.map((x) => x.us));
+const f = median(r.flood.map((x) => x.us)),
+  c = median(r.routed.map((x) => x.us));
 console.log(`engine core in Node ${process.version}, ${ROUNDS} rounds, medians:`);
-console.log(`  flood of ${FLOOD} on a durable queue (concurrency 10): ${fmt(f)} µs CPU per message, ${fmt(median(r.flood.map((x) => x.sql)))} SQL statements each`);
-console.log(`  routed call, ${CALLERS} closed-loop callers: ${fmt(c)} µs CPU per call, ${fmt(median(r.routed.map((x) => x.sql)))} SQL statements each`);
+console.log(
+  `  flood of ${FLOOD} on a durable queue (concurrency 10): ${fmt(f)} µs CPU per message, ${fmt(median(r.flood.map((x) => x.sql)))} SQL statements each`,
+);
+console.log(
+  `  routed call, ${CALLERS} closed-loop callers: ${fmt(c)} µs CPU per call, ${fmt(median(r.routed.map((x) => x.sql)))} SQL statements each`,
+);
 console.log(`  routed / flood cost = flood rate / routed rate in the core alone: ${fmt(c / f, 2)}×`);
 process.exit(0);

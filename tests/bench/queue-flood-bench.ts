@@ -70,7 +70,9 @@ async function flood(wsUrl: string, handler: ChildProcess, queue: string, n: num
   const start = Date.now();
   const send = () => {
     sent++;
-    ws.send(`{"type":"invokefunction","invocation_id":"e${sent}","function_id":"bench::sink","data":{"t0":${Date.now()}},"action":{"type":"enqueue","queue":"${queue}"}}`);
+    ws.send(
+      `{"type":"invokefunction","invocation_id":"e${sent}","function_id":"bench::sink","data":{"t0":${Date.now()}},"action":{"type":"enqueue","queue":"${queue}"}}`,
+    );
   };
   const allAcked = new Promise<void>((resolve) => {
     ws.on("message", (raw) => {
@@ -90,7 +92,13 @@ async function flood(wsUrl: string, handler: ChildProcess, queue: string, n: num
   const r = await done;
   ws.close();
   if (!r) return { perSec: NaN, enqueuePerSec: (n / (enqueuedAt - start)) * 1000, p50: NaN, p99: NaN, delivered: 0 };
-  return { perSec: (n / (r.at - start)) * 1000, enqueuePerSec: (n / (enqueuedAt - start)) * 1000, p50: pct(r.latencies, 50), p99: pct(r.latencies, 99), delivered: r.latencies.length };
+  return {
+    perSec: (n / (r.at - start)) * 1000,
+    enqueuePerSec: (n / (enqueuedAt - start)) * 1000,
+    p50: pct(r.latencies, 50),
+    p99: pct(r.latencies, 99),
+    delivered: r.latencies.length,
+  };
 }
 
 /** CALLERS closed-loop callers of `bench::sink`; round trips per second and latency. */
@@ -131,7 +139,9 @@ async function http(baseUrl: string, path: string): Promise<{ perSec: number; p5
 }
 
 async function main(): Promise<void> {
-  console.log(`queue flood vs routed invoke: ${RUNS} runs; floods of ${FLOOD} (durable \`jobs\`) / ${CF_FLOOD} (Cloudflare Queues \`default\`, local simulator), enqueue window ${ENQUEUE_WINDOW}; routed: ${CALLERS} closed-loop callers × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up); handler: iii-sdk in its own process`);
+  console.log(
+    `queue flood vs routed invoke: ${RUNS} runs; floods of ${FLOOD} (durable \`jobs\`) / ${CF_FLOOD} (Cloudflare Queues \`default\`, local simulator), enqueue window ${ENQUEUE_WINDOW}; routed: ${CALLERS} closed-loop callers × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up); handler: iii-sdk in its own process`,
+  );
   const engine = await startBenchEngine();
   const handler = fork(path.join(here, "flood-handler.mjs"), [engine.wsUrl], { stdio: ["ignore", "ignore", "inherit", "ipc"] });
   try {
@@ -161,34 +171,60 @@ async function main(): Promise<void> {
       await sleep(100);
     }
 
-    const res: Record<"routed" | "durable" | "cloudflare" | "http" | "plain", { perSec: number; p50: number; p99: number; enqueuePerSec?: number }[]> = { routed: [], durable: [], cloudflare: [], http: [], plain: [] };
+    const res: Record<
+      "routed" | "durable" | "cloudflare" | "http" | "plain",
+      { perSec: number; p50: number; p99: number; enqueuePerSec?: number }[]
+    > = { routed: [], durable: [], cloudflare: [], http: [], plain: [] };
     const kinds = ["routed", "durable", "cloudflare", "http", "plain"] as const;
     for (let run = 1; run <= RUNS; run++) {
       for (const kind of run % 2 ? kinds : [...kinds].reverse()) {
         const r =
-          kind === "routed" ? await routed(engine.wsUrl, CALLERS)
-          : kind === "http" ? await http(engine.url, "/bench/json")
-          : kind === "plain" ? await http(engine.url, BENCH_PLAIN_PATH)
-          : await flood(engine.wsUrl, handler, kind === "durable" ? "jobs" : "default", kind === "durable" ? FLOOD : CF_FLOOD);
+          kind === "routed"
+            ? await routed(engine.wsUrl, CALLERS)
+            : kind === "http"
+              ? await http(engine.url, "/bench/json")
+              : kind === "plain"
+                ? await http(engine.url, BENCH_PLAIN_PATH)
+                : await flood(engine.wsUrl, handler, kind === "durable" ? "jobs" : "default", kind === "durable" ? FLOOD : CF_FLOOD);
         res[kind].push(r);
-        const extra = "enqueuePerSec" in r ? `  (enqueue acks ${fmt(r.enqueuePerSec as number, 0)}/s${(r as FloodResult).delivered ? "" : ", TIMED OUT"})` : "";
-        console.log(`  run ${run}  ${kind.padEnd(10)} ${fmt(r.perSec, 0).padStart(6)} /s  p50 ${fmt(r.p50, 1).padStart(7)} ms  p99 ${fmt(r.p99, 1).padStart(7)} ms${extra}`);
+        const extra =
+          "enqueuePerSec" in r
+            ? `  (enqueue acks ${fmt(r.enqueuePerSec as number, 0)}/s${(r as FloodResult).delivered ? "" : ", TIMED OUT"})`
+            : "";
+        console.log(
+          `  run ${run}  ${kind.padEnd(10)} ${fmt(r.perSec, 0).padStart(6)} /s  p50 ${fmt(r.p50, 1).padStart(7)} ms  p99 ${fmt(r.p99, 1).padStart(7)} ms${extra}`,
+        );
       }
     }
     const m = (k: keyof typeof res, f: "perSec" | "p50" | "p99" | "enqueuePerSec") => median(res[k].map((x) => x[f] ?? NaN));
-    const paired = (k: "durable" | "cloudflare" | "http", base: "routed" | "plain" = "routed") => median(res[k].map((x, i) => x.perSec / res[base][i]!.perSec));
+    const paired = (k: "durable" | "cloudflare" | "http", base: "routed" | "plain" = "routed") =>
+      median(res[k].map((x, i) => x.perSec / res[base][i]!.perSec));
     console.log(`\nMedians of ${RUNS} runs:`);
     console.log("| measurement | rate | p50 | p99 | × routed (median of paired runs) |");
     console.log("|---|--:|--:|--:|--:|");
-    console.log(`| routed invoke, ${CALLERS} closed-loop callers → bench::sink | ${fmt(m("routed", "perSec"), 0)} rt/s | ${fmt(m("routed", "p50"), 2)} ms | ${fmt(m("routed", "p99"), 2)} ms | 1 |`);
-    console.log(`| flood of ${FLOOD}, durable backend (\`jobs\`, concurrency 10) | ${fmt(m("durable", "perSec"), 0)} msg/s (enqueue acks ${fmt(m("durable", "enqueuePerSec"), 0)}/s) | ${fmt(m("durable", "p50"), 0)} ms | ${fmt(m("durable", "p99"), 0)} ms | ${fmt(paired("durable"), 2)}× |`);
-    console.log(`| flood of ${CF_FLOOD}, Cloudflare Queues backend (\`default\`, local simulator) | ${fmt(m("cloudflare", "perSec"), 0)} msg/s (enqueue acks ${fmt(m("cloudflare", "enqueuePerSec"), 0)}/s) | ${fmt(m("cloudflare", "p50"), 0)} ms | ${fmt(m("cloudflare", "p99"), 0)} ms | ${fmt(paired("cloudflare"), 2)}× |`);
-    console.log(`| plain Worker route \`GET ${BENCH_PLAIN_PATH}\` (${HTTP_CONNECTIONS} clients, no engine object) | ${fmt(m("plain", "perSec"), 0)} req/s | ${fmt(m("plain", "p50"), 1)} ms | ${fmt(m("plain", "p99"), 1)} ms | — |`);
-    console.log(`| http trigger \`GET /bench/json\` (Worker → engine object → iii-sdk worker) | ${fmt(m("http", "perSec"), 0)} req/s | ${fmt(m("http", "p50"), 1)} ms | ${fmt(m("http", "p99"), 1)} ms | ${fmt(paired("http", "plain"), 2)}× the plain route |`);
+    console.log(
+      `| routed invoke, ${CALLERS} closed-loop callers → bench::sink | ${fmt(m("routed", "perSec"), 0)} rt/s | ${fmt(m("routed", "p50"), 2)} ms | ${fmt(m("routed", "p99"), 2)} ms | 1 |`,
+    );
+    console.log(
+      `| flood of ${FLOOD}, durable backend (\`jobs\`, concurrency 10) | ${fmt(m("durable", "perSec"), 0)} msg/s (enqueue acks ${fmt(m("durable", "enqueuePerSec"), 0)}/s) | ${fmt(m("durable", "p50"), 0)} ms | ${fmt(m("durable", "p99"), 0)} ms | ${fmt(paired("durable"), 2)}× |`,
+    );
+    console.log(
+      `| flood of ${CF_FLOOD}, Cloudflare Queues backend (\`default\`, local simulator) | ${fmt(m("cloudflare", "perSec"), 0)} msg/s (enqueue acks ${fmt(m("cloudflare", "enqueuePerSec"), 0)}/s) | ${fmt(m("cloudflare", "p50"), 0)} ms | ${fmt(m("cloudflare", "p99"), 0)} ms | ${fmt(paired("cloudflare"), 2)}× |`,
+    );
+    console.log(
+      `| plain Worker route \`GET ${BENCH_PLAIN_PATH}\` (${HTTP_CONNECTIONS} clients, no engine object) | ${fmt(m("plain", "perSec"), 0)} req/s | ${fmt(m("plain", "p50"), 1)} ms | ${fmt(m("plain", "p99"), 1)} ms | — |`,
+    );
+    console.log(
+      `| http trigger \`GET /bench/json\` (Worker → engine object → iii-sdk worker) | ${fmt(m("http", "perSec"), 0)} req/s | ${fmt(m("http", "p50"), 1)} ms | ${fmt(m("http", "p99"), 1)} ms | ${fmt(paired("http", "plain"), 2)}× the plain route |`,
+    );
     const ratio = paired("durable");
     const httpRatio = paired("http", "plain");
-    console.log(`\ndurable flood / routed invoke: ${fmt(ratio, 2)}× (target ≥ ${TARGET_RATIO}×) ${ratio >= TARGET_RATIO ? "PASS" : "MISS"}`);
-    console.log(`http trigger / plain Worker route: ${fmt(httpRatio, 2)}× (target ≥ ${TARGET_HTTP_RATIO}×) ${httpRatio >= TARGET_HTTP_RATIO ? "PASS" : "MISS"}`);
+    console.log(
+      `\ndurable flood / routed invoke: ${fmt(ratio, 2)}× (target ≥ ${TARGET_RATIO}×) ${ratio >= TARGET_RATIO ? "PASS" : "MISS"}`,
+    );
+    console.log(
+      `http trigger / plain Worker route: ${fmt(httpRatio, 2)}× (target ≥ ${TARGET_HTTP_RATIO}×) ${httpRatio >= TARGET_HTTP_RATIO ? "PASS" : "MISS"}`,
+    );
   } finally {
     handler.kill("SIGTERM");
     await engine.stop();

@@ -46,7 +46,6 @@ const ANSWER_GRANT = { sub: "bench-answer", ns: ["*"], register: ["bench::"] };
 /** What connects through the AUTH_FUNCTION engine present (answer-worker.mjs `authfn` checks it). */
 const AUTHFN_HEADERS = { "x-api-key": "bench-key" };
 
-
 // ------------------------------------------------------------------ processes
 
 const children = [];
@@ -76,7 +75,11 @@ function startAnswerWorker(wsUrl, mode = WORKER_MODE, token) {
   const env = { ...process.env };
   if (token) env.BENCH_TOKEN = token;
   else delete env.BENCH_TOKEN;
-  const child = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), wsUrl, mode], { cwd: root, env, stdio: ["ignore", process.env.BENCH_DEBUG ? "inherit" : "ignore", "inherit"] });
+  const child = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), wsUrl, mode], {
+    cwd: root,
+    env,
+    stdio: ["ignore", process.env.BENCH_DEBUG ? "inherit" : "ignore", "inherit"],
+  });
   children.push({ child, detached: false });
   return child;
 }
@@ -117,7 +120,8 @@ async function measure(target, n) {
   const sockets = await Promise.all(Array.from({ length: n }, () => openWs(url, headers)));
   if (kind === "routed") await sleep(50); // let the workerregistered frames arrive first
   const r = await closedLoop(sockets.map(wsChannel), {
-    frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`,
+    frame: (i, seq) =>
+      `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`,
     // routed: skip workerregistered, count error answers; echo/relay: every frame that comes back is the answer.
     ...(kind === "routed" ? { failureLabel: "routed call failed" } : { isAnswer: () => true, isFailure: () => false }),
   });
@@ -185,12 +189,16 @@ async function untilCallable(wsUrl, function_id, worker, headers = {}) {
 }
 
 function printRun(run, label, r) {
-  console.log(`  run ${run}  ${label.padEnd(11)} callers=${String(r.n).padStart(3)}  ${fmt(r.rps).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(7)} ms  p99 ${fmt(r.p99, 2).padStart(7)} ms  (${r.count} calls${r.failures ? `, ${r.failures} failed` : ""})`);
+  console.log(
+    `  run ${run}  ${label.padEnd(11)} callers=${String(r.n).padStart(3)}  ${fmt(r.rps).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(7)} ms  p99 ${fmt(r.p99, 2).padStart(7)} ms  (${r.count} calls${r.failures ? `, ${r.failures} failed` : ""})`,
+  );
 }
 
 async function main() {
   const parts = [WITH_BASE && "routed vs raw echo vs relay", WITH_AUTH && "routed auth on/off + connect"].filter(Boolean).join("; ");
-  console.log(`iii-edge bench (${parts}): ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker: ${WORKER_MODE === "sdk" ? "iii-sdk@0.22.1" : "raw ws"} in a separate process`);
+  console.log(
+    `iii-edge bench (${parts}): ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker: ${WORKER_MODE === "sdk" ? "iii-sdk@0.22.1" : "raw ws"} in a separate process`,
+  );
   console.log("callers = N WebSocket connections, one call outstanding each (closed loop); same for the raw echo.");
 
   // Engines: `open` (no AUTH_SECRET: the loopback engine runs open) always; with the auth parts,
@@ -211,7 +219,9 @@ async function main() {
     WITH_AUTH ? startEngine({ secretVars: { AUTH_SECRET: secret } }) : undefined,
     WITH_AUTH ? startEngine({ secretVars: { AUTH_SECRET: secret, AUTH_FUNCTION: "bench::auth" } }) : undefined,
   ]);
-  console.log(`engine (wrangler dev, tests/bench/wrangler.bench.toml) on ${engine.url}${authEngine ? `; with AUTH_SECRET on ${authEngine.url}; with AUTH_SECRET + AUTH_FUNCTION on ${fnEngine.url}` : ""}`);
+  console.log(
+    `engine (wrangler dev, tests/bench/wrangler.bench.toml) on ${engine.url}${authEngine ? `; with AUTH_SECRET on ${authEngine.url}; with AUTH_SECRET + AUTH_FUNCTION on ${fnEngine.url}` : ""}`,
+  );
   if (WITH_AUTH) console.log(`callers' grant on the AUTH_SECRET engine: ${JSON.stringify(CALLER_GRANT)}`);
   const workers = [];
   const worker = startAnswerWorker(engine.wsUrl);
@@ -219,7 +229,10 @@ async function main() {
   await untilCallable(engine.wsUrl, "bench::echo", worker);
   if (WITH_AUTH) {
     // An engine with AUTH_SECRET refuses the upgrade without a token: this also checks it is on.
-    const refused = await openWs(`${authEngine.wsUrl}/`).then((ws) => (ws.close(), false), () => true);
+    const refused = await openWs(`${authEngine.wsUrl}/`).then(
+      (ws) => (ws.close(), false),
+      () => true,
+    );
     if (!refused) throw new Error("the AUTH_SECRET engine accepted a connection without a token");
     const authWorker = startAnswerWorker(authEngine.wsUrl, WORKER_MODE, tokens.answer);
     const fnWorker = startAnswerWorker(fnEngine.wsUrl, "authfn", tokens.authfn);
@@ -227,7 +240,8 @@ async function main() {
     await untilCallable(authEngine.wsUrl, "bench::echo", authWorker, bearer(tokens.caller));
     // …and that the callers' grant is checked on each call: outside its `call` list is refused.
     const outside = await callOnce(authEngine.wsUrl, "admin::reset", {}, bearer(tokens.caller));
-    if (CALLER_GRANT.call && outside.error?.code !== "forbidden") throw new Error(`a call outside the grant was not refused: ${JSON.stringify(outside)}`);
+    if (CALLER_GRANT.call && outside.error?.code !== "forbidden")
+      throw new Error(`a call outside the grant was not refused: ${JSON.stringify(outside)}`);
     const deadline = Date.now() + 30_000;
     for (;;) {
       try {
@@ -279,7 +293,9 @@ async function main() {
       for (const v of variants) {
         const r = await measureConnect(connectTargets[v]);
         (connects[v] ??= []).push(r);
-        console.log(`  run ${run}  connect ${v.padEnd(13)} ${r.count} sequential  p50 ${fmt(r.p50, 2).padStart(6)} ms  p99 ${fmt(r.p99, 2).padStart(6)} ms`);
+        console.log(
+          `  run ${run}  connect ${v.padEnd(13)} ${r.count} sequential  p50 ${fmt(r.p50, 2).padStart(6)} ms  p99 ${fmt(r.p99, 2).padStart(6)} ms`,
+        );
       }
     }
   }
@@ -288,45 +304,78 @@ async function main() {
   const verdicts = [];
   if (WITH_BASE) {
     console.log(`\nMedians of ${RUNS} runs:`);
-    console.log("| callers | routed rt/s | routed p50 | routed p99 | echo rt/s | echo p50 | echo p99 | routed/echo rt/s | routed/echo p99 | relay rt/s | relay p99 | routed/relay rt/s |");
+    console.log(
+      "| callers | routed rt/s | routed p50 | routed p99 | echo rt/s | echo p50 | echo p99 | routed/echo rt/s | routed/echo p99 | relay rt/s | relay p99 | routed/relay rt/s |",
+    );
     console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for (const n of CONCURRENCY) {
-      const rr = m("routed", n, "rps"), rp50 = m("routed", n, "p50"), rp99 = m("routed", n, "p99");
-      const er = m("echo", n, "rps"), ep50 = m("echo", n, "p50"), ep99 = m("echo", n, "p99");
-      const lr = m("relay", n, "rps"), lp99 = m("relay", n, "p99");
-      const rpsRatio = rr / er, p99Ratio = rp99 / ep99;
-      console.log(`| ${n} | ${fmt(rr)} | ${fmt(rp50, 2)} ms | ${fmt(rp99, 2)} ms | ${fmt(er)} | ${fmt(ep50, 2)} ms | ${fmt(ep99, 2)} ms | ${fmt(rpsRatio * 100)} % | ${fmt(p99Ratio, 2)}× | ${fmt(lr)} | ${fmt(lp99, 2)} ms | ${fmt((rr / lr) * 100)} % |`);
-      if (n === 1 || n === 100) verdicts.push(`routed/raw rt/s at ${n} caller${n > 1 ? "s" : ""}: ${fmt(rpsRatio * 100)} % (target ≥ ${TARGET_RPS_RATIO * 100} %) ${rpsRatio >= TARGET_RPS_RATIO ? "PASS" : "MISS"}`);
-      if (n === 100) verdicts.push(`routed p99 / raw p99 at 100 callers: ${fmt(p99Ratio, 2)}× (target ≤ ${TARGET_P99_RATIO}×) ${p99Ratio <= TARGET_P99_RATIO ? "PASS" : "MISS"}`);
+      const rr = m("routed", n, "rps"),
+        rp50 = m("routed", n, "p50"),
+        rp99 = m("routed", n, "p99");
+      const er = m("echo", n, "rps"),
+        ep50 = m("echo", n, "p50"),
+        ep99 = m("echo", n, "p99");
+      const lr = m("relay", n, "rps"),
+        lp99 = m("relay", n, "p99");
+      const rpsRatio = rr / er,
+        p99Ratio = rp99 / ep99;
+      console.log(
+        `| ${n} | ${fmt(rr)} | ${fmt(rp50, 2)} ms | ${fmt(rp99, 2)} ms | ${fmt(er)} | ${fmt(ep50, 2)} ms | ${fmt(ep99, 2)} ms | ${fmt(rpsRatio * 100)} % | ${fmt(p99Ratio, 2)}× | ${fmt(lr)} | ${fmt(lp99, 2)} ms | ${fmt((rr / lr) * 100)} % |`,
+      );
+      if (n === 1 || n === 100)
+        verdicts.push(
+          `routed/raw rt/s at ${n} caller${n > 1 ? "s" : ""}: ${fmt(rpsRatio * 100)} % (target ≥ ${TARGET_RPS_RATIO * 100} %) ${rpsRatio >= TARGET_RPS_RATIO ? "PASS" : "MISS"}`,
+        );
+      if (n === 100)
+        verdicts.push(
+          `routed p99 / raw p99 at 100 callers: ${fmt(p99Ratio, 2)}× (target ≤ ${TARGET_P99_RATIO}×) ${p99Ratio <= TARGET_P99_RATIO ? "PASS" : "MISS"}`,
+        );
     }
   }
   if (WITH_AUTH) {
     console.log(`\nRouted invoke, auth off (open engine) vs on (AUTH_SECRET, token grants), medians of ${RUNS} runs:`);
-    console.log(`| callers | off rt/s | off p50 | off p99 | on rt/s | on p50 | on p99 | on/off rt/s | on/off p99 | per-run on/off rt/s |${WITH_BASE ? " echo rt/s |" : ""}`);
+    console.log(
+      `| callers | off rt/s | off p50 | off p99 | on rt/s | on p50 | on p99 | on/off rt/s | on/off p99 | per-run on/off rt/s |${WITH_BASE ? " echo rt/s |" : ""}`,
+    );
     console.log(`|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|${WITH_BASE ? "--:|" : ""}`);
     for (const n of CONCURRENCY) {
-      const or = m("routed", n, "rps"), op50 = m("routed", n, "p50"), op99 = m("routed", n, "p99");
-      const ar = m("routed+auth", n, "rps"), ap50 = m("routed+auth", n, "p50"), ap99 = m("routed+auth", n, "p99");
+      const or = m("routed", n, "rps"),
+        op50 = m("routed", n, "p50"),
+        op99 = m("routed", n, "p99");
+      const ar = m("routed+auth", n, "rps"),
+        ap50 = m("routed+auth", n, "p50"),
+        ap99 = m("routed+auth", n, "p99");
       // Paired by run (the two were measured back to back): less drift than the ratio of medians.
       const paired = results["routed+auth"][n].map((r, i) => r.rps / results.routed[n][i].rps);
       const ratio = ar / or;
-      console.log(`| ${n} | ${fmt(or)} | ${fmt(op50, 2)} ms | ${fmt(op99, 2)} ms | ${fmt(ar)} | ${fmt(ap50, 2)} ms | ${fmt(ap99, 2)} ms | ${fmt(ratio * 100, 1)} % | ${fmt(ap99 / op99, 2)}× | ${paired.map((x) => fmt(x * 100, 1)).join(" / ")} % |${WITH_BASE ? ` ${fmt(m("echo", n, "rps"))} |` : ""}`);
+      console.log(
+        `| ${n} | ${fmt(or)} | ${fmt(op50, 2)} ms | ${fmt(op99, 2)} ms | ${fmt(ar)} | ${fmt(ap50, 2)} ms | ${fmt(ap99, 2)} ms | ${fmt(ratio * 100, 1)} % | ${fmt(ap99 / op99, 2)}× | ${paired.map((x) => fmt(x * 100, 1)).join(" / ")} % |${WITH_BASE ? ` ${fmt(m("echo", n, "rps"))} |` : ""}`,
+      );
       const cost = 1 - median(paired);
-      verdicts.push(`auth per-call cost at ${n} caller${n > 1 ? "s" : ""} (1 − median paired on/off rt/s): ${fmt(cost * 100, 1)} % (target ≤ ${TARGET_AUTH_COST * 100} %) ${cost <= TARGET_AUTH_COST ? "PASS" : "MISS"}`);
+      verdicts.push(
+        `auth per-call cost at ${n} caller${n > 1 ? "s" : ""} (1 − median paired on/off rt/s): ${fmt(cost * 100, 1)} % (target ≤ ${TARGET_AUTH_COST * 100} %) ${cost <= TARGET_AUTH_COST ? "PASS" : "MISS"}`,
+      );
     }
     console.log(`\nConnect (new WebSocket → workerregistered), ${CONNECTS} sequential connects per run, medians of ${RUNS} runs:`);
     console.log("| connect | p50 | p99 | p50 − open |");
     console.log("|---|--:|--:|--:|");
     const c = (v, key) => median(connects[v].map((r) => r[key]));
     for (const v of ["open", "token", "auth function"]) {
-      console.log(`| ${v === "open" ? "open engine, no token" : v === "token" ? "AUTH_SECRET, bearer token" : "AUTH_FUNCTION (bench::auth)"} | ${fmt(c(v, "p50"), 2)} ms | ${fmt(c(v, "p99"), 2)} ms | ${v === "open" ? "—" : `${fmt(c(v, "p50") - c("open", "p50"), 2)} ms`} |`);
+      console.log(
+        `| ${v === "open" ? "open engine, no token" : v === "token" ? "AUTH_SECRET, bearer token" : "AUTH_FUNCTION (bench::auth)"} | ${fmt(c(v, "p50"), 2)} ms | ${fmt(c(v, "p99"), 2)} ms | ${v === "open" ? "—" : `${fmt(c(v, "p50") - c("open", "p50"), 2)} ms`} |`,
+      );
     }
     const extra = c("token", "p50") - c("open", "p50");
-    verdicts.push(`connect with a token, extra p50: ${fmt(extra, 2)} ms (target ≤ ${TARGET_TOKEN_CONNECT_MS} ms) ${extra <= TARGET_TOKEN_CONNECT_MS ? "PASS" : "MISS"}`);
+    verdicts.push(
+      `connect with a token, extra p50: ${fmt(extra, 2)} ms (target ≤ ${TARGET_TOKEN_CONNECT_MS} ms) ${extra <= TARGET_TOKEN_CONNECT_MS ? "PASS" : "MISS"}`,
+    );
   }
   console.log("");
   for (const v of verdicts) console.log(v);
-  if (WITH_AUTH) console.log("(auth on and off run on two engines; on a shared machine their paired 3-s runs differ by ±20 % or more even when both are open — `node --conditions=iii-edge-source tests/bench/auth-micro.ts` measures the check itself)");
+  if (WITH_AUTH)
+    console.log(
+      "(auth on and off run on two engines; on a shared machine their paired 3-s runs differ by ±20 % or more even when both are open — `node --conditions=iii-edge-source tests/bench/auth-micro.ts` measures the check itself)",
+    );
   if (process.env.BENCH_DEBUG) for (const e of [engine, authEngine, fnEngine]) if (e) console.log(e.log());
   for (const w of workers) w.kill("SIGTERM");
   cleanup();

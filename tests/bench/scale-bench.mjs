@@ -39,24 +39,36 @@ function run(cmd, args, filter) {
 let failed = 0;
 if (only === "" || only === "queue") {
   console.log("\n## Queue flood vs routed invoke (tests/bench/queue-flood-bench.ts)");
-  const code = await run(node, ["--conditions=iii-edge-source", path.join(here, "queue-flood-bench.ts")], (l) => !l.startsWith("[iii]") && !l.startsWith("[OTel]"));
+  const code = await run(
+    node,
+    ["--conditions=iii-edge-source", path.join(here, "queue-flood-bench.ts")],
+    (l) => !l.startsWith("[iii]") && !l.startsWith("[OTel]"),
+  );
   if (code !== 0) failed++;
 }
 if (only === "" || only === "idle") {
   console.log("\n## Idle sockets (tests/bench/idle-sockets-bench.ts)");
-  const code = await run(node, ["--conditions=iii-edge-source", path.join(here, "idle-sockets-bench.ts")], (l) => !l.startsWith("[iii]") && !l.startsWith("[OTel]"));
+  const code = await run(
+    node,
+    ["--conditions=iii-edge-source", path.join(here, "idle-sockets-bench.ts")],
+    (l) => !l.startsWith("[iii]") && !l.startsWith("[OTel]"),
+  );
   if (code !== 0) failed++;
 }
 if (only === "" || only === "workerd") {
   console.log("\n## Wake, catalog, discovery fan-out inside workerd (tests/bench/workerd/scale.bench.test.ts)");
   // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour escapes from wrangler output
   const plain = (l) => l.replace(/\x1b\[[0-9;]*m/g, "");
-  const code = await run(path.join(root, "node_modules/.bin/vitest"), ["run", "--config", path.join(here, "workerd/vitest.config.ts")], (l) => {
-    const p = plain(l);
-    if (p.startsWith("BENCH ")) return p.slice(6);
-    if (/^\s*(×|FAIL)/.test(p) || /Error:/.test(p)) return p;
-    return false;
-  });
+  const code = await run(
+    path.join(root, "node_modules/.bin/vitest"),
+    ["run", "--config", path.join(here, "workerd/vitest.config.ts")],
+    (l) => {
+      const p = plain(l);
+      if (p.startsWith("BENCH ")) return p.slice(6);
+      if (/^\s*(×|FAIL)/.test(p) || /Error:/.test(p)) return p;
+      return false;
+    },
+  );
   if (code !== 0) failed++;
 }
 process.exit(failed ? 1 : 0);

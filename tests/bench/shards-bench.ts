@@ -113,7 +113,8 @@ async function measure(wsUrl: string, n: number): Promise<Run> {
   const { rps, p50, p99, failures } = await closedLoop(
     sockets.map((ws) => ({ send: (text: string) => ws.send(text), onText: (fn: (text: string) => void) => onText(ws, fn) })),
     {
-      frame: (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo-${i % ANSWERERS}","data":{"caller":${i},"seq":${seq}}}`,
+      frame: (i, seq) =>
+        `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo-${i % ANSWERERS}","data":{"caller":${i},"seq":${seq}}}`,
       failureLabel: "call failed",
     },
   );
@@ -137,7 +138,9 @@ async function main(): Promise<void> {
       children.push(child);
       await untilCallable(e.wsUrl, child);
     }
-    console.log(`connection shards: ${SHARD_COUNTS.join(", ")} (bench engines ${engines.map((e) => e.url).join(", ")}); ${ANSWERERS} answering sockets per engine in one process, callers in this one`);
+    console.log(
+      `connection shards: ${SHARD_COUNTS.join(", ")} (bench engines ${engines.map((e) => e.url).join(", ")}); ${ANSWERERS} answering sockets per engine in one process, callers in this one`,
+    );
     const results: Run[][][] = SHARD_COUNTS.map(() => CALLERS.map(() => []));
     for (let run = 1; run <= RUNS; run++) {
       for (const [ci, n] of CALLERS.entries()) {
@@ -145,13 +148,20 @@ async function main(): Promise<void> {
         const order = run % 2 ? [...SHARD_COUNTS.keys()] : [...SHARD_COUNTS.keys()].reverse();
         for (const si of order) {
           const r = await measure(engines[si]!.wsUrl, n);
-          if (children[si]!.exitCode !== null) throw new Error(`the answering sockets of the ${SHARD_COUNTS[si]}-shard engine dropped (did wrangler dev reload? run on a tree nobody is editing, tests/bench/README.md)`);
+          if (children[si]!.exitCode !== null)
+            throw new Error(
+              `the answering sockets of the ${SHARD_COUNTS[si]}-shard engine dropped (did wrangler dev reload? run on a tree nobody is editing, tests/bench/README.md)`,
+            );
           results[si]![ci]!.push(r);
-          console.log(`  run ${run}  ${SHARD_COUNTS[si]} shard${SHARD_COUNTS[si] === 1 ? " " : "s"}  ${String(n).padStart(3)} callers  ${fmt(r.rps, 0).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(6)} ms  p99 ${fmt(r.p99, 2).padStart(6)} ms${r.failures ? `  ${r.failures} failed` : ""}`);
+          console.log(
+            `  run ${run}  ${SHARD_COUNTS[si]} shard${SHARD_COUNTS[si] === 1 ? " " : "s"}  ${String(n).padStart(3)} callers  ${fmt(r.rps, 0).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(6)} ms  p99 ${fmt(r.p99, 2).padStart(6)} ms${r.failures ? `  ${r.failures} failed` : ""}`,
+          );
         }
       }
     }
-    console.log(`\nAggregate routed throughput, one namespace, medians of ${RUNS} runs (ratios against ${SHARD_COUNTS[0]} shard in the same run; per-run ratios paired by run):`);
+    console.log(
+      `\nAggregate routed throughput, one namespace, medians of ${RUNS} runs (ratios against ${SHARD_COUNTS[0]} shard in the same run; per-run ratios paired by run):`,
+    );
     console.log("| callers | shards | rt/s | p50 | p99 | rt/s vs 1 shard | per-run |");
     console.log("|--:|--:|--:|--:|--:|--:|--:|");
     for (const [ci, n] of CALLERS.entries()) {
@@ -160,13 +170,18 @@ async function main(): Promise<void> {
         const rs = results[si]![ci]!;
         const rps = median(rs.map((r) => r.rps));
         const paired = rs.map((r, i) => r.rps / base[i]!.rps);
-        console.log(`| ${n} | ${s} | ${fmt(rps, 0)} | ${fmt(median(rs.map((r) => r.p50)), 2)} ms | ${fmt(median(rs.map((r) => r.p99)), 2)} ms | ${si === 0 ? "1.00×" : `${fmt(median(paired), 2)}×`} | ${si === 0 ? "—" : paired.map((x) => fmt(x, 2)).join(" / ")} |`);
+        console.log(
+          `| ${n} | ${s} | ${fmt(rps, 0)} | ${fmt(median(rs.map((r) => r.p50)), 2)} ms | ${fmt(median(rs.map((r) => r.p99)), 2)} ms | ${si === 0 ? "1.00×" : `${fmt(median(paired), 2)}×`} | ${si === 0 ? "—" : paired.map((x) => fmt(x, 2)).join(" / ")} |`,
+        );
       }
     }
-    console.log("(locally every object runs in the one workerd process of wrangler dev, on one JavaScript thread: shards cannot add CPU here, only the DO RPC a cross-shard call adds — one round trip shard → shard once the caller's shard knows the route, four one-way hops through the catalog before — while the second core runs the callers and answerers. docs/scaling.md says what sharding buys where each object has its own thread.)");
+    console.log(
+      "(locally every object runs in the one workerd process of wrangler dev, on one JavaScript thread: shards cannot add CPU here, only the DO RPC a cross-shard call adds — one round trip shard → shard once the caller's shard knows the route, four one-way hops through the catalog before — while the second core runs the callers and answerers. docs/scaling.md says what sharding buys where each object has its own thread.)",
+    );
   } catch (e) {
     // What the engines logged (warnings: an unreachable shard, a full backlog) says why a run failed.
-    for (const [i, en] of engines.entries()) console.error(`--- ${SHARD_COUNTS[i]}-shard engine log (last lines):\n${en.output().split("\n").slice(-15).join("\n")}`);
+    for (const [i, en] of engines.entries())
+      console.error(`--- ${SHARD_COUNTS[i]}-shard engine log (last lines):\n${en.output().split("\n").slice(-15).join("\n")}`);
     throw e;
   } finally {
     for (const c of children) c.kill("SIGTERM");

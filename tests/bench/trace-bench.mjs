@@ -115,7 +115,8 @@ async function untilCallable(wsUrl) {
   }
 }
 
-const callFrame = (i, seq) => `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`;
+const callFrame = (i, seq) =>
+  `{"type":"invokefunction","invocation_id":"c${i}-${seq}","function_id":"bench::echo","data":{"caller":${i},"seq":${seq}}}`;
 
 /** N sockets kept open across windows (a window then starts at once, with no handshakes in it). */
 async function openCallers(wsUrl, n) {
@@ -123,7 +124,8 @@ async function openCallers(wsUrl, n) {
   const channels = sockets.map(wsChannel);
   await sleep(50);
   return {
-    measure: (durationMs = DURATION_MS, warmupMs = WARMUP_MS) => closedLoop(channels, { frame: callFrame, failureLabel: "routed call failed", durationMs, warmupMs }),
+    measure: (durationMs = DURATION_MS, warmupMs = WARMUP_MS) =>
+      closedLoop(channels, { frame: callFrame, failureLabel: "routed call failed", durationMs, warmupMs }),
     close: () => sockets.forEach((ws) => ws.close()),
   };
 }
@@ -139,8 +141,14 @@ async function main() {
   // BENCH_AA=1: all four run TRACING=off, to see what this bench resolves on this machine (an A/A run).
   if (process.env.BENCH_AA === "1") for (const v of Object.keys(variants)) variants[v] = { TRACING: "off" };
   const names = Object.keys(variants);
-  const pairs = [["off", "on"], ["off", "unlimited"], ["on", "export"]];
-  console.log(`iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${CYCLES} cycles × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process${process.env.BENCH_AA === "1" ? "; A/A: every engine TRACING=off" : ""}`);
+  const pairs = [
+    ["off", "on"],
+    ["off", "unlimited"],
+    ["on", "export"],
+  ];
+  console.log(
+    `iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${CYCLES} cycles × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process${process.env.BENCH_AA === "1" ? "; A/A: every engine TRACING=off" : ""}`,
+  );
   // Four engine processes ("slots"), each on its own state; every run they are restarted with the
   // configurations rotated one slot on, so no configuration keeps the luck of one process (the A/A
   // run showed processes of one configuration ~6 % apart). A slot's D1 keeps what earlier runs
@@ -155,7 +163,10 @@ async function main() {
         slot.variant = names[(i + run) % names.length];
         slot.engine = await startBenchEngine({ secretVars: variants[slot.variant], persist: slot.persist });
         slot.persist = slot.engine.persist;
-        slot.worker = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), slot.engine.wsUrl, "sdk"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
+        slot.worker = spawn(process.execPath, [path.join(here, "answer-worker.mjs"), slot.engine.wsUrl, "sdk"], {
+          cwd: root,
+          stdio: ["ignore", "ignore", "inherit"],
+        });
         children.push(slot.worker);
         await untilCallable(slot.engine.wsUrl);
       }),
@@ -183,7 +194,9 @@ async function main() {
           ((results[v] ??= {})[n] ??= []).push(r);
           if (r.failures) console.warn(`  ${v}: ${r.failures} calls failed`);
         }
-        console.log(`  run ${run} cycle ${String(cycle + 1).padStart(2)}  callers=${String(n).padStart(3)}  rt/s: ${order.map((v) => `${v} ${fmt(got[v].rps, 0)}`).join(", ")}`);
+        console.log(
+          `  run ${run} cycle ${String(cycle + 1).padStart(2)}  callers=${String(n).padStart(3)}  rt/s: ${order.map((v) => `${v} ${fmt(got[v].rps, 0)}`).join(", ")}`,
+        );
         for (const [a, b] of pairs) ((ratios[`${b}/${a}`] ??= {})[n] ??= []).push(got[b].rps / got[a].rps);
       }
       for (const c of Object.values(callers)) c.close();
@@ -194,24 +207,34 @@ async function main() {
   // The middle half of the per-cycle ratios: how far one cycle's pair can be trusted here.
   const spread = (b, a, n) => `${fmt(pct(ratios[`${b}/${a}`][n], 25) * 100)}–${fmt(pct(ratios[`${b}/${a}`][n], 75) * 100)} %`;
   console.log(`\nMedians over ${RUNS} runs × ${CYCLES} cycles (ratios: median of the per-cycle pairs):`);
-  console.log("| callers | off rt/s | on rt/s | on, unlimited rt/s | on+export rt/s | on/off | unlimited/off | on+export/on | off p99 | on p99 | on+export p99 |");
+  console.log(
+    "| callers | off rt/s | on rt/s | on, unlimited rt/s | on+export rt/s | on/off | unlimited/off | on+export/on | off p99 | on p99 | on+export p99 |",
+  );
   console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
   const verdicts = [];
   for (const n of CONCURRENCY) {
     const onOff = paired("on", "off", n);
     const exOn = paired("export", "on", n);
     const unOff = paired("unlimited", "off", n);
-    console.log(`| ${n} | ${fmt(m("off", n, "rps"), 0)} | ${fmt(m("on", n, "rps"), 0)} | ${fmt(m("unlimited", n, "rps"), 0)} | ${fmt(m("export", n, "rps"), 0)} | ${fmt(onOff * 100)} % | ${fmt(unOff * 100)} % | ${fmt(exOn * 100)} % | ${fmt(m("off", n, "p99"), 2)} ms | ${fmt(m("on", n, "p99"), 2)} ms | ${fmt(m("export", n, "p99"), 2)} ms |`);
-    verdicts.push(`tracing cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - onOff) * 100)} % rt/s (target ≤ ${TARGET_TRACING_COST * 100} %) ${1 - onOff <= TARGET_TRACING_COST ? "PASS" : "MISS"}  (on/off middle half ${spread("on", "off", n)})`);
+    console.log(
+      `| ${n} | ${fmt(m("off", n, "rps"), 0)} | ${fmt(m("on", n, "rps"), 0)} | ${fmt(m("unlimited", n, "rps"), 0)} | ${fmt(m("export", n, "rps"), 0)} | ${fmt(onOff * 100)} % | ${fmt(unOff * 100)} % | ${fmt(exOn * 100)} % | ${fmt(m("off", n, "p99"), 2)} ms | ${fmt(m("on", n, "p99"), 2)} ms | ${fmt(m("export", n, "p99"), 2)} ms |`,
+    );
+    verdicts.push(
+      `tracing cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - onOff) * 100)} % rt/s (target ≤ ${TARGET_TRACING_COST * 100} %) ${1 - onOff <= TARGET_TRACING_COST ? "PASS" : "MISS"}  (on/off middle half ${spread("on", "off", n)})`,
+    );
     verdicts.push(`  no rate limit, every call a span: ${fmt((1 - unOff) * 100)} % rt/s (middle half ${spread("unlimited", "off", n)})`);
-    verdicts.push(`export cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - exOn) * 100)} % rt/s more (target ≤ ${TARGET_EXPORT_COST * 100} %) ${1 - exOn <= TARGET_EXPORT_COST ? "PASS" : "MISS"}  (export/on middle half ${spread("export", "on", n)})`);
+    verdicts.push(
+      `export cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - exOn) * 100)} % rt/s more (target ≤ ${TARGET_EXPORT_COST * 100} %) ${1 - exOn <= TARGET_EXPORT_COST ? "PASS" : "MISS"}  (export/on middle half ${spread("export", "on", n)})`,
+    );
   }
   // What the default engine recorded and what its rate limit passed on unsampled, in the last run.
   const counters = await builtin(byName.on.wsUrl, "engine::metrics::list", {}).catch(() => undefined);
   const value = (name) => counters?.metrics?.find((x) => x.name === name)?.value ?? 0;
   const stored = value("iii.telemetry.spans.stored");
   const limited = value("iii.telemetry.traces.rate_limited");
-  console.log(`\ndefault engine, last run (TRACE_RATE_LIMIT 100/s): ${stored} spans stored, ${limited} traces passed on unsampled by the rate limit (${fmt((100 * limited) / Math.max(1, stored + limited))} % of calls)`);
+  console.log(
+    `\ndefault engine, last run (TRACE_RATE_LIMIT 100/s): ${stored} spans stored, ${limited} traces passed on unsampled by the rate limit (${fmt((100 * limited) / Math.max(1, stored + limited))} % of calls)`,
+  );
   console.log(`collector received ${collector.requests()} requests, ${fmt(collector.bytes() / 1e6)} MB`);
   for (const v of verdicts) console.log(v);
   collector.close();

@@ -27,18 +27,23 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 function d1(discard = false): D1Like {
   const db = new DatabaseSync(":memory:");
   const dir = path.join(root, "engine-do/migrations");
-  for (const f of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) db.exec(readFileSync(path.join(dir, f), "utf8"));
+  for (const f of readdirSync(dir)
+    .filter((f) => f.endsWith(".sql"))
+    .sort())
+    db.exec(readFileSync(path.join(dir, f), "utf8"));
   const statement = (q: string, binds: unknown[] = []): D1StatementLike => ({
     bind: (...values: unknown[]) => statement(q, values),
     run: async () => (discard && q.startsWith("INSERT") ? undefined : db.prepare(q).run(...(binds as never[]))),
-    all: async <T,>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
+    all: async <T>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
   });
   return { prepare: (q) => statement(q) };
 }
 
 function setup(vars: TelemetryVars, discard = false) {
   // Time runs 100× fast (timers too), so the per-connection frame limit (10,000/s) never drops a frame here.
-  const core = new EngineCore(memoryPorts({ clockRate: 100, timerRate: 100 }), { telemetry: { vars, db: d1(discard), fetch: (url, init) => fetch(url, init) } });
+  const core = new EngineCore(memoryPorts({ clockRate: 100, timerRate: 100 }), {
+    telemetry: { vars, db: d1(discard), fetch: (url, init) => fetch(url, init) },
+  });
   installEngine(core, {});
   core.start([]);
   return { core, run: echoCalls(core) };
@@ -63,11 +68,20 @@ for (const v of names) await variants[v].run(CALLS); // warm-up (JIT)
 const perCall: Record<V, number[]> = { off: [], on: [], onShare: [], export: [] };
 for (let r = 0; r < ROUNDS; r++) for (const v of r % 2 ? [...names].reverse() : names) perCall[v].push(await variants[v].run(CALLS));
 const stored = (await variants.on.core.telemetry.store!.counts()).spans;
-const o = median(perCall.off), n = median(perCall.on), sh = median(perCall.onShare), e = median(perCall.export);
+const o = median(perCall.off),
+  n = median(perCall.on),
+  sh = median(perCall.onShare),
+  e = median(perCall.export);
 console.log(`\ntrace micro: engine core in Node ${process.version}, ${ROUNDS} rounds × ${CALLS} sequential routed calls, medians:`);
 console.log(`  TRACING=off        ${o.toFixed(2)} µs/call`);
-console.log(`  TRACING=on         ${n.toFixed(2)} µs/call  (+${(n - o).toFixed(2)} µs, ${(((n - o) / o) * 100).toFixed(1)} %; ${stored} spans stored, after retention)`);
-console.log(`  on, object's share ${sh.toFixed(2)} µs/call  (+${(sh - o).toFixed(2)} µs: spans and their serialisation, SQLite left to D1)`);
-console.log(`  on + OTLP export   ${e.toFixed(2)} µs/call  (+${(e - n).toFixed(2)} µs over on, ${(((e - n) / n) * 100).toFixed(1)} %; the loopback sink runs in this process too)`);
+console.log(
+  `  TRACING=on         ${n.toFixed(2)} µs/call  (+${(n - o).toFixed(2)} µs, ${(((n - o) / o) * 100).toFixed(1)} %; ${stored} spans stored, after retention)`,
+);
+console.log(
+  `  on, object's share ${sh.toFixed(2)} µs/call  (+${(sh - o).toFixed(2)} µs: spans and their serialisation, SQLite left to D1)`,
+);
+console.log(
+  `  on + OTLP export   ${e.toFixed(2)} µs/call  (+${(e - n).toFixed(2)} µs over on, ${(((e - n) / n) * 100).toFixed(1)} %; the loopback sink runs in this process too)`,
+);
 server.close();
 process.exit(0);

@@ -69,7 +69,13 @@ async function queueRun(queue, n) {
   clearTimeout(timeout);
   const end = Date.now();
   sink = null;
-  return { delivered: latencies.length, perSec: (latencies.length / (end - start)) * 1000, enqueuePerSec: (n / (enqueued - start)) * 1000, p50: pct(latencies, 50), p99: pct(latencies, 99) };
+  return {
+    delivered: latencies.length,
+    perSec: (latencies.length / (end - start)) * 1000,
+    enqueuePerSec: (n / (enqueued - start)) * 1000,
+    p50: pct(latencies, 50),
+    p99: pct(latencies, 99),
+  };
 }
 
 /** Unloaded latency: one message at a time, each enqueued after the previous one was handled. */
@@ -123,17 +129,33 @@ for (let r = 0; r < RUNS; r++) {
 }
 const m = (k, f) => median(results[k].map((x) => x[f]));
 const fmt = (x, d = 0) => x.toFixed(d);
-console.log(`\nTriggers and delivery (${RUNS} runs, medians; ${MESSAGES} durable / ${CF_MESSAGES} Cloudflare messages per run, enqueue window ${ENQUEUE_WINDOW}; http ${CONNECTIONS} connections × ${SECONDS} s)\n`);
+console.log(
+  `\nTriggers and delivery (${RUNS} runs, medians; ${MESSAGES} durable / ${CF_MESSAGES} Cloudflare messages per run, enqueue window ${ENQUEUE_WINDOW}; http ${CONNECTIONS} connections × ${SECONDS} s)\n`,
+);
 console.log("| measurement | throughput | p50 | p99 |");
 console.log("|---|---|---|---|");
-console.log(`| enqueue → handler, durable backend (queue \`jobs\`) | ${fmt(m("durable", "perSec"))} msg/s | ${fmt(m("durable", "p50"))} ms | ${fmt(m("durable", "p99"))} ms |`);
-console.log(`| enqueue → handler, Cloudflare Queues backend (queue \`default\`) | ${fmt(m("cloudflare", "perSec"))} msg/s | ${fmt(m("cloudflare", "p50"))} ms | ${fmt(m("cloudflare", "p99"))} ms |`);
+console.log(
+  `| enqueue → handler, durable backend (queue \`jobs\`) | ${fmt(m("durable", "perSec"))} msg/s | ${fmt(m("durable", "p50"))} ms | ${fmt(m("durable", "p99"))} ms |`,
+);
+console.log(
+  `| enqueue → handler, Cloudflare Queues backend (queue \`default\`) | ${fmt(m("cloudflare", "perSec"))} msg/s | ${fmt(m("cloudflare", "p50"))} ms | ${fmt(m("cloudflare", "p99"))} ms |`,
+);
 console.log(`| one message at a time, durable backend | – | ${fmt(m("durableIdle", "p50"))} ms | ${fmt(m("durableIdle", "p99"))} ms |`);
-console.log(`| one message at a time, Cloudflare Queues backend | – | ${fmt(m("cloudflareIdle", "p50"))} ms | ${fmt(m("cloudflareIdle", "p99"))} ms |`);
-console.log(`| http trigger \`GET /bench/json\` (Worker → Engine DO → iii-sdk worker) | ${fmt(m("http", "perSec"))} req/s | ${fmt(m("http", "p50"), 1)} ms | ${fmt(m("http", "p99"), 1)} ms |`);
-console.log(`| plain Worker route \`GET /_iii/bench/plain\` (same JSON, no DO) | ${fmt(m("plain", "perSec"))} req/s | ${fmt(m("plain", "p50"), 1)} ms | ${fmt(m("plain", "p99"), 1)} ms |`);
-console.log(`\nratios: http trigger / plain route = ${fmt(m("http", "perSec") / m("plain", "perSec"), 2)}×; durable / Cloudflare throughput = ${fmt(m("durable", "perSec") / m("cloudflare", "perSec"), 1)}×; unloaded p50 latency Cloudflare / durable = ${fmt(m("cloudflareIdle", "p50") / Math.max(1, m("durableIdle", "p50")), 1)}×`);
-const short = [...results.durable.map((x) => [x, MESSAGES]), ...results.cloudflare.map((x) => [x, CF_MESSAGES])].filter(([x, n]) => x.delivered < n);
+console.log(
+  `| one message at a time, Cloudflare Queues backend | – | ${fmt(m("cloudflareIdle", "p50"))} ms | ${fmt(m("cloudflareIdle", "p99"))} ms |`,
+);
+console.log(
+  `| http trigger \`GET /bench/json\` (Worker → Engine DO → iii-sdk worker) | ${fmt(m("http", "perSec"))} req/s | ${fmt(m("http", "p50"), 1)} ms | ${fmt(m("http", "p99"), 1)} ms |`,
+);
+console.log(
+  `| plain Worker route \`GET /_iii/bench/plain\` (same JSON, no DO) | ${fmt(m("plain", "perSec"))} req/s | ${fmt(m("plain", "p50"), 1)} ms | ${fmt(m("plain", "p99"), 1)} ms |`,
+);
+console.log(
+  `\nratios: http trigger / plain route = ${fmt(m("http", "perSec") / m("plain", "perSec"), 2)}×; durable / Cloudflare throughput = ${fmt(m("durable", "perSec") / m("cloudflare", "perSec"), 1)}×; unloaded p50 latency Cloudflare / durable = ${fmt(m("cloudflareIdle", "p50") / Math.max(1, m("durableIdle", "p50")), 1)}×`,
+);
+const short = [...results.durable.map((x) => [x, MESSAGES]), ...results.cloudflare.map((x) => [x, CF_MESSAGES])].filter(
+  ([x, n]) => x.delivered < n,
+);
 if (short.length) console.log("WARNING: some runs timed out before every message was delivered");
 await iii.shutdown?.();
 await engine.stop();

@@ -19,8 +19,13 @@ const cpuMs = () => {
 };
 const db = new DatabaseSync(":memory:");
 const ports = () => memoryPorts({ db });
-const QUEUES = '{"default":{"backend":"cloudflare"},"jobs":{"backend":"durable","concurrency":10},"turns":{"backend":"durable","type":"fifo","message_group_field":"session_id","concurrency":50}}';
-const conn = (id: string, onFrame: (f: EngineFrame) => void = () => {}): Conn => ({ workerId: id, send: (f) => (onFrame(f), true), close() {} });
+const QUEUES =
+  '{"default":{"backend":"cloudflare"},"jobs":{"backend":"durable","concurrency":10},"turns":{"backend":"durable","type":"fifo","message_group_field":"session_id","concurrency":50}}';
+const conn = (id: string, onFrame: (f: EngineFrame) => void = () => {}): Conn => ({
+  workerId: id,
+  send: (f) => (onFrame(f), true),
+  close() {},
+});
 
 // The first instance: an owner registers everything.
 let first = new EngineCore(ports());
@@ -30,10 +35,15 @@ const owner = conn("owner");
 const caller = conn("caller");
 first.connect(owner, "o");
 first.connect(caller, "c");
-for (let i = 0; i < 1000; i++) first.message(owner, JSON.stringify({ type: "registerfunction", id: `wake::f${i}`, description: `function ${i}`, request_format: { type: "object" } }));
+for (let i = 0; i < 1000; i++)
+  first.message(
+    owner,
+    JSON.stringify({ type: "registerfunction", id: `wake::f${i}`, description: `function ${i}`, request_format: { type: "object" } }),
+  );
 for (let i = 0; i < 200; i++) {
   const k = i % 5;
-  const [trigger_type, config] = k < 2 ? ["http", { api_path: `bench/wake/r${i}` }] : k < 4 ? ["state", { scope: `s${i}` }] : ["cron", { expression: "0 0 1 1 *" }];
+  const [trigger_type, config] =
+    k < 2 ? ["http", { api_path: `bench/wake/r${i}` }] : k < 4 ? ["state", { scope: `s${i}` }] : ["cron", { expression: "0 0 1 1 *" }];
   first.message(owner, JSON.stringify({ type: "registertrigger", id: `b${i}`, trigger_type, function_id: `wake::f${i}`, config }));
 }
 await new Promise((r) => setTimeout(r, 50));
@@ -48,7 +58,11 @@ for (let r = 0; r < ROUNDS + 2; r++) {
   let answered!: () => void;
   const got = new Promise<void>((res) => (answered = res));
   const o = conn("owner", (f) => {
-    if (f.type === "invokefunction") core.message(o, JSON.stringify({ type: "invocationresult", invocation_id: f.invocation_id, function_id: f.function_id, result: null }));
+    if (f.type === "invokefunction")
+      core.message(
+        o,
+        JSON.stringify({ type: "invocationresult", invocation_id: f.invocation_id, function_id: f.function_id, result: null }),
+      );
   });
   const c = conn("caller", (f) => f.type === "invocationresult" && answered());
   core.start([o, c]);

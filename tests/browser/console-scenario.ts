@@ -32,17 +32,27 @@ export interface Scenario {
 }
 
 export async function startScenario(): Promise<Scenario> {
-  if (!existsSync(path.join(repoRoot, "demo-app/dist/index.html"))) throw new Error("demo-app/dist is missing: run `npm run build` first (npm test does)");
+  if (!existsSync(path.join(repoRoot, "demo-app/dist/index.html")))
+    throw new Error("demo-app/dist is missing: run `npm run build` first (npm test does)");
   const replay = await startProviderReplay();
   const dir = mkdtempSync(path.join(tmpdir(), "console-scenario-"));
   const rules = path.join(dir, "iii-permissions.yaml");
   writeFileSync(rules, PERMISSIONS);
-  const engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-console-scenario", III_PERMISSIONS_PATH: rules } });
+  const engine = await startEngine({
+    env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-console-scenario", III_PERMISSIONS_PATH: rules },
+  });
   const shop = registerWorker(engine.wsUrl, { workerName: "shop", otel: { enabled: false } });
   let holding = false;
   const orders = new Map<string, { id: string; item: string; qty: number }>([["42", { id: "42", item: "mug", qty: 2 }]]);
-  const idSchema = { type: "object" as const, properties: { id: { type: "string" as const, description: "Order number" } }, required: ["id"] };
-  shop.registerFunction("orders::get", async (a: { id: string }) => orders.get(String(a.id)) ?? null, { description: "One order by its number.", request_format: idSchema });
+  const idSchema = {
+    type: "object" as const,
+    properties: { id: { type: "string" as const, description: "Order number" } },
+    required: ["id"],
+  };
+  shop.registerFunction("orders::get", async (a: { id: string }) => orders.get(String(a.id)) ?? null, {
+    description: "One order by its number.",
+    request_format: idSchema,
+  });
   shop.registerFunction("orders::list", async () => ({ orders: [...orders.values()] }), { description: "Every order." });
   shop.registerFunction(
     "orders::create",
@@ -52,7 +62,14 @@ export async function startScenario(): Promise<Scenario> {
       await shop.trigger({ function_id: "state::set", payload: { scope: "orders", key: o.id, value: o } });
       return o;
     },
-    { description: "Place an order.", request_format: { type: "object", properties: { item: { type: "string" }, qty: { type: "integer", minimum: 1 } }, required: ["item"] } },
+    {
+      description: "Place an order.",
+      request_format: {
+        type: "object",
+        properties: { item: { type: "string" }, qty: { type: "integer", minimum: 1 } },
+        required: ["item"],
+      },
+    },
   );
   // Holds each delivery until `release()`: while it waits, the engine's queue for the trigger is
   // listed with a message in flight.
@@ -100,13 +117,22 @@ export const sessionOf = (page: Page) => new URLSearchParams(new URL(page.url())
 /** A turn started from the agent screen, the model asking the shop for order 42 and answering;
  * resolves with the session id once the turn has ended. */
 export async function orderTurn(s: Scenario, text: string): Promise<string> {
-  s.replay.enqueue("openai", reply(say("Let me look it up."), callAgentTrigger("orders::get", { id: "42" })), reply(say("Order 42: 2 mugs, on their way.")));
+  s.replay.enqueue(
+    "openai",
+    reply(say("Let me look it up."), callAgentTrigger("orders::get", { id: "42" })),
+    reply(say("Order 42: 2 mugs, on their way.")),
+  );
   await openConsole(s.page, s.engine, "/agent");
   await until(async () => (await s.page.locator("#agent-provider").inputValue()) === "openai", "openai selected");
   await s.page.selectOption("#agent-model", "gpt-4o");
   await s.page.fill("#agent-input", text);
   await s.page.click("#agent-send");
   await until(() => sessionOf(s.page), "the page to open the new session", 10_000);
-  await until(async () => ((await s.page.locator("#agent-state").getAttribute("data-state")) === "stopped" ? true : undefined), "the turn to end", TURN_MS, 200);
+  await until(
+    async () => ((await s.page.locator("#agent-state").getAttribute("data-state")) === "stopped" ? true : undefined),
+    "the turn to end",
+    TURN_MS,
+    200,
+  );
   return sessionOf(s.page);
 }

@@ -59,12 +59,20 @@ beforeAll(async () => {
   // The catalog's call form reaches this suite's own functions too (CONSOLE_CALL: beyond the
   // functions the console's screens call, a console token calls only what the operator lists).
   engine = await startSecureEngine({ QUEUES: queuesWithTestQueue(), CONSOLE_CALL: "e2e::*,edge::*" });
-  node = registerWorker(`${engine.wsUrl}/`, { workerName: "node-console-e2e", headers: bearer(await token("node-console-e2e")), logger: { warn: () => {}, error: () => {} } });
-  node.registerFunction("e2e::flaky", (data) => {
-    if (flaky.failing) throw new Error("flaky is failing on purpose");
-    flaky.handled.push(data);
-    return { handled: true };
-  }, { description: "fails until the test says otherwise" });
+  node = registerWorker(`${engine.wsUrl}/`, {
+    workerName: "node-console-e2e",
+    headers: bearer(await token("node-console-e2e")),
+    logger: { warn: () => {}, error: () => {} },
+  });
+  node.registerFunction(
+    "e2e::flaky",
+    (data) => {
+      if (flaky.failing) throw new Error("flaky is failing on purpose");
+      flaky.handled.push(data);
+      return { handled: true };
+    },
+    { description: "fails until the test says otherwise" },
+  );
   ctxA = await launchChromium();
   ctxB = await launchChromium();
   pageA = await openConsole(ctxA, "/tab");
@@ -121,11 +129,17 @@ describe("two people, two tabs", () => {
   });
 
   it("A draws the chart B sends, and tells B what only A's browser knows", async () => {
-    const drawn = await pageB.evaluate(`window.iii.trigger({ function_id: "${nameA}::chart", payload: { title: "Deploys", points: [{ label: "mon", value: 3 }, { label: "tue", value: 7 }, { label: "wed", value: 5 }] } })`);
+    const drawn = await pageB.evaluate(
+      `window.iii.trigger({ function_id: "${nameA}::chart", payload: { title: "Deploys", points: [{ label: "mon", value: 3 }, { label: "tue", value: 7 }, { label: "wed", value: 5 }] } })`,
+    );
     expect(drawn).toEqual({ drawn: 3, shown_on: nameA });
     await pageA.waitForSelector("#chart svg");
     expect(await pageA.locator("#chart rect.bar").count()).toBe(3);
-    const facts = (await pageB.evaluate(`window.iii.trigger({ function_id: "${nameA}::facts", payload: {} })`)) as { time_zone: string; online: boolean; languages: string[] };
+    const facts = (await pageB.evaluate(`window.iii.trigger({ function_id: "${nameA}::facts", payload: {} })`)) as {
+      time_zone: string;
+      online: boolean;
+      languages: string[];
+    };
     expect(facts.time_zone).toBe(await pageA.evaluate("Intl.DateTimeFormat().resolvedOptions().timeZone"));
     expect(facts.online).toBe(true);
     expect(facts.languages.length).toBeGreaterThan(0);
@@ -158,7 +172,10 @@ describe("queues and state", () => {
     await pageB.waitForSelector("dialog[open] #discard-yes");
     await pageB.click("#discard-yes");
     await pageB.locator(`[data-queue="${TEST_QUEUE}"]`).waitFor({ state: "detached", timeout: 10_000 });
-    const left = await node.trigger<unknown, { messages: unknown[] }>({ function_id: "engine::queue::dlq_messages", payload: { topic: TEST_QUEUE } });
+    const left = await node.trigger<unknown, { messages: unknown[] }>({
+      function_id: "engine::queue::dlq_messages",
+      payload: { topic: TEST_QUEUE },
+    });
     expect(left.messages).toEqual([]);
     flaky.failing = false;
     expect(flaky.handled.length).toBe(before);
@@ -168,20 +185,35 @@ describe("queues and state", () => {
     // The screen binds its state trigger on open: wait for it, then write.
     const idB = (await pageB.evaluate("window.iii.workerId")) as string;
     const nameB = (await pageB.evaluate("window.iiiConsole.conn.workerName")) as string;
-    await until(async () => {
-      const r = await node.trigger<unknown, { registered_triggers: { function_id: string }[] }>({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "state" } });
-      return r.registered_triggers.some((t) => t.function_id === `${nameB}::on-state`);
-    }, "the page's state binding", 10_000);
+    await until(
+      async () => {
+        const r = await node.trigger<unknown, { registered_triggers: { function_id: string }[] }>({
+          function_id: "engine::registered-triggers::list",
+          payload: { trigger_type: "state" },
+        });
+        return r.registered_triggers.some((t) => t.function_id === `${nameB}::on-state`);
+      },
+      "the page's state binding",
+      10_000,
+    );
     expect(idB).toBeTruthy();
     await node.trigger({ function_id: "state::set", payload: { scope: "console-e2e", key: "greeting", value: { text: "hi" } } });
     const scope = pageB.locator('#state-scopes li[data-scope="console-e2e"] button');
     await scope.waitFor({ timeout: 10_000 });
     await scope.click();
-    await pageB.waitForFunction(() => document.querySelector('[data-state-value="greeting"]')?.textContent === '{"text":"hi"}', undefined, { timeout: 10_000 });
+    await pageB.waitForFunction(() => document.querySelector('[data-state-value="greeting"]')?.textContent === '{"text":"hi"}', undefined, {
+      timeout: 10_000,
+    });
     await node.trigger({ function_id: "state::set", payload: { scope: "console-e2e", key: "greeting", value: { text: "hello again" } } });
-    await pageB.waitForFunction(() => document.querySelector('[data-state-value="greeting"]')?.textContent === '{"text":"hello again"}', undefined, { timeout: 10_000 });
+    await pageB.waitForFunction(
+      () => document.querySelector('[data-state-value="greeting"]')?.textContent === '{"text":"hello again"}',
+      undefined,
+      { timeout: 10_000 },
+    );
     // The scope's listing (state::list, values only) is read again after the change.
-    await pageB.waitForFunction(() => document.getElementById("state-values")?.textContent?.includes("hello again"), undefined, { timeout: 10_000 });
+    await pageB.waitForFunction(() => document.getElementById("state-values")?.textContent?.includes("hello again"), undefined, {
+      timeout: 10_000,
+    });
     await shot(pageB, "queues-state");
   });
 });
@@ -217,7 +249,8 @@ it("every screen renders; screenshots at desktop and phone width", async () => {
     await shot(pageB, screen === "tab" ? "tab-b" : screen);
     if (screen === "agent" || screen === "traces") continue; // their own suites check their controls
     // Every control has a name a screen reader reads out (a label, aria-label or its text).
-    const unnamed = await pageB.evaluate(`[...document.querySelectorAll("main input, main select, main textarea, main button, header a, header button")]
+    const unnamed =
+      await pageB.evaluate(`[...document.querySelectorAll("main input, main select, main textarea, main button, header a, header button")]
       .filter((el) => !(el.labels?.length || el.getAttribute("aria-label") || (el.tagName === "BUTTON" || el.tagName === "A") && el.textContent.trim()))
       .map((el) => el.outerHTML.slice(0, 120))`);
     expect(unnamed, screen).toEqual([]);

@@ -18,7 +18,8 @@ let greet: string;
 const CONSOLE_CREDENTIAL = "console-credential-for-the-demo-suite";
 
 /** POST /_iii/invoke as curl with a token would. */
-const invoke = async (body: unknown) => fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: bearer(await token("curl")), body: JSON.stringify(body) });
+const invoke = async (body: unknown) =>
+  fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: bearer(await token("curl")), body: JSON.stringify(body) });
 const go = (route: string) => page.evaluate(`location.hash = ${JSON.stringify(route)}`);
 
 beforeAll(async () => {
@@ -88,7 +89,9 @@ it("the generated form calls a function and shows its result and time taken", as
 
 it("the page's own requests to /_iii/* carry its token; the engine refuses them without it", async () => {
   const call = (fn: string) =>
-    page.evaluate(`${fn}("/_iii/invoke", { method: "POST", body: JSON.stringify({ function_id: "state::get", payload: { scope: "demo", key: "k" } }) }).then(async (r) => ({ status: r.status, body: await r.json() }))`);
+    page.evaluate(
+      `${fn}("/_iii/invoke", { method: "POST", body: JSON.stringify({ function_id: "state::get", payload: { scope: "demo", key: "k" } }) }).then(async (r) => ({ status: r.status, body: await r.json() }))`,
+    );
   expect(await call("window.iiiFetch")).toEqual({ status: 200, body: { result: 1 } });
   expect(await call("fetch")).toMatchObject({ status: 401, body: { error: { code: "unauthorized" } } });
 });
@@ -99,7 +102,9 @@ it("a refused token is said so, not shown as 'connecting' forever", async () => 
   await forged.goto(`${engine.url}/#token=${good.slice(0, -4)}AAAA`);
   await forged.waitForSelector('#status[data-status="refused"]', { timeout: 15_000 });
   expect(await forged.locator("#status").textContent()).toBe("token refused");
-  expect(await forged.locator("#stale").textContent()).toMatch(/^The engine refused this console's token.*token signature or claims invalid/);
+  expect(await forged.locator("#stale").textContent()).toMatch(
+    /^The engine refused this console's token.*token signature or claims invalid/,
+  );
   await forged.close();
 });
 

@@ -31,10 +31,18 @@ describe("sdk-browser at a wrong URL", () => {
     const page = await ctx.newPage();
     await page.goto(`${engine.url}/test-tab.html?engine=/wrong&name=tab-wrong&retryMs=100`);
     await until(async () => (await page.locator("#status").textContent()) === "failed", "tab failed", 10_000);
-    const error = await inPage<{ code: string; message: string }>(page, "({ code: window.iii.connectionError.code, message: window.iii.connectionError.message })");
+    const error = await inPage<{ code: string; message: string }>(
+      page,
+      "({ code: window.iii.connectionError.code, message: window.iii.connectionError.message })",
+    );
     expect(error.code).toBe("not_found");
-    expect(error.message).toContain(`no WebSocket endpoint at /wrong: a worker dials ${engine.wsUrl}/ (namespace "default") or ${engine.wsUrl}/ns/<namespace>`);
-    const call = await inPage<{ code: string; ms: number }>(page, `(async () => { const t = performance.now(); try { await window.iii.trigger({ function_id: "engine::functions::list", payload: {} }); return { code: "resolved", ms: 0 }; } catch (e) { return { code: e.code, ms: performance.now() - t }; } })()`);
+    expect(error.message).toContain(
+      `no WebSocket endpoint at /wrong: a worker dials ${engine.wsUrl}/ (namespace "default") or ${engine.wsUrl}/ns/<namespace>`,
+    );
+    const call = await inPage<{ code: string; ms: number }>(
+      page,
+      `(async () => { const t = performance.now(); try { await window.iii.trigger({ function_id: "engine::functions::list", payload: {} }); return { code: "resolved", ms: 0 }; } catch (e) { return { code: e.code, ms: performance.now() - t }; } })()`,
+    );
     expect(call.code).toBe("not_found");
     expect(call.ms).toBeLessThan(100);
     // Never shown as connected, and no retry after it failed (retryMs=100 would have shown many).
@@ -54,7 +62,11 @@ describe("the console during an outage", () => {
     await page.waitForSelector('#call-form button[type="submit"]');
     await page.click('#call-form button[type="submit"]');
     await page.waitForSelector('#call-result[data-kind="ok"]');
-    const stale = () => inPage<{ functions?: string; workers?: string; result?: string; banner: boolean; text: string; status: string }>(page, `({ functions: document.getElementById("functions-panel").dataset.stale, workers: document.getElementById("workers-panel").dataset.stale, result: document.getElementById("call-result").dataset.stale, banner: !!document.getElementById("stale"), text: document.getElementById("stale")?.textContent ?? "", status: document.getElementById("status").dataset.status })`);
+    const stale = () =>
+      inPage<{ functions?: string; workers?: string; result?: string; banner: boolean; text: string; status: string }>(
+        page,
+        `({ functions: document.getElementById("functions-panel").dataset.stale, workers: document.getElementById("workers-panel").dataset.stale, result: document.getElementById("call-result").dataset.stale, banner: !!document.getElementById("stale"), text: document.getElementById("stale")?.textContent ?? "", status: document.getElementById("status").dataset.status })`,
+      );
     expect(await stale()).toMatchObject({ functions: undefined, workers: undefined, result: undefined, banner: false, status: "open" });
 
     await engine.stop();
@@ -62,7 +74,9 @@ describe("the console during an outage", () => {
     await until(async () => (await stale()).status === "unreachable", "the page calls the engine unreachable", 15_000);
     const during = await stale();
     expect(during).toMatchObject({ functions: "true", workers: "true", result: "true", banner: true });
-    expect(during.text).toMatch(/^Engine unreachable.*Lost at .+: what is shown below is from before then, marked stale\. The page reconnects by itself\.$/);
+    expect(during.text).toMatch(
+      /^Engine unreachable.*Lost at .+: what is shown below is from before then, marked stale\. The page reconnects by itself\.$/,
+    );
     // Still on screen, just marked: the last known catalog is worth seeing.
     expect(await page.locator("#functions li").count()).toBeGreaterThan(0);
     expect(await page.locator("#functions-panel .stale-tag").isVisible()).toBe(true);
@@ -70,11 +84,20 @@ describe("the console during an outage", () => {
 
     await engine.restart();
     await page.waitForSelector('#status[data-state="connected"]', { timeout: 60_000 });
-    await until(async () => { const s = await stale(); return !s.banner && !s.functions && !s.workers; }, "fresh lists after the reconnect", 15_000);
+    await until(
+      async () => {
+        const s = await stale();
+        return !s.banner && !s.functions && !s.workers;
+      },
+      "fresh lists after the reconnect",
+      15_000,
+    );
     // The result is still the one from before the outage: it stays marked until the next call.
     expect((await stale()).result).toBe("true");
     await page.click('#call-form button[type="submit"]');
-    await page.waitForFunction(() => document.getElementById("call-result")?.dataset.kind === "ok" && !document.getElementById("call-result")?.dataset.stale);
+    await page.waitForFunction(
+      () => document.getElementById("call-result")?.dataset.kind === "ok" && !document.getElementById("call-result")?.dataset.stale,
+    );
     await page.close();
   }, 180_000);
 });

@@ -52,8 +52,15 @@ afterAll(async () => {
 
 const inPage = <T>(p: Page, expr: string) => p.evaluate(expr) as Promise<T>;
 
-async function invoke(function_id: string, payload: unknown): Promise<{ status: number; body: { result?: unknown; error?: { code: string } } }> {
-  const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id, payload }) });
+async function invoke(
+  function_id: string,
+  payload: unknown,
+): Promise<{ status: number; body: { result?: unknown; error?: { code: string } } }> {
+  const res = await fetch(`${engine.url}/_iii/invoke`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ function_id, payload }),
+  });
   return { status: res.status, body: (await res.json()) as { result?: unknown; error?: { code: string } } };
 }
 
@@ -68,10 +75,14 @@ describe("the browser SDK on another origin", () => {
     await until(() => inPage<boolean>(p, "window.loaded === true"), "the page imported the SDK from the engine", 20_000);
     await until(() => inPage<boolean>(p, "window.states.includes('connected')"), "the page connected", 20_000);
     expect(await until(() => inPage<string | null>(p, "window.probe ?? null"), "the bare socket's fate", 20_000)).toBe("open");
-    const r = await until(async () => {
-      const out = await invoke("myapp::hello", { who: "node" });
-      return out.status === 200 ? out : undefined;
-    }, "myapp::hello answered", 20_000);
+    const r = await until(
+      async () => {
+        const out = await invoke("myapp::hello", { who: "node" });
+        return out.status === 200 ? out : undefined;
+      },
+      "myapp::hello answered",
+      20_000,
+    );
     expect(r.body.result).toEqual({ greeting: `hello node from http://127.0.0.1:${appPort}` });
     await p.close();
   });

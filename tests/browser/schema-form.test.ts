@@ -23,14 +23,30 @@ describe("templateOf", () => {
     expect(templateOf(order)).toEqual({ customer: "", currency: "EUR", note: "", items: [] });
   });
   it("prefers defaults and examples", () => {
-    expect(templateOf({ type: "object", properties: { n: { type: "integer", default: 5 }, s: { type: "string", examples: ["hi"] } }, required: ["n", "s"] })).toEqual({ n: 5, s: "hi" });
+    expect(
+      templateOf({
+        type: "object",
+        properties: { n: { type: "integer", default: 5 }, s: { type: "string", examples: ["hi"] } },
+        required: ["n", "s"],
+      }),
+    ).toEqual({ n: 5, s: "hi" });
   });
   it("follows $ref into $defs, recursion bounded", () => {
-    const Node = z.object({ name: z.string(), get children(): z.ZodArray<typeof Node> { return z.array(Node); } });
+    const Node = z.object({
+      name: z.string(),
+      get children(): z.ZodArray<typeof Node> {
+        return z.array(Node);
+      },
+    });
     const tree = fromZod(z.object({ root: Node }));
     expect(templateOf(tree)).toEqual({ root: { name: "", children: [] } });
-    expect(validate(tree, { root: { name: "a", children: [{ name: 1, children: [] }] } })).toEqual([{ path: "root.children[0].name", message: "must be string, not number" }]);
-    const selfRef: JsonSchema = { $defs: { node: { type: "object", properties: { next: { $ref: "#/$defs/node" } }, required: ["next"] } }, $ref: "#/$defs/node" };
+    expect(validate(tree, { root: { name: "a", children: [{ name: 1, children: [] }] } })).toEqual([
+      { path: "root.children[0].name", message: "must be string, not number" },
+    ]);
+    const selfRef: JsonSchema = {
+      $defs: { node: { type: "object", properties: { next: { $ref: "#/$defs/node" } }, required: ["next"] } },
+      $ref: "#/$defs/node",
+    };
     expect(() => templateOf(selfRef)).not.toThrow();
   });
 });
@@ -40,7 +56,13 @@ describe("validate", () => {
     expect(validate(order, { customer: "ada", currency: "USD", note: null, items: [{ sku: "tea", qty: 2 }] })).toEqual([]);
   });
   it("names every problem by its path", () => {
-    const problems = validate(order, { customer: "", currency: "GBP", items: [{ sku: "tea", qty: 1.5 }, { qty: 0 }], address: { city: "x", zip: "12" }, extra: 1 });
+    const problems = validate(order, {
+      customer: "",
+      currency: "GBP",
+      items: [{ sku: "tea", qty: 1.5 }, { qty: 0 }],
+      address: { city: "x", zip: "12" },
+      extra: 1,
+    });
     const byPath = Object.fromEntries(problems.map((p) => [p.path, p.message]));
     expect(byPath).toMatchObject({
       customer: "must not be empty",
@@ -53,17 +75,25 @@ describe("validate", () => {
     });
     // zod objects accept unknown keys (their input schema says so); a strict one does not.
     expect(byPath.extra).toBeUndefined();
-    expect(validate(fromZod(z.strictObject({ a: z.string() })), { a: "x", b: 1 })).toEqual([{ path: "b", message: "is not a field of this payload" }]);
+    expect(validate(fromZod(z.strictObject({ a: z.string() })), { a: "x", b: 1 })).toEqual([
+      { path: "b", message: "is not a field of this payload" },
+    ]);
   });
   it("reads nullable unions and type lists", () => {
-    const s: JsonSchema = { type: "object", properties: { a: { anyOf: [{ type: "number" }, { type: "null" }] }, b: { type: ["string", "null"] } }, required: ["a", "b"] };
+    const s: JsonSchema = {
+      type: "object",
+      properties: { a: { anyOf: [{ type: "number" }, { type: "null" }] }, b: { type: ["string", "null"] } },
+      required: ["a", "b"],
+    };
     expect(validate(s, { a: null, b: null })).toEqual([]);
     expect(validate(s, { a: "1", b: 2 }).map((p) => p.path)).toEqual(["a", "b"]);
     expect(kindOf(resolve(s.properties!.a!, s).schema)).toBe("number");
   });
   it("a schema it cannot show as fields is JSON, and checks only what it knows", () => {
     expect(kindOf({ type: "object", additionalProperties: { type: "number" } })).toBe("json");
-    expect(validate({ type: "object", additionalProperties: { type: "number" } }, { x: "no" })).toEqual([{ path: "x", message: "must be number, not string" }]);
+    expect(validate({ type: "object", additionalProperties: { type: "number" } }, { x: "no" })).toEqual([
+      { path: "x", message: "must be number, not string" },
+    ]);
     expect(validate({}, { anything: [1, 2] })).toEqual([]);
   });
 });

@@ -40,13 +40,24 @@ beforeAll(async () => {
   ctx = await launchChromium();
   page = ctx.pages()[0] ?? (await ctx.newPage());
   page.on("pageerror", (e) => console.error("[tab] pageerror", e));
-  node = registerWorker(`${engine.wsUrl}/`, { workerName: "node-e2e", headers: bearer(await token("node-e2e")), reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 }, logger: { warn: () => {}, error: () => {} } });
+  node = registerWorker(`${engine.wsUrl}/`, {
+    workerName: "node-e2e",
+    headers: bearer(await token("node-e2e")),
+    reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 },
+    logger: { warn: () => {}, error: () => {} },
+  });
   node.registerFunction("node::record", (data) => {
     recorded.push(data);
     return { recorded: recorded.length };
   });
   // OTel off: iii-sdk's /otel socket sends no headers and would be refused (401) over and over.
-  iii = iiiSdkWorker(`${engine.wsUrl}/`, { workerName: "iii-sdk-e2e", enableMetricsReporting: false, otel: { enabled: false }, headers: bearer(await token("iii-sdk-e2e")), reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 } });
+  iii = iiiSdkWorker(`${engine.wsUrl}/`, {
+    workerName: "iii-sdk-e2e",
+    enableMetricsReporting: false,
+    otel: { enabled: false },
+    headers: bearer(await token("iii-sdk-e2e")),
+    reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 },
+  });
   await openTab();
 });
 
@@ -59,11 +70,18 @@ afterAll(async () => {
 
 describe("a tab as a worker", () => {
   it("is invoked by a Node worker through the engine (plain and zod-typed functions)", async () => {
-    const echo = await until(() => node.trigger<unknown, { echoed: unknown; from: string }>({ function_id: "tab::echo", payload: { hi: 1 } }), "tab::echo callable", 10_000);
+    const echo = await until(
+      () => node.trigger<unknown, { echoed: unknown; from: string }>({ function_id: "tab::echo", payload: { hi: 1 } }),
+      "tab::echo callable",
+      10_000,
+    );
     expect(echo.from).toBe("tab-a");
     expect(echo.echoed).toMatchObject({ hi: 1 });
     await expect(node.trigger({ function_id: "tab::add", payload: { a: 2, b: 40 } })).resolves.toEqual({ sum: 42 });
-    const bad = await node.trigger({ function_id: "tab::add", payload: { a: "2" } }).then(() => null, (e: unknown) => e);
+    const bad = await node.trigger({ function_id: "tab::add", payload: { a: "2" } }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(bad).toMatchObject({ code: "invalid_input" });
     expect(String((bad as Error).message)).toMatch(/number/);
   });
@@ -83,9 +101,16 @@ describe("a tab as a worker", () => {
 
 describe("Worker-hosted functions", () => {
   it("edge::hello is invoked from iii-sdk and from the tab", async () => {
-    await expect(iii.trigger({ function_id: "edge::hello", payload: { name: "iii" } })).resolves.toEqual({ greeting: "Hello, iii! (from a Worker)" });
-    await expect(inTab(`window.iii.trigger({ function_id: "edge::hello", payload: { name: "tab" } })`)).resolves.toEqual({ greeting: "Hello, tab! (from a Worker)" });
-    const bad = await iii.trigger({ function_id: "edge::hello", payload: { name: 5 } }).then(() => null, (e: unknown) => e);
+    await expect(iii.trigger({ function_id: "edge::hello", payload: { name: "iii" } })).resolves.toEqual({
+      greeting: "Hello, iii! (from a Worker)",
+    });
+    await expect(inTab(`window.iii.trigger({ function_id: "edge::hello", payload: { name: "tab" } })`)).resolves.toEqual({
+      greeting: "Hello, tab! (from a Worker)",
+    });
+    const bad = await iii.trigger({ function_id: "edge::hello", payload: { name: 5 } }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(bad).toMatchObject({ code: "invalid_input" });
   });
 
@@ -98,14 +123,22 @@ describe("Worker-hosted functions", () => {
 });
 
 describe("auth", () => {
-  const workerNames = async () => (await node.trigger<unknown, { workers: { name: string }[] }>({ function_id: "engine::workers::list", payload: {} })).workers.map((w) => w.name);
+  const workerNames = async () =>
+    (await node.trigger<unknown, { workers: { name: string }[] }>({ function_id: "engine::workers::list", payload: {} })).workers.map(
+      (w) => w.name,
+    );
   /** A second tab on test-tab.html; the console lines Chromium logs about its sockets. */
   async function otherTab(query: string, fragment: string) {
     const p = await ctx.newPage();
     const consoleLines: string[] = [];
     p.on("console", (m) => consoleLines.push(m.text()));
     await p.goto(`${engine.url}/test-tab.html?${query}&retryMs=250${fragment}`);
-    return { p, consoleLines, states: () => p.evaluate("window.iiiTest.states") as Promise<string[]>, status: () => p.locator("#status").textContent() };
+    return {
+      p,
+      consoleLines,
+      states: () => p.evaluate("window.iiiTest.states") as Promise<string[]>,
+      status: () => p.locator("#status").textContent(),
+    };
   }
 
   it("a tab without a token, or with a bad one, is refused: never connected, not in the catalog", async () => {
@@ -150,7 +183,9 @@ describe("resilience", () => {
     const marker = await inTab<string>(`(window.__marker = "${Date.now()}")`);
     await engine.restart();
     await until(async () => (await tabStatus()) === "connected", "tab reconnected", 30_000);
-    await expect(until(() => node.trigger({ function_id: "tab::add", payload: { a: 5, b: 6 } }), "tab::add after restart", 20_000)).resolves.toEqual({ sum: 11 });
+    await expect(
+      until(() => node.trigger({ function_id: "tab::add", payload: { a: 5, b: 6 } }), "tab::add after restart", 20_000),
+    ).resolves.toEqual({ sum: 11 });
     expect(await inTab<string>("window.__marker")).toBe(marker); // same page, no reload
   });
 
@@ -160,7 +195,10 @@ describe("resilience", () => {
   const bump = (key: string, action: string) =>
     `window.iii.trigger({ function_id: "state::update", payload: { scope: "outbox-test", key: "${key}", ops: [{ type: "increment", path: "n", by: 1 }] }, action: ${action} })`;
   const counter = async (key: string) => {
-    const v = await node.trigger<unknown, { n?: number } | null | undefined>({ function_id: "state::get", payload: { scope: "outbox-test", key } });
+    const v = await node.trigger<unknown, { n?: number } | null | undefined>({
+      function_id: "state::get",
+      payload: { scope: "outbox-test", key },
+    });
     return v?.n ?? 0;
   };
 
@@ -193,7 +231,11 @@ describe("resilience", () => {
     await inTab("window.iii.shutdown()");
     await engine.restart();
     await openTab();
-    await until(async () => (await counter("void-2")) >= 1 && (await counter("enqueue-2")) >= 1, "both offline calls delivered after the reload", 20_000);
+    await until(
+      async () => (await counter("void-2")) >= 1 && (await counter("enqueue-2")) >= 1,
+      "both offline calls delivered after the reload",
+      20_000,
+    );
     await new Promise((r) => setTimeout(r, 2_000));
     expect(await counter("void-2")).toBe(1);
     expect(await counter("enqueue-2")).toBe(1);

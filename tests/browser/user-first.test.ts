@@ -15,7 +15,22 @@ import { openConsole, orderTurn, SHOP_FUNCTIONS, startScenario, TURN_MS, type Sc
 
 const SCENARIO_MS = 150_000;
 /** The harness's and the engine's namespaces: none of them is the user's. */
-const SYSTEM_PREFIXES = ["approval::", "auth::", "budget::", "engine::", "turn::", "run::", "policy::", "session-tree::", "state::", "stream::", "iii::", "models::", "harness::", "provisioning::"];
+const SYSTEM_PREFIXES = [
+  "approval::",
+  "auth::",
+  "budget::",
+  "engine::",
+  "turn::",
+  "run::",
+  "policy::",
+  "session-tree::",
+  "state::",
+  "stream::",
+  "iii::",
+  "models::",
+  "harness::",
+  "provisioning::",
+];
 const SAME_TEXT = "Where is order 42?";
 
 let s: Scenario;
@@ -23,7 +38,10 @@ let page: Page;
 const sessions: string[] = [];
 
 const texts = (selector: string) => page.locator(selector).allTextContents();
-const attrs = (selector: string, name: string) => page.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((e) => e.getAttribute(${JSON.stringify(name)}))`) as Promise<(string | null)[]>;
+const attrs = (selector: string, name: string) =>
+  page.evaluate(
+    `[...document.querySelectorAll(${JSON.stringify(selector)})].map((e) => e.getAttribute(${JSON.stringify(name)}))`,
+  ) as Promise<(string | null)[]>;
 
 beforeAll(async () => {
   s = await startScenario();
@@ -41,10 +59,14 @@ afterAll(async () => {
 describe("the user's system first", () => {
   it("catalog: the shop's functions are listed; the engine's and the harness's are folded under System", async () => {
     await openConsole(page, s.engine, "/catalog");
-    const mine = await until(async () => {
-      const ids = (await attrs("#functions li", "data-function")) as string[];
-      return SHOP_FUNCTIONS.every((f) => ids.includes(f)) ? ids : undefined;
-    }, "the shop's functions in the catalog", 15_000);
+    const mine = await until(
+      async () => {
+        const ids = (await attrs("#functions li", "data-function")) as string[];
+        return SHOP_FUNCTIONS.every((f) => ids.includes(f)) ? ids : undefined;
+      },
+      "the shop's functions in the catalog",
+      15_000,
+    );
     expect(mine.filter((id) => SYSTEM_PREFIXES.some((p) => id.startsWith(p)))).toEqual([]);
     // The shop's before this tab's own demo functions.
     const tab = `${await page.evaluate("window.iiiConsole.conn.workerName")}::`;
@@ -52,7 +74,16 @@ describe("the user's system first", () => {
     const firstTab = mine.findIndex((id) => id.startsWith(tab));
     expect(firstTab).toBeGreaterThan(lastShop);
     const system = (await attrs("#system-functions li", "data-function")) as string[];
-    for (const id of ["approval::resolve", "engine::functions::list", "run::start", "turn::get_state", "state::get", "session-tree::list", "budget::get"]) expect(system, id).toContain(id);
+    for (const id of [
+      "approval::resolve",
+      "engine::functions::list",
+      "run::start",
+      "turn::get_state",
+      "state::get",
+      "session-tree::list",
+      "budget::get",
+    ])
+      expect(system, id).toContain(id);
     expect(system.filter((id) => SHOP_FUNCTIONS.includes(id))).toEqual([]);
     // Folded until asked for.
     expect(await page.locator("#system-functions-group").getAttribute("open")).toBeNull();
@@ -69,7 +100,14 @@ describe("the user's system first", () => {
   it("agent: each session shows an id, a start time and a status; two with the same first text look different", async () => {
     await openConsole(page, s.engine, `/agent?session_id=${encodeURIComponent(sessions[1]!)}`);
     const rows = sessions.map((sid) => page.locator(`#agent-sessions li[data-session="${sid}"]`));
-    await until(async () => ((await rows[0]!.locator('[data-state="stopped"]').count()) && (await rows[1]!.locator('[data-state="stopped"]').count()) ? true : undefined), "both sessions listed as stopped", 20_000);
+    await until(
+      async () =>
+        (await rows[0]!.locator('[data-state="stopped"]').count()) && (await rows[1]!.locator('[data-state="stopped"]').count())
+          ? true
+          : undefined,
+      "both sessions listed as stopped",
+      20_000,
+    );
     const shown = [];
     for (const row of rows) {
       const id = (await row.locator(".ac-session-id").textContent()) ?? "";
@@ -84,44 +122,67 @@ describe("the user's system first", () => {
     expect(shown[0]!.text).not.toBe(shown[1]!.text);
   });
 
-  it("traces: a session's link opens its turn's waterfall, one colour per service; discovery and polling stay behind a toggle", async () => {
-    const sid = sessions[0]!;
-    await openConsole(page, s.engine, `/agent?session_id=${encodeURIComponent(sid)}`);
-    await page.waitForSelector('#agent-state[data-state="stopped"]', { timeout: TURN_MS });
-    await page.click("#agent-trace-link");
-    // Straight to the waterfall of the turn: its root is the run::start this session began with.
-    await until(() => (/trace_id=[0-9a-f]{32}/.test(new URL(page.url()).hash) ? true : undefined), "the turn's trace opened", TURN_MS);
-    const traceId = new URLSearchParams(new URL(page.url()).hash.split("?")[1]).get("trace_id")!;
-    const turnTraces = (await s.shop.trigger({ function_id: "engine::traces::list", payload: { session_id: sid, function_id: "run::start", limit: 50 } })) as { spans: { trace_id: string }[] };
-    expect(turnTraces.spans.map((x) => x.trace_id)).toContain(traceId);
-    await until(async () => ((await page.locator("#traces-waterfall > li .tr-span-name").first().textContent()) === "invoke run::start" ? true : undefined), "the waterfall's root", TURN_MS);
-    // Back goes to the session's list, not round to the waterfall again.
-    await page.goBack();
-    await until(() => (new URL(page.url()).hash.includes("trace_id") ? undefined : true), "back to the agent screen");
-    await page.goForward();
-    await page.waitForSelector("#traces-waterfall > li .tr-span-name");
-    // Every service of the turn (engine, harness workers, the shop) in a colour of its own.
-    const legend = await until(async () => {
-      const chips = (await page.evaluate(`[...document.querySelectorAll(".tr-legend li")].map((li) => [li.textContent.trim(), getComputedStyle(li.querySelector(".tr-chip")).backgroundColor])`)) as [string, string][];
-      return chips.length >= 3 ? chips : undefined;
-    }, "three or more services in the legend", TURN_MS);
-    expect(new Set(legend.map(([, c]) => c)).size, JSON.stringify(legend)).toBe(legend.length);
+  it(
+    "traces: a session's link opens its turn's waterfall, one colour per service; discovery and polling stay behind a toggle",
+    async () => {
+      const sid = sessions[0]!;
+      await openConsole(page, s.engine, `/agent?session_id=${encodeURIComponent(sid)}`);
+      await page.waitForSelector('#agent-state[data-state="stopped"]', { timeout: TURN_MS });
+      await page.click("#agent-trace-link");
+      // Straight to the waterfall of the turn: its root is the run::start this session began with.
+      await until(() => (/trace_id=[0-9a-f]{32}/.test(new URL(page.url()).hash) ? true : undefined), "the turn's trace opened", TURN_MS);
+      const traceId = new URLSearchParams(new URL(page.url()).hash.split("?")[1]).get("trace_id")!;
+      const turnTraces = (await s.shop.trigger({
+        function_id: "engine::traces::list",
+        payload: { session_id: sid, function_id: "run::start", limit: 50 },
+      })) as { spans: { trace_id: string }[] };
+      expect(turnTraces.spans.map((x) => x.trace_id)).toContain(traceId);
+      await until(
+        async () =>
+          (await page.locator("#traces-waterfall > li .tr-span-name").first().textContent()) === "invoke run::start" ? true : undefined,
+        "the waterfall's root",
+        TURN_MS,
+      );
+      // Back goes to the session's list, not round to the waterfall again.
+      await page.goBack();
+      await until(() => (new URL(page.url()).hash.includes("trace_id") ? undefined : true), "back to the agent screen");
+      await page.goForward();
+      await page.waitForSelector("#traces-waterfall > li .tr-span-name");
+      // Every service of the turn (engine, harness workers, the shop) in a colour of its own.
+      const legend = await until(
+        async () => {
+          const chips = (await page.evaluate(
+            `[...document.querySelectorAll(".tr-legend li")].map((li) => [li.textContent.trim(), getComputedStyle(li.querySelector(".tr-chip")).backgroundColor])`,
+          )) as [string, string][];
+          return chips.length >= 3 ? chips : undefined;
+        },
+        "three or more services in the legend",
+        TURN_MS,
+      );
+      expect(new Set(legend.map(([, c]) => c)).size, JSON.stringify(legend)).toBe(legend.length);
 
-    // The unfiltered list: the turns are there, discovery and reads are not until asked for.
-    await openConsole(page, s.engine, "/traces");
-    await page.waitForSelector("#traces-list tbody tr", { timeout: TURN_MS });
-    const noise = /^(trigger|invoke) (engine::functions-available|engine::workers::register|engine::workers-available|.*::(list|list_\w+|get|get_\w+|info|tree|messages|events))$/;
-    const names = async () => (await texts("#traces-list tbody th button")).map((t) => t.trim());
-    const quiet = await names();
-    expect(quiet).toContain("invoke run::start");
-    expect(quiet.filter((n) => noise.test(n))).toEqual([]);
-    await page.check("#traces-show-noise");
-    const loud = await until(async () => {
-      const all = await names();
-      return all.some((n) => noise.test(n)) ? all : undefined;
-    }, "discovery and polling shown on asking", 10_000);
-    expect(loud.length).toBeGreaterThan(quiet.length);
-  }, SCENARIO_MS);
+      // The unfiltered list: the turns are there, discovery and reads are not until asked for.
+      await openConsole(page, s.engine, "/traces");
+      await page.waitForSelector("#traces-list tbody tr", { timeout: TURN_MS });
+      const noise =
+        /^(trigger|invoke) (engine::functions-available|engine::workers::register|engine::workers-available|.*::(list|list_\w+|get|get_\w+|info|tree|messages|events))$/;
+      const names = async () => (await texts("#traces-list tbody th button")).map((t) => t.trim());
+      const quiet = await names();
+      expect(quiet).toContain("invoke run::start");
+      expect(quiet.filter((n) => noise.test(n))).toEqual([]);
+      await page.check("#traces-show-noise");
+      const loud = await until(
+        async () => {
+          const all = await names();
+          return all.some((n) => noise.test(n)) ? all : undefined;
+        },
+        "discovery and polling shown on asking",
+        10_000,
+      );
+      expect(loud.length).toBeGreaterThan(quiet.length);
+    },
+    SCENARIO_MS,
+  );
 
   it("queues and state: the engine's queue for the shop's trigger and a session's state say whose they are", async () => {
     // A change the shop's state trigger is still handling: its engine queue has it in flight.
@@ -144,11 +205,19 @@ describe("the user's system first", () => {
   it("at phone width the navigation wraps: nothing scrolls sideways, every screen's link is in view", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     // Each screen with its content in (a wide table is what pushes a page sideways).
-    const filled: Record<string, string> = { catalog: "#functions li", agent: "#agent-sessions li", queues: "#state-scopes li", traces: "#traces-list tbody tr", tab: "#tab-worker-name" };
+    const filled: Record<string, string> = {
+      catalog: "#functions li",
+      agent: "#agent-sessions li",
+      queues: "#state-scopes li",
+      traces: "#traces-list tbody tr",
+      tab: "#tab-worker-name",
+    };
     for (const [screen, content] of Object.entries(filled)) {
       await openConsole(page, s.engine, `/${screen}`);
       await page.waitForSelector(`main[data-screen="${screen}"] ${content}`, { timeout: 15_000 });
-      const fit = (await page.evaluate(`({ doc: document.scrollingElement.scrollWidth, width: innerWidth, nav: [...document.querySelectorAll("header nav a")].map((a) => { const r = a.getBoundingClientRect(); return r.left >= 0 && r.right <= innerWidth; }) })`)) as { doc: number; width: number; nav: boolean[] };
+      const fit = (await page.evaluate(
+        `({ doc: document.scrollingElement.scrollWidth, width: innerWidth, nav: [...document.querySelectorAll("header nav a")].map((a) => { const r = a.getBoundingClientRect(); return r.left >= 0 && r.right <= innerWidth; }) })`,
+      )) as { doc: number; width: number; nav: boolean[] };
       expect(fit.doc, screen).toBeLessThanOrEqual(fit.width);
       expect(fit.nav.every(Boolean), screen).toBe(true);
     }

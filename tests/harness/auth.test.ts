@@ -14,7 +14,10 @@ let replay: ReplayServer;
 let engine: EngineServer;
 let good: string;
 
-const turnBody = (sid: string) => ({ session_id: sid, payload: { session_id: sid, model: "gpt-4o", provider: "openai", messages: [user("hello")] } });
+const turnBody = (sid: string) => ({
+  session_id: sid,
+  payload: { session_id: sid, model: "gpt-4o", provider: "openai", messages: [user("hello")] },
+});
 const send = (p: string, init: { method?: string; token?: string; body?: unknown } = {}) =>
   fetch(`${engine.url}/${p}`, {
     method: init.method ?? (init.body === undefined ? "GET" : "POST"),
@@ -75,7 +78,9 @@ describe("harness HTTP API with AUTH_SECRET", () => {
       TURN_DEADLINE_MS,
     ).catch(async (e) => {
       const v = `${await (await send(`api/turns/${sid}`, { token: good })).text()}\nevents: ${(await (await send(`api/turns/${sid}/events`, { token: good })).text()).slice(0, 3000)}`;
-      throw new Error(`${(e as Error).message}\nstate: ${v}\nreplay requests: ${replay.requests.length}\nengine output:\n${engine.output().slice(-4000)}`);
+      throw new Error(
+        `${(e as Error).message}\nstate: ${v}\nreplay requests: ${replay.requests.length}\nengine output:\n${engine.output().slice(-4000)}`,
+      );
     });
     expect(view.state).toBe("stopped");
     const events = await send(`api/turns/${sid}/events`, { token: good });

@@ -33,23 +33,38 @@ interface Stack {
 }
 
 const post = (s: Stack, p: string, body?: unknown) =>
-  fetch(`${s.engine.url}/${p}`, body === undefined ? { method: "POST" } : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  fetch(
+    `${s.engine.url}/${p}`,
+    body === undefined
+      ? { method: "POST" }
+      : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) },
+  );
 
 /** Text of a wire (OpenAI) message's content: a string, or parts. */
 function wireText(content: unknown): string {
   if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((p) => (p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string" ? (p as { text: string }).text : "")).join("");
+  if (Array.isArray(content))
+    return content
+      .map((p) => (p && typeof p === "object" && typeof (p as { text?: unknown }).text === "string" ? (p as { text: string }).text : ""))
+      .join("");
   return "";
 }
 /** What a model request carried, system prompt left out: `role: text` per message. */
-const sentPath = (r: RecordedRequest | undefined) => openaiMessages(r).filter((m) => m.role !== "system").map((m) => `${m.role}: ${wireText(m.content)}`);
+const sentPath = (r: RecordedRequest | undefined) =>
+  openaiMessages(r)
+    .filter((m) => m.role !== "system")
+    .map((m) => `${m.role}: ${wireText(m.content)}`);
 const lastRequest = (s: Stack) => s.replay.requestsFor("openai").at(-1);
 const pathOf = async (s: Stack, sid: string) => (await s.ui.transcript(sid)).map((m) => `${m.role}: ${textOf(m)}`);
 
 /** One turn with its own message id (run::start over POST /api/turns), run to its end. */
 async function turn(s: Stack, sid: string, k: number, text: string, answer: string): Promise<void> {
   s.replay.enqueue("openai", reply(say(answer)));
-  const res = await post(s, "api/turns", { session_id: sid, message_id: `${sid}-m${k}`, payload: { session_id: sid, message_id: `${sid}-m${k}`, model: "gpt-4o", provider: "openai", messages: [user(text)] } });
+  const res = await post(s, "api/turns", {
+    session_id: sid,
+    message_id: `${sid}-m${k}`,
+    payload: { session_id: sid, message_id: `${sid}-m${k}`, model: "gpt-4o", provider: "openai", messages: [user(text)] },
+  });
   expect(res.status, await res.clone().text()).toBe(200);
   await s.ui.finished(sid);
 }
@@ -59,7 +74,14 @@ async function threeTurns(s: Stack, sid: string): Promise<void> {
   await turn(s, sid, 2, "To Lisbon", "Lisbon it is.");
   await turn(s, sid, 3, "Three days", "Here is a 3-day plan.");
 }
-const THREE_TURNS = ['user: Plan a trip <b>now</b> & "fast"', "assistant: Where to?", "user: To Lisbon", "assistant: Lisbon it is.", "user: Three days", "assistant: Here is a 3-day plan."];
+const THREE_TURNS = [
+  'user: Plan a trip <b>now</b> & "fast"',
+  "assistant: Where to?",
+  "user: To Lisbon",
+  "assistant: Lisbon it is.",
+  "user: Three days",
+  "assistant: Here is a 3-day plan.",
+];
 
 /** The fork case: fork a 3-turn session after its 2nd answer, resume both branches independently. */
 async function forkAndResumeBoth(s: Stack, sid: string): Promise<string> {
@@ -96,7 +118,11 @@ async function forkAndResumeBoth(s: Stack, sid: string): Promise<string> {
 
   // Each transcript holds only its own continuation.
   expect(await pathOf(s, sid)).toEqual([...THREE_TURNS, "user: Add a fourth day", "assistant: Day 4: Sintra."]);
-  expect(await pathOf(s, fork.session_id)).toEqual([...THREE_TURNS.slice(0, 4), "user: Actually, Porto instead?", "assistant: Porto is 3 hours north."]);
+  expect(await pathOf(s, fork.session_id)).toEqual([
+    ...THREE_TURNS.slice(0, 4),
+    "user: Actually, Porto instead?",
+    "assistant: Porto is 3 hours north.",
+  ]);
   return fork.session_id;
 }
 
@@ -104,7 +130,9 @@ async function startStack(env: Record<string, string> = {}): Promise<Stack> {
   const replay = await startProviderReplay();
   const rules = path.join(mkdtempSync(path.join(tmpdir(), "harness-branches-")), "iii-permissions.yaml");
   writeFileSync(rules, PERMISSIONS);
-  const engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules, ...env } });
+  const engine = await startEngine({
+    env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules, ...env },
+  });
   const iii = registerWorker(engine.wsUrl, { workerName: "branches-e2e-client", otel: { enabled: false } });
   const ui = turnClient(engine, () => iii);
   await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
@@ -132,7 +160,14 @@ describe("branches with the built-in workers (npm start)", () => {
     const tree = (await (await fetch(`${s.engine.url}/api/sessions/${forkId}/tree`)).json()) as SessionTree;
     expect(tree.roots).toHaveLength(1);
     expect(tree.roots[0]!.children).toEqual([]);
-    expect(tree.roots[0]!.entries.map((e) => e.preview)).toEqual(["Plan a trip <b>now</b> & \"fast\"", "Where to?", "To Lisbon", "Lisbon it is.", "Actually, Porto instead?", "Porto is 3 hours north."]);
+    expect(tree.roots[0]!.entries.map((e) => e.preview)).toEqual([
+      'Plan a trip <b>now</b> & "fast"',
+      "Where to?",
+      "To Lisbon",
+      "Lisbon it is.",
+      "Actually, Porto instead?",
+      "Porto is 3 hours north.",
+    ]);
   });
 
   it("time travel: re-run from an earlier user message with an edit; the model sees the edit, the old branch stays", async () => {
@@ -160,7 +195,10 @@ describe("branches with the built-in workers (npm start)", () => {
     expect(tips.total).toBe(2);
     const old = tips.branches.find((b) => !b.active)!;
     expect(old.fork_point_id).toBe(`e_${sid}-m1_1_assistant`);
-    const oldMessages = (await s.iii.trigger({ function_id: "session-tree::messages", payload: { session_id: sid, branch_leaf: old.leaf_id } })) as { messages: { message: AgentMessage }[] };
+    const oldMessages = (await s.iii.trigger({
+      function_id: "session-tree::messages",
+      payload: { session_id: sid, branch_leaf: old.leaf_id },
+    })) as { messages: { message: AgentMessage }[] };
     expect(oldMessages.messages.map((m) => `${m.message.role}: ${textOf(m.message)}`)).toEqual(oldPath);
     const tree = (await (await fetch(`${s.engine.url}/api/sessions/${sid}/tree`)).json()) as SessionTree;
     expect(tree.roots[0]!.entries.map((e) => e.entry_id)).toEqual([`e_${sid}-m1_user_0`, `e_${sid}-m1_1_assistant`]);
@@ -182,8 +220,17 @@ describe("branches with the built-in workers (npm start)", () => {
 
   it("resume a failed session: the provider error, then a resume that succeeds on the same transcript", async () => {
     const sid = "br-failed";
-    s.replay.enqueue("openai", { kind: "http", status: 400, headers: { "content-type": "application/json" }, body: JSON.stringify({ error: { message: "Unsupported parameter: frobnicate", type: "invalid_request_error", param: null, code: null } }) });
-    const start = await post(s, "api/turns", { payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user("Summarise my week")] } });
+    s.replay.enqueue("openai", {
+      kind: "http",
+      status: 400,
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        error: { message: "Unsupported parameter: frobnicate", type: "invalid_request_error", param: null, code: null },
+      }),
+    });
+    const start = await post(s, "api/turns", {
+      payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user("Summarise my week")] },
+    });
     expect(start.status).toBe(200);
     const failed = await s.ui.finished(sid, "failed");
     expect(failed.view.error?.message).toContain("frobnicate");
@@ -203,7 +250,9 @@ describe("branches with the built-in workers (npm start)", () => {
   it("the busy guard: a parked run is neither resumed nor re-run; unknown sessions and entries are 404", async () => {
     const sid = "br-busy";
     s.replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "eve" }, "mail-1")), reply(say("Sent.")));
-    const start = await post(s, "api/turns", { payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user("mail eve")] } });
+    const start = await post(s, "api/turns", {
+      payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user("mail eve")] },
+    });
     expect(start.status).toBe(200);
     await s.ui.reached(sid, "function_awaiting_approval");
     const resume = await post(s, `api/turns/${sid}/resume`, { message: "hurry" });
@@ -260,17 +309,29 @@ describe("session storage replaced by its Node process (HARNESS_DISABLE=session-
     const dir = mkdtempSync(path.join(tmpdir(), "harness-branches-sqlite-"));
     storage = spawn("npm", ["run", "-s", "worker", "--", "session-storage"], {
       cwd: repoRoot,
-      env: { ...process.env, III_URL: `${s.engine.wsUrl}/`, SESSIONS_DB_PATH: path.join(dir, "sessions.sqlite"), PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}` },
+      env: {
+        ...process.env,
+        III_URL: `${s.engine.wsUrl}/`,
+        SESSIONS_DB_PATH: path.join(dir, "sessions.sqlite"),
+        PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+      },
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
     });
     storage.stdout?.on("data", (d) => (log += String(d)));
     storage.stderr?.on("data", (d) => (log += String(d)));
     const stack = s;
-    await until(async () => {
-      const r = (await stack.iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string; worker_name?: string | null }[] };
-      return r.functions.some((f) => f.function_id === "session-tree::fork" && f.worker_name === "session-storage");
-    }, `the Node session-storage worker's functions:\n${log}`, WORKER_START_MS, 200);
+    await until(
+      async () => {
+        const r = (await stack.iii.trigger({ function_id: "engine::functions::list", payload: {} })) as {
+          functions: { function_id: string; worker_name?: string | null }[];
+        };
+        return r.functions.some((f) => f.function_id === "session-tree::fork" && f.worker_name === "session-storage");
+      },
+      `the Node session-storage worker's functions:\n${log}`,
+      WORKER_START_MS,
+      200,
+    );
   }, 180_000);
   afterAll(async () => {
     if (storage?.pid !== undefined) {

@@ -24,7 +24,11 @@ rules:
   - 'budget-app::*'
 `;
 
-const providerEnv = (replay: ReplayServer, rules: string) => ({ OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules });
+const providerEnv = (replay: ReplayServer, rules: string) => ({
+  OPENAI_BASE_URL: replay.openaiBaseUrl,
+  OPENAI_API_KEY: "sk-test",
+  III_PERMISSIONS_PATH: rules,
+});
 
 function permissionsFile(): string {
   const dir = mkdtempSync(path.join(tmpdir(), "harness-budget-"));
@@ -39,7 +43,8 @@ async function functionIds(iii: IIIClient): Promise<string[]> {
 }
 
 type Complete = Extract<AgentEvent, { type: "message_complete" }>;
-const completes = (events: EventItem[]) => events.filter((e) => e.data.type === "message_complete").map((e) => (e.data as Complete).message);
+const completes = (events: EventItem[]) =>
+  events.filter((e) => e.data.type === "message_complete").map((e) => (e.data as Complete).message);
 
 /** What a UI sees of a run the budget refused: failed, the reason in the state and in an error
  * assistant, agent_end last. */
@@ -60,7 +65,7 @@ describe("budgets with the built-in budget-tracker", () => {
   let engine: EngineServer;
   let iii: IIIClient;
   let ui: ReturnType<typeof turnClient>;
-  const call = <T,>(function_id: string, payload: unknown) => iii.trigger({ function_id, payload }) as Promise<T>;
+  const call = <T>(function_id: string, payload: unknown) => iii.trigger({ function_id, payload }) as Promise<T>;
   const budget = (budget_id: string) => call<BudgetView>("budget::get", { budget_id });
 
   beforeAll(async () => {
@@ -69,10 +74,18 @@ describe("budgets with the built-in budget-tracker", () => {
     iii = registerWorker(engine.wsUrl, { workerName: "budget-e2e-client", otel: { enabled: false } });
     iii.registerFunction("budget-app::echo", async (p: { text?: string }) => ({ echoed: p.text ?? "" }), { description: "Echo a text." });
     ui = turnClient(engine, () => iii);
-    await until(async () => {
-      const ids = await functionIds(iii);
-      return ["run::start", "budget::check", "budget::record", "budget-app::echo"].every((id) => ids.includes(id)) && (await fetch(`${engine.url}/api/turns/none`)).status === 404;
-    }, "the harness with the budget-tracker, and the app", 30_000, 200);
+    await until(
+      async () => {
+        const ids = await functionIds(iii);
+        return (
+          ["run::start", "budget::check", "budget::record", "budget-app::echo"].every((id) => ids.includes(id)) &&
+          (await fetch(`${engine.url}/api/turns/none`)).status === 404
+        );
+      },
+      "the harness with the budget-tracker, and the app",
+      30_000,
+      200,
+    );
   });
 
   afterAll(async () => {
@@ -84,7 +97,11 @@ describe("budgets with the built-in budget-tracker", () => {
   beforeEach(() => replay.reset());
 
   it("an exhausted budget: the run is refused before any provider request, the reason in its events and turn state", async () => {
-    const { budget_id } = await call<{ budget_id: string }>("budget::create", { ceiling_micros: 1_000, period: "day", workspace_id: "ws-e2e" });
+    const { budget_id } = await call<{ budget_id: string }>("budget::create", {
+      ceiling_micros: 1_000,
+      period: "day",
+      workspace_id: "ws-e2e",
+    });
     await call("budget::record", { budget_id, cost_micros: 1_000 });
     const sid = "budget-exhausted";
     replay.enqueue("openai", reply(say("this must never be sent")));
@@ -132,15 +149,22 @@ describe("budgets with the built-in budget-tracker", () => {
     await call("budget::set_prices", { provider: "openai", model: "gpt-4.1-mini", input_per_1m: 0, output_per_1m: 1 });
     const { budget_id } = await call<{ budget_id: string }>("budget::create", { ceiling_micros: 1_500, period: "day" });
     // Slow replies, so the first session is still streaming while the second one checks.
-    replay.setDefault("openai", replyWith({ usage: { input: 40, output: 800 }, chunkDelayMs: 60 }, say("a reply that takes a while to stream")));
+    replay.setDefault(
+      "openai",
+      replyWith({ usage: { input: 40, output: 800 }, chunkDelayMs: 60 }, say("a reply that takes a while to stream")),
+    );
     const sids = ["budget-race-a", "budget-race-b"];
     await Promise.all(sids.map((sid) => ui.startTurn(sid, "go", { budget_id, model: "gpt-4.1-mini" })));
     const ends = await Promise.all(
       sids.map(async (sid) => {
-        const view = await until(async () => {
-          const v = await ui.turnState(sid);
-          return v?.state === "stopped" || v?.state === "failed" ? v : undefined;
-        }, `${sid} ended`, 30_000);
+        const view = await until(
+          async () => {
+            const v = await ui.turnState(sid);
+            return v?.state === "stopped" || v?.state === "failed" ? v : undefined;
+          },
+          `${sid} ended`,
+          30_000,
+        );
         return { sid, ...(await ui.finished(sid, view.state as "stopped" | "failed")) };
       }),
     );
@@ -185,7 +209,12 @@ describe("budgets with the built-in budget-tracker left out (HARNESS_DISABLE=bud
     engine = await startEngine({ env: { ...providerEnv(replay, permissionsFile()), HARNESS_DISABLE: "budget-tracker" } });
     iii = registerWorker(engine.wsUrl, { workerName: "budget-replace-client", otel: { enabled: false } });
     ui = turnClient(engine, () => iii);
-    await until(async () => (await functionIds(iii)).includes("run::start") && (await fetch(`${engine.url}/api/turns/none`)).status === 404, "the harness", 30_000, 200);
+    await until(
+      async () => (await functionIds(iii)).includes("run::start") && (await fetch(`${engine.url}/api/turns/none`)).status === 404,
+      "the harness",
+      30_000,
+      200,
+    );
   });
 
   afterAll(async () => {
@@ -216,7 +245,16 @@ describe("budgets with the built-in budget-tracker left out (HARNESS_DISABLE=bud
     mine = registerWorker(engine.wsUrl, { workerName: "my-budgets", otel: { enabled: false } });
     mine.registerFunction("budget::check", async (req: Record<string, unknown>) => {
       checks.push(req);
-      return allow ? { allowed: true } : { allowed: false, reason: "ceiling_exceeded", spent_micros: 5_000_000, held_micros: 0, ceiling_micros: 5_000_000, estimated_cost_micros: 42 };
+      return allow
+        ? { allowed: true }
+        : {
+            allowed: false,
+            reason: "ceiling_exceeded",
+            spent_micros: 5_000_000,
+            held_micros: 0,
+            ceiling_micros: 5_000_000,
+            estimated_cost_micros: 42,
+          };
     });
     mine.registerFunction("budget::record", async (req: Record<string, unknown>) => {
       records.push(req);
@@ -227,7 +265,12 @@ describe("budgets with the built-in budget-tracker left out (HARNESS_DISABLE=bud
     replay.enqueue("openai", reply(say("never")));
     await ui.startTurn("budget-mine-refused", "hello there", { budget_id: "team-b" });
     const refused = await ui.finished("budget-mine-refused", "failed");
-    expectRefused(refused.view, refused.events, "budget_exceeded", "budget exceeded: ceiling_exceeded (budget team-b: 5.000000 USD spent and 0.000000 held by calls in flight, of 5.000000; this call was estimated at 0.000042 USD)");
+    expectRefused(
+      refused.view,
+      refused.events,
+      "budget_exceeded",
+      "budget exceeded: ceiling_exceeded (budget team-b: 5.000000 USD spent and 0.000000 held by calls in flight, of 5.000000; this call was estimated at 0.000042 USD)",
+    );
     expect(replay.requestsFor("openai")).toHaveLength(0);
     expect(checks[0]).toMatchObject({
       budget_id: "team-b",
@@ -246,6 +289,12 @@ describe("budgets with the built-in budget-tracker left out (HARNESS_DISABLE=bud
     expect(replay.requestsFor("openai")).toHaveLength(1);
     const check = checks.at(-1)!;
     expect(records).toHaveLength(1);
-    expect(records[0]).toMatchObject({ budget_id: "team-b", record_id: check.hold_id, provider: "openai", model: "gpt-4o", usage: { input: 321, output: 12 } });
+    expect(records[0]).toMatchObject({
+      budget_id: "team-b",
+      record_id: check.hold_id,
+      provider: "openai",
+      model: "gpt-4o",
+      usage: { input: 321, output: 12 },
+    });
   });
 });

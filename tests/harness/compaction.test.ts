@@ -12,7 +12,15 @@ import { loadEncoding, wireRequestTokens, type WireMessage, type WireTool } from
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  reply,
+  replyWith,
+  say,
+  startProviderReplay,
+  type RecordedRequest,
+  type ReplayServer,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { turnClient, TURN_DEADLINE_MS, user, type EventItem } from "./turn-client.ts";
 
@@ -54,15 +62,28 @@ beforeAll(async () => {
   });
   iii = registerWorker(engine.wsUrl, { workerName: "compaction-e2e-client", otel: { enabled: false } });
   app = registerWorker(engine.wsUrl, { workerName: "data-app", otel: { enabled: false } });
-  app.registerFunction("data::dump", async (a: { tag?: string }) => ({ content: [{ type: "text", text: `${a.tag ?? "D"}:${" alpha".repeat(DUMP_TOKENS)}` }], details: { tag: a.tag } }), {
-    description: "Dump a large block of data.",
-  });
+  app.registerFunction(
+    "data::dump",
+    async (a: { tag?: string }) => ({
+      content: [{ type: "text", text: `${a.tag ?? "D"}:${" alpha".repeat(DUMP_TOKENS)}` }],
+      details: { tag: a.tag },
+    }),
+    {
+      description: "Dump a large block of data.",
+    },
+  );
   ui = turnClient(engine, () => iii);
   await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
-  await until(async () => {
-    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-    return ["data::dump", "context-compaction::compact_now", "session-tree::compactions"].every((id) => r.functions.some((f) => f.function_id === id));
-  }, "the app's function and the compaction worker", 30_000);
+  await until(
+    async () => {
+      const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+      return ["data::dump", "context-compaction::compact_now", "session-tree::compactions"].every((id) =>
+        r.functions.some((f) => f.function_id === id),
+      );
+    },
+    "the app's function and the compaction worker",
+    30_000,
+  );
 });
 
 afterAll(async () => {
@@ -80,7 +101,14 @@ async function run(text: string): Promise<EventItem[]> {
   const res = await ui.post("api/turns", {
     session_id: SID,
     message_id: `${SID}-m${runs}`,
-    payload: { session_id: SID, message_id: `${SID}-m${runs}`, model: MODEL, provider: "openai", system_prompt: SYSTEM, messages: [user(text)] },
+    payload: {
+      session_id: SID,
+      message_id: `${SID}-m${runs}`,
+      model: MODEL,
+      provider: "openai",
+      system_prompt: SYSTEM,
+      messages: [user(text)],
+    },
   });
   expect(res.status, await res.clone().text()).toBe(200);
   expect(await res.json()).toEqual({ session_id: SID, started: true });
@@ -89,7 +117,9 @@ async function run(text: string): Promise<EventItem[]> {
       const view = await ui.turnState(SID);
       if (view?.state !== "stopped") return undefined;
       const events = await ui.allEvents(SID);
-      return events.filter((e) => e.data.type === "agent_end").length === runs && events.at(-1)?.data.type === "agent_end" ? events : undefined;
+      return events.filter((e) => e.data.type === "agent_end").length === runs && events.at(-1)?.data.type === "agent_end"
+        ? events
+        : undefined;
     },
     `run ${runs} of ${SID} to end`,
     TURN_DEADLINE_MS,
@@ -113,12 +143,22 @@ const textOfWire = (r: RecordedRequest) => JSON.stringify(messagesOf(r));
 /** The recorded request's size, counted as OpenAI frames it with gpt-4o's o200k encoding. */
 async function tokensOf(r: RecordedRequest): Promise<number> {
   const enc = await loadEncoding("o200k_base");
-  return wireRequestTokens({ messages: messagesOf(r), tools: (r.body?.tools ?? []) as WireTool[] }, "o200k_base", (t) => (t ? enc.countTokens(t, { disallowedSpecial: new Set() }) : 0));
+  return wireRequestTokens({ messages: messagesOf(r), tools: (r.body?.tools ?? []) as WireTool[] }, "o200k_base", (t) =>
+    t ? enc.countTokens(t, { disallowedSpecial: new Set() }) : 0,
+  );
 }
 
-const compactionsOf = async () => ((await iii.trigger({ function_id: "session-tree::compactions", payload: { session_id: SID } })) as { compactions: CompactionRecord[] }).compactions;
-const rawPath = async () => ((await iii.trigger({ function_id: "session-tree::messages", payload: { session_id: SID } })) as { messages: { entry_id: string; message: AgentMessage }[] }).messages;
-const doneEvents = (events: EventItem[]) => events.filter((e) => e.data.type === "compaction_done") as { item_id: string; data: Extract<AgentEvent, { type: "compaction_done" }> }[];
+const compactionsOf = async () =>
+  ((await iii.trigger({ function_id: "session-tree::compactions", payload: { session_id: SID } })) as { compactions: CompactionRecord[] })
+    .compactions;
+const rawPath = async () =>
+  (
+    (await iii.trigger({ function_id: "session-tree::messages", payload: { session_id: SID } })) as {
+      messages: { entry_id: string; message: AgentMessage }[];
+    }
+  ).messages;
+const doneEvents = (events: EventItem[]) =>
+  events.filter((e) => e.data.type === "compaction_done") as { item_id: string; data: Extract<AgentEvent, { type: "compaction_done" }> }[];
 
 // ------------------------------------------------------------------ the scenario
 
@@ -150,7 +190,10 @@ describe("a session driven past a 6 000-token window", () => {
 
     // Pruned before summarising: the oldest output is a stub in the transcript and in the summary's input.
     const r1 = raw.find((e) => e.message.role === "function_result")!; // the oldest output
-    expect(r1.message).toMatchObject({ content: [{ type: "text", text: "[output pruned]" }], details: { compacted_at: expect.any(Number) } });
+    expect(r1.message).toMatchObject({
+      content: [{ type: "text", text: "[output pruned]" }],
+      details: { compacted_at: expect.any(Number) },
+    });
     const [summaryReq] = summaryRequests();
     expect(summaryReq).toBeDefined();
     const summaryUser = JSON.stringify(messagesOf(summaryReq).at(-1)?.content);
@@ -186,10 +229,15 @@ describe("a session driven past a 6 000-token window", () => {
     scriptDumpRun(5, { input: USABLE + 100, output: 20 });
     replay.enqueue("openai", reply(say("## Goal\n- dump the batches (S2-MARKER)\n## Progress\n### Done\n- batches 1-5")));
     await run("U5: dump batch 5");
-    const events = await until(async () => {
-      const evs = await ui.allEvents(SID);
-      return doneEvents(evs).length === 2 ? evs : undefined;
-    }, "the second compaction_done", TURN_DEADLINE_MS, 100);
+    const events = await until(
+      async () => {
+        const evs = await ui.allEvents(SID);
+        return doneEvents(evs).length === 2 ? evs : undefined;
+      },
+      "the second compaction_done",
+      TURN_DEADLINE_MS,
+      100,
+    );
 
     const second = doneEvents(events)[1]!;
     expect(second.data).toMatchObject({ mode: "async", summary_text: expect.stringContaining("S2-MARKER") });
@@ -210,7 +258,10 @@ describe("a session driven past a 6 000-token window", () => {
     expect(input).toContain("U4: dump batch 4");
     expect(input).not.toContain("U1: dump batch 1");
     expect(input).not.toContain("S1-MARKER");
-    expect((await compactionsOf()).map((c) => c.summary)).toEqual([expect.stringContaining("S1-MARKER"), expect.stringContaining("S2-MARKER")]);
+    expect((await compactionsOf()).map((c) => c.summary)).toEqual([
+      expect.stringContaining("S1-MARKER"),
+      expect.stringContaining("S2-MARKER"),
+    ]);
   });
 
   it("the next run's request carries the updated summary and fits", async () => {
@@ -232,7 +283,14 @@ describe("a session driven past a 6 000-token window", () => {
     const res = await ui.post("api/turns", {
       session_id: sid,
       message_id: `${sid}-m1`,
-      payload: { session_id: sid, message_id: `${sid}-m1`, model: MODEL, provider: "openai", system_prompt: `Rules:${" alpha".repeat(5_200)}`, messages: [user("hi")] },
+      payload: {
+        session_id: sid,
+        message_id: `${sid}-m1`,
+        model: MODEL,
+        provider: "openai",
+        system_prompt: `Rules:${" alpha".repeat(5_200)}`,
+        messages: [user("hi")],
+      },
     });
     expect(res.status).toBe(200);
     const { view } = await ui.finished(sid, "failed");

@@ -41,21 +41,33 @@ beforeAll(async () => {
   iii = registerWorker(engine.wsUrl, { workerName: "crash-client", otel: { enabled: false } });
   ui = turnClient(engine, () => iii);
   app = registerWorker(engine.wsUrl, { workerName: "crash-app", otel: { enabled: false } });
-  app.registerFunction("slow::wait", async (_a: unknown, metadata?: unknown) => {
-    const sid = String(metaOf(metadata).session_id);
-    ran.push({ fn: "slow::wait", sid });
-    started.add(sid);
-    await new Promise<void>((r) => releases.push(r));
-    return { waited: true };
-  }, { description: "Waits until released." });
-  app.registerFunction("mail::send", async (a: { to: string }, metadata?: unknown) => {
-    ran.push({ fn: "mail::send", sid: String(metaOf(metadata).session_id) });
-    return { sent: true, to: a.to };
-  }, { description: "Send an e-mail (needs a person's approval)." });
-  await until(async () => {
-    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-    return ["slow::wait", "mail::send", "run::start"].every((id) => r.functions.some((f) => f.function_id === id));
-  }, "the app's functions and the harness", 30_000);
+  app.registerFunction(
+    "slow::wait",
+    async (_a: unknown, metadata?: unknown) => {
+      const sid = String(metaOf(metadata).session_id);
+      ran.push({ fn: "slow::wait", sid });
+      started.add(sid);
+      await new Promise<void>((r) => releases.push(r));
+      return { waited: true };
+    },
+    { description: "Waits until released." },
+  );
+  app.registerFunction(
+    "mail::send",
+    async (a: { to: string }, metadata?: unknown) => {
+      ran.push({ fn: "mail::send", sid: String(metaOf(metadata).session_id) });
+      return { sent: true, to: a.to };
+    },
+    { description: "Send an e-mail (needs a person's approval)." },
+  );
+  await until(
+    async () => {
+      const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+      return ["slow::wait", "mail::send", "run::start"].every((id) => r.functions.some((f) => f.function_id === id));
+    },
+    "the app's functions and the harness",
+    30_000,
+  );
 });
 
 afterAll(async () => {
@@ -74,19 +86,32 @@ const ranFor = (fn: string, sid: string) => ran.filter((r) => r.fn === fn && r.s
 
 /** The app's functions are back after the restart (iii-sdk reconnected and re-registered). */
 async function appBack(): Promise<void> {
-  await until(async () => {
-    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-    return ["slow::wait", "mail::send", "run::start"].every((id) => r.functions.some((f) => f.function_id === id));
-  }, "the clients back after the restart", AFTER_RESTART_DEADLINE_MS, 200);
+  await until(
+    async () => {
+      const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+      return ["slow::wait", "mail::send", "run::start"].every((id) => r.functions.some((f) => f.function_id === id));
+    },
+    "the clients back after the restart",
+    AFTER_RESTART_DEADLINE_MS,
+    200,
+  );
 }
 
 describe("the engine killed and started again mid-turn", () => {
   it("while the model streams: the step runs again, one assistant message, one completion", async () => {
     const sid = "crash-streaming";
     // A slow stream (many small pieces, 100 ms apart) for the first try, a quick one for the retry.
-    replay.enqueue("openai", replyWith({ chunkDelayMs: 100, pieceChars: 3 }, say("This answer is streamed slowly enough to be cut in the middle.")), reply(say("The answer, in full.")));
+    replay.enqueue(
+      "openai",
+      replyWith({ chunkDelayMs: 100, pieceChars: 3 }, say("This answer is streamed slowly enough to be cut in the middle.")),
+      reply(say("The answer, in full.")),
+    );
     await ui.startTurn(sid, "tell me something");
-    await until(async () => (await ui.allEvents(sid)).some((e) => e.data.type === "message_update"), "deltas reaching agent::events", TURN_DEADLINE_MS);
+    await until(
+      async () => (await ui.allEvents(sid)).some((e) => e.data.type === "message_update"),
+      "deltas reaching agent::events",
+      TURN_DEADLINE_MS,
+    );
     await engine.restart();
     const { view, events } = await ui.finished(sid, "stopped", AFTER_RESTART_DEADLINE_MS);
     expect(view.turn_count).toBeGreaterThanOrEqual(1);
@@ -130,7 +155,10 @@ describe("the engine killed and started again mid-turn", () => {
     await engine.restart();
     await appBack();
     // Still parked, with the call visible, after the restart.
-    expect((await ui.turnState(sid))).toMatchObject({ state: "function_awaiting_approval", awaiting_approval: [expect.objectContaining({ function_call_id: "a-1" })] });
+    expect(await ui.turnState(sid)).toMatchObject({
+      state: "function_awaiting_approval",
+      awaiting_approval: [expect.objectContaining({ function_call_id: "a-1" })],
+    });
     const res = await ui.post("api/approvals", { session_id: sid, function_call_id: "a-1", decision: "allow" });
     expect(res.status).toBe(200);
     await ui.finished(sid, "stopped", AFTER_RESTART_DEADLINE_MS);

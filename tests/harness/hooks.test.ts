@@ -57,13 +57,22 @@ const GATE_WORK_MS = 25;
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const started = async (client: IIIClient, ids: string[]) =>
-  until(async () => {
-    const r = (await client.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as { functions: { function_id: string }[] };
-    return ids.every((id) => r.functions.some((f) => f.function_id === id));
-  }, ids.join(", "), 30_000);
+  until(
+    async () => {
+      const r = (await client.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {
+        functions: { function_id: string }[];
+      };
+      return ids.every((id) => r.functions.some((f) => f.function_id === id));
+    },
+    ids.join(", "),
+    30_000,
+  );
 const subscribed = async (client: IIIClient, fn: string) =>
   until(async () => {
-    const r = (await client.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "durable:subscriber", function_id: fn } })) as { registered_triggers: unknown[] };
+    const r = (await client.trigger({
+      function_id: "engine::registered-triggers::list",
+      payload: { trigger_type: "durable:subscriber", function_id: fn },
+    })) as { registered_triggers: unknown[] };
     return r.registered_triggers.length > 0;
   }, `${fn} subscribed`);
 const answerHook = (client: IIIClient, env: HookEnvelope, itemId: string, data: unknown) =>
@@ -87,7 +96,8 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
 
   const ranOf = (fn: string, sid: string) => ran.filter((r) => r.fn === fn && r.meta.session_id === sid);
   /** The tool message for call `id` in the model's request `n`. */
-  const toolText = (n: number, id: string) => asText(openaiMessages(replay.requestsFor("openai")[n]).find((m) => m.role === "tool" && m.tool_call_id === id)?.content);
+  const toolText = (n: number, id: string) =>
+    asText(openaiMessages(replay.requestsFor("openai")[n]).find((m) => m.role === "tool" && m.tool_call_id === id)?.content);
 
   beforeAll(async () => {
     replay = await startProviderReplay();
@@ -103,7 +113,11 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
         const meta = metaOf(metadata);
         const entry: (typeof ran)[number] = { fn, args, meta };
         ran.push(entry);
-        if (fn === "vault::store") entry.record = (await iii.trigger({ function_id: "state::get", payload: { scope: "turn_state", key: meta.session_id } })) as TurnStateRecord;
+        if (fn === "vault::store")
+          entry.record = (await iii.trigger({
+            function_id: "state::get",
+            payload: { scope: "turn_state", key: meta.session_id },
+          })) as TurnStateRecord;
         return answer(args, meta);
       });
     record("vault::store", (a) => ({ stored: a.name }));
@@ -116,7 +130,16 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
       await new Promise<void>((r) => (releaseSlow = r));
       return { waited: true };
     });
-    await started(iii, ["vault::store", "files::wipe", "secrets::read", "weather::forecast", "bench::echo", "slow::wait", "run::start", PUBLISH_COLLECT]);
+    await started(iii, [
+      "vault::store",
+      "files::wipe",
+      "secrets::read",
+      "weather::forecast",
+      "bench::echo",
+      "slow::wait",
+      "run::start",
+      PUBLISH_COLLECT,
+    ]);
     await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
   });
 
@@ -135,7 +158,8 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
     await ui.startTurn(sid, "go");
     const { events } = await ui.finished(sid);
     const end = events.find((e) => e.data.type === "function_execution_end")?.data;
-    if (end && "is_error" in end && end.is_error && !sid.includes("-denied-")) throw new Error(`the timed call failed: ${JSON.stringify(end)}`);
+    if (end && "is_error" in end && end.is_error && !sid.includes("-denied-"))
+      throw new Error(`the timed call failed: ${JSON.stringify(end)}`);
     const [a, b] = replay.requestsFor("openai");
     replay.reset();
     return b!.received_at - a!.received_at;
@@ -162,7 +186,12 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
 
   it("a subscriber registered mid-run is used on the very next call (the change notification, not the TTL)", async () => {
     const sid = "mid-run";
-    replay.enqueue("openai", reply(callAgentTrigger("slow::wait", {}, "m-slow")), reply(callAgentTrigger("weather::forecast", { city: "Oslo" }, "m-w")), reply(say("Oslo is clear.")));
+    replay.enqueue(
+      "openai",
+      reply(callAgentTrigger("slow::wait", {}, "m-slow")),
+      reply(callAgentTrigger("weather::forecast", { city: "Oslo" }, "m-w")),
+      reply(say("Oslo is clear.")),
+    );
     await ui.startTurn(sid, "wait, then the weather in Oslo");
     await until(() => slowStarted.includes(sid), "the slow call to start", TURN_DEADLINE_MS);
     // The before-call gate: an iii-sdk worker with a durable:subscriber trigger, registered now.
@@ -214,8 +243,15 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
     await ui.startTurn(sid, "wipe everything");
     const { events } = await ui.finished(sid);
     expect(ranOf("files::wipe", sid)).toHaveLength(0);
-    const end = events.find((e) => e.data.type === "function_execution_end")!.data as Extract<AgentEvent, { type: "function_execution_end" }>;
-    expect(end).toMatchObject({ function_call_id: "b-1", is_error: true, result: { details: { status: "denied", denied_by: "hook", hook_topic: BEFORE_FUNCTION_CALL_TOPIC } } });
+    const end = events.find((e) => e.data.type === "function_execution_end")!.data as Extract<
+      AgentEvent,
+      { type: "function_execution_end" }
+    >;
+    expect(end).toMatchObject({
+      function_call_id: "b-1",
+      is_error: true,
+      result: { details: { status: "denied", denied_by: "hook", hook_topic: BEFORE_FUNCTION_CALL_TOPIC } },
+    });
     const fr = (await ui.transcript(sid)).find((m): m is FunctionResultMessage => m.role === "function_result")!;
     expect(fr.is_error).toBe(true);
     expect(textOf(fr)).toContain("wiping files is frozen until Monday");
@@ -224,7 +260,10 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
 
   it("an after-hook rewrites the result the model sees", async () => {
     hooks!.registerFunction("hooks::scrub", async (env: HookEnvelope<{ function_call: { id: string; function_id: string } }>) => {
-      const answer = env.payload.function_call.function_id === "secrets::read" ? { content: [{ type: "text", text: "[withheld by the after-call hook]" }], details: { withheld: true } } : {};
+      const answer =
+        env.payload.function_call.function_id === "secrets::read"
+          ? { content: [{ type: "text", text: "[withheld by the after-call hook]" }], details: { withheld: true } }
+          : {};
       await answerHook(hooks!, env, "hooks::scrub", answer);
       return null;
     });
@@ -240,21 +279,41 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
     const fr = (await ui.transcript(sid)).find((m): m is FunctionResultMessage => m.role === "function_result")!;
     expect(textOf(fr)).toBe("[withheld by the after-call hook]");
     expect(fr.details).toMatchObject({ value: "s3cr3t-value", withheld: true });
-    expect(JSON.stringify(events.find((e) => e.data.type === "function_execution_end")!.data)).toContain("[withheld by the after-call hook]");
+    expect(JSON.stringify(events.find((e) => e.data.type === "function_execution_end")!.data)).toContain(
+      "[withheld by the after-call hook]",
+    );
   });
 
   it("with subscribers the same call waits for their replies (the gate works 25 ms): slower than with nobody subscribed", async () => {
     await timedPairs("sub", extraOver.subscribed);
-    console.log(`function-call step above a denied call's: one subscriber per hook ${median(extraOver.subscribed)} ms, nobody subscribed ${median(extraOver.unsubscribed)} ms (medians)`);
+    console.log(
+      `function-call step above a denied call's: one subscriber per hook ${median(extraOver.subscribed)} ms, nobody subscribed ${median(extraOver.unsubscribed)} ms (medians)`,
+    );
     expect(median(extraOver.unsubscribed)).toBeLessThan(median(extraOver.subscribed));
   });
 
   it("publish_collect in the Worker: the reply trigger reaches the in-memory collector (early exit, no deadline wait)", async () => {
     const t0 = Date.now();
-    const r = (await iii.trigger({ function_id: PUBLISH_COLLECT, payload: { topic: BEFORE_FUNCTION_CALL_TOPIC, payload: { session_id: "direct", function_call: { id: "d-1", function_id: "weather::forecast", arguments: { city: "Bern" } } }, merge_rule: "first_block_wins", timeout_ms: 10_000 } })) as PublishCollectResponse;
-    expect(r).toMatchObject({ resolved_by: "expected", publish: { ok: true, subscribers: 1 }, replies: [{ arguments: { city: "Bern (checked by the gate)" } }], merged: { block: false } });
+    const r = (await iii.trigger({
+      function_id: PUBLISH_COLLECT,
+      payload: {
+        topic: BEFORE_FUNCTION_CALL_TOPIC,
+        payload: { session_id: "direct", function_call: { id: "d-1", function_id: "weather::forecast", arguments: { city: "Bern" } } },
+        merge_rule: "first_block_wins",
+        timeout_ms: 10_000,
+      },
+    })) as PublishCollectResponse;
+    expect(r).toMatchObject({
+      resolved_by: "expected",
+      publish: { ok: true, subscribers: 1 },
+      replies: [{ arguments: { city: "Bern (checked by the gate)" } }],
+      merged: { block: false },
+    });
     expect(Date.now() - t0).toBeLessThan(2_000);
-    const left = (await iii.trigger({ function_id: "stream::list_items", payload: { stream_name: HOOK_REPLY_STREAM, group_id: r.event_id } })) as { items: unknown[] };
+    const left = (await iii.trigger({
+      function_id: "stream::list_items",
+      payload: { stream_name: HOOK_REPLY_STREAM, group_id: r.event_id },
+    })) as { items: unknown[] };
     expect(left.items).toEqual([]);
   });
 });
@@ -276,7 +335,14 @@ describe("hook-fanout left out (HARNESS_DISABLE=hook-fanout): the gate fails clo
     const dir = mkdtempSync(path.join(tmpdir(), "harness-hooks-replace-"));
     const rules = path.join(dir, "iii-permissions.yaml");
     writeFileSync(rules, "version: 1\nrules:\n  - 'weather::*'\n");
-    engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules, HARNESS_DISABLE: "hook-fanout" } });
+    engine = await startEngine({
+      env: {
+        OPENAI_BASE_URL: replay.openaiBaseUrl,
+        OPENAI_API_KEY: "sk-test",
+        III_PERMISSIONS_PATH: rules,
+        HARNESS_DISABLE: "hook-fanout",
+      },
+    });
     iii = registerWorker(engine.wsUrl, { workerName: "hooks-replace-client", otel: { enabled: false } });
     ui = turnClient(engine, () => iii);
     apps = registerWorker(engine.wsUrl, { workerName: "hooks-replace-app", otel: { enabled: false } });
@@ -301,13 +367,19 @@ describe("hook-fanout left out (HARNESS_DISABLE=hook-fanout): the gate fails clo
   beforeEach(() => replay.reset());
 
   it("no publish_collect anywhere: a subscribed gate cannot be consulted, so the call is denied (gate_unavailable) and never runs", async () => {
-    const fns = (await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as { functions: { function_id: string }[] };
+    const fns = (await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {
+      functions: { function_id: string }[];
+    };
     expect(fns.functions.some((f) => f.function_id === PUBLISH_COLLECT)).toBe(false);
     replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Pisa" }, "x-1")), reply(say("The gate is down.")));
     await ui.startTurn("gate-missing", "weather in Pisa");
     const { events } = await ui.finished("gate-missing");
     expect(ran.filter((a) => a.session_id === "gate-missing")).toHaveLength(0);
-    expect(events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({ function_call_id: "x-1", is_error: true, result: { details: { status: "denied", denied_by: "gate_unavailable" } } });
+    expect(events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({
+      function_call_id: "x-1",
+      is_error: true,
+      result: { details: { status: "denied", denied_by: "gate_unavailable" } },
+    });
     const text = asText(openaiMessages(replay.requestsFor("openai")[1]).find((m) => m.role === "tool")?.content);
     expect(text).toContain("was not run");
     expect(text).toContain("function_not_found");
@@ -317,8 +389,20 @@ describe("hook-fanout left out (HARNESS_DISABLE=hook-fanout): the gate fails clo
     replacement = registerWorker(engine.wsUrl, { workerName: "my-hook-fanout", otel: { enabled: false } });
     replacement.registerFunction(PUBLISH_COLLECT, async (req: Record<string, unknown>) => {
       asked.push(req);
-      if (mode === "fail") return { event_id: "mine-1", replies: [], merged: { block: false }, publish: { ok: false, error: "broker down" }, publish_failed: true };
-      return { event_id: "mine-2", replies: [{ arguments: { city: "Replaced" } }], merged: { block: false }, publish: { ok: true, subscribers: 1 } };
+      if (mode === "fail")
+        return {
+          event_id: "mine-1",
+          replies: [],
+          merged: { block: false },
+          publish: { ok: false, error: "broker down" },
+          publish_failed: true,
+        };
+      return {
+        event_id: "mine-2",
+        replies: [{ arguments: { city: "Replaced" } }],
+        merged: { block: false },
+        publish: { ok: true, subscribers: 1 },
+      };
     });
     await started(iii, [PUBLISH_COLLECT]);
 
@@ -326,7 +410,10 @@ describe("hook-fanout left out (HARNESS_DISABLE=hook-fanout): the gate fails clo
     await ui.startTurn("publish-failed", "weather in Siena");
     const failed = await ui.finished("publish-failed");
     expect(ran.filter((a) => a.session_id === "publish-failed")).toHaveLength(0);
-    expect(failed.events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({ is_error: true, result: { details: { denied_by: "gate_unavailable" } } });
+    expect(failed.events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({
+      is_error: true,
+      result: { details: { denied_by: "gate_unavailable" } },
+    });
     expect(asText(openaiMessages(replay.requestsFor("openai")[1]).find((m) => m.role === "tool")?.content)).toContain("broker down");
 
     mode = "rewrite";
@@ -337,6 +424,12 @@ describe("hook-fanout left out (HARNESS_DISABLE=hook-fanout): the gate fails clo
     expect(ran.filter((a) => a.session_id === "replaced-hooks").map((a) => a.city)).toEqual(["Replaced"]);
     // Only the subscribed topic was asked (nobody subscribes after calls), with the call as the model made it.
     expect(asked.map((a) => a.topic)).toEqual([BEFORE_FUNCTION_CALL_TOPIC, BEFORE_FUNCTION_CALL_TOPIC]);
-    expect(asked[1]).toMatchObject({ merge_rule: "first_block_wins", payload: { session_id: "replaced-hooks", function_call: { id: "y-2", function_id: "weather::forecast", arguments: { city: "Lucca" } } } });
+    expect(asked[1]).toMatchObject({
+      merge_rule: "first_block_wins",
+      payload: {
+        session_id: "replaced-hooks",
+        function_call: { id: "y-2", function_id: "weather::forecast", arguments: { city: "Lucca" } },
+      },
+    });
   });
 });

@@ -39,10 +39,16 @@ beforeAll(async () => {
   iii = registerWorker(engine.wsUrl, { workerName: "mcp-turn-client", otel: { enabled: false }, enableMetricsReporting: false });
   ui = turnClient(engine, () => iii);
   mcp = run(engine.wsUrl, { workerName: "mcp", config: { mcp: { servers: [{ name: "calc", url: calc.url }], log: () => undefined } } });
-  await until(async () => {
-    const r = (await iii.trigger({ function_id: "engine::functions::list", payload: { prefix: "mcp::calc::" } })) as { functions: unknown[] };
-    return r.functions.length === 2;
-  }, "the MCP server's tools in the catalog", 30_000);
+  await until(
+    async () => {
+      const r = (await iii.trigger({ function_id: "engine::functions::list", payload: { prefix: "mcp::calc::" } })) as {
+        functions: unknown[];
+      };
+      return r.functions.length === 2;
+    },
+    "the MCP server's tools in the catalog",
+    30_000,
+  );
   await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
 });
 
@@ -76,7 +82,9 @@ describe("MCP tools in a turn", () => {
     replay.enqueue("openai", reply(callAgentTrigger("mcp::calc::mul", { a: 6, b: 7 }, "c-2")), reply(say("6 × 7 = 42.")));
     await ui.startTurn(sid, "what is 6 × 7?");
     const parked = await ui.reached(sid, "function_awaiting_approval");
-    expect(parked.awaiting_approval).toEqual([expect.objectContaining({ function_call_id: "c-2", function_id: "mcp::calc::mul", args: { a: 6, b: 7 } })]);
+    expect(parked.awaiting_approval).toEqual([
+      expect.objectContaining({ function_call_id: "c-2", function_id: "mcp::calc::mul", args: { a: 6, b: 7 } }),
+    ]);
     expect(replay.requestsFor("openai")).toHaveLength(1);
     const res = await ui.post("api/approvals", { session_id: sid, function_call_id: "c-2", decision: "allow" });
     expect(res.status).toBe(200);

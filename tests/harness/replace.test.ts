@@ -19,7 +19,20 @@ import { until } from "../support/wait.ts";
 import { metaOf, textOf, turnClient } from "./turn-client.ts";
 
 /** The built-in harness workers (deploy/harness.ts), each also `npm run worker -- <name>`. */
-const WORKERS = ["harness", "turn-orchestrator", "provisioning", "providers", "auth-credentials", "policy", "approval-gate", "session-storage", "budget-tracker", "hook-fanout", "context-compaction", "sub-agents"];
+const WORKERS = [
+  "harness",
+  "turn-orchestrator",
+  "provisioning",
+  "providers",
+  "auth-credentials",
+  "policy",
+  "approval-gate",
+  "session-storage",
+  "budget-tracker",
+  "hook-fanout",
+  "context-compaction",
+  "sub-agents",
+];
 /** A Node worker process starts (npm, Node, type stripping of its sources) within this. */
 const WORKER_START_MS = 60_000;
 
@@ -37,10 +50,14 @@ async function functions(iii: IIIClient): Promise<Functions["functions"]> {
 /** The application: a forecast function, registered with the unmodified iii-sdk. */
 function weatherApp(engine: EngineServer, ran: string[]): IIIClient {
   const app = registerWorker(engine.wsUrl, { workerName: "weather-app", otel: { enabled: false } });
-  app.registerFunction("weather::forecast", async (a: { city: string }, metadata?: unknown) => {
-    ran.push(String(metaOf(metadata).session_id));
-    return { city: a.city, sky: "clear" };
-  }, { description: "The weather forecast for a city." });
+  app.registerFunction(
+    "weather::forecast",
+    async (a: { city: string }, metadata?: unknown) => {
+      ran.push(String(metaOf(metadata).session_id));
+      return { city: a.city, sky: "clear" };
+    },
+    { description: "The weather forecast for a city." },
+  );
   return app;
 }
 
@@ -63,12 +80,22 @@ describe("a built-in worker left out by configuration, its ids registered by ano
     policy.registerFunction("policy::check_permissions", async (req: { function_id: string; args: unknown }) => {
       asked.push({ function_id: req.function_id, args: req.args });
       if (req.function_id.startsWith("hang::")) return new Promise(() => undefined); // a policy that never answers
-      return req.function_id.startsWith("weather::") ? { decision: "allow", rule_id: "my-weather" } : { decision: "deny", rule_id: "my-default", rule_action: "deny" };
+      return req.function_id.startsWith("weather::")
+        ? { decision: "allow", rule_id: "my-weather" }
+        : { decision: "deny", rule_id: "my-default", rule_action: "deny" };
     });
-    await until(async () => {
-      const fns = await functions(iii);
-      return fns.some((f) => f.function_id === "policy::check_permissions") && fns.some((f) => f.function_id === "run::start") && fns.some((f) => f.function_id === "weather::forecast");
-    }, "the replacement policy, the built-in orchestrator and the app", 30_000);
+    await until(
+      async () => {
+        const fns = await functions(iii);
+        return (
+          fns.some((f) => f.function_id === "policy::check_permissions") &&
+          fns.some((f) => f.function_id === "run::start") &&
+          fns.some((f) => f.function_id === "weather::forecast")
+        );
+      },
+      "the replacement policy, the built-in orchestrator and the app",
+      30_000,
+    );
   });
 
   afterAll(async () => {
@@ -83,13 +110,20 @@ describe("a built-in worker left out by configuration, its ids registered by ano
     expect(fns.find((f) => f.function_id === "policy::check_permissions")!.worker_name).toBe("my-policy");
 
     const ui = turnClient(engine, () => iii);
-    replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Turin" }, "r-1"), callAgentTrigger("files::delete", { path: "/" }, "r-2")), reply(say("Turin is clear; I may not delete files.")));
+    replay.enqueue(
+      "openai",
+      reply(callAgentTrigger("weather::forecast", { city: "Turin" }, "r-1"), callAgentTrigger("files::delete", { path: "/" }, "r-2")),
+      reply(say("Turin is clear; I may not delete files.")),
+    );
     await ui.startTurn("replaced", "weather in Turin, and delete /");
     await ui.finished("replaced");
     expect(asked.map((a) => a.function_id)).toEqual(["weather::forecast", "files::delete"]);
     expect(ran).toEqual(["replaced"]);
     const results = (await ui.transcript("replaced")).filter((m): m is FunctionResultMessage => m.role === "function_result");
-    expect(results.map((r) => [r.function_call_id, r.is_error])).toEqual([["r-1", false], ["r-2", true]]);
+    expect(results.map((r) => [r.function_call_id, r.is_error])).toEqual([
+      ["r-1", false],
+      ["r-2", true],
+    ]);
     expect(results[1]!.details).toMatchObject({ status: "denied", denied_by: "permissions", rule_id: "my-default" });
   });
 
@@ -99,8 +133,16 @@ describe("a built-in worker left out by configuration, its ids registered by ano
     const t0 = Date.now();
     await ui.startTurn("policy-slow", "try the hanging one");
     const { events } = await ui.finished("policy-slow");
-    const end = events.find((e) => e.data.type === "function_execution_end")!.data as { function_call_id: string; is_error: boolean; result: { details: unknown } };
-    expect(end).toMatchObject({ function_call_id: "g-1", is_error: true, result: { details: { status: "denied", denied_by: "gate_unavailable" } } });
+    const end = events.find((e) => e.data.type === "function_execution_end")!.data as {
+      function_call_id: string;
+      is_error: boolean;
+      result: { details: unknown };
+    };
+    expect(end).toMatchObject({
+      function_call_id: "g-1",
+      is_error: true,
+      result: { details: { status: "denied", denied_by: "gate_unavailable" } },
+    });
     // Denied at the 5 s bound (POLICY_TIMEOUT_MS), not after a call's 30 s default: the model's
     // second request comes 5 s after its first, plus the turn's own hops.
     const [first, second] = replay.requestsFor("openai").slice(-2);
@@ -110,11 +152,19 @@ describe("a built-in worker left out by configuration, its ids registered by ano
     expect(Date.now() - t0).toBeLessThan(30_000);
 
     await policy.shutdown();
-    await until(async () => !(await functions(iii)).some((f) => f.function_id === "policy::check_permissions"), "the policy process gone", 30_000);
+    await until(
+      async () => !(await functions(iii)).some((f) => f.function_id === "policy::check_permissions"),
+      "the policy process gone",
+      30_000,
+    );
     replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Bari" }, "g-2")), reply(say("No gate, no call.")));
     await ui.startTurn("policy-down", "weather in Bari");
     const down = await ui.finished("policy-down");
-    expect(down.events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({ function_call_id: "g-2", is_error: true, result: { details: { denied_by: "gate_unavailable" } } });
+    expect(down.events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({
+      function_call_id: "g-2",
+      is_error: true,
+      result: { details: { denied_by: "gate_unavailable" } },
+    });
     expect(ran).not.toContain("policy-down");
   });
 
@@ -128,12 +178,18 @@ describe("a built-in worker left out by configuration, its ids registered by ano
       });
       intruder.registerFunction("intruder::ready", async () => ({ ok: true }));
       // Once its next registration is in, the earlier one has been dealt with (frames are in order).
-      await until(async () => (await functions(iii)).some((f) => f.function_id === "intruder::ready"), "the intruder's registrations", 30_000);
+      await until(
+        async () => (await functions(iii)).some((f) => f.function_id === "intruder::ready"),
+        "the intruder's registrations",
+        30_000,
+      );
       const holder = (await functions(iii)).filter((f) => f.function_id === "approval::resolve");
       expect(holder).toHaveLength(1);
       expect(holder[0]!.worker_name).toBe("HARNESS");
       // The built-in answers, and validates as the built-in does.
-      expect(await iii.trigger({ function_id: "approval::resolve", payload: { session_id: "a/b", function_call_id: "c", decision: "allow" } })).toEqual({ ok: false, error: "invalid_payload" });
+      expect(
+        await iii.trigger({ function_id: "approval::resolve", payload: { session_id: "a/b", function_call_id: "c", decision: "allow" } }),
+      ).toEqual({ ok: false, error: "invalid_payload" });
       expect(intruderCalled).toBe(false);
     } finally {
       await intruder.shutdown();
@@ -165,19 +221,43 @@ describe("context-compaction replaced by an iii-sdk process", () => {
     compactor = registerWorker(engine.wsUrl, { workerName: "my-compactor", otel: { enabled: false } });
     compactor.registerFunction("context-compaction::compact_now", async (req: { session_id: string; projected_tokens: number }) => {
       asked.push({ session_id: req.session_id, projected_tokens: req.projected_tokens });
-      const { messages } = (await compactor.trigger({ function_id: "session-tree::messages", payload: { session_id: req.session_id } })) as { messages: { entry_id: string }[] };
+      const { messages } = (await compactor.trigger({
+        function_id: "session-tree::messages",
+        payload: { session_id: req.session_id },
+      })) as { messages: { entry_id: string }[] };
       const tail = messages.at(-1)!.entry_id;
       const summary = "SUMMARY-BY-MY-COMPACTOR";
       const { entry_id } = (await compactor.trigger({
         function_id: "session-tree::compact",
-        payload: { session_id: req.session_id, summary, tokens_before: req.projected_tokens, details: { read_files: [], modified_files: [] }, tail_start_id: tail },
+        payload: {
+          session_id: req.session_id,
+          summary,
+          tokens_before: req.projected_tokens,
+          details: { read_files: [], modified_files: [] },
+          tail_start_id: tail,
+        },
       })) as { entry_id: string };
-      return { status: "ok", summary_text: summary, tokens_before: req.projected_tokens, tokens_after: 0, compaction_entry_id: entry_id, tail_start_id: tail, auto_continued: false };
+      return {
+        status: "ok",
+        summary_text: summary,
+        tokens_before: req.projected_tokens,
+        tokens_after: 0,
+        compaction_entry_id: entry_id,
+        tail_start_id: tail,
+        auto_continued: false,
+      };
     });
-    await until(async () => {
-      const fns = await functions(iii);
-      return fns.find((f) => f.function_id === "context-compaction::compact_now")?.worker_name === "my-compactor" && fns.some((f) => f.function_id === "run::start");
-    }, "the replacement compactor and the orchestrator", 30_000);
+    await until(
+      async () => {
+        const fns = await functions(iii);
+        return (
+          fns.find((f) => f.function_id === "context-compaction::compact_now")?.worker_name === "my-compactor" &&
+          fns.some((f) => f.function_id === "run::start")
+        );
+      },
+      "the replacement compactor and the orchestrator",
+      30_000,
+    );
   });
 
   afterAll(async () => {
@@ -192,7 +272,15 @@ describe("context-compaction replaced by an iii-sdk process", () => {
     // Runs of a large message each, until the window is full enough for the pre-flight to ask.
     for (let k = 1; k <= 6 && asked.length === 0; k++) {
       replay.enqueue("openai", reply(say(`reply ${k}`)));
-      const res = await ui.post("api/turns", { payload: { session_id: sid, message_id: `${sid}-m${k}`, model: MODEL, provider: "openai", messages: [{ role: "user", content: `MARK-${k} ${"alpha ".repeat(3_000)}`, timestamp: Date.now() }] } });
+      const res = await ui.post("api/turns", {
+        payload: {
+          session_id: sid,
+          message_id: `${sid}-m${k}`,
+          model: MODEL,
+          provider: "openai",
+          messages: [{ role: "user", content: `MARK-${k} ${"alpha ".repeat(3_000)}`, timestamp: Date.now() }],
+        },
+      });
       expect(res.status, await res.clone().text()).toBe(200);
       await ui.finished(sid);
     }
@@ -216,7 +304,9 @@ describe("session-storage replaced by an iii-sdk process", () => {
 
   beforeAll(async () => {
     replay = await startProviderReplay();
-    engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", HARNESS_DISABLE: "session-storage" } });
+    engine = await startEngine({
+      env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", HARNESS_DISABLE: "session-storage" },
+    });
     iii = registerWorker(engine.wsUrl, { workerName: "storage-replace-client", otel: { enabled: false } });
     // The replacement: a linear transcript per session in this process's memory — the contract the
     // orchestrator needs (ensure, append by entry id, messages in order, inboxes), nothing more.
@@ -242,7 +332,9 @@ describe("session-storage replaced by an iii-sdk process", () => {
       if (created) sessions.set(sid, []);
       return { session_id: sid, created };
     });
-    fn("session-tree::get", (r) => (sessions.has(String(r.session_id)) ? { session_id: r.session_id, entry_count: sessions.get(String(r.session_id))!.length } : null));
+    fn("session-tree::get", (r) =>
+      sessions.has(String(r.session_id)) ? { session_id: r.session_id, entry_count: sessions.get(String(r.session_id))!.length } : null,
+    );
     fn("session-tree::append", (r) => append(String(r.session_id), r as { entry_id?: string; message: unknown }));
     fn("session-tree::append_many", (r) => {
       const out = (r.entries as { entry_id?: string; message: unknown }[]).map((e) => append(String(r.session_id), e));
@@ -267,10 +359,17 @@ describe("session-storage replaced by an iii-sdk process", () => {
       inboxes.delete(box(r));
       return { items };
     });
-    await until(async () => {
-      const fns = await functions(iii);
-      return fns.find((f) => f.function_id === "session-tree::messages")?.worker_name === "my-session-store" && fns.some((f) => f.function_id === "run::start");
-    }, "the replacement store and the orchestrator", 30_000);
+    await until(
+      async () => {
+        const fns = await functions(iii);
+        return (
+          fns.find((f) => f.function_id === "session-tree::messages")?.worker_name === "my-session-store" &&
+          fns.some((f) => f.function_id === "run::start")
+        );
+      },
+      "the replacement store and the orchestrator",
+      30_000,
+    );
   });
 
   afterAll(async () => {
@@ -285,12 +384,22 @@ describe("session-storage replaced by an iii-sdk process", () => {
     await ui.startTurn("stored-elsewhere", "remember the word TANGERINE");
     await ui.finished("stored-elsewhere");
     replay.enqueue("openai", reply(say("second answer")));
-    const res = await ui.post("api/turns", { payload: { session_id: "stored-elsewhere", message_id: "stored-elsewhere-m2", model: "gpt-4o", provider: "openai", messages: [{ role: "user", content: "which word?", timestamp: Date.now() }] } });
+    const res = await ui.post("api/turns", {
+      payload: {
+        session_id: "stored-elsewhere",
+        message_id: "stored-elsewhere-m2",
+        model: "gpt-4o",
+        provider: "openai",
+        messages: [{ role: "user", content: "which word?", timestamp: Date.now() }],
+      },
+    });
     expect(res.status).toBe(200);
     await ui.finished("stored-elsewhere");
     const msgs = await ui.transcript("stored-elsewhere");
     expect(msgs.map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant"]);
-    expect(calls).toEqual(expect.arrayContaining(["session-tree::ensure", "session-tree::append_many", "session-tree::messages", "session-tree::append"]));
+    expect(calls).toEqual(
+      expect.arrayContaining(["session-tree::ensure", "session-tree::append_many", "session-tree::messages", "session-tree::append"]),
+    );
     const second = JSON.stringify(replay.requestsFor("openai").at(-1)!.body!.messages);
     expect(second).toContain("TANGERINE");
     expect(second).toContain("first answer");
@@ -312,7 +421,13 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
     iii = registerWorker(engine.wsUrl, { workerName: "node-stack-client", otel: { enabled: false } });
     // Nothing of the harness is in the deployed Worker.
     const before = (await functions(iii)).map((f) => f.function_id);
-    expect(before.filter((id) => /^(run|turn|provisioning|provider|auth|policy|approval|session-tree|session-inbox|harness|budget|hook-fanout|context-compaction)::/.test(id))).toEqual([]);
+    expect(
+      before.filter((id) =>
+        /^(run|turn|provisioning|provider|auth|policy|approval|session-tree|session-inbox|harness|budget|hook-fanout|context-compaction)::/.test(
+          id,
+        ),
+      ),
+    ).toEqual([]);
 
     const dir = mkdtempSync(path.join(tmpdir(), "harness-node-"));
     const rules = path.join(dir, "iii-permissions.yaml");
@@ -330,17 +445,45 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
     };
     for (const name of WORKERS) {
       logs.set(name, "");
-      const p = spawn("npm", ["run", "-s", "worker", "--", name], { cwd: repoRoot, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      const p = spawn("npm", ["run", "-s", "worker", "--", name], {
+        cwd: repoRoot,
+        env,
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       p.stdout?.on("data", (d) => logs.set(name, logs.get(name) + String(d)));
       p.stderr?.on("data", (d) => logs.set(name, logs.get(name) + String(d)));
       procs.push(p);
     }
-    await until(() => WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined, `all twelve connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`, WORKER_START_MS, 200);
+    await until(
+      () => WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined,
+      `all twelve connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`,
+      WORKER_START_MS,
+      200,
+    );
     app = weatherApp(engine, ran);
-    await until(async () => {
-      const fns = await functions(iii);
-      return ["run::start", "provisioning::prepare", "provider::openai::stream", "auth::get_token", "policy::check_permissions", "approval::resolve", "session-tree::append", "harness::trigger", "budget::check", "hook-fanout::publish_collect", "context-compaction::compact_now", "harness::spawn", "weather::forecast"].every((id) => fns.some((f) => f.function_id === id));
-    }, "every worker's functions and the app's", 30_000);
+    await until(
+      async () => {
+        const fns = await functions(iii);
+        return [
+          "run::start",
+          "provisioning::prepare",
+          "provider::openai::stream",
+          "auth::get_token",
+          "policy::check_permissions",
+          "approval::resolve",
+          "session-tree::append",
+          "harness::trigger",
+          "budget::check",
+          "hook-fanout::publish_collect",
+          "context-compaction::compact_now",
+          "harness::spawn",
+          "weather::forecast",
+        ].every((id) => fns.some((f) => f.function_id === id));
+      },
+      "every worker's functions and the app's",
+      30_000,
+    );
   }, 180_000);
 
   afterAll(async () => {

@@ -16,15 +16,18 @@ import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } 
 import { until } from "../support/wait.ts";
 import { asText, openaiMessages, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
-const onPath = (bin: string) => (process.env.PATH ?? "").split(":").some((d) => {
-  try {
-    accessSync(path.join(d || ".", bin), constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-});
-const qemuMissing = onPath("qemu-system-x86_64") ? false : "qemu-system-x86_64 not installed (workers/sandbox-host/scripts/install-deps.sh)";
+const onPath = (bin: string) =>
+  (process.env.PATH ?? "").split(":").some((d) => {
+    try {
+      accessSync(path.join(d || ".", bin), constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+const qemuMissing = onPath("qemu-system-x86_64")
+  ? false
+  : "qemu-system-x86_64 not installed (workers/sandbox-host/scripts/install-deps.sh)";
 if (qemuMissing) console.warn(`[sandbox-worker turn] skipped: ${qemuMissing}`);
 
 /** Booting the worker image under TCG (and building it on a fresh checkout) on a busy 2-core box. */
@@ -50,14 +53,35 @@ beforeAll(async () => {
   replay = await startProviderReplay();
   engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test" } });
   const stateDir = mkdtempSync(path.join(tmpdir(), "sbx-turn-"));
-  host = spawn(process.execPath, [path.join(repoRoot, "workers/sandbox-host/src/main.ts"), "--engine", engine.wsUrl, "--state-dir", stateDir, "--pool", "0", "--worker-pool", "1"],
-    { stdio: ["ignore", "ignore", "pipe"] });
-  host.stderr?.on("data", (d: Buffer) => { hostLog += d.toString(); });
+  host = spawn(
+    process.execPath,
+    [
+      path.join(repoRoot, "workers/sandbox-host/src/main.ts"),
+      "--engine",
+      engine.wsUrl,
+      "--state-dir",
+      stateDir,
+      "--pool",
+      "0",
+      "--worker-pool",
+      "1",
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  host.stderr?.on("data", (d: Buffer) => {
+    hostLog += d.toString();
+  });
   iii = registerWorker(engine.wsUrl, { workerName: "sandbox-turn-client", otel: { enabled: false }, enableMetricsReporting: false });
   ui = turnClient(engine, () => iii);
   // The warm worker VM is up (booted, iii-sdk loaded), so the spawn in the turn is the warm path.
-  await until(async () => ((await iii.trigger({ function_id: "sandbox::info", payload: {} })) as { worker_pool?: { pool_ready: number } }).worker_pool?.pool_ready === 1,
-    `the sandbox host's warm worker VM (host log: ${hostLog.slice(-500)})`, HOST_READY_MS, 250);
+  await until(
+    async () =>
+      ((await iii.trigger({ function_id: "sandbox::info", payload: {} })) as { worker_pool?: { pool_ready: number } }).worker_pool
+        ?.pool_ready === 1,
+    `the sandbox host's warm worker VM (host log: ${hostLog.slice(-500)})`,
+    HOST_READY_MS,
+    250,
+  );
   await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
 }, HOST_READY_MS + 60_000);
 
@@ -72,48 +96,70 @@ afterAll(async () => {
   await replay?.close();
 });
 
-describe.skipIf(qemuMissing)(`an agent creates a worker in a sandbox and uses it in the same turn${qemuMissing ? ` (skipped: ${qemuMissing})` : ""}`, () => {
-  it("the catalog lacks the function → sandbox::spawn_worker (approved) → the new function (approved) → the answer", async () => {
-    const sid = "sandbox-worker-turn";
-    replay.enqueue(
-      "openai",
-      reply(callAgentTrigger("engine::functions::list", { prefix: "wordcount::" }, "look-1")),
-      reply(callAgentTrigger("sandbox::spawn_worker", { source: WORDCOUNT, register_prefix: "wordcount::", idle_timeout_s: 120 }, "spawn-1")),
-      reply(callAgentTrigger("wordcount::count", { text: "the quick brown fox jumps" }, "count-1")),
-      reply(say("Your text has 5 words.")),
-    );
-    await ui.startTurn(sid, "How many words are in 'the quick brown fox jumps'? Make a tool for it if there is none.");
+describe.skipIf(qemuMissing)(
+  `an agent creates a worker in a sandbox and uses it in the same turn${qemuMissing ? ` (skipped: ${qemuMissing})` : ""}`,
+  () => {
+    it("the catalog lacks the function → sandbox::spawn_worker (approved) → the new function (approved) → the answer", async () => {
+      const sid = "sandbox-worker-turn";
+      replay.enqueue(
+        "openai",
+        reply(callAgentTrigger("engine::functions::list", { prefix: "wordcount::" }, "look-1")),
+        reply(
+          callAgentTrigger("sandbox::spawn_worker", { source: WORDCOUNT, register_prefix: "wordcount::", idle_timeout_s: 120 }, "spawn-1"),
+        ),
+        reply(callAgentTrigger("wordcount::count", { text: "the quick brown fox jumps" }, "count-1")),
+        reply(say("Your text has 5 words.")),
+      );
+      await ui.startTurn(sid, "How many words are in 'the quick brown fox jumps'? Make a tool for it if there is none.");
 
-    // The policy applies to sandbox::spawn_worker itself: the turn parks until a person allows it.
-    const parked = await ui.reached(sid, "function_awaiting_approval");
-    expect(parked.awaiting_approval).toEqual([expect.objectContaining({ function_call_id: "spawn-1", function_id: "sandbox::spawn_worker" })]);
-    const before = (await iii.trigger({ function_id: "engine::functions::list", payload: { prefix: "wordcount::" } })) as { functions: unknown[] };
-    expect(before.functions).toEqual([]);
-    expect((await ui.post("api/approvals", { session_id: sid, function_call_id: "spawn-1", decision: "allow" })).status).toBe(200);
+      // The policy applies to sandbox::spawn_worker itself: the turn parks until a person allows it.
+      const parked = await ui.reached(sid, "function_awaiting_approval");
+      expect(parked.awaiting_approval).toEqual([
+        expect.objectContaining({ function_call_id: "spawn-1", function_id: "sandbox::spawn_worker" }),
+      ]);
+      const before = (await iii.trigger({ function_id: "engine::functions::list", payload: { prefix: "wordcount::" } })) as {
+        functions: unknown[];
+      };
+      expect(before.functions).toEqual([]);
+      expect((await ui.post("api/approvals", { session_id: sid, function_call_id: "spawn-1", decision: "allow" })).status).toBe(200);
 
-    // The next step calls the function the sandbox registered; it is new, so it is asked about too.
-    await until(async () => {
-      const v = await ui.turnState(sid);
-      return v?.state === "function_awaiting_approval" && v.awaiting_approval?.some((a) => a.function_call_id === "count-1");
-    }, "the call of the new function to park", TURN_DEADLINE_MS);
-    expect((await ui.post("api/approvals", { session_id: sid, function_call_id: "count-1", decision: "allow" })).status).toBe(200);
-    const { view } = await ui.finished(sid);
-    expect(view.turn_count).toBe(4);
+      // The next step calls the function the sandbox registered; it is new, so it is asked about too.
+      await until(
+        async () => {
+          const v = await ui.turnState(sid);
+          return v?.state === "function_awaiting_approval" && v.awaiting_approval?.some((a) => a.function_call_id === "count-1");
+        },
+        "the call of the new function to park",
+        TURN_DEADLINE_MS,
+      );
+      expect((await ui.post("api/approvals", { session_id: sid, function_call_id: "count-1", decision: "allow" })).status).toBe(200);
+      const { view } = await ui.finished(sid);
+      expect(view.turn_count).toBe(4);
 
-    const results = (await ui.transcript(sid)).filter((m): m is FunctionResultMessage => m.role === "function_result");
-    expect(results.map((r) => [r.function_call_id, r.is_error])).toEqual([["look-1", false], ["spawn-1", false], ["count-1", false]]);
-    const requests = replay.requestsFor("openai");
-    const toolText = (i: number, id: string) => asText(openaiMessages(requests[i]).find((m) => m.role === "tool" && m.tool_call_id === id)?.content);
-    expect(toolText(1, "look-1")).toContain('"functions":[]');
-    expect(toolText(2, "spawn-1")).toContain("wordcount::count");
-    expect(toolText(3, "count-1")).toContain('"words":5');
+      const results = (await ui.transcript(sid)).filter((m): m is FunctionResultMessage => m.role === "function_result");
+      expect(results.map((r) => [r.function_call_id, r.is_error])).toEqual([
+        ["look-1", false],
+        ["spawn-1", false],
+        ["count-1", false],
+      ]);
+      const requests = replay.requestsFor("openai");
+      const toolText = (i: number, id: string) =>
+        asText(openaiMessages(requests[i]).find((m) => m.role === "tool" && m.tool_call_id === id)?.content);
+      expect(toolText(1, "look-1")).toContain('"functions":[]');
+      expect(toolText(2, "spawn-1")).toContain("wordcount::count");
+      expect(toolText(3, "count-1")).toContain('"words":5');
 
-    // The sandbox is listed with the function it provides; stopping it takes the function away.
-    const { sandboxes } = (await iii.trigger({ function_id: "sandbox::list", payload: {} })) as { sandboxes: { sandbox_id: string; kind: string; functions?: { function_id: string }[] }[] };
-    const sbx = sandboxes.find((s) => s.kind === "worker");
-    expect(sbx?.functions).toEqual([expect.objectContaining({ function_id: "wordcount::count" })]);
-    await iii.trigger({ function_id: "sandbox::stop_worker", payload: { sandbox_id: sbx!.sandbox_id } });
-    const after = (await iii.trigger({ function_id: "engine::functions::list", payload: { prefix: "wordcount::" } })) as { functions: unknown[] };
-    expect(after.functions).toEqual([]);
-  });
-});
+      // The sandbox is listed with the function it provides; stopping it takes the function away.
+      const { sandboxes } = (await iii.trigger({ function_id: "sandbox::list", payload: {} })) as {
+        sandboxes: { sandbox_id: string; kind: string; functions?: { function_id: string }[] }[];
+      };
+      const sbx = sandboxes.find((s) => s.kind === "worker");
+      expect(sbx?.functions).toEqual([expect.objectContaining({ function_id: "wordcount::count" })]);
+      await iii.trigger({ function_id: "sandbox::stop_worker", payload: { sandbox_id: sbx!.sandbox_id } });
+      const after = (await iii.trigger({ function_id: "engine::functions::list", payload: { prefix: "wordcount::" } })) as {
+        functions: unknown[];
+      };
+      expect(after.functions).toEqual([]);
+    });
+  },
+);

@@ -66,20 +66,34 @@ describe("sub-agents in the deployed harness", () => {
   beforeAll(async () => {
     replay = await startProviderReplay();
     engine = await startEngine({
-      env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", ANTHROPIC_BASE_URL: replay.anthropicBaseUrl, ANTHROPIC_API_KEY: "sk-ant-test", III_PERMISSIONS_PATH: rulesFile() },
+      env: {
+        OPENAI_BASE_URL: replay.openaiBaseUrl,
+        OPENAI_API_KEY: "sk-test",
+        ANTHROPIC_BASE_URL: replay.anthropicBaseUrl,
+        ANTHROPIC_API_KEY: "sk-ant-test",
+        III_PERMISSIONS_PATH: rulesFile(),
+      },
     });
     iii = registerWorker(engine.wsUrl, { workerName: "sub-agents-e2e-client", otel: { enabled: false } });
     app = registerWorker(engine.wsUrl, { workerName: "notes-app", otel: { enabled: false } });
-    app.registerFunction("notes::publish", async (a: { text: string }, metadata?: unknown) => {
-      published.push({ text: a.text, session_id: String(metaOf(metadata).session_id) });
-      return { published: true };
-    }, { description: "Publish a note for everyone to read." });
+    app.registerFunction(
+      "notes::publish",
+      async (a: { text: string }, metadata?: unknown) => {
+        published.push({ text: a.text, session_id: String(metaOf(metadata).session_id) });
+        return { published: true };
+      },
+      { description: "Publish a note for everyone to read." },
+    );
     ui = turnClient(engine, () => iii);
-    await until(async () => {
-      const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-      const ids = r.functions.map((f) => f.function_id);
-      return ids.includes("harness::spawn") && ids.includes("run::start") && ids.includes("notes::publish");
-    }, "the harness, its sub-agents and the app", 30_000);
+    await until(
+      async () => {
+        const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
+        const ids = r.functions.map((f) => f.function_id);
+        return ids.includes("harness::spawn") && ids.includes("run::start") && ids.includes("notes::publish");
+      },
+      "the harness, its sub-agents and the app",
+      30_000,
+    );
   });
 
   afterAll(async () => {
@@ -95,7 +109,10 @@ describe("sub-agents in the deployed harness", () => {
     const child = await childOf(sid, rootRun(sid), "spawn-1");
     replay.enqueue(
       "openai",
-      reply(callAgentTrigger("harness::spawn", { task: "Count to three.", ...CHILD_MODEL }, "spawn-1"), callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1")),
+      reply(
+        callAgentTrigger("harness::spawn", { task: "Count to three.", ...CHILD_MODEL }, "spawn-1"),
+        callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1"),
+      ),
       reply(say("The sub-agent counted: one, two, three.")),
     );
     replay.enqueue("anthropic", reply(say("one, two, three")));
@@ -109,10 +126,27 @@ describe("sub-agents in the deployed harness", () => {
     expect(childReq.body?.model).toBe("claude-sonnet-4-6");
     expect(anthropicToolResults(childReq)).toContain("Count to three.");
     // While it ran, the parent's join was parked as a wait for the child, not as a question to a person.
-    const parked = events.map((e) => e.data).find((d): d is Extract<AgentEvent, { type: "turn_state_changed" }> => d.type === "turn_state_changed" && d.new_value.state === "function_awaiting_approval");
-    expect(parked?.new_value.awaiting_approval).toEqual([expect.objectContaining({ function_call_id: "join-1", function_id: HARNESS_JOIN, held_by: HARNESS_JOIN, child_session_id: child } satisfies Partial<AwaitingChild>)]);
+    const parked = events
+      .map((e) => e.data)
+      .find(
+        (d): d is Extract<AgentEvent, { type: "turn_state_changed" }> =>
+          d.type === "turn_state_changed" && d.new_value.state === "function_awaiting_approval",
+      );
+    expect(parked?.new_value.awaiting_approval).toEqual([
+      expect.objectContaining({
+        function_call_id: "join-1",
+        function_id: HARNESS_JOIN,
+        held_by: HARNESS_JOIN,
+        child_session_id: child,
+      } satisfies Partial<AwaitingChild>),
+    ]);
     // The join's result is the child's final answer, and it is what the parent's model read next.
-    const end = events.map((e) => e.data).find((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end" && d.function_call_id === "join-1");
+    const end = events
+      .map((e) => e.data)
+      .find(
+        (d): d is Extract<AgentEvent, { type: "function_execution_end" }> =>
+          d.type === "function_execution_end" && d.function_call_id === "join-1",
+      );
     expect(end?.is_error).toBe(false);
     expect(end?.result.details).toEqual({ child_session_id: child, state: "stopped", final_message: "one, two, three", turn_count: 1 });
     const second = openaiMessages(replay.requestsFor("openai")[1]);
@@ -122,7 +156,9 @@ describe("sub-agents in the deployed harness", () => {
     // The child's run request records who spawned it; the parent lists it.
     const req = (await iii.trigger({ function_id: "state::get", payload: { scope: "run_request", key: child } })) as { parent?: unknown };
     expect(req.parent).toEqual({ session_id: sid, run_id: rootRun(sid), function_call_id: "spawn-1", depth: 1, root_session_id: sid });
-    const list = (await iii.trigger({ function_id: "harness::children", payload: { parent_session_id: sid } })) as { children: { child_session_id: string; state: string }[] };
+    const list = (await iii.trigger({ function_id: "harness::children", payload: { parent_session_id: sid } })) as {
+      children: { child_session_id: string; state: string }[];
+    };
     expect(list.children).toEqual([expect.objectContaining({ child_session_id: child, state: "stopped" })]);
   });
 
@@ -135,7 +171,10 @@ describe("sub-agents in the deployed harness", () => {
     const own: string[] = [];
     const groups = new Set<string>();
     ws.onmessage = (m) => {
-      const p = JSON.parse(String(m.data)) as { groupId: string; event: { type: string; data?: AgentEvent; event?: { type: string; data: SubAgentChildEvent } } };
+      const p = JSON.parse(String(m.data)) as {
+        groupId: string;
+        event: { type: string; data?: AgentEvent; event?: { type: string; data: SubAgentChildEvent } };
+      };
       groups.add(p.groupId);
       if (p.event.type === "event" && p.event.event?.type === CHILD_EVENT) fromChild.push(p.event.event.data);
       if (p.event.type === "create" && p.event.data) own.push(p.event.data.type);
@@ -145,21 +184,28 @@ describe("sub-agents in the deployed harness", () => {
     try {
       replay.enqueue(
         "openai",
-        reply(callAgentTrigger("harness::spawn", { task: "Publish the note 'hello'.", ...CHILD_MODEL }, "spawn-1"), callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1")),
+        reply(
+          callAgentTrigger("harness::spawn", { task: "Publish the note 'hello'.", ...CHILD_MODEL }, "spawn-1"),
+          callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1"),
+        ),
         reply(say("Your helper published the note.")),
       );
       replay.enqueue("anthropic", reply(callAgentTrigger("notes::publish", { text: "hello" }, "pub-1")), reply(say("Published.")));
       await ui.startTurn(sid, "Get a helper to publish 'hello'.");
 
       // The child's pending approval shows up on the parent's stream.
-      const pending = await until(() => {
-        for (const e of fromChild) {
-          if (e.event.type !== "turn_state_changed") continue;
-          const waiting = (e.event.new_value as TurnStateView).awaiting_approval?.find((a) => a.function_id === "notes::publish");
-          if (waiting) return { session: e.child_session_id, call: waiting.function_call_id };
-        }
-        return undefined;
-      }, "the child's pending approval on the parent's stream", TURN_DEADLINE_MS);
+      const pending = await until(
+        () => {
+          for (const e of fromChild) {
+            if (e.event.type !== "turn_state_changed") continue;
+            const waiting = (e.event.new_value as TurnStateView).awaiting_approval?.find((a) => a.function_id === "notes::publish");
+            if (waiting) return { session: e.child_session_id, call: waiting.function_call_id };
+          }
+          return undefined;
+        },
+        "the child's pending approval on the parent's stream",
+        TURN_DEADLINE_MS,
+      );
       expect(pending).toEqual({ session: child, call: "pub-1" });
       expect(published).toEqual([]);
       const res = await ui.post("api/approvals", { session_id: pending.session, function_call_id: pending.call, decision: "allow" });
@@ -188,10 +234,25 @@ describe("sub-agents in the deployed harness", () => {
     const c2 = await childOf(c1, await subAgentMessageId(c1), "s2");
     const c3 = await childOf(c2, await subAgentMessageId(c2), "s3");
     const spawnAndJoin = (cid: string, child: string, model: Record<string, string>) =>
-      reply(callAgentTrigger("harness::spawn", { task: `Level below: ${cid}`, ...model }, cid), callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, `join-${cid}`));
+      reply(
+        callAgentTrigger("harness::spawn", { task: `Level below: ${cid}`, ...model }, cid),
+        callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, `join-${cid}`),
+      );
     // Each level waits on the next, so each queue is answered in this order.
-    replay.enqueue("openai", spawnAndJoin("s1", c1, CHILD_MODEL), spawnAndJoin("s3", c3, CHILD_MODEL), reply(say("c2 done")), reply(say("root done")));
-    replay.enqueue("anthropic", spawnAndJoin("s2", c2, { provider: "openai", model: "gpt-4o" }), reply(callAgentTrigger("harness::spawn", { task: "go deeper" }, "s4")), reply(say("Too deep: I did it myself.")), reply(say("c1 done")));
+    replay.enqueue(
+      "openai",
+      spawnAndJoin("s1", c1, CHILD_MODEL),
+      spawnAndJoin("s3", c3, CHILD_MODEL),
+      reply(say("c2 done")),
+      reply(say("root done")),
+    );
+    replay.enqueue(
+      "anthropic",
+      spawnAndJoin("s2", c2, { provider: "openai", model: "gpt-4o" }),
+      reply(callAgentTrigger("harness::spawn", { task: "go deeper" }, "s4")),
+      reply(say("Too deep: I did it myself.")),
+      reply(say("c1 done")),
+    );
     await ui.startTurn(root, "Delegate all the way down.");
 
     for (const sid of [c3, c2, c1, root]) expect((await ui.finished(sid, "stopped", CHAIN_DEADLINE_MS)).view.state).toBe("stopped");
@@ -200,7 +261,12 @@ describe("sub-agents in the deployed harness", () => {
     expect(c3Seen).toContain("depth_exceeded");
     expect(c3Seen).toContain("at most 3 deep");
     const c3Events = await ui.allEvents(c3);
-    const refused = c3Events.map((e) => e.data).find((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end" && d.function_call_id === "s4");
+    const refused = c3Events
+      .map((e) => e.data)
+      .find(
+        (d): d is Extract<AgentEvent, { type: "function_execution_end" }> =>
+          d.type === "function_execution_end" && d.function_call_id === "s4",
+      );
     expect(refused).toMatchObject({ is_error: true, result: { details: { error: "handler_error", code: "depth_exceeded" } } });
     // No fourth level was ever started.
     const c4 = await childOf(c3, await subAgentMessageId(c3), "s4");
@@ -212,7 +278,13 @@ describe("sub-agents in the deployed harness", () => {
   it("stopping the parent stops its child, and the child's parked call is closed without running", async () => {
     const sid = "sa-stop";
     const child = await childOf(sid, rootRun(sid), "spawn-1");
-    replay.enqueue("openai", reply(callAgentTrigger("harness::spawn", { task: "Publish 'never'.", ...CHILD_MODEL }, "spawn-1"), callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1")));
+    replay.enqueue(
+      "openai",
+      reply(
+        callAgentTrigger("harness::spawn", { task: "Publish 'never'.", ...CHILD_MODEL }, "spawn-1"),
+        callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1"),
+      ),
+    );
     replay.enqueue("anthropic", reply(callAgentTrigger("notes::publish", { text: "never" }, "pub-1")));
     await ui.startTurn(sid, "Publish 'never' through a helper.");
     await ui.reached(child, "function_awaiting_approval");
@@ -226,7 +298,8 @@ describe("sub-agents in the deployed harness", () => {
     expect(published.filter((p) => p.text === "never")).toEqual([]);
     expect(parent.view.state).toBe("stopped");
     // The parent's join and the child's publish each have a result on the transcript (nothing dangling).
-    const results = async (s: string) => (await ui.transcript(s)).filter((m) => m.role === "function_result").map((m) => (m as { function_call_id: string }).function_call_id);
+    const results = async (s: string) =>
+      (await ui.transcript(s)).filter((m) => m.role === "function_result").map((m) => (m as { function_call_id: string }).function_call_id);
     expect(await results(sid)).toEqual(["spawn-1", "join-1"]);
     expect(await results(child)).toEqual(["pub-1"]);
   });
@@ -234,7 +307,11 @@ describe("sub-agents in the deployed harness", () => {
   it("a parent whose run ends without joining stops the child it left running", async () => {
     const sid = "sa-leave";
     const child = await childOf(sid, rootRun(sid), "spawn-1");
-    replay.enqueue("openai", reply(callAgentTrigger("harness::spawn", { task: "Publish 'later'.", ...CHILD_MODEL }, "spawn-1")), reply(say("I started a helper and I am done.")));
+    replay.enqueue(
+      "openai",
+      reply(callAgentTrigger("harness::spawn", { task: "Publish 'later'.", ...CHILD_MODEL }, "spawn-1")),
+      reply(say("I started a helper and I am done.")),
+    );
     replay.enqueue("anthropic", reply(callAgentTrigger("notes::publish", { text: "later" }, "pub-1")));
     await ui.startTurn(sid, "Start a helper, do not wait.");
     await ui.finished(sid);
@@ -253,7 +330,14 @@ describe("the sub-agents worker replaced by configuration", () => {
 
   beforeAll(async () => {
     replay = await startProviderReplay();
-    engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", HARNESS_DISABLE: "sub-agents", III_PERMISSIONS_PATH: rulesFile() } });
+    engine = await startEngine({
+      env: {
+        OPENAI_BASE_URL: replay.openaiBaseUrl,
+        OPENAI_API_KEY: "sk-test",
+        HARNESS_DISABLE: "sub-agents",
+        III_PERMISSIONS_PATH: rulesFile(),
+      },
+    });
     iii = registerWorker(engine.wsUrl, { workerName: "replace-client", otel: { enabled: false } });
     // Someone's own sub-agents: registered with the unmodified iii-sdk, no harness step.
     mine = registerWorker(engine.wsUrl, { workerName: "my-sub-agents", otel: { enabled: false } });
@@ -261,11 +345,21 @@ describe("the sub-agents worker replaced by configuration", () => {
       asked.push({ data: req, meta: metaOf(metadata) });
       return { child_session_id: "my-child-1", started: true };
     });
-    await until(async () => {
-      const r = (await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as { functions: { function_id: string; worker_name?: string | null }[] };
-      const spawnFn = r.functions.find((f) => f.function_id === "harness::spawn");
-      return spawnFn?.worker_name === "my-sub-agents" && r.functions.some((f) => f.function_id === "run::start") && !r.functions.some((f) => f.function_id === "harness::stop_children");
-    }, "my harness::spawn, the built-in orchestrator, no built-in sub-agents", 30_000);
+    await until(
+      async () => {
+        const r = (await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {
+          functions: { function_id: string; worker_name?: string | null }[];
+        };
+        const spawnFn = r.functions.find((f) => f.function_id === "harness::spawn");
+        return (
+          spawnFn?.worker_name === "my-sub-agents" &&
+          r.functions.some((f) => f.function_id === "run::start") &&
+          !r.functions.some((f) => f.function_id === "harness::stop_children")
+        );
+      },
+      "my harness::spawn, the built-in orchestrator, no built-in sub-agents",
+      30_000,
+    );
   });
 
   afterAll(async () => {
@@ -279,8 +373,12 @@ describe("the sub-agents worker replaced by configuration", () => {
     replay.enqueue("openai", reply(callAgentTrigger("harness::spawn", { task: "anything" }, "spawn-1")), reply(say("Delegated.")));
     await ui.startTurn("sa-replaced", "Delegate it.");
     const { events } = await ui.finished("sa-replaced");
-    expect(asked).toEqual([{ data: { task: "anything" }, meta: expect.objectContaining({ session_id: "sa-replaced", function_call_id: "spawn-1" }) }]);
-    const end = events.map((e) => e.data).find((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end");
+    expect(asked).toEqual([
+      { data: { task: "anything" }, meta: expect.objectContaining({ session_id: "sa-replaced", function_call_id: "spawn-1" }) },
+    ]);
+    const end = events
+      .map((e) => e.data)
+      .find((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end");
     expect(end).toMatchObject({ is_error: false, result: { details: { child_session_id: "my-child-1", started: true } } });
     expect(types(events).at(-1)).toBe("agent_end");
   });

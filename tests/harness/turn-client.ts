@@ -29,18 +29,29 @@ export const user = (text: string): AgentMessage => ({ role: "user", content: [{
 export const types = (evs: { data: AgentEvent }[]) => evs.map((e) => e.data.type);
 
 export const textOf = (m: AgentMessage | undefined): string =>
-  m && Array.isArray(m.content) ? (m.content as { type: string; text?: string }[]).filter((b) => b.type === "text").map((b) => b.text ?? "").join("") : "";
+  m && Array.isArray(m.content)
+    ? (m.content as { type: string; text?: string }[])
+        .filter((b) => b.type === "text")
+        .map((b) => b.text ?? "")
+        .join("")
+    : "";
 
 /** OpenAI request messages. */
-export const openaiMessages = (r: RecordedRequest | undefined) => (r?.body?.messages ?? []) as { role: string; content?: unknown; tool_call_id?: string; tool_calls?: unknown[] }[];
+export const openaiMessages = (r: RecordedRequest | undefined) =>
+  (r?.body?.messages ?? []) as { role: string; content?: unknown; tool_call_id?: string; tool_calls?: unknown[] }[];
 
 export const asText = (content: unknown): string => (typeof content === "string" ? content : JSON.stringify(content));
 
 export function turnClient(engine: EngineServer, caller: () => Caller) {
-  const post = (p: string, body: unknown) => fetch(`${engine.url}/${p}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const post = (p: string, body: unknown) =>
+    fetch(`${engine.url}/${p}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 
   async function startTurn(sid: string, text: string, extra: Record<string, unknown> = {}): Promise<void> {
-    const res = await post("api/turns", { session_id: sid, message_id: `${sid}-m1`, payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user(text)], ...extra } });
+    const res = await post("api/turns", {
+      session_id: sid,
+      message_id: `${sid}-m1`,
+      payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user(text)], ...extra },
+    });
     expect(res.status, await res.clone().text()).toBe(200);
     expect(await res.json()).toEqual({ session_id: sid, started: true });
   }
@@ -68,13 +79,21 @@ export function turnClient(engine: EngineServer, caller: () => Caller) {
 
   /** Wait until the turn is in `state` (e.g. parked for approval). */
   const reached = (sid: string, state: TurnStateView["state"]) =>
-    until(async () => {
-      const v = await turnState(sid);
-      return v?.state === state ? v : undefined;
-    }, `session ${sid} in ${state}`, TURN_DEADLINE_MS);
+    until(
+      async () => {
+        const v = await turnState(sid);
+        return v?.state === state ? v : undefined;
+      },
+      `session ${sid} in ${state}`,
+      TURN_DEADLINE_MS,
+    );
 
   /** The run ended (`stopped`/`failed`) and its last event, `agent_end`, is out. */
-  async function finished(sid: string, state: "stopped" | "failed" = "stopped", deadlineMs = TURN_DEADLINE_MS): Promise<{ view: TurnStateView; events: EventItem[] }> {
+  async function finished(
+    sid: string,
+    state: "stopped" | "failed" = "stopped",
+    deadlineMs = TURN_DEADLINE_MS,
+  ): Promise<{ view: TurnStateView; events: EventItem[] }> {
     try {
       return await until(
         async () => {
@@ -91,12 +110,16 @@ export function turnClient(engine: EngineServer, caller: () => Caller) {
       // Say where the turn got stuck: its state, its events, and what the engine logged.
       const view = await turnState(sid).catch(() => undefined);
       const evs = await allEvents(sid).catch(() => []);
-      throw new Error(`${(e as Error).message}\nstate: ${JSON.stringify(view)}\nevents: ${types(evs).join(" ")}\nengine output (tail):\n${engine.output().slice(-ENGINE_LOG_TAIL_CHARS)}`);
+      throw new Error(
+        `${(e as Error).message}\nstate: ${JSON.stringify(view)}\nevents: ${types(evs).join(" ")}\nengine output (tail):\n${engine.output().slice(-ENGINE_LOG_TAIL_CHARS)}`,
+      );
     }
   }
 
   async function transcript(sid: string): Promise<AgentMessage[]> {
-    const r = (await caller().trigger({ function_id: "session-tree::messages", payload: { session_id: sid } })) as { messages: { message: AgentMessage }[] };
+    const r = (await caller().trigger({ function_id: "session-tree::messages", payload: { session_id: sid } })) as {
+      messages: { message: AgentMessage }[];
+    };
     return r.messages.map((m) => m.message);
   }
 

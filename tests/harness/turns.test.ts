@@ -88,7 +88,12 @@ beforeEach(() => {
 async function registerApps(): Promise<void> {
   if (apps) return;
   apps = registerWorker(engine.wsUrl, { workerName: "weather-app", otel: { enabled: false } });
-  const record = (fn: string, answer: (args: Record<string, unknown>, meta: Record<string, unknown>) => unknown | Promise<unknown>, description: string, schema?: Record<string, unknown>) =>
+  const record = (
+    fn: string,
+    answer: (args: Record<string, unknown>, meta: Record<string, unknown>) => unknown | Promise<unknown>,
+    description: string,
+    schema?: Record<string, unknown>,
+  ) =>
     apps!.registerFunction(
       fn,
       async (args: Record<string, unknown>, metadata?: unknown) => {
@@ -97,7 +102,10 @@ async function registerApps(): Promise<void> {
       },
       schema ? { description, request_format: { type: "object", ...schema } } : { description },
     );
-  record("weather::forecast", (a) => ({ city: a.city, sky: "clear", high_c: 21 }), "The weather forecast for a city.", { properties: { city: { type: "string" } }, required: ["city"] });
+  record("weather::forecast", (a) => ({ city: a.city, sky: "clear", high_c: 21 }), "The weather forecast for a city.", {
+    properties: { city: { type: "string" } },
+    required: ["city"],
+  });
   record("files::delete", () => ({ deleted: true }), "Delete a file.");
   record("mail::send", (a) => ({ sent: true, to: a.to }), "Send an e-mail.");
   record(
@@ -189,7 +197,9 @@ describe("plain chat", () => {
   it("Anthropic: the same turn through the Messages API", async () => {
     const sid = "chat-anthropic";
     replay.enqueue("anthropic", reply(say("Bonjour.")));
-    const res = await post("api/turns", { payload: { session_id: sid, model: "claude-sonnet-4-6", provider: "anthropic", messages: [user("salut")] } });
+    const res = await post("api/turns", {
+      payload: { session_id: sid, model: "claude-sonnet-4-6", provider: "anthropic", messages: [user("salut")] },
+    });
     expect(res.status).toBe(200);
     const { events } = await finished(sid);
     expect(textOf((events.find((e) => e.data.type === "message_complete")!.data as { message: AgentMessage }).message)).toBe("Bonjour.");
@@ -226,7 +236,10 @@ describe("function calls through the policy", () => {
     const forecast = ranOf("weather::forecast").find((r) => r.meta.session_id === sid)!;
     expect(forecast.args).toMatchObject({ city: "Lyon" });
     expect(forecast.meta).toMatchObject({ function_call_id: "w-1" });
-    const end = events.find((e) => e.data.type === "function_execution_end")!.data as Extract<AgentEvent, { type: "function_execution_end" }>;
+    const end = events.find((e) => e.data.type === "function_execution_end")!.data as Extract<
+      AgentEvent,
+      { type: "function_execution_end" }
+    >;
     expect(end).toMatchObject({ function_call_id: "w-1", function_id: "weather::forecast", is_error: false });
     expect(types(events).indexOf("function_execution_start")).toBeLessThan(types(events).indexOf("function_execution_end"));
     const msgs = await transcript(sid);
@@ -245,12 +258,20 @@ describe("function calls through the policy", () => {
     await registerApps();
     const sid = "call-denied";
     const before = ranOf("files::delete").length;
-    replay.enqueue("openai", reply(callAgentTrigger("files::delete", { path: "/etc/passwd" }, "d-1")), reply(say("I am not allowed to delete that.")));
+    replay.enqueue(
+      "openai",
+      reply(callAgentTrigger("files::delete", { path: "/etc/passwd" }, "d-1")),
+      reply(say("I am not allowed to delete that.")),
+    );
     await startTurn(sid, "delete /etc/passwd");
     const { view, events } = await finished(sid);
     expect(view.turn_count).toBe(2);
     expect(ranOf("files::delete").length).toBe(before);
-    expect(events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({ function_call_id: "d-1", is_error: true, result: { details: { denied_by: "permissions" } } });
+    expect(events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({
+      function_call_id: "d-1",
+      is_error: true,
+      result: { details: { denied_by: "permissions" } },
+    });
     const fr = (await transcript(sid)).find((m) => m.role === "function_result") as FunctionResultMessage;
     expect(fr.is_error).toBe(true);
     expect(fr.details).toMatchObject({ status: "denied", denied_by: "permissions", rule_id: "no-deletes", function_id: "files::delete" });
@@ -261,18 +282,30 @@ describe("function calls through the policy", () => {
   it("a function with a strict schema gets exactly the model's arguments; who called is its metadata", async () => {
     await registerStrictApps();
     const sid = "call-strict";
-    replay.enqueue("openai", reply(callAgentTrigger("outbox::send", EMAIL, "s-1"), callAgentTrigger("outbox::send_typed", EMAIL, "s-2")), reply(say("Both queued.")));
+    replay.enqueue(
+      "openai",
+      reply(callAgentTrigger("outbox::send", EMAIL, "s-1"), callAgentTrigger("outbox::send_typed", EMAIL, "s-2")),
+      reply(say("Both queued.")),
+    );
     await startTurn(sid, "mail ada about lunch");
     const { events } = await finished(sid);
-    const ends = events.map((e) => e.data).filter((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end");
-    expect(ends.map((e) => [e.function_call_id, e.is_error])).toEqual([["s-1", false], ["s-2", false]]);
+    const ends = events
+      .map((e) => e.data)
+      .filter((d): d is Extract<AgentEvent, { type: "function_execution_end" }> => d.type === "function_execution_end");
+    expect(ends.map((e) => [e.function_call_id, e.is_error])).toEqual([
+      ["s-1", false],
+      ["s-2", false],
+    ]);
     const got = ran.filter((r) => r.meta.session_id === sid);
     expect(got).toEqual([
       { fn: "outbox::send", args: EMAIL, meta: { session_id: sid, function_call_id: "s-1", function_id: "outbox::send" } },
       { fn: "outbox::send_typed", args: EMAIL, meta: { session_id: sid, function_call_id: "s-2", function_id: "outbox::send_typed" } },
     ]);
     const results = (await transcript(sid)).filter((m): m is FunctionResultMessage => m.role === "function_result");
-    expect(results.map((r) => r.details)).toEqual([{ queued: true, to: EMAIL.to }, { queued: true, to: EMAIL.to }]);
+    expect(results.map((r) => r.details)).toEqual([
+      { queued: true, to: EMAIL.to },
+      { queued: true, to: EMAIL.to },
+    ]);
   });
 
   it("needs approval: the turn parks with the call visible; POST /api/approvals allow runs it once and the turn finishes", async () => {
@@ -280,14 +313,25 @@ describe("function calls through the policy", () => {
     const sid = "call-approved";
     replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "m-1")), reply(say("Sent.")));
     await startTurn(sid, "mail ada");
-    const parked = await until(async () => {
-      const v = await turnState(sid);
-      return v?.state === "function_awaiting_approval" ? v : undefined;
-    }, "the turn parked", TURN_DEADLINE_MS);
-    expect(parked.awaiting_approval).toEqual([expect.objectContaining({ function_call_id: "m-1", function_id: "mail::send", args: { to: "ada@example.com" } })]);
+    const parked = await until(
+      async () => {
+        const v = await turnState(sid);
+        return v?.state === "function_awaiting_approval" ? v : undefined;
+      },
+      "the turn parked",
+      TURN_DEADLINE_MS,
+    );
+    expect(parked.awaiting_approval).toEqual([
+      expect.objectContaining({ function_call_id: "m-1", function_id: "mail::send", args: { to: "ada@example.com" } }),
+    ]);
     expect(ranOf("mail::send").filter((r) => r.meta.session_id === sid)).toHaveLength(0);
-    const changed = (await allEvents(sid)).filter((e) => e.data.type === "turn_state_changed").map((e) => (e.data as Extract<AgentEvent, { type: "turn_state_changed" }>).new_value);
-    expect(changed.at(-1)).toMatchObject({ state: "function_awaiting_approval", awaiting_approval: [expect.objectContaining({ function_call_id: "m-1" })] });
+    const changed = (await allEvents(sid))
+      .filter((e) => e.data.type === "turn_state_changed")
+      .map((e) => (e.data as Extract<AgentEvent, { type: "turn_state_changed" }>).new_value);
+    expect(changed.at(-1)).toMatchObject({
+      state: "function_awaiting_approval",
+      awaiting_approval: [expect.objectContaining({ function_call_id: "m-1" })],
+    });
 
     const res = await post("api/approvals", { session_id: sid, function_call_id: "m-1", decision: "allow" });
     expect(res.status).toBe(200);
@@ -301,13 +345,21 @@ describe("function calls through the policy", () => {
   it("denied by a person: the call never runs; the model reads the operator's reason", async () => {
     await registerApps();
     const sid = "call-human-deny";
-    replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "all@example.com" }, "h-1")), reply(say("Understood, not sending.")));
+    replay.enqueue(
+      "openai",
+      reply(callAgentTrigger("mail::send", { to: "all@example.com" }, "h-1")),
+      reply(say("Understood, not sending.")),
+    );
     await startTurn(sid, "mail everyone");
     await until(async () => (await turnState(sid))?.state === "function_awaiting_approval", "the turn parked", TURN_DEADLINE_MS);
     const res = await post("api/approvals", { session_id: sid, function_call_id: "h-1", decision: "deny", reason: "not to everyone" });
     expect(res.status).toBe(200);
     const { events } = await finished(sid);
-    expect(events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({ function_call_id: "h-1", is_error: true, result: { details: { approval_denied: true, decision: "deny" } } });
+    expect(events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({
+      function_call_id: "h-1",
+      is_error: true,
+      result: { details: { approval_denied: true, decision: "deny" } },
+    });
     expect(ranOf("mail::send").filter((r) => r.meta.session_id === sid)).toHaveLength(0);
     const fr = (await transcript(sid)).find((m) => m.role === "function_result") as FunctionResultMessage;
     expect(fr.is_error).toBe(true);
@@ -320,26 +372,42 @@ describe("function calls through the policy", () => {
     const sid = "call-parallel";
     replay.enqueue(
       "openai",
-      reply(callAgentTrigger("mail::send", { to: "bob@example.com" }, "p-mail"), callAgentTrigger("weather::forecast", { city: "Oslo" }, "p-w1"), callAgentTrigger("weather::forecast", { city: "Rome" }, "p-w2")),
+      reply(
+        callAgentTrigger("mail::send", { to: "bob@example.com" }, "p-mail"),
+        callAgentTrigger("weather::forecast", { city: "Oslo" }, "p-w1"),
+        callAgentTrigger("weather::forecast", { city: "Rome" }, "p-w2"),
+      ),
       reply(say("Mailed Bob; Oslo and Rome are clear.")),
     );
     await startTurn(sid, "mail bob and check two cities");
-    const parked = await until(async () => {
-      const v = await turnState(sid);
-      return v?.state === "function_awaiting_approval" ? v : undefined;
-    }, "the turn parked", TURN_DEADLINE_MS);
+    const parked = await until(
+      async () => {
+        const v = await turnState(sid);
+        return v?.state === "function_awaiting_approval" ? v : undefined;
+      },
+      "the turn parked",
+      TURN_DEADLINE_MS,
+    );
     expect(parked.awaiting_approval!.map((a) => a.function_call_id)).toEqual(["p-mail"]);
     // While parked, both forecasts already ran and their results are out.
-    const ends = (await allEvents(sid)).filter((e) => e.data.type === "function_execution_end").map((e) => (e.data as { function_call_id: string }).function_call_id);
+    const ends = (await allEvents(sid))
+      .filter((e) => e.data.type === "function_execution_end")
+      .map((e) => (e.data as { function_call_id: string }).function_call_id);
     expect(ends.sort()).toEqual(["p-w1", "p-w2"]);
-    expect(ranOf("weather::forecast").filter((r) => r.meta.session_id === sid).map((r) => r.args.city)).toEqual(["Oslo", "Rome"]);
+    expect(
+      ranOf("weather::forecast")
+        .filter((r) => r.meta.session_id === sid)
+        .map((r) => r.args.city),
+    ).toEqual(["Oslo", "Rome"]);
 
     expect((await post("api/approvals", { session_id: sid, function_call_id: "p-mail", decision: "allow" })).status).toBe(200);
     await finished(sid);
     const results = (await transcript(sid)).filter((m): m is FunctionResultMessage => m.role === "function_result");
     expect(results.map((r) => r.function_call_id)).toEqual(["p-mail", "p-w1", "p-w2"]);
     expect(results.every((r) => !r.is_error)).toBe(true);
-    const tools = openaiMessages(replay.requestsFor("openai")[1]).filter((m) => m.role === "tool").map((m) => m.tool_call_id);
+    const tools = openaiMessages(replay.requestsFor("openai")[1])
+      .filter((m) => m.role === "tool")
+      .map((m) => m.tool_call_id);
     expect(tools).toEqual(["p-mail", "p-w1", "p-w2"]);
   });
 });
@@ -403,7 +471,9 @@ describe("steering, limits and failures", () => {
       kind: "http",
       status: 400,
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ error: { message: "Unrecognized request argument supplied: frobnicate", type: "invalid_request_error", param: null, code: null } }),
+      body: JSON.stringify({
+        error: { message: "Unrecognized request argument supplied: frobnicate", type: "invalid_request_error", param: null, code: null },
+      }),
     });
     await startTurn(sid, "hello");
     const { view, events } = await finished(sid, "failed");
@@ -427,9 +497,16 @@ describe("following a turn", () => {
         if (p.event.type === "create" && p.id) viaTrigger.push({ id: p.id, type: p.event.data.type });
         return null;
       });
-      follower.registerTrigger({ type: "stream", function_id: "console::on_agent_event", config: { stream_name: "agent::events", group_id: sid } });
+      follower.registerTrigger({
+        type: "stream",
+        function_id: "console::on_agent_event",
+        config: { stream_name: "agent::events", group_id: sid },
+      });
       await until(async () => {
-        const r = (await iii.trigger({ function_id: "engine::registered-triggers::list", payload: { function_id: "console::on_agent_event" } })) as { registered_triggers: { status: string }[] };
+        const r = (await iii.trigger({
+          function_id: "engine::registered-triggers::list",
+          payload: { function_id: "console::on_agent_event" },
+        })) as { registered_triggers: { status: string }[] };
         return r.registered_triggers.some((t) => t.status === "active") || r.registered_triggers.length > 0;
       }, "the follower's stream trigger");
 
@@ -467,14 +544,25 @@ describe("following a turn", () => {
   });
 
   it("a console joined to agent::sessions sees the sessions as they are created", async () => {
-    const sessions = (await iii.trigger({ function_id: "stream::list", payload: { stream_name: "agent::sessions", group_id: "all" } })) as { added: string[] }[];
+    const sessions = (await iii.trigger({ function_id: "stream::list", payload: { stream_name: "agent::sessions", group_id: "all" } })) as {
+      added: string[];
+    }[];
     const ids = sessions.flatMap((s) => s.added);
     expect(ids).toEqual(expect.arrayContaining(["chat-openai", "chat-anthropic", "call-allowed", "followed"]));
   });
 });
 
 describe("credentials stay with the providers", () => {
-  const SESSIONS = ["chat-openai", "chat-anthropic", "call-allowed", "call-approved", "call-parallel", "steered", "provider-error", "followed"];
+  const SESSIONS = [
+    "chat-openai",
+    "chat-anthropic",
+    "call-allowed",
+    "call-approved",
+    "call-parallel",
+    "steered",
+    "provider-error",
+    "followed",
+  ];
   const KEYS = ["sk-test", "sk-ant-test"];
   const leaks = (what: string, text: string) => KEYS.filter((k) => text.includes(k)).map((k) => `${what} contains ${k}`);
 
@@ -488,16 +576,25 @@ describe("credentials stay with the providers", () => {
     for (const scope of ["run_request", "turn_state", "auth_credentials", "models"]) {
       found.push(...leaks(`state scope ${scope}`, JSON.stringify(await iii.trigger({ function_id: "state::list", payload: { scope } }))));
     }
-    found.push(...leaks("engine::functions::list", JSON.stringify(await iii.trigger({ function_id: "engine::functions::list", payload: {} }))));
+    found.push(
+      ...leaks("engine::functions::list", JSON.stringify(await iii.trigger({ function_id: "engine::functions::list", payload: {} }))),
+    );
     found.push(...leaks("the engine's output", engine.output()));
     expect(found).toEqual([]);
 
     // Status says a key is configured, never which.
-    const status = (await iii.trigger({ function_id: "auth::status", payload: { provider: "openai" } })) as { configured: boolean; label?: string };
+    const status = (await iii.trigger({ function_id: "auth::status", payload: { provider: "openai" } })) as {
+      configured: boolean;
+      label?: string;
+    };
     expect(status.configured).toBe(true);
     expect(leaks("auth::status", JSON.stringify(status))).toEqual([]);
     // What a page can do — POST /_iii/invoke, no proof — gets a refusal, not the credential.
-    const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id: "auth::get_token", payload: { provider: "openai" } }) });
+    const res = await fetch(`${engine.url}/_iii/invoke`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ function_id: "auth::get_token", payload: { provider: "openai" } }),
+    });
     const body = await res.text();
     expect(body).toMatch(/forbidden/);
     expect(leaks("auth::get_token over HTTP", body)).toEqual([]);

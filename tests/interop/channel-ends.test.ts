@@ -24,15 +24,20 @@ import { invokeHttp, registered, until, worker, type Worker } from "./sdk.ts";
 const PROMPT_MS = 1_000;
 
 type Ref = { channel_id: string; access_key: string; direction: "read" | "write" };
-const endUrl = (wsUrl: string, ref: Ref, dir: "read" | "write") => `${wsUrl}/ws/channels/${ref.channel_id}?key=${encodeURIComponent(ref.access_key)}&dir=${dir}`;
+const endUrl = (wsUrl: string, ref: Ref, dir: "read" | "write") =>
+  `${wsUrl}/ws/channels/${ref.channel_id}?key=${encodeURIComponent(ref.access_key)}&dir=${dir}`;
 
 /** A raw WebSocket (Node's own, undici) and when its `close` event came: after TCP closed. */
-function open(url: string): Promise<{ ws: WebSocket; messages: (string | ArrayBuffer)[]; closed: Promise<{ code: number; reason: string; at: number }> }> {
+function open(
+  url: string,
+): Promise<{ ws: WebSocket; messages: (string | ArrayBuffer)[]; closed: Promise<{ code: number; reason: string; at: number }> }> {
   const ws = new WebSocket(url);
   ws.binaryType = "arraybuffer";
   const messages: (string | ArrayBuffer)[] = [];
   ws.addEventListener("message", (e) => messages.push(e.data as string | ArrayBuffer));
-  const closed = new Promise<{ code: number; reason: string; at: number }>((r) => ws.addEventListener("close", (e) => r({ code: e.code, reason: e.reason, at: Date.now() })));
+  const closed = new Promise<{ code: number; reason: string; at: number }>((r) =>
+    ws.addEventListener("close", (e) => r({ code: e.code, reason: e.reason, at: Date.now() })),
+  );
   return new Promise((resolve, reject) => {
     ws.addEventListener("open", () => resolve({ ws, messages, closed }), { once: true });
     ws.addEventListener("error", () => reject(new Error(`could not open ${url.replace(/key=[^&]+/, "key=…")}`)), { once: true });
@@ -56,7 +61,9 @@ describe("channel ends under npm start", () => {
   });
 
   it("a raw reader sees every item and the close within a second of the writer's close (TCP included)", async () => {
-    const created = (await (await invokeHttp(engine.url, { function_id: "engine::channels::create", payload: {} })).json()) as { result: { writer: Ref; reader: Ref } };
+    const created = (await (await invokeHttp(engine.url, { function_id: "engine::channels::create", payload: {} })).json()) as {
+      result: { writer: Ref; reader: Ref };
+    };
     const reader = await open(endUrl(engine.wsUrl, created.result.reader, "read"));
     const writer = await open(endUrl(engine.wsUrl, created.result.writer, "write"));
     writer.ws.send("a text item");
@@ -78,7 +85,11 @@ describe("channel ends under npm start", () => {
     });
     await registered(a, "ends::read-all");
     const ch = await createChannel(a);
-    const result = a.trigger({ function_id: "ends::read-all", payload: { source: ch.readerRef } }) as Promise<{ at: number; length: number; head: string }>;
+    const result = a.trigger({ function_id: "ends::read-all", payload: { source: ch.readerRef } }) as Promise<{
+      at: number;
+      length: number;
+      head: string;
+    }>;
     ch.writer.stream.write(Buffer.from("hello"));
     ch.writer.stream.write(Buffer.alloc(200_000, 7)); // several 64 KiB frames
     // The end callback runs once the SDK has closed its socket (`1000 stream_complete`).
@@ -129,7 +140,11 @@ describe("channel ends under npm start", () => {
     await until(async () => (await fetch(`${engine.url}/ends/upper`, { method: "POST", body: "warm" })).status === 200, "the upper route");
     for (let i = 0; i < 3; i++) {
       const t0 = Date.now();
-      const res = await fetch(`${engine.url}/ends/upper`, { method: "POST", headers: { "content-type": "text/plain" }, body: `round ${i}` });
+      const res = await fetch(`${engine.url}/ends/upper`, {
+        method: "POST",
+        headers: { "content-type": "text/plain" },
+        body: `round ${i}`,
+      });
       expect(await res.text()).toBe(`ROUND ${i}`);
       expect(Date.now() - t0).toBeLessThan(PROMPT_MS);
     }
@@ -137,7 +152,10 @@ describe("channel ends under npm start", () => {
 
   it("a suite-shaped worker process (flows on channel ends, then shutdown) ends clean: no unhandled rejection, no 404", async () => {
     const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures/suite-shape.ts");
-    const child = spawn(process.execPath, [fixture, engine.wsUrl, engine.url], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, III_TOKEN: await token("suite-shape") } });
+    const child = spawn(process.execPath, [fixture, engine.wsUrl, engine.url], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, III_TOKEN: await token("suite-shape") },
+    });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
@@ -150,4 +168,3 @@ describe("channel ends under npm start", () => {
     }
   }, 30_000);
 });
-

@@ -37,32 +37,41 @@ describe("channels with iii-sdk 0.22.1", () => {
     await engine?.stop();
   });
 
-  it("worker A writes text and binary to a channel; worker B reads them all through the reader ref", async () => {
-    b.registerFunction("chan-b::consume", async (input: { source: ChannelReader; expect_bytes: number }) => {
-      const texts: string[] = [];
-      input.source.onMessage((m) => texts.push(m));
-      // Read up to the announced length rather than `readAll()`: the end of the stream reaches
-      // Node late under wrangler dev (CLOSE_LATENCY_MS), past the engine's 30 s call deadline.
-      const chunks: Buffer[] = [];
-      let n = 0;
-      for await (const chunk of input.source.stream) {
-        chunks.push(chunk as Buffer);
-        n += (chunk as Buffer).length;
-        if (n >= input.expect_bytes) break;
-      }
-      const bytes = Buffer.concat(chunks);
-      return { texts, length: bytes.length, head: bytes.subarray(0, 10).toString(), sum: bytes.reduce((s, x) => s + x, 0) };
-    });
-    await registered(a, "chan-b::consume");
-    const ch = await createChannel(a, 16);
-    expect(ch.readerRef).toMatchObject({ channel_id: ch.writerRef.channel_id, direction: "read" });
-    const result = a.trigger({ function_id: "chan-b::consume", payload: { source: ch.readerRef, expect_bytes: 150_010 } });
-    ch.writer.sendMessage(JSON.stringify({ type: "hello" }));
-    ch.writer.stream.write(Buffer.from("binary one"));
-    ch.writer.stream.write(Buffer.alloc(150_000, 1)); // the SDK splits this into 64 KiB frames
-    ch.writer.stream.end();
-    expect(await result).toEqual({ texts: ['{"type":"hello"}'], length: 150_010, head: "binary one", sum: "binary one".split("").reduce((s, c) => s + c.charCodeAt(0), 0) + 150_000 });
-  }, SLOW);
+  it(
+    "worker A writes text and binary to a channel; worker B reads them all through the reader ref",
+    async () => {
+      b.registerFunction("chan-b::consume", async (input: { source: ChannelReader; expect_bytes: number }) => {
+        const texts: string[] = [];
+        input.source.onMessage((m) => texts.push(m));
+        // Read up to the announced length rather than `readAll()`: the end of the stream reaches
+        // Node late under wrangler dev (CLOSE_LATENCY_MS), past the engine's 30 s call deadline.
+        const chunks: Buffer[] = [];
+        let n = 0;
+        for await (const chunk of input.source.stream) {
+          chunks.push(chunk as Buffer);
+          n += (chunk as Buffer).length;
+          if (n >= input.expect_bytes) break;
+        }
+        const bytes = Buffer.concat(chunks);
+        return { texts, length: bytes.length, head: bytes.subarray(0, 10).toString(), sum: bytes.reduce((s, x) => s + x, 0) };
+      });
+      await registered(a, "chan-b::consume");
+      const ch = await createChannel(a, 16);
+      expect(ch.readerRef).toMatchObject({ channel_id: ch.writerRef.channel_id, direction: "read" });
+      const result = a.trigger({ function_id: "chan-b::consume", payload: { source: ch.readerRef, expect_bytes: 150_010 } });
+      ch.writer.sendMessage(JSON.stringify({ type: "hello" }));
+      ch.writer.stream.write(Buffer.from("binary one"));
+      ch.writer.stream.write(Buffer.alloc(150_000, 1)); // the SDK splits this into 64 KiB frames
+      ch.writer.stream.end();
+      expect(await result).toEqual({
+        texts: ['{"type":"hello"}'],
+        length: 150_010,
+        head: "binary one",
+        sum: "binary one".split("").reduce((s, c) => s + c.charCodeAt(0), 0) + 150_000,
+      });
+    },
+    SLOW,
+  );
 
   it("an http() handler streams status, headers and a body the client reads while it is written", async () => {
     let release!: () => void;
@@ -129,23 +138,33 @@ describe("channels with iii-sdk 0.22.1", () => {
     expect(await res.json()).toEqual({ hello: "world" });
   });
 
-  it("a handler reads the raw POST body from request_body, and writing to response by hand works too", async () => {
-    a.registerFunction("chan-a::upper", async (req: { request_body: ChannelReader; response: ChannelWriter; body: unknown }) => {
-      const text = (await req.request_body.readAll()).toString("utf8");
-      req.response.sendMessage(JSON.stringify({ type: "set_status", status_code: 201 }));
-      req.response.sendMessage(JSON.stringify({ type: "set_headers", headers: { "content-type": "text/plain", "x-length": String(text.length) } }));
-      req.response.stream.end(Buffer.from(text.toUpperCase()));
-      return undefined;
-    });
-    a.registerTrigger({ type: "http", function_id: "chan-a::upper", config: { api_path: "chan/upper", http_method: "POST", timeout_ms: 2 * SLOW } });
-    await registered(b, "chan-a::upper");
-    await sleep(100);
-    const body = "hello from a POST body — ünïcödé";
-    const res = await fetch(`${engine.url}/chan/upper`, { method: "POST", headers: { "content-type": "text/plain" }, body });
-    expect(res.status).toBe(201);
-    expect(res.headers.get("x-length")).toBe(String(body.length));
-    expect(await res.text()).toBe(body.toUpperCase());
-  }, SLOW);
+  it(
+    "a handler reads the raw POST body from request_body, and writing to response by hand works too",
+    async () => {
+      a.registerFunction("chan-a::upper", async (req: { request_body: ChannelReader; response: ChannelWriter; body: unknown }) => {
+        const text = (await req.request_body.readAll()).toString("utf8");
+        req.response.sendMessage(JSON.stringify({ type: "set_status", status_code: 201 }));
+        req.response.sendMessage(
+          JSON.stringify({ type: "set_headers", headers: { "content-type": "text/plain", "x-length": String(text.length) } }),
+        );
+        req.response.stream.end(Buffer.from(text.toUpperCase()));
+        return undefined;
+      });
+      a.registerTrigger({
+        type: "http",
+        function_id: "chan-a::upper",
+        config: { api_path: "chan/upper", http_method: "POST", timeout_ms: 2 * SLOW },
+      });
+      await registered(b, "chan-a::upper");
+      await sleep(100);
+      const body = "hello from a POST body — ünïcödé";
+      const res = await fetch(`${engine.url}/chan/upper`, { method: "POST", headers: { "content-type": "text/plain" }, body });
+      expect(res.status).toBe(201);
+      expect(res.headers.get("x-length")).toBe(String(body.length));
+      expect(await res.text()).toBe(body.toUpperCase());
+    },
+    SLOW,
+  );
 
   it("a handler that returns a value is answered buffered, as before", async () => {
     // Reads up to content-length, not to the end: see CLOSE_LATENCY_MS (the POST test above waits).

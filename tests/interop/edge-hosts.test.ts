@@ -25,20 +25,31 @@ const hello = async (name: string) => {
 
 describe("edge-hosted functions", () => {
   it("are listed with their host as worker, and answer calls from an iii-sdk worker", async () => {
-    const { functions } = (await caller.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string; worker_name: string }[] };
+    const { functions } = (await caller.trigger({ function_id: "engine::functions::list", payload: {} })) as {
+      functions: { function_id: string; worker_name: string }[];
+    };
     expect(functions.filter((f) => f.function_id.startsWith("edge::"))).toEqual(
       expect.arrayContaining([{ function_id: "edge::hello", worker_name: "EDGE_DEMO", description: expect.any(String) }]),
     );
-    expect(await caller.trigger({ function_id: "edge::hello", payload: { name: "ada" } })).toEqual({ greeting: "Hello, ada! (from a Worker)" });
+    expect(await caller.trigger({ function_id: "edge::hello", payload: { name: "ada" } })).toEqual({
+      greeting: "Hello, ada! (from a Worker)",
+    });
     await expect(caller.trigger({ function_id: "edge::hello", payload: { name: "" } })).rejects.toMatchObject({ code: "invalid_input" });
   });
 
   it("serve an http trigger declared in the host's manifest", async () => {
     expect(await hello("grace")).toEqual({ status: 200, body: { greeting: "Hello, grace! (from a Worker)" } });
-    const { registered_triggers } = (await caller.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "http" } })) as {
+    const { registered_triggers } = (await caller.trigger({
+      function_id: "engine::registered-triggers::list",
+      payload: { trigger_type: "http" },
+    })) as {
       registered_triggers: { id: string; function_id: string; worker_name: string }[];
     };
-    expect(registered_triggers).toEqual(expect.arrayContaining([expect.objectContaining({ id: "edge-hello-http", function_id: "edge::hello-http", worker_name: "EDGE_DEMO" })]));
+    expect(registered_triggers).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ id: "edge-hello-http", function_id: "edge::hello-http", worker_name: "EDGE_DEMO" }),
+      ]),
+    );
   });
 
   it("are there again after the engine restarts, and engine::edge::refresh reloads them", async () => {

@@ -25,7 +25,11 @@ const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
  * answered with how much had been sent by then. (Paced: a client that outruns the local dev server
  * sees a reset instead of an early answer.)
  */
-function pacedUpload(url: string, headers: Record<string, string>, total: number): Promise<{ status: number; body: string; sentWhenAnswered: number }> {
+function pacedUpload(
+  url: string,
+  headers: Record<string, string>,
+  total: number,
+): Promise<{ status: number; body: string; sentWhenAnswered: number }> {
   return new Promise((resolve, reject) => {
     let sent = 0;
     let answered = false;
@@ -74,7 +78,9 @@ describe("http request bodies", () => {
         const all = Buffer.concat(chunks);
         res.status(200);
         res.headers({ "content-type": "application/json" });
-        res.stream.end(Buffer.from(JSON.stringify({ size: all.length, sha256: sha256(all), body: req.body ?? null, chunks: chunks.length })));
+        res.stream.end(
+          Buffer.from(JSON.stringify({ size: all.length, sha256: sha256(all), body: req.body ?? null, chunks: chunks.length })),
+        );
       }),
     );
     w.registerTrigger({ type: "http", function_id: "bodies::upload", config: { api_path: "bodies/upload", http_method: "POST" } });
@@ -94,7 +100,13 @@ describe("http request bodies", () => {
         res.headers({ "content-type": "application/json" });
         res.stream.end(
           Buffer.from(
-            JSON.stringify({ boundary: boundary.length > 0, title: text.includes("Test Document"), description: text.includes("A test upload"), size: raw.length, file_sha256: sha256(raw.subarray(fileStart, fileEnd)) }),
+            JSON.stringify({
+              boundary: boundary.length > 0,
+              title: text.includes("Test Document"),
+              description: text.includes("A test upload"),
+              size: raw.length,
+              file_sha256: sha256(raw.subarray(fileStart, fileEnd)),
+            }),
           ),
         );
       }),
@@ -106,11 +118,18 @@ describe("http request bodies", () => {
         const params = new URLSearchParams((await req.request_body.readAll()).toString("utf8"));
         res.status(200);
         res.headers({ "content-type": "application/json" });
-        res.stream.end(Buffer.from(JSON.stringify({ name: params.get("name"), email: params.get("email"), age: params.get("age"), body: req.body ?? null })));
+        res.stream.end(
+          Buffer.from(
+            JSON.stringify({ name: params.get("name"), email: params.get("email"), age: params.get("age"), body: req.body ?? null }),
+          ),
+        );
       }),
     );
     w.registerTrigger({ type: "http", function_id: "bodies::form", config: { api_path: "bodies/form", http_method: "POST" } });
-    await until(async () => (await fetch(`${engine.url}/bodies/upload`, { method: "POST", body: "ready?" })).status === 200, "the upload route");
+    await until(
+      async () => (await fetch(`${engine.url}/bodies/upload`, { method: "POST", body: "ready?" })).status === 200,
+      "the upload route",
+    );
   });
   afterAll(async () => {
     await w?.shutdown();
@@ -130,7 +149,9 @@ describe("http request bodies", () => {
   it("just past the frame bound streams too; at the bound it is one item, as before", async () => {
     for (const size of [MiB + 1, MiB]) {
       const file = randomBytes(size);
-      const got = (await (await fetch(`${engine.url}/bodies/upload`, { method: "POST", headers: { "content-type": "application/octet-stream" }, body: file })).json()) as { size: number; sha256: string; chunks: number };
+      const got = (await (
+        await fetch(`${engine.url}/bodies/upload`, { method: "POST", headers: { "content-type": "application/octet-stream" }, body: file })
+      ).json()) as { size: number; sha256: string; chunks: number };
       expect(got).toMatchObject({ size, sha256: sha256(file) });
       if (size === MiB) expect(got.chunks).toBe(1);
     }
@@ -151,7 +172,11 @@ describe("http request bodies", () => {
 
   it("an application/x-www-form-urlencoded body is answered at once: raw in request_body, body null (as iii passes it)", async () => {
     const t0 = Date.now();
-    const res = await fetch(`${engine.url}/bodies/form`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ name: "John Doe", email: "john@example.com", age: "30" }).toString() });
+    const res = await fetch(`${engine.url}/bodies/form`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ name: "John Doe", email: "john@example.com", age: "30" }).toString(),
+    });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ name: "John Doe", email: "john@example.com", age: "30", body: null });
     expect(Date.now() - t0).toBeLessThan(2_000); // before: until the client's 30 s timeout
@@ -161,7 +186,9 @@ describe("http request bodies", () => {
     const before = calls.upload ?? 0;
     const out = await pacedUpload(`${engine.url}/bodies/upload`, { "content-length": String(MAX_BODY + 1) }, MAX_BODY + 1);
     expect(out.status).toBe(413);
-    expect(JSON.parse(out.body)).toMatchObject({ error: { code: "value_too_large", message: expect.stringContaining("HTTP_MAX_BODY_BYTES") } });
+    expect(JSON.parse(out.body)).toMatchObject({
+      error: { code: "value_too_large", message: expect.stringContaining("HTTP_MAX_BODY_BYTES") },
+    });
     // Answered long before the client had sent it (at most the first MiB is read, and dropped).
     expect(out.sentWhenAnswered).toBeLessThan(MAX_BODY / 4);
     expect(calls.upload ?? 0).toBe(before);
@@ -171,7 +198,9 @@ describe("http request bodies", () => {
     const before = calls.upload ?? 0;
     const out = await pacedUpload(`${engine.url}/bodies/upload`, {}, 4 * MiB);
     expect(out.status).toBe(413);
-    expect(JSON.parse(out.body)).toMatchObject({ error: { code: "value_too_large", message: expect.stringMatching(/without a Content-Length/) } });
+    expect(JSON.parse(out.body)).toMatchObject({
+      error: { code: "value_too_large", message: expect.stringMatching(/without a Content-Length/) },
+    });
     expect(calls.upload ?? 0).toBe(before);
   });
 });

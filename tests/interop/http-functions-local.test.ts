@@ -45,9 +45,11 @@ async function webhook(): Promise<{ url: string; seen: Delivery[]; close(): Prom
   };
 }
 
-const connect = (engine: EngineServer, name: string) => registerWorker(engine.wsUrl, { workerName: name, otel: { enabled: false }, invocationTimeoutMs: 10_000 });
+const connect = (engine: EngineServer, name: string) =>
+  registerWorker(engine.wsUrl, { workerName: name, otel: { enabled: false }, invocationTimeoutMs: 10_000 });
 const functionIds = listed;
-const publish = (w: IIIClient, topic: string, data: unknown) => w.trigger({ function_id: "iii::durable::publish", payload: { topic, data } });
+const publish = (w: IIIClient, topic: string, data: unknown) =>
+  w.trigger({ function_id: "iii::durable::publish", payload: { topic, data } });
 
 describe("npm start, loopback-only (no AUTH_SECRET): local webhooks work", () => {
   let engine: EngineServer;
@@ -86,7 +88,12 @@ describe("npm start, loopback-only (no AUTH_SECRET): local webhooks work", () =>
   it("sends the configured custom headers, and PUT when asked", async () => {
     const hook = await webhook();
     try {
-      w.registerFunction("dev::put", { url: hook.url, method: "PUT", timeout_ms: 3000, headers: { "X-Custom-Header": "test-value", "X-Another": "123" } });
+      w.registerFunction("dev::put", {
+        url: hook.url,
+        method: "PUT",
+        timeout_ms: 3000,
+        headers: { "X-Custom-Header": "test-value", "X-Another": "123" },
+      });
       w.registerTrigger({ type: "durable:subscriber", function_id: "dev::put", config: { topic: "dev.put" } });
       await until(async () => (await functionIds(w)).includes("dev::put"), "dev::put listed");
       await sleep(200);
@@ -158,7 +165,15 @@ describe("a deployed engine's settings (ALLOW_PRIVATE_HTTP_FUNCTIONS=false): eve
   it("refuses loopback, private and metadata URLs, registering nothing and calling nothing", async () => {
     const hook = await webhook();
     try {
-      const refused = [hook.url, "http://localhost:9/x", "http://10.0.0.1/x", "https://192.168.1.1/x", "https://169.254.169.254/latest/meta-data", "https://[::1]/x", "https://[::ffff:127.0.0.1]/x"];
+      const refused = [
+        hook.url,
+        "http://localhost:9/x",
+        "http://10.0.0.1/x",
+        "https://192.168.1.1/x",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[::1]/x",
+        "https://[::ffff:127.0.0.1]/x",
+      ];
       refused.forEach((url, i) => w.registerFunction(`deployed::ssrf-${i}`, { url }));
       w.registerFunction("deployed::marker", async () => "ok");
       await until(async () => (await functionIds(w)).includes("deployed::marker"), "the marker registered after them");

@@ -23,7 +23,11 @@ describe("HTTP-invoked functions", () => {
   beforeAll(async () => {
     // Loopback targets are refused by default; this engine allows them, as a local setup would.
     // A registration may name only the secrets HTTP_FUNCTION_SECRETS lists (here: sign only).
-    engine = await startSecureEngine({ ALLOW_PRIVATE_HTTP_FUNCTIONS: "true", IIIEDGE_TEST_HMAC: SECRET, HTTP_FUNCTION_SECRETS: "IIIEDGE_TEST_HMAC:hmac" });
+    engine = await startSecureEngine({
+      ALLOW_PRIVATE_HTTP_FUNCTIONS: "true",
+      IIIEDGE_TEST_HMAC: SECRET,
+      HTTP_FUNCTION_SECRETS: "IIIEDGE_TEST_HMAC:hmac",
+    });
     server = http.createServer(
       nodeHttpListener(
         httpFunctionHandler<{ a: number; b: number }>(SECRET, (data, info) => {
@@ -46,7 +50,12 @@ describe("HTTP-invoked functions", () => {
   });
 
   it("the engine calls the URL, signed, and returns its JSON as the result", async () => {
-    owner.registerFunction("remote::multiply", { url: `${base}/multiply`, method: "POST", timeout_ms: 5000, auth: { type: "hmac", secret_key: "IIIEDGE_TEST_HMAC" } });
+    owner.registerFunction("remote::multiply", {
+      url: `${base}/multiply`,
+      method: "POST",
+      timeout_ms: 5000,
+      auth: { type: "hmac", secret_key: "IIIEDGE_TEST_HMAC" },
+    });
     await until(async () => (await listed(caller)).includes("remote::multiply"), "remote::multiply registered");
     expect(await caller.trigger({ function_id: "remote::multiply", payload: { a: 6, b: 7 } })).toEqual({ product: 42 });
     expect(seen.at(-1)?.invocation_id).toBeTruthy();
@@ -78,6 +87,8 @@ describe("HTTP-invoked functions", () => {
   it("functions disappear with the worker that registered them", async () => {
     await owner.shutdown();
     await until(async () => !(await listed(caller)).includes("remote::multiply"), "remote::multiply removed");
-    await expect(caller.trigger({ function_id: "remote::multiply", payload: { a: 1, b: 1 } })).rejects.toMatchObject({ code: "function_not_found" });
+    await expect(caller.trigger({ function_id: "remote::multiply", payload: { a: 1, b: 1 } })).rejects.toMatchObject({
+      code: "function_not_found",
+    });
   });
 });

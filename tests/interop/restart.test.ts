@@ -38,7 +38,12 @@ it("both workers reconnect by themselves; calls, bindings and state written befo
   await engine.restart();
 
   // The SDKs reconnect with their backoff and replay; calls work again.
-  const greeting = await until(async () => a.trigger({ function_id: "b::greet", payload: { name: "after" }, timeoutMs: 2_000 }), "b::greet after the restart", 30_000, 250);
+  const greeting = await until(
+    async () => a.trigger({ function_id: "b::greet", payload: { name: "after" }, timeoutMs: 2_000 }),
+    "b::greet after the restart",
+    30_000,
+    250,
+  );
   expect(greeting).toBe("hello after");
   expect(await b.trigger({ function_id: "state::get", payload: { scope: "restart", key: "k" } })).toEqual({ kept: 1 });
   // Each worker is listed once (the old connections were dropped, not duplicated).
@@ -48,7 +53,9 @@ it("both workers reconnect by themselves; calls, bindings and state written befo
   // The replayed state binding fires again.
   await until(async () => {
     // (The built-in harness workers bind state triggers of their own; this worker's is the one that matters.)
-    const r = (await a.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "state" } })) as { registered_triggers: { function_id: string }[] };
+    const r = (await a.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "state" } })) as {
+      registered_triggers: { function_id: string }[];
+    };
     return r.registered_triggers.filter((t) => t.function_id === "a::on-state").length === 1;
   }, "the replayed state binding");
   await b.trigger({ function_id: "state::set", payload: { scope: "restart", key: "k", value: { kept: 2 } } });

@@ -19,10 +19,14 @@ beforeAll(async () => {
   engine = await startSecureEngine();
   a = await worker(engine.wsUrl, "interop-a");
   b = await worker(engine.wsUrl, "interop-b");
-  b.registerFunction("b::add", async (data: { a: number; b: number }, metadata) => {
-    seen.push({ fn: "b::add", data, metadata });
-    return { sum: data.a + data.b };
-  }, { description: "adds a and b" });
+  b.registerFunction(
+    "b::add",
+    async (data: { a: number; b: number }, metadata) => {
+      seen.push({ fn: "b::add", data, metadata });
+      return { sum: data.a + data.b };
+    },
+    { description: "adds a and b" },
+  );
   b.registerFunction("b::fail", async () => {
     throw new Error("b::fail always throws");
   });
@@ -75,21 +79,40 @@ describe("calls between SDK workers", () => {
 
   it("enqueue answers {messageReceiptId} and delivers the payload later", async () => {
     const n = seen.length;
-    const r = (await a.trigger({ function_id: "b::record", payload: { kind: "queued" }, action: TriggerAction.Enqueue({ queue: "default" }) })) as { messageReceiptId: string };
+    const r = (await a.trigger({
+      function_id: "b::record",
+      payload: { kind: "queued" },
+      action: TriggerAction.Enqueue({ queue: "default" }),
+    })) as { messageReceiptId: string };
     expect(r.messageReceiptId).toMatch(/^[0-9a-f-]{36}$/);
     const got = await until(() => seen.slice(n).find((s) => (s.data as { kind?: string }).kind === "queued"), "the queued delivery");
     expect(got.data).toEqual({ kind: "queued" });
-    const e = await failure(a.trigger({ function_id: "b::record", payload: {}, action: TriggerAction.Enqueue({ queue: "no-such-queue" }) }));
+    const e = await failure(
+      a.trigger({ function_id: "b::record", payload: {}, action: TriggerAction.Enqueue({ queue: "no-such-queue" }) }),
+    );
     expect(e.code).toBe("enqueue_error");
   });
 });
 
 describe("state", () => {
   it("set / get / update / list / list_groups / delete through trigger()", async () => {
-    expect(await a.trigger({ function_id: "state::set", payload: { scope: "interop", key: "k", value: { n: 1 } } })).toEqual({ old_value: null, new_value: { n: 1 } });
+    expect(await a.trigger({ function_id: "state::set", payload: { scope: "interop", key: "k", value: { n: 1 } } })).toEqual({
+      old_value: null,
+      new_value: { n: 1 },
+    });
     expect(await b.trigger({ function_id: "state::get", payload: { scope: "interop", key: "k" } })).toEqual({ n: 1 });
     expect(await b.trigger({ function_id: "state::get", payload: { scope: "interop", key: "absent" } })).toBeUndefined();
-    const up = (await a.trigger({ function_id: "state::update", payload: { scope: "interop", key: "k", ops: [{ type: "increment", path: "n", by: 4 }, { type: "append", path: "log", value: 7 }] } })) as { new_value: unknown };
+    const up = (await a.trigger({
+      function_id: "state::update",
+      payload: {
+        scope: "interop",
+        key: "k",
+        ops: [
+          { type: "increment", path: "n", by: 4 },
+          { type: "append", path: "log", value: 7 },
+        ],
+      },
+    })) as { new_value: unknown };
     expect(up.new_value).toEqual({ n: 5, log: [7] });
     expect(await a.trigger({ function_id: "state::list", payload: { scope: "interop" } })).toEqual([{ n: 5, log: [7] }]);
     expect(((await a.trigger({ function_id: "state::list_groups", payload: {} })) as { groups: string[] }).groups).toContain("interop");
@@ -102,10 +125,18 @@ describe("state", () => {
     a.registerFunction("a::on-state", async (data, metadata) => {
       events.push({ data, metadata });
     });
-    const trig = a.registerTrigger({ type: "state", function_id: "a::on-state", config: { scope: "watched" }, metadata: { from: "binding" } });
+    const trig = a.registerTrigger({
+      type: "state",
+      function_id: "a::on-state",
+      config: { scope: "watched" },
+      metadata: { from: "binding" },
+    });
     await registered(a, "a::on-state");
     await until(async () => {
-      const r = (await a.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "state", function_id: "a::on-state" } })) as { registered_triggers: unknown[] };
+      const r = (await a.trigger({
+        function_id: "engine::registered-triggers::list",
+        payload: { trigger_type: "state", function_id: "a::on-state" },
+      })) as { registered_triggers: unknown[] };
       return r.registered_triggers.length === 1;
     }, "the state binding");
     await b.trigger({ function_id: "state::set", payload: { scope: "watched", key: "x", value: 1 } });
@@ -131,39 +162,60 @@ describe("custom trigger types", () => {
       return "handled";
     });
     // Bound before any provider: the engine parks it.
-    const binding = a.registerTrigger({ type: "interop::webhook", function_id: "a::on-hook", config: { path: "/orders" }, metadata: { m: 1 } });
-    await registered(a, "a::on-hook");
-    b.registerTriggerType({ id: "interop::webhook", description: "test webhook" }, {
-      async registerTrigger(cfg) {
-        registrations.push(cfg);
-        // The provider fires the binding like any caller.
-        await b.trigger({ function_id: cfg.function_id, payload: { hook: (cfg.config as { path: string }).path }, metadata: cfg.metadata });
-      },
-      async unregisterTrigger(cfg) {
-        unregistrations.push(cfg.id);
-      },
+    const binding = a.registerTrigger({
+      type: "interop::webhook",
+      function_id: "a::on-hook",
+      config: { path: "/orders" },
+      metadata: { m: 1 },
     });
+    await registered(a, "a::on-hook");
+    b.registerTriggerType(
+      { id: "interop::webhook", description: "test webhook" },
+      {
+        async registerTrigger(cfg) {
+          registrations.push(cfg);
+          // The provider fires the binding like any caller.
+          await b.trigger({
+            function_id: cfg.function_id,
+            payload: { hook: (cfg.config as { path: string }).path },
+            metadata: cfg.metadata,
+          });
+        },
+        async unregisterTrigger(cfg) {
+          unregistrations.push(cfg.id);
+        },
+      },
+    );
     await until(() => fired.length === 1, "the provider to fire the parked binding");
     expect(registrations[0]).toMatchObject({ function_id: "a::on-hook", config: { path: "/orders" }, metadata: { m: 1 } });
     expect(fired[0]).toEqual({ data: { hook: "/orders", _caller_worker_id: expect.any(String) }, metadata: { m: 1 } });
     binding.unregister();
     await until(() => unregistrations.includes(registrations[0]!.id), "unregisterTrigger at the provider");
-    const types = (await a.trigger({ function_id: "engine::triggers::list", payload: {} })) as { triggers: { id: string; worker_name: string }[] };
+    const types = (await a.trigger({ function_id: "engine::triggers::list", payload: {} })) as {
+      triggers: { id: string; worker_name: string }[];
+    };
     expect(types.triggers).toContainEqual(expect.objectContaining({ id: "interop::webhook", worker_name: "interop-b" }));
   });
 
   it("the provider's refusal reaches the binding's owner (never silent)", async () => {
     const spy = vi.spyOn(console, "error").mockImplementation(() => {});
     try {
-      b.registerTriggerType({ id: "interop::picky", description: "refuses everything" }, {
-        async registerTrigger() {
-          throw new Error("picky says no");
+      b.registerTriggerType(
+        { id: "interop::picky", description: "refuses everything" },
+        {
+          async registerTrigger() {
+            throw new Error("picky says no");
+          },
+          async unregisterTrigger() {},
         },
-        async unregisterTrigger() {},
-      });
+      );
       await sleep(100);
       const binding = a.registerTrigger({ type: "interop::picky", function_id: "a::upper", config: {} });
-      const logged = await until(() => spy.mock.calls.map((c) => String(c[0])).find((m) => m.includes("Trigger registration failed") && m.includes("interop::picky")), "the owner to log the refusal");
+      const logged = await until(
+        () =>
+          spy.mock.calls.map((c) => String(c[0])).find((m) => m.includes("Trigger registration failed") && m.includes("interop::picky")),
+        "the owner to log the refusal",
+      );
       expect(logged).toContain("picky says no");
       binding.unregister();
     } finally {
@@ -189,11 +241,15 @@ describe("discovery", () => {
   });
 
   it("engine::workers::list shows both SDK workers with what they reported", async () => {
-    const r = (await a.trigger({ function_id: "engine::workers::list", payload: {} })) as { workers: { name: string; runtime: string; version: string; pid: number; function_count: number }[] };
+    const r = (await a.trigger({ function_id: "engine::workers::list", payload: {} })) as {
+      workers: { name: string; runtime: string; version: string; pid: number; function_count: number }[];
+    };
     const names = r.workers.map((w) => w.name);
     expect(names).toEqual(expect.arrayContaining(["interop-a", "interop-b"]));
     expect(r.workers.find((w) => w.name === "interop-b")).toMatchObject({ runtime: "node", version: "0.22.1", pid: process.pid });
-    const fns = (await a.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string; worker_name: string; description?: string }[] };
+    const fns = (await a.trigger({ function_id: "engine::functions::list", payload: {} })) as {
+      functions: { function_id: string; worker_name: string; description?: string }[];
+    };
     expect(fns.functions).toContainEqual({ function_id: "b::add", worker_name: "interop-b", description: "adds a and b" });
   });
 });
@@ -207,14 +263,19 @@ describe("a worker in another process", () => {
 
   it("killed mid-call: the caller gets invocation_stopped within about a second, long before its SDK timeout", async () => {
     // The child gets its token in its environment, as a deployed worker would.
-    child = spawn(process.execPath, [fixture, engine.wsUrl], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, III_TOKEN: await token("interop-child") } });
+    child = spawn(process.execPath, [fixture, engine.wsUrl], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, III_TOKEN: await token("interop-child") },
+    });
     await registered(a, "interop::child-hang", "interop::child-echo");
     expect(await a.trigger({ function_id: "interop::child-echo", payload: { x: 1 } })).toMatchObject({ echoed: { x: 1 }, pid: child.pid });
 
     const call = failure(a.trigger({ function_id: "interop::child-hang", payload: {}, timeoutMs: 20_000 }));
     // The call reached the child (the engine counts it as active there).
     await until(async () => {
-      const r = (await a.trigger({ function_id: "engine::workers::list", payload: {} })) as { workers: { name: string; active_invocations: number }[] };
+      const r = (await a.trigger({ function_id: "engine::workers::list", payload: {} })) as {
+        workers: { name: string; active_invocations: number }[];
+      };
       return r.workers.find((w) => w.name === "interop-child")?.active_invocations === 1;
     }, "the call to be in flight at the child");
     const t0 = Date.now();
@@ -232,7 +293,10 @@ describe("a worker in another process", () => {
 describe("auth: the engine runs with AUTH_SECRET", () => {
   /** iii-sdk 0.22.1 has no public getter; `connectionState` is the field its state machine sets. */
   const stateOf = (w: Worker) => (w as unknown as { connectionState: string }).connectionState;
-  const workerNames = async () => ((await a.trigger({ function_id: "engine::workers::list", payload: {} })) as { workers: { name: string }[] }).workers.map((w) => w.name);
+  const workerNames = async () =>
+    ((await a.trigger({ function_id: "engine::workers::list", payload: {} })) as { workers: { name: string }[] }).workers.map(
+      (w) => w.name,
+    );
   /** Every state a worker passes through for `ms`. */
   const statesFor = async (w: Worker, ms: number) => {
     const states = new Set<string>();
@@ -242,7 +306,15 @@ describe("auth: the engine runs with AUTH_SECRET", () => {
   /** The HTTP status a WebSocket upgrade to `url` is answered with (101 = accepted). */
   const upgradeStatus = (url: string, headers: Record<string, string> = {}) =>
     new Promise<number>((resolve, reject) => {
-      const req = http.get(url, { headers: { Connection: "Upgrade", Upgrade: "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", ...headers } });
+      const req = http.get(url, {
+        headers: {
+          Connection: "Upgrade",
+          Upgrade: "websocket",
+          "Sec-WebSocket-Version": "13",
+          "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+          ...headers,
+        },
+      });
       req.on("upgrade", (res, socket) => (socket.destroy(), resolve(res.statusCode ?? 0)));
       req.on("response", (res) => (res.resume(), resolve(res.statusCode ?? 0)));
       req.on("error", reject);
@@ -250,7 +322,11 @@ describe("auth: the engine runs with AUTH_SECRET", () => {
 
   it("the unmodified iii-sdk without headers is refused: never connected, never listed, its calls never reach the engine", async () => {
     const spy = vi.spyOn(console, "error").mockImplementation(() => {});
-    const anon = registerWorker(engine.wsUrl, { workerName: "interop-anon", otel: { enabled: false }, reconnectionConfig: { initialDelayMs: 100, maxDelayMs: 200 } });
+    const anon = registerWorker(engine.wsUrl, {
+      workerName: "interop-anon",
+      otel: { enabled: false },
+      reconnectionConfig: { initialDelayMs: 100, maxDelayMs: 200 },
+    });
     try {
       anon.registerFunction("anon::fn", async () => "never");
       const call = failure(anon.trigger({ function_id: "b::add", payload: { a: 1, b: 1 }, timeoutMs: 1_500 }));
@@ -282,7 +358,12 @@ describe("auth: the engine runs with AUTH_SECRET", () => {
     expect(await upgradeStatus(`${engine.url}/`, bearer(expiring))).toBe(401);
 
     const spy = vi.spyOn(console, "error").mockImplementation(() => {});
-    const late = registerWorker(engine.wsUrl, { workerName: "interop-expired", otel: { enabled: false }, headers: bearer(expiring), reconnectionConfig: { initialDelayMs: 100, maxDelayMs: 200 } });
+    const late = registerWorker(engine.wsUrl, {
+      workerName: "interop-expired",
+      otel: { enabled: false },
+      headers: bearer(expiring),
+      reconnectionConfig: { initialDelayMs: 100, maxDelayMs: 200 },
+    });
     try {
       expect(await statesFor(late, 1_500)).not.toContain("connected");
       expect(await workerNames()).not.toContain("interop-expired");
@@ -303,7 +384,10 @@ describe("auth: the engine runs with AUTH_SECRET", () => {
   });
 
   it("/_iii/* without a token is 401, with one it answers", async () => {
-    const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", body: JSON.stringify({ function_id: "b::add", payload: { a: 1, b: 1 } }) });
+    const res = await fetch(`${engine.url}/_iii/invoke`, {
+      method: "POST",
+      body: JSON.stringify({ function_id: "b::add", payload: { a: 1, b: 1 } }),
+    });
     expect(res.status).toBe(401);
     expect(await res.json()).toMatchObject({ error: { code: "unauthorized" } });
     expect((await invokeHttp(engine.url, { function_id: "b::add", payload: { a: 1, b: 1 } })).status).toBe(200);

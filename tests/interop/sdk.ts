@@ -12,12 +12,22 @@ export type Worker = IIIClient;
  * auth on it would be refused (401) and retry forever; the tests need no telemetry anyway.
  */
 export async function worker(url: string, name: string, opts: Omit<InitOptions, "workerName" | "otel"> = {}): Promise<Worker> {
-  return registerWorker(url, { workerName: name, otel: { enabled: false }, invocationTimeoutMs: 10_000, headers: bearer(await token(name)), ...opts });
+  return registerWorker(url, {
+    workerName: name,
+    otel: { enabled: false },
+    invocationTimeoutMs: 10_000,
+    headers: bearer(await token(name)),
+    ...opts,
+  });
 }
 
 /** POST /_iii/invoke with a token for `sub` (or the token given), as curl would. */
 export async function invokeHttp(baseUrl: string, body: unknown, tok?: string): Promise<Response> {
-  return fetch(`${baseUrl}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json", ...bearer(tok ?? (await token("http-caller"))) }, body: JSON.stringify(body) });
+  return fetch(`${baseUrl}/_iii/invoke`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...bearer(tok ?? (await token("http-caller"))) },
+    body: JSON.stringify(body),
+  });
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -26,16 +36,21 @@ export { until } from "../support/wait.ts";
 
 /** Function ids the engine lists right now. */
 export async function listed(w: Worker): Promise<string[]> {
-  const r = (await w.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as { functions: { function_id: string }[] };
+  const r = (await w.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {
+    functions: { function_id: string }[];
+  };
   return r.functions.map((f) => f.function_id);
 }
 
 /** Resolves once every id is registered (registrations are fire-and-forget on the wire). */
 export function registered(w: Worker, ...ids: string[]): Promise<boolean> {
-  return until(async () => {
-    const have = await listed(w);
-    return ids.every((id) => have.includes(id));
-  }, `functions ${ids.join(", ")}`);
+  return until(
+    async () => {
+      const have = await listed(w);
+      return ids.every((id) => have.includes(id));
+    },
+    `functions ${ids.join(", ")}`,
+  );
 }
 
 /** The error a rejected call carries: `code` is the wire code (iii-sdk InvocationError). */

@@ -3,7 +3,14 @@
 import { describe, expect, it } from "vitest";
 import { splitFunctions } from "../../demo-app/src/app/system.ts";
 import { shortId, sessionTitle } from "../../demo-app/src/app/sessions.ts";
-import { hueGapFor, isNoise, MIN_HUE_GAP, serviceColour, serviceColours, type TraceSummary } from "../../demo-app/src/screens/traces/model.ts";
+import {
+  hueGapFor,
+  isNoise,
+  MIN_HUE_GAP,
+  serviceColour,
+  serviceColours,
+  type TraceSummary,
+} from "../../demo-app/src/screens/traces/model.ts";
 
 const never = { model: "never" };
 
@@ -22,12 +29,30 @@ describe("which functions are the system's", () => {
   it("a kernel mark, or a worker whose functions are mostly marked, makes a function the system's; a user worker closing one function keeps the rest", () => {
     const { user, system } = splitFunctions(all);
     expect(user.map((f) => f.function_id)).toEqual(["orders::get", "orders::list"]);
-    expect(system.map((f) => f.function_id).sort()).toEqual(["harness::children_internal", "harness::join_internal", "harness::spawn", "orders::purge", "state::delete", "state::get", "state::set"]);
+    expect(system.map((f) => f.function_id).sort()).toEqual([
+      "harness::children_internal",
+      "harness::join_internal",
+      "harness::spawn",
+      "orders::purge",
+      "state::delete",
+      "state::get",
+      "state::set",
+    ]);
   });
 });
 
 describe("trace noise", () => {
-  const trace = (over: Partial<TraceSummary>): TraceSummary => ({ trace_id: "t", name: "n", service_name: "iii-engine", start_ns: 0, end_ns: 1, span_count: 1, error_count: 0, open: false, ...over });
+  const trace = (over: Partial<TraceSummary>): TraceSummary => ({
+    trace_id: "t",
+    name: "n",
+    service_name: "iii-engine",
+    start_ns: 0,
+    end_ns: 1,
+    span_count: 1,
+    error_count: 0,
+    open: false,
+    ...over,
+  });
   it("discovery (called or fired) and small reads are noise; a turn, a user's call, a failed read and a read that fans out are not", () => {
     expect(isNoise(trace({ function_id: "engine::workers::register" }))).toBe(true);
     expect(isNoise(trace({ function_id: "console-abc::on_functions", trigger_type: "engine::functions-available" }))).toBe(true);
@@ -41,23 +66,39 @@ describe("trace noise", () => {
 
 describe("service colours", () => {
   const hue = (c: string) => Number(/^hsl\((\d+)/.exec(c)![1]);
-  const all = ["iii-engine", "policy", "providers", "turn-orchestrator", "session-storage", "approval-gate", "shop", "sub-agents", "credentials", "budget", "mcp", "sandbox"];
-  it.each([3, 5, 8, 12])("each of %i services of a trace gets a hue apart from the others (MIN_HUE_GAP while the wheel has room), the same for the same names", (n) => {
-    const services = all.slice(0, n);
-    const colours = serviceColours(services);
-    const hues = services.map((s) => hue(colours.get(s)!));
-    expect(hueGapFor(n)).toBe(n <= 5 ? MIN_HUE_GAP : Math.floor(180 / (n - 1)));
-    for (let i = 0; i < hues.length; i++)
-      for (let j = i + 1; j < hues.length; j++) {
-        const d = Math.abs(hues[i]! - hues[j]!);
-        // Rounded to whole degrees in the CSS colour: one degree of slack.
-        expect(Math.min(d, 360 - d), `${services[i]} / ${services[j]}`).toBeGreaterThanOrEqual(hueGapFor(n) - 1);
-      }
-    expect(serviceColours([...services].reverse())).toEqual(colours);
-    // The first service by name keeps the colour the trace list shows for it.
-    const first = [...services].sort()[0]!;
-    expect(colours.get(first)).toBe(serviceColour(first));
-  });
+  const all = [
+    "iii-engine",
+    "policy",
+    "providers",
+    "turn-orchestrator",
+    "session-storage",
+    "approval-gate",
+    "shop",
+    "sub-agents",
+    "credentials",
+    "budget",
+    "mcp",
+    "sandbox",
+  ];
+  it.each([3, 5, 8, 12])(
+    "each of %i services of a trace gets a hue apart from the others (MIN_HUE_GAP while the wheel has room), the same for the same names",
+    (n) => {
+      const services = all.slice(0, n);
+      const colours = serviceColours(services);
+      const hues = services.map((s) => hue(colours.get(s)!));
+      expect(hueGapFor(n)).toBe(n <= 5 ? MIN_HUE_GAP : Math.floor(180 / (n - 1)));
+      for (let i = 0; i < hues.length; i++)
+        for (let j = i + 1; j < hues.length; j++) {
+          const d = Math.abs(hues[i]! - hues[j]!);
+          // Rounded to whole degrees in the CSS colour: one degree of slack.
+          expect(Math.min(d, 360 - d), `${services[i]} / ${services[j]}`).toBeGreaterThanOrEqual(hueGapFor(n) - 1);
+        }
+      expect(serviceColours([...services].reverse())).toEqual(colours);
+      // The first service by name keeps the colour the trace list shows for it.
+      const first = [...services].sort()[0]!;
+      expect(colours.get(first)).toBe(serviceColour(first));
+    },
+  );
 });
 
 describe("session names", () => {

@@ -11,11 +11,23 @@ import { repoRoot } from "../support/engine-server.ts";
 it("wrangler deploy --dry-run builds the engine Worker with its bindings", async () => {
   const out = mkdtempSync(path.join(tmpdir(), "iii-edge-dry-"));
   try {
-    const { stdout } = await promisify(execFile)(path.join(repoRoot, "node_modules/.bin/wrangler"), ["deploy", "--dry-run", "--outdir", out], {
-      cwd: repoRoot,
-      env: { ...process.env, PATH: `${path.join(repoRoot, "node_modules/.bin")}:${process.env.PATH}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false", CI: "1" },
-    });
-    for (const binding of ["env.ENGINE (Engine)", "env.DB", "env.DELIVERIES", "env.EDGE_DEMO", "env.ASSETS"]) expect(stdout).toContain(binding);
+    const { stdout } = await promisify(execFile)(
+      path.join(repoRoot, "node_modules/.bin/wrangler"),
+      ["deploy", "--dry-run", "--outdir", out],
+      {
+        cwd: repoRoot,
+        env: {
+          ...process.env,
+          PATH: `${path.join(repoRoot, "node_modules/.bin")}:${process.env.PATH}`,
+          WRANGLER_SEND_METRICS: "false",
+          WRANGLER_HIDE_BANNER: "true",
+          CLOUDFLARE_CF_FETCH_ENABLED: "false",
+          CI: "1",
+        },
+      },
+    );
+    for (const binding of ["env.ENGINE (Engine)", "env.DB", "env.DELIVERIES", "env.EDGE_DEMO", "env.ASSETS"])
+      expect(stdout).toContain(binding);
     const bundle = readFileSync(path.join(out, "worker.js"), "utf8");
     expect(bundle).toMatch(/\bEngine = class extends DurableObject\b|class Engine extends DurableObject\b/);
     expect(bundle).toMatch(/\bDemoEdgeFunctions = class\b|class DemoEdgeFunctions\b/);

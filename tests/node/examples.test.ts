@@ -23,10 +23,21 @@ afterAll(async () => {
 function run(example: string): Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string; ms: number }> {
   const started = Date.now();
   return new Promise((resolve) => {
-    execFile(process.execPath, [path.join("examples", example)], { cwd: repoRoot, env: { ...process.env, III_URL: engine.wsUrl }, timeout: EXAMPLE_TIMEOUT_MS, killSignal: "SIGKILL" }, (err, stdout, stderr) => {
-      const e = err as (Error & { code?: unknown; signal?: string | null }) | null;
-      resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, signal: e?.signal ?? null, stdout, stderr, ms: Date.now() - started });
-    });
+    execFile(
+      process.execPath,
+      [path.join("examples", example)],
+      { cwd: repoRoot, env: { ...process.env, III_URL: engine.wsUrl }, timeout: EXAMPLE_TIMEOUT_MS, killSignal: "SIGKILL" },
+      (err, stdout, stderr) => {
+        const e = err as (Error & { code?: unknown; signal?: string | null }) | null;
+        resolve({
+          code: e ? (typeof e.code === "number" ? e.code : null) : 0,
+          signal: e?.signal ?? null,
+          stdout,
+          stderr,
+          ms: Date.now() - started,
+        });
+      },
+    );
   });
 }
 
@@ -49,31 +60,48 @@ describe("the examples of docs/getting-started.md", () => {
     ["queue.mjs", [new RegExp(`^enqueued \\{ messageReceiptId: '${UUID}' \\}$`), "handled { image: 'cat.png', width: 640 }"]],
   ];
 
-  it.each(cases)("%s exits 0 by itself and prints what docs/getting-started.md shows", async (example, expected) => {
-    const r = await run(example);
-    const lines = r.stdout.split("\n");
-    expect(r.signal, `${example} was killed after ${r.ms} ms (it did not exit by itself)`).toBeNull();
-    expect(r.code, `${example} stderr:\n${r.stderr}\nstdout:\n${r.stdout}`).toBe(0);
-    for (const want of expected) {
-      if (typeof want === "string") expect(lines, `${example} stdout:\n${r.stdout}`).toContain(want);
-      else expect(lines.some((l) => want.test(l)), `${example} stdout should have a line matching ${want}:\n${r.stdout}`).toBe(true);
-    }
-    expect(r.ms).toBeLessThan(EXAMPLE_TIMEOUT_MS);
-  }, EXAMPLE_TIMEOUT_MS + 5_000);
+  it.each(cases)(
+    "%s exits 0 by itself and prints what docs/getting-started.md shows",
+    async (example, expected) => {
+      const r = await run(example);
+      const lines = r.stdout.split("\n");
+      expect(r.signal, `${example} was killed after ${r.ms} ms (it did not exit by itself)`).toBeNull();
+      expect(r.code, `${example} stderr:\n${r.stderr}\nstdout:\n${r.stdout}`).toBe(0);
+      for (const want of expected) {
+        if (typeof want === "string") expect(lines, `${example} stdout:\n${r.stdout}`).toContain(want);
+        else
+          expect(
+            lines.some((l) => want.test(l)),
+            `${example} stdout should have a line matching ${want}:\n${r.stdout}`,
+          ).toBe(true);
+      }
+      expect(r.ms).toBeLessThan(EXAMPLE_TIMEOUT_MS);
+    },
+    EXAMPLE_TIMEOUT_MS + 5_000,
+  );
 
   it("queue.mjs leaves nothing behind: its message is acknowledged, never redelivered to a worker that left, never dead-lettered", async () => {
     const status = async () => {
-      const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id: "iii::queue::status", payload: { queue: "jobs" } }) });
+      const res = await fetch(`${engine.url}/_iii/invoke`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ function_id: "iii::queue::status", payload: { queue: "jobs" } }),
+      });
       return ((await res.json()) as { result: { pending: number; inflight: number; dlq_count: number } }).result;
     };
     const r = await run("queue.mjs");
     expect(r.code, r.stderr).toBe(0);
     // A message whose result never arrived would still be pending here (retried with backoff:
     // 1 + 2 + 4 s against a function nobody serves) and then dead-letter.
-    const settled = await until(async () => {
-      const s = await status();
-      return s.pending === 0 && s.inflight === 0 ? s : undefined;
-    }, "the jobs queue settled", 15_000, 100);
+    const settled = await until(
+      async () => {
+        const s = await status();
+        return s.pending === 0 && s.inflight === 0 ? s : undefined;
+      },
+      "the jobs queue settled",
+      15_000,
+      100,
+    );
     expect(settled.dlq_count).toBe(0);
   }, 40_000);
 });

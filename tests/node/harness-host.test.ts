@@ -6,7 +6,20 @@ import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { until } from "../support/wait.ts";
 
 /** The workers deploy/harness.ts composes, by name. */
-const HARNESS_WORKERS = ["harness", "turn-orchestrator", "provisioning", "providers", "auth-credentials", "policy", "approval-gate", "session-storage", "budget-tracker", "hook-fanout", "context-compaction", "sub-agents"];
+const HARNESS_WORKERS = [
+  "harness",
+  "turn-orchestrator",
+  "provisioning",
+  "providers",
+  "auth-credentials",
+  "policy",
+  "approval-gate",
+  "session-storage",
+  "budget-tracker",
+  "hook-fanout",
+  "context-compaction",
+  "sub-agents",
+];
 
 let engine: EngineServer | undefined;
 afterEach(async () => {
@@ -15,13 +28,19 @@ afterEach(async () => {
 });
 
 const call = async (e: EngineServer, function_id: string, payload: unknown = {}) => {
-  const r = await fetch(`${e.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id, payload }) });
+  const r = await fetch(`${e.url}/_iii/invoke`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ function_id, payload }),
+  });
   const body = (await r.json()) as { result?: unknown; error?: { code: string; message: string } };
   if (body.error) throw new Error(`${function_id}: ${body.error.code} ${body.error.message}`);
   return body.result;
 };
 const harnessFunctions = async (e: EngineServer) =>
-  ((await call(e, "engine::functions::list")) as { functions: { function_id: string; worker_name: string }[] }).functions.filter((f) => f.worker_name === "HARNESS").map((f) => f.function_id);
+  ((await call(e, "engine::functions::list")) as { functions: { function_id: string; worker_name: string }[] }).functions
+    .filter((f) => f.worker_name === "HARNESS")
+    .map((f) => f.function_id);
 
 describe("HARNESS (deploy/harness.ts)", () => {
   it("starts with the engine: its workers' functions are listed with HARNESS as their worker", async () => {
@@ -34,7 +53,15 @@ describe("HARNESS (deploy/harness.ts)", () => {
   it("an unknown name in HARNESS_DISABLE: a clear error in the log, no harness functions, and the engine keeps serving", async () => {
     engine = await startEngine({ env: { HARNESS_DISABLE: "policy, nope" } });
     const e = engine;
-    const line = await until(() => e.output().split("\n").find((l) => l.includes("HarnessWorkers: not started")), "the startup error in the log", 20_000);
+    const line = await until(
+      () =>
+        e
+          .output()
+          .split("\n")
+          .find((l) => l.includes("HarnessWorkers: not started")),
+      "the startup error in the log",
+      20_000,
+    );
     expect(line).toContain(`HARNESS_DISABLE names no such worker: "nope" (the workers here: ${HARNESS_WORKERS.join(", ")})`);
     expect(await harnessFunctions(e)).toEqual([]);
     // Still up: the demo host and the engine's own functions answer.

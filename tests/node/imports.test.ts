@@ -22,7 +22,8 @@ function sourceFiles(dir: string, out: string[] = []): string[] {
 }
 
 const packages = workspaceDirs().map((d) => path.join(repoRoot, d));
-const packageOf = (file: string) => packages.filter((p) => file === p || file.startsWith(p + path.sep)).sort((a, b) => b.length - a.length)[0];
+const packageOf = (file: string) =>
+  packages.filter((p) => file === p || file.startsWith(p + path.sep)).sort((a, b) => b.length - a.length)[0];
 
 it("no relative import crosses into another package", () => {
   const offenders: string[] = [];
@@ -31,7 +32,10 @@ it("no relative import crosses into another package", () => {
     for (const m of readFileSync(file, "utf8").matchAll(IMPORT)) {
       const target = path.resolve(path.dirname(file), m[1]!);
       const theirs = packageOf(target);
-      if (theirs && theirs !== mine) offenders.push(`${path.relative(repoRoot, file)} imports ${m[1]} (use ${JSON.parse(readFileSync(path.join(theirs, "package.json"), "utf8")).name})`);
+      if (theirs && theirs !== mine)
+        offenders.push(
+          `${path.relative(repoRoot, file)} imports ${m[1]} (use ${JSON.parse(readFileSync(path.join(theirs, "package.json"), "utf8")).name})`,
+        );
     }
   }
   expect(offenders).toEqual([]);
@@ -41,6 +45,10 @@ it("wrangler.toml aliases every exported entry to its source", () => {
   const toml = readFileSync(path.join(repoRoot, "wrangler.toml"), "utf8");
   const block = toml.slice(toml.indexOf("[alias]"));
   const aliased = new Map([...block.matchAll(/^"([^"]+)"\s*=\s*"([^"]+)"/gm)].map((m) => [m[1]!, path.join(repoRoot, m[2]!)]));
-  const exported = new Map(workspaceExports().filter((e) => !e.specifier.endsWith("*")).map((e) => [e.specifier, e.source]));
+  const exported = new Map(
+    workspaceExports()
+      .filter((e) => !e.specifier.endsWith("*"))
+      .map((e) => [e.specifier, e.source]),
+  );
   expect(Object.fromEntries(aliased)).toEqual(Object.fromEntries(exported));
 });

@@ -26,41 +26,78 @@ const addFormat: RegisterFunctionFormat = {
 
 beforeAll(async () => {
   engine = await startSecureEngine({ MCP_EXPOSE: "calc::*" });
-  worker = registerWorker(engine.wsUrl, { workerName: "calc", otel: { enabled: false }, invocationTimeoutMs: 10_000, headers: bearer(await token("calc")) });
-  worker.registerFunction("calc::add", async (data: { a: number; b: number }) => {
-    calls.add++;
-    return { sum: data.a + data.b };
-  }, { description: "Adds a and b", request_format: addFormat });
-  worker.registerFunction("calc::loose", async (data: Record<string, unknown>) => {
-    calls.loose++;
-    return { got: Object.keys(data).filter((k) => !k.startsWith("_")).sort() };
-  }, { description: "Takes anything" });
-  // Nested and recursive through $ref: a wrong value deep inside is named by its path.
-  worker.registerFunction("calc::tree-sum", async () => {
-    calls.tree++;
-    return { ok: true };
-  }, {
-    request_format: {
-      type: "object",
-      properties: { root: { $ref: "#/$defs/node" } },
-      required: ["root"],
-      $defs: { node: { type: "object", properties: { value: { type: "integer" }, children: { type: "array", items: { $ref: "#/$defs/node" } } }, required: ["value"] } },
-    },
+  worker = registerWorker(engine.wsUrl, {
+    workerName: "calc",
+    otel: { enabled: false },
+    invocationTimeoutMs: 10_000,
+    headers: bearer(await token("calc")),
   });
+  worker.registerFunction(
+    "calc::add",
+    async (data: { a: number; b: number }) => {
+      calls.add++;
+      return { sum: data.a + data.b };
+    },
+    { description: "Adds a and b", request_format: addFormat },
+  );
+  worker.registerFunction(
+    "calc::loose",
+    async (data: Record<string, unknown>) => {
+      calls.loose++;
+      return {
+        got: Object.keys(data)
+          .filter((k) => !k.startsWith("_"))
+          .sort(),
+      };
+    },
+    { description: "Takes anything" },
+  );
+  // Nested and recursive through $ref: a wrong value deep inside is named by its path.
+  worker.registerFunction(
+    "calc::tree-sum",
+    async () => {
+      calls.tree++;
+      return { ok: true };
+    },
+    {
+      request_format: {
+        type: "object",
+        properties: { root: { $ref: "#/$defs/node" } },
+        required: ["root"],
+        $defs: {
+          node: {
+            type: "object",
+            properties: { value: { type: "integer" }, children: { type: "array", items: { $ref: "#/$defs/node" } } },
+            required: ["value"],
+          },
+        },
+      },
+    },
+  );
   // A schema whose $refs fan out (2^40 paths): checking any value against it must stop, not hang.
   const defs: Record<string, unknown> = { d40: { type: "string" } };
   for (let i = 0; i < 40; i++) defs[`d${i}`] = { anyOf: [{ $ref: `#/$defs/d${i + 1}` }, { $ref: `#/$defs/d${i + 1}` }] };
-  worker.registerFunction("calc::fan-out", async () => {
-    calls.fanOut++;
-    return { ok: true };
-  }, { request_format: { type: "object", properties: { v: { $ref: "#/$defs/d0" } }, $defs: defs } });
+  worker.registerFunction(
+    "calc::fan-out",
+    async () => {
+      calls.fanOut++;
+      return { ok: true };
+    },
+    { request_format: { type: "object", properties: { v: { $ref: "#/$defs/d0" } }, $defs: defs } },
+  );
   const admin = await token("admin");
   await until(async () => {
-    const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: bearer(admin), body: JSON.stringify({ function_id: "engine::functions::list", payload: { prefix: "calc::" } }) });
+    const r = await fetch(`${engine.url}/_iii/invoke`, {
+      method: "POST",
+      headers: bearer(admin),
+      body: JSON.stringify({ function_id: "engine::functions::list", payload: { prefix: "calc::" } }),
+    });
     return ((await r.json()) as { result: { functions: unknown[] } }).result.functions.length === 4;
   }, "the calc functions in the catalog");
   client = new Client({ name: "mcp-arguments-test", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${engine.url}/mcp`), { requestInit: { headers: bearer(await token("alice")) } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${engine.url}/mcp`), { requestInit: { headers: bearer(await token("alice")) } }),
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -98,18 +135,26 @@ describe("tools/call arguments are checked against the tool's inputSchema", () =
 
   it("a wrong value deep in a recursive schema is named by its path", async () => {
     const before = calls.tree;
-    const bad = await client.callTool({ name: "calc__tree-sum", arguments: { root: { value: 1, children: [{ value: 2 }, { value: 3, children: [{ value: "four" }] }] } } });
+    const bad = await client.callTool({
+      name: "calc__tree-sum",
+      arguments: { root: { value: 1, children: [{ value: 2 }, { value: 3, children: [{ value: "four" }] }] } },
+    });
     expect(bad.isError).toBe(true);
     expect(textOf(bad)).toContain('root.children.1.children.0.value: Instance type "string" is invalid. Expected "integer"');
     expect(calls.tree).toBe(before);
-    expect((await client.callTool({ name: "calc__tree-sum", arguments: { root: { value: 1, children: [{ value: 2, children: [] }] } } })).isError).toBeFalsy();
+    expect(
+      (await client.callTool({ name: "calc__tree-sum", arguments: { root: { value: 1, children: [{ value: 2, children: [] }] } } }))
+        .isError,
+    ).toBeFalsy();
     expect(calls.tree).toBe(before + 1);
   });
 
   it("a schema that would take exponential time to check is cut off, the function not called, and the server keeps serving", async () => {
     const r = await client.callTool({ name: "calc__fan-out", arguments: { v: 1 } });
     expect(r.isError).toBe(true);
-    expect(textOf(r)).toMatch(/^value_too_large: checking the arguments against the request_format of calc::fan-out took more than \d+ steps/);
+    expect(textOf(r)).toMatch(
+      /^value_too_large: checking the arguments against the request_format of calc::fan-out took more than \d+ steps/,
+    );
     expect(calls.fanOut).toBe(0);
     expect((await client.callTool({ name: "calc__add", arguments: { a: 1, b: 1 } })).structuredContent).toEqual({ sum: 2 });
   });
@@ -129,7 +174,11 @@ describe("tools/call arguments are checked against the tool's inputSchema", () =
 
   it("a caller who may not call the function hears forbidden, not what its schema wants", async () => {
     const bob = new Client({ name: "mcp-arguments-bob", version: "1.0.0" });
-    await bob.connect(new StreamableHTTPClientTransport(new URL(`${engine.url}/mcp`), { requestInit: { headers: bearer(await token("bob", { call: ["calc::loose"] })) } }));
+    await bob.connect(
+      new StreamableHTTPClientTransport(new URL(`${engine.url}/mcp`), {
+        requestInit: { headers: bearer(await token("bob", { call: ["calc::loose"] })) },
+      }),
+    );
     try {
       const r = await bob.callTool({ name: "calc__add", arguments: { a: "x" } });
       expect(r.isError).toBe(true);

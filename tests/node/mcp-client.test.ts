@@ -28,7 +28,10 @@ async function invoke(function_id: string, payload: unknown): Promise<{ result?:
   const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", body: JSON.stringify({ function_id, payload }) });
   return (await r.json()) as { result?: unknown; error?: { code: string; message: string } };
 }
-const catalog = async (prefix = "mcp::") => ((await invoke("engine::functions::list", { prefix })).result as { functions: { function_id: string }[] }).functions.map((f) => f.function_id).sort();
+const catalog = async (prefix = "mcp::") =>
+  ((await invoke("engine::functions::list", { prefix })).result as { functions: { function_id: string }[] }).functions
+    .map((f) => f.function_id)
+    .sort();
 const callOk = async (function_id: string, payload: unknown) => {
   const r = await invoke(function_id, payload);
   if (r.error) throw new Error(`${function_id}: ${r.error.code}: ${r.error.message}`);
@@ -67,15 +70,26 @@ describe("MCP client worker (official SDK McpServer over Streamable HTTP and std
   it("registers each server's tools as mcp::<server>::<tool>, with the tool's inputSchema as request_format", async () => {
     const want = ["mcp::calc::add", "mcp::local::fail", "mcp::local::shout", "mcp::self::edge__hello", "mcp::servers"];
     await until(async () => JSON.stringify(await catalog()) === JSON.stringify(want), "both servers' tools in the catalog", CHANGE_MS);
-    const info = (await invoke("engine::functions::info", { function_id: "mcp::calc::add" })).result as { request_schema: unknown; description: string; metadata: unknown };
-    expect(info.request_schema).toMatchObject({ type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] });
+    const info = (await invoke("engine::functions::info", { function_id: "mcp::calc::add" })).result as {
+      request_schema: unknown;
+      description: string;
+      metadata: unknown;
+    };
+    expect(info.request_schema).toMatchObject({
+      type: "object",
+      properties: { a: { type: "number" }, b: { type: "number" } },
+      required: ["a", "b"],
+    });
     expect(info.description).toContain("Adds two numbers");
     // Never served back out by this engine's own MCP server.
     expect(info.metadata).toMatchObject({ mcp: { expose: false, server: "calc", tool: "add" } });
   });
 
   it("a call through the engine returns the tool's result (HTTP and stdio), and a tool error is the call's error", async () => {
-    expect(await callOk("mcp::calc::add", { a: 2, b: 3 })).toEqual({ content: [{ type: "text", text: "5" }], structuredContent: { sum: 5 } });
+    expect(await callOk("mcp::calc::add", { a: 2, b: 3 })).toEqual({
+      content: [{ type: "text", text: "5" }],
+      structuredContent: { sum: 5 },
+    });
     const shouted = await callOk("mcp::local::shout", { text: "hi" });
     expect(shouted.content).toEqual([{ type: "text", text: "HI" }]);
     expect(shouted.structuredContent?.shouted).toBe("HI");
@@ -94,7 +108,9 @@ describe("MCP client worker (official SDK McpServer over Streamable HTTP and std
       structuredContent: { greeting: "Hello, ada! (from a Worker)" },
     });
     // The server exposes edge::hello only; mcp::* carry expose:false, so no loop even under a wider glob.
-    const self = ((await callOk("mcp::servers", {})) as unknown as { servers: { name: string; tools: { tool: string }[] }[] }).servers.find((s) => s.name === "self");
+    const self = ((await callOk("mcp::servers", {})) as unknown as { servers: { name: string; tools: { tool: string }[] }[] }).servers.find(
+      (s) => s.name === "self",
+    );
     expect(self?.tools.map((t) => t.tool)).toEqual(["edge__hello"]);
   });
 
@@ -117,11 +133,15 @@ describe("MCP client worker (official SDK McpServer over Streamable HTTP and std
   it("a stdio server that dies is started again", async () => {
     const pid = (await callOk("mcp::local::shout", { text: "a" })).structuredContent?.pid as number;
     process.kill(pid, "SIGKILL");
-    const next = await until(async () => {
-      const r = await invoke("mcp::local::shout", { text: "b" });
-      const p = (r.result as { structuredContent?: { pid?: number } } | undefined)?.structuredContent?.pid;
-      return p !== undefined && p !== pid ? p : undefined;
-    }, "a new stdio server process answering", CHANGE_MS);
+    const next = await until(
+      async () => {
+        const r = await invoke("mcp::local::shout", { text: "b" });
+        const p = (r.result as { structuredContent?: { pid?: number } } | undefined)?.structuredContent?.pid;
+        return p !== undefined && p !== pid ? p : undefined;
+      },
+      "a new stdio server process answering",
+      CHANGE_MS,
+    );
     expect(next).not.toBe(pid);
   });
 
@@ -136,7 +156,11 @@ describe("npm run worker -- mcp", () => {
   it("reads MCP_SERVERS, registers the servers' tools, and on SIGTERM leaves the catalog with no stdio server left behind", async () => {
     const child = spawn("npm", ["run", "-s", "worker", "--", "mcp"], {
       cwd: repoRoot,
-      env: { ...process.env, III_URL: `${engine.wsUrl}/`, MCP_SERVERS: JSON.stringify([{ name: "cli", command: process.execPath, args: [STDIO_FIXTURE] }]) },
+      env: {
+        ...process.env,
+        III_URL: `${engine.wsUrl}/`,
+        MCP_SERVERS: JSON.stringify([{ name: "cli", command: process.execPath, args: [STDIO_FIXTURE] }]),
+      },
       stdio: ["ignore", "pipe", "pipe"],
       // Its own process group, signalled as a terminal would (npm runs the script under `sh -c`).
       detached: true,
@@ -144,25 +168,34 @@ describe("npm run worker -- mcp", () => {
     let out = "";
     child.stdout?.on("data", (d) => (out += d));
     child.stderr?.on("data", (d) => (out += d));
-    const exited = new Promise<{ code: number | null; signal: string | null }>((r) => child.once("exit", (code, signal) => r({ code, signal })));
+    const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
+      child.once("exit", (code, signal) => r({ code, signal })),
+    );
     try {
       await until(async () => (await catalog("mcp::cli::")).includes("mcp::cli::shout"), "the CLI worker's tools", CLI_START_MS, 200);
       expect(out).toContain(`worker mcp connected to ${engine.wsUrl}/`);
       const pid = (await callOk("mcp::cli::shout", { text: "x" })).structuredContent?.pid as number;
       process.kill(-child.pid!, "SIGTERM");
       // npm ends by the signal itself once the script is gone (as tests/node/worker-cli.test.ts says).
-      expect([{ code: 0, signal: null }, { code: null, signal: "SIGTERM" }]).toContainEqual(await exited);
+      expect([
+        { code: 0, signal: null },
+        { code: null, signal: "SIGTERM" },
+      ]).toContainEqual(await exited);
       expect(out).not.toMatch(/shutdown failed/);
       await until(async () => (await catalog("mcp::cli::")).length === 0, "the CLI worker's tools gone", CHANGE_MS);
       // No stdio server is left behind.
-      await until(() => {
-        try {
-          process.kill(pid, 0);
-          return false;
-        } catch {
-          return true;
-        }
-      }, "the stdio server process gone", CHANGE_MS);
+      await until(
+        () => {
+          try {
+            process.kill(pid, 0);
+            return false;
+          } catch {
+            return true;
+          }
+        },
+        "the stdio server process gone",
+        CHANGE_MS,
+      );
     } finally {
       if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, "SIGKILL");
     }

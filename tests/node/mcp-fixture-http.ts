@@ -41,9 +41,15 @@ export async function httpFixture(port: number): Promise<HttpFixture> {
       const sid = req.headers["mcp-session-id"];
       let entry = typeof sid === "string" ? sessions.get(sid) : undefined;
       if (!entry) {
-        if (sid !== undefined) return void res.writeHead(404, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}');
+        if (sid !== undefined)
+          return void res
+            .writeHead(404, { "content-type": "application/json" })
+            .end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}');
         const server = make();
-        const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void sessions.set(id, { transport, server }) });
+        const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
+        });
         await server.connect(transport);
         entry = { transport, server };
       }
@@ -68,4 +74,3 @@ export async function httpFixture(port: number): Promise<HttpFixture> {
     },
   };
 }
-

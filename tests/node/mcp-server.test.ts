@@ -35,7 +35,10 @@ async function connect(path: string, tok: string | undefined, onListChanged?: ()
     if ((init?.method ?? "GET") === "GET" && res.ok) streams++;
     return res;
   };
-  const transport = new StreamableHTTPClientTransport(new URL(`${engine.url}${path}`), { requestInit: tok ? { headers: bearer(tok) } : {}, fetch: observed });
+  const transport = new StreamableHTTPClientTransport(new URL(`${engine.url}${path}`), {
+    requestInit: tok ? { headers: bearer(tok) } : {},
+    fetch: observed,
+  });
   await client.connect(transport);
   clients.push(client);
   return Object.assign(client, { streams: () => streams });
@@ -51,20 +54,34 @@ beforeAll(async () => {
   });
   fns.registerFunction("mcptest::hidden", async () => ({ secret: true }), { input: z.object({}), metadata: { mcp: { expose: false } } });
   fns.registerFunction("mcptest::no-schema", async () => ({ ok: true }), { description: "No request_format: a tool that takes anything" });
-  fns.registerFunction("other::opted-in", async ({ n }: { n: number }) => ({ doubled: n * 2 }), { input: z.object({ n: z.number() }), metadata: { mcp: { expose: true } } });
+  fns.registerFunction("other::opted-in", async ({ n }: { n: number }) => ({ doubled: n * 2 }), {
+    input: z.object({ n: z.number() }),
+    metadata: { mcp: { expose: true } },
+  });
   fns.registerFunction("other::plain", async () => ({ ok: true }), { input: z.object({}) });
   // Two ids that read the same as tool names (`::` becomes `__`).
   fns.registerFunction("mcptest::dup", async () => ({ which: "mcptest::dup" }), { input: z.object({}) });
-  fns.registerFunction("mcptest__dup", async () => ({ which: "mcptest__dup" }), { input: z.object({}), metadata: { mcp: { expose: true } } });
+  fns.registerFunction("mcptest__dup", async () => ({ which: "mcptest__dup" }), {
+    input: z.object({}),
+    metadata: { mcp: { expose: true } },
+  });
   team = registerWorker(`${engine.wsUrl}/ns/team`, { workerName: "team", headers: bearer(await token("team")), ...quiet });
   team.registerFunction("mcptest::team-only", async () => ({ ns: "team" }), { input: z.object({}) });
   const admin = await token("admin");
   await until(async () => {
-    const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: bearer(admin), body: JSON.stringify({ function_id: "engine::functions::list", payload: { prefix: "other::" } }) });
+    const r = await fetch(`${engine.url}/_iii/invoke`, {
+      method: "POST",
+      headers: bearer(admin),
+      body: JSON.stringify({ function_id: "engine::functions::list", payload: { prefix: "other::" } }),
+    });
     return ((await r.json()) as { result: { functions: unknown[] } }).result.functions.length === 2;
   }, "the test functions in the catalog");
   await until(async () => {
-    const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: bearer(admin), body: JSON.stringify({ function_id: "engine::functions::list", payload: { prefix: "mcptest" } }) });
+    const r = await fetch(`${engine.url}/_iii/invoke`, {
+      method: "POST",
+      headers: bearer(admin),
+      body: JSON.stringify({ function_id: "engine::functions::list", payload: { prefix: "mcptest" } }),
+    });
     return ((await r.json()) as { result: { functions: unknown[] } }).result.functions.length === 5;
   }, "the test functions in the catalog");
 }, 120_000);
@@ -83,7 +100,9 @@ describe("MCP server at /mcp (official SDK client)", () => {
     const { tools } = await client.listTools();
     // mcptest::dup reads back from mcptest__dup; the id mcptest__dup does not, so it is told apart
     // by a hash of its id (never by the order of registration or listing).
-    expect(names(tools)).toEqual(["mcptest__dup", await toolNameOf("mcptest__dup"), "mcptest__echo", "mcptest__no-schema", "other__opted-in"].sort());
+    expect(names(tools)).toEqual(
+      ["mcptest__dup", await toolNameOf("mcptest__dup"), "mcptest__echo", "mcptest__no-schema", "other__opted-in"].sort(),
+    );
     expect(await toolNameOf("mcptest__dup")).toMatch(/^mcptest__dup_[0-9a-f]{16}$/);
     const echo = tools.find((t) => t.name === "mcptest__echo")!;
     expect(echo.title).toBe("mcptest::echo");
@@ -142,7 +161,11 @@ describe("MCP server at /mcp (official SDK client)", () => {
     expect(((await noToken.json()) as { error: { code: string } }).error.code).toBe("unauthorized");
     await expect(connect("/mcp", "not-a-token")).rejects.toThrow();
     // A token for other namespaces only: 403 here.
-    const elsewhere = await fetch(`${engine.url}/mcp`, { method: "POST", headers: { ...bearer(await token("carol", { ns: ["team"] })), "content-type": "application/json" }, body: "{}" });
+    const elsewhere = await fetch(`${engine.url}/mcp`, {
+      method: "POST",
+      headers: { ...bearer(await token("carol", { ns: ["team"] })), "content-type": "application/json" },
+      body: "{}",
+    });
     expect(elsewhere.status).toBe(403);
   });
 
@@ -177,7 +200,12 @@ describe("MCP server at /mcp (official SDK client)", () => {
     const tok = await token("alice");
     const open = (lastEventId?: string) =>
       fetch(`${engine.url}/mcp`, {
-        headers: { ...bearer(tok), accept: "text/event-stream", "mcp-protocol-version": "2025-11-25", ...(lastEventId ? { "last-event-id": lastEventId } : {}) },
+        headers: {
+          ...bearer(tok),
+          accept: "text/event-stream",
+          "mcp-protocol-version": "2025-11-25",
+          ...(lastEventId ? { "last-event-id": lastEventId } : {}),
+        },
       });
     /** The stream's text until `done` says so (or the deadline), then the stream is dropped. */
     const readUntil = async (res: Response, done: (text: string) => boolean) => {
@@ -207,7 +235,11 @@ describe("MCP server at /mcp (official SDK client)", () => {
   it("answers other methods with 405 and a bad namespace with 400", async () => {
     const del = await fetch(`${engine.url}/mcp`, { method: "DELETE", headers: bearer(await token("alice")) });
     expect(del.status).toBe(405);
-    const badNs = await fetch(`${engine.url}/ns/${"x".repeat(80)}/mcp`, { method: "POST", headers: bearer(await token("alice")), body: "{}" });
+    const badNs = await fetch(`${engine.url}/ns/${"x".repeat(80)}/mcp`, {
+      method: "POST",
+      headers: bearer(await token("alice")),
+      body: "{}",
+    });
     expect(badNs.status).toBe(400);
   });
 });

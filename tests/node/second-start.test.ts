@@ -22,10 +22,15 @@ afterAll(async () => {
 function npmStart(port: number): Promise<{ code: number | null; stderr: string; ms: number }> {
   const started = Date.now();
   return new Promise((resolve) => {
-    execFile("npm", ["start"], { cwd: repoRoot, env: { ...process.env, PORT: String(port) }, timeout: 60_000, killSignal: "SIGKILL" }, (err, _stdout, stderr) => {
-      const e = err as (Error & { code?: unknown }) | null;
-      resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, stderr, ms: Date.now() - started });
-    });
+    execFile(
+      "npm",
+      ["start"],
+      { cwd: repoRoot, env: { ...process.env, PORT: String(port) }, timeout: 60_000, killSignal: "SIGKILL" },
+      (err, _stdout, stderr) => {
+        const e = err as (Error & { code?: unknown }) | null;
+        resolve({ code: e ? (typeof e.code === "number" ? e.code : null) : 0, stderr, ms: Date.now() - started });
+      },
+    );
   });
 }
 
@@ -39,7 +44,9 @@ describe("a second npm start", () => {
 
     const r = await npmStart(engine.port);
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`an engine is already running on :${engine.port} \\(pid \\d+\\); use PORT=${engine.port + 1} npm start`));
+    expect(r.stderr).toMatch(
+      new RegExp(`an engine is already running on :${engine.port} \\(pid \\d+\\); use PORT=${engine.port + 1} npm start`),
+    );
 
     // Nothing was rebuilt, and the sockets of the running engine are the same ones, still served.
     expect(statSync(BUNDLE).mtimeMs).toBe(bundleBefore);

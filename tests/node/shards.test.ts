@@ -67,11 +67,19 @@ describe(`connection shards (CONNECTION_SHARDS=${SHARDS})`, () => {
     // …and the other way, and over HTTP (front door → catalog → shard).
     await until(() => listed(a.socket, "beta::greet"), "beta::greet listed");
     expect(await a.socket.ok("beta::greet", { name: "ada" })).toBe("hello ada");
-    const http = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: bearer(await token("http-caller")), body: JSON.stringify({ function_id: "alpha::double", payload: { n: 5 } }) });
+    const http = await fetch(`${engine.url}/_iii/invoke`, {
+      method: "POST",
+      headers: bearer(await token("http-caller")),
+      body: JSON.stringify({ function_id: "alpha::double", payload: { n: 5 } }),
+    });
     expect(await http.json()).toMatchObject({ result: { twice: 10 } });
     // Many calls in flight at once across shards all come back, each to its own caller (by now
     // b's shard knows where alpha::double lives and calls a's shard directly, shards/direct-calls.ts).
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => b.socket.ok<{ twice: number; caller: string }>("alpha::double", { n: i, _caller_worker_id: "forged" })));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        b.socket.ok<{ twice: number; caller: string }>("alpha::double", { n: i, _caller_worker_id: "forged" }),
+      ),
+    );
     expect(results.map((r) => r.twice)).toEqual(Array.from({ length: 50 }, (_, i) => i * 2));
     expect(new Set(results.map((r) => r.caller))).toEqual(new Set([b.socket.workerId]));
   });
@@ -127,17 +135,28 @@ describe("triggers with connection shards", () => {
       return null;
     });
     await until(() => listed(watcher.socket, "watch::functions"), "watch::functions listed");
-    watcher.socket.send({ type: "registertrigger", id: "watch-functions", trigger_type: "engine::functions-available", function_id: "watch::functions", config: {} });
+    watcher.socket.send({
+      type: "registertrigger",
+      id: "watch-functions",
+      trigger_type: "engine::functions-available",
+      function_id: "watch::functions",
+      config: {},
+    });
     const maker = await connect("maker", { register: ["made::"] });
     expect(maker.shard).not.toBe(watcher.shard);
     // The binding is the catalog's; the registration arrives from another shard; the fire is a call
     // from the catalog to the watcher's shard.
     // (A fresh id each poll: the binding may still be on its way to the catalog for the first one.)
     let n = 0;
-    await until(() => {
-      maker.socket.send({ type: "registerfunction", id: `made::thing-${n++}` });
-      return seen.some((ids) => ids.some((id) => id.startsWith("made::thing-")));
-    }, "the watcher told of a made::thing-<n>", 10_000, 200);
+    await until(
+      () => {
+        maker.socket.send({ type: "registerfunction", id: `made::thing-${n++}` });
+        return seen.some((ids) => ids.some((id) => id.startsWith("made::thing-")));
+      },
+      "the watcher told of a made::thing-<n>",
+      10_000,
+      200,
+    );
   });
 });
 
@@ -146,18 +165,25 @@ describe("the unmodified iii-sdk through connection shards", () => {
     // OTel off: the SDK's /otel side socket sends no headers, so an engine with auth refuses it.
     const quiet = { otel: { enabled: false }, enableMetricsReporting: false, invocationTimeoutMs: 10_000 };
     const before = await shardCounts();
-    const math = registerWorker(engine.wsUrl, { workerName: "math", headers: bearer(await token("math", { register: ["math::"] })), ...quiet });
+    const math = registerWorker(engine.wsUrl, {
+      workerName: "math",
+      headers: bearer(await token("math", { register: ["math::"] })),
+      ...quiet,
+    });
     math.registerFunction("math::add", async (d: { a: number; b: number }) => ({ sum: d.a + d.b }));
     const caller = registerWorker(engine.wsUrl, { workerName: "caller", headers: bearer(await token("caller")), ...quiet });
     try {
       await until(async () => {
-        const { functions } = (await caller.trigger({ function_id: "engine::functions::list", payload: { prefix: "math::" } })) as { functions: { function_id: string }[] };
+        const { functions } = (await caller.trigger({ function_id: "engine::functions::list", payload: { prefix: "math::" } })) as {
+          functions: { function_id: string }[];
+        };
         return functions.some((f) => f.function_id === "math::add");
       }, "math::add listed");
       const c = await shardCounts();
       expect(Object.keys(c).filter((k) => (c[k] ?? 0) > (before[k] ?? 0))).toHaveLength(2);
       // The first call goes through the catalog, the later ones shard to shard.
-      for (let i = 0; i < 5; i++) expect(await caller.trigger({ function_id: "math::add", payload: { a: i, b: 3 } })).toEqual({ sum: i + 3 });
+      for (let i = 0; i < 5; i++)
+        expect(await caller.trigger({ function_id: "math::add", payload: { a: i, b: 3 } })).toEqual({ sum: i + 3 });
     } finally {
       await Promise.all([caller.shutdown(), math.shutdown()]);
     }

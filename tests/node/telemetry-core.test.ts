@@ -26,11 +26,14 @@ import { until } from "../support/wait.ts";
 function d1(): D1Like {
   const db = new DatabaseSync(":memory:");
   const dir = path.join(repoRoot, "engine-do/migrations");
-  for (const f of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) db.exec(readFileSync(path.join(dir, f), "utf8"));
+  for (const f of readdirSync(dir)
+    .filter((f) => f.endsWith(".sql"))
+    .sort())
+    db.exec(readFileSync(path.join(dir, f), "utf8"));
   const statement = (q: string, binds: unknown[] = []): D1StatementLike => ({
     bind: (...values: unknown[]) => statement(q, values),
     run: async () => db.prepare(q).run(...(binds as never[])),
-    all: async <T,>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
+    all: async <T>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
   });
   return { prepare: (q) => statement(q) };
 }
@@ -54,7 +57,16 @@ afterEach(() => {
   handles.clear();
 });
 
-function engine(opts: { vars?: TelemetryVars; db?: D1Like; namespace?: string; now?: () => number; others?: Record<string, EngineCore>; queues?: string } = {}) {
+function engine(
+  opts: {
+    vars?: TelemetryVars;
+    db?: D1Like;
+    namespace?: string;
+    now?: () => number;
+    others?: Record<string, EngineCore>;
+    queues?: string;
+  } = {},
+) {
   const ports: EnginePorts = {
     namespace: opts.namespace ?? "default",
     sql: nodeSql(new DatabaseSync(":memory:")),
@@ -66,11 +78,19 @@ function engine(opts: { vars?: TelemetryVars; db?: D1Like; namespace?: string; n
     background: (p) => void p.catch(() => {}),
     edgeHosts: {},
     otherNamespace: (ns) => ({
-      trigger: (req: RpcTriggerRequest) => opts.others![ns]!.invokeFrom({ function_id: req.function_id, data: req.payload ?? null, traceparent: req.traceparent, baggage: req.baggage }),
+      trigger: (req: RpcTriggerRequest) =>
+        opts.others![ns]!.invokeFrom({
+          function_id: req.function_id,
+          data: req.payload ?? null,
+          traceparent: req.traceparent,
+          baggage: req.baggage,
+        }),
       telemetry: async () => {},
     }),
   };
-  const core = new EngineCore(ports, { telemetry: { vars: { TRACING: "on", ...opts.vars }, db: opts.db ?? d1(), fetch: (url, init) => fetch(url, init) } });
+  const core = new EngineCore(ports, {
+    telemetry: { vars: { TRACING: "on", ...opts.vars }, db: opts.db ?? d1(), fetch: (url, init) => fetch(url, init) },
+  });
   installEngine(core, opts.queues ? { QUEUES: opts.queues } : {});
   core.start([]);
   return core;
@@ -86,18 +106,33 @@ const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT = `00-${TRACE}-00f067aa0ba902b7-01`;
 
 describe("decoding what iii-sdk 0.22.1 sends on /otel (captured frames)", () => {
-  const captured = JSON.parse(readFileSync(path.join(repoRoot, "tests/node/fixtures/iii-sdk-otel-frames.json"), "utf8")) as { frames: { signal: string; frame: string }[] };
+  const captured = JSON.parse(readFileSync(path.join(repoRoot, "tests/node/fixtures/iii-sdk-otel-frames.json"), "utf8")) as {
+    frames: { signal: string; frame: string }[];
+  };
   const frame = (signal: string) => new TextEncoder().encode(captured.frames.find((f) => f.signal === signal)!.frame).buffer;
 
   it("reads the 4-byte prefix and the OTLP/JSON after it: spans, logs, metrics", () => {
     const t = decodeFrame(frame("OTLP"))!;
     expect(t.signal).toBe("traces");
     const [span] = decodeSpans(t.body);
-    expect(span).toMatchObject({ trace_id: TRACE, parent_span_id: "00f067aa0ba902b7", name: "execute cap::fn", kind: "internal", status: "ok", service_name: "iii-node" });
+    expect(span).toMatchObject({
+      trace_id: TRACE,
+      parent_span_id: "00f067aa0ba902b7",
+      name: "execute cap::fn",
+      kind: "internal",
+      status: "ok",
+      service_name: "iii-node",
+    });
     expect(span!.events.map((e) => e.name)).toEqual(["iii.invocation.input", "iii.invocation.output"]);
     expect(span!.end_time_unix_nano).toBeGreaterThan(span!.start_time_unix_nano);
     const l = decodeFrame(frame("LOGS"))!;
-    expect(decodeLogs(l.body)[0]).toMatchObject({ trace_id: TRACE, span_id: span!.span_id, body: "hello from cap", severity_number: 9, attributes: { "log.data": { n: 1 } } });
+    expect(decodeLogs(l.body)[0]).toMatchObject({
+      trace_id: TRACE,
+      span_id: span!.span_id,
+      body: "hello from cap",
+      severity_number: 9,
+      attributes: { "log.data": { n: 1 } },
+    });
     const m = decodeFrame(frame("MTRC"))!;
     expect(decodeMetrics(m.body).map((p) => p.name)).toContain("iii.worker.memory.heap_used");
   });
@@ -108,7 +143,11 @@ describe("decoding what iii-sdk 0.22.1 sends on /otel (captured frames)", () => 
     expect(decodeSpans({ resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: "zz", spanId: 1 }, null, 7] }] }] })).toEqual([]);
     let deep: unknown = { stringValue: "x" };
     for (let i = 0; i < 100; i++) deep = { arrayValue: { values: [deep] } };
-    const [s] = decodeSpans({ resourceSpans: [{ scopeSpans: [{ spans: [{ traceId: TRACE, spanId: "00f067aa0ba902b7", attributes: [{ key: "deep", value: deep }] }] }] }] });
+    const [s] = decodeSpans({
+      resourceSpans: [
+        { scopeSpans: [{ spans: [{ traceId: TRACE, spanId: "00f067aa0ba902b7", attributes: [{ key: "deep", value: deep }] }] }] },
+      ],
+    });
     expect(s!.service_name).toBe("unknown_service");
     expect(JSON.stringify(s!.attributes).length).toBeLessThan(200);
   });
@@ -124,7 +163,7 @@ describe("decoding what iii-sdk 0.22.1 sends on /otel (captured frames)", () => 
     core.message(conn, new TextEncoder().encode("OTLP{broken").buffer);
     const page = await list(core, { trace_id: TRACE });
     expect(page.spans.map((s) => s.name)).toEqual(["execute cap::fn"]);
-    const { metrics } = (await core.telemetry.metrics.list("iii.telemetry.frames.refused"));
+    const { metrics } = await core.telemetry.metrics.list("iii.telemetry.frames.refused");
     expect(metrics[0]).toMatchObject({ value: 1 });
   });
 });
@@ -146,7 +185,13 @@ describe("the tracer", () => {
     await list(core, { trace_id: TRACE });
     const page = await list(core, { trace_id: TRACE });
     expect(page.spans).toHaveLength(1);
-    expect(page.spans[0]).toMatchObject({ span_id: engineSpanId, parent_span_id: "00f067aa0ba902b7", name: "invoke a::b", status: "ok", service_name: "iii-engine" });
+    expect(page.spans[0]).toMatchObject({
+      span_id: engineSpanId,
+      parent_span_id: "00f067aa0ba902b7",
+      name: "invoke a::b",
+      status: "ok",
+      service_name: "iii-engine",
+    });
     const bySession = await list(core, { session_id: "s-1" });
     expect(bySession.spans.map((s) => s.span_id)).toEqual([engineSpanId]);
     // No span of any engine::traces::* call.
@@ -155,8 +200,18 @@ describe("the tracer", () => {
 
   it("takes a session id from baggage, and a malformed one never fails the call", async () => {
     const core = engine();
-    const ok = await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: PARENT, baggage: "session_id=s%202,other=1" });
-    const bad = await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: PARENT, baggage: "session_id=%E0%A4%A" });
+    const ok = await core.invoke({
+      function_id: "engine::functions::list",
+      data: {},
+      traceparent: PARENT,
+      baggage: "session_id=s%202,other=1",
+    });
+    const bad = await core.invoke({
+      function_id: "engine::functions::list",
+      data: {},
+      traceparent: PARENT,
+      baggage: "session_id=%E0%A4%A",
+    });
     expect([ok.ok, bad.ok]).toEqual([true, true]);
     expect((await list(core, { session_id: "s 2" })).total).toBe(1);
     expect((await list(core, { session_id: "%E0%A4%A" })).total).toBe(1);
@@ -211,7 +266,11 @@ describe("the tracer", () => {
     // 400 ms later two tokens have come back (5 a second).
     now += 400;
     for (let i = 0; i < 3; i++) calls.push(core.invoke({ function_id: "a::b", data: {} }));
-    expect(sent().slice(8).map((t) => t.slice(-2))).toEqual(["01", "01", "00"]);
+    expect(
+      sent()
+        .slice(8)
+        .map((t) => t.slice(-2)),
+    ).toEqual(["01", "01", "00"]);
     // Answered, the recorded calls end: 5 + 2 invoke spans, and the sampled parent's one.
     for (const f of target.frames.filter((f) => f.type === "invokefunction") as { invocation_id: string }[]) {
       core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: f.invocation_id, function_id: "a::b", result: 1 }));
@@ -227,7 +286,17 @@ describe("the tracer", () => {
     const a = engine({ db, namespace: "a", others: { b: other } });
     const worker = new FakeConn("caller");
     a.connect(worker, "t");
-    a.message(worker, JSON.stringify({ type: "invokefunction", invocation_id: "x1", function_id: "engine::functions::list", namespace: "b", data: {}, traceparent: PARENT }));
+    a.message(
+      worker,
+      JSON.stringify({
+        type: "invokefunction",
+        invocation_id: "x1",
+        function_id: "engine::functions::list",
+        namespace: "b",
+        data: {},
+        traceparent: PARENT,
+      }),
+    );
     await until(() => worker.frames.some((f) => f.type === "invocationresult"), "the remote result");
     await other.telemetry.flush();
     const spans = (await list(a, { trace_id: TRACE })).spans;
@@ -242,11 +311,21 @@ describe("the tracer", () => {
     const w = new FakeConn("w");
     core.connect(w, "t");
     core.message(w, JSON.stringify({ type: "registerfunction", id: "tick::fn" }));
-    const binding = { id: "cron-1", trigger_type: "cron", function_id: "tick::fn", config: {}, owner: "w", status: "active" } as Parameters<EngineCore["fire"]>[0];
+    const binding = { id: "cron-1", trigger_type: "cron", function_id: "tick::fn", config: {}, owner: "w", status: "active" } as Parameters<
+      EngineCore["fire"]
+    >[0];
     // As the cron scheduler fires an occurrence: with tracing on, no traceparent (the fire is the root).
     const fired = core.fire(binding, {}, {});
     const sent = w.frames.find((f) => f.type === "invokefunction") as { invocation_id: string };
-    core.message(w, JSON.stringify({ type: "invocationresult", invocation_id: sent.invocation_id, function_id: "tick::fn", error: { code: "invocation_failed", message: "nope" } }));
+    core.message(
+      w,
+      JSON.stringify({
+        type: "invocationresult",
+        invocation_id: sent.invocation_id,
+        function_id: "tick::fn",
+        error: { code: "invocation_failed", message: "nope" },
+      }),
+    );
     await fired;
     const root = (await list(core, { name: "trigger cron" })).spans[0]!;
     expect(root.parent_span_id).toBeUndefined();
@@ -256,7 +335,10 @@ describe("the tracer", () => {
     const call = spans.find((s) => s.name === "invoke tick::fn")!;
     expect(call.parent_span_id).toBe(fire.span_id);
     expect([fire.status, call.status]).toEqual(["error", "error"]);
-    expect(call.events[0]).toMatchObject({ name: "exception", attributes: { "exception.type": "invocation_failed", "exception.message": "nope" } });
+    expect(call.events[0]).toMatchObject({
+      name: "exception",
+      attributes: { "exception.type": "invocation_failed", "exception.message": "nope" },
+    });
   });
 });
 
@@ -273,7 +355,15 @@ describe("queue hops and channels", () => {
       for (const f of w.frames.slice(seen)) {
         seen++;
         if (f.type !== "invokefunction") continue;
-        core.message(w, JSON.stringify({ type: "invocationresult", invocation_id: f.invocation_id, function_id: "q::fails", error: { code: "invocation_failed", message: "no" } }));
+        core.message(
+          w,
+          JSON.stringify({
+            type: "invocationresult",
+            invocation_id: f.invocation_id,
+            function_id: "q::fails",
+            error: { code: "invocation_failed", message: "no" },
+          }),
+        );
       }
     };
     const trace = "77".repeat(16);
@@ -287,12 +377,26 @@ describe("queue hops and channels", () => {
     }, "two delivery attempts");
     const enqueue = spans.find((s) => s.name === "enqueue flaky")!;
     expect(enqueue).toMatchObject({ kind: "producer", parent_span_id: "88".repeat(8) });
-    const attempts = spans.filter((s) => s.name === "deliver flaky").sort((a, b) => Number(a.attributes["messaging.message.delivery_attempt"]) - Number(b.attributes["messaging.message.delivery_attempt"]));
-    expect(attempts.map((a) => [a.attributes["messaging.message.delivery_attempt"], a.attributes["iii.queue.outcome"], a.status, a.parent_span_id])).toEqual([
+    const attempts = spans
+      .filter((s) => s.name === "deliver flaky")
+      .sort(
+        (a, b) => Number(a.attributes["messaging.message.delivery_attempt"]) - Number(b.attributes["messaging.message.delivery_attempt"]),
+      );
+    expect(
+      attempts.map((a) => [
+        a.attributes["messaging.message.delivery_attempt"],
+        a.attributes["iii.queue.outcome"],
+        a.status,
+        a.parent_span_id,
+      ]),
+    ).toEqual([
       [1, "retry", "error", enqueue.span_id],
       [2, "dead", "error", enqueue.span_id],
     ]);
-    expect(attempts.map((a) => a.events.map((e) => e.name))).toEqual([["retry", "exception"], ["dead_letter", "exception"]]);
+    expect(attempts.map((a) => a.events.map((e) => e.name))).toEqual([
+      ["retry", "exception"],
+      ["dead_letter", "exception"],
+    ]);
     // Each attempt's call is the attempt's child.
     for (const a of attempts) expect(spans.some((s) => s.name === "invoke q::fails" && s.parent_span_id === a.span_id)).toBe(true);
   });
@@ -301,7 +405,11 @@ describe("queue hops and channels", () => {
     const now = { t: Date.now() };
     const core = engine({ now: () => now.t });
     const trace = "99".repeat(16);
-    const created = await core.invoke({ function_id: "engine::channels::create", data: {}, traceparent: `00-${trace}-${"aa".repeat(8)}-01` });
+    const created = await core.invoke({
+      function_id: "engine::channels::create",
+      data: {},
+      traceparent: `00-${trace}-${"aa".repeat(8)}-01`,
+    });
     expect(created.ok).toBe(true);
     // Neither end attached: the sweep removes it after its TTL.
     now.t += 6 * 60_000;
@@ -391,7 +499,11 @@ describe("the store's writes", () => {
       prepare: (q) => {
         if (q.includes("jsonb_each")) {
           refused.push(q);
-          const fail: D1StatementLike = { bind: () => fail, run: () => Promise.reject(new Error("D1_ERROR: no such function: jsonb_each: SQLITE_ERROR")), all: () => Promise.reject(new Error("no such function: jsonb_each")) };
+          const fail: D1StatementLike = {
+            bind: () => fail,
+            run: () => Promise.reject(new Error("D1_ERROR: no such function: jsonb_each: SQLITE_ERROR")),
+            all: () => Promise.reject(new Error("no such function: jsonb_each")),
+          };
           return fail;
         }
         return inner.prepare(q);
@@ -399,7 +511,10 @@ describe("the store's writes", () => {
     };
     const withJsonb = engine({ db: inner });
     const without = engine({ db: old });
-    await withJsonb.telemetry.store!.writeSpans([span(0), span(1, { status: "error", status_message: "it failed", parent_span_id: "1".padStart(16, "0") })]);
+    await withJsonb.telemetry.store!.writeSpans([
+      span(0),
+      span(1, { status: "error", status_message: "it failed", parent_span_id: "1".padStart(16, "0") }),
+    ]);
     await without.telemetry.store!.writeSpans([span(2)]);
     await without.telemetry.store!.writeSpans([span(3)]);
     expect(refused).toHaveLength(1); // asked once, then remembered
@@ -422,7 +537,11 @@ describe("the store's writes", () => {
       prepare: (q) => {
         if (!q.startsWith("INSERT")) return inner.prepare(q);
         asked++;
-        const fail: D1StatementLike = { bind: () => fail, run: () => Promise.reject(new Error("D1_ERROR: database is locked")), all: () => Promise.reject(new Error("locked")) };
+        const fail: D1StatementLike = {
+          bind: () => fail,
+          run: () => Promise.reject(new Error("D1_ERROR: database is locked")),
+          all: () => Promise.reject(new Error("locked")),
+        };
         return fail;
       },
     };
@@ -446,7 +565,13 @@ describe("export", () => {
     await core.telemetry.drainExport();
     const got = receiver.spans.filter((s) => s.trace_id === trace);
     expect(got).toHaveLength(1);
-    expect(got[0]).toMatchObject({ name: "invoke engine::functions::list", parent_span_id: "34".repeat(8), service_name: "iii-engine", status_code: 1, kind: 1 });
+    expect(got[0]).toMatchObject({
+      name: "invoke engine::functions::list",
+      parent_span_id: "34".repeat(8),
+      service_name: "iii-engine",
+      status_code: 1,
+      kind: 1,
+    });
     expect(got[0]!.resource["service.namespace"]).toBe("default");
     await until(() => receiver.metrics.some((m) => m.name === "iii.invocation.duration" && m.kind === "histogram"), "the engine's metrics");
   });
@@ -455,7 +580,11 @@ describe("export", () => {
     const db = d1(); // the binding is there: the var alone decides
     const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" }, db });
     const trace = "56".repeat(16);
-    await core.invoke({ function_id: "state::set", data: { scope: "s", key: "k", value: 1 }, traceparent: `00-${trace}-${"78".repeat(8)}-01` });
+    await core.invoke({
+      function_id: "state::set",
+      data: { scope: "s", key: "k", value: 1 },
+      traceparent: `00-${trace}-${"78".repeat(8)}-01`,
+    });
     await core.telemetry.drainExport();
     expect(receiver.spans.filter((s) => s.trace_id === trace).map((s) => s.name)).toEqual(["invoke state::set"]);
     expect(core.telemetry.store).toBeUndefined();
@@ -482,6 +611,8 @@ describe("export", () => {
     const dropped = (await core.telemetry.metrics.list("iii.telemetry.export.dropped")).metrics[0];
     const spansDropped = (await core.telemetry.metrics.list("iii.telemetry.spans.dropped")).metrics[0];
     // Either bound catches the overflow first (the in-memory pending bound or the export buffer).
-    expect(((dropped?.type === "counter" && dropped.value) || 0) + ((spansDropped?.type === "counter" && spansDropped.value) || 0)).toBeGreaterThanOrEqual(10);
+    expect(
+      ((dropped?.type === "counter" && dropped.value) || 0) + ((spansDropped?.type === "counter" && spansDropped.value) || 0),
+    ).toBeGreaterThanOrEqual(10);
   });
 });

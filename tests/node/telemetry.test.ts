@@ -7,7 +7,15 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { LogsListOutput, MetricsListOutput, Span, SpanTreeNode, TracesGroupByOutput, TracesListOutput, TracesTreeOutput } from "@iii-edge/protocol/telemetry";
+import type {
+  LogsListOutput,
+  MetricsListOutput,
+  Span,
+  SpanTreeNode,
+  TracesGroupByOutput,
+  TracesListOutput,
+  TracesTreeOutput,
+} from "@iii-edge/protocol/telemetry";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
 import { until } from "../support/wait.ts";
@@ -18,7 +26,11 @@ let worker: ChildProcess;
 let workerLog = "";
 
 async function call<T>(function_id: string, payload: unknown = {}, headers: Record<string, string> = {}): Promise<T> {
-  const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ function_id, payload }) });
+  const res = await fetch(`${engine.url}/_iii/invoke`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ function_id, payload }),
+  });
   const body = (await res.json()) as { result?: T; error?: { code: string; message: string } };
   if (body.error) throw Object.assign(new Error(body.error.message), { code: body.error.code });
   return body.result as T;
@@ -33,14 +45,24 @@ function flatten(nodes: SpanTreeNode[]): SpanTreeNode[] {
 
 beforeAll(async () => {
   receiver = await startOtlpReceiver();
-  engine = await startEngine({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_HEADERS: "x-collector-key=s3cr%20t" } });
-  worker = spawn(process.execPath, [path.join(repoRoot, "tests/node/fixtures/otel-worker.mjs")], { cwd: repoRoot, env: { ...process.env, III_URL: engine.wsUrl }, stdio: ["ignore", "pipe", "pipe"] });
+  engine = await startEngine({
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_HEADERS: "x-collector-key=s3cr%20t" },
+  });
+  worker = spawn(process.execPath, [path.join(repoRoot, "tests/node/fixtures/otel-worker.mjs")], {
+    cwd: repoRoot,
+    env: { ...process.env, III_URL: engine.wsUrl },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   worker.stdout?.on("data", (d) => (workerLog += d));
   worker.stderr?.on("data", (d) => (workerLog += d));
-  await until(async () => {
-    const { functions } = await call<{ functions: { function_id: string }[] }>("engine::functions::list", { prefix: "tele::" });
-    return functions.length >= 4;
-  }, "the iii-sdk worker's functions", 30_000);
+  await until(
+    async () => {
+      const { functions } = await call<{ functions: { function_id: string }[] }>("engine::functions::list", { prefix: "tele::" });
+      return functions.length >= 4;
+    },
+    "the iii-sdk worker's functions",
+    30_000,
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -59,12 +81,26 @@ describe("one trace across the engine and an iii-sdk worker", () => {
     const result = await call<{ echoed: string }>("tele::echo", { key }, { traceparent: `00-${traceId}-${callerSpan}-01` });
     expect(result).toEqual({ echoed: key });
     // The downstream function's state write is the last hop; its spans arrive within a flush or two.
-    spans = await until(async () => {
-      const page = await call<TracesListOutput>("engine::traces::list", { trace_id: traceId, limit: 1000 });
-      const names = page.spans.map((s) => `${s.service_name}:${s.name}`);
-      const want = ["iii-engine:invoke tele::echo", "tele-worker:execute tele::echo", "iii-engine:invoke state::set", "iii-engine:enqueue jobs", "iii-engine:deliver jobs", "iii-engine:invoke tele::sink", "tele-worker:execute tele::sink"];
-      return want.every((w) => names.includes(w)) && names.filter((n) => n === "iii-engine:invoke state::set").length >= 2 ? page.spans : undefined;
-    }, "every span of the trace", 20_000);
+    spans = await until(
+      async () => {
+        const page = await call<TracesListOutput>("engine::traces::list", { trace_id: traceId, limit: 1000 });
+        const names = page.spans.map((s) => `${s.service_name}:${s.name}`);
+        const want = [
+          "iii-engine:invoke tele::echo",
+          "tele-worker:execute tele::echo",
+          "iii-engine:invoke state::set",
+          "iii-engine:enqueue jobs",
+          "iii-engine:deliver jobs",
+          "iii-engine:invoke tele::sink",
+          "tele-worker:execute tele::sink",
+        ];
+        return want.every((w) => names.includes(w)) && names.filter((n) => n === "iii-engine:invoke state::set").length >= 2
+          ? page.spans
+          : undefined;
+      },
+      "every span of the trace",
+      20_000,
+    );
 
     const byName = (service: string, name: string) => spans.filter((s) => s.service_name === service && s.name === name);
     const invoke = byName("iii-engine", "invoke tele::echo")[0]!;
@@ -136,10 +172,14 @@ describe("one trace across the engine and an iii-sdk worker", () => {
   });
 
   it("exports the same spans to an OTLP/HTTP collector, with the configured headers", async () => {
-    const got = await until(() => {
-      const mine = receiver.spans.filter((s) => s.trace_id === traceId);
-      return mine.length >= spans.length ? mine : undefined;
-    }, "the trace at the receiver", 20_000);
+    const got = await until(
+      () => {
+        const mine = receiver.spans.filter((s) => s.trace_id === traceId);
+        return mine.length >= spans.length ? mine : undefined;
+      },
+      "the trace at the receiver",
+      20_000,
+    );
     const ids = new Set(spans.map((s) => s.span_id));
     expect(got.filter((s) => ids.has(s.span_id)).length).toBe(spans.length);
     const invoke = got.find((s) => s.name === "invoke tele::echo")!;
@@ -155,7 +195,10 @@ describe("errors, HTTP triggers and metrics", () => {
   it("records a failed call as status error with an exception event", async () => {
     const traceId = hex(32);
     await expect(call("tele::fail", {}, { traceparent: `00-${traceId}-${hex(16)}-01` })).rejects.toThrow(/always fails/);
-    const span = await until(async () => (await call<TracesListOutput>("engine::traces::list", { trace_id: traceId, name: "invoke tele::fail" })).spans[0], "the failed call's span");
+    const span = await until(
+      async () => (await call<TracesListOutput>("engine::traces::list", { trace_id: traceId, name: "invoke tele::fail" })).spans[0],
+      "the failed call's span",
+    );
     expect(span.status).toBe("error");
     expect(span.status_message).toMatch(/always fails/);
     const ev = span.events.find((e) => e.name === "exception");
@@ -186,21 +229,37 @@ describe("errors, HTTP triggers and metrics", () => {
     const traceId = hex(32);
     const out = await call<{ greeting: string }>("edge::hello", { name: "ada" }, { traceparent: `00-${traceId}-${hex(16)}-01` });
     expect(out.greeting).toMatch(/ada/);
-    const span = await until(async () => (await call<TracesListOutput>("engine::traces::list", { trace_id: traceId })).spans[0], "the edge call's span");
-    expect(span).toMatchObject({ name: "invoke edge::hello", kind: "client", status: "ok", attributes: { "iii.function.kind": "edge", "iii.edge_host": "EDGE_DEMO" } });
+    const span = await until(
+      async () => (await call<TracesListOutput>("engine::traces::list", { trace_id: traceId })).spans[0],
+      "the edge call's span",
+    );
+    expect(span).toMatchObject({
+      name: "invoke edge::hello",
+      kind: "client",
+      status: "ok",
+      attributes: { "iii.function.kind": "edge", "iii.edge_host": "EDGE_DEMO" },
+    });
   });
 
   it("reads and exports the engine's metrics, and keeps the worker's", async () => {
-    const m = await until(async () => {
-      const out = await call<MetricsListOutput>("engine::metrics::list", {});
-      return out.sdk_metrics.some((p) => p.name === "iii.worker.memory.heap_used") ? out : undefined;
-    }, "the worker's metrics", 20_000);
+    const m = await until(
+      async () => {
+        const out = await call<MetricsListOutput>("engine::metrics::list", {});
+        return out.sdk_metrics.some((p) => p.name === "iii.worker.memory.heap_used") ? out : undefined;
+      },
+      "the worker's metrics",
+      20_000,
+    );
     const total = m.metrics.find((x) => x.name === "iii.invocations.total");
     expect(total?.type === "counter" && total.value).toBeGreaterThan(3);
     const duration = m.metrics.find((x) => x.name === "iii.invocation.duration");
     expect(duration?.type === "histogram" && duration.count).toBeGreaterThan(3);
     expect(m.metrics.find((x) => x.name === "iii.connections")?.type).toBe("gauge");
     expect(m.metrics.some((x) => x.name === "iii.queue.depth")).toBe(true);
-    await until(() => receiver.metrics.some((x) => x.name === "iii.invocations.total" && x.service_name === "iii-engine"), "the engine's metrics at the receiver", 30_000);
+    await until(
+      () => receiver.metrics.some((x) => x.name === "iii.invocations.total" && x.service_name === "iii-engine"),
+      "the engine's metrics at the receiver",
+      30_000,
+    );
   });
 });

@@ -8,11 +8,31 @@ import { repoRoot, startEngine, type EngineServer } from "../support/engine-serv
 import { until } from "../support/wait.ts";
 
 /** The harness workers in the workspace (workers/<name>, package @iii-edge/worker-<name>). */
-const WORKERS = ["approval-gate", "auth-credentials", "budget-tracker", "context-compaction", "harness", "hook-fanout", "mcp", "policy", "providers", "provisioning", "session-storage", "sub-agents", "turn-orchestrator"];
+const WORKERS = [
+  "approval-gate",
+  "auth-credentials",
+  "budget-tracker",
+  "context-compaction",
+  "harness",
+  "hook-fanout",
+  "mcp",
+  "policy",
+  "providers",
+  "provisioning",
+  "session-storage",
+  "sub-agents",
+  "turn-orchestrator",
+];
 /** The one run here, and a function id its contract says it registers. */
 const NAME = "approval-gate";
 const ITS_FUNCTION = "approval::resolve";
-const npm = (args: string[], env: NodeJS.ProcessEnv = {}) => spawnSync("npm", ["run", "-s", "worker", "--", ...args], { cwd: repoRoot, env: { ...process.env, ...env }, encoding: "utf8", timeout: 30_000 });
+const npm = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  spawnSync("npm", ["run", "-s", "worker", "--", ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+    timeout: 30_000,
+  });
 
 describe("npm run worker", () => {
   it("with an unknown name (or none) lists the workers and exits 2", () => {
@@ -30,7 +50,11 @@ describe("npm run worker", () => {
     let child: ChildProcess | undefined;
     let out = "";
     const list = async <T>(function_id: string, bearer: string): Promise<T> => {
-      const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${bearer}` }, body: JSON.stringify({ function_id, payload: {} }) });
+      const r = await fetch(`${engine.url}/_iii/invoke`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${bearer}` },
+        body: JSON.stringify({ function_id, payload: {} }),
+      });
       return ((await r.json()) as { result: T }).result;
     };
 
@@ -57,21 +81,41 @@ describe("npm run worker", () => {
       expect(out.trim()).toBe(`worker ${NAME} connected to ${engine.wsUrl}/`);
 
       const admin = await token("cli-test");
-      const worker = await until(async () => (await list<{ workers: { name: string; function_count: number; pid: number | null }[] }>("engine::workers::list", admin)).workers.find((w) => w.name === NAME), "the worker in engine::workers::list");
+      const worker = await until(
+        async () =>
+          (
+            await list<{ workers: { name: string; function_count: number; pid: number | null }[] }>("engine::workers::list", admin)
+          ).workers.find((w) => w.name === NAME),
+        "the worker in engine::workers::list",
+      );
       const { functions } = await list<{ functions: { function_id: string; worker_name: string }[] }>("engine::functions::list", admin);
       const its = functions.filter((f) => f.worker_name === NAME).map((f) => f.function_id);
       expect(its).toContain(ITS_FUNCTION);
       expect(its).toHaveLength(worker.function_count);
       // The engine's HARNESS host left this worker out, so the ids are this process's alone.
-      expect(functions.filter((f) => f.function_id === ITS_FUNCTION)).toEqual([{ function_id: ITS_FUNCTION, worker_name: NAME, description: expect.any(String), metadata: { caller_principal: true, model: "never" } }]);
+      expect(functions.filter((f) => f.function_id === ITS_FUNCTION)).toEqual([
+        {
+          function_id: ITS_FUNCTION,
+          worker_name: NAME,
+          description: expect.any(String),
+          metadata: { caller_principal: true, model: "never" },
+        },
+      ]);
 
-      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => child!.once("exit", (code, signal) => resolve({ code, signal })));
+      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+        child!.once("exit", (code, signal) => resolve({ code, signal })),
+      );
       process.kill(-child.pid!, "SIGTERM");
       // npm ends by the signal itself once the script is gone.
-      expect([{ code: 0, signal: null }, { code: null, signal: "SIGTERM" }]).toContainEqual(await exited);
+      expect([
+        { code: 0, signal: null },
+        { code: null, signal: "SIGTERM" },
+      ]).toContainEqual(await exited);
       expect(out).not.toMatch(/shutdown failed/);
-      await until(async () => !(await list<{ workers: { name: string }[] }>("engine::workers::list", admin)).workers.some((w) => w.name === NAME), "the worker gone from the list");
+      await until(
+        async () => !(await list<{ workers: { name: string }[] }>("engine::workers::list", admin)).workers.some((w) => w.name === NAME),
+        "the worker gone from the list",
+      );
     });
   });
 });
-

@@ -55,7 +55,15 @@ const timings: Record<string, number> = {};
 const appEnv: NodeJS.ProcessEnv = Object.fromEntries(
   Object.entries(process.env)
     .filter(([k]) => !/^(npm_|VITEST|VITE_)/i.test(k) && !["NODE_OPTIONS", "NODE_ENV", "INIT_CWD", "TEST"].includes(k))
-    .map(([k, v]) => [k, k === "PATH" ? v!.split(path.delimiter).filter((d) => !d.startsWith(repoRoot)).join(path.delimiter) : v]),
+    .map(([k, v]) => [
+      k,
+      k === "PATH"
+        ? v!
+            .split(path.delimiter)
+            .filter((d) => !d.startsWith(repoRoot))
+            .join(path.delimiter)
+        : v,
+    ]),
 );
 
 function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<{ stdout: string; stderr: string }> {
@@ -76,7 +84,8 @@ async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
   }
 }
 
-const files = (dir: string): string[] => readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+const files = (dir: string): string[] =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : [path.join(dir, e.name)]));
 
 /** The page both bundlers build: a worker with one zod-typed function, its state in #status. */
 const pageScript = (bundler: Bundler) => `import { registerWorker, z } from "@iii-edge/sdk-browser";
@@ -122,11 +131,16 @@ iii.trigger({ payload: {} });
 async function prepareApp(): Promise<void> {
   packDir = mkdtempSync(path.join(tmpdir(), "iii-edge-tarballs-"));
   // One npm run: each package's prepack builds its dist/ (scripts/build-package.mjs), then packs.
-  const pack = await timed("npm pack (build + pack)", () => run("npm", ["pack", ...PACKAGES.flatMap((p) => ["--workspace", p]), "--pack-destination", packDir, "--json"], repoRoot));
+  const pack = await timed("npm pack (build + pack)", () =>
+    run("npm", ["pack", ...PACKAGES.flatMap((p) => ["--workspace", p]), "--pack-destination", packDir, "--json"], repoRoot),
+  );
   packed = JSON.parse(pack.stdout);
 
   app = mkdtempSync(path.join(tmpdir(), "iii-edge-fresh-app-"));
-  writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "fresh-app", version: "0.0.0", private: true, type: "module", allowScripts: { esbuild: true } }, null, 2));
+  writeFileSync(
+    path.join(app, "package.json"),
+    JSON.stringify({ name: "fresh-app", version: "0.0.0", private: true, type: "module", allowScripts: { esbuild: true } }, null, 2),
+  );
   const specs = [...packed.map((p) => path.join(packDir, p.filename)), ...TOOLS];
   const flags = ["--no-audit", "--no-fund", "--loglevel=warn"];
   const installed = await timed("npm install", async () => {
@@ -146,18 +160,37 @@ async function prepareApp(): Promise<void> {
   mkdirSync(path.join(app, "vite-page"));
   writeFileSync(path.join(app, "vite-page", "main.js"), pageScript("vite"));
   writeFileSync(path.join(app, "vite-page", "index.html"), pageHtml("./main.js"));
-  const vite = await timed("vite build", () => run(process.execPath, [path.join(app, "node_modules/vite/bin/vite.js"), "build", "vite-page", "--base", "./", "--logLevel", "warn"], app, appEnv));
+  const vite = await timed("vite build", () =>
+    run(
+      process.execPath,
+      [path.join(app, "node_modules/vite/bin/vite.js"), "build", "vite-page", "--base", "./", "--logLevel", "warn"],
+      app,
+      appEnv,
+    ),
+  );
   if (vite.stdout.trim() || vite.stderr.trim()) console.log(`[vite build]\n${vite.stdout}${vite.stderr}`);
 
   // esbuild: one bundle beside a hand-written index.html.
   mkdirSync(path.join(app, "esbuild-page", "dist"), { recursive: true });
   writeFileSync(path.join(app, "esbuild-page", "main.js"), pageScript("esbuild"));
   writeFileSync(path.join(app, "esbuild-page", "dist", "index.html"), pageHtml("./app.js"));
-  await timed("esbuild", () => run(path.join(app, "node_modules/.bin/esbuild"), ["esbuild-page/main.js", "--bundle", "--format=esm", "--minify", "--log-level=warning", "--outfile=esbuild-page/dist/app.js"], app, appEnv));
+  await timed("esbuild", () =>
+    run(
+      path.join(app, "node_modules/.bin/esbuild"),
+      ["esbuild-page/main.js", "--bundle", "--format=esm", "--minify", "--log-level=warning", "--outfile=esbuild-page/dist/app.js"],
+      app,
+      appEnv,
+    ),
+  );
 
   // A static server for the two bundles: /vite/… and /esbuild/… (each page's dist/ only).
   const roots: Record<string, string> = { vite: path.join(app, "vite-page", "dist"), esbuild: path.join(app, "esbuild-page", "dist") };
-  const TYPES: Record<string, string> = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css", ".map": "application/json" };
+  const TYPES: Record<string, string> = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".map": "application/json",
+  };
   server = createServer((req, res) => {
     const [, which = "", ...rest] = new URL(req.url ?? "/", "http://x").pathname.split("/");
     const root = roots[which];
@@ -179,7 +212,11 @@ async function openPage(bundler: Bundler): Promise<void> {
   page.on("console", (m) => m.type() === "error" && pageErrors.push(`[${bundler} console] ${m.text()}`));
   const tabToken = await token(`${bundler}-page`);
   await page.goto(`${staticUrl}/${bundler}/index.html?engine=${encodeURIComponent(`${engine!.wsUrl}/`)}#token=${tabToken}`);
-  await until(async () => (await page.locator("#status").textContent()) === "connected", `the ${bundler} page connected (errors: ${pageErrors.join("; ")})`, 20_000);
+  await until(
+    async () => (await page.locator("#status").textContent()) === "connected",
+    `the ${bundler} page connected (errors: ${pageErrors.join("; ")})`,
+    20_000,
+  );
   pages.set(bundler, page);
 }
 
@@ -192,10 +229,20 @@ beforeAll(async () => {
   timings["engine + app ready"] = Date.now() - t0;
   ctx = await timed("chromium", () => launchChromium());
   // OTel off: iii-sdk's /otel socket sends no headers and would be refused (401) over and over.
-  iii = registerWorker(`${engine!.wsUrl}/`, { workerName: "iii-sdk-packages", enableMetricsReporting: false, otel: { enabled: false }, headers: bearer(await token("iii-sdk-packages")), reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 } });
+  iii = registerWorker(`${engine!.wsUrl}/`, {
+    workerName: "iii-sdk-packages",
+    enableMetricsReporting: false,
+    otel: { enabled: false },
+    headers: bearer(await token("iii-sdk-packages")),
+    reconnectionConfig: { initialDelayMs: 250, maxDelayMs: 1_000 },
+  });
   for (const b of BUNDLERS) await timed(`open ${b} page`, () => openPage(b));
-  const summary = packed.map((p) => `  ${p.filename}: ${p.files.length} files, ${p.size} B packed, ${p.unpackedSize} B unpacked`).join("\n");
-  console.log(`[packages] install: ${installMode}\n${summary}\n[packages] timings (ms): ${JSON.stringify(timings)}${installWarnings ? `\n[npm install]\n${installWarnings}` : ""}`);
+  const summary = packed
+    .map((p) => `  ${p.filename}: ${p.files.length} files, ${p.size} B packed, ${p.unpackedSize} B unpacked`)
+    .join("\n");
+  console.log(
+    `[packages] install: ${installMode}\n${summary}\n[packages] timings (ms): ${JSON.stringify(timings)}${installWarnings ? `\n[npm install]\n${installWarnings}` : ""}`,
+  );
 });
 
 afterAll(async () => {
@@ -212,9 +259,16 @@ describe("the packed SDKs", () => {
     const versions = new Map(packed.map((p) => [p.name, p.version]));
     for (const p of packed) {
       const paths = p.files.map((f) => f.path);
-      expect(paths.filter((f) => /\.(ts|mts|cts|tsx)$/.test(f) && !f.endsWith(".d.ts")), p.name).toEqual([]);
-      expect(paths.filter((f) => !["package.json", "README.md"].includes(f) && !/^dist\/.+\.(js|d\.ts)$/.test(f)), p.name).toEqual([]);
-      for (const js of paths.filter((f) => f.endsWith(".js"))) expect(paths, `${p.name}: ${js} has declarations`).toContain(js.replace(/\.js$/, ".d.ts"));
+      expect(
+        paths.filter((f) => /\.(ts|mts|cts|tsx)$/.test(f) && !f.endsWith(".d.ts")),
+        p.name,
+      ).toEqual([]);
+      expect(
+        paths.filter((f) => !["package.json", "README.md"].includes(f) && !/^dist\/.+\.(js|d\.ts)$/.test(f)),
+        p.name,
+      ).toEqual([]);
+      for (const js of paths.filter((f) => f.endsWith(".js")))
+        expect(paths, `${p.name}: ${js} has declarations`).toContain(js.replace(/\.js$/, ".d.ts"));
 
       const dir = path.join(app, "node_modules", p.name);
       expect(lstatSync(dir).isSymbolicLink(), `${p.name} is a copy, not a link into the repo`).toBe(false);
@@ -226,25 +280,42 @@ describe("the packed SDKs", () => {
       for (const [sub, target] of Object.entries<Record<string, string>>(manifest.exports)) {
         // `iii-edge-source` is the repo's own condition (sources); consumers never set it.
         const conditions = Object.keys(target);
-        expect(conditions.filter((c) => !["iii-edge-source", "types", "default"].includes(c)), `${p.name} ${sub}`).toEqual([]);
+        expect(
+          conditions.filter((c) => !["iii-edge-source", "types", "default"].includes(c)),
+          `${p.name} ${sub}`,
+        ).toEqual([]);
         expect(conditions.indexOf("types"), `${p.name} ${sub}: types before default`).toBeLessThan(conditions.indexOf("default"));
         expect(paths, `${p.name} ${sub} types`).toContain(target.types!.replace(/^\.\//, ""));
         expect(paths, `${p.name} ${sub} default`).toContain(target.default!.replace(/^\.\//, ""));
       }
       // Each other by version, as a registry would serve them.
-      for (const [dep, range] of Object.entries<string>(manifest.dependencies ?? {})) if (dep.startsWith("@iii-edge/")) expect(range, `${p.name} → ${dep}`).toBe(versions.get(dep));
+      for (const [dep, range] of Object.entries<string>(manifest.dependencies ?? {}))
+        if (dep.startsWith("@iii-edge/")) expect(range, `${p.name} → ${dep}`).toBe(versions.get(dep));
       // The rewrite of `./x.ts` specifiers: none left in the shipped JavaScript or declarations.
-      for (const f of files(path.join(dir, "dist"))) expect(readFileSync(f, "utf8"), path.relative(dir, f)).not.toMatch(/(from\s*|import\s*\(\s*)["']\.{1,2}\/[^"']*\.ts["']/);
+      for (const f of files(path.join(dir, "dist")))
+        expect(readFileSync(f, "utf8"), path.relative(dir, f)).not.toMatch(/(from\s*|import\s*\(\s*)["']\.{1,2}\/[^"']*\.ts["']/);
     }
     const edge = JSON.parse(readFileSync(path.join(app, "node_modules/@iii-edge/sdk-edge/package.json"), "utf8"));
     const browser = JSON.parse(readFileSync(path.join(app, "node_modules/@iii-edge/sdk-browser/package.json"), "utf8"));
     expect(edge.dependencies["@iii-edge/protocol"]).toBe(versions.get("@iii-edge/protocol"));
-    expect(browser.dependencies).toMatchObject({ "@iii-edge/protocol": versions.get("@iii-edge/protocol"), "@iii-edge/sdk-edge": versions.get("@iii-edge/sdk-edge") });
+    expect(browser.dependencies).toMatchObject({
+      "@iii-edge/protocol": versions.get("@iii-edge/protocol"),
+      "@iii-edge/sdk-edge": versions.get("@iii-edge/sdk-edge"),
+    });
   });
 
   it("type-check a TypeScript consumer of sdk-edge and protocol against the shipped .d.ts (nodenext and bundler resolution)", async () => {
     writeFileSync(path.join(app, "consumer.ts"), CONSUMER_TS);
-    const compilerOptions = { target: "es2022", module: "nodenext", moduleResolution: "nodenext", lib: ["es2023"], types: ["node"], strict: true, noEmit: true, skipLibCheck: false };
+    const compilerOptions = {
+      target: "es2022",
+      module: "nodenext",
+      moduleResolution: "nodenext",
+      lib: ["es2023"],
+      types: ["node"],
+      strict: true,
+      noEmit: true,
+      skipLibCheck: false,
+    };
     writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({ compilerOptions, files: ["consumer.ts"] }, null, 2));
     const tsc = path.join(repoRoot, "node_modules", ".bin", "tsc");
     await run(tsc, ["-p", "tsconfig.json", "--noEmit"], app, appEnv);
@@ -258,7 +329,10 @@ describe("the packed SDKs", () => {
       const r = await until(() => iii!.trigger({ function_id: fn, payload: { question: "six" } }), `${fn} callable`, 15_000);
       expect(r).toEqual({ answer: 21, bundler, inBrowser: true });
       // The bundled zod validates the input in the page.
-      const bad = await iii!.trigger({ function_id: fn, payload: { question: 6 } }).then(() => null, (e: unknown) => e);
+      const bad = await iii!.trigger({ function_id: fn, payload: { question: 6 } }).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(bad).toMatchObject({ code: "invalid_input" });
       expect(pageErrors).toEqual([]);
     });

@@ -4,7 +4,16 @@
 import http from "node:http";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { until } from "../support/wait.ts";
-import { registerWorker, z, IIIError, TriggerAction, MAX_BUFFERED_FRAMES, reconnectDelay, DEFAULT_RECONNECTION, type EdgeClient } from "@iii-edge/sdk-edge/node";
+import {
+  registerWorker,
+  z,
+  IIIError,
+  TriggerAction,
+  MAX_BUFFERED_FRAMES,
+  reconnectDelay,
+  DEFAULT_RECONNECTION,
+  type EdgeClient,
+} from "@iii-edge/sdk-edge/node";
 import { FakeEngine, types } from "./fake-engine.ts";
 import sdkPackage from "../../sdk-edge/package.json" with { type: "json" };
 
@@ -42,7 +51,10 @@ describe("open and replay", () => {
     answerCalls(() => ({ ok: true }));
     const c = connect({ metadata: { team: "sdk" } });
     c.registerTriggerType({ id: "t::tick", description: "ticks" }, { registerTrigger: async () => {}, unregisterTrigger: async () => {} });
-    c.registerFunction("u::add", ({ a, b }) => ({ sum: a + b }), { description: "adds", input: z.object({ a: z.number(), b: z.number() }) });
+    c.registerFunction("u::add", ({ a, b }) => ({ sum: a + b }), {
+      description: "adds",
+      input: z.object({ a: z.number(), b: z.number() }),
+    });
     c.registerTrigger({ type: "t::tick", function_id: "u::add", config: { every: 1 } });
     const queued = c.trigger({ function_id: "other::fn", payload: { x: 1 } });
     await expect(queued).resolves.toEqual({ ok: true });
@@ -59,7 +71,10 @@ describe("open and replay", () => {
     expect(Object.keys(fn.request_format.properties)).toEqual(["a", "b"]);
     expect(conn.frames[2]).toMatchObject({ trigger_type: "t::tick", function_id: "u::add", config: { every: 1 } });
     expect(conn.frames[3]).toMatchObject({ timeout_ms: 30_000 });
-    expect(conn.frames[4]).toMatchObject({ action: { type: "void" }, data: { runtime: "node", version: sdkPackage.version, name: "unit", metadata: { team: "sdk" }, pid: process.pid } });
+    expect(conn.frames[4]).toMatchObject({
+      action: { type: "void" },
+      data: { runtime: "node", version: sdkPackage.version, name: "unit", metadata: { team: "sdk" }, pid: process.pid },
+    });
     expect(c.getConnectionState()).toBe("connected");
     expect(c.workerId).toBe("worker-1");
   });
@@ -69,7 +84,12 @@ describe("open and replay", () => {
     c.registerFunction({ id: "u::obj", description: "object form", request_format: { type: "object" } }, async () => 1);
     c.registerFunction("u::http", { url: "https://example.com/hook", auth: { type: "hmac", secret_key: "K" } });
     const conn = await engine.until(() => engine.connections[0]?.frames.length >= 3 && engine.connections[0]);
-    expect(conn.frames[0]).toEqual({ type: "registerfunction", id: "u::obj", description: "object form", request_format: { type: "object" } });
+    expect(conn.frames[0]).toEqual({
+      type: "registerfunction",
+      id: "u::obj",
+      description: "object form",
+      request_format: { type: "object" },
+    });
     expect(conn.frames[1]).toMatchObject({ id: "u::http", invocation: { url: "https://example.com/hook" } });
     conn.send({ type: "invokefunction", invocation_id: "i-http", function_id: "u::http", data: {} });
     const res = await engine.until(() => conn.frames.find((f) => f.invocation_id === "i-http"));
@@ -117,7 +137,10 @@ describe("reconnect", () => {
     notFound.closeAllConnections();
     await new Promise<void>((r) => notFound.close(() => r()));
     await engine.start(engine.port);
-    const back = await engine.until(() => engine.connections[1]?.frames.some((f) => f.type === "registerfunction") && engine.connections[1], 10_000);
+    const back = await engine.until(
+      () => engine.connections[1]?.frames.some((f) => f.type === "registerfunction") && engine.connections[1],
+      10_000,
+    );
     expect(back.frames.find((f) => f.type === "registerfunction")).toMatchObject({ id: "u::f" });
     await engine.until(() => c.getConnectionState() === "connected");
     expect(states.at(-1)).toBe("connected");
@@ -145,7 +168,9 @@ describe("reconnect", () => {
     await new Promise((r) => setTimeout(r, 300)); // several failed attempts
     const before = engine.connections.length;
     await engine.start(engine.port);
-    const conn = await engine.until(() => engine.connections.slice(before).find((x) => x.frames.some((f) => f.type === "registerfunction")));
+    const conn = await engine.until(() =>
+      engine.connections.slice(before).find((x) => x.frames.some((f) => f.type === "registerfunction")),
+    );
     conn.send({ type: "invokefunction", invocation_id: "i-g", function_id: "u::g", data: null });
     const res = await engine.until(() => conn.frames.find((f) => f.invocation_id === "i-g"));
     expect(res).toMatchObject({ type: "invocationresult", result: "g" });
@@ -155,7 +180,10 @@ describe("reconnect", () => {
     const c = connect({ heartbeat: { intervalMs: 50, timeoutMs: 250 } });
     c.registerFunction("u::hb", async () => "hb");
     // The first connection never answers: after the timeout the client gives it up and replays.
-    const second = await engine.until(() => engine.connections[1]?.frames.some((f) => f.type === "registerfunction") && engine.connections[1], 3_000);
+    const second = await engine.until(
+      () => engine.connections[1]?.frames.some((f) => f.type === "registerfunction") && engine.connections[1],
+      3_000,
+    );
     expect(engine.connections[0]!.frames.filter((f) => f.type === "ping").length).toBeGreaterThanOrEqual(2);
     expect(second.frames[0]).toMatchObject({ type: "reattach", previous_worker_id: "worker-1" });
   });
@@ -187,7 +215,10 @@ describe("calls", () => {
     await engine.until(() => engine.last.frames.some((f) => f.function_id === "slow::fn"));
     const t0 = Date.now();
     engine.dropAll();
-    const err = await call.then(() => null, (e: unknown) => e);
+    const err = await call.then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(IIIError);
     expect((err as IIIError).code).toBe("invocation_stopped");
     expect(Date.now() - t0).toBeLessThan(1_000);
@@ -210,25 +241,48 @@ describe("calls", () => {
     await engine.stop();
     await engine.until(() => c.getConnectionState() === "reconnecting");
     const accepted = [];
-    for (let i = 0; i < MAX_BUFFERED_FRAMES; i++) accepted.push(c.trigger({ function_id: "v::fn", payload: i, action: TriggerAction.Void() }));
+    for (let i = 0; i < MAX_BUFFERED_FRAMES; i++)
+      accepted.push(c.trigger({ function_id: "v::fn", payload: i, action: TriggerAction.Void() }));
     await Promise.all(accepted);
-    const overflow = await c.trigger({ function_id: "v::fn", payload: "one too many", action: TriggerAction.Void() }).then(() => null, (e: unknown) => e);
+    const overflow = await c.trigger({ function_id: "v::fn", payload: "one too many", action: TriggerAction.Void() }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect((overflow as IIIError).code).toBe("not_connected");
     await engine.start(engine.port);
-    const conn = await engine.until(() => engine.connections.find((x) => x.frames.filter((f) => f.function_id === "v::fn").length === MAX_BUFFERED_FRAMES));
+    const conn = await engine.until(() =>
+      engine.connections.find((x) => x.frames.filter((f) => f.function_id === "v::fn").length === MAX_BUFFERED_FRAMES),
+    );
     expect(conn.frames.filter((f) => f.function_id === "v::fn").map((f) => f.data)).toEqual([...Array(MAX_BUFFERED_FRAMES).keys()]);
   });
 
   it("turns an error result into IIIError with the wire code; enqueue resolves to the receipt", async () => {
     engine.onFrame = (conn, f) => {
       if (f.type !== "invokefunction" || !f.invocation_id) return;
-      if (f.function_id === "nope::fn") conn.send({ type: "invocationresult", invocation_id: f.invocation_id, function_id: f.function_id, error: { code: "function_not_found", message: "Function nope::fn not found" } });
-      if (f.function_id === "q::fn") conn.send({ type: "invocationresult", invocation_id: f.invocation_id, function_id: f.function_id, result: { messageReceiptId: "r-1" } });
+      if (f.function_id === "nope::fn")
+        conn.send({
+          type: "invocationresult",
+          invocation_id: f.invocation_id,
+          function_id: f.function_id,
+          error: { code: "function_not_found", message: "Function nope::fn not found" },
+        });
+      if (f.function_id === "q::fn")
+        conn.send({
+          type: "invocationresult",
+          invocation_id: f.invocation_id,
+          function_id: f.function_id,
+          result: { messageReceiptId: "r-1" },
+        });
     };
     const c = connect();
-    const err = await c.trigger({ function_id: "nope::fn" }).then(() => null, (e: unknown) => e);
+    const err = await c.trigger({ function_id: "nope::fn" }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toMatchObject({ code: "function_not_found", message: "Function nope::fn not found" });
-    await expect(c.trigger({ function_id: "q::fn", payload: 1, action: TriggerAction.Enqueue({ queue: "jobs", idempotencyKey: "k1" }) })).resolves.toEqual({ messageReceiptId: "r-1" });
+    await expect(
+      c.trigger({ function_id: "q::fn", payload: 1, action: TriggerAction.Enqueue({ queue: "jobs", idempotencyKey: "k1" }) }),
+    ).resolves.toEqual({ messageReceiptId: "r-1" });
     const frame = engine.last.frames.find((f) => f.function_id === "q::fn");
     expect(frame).toMatchObject({ action: { type: "enqueue", queue: "jobs", idempotency_key: "k1" } });
     expect(frame).not.toHaveProperty("timeout_ms");
@@ -237,7 +291,10 @@ describe("calls", () => {
   it("times out locally when nothing answers (engine deadline + grace)", async () => {
     const c = connect();
     const t0 = Date.now();
-    const err = await c.trigger({ function_id: "mute::fn", timeoutMs: 100 }).then(() => null, (e: unknown) => e);
+    const err = await c.trigger({ function_id: "mute::fn", timeoutMs: 100 }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect((err as IIIError).code).toBe("timeout");
     expect(Date.now() - t0).toBeGreaterThanOrEqual(100);
     expect(engine.last.frames.find((f) => f.function_id === "mute::fn")).toMatchObject({ timeout_ms: 100 });
@@ -359,8 +416,15 @@ describe("trigger type providers", () => {
     conn.send({ type: "registertrigger", id: "t3", trigger_type: "p::other", function_id: "f::c", config: {} });
     await engine.until(() => conn.frames.filter((f) => f.type === "triggerregistrationresult").length >= 3);
     const results = conn.frames.filter((f) => f.type === "triggerregistrationresult");
-    expect(results.find((f) => f.id === "t1")).toEqual({ type: "triggerregistrationresult", id: "t1", trigger_type: "p::hook", function_id: "f::a" });
-    expect(results.find((f) => f.id === "t2")).toMatchObject({ error: { code: "trigger_registration_failed", message: "config.reject was set" } });
+    expect(results.find((f) => f.id === "t1")).toEqual({
+      type: "triggerregistrationresult",
+      id: "t1",
+      trigger_type: "p::hook",
+      function_id: "f::a",
+    });
+    expect(results.find((f) => f.id === "t2")).toMatchObject({
+      error: { code: "trigger_registration_failed", message: "config.reject was set" },
+    });
     expect(results.find((f) => f.id === "t3")).toMatchObject({ error: { code: "trigger_type_not_found" } });
     conn.send({ type: "unregistertrigger", id: "t1", trigger_type: "p::hook" });
     await engine.until(() => seen.includes("unregister:t1"));

@@ -46,7 +46,8 @@ export function edgeTestConfig(opts: { main: string; hosts: { binding: string; e
     }
   }
   const name = /^name\s*=\s*"([^"]+)"/m.exec(source)?.[1] ?? "iii-edge";
-  for (const h of opts.hosts) out.push("", "[[services]]", `binding = "${h.binding}"`, `service = "${name}"`, `entrypoint = "${h.entrypoint}"`);
+  for (const h of opts.hosts)
+    out.push("", "[[services]]", `binding = "${h.binding}"`, `service = "${name}"`, `entrypoint = "${h.entrypoint}"`);
   const dir = mkdtempSync(path.join(tmpdir(), "iii-edge-config-"));
   const file = path.join(dir, "wrangler.toml");
   writeFileSync(file, `${out.join("\n")}\n`);

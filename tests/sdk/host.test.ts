@@ -28,7 +28,11 @@ describe("HostRegistry", () => {
   it("publishes a manifest with JSON Schema and deterministic trigger ids", () => {
     const m = host.manifest();
     expect(m.functions.map((f) => f.id)).toEqual(["h::hello", "h::nothing", "h::fail", "h::relay"]);
-    expect(m.functions[0]).toMatchObject({ description: "greets", request_format: { type: "object", required: ["name"] }, response_format: { type: "object" } });
+    expect(m.functions[0]).toMatchObject({
+      description: "greets",
+      request_format: { type: "object", required: ["name"] },
+      response_format: { type: "object" },
+    });
     expect(m.triggers.map((t) => t.id)).toEqual(["h::nothing#cron#0", "h::nothing#cron#1"]);
     expect(host.manifest()).toEqual(m);
   });
@@ -46,14 +50,23 @@ describe("HostRegistry", () => {
     const sent: RpcTriggerRequest[] = [];
     const stub = { trigger: async (req: RpcTriggerRequest) => (sent.push(req), { ok: true as const, result: { echoed: req.payload } }) };
     const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    const out = await host.invoke({ function_id: "h::relay", data: { to: "tab::echo" }, invocation_id: "i-2", traceparent: tp }, env, (req, trace) => rpcClient(stub, trace).trigger(req));
+    const out = await host.invoke(
+      { function_id: "h::relay", data: { to: "tab::echo" }, invocation_id: "i-2", traceparent: tp },
+      env,
+      (req, trace) => rpcClient(stub, trace).trigger(req),
+    );
     expect(out).toEqual({ result: { echoed: { via: "relay" } } });
     expect(sent[0]).toMatchObject({ function_id: "tab::echo", traceparent: tp, timeout_ms: 30_000 });
   });
 
   it("rpc client turns ok:false into IIIError with the wire code", async () => {
     const stub = { trigger: async () => ({ ok: false as const, error: { code: "function_not_found", message: "Function x not found" } }) };
-    const err = await rpcClient(stub).trigger({ function_id: "x" }).then(() => null, (e: unknown) => e);
+    const err = await rpcClient(stub)
+      .trigger({ function_id: "x" })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     expect(err).toBeInstanceOf(IIIError);
     expect(err).toMatchObject({ code: "function_not_found", message: "Function x not found" });
   });

@@ -66,8 +66,12 @@ const opts = (extra: Partial<Parameters<typeof invokeHttpFunction>[2]> = {}) => 
 describe("invokeHttpFunction", () => {
   it("signs with HMAC and the sdk-edge receiver verifies it and answers", async () => {
     const fn = { id: "remote::add", invocation: { url: `${base}/signed`, auth: { type: "hmac" as const, secret_key: "HMAC_SECRET" } } };
-    expect(await invokeHttpFunction(fn, { a: 2, b: 3 }, opts())).toEqual({ result: { sum: 5, invocation_id: "3f1c2a4e-0000-4000-8000-000000000001" } });
-    expect(await invokeHttpFunction({ ...fn, id: "remote::fail" }, {}, opts())).toEqual({ error: { code: "not_found", message: "nothing here" } });
+    expect(await invokeHttpFunction(fn, { a: 2, b: 3 }, opts())).toEqual({
+      result: { sum: 5, invocation_id: "3f1c2a4e-0000-4000-8000-000000000001" },
+    });
+    expect(await invokeHttpFunction({ ...fn, id: "remote::fail" }, {}, opts())).toEqual({
+      error: { code: "not_found", message: "nothing here" },
+    });
     expect(await invokeHttpFunction({ ...fn, id: "remote::void" }, {}, opts())).toEqual({});
   });
 
@@ -81,8 +85,19 @@ describe("invokeHttpFunction", () => {
 
   it("sends the §9 headers, configured headers and bearer / api_key auth", async () => {
     seen.length = 0;
-    await invokeHttpFunction({ id: "h::b", invocation: { url: `${base}/ok`, method: "PUT", headers: { "x-probe": "yes" }, auth: { type: "bearer", token_key: "TOKEN" } } }, { n: 1 }, opts({ now: () => 1_700_000_000_000 }));
-    await invokeHttpFunction({ id: "h::k", invocation: { url: `${base}/ok`, auth: { type: "api_key", header: "x-api-key", value_key: "API" } } }, null, opts());
+    await invokeHttpFunction(
+      {
+        id: "h::b",
+        invocation: { url: `${base}/ok`, method: "PUT", headers: { "x-probe": "yes" }, auth: { type: "bearer", token_key: "TOKEN" } },
+      },
+      { n: 1 },
+      opts({ now: () => 1_700_000_000_000 }),
+    );
+    await invokeHttpFunction(
+      { id: "h::k", invocation: { url: `${base}/ok`, auth: { type: "api_key", header: "x-api-key", value_key: "API" } } },
+      null,
+      opts(),
+    );
     const [a, b] = seen;
     expect(a.headers).toMatchObject({
       "content-type": "application/json",
@@ -101,7 +116,9 @@ describe("invokeHttpFunction", () => {
     const body = new TextEncoder().encode('{"a":1}');
     const sig = await iiiSignature("k", "1700000000", body);
     const { createHmac } = await import("node:crypto");
-    const expected = createHmac("sha256", "k").update(`1700000000:${Buffer.from(body).toString("base64")}`).digest("hex");
+    const expected = createHmac("sha256", "k")
+      .update(`1700000000:${Buffer.from(body).toString("base64")}`)
+      .digest("hex");
     expect(sig).toBe(`sha256=${expected}`);
     const req = new Request("http://x/", { method: "POST", body, headers: { "x-iii-signature": sig, "x-iii-timestamp": "1700000000" } });
     expect(await verifyIIISignature(req, "k", { now: () => 1_700_000_010_000 })).toMatchObject({ ok: true, body: '{"a":1}' });
@@ -125,9 +142,17 @@ describe("invokeHttpFunction", () => {
     const slow = await invokeHttpFunction({ id: "n::slow", invocation: { url: `${base}/slow`, timeout_ms: 200 } }, {}, opts());
     expect(slow).toMatchObject({ error: { code: "http_request_failed", message: expect.stringMatching(/200 ms/) } });
     expect(Date.now() - t0).toBeLessThan(1_500);
-    const noSecret = await invokeHttpFunction({ id: "n::s", invocation: { url: `${base}/ok`, auth: { type: "bearer", token_key: "MISSING" } } }, {}, opts());
+    const noSecret = await invokeHttpFunction(
+      { id: "n::s", invocation: { url: `${base}/ok`, auth: { type: "bearer", token_key: "MISSING" } } },
+      {},
+      opts(),
+    );
     expect(noSecret).toMatchObject({ error: { code: "http_request_failed", message: expect.stringMatching(/MISSING/) } });
-    const blocked = await invokeHttpFunction({ id: "n::b", invocation: { url: `${base}/ok` } }, {}, opts({ urlPolicy: { allowPrivate: false } }));
+    const blocked = await invokeHttpFunction(
+      { id: "n::b", invocation: { url: `${base}/ok` } },
+      {},
+      opts({ urlPolicy: { allowPrivate: false } }),
+    );
     expect(blocked).toMatchObject({ error: { code: "url_validation_failed" } });
   });
 });
@@ -162,9 +187,12 @@ describe("validateInvocationUrl", () => {
     expect(validateInvocationUrl(url, strict).ok).toBe(false);
   });
 
-  it.each(["https://example.com/hook", "https://8.8.8.8/", "https://[2606:4700::1111]/", "https://[::ffff:8.8.8.8]/"])("allows %s", (url) => {
-    expect(validateInvocationUrl(url, strict)).toEqual({ ok: true });
-  });
+  it.each(["https://example.com/hook", "https://8.8.8.8/", "https://[2606:4700::1111]/", "https://[::ffff:8.8.8.8]/"])(
+    "allows %s",
+    (url) => {
+      expect(validateInvocationUrl(url, strict)).toEqual({ ok: true });
+    },
+  );
 
   it("allows private and http targets only when configured, and applies the allowlist", () => {
     expect(validateInvocationUrl("http://127.0.0.1:8080/", { allowPrivate: true })).toEqual({ ok: true });

@@ -4,15 +4,7 @@
 // manager here are small test doubles of what an OTel SDK registers, built on @opentelemetry/api's
 // interfaces (the SDK packages are not dependencies of this project).
 import { AsyncLocalStorage } from "node:async_hooks";
-import {
-  ROOT_CONTEXT,
-  context,
-  propagation,
-  trace,
-  type Context,
-  type ContextManager,
-  type TextMapPropagator,
-} from "@opentelemetry/api";
+import { ROOT_CONTEXT, context, propagation, trace, type Context, type ContextManager, type TextMapPropagator } from "@opentelemetry/api";
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from "vitest";
 import { registerWorker, type EdgeClient } from "@iii-edge/sdk-edge/node";
 import { FakeEngine } from "./fake-engine.ts";
@@ -22,7 +14,12 @@ class AlsContextManager implements ContextManager {
   active(): Context {
     return this.als.getStore() ?? ROOT_CONTEXT;
   }
-  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    ctx: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
     return this.als.run(ctx, () => fn.call(thisArg, ...args));
   }
   bind<T>(_ctx: Context, target: T): T {
@@ -43,7 +40,15 @@ const w3cPropagator: TextMapPropagator = {
     const sc = trace.getSpanContext(ctx);
     if (sc) setter.set(carrier, "traceparent", `00-${sc.traceId}-${sc.spanId}-0${sc.traceFlags & 1}`);
     const bag = propagation.getBaggage(ctx);
-    if (bag) setter.set(carrier, "baggage", bag.getAllEntries().map(([k, v]) => `${k}=${encodeURIComponent(v.value)}`).join(","));
+    if (bag)
+      setter.set(
+        carrier,
+        "baggage",
+        bag
+          .getAllEntries()
+          .map(([k, v]) => `${k}=${encodeURIComponent(v.value)}`)
+          .join(","),
+      );
   },
   extract(ctx, carrier, getter) {
     const raw = getter.get(carrier, "traceparent");
@@ -111,7 +116,14 @@ it("runs a handler inside the caller's context, so its own calls continue the tr
     return "done";
   });
   const conn = await engine.until(() => engine.connections[0]?.frames.some((f) => f.type === "registerfunction") && engine.connections[0]);
-  conn.send({ type: "invokefunction", invocation_id: "i-1", function_id: "otel::handler", data: {}, traceparent: `00-${TRACE_ID}-${SPAN_ID}-01`, baggage: "tenant=acme" });
+  conn.send({
+    type: "invokefunction",
+    invocation_id: "i-1",
+    function_id: "otel::handler",
+    data: {},
+    traceparent: `00-${TRACE_ID}-${SPAN_ID}-01`,
+    baggage: "tenant=acme",
+  });
   await engine.until(() => conn.frames.find((f) => f.invocation_id === "i-1"));
   expect(seen).toEqual([{ traceId: TRACE_ID, tenant: "acme" }]);
   const inner = conn.frames.find((f) => f.function_id === "otel::inner")!;

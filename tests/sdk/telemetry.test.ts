@@ -41,10 +41,25 @@ async function startEngine(): Promise<Engine> {
   };
 }
 
-type OtlpSpan = { traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes: { key: string; value: Record<string, unknown> }[]; status: { code: number; message?: string }; events: { name: string }[] };
+type OtlpSpan = {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: { key: string; value: Record<string, unknown> }[];
+  status: { code: number; message?: string };
+  events: { name: string }[];
+};
 
 const spansOf = (frames: string[]): OtlpSpan[] =>
-  frames.filter((f) => f.startsWith("OTLP")).flatMap((f) => (JSON.parse(f.slice(4)) as { resourceSpans: { scopeSpans: { spans: OtlpSpan[] }[] }[] }).resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans)));
+  frames
+    .filter((f) => f.startsWith("OTLP"))
+    .flatMap((f) =>
+      (JSON.parse(f.slice(4)) as { resourceSpans: { scopeSpans: { spans: OtlpSpan[] }[] }[] }).resourceSpans.flatMap((r) =>
+        r.scopeSpans.flatMap((s) => s.spans),
+      ),
+    );
 const attr = (s: { attributes: { key: string; value: Record<string, unknown> }[] }, key: string) => {
   const v = s.attributes.find((a) => a.key === key)?.value;
   return v ? Object.values(v)[0] : undefined;
@@ -78,24 +93,47 @@ describe("the Node worker surface's tracer", () => {
     running = runWorkers(engine.url, [mod], { heartbeat: false, logger: { warn: () => {}, error: () => {} } });
     await until(() => engine!.text.some((f) => f.type === "registerfunction"), "the registration");
     const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    engine.socket().send(JSON.stringify({ type: "invokefunction", function_id: "orders::place", invocation_id: "i-1", data: {}, traceparent: tp }));
+    engine
+      .socket()
+      .send(JSON.stringify({ type: "invokefunction", function_id: "orders::place", invocation_id: "i-1", data: {}, traceparent: tp }));
 
-    const call = await until(() => engine!.text.find((f) => f.type === "invokefunction" && f.function_id === "stock::reserve"), "the call made inside the span");
+    const call = await until(
+      () => engine!.text.find((f) => f.type === "invokefunction" && f.function_id === "stock::reserve"),
+      "the call made inside the span",
+    );
     const [span] = await until(() => {
       const s = spansOf(engine!.binary).filter((x) => x.name === "place order");
       return s.length > 0 ? s : undefined;
     }, "the span frame");
     // The span continues the caller's trace, under the caller's span; the call is its child.
-    expect(span).toMatchObject({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", parentSpanId: "00f067aa0ba902b7", kind: 1, status: { code: 0 } });
+    expect(span).toMatchObject({
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+      parentSpanId: "00f067aa0ba902b7",
+      kind: 1,
+      status: { code: 0 },
+    });
     expect(attr(span, "order.items")).toBe("2");
     expect(span.events.map((e) => e.name)).toEqual(["reserved"]);
-    expect(parseTraceparent(call.traceparent as string)).toMatchObject({ trace_id: "4bf92f3577b34da6a3ce929d0e0e4736", span_id: span.spanId });
+    expect(parseTraceparent(call.traceparent as string)).toMatchObject({
+      trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",
+      span_id: span.spanId,
+    });
     // The log went out correlated with the span, and the resource names the worker.
     const logFrame = await until(() => engine!.binary.find((f) => f.startsWith("LOGS")), "the log frame");
-    const logs = JSON.parse(logFrame.slice(4)) as { resourceLogs: { resource: { attributes: { key: string; value: { stringValue?: string } }[] }; scopeLogs: { logRecords: { traceId: string; spanId: string; severityText: string; body: { stringValue: string } }[] }[] }[] };
+    const logs = JSON.parse(logFrame.slice(4)) as {
+      resourceLogs: {
+        resource: { attributes: { key: string; value: { stringValue?: string } }[] };
+        scopeLogs: { logRecords: { traceId: string; spanId: string; severityText: string; body: { stringValue: string } }[] }[];
+      }[];
+    };
     const rl = logs.resourceLogs[0]!;
     expect(rl.resource.attributes.find((a) => a.key === "service.name")?.value.stringValue).toBe("orders");
-    expect(rl.scopeLogs[0]!.logRecords[0]).toMatchObject({ traceId: span.traceId, spanId: span.spanId, severityText: "INFO", body: { stringValue: "placing" } });
+    expect(rl.scopeLogs[0]!.logRecords[0]).toMatchObject({
+      traceId: span.traceId,
+      spanId: span.spanId,
+      severityText: "INFO",
+      body: { stringValue: "placing" },
+    });
     // The handler's answer still came back as a text frame.
     await until(() => engine!.text.some((f) => f.type === "invocationresult" && f.invocation_id === "i-1"), "the result");
   });
@@ -104,7 +142,9 @@ describe("the Node worker surface's tracer", () => {
     const frames: string[] = [];
     const store = { run: <T>(_f: unknown, fn: () => T) => fn(), get: () => undefined };
     const tracer = createTracer({ serviceName: "t", store, transport: (f) => (frames.push(f), true), flush: "manual" });
-    await expect(tracer.withSpan("boom", {}, () => Promise.reject(Object.assign(new Error("no stock"), { code: "out_of_stock" })))).rejects.toThrow("no stock");
+    await expect(
+      tracer.withSpan("boom", {}, () => Promise.reject(Object.assign(new Error("no stock"), { code: "out_of_stock" }))),
+    ).rejects.toThrow("no stock");
     await tracer.flush();
     const [s] = spansOf(frames);
     expect(s).toMatchObject({ name: "boom", status: { code: 2, message: "no stock" } });

@@ -1,6 +1,14 @@
 // Type tests for the public API (run by vitest's typecheck in the sdk project).
 import { describe, expectTypeOf, it } from "vitest";
-import { registerWorker, z, TriggerAction, type EdgeClient, type FunctionRef, type ConnectionState, type InvocationContext } from "@iii-edge/sdk-edge/node";
+import {
+  registerWorker,
+  z,
+  TriggerAction,
+  type EdgeClient,
+  type FunctionRef,
+  type ConnectionState,
+  type InvocationContext,
+} from "@iii-edge/sdk-edge/node";
 import { connectEngine, type EngineClient, type EngineNamespaceLike } from "@iii-edge/sdk-edge/rpc";
 import type { CallOutcome, EngineRpc, RpcTriggerRequest } from "@iii-edge/protocol";
 import type { BrowserClient } from "@iii-edge/sdk-browser";
@@ -34,7 +42,9 @@ describe("registerFunction", () => {
 
 describe("trigger and the rest of the surface", () => {
   it("matches iii-sdk's shapes", () => {
-    expectTypeOf(iii.trigger<{ a: number }, { sum: number }>({ function_id: "f", payload: { a: 1 } })).toEqualTypeOf<Promise<{ sum: number }>>();
+    expectTypeOf(iii.trigger<{ a: number }, { sum: number }>({ function_id: "f", payload: { a: 1 } })).toEqualTypeOf<
+      Promise<{ sum: number }>
+    >();
     iii.trigger({ function_id: "f", payload: 1, action: TriggerAction.Void() });
     iii.trigger({ function_id: "f", payload: 1, action: TriggerAction.Enqueue({ queue: "q", idempotencyKey: "k" }) });
     // @ts-expect-error unknown action

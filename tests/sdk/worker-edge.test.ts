@@ -38,12 +38,19 @@ let scratch: string;
 const clients: EdgeClient[] = [];
 
 const connect = (ns?: string, name = "wtest-node") => {
-  const c = registerWorker(ns ? `${engine.wsUrl}/ns/${ns}` : `${engine.wsUrl}/`, { workerName: name, reconnectionConfig: { initialDelayMs: 200 } });
+  const c = registerWorker(ns ? `${engine.wsUrl}/ns/${ns}` : `${engine.wsUrl}/`, {
+    workerName: name,
+    reconnectionConfig: { initialDelayMs: 200 },
+  });
   clients.push(c);
   return c;
 };
 const invoke = async (function_id: string, payload: unknown = {}) => {
-  const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id, payload }) });
+  const r = await fetch(`${engine.url}/_iii/invoke`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ function_id, payload }),
+  });
   return (await r.json()) as { result?: unknown; error?: { code: string; message: string } };
 };
 
@@ -51,7 +58,10 @@ beforeAll(async () => {
   scratch = mkdtempSync(path.join(tmpdir(), "iii-edge-wtest-"));
   const permissionsFile = path.join(scratch, "permissions.yaml");
   writeFileSync(permissionsFile, PERMISSIONS);
-  config = edgeTestConfig({ main: path.join(repoRoot, "tests/sdk/edge/entry.ts"), hosts: [{ binding: "TEST_EDGE", entrypoint: "TestWorkers" }] });
+  config = edgeTestConfig({
+    main: path.join(repoRoot, "tests/sdk/edge/entry.ts"),
+    hosts: [{ binding: "TEST_EDGE", entrypoint: "TestWorkers" }],
+  });
   engine = await startEngine({
     env: {
       III_WRANGLER_CONFIG: config.path,
@@ -111,17 +121,30 @@ describe("WorkerHost", () => {
   it("registers what its modules declare, with the host as their worker, and leaves disabled modules out", async () => {
     const c = connect();
     const { functions } = await until(async () => {
-      const r = (await c.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string; worker_name: string }[] };
+      const r = (await c.trigger({ function_id: "engine::functions::list", payload: {} })) as {
+        functions: { function_id: string; worker_name: string }[];
+      };
       return r.functions.some((f) => f.function_id === "wtest::env") ? r : undefined;
     }, "the host's functions");
     const mine = functions.filter((f) => f.function_id.startsWith("wtest::"));
-    expect(mine.map((f) => f.function_id).sort()).toEqual(["wtest::attach-bad", "wtest::env", "wtest::greet", "wtest::loopback", "wtest::on-tick", "wtest::put", "wtest::read", "wtest::registrations", "wtest::write"]);
+    expect(mine.map((f) => f.function_id).sort()).toEqual([
+      "wtest::attach-bad",
+      "wtest::env",
+      "wtest::greet",
+      "wtest::loopback",
+      "wtest::on-tick",
+      "wtest::put",
+      "wtest::read",
+      "wtest::registrations",
+      "wtest::write",
+    ]);
     expect(new Set(mine.map((f) => f.worker_name))).toEqual(new Set(["TEST_EDGE"]));
     expect(await c.trigger({ function_id: "wtest::greet", payload: { name: "ada" } })).toEqual({ text: "hi ada" });
     await expect(c.trigger({ function_id: "wtest::greet", payload: { name: "" } })).rejects.toMatchObject({ code: "invalid_input" });
     // Registered once per isolate, not once per call (workerd makes an entrypoint per call).
     const other = connect(NS);
-    for (const w of [c, c, other]) expect(await until(() => w.trigger({ function_id: "wtest::registrations" }), "wtest::registrations")).toEqual({ registrations: 1 });
+    for (const w of [c, c, other])
+      expect(await until(() => w.trigger({ function_id: "wtest::registrations" }), "wtest::registrations")).toEqual({ registrations: 1 });
   });
 
   it("iii.trigger inside a handler calls into the namespace of the invocation", async () => {
@@ -134,7 +157,8 @@ describe("WorkerHost", () => {
 });
 
 describe("channels from a Worker-hosted function", () => {
-  const create = (c: EdgeClient) => c.trigger<unknown, { writer: StreamChannelRef; reader: StreamChannelRef }>({ function_id: "engine::channels::create", payload: {} });
+  const create = (c: EdgeClient) =>
+    c.trigger<unknown, { writer: StreamChannelRef; reader: StreamChannelRef }>({ function_id: "engine::channels::create", payload: {} });
   /** The first `count` items a Node reader gets. It stops there rather than at the end: under
    * wrangler dev the end reaches a Node reader 10–30 s late (tests/interop/channels.test.ts,
    * CLOSE_LATENCY_MS); a Worker-side reader sees it at once, which the tests below check. */
@@ -180,7 +204,9 @@ describe("channels from a Worker-hosted function", () => {
   it("attaching with a wrong key or a reader ref as writer is a typed error", async () => {
     const c = connect();
     const { writer, reader } = await create(c);
-    expect(await c.trigger({ function_id: "wtest::attach-bad", payload: { ref: { ...writer, access_key: "0".repeat(32) } } })).toEqual({ error: "not_found" });
+    expect(await c.trigger({ function_id: "wtest::attach-bad", payload: { ref: { ...writer, access_key: "0".repeat(32) } } })).toEqual({
+      error: "not_found",
+    });
     expect(await c.trigger({ function_id: "wtest::attach-bad", payload: { ref: reader } })).toEqual({ error: "invalid_arguments" });
   });
 });
@@ -202,10 +228,22 @@ describe("a custom trigger type bound by a Worker-hosted function", () => {
     );
     await until(() => fired.length > 0, "the edge function fired by the provider", 20_000);
     expect(bound).toEqual([expect.objectContaining({ function_id: "wtest::on-tick", config: { label: "from-the-edge" } })]);
-    expect(fired).toEqual([{ got: expect.objectContaining({ tick: 1, label: "from-the-edge" }), function_id: "wtest::on-tick", runtime: "edge" }]);
-    const { registered_triggers } = (await provider.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "wtest::ticks" } })) as {
+    expect(fired).toEqual([
+      { got: expect.objectContaining({ tick: 1, label: "from-the-edge" }), function_id: "wtest::on-tick", runtime: "edge" },
+    ]);
+    const { registered_triggers } = (await provider.trigger({
+      function_id: "engine::registered-triggers::list",
+      payload: { trigger_type: "wtest::ticks" },
+    })) as {
       registered_triggers: { id: string; function_id: string; worker_name: string; status: string }[];
     };
-    expect(registered_triggers).toEqual([expect.objectContaining({ id: "wtest::on-tick#wtest::ticks#0", function_id: "wtest::on-tick", worker_name: "TEST_EDGE", status: "active" })]);
+    expect(registered_triggers).toEqual([
+      expect.objectContaining({
+        id: "wtest::on-tick#wtest::ticks#0",
+        function_id: "wtest::on-tick",
+        worker_name: "TEST_EDGE",
+        status: "active",
+      }),
+    ]);
   });
 });

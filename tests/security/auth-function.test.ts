@@ -10,10 +10,13 @@ import http from "node:http";
 function postStatus(url: string, headers: Record<string, string>, body: string): Promise<number> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: "POST", headers: { "content-type": "application/json", ...headers } }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: u.pathname, method: "POST", headers: { "content-type": "application/json", ...headers } },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      },
+    );
     req.on("error", reject);
     req.end(body);
   });
@@ -34,7 +37,11 @@ describe("AUTH_FUNCTION: a function decides who connects and what it may do", ()
       if (headers["x-api-key"] === "key-of-dora") return { sub: "dora", ns: ["default"], call: ["state::get", "engine::*"] };
       return { allowed: false, reason: "unknown api key" };
     });
-    await eventually(async () => (await upgradeStatus(`${engine.wsUrl}/`, { "x-api-key": "key-of-dora" })).status === 101, 15_000, "auth function answering");
+    await eventually(
+      async () => (await upgradeStatus(`${engine.wsUrl}/`, { "x-api-key": "key-of-dora" })).status === 101,
+      15_000,
+      "auth function answering",
+    );
   });
   afterAll(async () => {
     await authWorker?.close().catch(() => {});
@@ -65,7 +72,11 @@ describe("AUTH_FUNCTION: a function decides who connects and what it may do", ()
   it("when the auth function is gone, nobody gets in through it (503), tokens still work", async () => {
     await authWorker!.close();
     authWorker = undefined;
-    await eventually(async () => (await upgradeStatus(`${engine.wsUrl}/`, { "x-api-key": "key-of-dora" })).status === 503, 10_000, "503 without the auth function");
+    await eventually(
+      async () => (await upgradeStatus(`${engine.wsUrl}/`, { "x-api-key": "key-of-dora" })).status === 503,
+      10_000,
+      "503 without the auth function",
+    );
     expect((await upgradeStatus(`${engine.wsUrl}/`, bearer(await token("tokened")))).status).toBe(101);
   });
 });

@@ -19,13 +19,19 @@ async function connect(sub: string, grant: Parameters<typeof token>[1] = {}, pat
 }
 
 async function invokeHttp(body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Frame }> {
-  const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(`${engine.url}/_iii/invoke`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as Frame };
 }
 
 /** What an attack must leave as it was: the catalog and the bindings. */
 async function snapshot(s: RawSocket = admin): Promise<string> {
-  const fns = await s.ok<{ functions: { function_id: string; worker_name: string }[] }>("engine::functions::list", { include_internal: true });
+  const fns = await s.ok<{ functions: { function_id: string; worker_name: string }[] }>("engine::functions::list", {
+    include_internal: true,
+  });
   const trg = await s.ok<{ registered_triggers: unknown[] }>("engine::registered-triggers::list", { include_internal: true });
   return JSON.stringify({ fns: fns.functions.map((f) => [f.function_id, f.worker_name]), trg: trg.registered_triggers });
 }
@@ -89,7 +95,10 @@ describe("a token's grant bounds what its holder may call, register and bind", (
     const denied = await caller.call("state::set", { scope: "s", key: "k", value: 1 });
     expect(denied.error.code).toBe("forbidden");
     expect(await admin.ok("state::get", { scope: "s", key: "k" })).toBeUndefined();
-    const viaHttp = await invokeHttp({ function_id: "state::set", payload: { scope: "s", key: "k", value: 1 } }, bearer(await token("limited-http", { call: ["math::*"] })));
+    const viaHttp = await invokeHttp(
+      { function_id: "state::set", payload: { scope: "s", key: "k", value: 1 } },
+      bearer(await token("limited-http", { call: ["math::*"] })),
+    );
     expect(viaHttp.status).toBe(403);
     // an enqueue is a call too
     const queued = await caller.call("state::set", { scope: "s", key: "k", value: 1 }, { action: { type: "enqueue", queue: "jobs" } });
@@ -112,7 +121,13 @@ describe("a token's grant bounds what its holder may call, register and bind", (
     const before = await snapshot();
     const cronOnly = await connect("cron-only", { bind: ["cron"] });
     cronOnly.send({ type: "registerfunction", id: "cron-only::route" });
-    cronOnly.send({ type: "registertrigger", id: "co-http", trigger_type: "http", function_id: "cron-only::route", config: { api_path: "co/route", http_method: "GET" } });
+    cronOnly.send({
+      type: "registertrigger",
+      id: "co-http",
+      trigger_type: "http",
+      function_id: "cron-only::route",
+      config: { api_path: "co/route", http_method: "GET" },
+    });
     const refused = await cronOnly.next((f) => f.type === "triggerregistrationresult" && f.id === "co-http");
     expect(refused.error.code).toBe("forbidden");
     expect((await fetch(`${engine.url}/co/route`)).status).toBe(404);
@@ -143,7 +158,12 @@ describe("nobody takes another's function", () => {
     const { registerWorker } = await import("iii-sdk");
     const a = await connect("sdk-owner");
     a.serve("sdk::held", () => "a");
-    const sdk = registerWorker(engine.wsUrl, { workerName: "sdk-thief", headers: bearer(await token("sdk-thief")), otel: { enabled: false }, enableMetricsReporting: false });
+    const sdk = registerWorker(engine.wsUrl, {
+      workerName: "sdk-thief",
+      headers: bearer(await token("sdk-thief")),
+      otel: { enabled: false },
+      enableMetricsReporting: false,
+    });
     try {
       sdk.registerFunction("sdk::held", async () => "thief");
       await eventually(async () => (await admin.call("sdk::held")).result === "a", 10_000, "owner answers");
@@ -159,7 +179,13 @@ describe("nobody takes another's route or trigger", () => {
   it("engine::unregister_trigger of another worker's binding is forbidden, over a socket and over HTTP", async () => {
     const a = await connect("route-owner");
     a.serve("routes::hello", () => ({ status_code: 200, body: { from: "a" } }));
-    a.send({ type: "registertrigger", id: "hello-route", trigger_type: "http", function_id: "routes::hello", config: { api_path: "hello-owned", http_method: "GET" } });
+    a.send({
+      type: "registertrigger",
+      id: "hello-route",
+      trigger_type: "http",
+      function_id: "routes::hello",
+      config: { api_path: "hello-owned", http_method: "GET" },
+    });
     await eventually(async () => (await fetch(`${engine.url}/hello-owned`)).status === 200, 10_000, "route up");
     const before = await snapshot();
     const b = await connect("route-thief");
@@ -167,11 +193,20 @@ describe("nobody takes another's route or trigger", () => {
     expect(r.error.code).toBe("forbidden");
     b.send({ type: "unregistertrigger", id: "hello-route" });
     expect((await b.next((f) => f.type === "error")).error.code).toBe("forbidden");
-    const viaHttp = await invokeHttp({ function_id: "engine::unregister_trigger", payload: { id: "hello-route" } }, bearer(await token("http-thief")));
+    const viaHttp = await invokeHttp(
+      { function_id: "engine::unregister_trigger", payload: { id: "hello-route" } },
+      bearer(await token("http-thief")),
+    );
     expect(viaHttp.status).toBe(403);
     // the same id under another worker is refused too
     b.serve("routes::evil", () => ({ status_code: 200, body: { from: "b" } }));
-    b.send({ type: "registertrigger", id: "hello-route", trigger_type: "http", function_id: "routes::evil", config: { api_path: "hello-owned", http_method: "GET" } });
+    b.send({
+      type: "registertrigger",
+      id: "hello-route",
+      trigger_type: "http",
+      function_id: "routes::evil",
+      config: { api_path: "hello-owned", http_method: "GET" },
+    });
     expect((await b.next((f) => f.type === "triggerregistrationresult" && f.id === "hello-route")).error.code).toBe("forbidden");
     expect(await (await fetch(`${engine.url}/hello-owned`)).json()).toEqual({ from: "a" });
     const after = JSON.parse(await snapshot());
@@ -181,11 +216,28 @@ describe("nobody takes another's route or trigger", () => {
   it("an engine-held binding (engine::register_trigger) belongs to the principal that made it", async () => {
     const alice = await connect("binder-alice");
     alice.serve("binder::tick", () => null);
-    await alice.ok("engine::register_trigger", { id: "alice-cron", trigger_type: "cron", function_id: "binder::tick", config: { expression: "0 0 1 1 *" } });
+    await alice.ok("engine::register_trigger", {
+      id: "alice-cron",
+      trigger_type: "cron",
+      function_id: "binder::tick",
+      config: { expression: "0 0 1 1 *" },
+    });
     const bob = await connect("binder-bob");
     expect((await bob.call("engine::unregister_trigger", { id: "alice-cron" })).error.code).toBe("forbidden");
-    expect((await bob.call("engine::register_trigger", { id: "alice-cron", trigger_type: "cron", function_id: "binder::tick", config: { expression: "* * * * *" } })).error.code).toBe("forbidden");
-    const list = await admin.ok<{ registered_triggers: { id: string; config: { expression: string } }[] }>("engine::registered-triggers::list", {});
+    expect(
+      (
+        await bob.call("engine::register_trigger", {
+          id: "alice-cron",
+          trigger_type: "cron",
+          function_id: "binder::tick",
+          config: { expression: "* * * * *" },
+        })
+      ).error.code,
+    ).toBe("forbidden");
+    const list = await admin.ok<{ registered_triggers: { id: string; config: { expression: string } }[] }>(
+      "engine::registered-triggers::list",
+      {},
+    );
     expect(list.registered_triggers.find((t) => t.id === "alice-cron")?.config.expression).toBe("0 0 1 1 *");
     // alice (another connection of the same principal) may remove it
     const alice2 = await connect("binder-alice");
@@ -197,7 +249,8 @@ describe("namespaces isolate", () => {
   it("a token for namespace a reaches a only: sockets, cross-namespace calls and /_iii/invoke", async () => {
     const t = await token("tenant-a", { ns: ["a"] });
     expect((await upgradeStatus(`${engine.wsUrl}/ns/a`, bearer(t))).status).toBe(101);
-    for (const path of ["/", "/ns/b", "/ns/b/_iii/streams"]) expect((await upgradeStatus(`${engine.wsUrl}${path}`, bearer(t))).status, path).toBe(403);
+    for (const path of ["/", "/ns/b", "/ns/b/_iii/streams"])
+      expect((await upgradeStatus(`${engine.wsUrl}${path}`, bearer(t))).status, path).toBe(403);
     const inB = await connect("tenant-b", { ns: ["b"] }, "/ns/b");
     await inB.ok("state::set", { scope: "secret", key: "k", value: "b's" });
     inB.serve("b::private", () => "b's answer");
@@ -207,7 +260,9 @@ describe("namespaces isolate", () => {
       expect(r.error?.code, fn).toBe("forbidden");
     }
     expect((await a.call("state::get", { scope: "secret", key: "k" }, { namespace: "default" })).error.code).toBe("forbidden");
-    expect((await invokeHttp({ function_id: "state::get", payload: { scope: "secret", key: "k" }, namespace: "b" }, bearer(t))).status).toBe(403);
+    expect(
+      (await invokeHttp({ function_id: "state::get", payload: { scope: "secret", key: "k" }, namespace: "b" }, bearer(t))).status,
+    ).toBe(403);
     // State scopes are per namespace: a's own `secret` scope is empty.
     expect(await a.ok("state::get", { scope: "secret", key: "k" })).toBeUndefined();
     expect(await inB.ok("state::get", { scope: "secret", key: "k" })).toBe("b's");
@@ -218,10 +273,17 @@ describe("namespaces isolate", () => {
     const inB = await connect("both-b", { ns: ["b"] }, "/ns/b");
     inB.serve("b::who", (d) => (seen.push(d), "ok"));
     const a = await connect("both-a", { ns: ["a", "b"] }, "/ns/a");
-    await eventually(async () => (await a.call("b::who", { _caller_worker_id: "admin-liar", x: 1 }, { namespace: "b" })).result === "ok", 10_000, "cross-namespace call");
+    await eventually(
+      async () => (await a.call("b::who", { _caller_worker_id: "admin-liar", x: 1 }, { namespace: "b" })).result === "ok",
+      10_000,
+      "cross-namespace call",
+    );
     expect(seen.at(-1)).toEqual({ x: 1, _caller_worker_id: `a/${a.workerId}` });
     // /_iii/invoke: an HTTP caller is no worker, so a claimed id is dropped
-    const r = await invokeHttp({ function_id: "b::who", namespace: "b", payload: { _caller_worker_id: "admin-liar", y: 2 } }, bearer(await token("http-caller", { ns: ["b"] })));
+    const r = await invokeHttp(
+      { function_id: "b::who", namespace: "b", payload: { _caller_worker_id: "admin-liar", y: 2 } },
+      bearer(await token("http-caller", { ns: ["b"] })),
+    );
     expect(r.status).toBe(200);
     expect(seen.at(-1)).toEqual({ y: 2 });
     // a same-namespace call is stamped with the caller's own id
@@ -234,7 +296,14 @@ describe("namespaces isolate", () => {
     const inB = await connect("hang-b", { ns: ["b"] }, "/ns/b");
     inB.serve("b::hang", () => NO_REPLY);
     const a = await connect("hang-a", { ns: ["a", "b"] }, "/ns/a");
-    await eventually(async () => (await admin.call("engine::functions::list", {}, { namespace: "b" })).result?.functions.some((f: Frame) => f.function_id === "b::hang"), 10_000, "b::hang listed");
+    await eventually(
+      async () =>
+        (await admin.call("engine::functions::list", {}, { namespace: "b" })).result?.functions.some(
+          (f: Frame) => f.function_id === "b::hang",
+        ),
+      10_000,
+      "b::hang listed",
+    );
     const pending = a.call("b::hang", {}, { namespace: "b" }, 20_000);
     await new Promise((r) => setTimeout(r, 200));
     await inB.close();

@@ -24,7 +24,11 @@ async function connect(sub: string, grant: Parameters<typeof token>[1] = {}): Pr
 }
 
 async function invokeHttp(body: unknown, headers: Record<string, string>): Promise<{ status: number; body: Frame }> {
-  const res = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(`${engine.url}/_iii/invoke`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as Frame };
 }
 
@@ -53,7 +57,12 @@ beforeAll(async () => {
     clockTicks++;
     return null;
   });
-  await alice.ok("engine::register_trigger", { id: "alice-clock", trigger_type: "cron", function_id: "alice::clock", config: { expression: "* * * * * *" } });
+  await alice.ok("engine::register_trigger", {
+    id: "alice-clock",
+    trigger_type: "cron",
+    function_id: "alice::clock",
+    config: { expression: "* * * * * *" },
+  });
   await seconds(1);
 });
 afterAll(async () => {
@@ -66,8 +75,18 @@ describe("a binding made with engine::register_trigger ends with its maker", () 
     const before = ids(await bindingsToAlice());
     const bob = await connect("bob");
     const bobAgain = await connect("bob");
-    await bob.ok("engine::register_trigger", { id: "bob-route", trigger_type: "http", function_id: "alice::work", config: { api_path: "sec/bound/alice", http_method: "GET" } });
-    await bob.ok("engine::register_trigger", { id: "bob-cron", trigger_type: "cron", function_id: "alice::work", config: { expression: "* * * * * *" } });
+    await bob.ok("engine::register_trigger", {
+      id: "bob-route",
+      trigger_type: "http",
+      function_id: "alice::work",
+      config: { api_path: "sec/bound/alice", http_method: "GET" },
+    });
+    await bob.ok("engine::register_trigger", {
+      id: "bob-cron",
+      trigger_type: "cron",
+      function_id: "alice::work",
+      config: { expression: "* * * * * *" },
+    });
 
     // The attack works while Bob is here: anyone's GET and the schedule run Alice's function.
     const anon = await fetch(`${engine.url}/sec/bound/alice`);
@@ -106,7 +125,10 @@ describe("a binding made with engine::register_trigger ends with its maker", () 
   it("a caller with no connection here cannot make one that would never end; nothing is stored", async () => {
     const before = ids(await bindingsToAlice());
     const r = await invokeHttp(
-      { function_id: "engine::register_trigger", payload: { id: "bob-http", trigger_type: "cron", function_id: "alice::work", config: { expression: "* * * * * *" } } },
+      {
+        function_id: "engine::register_trigger",
+        payload: { id: "bob-http", trigger_type: "cron", function_id: "alice::work", config: { expression: "* * * * * *" } },
+      },
       bearer(await token("bob-over-http")),
     );
     expect(r.status).toBe(403);
@@ -116,14 +138,27 @@ describe("a binding made with engine::register_trigger ends with its maker", () 
 
   it("a grant with durable_bindings makes bindings that stay after its maker leaves, and says so", async () => {
     const ops = await connect("ops", { durable_bindings: true });
-    await ops.ok("engine::register_trigger", { id: "ops-route", trigger_type: "http", function_id: "alice::work", config: { api_path: "sec/ops/alice", http_method: "GET" } });
+    await ops.ok("engine::register_trigger", {
+      id: "ops-route",
+      trigger_type: "http",
+      function_id: "alice::work",
+      config: { api_path: "sec/ops/alice", http_method: "GET" },
+    });
     await ops.close();
     await seconds(1);
     expect((await fetch(`${engine.url}/sec/ops/alice`)).status).toBe(200);
     expect((await bindingsToAlice()).find((t) => t.id === "ops-route")).toMatchObject({ made_by: "ops", durable: true });
     // Over HTTP too (no connection needed: it outlives its maker anyway).
     const viaHttp = await invokeHttp(
-      { function_id: "engine::register_trigger", payload: { id: "ops-http", trigger_type: "http", function_id: "alice::work", config: { api_path: "sec/ops/http", http_method: "GET" } } },
+      {
+        function_id: "engine::register_trigger",
+        payload: {
+          id: "ops-http",
+          trigger_type: "http",
+          function_id: "alice::work",
+          config: { api_path: "sec/ops/http", http_method: "GET" },
+        },
+      },
       bearer(await token("ops", { durable_bindings: true })),
     );
     expect(viaHttp.status).toBe(200);
@@ -137,9 +172,20 @@ describe("a binding made with engine::register_trigger ends with its maker", () 
 describe("the function's owner can list and remove bindings to it; nobody else can", () => {
   it("Alice sees and removes Bob's binding while Bob is connected; Carol cannot, over a socket, a frame or HTTP", async () => {
     const bob = await connect("bob");
-    await bob.ok("engine::register_trigger", { id: "bob-cron-2", trigger_type: "cron", function_id: "alice::work", config: { expression: "* * * * * *" } });
+    await bob.ok("engine::register_trigger", {
+      id: "bob-cron-2",
+      trigger_type: "cron",
+      function_id: "alice::work",
+      config: { expression: "* * * * * *" },
+    });
     // Bob's connection's own binding (a frame) is Alice's to remove too.
-    bob.send({ type: "registertrigger", id: "bob-frame-route", trigger_type: "http", function_id: "alice::work", config: { api_path: "sec/frame/alice", http_method: "GET" } });
+    bob.send({
+      type: "registertrigger",
+      id: "bob-frame-route",
+      trigger_type: "http",
+      function_id: "alice::work",
+      config: { api_path: "sec/frame/alice", http_method: "GET" },
+    });
     await eventually(async () => (await fetch(`${engine.url}/sec/frame/alice`)).status === 200, 10_000, "Bob's frame route");
     const listed = await bindingsToAlice();
     expect(listed.find((t) => t.id === "bob-cron-2")).toMatchObject({ made_by: "bob", durable: false });
@@ -150,10 +196,18 @@ describe("the function's owner can list and remove bindings to it; nobody else c
     expect((await carol.call("engine::unregister_trigger", { id: "bob-cron-2" })).error.code).toBe("forbidden");
     carol.send({ type: "unregistertrigger", id: "bob-frame-route" });
     expect((await carol.next((f) => f.type === "error")).error.code).toBe("forbidden");
-    const viaHttp = await invokeHttp({ function_id: "engine::unregister_trigger", payload: { id: "bob-cron-2" } }, bearer(await token("carol")));
+    const viaHttp = await invokeHttp(
+      { function_id: "engine::unregister_trigger", payload: { id: "bob-cron-2" } },
+      bearer(await token("carol")),
+    );
     expect(viaHttp.status).toBe(403);
     // Carol cannot take them over either: replacing a binding is for its maker only.
-    const replace = await carol.call("engine::register_trigger", { id: "bob-cron-2", trigger_type: "cron", function_id: "alice::work", config: { expression: "0 0 1 1 *" } });
+    const replace = await carol.call("engine::register_trigger", {
+      id: "bob-cron-2",
+      trigger_type: "cron",
+      function_id: "alice::work",
+      config: { expression: "0 0 1 1 *" },
+    });
     expect(replace.error.code).toBe("forbidden");
     expect(ids(await bindingsToAlice())).toEqual(before);
     expect((await fetch(`${engine.url}/sec/frame/alice`)).status).toBe(200);
@@ -161,11 +215,20 @@ describe("the function's owner can list and remove bindings to it; nobody else c
     // Alice can, both ways, with Bob still connected.
     expect(await alice.ok("engine::unregister_trigger", { id: "bob-cron-2" })).toEqual({ removed: true });
     alice.send({ type: "unregistertrigger", id: "bob-frame-route" });
-    await eventually(async () => (await fetch(`${engine.url}/sec/frame/alice`)).status === 404, 10_000, "Bob's frame route removed by Alice");
+    await eventually(
+      async () => (await fetch(`${engine.url}/sec/frame/alice`)).status === 404,
+      10_000,
+      "Bob's frame route removed by Alice",
+    );
     expect(ids(await bindingsToAlice()).filter((id) => id.startsWith("bob-"))).toEqual([]);
     expect(bob.closed).toBe(false);
     // Another connection of Alice's principal is her too.
-    await bob.ok("engine::register_trigger", { id: "bob-cron-3", trigger_type: "cron", function_id: "alice::work", config: { expression: "0 0 1 1 *" } });
+    await bob.ok("engine::register_trigger", {
+      id: "bob-cron-3",
+      trigger_type: "cron",
+      function_id: "alice::work",
+      config: { expression: "0 0 1 1 *" },
+    });
     const alice2 = await connect("alice", { register: ["alice::"] });
     expect(await alice2.ok("engine::unregister_trigger", { id: "bob-cron-3" })).toEqual({ removed: true });
   });

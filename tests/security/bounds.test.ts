@@ -7,7 +7,16 @@ import { readFileSync, readdirSync } from "node:fs";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_REGISTRATIONS_PER_PRINCIPAL } from "@iii-edge/engine-do/core/bounds.ts";
-import { ERROR_CODES, MAX_LIST_PAGE, MAX_METADATA_BYTES, MAX_REGISTRATIONS_PER_WORKER, MAX_RESULT_BYTES, MAX_SCHEMA_BYTES, MAX_TRIGGER_CONFIG_BYTES, jsonBytes } from "@iii-edge/protocol";
+import {
+  ERROR_CODES,
+  MAX_LIST_PAGE,
+  MAX_METADATA_BYTES,
+  MAX_REGISTRATIONS_PER_WORKER,
+  MAX_RESULT_BYTES,
+  MAX_SCHEMA_BYTES,
+  MAX_TRIGGER_CONFIG_BYTES,
+  jsonBytes,
+} from "@iii-edge/protocol";
 import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
 import { RawSocket, type Frame } from "../support/raw-socket.ts";
@@ -85,13 +94,19 @@ describe("state::list is bounded", () => {
     console.log(`3 × state::list of 80 × 1 MB: ${ms} ms, engine RSS ${rss.toFixed(0)} MiB → +${grew.toFixed(0)} MiB`);
     expect(grew).toBeLessThan(200); // was +750 MiB before the bound
     // One value a page fits a frame.
-    for (const i of [0, 41, 79]) expect(await s.ok("state::list", { scope: "bounds-huge", limit: 1, offset: i })).toEqual([`${i}:${VALUE}`]);
+    for (const i of [0, 41, 79])
+      expect(await s.ok("state::list", { scope: "bounds-huge", limit: 1, offset: i })).toEqual([`${i}:${VALUE}`]);
   });
 
   it("a paged listing returns every value exactly once, in key order, each page within the result limit", async () => {
     const s = await connect("bob");
     const value = (i: number) => ({ i, pad: "p".repeat(100_000) });
-    for (let i = 0; i < 30; i += 10) await Promise.all(Array.from({ length: 10 }, (_, j) => s.ok("state::set", { scope: "bounds-paged", key: `k${String(i + j).padStart(2, "0")}`, value: value(i + j) })));
+    for (let i = 0; i < 30; i += 10)
+      await Promise.all(
+        Array.from({ length: 10 }, (_, j) =>
+          s.ok("state::set", { scope: "bounds-paged", key: `k${String(i + j).padStart(2, "0")}`, value: value(i + j) }),
+        ),
+      );
     expect((await s.call("state::list", { scope: "bounds-paged" })).error?.code).toBe("result_too_large");
     const got: { i: number }[] = [];
     for (let offset = 0; ; offset += 8) {
@@ -104,19 +119,35 @@ describe("state::list is bounded", () => {
     }
     expect(got.map((v) => v.i)).toEqual(Array.from({ length: 30 }, (_, i) => i));
     // More keys than one listing holds: paging is the way, and the SDK's plain call still answers.
-    for (let i = 0; i <= MAX_LIST_PAGE; i++) s.send({ type: "invokefunction", function_id: "state::set", action: { type: "void" }, data: { scope: "bounds-many", key: `k${String(i).padStart(5, "0")}`, value: i } });
+    for (let i = 0; i <= MAX_LIST_PAGE; i++)
+      s.send({
+        type: "invokefunction",
+        function_id: "state::set",
+        action: { type: "void" },
+        data: { scope: "bounds-many", key: `k${String(i).padStart(5, "0")}`, value: i },
+      });
     const iii = registerWorker(engine.wsUrl, { workerName: "bounds-sdk", headers: bearer(await token("bob")) });
     try {
-      const plain = await until(async () => {
-        try {
-          await iii.trigger({ function_id: "state::list", payload: { scope: "bounds-many" } });
-          return undefined;
-        } catch (e) {
-          return (e as { code?: string }).code === "result_too_large" ? (e as Error) : undefined;
-        }
-      }, "result_too_large for 1001 keys", 20_000);
+      const plain = await until(
+        async () => {
+          try {
+            await iii.trigger({ function_id: "state::list", payload: { scope: "bounds-many" } });
+            return undefined;
+          } catch (e) {
+            return (e as { code?: string }).code === "result_too_large" ? (e as Error) : undefined;
+          }
+        },
+        "result_too_large for 1001 keys",
+        20_000,
+      );
       expect(plain.message).toMatch(/more than 1000 keys/);
-      const pages = [...((await iii.trigger({ function_id: "state::list", payload: { scope: "bounds-many", limit: MAX_LIST_PAGE } })) as number[]), ...((await iii.trigger({ function_id: "state::list", payload: { scope: "bounds-many", limit: MAX_LIST_PAGE, offset: MAX_LIST_PAGE } })) as number[])];
+      const pages = [
+        ...((await iii.trigger({ function_id: "state::list", payload: { scope: "bounds-many", limit: MAX_LIST_PAGE } })) as number[]),
+        ...((await iii.trigger({
+          function_id: "state::list",
+          payload: { scope: "bounds-many", limit: MAX_LIST_PAGE, offset: MAX_LIST_PAGE },
+        })) as number[]),
+      ];
       expect(pages).toEqual(Array.from({ length: MAX_LIST_PAGE + 1 }, (_, i) => i));
     } finally {
       await iii.shutdown();
@@ -128,11 +159,12 @@ describe("registrations are bounded in size", () => {
   it("oversized metadata, formats and config are refused with invalid_frame and the catalog is unchanged", async () => {
     const s = await connect("bob");
     s.serve("bounds::kept", () => "kept");
-    const catalog = async () => JSON.stringify([
-      await s.ok("engine::functions::list", { include_internal: true }),
-      await s.ok("engine::registered-triggers::list", { include_internal: true }),
-      await s.ok("engine::triggers::list", { include_internal: true }),
-    ]);
+    const catalog = async () =>
+      JSON.stringify([
+        await s.ok("engine::functions::list", { include_internal: true }),
+        await s.ok("engine::registered-triggers::list", { include_internal: true }),
+        await s.ok("engine::triggers::list", { include_internal: true }),
+      ]);
     await exchange(s);
     const before = await catalog();
     const frames: Frame[] = [
@@ -141,7 +173,13 @@ describe("registrations are bounded in size", () => {
       { type: "registerfunction", id: "bounds::schema", request_format: sized(MAX_SCHEMA_BYTES + 1) },
       { type: "registerfunction", id: "bounds::schema", response_format: sized(MAX_SCHEMA_BYTES + 1) },
       { type: "registertriggertype", id: "bounds::type", trigger_request_format: sized(MAX_SCHEMA_BYTES + 1) },
-      { type: "registertrigger", id: "bounds-trig", trigger_type: "state", function_id: "bounds::kept", config: { scope: "c".repeat(MAX_TRIGGER_CONFIG_BYTES) } },
+      {
+        type: "registertrigger",
+        id: "bounds-trig",
+        trigger_type: "state",
+        function_id: "bounds::kept",
+        config: { scope: "c".repeat(MAX_TRIGGER_CONFIG_BYTES) },
+      },
     ];
     const back = await exchange(s, ...frames);
     const errors = back.filter((f) => f.type === "error");
@@ -154,8 +192,16 @@ describe("registrations are bounded in size", () => {
     try {
       iii.registerFunction("bounds::sdk-big", async () => 1, { metadata: sized(MAX_METADATA_BYTES + 1) });
       iii.registerFunction("bounds::sdk-ok", async () => 1);
-      await until(async () => ((await s.ok<{ functions: Frame[] }>("engine::functions::list", { prefix: "bounds::sdk-" })).functions.length > 0 ? true : undefined), "bounds::sdk-ok listed");
-      const listed = (await s.ok<{ functions: Frame[] }>("engine::functions::list", { prefix: "bounds::sdk-" })).functions.map((f) => f.function_id);
+      await until(
+        async () =>
+          (await s.ok<{ functions: Frame[] }>("engine::functions::list", { prefix: "bounds::sdk-" })).functions.length > 0
+            ? true
+            : undefined,
+        "bounds::sdk-ok listed",
+      );
+      const listed = (await s.ok<{ functions: Frame[] }>("engine::functions::list", { prefix: "bounds::sdk-" })).functions.map(
+        (f) => f.function_id,
+      );
       expect(listed).toEqual(["bounds::sdk-ok"]);
     } finally {
       await iii.shutdown();
@@ -168,7 +214,8 @@ describe("registration quotas", () => {
   const EACH = MAX_REGISTRATIONS_PER_WORKER + 100; // 6 × 5 100 = 30 600 attempts
 
   let sockets: RawSocket[] = [];
-  const heldBy = async (s: RawSocket, prefix: string) => (await s.ok<{ total: number }>("engine::functions::list", { prefix, limit: 1 })).total;
+  const heldBy = async (s: RawSocket, prefix: string) =>
+    (await s.ok<{ total: number }>("engine::functions::list", { prefix, limit: 1 })).total;
 
   beforeAll(async () => {
     sockets = await Promise.all(Array.from({ length: SOCKETS }, () => connect("bob")));

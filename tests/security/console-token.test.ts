@@ -37,7 +37,10 @@ const ATTACK_PAGE = `<!doctype html><title>free stuff</title><body><script>
 })();
 </script></body>`;
 
-function get(path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Frame }> {
+function get(
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Frame }> {
   return new Promise((resolve, reject) => {
     http
       .get(`${engine.url}${path}`, { headers }, (res) => {
@@ -59,7 +62,11 @@ function get(path: string, headers: Record<string, string> = {}): Promise<{ stat
 
 async function bindings(): Promise<string[]> {
   const admin = await token("admin");
-  const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { ...bearer(admin), "content-type": "application/json" }, body: JSON.stringify({ function_id: "engine::registered-triggers::list", payload: { include_internal: true } }) });
+  const r = await fetch(`${engine.url}/_iii/invoke`, {
+    method: "POST",
+    headers: { ...bearer(admin), "content-type": "application/json" },
+    body: JSON.stringify({ function_id: "engine::registered-triggers::list", payload: { include_internal: true } }),
+  });
   const b = (await r.json()) as { result: { registered_triggers: { id: string }[] } };
   return b.result.registered_triggers.map((t) => t.id).sort();
 }
@@ -68,7 +75,13 @@ beforeAll(async () => {
   engine = await startSecureEngine();
   tenant = await RawSocket.open(`${engine.wsUrl}/`, bearer(await token("tenant", { register: ["fuzz"], bind: ["http"], call: ["fuzz*"] })));
   tenant.serve("fuzz::page", () => ({ status_code: 200, headers: { "content-type": "text/html" }, body: ATTACK_PAGE }));
-  tenant.send({ type: "registertrigger", id: "fuzz-page", trigger_type: "http", function_id: "fuzz::page", config: { api_path: "fuzzpage", http_method: "GET" } });
+  tenant.send({
+    type: "registertrigger",
+    id: "fuzz-page",
+    trigger_type: "http",
+    function_id: "fuzz::page",
+    config: { api_path: "fuzzpage", http_method: "GET" },
+  });
   await until(async () => (await get("/fuzzpage")).status === 200, "the tenant's page");
 });
 afterAll(async () => {
@@ -86,7 +99,9 @@ describe("a tenant's page on the engine's origin", () => {
     expect(String(noCode.body.error?.message)).toMatch(/console code/);
     expect((await get("/_console/token", { ...ownPage, "x-console-code": "guessed" })).status).toBe(401);
     // The sandboxed page's real request: an opaque origin, cross-site.
-    expect((await get("/_console/token", { "sec-fetch-site": "cross-site", origin: "null", "x-console-code": engine.consoleCode })).status).toBe(403);
+    expect(
+      (await get("/_console/token", { "sec-fetch-site": "cross-site", origin: "null", "x-console-code": engine.consoleCode })).status,
+    ).toBe(403);
     // The control: the code is what the mint wants, and then the token is the console's narrow one.
     const ok = await get("/_console/token", { ...ownPage, "x-console-code": engine.consoleCode });
     expect(ok.status).toBe(200);
@@ -108,7 +123,12 @@ describe("a tenant's page on the engine's origin", () => {
     // Then, in the same tab, the tenant's page.
     await tab.goto(`${engine.url}/fuzzpage`);
     await tab.waitForSelector("body[data-done]", { state: "attached", timeout: 15_000 });
-    const out = JSON.parse((await tab.getAttribute("body", "data-done")) ?? "{}") as { code?: string; status?: number; body?: string; fetch?: string };
+    const out = JSON.parse((await tab.getAttribute("body", "data-done")) ?? "{}") as {
+      code?: string;
+      status?: number;
+      body?: string;
+      fetch?: string;
+    };
     expect(out.code).toMatch(/^denied/);
     expect(out.body ?? "").not.toContain("token");
     expect(out.status === undefined || out.status >= 400).toBe(true);
@@ -118,7 +138,13 @@ describe("a tenant's page on the engine's origin", () => {
     const before = await bindings();
     for (const api_path of ["_console/token", "_console", "assets/index.js", "sdk/sdk-browser.js", "index.html", "app.js"]) {
       const id = `fuzz-squat-${api_path.replace(/\W/g, "-")}`;
-      tenant.send({ type: "registertrigger", id, trigger_type: "http", function_id: "fuzz::page", config: { api_path, http_method: "GET" } });
+      tenant.send({
+        type: "registertrigger",
+        id,
+        trigger_type: "http",
+        function_id: "fuzz::page",
+        config: { api_path, http_method: "GET" },
+      });
       const refusal = await tenant.next((f) => (f.type === "triggerregistrationresult" && f.id === id) || f.type === "error");
       expect(refusal.error, api_path).toBeDefined();
     }
@@ -128,7 +154,12 @@ describe("a tenant's page on the engine's origin", () => {
   it("a console token calls only what the console's screens call", async () => {
     const ok = await get("/_console/token", { "sec-fetch-site": "same-origin", "x-console-code": engine.consoleCode });
     const consoleToken = String(ok.body.token);
-    const call = (function_id: string) => fetch(`${engine.url}/_iii/invoke`, { method: "POST", headers: { ...bearer(consoleToken), "content-type": "application/json" }, body: JSON.stringify({ function_id, payload: {} }) });
+    const call = (function_id: string) =>
+      fetch(`${engine.url}/_iii/invoke`, {
+        method: "POST",
+        headers: { ...bearer(consoleToken), "content-type": "application/json" },
+        body: JSON.stringify({ function_id, payload: {} }),
+      });
     expect((await call("engine::functions::list")).status).toBe(200);
     for (const fn of ["fuzz::page", "models::register", "engine::register_trigger", "auth::delete_token"]) {
       const r = await call(fn);

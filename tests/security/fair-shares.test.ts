@@ -49,8 +49,8 @@ async function connect(sub: string, grant: Parameters<typeof token>[1] = {}): Pr
   return s;
 }
 
-
-const refusedOf = (socks: RawSocket[]) => socks.reduce((n, s) => n + s.received.filter((f) => f.type === "invocationresult" && f.error?.code === "too_many_calls").length, 0);
+const refusedOf = (socks: RawSocket[]) =>
+  socks.reduce((n, s) => n + s.received.filter((f) => f.type === "invocationresult" && f.error?.code === "too_many_calls").length, 0);
 
 beforeAll(async () => {
   replay = await startProviderReplay();
@@ -84,10 +84,14 @@ describe("open calls: a share per principal, and a reserve for trusted callers",
     // The attack: one token, three sockets, each at its own per-connection bound.
     const hog = [await connect("hog"), await connect("hog"), await connect("hog")];
     const hogCalls = hog.map((s) => flood(s, "slow::never", MAX_OPEN_CALLS_PER_CALLER));
-    const refused = await eventually(() => {
-      const n = refusedOf(hog);
-      return n >= hog.length * MAX_OPEN_CALLS_PER_CALLER - LIMITS.perPrincipal ? n : false;
-    }, 30_000, "the hog's refusals");
+    const refused = await eventually(
+      () => {
+        const n = refusedOf(hog);
+        return n >= hog.length * MAX_OPEN_CALLS_PER_CALLER - LIMITS.perPrincipal ? n : false;
+      },
+      30_000,
+      "the hog's refusals",
+    );
     expect(refused).toBe(hog.length * MAX_OPEN_CALLS_PER_CALLER - LIMITS.perPrincipal);
     const message = hog.flatMap((s) => s.received).find((f) => f.error?.code === "too_many_calls")?.error?.message as string;
     expect(message).toContain("'hog'");
@@ -102,7 +106,9 @@ describe("open calls: a share per principal, and a reserve for trusted callers",
     const shared = TOTAL_CALLS - LIMITS.trustedReserve;
     const otherCalls = others.map((s) => flood(s, "slow::never", LIMITS.perPrincipal));
     const extra = others.length * LIMITS.perPrincipal - (shared - LIMITS.perPrincipal);
-    expect(await eventually(() => (refusedOf(others) >= extra ? refusedOf(others) : false), 30_000, "the principals' part of the table filled")).toBe(extra);
+    expect(
+      await eventually(() => (refusedOf(others) >= extra ? refusedOf(others) : false), 30_000, "the principals' part of the table filled"),
+    ).toBe(extra);
     const late = await bystander.call("ok::echo", { z: 3 });
     expect(late.error?.code).toBe("too_many_calls");
     expect(late.error?.message).toContain(`${shared} calls open`);
@@ -111,15 +117,26 @@ describe("open calls: a share per principal, and a reserve for trusted callers",
     replay.enqueue("openai", reply(say("still served")));
     const harness = await token("console-user", { ns: ["default"], call: ["harness::*"] });
     const send = (p: string, body?: unknown) =>
-      fetch(`${engine.url}/${p}`, { method: body === undefined ? "GET" : "POST", headers: { "content-type": "application/json", ...bearer(harness) }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      fetch(`${engine.url}/${p}`, {
+        method: body === undefined ? "GET" : "POST",
+        headers: { "content-type": "application/json", ...bearer(harness) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
     await until(async () => (await send("api/turns/none")).status === 404 || undefined, "the harness routes", 30_000, 200);
     const sid = "fair-share-turn";
-    const started = await send("api/turns", { session_id: sid, payload: { session_id: sid, model: "gpt-4o", provider: "openai", messages: [user("hello")] } });
+    const started = await send("api/turns", {
+      session_id: sid,
+      payload: { session_id: sid, model: "gpt-4o", provider: "openai", messages: [user("hello")] },
+    });
     expect(started.status, await started.clone().text()).toBe(200);
-    await until(async () => {
-      const res = await send(`api/turns/${sid}`);
-      return res.status === 200 && ((await res.json()) as { state: string }).state === "stopped";
-    }, `session ${sid} stopped`, TURN_DEADLINE_MS);
+    await until(
+      async () => {
+        const res = await send(`api/turns/${sid}`);
+        return res.status === 200 && ((await res.json()) as { state: string }).state === "stopped";
+      },
+      `session ${sid} stopped`,
+      TURN_DEADLINE_MS,
+    );
 
     // The held calls end when their target goes; every caller gets an answer, and the shares are free.
     await hung.close();
@@ -141,26 +158,51 @@ describe("owned queues take messages only from their owner", () => {
     const mallory = await connect("mallory");
     mallory.serve("mallory::slow", () => NO_REPLY);
     await eventually(async () => (await mallory.call("engine::functions::info", { function_id: "own::job" })).result, 10_000, "own::job");
-    await eventually(async () => (await mallory.call("engine::functions::info", { function_id: "mallory::slow" })).result, 10_000, "mallory::slow");
-    const depth = async (topic: string) => ((await owner.ok<{ depth: unknown }>("engine::queue::topic_stats", { topic })).depth);
+    await eventually(
+      async () => (await mallory.call("engine::functions::info", { function_id: "mallory::slow" })).result,
+      10_000,
+      "mallory::slow",
+    );
+    const depth = async (topic: string) => (await owner.ok<{ depth: unknown }>("engine::queue::topic_stats", { topic })).depth;
     const before = { turnStep: await depth("turn-step"), owned: await depth("owned") };
 
     const attempts: [string, Frame][] = [
       // Its own slow function on the harness's fifo (the attack: 100 of these stalled every turn).
-      ["mallory::slow on turn-step", await mallory.call("mallory::slow", { session_id: "victim" }, { action: { type: "enqueue", queue: "turn-step" } })],
+      [
+        "mallory::slow on turn-step",
+        await mallory.call("mallory::slow", { session_id: "victim" }, { action: { type: "enqueue", queue: "turn-step" } }),
+      ],
       // The harness's own step function, replayed.
-      ["turn::provision on turn-step", await mallory.call("turn::provision", { session_id: "victim", step: 1 }, { action: { type: "enqueue", queue: "turn-step" } })],
-      ["engine::queue::enqueue on turn-step", await mallory.call("engine::queue::enqueue", { queue: "turn-step", function_id: "turn::provision", data: { session_id: "victim", step: 1 } })],
+      [
+        "turn::provision on turn-step",
+        await mallory.call("turn::provision", { session_id: "victim", step: 1 }, { action: { type: "enqueue", queue: "turn-step" } }),
+      ],
+      [
+        "engine::queue::enqueue on turn-step",
+        await mallory.call("engine::queue::enqueue", {
+          queue: "turn-step",
+          function_id: "turn::provision",
+          data: { session_id: "victim", step: 1 },
+        }),
+      ],
       // Someone else's consumer on an owned queue, and its own function there.
       ["own::job on owned", await mallory.call("own::job", { forged: true }, { action: { type: "enqueue", queue: "owned" } })],
       ["mallory::slow on owned", await mallory.call("mallory::slow", {}, { action: { type: "enqueue", queue: "owned" } })],
       // A forged state fire on the engine's own queue.
-      ["a state trigger queue", await mallory.call("engine::queue::enqueue", { queue: "state:some-binding", function_id: "own::job", data: { forged: true } })],
+      [
+        "a state trigger queue",
+        await mallory.call("engine::queue::enqueue", { queue: "state:some-binding", function_id: "own::job", data: { forged: true } }),
+      ],
     ];
     for (const [what, r] of attempts) expect(r.error?.code, what).toBe("forbidden");
 
     // A state write carrying the enqueue: refused as a whole, the value is not stored either.
-    const write = await mallory.call("state::set", { scope: "fair", key: "with-enqueue", value: 1, enqueue: { queue: "turn-step", function_id: "turn::provision", payload: { session_id: "victim", step: 1 } } });
+    const write = await mallory.call("state::set", {
+      scope: "fair",
+      key: "with-enqueue",
+      value: 1,
+      enqueue: { queue: "turn-step", function_id: "turn::provision", payload: { session_id: "victim", step: 1 } },
+    });
     expect(write.error?.code).toBe("forbidden");
     expect((await mallory.call("state::get", { scope: "fair", key: "with-enqueue" })).result).toBeUndefined();
 
@@ -198,7 +240,9 @@ describe("state has a per-principal quota of keys and bytes", () => {
     const keys = (await paced(hoarder, "state::list_keys", { scope: "hoard" })).result as { keys: string[] };
     expect(keys.keys).toHaveLength(fits);
     // An update over the quota is refused the same way and changes nothing.
-    expect((await paced(hoarder, "state::update", { scope: "hoard", key: "grow", ops: [{ type: "set", path: "", value: MB_VALUE }] })).code).toBe("quota_exceeded");
+    expect(
+      (await paced(hoarder, "state::update", { scope: "hoard", key: "grow", ops: [{ type: "set", path: "", value: MB_VALUE }] })).code,
+    ).toBe("quota_exceeded");
     expect((await paced(hoarder, "state::get", { scope: "hoard", key: "grow" })).result).toBeUndefined();
 
     // Another principal is unaffected; its value is as it was.
@@ -213,7 +257,8 @@ describe("state has a per-principal quota of keys and bytes", () => {
     // Keys: a principal holds at most QUOTA_KEYS of them, however small.
     const counter = await connect("many-keys");
     const small: string[] = [];
-    for (let i = 0; i < QUOTA_KEYS + 5; i++) small.push((await counter.call("state::set", { scope: "small", key: `k${i}`, value: i })).error?.code ?? "ok");
+    for (let i = 0; i < QUOTA_KEYS + 5; i++)
+      small.push((await counter.call("state::set", { scope: "small", key: `k${i}`, value: i })).error?.code ?? "ok");
     expect(small.filter((c) => c === "ok")).toHaveLength(QUOTA_KEYS);
     expect(small.slice(QUOTA_KEYS).every((c) => c === "quota_exceeded")).toBe(true);
     // Rewriting a key it holds takes no new key.
@@ -256,7 +301,14 @@ describe("connections are capped per principal over every namespace", () => {
     return s;
   };
   /** The token's sockets spread over four namespaces, one of them a stream socket. */
-  const spread = async (sub: string) => [await socket(sub, "ns-a"), await socket(sub, "ns-a"), await socket(sub, "ns-b"), await socket(sub, "ns-c"), await socket(sub, "default"), await openStream("ns-d", sub)];
+  const spread = async (sub: string) => [
+    await socket(sub, "ns-a"),
+    await socket(sub, "ns-a"),
+    await socket(sub, "ns-b"),
+    await socket(sub, "ns-c"),
+    await socket(sub, "default"),
+    await openStream("ns-d", sub),
+  ];
 
   it(`a token allowed every namespace holds at most ${EVERYWHERE} connections in all; others connect; a closed one frees its slot`, async () => {
     const roamer = await spread("roamer");
@@ -289,7 +341,11 @@ describe("connections are capped per principal over every namespace", () => {
     const last = await eventually(() => spread("cycler").catch(() => undefined), 10_000, "the last round");
     expect((await upgradeStatus(at("ns-a"), bearer(await token("cycler")))).status).toBe(429);
     for (const s of last) await s.close();
-    await eventually(async () => ((await (await fetch(`${engine.url}/healthz`)).json()) as { engine: { workers: number } }).engine.workers === base, 10_000, "the default namespace back to its workers");
+    await eventually(
+      async () => ((await (await fetch(`${engine.url}/healthz`)).json()) as { engine: { workers: number } }).engine.workers === base,
+      10_000,
+      "the default namespace back to its workers",
+    );
   });
 
   it("slots of sockets a restart dropped without a close are recovered; the cap still holds after", async () => {

@@ -14,11 +14,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { readFileSync, readdirSync, readlinkSync } from "node:fs";
 import type { Socket as NetSocket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  FLOOD_CLOSE_CODE,
-  MAX_FRAME_BYTES,
-  MAX_JSON_DEPTH,
-} from "@iii-edge/protocol";
+import { FLOOD_CLOSE_CODE, MAX_FRAME_BYTES, MAX_JSON_DEPTH } from "@iii-edge/protocol";
 import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { RawSocket, type Frame } from "../support/raw-socket.ts";
@@ -147,12 +143,17 @@ function engineWorkerd(): number | undefined {
         if (p[1]?.endsWith(hex) && p[3] === "0A" && p[9]) inodes.add(p[9]);
       }
     }
-    const pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number);
+    const pids = readdirSync("/proc")
+      .filter((d) => /^\d+$/.test(d))
+      .map(Number);
     const stat = (pid: number) => readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
     const isWorkerd = (pid: number) => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "workerd";
     const proxy = pids.find((pid) => {
       try {
-        return isWorkerd(pid) && readdirSync(`/proc/${pid}/fd`).some((fd) => inodes.has(/socket:\[(\d+)\]/.exec(readlinkSafe(`/proc/${pid}/fd/${fd}`))?.[1] ?? ""));
+        return (
+          isWorkerd(pid) &&
+          readdirSync(`/proc/${pid}/fd`).some((fd) => inodes.has(/socket:\[(\d+)\]/.exec(readlinkSafe(`/proc/${pid}/fd/${fd}`))?.[1] ?? ""))
+        );
       } catch {
         return false;
       }
@@ -182,7 +183,12 @@ const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc
 /** Samples the engine's RSS while a flood runs; `stop()` gives the growth over the start. */
 function watchMemory() {
   const pid = engineWorkerd();
-  if (pid === undefined) return { async stop() { return undefined; } };
+  if (pid === undefined)
+    return {
+      async stop() {
+        return undefined;
+      },
+    };
   const start = rssMiB(pid);
   let peak = start;
   const timer = setInterval(() => {
@@ -280,12 +286,19 @@ async function burst(sub: string, frames: number, frameOf: (i: number, f: number
   for (let f = 0; f < flooders.length; f++) {
     const id = randomUUID();
     calls[f]!.add(id);
-    flooders[f]!.send(JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::get", data: { scope: "flood", key: "kept" } }));
+    flooders[f]!.send(
+      JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::get", data: { scope: "flood", key: "kept" } }),
+    );
   }
   await Promise.all(flooders.map((f) => f.drained()));
   const sentMs = Date.now() - t0;
   const answered = (f: number) => flooders[f]!.frames.filter((x) => x.type === "invocationresult" && calls[f]!.has(x.invocation_id)).length;
-  await eventually(() => flooders.every((fl, f) => fl.closed !== null || answered(f) === calls[f]!.size), 45_000, "every flooder's calls answered", 50);
+  await eventually(
+    () => flooders.every((fl, f) => fl.closed !== null || answered(f) === calls[f]!.size),
+    45_000,
+    "every flooder's calls answered",
+    50,
+  );
   const doneMs = Date.now() - t0;
   await new Promise((r) => setTimeout(r, 500)); // and a little after
   return { flooders, sentMs, doneMs, health: await health.stop(), memory: await memory.stop(), calling: await calling.stop() };
@@ -308,10 +321,17 @@ describe("a burst of 4 × 15 000 frames", () => {
       calls[f]!.add(id);
       return i % 20 === 9
         ? JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::get", data: { scope: "flood", key: "kept" } })
-        : JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::set", data: { scope: 5, key: "x", value: pad } });
+        : JSON.stringify({
+            type: "invokefunction",
+            invocation_id: id,
+            function_id: "state::set",
+            data: { scope: 5, key: "x", value: pad },
+          });
     };
     const { flooders, sentMs, doneMs, health: h, memory: m, calling: c } = await burst("flooder", FRAMES, frameOf, calls);
-    console.log(`junk burst: sent in ${sentMs} ms, handled in ${doneMs} ms; healthz worst ${h.worst} ms over ${h.samples}; ${c.answered} well-behaved calls, worst ${c.worst} ms`);
+    console.log(
+      `junk burst: sent in ${sentMs} ms, handled in ${doneMs} ms; healthz worst ${h.worst} ms over ${h.samples}; ${c.answered} well-behaved calls, worst ${c.worst} ms`,
+    );
 
     assertMemory(m, "burst");
     expect(h.failures, "healthz failures").toBe(0);
@@ -320,18 +340,27 @@ describe("a burst of 4 × 15 000 frames", () => {
     expect(c.answered).toBeGreaterThan(0);
     expect(c.worst, "slowest well-behaved call").toBeLessThan(HEALTH_BOUND_MS);
     for (const [f, fl] of flooders.entries()) {
-      expect(fl.rateLimited() || fl.closed?.code === FLOOD_CLOSE_CODE, `flooder ${f}: rate_limited or closed 1008 (closed: ${JSON.stringify(fl.closed)})`).toBe(true);
+      expect(
+        fl.rateLimited() || fl.closed?.code === FLOOD_CLOSE_CODE,
+        `flooder ${f}: rate_limited or closed 1008 (closed: ${JSON.stringify(fl.closed)})`,
+      ).toBe(true);
       if (fl.closed) continue;
       // Every call answered exactly once; state::get with its value, the refused ones with an error.
       const results = fl.frames.filter((x) => x.type === "invocationresult");
       expect(results.length, `flooder ${f}: one answer per call`).toBe(calls[f]!.size);
       for (const r of results) {
-        if (r.function_id === "state::get") expect(r.error ?? r.result).toEqual(r.error ? expect.objectContaining({ code: "rate_limited" }) : { v: 1 });
+        if (r.function_id === "state::get")
+          expect(r.error ?? r.result).toEqual(r.error ? expect.objectContaining({ code: "rate_limited" }) : { v: 1 });
         else expect(r.error?.code).toBeTruthy();
       }
     }
     await Promise.all(flooders.map((fl) => fl.closeAndWait()));
-    await eventually(async () => JSON.stringify(await catalog(observer)) === JSON.stringify(baseline), 10_000, "the catalog and state as before", 100);
+    await eventually(
+      async () => JSON.stringify(await catalog(observer)) === JSON.stringify(baseline),
+      10_000,
+      "the catalog and state as before",
+      100,
+    );
   }, 90_000);
 });
 
@@ -385,7 +414,9 @@ describe("a socket that keeps flooding is closed with 1008", () => {
     await eventually(() => reader.closed(), 10_000, "the reader's close frame", 20);
     const h = await health.stop();
     const c = await calling.stop();
-    console.log(`channel flood: ${sent} big frames after the chunks; writer ${JSON.stringify(writer.closed)}, reader ${JSON.stringify(reader.closed())}; healthz worst ${h.worst} ms`);
+    console.log(
+      `channel flood: ${sent} big frames after the chunks; writer ${JSON.stringify(writer.closed)}, reader ${JSON.stringify(reader.closed())}; healthz worst ${h.worst} ms`,
+    );
     // Over its budget (1008), or — if the reader fell behind first — the channel's buffer (1013).
     expect([FLOOD_CLOSE_CODE, 1013]).toContain(writer.closed?.code);
     expect([FLOOD_CLOSE_CODE, 1013]).toContain(reader.closed()?.code);
@@ -399,7 +430,10 @@ describe("a socket that keeps flooding is closed with 1008", () => {
     const s = await Flooder.open("/_iii/streams", "flooder");
     const health = watchHealth();
     const calling = keepCalling();
-    for (let i = 0; i < 15_000; i++) s.send(i % 2 ? `{not json ${i}` : JSON.stringify({ type: "leave", data: { subscriptionId: `s-${i}`, streamName: "fl", groupId: "g" } }));
+    for (let i = 0; i < 15_000; i++)
+      s.send(
+        i % 2 ? `{not json ${i}` : JSON.stringify({ type: "leave", data: { subscriptionId: `s-${i}`, streamName: "fl", groupId: "g" } }),
+      );
     const sent = await floodUntilClosed(s, () => BIG);
     const h = await health.stop();
     const c = await calling.stop();
@@ -415,8 +449,22 @@ describe("a socket that keeps flooding is closed with 1008", () => {
 // ------------------------------------------------------------------ hostile frames
 
 /** A raw WebSocket over TCP: what a browser API cannot send (a text frame that is not UTF-8). */
-async function rawSocket(path: string, sub: string): Promise<{ sendText(bytes: Uint8Array): void; next(pred: (f: Frame) => boolean, ms?: number): Promise<Frame>; closed(): { code: number } | null; end(): void }> {
-  const headers = { Connection: "Upgrade", Upgrade: "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": randomBytes(16).toString("base64"), ...bearer(await token(sub)) };
+async function rawSocket(
+  path: string,
+  sub: string,
+): Promise<{
+  sendText(bytes: Uint8Array): void;
+  next(pred: (f: Frame) => boolean, ms?: number): Promise<Frame>;
+  closed(): { code: number } | null;
+  end(): void;
+}> {
+  const headers = {
+    Connection: "Upgrade",
+    Upgrade: "websocket",
+    "Sec-WebSocket-Version": "13",
+    "Sec-WebSocket-Key": randomBytes(16).toString("base64"),
+    ...bearer(await token(sub)),
+  };
   const [socket, head] = await new Promise<[NetSocket, Buffer]>((resolve, reject) => {
     const req = http.request({ host: "127.0.0.1", port: engine.port, path, headers });
     req.on("upgrade", (_res, s, h) => resolve([s as NetSocket, h]));
@@ -455,7 +503,10 @@ async function rawSocket(path: string, sub: string): Promise<{ sendText(bytes: U
   opened.push({ close: () => void socket.destroy() });
   const sendText = (bytes: Uint8Array) => {
     const mask = randomBytes(4);
-    const head = bytes.length < 126 ? Buffer.from([0x81, 0x80 | bytes.length]) : Buffer.from([0x81, 0x80 | 126, bytes.length >> 8, bytes.length & 0xff]);
+    const head =
+      bytes.length < 126
+        ? Buffer.from([0x81, 0x80 | bytes.length])
+        : Buffer.from([0x81, 0x80 | 126, bytes.length >> 8, bytes.length & 0xff]);
     socket.write(Buffer.concat([head, mask, Buffer.from(bytes.map((b, i) => b ^ mask[i % 4]!))]));
   };
   const next = async (pred: (f: Frame) => boolean, ms = 10_000) => eventually(() => frames.find(pred), ms, "a frame", 10);
@@ -471,7 +522,9 @@ describe("hostile frames", () => {
     const s = await rawSocket("/", "utf8-sender");
     await s.next((f) => f.type === "workerregistered");
     const enc = new TextEncoder();
-    const head = enc.encode(`{"type":"invokefunction","invocation_id":"utf8-1","function_id":"state::set","data":{"scope":"utf8","key":"k","value":"A`);
+    const head = enc.encode(
+      `{"type":"invokefunction","invocation_id":"utf8-1","function_id":"state::set","data":{"scope":"utf8","key":"k","value":"A`,
+    );
     const tail = enc.encode(`B"}}`);
     s.sendText(new Uint8Array([...head, 0xff, 0xc0, 0x80, ...tail]));
     const r = await s.next((f) => f.invocation_id === "utf8-1");
@@ -488,7 +541,13 @@ describe("hostile frames", () => {
 
   it("a binary frame that is not UTF-8 is refused as invalid_frame", async () => {
     const f = await Flooder.open("/", "utf8-sender");
-    const bytes = new Uint8Array([...new TextEncoder().encode('{"type":"invokefunction","invocation_id":"bin-1","function_id":"state::get","data":{"scope":"x","key":"\u00e9'), 0xff, ...new TextEncoder().encode('"}}')]);
+    const bytes = new Uint8Array([
+      ...new TextEncoder().encode(
+        '{"type":"invokefunction","invocation_id":"bin-1","function_id":"state::get","data":{"scope":"x","key":"\u00e9',
+      ),
+      0xff,
+      ...new TextEncoder().encode('"}}'),
+    ]);
     f.send(bytes.buffer as ArrayBuffer);
     await eventually(() => f.frames.find((x) => x.type === "error"), 10_000, "an error frame");
     expect(f.frames.find((x) => x.type === "error")?.error).toMatchObject({ code: "invalid_frame", message: "frame is not valid UTF-8" });
@@ -498,7 +557,12 @@ describe("hostile frames", () => {
   it(`a call over MAX_FRAME_BYTES (${MAX_FRAME_BYTES}) gets its invocationresult: frame_too_large`, async () => {
     const s = await connect("big-sender");
     const invocation_id = randomUUID();
-    s.send({ type: "invokefunction", invocation_id, function_id: "state::set", data: { scope: "flood", key: "big", value: "z".repeat(MAX_FRAME_BYTES + 1_000) } });
+    s.send({
+      type: "invokefunction",
+      invocation_id,
+      function_id: "state::set",
+      data: { scope: "flood", key: "big", value: "z".repeat(MAX_FRAME_BYTES + 1_000) },
+    });
     const r = await s.next((f) => f.type === "invocationresult" && f.invocation_id === invocation_id);
     expect(r).toMatchObject({ function_id: "state::set", error: { code: "frame_too_large" } });
     expect(await s.ok("state::get", { scope: "flood", key: "big" })).toBeUndefined();
@@ -509,7 +573,12 @@ describe("hostile frames", () => {
     const worker = await connect("big-answerer");
     worker.serve("big::answer", () => "z".repeat(MAX_FRAME_BYTES + 1_000));
     const caller = await connect("big-asker");
-    await eventually(async () => (await caller.call("engine::functions::info", { function_id: "big::answer" })).result !== undefined, 10_000, "big::answer registered", 20);
+    await eventually(
+      async () => (await caller.call("engine::functions::info", { function_id: "big::answer" })).result !== undefined,
+      10_000,
+      "big::answer registered",
+      20,
+    );
     const started = Date.now();
     // The call's own deadline is 30 s: an answer well inside it is the engine's, not the timer's.
     const r = await caller.call("big::answer", {}, { timeout_ms: 30_000 }, 20_000);
@@ -535,7 +604,10 @@ describe("hostile frames", () => {
     // Deeper than the limit but shallow enough to travel by HTTP and RPC: refused by state::set.
     const viaHttp = await invokeHttp("state::set", { scope: "deep", key: "k", value: deep(MAX_JSON_DEPTH + 10) });
     expect(viaHttp.status, JSON.stringify(viaHttp.body)).toBe(400);
-    expect(viaHttp.body.error).toMatchObject({ code: expect.stringMatching(/^(invalid_input|invalid_arguments)$/), message: expect.stringContaining("nested too deeply") });
+    expect(viaHttp.body.error).toMatchObject({
+      code: expect.stringMatching(/^(invalid_input|invalid_arguments)$/),
+      message: expect.stringContaining("nested too deeply"),
+    });
     // Within the limit (with the request body and payload around it) it is stored and read back.
     const fits = deep(MAX_JSON_DEPTH - 2);
     expect((await invokeHttp("state::set", { scope: "deep", key: "ok", value: fits })).status).toBe(200);

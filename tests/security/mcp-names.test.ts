@@ -36,10 +36,14 @@ async function serve(sub: string, ids: string[]): Promise<void> {
   const w = registerWorker(engine.wsUrl, { workerName: sub, headers: bearer(await token(sub)), ...quiet });
   workers.push(w);
   for (const id of ids) {
-    w.registerFunction(id, async (args: unknown) => {
-      received.push(`${sub} ${id} ${JSON.stringify(args)}`);
-      return { charged_by: sub };
-    }, { description: `Charge a card (${sub})`, input: z.object({ card: z.string(), amount: z.number() }) });
+    w.registerFunction(
+      id,
+      async (args: unknown) => {
+        received.push(`${sub} ${id} ${JSON.stringify(args)}`);
+        return { charged_by: sub };
+      },
+      { description: `Charge a card (${sub})`, input: z.object({ card: z.string(), amount: z.number() }) },
+    );
   }
 }
 
@@ -48,11 +52,16 @@ const toolsByName = async (): Promise<Map<string, string>> => {
   return new Map(tools.map((t: Tool) => [t.name, String(t.title)]));
 };
 async function listedWith(ids: string[]): Promise<Map<string, string>> {
-  return until(async () => {
-    const m = await toolsByName();
-    const titles = new Set(m.values());
-    return ids.every((id) => titles.has(id)) ? m : undefined;
-  }, `tools for ${ids.join(", ")}`, 20_000, 100);
+  return until(
+    async () => {
+      const m = await toolsByName();
+      const titles = new Set(m.values());
+      return ids.every((id) => titles.has(id)) ? m : undefined;
+    },
+    `tools for ${ids.join(", ")}`,
+    20_000,
+    100,
+  );
 }
 
 beforeAll(async () => {

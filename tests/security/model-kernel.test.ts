@@ -24,14 +24,17 @@ let engine: EngineServer;
 let ops: IIIClient;
 let alice: string;
 
-const call = <T,>(function_id: string, payload: unknown) => ops.trigger({ function_id, payload }) as Promise<T>;
+const call = <T>(function_id: string, payload: unknown) => ops.trigger({ function_id, payload }) as Promise<T>;
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: Date.now() });
 
 async function startTurn(sid: string, text: string, extra: Record<string, unknown> = {}): Promise<void> {
   const res = await fetch(`${engine.url}/api/turns`, {
     method: "POST",
     headers: { "content-type": "application/json", ...bearer(alice) },
-    body: JSON.stringify({ session_id: sid, payload: { session_id: sid, model: "gpt-4o-mini", provider: "openai", messages: [user(text)], ...extra } }),
+    body: JSON.stringify({
+      session_id: sid,
+      payload: { session_id: sid, model: "gpt-4o-mini", provider: "openai", messages: [user(text)], ...extra },
+    }),
   });
   expect(res.status, await res.clone().text()).toBe(200);
 }
@@ -70,12 +73,26 @@ beforeAll(async () => {
   replay = await startProviderReplay();
   engine = await startEngine({ env: { AUTH_SECRET: TEST_AUTH_SECRET, OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test" } });
   alice = await token("alice", { ns: ["default"], call: ["harness::*"] });
-  ops = registerWorker(engine.wsUrl, { workerName: "kernel-test-ops", headers: bearer(await token("ops", { sessions: ["*"] })), otel: { enabled: false }, enableMetricsReporting: false });
-  await until(async () => {
-    const r = await call<{ functions: { function_id: string }[] }>("engine::functions::list", { include_internal: true });
-    const ids = r.functions.map((f) => f.function_id);
-    return ["run::start", "policy::check_permissions", "models::register", "budget::create", "session-tree::messages"].every((id) => ids.includes(id)) || undefined;
-  }, "the harness workers", 60_000, 200);
+  ops = registerWorker(engine.wsUrl, {
+    workerName: "kernel-test-ops",
+    headers: bearer(await token("ops", { sessions: ["*"] })),
+    otel: { enabled: false },
+    enableMetricsReporting: false,
+  });
+  await until(
+    async () => {
+      const r = await call<{ functions: { function_id: string }[] }>("engine::functions::list", { include_internal: true });
+      const ids = r.functions.map((f) => f.function_id);
+      return (
+        ["run::start", "policy::check_permissions", "models::register", "budget::create", "session-tree::messages"].every((id) =>
+          ids.includes(id),
+        ) || undefined
+      );
+    },
+    "the harness workers",
+    60_000,
+    200,
+  );
 });
 
 afterAll(async () => {
@@ -147,25 +164,92 @@ describe("the model reaches no kernel function", () => {
   });
 
   it("the kernel is marked where it is registered: every harness function but the model's own tools, every writing built-in", async () => {
-    const r = await call<{ functions: { function_id: string; metadata?: Record<string, unknown> }[] }>("engine::functions::list", { include_internal: true });
-    const kernelPrefixes = ["run::", "turn::", "approval::", "policy::", "auth::", "provider::", "provisioning::", "session-tree::", "session-inbox::", "budget::", "hook-fanout::", "context-compaction::", "harness::http::", "harness::sub_agents::", "harness::sessions::"];
-    const kernelIds = ["harness::trigger", "harness::stop_children", "models::register", "state::set", "state::update", "state::delete", "state::list_groups", "stream::set", "stream::send", "stream::delete", "stream::update", "publish", "iii::durable::publish", "engine::queue::enqueue", "engine::channels::create", "engine::register_trigger", "engine::unregister_trigger", "engine::workers::register", "engine::traces::list"];
+    const r = await call<{ functions: { function_id: string; metadata?: Record<string, unknown> }[] }>("engine::functions::list", {
+      include_internal: true,
+    });
+    const kernelPrefixes = [
+      "run::",
+      "turn::",
+      "approval::",
+      "policy::",
+      "auth::",
+      "provider::",
+      "provisioning::",
+      "session-tree::",
+      "session-inbox::",
+      "budget::",
+      "hook-fanout::",
+      "context-compaction::",
+      "harness::http::",
+      "harness::sub_agents::",
+      "harness::sessions::",
+    ];
+    const kernelIds = [
+      "harness::trigger",
+      "harness::stop_children",
+      "models::register",
+      "state::set",
+      "state::update",
+      "state::delete",
+      "state::list_groups",
+      "stream::set",
+      "stream::send",
+      "stream::delete",
+      "stream::update",
+      "publish",
+      "iii::durable::publish",
+      "engine::queue::enqueue",
+      "engine::channels::create",
+      "engine::register_trigger",
+      "engine::unregister_trigger",
+      "engine::workers::register",
+      "engine::traces::list",
+    ];
     const marked = (id: string) => r.functions.find((f) => f.function_id === id)?.metadata?.model === "never";
     const kernel = r.functions.filter((f) => kernelPrefixes.some((p) => f.function_id.startsWith(p)) || kernelIds.includes(f.function_id));
     expect(kernel.length).toBeGreaterThan(40);
     expect(kernel.filter((f) => !marked(f.function_id)).map((f) => f.function_id)).toEqual([]);
-    for (const id of ["harness::spawn", "harness::join", "harness::children", "models::list", "models::get", "state::get", "engine::functions::list"]) expect(marked(id), id).toBe(false);
+    for (const id of [
+      "harness::spawn",
+      "harness::join",
+      "harness::children",
+      "models::list",
+      "models::get",
+      "state::get",
+      "engine::functions::list",
+    ])
+      expect(marked(id), id).toBe(false);
     // Who serves them, as the policy reads it.
-    expect(await call<{ served_by?: string; metadata?: unknown }>("engine::functions::info", { function_id: "models::register" })).toMatchObject({ served_by: "deployment", metadata: { model: "never" } });
-    expect(await call<{ served_by?: string }>("engine::functions::info", { function_id: "state::set" })).toMatchObject({ served_by: "engine", metadata: { model: "never" } });
+    expect(
+      await call<{ served_by?: string; metadata?: unknown }>("engine::functions::info", { function_id: "models::register" }),
+    ).toMatchObject({ served_by: "deployment", metadata: { model: "never" } });
+    expect(await call<{ served_by?: string }>("engine::functions::info", { function_id: "state::set" })).toMatchObject({
+      served_by: "engine",
+      metadata: { model: "never" },
+    });
   });
 
   it("no rule opens the kernel: policy::check_permissions refuses it before reading any", async () => {
-    for (const function_id of ["models::register", "approval::resolve", "state::set", "engine::register_trigger", "run::start", "turn::function_execute"]) {
-      expect(await call("policy::check_permissions", { function_id, args: {}, session_id: "s" }), function_id).toMatchObject({ decision: "deny", rule_id: "kernel" });
+    for (const function_id of [
+      "models::register",
+      "approval::resolve",
+      "state::set",
+      "engine::register_trigger",
+      "run::start",
+      "turn::function_execute",
+    ]) {
+      expect(await call("policy::check_permissions", { function_id, args: {}, session_id: "s" }), function_id).toMatchObject({
+        decision: "deny",
+        rule_id: "kernel",
+      });
     }
     // An id nobody serves is left to the rules (its call then answers function_not_found).
-    expect(await call("policy::check_permissions", { function_id: "directory::skills::absent", args: {}, session_id: "s" })).toEqual({ decision: "allow", rule_id: "directory::skills::*" });
-    expect(await call("policy::check_permissions", { function_id: "nobody::here", args: {}, session_id: "s" })).toEqual({ decision: "needs_approval" });
+    expect(await call("policy::check_permissions", { function_id: "directory::skills::absent", args: {}, session_id: "s" })).toEqual({
+      decision: "allow",
+      rule_id: "directory::skills::*",
+    });
+    expect(await call("policy::check_permissions", { function_id: "nobody::here", args: {}, session_id: "s" })).toEqual({
+      decision: "needs_approval",
+    });
   });
 });

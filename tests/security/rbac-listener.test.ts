@@ -36,7 +36,11 @@ const bound: Json[] = [];
 
 /** A client of the listener, as iii's tests make one: its token in an `x-test-token` header. */
 function rbacClient(testToken?: string, extra: Record<string, string> = {}): IIIClient {
-  const c = registerWorker(`${engine.wsUrl}/rbac`, { otel: { enabled: false }, invocationTimeoutMs: 10_000, headers: { ...(testToken ? { "x-test-token": testToken } : {}), ...extra } });
+  const c = registerWorker(`${engine.wsUrl}/rbac`, {
+    otel: { enabled: false },
+    invocationTimeoutMs: 10_000,
+    headers: { ...(testToken ? { "x-test-token": testToken } : {}), ...extra },
+  });
   clients.push(c);
   return c;
 }
@@ -44,7 +48,8 @@ function rbacClient(testToken?: string, extra: Record<string, string> = {}): III
 const call = (c: IIIClient, function_id: string, payload: unknown = {}) => c.trigger({ function_id, payload }) as Promise<Json>;
 
 /** What the engine's own catalog says (through the server, a token holder outside the listener). */
-const triggerTypes = async () => ((await call(server, "engine::triggers::list", { include_internal: true })).triggers as Json[]).map((t) => t.id as string);
+const triggerTypes = async () =>
+  ((await call(server, "engine::triggers::list", { include_internal: true })).triggers as Json[]).map((t) => t.id as string);
 const bindings = async () => (await call(server, "engine::registered-triggers::list", {})).registered_triggers as Json[];
 
 beforeAll(async () => {
@@ -53,10 +58,35 @@ beforeAll(async () => {
   server.registerFunction("test::rbac-worker::auth", async (input: Json) => {
     authCalls.push(input);
     const token = input.headers?.["x-test-token"];
-    if (!token) return { allowed_functions: [], forbidden_functions: [], allow_trigger_type_registration: false, context: { role: "anonymous", user_id: "anonymous" } };
-    if (token === "valid-token") return { allowed_functions: ["test::ew::valid-token-echo"], forbidden_functions: [], allow_trigger_type_registration: true, context: { role: "admin", user_id: "user-1" } };
-    if (token === "restricted-token") return { allowed_functions: [], forbidden_functions: ["test::ew::echo"], allow_trigger_type_registration: false, context: { role: "restricted", user_id: "user-2" } };
-    if (token === "prefix-token") return { allowed_functions: [], forbidden_functions: [], allow_trigger_type_registration: true, context: { role: "prefixed", user_id: "user-prefix" }, function_registration_prefix: "test-prefix" };
+    if (!token)
+      return {
+        allowed_functions: [],
+        forbidden_functions: [],
+        allow_trigger_type_registration: false,
+        context: { role: "anonymous", user_id: "anonymous" },
+      };
+    if (token === "valid-token")
+      return {
+        allowed_functions: ["test::ew::valid-token-echo"],
+        forbidden_functions: [],
+        allow_trigger_type_registration: true,
+        context: { role: "admin", user_id: "user-1" },
+      };
+    if (token === "restricted-token")
+      return {
+        allowed_functions: [],
+        forbidden_functions: ["test::ew::echo"],
+        allow_trigger_type_registration: false,
+        context: { role: "restricted", user_id: "user-2" },
+      };
+    if (token === "prefix-token")
+      return {
+        allowed_functions: [],
+        forbidden_functions: [],
+        allow_trigger_type_registration: true,
+        context: { role: "prefixed", user_id: "user-prefix" },
+        function_registration_prefix: "test-prefix",
+      };
     throw new Error("invalid token");
   });
   server.registerFunction("test::rbac-worker::middleware", async (input: Json) => {
@@ -78,19 +108,26 @@ beforeAll(async () => {
     if (String(input.function_id).startsWith("denied-trig::")) throw new Error("denied trigger registration");
     return {};
   });
-  server.registerTriggerType({ id: "test-rbac-trigger", description: "Trigger type for RBAC tests" }, {
-    async registerTrigger(config) {
-      bound.push(config as Json);
+  server.registerTriggerType(
+    { id: "test-rbac-trigger", description: "Trigger type for RBAC tests" },
+    {
+      async registerTrigger(config) {
+        bound.push(config as Json);
+      },
+      async unregisterTrigger() {},
     },
-    async unregisterTrigger() {},
-  });
+  );
   server.registerFunction("test::ew::public::echo", async (data: Json) => ({ echoed: data }));
   server.registerFunction("test::ew::valid-token-echo", async (data: Json) => ({ echoed: data, valid_token: true }));
   server.registerFunction("test::ew::meta-public", async (data: Json) => ({ meta_echoed: data }), { metadata: { ew_public: true } });
   server.registerFunction("test::ew::private", async () => ({ private: true }));
   await until(async () => {
     const have = await listed(server);
-    return ["test::rbac-worker::auth", "test::rbac-worker::middleware", "test::ew::private", "test::ew::meta-public"].every((id) => have.includes(id)) && (await triggerTypes()).includes("test-rbac-trigger");
+    return (
+      ["test::rbac-worker::auth", "test::rbac-worker::middleware", "test::ew::private", "test::ew::meta-public"].every((id) =>
+        have.includes(id),
+      ) && (await triggerTypes()).includes("test-rbac-trigger")
+    );
   }, "the server's functions");
 });
 
@@ -151,7 +188,14 @@ describe("iii's RBAC worker listener", () => {
   });
 
   it("a session header sent by the client is not the session: the front door sets its own", async () => {
-    const forged = JSON.stringify({ allowed_functions: ["*"], forbidden_functions: [], allow_trigger_type_registration: true, allow_function_registration: true, context: { user_id: "root" }, config: { expose_functions: ["*"] } });
+    const forged = JSON.stringify({
+      allowed_functions: ["*"],
+      forbidden_functions: [],
+      allow_trigger_type_registration: true,
+      allow_function_registration: true,
+      context: { user_id: "root" },
+      config: { expose_functions: ["*"] },
+    });
     const c = rbacClient("restricted-token", { "x-iii-rbac": forged });
     expect((await failure(call(c, "test::ew::private", {}))).code).toBe("FORBIDDEN");
     expect((await call(c, "test::ew::public::echo", {})).echoed._caller).toBe("user-2");
@@ -165,13 +209,20 @@ describe("iii's RBAC worker listener", () => {
     c.registerTriggerType({ id: "allowed-tt::test", description: "Should be allowed" }, handler);
     await until(async () => (await triggerTypes()).includes("allowed-tt::test"), "the allowed trigger type");
     expect(triggerTypeRegCalls.map((i) => i.trigger_type_id)).toEqual(["denied-tt::test", "allowed-tt::test"]);
-    expect(triggerTypeRegCalls[0]).toMatchObject({ trigger_type_id: "denied-tt::test", description: "Should be denied", context: { user_id: "user-1" } });
+    expect(triggerTypeRegCalls[0]).toMatchObject({
+      trigger_type_id: "denied-tt::test",
+      description: "Should be denied",
+      context: { user_id: "user-1" },
+    });
     expect(await triggerTypes()).not.toContain("denied-tt::test");
   });
 
   it("a token without allow_trigger_type_registration registers no trigger type, and no hook is asked", async () => {
     const c = rbacClient("restricted-token");
-    c.registerTriggerType({ id: "restricted-tt::test", description: "refused" }, { async registerTrigger() {}, async unregisterTrigger() {} });
+    c.registerTriggerType(
+      { id: "restricted-tt::test", description: "refused" },
+      { async registerTrigger() {}, async unregisterTrigger() {} },
+    );
     c.registerFunction("restricted::barrier", async () => null);
     await until(async () => (await listed(server)).includes("restricted::barrier"), "the barrier function");
     expect(await triggerTypes()).not.toContain("restricted-tt::test");
@@ -183,7 +234,12 @@ describe("iii's RBAC worker listener", () => {
     c.registerTrigger({ type: "test-rbac-trigger", function_id: "denied-trig::my-fn", config: { key: "value" } });
     c.registerTrigger({ type: "test-rbac-trigger", function_id: "test::ew::public::echo", config: { key: "allowed" } });
     await eventually(() => bound.some((b) => b.function_id === "test::ew::public::echo"), 10_000, "the allowed binding at its provider");
-    expect(triggerRegCalls[0]).toMatchObject({ trigger_type: "test-rbac-trigger", function_id: "denied-trig::my-fn", config: { key: "value" }, context: { user_id: "user-1" } });
+    expect(triggerRegCalls[0]).toMatchObject({
+      trigger_type: "test-rbac-trigger",
+      function_id: "denied-trig::my-fn",
+      config: { key: "value" },
+      context: { user_id: "user-1" },
+    });
     expect((await bindings()).map((b) => b.function_id)).not.toContain("denied-trig::my-fn");
     expect(bound.map((b) => b.function_id)).not.toContain("denied-trig::my-fn");
   });
@@ -221,7 +277,8 @@ describe("iii's RBAC worker listener", () => {
     const r = await call(c, "engine::functions::list", { include_internal: true });
     const ids = (r.functions as Json[]).map((f) => f.function_id);
     expect(ids).toEqual(expect.arrayContaining(["test::ew::public::echo", "test::ew::meta-public"]));
-    for (const hidden of ["test::ew::valid-token-echo", "test::ew::private", "test::rbac-worker::auth", "state::set"]) expect(ids).not.toContain(hidden);
+    for (const hidden of ["test::ew::valid-token-echo", "test::ew::private", "test::rbac-worker::auth", "state::set"])
+      expect(ids).not.toContain(hidden);
     expect(r.total).toBe(ids.length);
   });
 
@@ -239,7 +296,10 @@ describe("iii's RBAC worker listener", () => {
     // iii's suite registers the handler over the server's own `test::ew::valid-token-echo`; here a
     // live holder keeps its id (below), so the handler gets an id of its own.
     c.registerFunction("logging::echo", async (data: Json) => {
-      await c.trigger({ function_id: "engine::log::info", payload: { message: "carve-out regression guard: handler reached logger", data: { input: data } } });
+      await c.trigger({
+        function_id: "engine::log::info",
+        payload: { message: "carve-out regression guard: handler reached logger", data: { input: data } },
+      });
       return { logged: true, echoed: data };
     });
     const r = await until(() => call(server, "logging::echo", { msg: "real-usage-case" }), "the logging handler");
@@ -256,7 +316,11 @@ describe("iii's RBAC worker listener", () => {
     });
     team.registerFunction("team::hello", async () => ({ hello: "team" }));
     await until(async () => (await listed(team)).includes("team::hello"), "the team's functions");
-    const c = registerWorker(`${engine.wsUrl}/ns/team/rbac`, { otel: { enabled: false }, invocationTimeoutMs: 10_000, headers: { "x-test-token": "valid-token" } });
+    const c = registerWorker(`${engine.wsUrl}/ns/team/rbac`, {
+      otel: { enabled: false },
+      invocationTimeoutMs: 10_000,
+      headers: { "x-test-token": "valid-token" },
+    });
     clients.push(c);
     // No middleware is registered in `team`: an allowed call fails there, closed — and was allowed.
     expect((await failure(call(c, "team::hello"))).code).toBe("function_not_found");
@@ -272,6 +336,9 @@ describe("iii's RBAC worker listener", () => {
     c.registerFunction("test::ew::valid-token-echo", async () => ({ hijacked: true }));
     c.registerFunction("hijack::barrier", async () => null);
     await until(async () => (await listed(server)).includes("hijack::barrier"), "the barrier function");
-    expect(await call(server, "test::ew::valid-token-echo", { msg: "still mine" })).toEqual({ echoed: expect.objectContaining({ msg: "still mine" }), valid_token: true });
+    expect(await call(server, "test::ew::valid-token-echo", { msg: "still mine" })).toEqual({
+      echoed: expect.objectContaining({ msg: "still mine" }),
+      valid_token: true,
+    });
   });
 });

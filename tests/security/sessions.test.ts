@@ -40,7 +40,11 @@ const ALICE_SID = "alice-secret-session";
 const BOB_SID = "bob-own-session";
 
 const user = (text: string) => ({ role: "user", content: [{ type: "text", text }], timestamp: Date.now() });
-const turnBody = (sid: string, text: string) => ({ session_id: sid, message_id: `${sid}-m1`, payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user(text)] } });
+const turnBody = (sid: string, text: string) => ({
+  session_id: sid,
+  message_id: `${sid}-m1`,
+  payload: { session_id: sid, message_id: `${sid}-m1`, model: "gpt-4o", provider: "openai", messages: [user(text)] },
+});
 
 async function send(p: string, t: string | undefined, body?: unknown): Promise<Response> {
   return fetch(`${engine.url}/${p}`, {
@@ -78,7 +82,13 @@ class StreamSocket {
   async join(streamName: string, groupId: string): Promise<Frame> {
     const subscriptionId = `${streamName}/${groupId}`;
     this.ws.send(JSON.stringify({ type: "join", data: { subscriptionId, streamName, groupId } }));
-    return until(() => this.pushes.find((p) => p.streamName === streamName && p.groupId === groupId && (p.event?.type === "sync" || p.event?.type === "unauthorized")), `an answer to the join of ${subscriptionId}`);
+    return until(
+      () =>
+        this.pushes.find(
+          (p) => p.streamName === streamName && p.groupId === groupId && (p.event?.type === "sync" || p.event?.type === "unauthorized"),
+        ),
+      `an answer to the join of ${subscriptionId}`,
+    );
   }
   close() {
     this.ws.close();
@@ -88,13 +98,27 @@ class StreamSocket {
 /** Everything an attack could change about Alice's session, read with the operator's grant. */
 async function aliceSnapshot(op: RawSocket): Promise<string> {
   const state = await op.ok("turn::get_state", { session_id: ALICE_SID });
-  const events = await op.ok<{ items: unknown[] }>("stream::list_items", { stream_name: "agent::events", group_id: ALICE_SID, limit: 1000 });
+  const events = await op.ok<{ items: unknown[] }>("stream::list_items", {
+    stream_name: "agent::events",
+    group_id: ALICE_SID,
+    limit: 1000,
+  });
   const messages = await op.ok("session-tree::messages", { session_id: ALICE_SID });
   const inbox = await op.ok("session-inbox::peek", { name: "steering", session_id: ALICE_SID });
   const approvals = await op.ok("state::list", { scope: "approvals" });
   const sessions = await op.ok<{ sessions: { session_id: string }[]; total: number }>("session-tree::list", { limit: 100 });
   const owners = await op.ok("state::list", { scope: "session_owner" });
-  return JSON.stringify({ state, events: events.items.length, messages, inbox, approvals, sessions: sessions.sessions.map((s) => s.session_id).sort(), total: sessions.total, owners, model_calls: replay.requests.length });
+  return JSON.stringify({
+    state,
+    events: events.items.length,
+    messages,
+    inbox,
+    approvals,
+    sessions: sessions.sessions.map((s) => s.session_id).sort(),
+    total: sessions.total,
+    owners,
+    model_calls: replay.requests.length,
+  });
 }
 
 beforeAll(async () => {
@@ -102,8 +126,14 @@ beforeAll(async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "sessions-owners-"));
   const rules = path.join(dir, "iii-permissions.yaml");
   writeFileSync(rules, PERMISSIONS);
-  engine = await startEngine({ env: { AUTH_SECRET: TEST_AUTH_SECRET, OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules } });
-  [alice, bob, operator] = await Promise.all([token("alice", { ns: ["default"], call: HARNESS }), token("bob", { ns: ["default"], call: HARNESS }), token("ops", { ns: ["*"], sessions: ["*"] })]);
+  engine = await startEngine({
+    env: { AUTH_SECRET: TEST_AUTH_SECRET, OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules },
+  });
+  [alice, bob, operator] = await Promise.all([
+    token("alice", { ns: ["default"], call: HARNESS }),
+    token("bob", { ns: ["default"], call: HARNESS }),
+    token("ops", { ns: ["*"], sessions: ["*"] }),
+  ]);
   await until(async () => (await send("api/turns/none", alice)).status === 404 || undefined, "the harness routes", 60_000, 200);
 
   // The function Alice's model wants to call (served by a worker of its own).
@@ -111,10 +141,18 @@ beforeAll(async () => {
   mailer.serve("mail::send", () => ({ sent: true }));
 
   // Alice's turn parks on mail::send, waiting for her.
-  replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "ada@example.com", card: "4111 1111 1111 1111" }, "m-1")), reply(say("Sent.")));
+  replay.enqueue(
+    "openai",
+    reply(callAgentTrigger("mail::send", { to: "ada@example.com", card: "4111 1111 1111 1111" }, "m-1")),
+    reply(say("Sent.")),
+  );
   const started = await send("api/turns", alice, turnBody(ALICE_SID, "mail my card number 4111 1111 1111 1111 to Ada"));
   expect(started.status, await started.clone().text()).toBe(200);
-  await until(async () => (await json(await send(`api/turns/${ALICE_SID}`, alice))).state === "function_awaiting_approval", "Alice's turn to park", TURN_DEADLINE_MS);
+  await until(
+    async () => (await json(await send(`api/turns/${ALICE_SID}`, alice))).state === "function_awaiting_approval",
+    "Alice's turn to park",
+    TURN_DEADLINE_MS,
+  );
   // Bob's own session, finished.
   replay.enqueue("openai", reply(say("Hello Bob.")));
   expect((await send("api/turns", bob, turnBody(BOB_SID, "hello"))).status).toBe(200);
@@ -137,14 +175,22 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     const none = await send("api/turns/no-such-session", bob);
     expect(none.status).toBe(404);
     const noneBody = await json(none);
-    for (const p of [`api/turns/${ALICE_SID}`, `api/turns/${ALICE_SID}/events`, `api/sessions/${ALICE_SID}/tree`, `api/sessions/${ALICE_SID}/export?format=html`, `api/sessions/${ALICE_SID}/export?format=json`]) {
+    for (const p of [
+      `api/turns/${ALICE_SID}`,
+      `api/turns/${ALICE_SID}/events`,
+      `api/sessions/${ALICE_SID}/tree`,
+      `api/sessions/${ALICE_SID}/export?format=html`,
+      `api/sessions/${ALICE_SID}/export?format=json`,
+    ]) {
       const r = await send(p, bob);
       const text = await r.text();
       expect(r.status, p).toBe(404);
       expect(text, p).not.toContain("4111 1111");
       expect(JSON.parse(text).error.code, p).toBe("session_not_found");
     }
-    expect((await json(await send(`api/turns/${ALICE_SID}`, bob))).error.message).toBe(noneBody.error.message.replace("no-such-session", ALICE_SID));
+    expect((await json(await send(`api/turns/${ALICE_SID}`, bob))).error.message).toBe(
+      noneBody.error.message.replace("no-such-session", ALICE_SID),
+    );
 
     // Actions: approving her parked call, steering, stopping, resuming, re-running, forking.
     const actions: [string, unknown][] = [
@@ -169,7 +215,12 @@ describe("sessions have owners (AUTH_SECRET)", () => {
   });
 
   it("over HTTP, the other direction: Alice is refused Bob's session; each reads their own", async () => {
-    for (const p of [`api/turns/${BOB_SID}`, `api/turns/${BOB_SID}/events`, `api/sessions/${BOB_SID}/tree`, `api/sessions/${BOB_SID}/export`]) {
+    for (const p of [
+      `api/turns/${BOB_SID}`,
+      `api/turns/${BOB_SID}/events`,
+      `api/sessions/${BOB_SID}/tree`,
+      `api/sessions/${BOB_SID}/export`,
+    ]) {
       expect((await send(p, alice)).status, p).toBe(404);
       expect((await send(p, bob)).status, p).toBe(200);
     }
@@ -184,7 +235,11 @@ describe("sessions have owners (AUTH_SECRET)", () => {
 
   it("on the stream socket, a billing::* token and Bob cannot follow Alice's session; Alice and the operator can", async () => {
     const billing = await StreamSocket.open(await token("billing-svc", { ns: ["*"], call: ["billing::*"] }));
-    for (const [stream, group] of [["agent::events", ALICE_SID], ["agent::turn_end", ALICE_SID], ["agent::sessions", "all"]] as const) {
+    for (const [stream, group] of [
+      ["agent::events", ALICE_SID],
+      ["agent::turn_end", ALICE_SID],
+      ["agent::sessions", "all"],
+    ] as const) {
       const answer = await billing.join(stream, group);
       expect(answer.event.type, `${stream}/${group}`).toBe("unauthorized");
       expect(JSON.stringify(answer)).not.toContain("4111 1111");
@@ -220,10 +275,17 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     // A change to Alice's session reaches Alice and the operator, never Bob's socket.
     const bobPushes = bobs.pushes.length;
     const op = await socket("ops-writer", ["*"], { ns: ["*"], sessions: ["*"] });
-    await op.ok("stream::set", { stream_name: "agent::sessions", group_id: "all", item_id: ALICE_SID, data: { added: [ALICE_SID], note: "4111" } });
+    await op.ok("stream::set", {
+      stream_name: "agent::sessions",
+      group_id: "all",
+      item_id: ALICE_SID,
+      data: { added: [ALICE_SID], note: "4111" },
+    });
     await until(() => ops.pushes.some((p) => p.event?.type === "update" && p.id === ALICE_SID), "the operator's push");
     expect(bobs.pushes.slice(bobPushes).some((p) => JSON.stringify(p).includes(ALICE_SID))).toBe(false);
-    expect(reader.pushes.some((p) => p.event?.type !== "sync" && p.event?.type !== "unauthorized" && JSON.stringify(p).includes(ALICE_SID))).toBe(false);
+    expect(
+      reader.pushes.some((p) => p.event?.type !== "sync" && p.event?.type !== "unauthorized" && JSON.stringify(p).includes(ALICE_SID)),
+    ).toBe(false);
   });
 
   it("by direct function calls, Bob with a wide grant is refused — even claiming to be Alice", async () => {
@@ -270,7 +332,9 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     // Listings: her session is not among Bob's.
     expect(JSON.stringify(await wide.ok("session-tree::list", {}))).not.toContain(ALICE_SID);
     expect(await wide.ok("stream::list_groups", { stream_name: "agent::events" })).not.toContain(ALICE_SID);
-    expect(JSON.stringify(await wide.ok("stream::list_items", { stream_name: "agent::sessions", group_id: "all" }))).not.toContain(ALICE_SID);
+    expect(JSON.stringify(await wide.ok("stream::list_items", { stream_name: "agent::sessions", group_id: "all" }))).not.toContain(
+      ALICE_SID,
+    );
     expect(JSON.stringify(await wide.ok("stream::list_all", {}))).not.toContain(ALICE_SID);
 
     expect(await aliceSnapshot(op)).toBe(before);
@@ -301,17 +365,23 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     expect(seen.find((d) => d.n === 3)?._caller_principal).toEqual({ sub: "bob" });
   });
 
-  it("the operator (sessions: [\"*\"]) reads Alice's session by direct call", async () => {
+  it('the operator (sessions: ["*"]) reads Alice\'s session by direct call', async () => {
     const op = await socket("ops", ["*"], { ns: ["*"], sessions: ["*"] });
     // The operator may do what Bob may not, on her behalf.
     expect(((await op.ok("turn::get_state", { session_id: ALICE_SID })) as Frame).state).toBe("function_awaiting_approval");
-    expect((await op.ok<{ items: unknown[] }>("stream::list_items", { stream_name: "agent::events", group_id: ALICE_SID })).items.length).toBeGreaterThan(0);
+    expect(
+      (await op.ok<{ items: unknown[] }>("stream::list_items", { stream_name: "agent::events", group_id: ALICE_SID })).items.length,
+    ).toBeGreaterThan(0);
   });
 
   it("Alice approves her own call: the turn finishes; her HTML export carries a strict CSP", async () => {
     const res = await send("api/approvals", alice, { session_id: ALICE_SID, function_call_id: "m-1", decision: "allow" });
     expect(res.status, await res.clone().text()).toBe(200);
-    await until(async () => (await json(await send(`api/turns/${ALICE_SID}`, alice))).state === "stopped", "Alice's turn to end", TURN_DEADLINE_MS);
+    await until(
+      async () => (await json(await send(`api/turns/${ALICE_SID}`, alice))).state === "stopped",
+      "Alice's turn to end",
+      TURN_DEADLINE_MS,
+    );
     const page = await send(`api/sessions/${ALICE_SID}/export?format=html`, alice);
     expect(page.status).toBe(200);
     const csp = page.headers.get("content-security-policy") ?? "";

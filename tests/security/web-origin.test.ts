@@ -22,7 +22,8 @@ afterAll(async () => {
 });
 
 /** A request with exactly these headers (fetch would add or refuse some of them). */
-const raw = (method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<RawAnswer> => rawRequest(engine.url, method, path, headers, body);
+const raw = (method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<RawAnswer> =>
+  rawRequest(engine.url, method, path, headers, body);
 
 const JSON_TYPE = { "content-type": "application/json" };
 /** A call as a local program makes it (no Origin). */
@@ -35,10 +36,17 @@ async function call(function_id: string, payload: unknown): Promise<unknown> {
 /** What an attack could change: the catalog's functions and the scope the attacks write to. */
 async function snapshot(): Promise<unknown> {
   const fns = (await call("engine::functions::list", {})) as { functions: { function_id: string }[] };
-  return { functions: fns.functions.map((f) => f.function_id).sort(), attack: await call("state::list", { scope: "web-attack" }), sessions: await call("state::list", { scope: "sessions" }).catch(() => null) };
+  return {
+    functions: fns.functions.map((f) => f.function_id).sort(),
+    attack: await call("state::list", { scope: "web-attack" }),
+    sessions: await call("state::list", { scope: "sessions" }).catch(() => null),
+  };
 }
 
-const writeAttempt = JSON.stringify({ function_id: "state::set", payload: { scope: "web-attack", key: "k", value: "written by a web page" } });
+const writeAttempt = JSON.stringify({
+  function_id: "state::set",
+  payload: { scope: "web-attack", key: "k", value: "written by a web page" },
+});
 
 /** Dial a socket path with these headers: "open", or the refused handshake's status. */
 function dial(path: string, headers: Record<string, string>): Promise<"open" | number> {
@@ -77,16 +85,42 @@ describe("a page on another origin", () => {
       const cross = await raw("POST", "/_iii/invoke", { "content-type": type, Origin: EVIL, "Sec-Fetch-Site": "cross-site" }, writeAttempt);
       expect(cross.status, type).toBe(403);
       expect(cross.body.error?.code).toBe("forbidden");
-      const turn = await raw("POST", "/api/turns", { "content-type": type, Origin: EVIL }, JSON.stringify({ message: "spend the developer's credit" }));
+      const turn = await raw(
+        "POST",
+        "/api/turns",
+        { "content-type": type, Origin: EVIL },
+        JSON.stringify({ message: "spend the developer's credit" }),
+      );
       expect(turn.status, `/api/turns ${type}`).toBe(403);
-      const mcp = await raw("POST", "/mcp", { "content-type": type, Origin: EVIL }, JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }));
+      const mcp = await raw(
+        "POST",
+        "/mcp",
+        { "content-type": type, Origin: EVIL },
+        JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+      );
       expect(mcp.status, `/mcp ${type}`).toBe(403);
       // From the engine's own origin too: a JSON endpoint takes JSON from a browser.
-      const own = await raw("POST", "/_iii/invoke", { "content-type": type, Origin: engine.url, "Sec-Fetch-Site": "same-origin" }, writeAttempt);
+      const own = await raw(
+        "POST",
+        "/_iii/invoke",
+        { "content-type": type, Origin: engine.url, "Sec-Fetch-Site": "same-origin" },
+        writeAttempt,
+      );
       expect(own.status, `own page ${type}`).toBe(415);
       expect(own.body.error?.code).toBe("invalid_arguments");
-      expect((await raw("POST", "/api/turns", { "content-type": type, Origin: engine.url }, JSON.stringify({ message: "hi" }))).status).toBe(415);
-      expect((await raw("POST", "/mcp", { "content-type": type, Origin: engine.url }, JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }))).status).toBe(415);
+      expect(
+        (await raw("POST", "/api/turns", { "content-type": type, Origin: engine.url }, JSON.stringify({ message: "hi" }))).status,
+      ).toBe(415);
+      expect(
+        (
+          await raw(
+            "POST",
+            "/mcp",
+            { "content-type": type, Origin: engine.url },
+            JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+          )
+        ).status,
+      ).toBe(415);
     }
     // curl's `-d` default (a form) is refused from any client: a form body is never JSON.
     expect((await raw("POST", "/_iii/invoke", { "content-type": "application/x-www-form-urlencoded" }, writeAttempt)).status).toBe(415);
@@ -95,7 +129,16 @@ describe("a page on another origin", () => {
     // request's origin and type, not the write.
     expect(await call("state::set", { scope: "web-attack-control", key: "k", value: 1 })).toBeDefined();
     // A local program's text/plain (Node's fetch sends a string body so) is still taken.
-    expect((await raw("POST", "/_iii/invoke", { "content-type": "text/plain;charset=UTF-8" }, JSON.stringify({ function_id: "state::get", payload: { scope: "web-attack-control", key: "k" } }))).body.result).toBe(1);
+    expect(
+      (
+        await raw(
+          "POST",
+          "/_iii/invoke",
+          { "content-type": "text/plain;charset=UTF-8" },
+          JSON.stringify({ function_id: "state::get", payload: { scope: "web-attack-control", key: "k" } }),
+        )
+      ).body.result,
+    ).toBe(1);
   });
 
   it("cannot get a console token", async () => {
@@ -132,7 +175,12 @@ describe("a proxy in front of the loopback engine", () => {
   it("a proxy that names a loopback client keeps it local", async () => {
     const local: Record<string, string>[] = [{ "X-Forwarded-For": "127.0.0.1" }, { Forwarded: 'for="[::1]:5000"' }, { "X-Real-IP": "::1" }];
     for (const h of local) {
-      const r = await raw("POST", "/_iii/invoke", { ...JSON_TYPE, ...h }, JSON.stringify({ function_id: "engine::functions::list", payload: {} }));
+      const r = await raw(
+        "POST",
+        "/_iii/invoke",
+        { ...JSON_TYPE, ...h },
+        JSON.stringify({ function_id: "engine::functions::list", payload: {} }),
+      );
       expect(r.status, JSON.stringify(h)).toBe(200);
     }
   });

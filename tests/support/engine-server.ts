@@ -76,7 +76,13 @@ function freshStateDir(env: Record<string, string> | undefined): string {
     const building = mkdtempSync(path.join(tmpdir(), "iii-edge-d1-building-"));
     const r = spawnSync(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], {
       cwd: repoRoot,
-      env: { ...process.env, ...env, III_STATE_DIR: building, III_MIGRATE_ONLY: "1", PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}` },
+      env: {
+        ...process.env,
+        ...env,
+        III_STATE_DIR: building,
+        III_MIGRATE_ONLY: "1",
+        PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+      },
       stdio: ["ignore", "ignore", "inherit"],
     });
     if (r.status !== 0 || !isMigrated(building, stamp)) {
@@ -93,7 +99,9 @@ function freshStateDir(env: Record<string, string> | undefined): string {
   return dir;
 }
 
-export async function startEngine(opts: { port?: number; stateDir?: string; vars?: Record<string, string>; env?: Record<string, string> } = {}): Promise<EngineServer> {
+export async function startEngine(
+  opts: { port?: number; stateDir?: string; vars?: Record<string, string>; env?: Record<string, string> } = {},
+): Promise<EngineServer> {
   let port = opts.port ?? (await freePort());
   const stateDir = opts.stateDir ?? freshStateDir(opts.env);
   let url = `http://127.0.0.1:${port}`;
@@ -115,7 +123,12 @@ export async function startEngine(opts: { port?: number; stateDir?: string; vars
     };
     if (opts.vars) env.III_DEV_VARS = JSON.stringify(opts.vars);
     // Its own process group, so stop() takes down wrangler, its node child and workerd together.
-    child = spawn(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], { cwd: repoRoot, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    child = spawn(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], {
+      cwd: repoRoot,
+      env,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     child.stdout?.on("data", (d) => (log += d));
     child.stderr?.on("data", (d) => (log += d));
     await waitHealthy(url, child, () => log);

@@ -5,8 +5,8 @@ import type { Sql, SqlValue, Timers } from "@iii-edge/engine-do/core/ports.ts";
 
 export function nodeSql(db: DatabaseSync): Sql {
   return {
-    exec: <T,>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
-    transaction: <T,>(fn: () => T): T => {
+    exec: <T>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
+    transaction: <T>(fn: () => T): T => {
       db.exec("BEGIN");
       try {
         const r = fn();

@@ -142,7 +142,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
           const resource = attrs(obj(obj(rl).resource).attributes);
           for (const sl of arr(obj(rl).scopeLogs)) {
             for (const l of arr(obj(sl).logRecords).map(obj)) {
-              const log: ReceivedLog = { body: anyValue(l.body), attributes: attrs(l.attributes), service_name: String(resource["service.name"] ?? "") };
+              const log: ReceivedLog = {
+                body: anyValue(l.body),
+                attributes: attrs(l.attributes),
+                service_name: String(resource["service.name"] ?? ""),
+              };
               if (l.traceId) log.trace_id = String(l.traceId);
               if (l.spanId) log.span_id = String(l.spanId);
               if (l.severityText) log.severity_text = String(l.severityText);
@@ -158,13 +162,15 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
             for (const m of arr(obj(sm).metrics).map(obj)) {
               const kind = m.gauge ? "gauge" : m.sum ? "sum" : m.histogram ? "histogram" : undefined;
               if (!kind) continue;
-              const points = arr(obj(m[kind]).dataPoints).map(obj).map((p) => {
-                const point: ReceivedMetric["points"][number] = { attributes: attrs(p.attributes) };
-                const v = p.asDouble ?? p.asInt;
-                if (v !== undefined) point.value = Number(v);
-                if (p.count !== undefined) point.count = Number(p.count);
-                return point;
-              });
+              const points = arr(obj(m[kind]).dataPoints)
+                .map(obj)
+                .map((p) => {
+                  const point: ReceivedMetric["points"][number] = { attributes: attrs(p.attributes) };
+                  const v = p.asDouble ?? p.asInt;
+                  if (v !== undefined) point.value = Number(v);
+                  if (p.count !== undefined) point.count = Number(p.count);
+                  return point;
+                });
               r.metrics.push({ name: String(m.name), service_name: String(resource["service.name"] ?? ""), kind, points });
             }
           }

@@ -17,7 +17,8 @@ export type Step =
 
 export const say = (text: string): Step => ({ type: "text", text });
 export const think = (text: string, signature = "EqQBCkYIBxgCKkB-replay-signature"): Step => ({ type: "thinking", text, signature });
-export const call = (name: string, args: unknown, id?: string): Step => (id === undefined ? { type: "call", name, arguments: args } : { type: "call", name, arguments: args, id });
+export const call = (name: string, args: unknown, id?: string): Step =>
+  id === undefined ? { type: "call", name, arguments: args } : { type: "call", name, arguments: args, id };
 /** The harness's one tool (docs/harness-contracts.md §3.1): `agent_trigger {function, payload}`. */
 export const callAgentTrigger = (fn: string, payload: unknown, id?: string): Step => call("agent_trigger", { function: fn, payload }, id);
 
@@ -51,7 +52,12 @@ export type Scenario =
 
 export const reply = (...steps: Step[]): Scenario => ({ kind: "reply", steps, options: {} });
 export const replyWith = (options: ReplyOptions, ...steps: Step[]): Scenario => ({ kind: "reply", steps, options });
-export const rateLimited = (retry: { seconds?: number; ms?: number } = {}): Scenario => ({ kind: "error", error: "rate_limited", retryAfterSeconds: retry.seconds, retryAfterMs: retry.ms });
+export const rateLimited = (retry: { seconds?: number; ms?: number } = {}): Scenario => ({
+  kind: "error",
+  error: "rate_limited",
+  retryAfterSeconds: retry.seconds,
+  retryAfterMs: retry.ms,
+});
 export const serverError = (status = 500): Scenario => ({ kind: "error", error: "server_error", status });
 export const unauthorized = (): Scenario => ({ kind: "error", error: "unauthorized" });
 export const overflow = (): Scenario => ({ kind: "error", error: "overflow" });
@@ -61,7 +67,10 @@ export const stalled = (afterEvents: number, ...steps: Step[]): Scenario => repl
 // ------------------------------------------------------------------ wire rendering
 
 let serial = 0;
-const randomId = (n: number) => Array.from({ length: n }, () => "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[Math.floor(Math.random() * 62)]).join("");
+const randomId = (n: number) =>
+  Array.from({ length: n }, () => "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[Math.floor(Math.random() * 62)]).join(
+    "",
+  );
 
 function pieces(text: string, size: number): string[] {
   const out: string[] = [];
@@ -70,13 +79,24 @@ function pieces(text: string, size: number): string[] {
 }
 
 const DEFAULT_PIECE_CHARS = 6;
-const stopOf = (steps: readonly Step[], options: ReplyOptions) => options.stop ?? (steps.some((s) => s.type === "call") ? "function_call" : "end");
+const stopOf = (steps: readonly Step[], options: ReplyOptions) =>
+  options.stop ?? (steps.some((s) => s.type === "call") ? "function_call" : "end");
 
 /** OpenAI chat completion chunks (`data: {…}` … `data: [DONE]`). */
-export function renderOpenAI(steps: readonly Step[], options: ReplyOptions, request: { model?: unknown; stream_options?: { include_usage?: unknown } }): string[] {
+export function renderOpenAI(
+  steps: readonly Step[],
+  options: ReplyOptions,
+  request: { model?: unknown; stream_options?: { include_usage?: unknown } },
+): string[] {
   const size = options.pieceChars ?? DEFAULT_PIECE_CHARS;
   const includeUsage = request.stream_options?.include_usage === true;
-  const base = { id: `chatcmpl-replay${++serial}`, object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model: options.model ?? String(request.model ?? "replay-model"), system_fingerprint: "fp_replay" };
+  const base = {
+    id: `chatcmpl-replay${++serial}`,
+    object: "chat.completion.chunk",
+    created: Math.floor(Date.now() / 1000),
+    model: options.model ?? String(request.model ?? "replay-model"),
+    system_fingerprint: "fp_replay",
+  };
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
     `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) })}\n\n`;
   const events = [chunk({ role: "assistant", content: "", refusal: null })];
@@ -86,12 +106,17 @@ export function renderOpenAI(steps: readonly Step[], options: ReplyOptions, requ
     else if (s.type === "thinking") for (const p of pieces(s.text, size)) events.push(chunk({ content: null, reasoning_content: p }));
     else {
       const index = toolIndex++;
-      events.push(chunk({ tool_calls: [{ index, id: s.id ?? `call_${randomId(24)}`, type: "function", function: { name: s.name, arguments: "" } }] }));
-      for (const p of pieces(JSON.stringify(s.arguments), size)) events.push(chunk({ tool_calls: [{ index, function: { arguments: p } }] }));
+      events.push(
+        chunk({ tool_calls: [{ index, id: s.id ?? `call_${randomId(24)}`, type: "function", function: { name: s.name, arguments: "" } }] }),
+      );
+      for (const p of pieces(JSON.stringify(s.arguments), size))
+        events.push(chunk({ tool_calls: [{ index, function: { arguments: p } }] }));
     }
   }
   if (options.streamError) {
-    events.push(`data: ${JSON.stringify({ error: { message: options.streamError.message, type: options.streamError.type, param: null, code: null } })}\n\n`);
+    events.push(
+      `data: ${JSON.stringify({ error: { message: options.streamError.message, type: options.streamError.type, param: null, code: null } })}\n\n`,
+    );
     return events;
   }
   const stop = stopOf(steps, options);
@@ -103,7 +128,12 @@ export function renderOpenAI(steps: readonly Step[], options: ReplyOptions, requ
       completion_tokens: u.output,
       total_tokens: u.input + (u.cache_read ?? 0) + u.output,
       prompt_tokens_details: { cached_tokens: u.cache_read ?? 0, audio_tokens: 0 },
-      completion_tokens_details: { reasoning_tokens: u.reasoning ?? 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+      completion_tokens_details: {
+        reasoning_tokens: u.reasoning ?? 0,
+        audio_tokens: 0,
+        accepted_prediction_tokens: 0,
+        rejected_prediction_tokens: 0,
+      },
     };
     events.push(`data: ${JSON.stringify({ ...base, choices: [], usage })}\n\n`);
   }
@@ -128,7 +158,13 @@ export function renderAnthropic(steps: readonly Step[], options: ReplyOptions, r
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: u.input, cache_creation_input_tokens: u.cache_write ?? 0, cache_read_input_tokens: u.cache_read ?? 0, output_tokens: 1, service_tier: "standard" },
+        usage: {
+          input_tokens: u.input,
+          cache_creation_input_tokens: u.cache_write ?? 0,
+          cache_read_input_tokens: u.cache_read ?? 0,
+          output_tokens: 1,
+          service_tier: "standard",
+        },
       },
     }),
     sse("ping", { type: "ping" }),
@@ -136,15 +172,36 @@ export function renderAnthropic(steps: readonly Step[], options: ReplyOptions, r
   steps.forEach((s, index) => {
     if (s.type === "text") {
       events.push(sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } }));
-      for (const p of pieces(s.text, size)) events.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: p } }));
+      for (const p of pieces(s.text, size))
+        events.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: p } }));
     } else if (s.type === "thinking") {
-      events.push(sse("content_block_start", { type: "content_block_start", index, content_block: { type: "thinking", thinking: "", signature: "" } }));
-      for (const p of pieces(s.text, size)) events.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: p } }));
-      events.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "signature_delta", signature: s.signature } }));
+      events.push(
+        sse("content_block_start", {
+          type: "content_block_start",
+          index,
+          content_block: { type: "thinking", thinking: "", signature: "" },
+        }),
+      );
+      for (const p of pieces(s.text, size))
+        events.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: p } }));
+      events.push(
+        sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "signature_delta", signature: s.signature } }),
+      );
     } else {
-      events.push(sse("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: s.id ?? `toolu_01${randomId(22)}`, name: s.name, input: {} } }));
-      events.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: "" } }));
-      for (const p of pieces(JSON.stringify(s.arguments), size)) events.push(sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: p } }));
+      events.push(
+        sse("content_block_start", {
+          type: "content_block_start",
+          index,
+          content_block: { type: "tool_use", id: s.id ?? `toolu_01${randomId(22)}`, name: s.name, input: {} },
+        }),
+      );
+      events.push(
+        sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: "" } }),
+      );
+      for (const p of pieces(JSON.stringify(s.arguments), size))
+        events.push(
+          sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: p } }),
+        );
     }
     events.push(sse("content_block_stop", { type: "content_block_stop", index }));
   });
@@ -153,21 +210,41 @@ export function renderAnthropic(steps: readonly Step[], options: ReplyOptions, r
     return events;
   }
   const stop = stopOf(steps, options);
-  events.push(sse("message_delta", { type: "message_delta", delta: { stop_reason: stop === "function_call" ? "tool_use" : stop === "length" ? "max_tokens" : "end_turn", stop_sequence: null }, usage: { output_tokens: u.output } }));
+  events.push(
+    sse("message_delta", {
+      type: "message_delta",
+      delta: { stop_reason: stop === "function_call" ? "tool_use" : stop === "length" ? "max_tokens" : "end_turn", stop_sequence: null },
+      usage: { output_tokens: u.output },
+    }),
+  );
   events.push(sse("message_stop", { type: "message_stop" }));
   return events;
 }
 
 /** Each provider's error response, as its API sends it. */
-function renderError(provider: ReplayProvider, s: Extract<Scenario, { kind: "error" }>): { status: number; headers: Record<string, string>; body: string } {
+function renderError(
+  provider: ReplayProvider,
+  s: Extract<Scenario, { kind: "error" }>,
+): { status: number; headers: Record<string, string>; body: string } {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (s.retryAfterSeconds !== undefined) headers["retry-after"] = String(s.retryAfterSeconds);
   if (s.retryAfterMs !== undefined) headers["retry-after-ms"] = String(s.retryAfterMs);
-  const oa = (status: number, message: string, type: string, code: string | null, param: string | null = null) => ({ status, body: JSON.stringify({ error: { message, type, param, code } }) });
-  const an = (status: number, type: string, message: string) => ({ status, body: JSON.stringify({ type: "error", error: { type, message } }) });
+  const oa = (status: number, message: string, type: string, code: string | null, param: string | null = null) => ({
+    status,
+    body: JSON.stringify({ error: { message, type, param, code } }),
+  });
+  const an = (status: number, type: string, message: string) => ({
+    status,
+    body: JSON.stringify({ type: "error", error: { type, message } }),
+  });
   const table: Record<ErrorName, Record<ReplayProvider, { status: number; body: string }>> = {
     rate_limited: {
-      openai: oa(429, "Rate limit reached for gpt-4o in organization org-replay on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 1s.", "requests", "rate_limit_exceeded"),
+      openai: oa(
+        429,
+        "Rate limit reached for gpt-4o in organization org-replay on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 1s.",
+        "requests",
+        "rate_limit_exceeded",
+      ),
       anthropic: an(429, "rate_limit_error", "This request would exceed the rate limit for your organization of 50 requests per minute."),
     },
     server_error: {
@@ -179,11 +256,22 @@ function renderError(provider: ReplayProvider, s: Extract<Scenario, { kind: "err
       anthropic: an(529, "overloaded_error", "Overloaded"),
     },
     unauthorized: {
-      openai: oa(401, "Incorrect API key provided: sk-test-****. You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key"),
+      openai: oa(
+        401,
+        "Incorrect API key provided: sk-test-****. You can find your API key at https://platform.openai.com/account/api-keys.",
+        "invalid_request_error",
+        "invalid_api_key",
+      ),
       anthropic: an(401, "authentication_error", "invalid x-api-key"),
     },
     overflow: {
-      openai: oa(400, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.", "invalid_request_error", "context_length_exceeded", "messages"),
+      openai: oa(
+        400,
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. Please reduce the length of the messages.",
+        "invalid_request_error",
+        "context_length_exceeded",
+        "messages",
+      ),
       anthropic: an(400, "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"),
     },
   };
@@ -206,11 +294,13 @@ function openaiProblem(body: Json): string | undefined {
   for (const [i, m] of body.messages.entries()) {
     if (!isJson(m)) return `messages[${i}] is not an object`;
     if (m.role === "tool") {
-      if (!open.includes(String(m.tool_call_id))) return `Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. (messages[${i}])`;
+      if (!open.includes(String(m.tool_call_id)))
+        return `Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. (messages[${i}])`;
       open = open.filter((id) => id !== m.tool_call_id);
       continue;
     }
-    if (open.length > 0) return `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${open.join(", ")}`;
+    if (open.length > 0)
+      return `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${open.join(", ")}`;
     if (m.role === "assistant" && Array.isArray(m.tool_calls)) open = m.tool_calls.map((c) => String(isJson(c) ? c.id : ""));
   }
   return undefined;
@@ -223,7 +313,7 @@ function anthropicProblem(body: Json): string | undefined {
   if (typeof body.max_tokens !== "number") return "max_tokens: Field required";
   if (!Array.isArray(body.messages)) return "messages: Field required";
   const msgs = body.messages.filter(isJson);
-  if (msgs[0] && msgs[0].role !== "user") return "messages: first message must use the \"user\" role";
+  if (msgs[0] && msgs[0].role !== "user") return 'messages: first message must use the "user" role';
   for (let i = 0; i < msgs.length; i++) {
     const content = Array.isArray(msgs[i]!.content) ? (msgs[i]!.content as unknown[]).filter(isJson) : [];
     const uses = content.filter((b) => b.type === "tool_use").map((b) => String(b.id));
@@ -231,13 +321,22 @@ function anthropicProblem(body: Json): string | undefined {
     if (results.length > 0) {
       const prev = i > 0 && Array.isArray(msgs[i - 1]!.content) ? (msgs[i - 1]!.content as unknown[]).filter(isJson) : [];
       const prevUses = prev.filter((b) => b.type === "tool_use").map((b) => String(b.id));
-      for (const r of results) if (!prevUses.includes(r)) return `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${r}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
+      for (const r of results)
+        if (!prevUses.includes(r))
+          return `messages.${i}.content: unexpected \`tool_use_id\` found in \`tool_result\` blocks: ${r}. Each \`tool_result\` block must have a corresponding \`tool_use\` block in the previous message.`;
     }
     if (uses.length > 0) {
       const next = msgs[i + 1];
-      const answered = next && Array.isArray(next.content) ? (next.content as unknown[]).filter(isJson).filter((b) => b.type === "tool_result").map((b) => String(b.tool_use_id)) : [];
+      const answered =
+        next && Array.isArray(next.content)
+          ? (next.content as unknown[])
+              .filter(isJson)
+              .filter((b) => b.type === "tool_result")
+              .map((b) => String(b.tool_use_id))
+          : [];
       const missing = uses.filter((u) => !answered.includes(u));
-      if (missing.length > 0) return `messages.${i + 1}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(", ")}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
+      if (missing.length > 0)
+        return `messages.${i + 1}: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${missing.join(", ")}. Each \`tool_use\` block must have a corresponding \`tool_result\` block in the next message.`;
     }
   }
   return undefined;
@@ -285,7 +384,11 @@ export interface ReplayOptions {
   chunkDelayMs?: number;
 }
 
-const ROUTES: Record<string, ReplayProvider> = { "/v1/chat/completions": "openai", "/chat/completions": "openai", "/v1/messages": "anthropic" };
+const ROUTES: Record<string, ReplayProvider> = {
+  "/v1/chat/completions": "openai",
+  "/chat/completions": "openai",
+  "/v1/messages": "anthropic",
+};
 /** Bound on a request body the replay accepts (a long transcript with images fits). */
 const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
@@ -304,7 +407,11 @@ export async function startProviderReplay(options: ReplayOptions = {}): Promise<
     res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
   };
 
-  const stream = async (res: http.ServerResponse, events: string[], o: Pick<ReplyOptions, "chunkDelayMs" | "cutAfterEvents" | "stallAfterEvents">) => {
+  const stream = async (
+    res: http.ServerResponse,
+    events: string[],
+    o: Pick<ReplyOptions, "chunkDelayMs" | "cutAfterEvents" | "stallAfterEvents">,
+  ) => {
     res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
     const delay = o.chunkDelayMs ?? defaultDelay;
     const limit = o.cutAfterEvents ?? o.stallAfterEvents;
@@ -340,7 +447,9 @@ export async function startProviderReplay(options: ReplayOptions = {}): Promise<
     });
     req.on("end", () => {
       if (!provider || req.method !== "POST") {
-        res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: `replay: no route ${req.method} ${path}` } }));
+        res
+          .writeHead(404, { "content-type": "application/json" })
+          .end(JSON.stringify({ error: { message: `replay: no route ${req.method} ${path}` } }));
         return;
       }
       let body: Json | undefined;
@@ -378,7 +487,10 @@ export async function startProviderReplay(options: ReplayOptions = {}): Promise<
           void stream(res, scenario.events, scenario.options ?? {});
           return;
         case "reply": {
-          const events = provider === "openai" ? renderOpenAI(scenario.steps, scenario.options, body) : renderAnthropic(scenario.steps, scenario.options, body);
+          const events =
+            provider === "openai"
+              ? renderOpenAI(scenario.steps, scenario.options, body)
+              : renderAnthropic(scenario.steps, scenario.options, body);
           void stream(res, events, scenario.options);
           return;
         }

@@ -7,14 +7,23 @@ import { randomBytes, randomUUID } from "node:crypto";
 export type Frame = Record<string, any>;
 
 /** Status of a WebSocket upgrade of `url` with `headers`: 101, or the refusal's status and JSON body. */
-export function upgradeStatus(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: Frame | null; protocol?: string }> {
+export function upgradeStatus(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Frame | null; protocol?: string }> {
   const u = new URL(url.replace(/^ws/, "http"));
   return new Promise((resolve, reject) => {
     const req = http.request({
       host: u.hostname,
       port: u.port,
       path: `${u.pathname}${u.search}`,
-      headers: { Connection: "Upgrade", Upgrade: "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": randomBytes(16).toString("base64"), ...headers },
+      headers: {
+        Connection: "Upgrade",
+        Upgrade: "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": randomBytes(16).toString("base64"),
+        ...headers,
+      },
     });
     req.on("upgrade", (res, socket) => {
       socket.destroy();

@@ -1,7 +1,12 @@
 // Bounded polling for the suites (Node and workerd alike: no runtime-specific import here).
 
 /** Poll until `check` returns a value other than undefined/false; fail with `what` after `ms`. */
-export async function eventually<T>(check: () => T | undefined | false | Promise<T | undefined | false>, ms = 10_000, what = "condition", step = 10): Promise<T> {
+export async function eventually<T>(
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  ms = 10_000,
+  what = "condition",
+  step = 10,
+): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await check();

@@ -68,7 +68,14 @@ export async function crashableEngine(env: Record<string, string> = {}): Promise
       log = "";
       const c = spawn(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], {
         cwd: repoRoot,
-        env: { ...process.env, PORT: String(port), III_STATE_DIR: stateDir, III_INSPECTOR_PORT: String(await freePort()), PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`, ...env },
+        env: {
+          ...process.env,
+          PORT: String(port),
+          III_STATE_DIR: stateDir,
+          III_INSPECTOR_PORT: String(await freePort()),
+          PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+          ...env,
+        },
         detached: true,
         stdio: ["ignore", "pipe", "pipe"],
       });

@@ -27,7 +27,9 @@ const fired: { event: { type: string; data?: unknown }; id: string | null }[] = 
 const sdk = (name: string) => registerWorker(engine.wsUrl, { workerName: name, otel: { enabled: false }, enableMetricsReporting: false });
 
 async function functionIds(): Promise<string[]> {
-  const out = (await user.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as { functions: { function_id: string }[] };
+  const out = (await user.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {
+    functions: { function_id: string }[];
+  };
   return out.functions.map((f) => f.function_id);
 }
 
@@ -59,14 +61,17 @@ beforeAll(async () => {
     },
   });
   // iii-sdk's createStream registers five operations; `update` can be taken over by hand (as iii allows).
-  owner.registerFunction(`stream::update(${stream})`, async (input: { group_id: string; item_id: string; ops: { type: string; path: string; value: unknown }[] }) => {
-    calls.push({ op: "update", input: { ...input } });
-    const old = items.get(key(input));
-    const next: Card = { ...(old ?? { title: "" }) };
-    for (const op of input.ops) if (op.type === "set" && op.path === "title") next.title = String(op.value);
-    items.set(key(input), next);
-    return { old_value: old, new_value: next };
-  });
+  owner.registerFunction(
+    `stream::update(${stream})`,
+    async (input: { group_id: string; item_id: string; ops: { type: string; path: string; value: unknown }[] }) => {
+      calls.push({ op: "update", input: { ...input } });
+      const old = items.get(key(input));
+      const next: Card = { ...(old ?? { title: "" }) };
+      for (const op of input.ops) if (op.type === "set" && op.path === "title") next.title = String(op.value);
+      items.set(key(input), next);
+      return { old_value: old, new_value: next };
+    },
+  );
   owner.registerFunction("custom-streams::on-change", async (p: { event: { type: string; data?: unknown }; id: string | null }) => {
     fired.push(p);
   });
@@ -83,16 +88,29 @@ afterAll(async () => {
 describe("custom stream operations (stream::<op>(<stream_name>))", () => {
   it("set, get, list, list_groups, update and delete reach the owning worker; other streams stay in the engine", async () => {
     const at = { stream_name: stream, group_id: "g1", item_id: "c1" };
-    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "first" } } })).toEqual({ old_value: null, new_value: { title: "first" } });
+    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "first" } } })).toEqual({
+      old_value: null,
+      new_value: { title: "first" },
+    });
     expect(items.get("g1/c1")).toEqual({ title: "first" });
     // The operation gets the stream input as the caller gave it, without the engine's caller stamp.
     expect(calls.at(-1)).toEqual({ op: "set", input: { ...at, data: { title: "first" } } });
     expect(await user.trigger({ function_id: "stream::get", payload: at })).toEqual({ title: "first" });
-    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "second" } } })).toEqual({ old_value: { title: "first" }, new_value: { title: "second" } });
-    await user.trigger({ function_id: "stream::set", payload: { stream_name: stream, group_id: "g2", item_id: "c9", data: { title: "other group" } } });
-    expect(await user.trigger({ function_id: "stream::list", payload: { stream_name: stream, group_id: "g1" } })).toEqual([{ title: "second" }]);
+    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "second" } } })).toEqual({
+      old_value: { title: "first" },
+      new_value: { title: "second" },
+    });
+    await user.trigger({
+      function_id: "stream::set",
+      payload: { stream_name: stream, group_id: "g2", item_id: "c9", data: { title: "other group" } },
+    });
+    expect(await user.trigger({ function_id: "stream::list", payload: { stream_name: stream, group_id: "g1" } })).toEqual([
+      { title: "second" },
+    ]);
     expect(await user.trigger({ function_id: "stream::list_groups", payload: { stream_name: stream } })).toEqual(["g1", "g2"]);
-    expect(await user.trigger({ function_id: "stream::update", payload: { ...at, ops: [{ type: "set", path: "title", value: "third" }] } })).toEqual({ old_value: { title: "second" }, new_value: { title: "third" } });
+    expect(
+      await user.trigger({ function_id: "stream::update", payload: { ...at, ops: [{ type: "set", path: "title", value: "third" }] } }),
+    ).toEqual({ old_value: { title: "second" }, new_value: { title: "third" } });
     expect(await user.trigger({ function_id: "stream::delete", payload: at })).toEqual({ old_value: { title: "third" } });
     expect(items.has("g1/c1")).toBe(false);
     expect(await user.trigger({ function_id: "stream::get", payload: at })).toBeUndefined();
@@ -116,8 +134,14 @@ describe("custom stream operations (stream::<op>(<stream_name>))", () => {
     // The subscription's first state comes from the owning worker's list.
     expect(pushes[0]?.event).toEqual({ type: "sync", data: [{ title: "already there" }] });
     fired.length = 0;
-    await user.trigger({ function_id: "stream::set", payload: { stream_name: stream, group_id: "live", item_id: "b", data: { title: "new" } } });
-    await user.trigger({ function_id: "stream::set", payload: { stream_name: stream, group_id: "live", item_id: "b", data: { title: "newer" } } });
+    await user.trigger({
+      function_id: "stream::set",
+      payload: { stream_name: stream, group_id: "live", item_id: "b", data: { title: "new" } },
+    });
+    await user.trigger({
+      function_id: "stream::set",
+      payload: { stream_name: stream, group_id: "live", item_id: "b", data: { title: "newer" } },
+    });
     await user.trigger({ function_id: "stream::delete", payload: { stream_name: stream, group_id: "live", item_id: "b" } });
     // Deleting what is not there changes nothing and pushes nothing.
     await user.trigger({ function_id: "stream::delete", payload: { stream_name: stream, group_id: "live", item_id: "never" } });
@@ -128,7 +152,11 @@ describe("custom stream operations (stream::<op>(<stream_name>))", () => {
       ["delete", "b", { title: "newer" }],
     ]);
     await eventually(() => fired.length === 3, 5_000, "stream trigger fired three times");
-    expect(fired.map((f) => [f.event.type, f.id])).toEqual([["create", "b"], ["update", "b"], ["delete", "b"]]);
+    expect(fired.map((f) => [f.event.type, f.id])).toEqual([
+      ["create", "b"],
+      ["update", "b"],
+      ["delete", "b"],
+    ]);
     ws.close();
   });
 
@@ -146,19 +174,28 @@ describe("custom stream operations (stream::<op>(<stream_name>))", () => {
     // The handler's own error, passed through (iii-sdk prefixes the message with the code).
     expect(err?.code).toBe("invocation_failed");
     expect(err?.message).toContain("backend is down");
-    const shape = await user.trigger({ function_id: "stream::set", payload: { stream_name: bad, group_id: "g", item_id: "i", data: 1 } }).then(
-      () => undefined,
-      (e: { code?: string; message?: string }) => e,
-    );
+    const shape = await user
+      .trigger({ function_id: "stream::set", payload: { stream_name: bad, group_id: "g", item_id: "i", data: 1 } })
+      .then(
+        () => undefined,
+        (e: { code?: string; message?: string }) => e,
+      );
     expect(shape?.code).toBe("invocation_failed");
     expect(shape?.message).toContain(`stream::set(${bad}) returned "not a set result"; it must return {old_value?, new_value}`);
   });
 
   it("once the owning worker is gone, the stream is the engine's own again", async () => {
     await owner.shutdown();
-    await eventually(async () => !(await functionIds()).includes(`stream::get(${stream})`), 10_000, "custom operations gone with their worker");
+    await eventually(
+      async () => !(await functionIds()).includes(`stream::get(${stream})`),
+      10_000,
+      "custom operations gone with their worker",
+    );
     const at = { stream_name: stream, group_id: "g1", item_id: "after" };
-    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "kept by the engine" } } })).toEqual({ old_value: null, new_value: { title: "kept by the engine" } });
+    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "kept by the engine" } } })).toEqual({
+      old_value: null,
+      new_value: { title: "kept by the engine" },
+    });
     expect(await user.trigger({ function_id: "stream::get", payload: at })).toEqual({ title: "kept by the engine" });
     expect(items.has("g1/after")).toBe(false);
   });

@@ -13,7 +13,8 @@ beforeAll(async () => {
   iii = registerWorker(engine.wsUrl, { workerName: "middleware-e2e", otel: { enabled: false } });
   iii.registerFunction("mw::auth", async (input: { phase: string; request: { headers: Record<string, string> } }) => {
     order.push(`auth:${input.phase}`);
-    if (input.request.headers["x-token"] !== "let-me-in") return { action: "respond", response: { status_code: 401, body: { error: "no token" } } };
+    if (input.request.headers["x-token"] !== "let-me-in")
+      return { action: "respond", response: { status_code: 401, body: { error: "no token" } } };
     return { action: "continue" };
   });
   iii.registerFunction("mw::route", async () => {
@@ -24,7 +25,11 @@ beforeAll(async () => {
     order.push("handler");
     return { status_code: 200, body: { ok: true } };
   });
-  iii.registerTrigger({ type: "http", function_id: "mw::handler", config: { api_path: "guarded", http_method: "GET", middleware_function_ids: ["mw::route"] } });
+  iii.registerTrigger({
+    type: "http",
+    function_id: "mw::handler",
+    config: { api_path: "guarded", http_method: "GET", middleware_function_ids: ["mw::route"] },
+  });
   const end = Date.now() + 15_000;
   for (;;) {
     const r = await fetch(`${engine.url}/guarded`, { headers: { "x-token": "let-me-in" } });

@@ -27,7 +27,15 @@ afterAll(async () => {
 /** A WebSocket upgrade request as a Node client sends it, answered how? */
 function upgrade(path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${engine.url}${path}`, { headers: { Connection: "Upgrade", Upgrade: "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": randomBytes(16).toString("base64"), ...headers } });
+    const req = request(`${engine.url}${path}`, {
+      headers: {
+        Connection: "Upgrade",
+        Upgrade: "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": randomBytes(16).toString("base64"),
+        ...headers,
+      },
+    });
     req.on("upgrade", (_res, socket) => {
       socket.destroy();
       resolve({ status: 101, body: "" });
@@ -43,7 +51,8 @@ function upgrade(path: string, headers: Record<string, string> = {}): Promise<{ 
   });
 }
 
-const post = (path: string, body: string, headers: Record<string, string> = {}) => fetch(`${engine.url}${path}`, { method: "POST", body, headers });
+const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+  fetch(`${engine.url}${path}`, { method: "POST", body, headers });
 
 describe("a WebSocket dialled at the wrong path", () => {
   it("a Node client gets 404 with a body naming the paths to dial", async () => {
@@ -52,8 +61,14 @@ describe("a WebSocket dialled at the wrong path", () => {
       expect(r.status, path).toBe(404);
       const body = JSON.parse(r.body) as { error: { code: string; message: string }; endpoints: Record<string, string> };
       expect(body.error.code).toBe("not_found");
-      expect(body.error.message).toBe(`no WebSocket endpoint at ${path}: a worker dials ${engine.wsUrl}/ (namespace "default") or ${engine.wsUrl}/ns/<namespace>; browser stream subscriptions use ${engine.wsUrl}/_iii/streams`);
-      expect(body.endpoints).toMatchObject({ worker: `${engine.wsUrl}/`, namespace: `${engine.wsUrl}/ns/<namespace>`, streams: `${engine.wsUrl}/_iii/streams` });
+      expect(body.error.message).toBe(
+        `no WebSocket endpoint at ${path}: a worker dials ${engine.wsUrl}/ (namespace "default") or ${engine.wsUrl}/ns/<namespace>; browser stream subscriptions use ${engine.wsUrl}/_iii/streams`,
+      );
+      expect(body.endpoints).toMatchObject({
+        worker: `${engine.wsUrl}/`,
+        namespace: `${engine.wsUrl}/ns/<namespace>`,
+        streams: `${engine.wsUrl}/_iii/streams`,
+      });
     }
     // The real endpoints still upgrade.
     for (const path of ["/", "/ns/team-a", "/_iii/streams", "/otel"]) expect((await upgrade(path)).status, path).toBe(101);
@@ -67,13 +82,18 @@ describe("a WebSocket dialled at the wrong path", () => {
     const closed = await new Promise<CloseEvent>((r) => (ws.onclose = r));
     expect(closed.code).toBe(4404);
     expect(closed.reason).toBe("no WebSocket at /ws; dial / or /ns/<namespace> (streams: /_iii/streams)");
-    expect(frames.map((f) => JSON.parse(f))).toEqual([{ type: "error", error: { code: "not_found", message: expect.stringContaining(`a worker dials ${engine.wsUrl}/`) } }]);
+    expect(frames.map((f) => JSON.parse(f))).toEqual([
+      { type: "error", error: { code: "not_found", message: expect.stringContaining(`a worker dials ${engine.wsUrl}/`) } },
+    ]);
   });
 
   it("the sdk-edge Node client fails with the engine's message, once, and every call fails at once with it", async () => {
     const states: string[] = [];
     const errors: string[] = [];
-    const c: EdgeClient = registerWorker(`${engine.wsUrl}/wrong`, { workerName: "newcomer", logger: { warn: () => {}, error: (m) => void errors.push(m) } });
+    const c: EdgeClient = registerWorker(`${engine.wsUrl}/wrong`, {
+      workerName: "newcomer",
+      logger: { warn: () => {}, error: (m) => void errors.push(m) },
+    });
     clients.push(c);
     c.addConnectionStateListener((s) => void states.push(s));
     await eventually(() => c.getConnectionState() === "failed", 10_000, "failed");
@@ -94,7 +114,10 @@ describe("a WebSocket dialled at the wrong path", () => {
     await eventually(() => bad.getConnectionState() === "failed", 10_000, "failed");
     expect(bad.connectionError).toMatchObject({ code: "invalid_arguments", message: expect.stringContaining("invalid namespace") });
 
-    const down = registerWorker(`ws://127.0.0.1:${await freePort()}/`, { logger: quiet, reconnectionConfig: { initialDelayMs: 100, maxDelayMs: 200 } });
+    const down = registerWorker(`ws://127.0.0.1:${await freePort()}/`, {
+      logger: quiet,
+      reconnectionConfig: { initialDelayMs: 100, maxDelayMs: 200 },
+    });
     clients.push(down);
     await new Promise((r) => setTimeout(r, 1_500));
     expect(down.getConnectionState()).not.toBe("failed");
@@ -106,7 +129,12 @@ describe("a WebSocket dialled at the wrong path", () => {
     const original = console.error;
     console.error = (...args: unknown[]) => void logged.push(args.map(String).join(" "));
     try {
-      const iii = iiiSdkWorker(`${engine.wsUrl}/wrong`, { workerName: "newcomer-iii-sdk", otel: { enabled: false }, enableMetricsReporting: false, invocationTimeoutMs: 1_500 });
+      const iii = iiiSdkWorker(`${engine.wsUrl}/wrong`, {
+        workerName: "newcomer-iii-sdk",
+        otel: { enabled: false },
+        enableMetricsReporting: false,
+        invocationTimeoutMs: 1_500,
+      });
       clients.push(iii);
       const t0 = Date.now();
       const err = await iii.trigger({ function_id: "engine::functions::list", payload: {} }).then(
@@ -127,12 +155,17 @@ describe("POST /_iii/invoke says what is wrong", () => {
   it("a body that is not JSON, an empty body, a body of the wrong shape", async () => {
     const notJson = await post("/_iii/invoke", "function_id=state::get");
     expect(notJson.status).toBe(400);
-    expect(((await notJson.json()) as { error: { message: string } }).error.message).toMatch(/^the body is not JSON \(.+\): POST a JSON object \{function_id, payload\?, namespace\?, action\?, timeout_ms\?\}$/);
+    expect(((await notJson.json()) as { error: { message: string } }).error.message).toMatch(
+      /^the body is not JSON \(.+\): POST a JSON object \{function_id, payload\?, namespace\?, action\?, timeout_ms\?\}$/,
+    );
     const empty = await post("/_iii/invoke", "");
     expect(((await empty.json()) as { error: { message: string } }).error.message).toMatch(/^the body is empty: POST a JSON object/);
     const shape = await post("/_iii/invoke", JSON.stringify({ function: "state::get" }));
     expect(shape.status).toBe(400);
-    expect(((await shape.json()) as { error: { code: string; message: string } }).error).toEqual({ code: "invalid_arguments", message: expect.stringMatching(/^body must be \{function_id, payload\?, namespace\?, action\?, timeout_ms\?\} \(function_id: .+\)$/) });
+    expect(((await shape.json()) as { error: { code: string; message: string } }).error).toEqual({
+      code: "invalid_arguments",
+      message: expect.stringMatching(/^body must be \{function_id, payload\?, namespace\?, action\?, timeout_ms\?\} \(function_id: .+\)$/),
+    });
   });
 
   it("GET and other methods: 405 with Allow: POST", async () => {
@@ -141,27 +174,44 @@ describe("POST /_iii/invoke says what is wrong", () => {
         const r = await fetch(`${engine.url}${path}`, { method });
         expect(r.status, `${method} ${path}`).toBe(405);
         expect(r.headers.get("allow")).toBe("POST");
-        expect(((await r.json()) as { error: { message: string } }).error.message).toBe(`${method} is not supported here: POST a JSON object {function_id, payload?, namespace?, action?, timeout_ms?}`);
+        expect(((await r.json()) as { error: { message: string } }).error.message).toBe(
+          `${method} is not supported here: POST a JSON object {function_id, payload?, namespace?, action?, timeout_ms?}`,
+        );
       }
     }
   });
 
   it("/ns/<ns>/_iii/invoke calls in that namespace, as the body's `namespace` does; both at once must agree", async () => {
-    const set = await post("/ns/team-a/_iii/invoke", JSON.stringify({ function_id: "state::set", payload: { scope: "newcomer", key: "k", value: "in team-a" } }));
+    const set = await post(
+      "/ns/team-a/_iii/invoke",
+      JSON.stringify({ function_id: "state::set", payload: { scope: "newcomer", key: "k", value: "in team-a" } }),
+    );
     expect(set.status).toBe(200);
-    const viaBody = await post("/_iii/invoke", JSON.stringify({ function_id: "state::get", namespace: "team-a", payload: { scope: "newcomer", key: "k" } }));
+    const viaBody = await post(
+      "/_iii/invoke",
+      JSON.stringify({ function_id: "state::get", namespace: "team-a", payload: { scope: "newcomer", key: "k" } }),
+    );
     expect(await viaBody.json()).toEqual({ result: "in team-a" });
     const inDefault = await post("/_iii/invoke", JSON.stringify({ function_id: "state::get", payload: { scope: "newcomer", key: "k" } }));
     expect(await inDefault.json()).toEqual({ result: null });
-    const clash = await post("/ns/team-a/_iii/invoke", JSON.stringify({ function_id: "state::get", namespace: "team-b", payload: { scope: "newcomer", key: "k" } }));
+    const clash = await post(
+      "/ns/team-a/_iii/invoke",
+      JSON.stringify({ function_id: "state::get", namespace: "team-b", payload: { scope: "newcomer", key: "k" } }),
+    );
     expect(clash.status).toBe(400);
-    expect(((await clash.json()) as { error: { message: string } }).error.message).toBe("namespace given twice: the path says 'team-a', the body 'team-b'");
+    expect(((await clash.json()) as { error: { message: string } }).error.message).toBe(
+      "namespace given twice: the path says 'team-a', the body 'team-b'",
+    );
     expect((await post("/ns/bad$ns/_iii/invoke", JSON.stringify({ function_id: "state::get", payload: {} }))).status).toBe(400);
   });
 
   it("include_internal: the engine's own functions are listed only when asked for", async () => {
     const list = async (payload: unknown) =>
-      ((await (await post("/_iii/invoke", JSON.stringify({ function_id: "engine::functions::list", payload }))).json()) as { result: { functions: { function_id: string }[] } }).result.functions.map((f) => f.function_id);
+      (
+        (await (await post("/_iii/invoke", JSON.stringify({ function_id: "engine::functions::list", payload }))).json()) as {
+          result: { functions: { function_id: string }[] };
+        }
+      ).result.functions.map((f) => f.function_id);
     expect(await list({})).not.toContain("engine::functions::list");
     expect(await list({ include_internal: true })).toContain("engine::functions::list");
   });

@@ -40,7 +40,9 @@ interface Job {
 const sdkOptions = { otel: { enabled: false }, enableMetricsReporting: false, invocationTimeoutMs: 15_000 } as const;
 
 async function backendOf(iii: IIIClient, queue: string): Promise<string | null> {
-  const { topics } = (await iii.trigger({ function_id: "engine::queue::list_topics", payload: {} })) as { topics: { name: string; backend: string | null }[] };
+  const { topics } = (await iii.trigger({ function_id: "engine::queue::list_topics", payload: {} })) as {
+    topics: { name: string; backend: string | null }[];
+  };
   return topics.find((t) => t.name === queue)?.backend ?? null;
 }
 
@@ -52,7 +54,11 @@ async function flood(iii: IIIClient): Promise<number[]> {
     Array.from({ length: PRODUCERS }, async () => {
       while (next < MESSAGES) {
         const i = next++;
-        const r = (await iii.trigger({ function_id: "crash::job", payload: { i } satisfies Job, action: TriggerAction.Enqueue({ queue: "default" }) })) as { messageReceiptId?: string };
+        const r = (await iii.trigger({
+          function_id: "crash::job",
+          payload: { i } satisfies Job,
+          action: TriggerAction.Enqueue({ queue: "default" }),
+        })) as { messageReceiptId?: string };
         if (r?.messageReceiptId) acked.push(i);
       }
     }),
@@ -122,7 +128,11 @@ describe("kill -9 of npm start mid-flood on the default queue", () => {
     // Nobody handles crash::late yet.
     const receipts: string[] = [];
     for (let i = 0; i < LATE_MESSAGES; i++) {
-      const r = (await producer.trigger({ function_id: "crash::late", payload: { i } satisfies Job, action: TriggerAction.Enqueue({ queue: "default" }) })) as { messageReceiptId: string };
+      const r = (await producer.trigger({
+        function_id: "crash::late",
+        payload: { i } satisfies Job,
+        action: TriggerAction.Enqueue({ queue: "default" }),
+      })) as { messageReceiptId: string };
       receipts.push(r.messageReceiptId);
     }
     await engine.kill9();
@@ -136,9 +146,13 @@ describe("kill -9 of npm start mid-flood on the default queue", () => {
     const registeredAt = Date.now();
     consumer.registerFunction("crash::late", async ({ i }: Job) => void handled.set(i, (handled.get(i) ?? 0) + 1));
     await eventually(() => handled.size === LATE_MESSAGES, 15_000, "every late message handled");
-    console.log(`durable, worker back ${LATE_WORKER_MS} ms after the restart: all ${LATE_MESSAGES} handled ${Date.now() - registeredAt} ms after it registered`);
+    console.log(
+      `durable, worker back ${LATE_WORKER_MS} ms after the restart: all ${LATE_MESSAGES} handled ${Date.now() - registeredAt} ms after it registered`,
+    );
     expect([...handled.values()].every((n) => n === 1)).toBe(true);
-    const dlq = (await consumer.trigger({ function_id: "engine::queue::dlq_messages", payload: { topic: "default" } })) as { messages: unknown[] };
+    const dlq = (await consumer.trigger({ function_id: "engine::queue::dlq_messages", payload: { topic: "default" } })) as {
+      messages: unknown[];
+    };
     expect(dlq.messages).toEqual([]);
   }, 240_000);
 
@@ -166,10 +180,16 @@ describe("kill -9 of npm start mid-flood on the default queue", () => {
     open = true;
     // Once the worker is back, give the queue what the durable backend needs to redeliver everything
     // (about a second after the restart, printed by the first case), three times over.
-    await eventually(async () => {
-      const { functions } = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-      return functions.some((f) => f.function_id === "crash::job");
-    }, REDELIVERY_BOUND_MS, "the worker back after the restart");
+    await eventually(
+      async () => {
+        const { functions } = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as {
+          functions: { function_id: string }[];
+        };
+        return functions.some((f) => f.function_id === "crash::job");
+      },
+      REDELIVERY_BOUND_MS,
+      "the worker back after the restart",
+    );
     await new Promise((r) => setTimeout(r, REDELIVERED_WITHIN_MS));
     const lost = acked.filter((i) => !handled.has(i)).length;
     console.log(`cloudflare (local simulator): ${lost}/${MESSAGES} acknowledged messages lost after kill -9`);

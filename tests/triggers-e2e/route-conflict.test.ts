@@ -36,11 +36,25 @@ describe("routes of the same shape with other parameter names", () => {
     vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => void logged.push(args.map(String).join(" ")));
     const iii: IIIClient = registerWorker(engine.wsUrl, { workerName: "route-conflict", otel: { enabled: false } });
     try {
-      iii.registerFunction("conflict::a", async (req: { path_params: Record<string, string> }) => ({ status_code: 200, body: { by: "a", params: req.path_params } }));
-      iii.registerFunction("conflict::b", async (req: { path_params: Record<string, string> }) => ({ status_code: 200, body: { by: "b", params: req.path_params } }));
-      iii.registerTrigger({ type: "http", function_id: "conflict::a", config: { api_path: "conflict/sdk/:listId/:userId", http_method: "GET" } });
+      iii.registerFunction("conflict::a", async (req: { path_params: Record<string, string> }) => ({
+        status_code: 200,
+        body: { by: "a", params: req.path_params },
+      }));
+      iii.registerFunction("conflict::b", async (req: { path_params: Record<string, string> }) => ({
+        status_code: 200,
+        body: { by: "b", params: req.path_params },
+      }));
+      iii.registerTrigger({
+        type: "http",
+        function_id: "conflict::a",
+        config: { api_path: "conflict/sdk/:listId/:userId", http_method: "GET" },
+      });
       await eventually(async () => (await fetch(`${engine.url}/conflict/sdk/list1/user1`)).status === 200, 15_000, "the first route");
-      iii.registerTrigger({ type: "http", function_id: "conflict::b", config: { api_path: "conflict/sdk/:userId/:listId", http_method: "GET" } });
+      iii.registerTrigger({
+        type: "http",
+        function_id: "conflict::b",
+        config: { api_path: "conflict/sdk/:userId/:listId", http_method: "GET" },
+      });
       await eventually(() => logged.some((m) => m.includes(CONFLICT)), 10_000, "the conflict reported to the SDK");
 
       const res = await fetch(`${engine.url}/conflict/sdk/list1/user1`);
@@ -60,14 +74,26 @@ describe("routes of the same shape with other parameter names", () => {
     sockets.push(w);
     w.serve("conflict::raw-a", (d) => ({ status_code: 200, body: { by: "a", params: d.path_params } }));
     w.serve("conflict::raw-b", (d) => ({ status_code: 200, body: { by: "b", params: d.path_params } }));
-    w.send({ type: "registertrigger", id: "raw-first", trigger_type: "http", function_id: "conflict::raw-a", config: { api_path: "conflict/raw/:listId/:userId", http_method: "GET" } });
+    w.send({
+      type: "registertrigger",
+      id: "raw-first",
+      trigger_type: "http",
+      function_id: "conflict::raw-a",
+      config: { api_path: "conflict/raw/:listId/:userId", http_method: "GET" },
+    });
     await eventually(async () => (await fetch(`${engine.url}/conflict/raw/l/u`)).status === 200, 15_000, "the first route");
 
     for (const [id, api_path] of [
       ["raw-swapped", "conflict/raw/:userId/:listId"],
       ["raw-renamed", "/conflict/raw/:listId/:other/"],
     ] as const) {
-      w.send({ type: "registertrigger", id, trigger_type: "http", function_id: "conflict::raw-b", config: { api_path, http_method: "GET" } });
+      w.send({
+        type: "registertrigger",
+        id,
+        trigger_type: "http",
+        function_id: "conflict::raw-b",
+        config: { api_path, http_method: "GET" },
+      });
       const r = await w.next((f) => f.type === "triggerregistrationresult" && f.id === id);
       expect(r.error.code, api_path).toBe("trigger_registration_failed");
       expect(r.error.message, api_path).toContain(CONFLICT);
@@ -75,13 +101,31 @@ describe("routes of the same shape with other parameter names", () => {
     }
     // Not conflicts: another method, a literal where the first has a parameter (static beats
     // parameter, so each request has one answer), and the first route again under another id.
-    w.send({ type: "registertrigger", id: "raw-post", trigger_type: "http", function_id: "conflict::raw-b", config: { api_path: "conflict/raw/:userId/:listId", http_method: "POST" } });
-    w.send({ type: "registertrigger", id: "raw-literal", trigger_type: "http", function_id: "conflict::raw-b", config: { api_path: "conflict/raw/fixed/:userId", http_method: "GET" } });
+    w.send({
+      type: "registertrigger",
+      id: "raw-post",
+      trigger_type: "http",
+      function_id: "conflict::raw-b",
+      config: { api_path: "conflict/raw/:userId/:listId", http_method: "POST" },
+    });
+    w.send({
+      type: "registertrigger",
+      id: "raw-literal",
+      trigger_type: "http",
+      function_id: "conflict::raw-b",
+      config: { api_path: "conflict/raw/fixed/:userId", http_method: "GET" },
+    });
     await eventually(async () => (await fetch(`${engine.url}/conflict/raw/fixed/u`)).status === 200, 10_000, "the literal route");
     expect(await (await fetch(`${engine.url}/conflict/raw/fixed/u`)).json()).toEqual({ by: "b", params: { userId: "u" } });
-    expect(await (await fetch(`${engine.url}/conflict/raw/x/y`, { method: "POST" })).json()).toEqual({ by: "b", params: { userId: "x", listId: "y" } });
+    expect(await (await fetch(`${engine.url}/conflict/raw/x/y`, { method: "POST" })).json()).toEqual({
+      by: "b",
+      params: { userId: "x", listId: "y" },
+    });
     expect(await (await fetch(`${engine.url}/conflict/raw/l/u`)).json()).toEqual({ by: "a", params: { listId: "l", userId: "u" } });
     expect((await routesOf(w, "conflict::raw-b")).map((t) => t.id).sort()).toEqual(["raw-literal", "raw-post"]);
-    expect(w.received.filter((f) => f.type === "triggerregistrationresult" && f.error).map((f) => f.id)).toEqual(["raw-swapped", "raw-renamed"]);
+    expect(w.received.filter((f) => f.type === "triggerregistrationresult" && f.error).map((f) => f.id)).toEqual([
+      "raw-swapped",
+      "raw-renamed",
+    ]);
   });
 });

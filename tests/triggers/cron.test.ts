@@ -10,15 +10,36 @@ const FAR = "0 0 0 1 1 * 2099";
 
 const stubOf = (ns: string) => env.ENGINE.getByName(ns);
 const schedule = (ns: string) =>
-  runInDurableObject(stubOf(ns), (_i, state) => state.storage.sql.exec("SELECT * FROM cron_schedule").toArray() as { trigger_id: string; next_at: number | null; running_since: number | null; last_scheduled: number | null; skipped: number; runs: number }[]);
-const makeDue = (ns: string, at: number) => runInDurableObject(stubOf(ns), (_i, state) => void state.storage.sql.exec("UPDATE cron_schedule SET next_at = ?", at));
+  runInDurableObject(
+    stubOf(ns),
+    (_i, state) =>
+      state.storage.sql.exec("SELECT * FROM cron_schedule").toArray() as {
+        trigger_id: string;
+        next_at: number | null;
+        running_since: number | null;
+        last_scheduled: number | null;
+        skipped: number;
+        runs: number;
+      }[],
+  );
+const makeDue = (ns: string, at: number) =>
+  runInDurableObject(stubOf(ns), (_i, state) => void state.storage.sql.exec("UPDATE cron_schedule SET next_at = ?", at));
 
 describe("cron trigger", () => {
   it("accepts 6-, 7- and 5-field expressions and refuses bad ones", async () => {
     const w = await RawWorker.connect("cron-validate");
     w.fn("c::noop", () => null);
-    const ok = [w.trigger("cron", "c::noop", { expression: "*/5 * * * * *" }), w.trigger("cron", "c::noop", { expression: FAR }), w.trigger("cron", "c::noop", { expression: "*/5 * * * *" })];
-    const bad = [w.trigger("cron", "c::noop", { expression: "" }), w.trigger("cron", "c::noop", { expression: "not a cron" }), w.trigger("cron", "c::noop", { expression: "1 2 3" }), w.trigger("cron", "c::noop", {})];
+    const ok = [
+      w.trigger("cron", "c::noop", { expression: "*/5 * * * * *" }),
+      w.trigger("cron", "c::noop", { expression: FAR }),
+      w.trigger("cron", "c::noop", { expression: "*/5 * * * *" }),
+    ];
+    const bad = [
+      w.trigger("cron", "c::noop", { expression: "" }),
+      w.trigger("cron", "c::noop", { expression: "not a cron" }),
+      w.trigger("cron", "c::noop", { expression: "1 2 3" }),
+      w.trigger("cron", "c::noop", {}),
+    ];
     await w.settle();
     for (const id of ok) expect(w.registrationErrors(id)).toEqual([]);
     for (const id of bad) expect(w.registrationErrors(id)[0]?.code).toBe("trigger_registration_failed");
@@ -70,7 +91,16 @@ describe("cron trigger", () => {
 
     // An instance that died mid-run leaves its claim (running_since set, next_at advanced). Made by
     // hand here because eviction waits for in-flight work to drain.
-    await runInDurableObject(stubOf(ns), (_i, state) => void state.storage.sql.exec("UPDATE cron_schedule SET running_since = ?, last_scheduled = ?, next_at = ?", Date.now(), Date.UTC(2026, 6, 1), Date.UTC(2099, 0, 1)));
+    await runInDurableObject(
+      stubOf(ns),
+      (_i, state) =>
+        void state.storage.sql.exec(
+          "UPDATE cron_schedule SET running_since = ?, last_scheduled = ?, next_at = ?",
+          Date.now(),
+          Date.UTC(2026, 6, 1),
+          Date.UTC(2099, 0, 1),
+        ),
+    );
     await evictDurableObject(stubOf(ns), { webSockets: "hibernate" });
     const [woken] = await schedule(ns);
     expect(woken).toMatchObject({ running_since: null, last_scheduled: Date.UTC(2026, 6, 1), next_at: Date.UTC(2099, 0, 1) });

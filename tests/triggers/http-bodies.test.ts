@@ -16,8 +16,13 @@ const post = (path: string, init: RequestInit) => exports.default.fetch(`http://
 type Ref = { channel_id: string; access_key: string };
 
 /** Attach to a channel's read end and take everything until the engine closes it. */
-async function readAll(ref: Ref, onOpen?: () => void): Promise<{ bytes: number; items: number; sum: number; code: number; reason: string }> {
-  const res = await exports.default.fetch(`http://127.0.0.1:8787/ws/channels/${ref.channel_id}?key=${ref.access_key}&dir=read`, { headers: { Upgrade: "websocket" } });
+async function readAll(
+  ref: Ref,
+  onOpen?: () => void,
+): Promise<{ bytes: number; items: number; sum: number; code: number; reason: string }> {
+  const res = await exports.default.fetch(`http://127.0.0.1:8787/ws/channels/${ref.channel_id}?key=${ref.access_key}&dir=read`, {
+    headers: { Upgrade: "websocket" },
+  });
   const ws = res.webSocket;
   if (!ws) throw new Error(`no reader socket: ${res.status}`);
   ws.binaryType = "arraybuffer";
@@ -32,14 +37,20 @@ async function readAll(ref: Ref, onOpen?: () => void): Promise<{ bytes: number; 
     bytes += b.byteLength;
     for (let i = 0; i < b.byteLength; i += 4096) sum += b[i]!;
   });
-  const done = new Promise<{ bytes: number; items: number; sum: number; code: number; reason: string }>((resolve) => ws.addEventListener("close", (e) => resolve({ bytes, items, sum, code: e.code, reason: e.reason })));
+  const done = new Promise<{ bytes: number; items: number; sum: number; code: number; reason: string }>((resolve) =>
+    ws.addEventListener("close", (e) => resolve({ bytes, items, sum, code: e.code, reason: e.reason })),
+  );
   onOpen?.();
   return done;
 }
 
 /** `total` bytes, each 4096th byte its chunk's number; optionally failing after `failAfter` bytes,
  * once `gate` has opened. */
-function upload(total: number, failAfter?: number, gate?: Promise<void>): { body: ReadableStream<Uint8Array>; pulled: () => number; sum: () => number } {
+function upload(
+  total: number,
+  failAfter?: number,
+  gate?: Promise<void>,
+): { body: ReadableStream<Uint8Array>; pulled: () => number; sum: () => number } {
   let pulled = 0;
   let sum = 0;
   let n = 0;
@@ -102,7 +113,10 @@ describe("http request bodies past the frame bound", () => {
     const t0 = Date.now();
     const res = await post("/big/slow", { body: up.body, headers: { "content-length": String(4 * MiB) } });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "invalid_arguments", message: expect.stringMatching(/request body/) });
+    expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: "invalid_arguments",
+      message: expect.stringMatching(/request body/),
+    });
     expect(Date.now() - t0).toBeLessThan(1_500);
     await eventually(() => ends.length === 1, 5_000, "the reader's end");
     expect(ends[0]).toMatchObject({ code: 1011, reason: "request_body_incomplete" });
@@ -121,7 +135,10 @@ describe("http request bodies past the frame bound", () => {
     const up = upload(MAX_BODY + 1);
     const res = await post("/big/never", { body: up.body, headers: { "content-length": String(MAX_BODY + 1) } });
     expect(res.status).toBe(413);
-    expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "value_too_large", message: expect.stringMatching(/HTTP_MAX_BODY_BYTES/) });
+    expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: "value_too_large",
+      message: expect.stringMatching(/HTTP_MAX_BODY_BYTES/),
+    });
     // Dropped up to the inline bound (1 MiB), then cancelled: far from all of it.
     expect(up.pulled()).toBeLessThan(2 * MiB);
     expect(called).toBe(0);

@@ -72,11 +72,15 @@ describe("http trigger routes are owned", () => {
     await a.settle();
     expect([...a.registrationErrors(first), ...a.registrationErrors(second), ...a.registrationErrors(again)]).toEqual([]);
     await a.close();
-    const late = await eventually(async () => {
-      const id = b.trigger("http", "free::b", { api_path: "/free/:y" });
-      await b.settle();
-      return b.registrationErrors(id).length === 0 && id;
-    }, 5_000, "route freed after its owner left");
+    const late = await eventually(
+      async () => {
+        const id = b.trigger("http", "free::b", { api_path: "/free/:y" });
+        await b.settle();
+        return b.registrationErrors(id).length === 0 && id;
+      },
+      5_000,
+      "route freed after its owner left",
+    );
     expect(late).toBeTruthy();
     expect(await (await get("/free/1")).json()).toBe("b");
     await b.close();
@@ -88,14 +92,22 @@ describe("http trigger routes are owned", () => {
     a.fn("held::a", () => ({ body: "engine-held" }));
     b.fn("held::b", () => ({ body: "b" }));
     await a.settle();
-    const made = await a.call("engine::register_trigger", { trigger_type: "http", function_id: "held::a", config: { api_path: "/held/:id" } });
+    const made = await a.call("engine::register_trigger", {
+      trigger_type: "http",
+      function_id: "held::a",
+      config: { api_path: "/held/:id" },
+    });
     expect(made.error).toBeUndefined();
     const id = b.trigger("http", "held::b", { api_path: "/held/:other" });
     await b.settle();
     expect(b.registrationErrors(id)[0]?.code).toBe("forbidden");
     expect(await (await get("/held/1")).json()).toBe("engine-held");
     // Engine-held bindings of one principal (here the open engine's "anonymous") replace each other as before.
-    const replaced = await b.call("engine::register_trigger", { trigger_type: "http", function_id: "held::b", config: { api_path: "/held/:id" } });
+    const replaced = await b.call("engine::register_trigger", {
+      trigger_type: "http",
+      function_id: "held::b",
+      config: { api_path: "/held/:id" },
+    });
     expect(replaced.error).toBeUndefined();
     expect(await (await get("/held/1")).json()).toBe("b");
     for (const r of [made, replaced]) await b.call("engine::unregister_trigger", { id: (r.result as { id: string }).id });

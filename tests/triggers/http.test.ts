@@ -17,7 +17,11 @@ describe("http trigger", () => {
     const id = w.trigger("http", "h::orders", { api_path: "/orders/:id", http_method: "post" });
     await w.settle();
     expect(w.registrationErrors(id)).toEqual([]);
-    const res = await get("/orders/42?verbose=1", { method: "POST", headers: { "content-type": "application/json", "x-trace": "t" }, body: JSON.stringify({ name: "widget" }) });
+    const res = await get("/orders/42?verbose=1", {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-trace": "t" },
+      body: JSON.stringify({ name: "widget" }),
+    });
     expect(res.status).toBe(201);
     expect(res.headers.get("x-order")).toBe("42");
     expect(await res.json()).toEqual({ created: "42" });
@@ -74,7 +78,9 @@ describe("http trigger", () => {
     w.fn("h::cond", (req) => (req as { query_params: { allow?: string } }).query_params.allow === "1");
     w.fn("h::auth", (input) => {
       const { request } = input as { phase: string; request: { headers: Record<string, string> } };
-      return request.headers.authorization === "Bearer ok" ? { action: "continue" } : { action: "respond", response: { status_code: 401, body: { error: "no" } } };
+      return request.headers.authorization === "Bearer ok"
+        ? { action: "continue" }
+        : { action: "respond", response: { status_code: 401, body: { error: "no" } } };
     });
     w.trigger("http", "h::guarded", { api_path: "guarded", condition_function_id: "h::cond", middleware_function_ids: ["h::auth"] });
     await w.settle();
@@ -91,7 +97,9 @@ describe("http trigger", () => {
   it("refuses reserved paths and colliding shapes at registration with a clear error", async () => {
     const w = await RawWorker.connect("default");
     w.fn("h::x", () => ({}));
-    const refused = ["/healthz", "/_iii/invoke", "/ns/foo", "/ws/channels/:id", "/", "/index.html", "/sdk/app.js", "/otel"].map((p) => [p, w.trigger("http", "h::x", { api_path: p })] as const);
+    const refused = ["/healthz", "/_iii/invoke", "/ns/foo", "/ws/channels/:id", "/", "/index.html", "/sdk/app.js", "/otel"].map(
+      (p) => [p, w.trigger("http", "h::x", { api_path: p })] as const,
+    );
     const a = w.trigger("http", "h::x", { api_path: "items/:id" });
     const b = w.trigger("http", "h::x", { api_path: "items/:other" });
     const badMethod = w.trigger("http", "h::x", { api_path: "m", http_method: "BREW" });

@@ -15,7 +15,8 @@ interface QueueConfigSeen {
   timeout_ms: number;
   type: string;
 }
-const configOf = async (w: RawWorker, topic: string) => ((await w.call("engine::queue::topic_stats", { topic })).result as { config: QueueConfigSeen }).config;
+const configOf = async (w: RawWorker, topic: string) =>
+  ((await w.call("engine::queue::topic_stats", { topic })).result as { config: QueueConfigSeen }).config;
 
 describe("long deliveries on a durable FIFO", () => {
   it("a step longer than the default deadline runs once, under the queue's timeout_ms, holding back its group", async () => {
@@ -38,11 +39,19 @@ describe("long deliveries on a durable FIFO", () => {
 
     const enqueue = { type: "enqueue", queue: "long_fifo" };
     const receipts: string[] = [];
-    for (const [session_id, n] of [["s1", 1], ["s1", 2], ["s2", 1]] as const) {
+    for (const [session_id, n] of [
+      ["s1", 1],
+      ["s1", 2],
+      ["s2", 1],
+    ] as const) {
       const r = await w.call("long::step", { session_id, n }, enqueue);
       receipts.push((r.result as { messageReceiptId: string }).messageReceiptId);
     }
-    await eventually(() => runs.filter((r) => r.session !== "plain" && r.end !== undefined).length === 3, 3 * STEP_MS + 4_000, "three steps done");
+    await eventually(
+      () => runs.filter((r) => r.session !== "plain" && r.end !== undefined).length === 3,
+      3 * STEP_MS + 4_000,
+      "three steps done",
+    );
     await sleep(500);
     const steps = runs.filter((r) => r.session !== "plain");
     // Each message ran exactly once: not redelivered at the default deadline, nor while running.

@@ -19,7 +19,10 @@ describe("pub/sub", () => {
     expect((await w.call("publish", { topic: "", data: 1 })).error?.code).toBe("topic_not_set");
     await eventually(() => got.length === 2, 5000, "two deliveries");
     await new Promise((r) => setTimeout(r, 50));
-    expect(got.sort()).toEqual([["a", { id: 1 }], ["b", { id: 1 }]]);
+    expect(got.sort()).toEqual([
+      ["a", { id: 1 }],
+      ["b", { id: 1 }],
+    ]);
     await w.close();
   });
 
@@ -44,15 +47,27 @@ describe("pub/sub", () => {
     await w.settle();
     const r = await w.call("iii::durable::publish", { topic: "invoices", data: { n: 7 } });
     expect((r.result as { messageReceiptIds: string[] }).messageReceiptIds).toHaveLength(3);
-    await eventually(async () => {
-      const rows = (await env.DB.prepare("SELECT * FROM dead_letters WHERE namespace = ?").bind(ns).all<{ queue: string; function_id: string; attempts: number; data: string }>()).results;
-      return rows.length === 1 ? rows : undefined;
-    }, 5000, "poison dead-lettered");
+    await eventually(
+      async () => {
+        const rows = (
+          await env.DB.prepare("SELECT * FROM dead_letters WHERE namespace = ?")
+            .bind(ns)
+            .all<{ queue: string; function_id: string; attempts: number; data: string }>()
+        ).results;
+        return rows.length === 1 ? rows : undefined;
+      },
+      5000,
+      "poison dead-lettered",
+    );
     expect(okCalls).toBe(1);
     expect(flaky).toBe(2);
     expect(poisonTries).toBe(2);
     const dlq = await w.call("engine::queue::dlq_messages", { topic: "durable:invoices" });
-    expect((dlq.result as { messages: { function_id: string; data: unknown; attempts: number }[] }).messages[0]).toMatchObject({ function_id: "ps::poison", data: { n: 7 }, attempts: 2 });
+    expect((dlq.result as { messages: { function_id: string; data: unknown; attempts: number }[] }).messages[0]).toMatchObject({
+      function_id: "ps::poison",
+      data: { n: 7 },
+      attempts: 2,
+    });
     await w.close();
   });
 });

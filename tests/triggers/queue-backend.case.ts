@@ -39,7 +39,8 @@ const receiptOf = (r: { result?: unknown; error?: { code: string; message: strin
 
 export function queueBackendConformance(name: string, makeHarness: () => QueueBackendHarness): void {
   const h = makeHarness();
-  const enqueue = (queue: string, idempotency_key?: string) => (idempotency_key ? { type: "enqueue", queue, idempotency_key } : { type: "enqueue", queue });
+  const enqueue = (queue: string, idempotency_key?: string) =>
+    idempotency_key ? { type: "enqueue", queue, idempotency_key } : { type: "enqueue", queue };
   const connect = (what: string) => RawWorker.connect(`conf-${h.backend}-${what}-${crypto.randomUUID().slice(0, 8)}`);
   let cfg: QueueConfig;
 
@@ -60,7 +61,14 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
       const got: { data: unknown; id: string }[] = [];
       w.fn("conf::echo", (data, _m, id) => void got.push({ data, id }));
       await w.settle();
-      const data = { text: "héllo ✓ \u0000 \"quoted\"", n: -42.5, flag: false, none: null, nested: { list: [1, null, true, "x"], empty: {} }, big: "x".repeat(10_000) };
+      const data = {
+        text: 'héllo ✓ \u0000 "quoted"',
+        n: -42.5,
+        flag: false,
+        none: null,
+        nested: { list: [1, null, true, "x"], empty: {} },
+        big: "x".repeat(10_000),
+      };
       const receipt = receiptOf(await w.call("conf::echo", data, enqueue(h.queue)));
       await eventually(() => got.length === 1, h.hop, "the delivery");
       expect(got[0]).toEqual({ data, id: receipt });
@@ -76,7 +84,9 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
       const delivered: { data: unknown; id: string }[] = [];
       const sent = [{ order: "a" }, { order: "b" }, { order: "c" }];
       let ids: string[] = [];
-      const dlq = async (): Promise<DeadLetterListing[]> => ((await w.call("engine::queue::dlq_messages", { topic: h.queue, limit: 100 })).result as { messages: DeadLetterListing[] }).messages;
+      const dlq = async (): Promise<DeadLetterListing[]> =>
+        ((await w.call("engine::queue::dlq_messages", { topic: h.queue, limit: 100 })).result as { messages: DeadLetterListing[] })
+          .messages;
 
       it("retries a failing handler with exponential backoff, then dead-letters it after max_retries", async () => {
         w = await connect("dead");
@@ -90,17 +100,22 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
         for (const d of sent) ids.push(receiptOf(await w.call("conf::poison", d, enqueue(h.queue))));
         let backoffs = 0;
         for (let k = 1; k <= cfg.max_retries; k++) backoffs += backoffDelay(cfg, k);
-        const rows = await eventually(async () => {
-          const r = await dlq();
-          return r.length === sent.length ? r : undefined;
-        }, (cfg.max_retries + 1) * h.hop + 2 * backoffs, "every message dead-lettered");
+        const rows = await eventually(
+          async () => {
+            const r = await dlq();
+            return r.length === sent.length ? r : undefined;
+          },
+          (cfg.max_retries + 1) * h.hop + 2 * backoffs,
+          "every message dead-lettered",
+        );
 
         for (const id of ids) {
           const at = attempts.get(id) ?? [];
           // 1 attempt + max_retries retries, every one with the receipt id as invocation id.
           expect(at).toHaveLength(cfg.max_retries + 1);
           // Attempt n+1 comes no sooner than backoff_ms·2^(n-1) after attempt n.
-          for (let n = 1; n < at.length; n++) expect(at[n]! - at[n - 1]!, `gap after attempt ${n} of ${id}`).toBeGreaterThanOrEqual(backoffDelay(cfg, n));
+          for (let n = 1; n < at.length; n++)
+            expect(at[n]! - at[n - 1]!, `gap after attempt ${n} of ${id}`).toBeGreaterThanOrEqual(backoffDelay(cfg, n));
         }
         for (const row of rows) {
           const i = ids.indexOf(row.message_id);
@@ -115,7 +130,11 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
 
       it("lists dead letters: dlq_topics counts them, dlq_messages pages them", async () => {
         expect((await w.call("engine::queue::dlq_topics", {})).result).toEqual({ topics: [{ topic: h.queue, count: sent.length }] });
-        const page = async (offset: number, limit: number) => ((await w.call("engine::queue::dlq_messages", { topic: h.queue, offset, limit })).result as { topic: string; messages: DeadLetterListing[] });
+        const page = async (offset: number, limit: number) =>
+          (await w.call("engine::queue::dlq_messages", { topic: h.queue, offset, limit })).result as {
+            topic: string;
+            messages: DeadLetterListing[];
+          };
         const first = await page(0, 2);
         const rest = await page(2, 2);
         expect(first.topic).toBe(h.queue);
@@ -125,12 +144,21 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
       });
 
       it("iii::queue::status (iii's documented check) counts them, with nothing pending; an unknown queue is not_found", async () => {
-        expect((await w.call("iii::queue::status", { queue: h.queue })).result).toMatchObject({ queue: h.queue, pending: 0, inflight: 0, dlq_count: sent.length });
+        expect((await w.call("iii::queue::status", { queue: h.queue })).result).toMatchObject({
+          queue: h.queue,
+          pending: 0,
+          inflight: 0,
+          dlq_count: sent.length,
+        });
         expect((await w.call("iii::queue::status", { queue: "no-such-queue" })).error?.code).toBe("not_found");
       });
 
       it("discard_message drops one dead letter for good", async () => {
-        expect((await w.call("iii::queue::discard_message", { queue: h.queue, message_id: ids[0] })).result).toEqual({ queue: h.queue, message_id: ids[0], discarded: true });
+        expect((await w.call("iii::queue::discard_message", { queue: h.queue, message_id: ids[0] })).result).toEqual({
+          queue: h.queue,
+          message_id: ids[0],
+          discarded: true,
+        });
         expect((await w.call("iii::queue::discard_message", { queue: h.queue, message_id: ids[0] })).error?.code).toBe("not_found");
         expect((await dlq()).map((m) => m.message_id).sort()).toEqual([ids[1], ids[2]].sort());
       });
@@ -138,7 +166,11 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
       it("redrive_message delivers one dead letter again, with its original id and data", async () => {
         fail = false;
         expect((await w.call("iii::queue::redrive_message", { queue: h.queue, message_id: ids[0] })).error?.code).toBe("not_found");
-        expect((await w.call("iii::queue::redrive_message", { queue: h.queue, message_id: ids[1] })).result).toEqual({ queue: h.queue, message_id: ids[1], redriven: true });
+        expect((await w.call("iii::queue::redrive_message", { queue: h.queue, message_id: ids[1] })).result).toEqual({
+          queue: h.queue,
+          message_id: ids[1],
+          redriven: true,
+        });
         expect((await dlq()).map((m) => m.message_id)).toEqual([ids[2]]);
         await eventually(() => delivered.length === 1, h.hop, "the redriven message");
         expect(delivered).toEqual([{ data: sent[1], id: ids[1] }]);
@@ -184,7 +216,8 @@ export function queueBackendConformance(name: string, makeHarness: () => QueueBa
           seen.set(group, [...(seen.get(group) ?? []), i]);
         });
         await w.settle();
-        for (let i = 0; i < 5; i++) for (const g of ["a", "b"]) receiptOf(await w.call("conf::turn", { [fifo.group_field]: g, i }, enqueue(fifo.queue)));
+        for (let i = 0; i < 5; i++)
+          for (const g of ["a", "b"]) receiptOf(await w.call("conf::turn", { [fifo.group_field]: g, i }, enqueue(fifo.queue)));
         // Group b runs to the end while a's head is held; nothing of a overtakes its head.
         await eventually(() => seen.get("b")?.length === 5, h.hop, "group b, past a's held head");
         expect(seen.get("a")).toBeUndefined();

@@ -6,8 +6,14 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { RawWorker, eventually } from "./raw-worker.ts";
 
-const enqueue = (queue: string, idempotency_key?: string) => (idempotency_key ? { type: "enqueue", queue, idempotency_key } : { type: "enqueue", queue });
-const deadLetters = async (ns: string) => (await env.DB.prepare("SELECT * FROM dead_letters WHERE namespace = ? ORDER BY failed_at").bind(ns).all<{ id: string; queue: string; function_id: string; data: string; attempts: number; last_error: string }>()).results;
+const enqueue = (queue: string, idempotency_key?: string) =>
+  idempotency_key ? { type: "enqueue", queue, idempotency_key } : { type: "enqueue", queue };
+const deadLetters = async (ns: string) =>
+  (
+    await env.DB.prepare("SELECT * FROM dead_letters WHERE namespace = ? ORDER BY failed_at")
+      .bind(ns)
+      .all<{ id: string; queue: string; function_id: string; data: string; attempts: number; last_error: string }>()
+  ).results;
 
 for (const backend of [
   { name: "durable", queue: "jobs", hop: 2_000 },
@@ -48,10 +54,14 @@ for (const backend of [
       const a = await w.call("q::poison", { order: "a" }, enqueue(backend.queue));
       const b = await w.call("q::poison", { order: "b" }, enqueue(backend.queue));
       const ids = [a, b].map((r) => (r.result as { messageReceiptId: string }).messageReceiptId);
-      const rows = await eventually(async () => {
-        const r = await deadLetters(w.ns);
-        return r.length === 2 ? r : undefined;
-      }, backend.hop * 4, "two dead letters");
+      const rows = await eventually(
+        async () => {
+          const r = await deadLetters(w.ns);
+          return r.length === 2 ? r : undefined;
+        },
+        backend.hop * 4,
+        "two dead letters",
+      );
       expect(tries).toBe(6); // 1 + max_retries (2), each
       for (const row of rows) {
         expect(ids).toContain(row.id);
@@ -63,10 +73,14 @@ for (const backend of [
       const topics = await w.call("engine::queue::dlq_topics", {});
       expect(topics.result).toEqual({ topics: [{ topic: backend.queue, count: 2 }] });
       const listed = await w.call("engine::queue::dlq_messages", { topic: backend.queue, limit: 10 });
-      expect((listed.result as { messages: { message_id: string; data: unknown; error: string }[] }).messages.map((m) => m.message_id).sort()).toEqual([...ids].sort());
+      expect(
+        (listed.result as { messages: { message_id: string; data: unknown; error: string }[] }).messages.map((m) => m.message_id).sort(),
+      ).toEqual([...ids].sort());
 
       // Discard one, redrive the other once the handler is fixed: it is delivered, nothing is left.
-      expect((await w.call("iii::queue::discard_message", { queue: backend.queue, message_id: ids[0] })).result).toMatchObject({ discarded: true });
+      expect((await w.call("iii::queue::discard_message", { queue: backend.queue, message_id: ids[0] })).result).toMatchObject({
+        discarded: true,
+      });
       expect((await w.call("iii::queue::discard_message", { queue: backend.queue, message_id: ids[0] })).error?.code).toBe("not_found");
       fail = false;
       expect((await w.call("iii::queue::redrive", { queue: backend.queue })).result).toEqual({ queue: backend.queue, redriven: 1 });
@@ -117,7 +131,8 @@ describe("durable FIFO queue ('turns', message_group_field session_id)", () => {
     // Each session's messages come from one producer in order; the producers interleave.
     await Promise.all(
       producers.map(async (p, k) => {
-        for (let i = 0; i < 15; i++) for (const s of sessions.filter((_, j) => j % 2 === k)) await p.call("q::turn", { session_id: s, i }, enqueue("turns"));
+        for (let i = 0; i < 15; i++)
+          for (const s of sessions.filter((_, j) => j % 2 === k)) await p.call("q::turn", { session_id: s, i }, enqueue("turns"));
       }),
     );
     await eventually(() => sessions.every((s) => (seen.get(s)?.length ?? 0) === 15), 10_000, "all turns");
@@ -141,7 +156,8 @@ describe("durable FIFO queue ('turns', message_group_field session_id)", () => {
     const ns = "q-evict";
     const producer = await RawWorker.connect(ns);
     const receipts: string[] = [];
-    for (let i = 0; i < 20; i++) receipts.push(((await producer.call("q::late", { i }, enqueue("jobs"))).result as { messageReceiptId: string }).messageReceiptId);
+    for (let i = 0; i < 20; i++)
+      receipts.push(((await producer.call("q::late", { i }, enqueue("jobs"))).result as { messageReceiptId: string }).messageReceiptId);
     await evictDurableObject(env.ENGINE.getByName(ns), { webSockets: "hibernate" });
     const w = await RawWorker.connect(ns);
     const got = new Map<string, number>();
@@ -149,12 +165,17 @@ describe("durable FIFO queue ('turns', message_group_field session_id)", () => {
     await w.settle();
     // Messages that failed while nobody handled q::late are retried; past max_retries they wait
     // in the dead-letter list. Either way each one is accounted for, none twice.
-    await eventually(async () => {
-      const dead = (await deadLetters(ns)).map((r) => r.id);
-      return receipts.every((id) => got.has(id) || dead.includes(id)) ? true : undefined;
-    }, 10_000, "every message delivered or dead-lettered");
+    await eventually(
+      async () => {
+        const dead = (await deadLetters(ns)).map((r) => r.id);
+        return receipts.every((id) => got.has(id) || dead.includes(id)) ? true : undefined;
+      },
+      10_000,
+      "every message delivered or dead-lettered",
+    );
     const dead = (await deadLetters(ns)).map((r) => r.id);
-    if (dead.length > 0) expect((await w.call("iii::queue::redrive", { queue: "jobs" })).result).toEqual({ queue: "jobs", redriven: dead.length });
+    if (dead.length > 0)
+      expect((await w.call("iii::queue::redrive", { queue: "jobs" })).result).toEqual({ queue: "jobs", redriven: dead.length });
     const t0 = Date.now();
     await eventually(() => receipts.every((id) => got.has(id)), 20_000, "every message delivered");
     console.log(`redriven deliveries took ${Date.now() - t0} ms`);

@@ -62,14 +62,21 @@ export class RawWorker {
     this.send({ type: "registerfunction", id });
   }
 
-  trigger(trigger_type: string, function_id: string, config: unknown, id = `t-${trigger_type}-${++this.n}-${crypto.randomUUID().slice(0, 8)}`): string {
+  trigger(
+    trigger_type: string,
+    function_id: string,
+    config: unknown,
+    id = `t-${trigger_type}-${++this.n}-${crypto.randomUUID().slice(0, 8)}`,
+  ): string {
     this.send({ type: "registertrigger", id, trigger_type, function_id, config });
     return id;
   }
 
   /** Registration errors the engine reported for trigger `id` (none = accepted). */
   registrationErrors(id: string): { code: string; message: string }[] {
-    return this.frames.filter((f) => f.type === "triggerregistrationresult" && f.id === id && f.error).map((f) => f.error as { code: string; message: string });
+    return this.frames
+      .filter((f) => f.type === "triggerregistrationresult" && f.id === id && f.error)
+      .map((f) => f.error as { code: string; message: string });
   }
 
   call(function_id: string, data: unknown, action?: unknown): Promise<{ result?: unknown; error?: { code: string; message: string } }> {

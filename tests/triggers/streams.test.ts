@@ -32,7 +32,17 @@ describe("streams", () => {
     const key = { stream_name: "chat", group_id: "room1", item_id: "m1" };
     expect((await w.call("stream::set", { ...key, data: { text: "hi" } })).result).toEqual({ old_value: null, new_value: { text: "hi" } });
     expect((await w.call("stream::get", key)).result).toEqual({ text: "hi" });
-    expect((await w.call("stream::update", { ...key, ops: [{ type: "set", path: "text", value: "yo" }, { type: "increment", path: "n", by: 2 }] })).result).toEqual({ old_value: { text: "hi" }, new_value: { text: "yo", n: 2 } });
+    expect(
+      (
+        await w.call("stream::update", {
+          ...key,
+          ops: [
+            { type: "set", path: "text", value: "yo" },
+            { type: "increment", path: "n", by: 2 },
+          ],
+        })
+      ).result,
+    ).toEqual({ old_value: { text: "hi" }, new_value: { text: "yo", n: 2 } });
     await w.call("stream::set", { stream_name: "chat", group_id: "room2", item_id: "m9", data: 1 });
     expect((await w.call("stream::list", { stream_name: "chat", group_id: "room1" })).result).toEqual([{ text: "yo", n: 2 }]);
     expect((await w.call("stream::list_groups", { stream_name: "chat" })).result).toEqual(["room1", "room2"]);
@@ -45,14 +55,30 @@ describe("streams", () => {
 
   it("stream::list_items pages a group's items with their ids after a cursor (a follower's catch-up)", async () => {
     const w = await RawWorker.connect("st-items");
-    for (let i = 1; i <= 5; i++) await w.call("stream::set", { stream_name: "ev", group_id: "s1", item_id: `s1-${String(i).padStart(8, "0")}`, data: { n: i } });
+    for (let i = 1; i <= 5; i++)
+      await w.call("stream::set", { stream_name: "ev", group_id: "s1", item_id: `s1-${String(i).padStart(8, "0")}`, data: { n: i } });
     await w.call("stream::set", { stream_name: "ev", group_id: "s2", item_id: "s2-00000001", data: { n: 99 } });
-    const page1 = (await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", limit: 2 })).result as { items: { item_id: string; data: { n: number } }[]; next: string | null };
-    expect(page1).toEqual({ items: [{ item_id: "s1-00000001", data: { n: 1 } }, { item_id: "s1-00000002", data: { n: 2 } }], next: "s1-00000002" });
-    const rest = (await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", after: page1.next })).result as { items: { item_id: string }[]; next: string | null };
+    const page1 = (await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", limit: 2 })).result as {
+      items: { item_id: string; data: { n: number } }[];
+      next: string | null;
+    };
+    expect(page1).toEqual({
+      items: [
+        { item_id: "s1-00000001", data: { n: 1 } },
+        { item_id: "s1-00000002", data: { n: 2 } },
+      ],
+      next: "s1-00000002",
+    });
+    const rest = (await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", after: page1.next })).result as {
+      items: { item_id: string }[];
+      next: string | null;
+    };
     expect(rest.items.map((i) => i.item_id)).toEqual(["s1-00000003", "s1-00000004", "s1-00000005"]);
     expect(rest.next).toBeNull();
-    expect((await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", after: "s1-00000005" })).result).toEqual({ items: [], next: null });
+    expect((await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", after: "s1-00000005" })).result).toEqual({
+      items: [],
+      next: null,
+    });
     expect((await w.call("stream::list_items", { stream_name: "ev", group_id: "s1", limit: 0 })).error?.code).toBe("deserialization_error");
     await w.close();
   });
@@ -73,7 +99,13 @@ describe("streams", () => {
     await w.call("stream::delete", k);
     await eventually(() => events.length === 4, 5000, "four events");
     expect(events.map((e) => e.event.type)).toEqual(["create", "update", "event", "delete"]);
-    expect(events[0]).toMatchObject({ type: "stream", streamName: "todo", groupId: "g", id: "1", event: { type: "create", data: { done: false } } });
+    expect(events[0]).toMatchObject({
+      type: "stream",
+      streamName: "todo",
+      groupId: "g",
+      id: "1",
+      event: { type: "create", data: { done: false } },
+    });
     expect(events[2]).toMatchObject({ id: null, event: { type: "event", event: { type: "ping", data: { x: 1 } } } });
     await w.close();
   });
@@ -95,19 +127,35 @@ describe("streams", () => {
     s.send({ type: "join", data: { subscriptionId: "sub-1", streamName: "chat", groupId: "room" } });
     s.send({ type: "join", data: { subscriptionId: "sub-2", streamName: "chat", groupId: "secret" } });
     await eventually(() => s.got.length === 2, 5000, "sync + unauthorized");
-    expect(s.got.find((m) => m.groupId === "room")).toMatchObject({ type: "stream", streamName: "chat", groupId: "room", id: null, event: { type: "sync", data: [{ text: "first" }] } });
+    expect(s.got.find((m) => m.groupId === "room")).toMatchObject({
+      type: "stream",
+      streamName: "chat",
+      groupId: "room",
+      id: null,
+      event: { type: "sync", data: [{ text: "first" }] },
+    });
     expect(s.got.find((m) => m.groupId === "secret")?.event.type).toBe("unauthorized");
     expect(joins).toContainEqual({ subscription_id: "sub-1", stream_name: "chat", group_id: "room" });
 
     // The engine object hibernates; the subscription (in SQLite + the socket attachment) survives.
     await evictDurableObject(env.ENGINE.getByName(ns), { webSockets: "hibernate" });
     await w.call("stream::set", { stream_name: "chat", group_id: "room", item_id: "b", data: { text: "second" } });
-    await w.call("stream::update", { stream_name: "chat", group_id: "room", item_id: "a", ops: [{ type: "set", path: "text", value: "edited" }] });
+    await w.call("stream::update", {
+      stream_name: "chat",
+      group_id: "room",
+      item_id: "a",
+      ops: [{ type: "set", path: "text", value: "edited" }],
+    });
     await w.call("stream::send", { stream_name: "chat", group_id: "room", type: "typing", data: { who: "ann" } });
     await w.call("stream::delete", { stream_name: "chat", group_id: "room", item_id: "b" });
     await w.call("stream::set", { stream_name: "chat", group_id: "secret", item_id: "x", data: 1 });
     await eventually(() => s.got.length === 6, 5000, "four pushes");
-    expect(s.got.slice(2).map((m) => [m.event.type, m.id])).toEqual([["create", "b"], ["update", "a"], ["event", null], ["delete", "b"]]);
+    expect(s.got.slice(2).map((m) => [m.event.type, m.id])).toEqual([
+      ["create", "b"],
+      ["update", "a"],
+      ["event", null],
+      ["delete", "b"],
+    ]);
 
     s.send({ type: "leave", data: { subscriptionId: "sub-1", streamName: "chat", groupId: "room" } });
     await eventually(() => leaves.length === 1, 5000, "leave trigger");
@@ -119,7 +167,10 @@ describe("streams", () => {
     await eventually(() => s.got.length === 7, 5000, "sync of the lobby");
     await w.call("stream::set", { stream_name: "chat", group_id: "lobby", item_id: "z", data: 4 });
     await eventually(() => s.got.length === 8, 5000, "the lobby's change");
-    expect(s.got.slice(6).map((m) => [m.groupId, m.event.type])).toEqual([["lobby", "sync"], ["lobby", "create"]]);
+    expect(s.got.slice(6).map((m) => [m.groupId, m.event.type])).toEqual([
+      ["lobby", "sync"],
+      ["lobby", "create"],
+    ]);
     await Promise.all([closed(s.ws), w.close()]);
   });
 });

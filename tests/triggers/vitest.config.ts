@@ -16,8 +16,24 @@ export const TEST_QUEUES = {
   // long-delivery.test.ts: a fifo whose deliveries may run longer than a call's default deadline
   // (INVOKE_TIMEOUT_MS below), like `turn-step` in wrangler.toml, and one whose deadline is shorter
   // than its handler.
-  long_fifo: { backend: "durable", type: "fifo", message_group_field: "session_id", timeout_ms: 5_000, max_retries: 2, backoff_ms: 5, concurrency: 8 },
-  short_fifo: { backend: "durable", type: "fifo", message_group_field: "session_id", timeout_ms: 300, max_retries: 2, backoff_ms: 5, concurrency: 8 },
+  long_fifo: {
+    backend: "durable",
+    type: "fifo",
+    message_group_field: "session_id",
+    timeout_ms: 5_000,
+    max_retries: 2,
+    backoff_ms: 5,
+    concurrency: 8,
+  },
+  short_fifo: {
+    backend: "durable",
+    type: "fifo",
+    message_group_field: "session_id",
+    timeout_ms: 300,
+    max_retries: 2,
+    backoff_ms: 5,
+    concurrency: 8,
+  },
 };
 
 /** The deadline of a call that names none, shortened from 30 s so long-delivery.test.ts can show

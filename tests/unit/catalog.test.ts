@@ -10,8 +10,8 @@ import type { Sql, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
 
 function sqlOver(db: DatabaseSync): Sql {
   return {
-    exec: <T,>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
-    transaction: <T,>(fn: () => T): T => fn(),
+    exec: <T>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
+    transaction: <T>(fn: () => T): T => fn(),
   };
 }
 
@@ -25,13 +25,23 @@ function recount(c: Catalog, owner: string, kind?: HoldingKind): number {
 }
 function recountPrincipal(c: Catalog, principal: string): number {
   let n = 0;
-  const owners = new Set<string>([...c.functions.values(), ...c.triggers.values(), ...c.triggerTypes.values()].map((r) => r.owner).filter((o): o is string => o !== null));
+  const owners = new Set<string>(
+    [...c.functions.values(), ...c.triggers.values(), ...c.triggerTypes.values()]
+      .map((r) => r.owner)
+      .filter((o): o is string => o !== null),
+  );
   for (const o of owners) if (c.principalOf(o) === principal) n += recount(c, o);
   for (const t of c.triggers.values()) if (t.owner === null && t.principal === principal) n++;
   return n;
 }
 
-const worker = (id: string, sub?: string) => ({ worker_id: id, token: "t", connected_at: 1, info: {}, ...(sub ? { grant: { sub, ns: ["*"] } } : {}) });
+const worker = (id: string, sub?: string) => ({
+  worker_id: id,
+  token: "t",
+  connected_at: 1,
+  info: {},
+  ...(sub ? { grant: { sub, ns: ["*"] } } : {}),
+});
 
 describe("Catalog holdings", () => {
   it("put, replace (owner change) and delete of each kind; principals from the worker's grant", () => {
@@ -45,7 +55,12 @@ describe("Catalog holdings", () => {
     c.putFunction({ id: "f2", kind: "worker", owner: "w1" });
     c.putTriggerType({ id: "tt", owner: "w1" });
     c.putTrigger({ id: "t1", trigger_type: "state", function_id: "f1", config: null, owner: "w1", status: "active" });
-    expect([c.countOwnedBy("w1"), c.countOwnedBy("w1", "functions"), c.countOwnedBy("w1", "triggers"), c.countOwnedBy("w1", "triggerTypes")]).toEqual([4, 2, 1, 1]);
+    expect([
+      c.countOwnedBy("w1"),
+      c.countOwnedBy("w1", "functions"),
+      c.countOwnedBy("w1", "triggers"),
+      c.countOwnedBy("w1", "triggerTypes"),
+    ]).toEqual([4, 2, 1, 1]);
     expect(c.countByPrincipal("bob")).toBe(4);
 
     // Same id again, same owner: no double count.
@@ -110,11 +125,20 @@ describe("Catalog holdings", () => {
     const op = fc.oneof(
       fc.record({ op: fc.constant("fn" as const), id: fc.constantFrom(...ids), owner }),
       fc.record({ op: fc.constant("type" as const), id: fc.constantFrom(...ids), owner }),
-      fc.record({ op: fc.constant("trig" as const), id: fc.constantFrom(...ids), owner: fc.option(owner, { nil: null }), principal: fc.option(fc.constantFrom(...subs), { nil: undefined }) }),
+      fc.record({
+        op: fc.constant("trig" as const),
+        id: fc.constantFrom(...ids),
+        owner: fc.option(owner, { nil: null }),
+        principal: fc.option(fc.constantFrom(...subs), { nil: undefined }),
+      }),
       fc.record({ op: fc.constant("delFn" as const), id: fc.constantFrom(...ids), owner }),
       fc.record({ op: fc.constant("delType" as const), id: fc.constantFrom(...ids), owner }),
       fc.record({ op: fc.constant("delTrig" as const), id: fc.constantFrom(...ids) }),
-      fc.record({ op: fc.constant("worker" as const), owner: fc.constantFrom("w1", "w2", "w3"), sub: fc.option(fc.constantFrom(...subs), { nil: undefined }) }),
+      fc.record({
+        op: fc.constant("worker" as const),
+        owner: fc.constantFrom("w1", "w2", "w3"),
+        sub: fc.option(fc.constantFrom(...subs), { nil: undefined }),
+      }),
       fc.record({ op: fc.constant("gone" as const), owner: fc.constantFrom("w1", "w2", "w3") }),
     );
     fc.assert(
@@ -137,7 +161,15 @@ describe("Catalog holdings", () => {
               c.putTriggerType({ id: o.id, owner: o.owner });
               break;
             case "trig":
-              c.putTrigger({ id: o.id, trigger_type: "x", function_id: "f", config: null, owner: o.owner, status: "active", ...(o.principal ? { principal: o.principal } : {}) });
+              c.putTrigger({
+                id: o.id,
+                trigger_type: "x",
+                function_id: "f",
+                config: null,
+                owner: o.owner,
+                status: "active",
+                ...(o.principal ? { principal: o.principal } : {}),
+              });
               break;
             case "delFn":
               c.deleteFunction(o.id, o.owner);

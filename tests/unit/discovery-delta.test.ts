@@ -37,13 +37,17 @@ class Socket implements Conn {
     this.frames.push(f);
     if (f.type === "invokefunction" && f.invocation_id) {
       const id = f.invocation_id;
-      setImmediate(() => this.core.message(this, JSON.stringify({ type: "invocationresult", invocation_id: id, function_id: f.function_id, result: null })));
+      setImmediate(() =>
+        this.core.message(this, JSON.stringify({ type: "invocationresult", invocation_id: id, function_id: f.function_id, result: null })),
+      );
     }
     return true;
   }
   close(): void {}
   calls(fn: string): Record<string, unknown>[] {
-    return this.frames.filter((f) => f.type === "invokefunction" && f.function_id === fn).map((f) => (f as { data: Record<string, unknown> }).data);
+    return this.frames
+      .filter((f) => f.type === "invokefunction" && f.function_id === fn)
+      .map((f) => (f as { data: Record<string, unknown> }).data);
   }
 }
 
@@ -66,7 +70,13 @@ function setup() {
   const send = (c: Socket, f: Record<string, unknown>) => core.message(c, JSON.stringify(f));
   send(sub, { type: "registerfunction", id: "sub::delta" });
   send(sub, { type: "registerfunction", id: "sub::full" });
-  send(sub, { type: "registertrigger", id: "t-delta", trigger_type: "engine::functions-available", function_id: "sub::delta", config: { delta: true } });
+  send(sub, {
+    type: "registertrigger",
+    id: "t-delta",
+    trigger_type: "engine::functions-available",
+    function_id: "sub::delta",
+    config: { delta: true },
+  });
   send(sub, { type: "registertrigger", id: "t-full", trigger_type: "engine::functions-available", function_id: "sub::full", config: {} });
   const list = async () => {
     const r = await core.invoke({ function_id: "engine::functions::list", data: { include_internal: true, limit: 1000 } });
@@ -83,12 +93,21 @@ describe("engine::functions-available with {delta: true}", () => {
     const before = { delta: sub.calls("sub::delta").length, full: sub.calls("sub::full").length };
 
     send(owner, { type: "registerfunction", id: "orders::create", description: "creates an order" });
-    await until(() => sub.calls("sub::delta").length > before.delta && sub.calls("sub::full").length > before.full, "the fires of a registration");
+    await until(
+      () => sub.calls("sub::delta").length > before.delta && sub.calls("sub::full").length > before.full,
+      "the fires of a registration",
+    );
     const d = sub.calls("sub::delta").at(-1)!;
-    expect(d).toMatchObject({ event: "functions_changed", added: [{ function_id: "orders::create", description: "creates an order" }], removed: [] });
+    expect(d).toMatchObject({
+      event: "functions_changed",
+      added: [{ function_id: "orders::create", description: "creates an order" }],
+      removed: [],
+    });
     expect(d.functions).toBeUndefined();
     const full = sub.calls("sub::full").at(-1)!;
-    expect((full.functions as { function_id: string }[]).map((f) => f.function_id)).toEqual(expect.arrayContaining(["orders::create", "sub::delta", "engine::functions::list"]));
+    expect((full.functions as { function_id: string }[]).map((f) => f.function_id)).toEqual(
+      expect.arrayContaining(["orders::create", "sub::delta", "engine::functions::list"]),
+    );
 
     const n = sub.calls("sub::delta").length;
     send(owner, { type: "unregisterfunction", id: "orders::create" });

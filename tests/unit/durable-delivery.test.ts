@@ -19,7 +19,15 @@ import { nodeSql, trackedTimers } from "../support/node-sql.ts";
 import { eventually } from "../support/wait.ts";
 
 const QUEUES = JSON.stringify({
-  steps: { backend: "durable", type: "fifo", message_group_field: "session_id", timeout_ms: 400, max_retries: 3, backoff_ms: 200, concurrency: 10 },
+  steps: {
+    backend: "durable",
+    type: "fifo",
+    message_group_field: "session_id",
+    timeout_ms: 400,
+    max_retries: 3,
+    backoff_ms: 200,
+    concurrency: 10,
+  },
   jobs: { backend: "durable", max_retries: 3, backoff_ms: 10 },
 });
 
@@ -35,7 +43,9 @@ class FakeConn implements Conn {
   }
   close(): void {}
   calls(fn: string) {
-    return this.frames.filter((f): f is Extract<EngineFrame, { type: "invokefunction" }> => f.type === "invokefunction" && f.function_id === fn);
+    return this.frames.filter(
+      (f): f is Extract<EngineFrame, { type: "invokefunction" }> => f.type === "invokefunction" && f.function_id === fn,
+    );
   }
 }
 
@@ -76,13 +86,22 @@ describe("a state write and what it enqueues are one transaction", () => {
     core.registerTrigger(null, { id: "t-rec", trigger_type: "state", function_id: "x::on", config: { scope: "s" } });
     // SQLite refuses any further queue row: the write must not survive its message's failure.
     db.exec("CREATE TRIGGER refuse_messages BEFORE INSERT ON queue_messages BEGIN SELECT RAISE(ABORT, 'queue full'); END");
-    const set = await core.invoke({ function_id: "state::set", data: { scope: "s", key: "k", value: 1, enqueue: { function_id: "x::job", queue: "jobs" } } });
+    const set = await core.invoke({
+      function_id: "state::set",
+      data: { scope: "s", key: "k", value: 1, enqueue: { function_id: "x::job", queue: "jobs" } },
+    });
     expect(set.ok).toBe(false);
-    const upd = await core.invoke({ function_id: "state::update", data: { scope: "s", key: "k", ops: [{ type: "set", path: "", value: 2 }] } });
+    const upd = await core.invoke({
+      function_id: "state::update",
+      data: { scope: "s", key: "k", ops: [{ type: "set", path: "", value: 2 }] },
+    });
     expect(upd.ok).toBe(false); // the trigger's fire is a queue row too
     expect(count(db, "SELECT COUNT(*) AS n FROM state")).toBe(0);
     db.exec("DROP TRIGGER refuse_messages");
-    const ok = await core.invoke({ function_id: "state::set", data: { scope: "s", key: "k", value: 3, enqueue: { function_id: "x::job", queue: "jobs" } } });
+    const ok = await core.invoke({
+      function_id: "state::set",
+      data: { scope: "s", key: "k", value: 3, enqueue: { function_id: "x::job", queue: "jobs" } },
+    });
     expect(ok).toMatchObject({ ok: true, result: { old_value: null, new_value: 3, messageReceiptId: expect.any(String) } });
     // One row for the enqueue, one for the binding's fire (on its own queue).
     expect(db.prepare("SELECT queue, trigger_id FROM queue_messages ORDER BY queue").all()).toEqual([
@@ -100,7 +119,9 @@ describe("the fires waiting for one binding are bounded", () => {
     core.registerTrigger(null, { id: "t-stuck", trigger_type: "state", function_id: "x::stuck", config: { scope: "hot" } });
     core.registerTrigger(null, { id: "t-fine", trigger_type: "state", function_id: "x::fine", config: { scope: "hot" } });
     // A backlog as a handler failing for hours would leave (next_at far ahead: nothing is delivered).
-    const insert = db.prepare("INSERT INTO queue_messages (id, queue, function_id, data, next_at, group_key, enqueued_at, seq, trigger_id) VALUES (?, 'state:t-stuck', 'x::stuck', 'null', ?, 'g', 0, ?, 't-stuck')");
+    const insert = db.prepare(
+      "INSERT INTO queue_messages (id, queue, function_id, data, next_at, group_key, enqueued_at, seq, trigger_id) VALUES (?, 'state:t-stuck', 'x::stuck', 'null', ?, 'g', 0, ?, 't-stuck')",
+    );
     db.exec("BEGIN");
     for (let i = 0; i < 10_000; i++) insert.run(`old-${i}`, clock.t + 3_600_000, -i);
     db.exec("COMMIT");
@@ -156,7 +177,15 @@ describe("a fifo head waiting on its backoff", () => {
     await eventually(() => worker.calls("step::run").length === 1, 2_000, "the head's first attempt");
     const head = worker.calls("step::run")[0]!;
     const failedAt = clock.t;
-    core.message(worker, JSON.stringify({ type: "invocationresult", invocation_id: head.invocation_id, function_id: "step::run", error: { code: "invocation_failed", message: "retry me" } }));
+    core.message(
+      worker,
+      JSON.stringify({
+        type: "invocationresult",
+        invocation_id: head.invocation_id,
+        function_id: "step::run",
+        error: { code: "invocation_failed", message: "retry me" },
+      }),
+    );
     await eventually(() => count(db, "SELECT COUNT(*) AS n FROM queue_messages WHERE attempts = 1") === 1, 2_000, "the failure recorded");
     // The second message is due but held back by its group: the next wake is the head's retry.
     expect(installed.queues.durable.nextDue()).toBe(failedAt + 200);

@@ -10,7 +10,15 @@ import { nodeSql, trackedTimers } from "../support/node-sql.ts";
 import { DurableQueues, type QueueConfig } from "@iii-edge/engine-do/core/queues/durable-queue.ts";
 import { eventually } from "../support/wait.ts";
 
-const QUEUE: QueueConfig = { name: "jobs", backend: "durable", max_retries: 3, backoff_ms: 10, concurrency: 10, type: "standard", timeout_ms: 5_000 };
+const QUEUE: QueueConfig = {
+  name: "jobs",
+  backend: "durable",
+  max_retries: 3,
+  backoff_ms: 10,
+  concurrency: 10,
+  type: "standard",
+  timeout_ms: 5_000,
+};
 
 const timers = new Set<ReturnType<typeof setTimeout>>();
 afterEach(() => {

@@ -5,7 +5,8 @@ import { MAX_REGISTRATIONS_PER_WORKER, type EdgeInvokeRequest } from "@iii-edge/
 import { edgeHostPort } from "@iii-edge/engine-do/core/edge-hosts.ts";
 
 const call: EdgeInvokeRequest = { function_id: "edge::f", data: { a: 1 }, invocation_id: "i-1", namespace: "default" };
-const host = (manifest: unknown, answer: unknown = {}) => edgeHostPort("EDGE_T", { iiiManifest: async () => manifest, iiiInvoke: async () => answer });
+const host = (manifest: unknown, answer: unknown = {}) =>
+  edgeHostPort("EDGE_T", { iiiManifest: async () => manifest, iiiInvoke: async () => answer });
 
 describe("edge host port", () => {
   it("passes a well-formed manifest and answers through", async () => {
@@ -16,7 +17,9 @@ describe("edge host port", () => {
     expect(await host(manifest).iiiManifest()).toEqual(manifest);
     expect(await host(manifest, { result: { ok: 1 } }).iiiInvoke(call)).toEqual({ result: { ok: 1 } });
     expect(await host(manifest, {}).iiiInvoke(call)).toEqual({});
-    expect(await host(manifest, { error: { code: "not_found", message: "gone" } }).iiiInvoke(call)).toEqual({ error: { code: "not_found", message: "gone" } });
+    expect(await host(manifest, { error: { code: "not_found", message: "gone" } }).iiiInvoke(call)).toEqual({
+      error: { code: "not_found", message: "gone" },
+    });
   });
 
   it("refuses a malformed manifest, naming the host and the field", async () => {
@@ -27,13 +30,17 @@ describe("edge host port", () => {
       [{ functions: [{ id: "f", metadata: [1] }], triggers: [] }, "functions.0.metadata"],
       [{ functions: Array.from({ length: MAX_REGISTRATIONS_PER_WORKER + 1 }, (_, i) => ({ id: `f${i}` })), triggers: [] }, "functions"],
     ] as const) {
-      await expect(host(bad).iiiManifest()).rejects.toThrow(new RegExp(`^edge host EDGE_T sent a malformed manifest: ${where.replace(/\./g, "\\.")}: `));
+      await expect(host(bad).iiiManifest()).rejects.toThrow(
+        new RegExp(`^edge host EDGE_T sent a malformed manifest: ${where.replace(/\./g, "\\.")}: `),
+      );
     }
   });
 
   it("ends a call whose answer is malformed with invocation_failed", async () => {
     for (const bad of [null, 7, { error: "kaboom" }, { error: { code: 1, message: "m" } }]) {
-      expect(await host({ functions: [], triggers: [] }, bad).iiiInvoke(call)).toMatchObject({ error: { code: "invocation_failed", message: expect.stringContaining("edge host EDGE_T answered edge::f malformed") } });
+      expect(await host({ functions: [], triggers: [] }, bad).iiiInvoke(call)).toMatchObject({
+        error: { code: "invocation_failed", message: expect.stringContaining("edge host EDGE_T answered edge::f malformed") },
+      });
     }
   });
 });

@@ -39,10 +39,16 @@ describe("error codes", () => {
     const store = new Error("SQLITE_BUSY: database is locked");
     const write = new Error("saving the turn record failed", { cause: store });
     const body = toErrorBody(new IIIError("state_conflict", "turn t1 not advanced", { cause: write }));
-    expect(body).toEqual({ code: "state_conflict", message: "turn t1 not advanced (cause: saving the turn record failed) (cause: SQLITE_BUSY: database is locked)" });
+    expect(body).toEqual({
+      code: "state_conflict",
+      message: "turn t1 not advanced (cause: saving the turn record failed) (cause: SQLITE_BUSY: database is locked)",
+    });
     // A message that already says its cause does not say it twice; a relayed code passes as sent.
     const relayed = IIIError.relayed({ code: "mail_bounced", message: "no such mailbox" });
-    expect(toErrorBody(new IIIError(relayed.code, `mail::send: ${relayed.message}`, { cause: relayed }))).toEqual({ code: "mail_bounced", message: "mail::send: no such mailbox" });
+    expect(toErrorBody(new IIIError(relayed.code, `mail::send: ${relayed.message}`, { cause: relayed }))).toEqual({
+      code: "mail_bounced",
+      message: "mail::send: no such mailbox",
+    });
   });
   it("the engine and SDKs write only codes of the closed set", () => {
     const outside = [...codesWritten()].filter(([c]) => !(ERROR_CODES as readonly string[]).includes(c) && c !== "custom");

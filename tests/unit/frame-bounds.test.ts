@@ -4,7 +4,8 @@
 import { describe, expect, it } from "vitest";
 import { MAX_FRAME_BYTES, MAX_JSON_DEPTH, exceedsJsonDepth, parseWorkerFrame, peekCallIds } from "@iii-edge/protocol";
 
-const nested = (depth: number, kind: "array" | "object", leaf = "1") => (kind === "array" ? "[".repeat(depth) + leaf + "]".repeat(depth) : '{"a":'.repeat(depth) + leaf + "}".repeat(depth));
+const nested = (depth: number, kind: "array" | "object", leaf = "1") =>
+  kind === "array" ? "[".repeat(depth) + leaf + "]".repeat(depth) : '{"a":'.repeat(depth) + leaf + "}".repeat(depth);
 
 describe("exceedsJsonDepth", () => {
   it("counts the outermost container as level 1; primitives are level 0", () => {
@@ -49,7 +50,14 @@ describe("parseWorkerFrame: nesting", () => {
 
   it("one level deeper is refused with invalid_frame naming the limit, keeping the call's ids", () => {
     const r = parseWorkerFrame(call(nested(MAX_JSON_DEPTH, "object")));
-    expect(r).toMatchObject({ ok: false, ignore: false, frame_type: "invokefunction", invocation_id: "inv-1", function_id: "state::set", error: { code: "invalid_frame" } });
+    expect(r).toMatchObject({
+      ok: false,
+      ignore: false,
+      frame_type: "invokefunction",
+      invocation_id: "inv-1",
+      function_id: "state::set",
+      error: { code: "invalid_frame" },
+    });
     if (!r.ok) expect(r.error.message).toBe(`invokefunction is nested too deeply: more than ${MAX_JSON_DEPTH} levels (MAX_JSON_DEPTH)`);
   });
 
@@ -57,7 +65,10 @@ describe("parseWorkerFrame: nesting", () => {
     for (const depth of [10_000, 100_000]) {
       for (const kind of ["array", "object"] as const) {
         const r = parseWorkerFrame(call(nested(depth, kind)));
-        expect(r, `${depth} ${kind}`).toMatchObject({ ok: false, error: { code: "invalid_frame", message: expect.stringContaining("MAX_JSON_DEPTH") } });
+        expect(r, `${depth} ${kind}`).toMatchObject({
+          ok: false,
+          error: { code: "invalid_frame", message: expect.stringContaining("MAX_JSON_DEPTH") },
+        });
       }
     }
     // In a registration as well (the message keeps the wording the registration limits use).
@@ -71,10 +82,19 @@ describe("parseWorkerFrame: a call over MAX_FRAME_BYTES", () => {
     const pad = "x".repeat(MAX_FRAME_BYTES);
     const first = `{"type":"invokefunction","invocation_id":"inv-head","function_id":"big::fn","data":{"pad":"${pad}"}}`;
     const last = `{"data":{"pad":"${pad}"},"function_id":"big::fn","invocation_id":"inv-tail","type":"invokefunction"}`;
-    for (const [raw, id] of [[first, "inv-head"], [last, "inv-tail"]] as const) {
+    for (const [raw, id] of [
+      [first, "inv-head"],
+      [last, "inv-tail"],
+    ] as const) {
       for (const frame of [raw, new TextEncoder().encode(raw).buffer as ArrayBuffer]) {
         const r = parseWorkerFrame(frame);
-        expect(r).toMatchObject({ ok: false, error: { code: "frame_too_large" }, frame_type: "invokefunction", invocation_id: id, function_id: "big::fn" });
+        expect(r).toMatchObject({
+          ok: false,
+          error: { code: "frame_too_large" },
+          frame_type: "invokefunction",
+          invocation_id: id,
+          function_id: "big::fn",
+        });
       }
     }
     // Not a call (or no invocation_id): no ids, nothing to answer.
@@ -83,7 +103,10 @@ describe("parseWorkerFrame: a call over MAX_FRAME_BYTES", () => {
   });
 
   it("peekCallIds reads only the ends of the text", () => {
-    expect(peekCallIds('{"type":"invokefunction","invocation_id":"a","function_id":"f"}')).toEqual({ invocation_id: "a", function_id: "f" });
+    expect(peekCallIds('{"type":"invokefunction","invocation_id":"a","function_id":"f"}')).toEqual({
+      invocation_id: "a",
+      function_id: "f",
+    });
     expect(peekCallIds('{"type":"invocationresult","invocation_id":"a","function_id":"f"}')).toBeUndefined();
     // Ids buried in the middle of a large payload are not looked for.
     const middle = `{"type":"invokefunction","data":["${"x".repeat(10_000)}",{"invocation_id":"buried"},"${"x".repeat(10_000)}"]}`;
@@ -97,7 +120,10 @@ describe("parseWorkerFrame: binary frames that are not UTF-8", () => {
     expect(parseWorkerFrame(ok.buffer as ArrayBuffer).ok).toBe(true);
     for (const bad of [[0xff], [0xc0, 0x80], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80]]) {
       const bytes = new Uint8Array([...new TextEncoder().encode('{"type":"pong","x":"'), ...bad, ...new TextEncoder().encode('"}')]);
-      expect(parseWorkerFrame(bytes.buffer as ArrayBuffer)).toMatchObject({ ok: false, error: { code: "invalid_frame", message: "frame is not valid UTF-8" } });
+      expect(parseWorkerFrame(bytes.buffer as ArrayBuffer)).toMatchObject({
+        ok: false,
+        error: { code: "invalid_frame", message: "frame is not valid UTF-8" },
+      });
     }
   });
 });

@@ -32,7 +32,10 @@ const blockedV4 = fc
   .tuple(fc.constantFrom(...BLOCKED_V4_RANGES), fc.integer({ min: 0, max: 2 ** 24 - 1 }))
   .map(([[base, bits], offset]) => (toInt(base) + (offset % 2 ** (32 - bits))) >>> 0);
 /** A public IPv4 address (as the policy itself judges a plain IPv4 URL). */
-const publicV4 = fc.tuple(byte, byte, byte, byte).map((b) => toInt(b)).filter((n) => !refused(`https://${dotted(n)}/`));
+const publicV4 = fc
+  .tuple(byte, byte, byte, byte)
+  .map((b) => toInt(b))
+  .filter((n) => !refused(`https://${dotted(n)}/`));
 const dotted = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
 const hi = (n: number) => hex(n >>> 16);
 const lo = (n: number) => hex(n & 0xffff);
@@ -49,7 +52,7 @@ const embeddings = (n: number, h: number[]): [string, string][] => [
   ["6to4", `https://[2002:${hi(n)}:${lo(n)}:${hex(h[0]!)}::${hex(h[1]!)}]/`],
   // The other Teredo field holds 8.8.8.8 (the client one obfuscated: f7f7:f7f7).
   ["Teredo server", `https://[2001:0:${hi(n)}:${lo(n)}:${hex(h[0]!)}:${hex(h[1]!)}:f7f7:f7f7]/`],
-  ["Teredo client", `https://[2001:0:808:808:${hex(h[0]!)}:${hex(h[1]!)}:${hex(~n >>> 16 & 0xffff)}:${hex(~n & 0xffff)}]/`],
+  ["Teredo client", `https://[2001:0:808:808:${hex(h[0]!)}:${hex(h[1]!)}:${hex((~n >>> 16) & 0xffff)}:${hex(~n & 0xffff)}]/`],
   ["ISATAP", `https://[2606:4700:${hex(h[0]!)}:${hex(h[1]!)}:0:5efe:${hi(n)}:${lo(n)}]/`],
   ["ISATAP (u bit)", `https://[2606:4700:${hex(h[0]!)}:${hex(h[1]!)}:200:5efe:${dotted(n)}]/`],
 ];
@@ -77,7 +80,10 @@ describe("validateInvocationUrl: IPv6 that carries an IPv4 address", () => {
   });
 
   it("names the IPv4 it found and the form it was in", () => {
-    expect(validateInvocationUrl("https://[2002:7f00:1::]/", strict)).toEqual({ ok: false, message: "[2002:7f00:1::] is a loopback (127.0.0.1 inside a 6to4 address) address" });
+    expect(validateInvocationUrl("https://[2002:7f00:1::]/", strict)).toEqual({
+      ok: false,
+      message: "[2002:7f00:1::] is a loopback (127.0.0.1 inside a 6to4 address) address",
+    });
   });
 
   it("property: every embedding of a non-public IPv4 is refused", () => {
@@ -103,22 +109,36 @@ describe("validateInvocationUrl: IPv6 that carries an IPv4 address", () => {
   });
 
   it("property: IPv6 outside global unicast (2000::/3) is refused", () => {
-    const nonGlobal = fc.tuple(hextet, fc.array(hextet, { minLength: 7, maxLength: 7 })).filter(([w0]) => (w0 & 0xe000) !== 0x2000 && w0 !== 0x64 && w0 !== 0);
+    const nonGlobal = fc
+      .tuple(hextet, fc.array(hextet, { minLength: 7, maxLength: 7 }))
+      .filter(([w0]) => (w0 & 0xe000) !== 0x2000 && w0 !== 0x64 && w0 !== 0);
     fc.assert(fc.property(nonGlobal, ([w0, rest]) => refused(`https://[${[w0, ...rest].map(hex).join(":")}]/`)));
   });
 });
 
 describe("validateInvocationUrl: names", () => {
-  const casing = (s: string) => fc.array(fc.boolean(), { minLength: s.length, maxLength: s.length }).map((up) => [...s].map((ch, i) => (up[i] ? ch.toUpperCase() : ch)).join(""));
+  const casing = (s: string) =>
+    fc
+      .array(fc.boolean(), { minLength: s.length, maxLength: s.length })
+      .map((up) => [...s].map((ch, i) => (up[i] ? ch.toUpperCase() : ch)).join(""));
   const dots = fc.integer({ min: 0, max: 4 }).map((n) => ".".repeat(n));
 
-  it.each(["https://localhost./", "https://LOCALHOST../", "https://foo.localhost./", "https://metadata.google.internal../", "https://127.0.0.1../", "https://intranet../"])("refuses %s", (url) => {
+  it.each([
+    "https://localhost./",
+    "https://LOCALHOST../",
+    "https://foo.localhost./",
+    "https://metadata.google.internal../",
+    "https://127.0.0.1../",
+    "https://intranet../",
+  ])("refuses %s", (url) => {
     expect(refused(url)).toBe(true);
   });
 
   it("property: localhost and local suffixes are refused in any case, with any trailing dots, under any label", () => {
     const name = fc.constantFrom("localhost", "localhost.localdomain", "ip6-localhost", "metadata", "instance-data");
-    const local = fc.tuple(fc.stringMatching(/^[a-z0-9-]{1,12}$/), fc.constantFrom(".localhost", ".local", ".internal", ".home.arpa")).map(([l, s]) => l + s);
+    const local = fc
+      .tuple(fc.stringMatching(/^[a-z0-9-]{1,12}$/), fc.constantFrom(".localhost", ".local", ".internal", ".home.arpa"))
+      .map(([l, s]) => l + s);
     fc.assert(
       fc.property(fc.oneof(name, local).chain(casing), dots, (host, trail) => {
         expect(refused(`https://${host}${trail}/x`), `${host}${trail}`).toBe(true);
@@ -144,7 +164,12 @@ describe("parseHttpFunctionSecrets", () => {
 });
 
 describe("httpFunctionsPort: secrets", () => {
-  const SECRET_VALUES = { HOOK_TOKEN: "hook-token-value-1", SIGN_KEY: "sign-key-value-2", AUTH_SECRET: "auth-secret-value-3", DB_PASSWORD: "db-password-value-4" };
+  const SECRET_VALUES = {
+    HOOK_TOKEN: "hook-token-value-1",
+    SIGN_KEY: "sign-key-value-2",
+    AUTH_SECRET: "auth-secret-value-3",
+    DB_PASSWORD: "db-password-value-4",
+  };
   const vars: Record<string, unknown> = {
     ...SECRET_VALUES,
     QUEUES: '{"default":{}}',
@@ -156,7 +181,12 @@ describe("httpFunctionsPort: secrets", () => {
   const url = "https://hooks.example.com/x";
   const inv = (type: "hmac" | "bearer" | "api_key", name: string): HttpInvocation => ({
     url,
-    auth: type === "hmac" ? { type, secret_key: name } : type === "bearer" ? { type, token_key: name } : { type, header: "x-key", value_key: name },
+    auth:
+      type === "hmac"
+        ? { type, secret_key: name }
+        : type === "bearer"
+          ? { type, token_key: name }
+          : { type, header: "x-key", value_key: name },
   });
   const message = (i: HttpInvocation) => {
     const r = port.validate(i);
@@ -179,7 +209,16 @@ describe("httpFunctionsPort: secrets", () => {
       const reference = message(inv(type, "SURELY_NOT_A_VAR_9f3a"));
       expect(reference).toMatch(/HTTP_FUNCTION_SECRETS/);
       // Engine config, an unlisted secret, a listed-but-unset one, a binding, the token key.
-      for (const name of ["QUEUES", "DB_PASSWORD", "UNSET_BUT_LISTED", "DB", "AUTH_SECRET", "ALLOW_PRIVATE_HTTP_FUNCTIONS", "constructor", "__proto__"]) {
+      for (const name of [
+        "QUEUES",
+        "DB_PASSWORD",
+        "UNSET_BUT_LISTED",
+        "DB",
+        "AUTH_SECRET",
+        "ALLOW_PRIVATE_HTTP_FUNCTIONS",
+        "constructor",
+        "__proto__",
+      ]) {
         expect(message(inv(type, name)), `${type} ${name}`).toBe(reference);
       }
       noSecretIn(reference!);
@@ -192,11 +231,15 @@ describe("httpFunctionsPort: secrets", () => {
   it("property: for any name, the refusal is the same as for a name that surely does not exist", () => {
     const existing = fc.constantFrom(...Object.keys(vars));
     fc.assert(
-      fc.property(fc.oneof(existing, fc.string({ minLength: 1, maxLength: 40 })), fc.constantFrom("hmac" as const, "bearer" as const, "api_key" as const), (name, type) => {
-        const m = message(inv(type, name));
-        const allowed = (name === "HOOK_TOKEN") || (name === "SIGN_KEY" && type === "hmac");
-        expect(m).toBe(allowed ? null : message(inv(type, "SURELY_NOT_A_VAR_9f3a")));
-      }),
+      fc.property(
+        fc.oneof(existing, fc.string({ minLength: 1, maxLength: 40 })),
+        fc.constantFrom("hmac" as const, "bearer" as const, "api_key" as const),
+        (name, type) => {
+          const m = message(inv(type, name));
+          const allowed = name === "HOOK_TOKEN" || (name === "SIGN_KEY" && type === "hmac");
+          expect(m).toBe(allowed ? null : message(inv(type, "SURELY_NOT_A_VAR_9f3a")));
+        },
+      ),
     );
   });
 
@@ -212,7 +255,10 @@ describe("httpFunctionsPort: secrets", () => {
 
     // A function that got past registration some other way is refused before any request.
     const out = await port.invoke({ id: "h::bad", invocation: inv("api_key", "DB_PASSWORD") }, {}, "inv-2");
-    expect(out).toEqual({ ok: false, error: { code: "http_request_failed", message: `h::bad: ${message(inv("api_key", "DB_PASSWORD"))}` } });
+    expect(out).toEqual({
+      ok: false,
+      error: { code: "http_request_failed", message: `h::bad: ${message(inv("api_key", "DB_PASSWORD"))}` },
+    });
     expect(fetchMock).toHaveBeenCalledTimes(1);
     noSecretIn(JSON.stringify(out));
   });

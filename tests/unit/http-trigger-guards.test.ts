@@ -24,7 +24,15 @@ describe("unsafePathParam", () => {
 });
 
 describe("sameOwner", () => {
-  const b = (owner: string | null, principal?: string): TriggerRecord => ({ id: "t", trigger_type: "http", function_id: "f", config: {}, owner, status: "active", ...(principal ? { principal } : {}) });
+  const b = (owner: string | null, principal?: string): TriggerRecord => ({
+    id: "t",
+    trigger_type: "http",
+    function_id: "f",
+    config: {},
+    owner,
+    status: "active",
+    ...(principal ? { principal } : {}),
+  });
   it("compares worker ids when either binding has an owner", () => {
     expect(sameOwner(b("w1"), b("w1"))).toBe(true);
     expect(sameOwner(b("w1", "alice"), b("w2", "alice"))).toBe(false);

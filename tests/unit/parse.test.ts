@@ -22,15 +22,43 @@ const validWorkerFrame = fc.oneof(
   fc.record({ type: fc.constant("registerfunction"), id, description: fc.string({ maxLength: 20 }) }, { requiredKeys: ["type", "id"] }),
   fc.record({ type: fc.constant("unregisterfunction"), id }),
   fc.record({ type: fc.constant("registertriggertype"), id, description: fc.string({ maxLength: 20 }) }),
-  fc.record({ type: fc.constant("registertrigger"), id, trigger_type: id, function_id: id, config: json, metadata: json }, { requiredKeys: ["type", "id", "trigger_type", "function_id"] }),
-  fc.record({ type: fc.constant("unregistertrigger"), id, trigger_type: id }, { requiredKeys: ["type", "id"] }),
-  fc.record({ type: fc.constant("triggerregistrationresult"), id, trigger_type: id, function_id: id, error: fc.record({ code: fc.string(), message: fc.string() }) }, { requiredKeys: ["type", "id", "trigger_type", "function_id"] }),
   fc.record(
-    { type: fc.constant("invokefunction"), invocation_id: fc.uuid(), function_id: id, data: json, metadata: json, traceparent: fc.string({ maxLength: 60 }), baggage: fc.string({ maxLength: 60 }), action: fc.oneof(fc.constant({ type: "void" }), fc.record({ type: fc.constant("enqueue"), queue: id })), timeout_ms: fc.integer({ min: 1, max: 900_000 }) },
+    { type: fc.constant("registertrigger"), id, trigger_type: id, function_id: id, config: json, metadata: json },
+    { requiredKeys: ["type", "id", "trigger_type", "function_id"] },
+  ),
+  fc.record({ type: fc.constant("unregistertrigger"), id, trigger_type: id }, { requiredKeys: ["type", "id"] }),
+  fc.record(
+    {
+      type: fc.constant("triggerregistrationresult"),
+      id,
+      trigger_type: id,
+      function_id: id,
+      error: fc.record({ code: fc.string(), message: fc.string() }),
+    },
+    { requiredKeys: ["type", "id", "trigger_type", "function_id"] },
+  ),
+  fc.record(
+    {
+      type: fc.constant("invokefunction"),
+      invocation_id: fc.uuid(),
+      function_id: id,
+      data: json,
+      metadata: json,
+      traceparent: fc.string({ maxLength: 60 }),
+      baggage: fc.string({ maxLength: 60 }),
+      action: fc.oneof(fc.constant({ type: "void" }), fc.record({ type: fc.constant("enqueue"), queue: id })),
+      timeout_ms: fc.integer({ min: 1, max: 900_000 }),
+    },
     { requiredKeys: ["type", "function_id"] },
   ),
-  fc.record({ type: fc.constant("invocationresult"), invocation_id: fc.uuid(), function_id: id, result: json }, { requiredKeys: ["type", "invocation_id", "function_id"] }),
-  fc.record({ type: fc.constant("reattach"), previous_worker_id: fc.uuid(), reattach_token: fc.uuid() }, { requiredKeys: ["type", "previous_worker_id"] }),
+  fc.record(
+    { type: fc.constant("invocationresult"), invocation_id: fc.uuid(), function_id: id, result: json },
+    { requiredKeys: ["type", "invocation_id", "function_id"] },
+  ),
+  fc.record(
+    { type: fc.constant("reattach"), previous_worker_id: fc.uuid(), reattach_token: fc.uuid() },
+    { requiredKeys: ["type", "previous_worker_id"] },
+  ),
   fc.record({ type: fc.constantFrom("ping", "pong") }),
 );
 
@@ -59,7 +87,9 @@ describe("parseWorkerFrame", () => {
       fc.string({ unit: "binary", maxLength: 300 }),
       json.map((v) => JSON.stringify(v) ?? ""),
       fc.uint8Array({ maxLength: 300 }),
-      fc.record({ type: fc.constantFrom(...FRAME_TYPES, "bogus") }).chain((t) => fc.dictionary(fc.string({ maxLength: 12 }), json, { maxKeys: 6 }).map((d) => JSON.stringify({ ...d, ...t }))),
+      fc
+        .record({ type: fc.constantFrom(...FRAME_TYPES, "bogus") })
+        .chain((t) => fc.dictionary(fc.string({ maxLength: 12 }), json, { maxKeys: 6 }).map((d) => JSON.stringify({ ...d, ...t }))),
     );
     fc.assert(
       fc.property(anyInput, (input) => {
@@ -75,7 +105,8 @@ describe("parseWorkerFrame", () => {
     expect(bad("")).toMatchObject({ ok: false, ignore: true });
     expect(bad("   ")).toMatchObject({ ok: false, ignore: true });
     expect(bad('{"type":"nope"}')).toMatchObject({ ok: false, ignore: true });
-    for (const raw of ["{x", "[]", "1", "null", '"s"', "{}", '{"type":1}']) expect(bad(raw), raw).toMatchObject({ ok: false, ignore: false, error: { code: "invalid_frame" } });
+    for (const raw of ["{x", "[]", "1", "null", '"s"', "{}", '{"type":1}'])
+      expect(bad(raw), raw).toMatchObject({ ok: false, ignore: false, error: { code: "invalid_frame" } });
     const call = bad(JSON.stringify({ type: "invokefunction", invocation_id: "abc", function_id: 7 }));
     expect(call).toMatchObject({ ignore: false, error: { code: "invalid_frame" }, frame_type: "invokefunction", invocation_id: "abc" });
     expect(call.error.message).toContain("function_id");
@@ -97,7 +128,10 @@ describe("parseEngineFrame", () => {
   it("accepts every frame of a real iii-sdk 0.22.1 session (fixtures/iii-sdk-0.22.1-frames.jsonl)", async () => {
     const { readFileSync } = await import("node:fs");
     const file = new URL("./fixtures/iii-sdk-0.22.1-frames.jsonl", import.meta.url);
-    const lines = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { dir: string; conn: string; frame: Record<string, unknown> });
+    const lines = readFileSync(file, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { dir: string; conn: string; frame: Record<string, unknown> });
     let engine = 0;
     let worker = 0;
     for (const l of lines) {
@@ -144,12 +178,14 @@ describe("hostile frames (tests/support/fuzz-input.ts)", () => {
         // What a registration stores is within its limits, and serialisable.
         if (f.type === "registerfunction" || f.type === "registertriggertype" || f.type === "registertrigger") {
           if (typeof f.description === "string") expect(utf8Length(f.description)).toBeLessThanOrEqual(MAX_DESCRIPTION_BYTES);
-          for (const k of ["request_format", "response_format", "trigger_request_format", "call_request_format"]) expect(jsonBytes(f[k])).toBeLessThanOrEqual(MAX_SCHEMA_BYTES);
+          for (const k of ["request_format", "response_format", "trigger_request_format", "call_request_format"])
+            expect(jsonBytes(f[k])).toBeLessThanOrEqual(MAX_SCHEMA_BYTES);
           expect(jsonBytes(f.metadata)).toBeLessThanOrEqual(MAX_METADATA_BYTES);
           expect(jsonBytes(f.config)).toBeLessThanOrEqual(MAX_TRIGGER_CONFIG_BYTES);
         }
         // A `__proto__` key never becomes a prototype on the way in.
-        if (f.metadata && typeof f.metadata === "object" && !Array.isArray(f.metadata)) expect(Object.getPrototypeOf(f.metadata)).toBe(Object.prototype);
+        if (f.metadata && typeof f.metadata === "object" && !Array.isArray(f.metadata))
+          expect(Object.getPrototypeOf(f.metadata)).toBe(Object.prototype);
       }),
       { numRuns: 10_000, seed },
     );
@@ -176,12 +212,19 @@ describe("hostile frames (tests/support/fuzz-input.ts)", () => {
       if (!over.ok) expect(over.error.message).toContain(`${frame.type}: ${key}: ${max + 1} bytes of JSON, over the ${max}-byte limit`);
     }
     // Descriptions count UTF-8 bytes.
-    expect(parseWorkerFrame(JSON.stringify({ type: "registerfunction", id: "f", description: "é".repeat(MAX_DESCRIPTION_BYTES / 2) })).ok).toBe(true);
-    const wide = parseWorkerFrame(JSON.stringify({ type: "registerfunction", id: "f", description: `${"é".repeat(MAX_DESCRIPTION_BYTES / 2)}x` }));
+    expect(
+      parseWorkerFrame(JSON.stringify({ type: "registerfunction", id: "f", description: "é".repeat(MAX_DESCRIPTION_BYTES / 2) })).ok,
+    ).toBe(true);
+    const wide = parseWorkerFrame(
+      JSON.stringify({ type: "registerfunction", id: "f", description: `${"é".repeat(MAX_DESCRIPTION_BYTES / 2)}x` }),
+    );
     expect(wide).toMatchObject({ ok: false, error: { code: "invalid_frame", message: expect.stringContaining("description") } });
     // Each oversized registration of the fuzz set is refused (a call's deep `data` is the callee's business).
     for (const raw of oversizedList().filter((r) => !r.startsWith('{"type":"invokefunction"'))) {
-      expect(parseWorkerFrame(raw), raw.slice(0, 80)).toMatchObject({ ok: false, error: { code: expect.stringMatching(/^(invalid_frame|frame_too_large)$/) } });
+      expect(parseWorkerFrame(raw), raw.slice(0, 80)).toMatchObject({
+        ok: false,
+        error: { code: expect.stringMatching(/^(invalid_frame|frame_too_large)$/) },
+      });
     }
     // Nested too deeply to store: refused, not thrown.
     const deep = `${'{"a":'.repeat(50_000)}1${"}".repeat(50_000)}`;

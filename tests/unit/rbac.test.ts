@@ -5,9 +5,19 @@ import { RBAC_CLOSED_SESSION, rbacAuthResult, rbacConfigSchema, rbacMayCall, typ
 import { describe, expect, it } from "vitest";
 
 const config = rbacConfigSchema.parse({
-  expose_functions: ['match("api::public::*")', { match: "docs::get" }, { metadata: { public: true } }, { metadata: { tier: 'match("free-*")' } }],
+  expose_functions: [
+    'match("api::public::*")',
+    { match: "docs::get" },
+    { metadata: { public: true } },
+    { metadata: { tier: 'match("free-*")' } },
+  ],
 });
-const session = (over: Partial<RbacSession> = {}): Pick<RbacSession, "allowed_functions" | "forbidden_functions" | "config"> => ({ allowed_functions: [], forbidden_functions: [], config, ...over });
+const session = (over: Partial<RbacSession> = {}): Pick<RbacSession, "allowed_functions" | "forbidden_functions" | "config"> => ({
+  allowed_functions: [],
+  forbidden_functions: [],
+  config,
+  ...over,
+});
 
 describe("rbacMayCall", () => {
   it("exposes by id pattern, in both of iii's spellings, and by registration metadata", () => {
@@ -36,7 +46,8 @@ describe("rbacMayCall", () => {
 
 describe("a session that could not be read back", () => {
   it("allows nothing, not even the infrastructure built-ins or registrations", () => {
-    for (const id of ["engine::workers::register", "engine::log::info", "state::get", "x::y"]) expect(rbacMayCall(RBAC_CLOSED_SESSION, id, { public: true })).toBe(false);
+    for (const id of ["engine::workers::register", "engine::log::info", "state::get", "x::y"])
+      expect(rbacMayCall(RBAC_CLOSED_SESSION, id, { public: true })).toBe(false);
     expect(RBAC_CLOSED_SESSION.allow_function_registration).toBe(false);
     expect(RBAC_CLOSED_SESSION.allow_trigger_type_registration).toBe(false);
     expect(RBAC_CLOSED_SESSION.allowed_trigger_types).toEqual([]);
@@ -51,7 +62,13 @@ describe("the RBAC var and the AuthResult", () => {
   });
 
   it("defaults as iii's (no registration of trigger types, registration of functions) and bounds the context", () => {
-    expect(rbacAuthResult.parse({})).toMatchObject({ allowed_functions: [], forbidden_functions: [], allow_trigger_type_registration: false, allow_function_registration: true, context: {} });
+    expect(rbacAuthResult.parse({})).toMatchObject({
+      allowed_functions: [],
+      forbidden_functions: [],
+      allow_trigger_type_registration: false,
+      allow_function_registration: true,
+      context: {},
+    });
     expect(rbacAuthResult.parse({ context: null, function_registration_prefix: null }).context).toEqual({});
     expect(rbacAuthResult.safeParse({ context: { blob: "x".repeat(9000) } }).success).toBe(false);
     expect(rbacAuthResult.safeParse({ allowed_functions: "*" }).success).toBe(false);

@@ -57,7 +57,17 @@ async function openCall(db: DatabaseSync, timeout_ms: number) {
   first.core.connect(target, "t-token");
   first.core.connect(caller, "c-token");
   first.core.message(target, JSON.stringify({ type: "registerfunction", id: "slow::model" }));
-  first.core.message(caller, JSON.stringify({ type: "invokefunction", invocation_id: "call-1", function_id: "slow::model", data: { q: 1 }, timeout_ms, traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }));
+  first.core.message(
+    caller,
+    JSON.stringify({
+      type: "invokefunction",
+      invocation_id: "call-1",
+      function_id: "slow::model",
+      data: { q: 1 },
+      timeout_ms,
+      traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    }),
+  );
   expect(target.find("invokefunction")).toMatchObject({ invocation_id: "call-1", function_id: "slow::model" });
   await sleep(1_100); // past PERSIST_AFTER_MS: the call is now in SQLite
   first.evict();
@@ -71,8 +81,15 @@ describe("routed calls across an eviction", () => {
     const second = instance(db);
     live.push(second);
     second.core.start([target, caller]);
-    second.core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: "call-1", function_id: "slow::model", result: { answer: 42 } }));
-    expect(caller.find("invocationresult")).toMatchObject({ invocation_id: "call-1", result: { answer: 42 }, traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" });
+    second.core.message(
+      target,
+      JSON.stringify({ type: "invocationresult", invocation_id: "call-1", function_id: "slow::model", result: { answer: 42 } }),
+    );
+    expect(caller.find("invocationresult")).toMatchObject({
+      invocation_id: "call-1",
+      result: { answer: 42 },
+      traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    });
     expect(db.prepare("SELECT COUNT(*) AS n FROM routed_calls").get()).toEqual({ n: 0 });
   });
 
@@ -130,14 +147,22 @@ describe("a target over its frame budget", () => {
     for (let i = 0; i < 200; i++) {
       const id = `call-${i}`;
       ids.push(id);
-      one.core.message(caller, JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "busy::fn", data: {}, timeout_ms: 60_000 }));
+      one.core.message(
+        caller,
+        JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "busy::fn", data: {}, timeout_ms: 60_000 }),
+      );
     }
     // The target spends its whole burst on noise, then answers: those answers are dropped unread.
     for (let i = 0; i < 2 * FRAME_BURST; i++) one.core.message(target, '{"type":"pong"}');
-    for (const id of ids) one.core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: id, function_id: "busy::fn", result: 1 }));
+    for (const id of ids)
+      one.core.message(target, JSON.stringify({ type: "invocationresult", invocation_id: id, function_id: "busy::fn", result: 1 }));
     await sleep(20); // settled calls answer their callers on the next turns of the event loop
     // Every call is answered at once: those the budget let through with their result, the rest rate_limited.
-    const results = caller.frames.filter((f) => f.type === "invocationresult") as { invocation_id: string; result?: unknown; error?: { code: string } }[];
+    const results = caller.frames.filter((f) => f.type === "invocationresult") as {
+      invocation_id: string;
+      result?: unknown;
+      error?: { code: string };
+    }[];
     expect(results.map((r) => r.invocation_id).sort()).toEqual([...ids].sort());
     const dropped = results.filter((r) => r.error?.code === "rate_limited").length;
     expect(dropped).toBeGreaterThan(0);

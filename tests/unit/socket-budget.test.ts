@@ -121,6 +121,7 @@ describe("SocketBudget", () => {
   });
 
   it("the close reasons fit a WebSocket close frame (123 bytes)", () => {
-    for (const r of [FLOOD_CLOSE_REASON, floodCloseReason(CHANNEL_FRAMES), floodCloseReason(STREAM_SOCKET_FRAMES)]) expect(new TextEncoder().encode(r).byteLength).toBeLessThanOrEqual(123);
+    for (const r of [FLOOD_CLOSE_REASON, floodCloseReason(CHANNEL_FRAMES), floodCloseReason(STREAM_SOCKET_FRAMES)])
+      expect(new TextEncoder().encode(r).byteLength).toBeLessThanOrEqual(123);
   });
 });

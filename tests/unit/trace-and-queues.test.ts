@@ -56,7 +56,9 @@ describe("an HTTP-invoked function's request", () => {
       return new Response('{"ok":true}', { status: 200 });
     }) as typeof globalThis.fetch;
     const fn = { id: "remote::fn", invocation: { url: "https://fn.example/x" } };
-    expect(await invokeHttpFunction(fn, {}, { secrets: {}, invocationId: "i-1", fetch, trace: { traceparent: TP, baggage: "a=1" } })).toEqual({ result: { ok: true } });
+    expect(
+      await invokeHttpFunction(fn, {}, { secrets: {}, invocationId: "i-1", fetch, trace: { traceparent: TP, baggage: "a=1" } }),
+    ).toEqual({ result: { ok: true } });
     await invokeHttpFunction(fn, {}, { secrets: {}, invocationId: "i-2", fetch });
     expect([seen[0]!.get("traceparent"), seen[0]!.get("baggage")]).toEqual([TP, "a=1"]);
     expect([seen[1]!.get("traceparent"), seen[1]!.get("baggage")]).toEqual([null, null]);
@@ -65,7 +67,9 @@ describe("an HTTP-invoked function's request", () => {
 
 describe("queue configuration", () => {
   it("keeps the engine's own prefixes: durable topics and state trigger fires", () => {
-    expect(() => parseQueueConfigs(JSON.stringify({ "state:mine": { backend: "durable" } }), true)).toThrow(/reserved for the engine's own queues \(state trigger fires\)/);
+    expect(() => parseQueueConfigs(JSON.stringify({ "state:mine": { backend: "durable" } }), true)).toThrow(
+      /reserved for the engine's own queues \(state trigger fires\)/,
+    );
     expect(() => parseQueueConfigs(JSON.stringify({ "durable:mine": { backend: "durable" } }), true)).toThrow(/reserved/);
   });
 

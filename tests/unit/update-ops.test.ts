@@ -112,15 +112,30 @@ describe("sequences", () => {
       { type: "append", path: "m", value: 1 },
     );
     expect(r.value).toEqual({ n: "x", m: 3 });
-    expect(codes(r)).toEqual([[0, "increment.not_number"], [3, "append.type_mismatch"]]);
+    expect(codes(r)).toEqual([
+      [0, "increment.not_number"],
+      [3, "append.type_mismatch"],
+    ]);
   });
 
   it("property: never throws, never mutates its input, result is JSON, error indices are in range", () => {
     const op = fc.oneof(
-      fc.record({ type: fc.constant("set"), path: fc.oneof(fc.constant(""), fc.string({ maxLength: 5 })), value: fc.jsonValue({ maxDepth: 2 }) }),
-      fc.record({ type: fc.constantFrom("increment", "decrement"), path: fc.string({ maxLength: 5 }), by: fc.integer({ min: -100, max: 100 }) }),
+      fc.record({
+        type: fc.constant("set"),
+        path: fc.oneof(fc.constant(""), fc.string({ maxLength: 5 })),
+        value: fc.jsonValue({ maxDepth: 2 }),
+      }),
+      fc.record({
+        type: fc.constantFrom("increment", "decrement"),
+        path: fc.string({ maxLength: 5 }),
+        by: fc.integer({ min: -100, max: 100 }),
+      }),
       fc.record({ type: fc.constant("remove"), path: fc.string({ maxLength: 5 }) }),
-      fc.record({ type: fc.constantFrom("merge", "append"), path: fc.option(fc.oneof(fc.string({ maxLength: 5 }), fc.array(fc.string({ maxLength: 5 }), { maxLength: 3 })), { nil: undefined }), value: fc.jsonValue({ maxDepth: 3 }) }),
+      fc.record({
+        type: fc.constantFrom("merge", "append"),
+        path: fc.option(fc.oneof(fc.string({ maxLength: 5 }), fc.array(fc.string({ maxLength: 5 }), { maxLength: 3 })), { nil: undefined }),
+        value: fc.jsonValue({ maxDepth: 3 }),
+      }),
     );
     fc.assert(
       fc.property(fc.option(fc.jsonValue({ maxDepth: 3 }), { nil: undefined }), fc.array(op, { maxLength: 8 }), (current, raw) => {

@@ -33,7 +33,8 @@ async function assertIntact(sender: Wire, opts: { ownedBy?: string } = {}) {
   expect(fns.filter((f) => f.worker_name !== opts.ownedBy).map((f) => f.function_id)).toEqual(baseline);
   const types = ((await observer.ok("engine::triggers::list")) as { triggers: Frame[] }).triggers;
   expect(types.find((t) => t.id === "bad::type")).toMatchObject({ worker_name: keeper.workerId });
-  const trig = ((await observer.ok("engine::registered-triggers::list", { function_id: "bad::keep" })) as { registered_triggers: Frame[] }).registered_triggers;
+  const trig = ((await observer.ok("engine::registered-triggers::list", { function_id: "bad::keep" })) as { registered_triggers: Frame[] })
+    .registered_triggers;
   expect(trig.map((t) => t.id)).toEqual(["bad-trig"]);
 }
 
@@ -69,15 +70,23 @@ describe("each kind of bad frame", () => {
     ["registertrigger without function_id", { type: "registertrigger", id: "t", trigger_type: "state" }, ["invalid_frame"]],
     ["registertriggertype with a numeric id", { type: "registertriggertype", id: 1, description: "d" }, ["invalid_frame"]],
     ["unregistertrigger with an object id", { type: "unregistertrigger", id: { a: 1 } }, ["invalid_frame"]],
-    ["invocationresult with a bad error body", { type: "invocationresult", invocation_id: uuid(), function_id: "f", error: { code: 1 } }, ["invalid_frame"]],
+    [
+      "invocationresult with a bad error body",
+      { type: "invocationresult", invocation_id: uuid(), function_id: "f", error: { code: 1 } },
+      ["invalid_frame"],
+    ],
     ["reattach without previous_worker_id", { type: "reattach", reattach_token: "t" }, ["invalid_frame"]],
-    ["binary telemetry (accepted and dropped, §11)", enc("OTLP{\"resourceSpans\":[]}"), []],
+    ["binary telemetry (accepted and dropped, §11)", enc('OTLP{"resourceSpans":[]}'), []],
     ["binary non-JSON", enc("\u0001\u0002garbage"), ["invalid_frame"]],
     ["a built-in function id", { type: "registerfunction", id: "state::set" }, ["forbidden"]],
     ["a built-in trigger type", { type: "registertriggertype", id: "state", description: "x" }, ["forbidden"]],
     ["someone else's trigger", { type: "unregistertrigger", id: "bad-trig" }, ["forbidden"]],
     ["someone else's function (ignored, ownership-checked)", { type: "unregisterfunction", id: "bad::keep" }, []],
-    ["an HTTP-invoked function to a private address", { type: "registerfunction", id: "bad::http", invocation: { url: "http://127.0.0.1/x" } }, ["url_validation_failed"]],
+    [
+      "an HTTP-invoked function to a private address",
+      { type: "registerfunction", id: "bad::http", invocation: { url: "http://127.0.0.1/x" } },
+      ["url_validation_failed"],
+    ],
     ["a result for an unknown invocation (dropped)", { type: "invocationresult", invocation_id: uuid(), function_id: "f", result: 1 }, []],
     ["a stray workerregistered (ignored)", { type: "workerregistered", worker_id: uuid() }, []],
     ["a JSON ping (answered by the runtime)", { type: "ping" }, []],
@@ -113,7 +122,10 @@ describe("each kind of bad frame", () => {
   it("binary frames holding JSON are parsed like text (§2.3)", async () => {
     const w = await wires.connect();
     const invocation_id = uuid();
-    w.send(new TextEncoder().encode(JSON.stringify({ type: "invokefunction", invocation_id, function_id: "bad::keep", data: {} })).buffer as ArrayBuffer);
+    w.send(
+      new TextEncoder().encode(JSON.stringify({ type: "invokefunction", invocation_id, function_id: "bad::keep", data: {} }))
+        .buffer as ArrayBuffer,
+    );
     expect(await w.next((f) => f.invocation_id === invocation_id)).toMatchObject({ result: "kept" });
   });
 
@@ -156,16 +168,24 @@ const samples: fc.Arbitrary<Sample> = fc.oneof(
   fc.record({ id: ident, description: fc.string({ maxLength: 20 }), metadata: jsonObj }).map((f) => ({
     frame: { type: "registerfunction", ...f },
     required: ["id"],
-    typed: { description: nonString, metadata: fc.oneof(fc.integer(), fc.string(), fc.array(fc.integer())), invocation: fc.oneof(fc.integer(), fc.constant({ url: 5 })) },
+    typed: {
+      description: nonString,
+      metadata: fc.oneof(fc.integer(), fc.string(), fc.array(fc.integer())),
+      invocation: fc.oneof(fc.integer(), fc.constant({ url: 5 })),
+    },
   })),
   fc.record({ id: ident }).map((f) => ({ frame: { type: "unregisterfunction", ...f }, required: ["id"], typed: {} })),
-  fc.record({ id: ident, description: fc.string({ maxLength: 20 }) }).map((f) => ({ frame: { type: "registertriggertype", ...f }, required: ["id"], typed: { description: nonString } })),
+  fc
+    .record({ id: ident, description: fc.string({ maxLength: 20 }) })
+    .map((f) => ({ frame: { type: "registertriggertype", ...f }, required: ["id"], typed: { description: nonString } })),
   fc.record({ id: ident, trigger_type: ident, function_id: ident, config: fc.jsonValue({ maxDepth: 2 }) }).map((f) => ({
     frame: { type: "registertrigger", ...f },
     required: ["id", "trigger_type", "function_id"],
     typed: {},
   })),
-  fc.record({ id: ident, trigger_type: ident }).map((f) => ({ frame: { type: "unregistertrigger", ...f }, required: ["id"], typed: { trigger_type: nonString } })),
+  fc
+    .record({ id: ident, trigger_type: ident })
+    .map((f) => ({ frame: { type: "unregistertrigger", ...f }, required: ["id"], typed: { trigger_type: nonString } })),
   fc.record({ id: ident, trigger_type: ident, function_id: ident }).map((f) => ({
     frame: { type: "triggerregistrationresult", ...f, error: { code: "x", message: "y" } },
     required: ["id", "trigger_type", "function_id"],
@@ -187,8 +207,12 @@ const samples: fc.Arbitrary<Sample> = fc.oneof(
     required: ["invocation_id", "function_id"],
     typed: { error: fc.oneof(fc.integer(), fc.constant({ code: "c" })), traceparent: nonString },
   })),
-  fc.record({ previous_worker_id: fc.uuid(), reattach_token: fc.uuid() }).map((f) => ({ frame: { type: "reattach", ...f }, required: ["previous_worker_id"], typed: { reattach_token: nonString } })),
-  fc.record({ id: ident, name: fc.string({ maxLength: 10 }) }).map((f) => ({ frame: { type: "registerservice", ...f }, required: ["id"], typed: { name: nonString } })),
+  fc
+    .record({ previous_worker_id: fc.uuid(), reattach_token: fc.uuid() })
+    .map((f) => ({ frame: { type: "reattach", ...f }, required: ["previous_worker_id"], typed: { reattach_token: nonString } })),
+  fc
+    .record({ id: ident, name: fc.string({ maxLength: 10 }) })
+    .map((f) => ({ frame: { type: "registerservice", ...f }, required: ["id"], typed: { name: nonString } })),
 );
 
 type Corruption = { kind: "drop" | "retype" | "typed" | "type"; field: string; value?: unknown };
@@ -200,7 +224,8 @@ const corrupted = samples.chain((s) => {
     nonString.map((value) => ({ kind: "type" as const, field: "type", value })),
   ];
   const typed = Object.entries(s.typed);
-  if (typed.length) options.push(fc.constantFrom(...typed).chain(([field, arb]) => arb.map((value) => ({ kind: "typed" as const, field, value }))));
+  if (typed.length)
+    options.push(fc.constantFrom(...typed).chain(([field, arb]) => arb.map((value) => ({ kind: "typed" as const, field, value }))));
   return fc.tuple(fc.constant(s), fc.oneof(...options));
 });
 
@@ -221,7 +246,10 @@ describe("property: corrupted frames from the protocol schemas", () => {
         expect(errorCodes(got)).toEqual(["invalid_frame"]);
         const withId = frame.type === "invokefunction" && typeof frame.invocation_id === "string";
         const results = got.filter((f) => f.type === "invocationresult");
-        if (withId) expect(results).toEqual([expect.objectContaining({ invocation_id: frame.invocation_id, error: expect.objectContaining({ code: "invalid_frame" }) })]);
+        if (withId)
+          expect(results).toEqual([
+            expect.objectContaining({ invocation_id: frame.invocation_id, error: expect.objectContaining({ code: "invalid_frame" }) }),
+          ]);
         else expect(results).toEqual([]);
         expect(w.closed).toBeNull();
       }),
@@ -263,7 +291,8 @@ describe("flood", () => {
   it("thousands of frames over the wire: still up, still answering, nothing changed", async () => {
     const w = await wires.connect();
     const n = 3_000;
-    for (let i = 0; i < n; i++) w.send(i % 3 === 0 ? "{oops" : i % 3 === 1 ? '{"type":"pong"}' : JSON.stringify({ type: "unregisterfunction", id: `fz-${i}` }));
+    for (let i = 0; i < n; i++)
+      w.send(i % 3 === 0 ? "{oops" : i % 3 === 1 ? '{"type":"pong"}' : JSON.stringify({ type: "unregisterfunction", id: `fz-${i}` }));
     const r = await w.call("state::get", { scope: "bad", key: "sentinel" }, {}, 30_000);
     expect(r.error).toBeUndefined();
     expect(w.all("error").length).toBeGreaterThan(0);
@@ -297,7 +326,11 @@ describe("flood", () => {
     const w = await wires.connect();
     const n = 12_000;
     const ids = Array.from({ length: n }, () => uuid());
-    await floodInObject(w, (i) => JSON.stringify({ type: "invokefunction", invocation_id: ids[i], function_id: "state::list_groups", data: {} }), n);
+    await floodInObject(
+      w,
+      (i) => JSON.stringify({ type: "invokefunction", invocation_id: ids[i], function_id: "state::list_groups", data: {} }),
+      n,
+    );
     const deadline = Date.now() + 15_000;
     const answered = () => new Set(w.all("invocationresult").map((f) => f.invocation_id));
     while (answered().size < n && Date.now() < deadline) await sleep(50);

@@ -22,9 +22,19 @@ describe("engine-held bindings across hibernation", () => {
     const control: Frame[] = [];
     alice.serve("hb::work", (d) => (work.push(d), null));
     alice.serve("hb::control", (d) => (control.push(d), null));
-    await alice.ok("engine::register_trigger", { id: "hb-control", trigger_type: "state", function_id: "hb::control", config: { scope: "hb-scope" } });
+    await alice.ok("engine::register_trigger", {
+      id: "hb-control",
+      trigger_type: "state",
+      function_id: "hb::control",
+      config: { scope: "hb-scope" },
+    });
     const bob = await wires.connect("/", grant("hb-bob"));
-    await bob.ok("engine::register_trigger", { id: "hb-bob-state", trigger_type: "state", function_id: "hb::work", config: { scope: "hb-scope" } });
+    await bob.ok("engine::register_trigger", {
+      id: "hb-bob-state",
+      trigger_type: "state",
+      function_id: "hb::work",
+      config: { scope: "hb-scope" },
+    });
 
     await evictEngine();
     await alice.ok("state::set", { scope: "hb-scope", key: "k", value: 1 });
@@ -47,10 +57,17 @@ describe("engine-held bindings across hibernation", () => {
     const work: Frame[] = [];
     alice.serve("hb::durable-work", (d) => (work.push(d), null));
     const ops = await wires.connect("/", grant("hb-ops", { durable_bindings: true }));
-    await ops.ok("engine::register_trigger", { id: "hb-ops-state", trigger_type: "state", function_id: "hb::durable-work", config: { scope: "hb-durable" } });
+    await ops.ok("engine::register_trigger", {
+      id: "hb-ops-state",
+      trigger_type: "state",
+      function_id: "hb::durable-work",
+      config: { scope: "hb-durable" },
+    });
     await ops.close();
     await evictEngine();
-    const listed = (await alice.ok("engine::registered-triggers::list", { function_id: "hb::durable-work" })) as { registered_triggers: Frame[] };
+    const listed = (await alice.ok("engine::registered-triggers::list", { function_id: "hb::durable-work" })) as {
+      registered_triggers: Frame[];
+    };
     expect(listed.registered_triggers).toEqual([expect.objectContaining({ id: "hb-ops-state", made_by: "hb-ops", durable: true })]);
     await alice.ok("state::set", { scope: "hb-durable", key: "k", value: 1 });
     expect(await eventually(() => work.length === 1)).toBe(true);

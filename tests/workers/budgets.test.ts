@@ -61,7 +61,8 @@ async function until(check: () => boolean, what: string, ms = 5_000): Promise<vo
 }
 
 const pong = '{"type":"pong"}';
-const call = (id: string, data: unknown = { scope: "budget", key: "k" }) => JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::get", data });
+const call = (id: string, data: unknown = { scope: "budget", key: "k" }) =>
+  JSON.stringify({ type: "invokefunction", invocation_id: id, function_id: "state::get", data });
 
 describe("a worker connection", () => {
   it("over its frame budget: dropped calls answered, told rate_limited once a second, closed 1008 after FLOOD_GRACE_MS", async () => {
@@ -78,7 +79,10 @@ describe("a worker connection", () => {
     // told again a second later, closed once FLOOD_GRACE_MS have passed since it was first told.
     for (let t = 500; t <= FLOOD_GRACE_MS + 1_000 && !w.closed; t += 500) {
       await sleep(500);
-      await inObject(mine, Array.from({ length: FRAMES_PER_SECOND }, () => pong)).catch(() => {});
+      await inObject(
+        mine,
+        Array.from({ length: FRAMES_PER_SECOND }, () => pong),
+      ).catch(() => {});
     }
     expect(await w.waitClosed(5_000)).toBe(true);
     expect(w.closed).toMatchObject({ code: FLOOD_CLOSE_CODE, reason: expect.stringContaining("flooding") });
@@ -90,7 +94,10 @@ describe("a worker connection", () => {
     const pad = "p".repeat(MAX_FRAME_BYTES / 2);
     const n = Math.ceil(BYTE_BURST / pad.length) + 5;
     const ids = Array.from({ length: n }, () => uuid());
-    await inObject((a) => a.worker_id === w.workerId, ids.map((id) => call(id, { scope: "budget", key: "k", pad })));
+    await inObject(
+      (a) => a.worker_id === w.workerId,
+      ids.map((id) => call(id, { scope: "budget", key: "k", pad })),
+    );
     const results = await Promise.all(ids.map((id) => w.next((f) => f.type === "invocationresult" && f.invocation_id === id)));
     const limited = results.filter((r) => r.error?.code === "rate_limited").length;
     expect(limited).toBeGreaterThanOrEqual(1);
@@ -101,7 +108,14 @@ describe("a worker connection", () => {
   it(`a call over MAX_FRAME_BYTES is answered with frame_too_large`, async () => {
     const w = await wires.connect();
     const invocation_id = uuid();
-    w.send(JSON.stringify({ type: "invokefunction", invocation_id, function_id: "state::set", data: { scope: "budget", key: "big", value: "z".repeat(MAX_FRAME_BYTES) } }));
+    w.send(
+      JSON.stringify({
+        type: "invokefunction",
+        invocation_id,
+        function_id: "state::set",
+        data: { scope: "budget", key: "big", value: "z".repeat(MAX_FRAME_BYTES) },
+      }),
+    );
     const r = await w.next((f: Frame) => f.type === "invocationresult" && f.invocation_id === invocation_id);
     expect(r).toMatchObject({ function_id: "state::set", error: { code: "frame_too_large" } });
     expect((await w.ok("state::get", { scope: "budget", key: "big" })) ?? null).toBeNull();
@@ -116,7 +130,10 @@ describe("a channel end", () => {
     const reader = await open(path(refs.reader));
     const writer = await open(path(refs.writer));
     await sleep(20); // the ends are attached once their 101 is out
-    await inObject((a) => a.kind === "channel" && a.dir === "write" && a.channel_id === refs.writer.channel_id, Array.from({ length: 2 * CHANNEL_FRAME_BURST }, (_, i) => `chunk ${i}`));
+    await inObject(
+      (a) => a.kind === "channel" && a.dir === "write" && a.channel_id === refs.writer.channel_id,
+      Array.from({ length: 2 * CHANNEL_FRAME_BURST }, (_, i) => `chunk ${i}`),
+    );
     await until(() => writer.closed !== null && reader.closed !== null, "both ends closed");
     expect(writer.closed).toMatchObject({ code: FLOOD_CLOSE_CODE, reason: expect.stringContaining("flooding") });
     expect(reader.closed).toMatchObject({ code: FLOOD_CLOSE_CODE });
@@ -132,11 +149,17 @@ describe("a browser stream socket", () => {
   it("kept over its budget is closed 1008 after FLOOD_GRACE_MS (no error frame to warn with: dropped until then)", async () => {
     const s = await open("/_iii/streams");
     const mine = (a: Record<string, unknown>) => a.kind === "stream";
-    await inObject(mine, Array.from({ length: STREAM_SOCKET_FRAME_BURST + 50 }, (_, i) => `{junk ${i}`));
+    await inObject(
+      mine,
+      Array.from({ length: STREAM_SOCKET_FRAME_BURST + 50 }, (_, i) => `{junk ${i}`),
+    );
     expect(s.closed).toBeNull();
     for (let t = 500; t <= FLOOD_GRACE_MS + 500 && !s.closed; t += 500) {
       await sleep(500);
-      await inObject(mine, Array.from({ length: STREAM_SOCKET_FRAMES_PER_SECOND }, (_, i) => `{junk ${i}`)).catch(() => {});
+      await inObject(
+        mine,
+        Array.from({ length: STREAM_SOCKET_FRAMES_PER_SECOND }, (_, i) => `{junk ${i}`),
+      ).catch(() => {});
     }
     await until(() => s.closed !== null, "the stream socket closed");
     expect(s.closed).toMatchObject({ code: FLOOD_CLOSE_CODE, reason: expect.stringContaining("flooding") });
@@ -152,20 +175,36 @@ describe("nesting", () => {
 
   it("a frame nested past MAX_JSON_DEPTH is refused, its call answered", async () => {
     const w = await wires.connect();
-    w.send(`{"type":"invokefunction","invocation_id":"deep","function_id":"state::set","data":{"scope":"budget","key":"d","value":${"[".repeat(10_000)}1${"]".repeat(10_000)}}}`);
+    w.send(
+      `{"type":"invokefunction","invocation_id":"deep","function_id":"state::set","data":{"scope":"budget","key":"d","value":${"[".repeat(10_000)}1${"]".repeat(10_000)}}}`,
+    );
     const r = await w.next((f) => f.type === "invocationresult" && f.invocation_id === "deep");
     expect(r.error).toMatchObject({ code: "invalid_frame", message: expect.stringContaining("MAX_JSON_DEPTH") });
   });
 
   it("state::set over RPC (no frame in between) refuses a value deeper than MAX_JSON_DEPTH; one at the limit is stored", async () => {
-    const tooDeep = await engineStub().trigger({ function_id: "state::set", payload: { scope: "budget", key: "d", value: deep(MAX_JSON_DEPTH + 1) } });
+    const tooDeep = await engineStub().trigger({
+      function_id: "state::set",
+      payload: { scope: "budget", key: "d", value: deep(MAX_JSON_DEPTH + 1) },
+    });
     expect(tooDeep).toMatchObject({ ok: false, error: { code: "invalid_input", message: expect.stringContaining("MAX_JSON_DEPTH") } });
-    expect(await engineStub().trigger({ function_id: "state::get", payload: { scope: "budget", key: "d" } })).toEqual({ ok: true, result: undefined });
+    expect(await engineStub().trigger({ function_id: "state::get", payload: { scope: "budget", key: "d" } })).toEqual({
+      ok: true,
+      result: undefined,
+    });
     const atLimit = deep(MAX_JSON_DEPTH);
-    expect(await engineStub().trigger({ function_id: "state::set", payload: { scope: "budget", key: "d", value: atLimit } })).toMatchObject({ ok: true });
-    expect(await engineStub().trigger({ function_id: "state::get", payload: { scope: "budget", key: "d" } })).toEqual({ ok: true, result: atLimit });
+    expect(await engineStub().trigger({ function_id: "state::set", payload: { scope: "budget", key: "d", value: atLimit } })).toMatchObject(
+      { ok: true },
+    );
+    expect(await engineStub().trigger({ function_id: "state::get", payload: { scope: "budget", key: "d" } })).toEqual({
+      ok: true,
+      result: atLimit,
+    });
     // state::update too.
-    const upd = await engineStub().trigger({ function_id: "state::update", payload: { scope: "budget", key: "u", ops: [{ type: "set", path: "", value: deep(MAX_JSON_DEPTH + 1) }] } });
+    const upd = await engineStub().trigger({
+      function_id: "state::update",
+      payload: { scope: "budget", key: "u", ops: [{ type: "set", path: "", value: deep(MAX_JSON_DEPTH + 1) }] },
+    });
     expect(upd).toMatchObject({ ok: false, error: { code: "invalid_input" } });
   });
 });

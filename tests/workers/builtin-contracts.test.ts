@@ -15,7 +15,17 @@ const calls: [BuiltinId, unknown][] = [
   ["engine::workers::register", { name: "contracts", runtime: "workerd", pid: 1, metadata: { team: "x" } }],
   ["state::set", { scope: "c", key: "a", value: { n: 1 } }],
   ["state::get", { scope: "c", key: "a" }],
-  ["state::update", { scope: "c", key: "a", ops: [{ type: "increment", path: "n" }, { type: "remove", path: "" }] }],
+  [
+    "state::update",
+    {
+      scope: "c",
+      key: "a",
+      ops: [
+        { type: "increment", path: "n" },
+        { type: "remove", path: "" },
+      ],
+    },
+  ],
   ["state::list", { scope: "c" }],
   ["state::list_groups", { limit: 1 }],
   ["state::list_keys", { scope: "c", limit: 10 }],
@@ -95,7 +105,12 @@ describe("built-in contracts", () => {
 
   it("inputs are parsed with the published schema: a refused one is deserialization_error", async () => {
     const w = await wires.connect();
-    for (const [id, input] of [["state::set", { scope: "c" }], ["stream::send", { stream_name: "s" }], ["engine::queue::dlq_messages", { limit: 0 }], ["engine::functions::info", {}]] as const) {
+    for (const [id, input] of [
+      ["state::set", { scope: "c" }],
+      ["stream::send", { stream_name: "s" }],
+      ["engine::queue::dlq_messages", { limit: 0 }],
+      ["engine::functions::info", {}],
+    ] as const) {
       expect((await w.call(id, input)).error?.code, id).toBe("deserialization_error");
     }
   });

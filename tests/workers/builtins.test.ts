@@ -13,7 +13,21 @@ describe("engine::*", () => {
     const a = await wires.connect();
     const b = await wires.connect();
     // The SDK sends it as a Void call (§3.13).
-    a.send({ type: "invokefunction", function_id: "engine::workers::register", action: { type: "void" }, data: { runtime: "node", version: "0.22.1", name: "bi-a\u0007\u202e", description: "d".repeat(400), os: "linux", pid: 7, isolation: null, telemetry: { framework: "iii-node" } } });
+    a.send({
+      type: "invokefunction",
+      function_id: "engine::workers::register",
+      action: { type: "void" },
+      data: {
+        runtime: "node",
+        version: "0.22.1",
+        name: "bi-a\u0007\u202e",
+        description: "d".repeat(400),
+        os: "linux",
+        pid: 7,
+        isolation: null,
+        telemetry: { framework: "iii-node" },
+      },
+    });
     a.serve("bi::counted", () => 1);
     const list = await eventually(async () => {
       const l = (await b.ok("engine::workers::list")) as { workers: Frame[] };
@@ -21,7 +35,16 @@ describe("engine::*", () => {
     });
     expect(list).toBeTruthy();
     const wa = list!.workers.find((w) => w.id === a.workerId)!;
-    expect(wa).toMatchObject({ name: "bi-a", runtime: "node", version: "0.22.1", os: "linux", pid: 7, status: "connected", function_count: 1, active_invocations: 0 });
+    expect(wa).toMatchObject({
+      name: "bi-a",
+      runtime: "node",
+      version: "0.22.1",
+      os: "linux",
+      pid: 7,
+      status: "connected",
+      function_count: 1,
+      active_invocations: 0,
+    });
     expect(wa.description).toHaveLength(280);
     expect(typeof wa.connected_at_ms).toBe("number");
     // b never described itself (like the browser SDK) and is still listed.
@@ -43,16 +66,29 @@ describe("engine::*", () => {
     expect(ids).not.toContain("bi::list-hidden");
     // "internal" = engine::* except engine::queue::* (§7.1 notes).
     expect(ids.filter((id) => id.startsWith("engine::") && !id.startsWith("engine::queue::"))).toEqual([]);
-    expect(all.find((f) => f.function_id === "bi::list-b")).toEqual({ function_id: "bi::list-b", worker_name: "bi-lister", description: "beta", metadata: { team: "x" } });
+    expect(all.find((f) => f.function_id === "bi::list-b")).toEqual({
+      function_id: "bi::list-b",
+      worker_name: "bi-lister",
+      description: "beta",
+      metadata: { team: "x" },
+    });
     expect(all.find((f) => f.function_id === "state::get")).toMatchObject({ worker_name: "state" });
 
-    const internal = ((await a.ok("engine::functions::list", { include_internal: true })) as { functions: Frame[] }).functions.map((f) => f.function_id);
+    const internal = ((await a.ok("engine::functions::list", { include_internal: true })) as { functions: Frame[] }).functions.map(
+      (f) => f.function_id,
+    );
     expect(internal).toEqual(expect.arrayContaining(["bi::list-hidden", "engine::functions::list", "engine::workers::register"]));
-    const byPrefix = ((await a.ok("engine::functions::list", { prefix: "bi::list-" })) as { functions: Frame[] }).functions.map((f) => f.function_id);
+    const byPrefix = ((await a.ok("engine::functions::list", { prefix: "bi::list-" })) as { functions: Frame[] }).functions.map(
+      (f) => f.function_id,
+    );
     expect(byPrefix).toEqual(["bi::list-a", "bi::list-b"]);
-    const bySearch = ((await a.ok("engine::functions::list", { search: "ALPHA" })) as { functions: Frame[] }).functions.map((f) => f.function_id);
+    const bySearch = ((await a.ok("engine::functions::list", { search: "ALPHA" })) as { functions: Frame[] }).functions.map(
+      (f) => f.function_id,
+    );
     expect(bySearch).toEqual(["bi::list-a"]);
-    const byWorker = ((await a.ok("engine::functions::list", { worker: "bi-lister" })) as { functions: Frame[] }).functions.map((f) => f.function_id);
+    const byWorker = ((await a.ok("engine::functions::list", { worker: "bi-lister" })) as { functions: Frame[] }).functions.map(
+      (f) => f.function_id,
+    );
     expect(byWorker).toEqual(["bi::list-a", "bi::list-b"]);
     const bad = await a.call("engine::functions::list", { include_internal: "yes" });
     expect(bad.error.code).toBe("deserialization_error");
@@ -64,8 +100,15 @@ describe("engine::*", () => {
     a.serve("bi::info", () => 1, { description: "has info", request_format: schema, response_format: { type: "number" } });
     a.send({ type: "registertrigger", id: "bi-info-trig", trigger_type: "state", function_id: "bi::info", config: { scope: "bi-info" } });
     const d = (await a.ok("engine::functions::info", { function_id: "bi::info" })) as Frame;
-    expect(d).toMatchObject({ function_id: "bi::info", description: "has info", request_schema: schema, response_schema: { type: "number" } });
-    expect(d.registered_triggers).toEqual([expect.objectContaining({ id: "bi-info-trig", trigger_type: "state", config: { scope: "bi-info" } })]);
+    expect(d).toMatchObject({
+      function_id: "bi::info",
+      description: "has info",
+      request_schema: schema,
+      response_schema: { type: "number" },
+    });
+    expect(d.registered_triggers).toEqual([
+      expect.objectContaining({ id: "bi-info-trig", trigger_type: "state", config: { scope: "bi-info" } }),
+    ]);
     const builtin = (await a.ok("engine::functions::info", { function_id: "state::set" })) as Frame;
     expect(builtin).toMatchObject({ function_id: "state::set", worker_name: "state" });
     const batch = (await a.ok("engine::functions::info", { function_ids: ["bi::info", "bi::nope"] })) as { functions: Frame[] };
@@ -73,7 +116,9 @@ describe("engine::*", () => {
     expect(batch.functions[1]).toEqual({ function_id: "bi::nope", error: "not_found" });
     expect((await a.call("engine::functions::info", { function_id: "bi::nope" })).error.code).toBe("not_found");
     expect((await a.call("engine::functions::info", {})).error.code).toBe("deserialization_error");
-    expect((await a.call("engine::functions::info", { function_ids: Array.from({ length: 33 }, (_, i) => `f${i}`) })).error.code).toBe("deserialization_error");
+    expect((await a.call("engine::functions::info", { function_ids: Array.from({ length: 33 }, (_, i) => `f${i}`) })).error.code).toBe(
+      "deserialization_error",
+    );
   });
 
   it("engine::triggers::list: built-in and worker-provided trigger types", async () => {
@@ -87,23 +132,45 @@ describe("engine::*", () => {
     expect(l!.find((t) => t.id === "bi::hook")).toEqual({ id: "bi::hook", worker_name: "bi-provider", description: "a webhook" });
     expect(l!.find((t) => t.id === "state")).toMatchObject({ worker_name: "engine" });
     expect(l!.some((t) => t.id.startsWith("engine::"))).toBe(false);
-    const internal = ((await a.ok("engine::triggers::list", { include_internal: true })) as { triggers: Frame[] }).triggers.map((t) => t.id);
+    const internal = ((await a.ok("engine::triggers::list", { include_internal: true })) as { triggers: Frame[] }).triggers.map(
+      (t) => t.id,
+    );
     expect(internal).toEqual(expect.arrayContaining(["engine::functions-available", "engine::workers-available", "state", "bi::hook"]));
   });
 
   it("engine::registered-triggers::list: active and parked bindings, filters", async () => {
     const a = await wires.connect();
-    a.send({ type: "registertrigger", id: "bi-rt-1", trigger_type: "state", function_id: "bi::rt", config: { scope: "rt" }, metadata: { m: 1 } });
+    a.send({
+      type: "registertrigger",
+      id: "bi-rt-1",
+      trigger_type: "state",
+      function_id: "bi::rt",
+      config: { scope: "rt" },
+      metadata: { m: 1 },
+    });
     a.send({ type: "registertrigger", id: "bi-rt-2", trigger_type: "bi::unknown-type", function_id: "bi::rt", config: { x: 1 } });
     a.send({ type: "registertrigger", id: "bi-rt-3", trigger_type: "engine::workers-available", function_id: "bi::rt", config: {} });
-    const l = ((await a.ok("engine::registered-triggers::list", { function_id: "bi::rt" })) as { registered_triggers: Frame[] }).registered_triggers;
+    const l = ((await a.ok("engine::registered-triggers::list", { function_id: "bi::rt" })) as { registered_triggers: Frame[] })
+      .registered_triggers;
     expect(l.map((t) => t.id)).toEqual(["bi-rt-1", "bi-rt-2"]);
-    expect(l[0]).toMatchObject({ trigger_type: "state", function_id: "bi::rt", config: { scope: "rt" }, status: "active", worker_name: a.workerId });
+    expect(l[0]).toMatchObject({
+      trigger_type: "state",
+      function_id: "bi::rt",
+      config: { scope: "rt" },
+      status: "active",
+      worker_name: a.workerId,
+    });
     expect(l[1]).toMatchObject({ trigger_type: "bi::unknown-type", status: "parked" });
     expect(typeof l[0]!.config_summary).toBe("string");
-    const internal = ((await a.ok("engine::registered-triggers::list", { function_id: "bi::rt", include_internal: true })) as { registered_triggers: Frame[] }).registered_triggers;
+    const internal = (
+      (await a.ok("engine::registered-triggers::list", { function_id: "bi::rt", include_internal: true })) as {
+        registered_triggers: Frame[];
+      }
+    ).registered_triggers;
     expect(internal.map((t) => t.id)).toEqual(["bi-rt-1", "bi-rt-2", "bi-rt-3"]);
-    const byType = ((await a.ok("engine::registered-triggers::list", { trigger_type: "bi::unknown-type" })) as { registered_triggers: Frame[] }).registered_triggers;
+    const byType = (
+      (await a.ok("engine::registered-triggers::list", { trigger_type: "bi::unknown-type" })) as { registered_triggers: Frame[] }
+    ).registered_triggers;
     expect(byType.map((t) => t.id)).toEqual(["bi-rt-2"]);
   });
 });
@@ -191,7 +258,14 @@ describe("state::*", () => {
       [13, "merge.path.proto_polluted"],
     ]);
     expect(await a.ok("state::get", { scope, key: "doc" })).toEqual(r.new_value);
-    const r2 = (await a.ok("state::update", { scope, key: "doc", ops: [{ type: "set", path: "", value: [1] }, { type: "append", value: 2 }] })) as Frame;
+    const r2 = (await a.ok("state::update", {
+      scope,
+      key: "doc",
+      ops: [
+        { type: "set", path: "", value: [1] },
+        { type: "append", value: 2 },
+      ],
+    })) as Frame;
     expect(r2).toEqual({ old_value: r.new_value, new_value: [1, 2] });
   });
 
@@ -202,14 +276,29 @@ describe("state::*", () => {
     const inc = (await a.ok("state::update", { scope, key: "c", ops: [{ type: "increment", path: "spent", by: 1.5 }] })) as Frame;
     expect(inc.new_value).toEqual({ spent: 1.75 });
     // Absent compares as null: a create-if-absent that a second writer loses.
-    const created = (await a.ok("state::update", { scope, key: "rec", expected: null, ops: [{ type: "set", path: "", value: { state: "a", n: 1 } }] })) as Frame;
+    const created = (await a.ok("state::update", {
+      scope,
+      key: "rec",
+      expected: null,
+      ops: [{ type: "set", path: "", value: { state: "a", n: 1 } }],
+    })) as Frame;
     expect(created.new_value).toEqual({ state: "a", n: 1 });
     const lost = await a.call("state::update", { scope, key: "rec", expected: null, ops: [{ type: "set", path: "state", value: "b" }] });
     expect(lost.error.code).toBe("state_conflict");
     // Equal whatever the key order; a stale `expected` changes nothing.
-    const won = (await a.ok("state::update", { scope, key: "rec", expected: { n: 1, state: "a" }, ops: [{ type: "set", path: "state", value: "c" }] })) as Frame;
+    const won = (await a.ok("state::update", {
+      scope,
+      key: "rec",
+      expected: { n: 1, state: "a" },
+      ops: [{ type: "set", path: "state", value: "c" }],
+    })) as Frame;
     expect(won.new_value).toEqual({ state: "c", n: 1 });
-    const stale = await a.call("state::update", { scope, key: "rec", expected: { n: 1, state: "a" }, ops: [{ type: "set", path: "state", value: "d" }] });
+    const stale = await a.call("state::update", {
+      scope,
+      key: "rec",
+      expected: { n: 1, state: "a" },
+      ops: [{ type: "set", path: "state", value: "d" }],
+    });
     expect(stale.error.code).toBe("state_conflict");
     expect(await a.ok("state::get", { scope, key: "rec" })).toEqual({ state: "c", n: 1 });
     // Not a number: refused as bad input, nothing written.
@@ -226,8 +315,21 @@ describe("state trigger (§8.3)", () => {
     const scope = `trig-${uuid()}`;
     w.serve("bi::on-state", (_d, f) => (fires.push(f), null));
     w.serve("bi::on-key", (_d, f) => (fires.push(f), null));
-    w.send({ type: "registertrigger", id: `t-scope-${scope}`, trigger_type: "state", function_id: "bi::on-state", config: { scope }, metadata: { via: "state-trigger" } });
-    w.send({ type: "registertrigger", id: `t-key-${scope}`, trigger_type: "state", function_id: "bi::on-key", config: { scope, key: "only" } });
+    w.send({
+      type: "registertrigger",
+      id: `t-scope-${scope}`,
+      trigger_type: "state",
+      function_id: "bi::on-state",
+      config: { scope },
+      metadata: { via: "state-trigger" },
+    });
+    w.send({
+      type: "registertrigger",
+      id: `t-key-${scope}`,
+      trigger_type: "state",
+      function_id: "bi::on-key",
+      config: { scope, key: "only" },
+    });
     await w.ok("state::set", { scope, key: "k", value: 1 });
     await w.ok("state::set", { scope, key: "k", value: 2 });
     await w.ok("state::update", { scope, key: "k", ops: [{ type: "set", path: "", value: 3 }] });
@@ -238,7 +340,9 @@ describe("state trigger (§8.3)", () => {
     await eventually(() => fires.length >= 6);
     await sleep(100);
     // Fires of one record arrive in write order (records may interleave: "only" can overtake "k").
-    const onState = fires.filter((f) => f.function_id === "bi::on-state").sort((a, b) => (a.data.key === b.data.key ? 0 : a.data.key === "k" ? -1 : 1));
+    const onState = fires
+      .filter((f) => f.function_id === "bi::on-state")
+      .sort((a, b) => (a.data.key === b.data.key ? 0 : a.data.key === "k" ? -1 : 1));
     expect(onState.map((f) => f.data)).toEqual([
       { type: "state", event_type: "state:created", scope, key: "k", old_value: null, new_value: 1 },
       { type: "state", event_type: "state:updated", scope, key: "k", old_value: 1, new_value: 2 },
@@ -257,7 +361,13 @@ describe("state trigger (§8.3)", () => {
     const fired: unknown[] = [];
     w.serve("bi::cond", (d) => d.new_value !== "skip");
     w.serve("bi::conditioned", (d) => (fired.push(d.new_value), null));
-    w.send({ type: "registertrigger", id: `t-cond-${scope}`, trigger_type: "state", function_id: "bi::conditioned", config: { scope, condition_function_id: "bi::cond" } });
+    w.send({
+      type: "registertrigger",
+      id: `t-cond-${scope}`,
+      trigger_type: "state",
+      function_id: "bi::conditioned",
+      config: { scope, condition_function_id: "bi::cond" },
+    });
     await w.ok("state::set", { scope, key: "a", value: "skip" });
     await w.ok("state::set", { scope, key: "b", value: "go" });
     await eventually(() => fired.length >= 1);
@@ -269,8 +379,14 @@ describe("state trigger (§8.3)", () => {
     const w = await wires.connect();
     w.send({ type: "registertrigger", id: "t-bad-state", trigger_type: "state", function_id: "bi::x", config: { scope: 5 } });
     const r = await w.next((f) => f.type === "triggerregistrationresult");
-    expect(r).toMatchObject({ id: "t-bad-state", trigger_type: "state", function_id: "bi::x", error: { code: "trigger_registration_failed" } });
-    const l = ((await w.ok("engine::registered-triggers::list", { function_id: "bi::x" })) as { registered_triggers: Frame[] }).registered_triggers;
+    expect(r).toMatchObject({
+      id: "t-bad-state",
+      trigger_type: "state",
+      function_id: "bi::x",
+      error: { code: "trigger_registration_failed" },
+    });
+    const l = ((await w.ok("engine::registered-triggers::list", { function_id: "bi::x" })) as { registered_triggers: Frame[] })
+      .registered_triggers;
     expect(l).toEqual([]);
   });
 });
@@ -281,7 +397,14 @@ describe("discovery is pushed on change (§6)", () => {
     const events: { at: number; f: Frame }[] = [];
     watcher.serve("bi::on-functions", (_d, f) => (events.push({ at: Date.now(), f }), null));
     await sleep(50); // let the watcher's own registration settle before binding
-    watcher.send({ type: "registertrigger", id: "t-fa", trigger_type: "engine::functions-available", function_id: "bi::on-functions", config: {}, metadata: { m: "fa" } });
+    watcher.send({
+      type: "registertrigger",
+      id: "t-fa",
+      trigger_type: "engine::functions-available",
+      function_id: "bi::on-functions",
+      config: {},
+      metadata: { m: "fa" },
+    });
     await watcher.ok("state::list_groups"); // binding processed (frames are handled in order)
     // Binding does not fire by itself.
     await sleep(100);
@@ -295,7 +418,12 @@ describe("discovery is pushed on change (§6)", () => {
     const payload = events[0]!.f.data;
     expect(payload.event).toBe("functions_changed");
     // The full, unfiltered list, built-ins included.
-    expect(payload.functions).toEqual(expect.arrayContaining([{ function_id: "bi::fresh", worker_name: other.workerId, description: "fresh one" }, expect.objectContaining({ function_id: "engine::functions::list" })]));
+    expect(payload.functions).toEqual(
+      expect.arrayContaining([
+        { function_id: "bi::fresh", worker_name: other.workerId, description: "fresh one" },
+        expect.objectContaining({ function_id: "engine::functions::list" }),
+      ]),
+    );
     expect(events[0]!.f.metadata).toEqual({ m: "fa" });
 
     // Same id again (new description): the set did not change, no event.
@@ -319,13 +447,23 @@ describe("discovery is pushed on change (§6)", () => {
     const watcher = await wires.connect();
     const events: Frame[] = [];
     watcher.serve("bi::on-workers", (d) => (events.push(d), null));
-    watcher.send({ type: "registertrigger", id: "t-wa", trigger_type: "engine::workers-available", function_id: "bi::on-workers", config: {} });
+    watcher.send({
+      type: "registertrigger",
+      id: "t-wa",
+      trigger_type: "engine::workers-available",
+      function_id: "bi::on-workers",
+      config: {},
+    });
     await watcher.ok("state::list_groups");
     const w = await wires.connect();
     w.send({ type: "invokefunction", function_id: "engine::workers::register", data: { name: "bi-wa" }, action: { type: "void" } });
     await eventually(() => events.some((e) => e.worker_id === w.workerId && e.event === "worker_metadata_updated"));
     await w.close();
     await eventually(() => events.some((e) => e.worker_id === w.workerId && e.event === "worker_disconnected"));
-    expect(events.filter((e) => e.worker_id === w.workerId).map((e) => e.event)).toEqual(["worker_connected", "worker_metadata_updated", "worker_disconnected"]);
+    expect(events.filter((e) => e.worker_id === w.workerId).map((e) => e.event)).toEqual([
+      "worker_connected",
+      "worker_metadata_updated",
+      "worker_disconnected",
+    ]);
   });
 });

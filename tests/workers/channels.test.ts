@@ -50,7 +50,10 @@ class End {
 }
 
 const dial = (ref: Ref, prefix = "") =>
-  exports.default.fetch(`http://localhost${prefix}/ws/channels/${ref.channel_id}?key=${encodeURIComponent(ref.access_key)}&dir=${ref.direction}`, { headers: { Upgrade: "websocket" } });
+  exports.default.fetch(
+    `http://localhost${prefix}/ws/channels/${ref.channel_id}?key=${encodeURIComponent(ref.access_key)}&dir=${ref.direction}`,
+    { headers: { Upgrade: "websocket" } },
+  );
 /** Status of a refused upgrade; the body is read so no request stays open in the object. */
 const refused = async (ref: Ref, prefix = "") => {
   const res = await dial(ref, prefix);
@@ -181,7 +184,11 @@ describe("channels", () => {
     const liveWriter = await attach(live.writer);
     // Age both past the TTL (five minutes) instead of waiting for it.
     await runInDurableObject(engineStub(), (_i, state) => {
-      state.storage.sql.exec("UPDATE channels SET sweep_at = 0, created_at = 0 WHERE id IN (?, ?)", stale.writer.channel_id, live.writer.channel_id);
+      state.storage.sql.exec(
+        "UPDATE channels SET sweep_at = 0, created_at = 0 WHERE id IN (?, ?)",
+        stale.writer.channel_id,
+        live.writer.channel_id,
+      );
     });
     expect(await runDurableObjectAlarm(engineStub())).toBe(true);
     await staleWriter.untilClosed();
@@ -189,14 +196,20 @@ describe("channels", () => {
     expect(await refused(stale.reader)).toBe(404);
     liveWriter.ws.send("still here");
     await liveReader.until((e) => e.items.length === 1);
-    const left = await runInDurableObject(engineStub(), (_i, state) => state.storage.sql.exec<{ id: string; sweep_at: number }>("SELECT id, sweep_at FROM channels").toArray());
+    const left = await runInDurableObject(engineStub(), (_i, state) =>
+      state.storage.sql.exec<{ id: string; sweep_at: number }>("SELECT id, sweep_at FROM channels").toArray(),
+    );
     expect(left.map((r) => r.id)).toContain(live.writer.channel_id);
     expect(left.find((r) => r.id === live.writer.channel_id)!.sweep_at).toBeGreaterThan(Date.now());
     // A finished channel (writer closed, reader closed by the engine) is removed at once.
     liveWriter.ws.close(1000, "stream_complete");
     await liveReader.untilClosed();
     await sleep(50);
-    const after = await runInDurableObject(engineStub(), (_i, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM channels WHERE id = ?", live.writer.channel_id).one().n);
+    const after = await runInDurableObject(
+      engineStub(),
+      (_i, state) =>
+        state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM channels WHERE id = ?", live.writer.channel_id).one().n,
+    );
     expect(after).toBe(0);
   });
 
@@ -232,9 +245,19 @@ describe("http trigger channels (§8.1)", () => {
       }, 50);
       return undefined;
     });
-    w.send({ type: "registertrigger", id: "chan-trig-1", trigger_type: "http", function_id: "chan::stream", config: { api_path: "chan/stream", http_method: "POST" } });
+    w.send({
+      type: "registertrigger",
+      id: "chan-trig-1",
+      trigger_type: "http",
+      function_id: "chan::stream",
+      config: { api_path: "chan/stream", http_method: "POST" },
+    });
     await sleep(50);
-    const res = await exports.default.fetch("http://localhost/chan/stream", { method: "POST", headers: { "content-type": "application/octet-stream" }, body: bytes(104, 105, 0, 255) });
+    const res = await exports.default.fetch("http://localhost/chan/stream", {
+      method: "POST",
+      headers: { "content-type": "application/octet-stream" },
+      body: bytes(104, 105, 0, 255),
+    });
     expect(res.status).toBe(201);
     expect(res.headers.get("x-chunks")).toBe("2");
     expect([...new Uint8Array(await res.arrayBuffer())]).toEqual([...new TextEncoder().encode("echo: "), 104, 105, 0, 255]);
@@ -248,14 +271,30 @@ describe("http trigger channels (§8.1)", () => {
       refs = data;
       return { body: { ok: true } };
     });
-    w.send({ type: "registertrigger", id: "chan-trig-2", trigger_type: "http", function_id: "chan::plain", config: { api_path: "chan/plain" } });
+    w.send({
+      type: "registertrigger",
+      id: "chan-trig-2",
+      trigger_type: "http",
+      function_id: "chan::plain",
+      config: { api_path: "chan/plain" },
+    });
     await sleep(50);
     const res = await exports.default.fetch("http://localhost/chan/plain");
     expect(await res.json()).toEqual({ ok: true });
     // The request is over: its channels are gone, and none was written to SQLite.
     expect(await refused(refs!.response)).toBe(404);
     expect(await refused(refs!.request_body)).toBe(404);
-    const rows = await runInDurableObject(engineStub(), (_i, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM channels WHERE id IN (?, ?)", refs!.response.channel_id, refs!.request_body.channel_id).one().n);
+    const rows = await runInDurableObject(
+      engineStub(),
+      (_i, state) =>
+        state.storage.sql
+          .exec<{ n: number }>(
+            "SELECT COUNT(*) AS n FROM channels WHERE id IN (?, ?)",
+            refs!.response.channel_id,
+            refs!.request_body.channel_id,
+          )
+          .one().n,
+    );
     expect(rows).toBe(0);
   });
 });

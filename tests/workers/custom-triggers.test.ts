@@ -13,7 +13,15 @@ const regs = async (w: Awaited<ReturnType<Wires["connect"]>>, type: string) =>
 describe("custom trigger types", () => {
   it("parks a binding to an unknown type (no error, no reply) and delivers it when a provider registers the type", async () => {
     const owner = await wires.connect();
-    owner.send({ type: "registertrigger", id: "ct-park", trigger_type: "ct::late", function_id: "ct::fn", config: { path: "/x" }, metadata: { m: 1 }, message_type: "registertrigger" });
+    owner.send({
+      type: "registertrigger",
+      id: "ct-park",
+      trigger_type: "ct::late",
+      function_id: "ct::fn",
+      config: { path: "/x" },
+      metadata: { m: 1 },
+      message_type: "registertrigger",
+    });
     await owner.ok("state::list_groups");
     expect(owner.frames.filter((f) => f.type !== "workerregistered" && f.type !== "invocationresult")).toEqual([]);
     expect(await regs(owner, "ct::late")).toEqual([expect.objectContaining({ id: "ct-park", status: "parked" })]);
@@ -21,7 +29,14 @@ describe("custom trigger types", () => {
     const provider = await wires.connect();
     provider.send({ type: "registertriggertype", id: "ct::late", description: "arrives late" });
     const delivered = await provider.next((f) => f.type === "registertrigger");
-    expect(delivered).toEqual({ type: "registertrigger", id: "ct-park", trigger_type: "ct::late", function_id: "ct::fn", config: { path: "/x" }, metadata: { m: 1 } });
+    expect(delivered).toEqual({
+      type: "registertrigger",
+      id: "ct-park",
+      trigger_type: "ct::late",
+      function_id: "ct::fn",
+      config: { path: "/x" },
+      metadata: { m: 1 },
+    });
     expect(await regs(owner, "ct::late")).toEqual([expect.objectContaining({ id: "ct-park", status: "active" })]);
     // The provider acknowledges success: nothing reaches the owner.
     provider.send({ type: "triggerregistrationresult", id: "ct-park", trigger_type: "ct::late", function_id: "ct::fn" });
@@ -35,7 +50,13 @@ describe("custom trigger types", () => {
     await provider.ok("state::list_groups");
     const owner = await wires.connect();
     owner.send({ type: "registertrigger", id: "ct-live", trigger_type: "ct::live", function_id: "ct::fn" });
-    expect(await provider.next((f) => f.type === "registertrigger")).toEqual({ type: "registertrigger", id: "ct-live", trigger_type: "ct::live", function_id: "ct::fn", config: null });
+    expect(await provider.next((f) => f.type === "registertrigger")).toEqual({
+      type: "registertrigger",
+      id: "ct-live",
+      trigger_type: "ct::live",
+      function_id: "ct::fn",
+      config: null,
+    });
   });
 
   it("forwards the provider's triggerregistrationresult error to the binding's owner and parks the binding", async () => {
@@ -47,11 +68,24 @@ describe("custom trigger types", () => {
     const error = { code: "trigger_registration_failed", message: "config.reject was set" };
     // A non-provider cannot spoof it.
     const stranger = await wires.connect();
-    stranger.send({ type: "triggerregistrationresult", id: "ct-rejected", trigger_type: "ct::picky", function_id: "ct::fn", error: { code: "x", message: "spoofed" } });
+    stranger.send({
+      type: "triggerregistrationresult",
+      id: "ct-rejected",
+      trigger_type: "ct::picky",
+      function_id: "ct::fn",
+      error: { code: "x", message: "spoofed" },
+    });
     await stranger.ok("state::list_groups");
     expect(owner.all("triggerregistrationresult")).toEqual([]);
 
-    provider.send({ type: "triggerregistrationresult", id: "ct-rejected", trigger_type: "ct::picky", function_id: "ct::fn", error, message_type: "triggerregistrationresult" });
+    provider.send({
+      type: "triggerregistrationresult",
+      id: "ct-rejected",
+      trigger_type: "ct::picky",
+      function_id: "ct::fn",
+      error,
+      message_type: "triggerregistrationresult",
+    });
     const fwd = await owner.next((f) => f.type === "triggerregistrationresult");
     expect(fwd).toEqual({ type: "triggerregistrationresult", id: "ct-rejected", trigger_type: "ct::picky", function_id: "ct::fn", error });
     expect(await regs(owner, "ct::picky")).toEqual([expect.objectContaining({ id: "ct-rejected", status: "parked" })]);
@@ -75,9 +109,17 @@ describe("custom trigger types", () => {
     expect((await stranger.next((f) => f.type === "error")).error.code).toBe("forbidden");
 
     owner.send({ type: "unregistertrigger", id: "ct-u1", trigger_type: "ct::unreg", message_type: "unregistertrigger" });
-    expect(await provider.next((f) => f.type === "unregistertrigger")).toEqual({ type: "unregistertrigger", id: "ct-u1", trigger_type: "ct::unreg" });
+    expect(await provider.next((f) => f.type === "unregistertrigger")).toEqual({
+      type: "unregistertrigger",
+      id: "ct-u1",
+      trigger_type: "ct::unreg",
+    });
     await owner.close();
-    expect(await provider.next((f) => f.type === "unregistertrigger")).toEqual({ type: "unregistertrigger", id: "ct-u2", trigger_type: "ct::unreg" });
+    expect(await provider.next((f) => f.type === "unregistertrigger")).toEqual({
+      type: "unregistertrigger",
+      id: "ct-u2",
+      trigger_type: "ct::unreg",
+    });
     expect(await regs(provider, "ct::unreg")).toEqual([]);
   });
 
@@ -91,7 +133,10 @@ describe("custom trigger types", () => {
     await p1.next((f) => f.type === "registertrigger" && f.id === "ct-m2");
     await p1.close();
     await sleep(30);
-    expect((await regs(owner, "ct::moving")).map((t) => [t.id, t.status])).toEqual([["ct-m1", "parked"], ["ct-m2", "parked"]]);
+    expect((await regs(owner, "ct::moving")).map((t) => [t.id, t.status])).toEqual([
+      ["ct-m1", "parked"],
+      ["ct-m2", "parked"],
+    ]);
     await goneOwner.close();
     const p2 = await wires.connect();
     p2.send({ type: "registertriggertype", id: "ct::moving", description: "t2" });

@@ -22,12 +22,33 @@ const REQUESTS = 10_000;
 const PARALLEL = 8;
 
 const READ_ONLY = [
-  "state::get", "state::list", "state::list_groups", "engine::functions::list", "engine::functions::info", "engine::workers::list",
-  "engine::triggers::list", "engine::registered-triggers::list", "engine::cron::jobs", "engine::queue::dlq_topics", "engine::queue::list_topics",
-  "stream::get", "stream::list", "stream::list_groups", "stream::list_all",
+  "state::get",
+  "state::list",
+  "state::list_groups",
+  "engine::functions::list",
+  "engine::functions::info",
+  "engine::workers::list",
+  "engine::triggers::list",
+  "engine::registered-triggers::list",
+  "engine::cron::jobs",
+  "engine::queue::dlq_topics",
+  "engine::queue::list_topics",
+  "stream::get",
+  "stream::list",
+  "stream::list_groups",
+  "stream::list_all",
 ];
 /** Built-ins that change something: the generators call them only with input they must refuse. */
-const MUTATING = ["state::set", "state::update", "state::delete", "engine::register_trigger", "engine::unregister_trigger", "stream::set", "stream::update", "stream::delete"];
+const MUTATING = [
+  "state::set",
+  "state::update",
+  "state::delete",
+  "engine::register_trigger",
+  "engine::unregister_trigger",
+  "stream::set",
+  "stream::update",
+  "stream::delete",
+];
 const BUILTINS = new Set([...READ_ONLY, ...MUTATING, "engine::workers::register"]);
 const NAMESPACES = ["default", "fz-other"];
 const KNOWN = { scope: "fz-base", key: "known" };
@@ -59,9 +80,27 @@ beforeAll(async () => {
   keeper.serve("fz::keep", () => "kept", { description: "baseline", metadata: { team: "fz" } });
   keeper.serve("fz::echo", (data) => ({ status_code: 200, body: { ok: true, method: (data as Frame)?.method ?? null } }));
   keeper.send({ type: "registertriggertype", id: "fz::type", description: "baseline type" });
-  keeper.send({ type: "registertrigger", id: "fz-keep-trig", trigger_type: "state", function_id: "fz::keep", config: { scope: KNOWN.scope } });
-  keeper.send({ type: "registertrigger", id: "fz-route-post", trigger_type: "http", function_id: "fz::echo", config: { api_path: "fz-http/echo/:id", http_method: "POST" } });
-  keeper.send({ type: "registertrigger", id: "fz-route-get", trigger_type: "http", function_id: "fz::echo", config: { api_path: "fz-http/get" } });
+  keeper.send({
+    type: "registertrigger",
+    id: "fz-keep-trig",
+    trigger_type: "state",
+    function_id: "fz::keep",
+    config: { scope: KNOWN.scope },
+  });
+  keeper.send({
+    type: "registertrigger",
+    id: "fz-route-post",
+    trigger_type: "http",
+    function_id: "fz::echo",
+    config: { api_path: "fz-http/echo/:id", http_method: "POST" },
+  });
+  keeper.send({
+    type: "registertrigger",
+    id: "fz-route-get",
+    trigger_type: "http",
+    function_id: "fz::echo",
+    config: { api_path: "fz-http/get" },
+  });
   await keeper.ok("state::set", { ...KNOWN, value: { v: 1, list: [1, 2, 3] } });
   before = await snapshot(observer);
   // The engine logs every refused frame; 10 000 of them would bury the test output.
@@ -80,7 +119,11 @@ function runOptions<T>(numRuns: number): fc.Parameters<T> {
     seed: SEED,
     endOnFailure: true,
     asyncReporter: async (d) => {
-      if (d.failed) throw new Error(`fuzz failed at run ${d.numRuns} (seed ${d.seed}, path "${d.counterexamplePath}"; FUZZ_SEED=${d.seed} replays it): ${d.errorInstance instanceof Error ? d.errorInstance.message : String(d.errorInstance)}`, { cause: d.errorInstance });
+      if (d.failed)
+        throw new Error(
+          `fuzz failed at run ${d.numRuns} (seed ${d.seed}, path "${d.counterexamplePath}"; FUZZ_SEED=${d.seed} replays it): ${d.errorInstance instanceof Error ? d.errorInstance.message : String(d.errorInstance)}`,
+          { cause: d.errorInstance },
+        );
     },
   };
 }
@@ -107,7 +150,12 @@ describe("fuzz: hostile frames over real sockets", () => {
         const f = JSON.parse(ev.data) as Frame;
         if (typeof f.invocation_id !== "string" || w.closed) return;
         try {
-          w.send({ type: "invocationresult", invocation_id: f.invocation_id, function_id: f.function_id, error: { code: "invocation_failed", message: "fuzz socket" } });
+          w.send({
+            type: "invocationresult",
+            invocation_id: f.invocation_id,
+            function_id: f.function_id,
+            error: { code: "invocation_failed", message: "fuzz socket" },
+          });
         } catch {
           // closing
         }
@@ -140,7 +188,10 @@ describe("fuzz: hostile frames over real sockets", () => {
     };
 
     // Every oversized kind once, then the random batches.
-    await sendAll(sockets[0]!, oversizedList().map((raw) => ({ raw })));
+    await sendAll(
+      sockets[0]!,
+      oversizedList().map((raw) => ({ raw })),
+    );
     await fc.assert(
       fc.asyncProperty(fc.array(frames, { minLength: BATCH, maxLength: BATCH }), async (batch) => {
         await sendAll(sockets[run++ % SOCKETS]!, batch);
@@ -150,9 +201,13 @@ describe("fuzz: hostile frames over real sockets", () => {
     expect(sent).toBeGreaterThanOrEqual(FRAMES);
 
     // Every caller gets an answer, and no built-in threw on what it was given.
-    const unanswered = () => [...expected].filter(([id, [w]]) => !w.frames.some((f) => f.type === "invocationresult" && f.invocation_id === id));
+    const unanswered = () =>
+      [...expected].filter(([id, [w]]) => !w.frames.some((f) => f.type === "invocationresult" && f.invocation_id === id));
     await eventually(() => unanswered().length === 0, 20_000, "an answer to every call", 100).catch(() => undefined);
-    expect(unanswered().map(([, [, , raw]]) => raw.slice(0, 400)), "calls never answered").toEqual([]);
+    expect(
+      unanswered().map(([, [, , raw]]) => raw.slice(0, 400)),
+      "calls never answered",
+    ).toEqual([]);
     for (const [id, [w, fn]] of expected) {
       const r = w.frames.find((f) => f.type === "invocationresult" && f.invocation_id === id)!;
       assertNoCrash(fn, r.error, `call ${id}`);
@@ -171,7 +226,12 @@ describe("fuzz: hostile frames over real sockets", () => {
     // Whatever the fuzzing sockets registered themselves goes with them; nothing else changed.
     await Promise.all(sockets.map((w) => w.close()));
     // (Cleanup runs as the closes arrive; the assertion after the wait shows any difference.)
-    await eventually(async () => JSON.stringify(await snapshot(observer)) === JSON.stringify(before), 10_000, "the catalog and state as before", 100).catch(() => undefined);
+    await eventually(
+      async () => JSON.stringify(await snapshot(observer)) === JSON.stringify(before),
+      10_000,
+      "the catalog and state as before",
+      100,
+    ).catch(() => undefined);
     expect(await snapshot(observer)).toEqual(before);
   }, 120_000);
 });
@@ -243,9 +303,16 @@ describe("found by the fuzz", () => {
     provider.send({ type: "registertriggertype", id: "fz::spoof-type", description: "mine" });
     await provider.ok("state::list_groups");
     // The keeper's http binding is not of the provider's type: its report must change nothing.
-    provider.send({ type: "triggerregistrationresult", id: "fz-route-post", trigger_type: "fz::spoof-type", function_id: "fz::echo", error: { code: "x", message: "spoofed" } });
+    provider.send({
+      type: "triggerregistrationresult",
+      id: "fz-route-post",
+      trigger_type: "fz::spoof-type",
+      function_id: "fz::echo",
+      error: { code: "x", message: "spoofed" },
+    });
     await provider.ok("state::list_groups");
-    const b = ((await observer.ok("engine::registered-triggers::list", { function_id: "fz::echo" })) as { registered_triggers: Frame[] }).registered_triggers;
+    const b = ((await observer.ok("engine::registered-triggers::list", { function_id: "fz::echo" })) as { registered_triggers: Frame[] })
+      .registered_triggers;
     expect(b.find((t) => t.id === "fz-route-post")).toMatchObject({ status: "active" });
     expect(keeper.frames.filter((f) => f.type === "triggerregistrationresult" && f.id === "fz-route-post")).toEqual([]);
     await provider.close();
@@ -253,7 +320,11 @@ describe("found by the fuzz", () => {
 
   it("/_iii/invoke with a namespace that is not a string is a 400, not an uncaught 500", async () => {
     for (const namespace of [{ toString: 5 }, [[["a"]]], 7, null]) {
-      const res = await exports.default.fetch("http://engine.test/_iii/invoke", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ function_id: "state::get", payload: KNOWN, namespace }) });
+      const res = await exports.default.fetch("http://engine.test/_iii/invoke", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ function_id: "state::get", payload: KNOWN, namespace }),
+      });
       const text = await res.text();
       expect(res.status, `${JSON.stringify(namespace)}: ${text}`).toBeLessThan(500);
       if (res.status >= 400) expect((JSON.parse(text) as Frame).error.code).toBe("invalid_arguments");

@@ -33,7 +33,10 @@ describe("eviction with hibernated sockets", () => {
     await evictEngine();
     expect(await a.ok("state::get", { scope: "hib", key: "k" })).toEqual({ kept: true });
     await evictEngine();
-    expect(await a.ok("state::update", { scope: "hib", key: "n", ops: [{ type: "increment", path: "c", by: 1 }] })).toEqual({ old_value: { c: 2 }, new_value: { c: 3 } });
+    expect(await a.ok("state::update", { scope: "hib", key: "n", ops: [{ type: "increment", path: "c", by: 1 }] })).toEqual({
+      old_value: { c: 2 },
+      new_value: { c: 3 },
+    });
     expect((await a.ok("state::list_groups")) as Frame).toMatchObject({ groups: expect.arrayContaining(["hib"]) });
   });
 

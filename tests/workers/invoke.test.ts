@@ -50,7 +50,11 @@ describe("sync", () => {
     const caller = await wires.connect();
     let at: Frame | undefined;
     target.serve("inv::trace", (_d, f) => ((at = f), "ok"));
-    const r = await caller.call("inv::trace", { x: 1 }, { metadata: { tenant: "acme", n: [1, 2] }, traceparent: TRACEPARENT, baggage: BAGGAGE });
+    const r = await caller.call(
+      "inv::trace",
+      { x: 1 },
+      { metadata: { tenant: "acme", n: [1, 2] }, traceparent: TRACEPARENT, baggage: BAGGAGE },
+    );
     expect(at).toMatchObject({ metadata: { tenant: "acme", n: [1, 2] }, traceparent: SAME_TRACE, baggage: BAGGAGE });
     expect(r).toMatchObject({ result: "ok", traceparent: TRACEPARENT, baggage: BAGGAGE });
     // Absent fields stay absent (§2.3), empty trace strings count as absent (§4.8): the call then
@@ -181,7 +185,14 @@ describe("void", () => {
     const caller = await wires.connect();
     const got: Frame[] = [];
     target.serve("inv::fire", (_d, f) => (got.push(f), "ignored"));
-    caller.send({ type: "invokefunction", function_id: "inv::fire", data: { n: 1 }, action: { type: "void" }, metadata: { m: 1 }, traceparent: TRACEPARENT });
+    caller.send({
+      type: "invokefunction",
+      function_id: "inv::fire",
+      data: { n: 1 },
+      action: { type: "void" },
+      metadata: { m: 1 },
+      traceparent: TRACEPARENT,
+    });
     // A void call that carries an invocation_id still gets no answer.
     const withId = uuid();
     caller.send({ type: "invokefunction", invocation_id: withId, function_id: "inv::fire", data: { n: 2 }, action: { type: "void" } });
@@ -191,7 +202,11 @@ describe("void", () => {
     await sleep(100);
     expect(got.map((f) => f.data.n).sort()).toEqual([1, 2, 3]);
     for (const f of got) expect(f.invocation_id).toMatch(/^[0-9a-f-]{36}$/);
-    expect(got.find((f) => f.data.n === 1)).toMatchObject({ metadata: { m: 1 }, traceparent: SAME_TRACE, data: { _caller_worker_id: caller.workerId } });
+    expect(got.find((f) => f.data.n === 1)).toMatchObject({
+      metadata: { m: 1 },
+      traceparent: SAME_TRACE,
+      data: { _caller_worker_id: caller.workerId },
+    });
     expect(caller.all("invocationresult")).toEqual([]);
   });
 
@@ -209,7 +224,11 @@ describe("enqueue", () => {
     const caller = await wires.connect();
     const got: Frame[] = [];
     target.serve("inv::job", (_d, f) => (got.push(f), "done"));
-    const r = await caller.call("inv::job", { job: 1 }, { action: { type: "enqueue", queue: "default" }, traceparent: TRACEPARENT, baggage: BAGGAGE });
+    const r = await caller.call(
+      "inv::job",
+      { job: 1 },
+      { action: { type: "enqueue", queue: "default" }, traceparent: TRACEPARENT, baggage: BAGGAGE },
+    );
     expect(r.error).toBeUndefined();
     expect(r.result.messageReceiptId).toMatch(/^[0-9a-f-]{36}$/);
     const delivered = await target.next((f) => f.type === "invokefunction" && f.function_id === "inv::job");
@@ -241,7 +260,12 @@ describe("front door", () => {
   });
 
   it("POST /_iii/invoke → {result}, 404 function_not_found, 504 timeout, 400 bad body", async () => {
-    const post = (body: unknown) => exports.default.fetch("http://localhost/_iii/invoke", { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+    const post = (body: unknown) =>
+      exports.default.fetch("http://localhost/_iii/invoke", {
+        method: "POST",
+        body: JSON.stringify(body),
+        headers: { "content-type": "application/json" },
+      });
     let res = await post({ function_id: "state::set", payload: { scope: "fd", key: "k", value: 1 } });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ result: { old_value: null, new_value: 1 } });

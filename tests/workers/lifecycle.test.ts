@@ -165,7 +165,9 @@ describe("cleanup race (ownership-checked, §2.5 step 1)", () => {
     await old.close();
     await sleep(50);
     expect(await provider.ok("life::race")).toBe("new");
-    const regs = (await provider.ok("engine::registered-triggers::list", { trigger_type: "life::race-hook" })) as { registered_triggers: { id: string; status: string }[] };
+    const regs = (await provider.ok("engine::registered-triggers::list", { trigger_type: "life::race-hook" })) as {
+      registered_triggers: { id: string; status: string }[];
+    };
     expect(regs.registered_triggers).toEqual([expect.objectContaining({ id: "race-trig", status: "active" })]);
     expect(await provider.maybe((f) => f.type === "unregistertrigger" && f.id === "race-trig", 200)).toBeNull();
   });

@@ -32,7 +32,13 @@ describe("state::list", () => {
   it(`more than ${MAX_LIST_PAGE} keys: result_too_large unpaged, every value across pages in key order`, async () => {
     const w = await wires.connect();
     const n = MAX_LIST_PAGE + 1;
-    for (let i = 0; i < n; i++) w.send({ type: "invokefunction", function_id: "state::set", action: { type: "void" }, data: { scope: "lim-many", key: `k${String(i).padStart(5, "0")}`, value: i } });
+    for (let i = 0; i < n; i++)
+      w.send({
+        type: "invokefunction",
+        function_id: "state::set",
+        action: { type: "void" },
+        data: { scope: "lim-many", key: `k${String(i).padStart(5, "0")}`, value: i },
+      });
     // Frames are handled in order: this answer comes after the writes (1001 of them: slow on a busy box).
     expect((await w.call("state::list_groups", {}, {}, 30_000)).error).toBeUndefined();
     const whole = await w.call("state::list", { scope: "lim-many" });
@@ -96,13 +102,21 @@ describe("engine::*::list paging", () => {
   it("engine::functions::list: limit/offset with total and next_offset; the default page is everything up to the most", async () => {
     const w = await wires.connect();
     for (let i = 0; i < 30; i++) w.send({ type: "registerfunction", id: `lim::p${String(i).padStart(2, "0")}` });
-    const all = (await w.ok("engine::functions::list", { prefix: "lim::p" })) as { functions: Frame[]; total: number; next_offset?: number };
+    const all = (await w.ok("engine::functions::list", { prefix: "lim::p" })) as {
+      functions: Frame[];
+      total: number;
+      next_offset?: number;
+    };
     expect(all.functions).toHaveLength(30);
     expect(all).toMatchObject({ total: 30 });
     expect(all.next_offset).toBeUndefined();
     const ids: string[] = [];
     for (let offset: number | undefined = 0; offset !== undefined; ) {
-      const p = (await w.ok("engine::functions::list", { prefix: "lim::p", limit: 7, offset })) as { functions: Frame[]; total: number; next_offset?: number };
+      const p = (await w.ok("engine::functions::list", { prefix: "lim::p", limit: 7, offset })) as {
+        functions: Frame[];
+        total: number;
+        next_offset?: number;
+      };
       expect(p.total).toBe(30);
       ids.push(...p.functions.map((f) => f.function_id));
       offset = p.next_offset;
@@ -134,7 +148,14 @@ describe("engine::*::list paging", () => {
   it("engine::registered-triggers::list, engine::triggers::list and engine::workers::list page the same way", async () => {
     const w = await wires.connect();
     w.serve("lim::t", () => 1);
-    for (let i = 0; i < 3; i++) w.send({ type: "registertrigger", id: `lim-trig-${i}`, trigger_type: "state", function_id: "lim::t", config: { scope: `lim-t${i}` } });
+    for (let i = 0; i < 3; i++)
+      w.send({
+        type: "registertrigger",
+        id: `lim-trig-${i}`,
+        trigger_type: "state",
+        function_id: "lim::t",
+        config: { scope: `lim-t${i}` },
+      });
     for (let i = 0; i < 3; i++) w.send({ type: "registertriggertype", id: `lim::type${i}`, description: "t" });
     await wires.connect();
     const bindings = (await w.ok("engine::registered-triggers::list", { function_id: "lim::t", limit: 2 })) as Frame;
@@ -170,19 +191,51 @@ describe("registration limits", () => {
       [{ type: "registerfunction", id: "lim::new", request_format: sized(MAX_SCHEMA_BYTES + 1) }, "request_format"],
       [{ type: "registerfunction", id: "lim::new", response_format: sized(MAX_SCHEMA_BYTES + 1) }, "response_format"],
       [{ type: "registerfunction", id: "lim::new", description: "d".repeat(16 * 1024 + 1) }, "description"],
-      [{ type: "registertriggertype", id: "lim::kept-type", trigger_request_format: sized(MAX_SCHEMA_BYTES + 1) }, "trigger_request_format"],
+      [
+        { type: "registertriggertype", id: "lim::kept-type", trigger_request_format: sized(MAX_SCHEMA_BYTES + 1) },
+        "trigger_request_format",
+      ],
       [{ type: "registertriggertype", id: "lim::new-type", call_request_format: sized(MAX_SCHEMA_BYTES + 1) }, "call_request_format"],
-      [{ type: "registertrigger", id: "lim-kept-trig", trigger_type: "state", function_id: "lim::kept", config: { scope: "s".repeat(MAX_TRIGGER_CONFIG_BYTES) } }, "config"],
-      [{ type: "registertrigger", id: "lim-new-trig", trigger_type: "state", function_id: "lim::kept", config: null, metadata: sized(MAX_METADATA_BYTES + 1) }, "metadata"],
+      [
+        {
+          type: "registertrigger",
+          id: "lim-kept-trig",
+          trigger_type: "state",
+          function_id: "lim::kept",
+          config: { scope: "s".repeat(MAX_TRIGGER_CONFIG_BYTES) },
+        },
+        "config",
+      ],
+      [
+        {
+          type: "registertrigger",
+          id: "lim-new-trig",
+          trigger_type: "state",
+          function_id: "lim::kept",
+          config: null,
+          metadata: sized(MAX_METADATA_BYTES + 1),
+        },
+        "metadata",
+      ],
     ];
     for (const [frame, field] of cases) {
       const errors = await refusals(w, frame);
-      expect(errors.map((e) => e.error.code), `${frame.type} ${field}`).toEqual(["invalid_frame"]);
+      expect(
+        errors.map((e) => e.error.code),
+        `${frame.type} ${field}`,
+      ).toEqual(["invalid_frame"]);
       expect(errors[0]!.error.message).toMatch(new RegExp(`^${frame.type}: ${field}: .*over the \\d+-byte limit`));
     }
     expect(await snapshot()).toEqual(before);
     // At the limit is fine.
-    expect(await refusals(w, { type: "registerfunction", id: "lim::at", metadata: sized(MAX_METADATA_BYTES), request_format: sized(MAX_SCHEMA_BYTES) })).toEqual([]);
+    expect(
+      await refusals(w, {
+        type: "registerfunction",
+        id: "lim::at",
+        metadata: sized(MAX_METADATA_BYTES),
+        request_format: sized(MAX_SCHEMA_BYTES),
+      }),
+    ).toEqual([]);
     const info = (await w.ok("engine::functions::info", { function_id: "lim::at" })) as Frame;
     expect(jsonBytes(info.metadata)).toBe(MAX_METADATA_BYTES);
   });
@@ -191,7 +244,10 @@ describe("registration limits", () => {
     const w = await wires.connect();
     await w.ok("engine::workers::register", { name: "lim-worker", runtime: "node" });
     const r = await w.call("engine::workers::register", { name: "lim-worker-2", metadata: sized(MAX_WORKER_INFO_BYTES) });
-    expect(r.error).toMatchObject({ code: "deserialization_error", message: expect.stringContaining(`over the ${MAX_WORKER_INFO_BYTES}-byte limit`) });
+    expect(r.error).toMatchObject({
+      code: "deserialization_error",
+      message: expect.stringContaining(`over the ${MAX_WORKER_INFO_BYTES}-byte limit`),
+    });
     const list = (await w.ok("engine::workers::list")) as { workers: Frame[] };
     expect(list.workers.find((x) => x.id === w.workerId)).toMatchObject({ name: "lim-worker", runtime: "node" });
   });

@@ -29,12 +29,21 @@ describe("state::set / state::update with enqueue (§7.2)", () => {
     w.serve(fn, () => ({ done: true }));
     await w.ok("state::list_groups");
     const scope = `se-${uuid()}`;
-    const r = (await w.ok("state::set", { scope, key: "rec", value: { step: 1 }, enqueue: { function_id: fn, payload: { session_id: "s1", step: 1 }, queue: DURABLE } }, { traceparent: TRACEPARENT, baggage: BAGGAGE })) as Frame;
+    const r = (await w.ok(
+      "state::set",
+      { scope, key: "rec", value: { step: 1 }, enqueue: { function_id: fn, payload: { session_id: "s1", step: 1 }, queue: DURABLE } },
+      { traceparent: TRACEPARENT, baggage: BAGGAGE },
+    )) as Frame;
     expect(r).toMatchObject({ old_value: null, new_value: { step: 1 } });
     expect(r.messageReceiptId).toMatch(/^[0-9a-f-]{36}$/);
     const got = await w.next((f) => f.type === "invokefunction" && f.function_id === fn);
     // The payload exactly as given (no _caller_worker_id, like any enqueue), the receipt as invocation id.
-    expect(got).toMatchObject({ invocation_id: r.messageReceiptId, data: { session_id: "s1", step: 1 }, traceparent: SAME_TRACE, baggage: BAGGAGE });
+    expect(got).toMatchObject({
+      invocation_id: r.messageReceiptId,
+      data: { session_id: "s1", step: 1 },
+      traceparent: SAME_TRACE,
+      baggage: BAGGAGE,
+    });
     await sleep(QUIET_MS);
     expect(deliveriesOf(w, fn)).toHaveLength(1);
     // Without `enqueue` the result has no receipt.
@@ -49,10 +58,22 @@ describe("state::set / state::update with enqueue (§7.2)", () => {
     await w.ok("state::list_groups");
     const scope = `cas-${uuid()}`;
     const enqueue = (step: string) => ({ function_id: fn, payload: { session_id: scope, step }, queue: "turns" });
-    const won = (await w.ok("state::update", { scope, key: "rec", expected: null, ops: [{ type: "set", path: "", value: { state: "a" } }], enqueue: enqueue("a") })) as Frame;
+    const won = (await w.ok("state::update", {
+      scope,
+      key: "rec",
+      expected: null,
+      ops: [{ type: "set", path: "", value: { state: "a" } }],
+      enqueue: enqueue("a"),
+    })) as Frame;
     expect(won).toMatchObject({ old_value: null, new_value: { state: "a" }, messageReceiptId: expect.any(String) });
     // A stale `expected`: the write does not happen, so neither does its message.
-    const lost = await w.call("state::update", { scope, key: "rec", expected: null, ops: [{ type: "set", path: "", value: { state: "b" } }], enqueue: enqueue("b") });
+    const lost = await w.call("state::update", {
+      scope,
+      key: "rec",
+      expected: null,
+      ops: [{ type: "set", path: "", value: { state: "b" } }],
+      enqueue: enqueue("b"),
+    });
     expect(lost.error.code).toBe("state_conflict");
     await eventually(() => steps.length >= 1);
     await sleep(QUIET_MS);
@@ -86,7 +107,12 @@ describe("state::set / state::update with enqueue (§7.2)", () => {
     expect(await attempt({ function_id: "se::x", queue: "turns", payload: { no_session: true } })).toBe("enqueue_error");
     expect(await attempt({ function_id: "se::x" })).toBe("deserialization_error");
     expect(await attempt({ function_id: "", queue: DURABLE })).toBe("deserialization_error");
-    const upd = await w.call("state::update", { scope, key: "k", ops: [{ type: "set", path: "", value: 1 }], enqueue: { function_id: "se::x", queue: "default" } });
+    const upd = await w.call("state::update", {
+      scope,
+      key: "k",
+      ops: [{ type: "set", path: "", value: 1 }],
+      enqueue: { function_id: "se::x", queue: "default" },
+    });
     expect(upd.error.code).toBe("invalid_arguments");
     const missing = await w.call("state::get", { scope, key: "k" });
     expect(missing).not.toHaveProperty("result");
@@ -96,11 +122,19 @@ describe("state::set / state::update with enqueue (§7.2)", () => {
   it("the caller must be allowed to call the enqueued function (its grant), else forbidden and nothing written", async () => {
     const scope = `grant-${uuid()}`;
     const grant = { sub: "limited", ns: ["*"], call: ["state::*"] };
-    const refused = await engineStub().trigger({ function_id: "state::set", payload: { scope, key: "k", value: 1, enqueue: { function_id: "se::secret", queue: DURABLE } }, grant });
+    const refused = await engineStub().trigger({
+      function_id: "state::set",
+      payload: { scope, key: "k", value: 1, enqueue: { function_id: "se::secret", queue: DURABLE } },
+      grant,
+    });
     expect(refused).toMatchObject({ ok: false, error: { code: "forbidden" } });
     const absent = await engineStub().trigger({ function_id: "state::get", payload: { scope, key: "k" } });
     expect(absent).toEqual({ ok: true });
-    const allowed = await engineStub().trigger({ function_id: "state::set", payload: { scope, key: "k", value: 1, enqueue: { function_id: "state::get", payload: { scope, key: "k" }, queue: DURABLE } }, grant });
+    const allowed = await engineStub().trigger({
+      function_id: "state::set",
+      payload: { scope, key: "k", value: 1, enqueue: { function_id: "state::get", payload: { scope, key: "k" }, queue: DURABLE } },
+      grant,
+    });
     expect(allowed).toMatchObject({ ok: true, result: { new_value: 1, messageReceiptId: expect.any(String) } });
   });
 });
@@ -116,7 +150,14 @@ describe("state triggers are delivered at least once (§8.3)", () => {
       if (attempts.length === 1) throw new Error("transient");
       return null;
     });
-    w.send({ type: "registertrigger", id: `t-${scope}`, trigger_type: "state", function_id: fn, config: { scope }, metadata: { via: "retry" } });
+    w.send({
+      type: "registertrigger",
+      id: `t-${scope}`,
+      trigger_type: "state",
+      function_id: fn,
+      config: { scope },
+      metadata: { via: "retry" },
+    });
     await w.ok("state::list_groups");
     const t0 = Date.now();
     expect(await w.ok("state::set", { scope, key: "k", value: { n: 1 } })).toEqual({ old_value: null, new_value: { n: 1 } });
@@ -148,7 +189,13 @@ describe("state triggers are delivered at least once (§8.3)", () => {
       return d.new_value !== "skip";
     });
     w.serve(`st::gated-${scope}`, (d) => void got.push(d.new_value));
-    w.send({ type: "registertrigger", id: `t-${scope}`, trigger_type: "state", function_id: `st::gated-${scope}`, config: { scope, condition_function_id: `st::cond-${scope}` } });
+    w.send({
+      type: "registertrigger",
+      id: `t-${scope}`,
+      trigger_type: "state",
+      function_id: `st::gated-${scope}`,
+      config: { scope, condition_function_id: `st::cond-${scope}` },
+    });
     await w.ok("state::list_groups");
     await w.ok("state::set", { scope, key: "a", value: "go" });
     await eventually(() => got.length >= 1, 5_000);

@@ -18,7 +18,12 @@ function spans(n: number, startMs: number): Span[] {
     start_time_unix_nano: (startMs + i) * 1e6,
     end_time_unix_nano: (startMs + i + 1) * 1e6,
     status: i % 7 === 0 ? ("error" as const) : ("ok" as const),
-    attributes: { "iii.function_id": `fn::${i % 10}`, "rpc.system": "iii", "iii.namespace": "default", ...(i % 3 === 0 ? { "iii.session.id": "s-1" } : {}) },
+    attributes: {
+      "iii.function_id": `fn::${i % 10}`,
+      "rpc.system": "iii",
+      "iii.namespace": "default",
+      ...(i % 3 === 0 ? { "iii.session.id": "s-1" } : {}),
+    },
     service_name: "iii-engine",
     events: [],
   }));
@@ -35,7 +40,11 @@ describe("the trace store on D1", () => {
     const page = await store.list({ trace_id: TRACE, limit: 10 });
     expect(page.total).toBe(2000);
     expect(page.spans[0]!.name).toBe("invoke fn::9");
-    expect((await store.list({ function_id: "fn::3", status: "error" })).spans.every((s) => s.attributes["iii.function_id"] === "fn::3" && s.status === "error")).toBe(true);
+    expect(
+      (await store.list({ function_id: "fn::3", status: "error" })).spans.every(
+        (s) => s.attributes["iii.function_id"] === "fn::3" && s.status === "error",
+      ),
+    ).toBe(true);
     expect((await store.list({ session_id: "s-1" })).total).toBe(667);
     const roots = buildTree(await store.spansOf(TRACE));
     expect(roots).toHaveLength(1);
@@ -57,16 +66,50 @@ describe("telemetry by RPC (Worker-hosted code, no socket)", () => {
   it("stores the spans and logs of an `OTLP` / `LOGS` frame sent to Engine.telemetry()", async () => {
     const engine = env.ENGINE.getByName("default");
     await engine.telemetry(
-      frame("OTLP", { resourceSpans: [{ resource, scopeSpans: [{ spans: [{ traceId, spanId: "b7ad6b7169203331", name: "execute edge::fn", kind: 2, startTimeUnixNano: "1800000000000000000", endTimeUnixNano: "1800000000001000000", status: { code: 2, message: "boom" } }] }] }] }),
+      frame("OTLP", {
+        resourceSpans: [
+          {
+            resource,
+            scopeSpans: [
+              {
+                spans: [
+                  {
+                    traceId,
+                    spanId: "b7ad6b7169203331",
+                    name: "execute edge::fn",
+                    kind: 2,
+                    startTimeUnixNano: "1800000000000000000",
+                    endTimeUnixNano: "1800000000001000000",
+                    status: { code: 2, message: "boom" },
+                  },
+                ],
+              },
+            ],
+          },
+        ],
+      }),
     );
-    await engine.telemetry(`LOGS${JSON.stringify({ resourceLogs: [{ resource, scopeLogs: [{ logRecords: [{ timeUnixNano: "1800000000000500000", severityText: "WARN", severityNumber: 13, body: { stringValue: "careful" }, traceId, spanId: "b7ad6b7169203331" }] }] }] })}`);
+    await engine.telemetry(
+      `LOGS${JSON.stringify({ resourceLogs: [{ resource, scopeLogs: [{ logRecords: [{ timeUnixNano: "1800000000000500000", severityText: "WARN", severityNumber: 13, body: { stringValue: "careful" }, traceId, spanId: "b7ad6b7169203331" }] }] }] })}`,
+    );
     // Not a telemetry frame: dropped and counted, the call does not fail.
     await engine.telemetry("JUNK");
     const spans = (await engine.trigger({ function_id: "engine::traces::list", payload: { trace_id: traceId } })) as CallOutcome;
-    expect(spans.ok && (spans.result as { spans: Span[] }).spans[0]).toMatchObject({ name: "execute edge::fn", kind: "server", status: "error", status_message: "boom", service_name: "edge-host" });
+    expect(spans.ok && (spans.result as { spans: Span[] }).spans[0]).toMatchObject({
+      name: "execute edge::fn",
+      kind: "server",
+      status: "error",
+      status_message: "boom",
+      service_name: "edge-host",
+    });
     const logs = (await engine.trigger({ function_id: "engine::logs::list", payload: { span_id: "b7ad6b7169203331" } })) as CallOutcome;
-    expect(logs.ok && (logs.result as { logs: unknown[] }).logs).toEqual([expect.objectContaining({ body: "careful", severity_text: "WARN", trace_id: traceId })]);
-    const refused = (await engine.trigger({ function_id: "engine::metrics::list", payload: { name: "iii.telemetry.frames.refused" } })) as CallOutcome;
+    expect(logs.ok && (logs.result as { logs: unknown[] }).logs).toEqual([
+      expect.objectContaining({ body: "careful", severity_text: "WARN", trace_id: traceId }),
+    ]);
+    const refused = (await engine.trigger({
+      function_id: "engine::metrics::list",
+      payload: { name: "iii.telemetry.frames.refused" },
+    })) as CallOutcome;
     expect(refused.ok && (refused.result as { metrics: { value: number }[] }).metrics[0]!.value).toBe(1);
   });
 });

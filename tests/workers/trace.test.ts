@@ -34,7 +34,13 @@ describe("trigger fires continue the trace of what caused them", () => {
     const scope = `tr-state-${uuid()}`;
     const cond = firstCallOf(w, `tr::cond-${scope}`, () => true);
     const fired = firstCallOf(w, `tr::state-${scope}`);
-    w.send({ type: "registertrigger", id: `t-${scope}`, trigger_type: "state", function_id: `tr::state-${scope}`, config: { scope, condition_function_id: `tr::cond-${scope}` } });
+    w.send({
+      type: "registertrigger",
+      id: `t-${scope}`,
+      trigger_type: "state",
+      function_id: `tr::state-${scope}`,
+      config: { scope, condition_function_id: `tr::cond-${scope}` },
+    });
     await w.ok("state::list_groups");
     await w.ok("state::set", { scope, key: "k", value: 1 }, TRACE);
     expect(await cond).toMatchObject(IN_TRACE);
@@ -46,7 +52,13 @@ describe("trigger fires continue the trace of what caused them", () => {
     const stream = `tr-stream-${uuid()}`;
     const seen: Frame[] = [];
     w.serve("tr::on-stream", (_d, f) => void seen.push(f));
-    w.send({ type: "registertrigger", id: `t-${stream}`, trigger_type: "stream", function_id: "tr::on-stream", config: { stream_name: stream } });
+    w.send({
+      type: "registertrigger",
+      id: `t-${stream}`,
+      trigger_type: "stream",
+      function_id: "tr::on-stream",
+      config: { stream_name: stream },
+    });
     await w.ok("state::list_groups");
     await w.ok("stream::set", { stream_name: stream, group_id: "g", item_id: "i", data: 1 }, TRACE);
     await w.call("stream::send", { stream_name: stream, group_id: "g", type: "ping" }, { traceparent: TRACEPARENT });
@@ -67,7 +79,13 @@ describe("trigger fires continue the trace of what caused them", () => {
       return null;
     });
     w.send({ type: "registertrigger", id: `t-sub-${topic}`, trigger_type: "subscribe", function_id: "tr::sub", config: { topic } });
-    w.send({ type: "registertrigger", id: `t-dsub-${topic}`, trigger_type: "durable:subscriber", function_id: "tr::durable-sub", config: { topic, queue_config: { backoff_ms: 10 } } });
+    w.send({
+      type: "registertrigger",
+      id: `t-dsub-${topic}`,
+      trigger_type: "durable:subscriber",
+      function_id: "tr::durable-sub",
+      config: { topic, queue_config: { backoff_ms: 10 } },
+    });
     await w.ok("state::list_groups");
     await w.ok("publish", { topic, data: { n: 1 } }, TRACE);
     expect(await plain).toMatchObject(IN_TRACE);
@@ -82,7 +100,13 @@ describe("trigger fires continue the trace of what caused them", () => {
     const seen: Frame[] = [];
     const middleware = firstCallOf(w, "tr::mw", () => ({ action: "continue" }));
     w.serve("tr::route", (_d, f) => (seen.push(f), { body: "ok" }));
-    w.send({ type: "registertrigger", id: `t-${path}`, trigger_type: "http", function_id: "tr::route", config: { api_path: path, middleware_function_ids: ["tr::mw"] } });
+    w.send({
+      type: "registertrigger",
+      id: `t-${path}`,
+      trigger_type: "http",
+      function_id: "tr::route",
+      config: { api_path: path, middleware_function_ids: ["tr::mw"] },
+    });
     await w.ok("state::list_groups");
     const res = await exports.default.fetch(`http://localhost/${path}`, { headers: { traceparent: TRACEPARENT, baggage: BAGGAGE } });
     expect(res.status).toBe(200);
@@ -127,7 +151,11 @@ describe("trigger fires continue the trace of what caused them", () => {
     const runs: Frame[] = [];
     w.serve("tr::tick", (_d, f) => void runs.push(f));
     const id = `t-cron-${uuid()}`;
-    await w.ok("engine::register_trigger", { id, trigger_type: "cron", function_id: "tr::tick", config: { expression: "* * * * * *" } }, TRACE);
+    await w.ok(
+      "engine::register_trigger",
+      { id, trigger_type: "cron", function_id: "tr::tick", config: { expression: "* * * * * *" } },
+      TRACE,
+    );
     await eventually(() => runs.length >= 2, 5_000);
     await w.ok("engine::unregister_trigger", { id });
     const ids = runs.slice(0, 2).map((f) => {
@@ -155,8 +183,14 @@ describe("queue rows keep the enqueuer's trace for every attempt", () => {
       const payload = { session_id: "s", n: 1 };
       // `turns` (wrangler.toml): durable fifo, retries after 200 ms.
       if (how === "action") await w.ok(fn, payload, { action: { type: "enqueue", queue: "turns" }, ...TRACE });
-      else if (how === "engine::queue::enqueue") await w.ok("engine::queue::enqueue", { queue: "turns", function_id: fn, data: payload }, TRACE);
-      else await w.ok("state::set", { scope: `tr-q-${uuid()}`, key: "k", value: 1, enqueue: { function_id: fn, payload, queue: "turns" } }, TRACE);
+      else if (how === "engine::queue::enqueue")
+        await w.ok("engine::queue::enqueue", { queue: "turns", function_id: fn, data: payload }, TRACE);
+      else
+        await w.ok(
+          "state::set",
+          { scope: `tr-q-${uuid()}`, key: "k", value: 1, enqueue: { function_id: fn, payload, queue: "turns" } },
+          TRACE,
+        );
       await eventually(() => attempts.length >= 2, 5_000);
       await sleep(50);
       expect(attempts).toHaveLength(2);

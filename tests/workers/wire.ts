@@ -76,7 +76,9 @@ export class Wire {
    */
   static async open(path = "/", grant?: Record<string, unknown>): Promise<Wire> {
     const res = grant
-      ? await env.ENGINE.getByName(path.startsWith("/ns/") ? path.slice(4) : "default").fetch(`http://localhost${path}`, { headers: { Upgrade: "websocket", "x-iii-grant": JSON.stringify(grant) } })
+      ? await env.ENGINE.getByName(path.startsWith("/ns/") ? path.slice(4) : "default").fetch(`http://localhost${path}`, {
+          headers: { Upgrade: "websocket", "x-iii-grant": JSON.stringify(grant) },
+        })
       : await exports.default.fetch(`http://localhost${path}`, { headers: { Upgrade: "websocket" } });
     if (res.status !== 101 || !res.webSocket) throw new Error(`upgrade of ${path} failed: ${res.status} ${await res.text()}`);
     const ws = res.webSocket;
@@ -137,7 +139,11 @@ export class Wire {
   async call(function_id: string, data: unknown = {}, extra: Frame = {}, timeoutMs = WAIT_MS): Promise<Frame> {
     const invocation_id = (extra.invocation_id as string | undefined) ?? uuid();
     this.send({ type: "invokefunction", invocation_id, function_id, data, ...extra });
-    return this.next((f) => f.type === "invocationresult" && f.invocation_id === invocation_id, timeoutMs, `invocationresult for ${function_id}`);
+    return this.next(
+      (f) => f.type === "invocationresult" && f.invocation_id === invocation_id,
+      timeoutMs,
+      `invocationresult for ${function_id}`,
+    );
   }
 
   /** Call and unwrap: throws on an error result. */
@@ -167,7 +173,12 @@ export class Wire {
       if (result !== undefined) out.result = result;
       this.send(out);
     } catch (e) {
-      this.send({ type: "invocationresult", invocation_id: f.invocation_id, function_id: f.function_id, error: { code: "invocation_failed", message: String((e as Error).message ?? e) } });
+      this.send({
+        type: "invocationresult",
+        invocation_id: f.invocation_id,
+        function_id: f.function_id,
+        error: { code: "invocation_failed", message: String((e as Error).message ?? e) },
+      });
     }
   }
 

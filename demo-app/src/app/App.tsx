@@ -56,8 +56,14 @@ function StatusPill({ snap, conn }: { snap: ConnectionSnapshot; conn: ConsoleCon
   const workerId = snap.status === "open" ? conn.iii.workerId : undefined;
   return (
     <div class="conn" role="status" aria-live="polite">
-      <span id="status" class="pill" data-state={snap.sdkState} data-status={snap.status}>{STATUS_TEXT[snap.status]}</span>
-      {workerId && <code id="worker-id" title="this tab's worker id">{conn.workerName}</code>}
+      <span id="status" class="pill" data-state={snap.sdkState} data-status={snap.status}>
+        {STATUS_TEXT[snap.status]}
+      </span>
+      {workerId && (
+        <code id="worker-id" title="this tab's worker id">
+          {conn.workerName}
+        </code>
+      )}
     </div>
   );
 }
@@ -66,16 +72,34 @@ function SignIn({ conn }: { conn: ConsoleConnection }) {
   const [credential, setCredential] = useState("");
   const [busy, setBusy] = useState(false);
   return (
-    <form class="signin" onSubmit={async (e) => {
-      e.preventDefault();
-      setBusy(true);
-      await conn.signIn(credential);
-      setBusy(false);
-    }}>
-      <Field label="Console credential" hint="Set on the Worker as CONSOLE_CREDENTIAL; kept for this tab only, exchanged for short-lived tokens.">
-        {(id, d) => <input id={id} aria-describedby={d} type="password" autoComplete="current-password" value={credential} onInput={(e) => setCredential((e.currentTarget as HTMLInputElement).value)} required />}
+    <form
+      class="signin"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setBusy(true);
+        await conn.signIn(credential);
+        setBusy(false);
+      }}
+    >
+      <Field
+        label="Console credential"
+        hint="Set on the Worker as CONSOLE_CREDENTIAL; kept for this tab only, exchanged for short-lived tokens."
+      >
+        {(id, d) => (
+          <input
+            id={id}
+            aria-describedby={d}
+            type="password"
+            autoComplete="current-password"
+            value={credential}
+            onInput={(e) => setCredential((e.currentTarget as HTMLInputElement).value)}
+            required
+          />
+        )}
       </Field>
-      <Button type="submit" variant="primary" busy={busy}>Sign in</Button>
+      <Button type="submit" variant="primary" busy={busy}>
+        Sign in
+      </Button>
     </form>
   );
 }
@@ -97,7 +121,12 @@ export function ConnectionBanner({ snap, conn }: { snap: ConnectionSnapshot; con
     return (
       <Banner id="stale" kind="error" title={snap.sdkState === "failed" ? "Cannot connect to the engine" : "Engine unreachable"}>
         <p>{snap.message}</p>
-        <p>{since ? `Lost at ${since}: what is shown below is from before then, marked stale. ` : ""}{snap.sdkState === "failed" ? "The connection gave up; reload the page once the address is right." : "The page reconnects by itself."}</p>
+        <p>
+          {since ? `Lost at ${since}: what is shown below is from before then, marked stale. ` : ""}
+          {snap.sdkState === "failed"
+            ? "The connection gave up; reload the page once the address is right."
+            : "The page reconnects by itself."}
+        </p>
       </Banner>
     );
   }
@@ -114,13 +143,27 @@ function ConfirmDialog({ tab }: { tab: TabWorker }) {
   useEffect(() => tab.subscribe(() => force((n) => n + 1)), [tab]);
   const c = tab.confirm;
   return (
-    <Dialog id="confirm-dialog" open={!!c} title="A worker asks you to confirm" onClose={() => c?.answer(false)}
-      actions={<>
-        <Button variant="primary" id="confirm-yes" onClick={() => c?.answer(true)}>Confirm</Button>
-        <Button id="confirm-no" onClick={() => c?.answer(false)}>Decline</Button>
-      </>}>
+    <Dialog
+      id="confirm-dialog"
+      open={!!c}
+      title="A worker asks you to confirm"
+      onClose={() => c?.answer(false)}
+      actions={
+        <>
+          <Button variant="primary" id="confirm-yes" onClick={() => c?.answer(true)}>
+            Confirm
+          </Button>
+          <Button id="confirm-no" onClick={() => c?.answer(false)}>
+            Decline
+          </Button>
+        </>
+      }
+    >
       <p class="question">{c?.question}</p>
-      <p class="hint">Called through the engine by <code>{c?.caller ?? "an unknown caller"}</code>; your answer goes back to it. Declined by itself at {c ? new Date(c.deadline).toLocaleTimeString() : ""}.</p>
+      <p class="hint">
+        Called through the engine by <code>{c?.caller ?? "an unknown caller"}</code>; your answer goes back to it. Declined by itself at{" "}
+        {c ? new Date(c.deadline).toLocaleTimeString() : ""}.
+      </p>
     </Dialog>
   );
 }
@@ -140,15 +183,31 @@ export function App({ conn, tab }: { conn: ConsoleConnection; tab: TabWorker }) 
   const { Screen } = entry;
   return (
     <>
-      <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById("main")?.focus(); }}>Skip to content</a>
+      <a
+        class="skip"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault();
+          document.getElementById("main")?.focus();
+        }}
+      >
+        Skip to content
+      </a>
       <header class="top">
         <div class="brand">
-          <span class="logo" aria-hidden="true">●</span> <strong>iii-edge</strong> <span class="sub">console</span>
+          <span class="logo" aria-hidden="true">
+            ●
+          </span>{" "}
+          <strong>iii-edge</strong> <span class="sub">console</span>
         </div>
         <nav aria-label="Screens">
           <ul>
             {SCREENS.map((s) => (
-              <li key={s.path}><a href={`#/${s.path}`} aria-current={s.path === route.screen ? "page" : undefined}>{s.label}</a></li>
+              <li key={s.path}>
+                <a href={`#/${s.path}`} aria-current={s.path === route.screen ? "page" : undefined}>
+                  {s.label}
+                </a>
+              </li>
             ))}
           </ul>
         </nav>
@@ -159,7 +218,11 @@ export function App({ conn, tab }: { conn: ConsoleConnection; tab: TabWorker }) 
         <Screen iii={conn.iii} status={snap.status} params={route.params} navigate={navigate} />
       </main>
       <footer>
-        Engine API: <code>POST /_iii/invoke</code> · health <a href="/healthz"><code>/healthz</code></a> · workers dial <code>{`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`}</code>
+        Engine API: <code>POST /_iii/invoke</code> · health{" "}
+        <a href="/healthz">
+          <code>/healthz</code>
+        </a>{" "}
+        · workers dial <code>{`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`}</code>
       </footer>
       <ConfirmDialog tab={tab} />
     </>

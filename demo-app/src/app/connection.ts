@@ -157,16 +157,34 @@ export class ConsoleConnection {
   private onState(state: ConnectionState): void {
     if (state === "connected") {
       this.stopProbing();
-      this.set({ status: "open", sdkState: state, message: undefined, lostAt: undefined, openedAt: Date.now(), needsCredential: false, workerId: this.iii.workerId });
+      this.set({
+        status: "open",
+        sdkState: state,
+        message: undefined,
+        lostAt: undefined,
+        openedAt: Date.now(),
+        needsCredential: false,
+        workerId: this.iii.workerId,
+      });
       return;
     }
     const lostAt = this.snap.lostAt ?? (this.snap.status === "open" || this.snap.openedAt ? new Date() : undefined);
     if (state === "failed") {
       this.stopProbing();
-      this.set({ status: "unreachable", sdkState: state, lostAt: lostAt ?? new Date(), message: this.iii.connectionError?.message ?? "the connection gave up" });
+      this.set({
+        status: "unreachable",
+        sdkState: state,
+        lostAt: lostAt ?? new Date(),
+        message: this.iii.connectionError?.message ?? "the connection gave up",
+      });
       return;
     }
-    const status: ConnectionStatus = this.snap.status === "refused" || this.snap.status === "unreachable" ? this.snap.status : state === "connecting" ? "connecting" : "reconnecting";
+    const status: ConnectionStatus =
+      this.snap.status === "refused" || this.snap.status === "unreachable"
+        ? this.snap.status
+        : state === "connecting"
+          ? "connecting"
+          : "reconnecting";
     this.set({ status, sdkState: state, lostAt });
     this.startProbing(0);
   }
@@ -191,16 +209,26 @@ export class ConsoleConnection {
       const health = await fetch("/healthz", { cache: "no-store" });
       if (!health.ok) throw new Error(`/healthz answered ${health.status}`);
     } catch (e) {
-      this.set({ status: "unreachable", message: `the engine at ${location.host} does not answer (${e instanceof Error ? e.message : String(e)}); retrying` });
+      this.set({
+        status: "unreachable",
+        message: `the engine at ${location.host} does not answer (${e instanceof Error ? e.message : String(e)}); retrying`,
+      });
       return;
     }
     await this.token();
     if (this.tokenProblem) {
-      this.set({ status: "refused", message: this.tokenProblem.message, needsCredential: this.tokenProblem.status === 401 && !this.fragmentToken });
+      this.set({
+        status: "refused",
+        message: this.tokenProblem.message,
+        needsCredential: this.tokenProblem.status === 401 && !this.fragmentToken,
+      });
       return;
     }
     try {
-      const res = await this.fetch("/_iii/invoke", { method: "POST", body: JSON.stringify({ function_id: "engine::workers::list", payload: { limit: 1 } }) });
+      const res = await this.fetch("/_iii/invoke", {
+        method: "POST",
+        body: JSON.stringify({ function_id: "engine::workers::list", payload: { limit: 1 } }),
+      });
       if (res.status === 401 || res.status === 403) {
         const body = (await res.json().catch(() => ({}))) as { error?: { message?: string } };
         this.set({ status: "refused", message: `the engine refused this console's token: ${body.error?.message ?? res.status}` });

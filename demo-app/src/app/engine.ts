@@ -6,7 +6,12 @@ import type { BrowserClient } from "@iii-edge/sdk-browser";
 export const MAX_LIST_PAGES = 10;
 
 /** Every entry of an `engine::*::list` listing (`{<key>: [...], next_offset?}`). */
-export async function listAll<T>(iii: BrowserClient, function_id: string, key: string, payload: Record<string, unknown> = {}): Promise<T[]> {
+export async function listAll<T>(
+  iii: BrowserClient,
+  function_id: string,
+  key: string,
+  payload: Record<string, unknown> = {},
+): Promise<T[]> {
   const out: T[] = [];
   let offset: number | undefined = 0;
   for (let i = 0; i < MAX_LIST_PAGES && offset !== undefined; i++) {

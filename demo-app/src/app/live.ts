@@ -113,5 +113,12 @@ export function useLive<T>(load: () => Promise<T>, deps: unknown[], opts: { even
     return () => clearInterval(t);
   }, [run, opts.pollMs, open]);
   const stale = !open || state.fetchedAt === undefined || state.fetchedAt < snap.openedAt;
-  return { data: state.data, error: state.error, stale: state.data !== undefined && stale, loading: state.loading, fetchedAt: state.fetchedAt, reload: run };
+  return {
+    data: state.data,
+    error: state.error,
+    stale: state.data !== undefined && stale,
+    loading: state.loading,
+    fetchedAt: state.fetchedAt,
+    reload: run,
+  };
 }

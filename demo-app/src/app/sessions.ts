@@ -24,7 +24,10 @@ export function shortId(id: string): string {
 }
 
 /** The session's title, else its first text, else its last message, else "session <short id>". */
-export function sessionTitle(s: Pick<SessionSummary, "display_name" | "first_text" | "last_message_summary"> | undefined, id: string): string {
+export function sessionTitle(
+  s: Pick<SessionSummary, "display_name" | "first_text" | "last_message_summary"> | undefined,
+  id: string,
+): string {
   const text = s?.display_name ?? s?.first_text ?? s?.last_message_summary;
   if (text) return text.length > 40 ? `${text.slice(0, 39)}…` : text;
   return `session ${shortId(id)}`;
@@ -40,12 +43,20 @@ function firstText(iii: BrowserClient, session_id: string): Promise<string | und
   let p = firstTexts.get(session_id);
   if (!p) {
     p = iii
-      .trigger<unknown, { messages: { message: { role: string; content: unknown } }[] } | undefined>({ function_id: "session-tree::messages", payload: { session_id, limit: 1 } })
+      .trigger<unknown, { messages: { message: { role: string; content: unknown } }[] } | undefined>({
+        function_id: "session-tree::messages",
+        payload: { session_id, limit: 1 },
+      })
       .then((r) => {
         const m = r?.messages[0]?.message;
         if (m?.role !== "user") return undefined;
         const c = m.content;
-        const text = typeof c === "string" ? c : Array.isArray(c) ? c.map((b: { type?: string; text?: string }) => (b?.type === "text" ? (b.text ?? "") : "")).join("") : "";
+        const text =
+          typeof c === "string"
+            ? c
+            : Array.isArray(c)
+              ? c.map((b: { type?: string; text?: string }) => (b?.type === "text" ? (b.text ?? "") : "")).join("")
+              : "";
         return text.trim() || undefined;
       })
       .catch(() => {

@@ -49,7 +49,19 @@ interface FieldProps {
 
 export function SchemaFields(props: { schema: JsonSchema; value: unknown; onChange: (v: unknown) => void; problems: Problem[] }) {
   const problems = new Map(props.problems.map((p) => [p.path, p.message]));
-  return <FieldFor schema={props.schema} root={props.schema} value={props.value} onChange={props.onChange} path="" label="payload" required problems={problems} depth={0} />;
+  return (
+    <FieldFor
+      schema={props.schema}
+      root={props.schema}
+      value={props.value}
+      onChange={props.onChange}
+      path=""
+      label="payload"
+      required
+      problems={problems}
+      depth={0}
+    />
+  );
 }
 
 function FieldFor(p: FieldProps) {
@@ -63,17 +75,38 @@ function FieldFor(p: FieldProps) {
   const label = (
     <label for={id}>
       <code>{p.label}</code>
-      {p.required ? <span class="req" aria-hidden="true"> *</span> : <span class="opt"> (optional)</span>}
+      {p.required ? (
+        <span class="req" aria-hidden="true">
+          {" "}
+          *
+        </span>
+      ) : (
+        <span class="opt"> (optional)</span>
+      )}
       {s.type && <span class="type"> {Array.isArray(s.type) ? s.type.join("|") : s.type}</span>}
     </label>
   );
   const help = (
     <>
-      {s.description && <small id={describe} class="hint">{s.description}</small>}
-      {problem && <small id={errId} class="error">{p.path || "payload"} {problem}</small>}
+      {s.description && (
+        <small id={describe} class="hint">
+          {s.description}
+        </small>
+      )}
+      {problem && (
+        <small id={errId} class="error">
+          {p.path || "payload"} {problem}
+        </small>
+      )}
     </>
   );
-  const common = { id, "aria-describedby": describedBy, "aria-invalid": problem ? ("true" as const) : undefined, "aria-required": p.required ? ("true" as const) : undefined, "data-path": p.path };
+  const common = {
+    id,
+    "aria-describedby": describedBy,
+    "aria-invalid": problem ? ("true" as const) : undefined,
+    "aria-required": p.required ? ("true" as const) : undefined,
+    "data-path": p.path,
+  };
 
   if (kind === "object") {
     const obj = (p.value && typeof p.value === "object" && !Array.isArray(p.value) ? p.value : {}) as Record<string, unknown>;
@@ -85,20 +118,48 @@ function FieldFor(p: FieldProps) {
       p.onChange(next);
     };
     const body = Object.entries(s.properties ?? {}).map(([k, sub]) => (
-      <FieldFor key={k} schema={sub} root={p.root} value={obj[k]} onChange={(v) => set(k, v)} path={p.path ? `${p.path}.${k}` : k} label={k} required={required.has(k)} problems={p.problems} depth={p.depth + 1} />
+      <FieldFor
+        key={k}
+        schema={sub}
+        root={p.root}
+        value={obj[k]}
+        onChange={(v) => set(k, v)}
+        path={p.path ? `${p.path}.${k}` : k}
+        label={k}
+        required={required.has(k)}
+        problems={p.problems}
+        depth={p.depth + 1}
+      />
     ));
-    if (p.depth === 0) return <div class="form-fields" data-path="">{body.length ? body : <p class="hint">This function takes an empty object.</p>}{help}</div>;
+    if (p.depth === 0)
+      return (
+        <div class="form-fields" data-path="">
+          {body.length ? body : <p class="hint">This function takes an empty object.</p>}
+          {help}
+        </div>
+      );
     if (p.value === undefined && !p.required) {
       return (
         <div class="field">
-          <span class="field-label"><code>{p.label}</code> <span class="opt">(optional object)</span></span>
-          <Button variant="link" onClick={() => p.onChange(templateOf(s, p.root, p.depth))}>Add {p.label}</Button>
+          <span class="field-label">
+            <code>{p.label}</code> <span class="opt">(optional object)</span>
+          </span>
+          <Button variant="link" onClick={() => p.onChange(templateOf(s, p.root, p.depth))}>
+            Add {p.label}
+          </Button>
         </div>
       );
     }
     return (
       <fieldset class="nested" data-path={p.path}>
-        <legend><code>{p.label}</code>{!p.required && <Button variant="link" onClick={() => p.onChange(undefined)} aria-label={`Remove ${p.label}`}>remove</Button>}</legend>
+        <legend>
+          <code>{p.label}</code>
+          {!p.required && (
+            <Button variant="link" onClick={() => p.onChange(undefined)} aria-label={`Remove ${p.label}`}>
+              remove
+            </Button>
+          )}
+        </legend>
         {body}
         {help}
       </fieldset>
@@ -110,11 +171,26 @@ function FieldFor(p: FieldProps) {
     const itemSchema = s.items as JsonSchema;
     return (
       <fieldset class="nested" data-path={p.path}>
-        <legend><code>{p.label}</code> <span class="type">array</span>{!p.required && <span class="opt"> (optional)</span>}</legend>
+        <legend>
+          <code>{p.label}</code> <span class="type">array</span>
+          {!p.required && <span class="opt"> (optional)</span>}
+        </legend>
         {items.map((v, i) => (
           <div class="array-item" key={i}>
-            <FieldFor schema={itemSchema} root={p.root} value={v} onChange={(nv) => p.onChange(items.map((x, j) => (j === i ? nv : x)))} path={`${p.path}[${i}]`} label={`${p.label}[${i}]`} required problems={p.problems} depth={p.depth + 1} />
-            <Button variant="link" onClick={() => p.onChange(items.filter((_, j) => j !== i))} aria-label={`Remove ${p.label}[${i}]`}>remove</Button>
+            <FieldFor
+              schema={itemSchema}
+              root={p.root}
+              value={v}
+              onChange={(nv) => p.onChange(items.map((x, j) => (j === i ? nv : x)))}
+              path={`${p.path}[${i}]`}
+              label={`${p.label}[${i}]`}
+              required
+              problems={p.problems}
+              depth={p.depth + 1}
+            />
+            <Button variant="link" onClick={() => p.onChange(items.filter((_, j) => j !== i))} aria-label={`Remove ${p.label}[${i}]`}>
+              remove
+            </Button>
           </div>
         ))}
         <Button onClick={() => p.onChange([...items, templateOf(itemSchema, p.root, p.depth + 1)])}>Add to {p.label}</Button>
@@ -129,12 +205,20 @@ function FieldFor(p: FieldProps) {
     return (
       <div class="field">
         {label}
-        <select {...common} value={idx < 0 ? "" : String(idx)} onChange={(e) => {
-          const v = (e.currentTarget as HTMLSelectElement).value;
-          p.onChange(v === "" ? undefined : options[Number(v)]);
-        }}>
+        <select
+          {...common}
+          value={idx < 0 ? "" : String(idx)}
+          onChange={(e) => {
+            const v = (e.currentTarget as HTMLSelectElement).value;
+            p.onChange(v === "" ? undefined : options[Number(v)]);
+          }}
+        >
           {(!p.required || idx < 0) && <option value="">{p.required ? "choose…" : "(not set)"}</option>}
-          {options.map((o, i) => <option key={i} value={String(i)}>{typeof o === "string" ? o : JSON.stringify(o)}</option>)}
+          {options.map((o, i) => (
+            <option key={i} value={String(i)}>
+              {typeof o === "string" ? o : JSON.stringify(o)}
+            </option>
+          ))}
         </select>
         {help}
       </div>
@@ -145,7 +229,12 @@ function FieldFor(p: FieldProps) {
     if (p.required && !nullable) {
       return (
         <div class="field field-inline">
-          <input type="checkbox" {...common} checked={p.value === true} onChange={(e) => p.onChange((e.currentTarget as HTMLInputElement).checked)} />
+          <input
+            type="checkbox"
+            {...common}
+            checked={p.value === true}
+            onChange={(e) => p.onChange((e.currentTarget as HTMLInputElement).checked)}
+          />
           {label}
           {help}
         </div>
@@ -154,10 +243,14 @@ function FieldFor(p: FieldProps) {
     return (
       <div class="field">
         {label}
-        <select {...common} value={p.value === true ? "true" : p.value === false ? "false" : ""} onChange={(e) => {
-          const v = (e.currentTarget as HTMLSelectElement).value;
-          p.onChange(v === "" ? undefined : v === "true");
-        }}>
+        <select
+          {...common}
+          value={p.value === true ? "true" : p.value === false ? "false" : ""}
+          onChange={(e) => {
+            const v = (e.currentTarget as HTMLSelectElement).value;
+            p.onChange(v === "" ? undefined : v === "true");
+          }}
+        >
           <option value="">(not set)</option>
           <option value="true">true</option>
           <option value="false">false</option>
@@ -171,12 +264,19 @@ function FieldFor(p: FieldProps) {
     return (
       <div class="field">
         {label}
-        <input type="number" inputMode={kind === "integer" ? "numeric" : "decimal"} step={kind === "integer" ? 1 : "any"} min={s.minimum} max={s.maximum} {...common}
+        <input
+          type="number"
+          inputMode={kind === "integer" ? "numeric" : "decimal"}
+          step={kind === "integer" ? 1 : "any"}
+          min={s.minimum}
+          max={s.maximum}
+          {...common}
           value={typeof p.value === "number" ? String(p.value) : ""}
           onInput={(e) => {
             const t = (e.currentTarget as HTMLInputElement).value;
             p.onChange(t === "" ? undefined : Number(t));
-          }} />
+          }}
+        />
         {help}
       </div>
     );
@@ -191,15 +291,31 @@ function FieldFor(p: FieldProps) {
     return (
       <div class="field">
         {label}
-        {long
-          ? <textarea rows={3} {...common} value={typeof p.value === "string" ? p.value : ""} onInput={onInput} />
-          : <input type={(s.format === "email" ? "email" : s.format === "uri" ? "url" : "text") as "text"} {...common} minLength={s.minLength} maxLength={s.maxLength} value={typeof p.value === "string" ? p.value : ""} onInput={onInput} />}
+        {long ? (
+          <textarea rows={3} {...common} value={typeof p.value === "string" ? p.value : ""} onInput={onInput} />
+        ) : (
+          <input
+            type={(s.format === "email" ? "email" : s.format === "uri" ? "url" : "text") as "text"}
+            {...common}
+            minLength={s.minLength}
+            maxLength={s.maxLength}
+            value={typeof p.value === "string" ? p.value : ""}
+            onInput={onInput}
+          />
+        )}
         {help}
       </div>
     );
   }
 
-  if (kind === "null") return <div class="field"><span class="field-label"><code>{p.label}</code> is always null</span></div>;
+  if (kind === "null")
+    return (
+      <div class="field">
+        <span class="field-label">
+          <code>{p.label}</code> is always null
+        </span>
+      </div>
+    );
 
   // Anything else: JSON.
   return (
@@ -212,7 +328,20 @@ function FieldFor(p: FieldProps) {
 }
 
 /** A textarea holding JSON: parsed on every edit; text that does not parse becomes a BadJson. */
-export function JsonArea({ value, onChange, rows = 6, ...rest }: { value: unknown; onChange: (v: unknown) => void; rows?: number; id?: string; "aria-describedby"?: string; "aria-label"?: string; "data-path"?: string }) {
+export function JsonArea({
+  value,
+  onChange,
+  rows = 6,
+  ...rest
+}: {
+  value: unknown;
+  onChange: (v: unknown) => void;
+  rows?: number;
+  id?: string;
+  "aria-describedby"?: string;
+  "aria-label"?: string;
+  "data-path"?: string;
+}) {
   const asText = (v: unknown) => (v instanceof BadJson ? v.text : v === undefined ? "" : JSON.stringify(v, null, 2));
   const [text, setText] = useState(asText(value));
   // Follow changes made elsewhere (the form view, a new template) unless they are this text's.
@@ -226,15 +355,22 @@ export function JsonArea({ value, onChange, rows = 6, ...rest }: { value: unknow
     setText(asText(value));
   }, [value]);
   return (
-    <textarea {...rest} class="json-input" rows={rows} spellcheck={false} value={text} onInput={(e) => {
-      const t = (e.currentTarget as HTMLTextAreaElement).value;
-      setText(t);
-      if (t.trim() === "") return onChange(undefined);
-      try {
-        onChange(JSON.parse(t));
-      } catch (err) {
-        onChange(new BadJson(t, err instanceof Error ? err.message : String(err)));
-      }
-    }} />
+    <textarea
+      {...rest}
+      class="json-input"
+      rows={rows}
+      spellcheck={false}
+      value={text}
+      onInput={(e) => {
+        const t = (e.currentTarget as HTMLTextAreaElement).value;
+        setText(t);
+        if (t.trim() === "") return onChange(undefined);
+        try {
+          onChange(JSON.parse(t));
+        } catch (err) {
+          onChange(new BadJson(t, err instanceof Error ? err.message : String(err)));
+        }
+      }}
+    />
   );
 }

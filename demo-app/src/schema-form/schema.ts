@@ -50,7 +50,11 @@ export function resolve(s: JsonSchema | boolean | undefined, root: JsonSchema, d
   for (let i = 0; i < MAX_FORM_DEPTH; i++) {
     if (cur.$ref) {
       const m = /^#\/(\$defs|definitions)\/(.+)$/.exec(cur.$ref);
-      const target = m ? (m[1] === "$defs" ? root.$defs : root.definitions)?.[decodeURIComponent(m[2]!)] : cur.$ref === "#" ? root : undefined;
+      const target = m
+        ? (m[1] === "$defs" ? root.$defs : root.definitions)?.[decodeURIComponent(m[2]!)]
+        : cur.$ref === "#"
+          ? root
+          : undefined;
       const { $ref: _r, ...rest } = cur;
       cur = target ? { ...target, ...rest } : rest;
       continue;
@@ -59,8 +63,13 @@ export function resolve(s: JsonSchema | boolean | undefined, root: JsonSchema, d
       const { allOf, ...rest } = cur;
       cur = allOf.reduce<JsonSchema>((acc, part) => {
         const p = resolve(part, root, depth + 1).schema;
-        // biome-ignore lint/performance/noAccumulatingSpread: an allOf has a handful of parts
-        return { ...acc, ...p, properties: { ...acc.properties, ...p.properties }, required: [...(acc.required ?? []), ...(p.required ?? [])] };
+        return {
+          // biome-ignore lint/performance/noAccumulatingSpread: an allOf has a handful of parts
+          ...acc,
+          ...p,
+          properties: { ...acc.properties, ...p.properties },
+          required: [...(acc.required ?? []), ...(p.required ?? [])],
+        };
       }, rest);
       continue;
     }
@@ -175,7 +184,9 @@ export function validate(s: JsonSchema | undefined, value: unknown, root: JsonSc
   const types = schema.type === undefined ? undefined : Array.isArray(schema.type) ? schema.type : [schema.type];
   if (types) {
     const t = typeName(value);
-    const ok = types.some((ty) => ty === t || (ty === "integer" && typeof value === "number" && Number.isInteger(value)) || (ty === "number" && t === "number"));
+    const ok = types.some(
+      (ty) => ty === t || (ty === "integer" && typeof value === "number" && Number.isInteger(value)) || (ty === "number" && t === "number"),
+    );
     if (!ok) {
       if (value === undefined) fail("is required");
       else if (t === "number" && types.includes("integer")) fail("must be a whole number");
@@ -190,7 +201,8 @@ export function validate(s: JsonSchema | undefined, value: unknown, root: JsonSc
     if (schema.exclusiveMaximum !== undefined && value >= schema.exclusiveMaximum) fail(`must be less than ${schema.exclusiveMaximum}`);
   }
   if (typeof value === "string") {
-    if (schema.minLength !== undefined && value.length < schema.minLength) fail(schema.minLength === 1 ? "must not be empty" : `must be at least ${schema.minLength} characters`);
+    if (schema.minLength !== undefined && value.length < schema.minLength)
+      fail(schema.minLength === 1 ? "must not be empty" : `must be at least ${schema.minLength} characters`);
     if (schema.maxLength !== undefined && value.length > schema.maxLength) fail(`must be at most ${schema.maxLength} characters`);
     if (schema.pattern !== undefined) {
       try {
@@ -203,7 +215,8 @@ export function validate(s: JsonSchema | undefined, value: unknown, root: JsonSc
   if (Array.isArray(value)) {
     if (schema.minItems !== undefined && value.length < schema.minItems) fail(`needs at least ${schema.minItems} items`);
     if (schema.maxItems !== undefined && value.length > schema.maxItems) fail(`takes at most ${schema.maxItems} items`);
-    if (schema.items && !Array.isArray(schema.items)) value.forEach((v, i) => out.push(...validate(schema.items as JsonSchema, v, root, join(path, i), depth + 1)));
+    if (schema.items && !Array.isArray(schema.items))
+      value.forEach((v, i) => out.push(...validate(schema.items as JsonSchema, v, root, join(path, i), depth + 1)));
   }
   if (isObj(value)) {
     for (const k of schema.required ?? []) if (!(k in value)) out.push({ path: join(path, k), message: "is required" });

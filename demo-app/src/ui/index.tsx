@@ -9,14 +9,26 @@ type ButtonProps = ButtonHTMLAttributes<HTMLButtonElement> & { variant?: "primar
 
 export function Button({ variant = "secondary", busy, children, class: cls, ...rest }: ButtonProps) {
   return (
-    <button type="button" {...rest} class={`btn btn-${variant} ${cls ?? ""}`} aria-busy={busy ? "true" : undefined} disabled={rest.disabled || busy}>
+    <button
+      type="button"
+      {...rest}
+      class={`btn btn-${variant} ${cls ?? ""}`}
+      aria-busy={busy ? "true" : undefined}
+      disabled={rest.disabled || busy}
+    >
       {children}
     </button>
   );
 }
 
 /** A label, a control and an optional hint/error, tied together by ids. `children(id, describedBy)` renders the control. */
-export function Field(props: { label: ComponentChildren; hint?: ComponentChildren; error?: string; inline?: boolean; children: (id: string, describedBy: string | undefined) => ComponentChildren }) {
+export function Field(props: {
+  label: ComponentChildren;
+  hint?: ComponentChildren;
+  error?: string;
+  inline?: boolean;
+  children: (id: string, describedBy: string | undefined) => ComponentChildren;
+}) {
   const id = useId();
   const hintId = props.hint ? `${id}-hint` : undefined;
   const errId = props.error ? `${id}-err` : undefined;
@@ -25,19 +37,51 @@ export function Field(props: { label: ComponentChildren; hint?: ComponentChildre
     <div class={`field${props.inline ? " field-inline" : ""}${props.error ? " field-invalid" : ""}`}>
       <label for={id}>{props.label}</label>
       {props.children(id, describedBy)}
-      {props.hint && <small id={hintId} class="hint">{props.hint}</small>}
-      {props.error && <small id={errId} class="error" role="alert">{props.error}</small>}
+      {props.hint && (
+        <small id={hintId} class="hint">
+          {props.hint}
+        </small>
+      )}
+      {props.error && (
+        <small id={errId} class="error" role="alert">
+          {props.error}
+        </small>
+      )}
     </div>
   );
 }
 
-export function Badge({ kind = "neutral", children, title }: { kind?: "neutral" | "ok" | "warn" | "error" | "info"; children: ComponentChildren; title?: string }) {
-  return <span class={`badge badge-${kind}`} title={title}>{children}</span>;
+export function Badge({
+  kind = "neutral",
+  children,
+  title,
+}: {
+  kind?: "neutral" | "ok" | "warn" | "error" | "info";
+  children: ComponentChildren;
+  title?: string;
+}) {
+  return (
+    <span class={`badge badge-${kind}`} title={title}>
+      {children}
+    </span>
+  );
 }
 
 /** A banner for what a person must know before using a screen: engine unreachable, token refused,
  * no provider configured. `role="alert"` for errors (announced at once), `status` otherwise. */
-export function Banner({ kind, title, children, id, actions }: { kind: "error" | "warn" | "info"; title: ComponentChildren; children?: ComponentChildren; id?: string; actions?: ComponentChildren }) {
+export function Banner({
+  kind,
+  title,
+  children,
+  id,
+  actions,
+}: {
+  kind: "error" | "warn" | "info";
+  title: ComponentChildren;
+  children?: ComponentChildren;
+  id?: string;
+  actions?: ComponentChildren;
+}) {
   return (
     <div id={id} class={`banner banner-${kind}`} role={kind === "error" ? "alert" : "status"}>
       <strong>{title}</strong>
@@ -48,8 +92,24 @@ export function Banner({ kind, title, children, id, actions }: { kind: "error" |
 }
 
 /** A section whose content came from the engine: while `stale`, it stays on screen, marked. */
-export function Panel({ id, title, count, stale, staleSince, actions, children, hint }: {
-  id?: string; title: ComponentChildren; count?: number; stale?: boolean; staleSince?: Date; actions?: ComponentChildren; hint?: ComponentChildren; children: ComponentChildren;
+export function Panel({
+  id,
+  title,
+  count,
+  stale,
+  staleSince,
+  actions,
+  children,
+  hint,
+}: {
+  id?: string;
+  title: ComponentChildren;
+  count?: number;
+  stale?: boolean;
+  staleSince?: Date;
+  actions?: ComponentChildren;
+  hint?: ComponentChildren;
+  children: ComponentChildren;
 }) {
   const headingId = useId();
   return (
@@ -57,7 +117,11 @@ export function Panel({ id, title, count, stale, staleSince, actions, children, 
       <div class="panel-head">
         <h2 id={headingId}>
           {title} {count !== undefined && <small class="count">({count})</small>}{" "}
-          {stale && <small class="stale-tag" title={staleSince ? `from before ${staleSince.toLocaleTimeString()}` : undefined}>stale</small>}
+          {stale && (
+            <small class="stale-tag" title={staleSince ? `from before ${staleSince.toLocaleTimeString()}` : undefined}>
+              stale
+            </small>
+          )}
         </h2>
         {actions && <div class="panel-actions">{actions}</div>}
       </div>
@@ -75,19 +139,49 @@ export interface Column<T> {
   wide?: boolean;
 }
 
-export function Table<T>({ caption, columns, rows, rowKey, empty, id }: { caption: string; columns: Column<T>[]; rows: T[]; rowKey: (row: T) => string; empty?: ComponentChildren; id?: string }) {
+export function Table<T>({
+  caption,
+  columns,
+  rows,
+  rowKey,
+  empty,
+  id,
+}: {
+  caption: string;
+  columns: Column<T>[];
+  rows: T[];
+  rowKey: (row: T) => string;
+  empty?: ComponentChildren;
+  id?: string;
+}) {
   if (rows.length === 0) return <p class="empty">{empty ?? "Nothing yet."}</p>;
   return (
     <div class="table-wrap">
       <table id={id}>
         <caption class="sr-only">{caption}</caption>
         <thead>
-          <tr>{columns.map((c) => <th scope="col" key={c.key} class={c.wide ? "wide" : undefined}>{c.label}</th>)}</tr>
+          <tr>
+            {columns.map((c) => (
+              <th scope="col" key={c.key} class={c.wide ? "wide" : undefined}>
+                {c.label}
+              </th>
+            ))}
+          </tr>
         </thead>
         <tbody>
           {rows.map((r) => (
             <tr key={rowKey(r)} data-key={rowKey(r)}>
-              {columns.map((c, i) => i === 0 ? <th scope="row" key={c.key}>{c.render(r)}</th> : <td key={c.key} class={c.wide ? "wide" : undefined}>{c.render(r)}</td>)}
+              {columns.map((c, i) =>
+                i === 0 ? (
+                  <th scope="row" key={c.key}>
+                    {c.render(r)}
+                  </th>
+                ) : (
+                  <td key={c.key} class={c.wide ? "wide" : undefined}>
+                    {c.render(r)}
+                  </td>
+                ),
+              )}
             </tr>
           ))}
         </tbody>
@@ -97,7 +191,21 @@ export function Table<T>({ caption, columns, rows, rowKey, empty, id }: { captio
 }
 
 /** A modal dialog on the native <dialog>: focus moves in and is trapped, Esc cancels (onClose). */
-export function Dialog({ open, title, onClose, children, actions, id }: { open: boolean; title: ComponentChildren; onClose: () => void; children: ComponentChildren; actions: ComponentChildren; id?: string }) {
+export function Dialog({
+  open,
+  title,
+  onClose,
+  children,
+  actions,
+  id,
+}: {
+  open: boolean;
+  title: ComponentChildren;
+  onClose: () => void;
+  children: ComponentChildren;
+  actions: ComponentChildren;
+  id?: string;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   const headingId = useId();
   useEffect(() => {
@@ -107,7 +215,16 @@ export function Dialog({ open, title, onClose, children, actions, id }: { open: 
     if (!open && d.open) d.close();
   }, [open]);
   return (
-    <dialog ref={ref} id={id} class="dialog" aria-labelledby={headingId} onCancel={(e) => { e.preventDefault(); onClose(); }}>
+    <dialog
+      ref={ref}
+      id={id}
+      class="dialog"
+      aria-labelledby={headingId}
+      onCancel={(e) => {
+        e.preventDefault();
+        onClose();
+      }}
+    >
       <h2 id={headingId}>{title}</h2>
       <div class="dialog-body">{children}</div>
       <div class="dialog-actions">{actions}</div>
@@ -123,7 +240,11 @@ export function Json({ value, id, kind }: { value: unknown; id?: string; kind?: 
   } catch {
     text = String(value);
   }
-  return <pre id={id} class={`json${kind ? ` json-${kind}` : ""}`}>{text}</pre>;
+  return (
+    <pre id={id} class={`json${kind ? ` json-${kind}` : ""}`}>
+      {text}
+    </pre>
+  );
 }
 
 export const since = (ms: number | null | undefined): string => {

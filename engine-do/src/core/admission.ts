@@ -21,7 +21,8 @@ import { ERROR_NOTICES_PER_SECOND, FLOOD_CLOSE_REASON, SocketBudget } from "./so
 
 /** A loopback client address (IPv4 127/8, ::1, IPv4-mapped 127/8). Locally every client shares one,
  * so the per-address bound is for real ones; the front door's open mode admits only these. */
-export const isLoopbackAddress = (ip: string): boolean => /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/.test(ip);
+export const isLoopbackAddress = (ip: string): boolean =>
+  /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|::ffff:127\.\d{1,3}\.\d{1,3}\.\d{1,3})$/.test(ip);
 
 export class AdmissionControl {
   private readonly ports: EnginePorts;
@@ -112,7 +113,13 @@ export class AdmissionControl {
     }
     if (verdict === "warn") {
       this.abuseLog(conn, "rate limited", { dropped: b.dropped });
-      conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${FRAMES_PER_SECOND} frames/s or ${BYTES_PER_SECOND} bytes/s; frames are being dropped` } });
+      conn.send({
+        type: "error",
+        error: {
+          code: "rate_limited",
+          message: `more than ${FRAMES_PER_SECOND} frames/s or ${BYTES_PER_SECOND} bytes/s; frames are being dropped`,
+        },
+      });
     }
     this.answerDropped(conn, raw);
     return false;
@@ -126,7 +133,14 @@ export class AdmissionControl {
   private answerDropped(conn: Conn, raw: string | ArrayBuffer): void {
     const call = peekCallIds(raw);
     if (!call) return;
-    conn.send({ type: "invocationresult", ...call, error: { code: "rate_limited", message: `over this connection's budget (${FRAMES_PER_SECOND} frames/s, ${BYTES_PER_SECOND} bytes/s); this call was dropped` } });
+    conn.send({
+      type: "invocationresult",
+      ...call,
+      error: {
+        code: "rate_limited",
+        message: `over this connection's budget (${FRAMES_PER_SECOND} frames/s, ${BYTES_PER_SECOND} bytes/s); this call was dropped`,
+      },
+    });
   }
 
   /** An admitted frame that is ignored (not refused): it costs its budget what a refusal does. */
@@ -146,7 +160,14 @@ export class AdmissionControl {
     // The `error` frame within the socket's notice budget; a call's answer always.
     const notice = budget?.notice(this.ports.clock.now()) ?? "answer";
     if (notice === "answer") conn.send({ type: "error", error });
-    else if (notice === "warn") conn.send({ type: "error", error: { code: "rate_limited", message: `more than ${ERROR_NOTICES_PER_SECOND} refused frames/s: refused frames are no longer answered (calls still are)` } });
+    else if (notice === "warn")
+      conn.send({
+        type: "error",
+        error: {
+          code: "rate_limited",
+          message: `more than ${ERROR_NOTICES_PER_SECOND} refused frames/s: refused frames are no longer answered (calls still are)`,
+        },
+      });
     if (invocationId) conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId ?? "", error });
   }
 

@@ -169,7 +169,11 @@ export interface EngineCalls {
 export interface EngineBindings {
   activeBindings(type: string): TriggerRecord[];
   /** Bind a function to a trigger type; the error if refused (also sent to a connected owner). */
-  registerTrigger(owner: string | null, f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">, grant?: Grant): ErrorBody | undefined;
+  registerTrigger(
+    owner: string | null,
+    f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">,
+    grant?: Grant,
+  ): ErrorBody | undefined;
   /** forbidden, or nothing when `workerId`/`grant` may remove or replace the binding (its maker). */
   mayRemoveTrigger(t: TriggerRecord, workerId: string | null, grant: Grant): ErrorBody | undefined;
   /** forbidden, or nothing when `workerId`/`grant` may remove the binding: its maker, the owner of

@@ -29,7 +29,11 @@ export interface OpenCallLimits {
   perPrincipal: number;
   trustedReserve: number;
 }
-export const DEFAULT_OPEN_CALL_LIMITS: OpenCallLimits = { total: MAX_OPEN_CALLS, perPrincipal: MAX_OPEN_CALLS_PER_PRINCIPAL, trustedReserve: TRUSTED_OPEN_CALLS_RESERVE };
+export const DEFAULT_OPEN_CALL_LIMITS: OpenCallLimits = {
+  total: MAX_OPEN_CALLS,
+  perPrincipal: MAX_OPEN_CALLS_PER_PRINCIPAL,
+  trustedReserve: TRUSTED_OPEN_CALLS_RESERVE,
+};
 
 /** The limits for a `total` (1…MAX_OPEN_CALLS) and optionally a per-principal share: the reserve is
  * a quarter of the total, and a share that is not strictly below what principals may hold together
@@ -39,7 +43,8 @@ export function openCallLimits(total?: number, perPrincipal?: number): OpenCallL
   const trustedReserve = Math.floor(t / 4);
   const shared = t - trustedReserve;
   const fallback = Math.floor(t / 4);
-  const p = perPrincipal !== undefined && Number.isInteger(perPrincipal) && perPrincipal >= 1 && perPrincipal < shared ? perPrincipal : fallback;
+  const p =
+    perPrincipal !== undefined && Number.isInteger(perPrincipal) && perPrincipal >= 1 && perPrincipal < shared ? perPrincipal : fallback;
   return { total: t, perPrincipal: p, trustedReserve };
 }
 

@@ -156,7 +156,10 @@ export class Catalog {
 
   constructor(sql: Sql) {
     this.sql = sql;
-    for (const stmt of SCHEMA.split(";").map((s) => s.trim()).filter(Boolean)) sql.exec(stmt);
+    for (const stmt of SCHEMA.split(";")
+      .map((s) => s.trim())
+      .filter(Boolean))
+      sql.exec(stmt);
     for (const [table, column] of ADDED_COLUMNS) {
       const name = column.split(" ")[0]!;
       const has = sql.exec<{ name: string }>(`SELECT name FROM pragma_table_info('${table}')`).some((c) => c.name === name);
@@ -210,7 +213,8 @@ export class Catalog {
         info: dec<Record<string, unknown>>(r.info) ?? {},
       };
       // A grant read back is validated before it is trusted; a bad one grants nothing.
-      if (r.grant_json != null) w.grant = grantSchema.safeParse(dec(r.grant_json)).data ?? { sub: "invalid", ns: [], call: [], register: [], bind: [] };
+      if (r.grant_json != null)
+        w.grant = grantSchema.safeParse(dec(r.grant_json)).data ?? { sub: "invalid", ns: [], call: [], register: [], bind: [] };
       const ip = str(r.ip);
       if (ip !== undefined) w.ip = ip;
       this.workers.set(w.worker_id, w);
@@ -227,7 +231,12 @@ export class Catalog {
     this.workers.set(w.worker_id, w);
     this.sql.exec(
       "INSERT OR REPLACE INTO workers (worker_id, token, connected_at, info, grant_json, ip) VALUES (?, ?, ?, ?, ?, ?)",
-      w.worker_id, w.token, w.connected_at, JSON.stringify(w.info), enc(w.grant), w.ip ?? null,
+      w.worker_id,
+      w.token,
+      w.connected_at,
+      JSON.stringify(w.info),
+      enc(w.grant),
+      w.ip ?? null,
     );
     // A connection's registrations count for its grant's principal (as the engine's grantOf reads it).
     this.holdings.setPrincipal(w.worker_id, (w.grant ?? OPEN_GRANT).sub);
@@ -244,7 +253,14 @@ export class Catalog {
     this.changes++;
     this.sql.exec(
       "INSERT OR REPLACE INTO functions (id, kind, owner, description, request_format, response_format, metadata, invocation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-      f.id, f.kind, f.owner, f.description ?? null, enc(f.request_format), enc(f.response_format), enc(f.metadata), enc(f.invocation),
+      f.id,
+      f.kind,
+      f.owner,
+      f.description ?? null,
+      enc(f.request_format),
+      enc(f.response_format),
+      enc(f.metadata),
+      enc(f.invocation),
     );
     const prev = this.functions.get(f.id);
     if (prev) this.holdings.count(prev.owner, "functions", -1);
@@ -265,7 +281,11 @@ export class Catalog {
   putTriggerType(t: TriggerTypeRecord): void {
     this.sql.exec(
       "INSERT OR REPLACE INTO trigger_types (id, owner, description, trigger_request_format, call_request_format) VALUES (?, ?, ?, ?, ?)",
-      t.id, t.owner, t.description ?? null, enc(t.trigger_request_format), enc(t.call_request_format),
+      t.id,
+      t.owner,
+      t.description ?? null,
+      enc(t.trigger_request_format),
+      enc(t.call_request_format),
     );
     const prev = this.triggerTypes.get(t.id);
     if (prev) this.holdings.count(prev.owner, "triggerTypes", -1);
@@ -284,7 +304,15 @@ export class Catalog {
   putTrigger(t: TriggerRecord): void {
     this.sql.exec(
       "INSERT OR REPLACE INTO triggers (id, trigger_type, function_id, config, metadata, owner, status, principal, durable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      t.id, t.trigger_type, t.function_id, enc(t.config ?? null), enc(t.metadata), t.owner, t.status, t.principal ?? null, t.durable === false ? 0 : null,
+      t.id,
+      t.trigger_type,
+      t.function_id,
+      enc(t.config ?? null),
+      enc(t.metadata),
+      t.owner,
+      t.status,
+      t.principal ?? null,
+      t.durable === false ? 0 : null,
     );
     const prev = this.triggers.get(t.id);
     if (prev) this.holdings.count(prev.owner, "triggers", -1, prev.principal);

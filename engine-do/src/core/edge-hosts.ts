@@ -30,7 +30,12 @@ export function edgeHostPort(name: string, binding: EdgeHostBinding): EdgeHost {
     async iiiInvoke(req) {
       const r = edgeInvokeResponse.safeParse(await binding.iiiInvoke(req));
       if (r.success) return r.data;
-      return { error: { code: "invocation_failed", message: `edge host ${name} answered ${req.function_id} malformed: ${problem(r.error.issues)}` } };
+      return {
+        error: {
+          code: "invocation_failed",
+          message: `edge host ${name} answered ${req.function_id} malformed: ${problem(r.error.issues)}`,
+        },
+      };
     },
   };
 }
@@ -95,10 +100,21 @@ export class EdgeHostSync {
         for (const t of manifest.triggers) {
           // Unchanged bindings stay as they are (a cron schedule keeps its next occurrence).
           const had = catalog.triggers.get(t.id);
-          const same = had && had.owner === owner && had.trigger_type === t.trigger_type && had.function_id === t.function_id &&
-            JSON.stringify(had.config ?? null) === JSON.stringify(t.config ?? null) && JSON.stringify(had.metadata) === JSON.stringify(t.metadata);
+          const same =
+            had &&
+            had.owner === owner &&
+            had.trigger_type === t.trigger_type &&
+            had.function_id === t.function_id &&
+            JSON.stringify(had.config ?? null) === JSON.stringify(t.config ?? null) &&
+            JSON.stringify(had.metadata) === JSON.stringify(t.metadata);
           if (same) continue;
-          const err = this.engine.registerTrigger(owner, { id: t.id, trigger_type: t.trigger_type, function_id: t.function_id, config: t.config ?? null, metadata: t.metadata });
+          const err = this.engine.registerTrigger(owner, {
+            id: t.id,
+            trigger_type: t.trigger_type,
+            function_id: t.function_id,
+            config: t.config ?? null,
+            metadata: t.metadata,
+          });
           if (err) this.ports.log.warn("edge host trigger refused", { host: name, id: t.id, ...err });
         }
       }
@@ -114,7 +130,12 @@ export class EdgeHostSync {
   async call(fn: FunctionRecord, req: CallRequest, invocationId: string): Promise<CallOutcome> {
     const host = this.ports.edgeHosts[fn.owner];
     if (!host) return { ok: false, error: { code: "function_not_found", message: `edge host ${fn.owner} is not bound` } };
-    const payload: Parameters<typeof host.iiiInvoke>[0] = { function_id: fn.id, data: req.data, invocation_id: invocationId, namespace: this.ports.namespace };
+    const payload: Parameters<typeof host.iiiInvoke>[0] = {
+      function_id: fn.id,
+      data: req.data,
+      invocation_id: invocationId,
+      namespace: this.ports.namespace,
+    };
     if (req.metadata !== undefined) payload.metadata = req.metadata;
     if (req.traceparent) payload.traceparent = req.traceparent;
     if (req.baggage) payload.baggage = req.baggage;

@@ -59,7 +59,18 @@ import { endEnqueue, endFire, enqueueSpan, fireSpan, invokeSpan, remoteSpan, typ
 import { Telemetry, type TelemetryOptions } from "./telemetry/telemetry.ts";
 
 // The extension shapes used to live here; they are api.ts's now (kept importable from here).
-export type { AlarmClient, BuiltinFunction, BuiltinHandler, BuiltinTriggerType, CallContext, CallRequest, EngineApi, EnqueueRequest, FireOptions, QueueProvider } from "./api.ts";
+export type {
+  AlarmClient,
+  BuiltinFunction,
+  BuiltinHandler,
+  BuiltinTriggerType,
+  CallContext,
+  CallRequest,
+  EngineApi,
+  EnqueueRequest,
+  FireOptions,
+  QueueProvider,
+} from "./api.ts";
 
 /** What a deployment may tune in the core (the Engine object reads it from its vars). */
 export interface EngineOptions {
@@ -85,9 +96,9 @@ const SELF_FUNCTIONS = new Set(["engine::workers::register"]);
 /** How long a burst of catalog changes is coalesced before `engine::functions-available` fires. */
 const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
 
-
 /** An engine-held binding that ends with its maker's last connection (made without durable_bindings). */
-const endsWithMaker = (t: TriggerRecord): t is TriggerRecord & { principal: string } => t.owner === null && t.durable === false && t.principal !== undefined;
+const endsWithMaker = (t: TriggerRecord): t is TriggerRecord & { principal: string } =>
+  t.owner === null && t.durable === false && t.principal !== undefined;
 /** Registration metadata a function sets to be told who calls it (`_caller_principal` in its
  * payload): the functions that check ownership, such as an agent session's. Other functions'
  * payloads stay as the caller sent them. */
@@ -129,7 +140,9 @@ export class EngineCore implements EngineApi {
     this.addAlarmClient(this.invocations);
     this.admission = new AdmissionControl(ports, this.catalog.workers);
     this.edgeSync = new EdgeHostSync(ports, this);
-    this.introspection = new Introspection(this.catalog, this.builtins, this.triggerTypes, (workerId) => this.invocations.activeFor(workerId));
+    this.introspection = new Introspection(this.catalog, this.builtins, this.triggerTypes, (workerId) =>
+      this.invocations.activeFor(workerId),
+    );
     this.rbac = new RbacConnections(ports);
     this.rbac.attach({
       handle: (conn, f) => this.handleFrame(conn, f),
@@ -199,7 +212,12 @@ export class EngineCore implements EngineApi {
   connect(conn: Conn, token: string, who: { grant?: Grant; ip?: string; rbac?: RbacSession } = {}): void {
     this.conns.set(conn.workerId, conn);
     if (who.rbac) this.rbac.open(conn.workerId, who.rbac);
-    const w: { worker_id: string; token: string; connected_at: number; info: Record<string, unknown>; grant?: Grant; ip?: string } = { worker_id: conn.workerId, token, connected_at: this.ports.clock.now(), info: {} };
+    const w: { worker_id: string; token: string; connected_at: number; info: Record<string, unknown>; grant?: Grant; ip?: string } = {
+      worker_id: conn.workerId,
+      token,
+      connected_at: this.ports.clock.now(),
+      info: {},
+    };
     if (who.grant) w.grant = who.grant;
     if (who.ip) w.ip = who.ip;
     this.catalog.putWorker(w);
@@ -268,7 +286,11 @@ export class EngineCore implements EngineApi {
     if (!this.admission.admit(conn, raw)) {
       // A dropped answer still ends its call now (every caller gets an answer), not at the deadline.
       const answered = peekResultId(raw);
-      if (answered) this.invocations.answer(conn.workerId, answered, { ok: false, error: { code: "rate_limited", message: "the worker's answer was dropped: its connection is over its frame budget" } });
+      if (answered)
+        this.invocations.answer(conn.workerId, answered, {
+          ok: false,
+          error: { code: "rate_limited", message: "the worker's answer was dropped: its connection is over its frame budget" },
+        });
       return;
     }
     if (typeof raw !== "string") {
@@ -292,7 +314,10 @@ export class EngineCore implements EngineApi {
         const answered = peekResultId(raw);
         if (answered) {
           this.admission.refuse(conn, parsed.error);
-          this.invocations.answer(conn.workerId, answered, { ok: false, error: { code: "result_too_large", message: `the worker's result is larger than ${MAX_FRAME_BYTES} bytes` } });
+          this.invocations.answer(conn.workerId, answered, {
+            ok: false,
+            error: { code: "result_too_large", message: `the worker's result is larger than ${MAX_FRAME_BYTES} bytes` },
+          });
           return;
         }
       }
@@ -300,12 +325,21 @@ export class EngineCore implements EngineApi {
         // A malformed result from the target still ends its call now, not at the deadline.
         this.admission.refuse(conn, parsed.error);
         // (Only from the worker the call was sent to.)
-        if (parsed.invocation_id) this.invocations.answer(conn.workerId, parsed.invocation_id, { ok: false, error: { code: "invocation_failed", message: `the worker sent an invalid result: ${parsed.error.message}` } });
+        if (parsed.invocation_id)
+          this.invocations.answer(conn.workerId, parsed.invocation_id, {
+            ok: false,
+            error: { code: "invocation_failed", message: `the worker sent an invalid result: ${parsed.error.message}` },
+          });
         return;
       }
       // Only a call expects an invocationresult back (echoing one for any other frame type
       // would answer the sender's own pending calls).
-      this.admission.refuse(conn, parsed.error, parsed.frame_type === "invokefunction" ? parsed.invocation_id : undefined, parsed.function_id);
+      this.admission.refuse(
+        conn,
+        parsed.error,
+        parsed.frame_type === "invokefunction" ? parsed.invocation_id : undefined,
+        parsed.function_id,
+      );
       return;
     }
     try {
@@ -358,14 +392,25 @@ export class EngineCore implements EngineApi {
         // …and only on bindings of its own type (found by the fuzz: any provider could park any binding).
         if (!t || t.trigger_type !== f.trigger_type) return;
         this.catalog.setTriggerStatus(t.id, "parked");
-        if (t.owner) this.conns.get(t.owner)?.send({ type: "triggerregistrationresult", id: t.id, trigger_type: t.trigger_type, function_id: t.function_id, error: f.error });
+        if (t.owner)
+          this.conns.get(t.owner)?.send({
+            type: "triggerregistrationresult",
+            id: t.id,
+            trigger_type: t.trigger_type,
+            function_id: t.function_id,
+            error: f.error,
+          });
         return;
       }
       case "invokefunction":
         return this.onInvoke(conn, f);
       case "invocationresult":
         // Results are accepted only from the worker the call was sent to.
-        this.invocations.answer(conn.workerId, f.invocation_id, f.error ? { ok: false, error: f.error } : { ok: true, result: f.result ?? undefined });
+        this.invocations.answer(
+          conn.workerId,
+          f.invocation_id,
+          f.error ? { ok: false, error: f.error } : { ok: true, result: f.result ?? undefined },
+        );
         return;
       case "reattach":
         return this.reattach(conn, f.previous_worker_id, f.reattach_token);
@@ -411,7 +456,8 @@ export class EngineCore implements EngineApi {
       conn.send({ type: "error", error: { code: "forbidden", message } });
       return false;
     };
-    if (this.catalog.countOwnedBy(conn.workerId) >= MAX_REGISTRATIONS_PER_WORKER) return forbid(`a worker may hold at most ${MAX_REGISTRATIONS_PER_WORKER} registrations`);
+    if (this.catalog.countOwnedBy(conn.workerId) >= MAX_REGISTRATIONS_PER_WORKER)
+      return forbid(`a worker may hold at most ${MAX_REGISTRATIONS_PER_WORKER} registrations`);
     const g = this.grantOf(conn.workerId);
     if (g !== OPEN_GRANT && this.catalog.countByPrincipal(g.sub) >= MAX_REGISTRATIONS_PER_PRINCIPAL) {
       return forbid(`'${g.sub}' may hold at most ${MAX_REGISTRATIONS_PER_PRINCIPAL} registrations in this namespace`);
@@ -422,7 +468,11 @@ export class EngineCore implements EngineApi {
   /** forbidden, or nothing when the connection may register the id (a function or trigger type). */
   private mayRegisterId(conn: Conn, kind: "function" | "trigger type", id: string, heldBy: string | undefined): ErrorBody | undefined {
     const g = this.grantOf(conn.workerId);
-    if (!mayRegister(g, id)) return { code: "forbidden", message: `'${g.sub}' may not register ${kind} ${id} (allowed prefixes: ${g.register?.join(", ") || "none"})` };
+    if (!mayRegister(g, id))
+      return {
+        code: "forbidden",
+        message: `'${g.sub}' may not register ${kind} ${id} (allowed prefixes: ${g.register?.join(", ") || "none"})`,
+      };
     // Ownership, not last-writer-wins: a live holder keeps its id until it disconnects.
     if (heldBy !== undefined && heldBy !== conn.workerId && (heldBy.startsWith("edge:") || this.conns.has(heldBy))) {
       return { code: "forbidden", message: `${kind} ${id} is registered by another worker` };
@@ -436,14 +486,22 @@ export class EngineCore implements EngineApi {
       return;
     }
     const existing = this.catalog.functions.get(f.id);
-    const refused = this.mayRegisterId(conn, "function", f.id, existing ? (existing.kind === "edge" ? `edge:${existing.owner}` : existing.owner) : undefined);
+    const refused = this.mayRegisterId(
+      conn,
+      "function",
+      f.id,
+      existing ? (existing.kind === "edge" ? `edge:${existing.owner}` : existing.owner) : undefined,
+    );
     if (refused) {
       conn.send({ type: "error", error: refused });
       return;
     }
     if (existing?.owner !== conn.workerId && !this.checkQuota(conn)) return;
     if (f.invocation) {
-      const check = this.ports.httpFunctions?.validate(f.invocation) ?? { ok: false as const, message: "HTTP-invoked functions are not enabled" };
+      const check = this.ports.httpFunctions?.validate(f.invocation) ?? {
+        ok: false as const,
+        message: "HTTP-invoked functions are not enabled",
+      };
       if (!check.ok) {
         conn.send({ type: "error", error: { code: "url_validation_failed", message: `${f.id}: ${check.message}` } });
         return;
@@ -484,7 +542,13 @@ export class EngineCore implements EngineApi {
   }
 
   private triggerFrame(b: TriggerRecord): EngineFrame {
-    const frame: EngineFrame = { type: "registertrigger", id: b.id, trigger_type: b.trigger_type, function_id: b.function_id, config: b.config ?? null };
+    const frame: EngineFrame = {
+      type: "registertrigger",
+      id: b.id,
+      trigger_type: b.trigger_type,
+      function_id: b.function_id,
+      config: b.config ?? null,
+    };
     if (b.metadata !== undefined) frame.metadata = b.metadata;
     return frame;
   }
@@ -494,20 +558,29 @@ export class EngineCore implements EngineApi {
    * `trigger_registration_failed`; worker-provided types get the binding forwarded; unknown
    * types park it until a provider appears. Returns the error, if refused.
    */
-  registerTrigger(owner: string | null, f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">, grant?: Grant): ErrorBody | undefined {
+  registerTrigger(
+    owner: string | null,
+    f: Pick<RegisterTrigger, "id" | "trigger_type" | "function_id" | "config" | "metadata">,
+    grant?: Grant,
+  ): ErrorBody | undefined {
     const ownerConn = owner ? this.conns.get(owner) : undefined;
     const refuse = (error: ErrorBody) => {
       ownerConn?.send({ type: "triggerregistrationresult", id: f.id, trigger_type: f.trigger_type, function_id: f.function_id, error });
       return error;
     };
-    if (grant && !mayBind(grant, f.trigger_type)) return refuse({ code: "forbidden", message: `'${grant.sub}' may not bind trigger type ${f.trigger_type}` });
+    if (grant && !mayBind(grant, f.trigger_type))
+      return refuse({ code: "forbidden", message: `'${grant.sub}' may not bind trigger type ${f.trigger_type}` });
     // A binding calls its function with the engine's hand: only for a function its maker may call.
-    if (grant && !mayCall(grant, f.function_id)) return refuse({ code: "forbidden", message: `'${grant.sub}' may not call ${f.function_id}, so it may not bind it` });
+    if (grant && !mayCall(grant, f.function_id))
+      return refuse({ code: "forbidden", message: `'${grant.sub}' may not call ${f.function_id}, so it may not bind it` });
     // An engine-held binding made without durable_bindings lasts while its maker is connected here:
     // a maker with no connection (an HTTP caller, a worker in another namespace) could never end it.
     const endsWithItsMaker = owner === null && grant !== undefined && !mayBindDurably(grant);
     if (endsWithItsMaker && !this.principalConnected(grant.sub)) {
-      return refuse({ code: "forbidden", message: `'${grant.sub}' has no connection to this namespace: without durable_bindings in its grant, a binding it makes lasts only while it is connected here` });
+      return refuse({
+        code: "forbidden",
+        message: `'${grant.sub}' has no connection to this namespace: without durable_bindings in its grant, a binding it makes lasts only while it is connected here`,
+      });
     }
     const existing = this.catalog.triggers.get(f.id);
     if (existing) {
@@ -614,10 +687,12 @@ export class EngineCore implements EngineApi {
       else conn.send({ type: "error", error });
     };
     if (f.namespace && f.namespace !== this.ports.namespace) {
-      if (!mayUseNamespace(grant, f.namespace)) return deny({ code: "forbidden", message: `'${grant.sub}' may not use namespace '${f.namespace}'` });
+      if (!mayUseNamespace(grant, f.namespace))
+        return deny({ code: "forbidden", message: `'${grant.sub}' may not use namespace '${f.namespace}'` });
       return this.onRemoteInvoke(conn, f, f.namespace);
     }
-    if (!SELF_FUNCTIONS.has(f.function_id) && !mayCall(grant, f.function_id)) return deny({ code: "forbidden", message: `'${grant.sub}' may not call ${f.function_id}` });
+    if (!SELF_FUNCTIONS.has(f.function_id) && !mayCall(grant, f.function_id))
+      return deny({ code: "forbidden", message: `'${grant.sub}' may not call ${f.function_id}` });
     if (action?.type === "enqueue") {
       this.enqueue({
         queue: action.queue,
@@ -634,8 +709,17 @@ export class EngineCore implements EngineApi {
       return;
     }
     // §4.6: object payloads from a worker carry the caller's id, stamped here (never trusted from the payload).
-    const data = isRecord(f.data) ? { ...this.stampPrincipal(f.data, f.function_id, grant), _caller_worker_id: conn.workerId } : (f.data ?? null);
-    const req: CallRequest = { function_id: f.function_id, data, callerWorkerId: conn.workerId, timeoutMs: f.timeout_ms, grant, caller: conn.workerId };
+    const data = isRecord(f.data)
+      ? { ...this.stampPrincipal(f.data, f.function_id, grant), _caller_worker_id: conn.workerId }
+      : (f.data ?? null);
+    const req: CallRequest = {
+      function_id: f.function_id,
+      data,
+      callerWorkerId: conn.workerId,
+      timeoutMs: f.timeout_ms,
+      grant,
+      caller: conn.workerId,
+    };
     if (f.metadata !== undefined) req.metadata = f.metadata;
     if (f.traceparent) req.traceparent = f.traceparent;
     if (f.baggage) req.baggage = f.baggage;
@@ -654,11 +738,21 @@ export class EngineCore implements EngineApi {
     const remote = this.ports.otherNamespace?.(namespace);
     const expectsReply = !!f.invocation_id && f.action?.type !== "void";
     if (!remote) {
-      if (expectsReply) this.reply(conn, f.invocation_id!, f.function_id, { ok: false, error: { code: "function_not_found", message: `namespace ${namespace} is not reachable` } });
+      if (expectsReply)
+        this.reply(conn, f.invocation_id!, f.function_id, {
+          ok: false,
+          error: { code: "function_not_found", message: `namespace ${namespace} is not reachable` },
+        });
       return;
     }
     // The target namespace checks the same grant and stamps the caller itself.
-    const req: Parameters<typeof remote.trigger>[0] = { function_id: f.function_id, payload: f.data ?? null, timeout_ms: f.timeout_ms, grant: this.grantOf(conn.workerId), caller: `${this.ports.namespace}/${conn.workerId}` };
+    const req: Parameters<typeof remote.trigger>[0] = {
+      function_id: f.function_id,
+      payload: f.data ?? null,
+      timeout_ms: f.timeout_ms,
+      grant: this.grantOf(conn.workerId),
+      caller: `${this.ports.namespace}/${conn.workerId}`,
+    };
     if (f.action) req.action = f.action;
     if (f.metadata !== undefined) req.metadata = f.metadata;
     if (f.traceparent) req.traceparent = f.traceparent;
@@ -671,7 +765,13 @@ export class EngineCore implements EngineApi {
     else this.ports.background(call);
   }
 
-  private reply(conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, trace?: { traceparent?: string; baggage?: string }): void {
+  private reply(
+    conn: Conn,
+    invocationId: string,
+    functionId: string,
+    outcome: CallOutcome,
+    trace?: { traceparent?: string; baggage?: string },
+  ): void {
     // The caller may have gone meanwhile: its result is dropped (§2.5 step 3).
     if (this.conns.get(conn.workerId) !== conn) return;
     const frame: EngineFrame = { type: "invocationresult", invocation_id: invocationId, function_id: functionId };
@@ -681,7 +781,12 @@ export class EngineCore implements EngineApi {
     if (trace?.traceparent) frame.traceparent = trace.traceparent;
     if (trace?.baggage) frame.baggage = trace.baggage;
     if (conn.send(frame) === "too_large") {
-      conn.send({ type: "invocationresult", invocation_id: invocationId, function_id: functionId, error: { code: "result_too_large", message: `the result of ${functionId} is larger than ${MAX_FRAME_BYTES} bytes` } });
+      conn.send({
+        type: "invocationresult",
+        invocation_id: invocationId,
+        function_id: functionId,
+        error: { code: "result_too_large", message: `the result of ${functionId} is larger than ${MAX_FRAME_BYTES} bytes` },
+      });
     }
   }
 
@@ -749,7 +854,9 @@ export class EngineCore implements EngineApi {
     // object's memory, nor one principal's many connections the whole table.
     const principal = r.principal ?? r.grant?.sub;
     const who = { caller: r.caller, principal };
-    const outcome = await (r.caller === undefined && principal === undefined ? this.invokeUncounted(r) : this.invocations.counted(who, () => this.invokeUncounted(r)));
+    const outcome = await (r.caller === undefined && principal === undefined
+      ? this.invokeUncounted(r)
+      : this.invocations.counted(who, () => this.invokeUncounted(r)));
     this.telemetry.metrics.invocation(req.function_id, outcome.ok, this.ports.clock.now() - started);
     span?.end(outcome);
     return outcome;
@@ -768,7 +875,14 @@ export class EngineCore implements EngineApi {
     const builtin = this.builtins.get(req.function_id);
     if (builtin) {
       try {
-        const ctx: CallContext = { invocationId, callerWorkerId: req.callerWorkerId, grant: req.grant ?? OPEN_GRANT, metadata: req.metadata, traceparent: req.traceparent, baggage: req.baggage };
+        const ctx: CallContext = {
+          invocationId,
+          callerWorkerId: req.callerWorkerId,
+          grant: req.grant ?? OPEN_GRANT,
+          metadata: req.metadata,
+          traceparent: req.traceparent,
+          baggage: req.baggage,
+        };
         const principal = req.principal ?? req.grant?.sub;
         if (principal !== undefined) ctx.principal = principal;
         const result = await builtin.handler(req.data, ctx);
@@ -797,7 +911,8 @@ export class EngineCore implements EngineApi {
         return this.invocations.withDeadline(fn.id, timeoutMs, () => this.edgeSync.call(fn, req, invocationId));
       case "http":
         return this.invocations.withDeadline(fn.id, timeoutMs, async () => {
-          if (!this.ports.httpFunctions || !fn.invocation) return { ok: false, error: { code: "function_not_invokable", message: "HTTP-invoked functions are not enabled" } };
+          if (!this.ports.httpFunctions || !fn.invocation)
+            return { ok: false, error: { code: "function_not_invokable", message: "HTTP-invoked functions are not enabled" } };
           return this.ports.httpFunctions.invoke({ id: fn.id, invocation: fn.invocation }, req.data, invocationId, traceOf(req));
         });
     }
@@ -824,14 +939,23 @@ export class EngineCore implements EngineApi {
     // kept for trusted callers. Bindings of edge hosts are trusted, and so are engine-held ones
     // made without a grant (engine::register_trigger records OPEN_GRANT's sub for those: the
     // harness's sub-agent links).
-    const principal = binding.owner === null
-      ? (binding.principal === OPEN_GRANT.sub ? undefined : binding.principal)
-      : (binding.principal ?? this.catalog.principalOf(binding.owner));
+    const principal =
+      binding.owner === null
+        ? binding.principal === OPEN_GRANT.sub
+          ? undefined
+          : binding.principal
+        : (binding.principal ?? this.catalog.principalOf(binding.owner));
     const share = principal === undefined ? {} : { principal };
-    const cond = isRecord(binding.config) && typeof binding.config.condition_function_id === "string" ? binding.config.condition_function_id : undefined;
+    const cond =
+      isRecord(binding.config) && typeof binding.config.condition_function_id === "string"
+        ? binding.config.condition_function_id
+        : undefined;
     if (cond) {
       const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs, ...trace, ...share });
-      if (!c.ok) return opts.conditionErrors === "fail" ? { ok: false, error: { code: c.error.code, message: `condition ${cond}: ${c.error.message}` } } : "skipped";
+      if (!c.ok)
+        return opts.conditionErrors === "fail"
+          ? { ok: false, error: { code: c.error.code, message: `condition ${cond}: ${c.error.message}` } }
+          : "skipped";
       if (c.result === false) return "skipped";
     }
     if (!this.functionExists(binding.function_id)) {
@@ -871,9 +995,10 @@ export class EngineCore implements EngineApi {
       let full: unknown;
       let delta: unknown;
       for (const b of bindings) {
-        const payload = isRecord(b.config) && b.config.delta === true
-          ? (delta ??= { event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) })
-          : (full ??= { event: "functions_changed", functions: this.introspection.functionSummaries(true) });
+        const payload =
+          isRecord(b.config) && b.config.delta === true
+            ? (delta ??= { event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) })
+            : (full ??= { event: "functions_changed", functions: this.introspection.functionSummaries(true) });
         this.ports.background(this.fire(b, payload));
       }
     }, FUNCTIONS_CHANGED_DEBOUNCE_MS);

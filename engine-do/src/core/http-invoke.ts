@@ -2,7 +2,14 @@
 // response mapping (the signature is protocol's, `iiiSignature`). Web standard APIs only; the
 // engine's dispatcher calls `invokeHttpFunction` for functions registered with `invocation`, through
 // the port `httpFunctionsPort` builds from the engine's vars (which secrets a registration may name).
-import { MAX_FRAME_BYTES, DEFAULT_INVOKE_TIMEOUT_MS, HTTP_INVOKE_HEADERS, iiiSignature, type ErrorBody, type HttpInvocation } from "@iii-edge/protocol";
+import {
+  MAX_FRAME_BYTES,
+  DEFAULT_INVOKE_TIMEOUT_MS,
+  HTTP_INVOKE_HEADERS,
+  iiiSignature,
+  type ErrorBody,
+  type HttpInvocation,
+} from "@iii-edge/protocol";
 import type { HttpFunctionPort } from "./ports.ts";
 
 export interface UrlPolicy {
@@ -22,7 +29,15 @@ export interface UrlPolicy {
 export type UrlCheck = { ok: true } | { ok: false; message: string };
 
 /** Host names that always mean "this machine" or a cloud metadata service. */
-const BLOCKED_NAMES = new Set(["localhost", "localhost.localdomain", "metadata", "metadata.google.internal", "instance-data", "ip6-localhost", "ip6-loopback"]);
+const BLOCKED_NAMES = new Set([
+  "localhost",
+  "localhost.localdomain",
+  "metadata",
+  "metadata.google.internal",
+  "instance-data",
+  "ip6-localhost",
+  "ip6-loopback",
+]);
 /** Suffixes of names that resolve only inside a host or a private network. */
 const BLOCKED_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa"];
 /** Public names whose DNS answers 127.0.0.1 for themselves and every name under them (services
@@ -193,7 +208,8 @@ function blockedV6(ip: string): string | null {
   // 6to4 (RFC 3056): 2002:AABB:CCDD::/48 is the site behind IPv4 AA.BB.CC.DD.
   if (w0 === 0x2002) return embeddedV4(v4In(w1, w2), "a 6to4 address");
   // Teredo (RFC 4380): 2001:0::/32 + server IPv4 + flags, port and client IPv4, both obfuscated.
-  if (w0 === 0x2001 && w1 === 0) return embeddedV4(v4In(w2, w3), "a Teredo server field") ?? embeddedV4(v4In(~w6 & 0xffff, ~w7 & 0xffff), "a Teredo client field");
+  if (w0 === 0x2001 && w1 === 0)
+    return embeddedV4(v4In(w2, w3), "a Teredo server field") ?? embeddedV4(v4In(~w6 & 0xffff, ~w7 & 0xffff), "a Teredo client field");
   // ISATAP (RFC 5214): any prefix + interface id 0:5efe or 200:5efe + the host's IPv4.
   if ((w4 === 0 || w4 === 0x200) && w5 === 0x5efe) {
     const why = embeddedV4(v4In(w6, w7), "an ISATAP address");
@@ -271,7 +287,16 @@ const AUTH_FIELDS: Record<AuthType, string> = { hmac: "secret_key", bearer: "tok
  * Engine vars that are never an HTTP function's secret, even if listed in HTTP_FUNCTION_SECRETS:
  * the engine's own key and settings.
  */
-const ENGINE_OWN_VARS = new Set(["AUTH_SECRET", "AUTH_FUNCTION", "HTTP_FUNCTION_SECRETS", "ALLOW_PRIVATE_HTTP_FUNCTIONS", "HTTP_MIDDLEWARE", "HTTP_MAX_BODY_BYTES", "EDGE_HOSTS", "QUEUES"]);
+const ENGINE_OWN_VARS = new Set([
+  "AUTH_SECRET",
+  "AUTH_FUNCTION",
+  "HTTP_FUNCTION_SECRETS",
+  "ALLOW_PRIVATE_HTTP_FUNCTIONS",
+  "HTTP_MIDDLEWARE",
+  "HTTP_MAX_BODY_BYTES",
+  "EDGE_HOSTS",
+  "QUEUES",
+]);
 
 /** The env var an invocation's auth names (`secret_key`, `token_key` or `value_key`), if any. */
 export function authSecretName(inv: HttpInvocation): string | undefined {
@@ -288,7 +313,10 @@ export function parseHttpFunctionSecrets(raw: unknown): Map<string, ReadonlySet<
   const out = new Map<string, Set<AuthType>>();
   if (typeof raw !== "string") return out;
   for (const entry of raw.split(",")) {
-    const [name = "", type, extra] = entry.trim().split(":").map((s) => s.trim());
+    const [name = "", type, extra] = entry
+      .trim()
+      .split(":")
+      .map((s) => s.trim());
     if (!name || extra !== undefined || ENGINE_OWN_VARS.has(name)) continue;
     if (type !== undefined && !(AUTH_TYPES as readonly string[]).includes(type)) continue;
     const types = out.get(name) ?? new Set<AuthType>();
@@ -314,7 +342,9 @@ export function httpFunctionsPort(vars: Record<string, unknown>): HttpFunctionPo
     const value = vars[name];
     if (offered.get(name)?.has(inv.auth.type) && typeof value === "string" && value !== "") return { name, value };
     // The same words for every name, set or not: a refusal must not tell which vars exist.
-    return { refused: `auth.${AUTH_FIELDS[inv.auth.type]} is not a secret this engine offers to HTTP-invoked functions (${inv.auth.type}; see HTTP_FUNCTION_SECRETS)` };
+    return {
+      refused: `auth.${AUTH_FIELDS[inv.auth.type]} is not a secret this engine offers to HTTP-invoked functions (${inv.auth.type}; see HTTP_FUNCTION_SECRETS)`,
+    };
   };
   return {
     validate(inv) {
@@ -325,7 +355,8 @@ export function httpFunctionsPort(vars: Record<string, unknown>): HttpFunctionPo
     },
     async invoke(fn, data, invocationId, trace) {
       const secret = secretFor(fn.invocation);
-      if (secret && "refused" in secret) return { ok: false, error: { code: "http_request_failed", message: `${fn.id}: ${secret.refused}` } };
+      if (secret && "refused" in secret)
+        return { ok: false, error: { code: "http_request_failed", message: `${fn.id}: ${secret.refused}` } };
       const secrets = secret ? { [secret.name]: secret.value } : {};
       const opts: HttpInvokeOptions = { secrets, invocationId, urlPolicy: policy };
       if (trace) opts.trace = trace;
@@ -425,7 +456,8 @@ export async function invokeHttpFunction(
     }
     text = new TextDecoder().decode(buf);
   } catch (err) {
-    if (controller.signal.aborted) return { error: { code: "http_request_failed", message: `${fn.id}: no response within ${timeoutMs} ms` } };
+    if (controller.signal.aborted)
+      return { error: { code: "http_request_failed", message: `${fn.id}: no response within ${timeoutMs} ms` } };
     return { error: { code: "http_request_failed", message: `${fn.id}: ${err instanceof Error ? err.message : String(err)}` } };
   } finally {
     clearTimeout(timer);
@@ -435,7 +467,9 @@ export async function invokeHttpFunction(
   if (status >= 200 && status < 300) {
     if (empty) return {};
     const parsed = parseJson(text);
-    return parsed.ok ? { result: parsed.value } : { error: { code: "invalid_response", message: `${fn.id}: HTTP ${status} with a non-JSON body` } };
+    return parsed.ok
+      ? { result: parsed.value }
+      : { error: { code: "invalid_response", message: `${fn.id}: HTTP ${status} with a non-JSON body` } };
   }
   if (status >= 300 && status < 400) {
     const parsed = empty ? { ok: false as const } : parseJson(text);

@@ -53,7 +53,9 @@ export function installEngine(core: EngineApi, opts: InstallOptions = {}): Insta
   } catch (e) {
     // A bad QUEUES var must not take the engine down: only `default` exists, and enqueues to the
     // other names fail with enqueue_error naming the problem in this log line.
-    core.ports.log.warn("QUEUES configuration refused; only the default queue is available", { error: e instanceof Error ? e.message : String(e) });
+    core.ports.log.warn("QUEUES configuration refused; only the default queue is available", {
+      error: e instanceof Error ? e.message : String(e),
+    });
     configs = parseQueueConfigs(undefined, opts.DELIVERIES !== undefined);
   }
   const queues = new QueueRouter(core, configs, deadLetters, opts.DELIVERIES);
@@ -69,6 +71,13 @@ export function installEngine(core: EngineApi, opts: InstallOptions = {}): Insta
   const streams = installStreams(core);
   const cron = installCron(core);
   const channels = installChannels(core);
-  const http = installHttp(core, (opts.HTTP_MIDDLEWARE ?? "").split(",").map((m) => m.trim()).filter(Boolean), channels);
+  const http = installHttp(
+    core,
+    (opts.HTTP_MIDDLEWARE ?? "")
+      .split(",")
+      .map((m) => m.trim())
+      .filter(Boolean),
+    channels,
+  );
   return { queues, cron, http, streams, channels };
 }

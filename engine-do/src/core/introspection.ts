@@ -1,7 +1,14 @@
 // What the `engine::*::list` / `info` built-ins (builtins/engine-fns.ts) and the discovery trigger
 // types read besides the catalog: function summaries, whose a function or binding is by name, the
 // engine's own built-ins and trigger types, and the calls open on a worker. Read-only.
-import { MODEL_CALLABLE_BUILTINS, MODEL_METADATA_KEY, MODEL_NEVER, OPEN_GRANT, SERVED_BY_DEPLOYMENT, SERVED_BY_ENGINE } from "@iii-edge/protocol";
+import {
+  MODEL_CALLABLE_BUILTINS,
+  MODEL_METADATA_KEY,
+  MODEL_NEVER,
+  OPEN_GRANT,
+  SERVED_BY_DEPLOYMENT,
+  SERVED_BY_ENGINE,
+} from "@iii-edge/protocol";
 import type { BuiltinFunction, BuiltinTriggerType, CatalogView, EngineIntrospection, FunctionSummary } from "./api.ts";
 import type { FunctionRecord } from "./catalog.ts";
 

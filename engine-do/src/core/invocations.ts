@@ -19,7 +19,10 @@ const PERSIST_AFTER_MS = 1_000;
 
 /** What a caller gets when the worker running its call disconnects (protocol/README.md §2.5,
  * step 3). */
-const TARGET_GONE: CallOutcome = { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } };
+const TARGET_GONE: CallOutcome = {
+  ok: false,
+  error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" },
+};
 
 interface Pending {
   target: string;
@@ -34,7 +37,13 @@ interface Pending {
 }
 
 /** How a restored call answers its caller (the engine's reply: dropped if the caller is gone). */
-export type ReplyTo = (conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, trace?: { traceparent?: string; baggage?: string }) => void;
+export type ReplyTo = (
+  conn: Conn,
+  invocationId: string,
+  functionId: string,
+  outcome: CallOutcome,
+  trace?: { traceparent?: string; baggage?: string },
+) => void;
 
 function timeoutOutcome(functionId: string, timeoutMs?: number): CallOutcome {
   const within = timeoutMs === undefined ? "before its deadline" : `within ${timeoutMs} ms`;
@@ -103,9 +112,23 @@ export class Invocations implements AlarmClient {
   async counted(who: { caller?: string; principal?: string }, call: () => Promise<CallOutcome>): Promise<CallOutcome> {
     const { caller, principal } = who;
     const open = caller === undefined ? 0 : (this.openByCaller.get(caller) ?? 0);
-    if (open >= MAX_OPEN_CALLS_PER_CALLER) return { ok: false, error: { code: "too_many_calls", message: `${MAX_OPEN_CALLS_PER_CALLER} calls of this caller are open already; wait for some to finish` } };
+    if (open >= MAX_OPEN_CALLS_PER_CALLER)
+      return {
+        ok: false,
+        error: {
+          code: "too_many_calls",
+          message: `${MAX_OPEN_CALLS_PER_CALLER} calls of this caller are open already; wait for some to finish`,
+        },
+      };
     const held = principal === undefined ? 0 : (this.openByPrincipal.get(principal) ?? 0);
-    if (held >= this.limits.perPrincipal) return { ok: false, error: { code: "too_many_calls", message: `'${principal}' has ${this.limits.perPrincipal} calls open in this namespace already; wait for some to finish` } };
+    if (held >= this.limits.perPrincipal)
+      return {
+        ok: false,
+        error: {
+          code: "too_many_calls",
+          message: `'${principal}' has ${this.limits.perPrincipal} calls open in this namespace already; wait for some to finish`,
+        },
+      };
     if (caller !== undefined) this.openByCaller.set(caller, open + 1);
     if (principal !== undefined) {
       this.openByPrincipal.set(principal, held + 1);
@@ -127,10 +150,17 @@ export class Invocations implements AlarmClient {
   full(ofPrincipal: boolean): CallOutcome | undefined {
     // Every open call, routed or not, has exactly one deadline.
     const open = this.deadlines.size;
-    if (open >= this.limits.total) return { ok: false, error: { code: "too_many_calls", message: `the engine has ${this.limits.total} calls open; try again shortly` } };
+    if (open >= this.limits.total)
+      return { ok: false, error: { code: "too_many_calls", message: `the engine has ${this.limits.total} calls open; try again shortly` } };
     // The principal's own call is counted already (counted() runs before the table is looked at).
     if (ofPrincipal && this.openOfPrincipals > this.limits.total - this.limits.trustedReserve) {
-      return { ok: false, error: { code: "too_many_calls", message: `callers with a token have ${this.limits.total - this.limits.trustedReserve} calls open in this namespace; try again shortly` } };
+      return {
+        ok: false,
+        error: {
+          code: "too_many_calls",
+          message: `callers with a token have ${this.limits.total - this.limits.trustedReserve} calls open in this namespace; try again shortly`,
+        },
+      };
     }
     return undefined;
   }
@@ -141,7 +171,10 @@ export class Invocations implements AlarmClient {
   route(conn: Conn, fn: { id: string; owner: string }, req: CallRequest, invocationId: string, timeoutMs: number): Promise<CallOutcome> {
     const busy = this.openByTarget.get(fn.owner) ?? 0;
     if (busy >= MAX_OPEN_CALLS_PER_TARGET) {
-      return Promise.resolve({ ok: false, error: { code: "too_many_calls", message: `the worker owning ${fn.id} has ${MAX_OPEN_CALLS_PER_TARGET} calls open already` } });
+      return Promise.resolve({
+        ok: false,
+        error: { code: "too_many_calls", message: `the worker owning ${fn.id} has ${MAX_OPEN_CALLS_PER_TARGET} calls open already` },
+      });
     }
     return new Promise<CallOutcome>((resolve) => {
       const now = this.ports.clock.now();
@@ -160,8 +193,19 @@ export class Invocations implements AlarmClient {
       if (req.baggage) frame.baggage = req.baggage;
       const sent = conn.send(frame);
       // A call whose frame is over the frame bound was never sent: answered now, not at its deadline.
-      if (sent === "too_large") this.settle(invocationId, { ok: false, error: { code: "value_too_large", message: `the call to ${fn.id} is larger than ${MAX_FRAME_BYTES} bytes with its envelope; send less data` } });
-      else if (!sent) this.settle(invocationId, { ok: false, error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` } });
+      if (sent === "too_large")
+        this.settle(invocationId, {
+          ok: false,
+          error: {
+            code: "value_too_large",
+            message: `the call to ${fn.id} is larger than ${MAX_FRAME_BYTES} bytes with its envelope; send less data`,
+          },
+        });
+      else if (!sent)
+        this.settle(invocationId, {
+          ok: false,
+          error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` },
+        });
     });
   }
 
@@ -169,7 +213,9 @@ export class Invocations implements AlarmClient {
   async withDeadline(functionId: string, timeoutMs: number, run: () => Promise<CallOutcome>): Promise<CallOutcome> {
     const id = `deadline:${this.ports.newId()}`;
     const deadline = new Promise<CallOutcome>((resolve) => {
-      this.deadlines.add(id, this.ports.clock.now() + timeoutMs, () => resolve({ ok: false, error: { code: "timeout", message: `${functionId} did not answer within ${timeoutMs} ms` } }));
+      this.deadlines.add(id, this.ports.clock.now() + timeoutMs, () =>
+        resolve({ ok: false, error: { code: "timeout", message: `${functionId} did not answer within ${timeoutMs} ms` } }),
+      );
     });
     try {
       return await Promise.race([run().catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e) })), deadline]);
@@ -227,7 +273,13 @@ export class Invocations implements AlarmClient {
         }
         this.ports.sql.exec(
           "INSERT OR REPLACE INTO routed_calls (id, function_id, target, caller, deadline, traceparent, baggage) VALUES (?, ?, ?, ?, ?, ?, ?)",
-          id, p.function_id, p.target, p.route.caller, p.deadline, p.route.traceparent ?? null, p.route.baggage ?? null,
+          id,
+          p.function_id,
+          p.target,
+          p.route.caller,
+          p.deadline,
+          p.route.traceparent ?? null,
+          p.route.baggage ?? null,
         );
         p.persisted = true;
         wrote = true;
@@ -244,9 +296,15 @@ export class Invocations implements AlarmClient {
    */
   restore(conns: ReadonlyMap<string, Conn>, reply: ReplyTo): void {
     const now = this.ports.clock.now();
-    const rows = this.ports.sql.exec<{ id: string; function_id: string; target: string; caller: string; deadline: number; traceparent: string | null; baggage: string | null }>(
-      "SELECT * FROM routed_calls",
-    );
+    const rows = this.ports.sql.exec<{
+      id: string;
+      function_id: string;
+      target: string;
+      caller: string;
+      deadline: number;
+      traceparent: string | null;
+      baggage: string | null;
+    }>("SELECT * FROM routed_calls");
     for (const r of rows) {
       const caller = conns.get(r.caller);
       const trace = { traceparent: r.traceparent ?? undefined, baggage: r.baggage ?? undefined };
@@ -262,7 +320,15 @@ export class Invocations implements AlarmClient {
       }
       this.deadlines.add(r.id, r.deadline, () => this.settle(r.id, timeoutOutcome(r.function_id)));
       this.openByTarget.set(r.target, (this.openByTarget.get(r.target) ?? 0) + 1);
-      this.pending.set(r.id, { target: r.target, function_id: r.function_id, deadline: r.deadline, startedAt: now, route: { caller: r.caller, ...trace }, persisted: true, resolve: answer });
+      this.pending.set(r.id, {
+        target: r.target,
+        function_id: r.function_id,
+        deadline: r.deadline,
+        startedAt: now,
+        route: { caller: r.caller, ...trace },
+        persisted: true,
+        resolve: answer,
+      });
     }
   }
 }

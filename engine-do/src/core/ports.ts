@@ -38,7 +38,12 @@ export interface AlarmPort {
 
 export interface HttpFunctionPort {
   /** One call; `trace` goes out as the W3C `traceparent` / `baggage` headers. */
-  invoke(fn: { id: string; invocation: HttpInvocation }, data: unknown, invocationId: string, trace?: { traceparent?: string; baggage?: string }): Promise<CallOutcome>;
+  invoke(
+    fn: { id: string; invocation: HttpInvocation },
+    data: unknown,
+    invocationId: string,
+    trace?: { traceparent?: string; baggage?: string },
+  ): Promise<CallOutcome>;
   /** Check the URL policy and that the auth secrets it names exist, at registration. */
   validate(invocation: HttpInvocation): { ok: true } | { ok: false; message: string };
 }

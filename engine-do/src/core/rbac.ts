@@ -58,8 +58,15 @@ export interface RbacHost {
 }
 
 /** The frames the listener looks at; the rest (results, pings, reattach) go straight to the core. */
-const GOVERNED = new Set<WorkerFrame["type"]>(["registerfunction", "unregisterfunction", "registertriggertype", "unregistertriggertype", "registertrigger", "unregistertrigger", "invokefunction"]);
-
+const GOVERNED = new Set<WorkerFrame["type"]>([
+  "registerfunction",
+  "unregisterfunction",
+  "registertriggertype",
+  "unregistertriggertype",
+  "registertrigger",
+  "unregistertrigger",
+  "invokefunction",
+]);
 
 export class RbacConnections {
   private readonly ports: EnginePorts;
@@ -80,7 +87,9 @@ export class RbacConnections {
       const s = rbacSessionSchema.safeParse(parseJson(r.session));
       this.sessions.set(r.worker_id, s.success ? s.data : RBAC_CLOSED_SESSION);
     }
-    for (const r of ports.sql.exec<{ function_id: string; worker_id: string; local_id: string }>("SELECT function_id, worker_id, local_id FROM rbac_names")) {
+    for (const r of ports.sql.exec<{ function_id: string; worker_id: string; local_id: string }>(
+      "SELECT function_id, worker_id, local_id FROM rbac_names",
+    )) {
       this.names.set(r.function_id, { worker: r.worker_id, local: r.local_id });
     }
   }
@@ -158,7 +167,8 @@ export class RbacConnections {
           if (!answer.ok) return refuseFrame(conn, `trigger type ${f.id}: ${answer.message}`);
           if (answer.value !== true) {
             // Its worker knows the type by the id it sent, and would not recognise bindings of another.
-            if (answer.value.trigger_type_id && answer.value.trigger_type_id !== f.id) return refuseFrame(conn, `trigger type ${f.id}: the hook renamed it, which this engine does not support`);
+            if (answer.value.trigger_type_id && answer.value.trigger_type_id !== f.id)
+              return refuseFrame(conn, `trigger type ${f.id}: the hook renamed it, which this engine does not support`);
             if (typeof answer.value.description === "string") description = answer.value.description;
           }
         }
@@ -186,10 +196,20 @@ export class RbacConnections {
     const middleware = s.config.middleware_function_id;
     if (middleware && !host.isBuiltin(f.function_id)) {
       // The payload as the caller sent it, less any caller id it claims (the engine stamps that).
-      const payload = isRecord(f.data) ? Object.fromEntries(Object.entries(f.data).filter(([k]) => k !== "_caller_worker_id")) : (f.data ?? null);
+      const payload = isRecord(f.data)
+        ? Object.fromEntries(Object.entries(f.data).filter(([k]) => k !== "_caller_worker_id"))
+        : (f.data ?? null);
       const input: RbacMiddlewareInput = { function_id: f.function_id, payload, context: s.context };
       if (f.action) input.action = f.action;
-      const call = host.invoke({ function_id: middleware, data: input, callerWorkerId: conn.workerId, caller: conn.workerId, timeoutMs: f.timeout_ms, traceparent: f.traceparent, baggage: f.baggage });
+      const call = host.invoke({
+        function_id: middleware,
+        data: input,
+        callerWorkerId: conn.workerId,
+        caller: conn.workerId,
+        timeoutMs: f.timeout_ms,
+        traceparent: f.traceparent,
+        baggage: f.baggage,
+      });
       if (!expectsReply) {
         this.ports.background(call.then((o) => answer(o)));
         return;
@@ -198,9 +218,21 @@ export class RbacConnections {
       return;
     }
     if (f.function_id === FUNCTIONS_LIST && expectsReply) {
-      const out = await host.invoke({ function_id: f.function_id, data: f.data ?? null, callerWorkerId: conn.workerId, caller: conn.workerId, grant: host.grantOf(conn.workerId), timeoutMs: f.timeout_ms });
+      const out = await host.invoke({
+        function_id: f.function_id,
+        data: f.data ?? null,
+        callerWorkerId: conn.workerId,
+        caller: conn.workerId,
+        grant: host.grantOf(conn.workerId),
+        timeoutMs: f.timeout_ms,
+      });
       if (out.ok && isRecord(out.result) && Array.isArray(out.result.functions)) {
-        const visible = out.result.functions.filter((e) => isRecord(e) && typeof e.function_id === "string" && rbacMayCall(s, e.function_id, isRecord(e.metadata) ? e.metadata : undefined));
+        const visible = out.result.functions.filter(
+          (e) =>
+            isRecord(e) &&
+            typeof e.function_id === "string" &&
+            rbacMayCall(s, e.function_id, isRecord(e.metadata) ? e.metadata : undefined),
+        );
         const hidden = out.result.functions.length - visible.length;
         const total = typeof out.result.total === "number" ? out.result.total - hidden : visible.length;
         return answer({ ok: true, result: { ...out.result, functions: visible, total } });
@@ -229,7 +261,8 @@ export class RbacConnections {
       }
     }
     if (s.function_registration_prefix) id = `${s.function_registration_prefix}::${id}`;
-    if (id.length > MAX_FUNCTION_ID_CHARS) return refuseFrame(conn, `function ${f.id}: with its prefix the id is longer than ${MAX_FUNCTION_ID_CHARS} characters`);
+    if (id.length > MAX_FUNCTION_ID_CHARS)
+      return refuseFrame(conn, `function ${f.id}: with its prefix the id is longer than ${MAX_FUNCTION_ID_CHARS} characters`);
     if (!host.isConnected(conn.workerId)) return;
     const frame: RegisterFunction = { ...f, id };
     if (description === undefined) delete frame.description;
@@ -255,13 +288,25 @@ export class RbacConnections {
     let config = f.config;
     const hook = s.config.on_trigger_registration_function_id;
     if (hook) {
-      const input: OnTriggerRegistrationInput = { trigger_id: f.id, trigger_type: f.trigger_type, function_id: f.function_id, config: f.config ?? null, context: s.context };
+      const input: OnTriggerRegistrationInput = {
+        trigger_id: f.id,
+        trigger_type: f.trigger_type,
+        function_id: f.function_id,
+        config: f.config ?? null,
+        context: s.context,
+      };
       const answer = await this.ask(host, conn, hook, input, onTriggerRegistrationResult);
       if (!answer.ok) return refuse({ code: "forbidden", message: `trigger ${f.id}: ${answer.message}` });
       if (answer.value !== true) {
         // Its worker knows the binding by the id and type it sent (to unregister it, to be told of it).
-        const renamed = (answer.value.trigger_id && answer.value.trigger_id !== f.id) || (answer.value.trigger_type && answer.value.trigger_type !== f.trigger_type);
-        if (renamed) return refuse({ code: "forbidden", message: `trigger ${f.id}: the hook renamed it or changed its type, which this engine does not support` });
+        const renamed =
+          (answer.value.trigger_id && answer.value.trigger_id !== f.id) ||
+          (answer.value.trigger_type && answer.value.trigger_type !== f.trigger_type);
+        if (renamed)
+          return refuse({
+            code: "forbidden",
+            message: `trigger ${f.id}: the hook renamed it or changed its type, which this engine does not support`,
+          });
         if (answer.value.function_id) functionId = answer.value.function_id;
         if (answer.value.config !== undefined && answer.value.config !== null) config = answer.value.config;
       }
@@ -272,13 +317,20 @@ export class RbacConnections {
     // one of its own (under its prefix, registered or not yet).
     const target = host.functionOf(functionId);
     const own = target?.owner === conn.workerId || (!!prefix && functionId.startsWith(`${prefix}::`));
-    if (!own && !rbacMayCall(s, functionId, target?.metadata)) return refuse({ code: "forbidden", message: `this connection may not call ${functionId}, so it may not bind it` });
+    if (!own && !rbacMayCall(s, functionId, target?.metadata))
+      return refuse({ code: "forbidden", message: `this connection may not call ${functionId}, so it may not bind it` });
     if (!host.isConnected(conn.workerId)) return;
     host.handle(conn, { ...f, function_id: functionId, config });
   }
 
   /** Call a hook; anything but an answer that allows (a throw, a failure, `false`, null) refuses. */
-  private async ask<T>(host: RbacHost, conn: Conn, hook: string, input: unknown, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }): Promise<{ ok: true; value: T } | { ok: false; message: string }> {
+  private async ask<T>(
+    host: RbacHost,
+    conn: Conn,
+    hook: string,
+    input: unknown,
+    schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } },
+  ): Promise<{ ok: true; value: T } | { ok: false; message: string }> {
     const out = await host.invoke({ function_id: hook, data: input, callerWorkerId: conn.workerId, timeoutMs: RBAC_HOOK_TIMEOUT_MS });
     if (!out.ok) return { ok: false, message: `refused by ${hook} (${out.error.code}: ${out.error.message.slice(0, 300)})` };
     const parsed = schema.safeParse(out.result);

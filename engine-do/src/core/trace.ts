@@ -43,7 +43,10 @@ export function traceFromHeaders(get: (name: string) => string | null | undefine
 export function freshTraceparent(newId: () => string): string {
   const hex = (n: number) => {
     let s = "";
-    while (s.length < n) s += newId().replace(/[^0-9a-f]/gi, "").toLowerCase();
+    while (s.length < n)
+      s += newId()
+        .replace(/[^0-9a-f]/gi, "")
+        .toLowerCase();
     return s.slice(0, n);
   };
   return `00-${hex(32)}-${hex(16)}-01`;

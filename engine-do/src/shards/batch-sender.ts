@@ -56,7 +56,8 @@ export class BatchSender<T> {
     }
     let n = 0;
     let bytes = 0;
-    while (n < this.queue.length && n < MAX_SHARD_BATCH_ITEMS && (n === 0 || bytes + this.sizes[n]! <= MAX_BATCH_BYTES)) bytes += this.sizes[n++]!;
+    while (n < this.queue.length && n < MAX_SHARD_BATCH_ITEMS && (n === 0 || bytes + this.sizes[n]! <= MAX_BATCH_BYTES))
+      bytes += this.sizes[n++]!;
     const batch = this.queue.splice(0, n);
     this.sizes.splice(0, n);
     this.bytes -= bytes;

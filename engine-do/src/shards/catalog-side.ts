@@ -169,7 +169,8 @@ export class CatalogShards {
   /** A shard asks to admit a new socket: the same connection bounds as a socket on this object. */
   attach(sent: unknown): ShardAttachOutcome {
     const parsed = shardAttachRequest.safeParse(sent);
-    if (!parsed.success || !this.isOurShard(parsed.data.shard)) return { ok: false, error: { code: "invalid_frame", message: "not a connection shard of this namespace" } };
+    if (!parsed.success || !this.isOurShard(parsed.data.shard))
+      return { ok: false, error: { code: "invalid_frame", message: "not a connection shard of this namespace" } };
     const { shard, worker_id, grant, ip } = parsed.data;
     const full = this.opts.core.admitConnection(grant, ip, this.opts.limits);
     if (full) return { ok: false, error: full };
@@ -187,7 +188,9 @@ export class CatalogShards {
   frames(sent: unknown): ShardBatchOutcome {
     const parsed = shardUpBatch.safeParse(sent);
     if (!parsed.success || !this.isOurShard(parsed.data.shard)) {
-      this.log.warn("malformed batch from a connection shard dropped", { error: parsed.success ? "not a shard of this namespace" : parsed.error.issues[0]?.message });
+      this.log.warn("malformed batch from a connection shard dropped", {
+        error: parsed.success ? "not a shard of this namespace" : parsed.error.issues[0]?.message,
+      });
       return { gone: [] };
     }
     const gone: string[] = [];

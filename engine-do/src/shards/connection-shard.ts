@@ -48,7 +48,12 @@ type UpItem = ShardUpBatch["items"][number];
 type DownItem = ShardDownBatch["items"][number];
 
 /** A shard socket's attachment: validated before it is trusted, like the engine's own. */
-const shardAttachment = z.object({ v: z.literal(1), kind: z.literal("shard-worker"), worker_id: z.string(), grant: grantSchema.optional() });
+const shardAttachment = z.object({
+  v: z.literal(1),
+  kind: z.literal("shard-worker"),
+  worker_id: z.string(),
+  grant: grantSchema.optional(),
+});
 /** An attachment is at most 2,048 bytes (workerd); a grant bigger than this stays in memory only, and
  * after a wake that socket's calls all go through the catalog (which has its grant). */
 const MAX_ATTACHED_GRANT_CHARS = 1_500;
@@ -79,7 +84,10 @@ export class ConnectionShard {
     this.name = opts.name;
     this.catalogPeer = opts.catalog;
     this.log = opts.log;
-    this.up = new BatchSender<UpItem>((items) => this.sendUp(items), (i) => ("f" in i ? frameSize(i.f) : 0));
+    this.up = new BatchSender<UpItem>(
+      (items) => this.sendUp(items),
+      (i) => ("f" in i ? frameSize(i.f) : 0),
+    );
     this.direct = new DirectCalls(
       {
         name: opts.name,
@@ -148,25 +156,33 @@ export class ConnectionShard {
       // sockets are closed (the SDKs reconnect and replay) rather than left with unanswered frames.
       this.catalog = undefined;
       this.log.warn("catalog object unreachable from its connection shard", { shard: this.name, error: String(e) });
-      for (const w of new Set(items.map((i) => i.w))) this.closeSocket(w, GONE_CLOSE_CODE, "the engine's catalog was unreachable: reconnect");
+      for (const w of new Set(items.map((i) => i.w)))
+        this.closeSocket(w, GONE_CLOSE_CODE, "the engine's catalog was unreachable: reconnect");
     }
   }
 
   /** A worker upgrade, from the front door (its grant already decided there). */
   async accept(request: Request): Promise<Response> {
-    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return Response.json({ error: { code: "not_found", message: "a connection shard serves worker sockets only" } }, { status: 404 });
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket")
+      return Response.json({ error: { code: "not_found", message: "a connection shard serves worker sockets only" } }, { status: 404 });
     const grant = grantOf(request);
-    if (!grant) return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
+    if (!grant)
+      return Response.json({ error: { code: "unauthorized", message: "no grant: connect through the engine Worker" } }, { status: 401 });
     const ip = request.headers.get(CLIENT_IP_HEADER) ?? undefined;
     const workerId = crypto.randomUUID();
     this.admitting.set(workerId, []);
     let out: ShardAttachOutcome;
     try {
-      out = await this.peer().shardAttach(ip ? { shard: this.name, worker_id: workerId, grant, ip } : { shard: this.name, worker_id: workerId, grant });
+      out = await this.peer().shardAttach(
+        ip ? { shard: this.name, worker_id: workerId, grant, ip } : { shard: this.name, worker_id: workerId, grant },
+      );
     } catch (e) {
       this.catalog = undefined;
       this.admitting.delete(workerId);
-      return Response.json({ error: { code: "not_connected", message: `the namespace's catalog object did not answer: ${String(e)}` } }, { status: 503 });
+      return Response.json(
+        { error: { code: "not_connected", message: `the namespace's catalog object did not answer: ${String(e)}` } },
+        { status: 503 },
+      );
     }
     const early = this.admitting.get(workerId) ?? [];
     this.admitting.delete(workerId);

@@ -146,9 +146,13 @@ export class DirectCalls {
     this.openByCaller.set(workerId, (this.openByCaller.get(workerId) ?? 0) + 1);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const deadline = new Promise<CallOutcome>((resolve) => {
-      timer = setTimeout(() => resolve({ ok: false, error: { code: "timeout", message: `${f.function_id} did not answer within ${timeoutMs} ms` } }), timeoutMs);
+      timer = setTimeout(
+        () => resolve({ ok: false, error: { code: "timeout", message: `${f.function_id} did not answer within ${timeoutMs} ms` } }),
+        timeoutMs,
+      );
     });
-    const call: Promise<ShardInvokeOutcome> = route.shard === this.peers.name ? this.invokeHere(req) : this.peers.invokeOn(route.shard, req);
+    const call: Promise<ShardInvokeOutcome> =
+      route.shard === this.peers.name ? this.invokeHere(req) : this.peers.invokeOn(route.shard, req);
     const invocationId = f.invocation_id;
     void Promise.race([call, deadline])
       .catch((): ShardInvokeOutcome => ({ stale: true }))
@@ -167,7 +171,13 @@ export class DirectCalls {
     return true;
   }
 
-  private reply(workerId: string, invocationId: string, functionId: string, outcome: CallOutcome, trace: { traceparent?: string; baggage?: string }): void {
+  private reply(
+    workerId: string,
+    invocationId: string,
+    functionId: string,
+    outcome: CallOutcome,
+    trace: { traceparent?: string; baggage?: string },
+  ): void {
     const ws = this.peers.socketOf(workerId);
     // The caller may have gone meanwhile: its result is dropped (§2.5 step 3).
     if (!ws) return;
@@ -178,7 +188,13 @@ export class DirectCalls {
     if (trace.traceparent) frame.traceparent = trace.traceparent;
     if (trace.baggage) frame.baggage = trace.baggage;
     let text = JSON.stringify(frame);
-    if (byteSize(text) > MAX_FRAME_BYTES) text = JSON.stringify({ type: "invocationresult", invocation_id: invocationId, function_id: functionId, error: { code: "result_too_large", message: `the result of ${functionId} is larger than ${MAX_FRAME_BYTES} bytes` } });
+    if (byteSize(text) > MAX_FRAME_BYTES)
+      text = JSON.stringify({
+        type: "invocationresult",
+        invocation_id: invocationId,
+        function_id: functionId,
+        error: { code: "result_too_large", message: `the result of ${functionId} is larger than ${MAX_FRAME_BYTES} bytes` },
+      });
     try {
       ws.send(text);
     } catch {
@@ -204,7 +220,11 @@ export class DirectCalls {
   /** Run a direct call on one of this shard's workers (the `shardInvoke` RPC, or a same-shard call). */
   invokeHere(sent: unknown): Promise<ShardInvokeOutcome> {
     const parsed = shardInvokeRequest.safeParse(sent);
-    if (!parsed.success) return Promise.resolve({ ok: false, error: { code: "invalid_frame", message: `shardInvoke: ${parsed.error.issues[0]?.message ?? "invalid"}` } });
+    if (!parsed.success)
+      return Promise.resolve({
+        ok: false,
+        error: { code: "invalid_frame", message: `shardInvoke: ${parsed.error.issues[0]?.message ?? "invalid"}` },
+      });
     const req = parsed.data;
     const ws = this.peers.socketOf(req.worker_id);
     if (!ws || this.letGo.get(req.worker_id)?.has(req.function_id)) return Promise.resolve({ stale: true });
@@ -212,14 +232,26 @@ export class DirectCalls {
     const open = this.openByTarget.get(req.worker_id) ?? 0;
     if (open >= MAX_OPEN_CALLS_PER_TARGET) return Promise.resolve({ stale: true });
     const invocationId = crypto.randomUUID();
-    const frame: EngineFrame = { type: "invokefunction", invocation_id: invocationId, function_id: req.function_id, data: req.data as never };
+    const frame: EngineFrame = {
+      type: "invokefunction",
+      invocation_id: invocationId,
+      function_id: req.function_id,
+      data: req.data as never,
+    };
     if (req.metadata !== undefined) frame.metadata = req.metadata as never;
     if (req.traceparent) frame.traceparent = req.traceparent;
     if (req.baggage) frame.baggage = req.baggage;
     const text = JSON.stringify(frame);
     if (byteSize(text) > MAX_FRAME_BYTES) return Promise.resolve({ stale: true });
     return new Promise<CallOutcome>((resolve) => {
-      const timer = setTimeout(() => this.settle(invocationId, { ok: false, error: { code: "timeout", message: `${req.function_id} did not answer within ${req.timeout_ms} ms` } }), req.timeout_ms + TARGET_DEADLINE_SLACK_MS);
+      const timer = setTimeout(
+        () =>
+          this.settle(invocationId, {
+            ok: false,
+            error: { code: "timeout", message: `${req.function_id} did not answer within ${req.timeout_ms} ms` },
+          }),
+        req.timeout_ms + TARGET_DEADLINE_SLACK_MS,
+      );
       this.pending.set(invocationId, { workerId: req.worker_id, resolve, timer });
       this.openByTarget.set(req.worker_id, open + 1);
       try {
@@ -248,7 +280,13 @@ export class DirectCalls {
     if (!id || !p || p.workerId !== workerId) return false;
     const parsed = parseWorkerFrame(raw);
     if (!parsed.ok || parsed.frame.type !== "invocationresult") {
-      this.settle(id, { ok: false, error: { code: "invocation_failed", message: `the worker sent an invalid result: ${parsed.ok ? "not a result" : parsed.error.message}` } });
+      this.settle(id, {
+        ok: false,
+        error: {
+          code: "invocation_failed",
+          message: `the worker sent an invalid result: ${parsed.ok ? "not a result" : parsed.error.message}`,
+        },
+      });
       return true;
     }
     const f = parsed.frame;
@@ -258,7 +296,9 @@ export class DirectCalls {
 
   /** A socket here closed: direct calls sent to it end now, and what was kept for it goes. */
   gone(workerId: string): void {
-    for (const [id, p] of this.pending) if (p.workerId === workerId) this.settle(id, { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } });
+    for (const [id, p] of this.pending)
+      if (p.workerId === workerId)
+        this.settle(id, { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } });
     this.grants.delete(workerId);
     this.budgets.delete(workerId);
     this.letGo.delete(workerId);

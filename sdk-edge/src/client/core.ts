@@ -212,16 +212,30 @@ export function withoutCallerId(data: unknown): unknown {
 }
 
 /** Validate with zod; a failure becomes `invalid_input` with zod's issue text. */
-export function parseInput(functionId: string, schema: Schema, data: unknown): { ok: true; data: unknown } | { ok: false; error: ErrorBody } {
+export function parseInput(
+  functionId: string,
+  schema: Schema,
+  data: unknown,
+): { ok: true; data: unknown } | { ok: false; error: ErrorBody } {
   const parsed = schema.safeParse(withoutCallerId(data));
   if (parsed.success) return { ok: true, data: parsed.data };
   return { ok: false, error: { code: "invalid_input", message: `invalid input for ${functionId}: ${z.prettifyError(parsed.error)}` } };
 }
 
-export function parseOutput(functionId: string, schema: Schema, result: unknown): { ok: true; data: unknown } | { ok: false; error: ErrorBody } {
+export function parseOutput(
+  functionId: string,
+  schema: Schema,
+  result: unknown,
+): { ok: true; data: unknown } | { ok: false; error: ErrorBody } {
   const parsed = schema.safeParse(result);
   if (parsed.success) return { ok: true, data: parsed.data };
-  return { ok: false, error: { code: "invocation_failed", message: `${functionId} returned a value that does not match its output schema: ${z.prettifyError(parsed.error)}` } };
+  return {
+    ok: false,
+    error: {
+      code: "invocation_failed",
+      message: `${functionId} returned a value that does not match its output schema: ${z.prettifyError(parsed.error)}`,
+    },
+  };
 }
 
 /** Normalise the three registerFunction forms into a frame + handler + schemas. */
@@ -244,7 +258,8 @@ export function functionEntry(
     frame.invocation = handler;
     return { frame };
   }
-  if (typeof handler !== "function") throw new IIIError("invalid_arguments", `handler of ${def.id} must be a function or an HTTP invocation`);
+  if (typeof handler !== "function")
+    throw new IIIError("invalid_arguments", `handler of ${def.id} must be a function or an HTTP invocation`);
   return { frame, handler, input: def.input, output: def.output };
 }
 
@@ -345,7 +360,13 @@ export class Client implements EdgeClient {
     if (!input.function_id) throw new IIIError("invalid_arguments", "registerTrigger needs a function_id");
     const id = input.id ?? this.newId();
     // §2.3: the Rust engine drops a registertrigger without config; send null instead.
-    const frame: RegisterTrigger = { type: "registertrigger", id, trigger_type, function_id: input.function_id, config: input.config ?? null };
+    const frame: RegisterTrigger = {
+      type: "registertrigger",
+      id,
+      trigger_type,
+      function_id: input.function_id,
+      config: input.config ?? null,
+    };
     if (input.metadata !== undefined) frame.metadata = input.metadata;
     this.triggers.set(id, frame);
     if (this.connected) this.sendNow(frame);
@@ -544,7 +565,8 @@ export class Client implements EdgeClient {
   /** Send on the open socket; registrations use this (they are replayed, never buffered). */
   private sendNow(frame: WorkerFrame): void {
     const text = JSON.stringify(frame);
-    if (text.length > MAX_FRAME_BYTES) throw new IIIError("frame_too_large", `${frame.type} of ${text.length} bytes exceeds ${MAX_FRAME_BYTES}`);
+    if (text.length > MAX_FRAME_BYTES)
+      throw new IIIError("frame_too_large", `${frame.type} of ${text.length} bytes exceeds ${MAX_FRAME_BYTES}`);
     this.trySend(text);
   }
 
@@ -552,7 +574,8 @@ export class Client implements EdgeClient {
    * the buffer is full. */
   private sendOrBuffer(frame: WorkerFrame, invocation_id?: string): boolean {
     const text = JSON.stringify(frame);
-    if (text.length > MAX_FRAME_BYTES) throw new IIIError("frame_too_large", `${frame.type} of ${text.length} bytes exceeds ${MAX_FRAME_BYTES}`);
+    if (text.length > MAX_FRAME_BYTES)
+      throw new IIIError("frame_too_large", `${frame.type} of ${text.length} bytes exceeds ${MAX_FRAME_BYTES}`);
     if (this.trySend(text)) return true;
     if (this.buffer.length >= MAX_BUFFERED_FRAMES || this.bufferedBytes + text.length > MAX_BUFFERED_BYTES) {
       throw new IIIError(
@@ -577,7 +600,13 @@ export class Client implements EdgeClient {
   private reply(frame: WorkerFrame): void {
     const text = JSON.stringify(frame);
     if (text.length > MAX_FRAME_BYTES && frame.type === "invocationresult") {
-      this.trySend(JSON.stringify({ ...frame, result: undefined, error: { code: "serialization_error", message: `result of ${text.length} bytes exceeds ${MAX_FRAME_BYTES}` } }));
+      this.trySend(
+        JSON.stringify({
+          ...frame,
+          result: undefined,
+          error: { code: "serialization_error", message: `result of ${text.length} bytes exceeds ${MAX_FRAME_BYTES}` },
+        }),
+      );
       return;
     }
     this.trySend(text);
@@ -602,7 +631,11 @@ export class Client implements EdgeClient {
     this.connected = true;
     // §2.6 order: reattach, trigger types, functions, triggers, queued frames, workers::register.
     if (this.currentWorkerId) {
-      this.sendNow({ type: "reattach", previous_worker_id: this.currentWorkerId, ...(this.reattachToken ? { reattach_token: this.reattachToken } : {}) });
+      this.sendNow({
+        type: "reattach",
+        previous_worker_id: this.currentWorkerId,
+        ...(this.reattachToken ? { reattach_token: this.reattachToken } : {}),
+      });
     }
     for (const t of this.triggerTypes.values()) this.sendNow(t.frame);
     for (const f of this.functions.values()) this.sendNow(f.frame);
@@ -633,7 +666,8 @@ export class Client implements EdgeClient {
 
   private startHeartbeat(): void {
     this.stopHeartbeat();
-    const hb = this.opts.heartbeat === undefined ? { intervalMs: HEARTBEAT_INTERVAL_MS, timeoutMs: HEARTBEAT_TIMEOUT_MS } : this.opts.heartbeat;
+    const hb =
+      this.opts.heartbeat === undefined ? { intervalMs: HEARTBEAT_INTERVAL_MS, timeoutMs: HEARTBEAT_TIMEOUT_MS } : this.opts.heartbeat;
     if (!hb) return;
     this.lastInbound = this.now();
     this.heartbeat = setInterval(() => {
@@ -665,7 +699,10 @@ export class Client implements EdgeClient {
       this.settle(
         id,
         undefined,
-        new IIIError("invocation_stopped", `connection to the engine dropped while ${p.function_id} was in flight; it may or may not have run`),
+        new IIIError(
+          "invocation_stopped",
+          `connection to the engine dropped while ${p.function_id} was in flight; it may or may not have run`,
+        ),
       );
     }
     if (!this.stopped && !this.fatal) this.setState(wasConnected || this.state === "connecting" ? "reconnecting" : this.state);
@@ -716,7 +753,8 @@ export class Client implements EdgeClient {
         void this.onProviderUnregister(frame.id, frame.trigger_type);
         return;
       case "triggerregistrationresult":
-        if (frame.error) this.log.error(`trigger registration failed for "${frame.id}" (${frame.trigger_type}): ${frame.error.message}`, frame.error);
+        if (frame.error)
+          this.log.error(`trigger registration failed for "${frame.id}" (${frame.trigger_type}): ${frame.error.message}`, frame.error);
         return;
       case "error":
         this.log.warn(`engine refused a frame: ${frame.error.code}: ${frame.error.message}`);
@@ -746,7 +784,12 @@ export class Client implements EdgeClient {
         if ("error" in body) this.log.error(`${frame.function_id} failed (no result expected): ${body.error.message}`);
         return;
       }
-      const out: InvocationResult = { type: "invocationresult", invocation_id: frame.invocation_id, function_id: frame.function_id, ...trace };
+      const out: InvocationResult = {
+        type: "invocationresult",
+        invocation_id: frame.invocation_id,
+        function_id: frame.function_id,
+        ...trace,
+      };
       if ("error" in body) out.error = body.error;
       else if (body.result !== undefined) out.result = body.result;
       this.reply(out);
@@ -755,19 +798,35 @@ export class Client implements EdgeClient {
     if (this.closing) return answer({ error: { code: "invocation_stopped", message: "the worker is shutting down" } });
     const entry = this.functions.get(frame.function_id);
     if (!entry) return answer({ error: { code: "function_not_found", message: `Function ${frame.function_id} not found` } });
-    if (!entry.handler) return answer({ error: { code: "function_not_invokable", message: `${frame.function_id} is HTTP-invoked; the engine calls its URL` } });
+    if (!entry.handler)
+      return answer({
+        error: { code: "function_not_invokable", message: `${frame.function_id} is HTTP-invoked; the engine calls its URL` },
+      });
     answer(await runHandler(entry, frame, trace, this.ambient, (req, fields) => this.call(req, fields)));
   }
 
   private async onProviderRegister(frame: RegisterTrigger): Promise<void> {
     const entry = this.triggerTypes.get(frame.trigger_type);
-    const result: WorkerFrame = { type: "triggerregistrationresult", id: frame.id, trigger_type: frame.trigger_type, function_id: frame.function_id };
+    const result: WorkerFrame = {
+      type: "triggerregistrationresult",
+      id: frame.id,
+      trigger_type: frame.trigger_type,
+      function_id: frame.function_id,
+    };
     if (!entry) {
-      this.reply({ ...result, error: { code: "trigger_type_not_found", message: `trigger type ${frame.trigger_type} is not provided by this worker` } });
+      this.reply({
+        ...result,
+        error: { code: "trigger_type_not_found", message: `trigger type ${frame.trigger_type} is not provided by this worker` },
+      });
       return;
     }
     try {
-      await entry.handler.registerTrigger({ id: frame.id, function_id: frame.function_id, config: frame.config ?? null, metadata: frame.metadata as Record<string, unknown> | undefined });
+      await entry.handler.registerTrigger({
+        id: frame.id,
+        function_id: frame.function_id,
+        config: frame.config ?? null,
+        metadata: frame.metadata as Record<string, unknown> | undefined,
+      });
       this.reply(result);
     } catch (err) {
       this.reply({ ...result, error: { code: "trigger_registration_failed", message: err instanceof Error ? err.message : String(err) } });

@@ -75,7 +75,8 @@ export interface FunctionDefinition extends FunctionOptions {
 export type Schema = z.ZodType;
 
 /** Options of a zod-typed function: `input` validates and publishes `request_format`. */
-export interface TypedFunctionOptions<I extends Schema, O extends Schema | undefined> extends Omit<FunctionOptions, "request_format" | "response_format"> {
+export interface TypedFunctionOptions<I extends Schema, O extends Schema | undefined>
+  extends Omit<FunctionOptions, "request_format" | "response_format"> {
   input: I;
   output?: O;
 }

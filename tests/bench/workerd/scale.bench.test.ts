@@ -43,8 +43,14 @@ async function connect(ns: string): Promise<Connected> {
 const report = (line: string) => console.log(`BENCH ${line}`);
 
 /** Register `ids` on `w` and wait until the last is in the catalog (frames are handled in order). */
-async function register(w: Connected, ids: string[], extra: (id: string, i: number) => Record<string, unknown> = () => ({})): Promise<void> {
-  ids.forEach((id, i) => w.send({ type: "registerfunction", id, description: `bench function ${i}`, metadata: { team: `t${i % 10}` }, ...extra(id, i) }));
+async function register(
+  w: Connected,
+  ids: string[],
+  extra: (id: string, i: number) => Record<string, unknown> = () => ({}),
+): Promise<void> {
+  ids.forEach((id, i) =>
+    w.send({ type: "registerfunction", id, description: `bench function ${i}`, metadata: { team: `t${i % 10}` }, ...extra(id, i) }),
+  );
   const r = await w.call("engine::functions::info", { function_id: ids.at(-1) }, {}, 120_000);
   if (r.error) throw new Error(`registration of ${ids.at(-1)}: ${JSON.stringify(r.error)}`);
 }
@@ -61,12 +67,20 @@ describe("scale", () => {
     const owner = await connect(ns);
     const caller = await connect(ns);
     owner.handle("wake::f0", () => ({ ok: true }));
-    await register(owner, Array.from({ length: WAKE_FUNCTIONS }, (_, i) => `wake::f${i}`), () => ({ request_format: { type: "object", properties: { n: { type: "number" } } }, response_format: { type: "object" } }));
+    await register(
+      owner,
+      Array.from({ length: WAKE_FUNCTIONS }, (_, i) => `wake::f${i}`),
+      () => ({ request_format: { type: "object", properties: { n: { type: "number" } } }, response_format: { type: "object" } }),
+    );
     // 200 bindings of the built-in types the constructor path rebuilds: http routes, state and cron.
     for (let i = 0; i < WAKE_BINDINGS; i++) {
       const kind = i % 5;
       const [trigger_type, config] =
-        kind < 2 ? ["http", { api_path: `bench/wake/r${i}`, http_method: "POST" }] : kind < 4 ? ["state", { scope: `wake-s${i}` }] : ["cron", { expression: "0 0 1 1 *" }];
+        kind < 2
+          ? ["http", { api_path: `bench/wake/r${i}`, http_method: "POST" }]
+          : kind < 4
+            ? ["state", { scope: `wake-s${i}` }]
+            : ["cron", { expression: "0 0 1 1 *" }];
       owner.send({ type: "registertrigger", id: `wake-b${i}`, trigger_type, function_id: `wake::f${i}`, config });
     }
     const bound = (await owner.ok("engine::registered-triggers::list", { limit: 1 })) as { total: number };
@@ -92,8 +106,12 @@ describe("scale", () => {
       emptyCold.push(await timed(callOn(emptyCaller)));
     }
     const extra = median(cold) - median(warm);
-    report(`wake, empty object | 1 function, 0 bindings | first call after eviction p50 ${fmt(median(emptyCold), 2)} ms p99 ${fmt(pct(emptyCold, 99), 2)} ms | extra over the warm call p50 ${fmt(median(emptyCold) - median(warm), 2)} ms (the runtime's own re-creation)`);
-    report(`wake | ${WAKE_FUNCTIONS} functions, ${WAKE_BINDINGS} bindings | warm call p50 ${fmt(median(warm), 2)} ms p99 ${fmt(pct(warm, 99), 2)} ms | first call after eviction p50 ${fmt(median(cold), 2)} ms p99 ${fmt(pct(cold, 99), 2)} ms | extra p50 ${fmt(extra, 2)} ms (target ≤ ${TARGET_WAKE_MS} ms) ${extra <= TARGET_WAKE_MS ? "PASS" : "MISS"}`);
+    report(
+      `wake, empty object | 1 function, 0 bindings | first call after eviction p50 ${fmt(median(emptyCold), 2)} ms p99 ${fmt(pct(emptyCold, 99), 2)} ms | extra over the warm call p50 ${fmt(median(emptyCold) - median(warm), 2)} ms (the runtime's own re-creation)`,
+    );
+    report(
+      `wake | ${WAKE_FUNCTIONS} functions, ${WAKE_BINDINGS} bindings | warm call p50 ${fmt(median(warm), 2)} ms p99 ${fmt(pct(warm, 99), 2)} ms | first call after eviction p50 ${fmt(median(cold), 2)} ms p99 ${fmt(pct(cold, 99), 2)} ms | extra p50 ${fmt(extra, 2)} ms (target ≤ ${TARGET_WAKE_MS} ms) ${extra <= TARGET_WAKE_MS ? "PASS" : "MISS"}`,
+    );
   });
 
   it("catalog: register, engine::functions::list (paged) and engine::functions::info with 10,000 functions", async () => {
@@ -113,16 +131,21 @@ describe("scale", () => {
     for (const [w, count] of CATALOG_WORKERS.entries()) {
       const owner = await connect(ns);
       owners.push(owner);
-      await register(owner, Array.from({ length: count }, (_, i) => `cat::w${w}::f${String(i).padStart(5, "0")}`));
+      await register(
+        owner,
+        Array.from({ length: count }, (_, i) => `cat::w${w}::f${String(i).padStart(5, "0")}`),
+      );
     }
     const adder = await connect(ns);
     const reg: number[] = [];
     for (let i = 0; i < CATALOG_SAMPLES; i++) {
       const id = `cat::extra::f${i}`;
-      reg.push(await timed(async () => {
-        adder.send({ type: "registerfunction", id, description: "one more" });
-        await adder.ok("engine::functions::info", { function_id: id });
-      }));
+      reg.push(
+        await timed(async () => {
+          adder.send({ type: "registerfunction", id, description: "one more" });
+          await adder.ok("engine::functions::info", { function_id: id });
+        }),
+      );
     }
     const paged: number[] = [];
     for (let i = 0; i < CATALOG_SAMPLES; i++) {
@@ -141,7 +164,9 @@ describe("scale", () => {
     expect(total).toBeGreaterThanOrEqual(10_000);
     const line = (what: string, xs: number[]) => `${what} p50 ${fmt(median(xs), 2)} ms p99 ${fmt(pct(xs, 99), 2)} ms`;
     const worst = Math.max(pct(reg, 99), pct(paged, 99), pct(info, 99));
-    report(`catalog | ${total} functions listed (with built-ins) | ${line("register (+ info round trip)", reg)} | ${line("list {limit:100}", paged)} | ${line("list unpaged (first 1,000)", unpaged)} | ${line("info", info)} | routed call ${line("small catalog", routedSmall)}, ${line("10k catalog", routedBig)} | worst p99 ${fmt(worst, 2)} ms (target ≤ ${TARGET_CATALOG_P99_MS} ms) ${worst <= TARGET_CATALOG_P99_MS ? "PASS" : "MISS"}`);
+    report(
+      `catalog | ${total} functions listed (with built-ins) | ${line("register (+ info round trip)", reg)} | ${line("list {limit:100}", paged)} | ${line("list unpaged (first 1,000)", unpaged)} | ${line("info", info)} | routed call ${line("small catalog", routedSmall)}, ${line("10k catalog", routedBig)} | worst p99 ${fmt(worst, 2)} ms (target ≤ ${TARGET_CATALOG_P99_MS} ms) ${worst <= TARGET_CATALOG_P99_MS ? "PASS" : "MISS"}`,
+    );
     await Promise.all([...owners, adder].map((w) => w.close()));
   });
 
@@ -154,48 +179,67 @@ describe("scale", () => {
       let seq = 0;
       for (const n of sizes) {
         try {
-        // New subscribers register their handlers first and bind them after: a registration seen
-        // by the subscribers already bound is a fire to each (n² fires to set up n, one by one).
-        const fresh: Connected[] = [];
-        while (subs.length + fresh.length < n) {
-          const s = await connect(ns);
-          const i = subs.length + fresh.length;
-          s.handle(`fan::on${i}`, () => null);
-          s.send({ type: "registerfunction", id: `fan::on${i}` });
-          fresh.push(s);
-        }
-        await fresh.at(-1)!.call("engine::functions::info", { function_id: `fan::on${n - 1}` }, {}, 120_000);
-        for (const [k, s] of fresh.entries()) {
-          const i = subs.length + k;
-          s.send({ type: "registertrigger", id: `fan-b${i}`, trigger_type: "engine::functions-available", function_id: `fan::on${i}`, config: mode === "delta" ? { delta: true } : {} });
-        }
-        subs.push(...fresh);
-        await subs.at(-1)!.call("engine::functions::info", { function_id: `fan::on${n - 1}` }, {}, 120_000);
-        // The fires of the subscribers' own registrations are a backlog: one more registration that
-        // every subscriber has seen means they have all been delivered before the timed rounds.
-        const sync = `fan::sync${n}`;
-        const synced = subs.map((s) => s.next((f) => f.type === "invokefunction" && JSON.stringify(f.data ?? null).includes(sync), 300_000, `functions-available with ${sync}`));
-        registrar.send({ type: "registerfunction", id: sync });
-        await Promise.all(synced);
-        const reach: number[] = [];
-        const perRound: number[] = [];
-        for (let r = 0; r < FANOUT_ROUNDS; r++) {
-          const id = `fan::new${seq++}`;
-          const has = (f: { type?: string; data?: { added?: { function_id: string }[]; functions?: { function_id: string }[] } }) =>
-            f.type === "invokefunction" && !!(f.data?.added ?? f.data?.functions)?.some((x) => x.function_id === id);
-          const seen = subs.map((s) => s.next(has, 120_000, `functions-available with ${id}`));
-          const t0 = performance.now();
-          registrar.send({ type: "registerfunction", id });
-          const times = await Promise.all(seen.map((p) => p.then(() => performance.now() - t0)));
-          reach.push(...times);
-          perRound.push(Math.max(...times));
-          await sleep(50);
-        }
-        const verdict = mode === "delta" && n === 1_000 ? ` | p99 ${fmt(pct(reach, 99), 1)} ms (target ≤ ${TARGET_FANOUT_P99_MS} ms) ${pct(reach, 99) <= TARGET_FANOUT_P99_MS ? "PASS" : "MISS"}` : "";
-        report(`fanout ${mode} | ${n} subscribers (catalog ${n + 100}+ functions) | registration → each subscriber's handler p50 ${fmt(median(reach), 1)} ms p99 ${fmt(pct(reach, 99), 1)} ms | last subscriber p50 ${fmt(median(perRound), 1)} ms = ${fmt((median(perRound) * 1000) / n, 1)} µs per subscriber${verdict}`);
+          // New subscribers register their handlers first and bind them after: a registration seen
+          // by the subscribers already bound is a fire to each (n² fires to set up n, one by one).
+          const fresh: Connected[] = [];
+          while (subs.length + fresh.length < n) {
+            const s = await connect(ns);
+            const i = subs.length + fresh.length;
+            s.handle(`fan::on${i}`, () => null);
+            s.send({ type: "registerfunction", id: `fan::on${i}` });
+            fresh.push(s);
+          }
+          await fresh.at(-1)!.call("engine::functions::info", { function_id: `fan::on${n - 1}` }, {}, 120_000);
+          for (const [k, s] of fresh.entries()) {
+            const i = subs.length + k;
+            s.send({
+              type: "registertrigger",
+              id: `fan-b${i}`,
+              trigger_type: "engine::functions-available",
+              function_id: `fan::on${i}`,
+              config: mode === "delta" ? { delta: true } : {},
+            });
+          }
+          subs.push(...fresh);
+          await subs.at(-1)!.call("engine::functions::info", { function_id: `fan::on${n - 1}` }, {}, 120_000);
+          // The fires of the subscribers' own registrations are a backlog: one more registration that
+          // every subscriber has seen means they have all been delivered before the timed rounds.
+          const sync = `fan::sync${n}`;
+          const synced = subs.map((s) =>
+            s.next(
+              (f) => f.type === "invokefunction" && JSON.stringify(f.data ?? null).includes(sync),
+              300_000,
+              `functions-available with ${sync}`,
+            ),
+          );
+          registrar.send({ type: "registerfunction", id: sync });
+          await Promise.all(synced);
+          const reach: number[] = [];
+          const perRound: number[] = [];
+          for (let r = 0; r < FANOUT_ROUNDS; r++) {
+            const id = `fan::new${seq++}`;
+            const has = (f: { type?: string; data?: { added?: { function_id: string }[]; functions?: { function_id: string }[] } }) =>
+              f.type === "invokefunction" && !!(f.data?.added ?? f.data?.functions)?.some((x) => x.function_id === id);
+            const seen = subs.map((s) => s.next(has, 120_000, `functions-available with ${id}`));
+            const t0 = performance.now();
+            registrar.send({ type: "registerfunction", id });
+            const times = await Promise.all(seen.map((p) => p.then(() => performance.now() - t0)));
+            reach.push(...times);
+            perRound.push(Math.max(...times));
+            await sleep(50);
+          }
+          const verdict =
+            mode === "delta" && n === 1_000
+              ? ` | p99 ${fmt(pct(reach, 99), 1)} ms (target ≤ ${TARGET_FANOUT_P99_MS} ms) ${pct(reach, 99) <= TARGET_FANOUT_P99_MS ? "PASS" : "MISS"}`
+              : "";
+          report(
+            `fanout ${mode} | ${n} subscribers (catalog ${n + 100}+ functions) | registration → each subscriber's handler p50 ${fmt(median(reach), 1)} ms p99 ${fmt(pct(reach, 99), 1)} ms | last subscriber p50 ${fmt(median(perRound), 1)} ms = ${fmt((median(perRound) * 1000) / n, 1)} µs per subscriber${verdict}`,
+          );
         } catch (e) {
           // A size this machine could not carry is a figure too: said, and the larger ones skipped.
-          report(`fanout ${mode} | ${n} subscribers | did not complete: ${String(e).slice(0, 200)}${mode === "delta" && n === 1_000 ? ` (target ≤ ${TARGET_FANOUT_P99_MS} ms) MISS` : ""}`);
+          report(
+            `fanout ${mode} | ${n} subscribers | did not complete: ${String(e).slice(0, 200)}${mode === "delta" && n === 1_000 ? ` (target ≤ ${TARGET_FANOUT_P99_MS} ms) MISS` : ""}`,
+          );
           break;
         }
       }

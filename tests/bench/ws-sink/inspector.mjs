@@ -18,7 +18,16 @@ const workerdBin = path.join(root, "node_modules/@cloudflare/workerd-linux-64/bi
 for (const attached of [false, true]) {
   const port = await freePort();
   const inspectorPort = await freePort();
-  const args = ["serve", "--experimental", path.join(here, "config.capnp"), "--socket-addr", `http=127.0.0.1:${port}`, "--directory-path", `disk=${mkdtempSync(path.join(tmpdir(), "ws-sink-bare-"))}`, `--inspector-addr=127.0.0.1:${inspectorPort}`];
+  const args = [
+    "serve",
+    "--experimental",
+    path.join(here, "config.capnp"),
+    "--socket-addr",
+    `http=127.0.0.1:${port}`,
+    "--directory-path",
+    `disk=${mkdtempSync(path.join(tmpdir(), "ws-sink-bare-"))}`,
+    `--inspector-addr=127.0.0.1:${inspectorPort}`,
+  ];
   const child = spawn(workerdBin, args, { stdio: ["ignore", "ignore", "inherit"] });
   try {
     await until(`http://127.0.0.1:${port}/healthz`, 20_000);

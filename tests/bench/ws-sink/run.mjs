@@ -22,13 +22,39 @@ const FRAMES = Number(process.env.FRAMES ?? 15_000);
 const LIMIT_S = Number(process.env.LIMIT_S ?? 120);
 
 const port = await freePort();
-const child = spawn(path.join(root, "node_modules/.bin/wrangler"), ["dev", "--config", path.join(here, "wrangler.toml"), "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(await freePort()), "--persist-to", mkdtempSync(path.join(tmpdir(), "ws-sink-")), "--show-interactive-dev-session=false", "--log-level", "warn"], {
-  cwd: here,
-  detached: true,
-  // wrangler's output only if it fails to start (stopping it mid-trace prints pages of errors).
-  stdio: ["ignore", "ignore", "pipe"],
-  env: { ...process.env, PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH}`, WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true", CLOUDFLARE_CF_FETCH_ENABLED: "false", X_LOCAL_OBSERVABILITY: OBS === "off" ? "false" : "true" },
-});
+const child = spawn(
+  path.join(root, "node_modules/.bin/wrangler"),
+  [
+    "dev",
+    "--config",
+    path.join(here, "wrangler.toml"),
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--inspector-port",
+    String(await freePort()),
+    "--persist-to",
+    mkdtempSync(path.join(tmpdir(), "ws-sink-")),
+    "--show-interactive-dev-session=false",
+    "--log-level",
+    "warn",
+  ],
+  {
+    cwd: here,
+    detached: true,
+    // wrangler's output only if it fails to start (stopping it mid-trace prints pages of errors).
+    stdio: ["ignore", "ignore", "pipe"],
+    env: {
+      ...process.env,
+      PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH}`,
+      WRANGLER_SEND_METRICS: "false",
+      WRANGLER_HIDE_BANNER: "true",
+      CLOUDFLARE_CF_FETCH_ENABLED: "false",
+      X_LOCAL_OBSERVABILITY: OBS === "off" ? "false" : "true",
+    },
+  },
+);
 const stop = () => {
   try {
     process.kill(-child.pid, "SIGTERM");
@@ -46,13 +72,16 @@ await until(`http://127.0.0.1:${port}/healthz`).catch((e) => {
 
 // wrangler dev runs two workerd processes: its proxy (listening on `port`) and the runtime of the
 // Worker, the other one in wrangler's process group.
-const workerd = readdirSync("/proc").filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
-  try {
-    return readFileSync(`/proc/${p}/comm`, "utf8").trim() === "workerd" && usage(p).pgid === child.pid;
-  } catch {
-    return false;
-  }
-});
+const workerd = readdirSync("/proc")
+  .filter((d) => /^\d+$/.test(d))
+  .map(Number)
+  .filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/comm`, "utf8").trim() === "workerd" && usage(p).pgid === child.pid;
+    } catch {
+      return false;
+    }
+  });
 const runtime = workerd.find((p) => !readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`127.0.0.1:${port}`));
 const url = `ws://127.0.0.1:${port}/?mode=${process.env.MODE ?? "hibernate"}`;
 
@@ -77,7 +106,19 @@ if (scenario === "history") {
   }
   void all;
   const after = usage(runtime);
-  console.log(JSON.stringify({ scenario, obs: OBS, sockets: SOCKETS, frames: FRAMES, handled: done, ms: Date.now() - t0, cpu_s: +(after.cpu - before.cpu).toFixed(2), rss_mib: [Math.round(before.rss), Math.round(Math.max(peak, after.rss))], slowest_object_request_ms: slowest }));
+  console.log(
+    JSON.stringify({
+      scenario,
+      obs: OBS,
+      sockets: SOCKETS,
+      frames: FRAMES,
+      handled: done,
+      ms: Date.now() - t0,
+      cpu_s: +(after.cpu - before.cpu).toFixed(2),
+      rss_mib: [Math.round(before.rss), Math.round(Math.max(peak, after.rss))],
+      slowest_object_request_ms: slowest,
+    }),
+  );
   await Promise.all(sockets.map(closeSocket));
 }
 stop();

@@ -6,7 +6,15 @@ import { z } from "zod";
 import type { StreamChannelRef } from "@iii-edge/protocol";
 
 /** The settings `npm start` passes through its env file, read back by the tests. */
-const PASSED = ["OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CREDENTIALS_KEY", "III_PERMISSIONS", "HARNESS_DISABLE"];
+const PASSED = [
+  "OPENAI_API_KEY",
+  "OPENAI_BASE_URL",
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_BASE_URL",
+  "CREDENTIALS_KEY",
+  "III_PERMISSIONS",
+  "HARNESS_DISABLE",
+];
 
 const text = (item: string | Uint8Array) => (typeof item === "string" ? item : `bytes:${[...item].join(",")}`);
 
@@ -55,7 +63,9 @@ const streams: WorkerModule = {
       return { written: items.length + 1 };
     });
     // Read a channel someone else writes, to its end.
-    iii.registerFunction("wtest::read", async ({ reader_ref }: { reader_ref: StreamChannelRef }) => ({ items: await drain(iii, reader_ref) }));
+    iii.registerFunction("wtest::read", async ({ reader_ref }: { reader_ref: StreamChannelRef }) => ({
+      items: await drain(iii, reader_ref),
+    }));
     // Both ends in this Worker: create, write, read back, and the writer's close as the engine saw it.
     iii.registerFunction("wtest::loopback", async ({ items }: { items: string[] }) => {
       const { writer, reader } = await iii.channels.create();
@@ -86,7 +96,11 @@ const streams: WorkerModule = {
 const ticks: WorkerModule = {
   name: "ticks",
   register(iii) {
-    iii.registerFunction("wtest::on-tick", (data: { tick: number }, ctx) => ({ got: data, function_id: ctx.function_id, runtime: iii.runtime }));
+    iii.registerFunction("wtest::on-tick", (data: { tick: number }, ctx) => ({
+      got: data,
+      function_id: ctx.function_id,
+      runtime: iii.runtime,
+    }));
     // A trigger type no engine has: a socket worker provides it (the engine parks the binding until then).
     iii.registerTrigger({ type: "wtest::ticks", function_id: "wtest::on-tick", config: { label: "from-the-edge" } });
   },

@@ -50,9 +50,21 @@ export function registerApprovalGate(iii: WorkerSurface): void {
       }
       const value: ApprovalDecision = { decision, reason: req.data.reason ?? null };
       // The decision in the approver's own trace (the turn's trace shows the wait it ended).
-      tracer.startSpan(`approval_decision ${decision}`, { attributes: { "iii.session.id": session_id, "gen_ai.conversation.id": session_id, "gen_ai.tool.call.id": function_call_id, "iii.approval.decision": decision } }).end();
+      tracer
+        .startSpan(`approval_decision ${decision}`, {
+          attributes: {
+            "iii.session.id": session_id,
+            "gen_ai.conversation.id": session_id,
+            "gen_ai.tool.call.id": function_call_id,
+            "iii.approval.decision": decision,
+          },
+        })
+        .end();
       try {
-        await ctx.trigger({ function_id: "state::set", payload: { scope: APPROVALS_SCOPE, key: approvalKey(session_id, function_call_id), value } });
+        await ctx.trigger({
+          function_id: "state::set",
+          payload: { scope: APPROVALS_SCOPE, key: approvalKey(session_id, function_call_id), value },
+        });
       } catch (e) {
         console.warn(`${RESOLVE}: writing ${APPROVALS_SCOPE}/${approvalKey(session_id, function_call_id)} failed: ${(e as Error).message}`);
         return { ok: false, error: "resume_failed" };

@@ -17,7 +17,8 @@ let caller: RunningWorkers;
 const fired: { event_type: string; key: string; new_value: unknown }[] = [];
 
 const resolve = (payload: unknown) => caller.client.trigger<unknown, unknown>({ function_id: RESOLVE, payload });
-const stored = (key: string) => caller.client.trigger<unknown, unknown>({ function_id: "state::get", payload: { scope: APPROVALS_SCOPE, key } });
+const stored = (key: string) =>
+  caller.client.trigger<unknown, unknown>({ function_id: "state::get", payload: { scope: APPROVALS_SCOPE, key } });
 const allStored = () => caller.client.trigger<unknown, unknown[]>({ function_id: "state::list", payload: { scope: APPROVALS_SCOPE } });
 
 beforeAll(async () => {
@@ -30,7 +31,10 @@ beforeAll(async () => {
   });
   caller.client.registerTrigger({ type: "state", function_id: "test::on_approval", config: { scope: APPROVALS_SCOPE } });
   await until(async () => {
-    const r = await caller.client.trigger<unknown, { functions: { function_id: string }[] }>({ function_id: "engine::functions::list", payload: {} });
+    const r = await caller.client.trigger<unknown, { functions: { function_id: string }[] }>({
+      function_id: "engine::functions::list",
+      payload: {},
+    });
     const ids = r.functions.map((f) => f.function_id);
     return ids.includes(RESOLVE) && ids.includes("test::on_approval");
   }, "approval::resolve registered");
@@ -101,6 +105,9 @@ describe("a failed state write", () => {
     } as unknown as WorkerSurface;
     registerApprovalGate(surface);
     const ctx = { trigger: () => Promise.reject(Object.assign(new Error("engine unavailable"), { code: "not_connected" })) } as never;
-    expect(await handler!({ session_id: "s", function_call_id: "c", decision: "allow" }, ctx)).toEqual({ ok: false, error: "resume_failed" });
+    expect(await handler!({ session_id: "s", function_call_id: "c", decision: "allow" }, ctx)).toEqual({
+      ok: false,
+      error: "resume_failed",
+    });
   });
 });

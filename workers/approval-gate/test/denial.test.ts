@@ -53,11 +53,24 @@ describe("redactArgs", () => {
     });
   });
 
-  it.each(["password", "token", "api_key", "apikey", "secret", "auth", "authorization", "access_key", "access_token", "refresh_token", "private_key", "x_auth", "my_access_key"])(
-    "%s is a secret key",
-    (k) => expect(isSecretKey(k)).toBe(true),
+  it.each([
+    "password",
+    "token",
+    "api_key",
+    "apikey",
+    "secret",
+    "auth",
+    "authorization",
+    "access_key",
+    "access_token",
+    "refresh_token",
+    "private_key",
+    "x_auth",
+    "my_access_key",
+  ])("%s is a secret key", (k) => expect(isSecretKey(k)).toBe(true));
+  it.each(["author", "authority", "tokens", "token_count", "secretary", "path", "keyboard"])("%s is not", (k) =>
+    expect(isSecretKey(k)).toBe(false),
   );
-  it.each(["author", "authority", "tokens", "token_count", "secretary", "path", "keyboard"])("%s is not", (k) => expect(isSecretKey(k)).toBe(false));
 
   it("clips strings to 256 code points plus an ellipsis, never splitting a surrogate pair", () => {
     const emoji = "😀".repeat(300); // 600 UTF-16 units, 300 code points
@@ -88,7 +101,12 @@ describe("redactArgs", () => {
     a.list = [a, { back: a }];
     const frozen = JSON.stringify({ name: a.name, password: a.password });
     const out = redactArgs(a) as Record<string, unknown>;
-    expect(out).toEqual({ name: "a", password: REDACTED, self: REDACTION_CYCLE_MARKER, list: [REDACTION_CYCLE_MARKER, { back: REDACTION_CYCLE_MARKER }] });
+    expect(out).toEqual({
+      name: "a",
+      password: REDACTED,
+      self: REDACTION_CYCLE_MARKER,
+      list: [REDACTION_CYCLE_MARKER, { back: REDACTION_CYCLE_MARKER }],
+    });
     expect(a.password).toBe("p");
     expect(a.self).toBe(a);
     expect(JSON.stringify({ name: a.name, password: a.password })).toBe(frozen);
@@ -137,7 +155,12 @@ describe("DenialEnvelope builders", () => {
   });
 
   it("user: the operator's text, or the default", () => {
-    expect(userDenyEnvelope(call, "not on prod")).toMatchObject({ denied_by: "user", function_id: "shell::fs::write", reason: "not on prod", args_excerpt: { token: REDACTED } });
+    expect(userDenyEnvelope(call, "not on prod")).toMatchObject({
+      denied_by: "user",
+      function_id: "shell::fs::write",
+      reason: "not on prod",
+      args_excerpt: { token: REDACTED },
+    });
     expect(userDenyEnvelope(call).reason).toBe("Rejected by operator.");
     expect(userDenyEnvelope(call, null).reason).toBe("Rejected by operator.");
     expect(userDenyEnvelope(call, "  ").reason).toBe("Rejected by operator.");
@@ -146,7 +169,13 @@ describe("DenialEnvelope builders", () => {
 
   it("gate_unavailable: no rule fields, the transport failure in the reason", () => {
     const env = gateUnavailableEnvelope("shell::exec", "policy unreachable: timeout after 5000 ms");
-    expect(env).toEqual({ schema_version: 1, status: "denied", denied_by: "gate_unavailable", function_id: "shell::exec", reason: expect.stringContaining("policy unreachable: timeout after 5000 ms") });
+    expect(env).toEqual({
+      schema_version: 1,
+      status: "denied",
+      denied_by: "gate_unavailable",
+      function_id: "shell::exec",
+      reason: expect.stringContaining("policy unreachable: timeout after 5000 ms"),
+    });
     expect(gateUnavailableEnvelope("f", "trigger_failed: boom", { password: "p" }).args_excerpt).toEqual({ password: REDACTED });
   });
 });

@@ -83,14 +83,20 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
   const requireKeys = (what: string): Promise<Keys> => {
     const k = config.key;
     if (!k.ok) return Promise.reject(new IIIError("not_configured", `${what} is refused: ${k.reason}`));
-    keys ??= Promise.all([deriveCredentialsKey(k.material, "proof"), deriveCredentialsKey(k.material, "encrypt")]).then(([proof, encrypt]) => ({ proof, encrypt }));
+    keys ??= Promise.all([deriveCredentialsKey(k.material, "proof"), deriveCredentialsKey(k.material, "encrypt")]).then(
+      ([proof, encrypt]) => ({ proof, encrypt }),
+    );
     return keys;
   };
 
-  const readRow = (ctx: InvocationContext, provider: string) => ctx.trigger<unknown, unknown>({ function_id: "state::get", payload: { scope: AUTH_CREDENTIALS_SCOPE, key: provider } });
+  const readRow = (ctx: InvocationContext, provider: string) =>
+    ctx.trigger<unknown, unknown>({ function_id: "state::get", payload: { scope: AUTH_CREDENTIALS_SCOPE, key: provider } });
 
   /** The stored credential: absent, readable, or present but sealed under another key. */
-  const stored = async (ctx: InvocationContext, provider: string): Promise<{ state: "absent" } | { state: "ok"; credential: Credential } | { state: "unreadable" }> => {
+  const stored = async (
+    ctx: InvocationContext,
+    provider: string,
+  ): Promise<{ state: "absent" } | { state: "ok"; credential: Credential } | { state: "unreadable" }> => {
     const row = await readRow(ctx, provider);
     if (row === null || row === undefined) return { state: "absent" };
     if (!isSealed(row) || row.provider !== provider || !config.key.ok) return { state: "unreadable" };
@@ -126,7 +132,11 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       if (s.state === "unreadable") throw new IIIError("credential_unreadable", unreadable(data.provider));
       return environmentCredential(data.provider);
     },
-    { description: "A provider's credential (stored, else from the environment, else null). Only for provider workers: needs a proof signed with CREDENTIALS_KEY.", input: authGetTokenRequest },
+    {
+      description:
+        "A provider's credential (stored, else from the environment, else null). Only for provider workers: needs a proof signed with CREDENTIALS_KEY.",
+      input: authGetTokenRequest,
+    },
   );
 
   iii.registerFunction(
@@ -139,13 +149,20 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       await ctx.trigger({ function_id: "state::set", payload: { scope: AUTH_CREDENTIALS_SCOPE, key: provider, value: row } });
       return { ok: true };
     },
-    { description: "Store a provider credential ({provider, type:'api_key', key} or {provider, type:'oauth', access_token, …}), encrypted at rest.", input: authSetTokenRequest },
+    {
+      description:
+        "Store a provider credential ({provider, type:'api_key', key} or {provider, type:'oauth', access_token, …}), encrypted at rest.",
+      input: authSetTokenRequest,
+    },
   );
 
   iii.registerFunction(
     "auth::delete_token",
     async (data: { provider: string }, ctx) => {
-      const old = await ctx.trigger<unknown, unknown>({ function_id: "state::delete", payload: { scope: AUTH_CREDENTIALS_SCOPE, key: data.provider } });
+      const old = await ctx.trigger<unknown, unknown>({
+        function_id: "state::delete",
+        payload: { scope: AUTH_CREDENTIALS_SCOPE, key: data.provider },
+      });
       return { ok: true, deleted: old !== null && old !== undefined };
     },
     { description: "Remove a provider's stored credential (an environment key, if any, applies again).", input: authProviderRequest },
@@ -171,7 +188,10 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       const env = environmentCredential(data.provider);
       return env ? { configured: true, source: "environment", label: credentialLabel(env) } : { configured: false };
     },
-    { description: "Whether a provider has a credential, where it comes from, and a label (never the secret).", input: authProviderRequest },
+    {
+      description: "Whether a provider has a credential, where it comes from, and a label (never the secret).",
+      input: authProviderRequest,
+    },
   );
 }
 

@@ -20,7 +20,11 @@ const utf8 = new TextEncoder();
 
 export async function seal(key: CredentialsCryptoKey, provider: string, credential: Credential, now: number): Promise<SealedCredential> {
   const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
-  const ct = await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: utf8.encode(provider) }, key, utf8.encode(JSON.stringify(credential)));
+  const ct = await crypto.subtle.encrypt(
+    { name: "AES-GCM", iv, additionalData: utf8.encode(provider) },
+    key,
+    utf8.encode(JSON.stringify(credential)),
+  );
   return { v: 1, provider, alg: "A256GCM", iv: base64url(iv), ct: base64url(new Uint8Array(ct)), updated_at: now };
 }
 

@@ -20,7 +20,12 @@ const HARNESS_DISABLE = "auth-credentials,providers";
 const CREDENTIALS_KEY = "Zk3v9QwL2mN8xR4tB7yH1cF6";
 const OPENAI_ENV_KEY = "sk-env-openai-Qm3Xc9Lp2Vb7";
 const MISTRAL_ENV_KEY = "mistral-env-key-Rt5Yh8Ns1";
-const ENV: Record<string, string> = { CREDENTIALS_KEY, OPENAI_API_KEY: OPENAI_ENV_KEY, MISTRAL_API_KEY: MISTRAL_ENV_KEY, GROQ_API_KEY: "   " };
+const ENV: Record<string, string> = {
+  CREDENTIALS_KEY,
+  OPENAI_API_KEY: OPENAI_ENV_KEY,
+  MISTRAL_API_KEY: MISTRAL_ENV_KEY,
+  GROQ_API_KEY: "   ",
+};
 /** Every secret this suite stores or configures: none may show up anywhere but get_token. */
 const SECRETS: string[] = [OPENAI_ENV_KEY, MISTRAL_ENV_KEY, CREDENTIALS_KEY];
 
@@ -29,11 +34,16 @@ let auth: RunningWorkers;
 let caller: RunningWorkers;
 let proofKey: CredentialsCryptoKey;
 
-const material = (secret: string, source: CredentialsKeyMaterial["source"] = "CREDENTIALS_KEY"): CredentialsKeyMaterial => ({ secret, source });
+const material = (secret: string, source: CredentialsKeyMaterial["source"] = "CREDENTIALS_KEY"): CredentialsKeyMaterial => ({
+  secret,
+  source,
+});
 
 const call = <T = unknown>(function_id: string, payload: unknown) => caller.client.trigger<unknown, T>({ function_id, payload });
-const getToken = async (provider: string, proof?: AuthProof) => call("auth::get_token", { provider, proof: proof ?? (await signAuthProof(proofKey, provider)) });
-const rawRow = (provider: string) => call<Record<string, string> | undefined>("state::get", { scope: AUTH_CREDENTIALS_SCOPE, key: provider });
+const getToken = async (provider: string, proof?: AuthProof) =>
+  call("auth::get_token", { provider, proof: proof ?? (await signAuthProof(proofKey, provider)) });
+const rawRow = (provider: string) =>
+  call<Record<string, string> | undefined>("state::get", { scope: AUTH_CREDENTIALS_SCOPE, key: provider });
 
 /** No 8-character window of any secret appears in `value`. */
 function expectNoSecret(value: unknown, secrets: readonly string[] = SECRETS): void {
@@ -52,7 +62,11 @@ beforeAll(async () => {
   auth = runWorkers(engine.wsUrl, [worker], { env: ENV, workerName: "auth-credentials" });
   caller = runWorkers(engine.wsUrl, [], { workerName: "auth-test-caller" });
   proofKey = await deriveCredentialsKey(material(CREDENTIALS_KEY), "proof");
-  await until(async () => (await call<{ providers: string[] }>("auth::list_providers", {})).providers.length > 0, "auth-credentials registered", 30_000);
+  await until(
+    async () => (await call<{ providers: string[] }>("auth::list_providers", {})).providers.length > 0,
+    "auth-credentials registered",
+    30_000,
+  );
 });
 
 afterAll(async () => {
@@ -79,7 +93,11 @@ describe("resolution: stored → environment → none", () => {
     const stored = "sk-stored-openai-Bv6Nm1Zx8";
     SECRETS.push(stored);
     expect(await getToken("openai")).toEqual({ type: "api_key", key: OPENAI_ENV_KEY });
-    expect(await call("auth::status", { provider: "openai" })).toEqual({ configured: true, source: "environment", label: "api-key:sk-env…" });
+    expect(await call("auth::status", { provider: "openai" })).toEqual({
+      configured: true,
+      source: "environment",
+      label: "api-key:sk-env…",
+    });
     await call("auth::set_token", { provider: "openai", type: "api_key", key: stored, base_url: "http://127.0.0.1:1234/v1" });
     expect(await getToken("openai")).toEqual({ type: "api_key", key: stored, base_url: "http://127.0.0.1:1234/v1" });
     expect(await call("auth::status", { provider: "openai" })).toMatchObject({ source: "stored", label: "api-key:sk-sto…" });
@@ -98,7 +116,13 @@ describe("resolution: stored → environment → none", () => {
   });
 
   it("oauth credentials round trip; their label is just `oauth`", async () => {
-    const token = { type: "oauth", access_token: "oat-access-Lk9Mn2Bv5", refresh_token: "ort-refresh-Pq7Wx3Cz1", expires_at: 1_900_000_000_000, scopes: ["user:inference"] };
+    const token = {
+      type: "oauth",
+      access_token: "oat-access-Lk9Mn2Bv5",
+      refresh_token: "ort-refresh-Pq7Wx3Cz1",
+      expires_at: 1_900_000_000_000,
+      scopes: ["user:inference"],
+    };
     SECRETS.push(token.access_token, token.refresh_token);
     await call("auth::set_token", { provider: "anthropic", ...token });
     expect(await getToken("anthropic")).toEqual(token);
@@ -125,14 +149,21 @@ describe("at rest", () => {
   it("a row copied under another provider's name does not open (the provider is the additional data)", async () => {
     await call("state::set", { scope: AUTH_CREDENTIALS_SCOPE, key: "copycat", value: { ...(await rawRow("rest"))!, provider: "copycat" } });
     await expect(getToken("copycat")).rejects.toMatchObject({ code: "credential_unreadable" });
-    expect(await call("auth::status", { provider: "copycat" })).toMatchObject({ configured: false, source: "stored", problem: expect.stringContaining("cannot be decrypted") });
+    expect(await call("auth::status", { provider: "copycat" })).toMatchObject({
+      configured: false,
+      source: "stored",
+      problem: expect.stringContaining("cannot be decrypted"),
+    });
     await call("auth::delete_token", { provider: "copycat" });
   });
 });
 
 describe("only a provider may get a token", () => {
   it("no proof → forbidden", async () => {
-    await expect(call("auth::get_token", { provider: "openai" })).rejects.toMatchObject({ code: "forbidden", message: expect.stringContaining("proof") });
+    await expect(call("auth::get_token", { provider: "openai" })).rejects.toMatchObject({
+      code: "forbidden",
+      message: expect.stringContaining("proof"),
+    });
   });
 
   it("a bad, foreign, mis-addressed or expired proof → forbidden", async () => {
@@ -142,7 +173,10 @@ describe("only a provider may get a token", () => {
       ["flipped signature", { ts: good.ts, sig: base64url(new Uint8Array(32)) }],
       ["another ts", { ts: good.ts + 1, sig: good.sig }],
       ["another key", await signAuthProof(await deriveCredentialsKey(material("some-other-credentials-key-123"), "proof"), "openai")],
-      ["same text as AUTH_SECRET", await signAuthProof(await deriveCredentialsKey(material(CREDENTIALS_KEY, "AUTH_SECRET"), "proof"), "openai")],
+      [
+        "same text as AUTH_SECRET",
+        await signAuthProof(await deriveCredentialsKey(material(CREDENTIALS_KEY, "AUTH_SECRET"), "proof"), "openai"),
+      ],
       ["for another provider", await signAuthProof(proofKey, "mistral")],
       ["61 s old", await signAuthProof(proofKey, "openai", Date.now() - 61_000)],
       ["61 s ahead", await signAuthProof(proofKey, "openai", Date.now() + 61_000)],
@@ -158,7 +192,10 @@ describe("only a provider may get a token", () => {
   });
 
   it("a proof from 30 s ago is still good (clock skew)", async () => {
-    expect(await getToken("openai", await signAuthProof(proofKey, "openai", Date.now() - 30_000))).toEqual({ type: "api_key", key: OPENAI_ENV_KEY });
+    expect(await getToken("openai", await signAuthProof(proofKey, "openai", Date.now() - 30_000))).toEqual({
+      type: "api_key",
+      key: OPENAI_ENV_KEY,
+    });
   });
 });
 
@@ -167,7 +204,9 @@ describe("nothing else shows a secret", () => {
     for (const provider of ["openai", "mistral", "anthropic", "rest"]) expectNoSecret(await call("auth::status", { provider }));
     expectNoSecret(await call("auth::list_providers", {}));
     const fns = await call<{ functions: { function_id: string }[] }>("engine::functions::list", { include_internal: true });
-    expect(fns.functions.map((f) => f.function_id)).toEqual(expect.arrayContaining(["auth::get_token", "auth::set_token", "auth::delete_token", "auth::list_providers", "auth::status"]));
+    expect(fns.functions.map((f) => f.function_id)).toEqual(
+      expect.arrayContaining(["auth::get_token", "auth::set_token", "auth::delete_token", "auth::list_providers", "auth::status"]),
+    );
     expectNoSecret(fns);
     expectNoSecret(await call("engine::functions::info", { function_id: "auth::get_token" }));
     expectNoSecret(await call("engine::workers::list", {}));
@@ -182,7 +221,10 @@ describe("nothing else shows a secret", () => {
       { provider: "badurl", type: "api_key", key: "sk-whatever-123456", base_url: "not a url" },
     ];
     for (const payload of bad) {
-      const err = await call("auth::set_token", payload).then(() => undefined, (e: { code: string; message: string }) => e);
+      const err = await call("auth::set_token", payload).then(
+        () => undefined,
+        (e: { code: string; message: string }) => e,
+      );
       expect(err, JSON.stringify(payload)).toMatchObject({ code: "invalid_input" });
       expect(err!.message).not.toContain("sk-whatever-123456");
       if (/^[a-z]+$/.test(payload.provider)) expect(await rawRow(payload.provider)).toBeUndefined();
@@ -194,18 +236,37 @@ describe("the credentials key", () => {
   it("without CREDENTIALS_KEY (or AUTH_SECRET) get_token and set_token refuse, saying how to set one; status still answers", async () => {
     const { CREDENTIALS_KEY: _, ...noKey } = ENV;
     await restartAuth(noKey, async () => {
-      const e = await getToken("openai").then(() => undefined, (err: { code: string }) => err);
+      const e = await getToken("openai").then(
+        () => undefined,
+        (err: { code: string }) => err,
+      );
       return e?.code === "not_configured";
     });
-    await expect(getToken("openai")).rejects.toMatchObject({ code: "not_configured", message: expect.stringContaining("set CREDENTIALS_KEY") });
-    await expect(call("auth::set_token", { provider: "x", type: "api_key", key: "sk-x-1234567890" })).rejects.toMatchObject({ code: "not_configured" });
-    expect(await call("auth::status", { provider: "openai" })).toEqual({ configured: true, source: "environment", label: "api-key:sk-env…" });
-    expect(await call("auth::status", { provider: "rest" })).toMatchObject({ configured: false, source: "stored", problem: expect.stringContaining("CREDENTIALS_KEY") });
+    await expect(getToken("openai")).rejects.toMatchObject({
+      code: "not_configured",
+      message: expect.stringContaining("set CREDENTIALS_KEY"),
+    });
+    await expect(call("auth::set_token", { provider: "x", type: "api_key", key: "sk-x-1234567890" })).rejects.toMatchObject({
+      code: "not_configured",
+    });
+    expect(await call("auth::status", { provider: "openai" })).toEqual({
+      configured: true,
+      source: "environment",
+      label: "api-key:sk-env…",
+    });
+    expect(await call("auth::status", { provider: "rest" })).toMatchObject({
+      configured: false,
+      source: "stored",
+      problem: expect.stringContaining("CREDENTIALS_KEY"),
+    });
   });
 
   it("a CREDENTIALS_KEY shorter than 16 characters is refused", async () => {
     await restartAuth({ ...ENV, CREDENTIALS_KEY: "short" }, async () => {
-      const e = await getToken("openai").then(() => undefined, (err: { code: string; message: string }) => err);
+      const e = await getToken("openai").then(
+        () => undefined,
+        (err: { code: string; message: string }) => err,
+      );
       return e?.code === "not_configured" && e.message.includes("shorter than 16");
     });
   });
@@ -214,7 +275,10 @@ describe("the credentials key", () => {
     const { CREDENTIALS_KEY: _, ...rest } = ENV;
     const secret = "auth-secret-for-the-engine-5d8a";
     await restartAuth({ ...rest, AUTH_SECRET: secret }, async () => {
-      const e = await call("auth::get_token", { provider: "openai" }).then(() => undefined, (err: { code: string }) => err);
+      const e = await call("auth::get_token", { provider: "openai" }).then(
+        () => undefined,
+        (err: { code: string }) => err,
+      );
       return e?.code === "forbidden";
     });
     const key = await deriveCredentialsKey(material(secret, "AUTH_SECRET"), "proof");

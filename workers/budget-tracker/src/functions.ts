@@ -77,8 +77,12 @@ const newAlertId = (): string => `a_${crypto.randomUUID().replaceAll("-", "").sl
 export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig): void {
   const clock = config.now ?? Date.now;
   const storeOf = (trigger: unknown) => new BudgetStore(trigger as Trigger, clock);
-  const register = <S extends z.ZodType, O>(id: string, input: S, description: string, handler: (data: In<S>, store: BudgetStore, trigger: Trigger) => Promise<O>) =>
-    iii.registerFunction(id, (data: In<S>, ctx) => handler(data, storeOf(ctx.trigger), ctx.trigger as Trigger), { description, input });
+  const register = <S extends z.ZodType, O>(
+    id: string,
+    input: S,
+    description: string,
+    handler: (data: In<S>, store: BudgetStore, trigger: Trigger) => Promise<O>,
+  ) => iii.registerFunction(id, (data: In<S>, ctx) => handler(data, storeOf(ctx.trigger), ctx.trigger as Trigger), { description, input });
 
   /** A change whose answer is the budget as written. */
   const changeView = (store: BudgetStore, id: string, edit: (rec: BudgetRecord, now: number) => void): Promise<BudgetView> =>
@@ -87,61 +91,92 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
       return { next: rec, out: toView(rec) };
     });
 
-  register("budget::create", budgetCreateRequest, "Create a budget: {ceiling_usd|ceiling_micros, period: day|week|month, workspace_id?, agent_id?, name?, budget_id?} → {budget_id, budget}", async (data, store) => {
-    const id = data.budget_id ?? newBudgetId();
-    const ceiling = data.ceiling_micros ?? microsFromUsd(data.ceiling_usd!, "nearest");
-    if (ceiling <= 0) throw new IIIError("invalid_input", "budget::create: the ceiling must be at least 1 µUSD");
-    const rec = createBudget(id, { ...data, ceiling_micros: ceiling }, store.now());
-    if (!(await store.create(rec))) throw new IIIError("already_exists", `budget ${id} already exists (budget::update changes it)`);
-    return { budget_id: id, budget: toView(rec) };
-  });
+  register(
+    "budget::create",
+    budgetCreateRequest,
+    "Create a budget: {ceiling_usd|ceiling_micros, period: day|week|month, workspace_id?, agent_id?, name?, budget_id?} → {budget_id, budget}",
+    async (data, store) => {
+      const id = data.budget_id ?? newBudgetId();
+      const ceiling = data.ceiling_micros ?? microsFromUsd(data.ceiling_usd!, "nearest");
+      if (ceiling <= 0) throw new IIIError("invalid_input", "budget::create: the ceiling must be at least 1 µUSD");
+      const rec = createBudget(id, { ...data, ceiling_micros: ceiling }, store.now());
+      if (!(await store.create(rec))) throw new IIIError("already_exists", `budget ${id} already exists (budget::update changes it)`);
+      return { budget_id: id, budget: toView(rec) };
+    },
+  );
 
-  register("budget::get", budgetIdRequest, "A budget as of now (rolled over): {budget_id} → BudgetView", async (data, store) => toView((await store.view(data.budget_id)).rec));
+  register("budget::get", budgetIdRequest, "A budget as of now (rolled over): {budget_id} → BudgetView", async (data, store) =>
+    toView((await store.view(data.budget_id)).rec),
+  );
 
-  register("budget::list", budgetListRequest, "Budgets, optionally of one workspace_id / agent_id: {workspace_id?, agent_id?, limit?, offset?} → {budgets, next_offset}", async (data, store) => {
-    const limit = data.limit ?? LIST_DEFAULT_LIMIT;
-    const now = store.now();
-    const budgets: BudgetView[] = [];
-    let offset = data.offset ?? 0;
-    const scanEnd = offset + LIST_SCAN_MAX_ROWS;
-    while (offset < scanEnd) {
-      const rows = await store.budgetPage(offset, Math.min(LIST_PAGE, scanEnd - offset));
-      for (let i = 0; i < rows.length; i++) {
-        const rec = readable(rows[i]);
-        if (!rec || (data.workspace_id !== undefined && rec.workspace_id !== data.workspace_id) || (data.agent_id !== undefined && rec.agent_id !== data.agent_id)) continue;
-        budgets.push(toView(rollToNow(rec, now)));
-        if (budgets.length === limit) return { budgets, next_offset: offset + i + 1 };
+  register(
+    "budget::list",
+    budgetListRequest,
+    "Budgets, optionally of one workspace_id / agent_id: {workspace_id?, agent_id?, limit?, offset?} → {budgets, next_offset}",
+    async (data, store) => {
+      const limit = data.limit ?? LIST_DEFAULT_LIMIT;
+      const now = store.now();
+      const budgets: BudgetView[] = [];
+      let offset = data.offset ?? 0;
+      const scanEnd = offset + LIST_SCAN_MAX_ROWS;
+      while (offset < scanEnd) {
+        const rows = await store.budgetPage(offset, Math.min(LIST_PAGE, scanEnd - offset));
+        for (let i = 0; i < rows.length; i++) {
+          const rec = readable(rows[i]);
+          if (
+            !rec ||
+            (data.workspace_id !== undefined && rec.workspace_id !== data.workspace_id) ||
+            (data.agent_id !== undefined && rec.agent_id !== data.agent_id)
+          )
+            continue;
+          budgets.push(toView(rollToNow(rec, now)));
+          if (budgets.length === limit) return { budgets, next_offset: offset + i + 1 };
+        }
+        if (rows.length < LIST_PAGE) return { budgets, next_offset: null };
+        offset += rows.length;
       }
-      if (rows.length < LIST_PAGE) return { budgets, next_offset: null };
-      offset += rows.length;
-    }
-    return { budgets, next_offset: offset };
-  });
+      return { budgets, next_offset: offset };
+    },
+  );
 
-  register("budget::update", budgetUpdateRequest, "Change a budget's ceiling (ceiling_usd|ceiling_micros), name, workspace_id or agent_id (null removes a tag) → BudgetView", async (data, store) => {
-    const ceiling = data.ceiling_micros ?? (data.ceiling_usd !== undefined ? microsFromUsd(data.ceiling_usd, "nearest") : undefined);
-    if (ceiling !== undefined && ceiling <= 0) throw new IIIError("invalid_input", "budget::update: the ceiling must be at least 1 µUSD");
-    return changeView(store, data.budget_id, (rec) => {
-      if (ceiling !== undefined) rec.ceiling_micros = ceiling;
-      for (const field of ["name", "workspace_id", "agent_id"] as const) {
-        const v = data[field];
-        if (v === null) delete rec[field];
-        else if (v !== undefined) rec[field] = v;
+  register(
+    "budget::update",
+    budgetUpdateRequest,
+    "Change a budget's ceiling (ceiling_usd|ceiling_micros), name, workspace_id or agent_id (null removes a tag) → BudgetView",
+    async (data, store) => {
+      const ceiling = data.ceiling_micros ?? (data.ceiling_usd !== undefined ? microsFromUsd(data.ceiling_usd, "nearest") : undefined);
+      if (ceiling !== undefined && ceiling <= 0) throw new IIIError("invalid_input", "budget::update: the ceiling must be at least 1 µUSD");
+      return changeView(store, data.budget_id, (rec) => {
+        if (ceiling !== undefined) rec.ceiling_micros = ceiling;
+        for (const field of ["name", "workspace_id", "agent_id"] as const) {
+          const v = data[field];
+          if (v === null) delete rec[field];
+          else if (v !== undefined) rec[field] = v;
+        }
+      });
+    },
+  );
+
+  register(
+    "budget::delete",
+    budgetIdRequest,
+    "Delete a budget and its spend log: {budget_id} → {budget_id, deleted}",
+    async (data, store, trigger) => {
+      const deleted = await store.delete(data.budget_id);
+      // The log goes too, page by page (deleting shifts the offsets, so always the first page).
+      for (;;) {
+        const page = await store.logPage(data.budget_id, 0, LIST_PAGE);
+        if (page.length === 0) break;
+        await Promise.all(
+          page.map((e) =>
+            trigger({ function_id: "state::delete", payload: { scope: budgetSpendLogScope(data.budget_id), key: e.log_key } }),
+          ),
+        );
+        if (page.length < LIST_PAGE) break;
       }
-    });
-  });
-
-  register("budget::delete", budgetIdRequest, "Delete a budget and its spend log: {budget_id} → {budget_id, deleted}", async (data, store, trigger) => {
-    const deleted = await store.delete(data.budget_id);
-    // The log goes too, page by page (deleting shifts the offsets, so always the first page).
-    for (;;) {
-      const page = await store.logPage(data.budget_id, 0, LIST_PAGE);
-      if (page.length === 0) break;
-      await Promise.all(page.map((e) => trigger({ function_id: "state::delete", payload: { scope: budgetSpendLogScope(data.budget_id), key: e.log_key } })));
-      if (page.length < LIST_PAGE) break;
-    }
-    return { budget_id: data.budget_id, deleted };
-  });
+      return { budget_id: data.budget_id, deleted };
+    },
+  );
 
   register(
     "budget::check",
@@ -155,7 +190,12 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
       else if (data.estimate) {
         const e = data.estimate;
         const p = await resolvePrices(trigger, e.provider, e.model);
-        estimate = p.prices ? costMicros({ input: e.input_tokens, output: e.output_tokens, cache_read: e.cache_read_tokens, cache_write: e.cache_write_tokens }, p.prices) : undefined;
+        estimate = p.prices
+          ? costMicros(
+              { input: e.input_tokens, output: e.output_tokens, cache_read: e.cache_read_tokens, cache_write: e.cache_write_tokens },
+              p.prices,
+            )
+          : undefined;
       }
       return store.change(
         data.budget_id,
@@ -204,7 +244,9 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
         else {
           cost = 0;
           priced = false;
-          console.warn(`budget-tracker: no price for ${data.provider}/${data.model}: usage recorded at 0 on budget ${data.budget_id} (budget::set_prices sets one)`);
+          console.warn(
+            `budget-tracker: no price for ${data.provider}/${data.model}: usage recorded at 0 on budget ${data.budget_id} (budget::set_prices sets one)`,
+          );
         }
       }
       const result = await store.change(
@@ -235,8 +277,11 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
     },
   );
 
-  register("budget::reset", budgetIdRequest, "Archive the current window to the spend log, zero the spend, re-anchor the window at now, clear alert marks → BudgetView", async (data, store) =>
-    changeView(store, data.budget_id, (rec, now) => withReset(rec, now)),
+  register(
+    "budget::reset",
+    budgetIdRequest,
+    "Archive the current window to the spend log, zero the spend, re-anchor the window at now, clear alert marks → BudgetView",
+    async (data, store) => changeView(store, data.budget_id, (rec, now) => withReset(rec, now)),
   );
 
   register(
@@ -246,7 +291,11 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
     async (data, store) => {
       const alert_id = data.alert_id ?? newAlertId();
       await changeView(store, data.budget_id, (rec) => {
-        const a: Omit<StoredAlert, "threshold_ppm"> = { alert_id, threshold_pct: data.threshold_pct, callback_function_id: data.callback_function_id };
+        const a: Omit<StoredAlert, "threshold_ppm"> = {
+          alert_id,
+          threshold_pct: data.threshold_pct,
+          callback_function_id: data.callback_function_id,
+        };
         if (data.callback_payload !== undefined) a.callback_payload = data.callback_payload;
         withAlert(rec, a);
       });
@@ -254,64 +303,96 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
     },
   );
 
-  register("budget::usage", budgetUsageRequest, "Spend by window: {budget_id, window: all|current|<period>} → {spent_micros, records_count, by_period:[…], …}", async (data, store) => {
-    const { rec, stored } = await store.view(data.budget_id);
-    if (data.window !== "all" && data.window !== "current" && data.window !== rec.period) {
-      throw new IIIError("invalid_input", `budget ${rec.id} is a ${rec.period} budget: window must be "all", "current" or "${rec.period}"`);
-    }
-    const current: BudgetSpendLogEntry = {
-      budget_id: rec.id,
-      log_key: "current",
-      kind: "rollover",
-      period: rec.period,
-      period_start: rec.period_start_at,
-      period_end: rec.period_resets_at,
-      spent_micros: rec.spent_micros,
-      spent_usd: usdFromMicros(rec.spent_micros),
-      records_count: rec.records_count,
-    };
-    let archived: StoredLogEntry[] = [];
-    let truncated = false;
-    if (data.window === "all") ({ entries: archived, truncated } = await archive(store, stored, rec));
-    const by_period = [...archived.map(logView), current];
-    const spent = by_period.reduce((s, e) => s + e.spent_micros, 0);
-    return {
-      budget_id: rec.id,
-      window: data.window,
-      spent_micros: spent,
-      spent_usd: usdFromMicros(spent),
-      records_count: by_period.reduce((s, e) => s + e.records_count, 0),
-      by_period,
-      truncated,
-    };
-  });
-
-  register("budget::forecast", budgetIdRequest, "A linear projection of the current window's spend: {budget_id} → {projected_month_usd, on_track, days_until_breach, …} (month = 30 days)", async (data, store): Promise<Forecast> => {
-    const { rec, now } = await store.view(data.budget_id);
-    return forecastOf(rec, now);
-  });
-
-  register("budget::enforce", budgetEnforceRequest, "Turn enforcement on or off: {budget_id, enforced} → BudgetView (off: checks allow, reason not_enforced; spend is still recorded)", async (data, store) =>
-    changeView(store, data.budget_id, (rec) => void (rec.enforced = data.enforced)),
+  register(
+    "budget::usage",
+    budgetUsageRequest,
+    "Spend by window: {budget_id, window: all|current|<period>} → {spent_micros, records_count, by_period:[…], …}",
+    async (data, store) => {
+      const { rec, stored } = await store.view(data.budget_id);
+      if (data.window !== "all" && data.window !== "current" && data.window !== rec.period) {
+        throw new IIIError(
+          "invalid_input",
+          `budget ${rec.id} is a ${rec.period} budget: window must be "all", "current" or "${rec.period}"`,
+        );
+      }
+      const current: BudgetSpendLogEntry = {
+        budget_id: rec.id,
+        log_key: "current",
+        kind: "rollover",
+        period: rec.period,
+        period_start: rec.period_start_at,
+        period_end: rec.period_resets_at,
+        spent_micros: rec.spent_micros,
+        spent_usd: usdFromMicros(rec.spent_micros),
+        records_count: rec.records_count,
+      };
+      let archived: StoredLogEntry[] = [];
+      let truncated = false;
+      if (data.window === "all") ({ entries: archived, truncated } = await archive(store, stored, rec));
+      const by_period = [...archived.map(logView), current];
+      const spent = by_period.reduce((s, e) => s + e.spent_micros, 0);
+      return {
+        budget_id: rec.id,
+        window: data.window,
+        spent_micros: spent,
+        spent_usd: usdFromMicros(spent),
+        records_count: by_period.reduce((s, e) => s + e.records_count, 0),
+        by_period,
+        truncated,
+      };
+    },
   );
 
-  register("budget::exempt", budgetExemptRequest, "Let one principal (the orchestrator sends the session id) through for 24 h: {budget_id, principal_id, reason} → {budget_id, principal_id, expires_at}", async (data, store) => {
-    const expires_at = await store.change(data.budget_id, (rec, now) => ({ next: rec, out: withExemption(rec, data.principal_id, data.reason, now) }));
-    return { budget_id: data.budget_id, principal_id: data.principal_id, expires_at };
-  });
-
-  register("budget::pause", budgetPauseRequest, "Pause (paused:true, the default) or resume a budget → BudgetView (paused: checks allow, reason paused; spend is still recorded)", async (data, store) =>
-    changeView(store, data.budget_id, (rec) => void (rec.paused = data.paused)),
+  register(
+    "budget::forecast",
+    budgetIdRequest,
+    "A linear projection of the current window's spend: {budget_id} → {projected_month_usd, on_track, days_until_breach, …} (month = 30 days)",
+    async (data, store): Promise<Forecast> => {
+      const { rec, now } = await store.view(data.budget_id);
+      return forecastOf(rec, now);
+    },
   );
 
-  register("budget::log", budgetLogRequest, "The spend log (closed windows, oldest first): {budget_id, limit?, offset?} → {entries, next_offset}", async (data, store) => {
-    const { rec, stored } = await store.view(data.budget_id);
-    if (stored.last_closed) await store.writeLog(stored.last_closed);
-    const limit = Math.min(data.limit ?? LOG_DEFAULT_LIMIT, BUDGET_LOG_MAX_LIMIT);
-    const offset = data.offset ?? 0;
-    const page = await store.logPage(rec.id, offset, limit);
-    return { budget_id: rec.id, entries: page.map(logView), next_offset: page.length === limit ? offset + limit : null };
-  });
+  register(
+    "budget::enforce",
+    budgetEnforceRequest,
+    "Turn enforcement on or off: {budget_id, enforced} → BudgetView (off: checks allow, reason not_enforced; spend is still recorded)",
+    async (data, store) => changeView(store, data.budget_id, (rec) => void (rec.enforced = data.enforced)),
+  );
+
+  register(
+    "budget::exempt",
+    budgetExemptRequest,
+    "Let one principal (the orchestrator sends the session id) through for 24 h: {budget_id, principal_id, reason} → {budget_id, principal_id, expires_at}",
+    async (data, store) => {
+      const expires_at = await store.change(data.budget_id, (rec, now) => ({
+        next: rec,
+        out: withExemption(rec, data.principal_id, data.reason, now),
+      }));
+      return { budget_id: data.budget_id, principal_id: data.principal_id, expires_at };
+    },
+  );
+
+  register(
+    "budget::pause",
+    budgetPauseRequest,
+    "Pause (paused:true, the default) or resume a budget → BudgetView (paused: checks allow, reason paused; spend is still recorded)",
+    async (data, store) => changeView(store, data.budget_id, (rec) => void (rec.paused = data.paused)),
+  );
+
+  register(
+    "budget::log",
+    budgetLogRequest,
+    "The spend log (closed windows, oldest first): {budget_id, limit?, offset?} → {entries, next_offset}",
+    async (data, store) => {
+      const { rec, stored } = await store.view(data.budget_id);
+      if (stored.last_closed) await store.writeLog(stored.last_closed);
+      const limit = Math.min(data.limit ?? LOG_DEFAULT_LIMIT, BUDGET_LOG_MAX_LIMIT);
+      const offset = data.offset ?? 0;
+      const page = await store.logPage(rec.id, offset, limit);
+      return { budget_id: rec.id, entries: page.map(logView), next_offset: page.length === limit ? offset + limit : null };
+    },
+  );
 
   register(
     "budget::set_prices",
@@ -328,8 +409,11 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
     },
   );
 
-  register("budget::get_prices", budgetGetPricesRequest, "The prices a model's usage is charged at (µUSD per 1M tokens) and where they come from (override, catalog, none): {provider, model}", async (data, _store, trigger) =>
-    resolvePrices(trigger, data.provider, data.model),
+  register(
+    "budget::get_prices",
+    budgetGetPricesRequest,
+    "The prices a model's usage is charged at (µUSD per 1M tokens) and where they come from (override, catalog, none): {provider, model}",
+    async (data, _store, trigger) => resolvePrices(trigger, data.provider, data.model),
   );
 }
 
@@ -358,7 +442,11 @@ function prefetch(store: BudgetStore, id: string): Promise<unknown> {
  * yet — its `last_closed` (written again here: its first write may have been lost with a crash right
  * after the close) and the window a read's rollover just closed in memory (archived by the next change).
  */
-async function archive(store: BudgetStore, stored: BudgetRecord, rolled: BudgetRecord): Promise<{ entries: StoredLogEntry[]; truncated: boolean }> {
+async function archive(
+  store: BudgetStore,
+  stored: BudgetRecord,
+  rolled: BudgetRecord,
+): Promise<{ entries: StoredLogEntry[]; truncated: boolean }> {
   if (stored.last_closed) await store.writeLog(stored.last_closed);
   const entries: StoredLogEntry[] = [];
   let truncated = true;

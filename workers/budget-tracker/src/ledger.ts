@@ -117,7 +117,11 @@ const storedBudget = z.object({
 export function parseBudget(raw: unknown, id: string): BudgetRecord | undefined {
   if (raw === undefined || raw === null) return undefined;
   const r = storedBudget.safeParse(raw);
-  if (!r.success) throw new IIIError("budget_unreadable", `budget ${id}: the stored row is not a budget (${r.error.issues[0]?.path.join(".") ?? ""} ${r.error.issues[0]?.message ?? ""})`);
+  if (!r.success)
+    throw new IIIError(
+      "budget_unreadable",
+      `budget ${id}: the stored row is not a budget (${r.error.issues[0]?.path.join(".") ?? ""} ${r.error.issues[0]?.message ?? ""})`,
+    );
   return r.data;
 }
 export const parseLogEntry = (raw: unknown): StoredLogEntry | undefined => {
@@ -205,10 +209,14 @@ export function rollTo(stored: BudgetRecord, now: number): { rec: BudgetRecord; 
 }
 
 /** Money held by in-flight calls, other than `exceptHold`'s own (a redelivered check replaces its hold). */
-export const heldMicros = (rec: BudgetRecord, exceptHold?: string): number => rec.holds.reduce((s, h) => (h.hold_id === exceptHold ? s : s + h.micros), 0);
-export const remainingMicros = (rec: BudgetRecord, exceptHold?: string): number => rec.ceiling_micros - rec.spent_micros - heldMicros(rec, exceptHold);
+export const heldMicros = (rec: BudgetRecord, exceptHold?: string): number =>
+  rec.holds.reduce((s, h) => (h.hold_id === exceptHold ? s : s + h.micros), 0);
+export const remainingMicros = (rec: BudgetRecord, exceptHold?: string): number =>
+  rec.ceiling_micros - rec.spent_micros - heldMicros(rec, exceptHold);
 
-export type CheckOutcome = { allowed: true; reason?: Extract<BudgetCheckReason, "paused" | "not_enforced" | "exempt"> } | { allowed: false; reason: Extract<BudgetCheckReason, "unpriced_model" | "ceiling_exceeded"> };
+export type CheckOutcome =
+  | { allowed: true; reason?: Extract<BudgetCheckReason, "paused" | "not_enforced" | "exempt"> }
+  | { allowed: false; reason: Extract<BudgetCheckReason, "unpriced_model" | "ceiling_exceeded"> };
 
 /**
  * `budget::check`'s decision, in this order: paused → allowed; not enforced → allowed;
@@ -219,7 +227,8 @@ export type CheckOutcome = { allowed: true; reason?: Extract<BudgetCheckReason, 
 export function decide(rec: BudgetRecord, now: number, estimate: number | undefined, principal?: string, holdId?: string): CheckOutcome {
   if (rec.paused) return { allowed: true, reason: "paused" };
   if (!rec.enforced) return { allowed: true, reason: "not_enforced" };
-  if (principal !== undefined && rec.exemptions.some((e) => e.principal_id === principal && e.expires_at > now)) return { allowed: true, reason: "exempt" };
+  if (principal !== undefined && rec.exemptions.some((e) => e.principal_id === principal && e.expires_at > now))
+    return { allowed: true, reason: "exempt" };
   if (estimate === undefined) return { allowed: false, reason: "unpriced_model" };
   const remaining = remainingMicros(rec, holdId);
   if (remaining <= 0 || remaining < estimate) return { allowed: false, reason: "ceiling_exceeded" };
@@ -229,7 +238,8 @@ export function decide(rec: BudgetRecord, now: number, estimate: number | undefi
 /** Reserve `micros` under `holdId` until BUDGET_HOLD_TTL_MS (replacing an earlier hold of that id). */
 export function withHold(rec: BudgetRecord, holdId: string, micros: number, now: number): void {
   rec.holds = rec.holds.filter((h) => h.hold_id !== holdId);
-  if (rec.holds.length >= MAX_HOLDS) throw new IIIError("too_many_holds", `budget ${rec.id} has ${MAX_HOLDS} calls in flight; wait for some to be recorded`);
+  if (rec.holds.length >= MAX_HOLDS)
+    throw new IIIError("too_many_holds", `budget ${rec.id} has ${MAX_HOLDS} calls in flight; wait for some to be recorded`);
   rec.holds.push({ hold_id: holdId, micros, expires_at: now + BUDGET_HOLD_TTL_MS });
 }
 
@@ -241,7 +251,8 @@ export function withHold(rec: BudgetRecord, holdId: string, micros: number, now:
 export function withRecord(rec: BudgetRecord, cost: number, recordId: string | undefined): { duplicate: boolean; fired: StoredAlert[] } {
   if (recordId !== undefined) rec.holds = rec.holds.filter((h) => h.hold_id !== recordId);
   if (recordId !== undefined && rec.recent_records.includes(recordId)) return { duplicate: true, fired: [] };
-  if (!Number.isSafeInteger(rec.spent_micros + cost)) throw new IIIError("invalid_input", `budget ${rec.id}: adding ${cost} µUSD would exceed the largest exact amount`);
+  if (!Number.isSafeInteger(rec.spent_micros + cost))
+    throw new IIIError("invalid_input", `budget ${rec.id}: adding ${cost} µUSD would exceed the largest exact amount`);
   rec.spent_micros += cost;
   rec.records_count += 1;
   if (recordId !== undefined) {
@@ -275,7 +286,8 @@ export function withAlert(rec: BudgetRecord, alert: Omit<StoredAlert, "threshold
 export function withExemption(rec: BudgetRecord, principal: string, reason: string, now: number): number {
   const expires_at = now + BUDGET_EXEMPTION_MS;
   const others = rec.exemptions.filter((e) => e.principal_id !== principal);
-  if (others.length >= BUDGET_MAX_EXEMPTIONS) throw new IIIError("too_many_exemptions", `budget ${rec.id} already has ${BUDGET_MAX_EXEMPTIONS} exemptions`);
+  if (others.length >= BUDGET_MAX_EXEMPTIONS)
+    throw new IIIError("too_many_exemptions", `budget ${rec.id} already has ${BUDGET_MAX_EXEMPTIONS} exemptions`);
   others.push({ principal_id: principal, reason, expires_at });
   rec.exemptions = others;
   return expires_at;

@@ -36,7 +36,11 @@ const pricesOnly = (p: StoredPrices): BudgetPrices => ({
 
 async function override(trigger: Trigger, provider: string, model: string): Promise<BudgetPrices | undefined> {
   for (const id of model === undated(model) ? [model] : [model, undated(model)]) {
-    const row = await trigger({ function_id: "state::get", payload: { scope: BUDGET_PRICES_SCOPE, key: priceKey(provider, id) }, timeoutMs: STATE_TIMEOUT_MS });
+    const row = await trigger({
+      function_id: "state::get",
+      payload: { scope: BUDGET_PRICES_SCOPE, key: priceKey(provider, id) },
+      timeoutMs: STATE_TIMEOUT_MS,
+    });
     const r = storedPrices.safeParse(row);
     if (r.success) return pricesOnly(r.data);
   }
@@ -47,7 +51,11 @@ async function override(trigger: Trigger, provider: string, model: string): Prom
  * failed lookup is not an error here: without a price the check refuses (`unpriced_model`). */
 async function catalog(trigger: Trigger, provider: string, model: string): Promise<BudgetPrices | undefined> {
   try {
-    const m = await trigger<unknown, Model | null | undefined>({ function_id: "models::get", payload: { provider, id: model }, timeoutMs: CATALOG_TIMEOUT_MS });
+    const m = await trigger<unknown, Model | null | undefined>({
+      function_id: "models::get",
+      payload: { provider, id: model },
+      timeoutMs: CATALOG_TIMEOUT_MS,
+    });
     return pricesFromCatalog(m);
   } catch (e) {
     console.warn(`budget-tracker: models::get ${provider}/${model} failed (no catalog price): ${String(e)}`);
@@ -63,10 +71,18 @@ export async function resolvePrices(trigger: Trigger, provider: string, model: s
 }
 
 export async function setPrices(trigger: Trigger, value: StoredPrices): Promise<void> {
-  await trigger({ function_id: "state::set", payload: { scope: BUDGET_PRICES_SCOPE, key: priceKey(value.provider, value.model), value }, timeoutMs: STATE_TIMEOUT_MS });
+  await trigger({
+    function_id: "state::set",
+    payload: { scope: BUDGET_PRICES_SCOPE, key: priceKey(value.provider, value.model), value },
+    timeoutMs: STATE_TIMEOUT_MS,
+  });
 }
 
 export async function clearPrices(trigger: Trigger, provider: string, model: string): Promise<boolean> {
-  const old = await trigger({ function_id: "state::delete", payload: { scope: BUDGET_PRICES_SCOPE, key: priceKey(provider, model) }, timeoutMs: STATE_TIMEOUT_MS });
+  const old = await trigger({
+    function_id: "state::delete",
+    payload: { scope: BUDGET_PRICES_SCOPE, key: priceKey(provider, model) },
+    timeoutMs: STATE_TIMEOUT_MS,
+  });
   return old !== undefined && old !== null;
 }

@@ -105,7 +105,9 @@ export class BudgetStore {
       }
       if (write.last_closed && write.last_closed.log_key !== stored.last_closed?.log_key) {
         // Only the write that closed the window gets here, with its final content.
-        await this.writeLog(write.last_closed).catch((e: unknown) => console.warn(`budget-tracker: spend log of ${id} (${write.last_closed?.log_key}) not written yet: ${String(e)}`));
+        await this.writeLog(write.last_closed).catch((e: unknown) =>
+          console.warn(`budget-tracker: spend log of ${id} (${write.last_closed?.log_key}) not written yet: ${String(e)}`),
+        );
       }
       return out;
     }
@@ -113,31 +115,52 @@ export class BudgetStore {
   }
 
   async delete(id: string): Promise<boolean> {
-    const old = await this.trigger({ function_id: "state::delete", payload: { scope: BUDGETS_SCOPE, key: budgetKey(id) }, timeoutMs: STATE_TIMEOUT_MS });
+    const old = await this.trigger({
+      function_id: "state::delete",
+      payload: { scope: BUDGETS_SCOPE, key: budgetKey(id) },
+      timeoutMs: STATE_TIMEOUT_MS,
+    });
     return old !== undefined && old !== null;
   }
 
   private async cas(id: string, value: BudgetRecord, expected: unknown): Promise<void> {
     await this.trigger({
       function_id: "state::update",
-      payload: { scope: BUDGETS_SCOPE, key: budgetKey(id), ops: [{ type: "set", path: "", value: asStored(value) }], expected: expected ?? null },
+      payload: {
+        scope: BUDGETS_SCOPE,
+        key: budgetKey(id),
+        ops: [{ type: "set", path: "", value: asStored(value) }],
+        expected: expected ?? null,
+      },
       timeoutMs: STATE_TIMEOUT_MS,
     });
   }
 
   async writeLog(entry: StoredLogEntry): Promise<void> {
-    await this.trigger({ function_id: "state::set", payload: { scope: budgetSpendLogScope(entry.budget_id), key: entry.log_key, value: entry }, timeoutMs: STATE_TIMEOUT_MS });
+    await this.trigger({
+      function_id: "state::set",
+      payload: { scope: budgetSpendLogScope(entry.budget_id), key: entry.log_key, value: entry },
+      timeoutMs: STATE_TIMEOUT_MS,
+    });
   }
 
   /** Spend-log entries in key order (= time order), a page at a time. */
   async logPage(id: string, offset: number, limit: number): Promise<StoredLogEntry[]> {
-    const rows = await this.trigger<unknown, unknown>({ function_id: "state::list", payload: { scope: budgetSpendLogScope(id), offset, limit }, timeoutMs: STATE_TIMEOUT_MS });
+    const rows = await this.trigger<unknown, unknown>({
+      function_id: "state::list",
+      payload: { scope: budgetSpendLogScope(id), offset, limit },
+      timeoutMs: STATE_TIMEOUT_MS,
+    });
     return (Array.isArray(rows) ? rows : []).flatMap((r) => parseLogEntry(r) ?? []);
   }
 
   /** Budgets' rows, a page at a time (`state::list` values in key order). */
   async budgetPage(offset: number, limit: number): Promise<unknown[]> {
-    const rows = await this.trigger<unknown, unknown>({ function_id: "state::list", payload: { scope: BUDGETS_SCOPE, offset, limit }, timeoutMs: STATE_TIMEOUT_MS });
+    const rows = await this.trigger<unknown, unknown>({
+      function_id: "state::list",
+      payload: { scope: BUDGETS_SCOPE, offset, limit },
+      timeoutMs: STATE_TIMEOUT_MS,
+    });
     return Array.isArray(rows) ? rows : [];
   }
 }

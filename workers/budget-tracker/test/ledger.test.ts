@@ -1,14 +1,38 @@
 // The budget ledger's logic at its own layer (pure functions, an explicit clock): UTC windows,
 // rollover, the check's order, holds, alerts once per window, idempotent records, µUSD rounding and
 // the forecast (docs/harness-contracts.md §6.2).
-import { BUDGET_EXEMPTION_MS, BUDGET_HOLD_TTL_MS, budgetCheckRequest, budgetCreateRequest, budgetRecordRequest, budgetUpdateRequest, type BudgetPeriod } from "@iii-edge/protocol/harness";
+import {
+  BUDGET_EXEMPTION_MS,
+  BUDGET_HOLD_TTL_MS,
+  budgetCheckRequest,
+  budgetCreateRequest,
+  budgetRecordRequest,
+  budgetUpdateRequest,
+  type BudgetPeriod,
+} from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
-import { createBudget, decide, forecastOf, RECENT_RECORDS_MAX, rollTo, toView, withAlert, withExemption, withHold, withRecord, withReset, type BudgetRecord } from "../src/ledger.ts";
+import {
+  createBudget,
+  decide,
+  forecastOf,
+  RECENT_RECORDS_MAX,
+  rollTo,
+  toView,
+  withAlert,
+  withExemption,
+  withHold,
+  withRecord,
+  withReset,
+  type BudgetRecord,
+} from "../src/ledger.ts";
 import { costMicros, microsFromUsd, pricesFromCatalog, pricesFromUsd } from "../src/money.ts";
 import { DAY_MS, periodKey, windowAt } from "../src/periods.ts";
 
 const utc = (y: number, m: number, d: number, h = 0, min = 0) => Date.UTC(y, m - 1, d, h, min);
-const budget = (period: BudgetPeriod, ceiling: number, now: number, extra: Partial<BudgetRecord> = {}): BudgetRecord => ({ ...createBudget("b1", { ceiling_micros: ceiling, period }, now), ...extra });
+const budget = (period: BudgetPeriod, ceiling: number, now: number, extra: Partial<BudgetRecord> = {}): BudgetRecord => ({
+  ...createBudget("b1", { ceiling_micros: ceiling, period }, now),
+  ...extra,
+});
 
 describe("windows: UTC days, Monday weeks, calendar months", () => {
   it("a day is 00:00–24:00 UTC whatever the hour", () => {
@@ -62,7 +86,12 @@ describe("rollover", () => {
       spent_micros: 600_000,
       records_count: 1,
     });
-    expect(next).toMatchObject({ spent_micros: 0, records_count: 0, period_start_at: utc(2026, 12, 1), period_resets_at: utc(2026, 12, 2) });
+    expect(next).toMatchObject({
+      spent_micros: 0,
+      records_count: 0,
+      period_start_at: utc(2026, 12, 1),
+      period_resets_at: utc(2026, 12, 2),
+    });
     expect(next.alerts[0]!.last_fired_period_start).toBeUndefined();
     // The stored record is not touched (a copy).
     expect(rec.spent_micros).toBe(600_000);
@@ -156,7 +185,11 @@ describe("records", () => {
     expect(withRecord(rec, 500_000, "r5").fired).toEqual([]);
     // The next window fires them again — both in one record that crosses both.
     const { rec: next } = rollTo(rec, utc(2026, 12, 1, 1));
-    expect(withRecord(next, 900_000, "r6").fired.map((a) => a.alert_id).sort()).toEqual(["a50", "a80"]);
+    expect(
+      withRecord(next, 900_000, "r6")
+        .fired.map((a) => a.alert_id)
+        .sort(),
+    ).toEqual(["a50", "a80"]);
     expect(withRecord(next, 1, "r7").fired).toEqual([]);
   });
 
@@ -168,7 +201,13 @@ describe("records", () => {
     withHold(rec, "r2", 100, t0);
     const at = t0 + 5 * DAY_MS;
     withReset(rec, at);
-    expect(rec.last_closed).toMatchObject({ log_key: `month:2026-11:reset-${at}`, kind: "reset", period_start: utc(2026, 11, 1), period_end: at, spent_micros: 500 });
+    expect(rec.last_closed).toMatchObject({
+      log_key: `month:2026-11:reset-${at}`,
+      kind: "reset",
+      period_start: utc(2026, 11, 1),
+      period_end: at,
+      spent_micros: 500,
+    });
     expect(rec).toMatchObject({ spent_micros: 0, period_start_at: at, period_resets_at: utc(2026, 12, 1) });
     expect(rec.alerts[0]!.last_fired_period_start).toBeUndefined();
     expect(rec.holds).toHaveLength(1);
@@ -180,7 +219,16 @@ describe("records", () => {
     withRecord(rec, 1_250_000, "r1");
     withHold(rec, "r2", 250_000, t0);
     const v = toView(rec);
-    expect(v).toMatchObject({ budget_id: "b1", ceiling_micros: 2_500_000, spent_micros: 1_250_000, held_micros: 250_000, remaining_micros: 1_000_000, ceiling_usd: 2.5, spent_usd: 1.25, remaining_usd: 1 });
+    expect(v).toMatchObject({
+      budget_id: "b1",
+      ceiling_micros: 2_500_000,
+      spent_micros: 1_250_000,
+      held_micros: 250_000,
+      remaining_micros: 1_000_000,
+      ceiling_usd: 2.5,
+      spent_usd: 1.25,
+      remaining_usd: 1,
+    });
     expect(v).not.toHaveProperty("holds");
     expect(v).not.toHaveProperty("recent_records");
   });
@@ -204,7 +252,12 @@ describe("micro-units", () => {
     expect(costMicros({ input: 1234, output: 567, cache_read: 1000, cache_write: 100 }, sonnet)).toBe(12_882);
     // gpt-4o-mini: one input token is 0.15 µUSD → charged 1.
     const mini = pricesFromCatalog({ pricing: { input_per_1m: 0.15, output_per_1m: 0.6, cache_read_per_1m: 0.075 } })!;
-    expect(mini).toEqual({ input_micros_per_1m: 150_000, output_micros_per_1m: 600_000, cache_read_micros_per_1m: 75_000, cache_write_micros_per_1m: 150_000 });
+    expect(mini).toEqual({
+      input_micros_per_1m: 150_000,
+      output_micros_per_1m: 600_000,
+      cache_read_micros_per_1m: 75_000,
+      cache_write_micros_per_1m: 150_000,
+    });
     expect(costMicros({ input: 1 }, mini)).toBe(1);
     expect(costMicros({ input: 20, output: 5 }, mini)).toBe(6); // 3 + 3
     expect(costMicros({ input: 21 }, mini)).toBe(4); // 3.15 → 4

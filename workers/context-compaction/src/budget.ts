@@ -32,7 +32,8 @@ export const hardLimit = (limit: Limit): number => compactionHardLimit(limit);
 
 /** (input_limit ?? context − max_output) − min(COMPACT_RESERVED_TOKENS, 10 % of the window)
  * − thinking budget; 0 when the window is unknown (never compact). */
-export const usableTokens = (limit: Limit, cfg: Pick<CompactionConfig, "reservedTokens">): number => compactionUsableTokens(limit, cfg.reservedTokens);
+export const usableTokens = (limit: Limit, cfg: Pick<CompactionConfig, "reservedTokens">): number =>
+  compactionUsableTokens(limit, cfg.reservedTokens);
 
 const clamp = (v: number, lo: number, hi: number) => Math.max(lo, Math.min(hi, v));
 
@@ -41,7 +42,10 @@ export function tailBudget(usable: number, cfg: Pick<CompactionConfig, "preserve
   return clamp(Math.floor(TAIL_FRACTION * usable), Math.min(TAIL_MIN_TOKENS, Math.floor(usable / 2)), TAIL_MAX_TOKENS);
 }
 
-export function pruneThresholds(usable: number, cfg: Pick<CompactionConfig, "pruneProtect" | "pruneMinFree">): { protect: number; minFree: number } {
+export function pruneThresholds(
+  usable: number,
+  cfg: Pick<CompactionConfig, "pruneProtect" | "pruneMinFree">,
+): { protect: number; minFree: number } {
   return {
     protect: cfg.pruneProtect ?? Math.min(PRUNE_PROTECT_TOKENS, Math.floor(PRUNE_PROTECT_FRACTION * usable)),
     minFree: cfg.pruneMinFree ?? Math.min(PRUNE_MIN_FREE_TOKENS, Math.floor(PRUNE_MIN_FREE_FRACTION * usable)),

@@ -11,4 +11,5 @@ export const STORAGE_TIMEOUT_MS = 30_000;
 
 export { errorCode, errorText };
 
-export const call = <T>(trigger: Trigger, function_id: string, payload: unknown, timeoutMs = STORAGE_TIMEOUT_MS): Promise<T> => trigger<unknown, T>({ function_id, payload, timeoutMs });
+export const call = <T>(trigger: Trigger, function_id: string, payload: unknown, timeoutMs = STORAGE_TIMEOUT_MS): Promise<T> =>
+  trigger<unknown, T>({ function_id, payload, timeoutMs });

@@ -51,7 +51,12 @@ function int(env: Readonly<Record<string, unknown>>, name: string, min: number, 
 }
 
 export function configFromEnv(env: Readonly<Record<string, unknown>>): CompactionConfig {
-  const tools = typeof env.COMPACT_PRUNE_PROTECTED_TOOLS === "string" ? env.COMPACT_PRUNE_PROTECTED_TOOLS.split(",").map((s) => s.trim()).filter((s) => s !== "") : [];
+  const tools =
+    typeof env.COMPACT_PRUNE_PROTECTED_TOOLS === "string"
+      ? env.COMPACT_PRUNE_PROTECTED_TOOLS.split(",")
+          .map((s) => s.trim())
+          .filter((s) => s !== "")
+      : [];
   if (tools.length > MAX_PROTECTED_TOOLS) throw new Error(`COMPACT_PRUNE_PROTECTED_TOOLS lists more than ${MAX_PROTECTED_TOOLS} functions`);
   const cfg: CompactionConfig = {
     reservedTokens: int(env, "COMPACT_RESERVED_TOKENS", 0, MAX_TOKEN_SETTING) ?? DEFAULT_CONFIG.reservedTokens,

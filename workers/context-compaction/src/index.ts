@@ -50,7 +50,11 @@ export interface ContextCompactionConfig extends CompactionConfig {
   newId?: () => string;
 }
 
-const sessionId = z.string().min(1).max(128).regex(/^[^/]+$/);
+const sessionId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[^/]+$/);
 const turnEndEnvelope = z.looseObject({
   groupId: sessionId,
   id: z.string().min(1).max(300),
@@ -74,7 +78,9 @@ function parse<T extends z.ZodType>(id: string, schema: T, data: unknown): z.out
 /** The size of the request a round's usage reports: its input, cached or not, and its output. */
 function usageTokens(u: AssistantMessage["usage"]): number | undefined {
   if (!u) return undefined;
-  const parts = [u.input, u.output, u.cache_read, u.cache_write].filter((n): n is number => typeof n === "number" && Number.isFinite(n) && n >= 0);
+  const parts = [u.input, u.output, u.cache_read, u.cache_write].filter(
+    (n): n is number => typeof n === "number" && Number.isFinite(n) && n >= 0,
+  );
   return parts.length === 0 ? undefined : parts.reduce((a, b) => a + b, 0);
 }
 
@@ -94,7 +100,8 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
       const m = await call<Model | null | undefined>(trigger, "models::get", { provider, id });
       if (m && typeof m.context_window === "number") model = compactionModelOf(m);
     } catch (e) {
-      if (errorCode(e) !== "function_not_found" && errorCode(e) !== "not_found") console.warn(`context-compaction: models::get ${key}: ${errorText(e)}`);
+      if (errorCode(e) !== "function_not_found" && errorCode(e) !== "not_found")
+        console.warn(`context-compaction: models::get ${key}: ${errorText(e)}`);
     }
     if (models.size >= MODEL_CACHE_MAX) models.delete(models.keys().next().value as string);
     models.set(key, { at: now(), model });
@@ -102,7 +109,11 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
   }
 
   /** Explicit model → its catalog limits → the last assistant's model → the fallback limits. */
-  async function resolveModel(trigger: Trigger, sid: string, given: { id: string; providerID: string; limit?: CompactionModel["limit"] } | undefined): Promise<CompactionModel> {
+  async function resolveModel(
+    trigger: Trigger,
+    sid: string,
+    given: { id: string; providerID: string; limit?: CompactionModel["limit"] } | undefined,
+  ): Promise<CompactionModel> {
     if (given?.limit) return { id: given.id, providerID: given.providerID, limit: given.limit };
     let id = given?.id;
     let provider = given?.providerID;
@@ -111,16 +122,38 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
       const last = path
         .map((e) => e.message)
         .reverse()
-        .find((m): m is AssistantMessage => m.role === "assistant" && typeof m.provider === "string" && m.provider !== "" && m.provider !== HARNESS_MODEL && typeof m.model === "string" && m.model !== "");
-      if (!last) throw new IIIError("invalid_input", `session ${sid} has no assistant message to take the model from: pass model {id, providerID}`);
+        .find(
+          (m): m is AssistantMessage =>
+            m.role === "assistant" &&
+            typeof m.provider === "string" &&
+            m.provider !== "" &&
+            m.provider !== HARNESS_MODEL &&
+            typeof m.model === "string" &&
+            m.model !== "",
+        );
+      if (!last)
+        throw new IIIError("invalid_input", `session ${sid} has no assistant message to take the model from: pass model {id, providerID}`);
       id = last.model;
       provider = last.provider;
     }
     return (await catalogModel(trigger, provider, id)) ?? { id, providerID: provider, limit: { ...FALLBACK_LIMIT } };
   }
 
-  async function emitDone(trigger: Trigger, sid: string, itemId: string, mode: "async" | "sync", r: Extract<CompactNowResult, { status: "ok" }>): Promise<void> {
-    const data: AgentEvent = { type: "compaction_done", mode, summary_text: r.summary_text, tokens_before: r.tokens_before, compaction_entry_id: r.compaction_entry_id, tail_start_id: r.tail_start_id };
+  async function emitDone(
+    trigger: Trigger,
+    sid: string,
+    itemId: string,
+    mode: "async" | "sync",
+    r: Extract<CompactNowResult, { status: "ok" }>,
+  ): Promise<void> {
+    const data: AgentEvent = {
+      type: "compaction_done",
+      mode,
+      summary_text: r.summary_text,
+      tokens_before: r.tokens_before,
+      compaction_entry_id: r.compaction_entry_id,
+      tail_start_id: r.tail_start_id,
+    };
     try {
       await call(trigger, "stream::set", { stream_name: AGENT_EVENTS_STREAM, group_id: sid, item_id: itemId, data });
     } catch (e) {
@@ -133,7 +166,12 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
     let after: string | undefined;
     let last: string | undefined;
     for (let page = 0; page < TURN_END_MAX_PAGES; page++) {
-      const r = await call<{ items: { item_id: string }[]; next: string | null }>(trigger, "stream::list_items", { stream_name: TURN_END_STREAM, group_id: sid, limit: TURN_END_PAGE, ...(after ? { after } : {}) });
+      const r = await call<{ items: { item_id: string }[]; next: string | null }>(trigger, "stream::list_items", {
+        stream_name: TURN_END_STREAM,
+        group_id: sid,
+        limit: TURN_END_PAGE,
+        ...(after ? { after } : {}),
+      });
       last = r.items.at(-1)?.item_id ?? last;
       if (!r.next) return last;
       after = r.next;
@@ -141,8 +179,16 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
     return last;
   }
 
-  async function withLease<T>(trigger: Trigger, sid: string, waitMs: number | undefined, fn: () => Promise<T>): Promise<T | { status: "busy" }> {
-    const lease = waitMs === undefined ? await tryLease(trigger, COMPACTION_LEASE_SCOPE, sid, { now }) : await waitLease(trigger, COMPACTION_LEASE_SCOPE, sid, waitMs, { now });
+  async function withLease<T>(
+    trigger: Trigger,
+    sid: string,
+    waitMs: number | undefined,
+    fn: () => Promise<T>,
+  ): Promise<T | { status: "busy" }> {
+    const lease =
+      waitMs === undefined
+        ? await tryLease(trigger, COMPACTION_LEASE_SCOPE, sid, { now })
+        : await waitLease(trigger, COMPACTION_LEASE_SCOPE, sid, waitMs, { now });
     if (!lease) return { status: "busy" };
     try {
       return await fn();
@@ -169,7 +215,14 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
       if (usable === 0 || tokens < usable) return null;
       await trigger({
         function_id: "context-compaction::compact_async",
-        payload: { session_id: env.data.groupId, anchor_item_id: env.data.id, provider: m.provider, model_id: m.model, round_started_at: m.timestamp, reported_tokens: tokens },
+        payload: {
+          session_id: env.data.groupId,
+          anchor_item_id: env.data.id,
+          provider: m.provider,
+          model_id: m.model,
+          round_started_at: m.timestamp,
+          reported_tokens: tokens,
+        },
         action: { type: "void" },
         timeoutMs: ASYNC_COMPACTION_TIMEOUT_MS,
       });
@@ -183,14 +236,26 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
       const model = await catalogModel(trigger, req.provider, req.model_id);
       if (!model || req.reported_tokens < usableTokens(model.limit, cfg)) return { status: "skipped", reason: "fits" };
       const r = await withLease(trigger, req.session_id, undefined, async () => {
-        const last = await call<{ at?: unknown } | null | undefined>(trigger, "state::get", { scope: LAST_COMPACTION_SCOPE, key: req.session_id });
-        if (last && typeof last.at === "number" && last.at >= req.round_started_at) return { status: "skipped" as const, reason: "compacted_since" };
+        const last = await call<{ at?: unknown } | null | undefined>(trigger, "state::get", {
+          scope: LAST_COMPACTION_SCOPE,
+          key: req.session_id,
+        });
+        if (last && typeof last.at === "number" && last.at >= req.round_started_at)
+          return { status: "skipped" as const, reason: "compacted_since" };
         let out: CompactNowResult;
         try {
-          out = await runCompaction(deps(trigger), req.session_id, { mode: "async", model, force: true, reportedTokens: req.reported_tokens, entryId: `cmp_${req.anchor_item_id}` });
+          out = await runCompaction(deps(trigger), req.session_id, {
+            mode: "async",
+            model,
+            force: true,
+            reportedTokens: req.reported_tokens,
+            entryId: `cmp_${req.anchor_item_id}`,
+          });
         } catch (e) {
           // Nobody waits for this call's answer: say what failed where someone will read it.
-          console.warn(`context-compaction: compaction of ${req.session_id} after ${req.anchor_item_id} failed: ${errorCode(e) ?? "error"}: ${errorText(e)}`);
+          console.warn(
+            `context-compaction: compaction of ${req.session_id} after ${req.anchor_item_id} failed: ${errorCode(e) ?? "error"}: ${errorText(e)}`,
+          );
           throw e;
         }
         if (out.status === "ok") await emitDone(trigger, req.session_id, compactionEventItemId(req.anchor_item_id, "async"), "async", out);
@@ -246,12 +311,15 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
 }
 
 const descriptions = {
-  "context-compaction::on_turn_end": "Stream trigger on agent::turn_end: when the round's reported usage reached the model's usable window, compact the session in the background.",
-  "context-compaction::compact_async": "Internal: the per-turn compaction on_turn_end starts (lease without waiting; compaction_done on agent::events).",
+  "context-compaction::on_turn_end":
+    "Stream trigger on agent::turn_end: when the round's reported usage reached the model's usable window, compact the session in the background.",
+  "context-compaction::compact_async":
+    "Internal: the per-turn compaction on_turn_end starts (lease without waiting; compaction_done on agent::events).",
   "context-compaction::compact_now":
     "Pre-flight before a provider call: {session_id, model:{id, providerID, limit}, system_prompt?, tools?, last_user_message_id?} → CompactNowResult (fits | pruned | ok | busy | overflow | empty).",
   "context-compaction::compact_session": "Compact a session now (a UI's /compact): {session_id, model?} → CompactNowResult.",
-  "context-compaction::prune_tool_outputs": "Replace large old function outputs with [output pruned]: {session_id, model?} → {pruned_tokens, pruned_parts, scanned_parts, busy?}.",
+  "context-compaction::prune_tool_outputs":
+    "Replace large old function outputs with [output pruned]: {session_id, model?} → {pruned_tokens, pruned_parts, scanned_parts, busy?}.",
 } as const;
 
 export const worker: WorkerModule<ContextCompactionConfig> = {
@@ -261,8 +329,12 @@ export const worker: WorkerModule<ContextCompactionConfig> = {
   register(iii, config) {
     const c = createCompaction(iii, config ?? configFromEnv(iii.env));
     const t = (ctx: { trigger: Trigger }) => ctx.trigger;
-    iii.registerFunction("context-compaction::on_turn_end", (data: unknown, ctx) => c.onTurnEnd(t(ctx), data), { description: descriptions["context-compaction::on_turn_end"] });
-    iii.registerFunction("context-compaction::compact_async", (data: unknown, ctx) => c.compactAsync(t(ctx), data), { description: descriptions["context-compaction::compact_async"] });
+    iii.registerFunction("context-compaction::on_turn_end", (data: unknown, ctx) => c.onTurnEnd(t(ctx), data), {
+      description: descriptions["context-compaction::on_turn_end"],
+    });
+    iii.registerFunction("context-compaction::compact_async", (data: unknown, ctx) => c.compactAsync(t(ctx), data), {
+      description: descriptions["context-compaction::compact_async"],
+    });
     iii.registerFunction("context-compaction::compact_now", (data: unknown, ctx) => c.compactNow(t(ctx), data), {
       description: descriptions["context-compaction::compact_now"],
       request_format: z.toJSONSchema(compactNowRequest, { io: "input", unrepresentable: "any" }),

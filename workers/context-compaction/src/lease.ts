@@ -19,7 +19,11 @@ interface LeaseValue {
   ts: number;
 }
 const isLive = (v: unknown, now: number): v is LeaseValue =>
-  !!v && typeof v === "object" && typeof (v as LeaseValue).nonce === "string" && typeof (v as LeaseValue).ts === "number" && now - (v as LeaseValue).ts < LEASE_TTL_MS;
+  !!v &&
+  typeof v === "object" &&
+  typeof (v as LeaseValue).nonce === "string" &&
+  typeof (v as LeaseValue).ts === "number" &&
+  now - (v as LeaseValue).ts < LEASE_TTL_MS;
 
 export interface Lease {
   release(): Promise<void>;
@@ -55,7 +59,13 @@ export async function tryLease(trigger: Trigger, scope: string, sid: string, dep
 }
 
 /** Take the lease, waiting up to `timeoutMs` for its holder; undefined when it stayed held. */
-export async function waitLease(trigger: Trigger, scope: string, sid: string, timeoutMs: number, deps: LeaseDeps = {}): Promise<Lease | undefined> {
+export async function waitLease(
+  trigger: Trigger,
+  scope: string,
+  sid: string,
+  timeoutMs: number,
+  deps: LeaseDeps = {},
+): Promise<Lease | undefined> {
   const now = deps.now ?? Date.now;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const deadline = now() + timeoutMs;

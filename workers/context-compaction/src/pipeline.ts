@@ -67,14 +67,24 @@ export interface RunOptions {
 
 const sum = (xs: readonly Counted[]) => xs.reduce((n, c) => n + c.tokens, 0);
 
-const stubOf = (m: AgentMessage): AgentMessage => (m.role === "function_result" ? { ...m, content: [{ type: "text", text: PRUNED_OUTPUT_TEXT }] } : m);
+const stubOf = (m: AgentMessage): AgentMessage =>
+  m.role === "function_result" ? { ...m, content: [{ type: "text", text: PRUNED_OUTPUT_TEXT }] } : m;
 
 /** Prune the chosen outputs (session-tree::update_parts, MAX_UPDATE_PARTS per call); `counted` is
  * updated in place for the ones that were. */
-async function applyPrune(deps: PipelineDeps, sid: string, counted: Counted[], ids: readonly string[], counter: TokenCounter): Promise<{ parts: number; tokens: number }> {
+async function applyPrune(
+  deps: PipelineDeps,
+  sid: string,
+  counted: Counted[],
+  ids: readonly string[],
+  counter: TokenCounter,
+): Promise<{ parts: number; tokens: number }> {
   const done = new Set<string>();
   for (let i = 0; i < ids.length; i += MAX_UPDATE_PARTS) {
-    const r = await call<SessionUpdatePartsResponse>(deps.trigger, "session-tree::update_parts", { session_id: sid, parts: ids.slice(i, i + MAX_UPDATE_PARTS).map((entry_id) => ({ entry_id })) });
+    const r = await call<SessionUpdatePartsResponse>(deps.trigger, "session-tree::update_parts", {
+      session_id: sid,
+      parts: ids.slice(i, i + MAX_UPDATE_PARTS).map((entry_id) => ({ entry_id })),
+    });
     for (const u of r.updated) done.add(u.entry_id);
     for (const u of r.unchanged) done.add(u);
   }
@@ -97,8 +107,19 @@ export interface PruneOutcome {
 }
 
 /** The cheap first pass, under its own `prune_lease` (skipped when another prune holds it). */
-export async function pruneOutputs(deps: PipelineDeps, sid: string, counted: Counted[], usable: number, counter: TokenCounter): Promise<PruneOutcome> {
-  const choice = selectPrune(counted, { ...pruneThresholds(usable, deps.cfg), skipTurns: PRUNE_SKIP_TURNS, protectedTools: deps.cfg.pruneProtectedTools, stubTokens: (c) => counter.message(stubOf(c.message)) });
+export async function pruneOutputs(
+  deps: PipelineDeps,
+  sid: string,
+  counted: Counted[],
+  usable: number,
+  counter: TokenCounter,
+): Promise<PruneOutcome> {
+  const choice = selectPrune(counted, {
+    ...pruneThresholds(usable, deps.cfg),
+    skipTurns: PRUNE_SKIP_TURNS,
+    protectedTools: deps.cfg.pruneProtectedTools,
+    stubTokens: (c) => counter.message(stubOf(c.message)),
+  });
   if (choice.entry_ids.length === 0) return { parts: 0, tokens: 0, scanned: choice.scanned, busy: false };
   const lease = await tryLease(deps.trigger, PRUNE_LEASE_SCOPE, sid, { now: deps.now });
   if (!lease) return { parts: 0, tokens: 0, scanned: choice.scanned, busy: true };
@@ -151,7 +172,9 @@ export async function runCompaction(deps: PipelineDeps, sid: string, opts: RunOp
   const head = counted.slice(0, headEnd);
   if (head.length === 0) {
     if (afterPrune > hard) return { status: "overflow", tokens: afterPrune, limit: hard };
-    return pruned.parts > 0 ? { status: "pruned", tokens_before: before, tokens_after: afterPrune, pruned_parts: pruned.parts, pruned_tokens: pruned.tokens } : { status: "empty" };
+    return pruned.parts > 0
+      ? { status: "pruned", tokens_before: before, tokens_after: afterPrune, pruned_parts: pruned.parts, pruned_tokens: pruned.tokens }
+      : { status: "empty" };
   }
 
   // 3. Summarise: previous summary + the new head, chunk by chunk (each call updates the last).
@@ -185,8 +208,19 @@ export async function runCompaction(deps: PipelineDeps, sid: string, opts: RunOp
   //    answered was summarised away, the stamp.
   const entryId = opts.entryId ?? `cmp_${deps.newId()}`;
   const tailStartId = tail.keep === -1 ? null : counted[tail.keep].entry_id;
-  const details = extractFileOps(head.map((c) => c.message), view.latest?.details ?? null, MAX_COMPACTION_DETAIL_FILES);
-  await call(deps.trigger, "session-tree::compact", { session_id: sid, entry_id: entryId, summary, tokens_before: before, details, tail_start_id: tailStartId });
+  const details = extractFileOps(
+    head.map((c) => c.message),
+    view.latest?.details ?? null,
+    MAX_COMPACTION_DETAIL_FILES,
+  );
+  await call(deps.trigger, "session-tree::compact", {
+    session_id: sid,
+    entry_id: entryId,
+    summary,
+    tokens_before: before,
+    details,
+    tail_start_id: tailStartId,
+  });
   const replayAt = opts.replayTargetId ? counted.findIndex((c) => c.entry_id === opts.replayTargetId) : -1;
   const autoContinued = opts.mode === "sync" && replayAt >= 0 && replayAt < headEnd;
   let continueTokens = 0;

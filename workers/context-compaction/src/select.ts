@@ -77,14 +77,21 @@ export interface PruneChoice {
 }
 
 const isPruned = (m: AgentMessage): boolean =>
-  m.role === "function_result" && Array.isArray(m.content) && m.content.length === 1 && m.content[0].type === "text" && m.content[0].text === PRUNED_OUTPUT_TEXT;
+  m.role === "function_result" &&
+  Array.isArray(m.content) &&
+  m.content.length === 1 &&
+  m.content[0].type === "text" &&
+  m.content[0].text === PRUNED_OUTPUT_TEXT;
 
 /**
  * Function outputs newest → oldest, skipping the last `skipTurns` user turns: the first `protect`
  * tokens of outputs stay, every output past them is queued; a queue that frees less than `minFree`
  * is dropped (not worth a write). Outputs of `protectedTools` and already-pruned ones never count.
  */
-export function selectPrune(msgs: readonly Counted[], opts: { protect: number; minFree: number; skipTurns: number; protectedTools: readonly string[]; stubTokens: (c: Counted) => number }): PruneChoice {
+export function selectPrune(
+  msgs: readonly Counted[],
+  opts: { protect: number; minFree: number; skipTurns: number; protectedTools: readonly string[]; stubTokens: (c: Counted) => number },
+): PruneChoice {
   const userStarts: number[] = [];
   msgs.forEach((c, i) => {
     if (startsTurn(c.message)) userStarts.push(i);

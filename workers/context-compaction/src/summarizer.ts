@@ -6,7 +6,12 @@ import { IIIError } from "@iii-edge/protocol";
 import type { AssistantMessage, ContentBlock, ErrorKind } from "@iii-edge/protocol/harness";
 import { callIntoChannel, type Channels } from "@iii-edge/sdk-edge/worker";
 
-export type Trigger = <TInput = unknown, TOutput = unknown>(request: { function_id: string; payload: TInput; timeoutMs?: number; action?: { type: "void" } }) => Promise<TOutput>;
+export type Trigger = <TInput = unknown, TOutput = unknown>(request: {
+  function_id: string;
+  payload: TInput;
+  timeoutMs?: number;
+  action?: { type: "void" };
+}) => Promise<TOutput>;
 
 /** One summariser call's budget: a summary of a large head from a slow model. */
 export const SUMMARY_TIMEOUT_MS = 120_000;
@@ -72,20 +77,33 @@ async function once(trigger: Trigger, channels: Channels, req: SummaryRequest): 
       }
       if (frame.type === "error") {
         const e = (frame.error ?? {}) as Partial<AssistantMessage>;
-        failure = new SummaryError(e.error_kind ?? "unknown", `the summariser (${req.provider}/${req.model}) failed: ${e.error_message ?? "provider error"}`);
+        failure = new SummaryError(
+          e.error_kind ?? "unknown",
+          `the summariser (${req.provider}/${req.model}) failed: ${e.error_message ?? "provider error"}`,
+        );
         return true;
       }
     },
   );
   if (summary !== undefined) return summary;
   if (failure) throw failure;
-  const code = providerError && typeof providerError === "object" ? String((providerError as { code?: unknown }).code ?? "error") : undefined;
-  if (code === "function_not_found") throw new SummaryError("permanent", `provider::${req.provider}::stream is not registered: no summariser for ${req.provider}`);
-  throw new SummaryError("unknown", `the summariser (${req.provider}/${req.model}) ended without a final message${code ? ` (${code})` : ""}`);
+  const code =
+    providerError && typeof providerError === "object" ? String((providerError as { code?: unknown }).code ?? "error") : undefined;
+  if (code === "function_not_found")
+    throw new SummaryError("permanent", `provider::${req.provider}::stream is not registered: no summariser for ${req.provider}`);
+  throw new SummaryError(
+    "unknown",
+    `the summariser (${req.provider}/${req.model}) ended without a final message${code ? ` (${code})` : ""}`,
+  );
 }
 
 /** The summary, retried once for retryable failures. */
-export async function summarise(trigger: Trigger, channels: Channels, req: SummaryRequest, sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms))): Promise<string> {
+export async function summarise(
+  trigger: Trigger,
+  channels: Channels,
+  req: SummaryRequest,
+  sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+): Promise<string> {
   try {
     return await once(trigger, channels, req);
   } catch (e) {

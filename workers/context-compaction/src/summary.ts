@@ -86,7 +86,12 @@ function callLine(b: Extract<ContentBlock, { type: "function_call" }>, max: numb
       // shown as given
     }
   }
-  if (b.function_id === AGENT_TRIGGER && args && typeof args === "object" && typeof (args as { function?: unknown }).function === "string") {
+  if (
+    b.function_id === AGENT_TRIGGER &&
+    args &&
+    typeof args === "object" &&
+    typeof (args as { function?: unknown }).function === "string"
+  ) {
     const a = args as { function: string; payload?: unknown };
     return `[tool_call] ${a.function} ${oneLine(a.payload ?? {}, max)}`;
   }
@@ -106,7 +111,8 @@ export function renderMessage(m: AgentMessage, toolOutputMaxChars: number): stri
   switch (m.role) {
     case "user": {
       const lines: string[] = [];
-      for (const b of blocks) if (b.type === "function_result") lines.push(`[tool_result] ${clipText(textOfBlocks(b.content ?? []), toolOutputMaxChars)}`);
+      for (const b of blocks)
+        if (b.type === "function_result") lines.push(`[tool_result] ${clipText(textOfBlocks(b.content ?? []), toolOutputMaxChars)}`);
       const text = textOfBlocks(blocks);
       if (text) lines.push(`[user] ${text}`);
       return lines.join("\n");
@@ -131,7 +137,10 @@ export function renderMessage(m: AgentMessage, toolOutputMaxChars: number): stri
  * previous summary as it is); later ones `maxTokens` (room for a summary grown to its full size).
  * A single line longer than its chunk is clipped to fit.
  */
-export function chunkHead(head: readonly AgentMessage[], opts: { toolOutputMaxChars: number; firstMaxTokens: number; maxTokens: number; count: (s: string) => number }): string[] {
+export function chunkHead(
+  head: readonly AgentMessage[],
+  opts: { toolOutputMaxChars: number; firstMaxTokens: number; maxTokens: number; count: (s: string) => number },
+): string[] {
   const chunks: string[] = [];
   let lines: string[] = [];
   let size = 0;
@@ -214,7 +223,9 @@ export function extractFileOps(head: readonly AgentMessage[], previous: Compacti
 /** The synthetic user prompt after a sync compaction that summarised the request being answered:
  * it quotes the request (clipped) so the model keeps working on it. */
 export function continuePrompt(replayTarget: AgentMessage | undefined, maxChars: number): string {
-  const quoted = replayTarget ? clipText(textOfBlocks(Array.isArray(replayTarget.content) ? (replayTarget.content as ContentBlock[]) : []), maxChars) : "";
+  const quoted = replayTarget
+    ? clipText(textOfBlocks(Array.isArray(replayTarget.content) ? (replayTarget.content as ContentBlock[]) : []), maxChars)
+    : "";
   return [
     "The conversation so far was compacted into the summary above to fit the context window.",
     quoted ? `The latest request was:\n<request>\n${quoted}\n</request>` : "",

@@ -33,13 +33,19 @@ const TOKENS_PER_MESSAGE = 3;
 const TOKENS_PER_NAME = 1;
 const REPLY_PRIMING_TOKENS = 3;
 const TOOL_CALL_TOKENS = 3;
-const TOOL_FRAMING: Record<EncodingName, { funcInit: number; propInit: number; propKey: number; enumInit: number; enumItem: number; funcEnd: number }> = {
+const TOOL_FRAMING: Record<
+  EncodingName,
+  { funcInit: number; propInit: number; propKey: number; enumInit: number; enumItem: number; funcEnd: number }
+> = {
   o200k_base: { funcInit: 7, propInit: 3, propKey: 3, enumInit: -3, enumItem: 3, funcEnd: 12 },
   cl100k_base: { funcInit: 10, propInit: 3, propKey: 3, enumInit: -3, enumItem: 3, funcEnd: 12 },
 };
 
 /** OpenAI chat wire shapes (what the openai provider sends, and what a replay records). */
-export type WireContent = string | null | readonly ({ type: "text"; text: string } | { type: "image_url"; image_url: unknown } | { type: string; [k: string]: unknown })[];
+export type WireContent =
+  | string
+  | null
+  | readonly ({ type: "text"; text: string } | { type: "image_url"; image_url: unknown } | { type: string; [k: string]: unknown })[];
 export interface WireMessage {
   role: string;
   content?: WireContent;
@@ -67,7 +73,9 @@ const NO_SPECIAL = { disallowedSpecial: new Set<string>() };
 export function loadEncoding(name: EncodingName): Promise<Encoding> {
   let p = loaded.get(name);
   if (!p) {
-    p = (name === "o200k_base" ? import("gpt-tokenizer/encoding/o200k_base") : import("gpt-tokenizer/encoding/cl100k_base")).then((m) => m.default as Encoding);
+    p = (name === "o200k_base" ? import("gpt-tokenizer/encoding/o200k_base") : import("gpt-tokenizer/encoding/cl100k_base")).then(
+      (m) => m.default as Encoding,
+    );
     p.catch(() => loaded.delete(name));
     loaded.set(name, p);
   }
@@ -78,12 +86,17 @@ export function loadEncoding(name: EncodingName): Promise<Encoding> {
 export function tokenizerSpec(model: { id: string; provider: string }): { encoding: EncodingName; family: TokenFamily; factor: number } {
   const id = model.id.trim().toLowerCase();
   const provider = model.provider.trim().toLowerCase();
-  if (provider === "anthropic" || id.startsWith("claude")) return { encoding: "o200k_base", family: "anthropic", factor: ANTHROPIC_TOKEN_FACTOR };
+  if (provider === "anthropic" || id.startsWith("claude"))
+    return { encoding: "o200k_base", family: "anthropic", factor: ANTHROPIC_TOKEN_FACTOR };
   const openaiId = /^(gpt-|chatgpt-|o\d(?:$|[-.]))/.test(id);
   if (provider === "openai" || openaiId) {
     // gpt-4 / gpt-4-turbo / gpt-3.5 are cl100k; gpt-4o, gpt-4.1, gpt-4.5, gpt-5 and the o-series o200k.
     const cl100k = /^gpt-3\.5/.test(id) || /^gpt-4(?:$|-)/.test(id);
-    return { encoding: cl100k ? "cl100k_base" : "o200k_base", family: openaiId ? "openai" : "other", factor: openaiId ? 1 : OTHER_TOKEN_FACTOR };
+    return {
+      encoding: cl100k ? "cl100k_base" : "o200k_base",
+      family: openaiId ? "openai" : "other",
+      factor: openaiId ? 1 : OTHER_TOKEN_FACTOR,
+    };
   }
   return { encoding: "o200k_base", family: "other", factor: OTHER_TOKEN_FACTOR };
 }
@@ -141,7 +154,11 @@ export function wireToolsTokens(tools: readonly WireTool[], encoding: EncodingNa
 }
 
 /** A whole chat-completions request (messages with the system one, tools, reply priming). */
-export function wireRequestTokens(req: { messages: readonly WireMessage[]; tools?: readonly WireTool[] }, encoding: EncodingName, count: TextCounter): number {
+export function wireRequestTokens(
+  req: { messages: readonly WireMessage[]; tools?: readonly WireTool[] },
+  encoding: EncodingName,
+  count: TextCounter,
+): number {
   let n = REPLY_PRIMING_TOKENS;
   for (const m of req.messages) n += wireMessageTokens(m, count);
   return n + wireToolsTokens(req.tools ?? [], encoding, count);
@@ -150,7 +167,11 @@ export function wireRequestTokens(req: { messages: readonly WireMessage[]; tools
 // ------------------------------------------------------------------ AgentMessages as the providers send them
 
 const PERMISSION_DENIED_MARKER = "[PERMISSION_DENIED]";
-const textOf = (blocks: readonly ContentBlock[]): string => blocks.filter((b): b is { type: "text"; text: string } => b.type === "text").map((b) => b.text).join("\n");
+const textOf = (blocks: readonly ContentBlock[]): string =>
+  blocks
+    .filter((b): b is { type: "text"; text: string } => b.type === "text")
+    .map((b) => b.text)
+    .join("\n");
 
 /** A function result's text as the providers render it (a denial carries its envelope). */
 function resultText(content: readonly ContentBlock[], details: unknown): string {
@@ -159,7 +180,8 @@ function resultText(content: readonly ContentBlock[], details: unknown): string 
   return `${PERMISSION_DENIED_MARKER}\n${JSON.stringify(details)}${text ? `\n${text}` : ""}`;
 }
 
-const imageParts = (blocks: readonly ContentBlock[]) => blocks.filter((b) => b.type === "image").map(() => ({ type: "image_url", image_url: {} }) as const);
+const imageParts = (blocks: readonly ContentBlock[]) =>
+  blocks.filter((b) => b.type === "image").map(() => ({ type: "image_url", image_url: {} }) as const);
 
 /**
  * One AgentMessage as the chat messages a provider makes of it (openai.ts's mapping: results become
@@ -171,19 +193,33 @@ export function toWireMessages(m: AgentMessage, family: TokenFamily): WireMessag
   switch (m.role) {
     case "user": {
       const out: WireMessage[] = [];
-      for (const b of blocks) if (b.type === "function_result") out.push({ role: "tool", tool_call_id: b.function_call_id, content: resultText(b.content ?? [], undefined) });
-      const text = blocks.filter((b) => b.type === "text" && b.text !== "").map((b) => (b as { text: string }).text).join("\n");
+      for (const b of blocks)
+        if (b.type === "function_result")
+          out.push({ role: "tool", tool_call_id: b.function_call_id, content: resultText(b.content ?? [], undefined) });
+      const text = blocks
+        .filter((b) => b.type === "text" && b.text !== "")
+        .map((b) => (b as { text: string }).text)
+        .join("\n");
       const images = imageParts(blocks);
-      if (text || images.length > 0) out.push({ role: "user", content: images.length > 0 ? [...(text ? [{ type: "text", text } as const] : []), ...images] : text });
+      if (text || images.length > 0)
+        out.push({ role: "user", content: images.length > 0 ? [...(text ? [{ type: "text", text } as const] : []), ...images] : text });
       return out;
     }
     case "assistant": {
       let text = textOf(blocks);
       if (family === "anthropic") for (const b of blocks) if (b.type === "thinking") text += b.text;
-      const calls = m.stop_reason === "error" || m.stop_reason === "aborted" ? [] : blocks.filter((b): b is Extract<ContentBlock, { type: "function_call" }> => b.type === "function_call");
+      const calls =
+        m.stop_reason === "error" || m.stop_reason === "aborted"
+          ? []
+          : blocks.filter((b): b is Extract<ContentBlock, { type: "function_call" }> => b.type === "function_call");
       if (!text && calls.length === 0) return [];
       const w: WireMessage = { role: "assistant", content: text || null };
-      if (calls.length > 0) w.tool_calls = calls.map((c) => ({ id: c.id, type: "function", function: { name: c.function_id, arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}) } }));
+      if (calls.length > 0)
+        w.tool_calls = calls.map((c) => ({
+          id: c.id,
+          type: "function",
+          function: { name: c.function_id, arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}) },
+        }));
       return [w];
     }
     case "function_result": {
@@ -202,7 +238,14 @@ export function toWireTools(tools: readonly unknown[]): WireTool[] {
   return tools.map((t) => {
     if (!isRecord(t)) return { function: { name: "", description: JSON.stringify(t) ?? "" } };
     if (isRecord(t.function)) return t as WireTool;
-    return { type: "function", function: { name: typeof t.name === "string" ? t.name : "", description: typeof t.description === "string" ? t.description : "", parameters: t.parameters } };
+    return {
+      type: "function",
+      function: {
+        name: typeof t.name === "string" ? t.name : "",
+        description: typeof t.description === "string" ? t.description : "",
+        parameters: t.parameters,
+      },
+    };
   });
 }
 

@@ -22,7 +22,8 @@ export async function readPath(trigger: Trigger, sid: string): Promise<PathEntry
     const messages = Array.isArray(r?.messages) ? r.messages : [];
     for (const m of messages) {
       const e = m as { entry_id?: unknown; message?: unknown };
-      if (e && typeof e.entry_id === "string" && e.message && typeof e.message === "object") out.push({ entry_id: e.entry_id, message: e.message as AgentMessage });
+      if (e && typeof e.entry_id === "string" && e.message && typeof e.message === "object")
+        out.push({ entry_id: e.entry_id, message: e.message as AgentMessage });
     }
     cursor = r?.next_cursor;
     if (typeof cursor !== "string" || cursor === "" || messages.length === 0) return out;

@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { hardLimit, pruneThresholds, summaryMaxTokens, tailBudget, usableTokens } from "../src/budget.ts";
 import { configFromEnv, DEFAULT_CONFIG } from "../src/config.ts";
 
-const limitOf = (m: { context_window: number; max_output_tokens?: number; input_limit?: number }) => compactionModelOf({ id: "m", provider: "p", ...m }).limit;
+const limitOf = (m: { context_window: number; max_output_tokens?: number; input_limit?: number }) =>
+  compactionModelOf({ id: "m", provider: "p", ...m }).limit;
 
 describe("usable = (input_limit ?? context − max_output) − min(20k, 10 % of context) − thinking", () => {
   it.each([
@@ -51,8 +52,18 @@ describe("tail, prune and summary budgets", () => {
 describe("config from the environment", () => {
   it("defaults, overrides, and a clear error naming a bad variable", () => {
     expect(configFromEnv({})).toEqual(DEFAULT_CONFIG);
-    const cfg = configFromEnv({ COMPACT_RESERVED_TOKENS: "5000", COMPACT_TAIL_TURNS: "3", COMPACT_PRUNE_PROTECT: "100", COMPACT_PRUNE_PROTECTED_TOOLS: "skills::get, memory::read" });
-    expect(cfg).toMatchObject({ reservedTokens: 5_000, tailTurns: 3, pruneProtect: 100, pruneProtectedTools: ["skills::get", "memory::read"] });
+    const cfg = configFromEnv({
+      COMPACT_RESERVED_TOKENS: "5000",
+      COMPACT_TAIL_TURNS: "3",
+      COMPACT_PRUNE_PROTECT: "100",
+      COMPACT_PRUNE_PROTECTED_TOOLS: "skills::get, memory::read",
+    });
+    expect(cfg).toMatchObject({
+      reservedTokens: 5_000,
+      tailTurns: 3,
+      pruneProtect: 100,
+      pruneProtectedTools: ["skills::get", "memory::read"],
+    });
     expect(() => configFromEnv({ COMPACT_TAIL_TURNS: "0" })).toThrow(/COMPACT_TAIL_TURNS must be between 1 and 50/);
     expect(() => configFromEnv({ COMPACT_RESERVED_TOKENS: "lots" })).toThrow(/COMPACT_RESERVED_TOKENS must be a whole number/);
   });

@@ -1,6 +1,13 @@
 // The pipeline against an in-memory engine with the real session-storage worker: prune first,
 // summarise the head (updating the previous summary), persist, the lease, the per-turn path.
-import { COMPACTION_SUMMARY_TAG, PRUNED_OUTPUT_TEXT, type AgentMessage, type CompactionRecord, type CompactNowResult, type Model } from "@iii-edge/protocol/harness";
+import {
+  COMPACTION_SUMMARY_TAG,
+  PRUNED_OUTPUT_TEXT,
+  type AgentMessage,
+  type CompactionRecord,
+  type CompactNowResult,
+  type Model,
+} from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { tryLease, COMPACTION_LEASE_SCOPE } from "../src/lease.ts";
 import { counterFor } from "../src/tokens.ts";
@@ -13,7 +20,14 @@ const MODEL = { id: TINY.id, providerID: "openai", limit: { context: 4_000, outp
 
 const words = (marker: string, n: number) => `${marker}:${" alpha".repeat(n)}`;
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 1 });
-const said = (text: string): AgentMessage => ({ role: "assistant", content: [{ type: "text", text }], stop_reason: "end", model: TINY.id, provider: "openai", timestamp: 1 });
+const said = (text: string): AgentMessage => ({
+  role: "assistant",
+  content: [{ type: "text", text }],
+  stop_reason: "end",
+  model: TINY.id,
+  provider: "openai",
+  timestamp: 1,
+});
 const calls = (id: string, fn: string): AgentMessage => ({
   role: "assistant",
   content: [{ type: "function_call", id, function_id: "agent_trigger", arguments: { function: fn, payload: { path: `/src/${id}.ts` } } }],
@@ -22,17 +36,29 @@ const calls = (id: string, fn: string): AgentMessage => ({
   provider: "openai",
   timestamp: 1,
 });
-const output = (id: string, fn: string, text: string): AgentMessage => ({ role: "function_result", function_call_id: id, function_id: fn, content: [{ type: "text", text }], details: { size: text.length }, is_error: false, timestamp: 1 });
+const output = (id: string, fn: string, text: string): AgentMessage => ({
+  role: "function_result",
+  function_call_id: id,
+  function_id: fn,
+  content: [{ type: "text", text }],
+  details: { size: text.length },
+  is_error: false,
+  timestamp: 1,
+});
 
 type Engine = ReturnType<typeof fakeEngine>;
 async function session(e: Engine, sid: string, entries: [string, AgentMessage][]): Promise<void> {
   await e.call("session-tree::ensure", { session_id: sid });
   await append(e, sid, entries);
 }
-const append = (e: Engine, sid: string, entries: [string, AgentMessage][]) => e.call("session-tree::append_many", { session_id: sid, entries: entries.map(([entry_id, message]) => ({ entry_id, message })) });
-const compactNow = (e: Engine, sid: string, extra: Record<string, unknown> = {}) => e.call<CompactNowResult>("context-compaction::compact_now", { session_id: sid, model: MODEL, ...extra });
-const compactions = async (e: Engine, sid: string) => (await e.call<{ compactions: CompactionRecord[] }>("session-tree::compactions", { session_id: sid })).compactions;
-const pathOf = async (e: Engine, sid: string) => (await e.call<{ messages: { entry_id: string; message: AgentMessage }[] }>("session-tree::messages", { session_id: sid })).messages;
+const append = (e: Engine, sid: string, entries: [string, AgentMessage][]) =>
+  e.call("session-tree::append_many", { session_id: sid, entries: entries.map(([entry_id, message]) => ({ entry_id, message })) });
+const compactNow = (e: Engine, sid: string, extra: Record<string, unknown> = {}) =>
+  e.call<CompactNowResult>("context-compaction::compact_now", { session_id: sid, model: MODEL, ...extra });
+const compactions = async (e: Engine, sid: string) =>
+  (await e.call<{ compactions: CompactionRecord[] }>("session-tree::compactions", { session_id: sid })).compactions;
+const pathOf = async (e: Engine, sid: string) =>
+  (await e.call<{ messages: { entry_id: string; message: AgentMessage }[] }>("session-tree::messages", { session_id: sid })).messages;
 
 /** Turn k: a user message and an answer of ~`n` tokens, each marked `U<k>` / `A<k>`. */
 const turn = (k: number, n = 800): [string, AgentMessage][] => [
@@ -48,7 +74,11 @@ describe("compact_now", () => {
     expect(r.status).toBe("fits");
     const c = await counterFor({ id: TINY.id, provider: "openai" });
     const path = await pathOf(e, "s");
-    expect(r).toEqual({ status: "fits", tokens: c.request({ system: "You are terse.", messages: path.map((p) => p.message), tools: [] }), usable: 3_100 });
+    expect(r).toEqual({
+      status: "fits",
+      tokens: c.request({ system: "You are terse.", messages: path.map((p) => p.message), tools: [] }),
+      usable: 3_100,
+    });
     expect(e.summaries).toHaveLength(0);
   });
 
@@ -57,7 +87,13 @@ describe("compact_now", () => {
     await session(e, "s", [...turn(1), ...turn(2), ...turn(3), ...turn(4)]);
     e.script.push({ text: "## Goal\n- SUMMARY-ONE" });
     const r1 = await compactNow(e, "s");
-    expect(r1).toMatchObject({ status: "ok", tail_start_id: "u4", auto_continued: false, summary_text: "## Goal\n- SUMMARY-ONE", pruned_parts: 0 });
+    expect(r1).toMatchObject({
+      status: "ok",
+      tail_start_id: "u4",
+      auto_continued: false,
+      summary_text: "## Goal\n- SUMMARY-ONE",
+      pruned_parts: 0,
+    });
     if (r1.status !== "ok") throw new Error("no compaction");
     expect(r1.tokens_after).toBeLessThan(3_100);
     expect(r1.tokens_before).toBeGreaterThanOrEqual(3_100);
@@ -66,14 +102,21 @@ describe("compact_now", () => {
     const [first] = e.summaries;
     expect(first.model).toBe(TINY.id);
     expect(first.system_prompt).toContain("Create a new summary");
-    for (const section of ["## Goal", "## Constraints & Preferences", "### In Progress", "## Relevant Files"]) expect(first.system_prompt).toContain(section);
+    for (const section of ["## Goal", "## Constraints & Preferences", "### In Progress", "## Relevant Files"])
+      expect(first.system_prompt).toContain(section);
     expect(first.user_prompt).toMatch(/^<conversation>\n\[user\] U1:/);
     expect(first.user_prompt).toContain("[assistant] A3:");
     expect(first.user_prompt).not.toContain("U4:");
     expect(first.max_tokens).toBe(620);
     // Stored: one compaction entry (the new leaf), the raw path untouched.
     const [c1] = await compactions(e, "s");
-    expect(c1).toMatchObject({ entry_id: r1.compaction_entry_id, summary: "## Goal\n- SUMMARY-ONE", tail_start_id: "u4", after_message_id: "a4", tokens_before: r1.tokens_before });
+    expect(c1).toMatchObject({
+      entry_id: r1.compaction_entry_id,
+      summary: "## Goal\n- SUMMARY-ONE",
+      tail_start_id: "u4",
+      after_message_id: "a4",
+      tokens_before: r1.tokens_before,
+    });
     expect((await pathOf(e, "s")).map((p) => p.entry_id)).toEqual(["u1", "a1", "u2", "a2", "u3", "a3", "u4", "a4"]);
     expect((e.state.get(`last_compaction_at\u0000s`) as { entry_id: string }).entry_id).toBe(r1.compaction_entry_id);
 
@@ -122,14 +165,17 @@ describe("compact_now", () => {
     const r1 = byId.get("r1") as Extract<AgentMessage, { role: "function_result" }>;
     expect(r1.content).toEqual([{ type: "text", text: PRUNED_OUTPUT_TEXT }]);
     expect(r1.details).toMatchObject({ size: `R1:${big}`.length, compacted_at: expect.any(Number) });
-    expect((byId.get("r3") as Extract<AgentMessage, { role: "function_result" }>).content[0]).toMatchObject({ text: expect.stringMatching(/^R3:/) });
+    expect((byId.get("r3") as Extract<AgentMessage, { role: "function_result" }>).content[0]).toMatchObject({
+      text: expect.stringMatching(/^R3:/),
+    });
     expect(await compactions(e, "p")).toEqual([]);
   });
 
   it("the request being answered summarised away → a continue prompt quoting it, under the compaction entry", async () => {
     const e = fakeEngine({ models: [TINY] });
     const rounds: [string, AgentMessage][] = [];
-    for (let k = 1; k <= 6; k++) rounds.push([`c${k}`, calls(`k${k}`, "files::write")], [`r${k}`, output(`k${k}`, "files::write", `R${k}:${" alpha".repeat(500)}`)]);
+    for (let k = 1; k <= 6; k++)
+      rounds.push([`c${k}`, calls(`k${k}`, "files::write")], [`r${k}`, output(`k${k}`, "files::write", `R${k}:${" alpha".repeat(500)}`)]);
     await session(e, "one", [["u1", user("U1: refactor the parser")], ...rounds]);
     const r = await compactNow(e, "one", { last_user_message_id: "u1", system_prompt: "sys" });
     expect(r).toMatchObject({ status: "ok", auto_continued: true });
@@ -184,7 +230,9 @@ describe("compact_now", () => {
   it("bad input is a typed error and changes nothing", async () => {
     const e = fakeEngine({ models: [TINY] });
     await expect(e.call("context-compaction::compact_now", { session_id: "x" })).rejects.toMatchObject({ code: "invalid_input" });
-    await expect(e.call("context-compaction::compact_now", { session_id: "a/b", model: MODEL })).rejects.toMatchObject({ code: "invalid_input" });
+    await expect(e.call("context-compaction::compact_now", { session_id: "a/b", model: MODEL })).rejects.toMatchObject({
+      code: "invalid_input",
+    });
   });
 });
 
@@ -212,7 +260,11 @@ describe("once per turn: on_turn_end → compact_async", () => {
     await e.settled();
     expect(e.summaries).toHaveLength(1);
     const done = e.streams.find((s) => s.stream_name === "agent::events");
-    expect(done).toMatchObject({ group_id: "a", item_id: "a-0000000000121", data: { type: "compaction_done", mode: "async", compaction_entry_id: "cmp_a-000000000012", tail_start_id: "u4" } });
+    expect(done).toMatchObject({
+      group_id: "a",
+      item_id: "a-0000000000121",
+      data: { type: "compaction_done", mode: "async", compaction_entry_id: "cmp_a-000000000012", tail_start_id: "u4" },
+    });
     expect((done!.data as { tokens_before: number }).tokens_before).toBeGreaterThanOrEqual(3_150);
     expect(done!.item_id > "a-000000000012" && done!.item_id < "a-000000000013").toBe(true);
     // a turn whose round began before that compaction reports a window that no longer exists
@@ -221,7 +273,12 @@ describe("once per turn: on_turn_end → compact_async", () => {
     await e.settled();
     expect(e.summaries).toHaveLength(1);
     // non-turn_end frames and frames without usage are ignored
-    expect(await e.call("context-compaction::on_turn_end", { ...envelope("a", "a-1", { input: 9_999, output: 1 }, 1), event: { type: "delete", data: null } })).toBeNull();
+    expect(
+      await e.call("context-compaction::on_turn_end", {
+        ...envelope("a", "a-1", { input: 9_999, output: 1 }, 1),
+        event: { type: "delete", data: null },
+      }),
+    ).toBeNull();
     const noUsage = envelope("a", "a-2", { input: 9_999, output: 1 }, 5_000);
     delete (noUsage.event.data.message as { usage?: unknown }).usage;
     expect(await e.call("context-compaction::on_turn_end", noUsage)).toBeNull();
@@ -235,7 +292,10 @@ describe("once per turn: on_turn_end → compact_async", () => {
     await e.call("stream::set", { stream_name: "agent::turn_end", group_id: "m", item_id: "m-000000000003", data: { type: "turn_end" } });
     const r = await e.call<CompactNowResult>("context-compaction::compact_session", { session_id: "m" });
     expect(r.status).toBe("ok");
-    expect(e.streams.find((s) => s.stream_name === "agent::events")).toMatchObject({ item_id: "m-0000000000032", data: { type: "compaction_done" } });
+    expect(e.streams.find((s) => s.stream_name === "agent::events")).toMatchObject({
+      item_id: "m-0000000000032",
+      data: { type: "compaction_done" },
+    });
   });
 });
 
@@ -248,7 +308,10 @@ describe("the view the model reads", () => {
     const { compactionView } = await import("@iii-edge/protocol/harness");
     const [latest] = await compactions(e, "v");
     const view = compactionView(await pathOf(e, "v"), latest);
-    expect(view.summary?.message).toMatchObject({ role: "assistant", content: [{ type: "text", text: `<${COMPACTION_SUMMARY_TAG}>\nS1\n</${COMPACTION_SUMMARY_TAG}>` }] });
+    expect(view.summary?.message).toMatchObject({
+      role: "assistant",
+      content: [{ type: "text", text: `<${COMPACTION_SUMMARY_TAG}>\nS1\n</${COMPACTION_SUMMARY_TAG}>` }],
+    });
     expect(view.messages.map((m) => m.entry_id)).toEqual(["u3", "a3"]);
   });
 });

@@ -6,19 +6,30 @@ import { selectPrune, selectTail, type Counted } from "../src/select.ts";
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 0 });
 const assistant = (text: string, call?: string): AgentMessage => ({
   role: "assistant",
-  content: call ? [{ type: "function_call", id: call, function_id: "agent_trigger", arguments: { function: "f::g" } }] : [{ type: "text", text }],
+  content: call
+    ? [{ type: "function_call", id: call, function_id: "agent_trigger", arguments: { function: "f::g" } }]
+    : [{ type: "text", text }],
   stop_reason: call ? "function_call" : "end",
   model: "gpt-4o",
   provider: "openai",
   timestamp: 0,
 });
-const result = (call: string, fn = "f::g", text = "out"): AgentMessage => ({ role: "function_result", function_call_id: call, function_id: fn, content: [{ type: "text", text }], details: null, is_error: false, timestamp: 0 });
+const result = (call: string, fn = "f::g", text = "out"): AgentMessage => ({
+  role: "function_result",
+  function_call_id: call,
+  function_id: fn,
+  content: [{ type: "text", text }],
+  details: null,
+  is_error: false,
+  timestamp: 0,
+});
 
 /** `spec`: one letter per message (u user, a assistant, c assistant with a call, r result) with its tokens. */
 function msgs(...spec: [string, number][]): Counted[] {
   let call = 0;
   return spec.map(([kind, tokens], i) => {
-    const m = kind === "u" ? user(`u${i}`) : kind === "a" ? assistant(`a${i}`) : kind === "c" ? assistant("", `c${++call}`) : result(`c${call}`);
+    const m =
+      kind === "u" ? user(`u${i}`) : kind === "a" ? assistant(`a${i}`) : kind === "c" ? assistant("", `c${++call}`) : result(`c${call}`);
     return { entry_id: `e${i}`, message: m, tokens };
   });
 }
@@ -65,7 +76,21 @@ describe("selectPrune", () => {
   const stub = () => 10;
   const opts = { protect: 1_000, minFree: 500, skipTurns: 2, protectedTools: [] as string[], stubTokens: stub };
   // three user turns, outputs of 800 tokens each in the old ones
-  const m = (): Counted[] => msgs(["u", 10], ["c", 10], ["r", 800], ["c", 10], ["r", 800], ["c", 10], ["r", 800], ["u", 10], ["c", 10], ["r", 800], ["u", 10], ["a", 10]);
+  const m = (): Counted[] =>
+    msgs(
+      ["u", 10],
+      ["c", 10],
+      ["r", 800],
+      ["c", 10],
+      ["r", 800],
+      ["c", 10],
+      ["r", 800],
+      ["u", 10],
+      ["c", 10],
+      ["r", 800],
+      ["u", 10],
+      ["a", 10],
+    );
 
   it("skips the last two user turns, protects the newest outputs' first `protect` tokens, queues the rest", () => {
     // scanned outside the last two turns: r6 (800, protected), r4 (1600 > 1000 → queued), r2 (queued)
@@ -79,8 +104,19 @@ describe("selectPrune", () => {
   it("protected functions and already-pruned outputs are never queued; too few user turns → nothing", () => {
     const x = m();
     (x[2].message as { function_id: string }).function_id = "skills::get";
-    x[4].message = { ...(x[4].message as Extract<AgentMessage, { role: "function_result" }>), content: [{ type: "text", text: PRUNED_OUTPUT_TEXT }] };
-    expect(selectPrune(x, { ...opts, protect: 0, minFree: 0, protectedTools: ["skills::get"] })).toEqual({ entry_ids: ["e6"], freed: 790, scanned: 2 });
-    expect(selectPrune(msgs(["u", 10], ["c", 10], ["r", 5_000], ["u", 10]), { ...opts, protect: 0, minFree: 0 })).toEqual({ entry_ids: [], freed: 0, scanned: 0 });
+    x[4].message = {
+      ...(x[4].message as Extract<AgentMessage, { role: "function_result" }>),
+      content: [{ type: "text", text: PRUNED_OUTPUT_TEXT }],
+    };
+    expect(selectPrune(x, { ...opts, protect: 0, minFree: 0, protectedTools: ["skills::get"] })).toEqual({
+      entry_ids: ["e6"],
+      freed: 790,
+      scanned: 2,
+    });
+    expect(selectPrune(msgs(["u", 10], ["c", 10], ["r", 5_000], ["u", 10]), { ...opts, protect: 0, minFree: 0 })).toEqual({
+      entry_ids: [],
+      freed: 0,
+      scanned: 0,
+    });
   });
 });

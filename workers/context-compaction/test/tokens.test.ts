@@ -2,13 +2,25 @@
 // against the API's `prompt_tokens` (o200k: gpt-4o, cl100k: gpt-4 / gpt-3.5-turbo).
 import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
-import { ANTHROPIC_TOKEN_FACTOR, counterFor, loadEncoding, tokenizerSpec, wireRequestTokens, type WireMessage, type WireTool } from "../src/tokens.ts";
+import {
+  ANTHROPIC_TOKEN_FACTOR,
+  counterFor,
+  loadEncoding,
+  tokenizerSpec,
+  wireRequestTokens,
+  type WireMessage,
+  type WireTool,
+} from "../src/tokens.ts";
 
 const JARGON: WireMessage[] = [
   { role: "system", content: "You are a helpful, pattern-following assistant that translates corporate jargon into plain English." },
   { role: "system", name: "example_user", content: "New synergies will help drive top-line growth." },
   { role: "system", name: "example_assistant", content: "Things working well together will increase revenue." },
-  { role: "system", name: "example_user", content: "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage." },
+  {
+    role: "system",
+    name: "example_user",
+    content: "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage.",
+  },
   { role: "system", name: "example_assistant", content: "Let's talk later when we're less busy about how to do better." },
   { role: "user", content: "This late pivot means we don't have time to boil the ocean for the client deliverable." },
 ];
@@ -48,7 +60,9 @@ describe("OpenAI chat framing (cookbook values the API confirmed)", () => {
 
   it("a request with a tool: 101 tokens for gpt-4o, 105 for gpt-4", async () => {
     expect(wireRequestTokens({ messages: WEATHER_MESSAGES, tools: WEATHER_TOOLS }, "o200k_base", await rawCounter("o200k_base"))).toBe(101);
-    expect(wireRequestTokens({ messages: WEATHER_MESSAGES, tools: WEATHER_TOOLS }, "cl100k_base", await rawCounter("cl100k_base"))).toBe(105);
+    expect(wireRequestTokens({ messages: WEATHER_MESSAGES, tools: WEATHER_TOOLS }, "cl100k_base", await rawCounter("cl100k_base"))).toBe(
+      105,
+    );
   });
 
   it("raw BPE counts of known strings, special-token text counted as text", async () => {
@@ -92,14 +106,27 @@ describe("AgentMessages counted as the providers send them", () => {
       role: "assistant",
       content: [
         { type: "thinking", text: "I should call the forecast." },
-        { type: "function_call", id: "call_1", function_id: "agent_trigger", arguments: { function: "weather::forecast", payload: { city: "SF" } } },
+        {
+          type: "function_call",
+          id: "call_1",
+          function_id: "agent_trigger",
+          arguments: { function: "weather::forecast", payload: { city: "SF" } },
+        },
       ],
       stop_reason: "function_call",
       model: "gpt-4o",
       provider: "openai",
       timestamp: 2,
     },
-    { role: "function_result", function_call_id: "call_1", function_id: "weather::forecast", content: [{ type: "text", text: '{"sky":"clear","high_c":21}' }], details: null, is_error: false, timestamp: 3 },
+    {
+      role: "function_result",
+      function_call_id: "call_1",
+      function_id: "weather::forecast",
+      content: [{ type: "text", text: '{"sky":"clear","high_c":21}' }],
+      details: null,
+      is_error: false,
+      timestamp: 3,
+    },
   ];
 
   it("equals the wire count of the same request (openai mapping: thinking not sent back)", async () => {
@@ -107,14 +134,26 @@ describe("AgentMessages counted as the providers send them", () => {
     const wire: WireMessage[] = [
       { role: "system", content: "You are a weather agent." },
       { role: "user", content: "What's the weather like in San Francisco?" },
-      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "agent_trigger", arguments: JSON.stringify({ function: "weather::forecast", payload: { city: "SF" } }) } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "call_1",
+            type: "function",
+            function: { name: "agent_trigger", arguments: JSON.stringify({ function: "weather::forecast", payload: { city: "SF" } }) },
+          },
+        ],
+      },
       { role: "tool", tool_call_id: "call_1", content: '{"sky":"clear","high_c":21}' },
     ];
     const expected = wireRequestTokens({ messages: wire, tools: WEATHER_TOOLS }, "o200k_base", await rawCounter("o200k_base"));
     expect(counter.request({ system: "You are a weather agent.", messages: transcript, tools: WEATHER_TOOLS })).toBe(expected);
     // AgentFunction schemas count the same as their chat `tools` form.
     const fn = WEATHER_TOOLS[0].function!;
-    expect(counter.fixed(null, [{ name: fn.name, description: fn.description, parameters: fn.parameters }])).toBe(counter.fixed(null, WEATHER_TOOLS));
+    expect(counter.fixed(null, [{ name: fn.name, description: fn.description, parameters: fn.parameters }])).toBe(
+      counter.fixed(null, WEATHER_TOOLS),
+    );
   });
 
   it("anthropic: the o200k count × 1.3, thinking included", async () => {
@@ -128,7 +167,14 @@ describe("AgentMessages counted as the providers send them", () => {
   it("custom messages cost nothing; images a fixed 765", async () => {
     const c = await counterFor({ provider: "openai", id: "gpt-4o" });
     expect(c.message({ role: "custom", custom_type: "note", content: "x".repeat(1000), timestamp: 0 })).toBe(0);
-    const withImage = c.message({ role: "user", content: [{ type: "text", text: "see" }, { type: "image", mime: "image/png", data: "AAAA" }], timestamp: 0 });
+    const withImage = c.message({
+      role: "user",
+      content: [
+        { type: "text", text: "see" },
+        { type: "image", mime: "image/png", data: "AAAA" },
+      ],
+      timestamp: 0,
+    });
     const without = c.message({ role: "user", content: [{ type: "text", text: "see" }], timestamp: 0 });
     expect(withImage - without).toBe(765);
   });

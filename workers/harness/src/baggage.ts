@@ -46,7 +46,8 @@ export function mergeBaggage(incoming: readonly (string | undefined)[], own: Rea
   }
   const theirs = [...members.values()];
   const bytes = (list: string[]) => new TextEncoder().encode(list.join(",")).length;
-  while (theirs.length > 0 && (theirs.length + mine.length > MAX_BAGGAGE_MEMBERS || bytes([...theirs, ...mine]) > MAX_BAGGAGE_BYTES)) theirs.shift();
+  while (theirs.length > 0 && (theirs.length + mine.length > MAX_BAGGAGE_MEMBERS || bytes([...theirs, ...mine]) > MAX_BAGGAGE_BYTES))
+    theirs.shift();
   return [...theirs, ...mine].join(",");
 }
 
@@ -54,7 +55,10 @@ export function mergeBaggage(incoming: readonly (string | undefined)[], own: Rea
 export function baggageValue(header: string | undefined, key: string): string | undefined {
   const member = parseBaggage(header).get(key);
   if (member === undefined) return undefined;
-  const value = member.slice(member.indexOf("=") + 1).split(";")[0]!.trim();
+  const value = member
+    .slice(member.indexOf("=") + 1)
+    .split(";")[0]!
+    .trim();
   try {
     return decodeURIComponent(value);
   } catch {

@@ -45,12 +45,18 @@ const unauthorized = (message: string): HttpEnvelope => {
 
 /** The caller's grant when the request may use `routeId` (OPEN_GRANT on an open engine); else the
  * 401/403/503 to answer. The route acts for this grant's principal (sessions have owners). */
-export async function authorize(req: HttpRequest, route: { id: string; path: string }, cfg: GuardConfig, ctx: InvocationContext): Promise<{ ok: true; grant: Grant } | { ok: false; response: HttpEnvelope }> {
+export async function authorize(
+  req: HttpRequest,
+  route: { id: string; path: string },
+  cfg: GuardConfig,
+  ctx: InvocationContext,
+): Promise<{ ok: true; grant: Grant } | { ok: false; response: HttpEnvelope }> {
   const refuse = (response: HttpEnvelope) => ({ ok: false as const, response });
   if (!cfg.authSecret && !cfg.authFunction) return { ok: true, grant: OPEN_GRANT };
   const token = bearerOf(req.headers);
   let grant: Grant | undefined;
-  let problem = "a token is required: send `Authorization: Bearer <token>` (mint one with `npm run token -- --sub NAME --allow 'harness::*'`)";
+  let problem =
+    "a token is required: send `Authorization: Bearer <token>` (mint one with `npm run token -- --sub NAME --allow 'harness::*'`)";
   if (token && cfg.authSecret) {
     const check = await verifyToken(cfg.authSecret, token);
     if (check.ok) grant = check.grant;
@@ -61,15 +67,28 @@ export async function authorize(req: HttpRequest, route: { id: string; path: str
     try {
       answer = await ctx.trigger({
         function_id: cfg.authFunction,
-        payload: { path: `/${route.path}`, namespace: cfg.namespace, headers: req.headers, query: req.query_params, ip: req.headers["cf-connecting-ip"] ?? null },
+        payload: {
+          path: `/${route.path}`,
+          namespace: cfg.namespace,
+          headers: req.headers,
+          query: req.query_params,
+          ip: req.headers["cf-connecting-ip"] ?? null,
+        },
         timeoutMs: AUTH_FUNCTION_TIMEOUT_MS,
       });
     } catch (err) {
       // Fail closed, as the front door does when its auth function is down.
-      return refuse(failure(503, "auth_unavailable", `the auth function ${cfg.authFunction} did not answer: ${err instanceof Error ? err.message : String(err)}`));
+      return refuse(
+        failure(
+          503,
+          "auth_unavailable",
+          `the auth function ${cfg.authFunction} did not answer: ${err instanceof Error ? err.message : String(err)}`,
+        ),
+      );
     }
     const parsed = authFunctionOutput.safeParse(answer);
-    if (!parsed.success) return refuse(failure(503, "auth_unavailable", `the auth function ${cfg.authFunction} answered something that is not a grant`));
+    if (!parsed.success)
+      return refuse(failure(503, "auth_unavailable", `the auth function ${cfg.authFunction} answered something that is not a grant`));
     if (parsed.data.allowed === false) return refuse(unauthorized(parsed.data.reason ?? "refused by the auth function"));
     const { allowed: _allowed, ...g } = parsed.data;
     grant = g;
@@ -77,7 +96,8 @@ export async function authorize(req: HttpRequest, route: { id: string; path: str
   if (!grant) return refuse(unauthorized(problem));
   if (isReservedSub(grant.sub)) return refuse(unauthorized(`sub '${grant.sub}' is reserved for the open local engine`));
   if (grant.exp !== undefined && grant.exp * 1000 <= Date.now()) return refuse(unauthorized("token expired"));
-  if (!mayUseNamespace(grant, cfg.namespace)) return refuse(failure(403, "forbidden", `'${grant.sub}' may not use namespace '${cfg.namespace}'`));
+  if (!mayUseNamespace(grant, cfg.namespace))
+    return refuse(failure(403, "forbidden", `'${grant.sub}' may not use namespace '${cfg.namespace}'`));
   if (!mayCall(grant, route.id)) return refuse(failure(403, "forbidden", `'${grant.sub}' may not call ${route.id}`));
   return { ok: true, grant };
 }

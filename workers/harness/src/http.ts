@@ -27,7 +27,6 @@ export const respond = (status_code: number, body: unknown): HttpEnvelope => ({ 
 export const failure = (status_code: number, code: string, message: string, extra: Record<string, unknown> = {}): HttpEnvelope =>
   respond(status_code, { error: { code, message, ...extra } });
 
-
 const stringsOf = (v: unknown): Record<string, string> => {
   const out: Record<string, string> = {};
   if (!isRecord(v)) return out;
@@ -37,7 +36,12 @@ const stringsOf = (v: unknown): Record<string, string> => {
 
 export function httpRequest(payload: unknown): HttpRequest {
   const p = isRecord(payload) ? payload : {};
-  return { body: p.body ?? null, headers: stringsOf(p.headers), path_params: stringsOf(p.path_params), query_params: stringsOf(p.query_params) };
+  return {
+    body: p.body ?? null,
+    headers: stringsOf(p.headers),
+    path_params: stringsOf(p.path_params),
+    query_params: stringsOf(p.query_params),
+  };
 }
 
 /**
@@ -54,7 +58,10 @@ export function jsonObjectBody(req: HttpRequest): { ok: true; value: Record<stri
     }
   }
   if (body === null || body === undefined) {
-    return { ok: false, response: failure(400, "invalid_json", "the request body must be a JSON object, sent with content-type: application/json") };
+    return {
+      ok: false,
+      response: failure(400, "invalid_json", "the request body must be a JSON object, sent with content-type: application/json"),
+    };
   }
   if (!isRecord(body)) return { ok: false, response: failure(400, "invalid_body", "the request body must be a JSON object") };
   return { ok: true, value: body };
@@ -68,7 +75,8 @@ const OWNER_BY_PREFIX: readonly (readonly [string, string])[] = [
   ["session-tree::", "session-storage"],
 ];
 
-export const ownerOf = (functionId: string): string => OWNER_BY_PREFIX.find(([prefix]) => functionId.startsWith(prefix))?.[1] ?? functionId.split("::")[0]!;
+export const ownerOf = (functionId: string): string =>
+  OWNER_BY_PREFIX.find(([prefix]) => functionId.startsWith(prefix))?.[1] ?? functionId.split("::")[0]!;
 
 /** Functions that refuse a caller a session that is not theirs with `forbidden` (ownership). */
 const SESSION_PREFIXES = ["run::", "turn::", "approval::", "session-tree::"];
@@ -80,7 +88,8 @@ export const codeOfEnvelope = (res: HttpEnvelope): string | undefined => {
   return typeof error?.code === "string" ? error.code : undefined;
 };
 
-const messageOf = (err: unknown): string => (err instanceof Error ? err.message : isRecord(err) && typeof err.message === "string" ? err.message : String(err));
+const messageOf = (err: unknown): string =>
+  err instanceof Error ? err.message : isRecord(err) && typeof err.message === "string" ? err.message : String(err);
 
 /** Codes that mean "the input was refused": the caller can fix the request. */
 const INPUT_CODES = new Set(["invalid_input", "invalid_payload", "invalid_arguments", "deserialization_error", "invalid_argument"]);
@@ -92,10 +101,14 @@ export function downstreamFailure(functionId: string, err: unknown): HttpEnvelop
   const code = errorCode(err);
   const message = messageOf(err);
   // The session is not the caller's (or does not exist: the two read the same to a stranger).
-  if (code === "forbidden" && SESSION_PREFIXES.some((p) => functionId.startsWith(p))) return failure(404, "session_not_found", "no such session");
+  if (code === "forbidden" && SESSION_PREFIXES.some((p) => functionId.startsWith(p)))
+    return failure(404, "session_not_found", "no such session");
   if (code !== undefined && ABSENT_CODES.has(code)) {
     const worker = ownerOf(functionId);
-    return failure(503, "worker_unavailable", `${functionId} is not available (${code}): is the ${worker} worker running?`, { function_id: functionId, worker });
+    return failure(503, "worker_unavailable", `${functionId} is not available (${code}): is the ${worker} worker running?`, {
+      function_id: functionId,
+      worker,
+    });
   }
   if (code !== undefined && INPUT_CODES.has(code)) return failure(400, code, message, { function_id: functionId });
   if (code === "timeout") return failure(504, "timeout", `${functionId} did not answer in time: ${message}`, { function_id: functionId });
@@ -121,7 +134,8 @@ export interface HttpRoute {
  * engine's origin, it must never run as a page there: no scripts, no fetches, no frames, no forms,
  * nothing loaded from anywhere; inline styles only (the HTML export styles itself inline).
  */
-export const EXPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; sandbox";
+export const EXPORT_CSP =
+  "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; sandbox";
 const EXPORT_HEADERS = { "content-security-policy": EXPORT_CSP, "x-content-type-options": "nosniff" } as const;
 
 /** Branch calls answer at once (a run goes on in the queue) or copy one session: the engine's default deadline. */
@@ -137,7 +151,11 @@ function branchFailure(functionId: string, err: unknown): HttpEnvelope {
   return downstreamFailure(functionId, err);
 }
 
-async function branchCall<T>(ctx: InvocationContext, functionId: string, payload: unknown): Promise<{ ok: true; value: T } | { ok: false; response: HttpEnvelope }> {
+async function branchCall<T>(
+  ctx: InvocationContext,
+  functionId: string,
+  payload: unknown,
+): Promise<{ ok: true; value: T } | { ok: false; response: HttpEnvelope }> {
   try {
     return { ok: true, value: await ctx.trigger<unknown, T>({ function_id: functionId, payload, timeoutMs: BRANCH_CALL_TIMEOUT_MS }) };
   } catch (err) {
@@ -147,7 +165,9 @@ async function branchCall<T>(ctx: InvocationContext, functionId: string, payload
 
 function pathSession(req: HttpRequest): { ok: true; value: string } | { ok: false; response: HttpEnvelope } {
   const parsed = runStartRequest.shape.session_id.safeParse(req.path_params.session_id);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${parsed.error.issues.map((i) => i.message).join("; ")}`) };
+  return parsed.success
+    ? { ok: true, value: parsed.data }
+    : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${parsed.error.issues.map((i) => i.message).join("; ")}`) };
 }
 
 /** A JSON object body, or none at all (a bare POST) as `{}`. */
@@ -158,7 +178,8 @@ function optionalObjectBody(req: HttpRequest): { ok: true; value: Record<string,
 
 /** A run's answer: started (or a repeat of a started one) 200, busy 409. */
 function runAnswer(res: unknown): HttpEnvelope {
-  if (!isRecord(res) || typeof res.started !== "boolean") return failure(502, "invalid_response", `the run answered ${JSON.stringify(res) ?? "nothing"}, not {session_id, started}`);
+  if (!isRecord(res) || typeof res.started !== "boolean")
+    return failure(502, "invalid_response", `the run answered ${JSON.stringify(res) ?? "nothing"}, not {session_id, started}`);
   return respond(res.started || res.reason === "already_started" ? 200 : 409, res);
 }
 
@@ -191,7 +212,11 @@ export const BRANCH_ROUTES: readonly HttpRoute[] = [
       const sid = pathSession(req);
       if (!sid.ok) return sid.response;
       const from = req.query_params.from_entry_id;
-      const res = await branchCall<unknown>(ctx, "session-tree::tree", from ? { session_id: sid.value, from_entry_id: from } : { session_id: sid.value });
+      const res = await branchCall<unknown>(
+        ctx,
+        "session-tree::tree",
+        from ? { session_id: sid.value, from_entry_id: from } : { session_id: sid.value },
+      );
       return res.ok ? respond(200, res.value) : res.response;
     },
   },
@@ -203,11 +228,17 @@ export const BRANCH_ROUTES: readonly HttpRoute[] = [
       const sid = pathSession(req);
       if (!sid.ok) return sid.response;
       const { format = "markdown", branch_leaf } = req.query_params;
-      if (!EXPORT_FORMAT_NAMES.includes(format)) return failure(400, "invalid_query", `format must be one of ${EXPORT_FORMAT_NAMES.join(", ")}`);
-      const res = await branchCall<{ content?: unknown; content_type?: unknown }>(ctx, "session-tree::export", branch_leaf ? { session_id: sid.value, format, branch_leaf } : { session_id: sid.value, format });
+      if (!EXPORT_FORMAT_NAMES.includes(format))
+        return failure(400, "invalid_query", `format must be one of ${EXPORT_FORMAT_NAMES.join(", ")}`);
+      const res = await branchCall<{ content?: unknown; content_type?: unknown }>(
+        ctx,
+        "session-tree::export",
+        branch_leaf ? { session_id: sid.value, format, branch_leaf } : { session_id: sid.value, format },
+      );
       if (!res.ok) return res.response;
       const { content, content_type } = res.value ?? {};
-      if (typeof content !== "string" || typeof content_type !== "string") return failure(502, "invalid_response", "session-tree::export answered no content");
+      if (typeof content !== "string" || typeof content_type !== "string")
+        return failure(502, "invalid_response", "session-tree::export answered no content");
       return { status_code: 200, headers: { "content-type": content_type, ...EXPORT_HEADERS }, body: content };
     },
   },

@@ -19,7 +19,17 @@ import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { mergeBaggage } from "./baggage.ts";
 import { authorize, guardConfigFrom, type GuardConfig } from "./guard.ts";
-import { BRANCH_ROUTES, codeOfEnvelope, downstreamFailure, failure, httpRequest, jsonObjectBody, respond, type HttpEnvelope, type HttpRequest } from "./http.ts";
+import {
+  BRANCH_ROUTES,
+  codeOfEnvelope,
+  downstreamFailure,
+  failure,
+  httpRequest,
+  jsonObjectBody,
+  respond,
+  type HttpEnvelope,
+  type HttpRequest,
+} from "./http.ts";
 
 export { baggageValue, mergeBaggage, parseBaggage } from "./baggage.ts";
 export type { HttpEnvelope } from "./http.ts";
@@ -64,7 +74,10 @@ export function actingFor(ctx: Ctx, principal: CallerPrincipal | undefined): Ctx
     ...ctx,
     trigger: <I, O>(request: Parameters<Ctx["trigger"]>[0]) => {
       const p = request.payload;
-      const payload = p !== null && typeof p === "object" && !Array.isArray(p) ? { ...(p as Record<string, unknown>), [CALLER_PRINCIPAL_KEY]: principal } : p;
+      const payload =
+        p !== null && typeof p === "object" && !Array.isArray(p)
+          ? { ...(p as Record<string, unknown>), [CALLER_PRINCIPAL_KEY]: principal }
+          : p;
       return ctx.trigger<I, O>({ ...request, payload } as Parameters<Ctx["trigger"]>[0] & { payload: I });
     },
   };
@@ -75,9 +88,18 @@ export function actingFor(ctx: Ctx, principal: CallerPrincipal | undefined): Ctx
 export const notYours = (sid: string): HttpEnvelope => failure(404, "session_not_found", `no turn has run in session ${sid}`);
 
 /** A downstream call continuing the handler's trace; `baggage` replaces the inherited one when given. */
-async function call<T>(ctx: Ctx, functionId: string, payload: unknown, timeoutMs: number, baggage?: string): Promise<{ ok: true; value: T } | { ok: false; response: HttpEnvelope }> {
+async function call<T>(
+  ctx: Ctx,
+  functionId: string,
+  payload: unknown,
+  timeoutMs: number,
+  baggage?: string,
+): Promise<{ ok: true; value: T } | { ok: false; response: HttpEnvelope }> {
   try {
-    const request = baggage === undefined ? { function_id: functionId, payload, timeoutMs } : { function_id: functionId, payload, timeoutMs, traceparent: ctx.traceparent, baggage };
+    const request =
+      baggage === undefined
+        ? { function_id: functionId, payload, timeoutMs }
+        : { function_id: functionId, payload, timeoutMs, traceparent: ctx.traceparent, baggage };
     return { ok: true, value: await ctx.trigger<unknown, T>(request) };
   } catch (err) {
     return { ok: false, response: downstreamFailure(functionId, err) };
@@ -95,8 +117,12 @@ export async function triggerTurn(request: unknown, ctx: Ctx, extraBaggage?: str
   if (!payload.success) return failure(400, "invalid_payload", `run::start payload: ${issues(payload.error)}`);
   const sessionId = outer.data.session_id ?? payload.data.session_id;
   const messageId = outer.data.message_id ?? payload.data.message_id;
-  for (const [name, v] of [["session_id", sessionId], ["message_id", messageId]] as const) {
-    if (v !== undefined && v.length > MAX_TRACE_ID_CHARS) return failure(400, "invalid_request", `${name} is longer than ${MAX_TRACE_ID_CHARS} characters`);
+  for (const [name, v] of [
+    ["session_id", sessionId],
+    ["message_id", messageId],
+  ] as const) {
+    if (v !== undefined && v.length > MAX_TRACE_ID_CHARS)
+      return failure(400, "invalid_request", `${name} is longer than ${MAX_TRACE_ID_CHARS} characters`);
   }
   const baggage = mergeBaggage([extraBaggage, ctx.baggage], { [BAGGAGE_SESSION_ID]: sessionId, [BAGGAGE_MESSAGE_ID]: messageId });
   // The payload goes on exactly as the client sent it; the parse above only gatekeeps.
@@ -104,11 +130,13 @@ export async function triggerTurn(request: unknown, ctx: Ctx, extraBaggage?: str
   if (!started.ok) {
     // The session id is another principal's: starting in it is refused (the only answer that
     // tells an id is taken, and the caller chose the id).
-    if (started.response.status_code === 404 && codeOfEnvelope(started.response) === "session_not_found") return failure(403, "forbidden", `session ${sessionId ?? ""} belongs to another principal: start the turn in a session of your own`);
+    if (started.response.status_code === 404 && codeOfEnvelope(started.response) === "session_not_found")
+      return failure(403, "forbidden", `session ${sessionId ?? ""} belongs to another principal: start the turn in a session of your own`);
     return started.response;
   }
   const res = started.value;
-  if (!isRecord(res) || typeof res.started !== "boolean") return failure(502, "invalid_response", `${RUN_START} answered ${JSON.stringify(res) ?? "nothing"}, not {session_id, started}`);
+  if (!isRecord(res) || typeof res.started !== "boolean")
+    return failure(502, "invalid_response", `${RUN_START} answered ${JSON.stringify(res) ?? "nothing"}, not {session_id, started}`);
   return respond(res.started ? 200 : 409, res);
 }
 
@@ -125,17 +153,21 @@ interface Route {
 
 function sessionParam(req: HttpRequest): { ok: true; value: string } | { ok: false; response: HttpEnvelope } {
   const parsed = sessionIdSchema.safeParse(req.path_params.session_id);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${issues(parsed.error)}`) };
+  return parsed.success
+    ? { ok: true, value: parsed.data }
+    : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${issues(parsed.error)}`) };
 }
 
 /** `run::steer`'s message: plain text becomes a user message; an object must be an AgentMessage. */
 function steeringMessage(value: unknown): { ok: true; value: unknown } | { ok: false; response: HttpEnvelope } {
   if (typeof value === "string") {
-    if (value.length === 0 || value.length > MAX_STEER_TEXT_CHARS) return { ok: false, response: failure(400, "invalid_body", `message must be 1–${MAX_STEER_TEXT_CHARS} characters`) };
+    if (value.length === 0 || value.length > MAX_STEER_TEXT_CHARS)
+      return { ok: false, response: failure(400, "invalid_body", `message must be 1–${MAX_STEER_TEXT_CHARS} characters`) };
     return { ok: true, value: { role: "user", content: [{ type: "text", text: value }], timestamp: Date.now() } };
   }
   const parsed = agentMessageSchema.safeParse(value);
-  if (!parsed.success) return { ok: false, response: failure(400, "invalid_body", `message must be text or an agent message: ${issues(parsed.error)}`) };
+  if (!parsed.success)
+    return { ok: false, response: failure(400, "invalid_body", `message must be text or an agent message: ${issues(parsed.error)}`) };
   return { ok: true, value };
 }
 
@@ -176,7 +208,8 @@ export const ROUTES: readonly Route[] = [
       if (after !== undefined && after !== "") payload.after = after;
       if (limit !== undefined && limit !== "") {
         const n = Number(limit);
-        if (!Number.isInteger(n) || n < 1 || n > MAX_EVENTS_LIMIT) return failure(400, "invalid_query", `limit must be an integer from 1 to ${MAX_EVENTS_LIMIT}`);
+        if (!Number.isInteger(n) || n < 1 || n > MAX_EVENTS_LIMIT)
+          return failure(400, "invalid_query", `limit must be an integer from 1 to ${MAX_EVENTS_LIMIT}`);
         payload.limit = n;
       }
       const events = await call<unknown>(ctx, "run::events", payload, QUERY_TIMEOUT_MS);
@@ -240,7 +273,11 @@ async function sessionsChanged(event: unknown, ctx: Ctx): Promise<{ added: strin
   const sid = event.key;
   const data: SessionsChanged = { added: [sid] };
   // Item id = session id: a console joining the group gets every session in its `sync`.
-  await ctx.trigger({ function_id: "stream::set", payload: { stream_name: AGENT_SESSIONS_STREAM, group_id: AGENT_SESSIONS_GROUP, item_id: sid, data }, timeoutMs: QUERY_TIMEOUT_MS });
+  await ctx.trigger({
+    function_id: "stream::set",
+    payload: { stream_name: AGENT_SESSIONS_STREAM, group_id: AGENT_SESSIONS_GROUP, item_id: sid, data },
+    timeoutMs: QUERY_TIMEOUT_MS,
+  });
   return data;
 }
 
@@ -262,27 +299,35 @@ export const worker: WorkerModule<HarnessConfig> = {
       metadata: { caller_principal: true },
     });
     for (const route of ROUTES) {
-      iii.registerFunction(route.id, async (data: unknown, ctx) => {
-        const req = httpRequest(data);
-        const who = await authorize(req, route, guard, ctx);
-        return who.ok ? route.handle(req, actingFor(ctx, principalOf(who.grant))) : who.response;
-      }, {
-        description: `${route.method} /${route.path}`,
-        metadata: { internal: true },
-      });
+      iii.registerFunction(
+        route.id,
+        async (data: unknown, ctx) => {
+          const req = httpRequest(data);
+          const who = await authorize(req, route, guard, ctx);
+          return who.ok ? route.handle(req, actingFor(ctx, principalOf(who.grant))) : who.response;
+        },
+        {
+          description: `${route.method} /${route.path}`,
+          metadata: { internal: true },
+        },
+      );
       const config: Record<string, unknown> = { api_path: route.path, http_method: route.method };
       if (route.timeoutMs !== undefined) config.timeout_ms = route.timeoutMs;
       iii.registerTrigger({ type: "http", function_id: route.id, config });
     }
     // The state trigger fires it as trusted code; a caller with a grant that does not see every
     // session could only add made-up ids to everyone's list, so it is refused.
-    iii.registerFunction("harness::sessions::changed", (event: unknown, ctx) => {
-      if (ctx.caller && !seesAllSessions(ctx.caller)) throw new IIIError("forbidden", `'${ctx.caller.sub}' may not announce sessions`);
-      return sessionsChanged(event, ctx);
-    }, {
-      description: `On a new ${SESSION_INDEX_SCOPE} entry, adds {added:[session_id]} to stream ${AGENT_SESSIONS_STREAM} (group ${AGENT_SESSIONS_GROUP}).`,
-      metadata: { internal: true, caller_principal: true },
-    });
+    iii.registerFunction(
+      "harness::sessions::changed",
+      (event: unknown, ctx) => {
+        if (ctx.caller && !seesAllSessions(ctx.caller)) throw new IIIError("forbidden", `'${ctx.caller.sub}' may not announce sessions`);
+        return sessionsChanged(event, ctx);
+      },
+      {
+        description: `On a new ${SESSION_INDEX_SCOPE} entry, adds {added:[session_id]} to stream ${AGENT_SESSIONS_STREAM} (group ${AGENT_SESSIONS_GROUP}).`,
+        metadata: { internal: true, caller_principal: true },
+      },
+    );
     iii.registerTrigger({ type: "state", function_id: "harness::sessions::changed", config: { scope: SESSION_INDEX_SCOPE } });
   },
 };

@@ -33,17 +33,30 @@ function registerRunStart(): FunctionRef {
 }
 
 async function listed(): Promise<string[]> {
-  const r = await standIn.client.trigger<unknown, { functions: { function_id: string }[] }>({ function_id: "engine::functions::list", payload: { include_internal: true } });
+  const r = await standIn.client.trigger<unknown, { functions: { function_id: string }[] }>({
+    function_id: "engine::functions::list",
+    payload: { include_internal: true },
+  });
   return r.functions.map((f) => f.function_id);
 }
 
 const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-  fetch(`${engine.url}/${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: typeof body === "string" ? body : JSON.stringify(body) });
+  fetch(`${engine.url}/${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
 
 const turn = (sid: string, extra: Record<string, unknown> = {}) => ({
   session_id: sid,
   message_id: `${sid}-m1`,
-  payload: { session_id: sid, provider: "openai", model: "gpt-test", messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: 1 }], ...extra },
+  payload: {
+    session_id: sid,
+    provider: "openai",
+    model: "gpt-test",
+    messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: 1 }],
+    ...extra,
+  },
 });
 
 beforeAll(async () => {
@@ -56,11 +69,16 @@ beforeAll(async () => {
       calls.push({ fn, data: strip(data), baggage: ctx.baggage });
       return answer(data);
     });
-  record("turn::get_state", (d) => (d.session_id === "known" ? { session_id: "known", state: "assistant_streaming", turn_count: 1 } : null));
+  record("turn::get_state", (d) =>
+    d.session_id === "known" ? { session_id: "known", state: "assistant_streaming", turn_count: 1 } : null,
+  );
   record("run::events", (d) => ({ events: [{ item_id: `${String(d.session_id)}-00000002`, data: { type: "turn_start" } }], next: null }));
   record("run::steer", () => ({ ok: true }));
   record("turn::stop", (d) => ({ session_id: d.session_id, stopping: true, state: "assistant_streaming" }));
-  await until(async () => (await listed()).includes("harness::trigger") && (await listed()).includes("turn::stop"), "the harness and the stand-in registered");
+  await until(
+    async () => (await listed()).includes("harness::trigger") && (await listed()).includes("turn::stop"),
+    "the harness and the stand-in registered",
+  );
   // Routes are bound asynchronously: wait until one answers (400 = the route ran, bad body).
   await eventually(async () => (await post("api/turns", "{")).status === 400, 15_000, "the routes bound");
 });
@@ -75,7 +93,12 @@ describe("POST /api/turns", () => {
     const res = await post("api/turns", turn("nobody"));
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({
-      error: { code: "worker_unavailable", message: expect.stringContaining("turn-orchestrator"), function_id: "run::start", worker: "turn-orchestrator" },
+      error: {
+        code: "worker_unavailable",
+        message: expect.stringContaining("turn-orchestrator"),
+        function_id: "run::start",
+        worker: "turn-orchestrator",
+      },
     });
     runStart = registerRunStart();
     await until(async () => (await listed()).includes("run::start"), "run::start registered");
@@ -121,7 +144,12 @@ describe("POST /api/turns", () => {
 describe("harness::trigger", () => {
   it("continues the caller's trace: same trace id (under the engine's spans), baggage merged; the envelope is HTTP-shaped", async () => {
     const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    const res = await standIn.client.trigger({ function_id: "harness::trigger", payload: turn("s3"), traceparent, baggage: "tenant=acme%20corp" });
+    const res = await standIn.client.trigger({
+      function_id: "harness::trigger",
+      payload: turn("s3"),
+      traceparent,
+      baggage: "tenant=acme%20corp",
+    });
     expect(res).toEqual({ status_code: 200, headers: { "content-type": "application/json" }, body: { session_id: "s3", started: true } });
     const got = callsTo("run::start").find((c) => c.data.session_id === "s3")!;
     // The same trace; the parent is now a span of the engine's (each hop is a span).
@@ -132,14 +160,20 @@ describe("harness::trigger", () => {
   });
 
   it("the outer ids win over the payload's for the baggage; the target cannot be chosen", async () => {
-    await standIn.client.trigger({ function_id: "harness::trigger", payload: { session_id: "outer", message_id: "mm", function_id: "state::set", payload: { session_id: "s4", model: "m" } } });
+    await standIn.client.trigger({
+      function_id: "harness::trigger",
+      payload: { session_id: "outer", message_id: "mm", function_id: "state::set", payload: { session_id: "s4", model: "m" } },
+    });
     const got = callsTo("run::start").find((c) => c.data.session_id === "s4")!;
     expect(baggageValue(got.baggage, "iii.session.id")).toBe("outer");
     expect(baggageValue(got.baggage, "iii.message.id")).toBe("mm");
   });
 
   it("a malformed request is a 400 envelope, not a thrown error", async () => {
-    const res = await standIn.client.trigger<unknown, { status_code: number; body: { error: { code: string } } }>({ function_id: "harness::trigger", payload: { payload: "nope" } });
+    const res = await standIn.client.trigger<unknown, { status_code: number; body: { error: { code: string } } }>({
+      function_id: "harness::trigger",
+      payload: { payload: "nope" },
+    });
     expect(res.status_code).toBe(400);
     expect(res.body.error.code).toBe("invalid_payload");
   });
@@ -171,7 +205,10 @@ describe("turn routes", () => {
     const steer = await post("api/turns/s1/steer", { message: "use metric units" });
     expect(steer.status).toBe(200);
     expect(await steer.json()).toEqual({ ok: true });
-    expect(callsTo("run::steer").at(-1)!.data).toEqual({ session_id: "s1", message: { role: "user", content: [{ type: "text", text: "use metric units" }], timestamp: expect.any(Number) } });
+    expect(callsTo("run::steer").at(-1)!.data).toEqual({
+      session_id: "s1",
+      message: { role: "user", content: [{ type: "text", text: "use metric units" }], timestamp: expect.any(Number) },
+    });
     const empty = await post("api/turns/s1/steer", { message: "" });
     expect(empty.status).toBe(400);
     const stop = await post("api/turns/s1/stop", {});
@@ -202,7 +239,10 @@ describe("POST /api/approvals", () => {
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("resume_failed");
     const bad = await post("api/approvals", { ...decision, decision: "maybe" });
     expect(bad.status).toBe(400);
-    expect(((await bad.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "invalid_body", message: expect.stringContaining("decision") });
+    expect(((await bad.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: "invalid_body",
+      message: expect.stringContaining("decision"),
+    });
     expect(callsTo("approval::resolve").length).toBe(2);
   });
 });
@@ -216,15 +256,27 @@ describe("harness::sessions::changed", () => {
     ws.send(JSON.stringify({ type: "join", data: { subscriptionId: "console", streamName: "agent::sessions", groupId: "all" } }));
     await eventually(() => pushes.some((p) => p.event.type === "sync"), 5_000, "the join's sync");
 
-    await standIn.client.trigger({ function_id: "state::set", payload: { scope: "session_index", key: "fresh-1", value: { created_at: 1 } } });
+    await standIn.client.trigger({
+      function_id: "state::set",
+      payload: { scope: "session_index", key: "fresh-1", value: { created_at: 1 } },
+    });
     const push = await eventually(() => pushes.find((p) => p.event.type === "create"), 10_000, "the session's push");
     expect(push).toMatchObject({ id: "fresh-1", event: { type: "create", data: { added: ["fresh-1"] } } });
 
-    await standIn.client.trigger({ function_id: "state::set", payload: { scope: "session_index", key: "fresh-1", value: { created_at: 2 } } });
-    await standIn.client.trigger({ function_id: "state::set", payload: { scope: "session_index", key: "fresh-2", value: { created_at: 3 } } });
+    await standIn.client.trigger({
+      function_id: "state::set",
+      payload: { scope: "session_index", key: "fresh-1", value: { created_at: 2 } },
+    });
+    await standIn.client.trigger({
+      function_id: "state::set",
+      payload: { scope: "session_index", key: "fresh-2", value: { created_at: 3 } },
+    });
     await eventually(() => pushes.some((p) => p.id === "fresh-2"), 10_000, "the second session's push");
     // The update of fresh-1 came first and wrote nothing: only the two creates arrived.
-    expect(pushes.filter((p) => p.event.type !== "sync").map((p) => [p.event.type, p.id])).toEqual([["create", "fresh-1"], ["create", "fresh-2"]]);
+    expect(pushes.filter((p) => p.event.type !== "sync").map((p) => [p.event.type, p.id])).toEqual([
+      ["create", "fresh-1"],
+      ["create", "fresh-2"],
+    ]);
     ws.close();
   });
 });

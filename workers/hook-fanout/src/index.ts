@@ -60,14 +60,23 @@ async function readReplies(trigger: Trigger, eventId: string): Promise<{ item_id
 
 async function deleteReply(trigger: Trigger, eventId: string, itemId: string): Promise<void> {
   try {
-    await trigger({ function_id: "stream::delete", payload: { stream_name: HOOK_REPLY_STREAM, group_id: eventId, item_id: itemId }, timeoutMs: ENGINE_CALL_TIMEOUT_MS });
+    await trigger({
+      function_id: "stream::delete",
+      payload: { stream_name: HOOK_REPLY_STREAM, group_id: eventId, item_id: itemId },
+      timeoutMs: ENGINE_CALL_TIMEOUT_MS,
+    });
   } catch (e) {
     console.warn(`hook-fanout: deleting reply ${eventId}/${itemId} failed (ignored): ${failureText(e)}`);
   }
 }
 
 /** One publish-and-collect. `now` is injectable for tests. */
-export async function publishCollect(trigger: Trigger, collectors: Collectors, req: Request, now: () => number = Date.now): Promise<PublishCollectResponse> {
+export async function publishCollect(
+  trigger: Trigger,
+  collectors: Collectors,
+  req: Request,
+  now: () => number = Date.now,
+): Promise<PublishCollectResponse> {
   const started = now();
   const eventId = crypto.randomUUID();
   const envelope: HookEnvelope = { event_id: eventId, reply_stream: HOOK_REPLY_STREAM, payload: req.payload ?? null };
@@ -76,12 +85,24 @@ export async function publishCollect(trigger: Trigger, collectors: Collectors, r
   try {
     let subscribers: number | undefined;
     try {
-      const out = await trigger<unknown, { messageReceiptIds?: unknown } | undefined>({ function_id: "iii::durable::publish", payload: { topic: req.topic, data: envelope }, timeoutMs: req.timeout_ms });
+      const out = await trigger<unknown, { messageReceiptIds?: unknown } | undefined>({
+        function_id: "iii::durable::publish",
+        payload: { topic: req.topic, data: envelope },
+        timeoutMs: req.timeout_ms,
+      });
       // iii-edge answers the receipts, one per subscribed function reached; iii answers nothing.
       subscribers = Array.isArray(out?.messageReceiptIds) ? out.messageReceiptIds.length : undefined;
     } catch (e) {
       const error = failureText(e);
-      return { event_id: eventId, replies: [], merged: merge(req.merge_rule, req.payload, []), publish: { ok: false, error }, publish_failed: true, resolved_by: "publish_failed", elapsed_ms: now() - started };
+      return {
+        event_id: eventId,
+        replies: [],
+        merged: merge(req.merge_rule, req.payload, []),
+        publish: { ok: false, error },
+        publish_failed: true,
+        resolved_by: "publish_failed",
+        elapsed_ms: now() - started,
+      };
     }
     let resolvedBy: HookResolution;
     if (subscribers === 0) {
@@ -95,7 +116,9 @@ export async function publishCollect(trigger: Trigger, collectors: Collectors, r
         try {
           for (const item of await readReplies(trigger, eventId)) collector.add(item.item_id, item.data);
         } catch (e) {
-          console.warn(`hook-fanout: reading the replies of ${eventId} failed (using the ${collector.replies.size} delivered): ${failureText(e)}`);
+          console.warn(
+            `hook-fanout: reading the replies of ${eventId} failed (using the ${collector.replies.size} delivered): ${failureText(e)}`,
+          );
         }
       }
     }
@@ -132,7 +155,10 @@ export function registerHookFanout(iii: WorkerSurface): Collectors {
       if (collectors.deliver(groupId, id, event.data ?? null) === "late") await deleteReply(ctx.trigger as Trigger, groupId, id);
       return null;
     },
-    { description: "Stream trigger handler (agent::hook_reply): routes a hook reply to the collector waiting for its event", metadata: { internal: true } },
+    {
+      description: "Stream trigger handler (agent::hook_reply): routes a hook reply to the collector waiting for its event",
+      metadata: { internal: true },
+    },
   );
   iii.registerTrigger({ type: "stream", function_id: ON_REPLY, config: { stream_name: HOOK_REPLY_STREAM } });
   return collectors;
@@ -146,4 +172,3 @@ export const worker: WorkerModule = {
   },
 };
 export default worker;
-

@@ -4,7 +4,6 @@
 import { MERGE_RULES, type MergeRule } from "@iii-edge/protocol/harness";
 import { isRecord } from "@iii-edge/protocol";
 
-
 /** A rule by its name; undefined when it is none of MERGE_RULES. */
 export function parseMergeRule(name: unknown): MergeRule | undefined {
   return typeof name === "string" ? MERGE_RULES.find((r) => r === name) : undefined;

@@ -35,21 +35,32 @@ async function subscribe(fn: string, topic: string, handler: Sub): Promise<void>
   });
   subs.registerTrigger({ type: "durable:subscriber", function_id: fn, config: { topic } });
   await until(async () => {
-    const r = (await subs.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "durable:subscriber", function_id: fn } })) as { registered_triggers: unknown[] };
+    const r = (await subs.trigger({
+      function_id: "engine::registered-triggers::list",
+      payload: { trigger_type: "durable:subscriber", function_id: fn },
+    })) as { registered_triggers: unknown[] };
     return r.registered_triggers.length > 0;
   }, `${fn} subscribed`);
 }
 
-const collect = (payload: Record<string, unknown>) => fanout.client.trigger<unknown, PublishCollectResponse>({ function_id: PUBLISH_COLLECT, payload, timeoutMs: 30_000 });
+const collect = (payload: Record<string, unknown>) =>
+  fanout.client.trigger<unknown, PublishCollectResponse>({ function_id: PUBLISH_COLLECT, payload, timeoutMs: 30_000 });
 const group = async (eventId: string) =>
-  ((await subs.trigger({ function_id: "stream::list_items", payload: { stream_name: HOOK_REPLY_STREAM, group_id: eventId } })) as { items: { item_id: string; data: unknown }[] }).items;
+  (
+    (await subs.trigger({ function_id: "stream::list_items", payload: { stream_name: HOOK_REPLY_STREAM, group_id: eventId } })) as {
+      items: { item_id: string; data: unknown }[];
+    }
+  ).items;
 
 beforeAll(async () => {
   engine = await startEngine({ env: { HARNESS_DISABLE: "hook-fanout" } });
   fanout = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], { workerName: "hook-fanout-under-test" });
   subs = registerWorker(engine.wsUrl, { workerName: "hook-subscribers", otel: { enabled: false } });
   await until(async () => {
-    const r = await fanout.client.trigger<unknown, { functions: { function_id: string }[] }>({ function_id: "engine::functions::list", payload: { include_internal: true } });
+    const r = await fanout.client.trigger<unknown, { functions: { function_id: string }[] }>({
+      function_id: "engine::functions::list",
+      payload: { include_internal: true },
+    });
     return r.functions.some((f) => f.function_id === PUBLISH_COLLECT) && r.functions.some((f) => f.function_id === "hook-fanout::on_reply");
   }, "hook-fanout registered");
 });
@@ -75,7 +86,12 @@ describe("publish_collect", () => {
     });
     await subscribe("t1::gate_b", "t::early", (env) => reply(env, "t1::gate_b", { block: true, reason: "not on prod" }));
     const t0 = Date.now();
-    const r = await collect({ topic: "t::early", payload: { function_call: { id: "c1" } }, merge_rule: "first_block_wins", timeout_ms: 5_000 });
+    const r = await collect({
+      topic: "t::early",
+      payload: { function_call: { id: "c1" } },
+      merge_rule: "first_block_wins",
+      timeout_ms: 5_000,
+    });
     expect(Date.now() - t0).toBeLessThan(EARLY_MS);
     expect(r.resolved_by).toBe("expected");
     expect(r.publish).toEqual({ ok: true, subscribers: 2 });
@@ -90,7 +106,14 @@ describe("publish_collect", () => {
   it("quiescence: fewer replies than expected → resolves quiescence_ms after the last one, long before the deadline", async () => {
     await subscribe("t2::one", "t::quiet", (env) => reply(env, "t2::one", { details: { seen: true } }));
     const t0 = Date.now();
-    const r = await collect({ topic: "t::quiet", payload: { details: { a: 1 } }, merge_rule: "field_merge", timeout_ms: 5_000, expected_replies: 3, quiescence_ms: 150 });
+    const r = await collect({
+      topic: "t::quiet",
+      payload: { details: { a: 1 } },
+      merge_rule: "field_merge",
+      timeout_ms: 5_000,
+      expected_replies: 3,
+      quiescence_ms: 150,
+    });
     const took = Date.now() - t0;
     expect(r.resolved_by).toBe("quiescence");
     expect(r.merged).toEqual({ details: { a: 1, seen: true } });
@@ -107,8 +130,19 @@ describe("publish_collect", () => {
 
     await subscribe("t3::talker", "t::deadline", (env) => reply(env, "t3::talker", { messages: [{ role: "assistant" }] }));
     t0 = Date.now();
-    r = await collect({ topic: "t::deadline", payload: [{ role: "user" }], merge_rule: "pipeline_last_wins", timeout_ms: 400, quiescence_ms: 400 });
-    expect(r).toMatchObject({ replies: [{ messages: [{ role: "assistant" }] }], merged: [{ role: "assistant" }], resolved_by: "deadline", publish: { subscribers: 2 } });
+    r = await collect({
+      topic: "t::deadline",
+      payload: [{ role: "user" }],
+      merge_rule: "pipeline_last_wins",
+      timeout_ms: 400,
+      quiescence_ms: 400,
+    });
+    expect(r).toMatchObject({
+      replies: [{ messages: [{ role: "assistant" }] }],
+      merged: [{ role: "assistant" }],
+      resolved_by: "deadline",
+      publish: { subscribers: 2 },
+    });
     expect(Date.now() - t0).toBeGreaterThanOrEqual(400);
   });
 
@@ -121,7 +155,14 @@ describe("publish_collect", () => {
       // The first delivery fails after replying: the durable queue delivers it again (backoff 1 s).
       if (deliveries === 1) throw new Error("crashed after replying");
     });
-    const r = await collect({ topic: "t::dup", payload: {}, merge_rule: "field_merge", timeout_ms: 5_000, expected_replies: 2, quiescence_ms: 2_500 });
+    const r = await collect({
+      topic: "t::dup",
+      payload: {},
+      merge_rule: "field_merge",
+      timeout_ms: 5_000,
+      expected_replies: 2,
+      quiescence_ms: 2_500,
+    });
     expect(deliveries).toBe(2);
     expect(r.replies).toEqual([{ details: { n: 2 } }]);
     expect(r.merged).toEqual({ details: { n: 2 } });
@@ -143,7 +184,13 @@ describe("publish_collect", () => {
     await subscribe("t6::elsewhere", "t::elsewhere", (env) => reply(env, "t6::elsewhere", { block: true, reason: "read from the stream" }));
     // A collector set that no trigger feeds: only its final stream::list_items can find the reply.
     const orphan = new Collectors();
-    const r = await publishCollect(fanout.client.trigger.bind(fanout.client), orphan, { topic: "t::elsewhere", payload: {}, merge_rule: "first_block_wins", timeout_ms: 600, quiescence_ms: 200 });
+    const r = await publishCollect(fanout.client.trigger.bind(fanout.client), orphan, {
+      topic: "t::elsewhere",
+      payload: {},
+      merge_rule: "first_block_wins",
+      timeout_ms: 600,
+      quiescence_ms: 200,
+    });
     expect(r.resolved_by).toBe("deadline");
     expect(r.replies).toEqual([{ block: true, reason: "read from the stream" }]);
     expect(r.merged).toEqual({ block: true, reason: "read from the stream" });

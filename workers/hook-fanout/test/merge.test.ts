@@ -8,7 +8,8 @@ import { fieldMerge, firstBlockWins, merge, parseMergeRule, pipelineLastWins } f
 describe("merge rule names", () => {
   it("parses the three names, nothing else", () => {
     for (const r of MERGE_RULES) expect(parseMergeRule(r)).toBe(r);
-    for (const bad of ["", "FIRST_BLOCK_WINS", "first-block-wins", "last_wins", 3, null, undefined]) expect(parseMergeRule(bad)).toBeUndefined();
+    for (const bad of ["", "FIRST_BLOCK_WINS", "first-block-wins", "last_wins", 3, null, undefined])
+      expect(parseMergeRule(bad)).toBeUndefined();
   });
 });
 
@@ -31,7 +32,12 @@ describe("field_merge", () => {
       { details: { c: 30 }, terminate: true },
       { content: [{ type: "text", text: "last" }] },
     ]);
-    expect(out).toEqual({ function_call: { id: "c1" }, content: [{ type: "text", text: "last" }], details: { a: 1, b: 20, c: 30 }, terminate: true });
+    expect(out).toEqual({
+      function_call: { id: "c1" },
+      content: [{ type: "text", text: "last" }],
+      details: { a: 1, b: 20, c: 30 },
+      terminate: true,
+    });
     expect(payload.details).toEqual({ a: 1, b: 2 }); // the payload is not mutated
   });
   it("ignores replies that are not objects, non-object details and non-boolean terminate", () => {
@@ -47,7 +53,9 @@ describe("field_merge", () => {
 describe("pipeline_last_wins", () => {
   const original = [{ role: "user", content: "hi" }];
   it("the last decodable list wins (an array or {messages})", () => {
-    expect(pipelineLastWins({ messages: original }, [[{ n: 1 }], { messages: [{ n: 2 }] }, "junk", { messages: "no" }])).toEqual([{ n: 2 }]);
+    expect(pipelineLastWins({ messages: original }, [[{ n: 1 }], { messages: [{ n: 2 }] }, "junk", { messages: "no" }])).toEqual([
+      { n: 2 },
+    ]);
     expect(pipelineLastWins({ messages: original }, [{ messages: [{ n: 1 }] }, [{ n: 3 }]])).toEqual([{ n: 3 }]);
   });
   it("nothing decodable → the original list", () => {

@@ -21,7 +21,10 @@ try {
 
   const kinds: Record<string, () => Promise<void>> = {
     invoke: async () => {
-      const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", body: JSON.stringify({ function_id: "edge::hello", payload: { name: "bench" } }) });
+      const r = await fetch(`${engine.url}/_iii/invoke`, {
+        method: "POST",
+        body: JSON.stringify({ function_id: "edge::hello", payload: { name: "bench" } }),
+      });
       if (!r.ok) throw new Error(`invoke: ${r.status} ${await r.text()}`);
       await r.json();
     },
@@ -59,7 +62,9 @@ try {
   for (const kind of Object.keys(kinds)) {
     const p50 = median(p50s[kind]!);
     const p99 = median(p99s[kind]!);
-    console.log(`${kind.padEnd(16)} ${fmt(p50, 2).padStart(7)}  ${fmt(p99, 2).padStart(7)}  ${fmt(p50 / base, 2).padStart(13)}  ${fmt(p99 / baseP99, 2).padStart(13)}`);
+    console.log(
+      `${kind.padEnd(16)} ${fmt(p50, 2).padStart(7)}  ${fmt(p99, 2).padStart(7)}  ${fmt(p50 / base, 2).padStart(13)}  ${fmt(p99 / baseP99, 2).padStart(13)}`,
+    );
   }
 } finally {
   await engine.stop();

@@ -126,7 +126,24 @@ function fieldOf(instanceLocation: string): string {
 }
 
 /** Errors that only say "something below failed": the errors below say what. */
-const SUMMARY_KEYWORDS = new Set(["properties", "patternProperties", "additionalProperties", "unevaluatedProperties", "items", "prefixItems", "additionalItems", "unevaluatedItems", "$ref", "$recursiveRef", "allOf", "dependentSchemas", "propertyNames", "if", "then", "else"]);
+const SUMMARY_KEYWORDS = new Set([
+  "properties",
+  "patternProperties",
+  "additionalProperties",
+  "unevaluatedProperties",
+  "items",
+  "prefixItems",
+  "additionalItems",
+  "unevaluatedItems",
+  "$ref",
+  "$recursiveRef",
+  "allOf",
+  "dependentSchemas",
+  "propertyNames",
+  "if",
+  "then",
+  "else",
+]);
 
 function describeProblems(errors: readonly OutputUnit[]): string {
   const specific = errors.filter((e) => !SUMMARY_KEYWORDS.has(e.keyword));
@@ -144,7 +161,10 @@ function describeProblems(errors: readonly OutputUnit[]): string {
 export function checkArguments(functionId: string, schema: unknown, args: Record<string, unknown>): ArgumentCheck {
   const compiled = compiledFor(JSON.stringify(schema));
   if ("broken" in compiled) {
-    return { ok: false, message: `function_not_invokable: the request_format of ${functionId} cannot check arguments, so it is not called: ${compiled.broken.split("\n")[0]}` };
+    return {
+      ok: false,
+      message: `function_not_invokable: the request_format of ${functionId} cannot check arguments, so it is not called: ${compiled.broken.split("\n")[0]}`,
+    };
   }
   stepsLeft = MAX_CHECK_STEPS;
   let errors: readonly OutputUnit[];
@@ -154,12 +174,23 @@ export function checkArguments(functionId: string, schema: unknown, args: Record
     errors = result.errors;
   } catch (e) {
     if (e instanceof StepsExhausted) {
-      return { ok: false, message: `value_too_large: checking the arguments against the request_format of ${functionId} took more than ${MAX_CHECK_STEPS} steps; it is not called` };
+      return {
+        ok: false,
+        message: `value_too_large: checking the arguments against the request_format of ${functionId} took more than ${MAX_CHECK_STEPS} steps; it is not called`,
+      };
     }
     // A `$ref` cycle that never reaches the arguments overflows the stack; an invalid `pattern`
     // throws when first used. Either way the schema, not the caller, is at fault.
-    const why = e instanceof RangeError ? "too deep: its $refs loop or fan out without end, or the arguments nest too deeply" : e instanceof Error ? e.message.split("\n")[0] : String(e);
-    return { ok: false, message: `function_not_invokable: the request_format of ${functionId} cannot check these arguments, so it is not called: ${why}` };
+    const why =
+      e instanceof RangeError
+        ? "too deep: its $refs loop or fan out without end, or the arguments nest too deeply"
+        : e instanceof Error
+          ? e.message.split("\n")[0]
+          : String(e);
+    return {
+      ok: false,
+      message: `function_not_invokable: the request_format of ${functionId} cannot check these arguments, so it is not called: ${why}`,
+    };
   }
   return { ok: false, message: `invalid_input: arguments for ${functionId} do not match its request_format: ${describeProblems(errors)}` };
 }

@@ -1,12 +1,28 @@
 // The engine's catalog read as MCP tools: `engine::functions::list` (every page) for what exists and
 // its metadata, `engine::functions::info` for the request formats of the exposed ones. Read afresh
 // for every request — a Worker keeps nothing between requests, and the catalog is the truth.
-import { IIIError, relayedCode, MAX_LIST_PAGE, mayCall, type CallOutcome, type FunctionDetail, type FunctionSummary, type Grant } from "@iii-edge/protocol";
+import {
+  IIIError,
+  relayedCode,
+  MAX_LIST_PAGE,
+  mayCall,
+  type CallOutcome,
+  type FunctionDetail,
+  type FunctionSummary,
+  type Grant,
+} from "@iii-edge/protocol";
 import { isExposed, toolNameOf, type ExposeRule } from "./expose.ts";
 
 /** What the server needs of one namespace's engine (its Durable Object stub satisfies it). */
 export interface EngineCaller {
-  trigger(req: { function_id: string; payload?: unknown; timeout_ms?: number; grant?: Grant; traceparent?: string; baggage?: string }): Promise<CallOutcome>;
+  trigger(req: {
+    function_id: string;
+    payload?: unknown;
+    timeout_ms?: number;
+    grant?: Grant;
+    traceparent?: string;
+    baggage?: string;
+  }): Promise<CallOutcome>;
 }
 
 /** Most tools one listing offers: a catalog bigger than this is cut (in function-id order) rather
@@ -51,7 +67,10 @@ async function allFunctions(engine: EngineCaller): Promise<FunctionSummary[]> {
   const out: FunctionSummary[] = [];
   let offset: number | undefined = 0;
   for (let page = 0; page < MAX_LIST_PAGES && offset !== undefined; page++) {
-    const r: { functions: FunctionSummary[]; next_offset?: number } = await call(engine, "engine::functions::list", { offset, limit: MAX_LIST_PAGE });
+    const r: { functions: FunctionSummary[]; next_offset?: number } = await call(engine, "engine::functions::list", {
+      offset,
+      limit: MAX_LIST_PAGE,
+    });
     out.push(...r.functions);
     offset = r.next_offset;
   }
@@ -65,7 +84,9 @@ function uncheckedReason(requestSchema: unknown): string {
 function warnOnce(functionId: string, reason: string): void {
   if (warnedUnchecked.has(functionId) || warnedUnchecked.size >= MAX_WARNED) return;
   warnedUnchecked.add(functionId);
-  console.warn(`mcp: ${functionId} is exposed as a tool that takes any arguments, unchecked: ${reason} (give it an object JSON Schema to have calls checked)`);
+  console.warn(
+    `mcp: ${functionId} is exposed as a tool that takes any arguments, unchecked: ${reason} (give it an object JSON Schema to have calls checked)`,
+  );
 }
 
 /**
@@ -83,7 +104,11 @@ export async function exposedTools(engine: EngineCaller, rule: ExposeRule, grant
   const details: FunctionDetail[] = [];
   for (let i = 0; i < candidates.length && details.length < MAX_TOOLS; i += INFO_BATCH) {
     const ids = candidates.slice(i, i + INFO_BATCH).map((f) => f.function_id);
-    const r: { functions: (FunctionDetail | { function_id: string; error: "not_found" })[] } = await call(engine, "engine::functions::info", { function_ids: ids });
+    const r: { functions: (FunctionDetail | { function_id: string; error: "not_found" })[] } = await call(
+      engine,
+      "engine::functions::info",
+      { function_ids: ids },
+    );
     // A function gone between the two reads is simply not listed.
     for (const d of r.functions) if (!("error" in d)) details.push(d);
   }
@@ -111,7 +136,11 @@ function canonicalJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonicalJson).join(",")}]`;
   if (typeof v === "object" && v !== null) {
     const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(",")}}`;
+    return `{${Object.keys(o)
+      .sort()
+      .filter((k) => o[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`)
+      .join(",")}}`;
   }
   return JSON.stringify(v) ?? "null";
 }

@@ -40,7 +40,11 @@ export const TOOL_CALL_TIMEOUT_MS = 60_000;
 
 /** Registers a function; its result may undo it (sdk-edge's EdgeClient does; a WorkerSurface does not). */
 export interface FunctionRegistrar {
-  registerFunction(id: string, handler: WorkerHandler, options: { description?: string; request_format?: unknown; metadata?: Record<string, unknown> }): { unregister(): void } | void;
+  registerFunction(
+    id: string,
+    handler: WorkerHandler,
+    options: { description?: string; request_format?: unknown; metadata?: Record<string, unknown> },
+  ): { unregister(): void } | void;
 }
 
 export interface McpClientOptions {
@@ -68,7 +72,6 @@ export interface McpClientHandle {
   /** Disconnect every server (stdio children end) and unregister their functions. */
   close(): Promise<void>;
 }
-
 
 /** The tool's arguments: the caller's payload as it came (a model's call arrives unchanged; who
  * called travels as invocation metadata), less the keys the engine stamps on object payloads (iii
@@ -154,7 +157,9 @@ class ServerLink {
     this.client = client;
     this.connectedAt = Date.now();
     this.lastError = undefined;
-    this.log(`mcp: ${this.config.name}: connected (${client.getServerVersion()?.name ?? "?"} ${client.getServerVersion()?.version ?? ""})`.trimEnd());
+    this.log(
+      `mcp: ${this.config.name}: connected (${client.getServerVersion()?.name ?? "?"} ${client.getServerVersion()?.version ?? ""})`.trimEnd(),
+    );
     const pingMs = this.options.pingMs ?? PING_INTERVAL_MS;
     this.pingTimer = setInterval(() => {
       client.ping({ timeout: CONTROL_TIMEOUT_MS }).catch((e: unknown) => {
@@ -226,7 +231,8 @@ class ServerLink {
       return;
     }
     if (this.client !== client) return;
-    if (tools.length > MAX_TOOLS_PER_SERVER) this.log(`mcp: ${this.config.name}: ${tools.length} tools, only the first ${MAX_TOOLS_PER_SERVER} are registered`);
+    if (tools.length > MAX_TOOLS_PER_SERVER)
+      this.log(`mcp: ${this.config.name}: ${tools.length} tools, only the first ${MAX_TOOLS_PER_SERVER} are registered`);
     const offered = new Map(tools.slice(0, MAX_TOOLS_PER_SERVER).map((t) => [t.name, t]));
     for (const [name, r] of [...this.registered]) {
       if (offered.has(name)) continue;
@@ -250,12 +256,18 @@ class ServerLink {
 
   private async call(tool: string, args: unknown): Promise<unknown> {
     const client = this.client;
-    if (!client) throw new IIIError("not_connected", `MCP server ${this.config.name} is not connected${this.lastError ? ` (${this.lastError})` : ""}; reconnecting`);
+    if (!client)
+      throw new IIIError(
+        "not_connected",
+        `MCP server ${this.config.name} is not connected${this.lastError ? ` (${this.lastError})` : ""}; reconnecting`,
+      );
     const entry = this.registered.get(tool);
     if (!entry) throw new IIIError("function_not_found", `MCP server ${this.config.name} no longer offers tool ${tool}`);
     let r: CallToolResult;
     try {
-      r = (await client.callTool({ name: tool, arguments: toolArguments(args) }, undefined, { timeout: TOOL_CALL_TIMEOUT_MS })) as CallToolResult;
+      r = (await client.callTool({ name: tool, arguments: toolArguments(args) }, undefined, {
+        timeout: TOOL_CALL_TIMEOUT_MS,
+      })) as CallToolResult;
     } catch (e) {
       const message = oneLine(e);
       if (/timed out|timeout/i.test(message)) throw new IIIError("timeout", `MCP tool ${tool} of ${this.config.name}: ${message}`);
@@ -292,7 +304,8 @@ export function startMcpClient(registrar: FunctionRegistrar, options: McpClientO
   const log = options.log ?? ((line: string) => console.warn(line));
   const links = options.servers.map((s) => new ServerLink(s, registrar, options, log));
   registrar.registerFunction(MCP_SERVERS_FUNCTION, () => ({ servers: links.map((l) => l.status()) }), {
-    description: "The MCP servers this worker connects to: for each, whether it is connected and the functions (mcp::<server>::<tool>) its tools are registered as",
+    description:
+      "The MCP servers this worker connects to: for each, whether it is connected and the functions (mcp::<server>::<tool>) its tools are registered as",
     request_format: { type: "object", properties: {} },
     metadata: { [EXPOSE_METADATA_KEY]: { expose: false } },
   });

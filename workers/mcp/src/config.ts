@@ -33,7 +33,9 @@ export type StdioServerConfig = z.infer<typeof stdioServer>;
 const desktopEntry = z.union([httpServer.omit({ name: true }), stdioServer.omit({ name: true })]);
 const serversSetting = z.union([
   z.array(mcpServerConfig).max(MAX_SERVERS),
-  z.object({ mcpServers: z.record(z.string(), desktopEntry) }).transform((o) => Object.entries(o.mcpServers).map(([name, s]) => ({ name, ...s }))),
+  z
+    .object({ mcpServers: z.record(z.string(), desktopEntry) })
+    .transform((o) => Object.entries(o.mcpServers).map(([name, s]) => ({ name, ...s }))),
 ]);
 
 export const isStdio = (s: McpServerConfig): s is StdioServerConfig => "command" in s;

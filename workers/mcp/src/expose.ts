@@ -22,9 +22,13 @@ export interface ExposeRule {
 
 /** `MCP_EXPOSE` as a rule: comma-separated globs, blanks ignored. */
 export function exposeRuleFrom(setting: string | undefined): ExposeRule {
-  return { globs: (setting ?? "").split(",").map((s) => s.trim()).filter(Boolean) };
+  return {
+    globs: (setting ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
+  };
 }
-
 
 /** The function's own say: `metadata.mcp.expose` true or false, else undefined. */
 function declared(metadata: unknown): boolean | undefined {
@@ -66,7 +70,8 @@ async function idHash(text: string): Promise<string> {
  */
 export async function toolNameOf(functionId: string): Promise<string> {
   const plain = functionId.replace(/::/g, "__").replace(/[^A-Za-z0-9_-]/g, "_");
-  const readable = plain.length > 0 && plain.length <= MAX_TOOL_NAME_CHARS && plain.replace(/__/g, "::") === functionId && !HASHED_SUFFIX.test(plain);
+  const readable =
+    plain.length > 0 && plain.length <= MAX_TOOL_NAME_CHARS && plain.replace(/__/g, "::") === functionId && !HASHED_SUFFIX.test(plain);
   if (readable) return plain;
   return `${plain.slice(0, MAX_TOOL_NAME_CHARS - NAME_HASH_CHARS - 1)}_${await idHash(functionId)}`;
 }

@@ -13,7 +13,14 @@ import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { startMcpClient, surfaceRegistrar, type FunctionRegistrar, type McpClientHandle, type McpClientOptions } from "./client.ts";
 import { isStdio, parseServers, type McpServerConfig } from "./config.ts";
 
-export { MCP_SERVERS_FUNCTION, startMcpClient, type FunctionRegistrar, type McpClientHandle, type McpClientOptions, type ServerStatus } from "./client.ts";
+export {
+  MCP_SERVERS_FUNCTION,
+  startMcpClient,
+  type FunctionRegistrar,
+  type McpClientHandle,
+  type McpClientOptions,
+  type ServerStatus,
+} from "./client.ts";
 export { parseServers, type McpServerConfig } from "./config.ts";
 export { clientFunctionId } from "./expose.ts";
 
@@ -25,7 +32,8 @@ export interface McpClientConfig extends Omit<McpClientOptions, "transportFor"> 
 
 /** Streamable HTTP only (what a Worker or any runtime with fetch can open). */
 export function httpTransport(server: McpServerConfig): Transport {
-  if (isStdio(server)) throw new IIIError("invalid_arguments", `MCP server ${server.name} is a stdio server: run the worker in Node (npm run worker -- mcp)`);
+  if (isStdio(server))
+    throw new IIIError("invalid_arguments", `MCP server ${server.name} is a stdio server: run the worker in Node (npm run worker -- mcp)`);
   return new StreamableHTTPClientTransport(new URL(server.url), server.headers ? { requestInit: { headers: server.headers } } : undefined);
 }
 

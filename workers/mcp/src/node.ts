@@ -15,7 +15,15 @@ import type { FunctionRegistrar, McpClientHandle } from "./client.ts";
 import { isStdio, parseServers, type McpServerConfig } from "./config.ts";
 import { httpTransport, registerMcpClient, type McpClientConfig } from "./index.ts";
 
-export { MCP_SERVERS_FUNCTION, clientFunctionId, parseServers, startMcpClient, type McpClientConfig, type McpClientHandle, type ServerStatus } from "./index.ts";
+export {
+  MCP_SERVERS_FUNCTION,
+  clientFunctionId,
+  parseServers,
+  startMcpClient,
+  type McpClientConfig,
+  type McpClientHandle,
+  type ServerStatus,
+} from "./index.ts";
 
 /** Either transport: stdio spawns `command args` (its stderr goes to this process's stderr). */
 export function nodeTransport(server: McpServerConfig): Transport {
@@ -42,13 +50,15 @@ export function configFrom(env: Readonly<Record<string, unknown>>): McpClientCon
     }
     servers = parseServers(content, `MCP_SERVERS_FILE ${file}`);
   }
-  if (servers.length === 0) console.warn("mcp: no MCP servers configured (set MCP_SERVERS or MCP_SERVERS_FILE); only mcp::servers is registered");
+  if (servers.length === 0)
+    console.warn("mcp: no MCP servers configured (set MCP_SERVERS or MCP_SERVERS_FILE); only mcp::servers is registered");
   return { servers, transportFor: nodeTransport };
 }
 
 /** An EdgeClient as a registrar whose registrations can be undone. */
 export const clientRegistrar = (client: EdgeClient): FunctionRegistrar => ({
-  registerFunction: (id, handler, options) => client.registerFunction(id, (data: unknown, _metadata: unknown, ctx) => handler(data, ctx), options),
+  registerFunction: (id, handler, options) =>
+    client.registerFunction(id, (data: unknown, _metadata: unknown, ctx) => handler(data, ctx), options),
 });
 
 export const worker: WorkerModule<McpClientConfig> = {
@@ -64,7 +74,11 @@ export function run(url: string, options: NodeWorkersOptions = {}): RunningWorke
   const client = registerWorker(url, { workerName: options.workerName ?? "mcp", ...options });
   const surface = nodeSurface(client, url, env);
   const config = (options.config?.mcp as McpClientConfig | undefined) ?? configFrom(env);
-  const mcp = registerMcpClient(surface, { ...config, transportFor: config.transportFor ?? nodeTransport, registrar: clientRegistrar(client) });
+  const mcp = registerMcpClient(surface, {
+    ...config,
+    transportFor: config.transportFor ?? nodeTransport,
+    registrar: clientRegistrar(client),
+  });
   return {
     client,
     surface,

@@ -20,7 +20,13 @@
 //   a change it missed meanwhile.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import { mayCall, type Grant, isRecord } from "@iii-edge/protocol";
 import { checkArguments } from "./arguments.ts";
@@ -88,7 +94,8 @@ export function depsFromEnv(env: McpEnv): McpServerDeps {
   return {
     engine,
     rule: exposeRuleFrom(env.MCP_EXPOSE),
-    authenticate: (req, ns) => authenticateMcp(req, ns, env, (function_id, payload, timeout_ms) => engine("default").trigger({ function_id, payload, timeout_ms })),
+    authenticate: (req, ns) =>
+      authenticateMcp(req, ns, env, (function_id, payload, timeout_ms) => engine("default").trigger({ function_id, payload, timeout_ms })),
   };
 }
 
@@ -106,7 +113,6 @@ const jsonError = (status: number, code: string, message: string, headers: Recor
 const noValidator: jsonSchemaValidator = {
   getValidator: () => () => ({ valid: false, data: undefined, errorMessage: "this server validates no JSON Schema" }),
 };
-
 
 /** A function's answer as a tool result: its JSON as text, and as structured content when an object. */
 function toolResult(result: unknown): CallToolResult {
@@ -133,7 +139,11 @@ function mcpServer(deps: McpServerDeps, namespace: string, grant: Grant, trace: 
     // call is refused by the engine as `forbidden`, which says more than "unknown tool".
     const tools = await exposedTools(engine, deps.rule);
     const tool = tools.find((t) => t.name === request.params.name);
-    if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool '${request.params.name.slice(0, 80)}': tools/list shows the tools this server exposes`);
+    if (!tool)
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `unknown tool '${request.params.name.slice(0, 80)}': tools/list shows the tools this server exposes`,
+      );
     const args = request.params.arguments ?? {};
     // A tool error, not a JSON-RPC one: the model reads it and can call again with better arguments.
     // Only for a caller who may call the function: anyone else hears `forbidden` from the engine,
@@ -151,15 +161,29 @@ function mcpServer(deps: McpServerDeps, namespace: string, grant: Grant, trace: 
 function toMcpTool(t: ToolEntry) {
   const lead = t.description ? `${t.description}\n\n` : "";
   // Said where the model and the person wiring it up both look: nothing checks what it sends.
-  const warning = t.unchecked === undefined ? "" : `\n\nWarning: arguments are not checked, ${t.unchecked}; any object is passed to the function as it is.`;
-  return { name: t.name, title: t.function_id, description: `${lead}(iii function ${t.function_id})${warning}`, inputSchema: t.inputSchema, _meta: { "iii/function_id": t.function_id } };
+  const warning =
+    t.unchecked === undefined
+      ? ""
+      : `\n\nWarning: arguments are not checked, ${t.unchecked}; any object is passed to the function as it is.`;
+  return {
+    name: t.name,
+    title: t.function_id,
+    description: `${lead}(iii function ${t.function_id})${warning}`,
+    inputSchema: t.inputSchema,
+    _meta: { "iii/function_id": t.function_id },
+  };
 }
 
 /** One Streamable HTTP request to the MCP endpoint of `namespace`. */
 export async function handleMcpRequest(req: Request, namespace: string, deps: McpServerDeps): Promise<Response> {
   if (req.method !== "POST" && req.method !== "GET") {
     // DELETE ends a session, and there are none (stateless); anything else is no MCP method.
-    return jsonError(405, "invalid_arguments", `${req.method} is not supported: MCP clients POST JSON-RPC here, and GET for notifications`, { Allow: "GET, POST" });
+    return jsonError(
+      405,
+      "invalid_arguments",
+      `${req.method} is not supported: MCP clients POST JSON-RPC here, and GET for notifications`,
+      { Allow: "GET, POST" },
+    );
   }
   if (!NAMESPACE.test(namespace)) return jsonError(400, "invalid_arguments", `invalid namespace '${namespace.slice(0, 80)}'`);
   const declared = Number(req.headers.get("content-length") ?? "0");
@@ -175,7 +199,11 @@ export async function handleMcpRequest(req: Request, namespace: string, deps: Mc
   const bg = req.headers.get("baggage");
   if (bg) trace.baggage = bg;
   const server = mcpServer(deps, namespace, who.grant, trace);
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, maxRequestBodySize: MAX_MCP_BODY_BYTES });
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+    maxRequestBodySize: MAX_MCP_BODY_BYTES,
+  });
   await server.connect(transport);
   if (req.method === "POST") {
     try {

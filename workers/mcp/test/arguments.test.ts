@@ -7,7 +7,11 @@ const refused = (r: ReturnType<typeof checkArguments>) => (r.ok ? "" : r.message
 
 describe("argument check", () => {
   it("names every wrong field of an object, by its path", () => {
-    const schema = { type: "object", properties: { a: { type: "number" }, opts: { type: "object", properties: { mode: { enum: ["fast", "slow"] } } } }, required: ["a", "b"] };
+    const schema = {
+      type: "object",
+      properties: { a: { type: "number" }, opts: { type: "object", properties: { mode: { enum: ["fast", "slow"] } } } },
+      required: ["a", "b"],
+    };
     const text = refused(checkArguments("t::f", schema, { a: "x", opts: { mode: "medium" } }));
     expect(text).toMatch(/^invalid_input: arguments for t::f do not match its request_format: /);
     expect(text).toContain('arguments: Instance does not have required property "b"');
@@ -24,9 +28,15 @@ describe("argument check", () => {
       required: ["value"],
     };
     expect(checkArguments("t::tree", tree, { value: 1, kids: [{ value: 2, kids: [{ value: 3 }] }] })).toEqual({ ok: true });
-    expect(refused(checkArguments("t::tree", tree, { value: 1, kids: [{ value: 2, kids: [{ value: "3" }] }] }))).toContain("kids.0.kids.0.value:");
+    expect(refused(checkArguments("t::tree", tree, { value: 1, kids: [{ value: 2, kids: [{ value: "3" }] }] }))).toContain(
+      "kids.0.kids.0.value:",
+    );
     // draft-04: exclusiveMaximum is a boolean beside maximum.
-    const d4 = { $schema: "http://json-schema.org/draft-04/schema#", type: "object", properties: { n: { type: "number", maximum: 5, exclusiveMaximum: true } } };
+    const d4 = {
+      $schema: "http://json-schema.org/draft-04/schema#",
+      type: "object",
+      properties: { n: { type: "number", maximum: 5, exclusiveMaximum: true } },
+    };
     expect(refused(checkArguments("t::d4", d4, { n: 5 }))).toMatch(/^invalid_input: .*n: /);
     expect(checkArguments("t::d4", d4, { n: 4.9 })).toEqual({ ok: true });
   });
@@ -38,22 +48,35 @@ describe("argument check", () => {
   });
 
   it("a broken schema checks nothing and calls nothing: function_not_invokable, saying why", () => {
-    expect(refused(checkArguments("t::ref", { type: "object", properties: { a: { $ref: "#/$defs/none" } } }, { a: 1 }))).toMatch(/^function_not_invokable: .*Unresolved \$ref "#\/\$defs\/none"/);
+    expect(refused(checkArguments("t::ref", { type: "object", properties: { a: { $ref: "#/$defs/none" } } }, { a: 1 }))).toMatch(
+      /^function_not_invokable: .*Unresolved \$ref "#\/\$defs\/none"/,
+    );
     // Nothing is fetched: a $ref outside the document is as unresolved.
-    expect(refused(checkArguments("t::far", { type: "object", $ref: "https://schemas.example/x.json" }, {}))).toMatch(/^function_not_invokable: .*Unresolved \$ref/);
-    expect(refused(checkArguments("t::pattern", { type: "object", properties: { a: { type: "string", pattern: "(" } } }, { a: "x" }))).toMatch(/^function_not_invokable: .*Invalid regular expression/);
-    expect(refused(checkArguments("t::loop", { type: "object", $ref: "#/$defs/a", $defs: { a: { $ref: "#/$defs/a" } } }, {}))).toMatch(/^function_not_invokable: .*too deep/);
+    expect(refused(checkArguments("t::far", { type: "object", $ref: "https://schemas.example/x.json" }, {}))).toMatch(
+      /^function_not_invokable: .*Unresolved \$ref/,
+    );
+    expect(
+      refused(checkArguments("t::pattern", { type: "object", properties: { a: { type: "string", pattern: "(" } } }, { a: "x" })),
+    ).toMatch(/^function_not_invokable: .*Invalid regular expression/);
+    expect(refused(checkArguments("t::loop", { type: "object", $ref: "#/$defs/a", $defs: { a: { $ref: "#/$defs/a" } } }, {}))).toMatch(
+      /^function_not_invokable: .*too deep/,
+    );
   });
 
   it("a schema whose $refs fan out is cut off after MAX_CHECK_STEPS visits, and the next check starts afresh", () => {
     const defs: Record<string, unknown> = { d30: { type: "string" } };
     for (let i = 0; i < 30; i++) defs[`d${i}`] = { anyOf: [{ $ref: `#/$defs/d${i + 1}` }, { $ref: `#/$defs/d${i + 1}` }] };
     const bomb = { type: "object", properties: { v: { $ref: "#/$defs/d0" } }, $defs: defs };
-    expect(refused(checkArguments("t::bomb", bomb, { v: 1 }))).toBe(`value_too_large: checking the arguments against the request_format of t::bomb took more than ${MAX_CHECK_STEPS} steps; it is not called`);
+    expect(refused(checkArguments("t::bomb", bomb, { v: 1 }))).toBe(
+      `value_too_large: checking the arguments against the request_format of t::bomb took more than ${MAX_CHECK_STEPS} steps; it is not called`,
+    );
     // anyOf tries every branch even once one matched: a matching value costs the same.
     expect(refused(checkArguments("t::bomb", bomb, { v: "s" }))).toMatch(/^value_too_large: /);
     // The next check has its own budget: thousands of values of a plain schema stay within it.
-    const list = { type: "object", properties: { rows: { type: "array", items: { type: "object", properties: { n: { type: "integer" } } } } } };
+    const list = {
+      type: "object",
+      properties: { rows: { type: "array", items: { type: "object", properties: { n: { type: "integer" } } } } },
+    };
     expect(checkArguments("t::rows", list, { rows: Array.from({ length: 10_000 }, (_, n) => ({ n })) })).toEqual({ ok: true });
   });
 });

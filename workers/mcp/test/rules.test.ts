@@ -37,7 +37,8 @@ describe("tool names", () => {
     expect(await toolNameOf("a.b/c d::e-f")).toMatch(/^a_b_c_d__e-f_[0-9a-f]{16}$/);
     const long = `team::${"x".repeat(100)}::a`;
     const other = `team::${"x".repeat(100)}::b`;
-    for (const id of [long, other, "::", "é"]) expect(await toolNameOf(id)).toMatch(new RegExp(`^[A-Za-z0-9_-]{1,${MAX_TOOL_NAME_CHARS}}$`));
+    for (const id of [long, other, "::", "é"])
+      expect(await toolNameOf(id)).toMatch(new RegExp(`^[A-Za-z0-9_-]{1,${MAX_TOOL_NAME_CHARS}}$`));
     expect(await toolNameOf(long)).not.toBe(await toolNameOf(other));
     expect(await toolNameOf(long)).toBe(await toolNameOf(long));
   });
@@ -69,7 +70,9 @@ describe("MCP_SERVERS", () => {
       { name: "docs", url: "http://127.0.0.1:9/mcp" },
       { name: "fs", command: "node", args: ["s.mjs"] },
     ]);
-    expect(parseServers('{"mcpServers":{"fs":{"command":"npx","args":["-y","x"],"env":{"A":"1"}}}}')).toEqual([{ name: "fs", command: "npx", args: ["-y", "x"], env: { A: "1" } }]);
+    expect(parseServers('{"mcpServers":{"fs":{"command":"npx","args":["-y","x"],"env":{"A":"1"}}}}')).toEqual([
+      { name: "fs", command: "npx", args: ["-y", "x"], env: { A: "1" } },
+    ]);
   });
   const refused = (text: string) => {
     try {

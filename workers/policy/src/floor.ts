@@ -42,7 +42,12 @@ const field = (args: unknown, name: string): string | undefined => {
 };
 
 function kernelDeny(functionId: string): PolicyDecision {
-  return { decision: "deny", rule_id: KERNEL_RULE_ID, rule_action: "deny", matched_constraint: { field: "function_id", operator: "kernel", value: functionId } };
+  return {
+    decision: "deny",
+    rule_id: KERNEL_RULE_ID,
+    rule_action: "deny",
+    matched_constraint: { field: "function_id", operator: "kernel", value: functionId },
+  };
 }
 
 /** 1: a kernel function, whatever the rules say. A built-in is judged by the engine's own list even
@@ -54,13 +59,23 @@ export function isKernel(functionId: string, facts: CatalogFacts | undefined): b
 
 /** 2: a state or stream read outside the session's own scopes and the file's lists; undefined when
  * the call is no such read or stays inside them. */
-export function scopeRefusal(policy: CompiledPolicy, functionId: string, args: unknown, sessionId: string | undefined): PolicyDecision | undefined {
+export function scopeRefusal(
+  policy: CompiledPolicy,
+  functionId: string,
+  args: unknown,
+  sessionId: string | undefined,
+): PolicyDecision | undefined {
   if (STATE_READS.has(functionId)) {
     const scope = field(args, "scope");
     if (scope === undefined) return undefined; // the built-in refuses it: invalid_arguments
     const own = sessionId !== undefined && (scope === sessionScope(sessionId) || scope.startsWith(`${sessionScope(sessionId)}:`));
     if (own || policy.stateScopes.some((m) => m(scope))) return undefined;
-    return { decision: "deny", rule_id: SCOPE_RULE_ID, rule_action: "deny", matched_constraint: { field: "scope", operator: "not_owned_by_session", value: scope } };
+    return {
+      decision: "deny",
+      rule_id: SCOPE_RULE_ID,
+      rule_action: "deny",
+      matched_constraint: { field: "scope", operator: "not_owned_by_session", value: scope },
+    };
   }
   if (STREAM_READS.has(functionId)) {
     const stream = field(args, "stream_name");
@@ -68,7 +83,12 @@ export function scopeRefusal(policy: CompiledPolicy, functionId: string, args: u
     if (stream === undefined || group === undefined) return undefined;
     // A session's groups (its agent::events, for one) are named by its id.
     if ((sessionId !== undefined && group === sessionId) || policy.streamNames.some((m) => m(stream))) return undefined;
-    return { decision: "deny", rule_id: SCOPE_RULE_ID, rule_action: "deny", matched_constraint: { field: "group_id", operator: "not_owned_by_session", value: `${stream}/${group}` } };
+    return {
+      decision: "deny",
+      rule_id: SCOPE_RULE_ID,
+      rule_action: "deny",
+      matched_constraint: { field: "group_id", operator: "not_owned_by_session", value: `${stream}/${group}` },
+    };
   }
   return undefined;
 }
@@ -82,11 +102,18 @@ export function isTrustedServer(policy: CompiledPolicy, functionId: string, serv
 
 /** The whole decision for one call of the model. `facts` undefined: nothing by that id is registered
  * (the rules decide; a call that goes ahead then answers function_not_found). */
-export function decide(policy: CompiledPolicy, functionId: string, args: unknown, sessionId: string | undefined, facts: CatalogFacts | undefined): PolicyDecision {
+export function decide(
+  policy: CompiledPolicy,
+  functionId: string,
+  args: unknown,
+  sessionId: string | undefined,
+  facts: CatalogFacts | undefined,
+): PolicyDecision {
   if (isKernel(functionId, facts)) return kernelDeny(functionId);
   const scoped = scopeRefusal(policy, functionId, args, sessionId);
   if (scoped) return scoped;
   const decision = evaluate(policy, functionId, args);
-  if (decision.decision === "allow" && facts !== undefined && !isTrustedServer(policy, functionId, facts.served_by)) return { decision: "needs_approval" };
+  if (decision.decision === "allow" && facts !== undefined && !isTrustedServer(policy, functionId, facts.served_by))
+    return { decision: "needs_approval" };
   return decision;
 }

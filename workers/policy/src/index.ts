@@ -39,7 +39,10 @@ export function configFrom(env: Readonly<Record<string, unknown>>): PolicyConfig
 /** The catalog lookup behind each check: a local engine call that answers in milliseconds. */
 export const CATALOG_TIMEOUT_MS = 2_000;
 
-const catalogEntry = z.looseObject({ metadata: z.record(z.string(), z.unknown()).optional().catch(undefined), served_by: z.string().optional().catch(undefined) });
+const catalogEntry = z.looseObject({
+  metadata: z.record(z.string(), z.unknown()).optional().catch(undefined),
+  served_by: z.string().optional().catch(undefined),
+});
 
 /** What the engine's catalog says of `functionId` right now: its marks and who serves it. Read on
  * every check rather than cached, so a function re-registered by someone else a moment ago is judged
@@ -47,14 +50,22 @@ const catalogEntry = z.looseObject({ metadata: z.record(z.string(), z.unknown())
 async function catalogFacts(ctx: InvocationContext, functionId: string): Promise<CatalogFacts | undefined> {
   let reply: unknown;
   try {
-    reply = await ctx.trigger({ function_id: "engine::functions::info", payload: { function_id: functionId }, timeoutMs: CATALOG_TIMEOUT_MS });
+    reply = await ctx.trigger({
+      function_id: "engine::functions::info",
+      payload: { function_id: functionId },
+      timeoutMs: CATALOG_TIMEOUT_MS,
+    });
   } catch (e) {
     if (e instanceof IIIError && e.code === "not_found") return undefined;
     if (typeof e === "object" && e !== null && (e as { code?: unknown }).code === "not_found") return undefined;
-    throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: the engine's catalog could not be read (${e instanceof Error ? e.message : String(e)})`);
+    throw new IIIError(
+      "policy_unavailable",
+      `${CHECK_PERMISSIONS}: the engine's catalog could not be read (${e instanceof Error ? e.message : String(e)})`,
+    );
   }
   const entry = catalogEntry.safeParse(reply);
-  if (!entry.success) throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: engine::functions::info answered something unreadable`);
+  if (!entry.success)
+    throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: engine::functions::info answered something unreadable`);
   const facts: CatalogFacts = {};
   if (entry.data.metadata !== undefined) facts.metadata = entry.data.metadata;
   if (entry.data.served_by !== undefined) facts.served_by = entry.data.served_by;

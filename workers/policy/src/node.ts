@@ -137,7 +137,8 @@ export function watchPermissionsFile(file: string, options: WatchOptions = {}): 
 export function configFrom(env: Readonly<Record<string, unknown>>): PolicyConfig {
   const text = env.III_PERMISSIONS;
   if (typeof text === "string" && text.trim() !== "") return edgeConfigFrom(env);
-  const file = typeof env.III_PERMISSIONS_PATH === "string" && env.III_PERMISSIONS_PATH !== "" ? env.III_PERMISSIONS_PATH : DEFAULT_PERMISSIONS_PATH;
+  const file =
+    typeof env.III_PERMISSIONS_PATH === "string" && env.III_PERMISSIONS_PATH !== "" ? env.III_PERMISSIONS_PATH : DEFAULT_PERMISSIONS_PATH;
   return { source: watchPermissionsFile(file) };
 }
 

@@ -10,7 +10,8 @@ export const MAX_PERMISSIONS_BYTES = 1024 * 1024;
 
 /** Parse and validate a permissions file. Throws PermissionsError with a one-line message. */
 export function parsePermissions(text: string): CompiledPolicy {
-  if (new TextEncoder().encode(text).byteLength > MAX_PERMISSIONS_BYTES) throw new PermissionsError(`the file is larger than ${MAX_PERMISSIONS_BYTES} bytes`);
+  if (new TextEncoder().encode(text).byteLength > MAX_PERMISSIONS_BYTES)
+    throw new PermissionsError(`the file is larger than ${MAX_PERMISSIONS_BYTES} bytes`);
   const value = readYaml(text);
   return compilePolicy(value);
 }

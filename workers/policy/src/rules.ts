@@ -59,7 +59,9 @@ export class PermissionsError extends Error {
 // ------------------------------------------------------------------ validation (zod)
 
 const functionPattern = z
-  .string({ error: (issue) => (issue.input === undefined ? "function is required (an exact id or a '*' glob)" : "function must be a string") })
+  .string({
+    error: (issue) => (issue.input === undefined ? "function is required (an exact id or a '*' glob)" : "function must be a string"),
+  })
   .min(1, "a function pattern must not be empty")
   .max(MAX_PATTERN_LENGTH)
   .refine((s) => s.trim() === s && !/\s/.test(s), "a function pattern has no spaces")
@@ -68,13 +70,17 @@ const functionPattern = z
 const constraintSchema = z.record(z.string(), z.unknown()).superRefine((c, ctx) => {
   const keys = Object.keys(c);
   if (keys.length !== 1 || (keys[0] !== "equals" && keys[0] !== "matches")) {
-    ctx.addIssue({ code: "custom", message: `a constraint is { equals: <value> } or { matches: '<regex>' }, got keys [${keys.join(", ")}]` });
+    ctx.addIssue({
+      code: "custom",
+      message: `a constraint is { equals: <value> } or { matches: '<regex>' }, got keys [${keys.join(", ")}]`,
+    });
     return;
   }
   if (keys[0] === "matches") {
     const source = c.matches;
     if (typeof source !== "string" || source === "") ctx.addIssue({ code: "custom", message: "matches takes a non-empty regex string" });
-    else if (source.length > MAX_REGEX_LENGTH) ctx.addIssue({ code: "custom", message: `matches regex is longer than ${MAX_REGEX_LENGTH} characters` });
+    else if (source.length > MAX_REGEX_LENGTH)
+      ctx.addIssue({ code: "custom", message: `matches regex is longer than ${MAX_REGEX_LENGTH} characters` });
     else {
       try {
         new RegExp(source);
@@ -130,7 +136,10 @@ const fileSchema = z.strictObject({
     .refine((t) => Object.keys(t).length <= MAX_TRUSTED_NAMES, `at most ${MAX_TRUSTED_NAMES} trusted patterns`)
     .optional(),
   state_scopes: z.array(functionPattern, { error: "state_scopes is a list of scope names or '*' globs" }).max(MAX_TRUSTED_NAMES).optional(),
-  stream_names: z.array(functionPattern, { error: "stream_names is a list of stream names or '*' globs" }).max(MAX_TRUSTED_NAMES).optional(),
+  stream_names: z
+    .array(functionPattern, { error: "stream_names is a list of stream names or '*' globs" })
+    .max(MAX_TRUSTED_NAMES)
+    .optional(),
 });
 
 /** Who may serve the functions the rules allow without asking, when the file does not say:
@@ -167,7 +176,8 @@ function firstIssue(error: z.ZodError): string {
 
 /** Validate a parsed document and compile it. Throws PermissionsError naming the rule index. */
 export function compilePolicy(doc: unknown): CompiledPolicy {
-  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new PermissionsError("the file must be a mapping with `version: 1` and a `rules:` list");
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc))
+    throw new PermissionsError("the file must be a mapping with `version: 1` and a `rules:` list");
   const file = fileSchema.safeParse(doc);
   if (!file.success) throw new PermissionsError(firstIssue(file.error));
   const rules: CompiledRule[] = [];
@@ -185,7 +195,9 @@ export function compilePolicy(doc: unknown): CompiledPolicy {
     else seen.set(rule.rule_id, index);
     rules.push(rule);
   });
-  const trusted = Object.entries(file.data.trusted ?? DEFAULT_TRUSTED).map(([pattern, principals]): TrustedEntry => ({ pattern, principals, matches: functionMatcher(pattern) }));
+  const trusted = Object.entries(file.data.trusted ?? DEFAULT_TRUSTED).map(
+    ([pattern, principals]): TrustedEntry => ({ pattern, principals, matches: functionMatcher(pattern) }),
+  );
   return {
     rules,
     warnings,
@@ -257,14 +269,20 @@ export function deepEqual(a: unknown, b: unknown): boolean {
 /** The decision for one call: the first rule whose function pattern and every constraint match
  * decides; nothing matched → needs_approval. Non-object `args` are read as `{}`. */
 export function evaluate(policy: CompiledPolicy, functionId: string, args: unknown): PolicyDecision {
-  const fields: Record<string, unknown> = args !== null && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : {};
+  const fields: Record<string, unknown> =
+    args !== null && typeof args === "object" && !Array.isArray(args) ? (args as Record<string, unknown>) : {};
   for (const rule of policy.rules) {
     if (!rule.matchesFunction(functionId)) continue;
     if (!rule.constraints.every((c) => Object.hasOwn(fields, c.field) && c.test(fields[c.field]))) continue;
     if (rule.action === "allow") return { decision: "allow", rule_id: rule.rule_id };
     const first = rule.constraints[0];
     return first
-      ? { decision: "deny", rule_id: rule.rule_id, rule_action: "deny", matched_constraint: { field: first.field, operator: first.operator, value: first.value } }
+      ? {
+          decision: "deny",
+          rule_id: rule.rule_id,
+          rule_action: "deny",
+          matched_constraint: { field: first.field, operator: first.operator, value: first.value },
+        }
       : { decision: "deny", rule_id: rule.rule_id, rule_action: "deny" };
   }
   return { decision: "needs_approval" };

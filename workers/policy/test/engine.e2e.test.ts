@@ -39,10 +39,17 @@ afterAll(async () => {
 
 describe("policy::check_permissions through the engine", () => {
   it("answers allow, deny and needs_approval from the file", async () => {
-    expect(await check({ function_id: "files::delete", args: { path: "/" } })).toEqual({ decision: "deny", rule_id: "files::delete", rule_action: "deny" });
+    expect(await check({ function_id: "files::delete", args: { path: "/" } })).toEqual({
+      decision: "deny",
+      rule_id: "files::delete",
+      rule_action: "deny",
+    });
     // A state write is the kernel's: refused before the file is read (the file has no rule for it).
     expect(await check({ function_id: "state::set", args: { scope: "approvals" } })).toMatchObject({ decision: "deny", rule_id: "kernel" });
-    expect(await check({ function_id: "shell::fs::write", args: { path: "/tmp/a" } })).toEqual({ decision: "allow", rule_id: "tmp-writes" });
+    expect(await check({ function_id: "shell::fs::write", args: { path: "/tmp/a" } })).toEqual({
+      decision: "allow",
+      rule_id: "tmp-writes",
+    });
     expect(await check({ function_id: "shell::fs::write", args: { path: "/etc/a" } })).toEqual({ decision: "needs_approval" });
     expect(await check({ function_id: "shell::fs::write" })).toEqual({ decision: "needs_approval" });
   });
@@ -54,14 +61,22 @@ describe("policy::check_permissions through the engine", () => {
 
   it("an edit of the file applies to the next checks; a broken edit does not open the gate", async () => {
     writeFileSync(file, "version: 1\nrules:\n  - files::delete\n  - state::set\n");
-    await eventually(async () => ((await check({ function_id: "files::delete" })) as { decision: string }).decision === "allow", 10_000, "the edited rules");
+    await eventually(
+      async () => ((await check({ function_id: "files::delete" })) as { decision: string }).decision === "allow",
+      10_000,
+      "the edited rules",
+    );
     // An allow rule for a kernel function changes nothing.
     expect(await check({ function_id: "state::set" })).toMatchObject({ decision: "deny", rule_id: "kernel" });
     const warn = vi.spyOn(console, "warn");
     try {
       writeFileSync(file, "version: 1\nrules:\n  - !files::delete\n  - '*'\n");
       // The worker says it refused the file (one line) …
-      await eventually(() => warn.mock.calls.some(([line]) => String(line).includes("keeping the rules in force")), 10_000, "the refusal in the log");
+      await eventually(
+        () => warn.mock.calls.some(([line]) => String(line).includes("keeping the rules in force")),
+        10_000,
+        "the refusal in the log",
+      );
     } finally {
       warn.mockRestore();
     }

@@ -30,7 +30,8 @@ function setup(initial?: string) {
     return s.ok ? evaluate(s.policy, fn, {}).decision : "unavailable";
   };
   /** Wait for the next reload with this outcome after `n` earlier ones. */
-  const next = (ok: boolean, after: number) => eventually(() => outcomes.slice(after).find((o) => o.ok === ok), 10_000, `a reload with ok=${ok}`);
+  const next = (ok: boolean, after: number) =>
+    eventually(() => outcomes.slice(after).find((o) => o.ok === ok), 10_000, `a reload with ok=${ok}`);
   return { dir, file, logs, outcomes, decide, next };
 }
 

@@ -100,19 +100,28 @@ describe("object rules", () => {
       matched_constraint: { field: "mode", operator: "equals", value: { recursive: true, perms: [7, 5, 5] } },
     });
     // One constraint fails → the rule does not apply, the next ones are tried.
-    expect(evaluate(p, "shell::fs::write", { path: "/etc/hosts", mode: { perms: [7, 7, 7], recursive: true } })).toEqual({ decision: "deny", rule_id: "any-write-denied", rule_action: "deny" });
+    expect(evaluate(p, "shell::fs::write", { path: "/etc/hosts", mode: { perms: [7, 7, 7], recursive: true } })).toEqual({
+      decision: "deny",
+      rule_id: "any-write-denied",
+      rule_action: "deny",
+    });
     expect(evaluate(p, "shell::fs::write", { path: "/tmp/x" })).toEqual({ decision: "allow", rule_id: "tmp-writes" });
   });
 
   it("matches needs a string; equals is deep and order-insensitive for keys only", () => {
     expect(evaluate(p, "shell::fs::write", { path: 42 })).toMatchObject({ rule_id: "any-write-denied" });
     expect(evaluate(p, "shell::fs::write", { path: ["/tmp/x"] })).toMatchObject({ rule_id: "any-write-denied" });
-    expect(evaluate(p, "shell::fs::write", { path: "/etc/x", mode: { recursive: true, perms: [5, 7, 5] } })).toMatchObject({ rule_id: "any-write-denied" });
+    expect(evaluate(p, "shell::fs::write", { path: "/etc/x", mode: { recursive: true, perms: [5, 7, 5] } })).toMatchObject({
+      rule_id: "any-write-denied",
+    });
   });
 
   it("the regex is not anchored unless it says so", () => {
     const q = policy(rules("- { rule_id: r, function: f, action: deny, args: { q: { matches: 'secret' } } }"));
-    expect(evaluate(q, "f", { q: "my secret plan" })).toMatchObject({ decision: "deny", matched_constraint: { field: "q", operator: "matches", value: "secret" } });
+    expect(evaluate(q, "f", { q: "my secret plan" })).toMatchObject({
+      decision: "deny",
+      matched_constraint: { field: "q", operator: "matches", value: "secret" },
+    });
   });
 
   it("non-object args are read as {}: a constrained rule cannot match them, an unconstrained one can", () => {
@@ -130,7 +139,11 @@ describe("object rules", () => {
   });
 
   it("rule_id defaults to the function pattern", () => {
-    expect(decide(rules("- function: 'a::*'", "  action: deny"), "a::b")).toEqual({ decision: "deny", rule_id: "a::*", rule_action: "deny" });
+    expect(decide(rules("- function: 'a::*'", "  action: deny"), "a::b")).toEqual({
+      decision: "deny",
+      rule_id: "a::*",
+      rule_action: "deny",
+    });
   });
 });
 
@@ -159,7 +172,10 @@ describe("validation: a bad file is refused with the rule's index", () => {
     refused(rules("- state::get", "- rule_id: r", "  action: allow"), /rules\[1\] \(rule_id r\).*function/);
     refused(rules("- a", "- b", "- rule_id: r", "  function: f", "  action: deny", "  arg:", "    x: { equals: 1 }"), /rules\[2\].*arg/);
     refused(rules("- rule_id: r", "  function: f", "  action: deny", "  args:", "    x: { like: 1 }"), /rules\[0\].*equals.*matches/);
-    refused(rules("- rule_id: r", "  function: f", "  action: deny", "  args:", "    x: { matches: '(' }"), /rules\[0\].*not a valid regex/);
+    refused(
+      rules("- rule_id: r", "  function: f", "  action: deny", "  args:", "    x: { matches: '(' }"),
+      /rules\[0\].*not a valid regex/,
+    );
     refused(rules("- rule_id: r", "  function: f", "  action: deny", "  args:", "    x: { equals: 1, matches: a }"), /rules\[0\]/);
     refused(rules("- '!'"), /rules\[0\]/);
     refused(rules("- '!!x'"), /rules\[0\]/);

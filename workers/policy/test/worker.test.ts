@@ -7,7 +7,11 @@ import { CHECK_PERMISSIONS, configFrom, registerPolicy } from "../src/index.ts";
 
 function handlerFor(env: Record<string, string>): WorkerHandler {
   const registered = new Map<string, WorkerHandler>();
-  const surface = { runtime: "edge", env, registerFunction: (id: string, h: WorkerHandler) => registered.set(id, h) } as unknown as WorkerSurface;
+  const surface = {
+    runtime: "edge",
+    env,
+    registerFunction: (id: string, h: WorkerHandler) => registered.set(id, h),
+  } as unknown as WorkerSurface;
   registerPolicy(surface, configFrom(env));
   return registered.get(CHECK_PERMISSIONS)!;
 }
@@ -27,14 +31,21 @@ const ctx = {
 describe("the edge entry", () => {
   it("reads its rules from III_PERMISSIONS", async () => {
     const check = handlerFor({ III_PERMISSIONS: "version: 1\nrules:\n  - '!sandbox::*'\n" });
-    expect(await check({ function_id: "sandbox::exec", args: {} }, ctx)).toEqual({ decision: "deny", rule_id: "sandbox::*", rule_action: "deny" });
+    expect(await check({ function_id: "sandbox::exec", args: {} }, ctx)).toEqual({
+      decision: "deny",
+      rule_id: "sandbox::*",
+      rule_action: "deny",
+    });
     expect(await check({ function_id: "state::get", args: {} }, ctx)).toEqual({ decision: "needs_approval" });
   });
 
   it("uses the built-in rules when III_PERMISSIONS is unset", async () => {
     const check = handlerFor({});
     expect(await check({ function_id: "approval::resolve", args: {} }, ctx)).toMatchObject({ decision: "deny" });
-    expect(await check({ function_id: "state::get", args: { scope: "session:s1", key: "k" }, session_id: "s1" }, ctx)).toEqual({ decision: "allow", rule_id: "state::get" });
+    expect(await check({ function_id: "state::get", args: { scope: "session:s1", key: "k" }, session_id: "s1" }, ctx)).toEqual({
+      decision: "allow",
+      rule_id: "state::get",
+    });
   });
 
   it("an invalid III_PERMISSIONS fails every check (policy_unavailable) and says so once", async () => {

@@ -41,7 +41,11 @@ describe("readYaml", () => {
   });
 
   it("bounds alias expansion", () => {
-    const bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]", "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]", "c: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]"].join("\n");
+    const bomb = [
+      "a: &a [x, x, x, x, x, x, x, x, x, x]",
+      "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]",
+      "c: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]",
+    ].join("\n");
     expect(() => readYaml(bomb)).toThrow();
   });
 });

@@ -2,7 +2,17 @@
 // `content_block_start/delta/stop` per block, `message_delta` (stop reason, usage), `message_stop`.
 import { isRecord } from "@iii-edge/protocol";
 import type { AgentFunction, AgentMessage, ContentBlock, ErrorKind } from "@iii-edge/protocol/harness";
-import { clip, errorMessageOf, joinUrl, num, str, type PreparedCall, type ProviderAdapter, type StreamDecoder, type WireRequest } from "./adapter.ts";
+import {
+  clip,
+  errorMessageOf,
+  joinUrl,
+  num,
+  str,
+  type PreparedCall,
+  type ProviderAdapter,
+  type StreamDecoder,
+  type WireRequest,
+} from "./adapter.ts";
 import type { AssistantBuilder } from "./assistant.ts";
 import { classify, isOverflowMessage, StreamFailure } from "./errors.ts";
 import { functionResultText, isDenied, keepsCalls, MISSING_RESULT_TEXT } from "./messages.ts";
@@ -36,7 +46,11 @@ function mediaBlocks(blocks: readonly ContentBlock[]): WireBlock[] {
 function toolResult(id: string, content: readonly ContentBlock[], details: unknown, isError: boolean): WireBlock {
   const text = functionResultText(content, details);
   const blocks: WireBlock[] = [...(text ? [{ type: "text", text }] : []), ...mediaBlocks(content.filter((b) => b.type === "image"))];
-  const out: WireBlock = { type: "tool_result", tool_use_id: toolId(id), content: blocks.length > 0 ? blocks : [{ type: "text", text: "(no output)" }] };
+  const out: WireBlock = {
+    type: "tool_result",
+    tool_use_id: toolId(id),
+    content: blocks.length > 0 ? blocks : [{ type: "text", text: "(no output)" }],
+  };
   if (isError || isDenied(details)) out.is_error = true;
   return out;
 }
@@ -60,7 +74,15 @@ export function toAnthropicMessages(messages: readonly AgentMessage[], model: st
     push("user", [toolResult(id, content, details, isError)]);
   };
   const settle = () => {
-    push("user", unanswered.map((id) => ({ type: "tool_result", tool_use_id: toolId(id), content: [{ type: "text", text: MISSING_RESULT_TEXT }], is_error: true })));
+    push(
+      "user",
+      unanswered.map((id) => ({
+        type: "tool_result",
+        tool_use_id: toolId(id),
+        content: [{ type: "text", text: MISSING_RESULT_TEXT }],
+        is_error: true,
+      })),
+    );
     unanswered = [];
   };
   for (const m of messages) {
@@ -174,7 +196,12 @@ class AnthropicDecoder implements StreamDecoder {
   }
 
   private usage(u: Record<string, unknown>): void {
-    this.b.usage({ input: num(u.input_tokens), output: num(u.output_tokens), cache_read: num(u.cache_read_input_tokens), cache_write: num(u.cache_creation_input_tokens) });
+    this.b.usage({
+      input: num(u.input_tokens),
+      output: num(u.output_tokens),
+      cache_read: num(u.cache_read_input_tokens),
+      cache_write: num(u.cache_creation_input_tokens),
+    });
   }
 
   private streamError(err: unknown): never {
@@ -193,7 +220,10 @@ class AnthropicDecoder implements StreamDecoder {
       case "refusal":
         return this.b.fail("permanent", "anthropic: the model declined to continue (refusal)");
       case "model_context_window_exceeded":
-        return this.b.fail("context_overflow", "anthropic: the response reached the model's context window (model_context_window_exceeded)");
+        return this.b.fail(
+          "context_overflow",
+          "anthropic: the response reached the model's context window (model_context_window_exceeded)",
+        );
       default:
         return this.b.finish("end"); // end_turn, stop_sequence, pause_turn
     }
@@ -234,7 +264,11 @@ export const anthropic: ProviderAdapter = {
   keyless_with_custom_base_url: false,
   request(call: PreparedCall): WireRequest {
     const c = call.credential;
-    const headers: Record<string, string> = { "anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json", accept: "text/event-stream" };
+    const headers: Record<string, string> = {
+      "anthropic-version": ANTHROPIC_VERSION,
+      "content-type": "application/json",
+      accept: "text/event-stream",
+    };
     if (c.type === "api_key") headers["x-api-key"] = c.key;
     else {
       headers.authorization = `Bearer ${c.access_token}`;

@@ -2,7 +2,15 @@
 // emits: `start` first, a `*_start/_delta/_end` triplet per content block — each frame with the
 // running `partial` — `usage` as soon as known, then `stop` and exactly one terminal `done` or
 // `error`.
-import type { AssistantMessage, AssistantMessageEvent, ContentBlock, ErrorKind, Model, StopReason, Usage } from "@iii-edge/protocol/harness";
+import type {
+  AssistantMessage,
+  AssistantMessageEvent,
+  ContentBlock,
+  ErrorKind,
+  Model,
+  StopReason,
+  Usage,
+} from "@iii-edge/protocol/harness";
 
 export type Emit = (event: AssistantMessageEvent) => void;
 type BlockKind = "text" | "thinking" | "function_call";
@@ -33,7 +41,15 @@ export class AssistantBuilder {
   constructor(emit: Emit, meta: { provider: string; model: string; timestamp: number }, pricing?: Model["pricing"]) {
     this.emit = emit;
     this.pricing = pricing;
-    this.message = { role: "assistant", content: [], stop_reason: "end", usage: null, model: meta.model, provider: meta.provider, timestamp: meta.timestamp };
+    this.message = {
+      role: "assistant",
+      content: [],
+      stop_reason: "end",
+      usage: null,
+      model: meta.model,
+      provider: meta.provider,
+      timestamp: meta.timestamp,
+    };
   }
 
   get ended(): boolean {
@@ -142,7 +158,8 @@ export class AssistantBuilder {
   /** Merge what the provider reported (fields it repeats replace the earlier count). */
   usage(update: Usage): void {
     const u: Usage = { ...(this.message.usage ?? {}) };
-    for (const [k, v] of Object.entries(update) as [keyof Usage, number | undefined][]) if (typeof v === "number" && Number.isFinite(v)) u[k] = v;
+    for (const [k, v] of Object.entries(update) as [keyof Usage, number | undefined][])
+      if (typeof v === "number" && Number.isFinite(v)) u[k] = v;
     if (this.pricing) {
       const p = this.pricing;
       u.cost_usd =

@@ -11,19 +11,190 @@ const chat = ["sse"] as ("sse" | "websocket" | "auto")[];
 /** Current models as published by the providers (context window, max output, USD per 1M tokens).
  * Overrides correct it without a release: MODELS_OVERRIDES or `models::register`. */
 export const BUILTIN_MODELS: readonly Model[] = [
-  { id: "gpt-5", provider: "openai", api: "openai-completions", display_name: "GPT-5", context_window: 400_000, input_limit: 272_000, max_output_tokens: 128_000, supports_thinking: true, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 1.25, output_per_1m: 10, cache_read_per_1m: 0.125 } },
-  { id: "gpt-5-mini", provider: "openai", api: "openai-completions", display_name: "GPT-5 mini", context_window: 400_000, input_limit: 272_000, max_output_tokens: 128_000, supports_thinking: true, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 0.25, output_per_1m: 2, cache_read_per_1m: 0.025 } },
-  { id: "gpt-4.1", provider: "openai", api: "openai-completions", display_name: "GPT-4.1", context_window: 1_047_576, max_output_tokens: 32_768, supports_thinking: false, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 2, output_per_1m: 8, cache_read_per_1m: 0.5 } },
-  { id: "gpt-4.1-mini", provider: "openai", api: "openai-completions", display_name: "GPT-4.1 mini", context_window: 1_047_576, max_output_tokens: 32_768, supports_thinking: false, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 0.4, output_per_1m: 1.6, cache_read_per_1m: 0.1 } },
-  { id: "gpt-4o", provider: "openai", api: "openai-completions", display_name: "GPT-4o", context_window: 128_000, max_output_tokens: 16_384, supports_thinking: false, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 2.5, output_per_1m: 10, cache_read_per_1m: 1.25 } },
-  { id: "gpt-4o-mini", provider: "openai", api: "openai-completions", display_name: "GPT-4o mini", context_window: 128_000, max_output_tokens: 16_384, supports_thinking: false, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 0.15, output_per_1m: 0.6, cache_read_per_1m: 0.075 } },
-  { id: "o3", provider: "openai", api: "openai-completions", display_name: "o3", context_window: 200_000, max_output_tokens: 100_000, supports_thinking: true, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 2, output_per_1m: 8, cache_read_per_1m: 0.5 } },
-  { id: "o4-mini", provider: "openai", api: "openai-completions", display_name: "o4-mini", context_window: 200_000, max_output_tokens: 100_000, supports_thinking: true, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 1.1, output_per_1m: 4.4, cache_read_per_1m: 0.275 } },
-  { id: "claude-opus-4-1", provider: "anthropic", api: "anthropic-messages", display_name: "Claude Opus 4.1", context_window: 200_000, max_output_tokens: 32_000, supports_thinking: true, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 15, output_per_1m: 75, cache_read_per_1m: 1.5, cache_write_per_1m: 18.75 } },
-  { id: "claude-sonnet-4-5", provider: "anthropic", api: "anthropic-messages", display_name: "Claude Sonnet 4.5", context_window: 200_000, max_output_tokens: 64_000, supports_thinking: true, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 3, output_per_1m: 15, cache_read_per_1m: 0.3, cache_write_per_1m: 3.75 } },
-  { id: "claude-sonnet-4-0", provider: "anthropic", api: "anthropic-messages", display_name: "Claude Sonnet 4", context_window: 200_000, max_output_tokens: 64_000, supports_thinking: true, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 3, output_per_1m: 15, cache_read_per_1m: 0.3, cache_write_per_1m: 3.75 } },
-  { id: "claude-haiku-4-5", provider: "anthropic", api: "anthropic-messages", display_name: "Claude Haiku 4.5", context_window: 200_000, max_output_tokens: 64_000, supports_thinking: true, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 1, output_per_1m: 5, cache_read_per_1m: 0.1, cache_write_per_1m: 1.25 } },
-  { id: "claude-3-5-haiku-latest", provider: "anthropic", api: "anthropic-messages", display_name: "Claude Haiku 3.5", context_window: 200_000, max_output_tokens: 8_192, supports_thinking: false, supports_tools: true, supports_vision: true, supports_cache: true, transports: chat, pricing: { input_per_1m: 0.8, output_per_1m: 4, cache_read_per_1m: 0.08, cache_write_per_1m: 1 } },
+  {
+    id: "gpt-5",
+    provider: "openai",
+    api: "openai-completions",
+    display_name: "GPT-5",
+    context_window: 400_000,
+    input_limit: 272_000,
+    max_output_tokens: 128_000,
+    supports_thinking: true,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 1.25, output_per_1m: 10, cache_read_per_1m: 0.125 },
+  },
+  {
+    id: "gpt-5-mini",
+    provider: "openai",
+    api: "openai-completions",
+    display_name: "GPT-5 mini",
+    context_window: 400_000,
+    input_limit: 272_000,
+    max_output_tokens: 128_000,
+    supports_thinking: true,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 0.25, output_per_1m: 2, cache_read_per_1m: 0.025 },
+  },
+  {
+    id: "gpt-4.1",
+    provider: "openai",
+    api: "openai-completions",
+    display_name: "GPT-4.1",
+    context_window: 1_047_576,
+    max_output_tokens: 32_768,
+    supports_thinking: false,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 2, output_per_1m: 8, cache_read_per_1m: 0.5 },
+  },
+  {
+    id: "gpt-4.1-mini",
+    provider: "openai",
+    api: "openai-completions",
+    display_name: "GPT-4.1 mini",
+    context_window: 1_047_576,
+    max_output_tokens: 32_768,
+    supports_thinking: false,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 0.4, output_per_1m: 1.6, cache_read_per_1m: 0.1 },
+  },
+  {
+    id: "gpt-4o",
+    provider: "openai",
+    api: "openai-completions",
+    display_name: "GPT-4o",
+    context_window: 128_000,
+    max_output_tokens: 16_384,
+    supports_thinking: false,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 2.5, output_per_1m: 10, cache_read_per_1m: 1.25 },
+  },
+  {
+    id: "gpt-4o-mini",
+    provider: "openai",
+    api: "openai-completions",
+    display_name: "GPT-4o mini",
+    context_window: 128_000,
+    max_output_tokens: 16_384,
+    supports_thinking: false,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 0.15, output_per_1m: 0.6, cache_read_per_1m: 0.075 },
+  },
+  {
+    id: "o3",
+    provider: "openai",
+    api: "openai-completions",
+    display_name: "o3",
+    context_window: 200_000,
+    max_output_tokens: 100_000,
+    supports_thinking: true,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 2, output_per_1m: 8, cache_read_per_1m: 0.5 },
+  },
+  {
+    id: "o4-mini",
+    provider: "openai",
+    api: "openai-completions",
+    display_name: "o4-mini",
+    context_window: 200_000,
+    max_output_tokens: 100_000,
+    supports_thinking: true,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 1.1, output_per_1m: 4.4, cache_read_per_1m: 0.275 },
+  },
+  {
+    id: "claude-opus-4-1",
+    provider: "anthropic",
+    api: "anthropic-messages",
+    display_name: "Claude Opus 4.1",
+    context_window: 200_000,
+    max_output_tokens: 32_000,
+    supports_thinking: true,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 15, output_per_1m: 75, cache_read_per_1m: 1.5, cache_write_per_1m: 18.75 },
+  },
+  {
+    id: "claude-sonnet-4-5",
+    provider: "anthropic",
+    api: "anthropic-messages",
+    display_name: "Claude Sonnet 4.5",
+    context_window: 200_000,
+    max_output_tokens: 64_000,
+    supports_thinking: true,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 3, output_per_1m: 15, cache_read_per_1m: 0.3, cache_write_per_1m: 3.75 },
+  },
+  {
+    id: "claude-sonnet-4-0",
+    provider: "anthropic",
+    api: "anthropic-messages",
+    display_name: "Claude Sonnet 4",
+    context_window: 200_000,
+    max_output_tokens: 64_000,
+    supports_thinking: true,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 3, output_per_1m: 15, cache_read_per_1m: 0.3, cache_write_per_1m: 3.75 },
+  },
+  {
+    id: "claude-haiku-4-5",
+    provider: "anthropic",
+    api: "anthropic-messages",
+    display_name: "Claude Haiku 4.5",
+    context_window: 200_000,
+    max_output_tokens: 64_000,
+    supports_thinking: true,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 1, output_per_1m: 5, cache_read_per_1m: 0.1, cache_write_per_1m: 1.25 },
+  },
+  {
+    id: "claude-3-5-haiku-latest",
+    provider: "anthropic",
+    api: "anthropic-messages",
+    display_name: "Claude Haiku 3.5",
+    context_window: 200_000,
+    max_output_tokens: 8_192,
+    supports_thinking: false,
+    supports_tools: true,
+    supports_vision: true,
+    supports_cache: true,
+    transports: chat,
+    pricing: { input_per_1m: 0.8, output_per_1m: 4, cache_read_per_1m: 0.08, cache_write_per_1m: 1 },
+  },
 ];
 
 export const modelKey = (provider: string, id: string) => `${provider}:${id}`;
@@ -53,7 +224,10 @@ export function supports(model: Model, capability: string): boolean {
 
 /** MODELS_OVERRIDES: a JSON array of (partial) models. Entries that do not parse are reported,
  * not applied — a typo must not take the catalog down. */
-export function parseOverrides(text: string | undefined): { overrides: ReturnType<typeof modelOverrideSchema.parse>[]; problems: string[] } {
+export function parseOverrides(text: string | undefined): {
+  overrides: ReturnType<typeof modelOverrideSchema.parse>[];
+  problems: string[];
+} {
   if (!text || text.trim() === "") return { overrides: [], problems: [] };
   let raw: unknown;
   try {
@@ -67,7 +241,10 @@ export function parseOverrides(text: string | undefined): { overrides: ReturnTyp
   raw.forEach((entry, i) => {
     const r = modelOverrideSchema.safeParse(entry);
     if (r.success) overrides.push(r.data);
-    else problems.push(`MODELS_OVERRIDES[${i}] ignored: ${r.error.issues[0]?.path.join(".") || "entry"} ${r.error.issues[0]?.message ?? "is invalid"}`);
+    else
+      problems.push(
+        `MODELS_OVERRIDES[${i}] ignored: ${r.error.issues[0]?.path.join(".") || "entry"} ${r.error.issues[0]?.message ?? "is invalid"}`,
+      );
   });
   return { overrides, problems };
 }
@@ -107,7 +284,9 @@ export class Catalog {
       if (r.success) registered.set(modelKey(r.data.provider, r.data.id), r.data);
     }
     const keys = new Set([...this.base.keys(), ...registered.keys()]);
-    return [...keys].map((k) => this.merge(registered.get(k), k)!).sort((a, b) => a.provider.localeCompare(b.provider) || a.id.localeCompare(b.id));
+    return [...keys]
+      .map((k) => this.merge(registered.get(k), k)!)
+      .sort((a, b) => a.provider.localeCompare(b.provider) || a.id.localeCompare(b.id));
   }
 
   async get(trigger: Trigger, provider: string, id: string, timeoutMs?: number): Promise<Model | null> {

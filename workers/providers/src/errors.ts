@@ -21,7 +21,14 @@ const OVERFLOW_PATTERNS: readonly RegExp[] = [
   /reduce the length of the messages/i,
 ];
 /** Rate-limit wording that also mentions tokens ("tokens per min"), so it is not an overflow. */
-const RATE_LIMIT_PATTERNS: readonly RegExp[] = [/rate.?limit/i, /throttl/i, /too many requests/i, /tokens per (?:min|minute|day)/i, /\b[TR]PM\b/, /quota/i];
+const RATE_LIMIT_PATTERNS: readonly RegExp[] = [
+  /rate.?limit/i,
+  /throttl/i,
+  /too many requests/i,
+  /tokens per (?:min|minute|day)/i,
+  /\b[TR]PM\b/,
+  /quota/i,
+];
 
 export function isOverflowMessage(message: string): boolean {
   return OVERFLOW_PATTERNS.some((p) => p.test(message)) && !RATE_LIMIT_PATTERNS.some((p) => p.test(message));

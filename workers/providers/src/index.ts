@@ -85,20 +85,27 @@ function register(iii: WorkerSurface, config: ProvidersConfig): void {
       const all = await catalog.all(ctx.trigger);
       return all.filter((m) => (!data.provider || m.provider === data.provider) && (!data.capability || supports(m, data.capability)));
     },
-    { description: "Models in the catalog (built-in table, MODELS_OVERRIDES, models::register), optionally of one provider or with one capability.", input: modelsListRequest },
+    {
+      description:
+        "Models in the catalog (built-in table, MODELS_OVERRIDES, models::register), optionally of one provider or with one capability.",
+      input: modelsListRequest,
+    },
   );
-  iii.registerFunction(
-    "models::get",
-    (data: { provider: string; id: string }, ctx) => catalog.get(ctx.trigger, data.provider, data.id),
-    { description: "One model, or null when the catalog does not know it (treat as capabilities unknown, not absent).", input: modelsGetRequest },
-  );
+  iii.registerFunction("models::get", (data: { provider: string; id: string }, ctx) => catalog.get(ctx.trigger, data.provider, data.id), {
+    description: "One model, or null when the catalog does not know it (treat as capabilities unknown, not absent).",
+    input: modelsGetRequest,
+  });
   iii.registerFunction(
     "models::supports",
     async (data: { provider: string; id: string; capability: string }, ctx): Promise<ModelsSupportsResponse> => {
       const m = await catalog.get(ctx.trigger, data.provider, data.id);
       return { supported: m ? supports(m, data.capability) : false, known: m !== null };
     },
-    { description: "Whether a model has a capability (tools, vision, streaming, thinking, cache); unknown capability → false; `known:false` for a model the catalog lacks.", input: modelsSupportsRequest },
+    {
+      description:
+        "Whether a model has a capability (tools, vision, streaming, thinking, cache); unknown capability → false; `known:false` for a model the catalog lacks.",
+      input: modelsSupportsRequest,
+    },
   );
   iii.registerFunction(
     "models::register",
@@ -107,7 +114,10 @@ function register(iii: WorkerSurface, config: ProvidersConfig): void {
       await ctx.trigger({ function_id: "state::set", payload: { scope: MODELS_SCOPE, key, value: data.model } });
       return { ok: true, key };
     },
-    { description: "Add or correct one model (laid over the built-in entry of the same provider and id); kept in state scope `models`.", input: modelsRegisterRequest },
+    {
+      description: "Add or correct one model (laid over the built-in entry of the same provider and id); kept in state scope `models`.",
+      input: modelsRegisterRequest,
+    },
   );
 }
 

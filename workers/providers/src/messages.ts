@@ -16,9 +16,12 @@ export function normaliseBlocks(content: unknown): ContentBlock[] {
   for (const b of content) {
     if (!isRecord(b)) continue;
     if (b.type === "text" && typeof b.text === "string") out.push({ type: "text", text: b.text });
-    else if (b.type === "image" && typeof b.mime === "string" && typeof b.data === "string") out.push({ type: "image", mime: b.mime, data: b.data });
-    else if (b.type === "thinking" && typeof b.text === "string") out.push(b.signature === undefined ? { type: "thinking", text: b.text } : { type: "thinking", text: b.text, signature: b.signature });
-    else if (b.type === "function_call" && typeof b.id === "string" && typeof b.function_id === "string") out.push({ type: "function_call", id: b.id, function_id: b.function_id, arguments: b.arguments ?? {} });
+    else if (b.type === "image" && typeof b.mime === "string" && typeof b.data === "string")
+      out.push({ type: "image", mime: b.mime, data: b.data });
+    else if (b.type === "thinking" && typeof b.text === "string")
+      out.push(b.signature === undefined ? { type: "thinking", text: b.text } : { type: "thinking", text: b.text, signature: b.signature });
+    else if (b.type === "function_call" && typeof b.id === "string" && typeof b.function_id === "string")
+      out.push({ type: "function_call", id: b.id, function_id: b.function_id, arguments: b.arguments ?? {} });
     else if (b.type === "function_result" && typeof b.function_call_id === "string") {
       const block: ContentBlock = { type: "function_result", function_call_id: b.function_call_id, content: normaliseBlocks(b.content) };
       if (b.is_error === true) block.is_error = true;
@@ -34,7 +37,11 @@ export function normaliseMessages(raw: readonly unknown[]): AgentMessage[] {
   const out: AgentMessage[] = [];
   raw.forEach((m, i) => {
     const parsed = agentMessageSchema.safeParse(m);
-    if (!parsed.success) throw new StreamFailure("permanent", `invalid request: messages[${i}] is not an AgentMessage (${parsed.error.issues[0]?.message ?? "bad shape"})`);
+    if (!parsed.success)
+      throw new StreamFailure(
+        "permanent",
+        `invalid request: messages[${i}] is not an AgentMessage (${parsed.error.issues[0]?.message ?? "bad shape"})`,
+      );
     const v: Loose = parsed.data;
     const timestamp = typeof v.timestamp === "number" ? v.timestamp : 0;
     switch (v.role) {
@@ -75,7 +82,8 @@ export function normaliseMessages(raw: readonly unknown[]): AgentMessage[] {
  * offered a tool it cannot call). */
 export function normaliseTools(raw: readonly unknown[] | undefined): AgentFunction[] {
   return (raw ?? []).map((t, i) => {
-    if (!isRecord(t) || typeof t.name !== "string" || t.name === "") throw new StreamFailure("permanent", `invalid request: tools[${i}] needs a non-empty name`);
+    if (!isRecord(t) || typeof t.name !== "string" || t.name === "")
+      throw new StreamFailure("permanent", `invalid request: tools[${i}] needs a non-empty name`);
     const parameters = isRecord(t.parameters) ? t.parameters : { type: "object", properties: {} };
     return { name: t.name, description: str(t.description) ?? "", parameters };
   });
@@ -90,13 +98,19 @@ export function isDenied(details: unknown): boolean {
 
 /** A function result's text as the model reads it. */
 export function functionResultText(content: readonly ContentBlock[], details: unknown): string {
-  const text = content.filter((b): b is { type: "text"; text: string } => b.type === "text").map((b) => b.text).join("\n");
+  const text = content
+    .filter((b): b is { type: "text"; text: string } => b.type === "text")
+    .map((b) => b.text)
+    .join("\n");
   if (!isDenied(details) || text.startsWith(PERMISSION_DENIED_MARKER)) return text;
   return `${PERMISSION_DENIED_MARKER}\n${JSON.stringify(details)}${text ? `\n${text}` : ""}`;
 }
 
 export const textOf = (content: readonly ContentBlock[]): string =>
-  content.filter((b): b is { type: "text"; text: string } => b.type === "text").map((b) => b.text).join("");
+  content
+    .filter((b): b is { type: "text"; text: string } => b.type === "text")
+    .map((b) => b.text)
+    .join("");
 
 /** What a call with no recorded result gets, so the provider sees every call answered. */
 export const MISSING_RESULT_TEXT = "No result was recorded for this call (it was interrupted before it finished).";

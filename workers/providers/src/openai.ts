@@ -2,7 +2,18 @@
 // OpenAI-compatible server speaks (llama.cpp, Ollama, vLLM, LM Studio, DeepSeek, OpenRouter, …).
 import { isRecord } from "@iii-edge/protocol";
 import type { AgentFunction, AgentMessage, ContentBlock, StopReason } from "@iii-edge/protocol/harness";
-import { clip, errorMessageOf, generatedCallId, joinUrl, num, str, type PreparedCall, type ProviderAdapter, type StreamDecoder, type WireRequest } from "./adapter.ts";
+import {
+  clip,
+  errorMessageOf,
+  generatedCallId,
+  joinUrl,
+  num,
+  str,
+  type PreparedCall,
+  type ProviderAdapter,
+  type StreamDecoder,
+  type WireRequest,
+} from "./adapter.ts";
 import type { AssistantBuilder } from "./assistant.ts";
 import { classify, StreamFailure } from "./errors.ts";
 import { functionResultText, keepsCalls, MISSING_RESULT_TEXT, textOf } from "./messages.ts";
@@ -13,10 +24,17 @@ type ContentPart = { type: "text"; text: string } | { type: "image_url"; image_u
 type WireMessage =
   | { role: "system"; content: string }
   | { role: "user"; content: string | ContentPart[] }
-  | { role: "assistant"; content: string | null; tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[] }
+  | {
+      role: "assistant";
+      content: string | null;
+      tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[];
+    }
   | { role: "tool"; tool_call_id: string; content: string };
 
-const imagePart = (b: { mime: string; data: string }): ContentPart => ({ type: "image_url", image_url: { url: `data:${b.mime};base64,${b.data}` } });
+const imagePart = (b: { mime: string; data: string }): ContentPart => ({
+  type: "image_url",
+  image_url: { url: `data:${b.mime};base64,${b.data}` },
+});
 
 function userContent(blocks: readonly ContentBlock[]): string | ContentPart[] | undefined {
   const parts: ContentPart[] = [];
@@ -39,7 +57,8 @@ export function toOpenAIMessages(system: string | null, messages: readonly Agent
   const settle = () => {
     for (const id of unanswered) out.push({ role: "tool", tool_call_id: id, content: MISSING_RESULT_TEXT });
     unanswered = [];
-    if (resultImages.length > 0) out.push({ role: "user", content: [{ type: "text", text: "Images returned by the function calls above:" }, ...resultImages] });
+    if (resultImages.length > 0)
+      out.push({ role: "user", content: [{ type: "text", text: "Images returned by the function calls above:" }, ...resultImages] });
     resultImages = [];
   };
   const sent = new Set<string>();
@@ -66,7 +85,11 @@ export function toOpenAIMessages(system: string | null, messages: readonly Agent
       if (!text && calls.length === 0) continue;
       const msg: WireMessage = { role: "assistant", content: text || null };
       if (calls.length > 0) {
-        msg.tool_calls = calls.map((c) => ({ id: c.id, type: "function", function: { name: c.function_id, arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}) } }));
+        msg.tool_calls = calls.map((c) => ({
+          id: c.id,
+          type: "function",
+          function: { name: c.function_id, arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}) },
+        }));
         unanswered = calls.map((c) => c.id);
         for (const c of calls) sent.add(c.id);
       }
@@ -85,7 +108,12 @@ export function toOpenAITools(tools: readonly AgentFunction[]) {
  * compatible servers know `max_tokens`. */
 const isOpenAIItself = (base: string) => /^https:\/\/api\.openai\.com(\/|$)/.test(base);
 
-const STOP_REASONS: Record<string, StopReason> = { stop: "end", length: "length", tool_calls: "function_call", function_call: "function_call" };
+const STOP_REASONS: Record<string, StopReason> = {
+  stop: "end",
+  length: "length",
+  tool_calls: "function_call",
+  function_call: "function_call",
+};
 
 class OpenAIDecoder implements StreamDecoder {
   private readonly calls = new Map<number, number>();

@@ -111,7 +111,13 @@ interface ChatOutcome {
 }
 
 /** The `gen_ai.response.finish_reasons` value of a harness stop reason (OTel's spelling). */
-const FINISH_REASON: Record<string, string> = { end: "stop", length: "length", function_call: "tool_calls", aborted: "cancelled", error: "error" };
+const FINISH_REASON: Record<string, string> = {
+  end: "stop",
+  length: "length",
+  function_call: "tool_calls",
+  aborted: "cancelled",
+  error: "error",
+};
 
 /**
  * One stream as a `chat {model}` client span (OTel GenAI inference span): provider, model, token
@@ -122,7 +128,12 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
   const model = isRecord(data) && typeof data.model === "string" ? data.model : "";
   const span = tracer.startSpan(model ? `chat ${model}` : "chat", {
     kind: "client",
-    attributes: { "gen_ai.operation.name": "chat", "gen_ai.provider.name": deps.adapter.name, "gen_ai.request.model": model, "iii.function_id": `provider::${deps.adapter.name}::stream` },
+    attributes: {
+      "gen_ai.operation.name": "chat",
+      "gen_ai.provider.name": deps.adapter.name,
+      "gen_ai.request.model": model,
+      "iii.function_id": `provider::${deps.adapter.name}::stream`,
+    },
   });
   if (isRecord(data) && typeof data.max_tokens === "number") span.setAttribute("gen_ai.request.max_tokens", data.max_tokens);
   const outcome: ChatOutcome = {};
@@ -157,13 +168,19 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
 async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContext, chat: ChatOutcome): Promise<ProviderStreamResponse> {
   const { adapter, iii, limits } = deps;
   const ref = providerStreamRequest.shape.writer_ref.safeParse(isRecord(data) ? data.writer_ref : undefined);
-  if (!ref.success) throw new IIIError("invalid_input", `provider::${adapter.name}::stream needs writer_ref, the write end of a channel ({channel_id, access_key, direction:"write"})`);
+  if (!ref.success)
+    throw new IIIError(
+      "invalid_input",
+      `provider::${adapter.name}::stream needs writer_ref, the write end of a channel ({channel_id, access_key, direction:"write"})`,
+    );
 
   let writer: ChannelWriter;
   try {
     writer = await iii.channels.openWriter(ref.data);
   } catch (e) {
-    console.warn(`provider::${adapter.name}::stream: cannot attach to channel ${ref.data.channel_id}: ${e instanceof Error ? e.message : String(e)}`);
+    console.warn(
+      `provider::${adapter.name}::stream: cannot attach to channel ${ref.data.channel_id}: ${e instanceof Error ? e.message : String(e)}`,
+    );
     return { ok: true, status: "channel_unavailable" };
   }
 
@@ -213,15 +230,31 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
       : new StreamFailure("transient", `${adapter.name}: the response took longer than ${limits.total_timeout_ms / 1000} s`);
 
   try {
-    if (!parsed.success) throw new StreamFailure("permanent", `invalid request: ${parsed.error.issues.map((i) => `${i.path.join(".") || "payload"}: ${i.message}`).join("; ")}`);
+    if (!parsed.success)
+      throw new StreamFailure(
+        "permanent",
+        `invalid request: ${parsed.error.issues.map((i) => `${i.path.join(".") || "payload"}: ${i.message}`).join("; ")}`,
+      );
     const req = parsed.data;
     const messages = normaliseMessages(req.messages);
     const tools = normaliseTools(req.tools);
 
-    const [credential, modelMeta] = await Promise.all([fetchCredential(deps, ctx), deps.catalog.forStream(ctx.trigger, adapter.name, req.model)]);
+    const [credential, modelMeta] = await Promise.all([
+      fetchCredential(deps, ctx),
+      deps.catalog.forStream(ctx.trigger, adapter.name, req.model),
+    ]);
     secret = credential.type === "api_key" ? credential.key : credential.access_token;
     const base = credential.type === "api_key" && credential.base_url ? credential.base_url : deps.base_url;
-    const wire = adapter.request({ model: req.model, system_prompt: req.system_prompt ?? null, messages, tools, max_tokens: req.max_tokens, credential, base_url: base, model_meta: modelMeta });
+    const wire = adapter.request({
+      model: req.model,
+      system_prompt: req.system_prompt ?? null,
+      messages,
+      tools,
+      max_tokens: req.max_tokens,
+      credential,
+      base_url: base,
+      model_meta: modelMeta,
+    });
     const body = JSON.stringify(wire.body);
     builder = new AssistantBuilder(emit, meta, modelMeta?.pricing);
     let host: string;
@@ -272,7 +305,10 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
     if (type.includes("application/json")) {
       // A server that ignored `stream: true`, or a gateway's error with a 200 status.
       const text = await readBounded(response);
-      throw new StreamFailure(classify(undefined, adapter.errorMessage(text)), `${adapter.name}: expected an event stream, got JSON: ${adapter.errorMessage(text)}`);
+      throw new StreamFailure(
+        classify(undefined, adapter.errorMessage(text)),
+        `${adapter.name}: expected an event stream, got JSON: ${adapter.errorMessage(text)}`,
+      );
     }
 
     builder.start();
@@ -291,7 +327,8 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
   } catch (e) {
     finished = true;
     if (stopped === "cancelled") return { ok: true, status: "cancelled" };
-    const failure = e instanceof StreamFailure ? e : new StreamFailure("transient", `${adapter.name}: ${e instanceof Error ? e.message : String(e)}`);
+    const failure =
+      e instanceof StreamFailure ? e : new StreamFailure("transient", `${adapter.name}: ${e instanceof Error ? e.message : String(e)}`);
     builder.fail(failure.kind, redact(failure.message));
     return { ok: true, status: "error", error_kind: failure.kind };
   } finally {
@@ -308,7 +345,9 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
 function networkReason(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
   const c = e.cause;
-  const parts = [c instanceof Error ? c.message : "", isRecord(c) && typeof c.code === "string" ? c.code : ""].filter((p, i, all) => p && all.indexOf(p) === i);
+  const parts = [c instanceof Error ? c.message : "", isRecord(c) && typeof c.code === "string" ? c.code : ""].filter(
+    (p, i, all) => p && all.indexOf(p) === i,
+  );
   return parts.length > 0 ? parts.join(" ") : e.message;
 }
 
@@ -325,7 +364,8 @@ async function fetchCredential(deps: StreamDeps, ctx: InvocationContext): Promis
     const code = (e as { code?: unknown }).code;
     const message = clip(e instanceof Error ? e.message : String(e));
     if (code === "credential_unreadable") throw new StreamFailure("auth_expired", `${provider}: ${message}`);
-    if (code === "forbidden" || code === "not_configured") throw new StreamFailure("permanent", `${provider}: auth::get_token refused: ${message}`);
+    if (code === "forbidden" || code === "not_configured")
+      throw new StreamFailure("permanent", `${provider}: auth::get_token refused: ${message}`);
     throw new StreamFailure("transient", `${provider}: auth::get_token failed (${typeof code === "string" ? code : "error"}): ${message}`);
   }
   if (got === null || got === undefined) {

@@ -54,7 +54,9 @@ describe("retryDelay", () => {
   });
 
   it("does not wait out a retry-after beyond the bound", () => {
-    expect(retryDelay(h({ "retry-after": String(DEFAULT_LIMITS.max_retry_after_ms / 1000 + 1) }), 1, DEFAULT_LIMITS, half, 0)).toBeUndefined();
+    expect(
+      retryDelay(h({ "retry-after": String(DEFAULT_LIMITS.max_retry_after_ms / 1000 + 1) }), 1, DEFAULT_LIMITS, half, 0),
+    ).toBeUndefined();
   });
 
   it("otherwise backs off exponentially with 50–100 % jitter, capped", () => {

@@ -6,7 +6,14 @@ import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { callAgentTrigger, rateLimited, reply, say, startProviderReplay, type ReplayServer } from "../../../tests/support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  rateLimited,
+  reply,
+  say,
+  startProviderReplay,
+  type ReplayServer,
+} from "../../../tests/support/provider-replay.ts";
 import { until } from "../../../tests/support/wait.ts";
 
 const OPENAI_KEY = "sk-test-edge-openai-Vd8Kq2Lm5";
@@ -28,10 +35,17 @@ beforeAll(async () => {
     },
   });
   caller = runWorkers(engine.wsUrl, [], { workerName: "providers-edge-test" });
-  await until(async () => {
-    const r = await caller.client.trigger<unknown, { functions: { function_id: string; worker_name?: string }[] }>({ function_id: "engine::functions::list", payload: { prefix: "provider::" } });
-    return r.functions.some((f) => f.function_id === "provider::anthropic::stream");
-  }, "the Worker-hosted providers are listed", 30_000);
+  await until(
+    async () => {
+      const r = await caller.client.trigger<unknown, { functions: { function_id: string; worker_name?: string }[] }>({
+        function_id: "engine::functions::list",
+        payload: { prefix: "provider::" },
+      });
+      return r.functions.some((f) => f.function_id === "provider::anthropic::stream");
+    },
+    "the Worker-hosted providers are listed",
+    30_000,
+  );
 });
 
 afterAll(async () => {
@@ -40,7 +54,10 @@ afterAll(async () => {
   await replay?.close();
 });
 
-async function stream(provider: "openai" | "anthropic", model: string): Promise<{ frames: AssistantMessageEvent[]; result: ProviderStreamResponse }> {
+async function stream(
+  provider: "openai" | "anthropic",
+  model: string,
+): Promise<{ frames: AssistantMessageEvent[]; result: ProviderStreamResponse }> {
   const ch = await caller.surface.channels.create();
   const ws = new WebSocket(channelUrl(engine.wsUrl, ch.reader));
   const frames: AssistantMessageEvent[] = [];
@@ -48,7 +65,7 @@ async function stream(provider: "openai" | "anthropic", model: string): Promise<
     ws.addEventListener("message", (e: MessageEvent) => {
       const f = JSON.parse(String(e.data)) as AssistantMessageEvent;
       frames.push(f);
-      if (f.type === "done" || f.type === "error") (ws.close(1000), resolve());
+      if (f.type === "done" || f.type === "error") ws.close(1000), resolve();
     });
     ws.addEventListener("close", () => resolve());
   });
@@ -69,7 +86,12 @@ it("the Worker-hosted providers stream from OPENAI_BASE_URL / ANTHROPIC_BASE_URL
   const done = a.frames.at(-1);
   expect(done?.type === "done" && done.message.content).toEqual([
     { type: "text", text: "edge says hi" },
-    { type: "function_call", id: "call_e1", function_id: "agent_trigger", arguments: { function: "weather::get", payload: { city: "Paris" } } },
+    {
+      type: "function_call",
+      id: "call_e1",
+      function_id: "agent_trigger",
+      arguments: { function: "weather::get", payload: { city: "Paris" } },
+    },
   ]);
   expect(replay.requestsFor("openai").at(-1)!.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`);
 
@@ -80,6 +102,12 @@ it("the Worker-hosted providers stream from OPENAI_BASE_URL / ANTHROPIC_BASE_URL
 });
 
 it("the Worker-hosted auth::get_token refuses a caller without the key's proof", async () => {
-  await expect(caller.client.trigger({ function_id: "auth::get_token", payload: { provider: "openai" } })).rejects.toMatchObject({ code: "forbidden" });
-  expect(await caller.client.trigger({ function_id: "auth::status", payload: { provider: "openai" } })).toEqual({ configured: true, source: "environment", label: "api-key:sk-tes…" });
+  await expect(caller.client.trigger({ function_id: "auth::get_token", payload: { provider: "openai" } })).rejects.toMatchObject({
+    code: "forbidden",
+  });
+  expect(await caller.client.trigger({ function_id: "auth::status", payload: { provider: "openai" } })).toEqual({
+    configured: true,
+    source: "environment",
+    label: "api-key:sk-tes…",
+  });
 });

@@ -48,9 +48,11 @@ let providers: RunningWorkers;
 let caller: RunningWorkers;
 let env: Record<string, string>;
 
-
 async function listed(): Promise<string[]> {
-  const r = await caller.client.trigger<unknown, { functions: { function_id: string }[] }>({ function_id: "engine::functions::list", payload: {} });
+  const r = await caller.client.trigger<unknown, { functions: { function_id: string }[] }>({
+    function_id: "engine::functions::list",
+    payload: {},
+  });
   return r.functions.map((f) => f.function_id);
 }
 
@@ -70,13 +72,20 @@ beforeAll(async () => {
   };
   engine = await startEngine({ env: { ...env, HARNESS_DISABLE } });
   auth = startAuth(env);
-  const config: ProvidersConfig = { ...configFrom(env), limits: { ...DEFAULT_LIMITS, idle_timeout_ms: IDLE_TIMEOUT_MS, retry_base_delay_ms: 50 } };
+  const config: ProvidersConfig = {
+    ...configFrom(env),
+    limits: { ...DEFAULT_LIMITS, idle_timeout_ms: IDLE_TIMEOUT_MS, retry_base_delay_ms: 50 },
+  };
   providers = runWorkers(engine.wsUrl, [providersWorker], { env, config: { providers: config }, workerName: "providers" });
   caller = runWorkers(engine.wsUrl, [], { workerName: "providers-test-caller" });
-  await until(async () => {
-    const ids = await listed();
-    return ["auth::get_token", "provider::openai::stream", "provider::anthropic::stream", "models::list"].every((id) => ids.includes(id));
-  }, "both workers registered", 30_000);
+  await until(
+    async () => {
+      const ids = await listed();
+      return ["auth::get_token", "provider::openai::stream", "provider::anthropic::stream", "models::list"].every((id) => ids.includes(id));
+    },
+    "both workers registered",
+    30_000,
+  );
 });
 
 afterAll(async () => {
@@ -106,7 +115,11 @@ const AFTER_TERMINAL_MS = 150;
  * nothing follows it). The read end is a plain WebSocket, closed by us: under `wrangler dev` the
  * end of a channel otherwise reaches a reader only when the TCP connection goes (protocol/README.md
  * §10). */
-async function stream(provider: ReplayProvider, payload: Record<string, unknown> = {}, opts: { stopAfter?: (f: AssistantMessageEvent) => boolean } = {}): Promise<StreamRun> {
+async function stream(
+  provider: ReplayProvider,
+  payload: Record<string, unknown> = {},
+  opts: { stopAfter?: (f: AssistantMessageEvent) => boolean } = {},
+): Promise<StreamRun> {
   const ch = await caller.surface.channels.create();
   const ws = new WebSocket(channelUrl(engine.wsUrl, ch.reader));
   const frames: AssistantMessageEvent[] = [];
@@ -184,7 +197,13 @@ describe.each(["openai", "anthropic"] as const)("%s: a text reply", (provider) =
       running += f.delta;
       expect(f.partial.content).toEqual([{ type: "text", text: running }]);
     }
-    expect(message).toMatchObject({ role: "assistant", content: [{ type: "text", text }], stop_reason: "end", provider, model: MODELS[provider] });
+    expect(message).toMatchObject({
+      role: "assistant",
+      content: [{ type: "text", text }],
+      stop_reason: "end",
+      provider,
+      model: MODELS[provider],
+    });
     expect(message.usage).toMatchObject({ input: 12, output: 9 });
     expect(frames.some((f) => f.type === "usage")).toBe(true);
     expect(result).toEqual({ ok: true, status: "done" });
@@ -207,7 +226,14 @@ describe.each(["openai", "anthropic"] as const)("%s: function calls", (provider)
   it("argument deltas split across chunks become one function_call block per call, with parsed arguments", async () => {
     const paris = { function: "weather::get", payload: { city: "Paris", days: 3, units: "metric" } };
     const oslo = { function: "weather::get", payload: { city: "Oslo" } };
-    replay.enqueue(provider, reply(say("Checking both."), callAgentTrigger(paris.function, paris.payload, "call_paris"), callAgentTrigger(oslo.function, oslo.payload, "call_oslo")));
+    replay.enqueue(
+      provider,
+      reply(
+        say("Checking both."),
+        callAgentTrigger(paris.function, paris.payload, "call_paris"),
+        callAgentTrigger(oslo.function, oslo.payload, "call_oslo"),
+      ),
+    );
     const { frames, message } = await stream(provider);
     expectWellFormed(frames);
     expect(message.stop_reason).toBe("function_call");
@@ -248,7 +274,11 @@ describe("thinking", () => {
     replay.enqueue("anthropic", reply(say("Done.")));
     await stream("anthropic", { messages: [user("Weather?"), first.message, user("Go on")] });
     const sent = replay.requestsFor("anthropic").at(-1)!.body!;
-    expect((sent.messages as { content: unknown[] }[])[1]!.content[0]).toEqual({ type: "thinking", thinking: "Consider the weather first.", signature: "sig-abc123" });
+    expect((sent.messages as { content: unknown[] }[])[1]!.content[0]).toEqual({
+      type: "thinking",
+      thinking: "Consider the weather first.",
+      signature: "sig-abc123",
+    });
   });
 });
 
@@ -333,22 +363,28 @@ describe("failures become one classified terminal error", () => {
     expect(message.content).toEqual([{ type: "text", text: "recovered" }]);
   });
 
-  it.each(["openai", "anthropic"] as const)("%s: a stream cut mid-way → transient, keeping the text that arrived, not retried", async (provider) => {
-    const before = replay.requestsFor(provider).length;
-    replay.enqueue(provider, cutStream(6, say("This sentence will never be finished by the model")));
-    const { frames, message, result } = await stream(provider);
-    expectWellFormed(frames);
-    expect(message).toMatchObject({ stop_reason: "error", error_kind: "transient" });
-    expect(message.error_message).toMatch(/cut|ended before/);
-    const got = deltas(frames, "text_delta").join("");
-    expect(got.length).toBeGreaterThan(0);
-    expect(message.content).toEqual([{ type: "text", text: got }]);
-    expect(result.error_kind).toBe("transient");
-    expect(replay.requestsFor(provider).length - before).toBe(1);
-  });
+  it.each(["openai", "anthropic"] as const)(
+    "%s: a stream cut mid-way → transient, keeping the text that arrived, not retried",
+    async (provider) => {
+      const before = replay.requestsFor(provider).length;
+      replay.enqueue(provider, cutStream(6, say("This sentence will never be finished by the model")));
+      const { frames, message, result } = await stream(provider);
+      expectWellFormed(frames);
+      expect(message).toMatchObject({ stop_reason: "error", error_kind: "transient" });
+      expect(message.error_message).toMatch(/cut|ended before/);
+      const got = deltas(frames, "text_delta").join("");
+      expect(got.length).toBeGreaterThan(0);
+      expect(message.content).toEqual([{ type: "text", text: got }]);
+      expect(result.error_kind).toBe("transient");
+      expect(replay.requestsFor(provider).length - before).toBe(1);
+    },
+  );
 
   it("a call cut before it completed is not in the error message (a failed turn must not run it)", async () => {
-    replay.enqueue("anthropic", cutStream(7, say("Running it."), call("agent_trigger", { function: "fs::delete", payload: { path: "/tmp/x" } })));
+    replay.enqueue(
+      "anthropic",
+      cutStream(7, say("Running it."), call("agent_trigger", { function: "fs::delete", payload: { path: "/tmp/x" } })),
+    );
     const { frames, message } = await stream("anthropic");
     expect(frames.some((f) => f.type === "functioncall_start")).toBe(true);
     expect(message.stop_reason).toBe("error");
@@ -371,7 +407,13 @@ describe("failures become one classified terminal error", () => {
   });
 
   it("openai `data: {error}` mid-stream about context length → context_overflow", async () => {
-    replay.enqueue("openai", replyWith({ streamError: { type: "invalid_request_error", message: "This model's maximum context length is 8192 tokens" } }, say("x")));
+    replay.enqueue(
+      "openai",
+      replyWith(
+        { streamError: { type: "invalid_request_error", message: "This model's maximum context length is 8192 tokens" } },
+        say("x"),
+      ),
+    );
     expect((await stream("openai")).message.error_kind).toBe("context_overflow");
   });
 
@@ -401,7 +443,9 @@ describe("failures become one classified terminal error", () => {
     expect(message).toMatchObject({ stop_reason: "error", error_kind: "permanent" });
     expect(message.error_message).toContain("messages[0]");
     expect(replay.requests.length).toBe(before);
-    await expect(caller.client.trigger({ function_id: "provider::openai::stream", payload: { model: "gpt-4o", messages: [] } })).rejects.toMatchObject({ code: "invalid_input" });
+    await expect(
+      caller.client.trigger({ function_id: "provider::openai::stream", payload: { model: "gpt-4o", messages: [] } }),
+    ).rejects.toMatchObject({ code: "invalid_input" });
   });
 });
 
@@ -412,15 +456,75 @@ const TOOL = {
   description: "Call any function by id.",
   parameters: { type: "object", properties: { function: { type: "string" }, payload: { type: "object" } }, required: ["function"] },
 };
-const denial = { schema_version: 1, status: "denied", denied_by: "permissions", function_id: "fs::delete", rule_id: "no-deletes", rule_action: "deny", reason: "Deleting files is not allowed." };
+const denial = {
+  schema_version: 1,
+  status: "denied",
+  denied_by: "permissions",
+  function_id: "fs::delete",
+  rule_id: "no-deletes",
+  rule_action: "deny",
+  reason: "Deleting files is not allowed.",
+};
 /** One transcript with every message kind: a call answered, a call denied, an image, a custom note. */
 const TRANSCRIPT: unknown[] = [
-  { role: "user", content: [{ type: "text", text: "What's the weather in Paris?" }, { type: "image", mime: "image/png", data: "iVBORw0KGgo=" }], timestamp: 1 },
-  { role: "assistant", content: [{ type: "text", text: "Let me check." }, { type: "function_call", id: "call_a", function_id: "agent_trigger", arguments: { function: "weather::get", payload: { city: "Paris" } } }], stop_reason: "function_call", model: "m", provider: "openai", timestamp: 2 },
-  { role: "function_result", function_call_id: "call_a", function_id: "agent_trigger", content: [{ type: "text", text: "sunny, 21°C" }], details: {}, is_error: false, timestamp: 3 },
+  {
+    role: "user",
+    content: [
+      { type: "text", text: "What's the weather in Paris?" },
+      { type: "image", mime: "image/png", data: "iVBORw0KGgo=" },
+    ],
+    timestamp: 1,
+  },
+  {
+    role: "assistant",
+    content: [
+      { type: "text", text: "Let me check." },
+      {
+        type: "function_call",
+        id: "call_a",
+        function_id: "agent_trigger",
+        arguments: { function: "weather::get", payload: { city: "Paris" } },
+      },
+    ],
+    stop_reason: "function_call",
+    model: "m",
+    provider: "openai",
+    timestamp: 2,
+  },
+  {
+    role: "function_result",
+    function_call_id: "call_a",
+    function_id: "agent_trigger",
+    content: [{ type: "text", text: "sunny, 21°C" }],
+    details: {},
+    is_error: false,
+    timestamp: 3,
+  },
   { role: "custom", custom_type: "ui_note", content: "never sent to a model", timestamp: 4 },
-  { role: "assistant", content: [{ type: "function_call", id: "call_b", function_id: "agent_trigger", arguments: { function: "fs::delete", payload: { path: "/etc" } } }], stop_reason: "function_call", model: "m", provider: "openai", timestamp: 5 },
-  { role: "function_result", function_call_id: "call_b", function_id: "agent_trigger", content: [{ type: "text", text: "Denied by policy." }], details: denial, is_error: true, timestamp: 6 },
+  {
+    role: "assistant",
+    content: [
+      {
+        type: "function_call",
+        id: "call_b",
+        function_id: "agent_trigger",
+        arguments: { function: "fs::delete", payload: { path: "/etc" } },
+      },
+    ],
+    stop_reason: "function_call",
+    model: "m",
+    provider: "openai",
+    timestamp: 5,
+  },
+  {
+    role: "function_result",
+    function_call_id: "call_b",
+    function_id: "agent_trigger",
+    content: [{ type: "text", text: "Denied by policy." }],
+    details: denial,
+    is_error: true,
+    timestamp: 6,
+  },
   { role: "user", content: "thanks", timestamp: 7 },
 ];
 const deniedText = `[PERMISSION_DENIED]\n${JSON.stringify(denial)}\nDenied by policy.`;
@@ -436,10 +540,36 @@ describe("the request the provider receives", () => {
     expect(req.body!.tools).toEqual([{ type: "function", function: TOOL }]);
     expect(req.body!.messages).toEqual([
       { role: "system", content: "You are an iii agent." },
-      { role: "user", content: [{ type: "text", text: "What's the weather in Paris?" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }] },
-      { role: "assistant", content: "Let me check.", tool_calls: [{ id: "call_a", type: "function", function: { name: "agent_trigger", arguments: JSON.stringify({ function: "weather::get", payload: { city: "Paris" } }) } }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "What's the weather in Paris?" },
+          { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } },
+        ],
+      },
+      {
+        role: "assistant",
+        content: "Let me check.",
+        tool_calls: [
+          {
+            id: "call_a",
+            type: "function",
+            function: { name: "agent_trigger", arguments: JSON.stringify({ function: "weather::get", payload: { city: "Paris" } }) },
+          },
+        ],
+      },
       { role: "tool", tool_call_id: "call_a", content: "sunny, 21°C" },
-      { role: "assistant", content: null, tool_calls: [{ id: "call_b", type: "function", function: { name: "agent_trigger", arguments: JSON.stringify({ function: "fs::delete", payload: { path: "/etc" } }) } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "call_b",
+            type: "function",
+            function: { name: "agent_trigger", arguments: JSON.stringify({ function: "fs::delete", payload: { path: "/etc" } }) },
+          },
+        ],
+      },
       { role: "tool", tool_call_id: "call_b", content: deniedText },
       { role: "user", content: "thanks" },
     ]);
@@ -458,20 +588,51 @@ describe("the request the provider receives", () => {
     expect(req.body!.system).toEqual([{ type: "text", text: "You are an iii agent.", cache_control: { type: "ephemeral" } }]);
     expect(req.body!.tools).toEqual([{ name: TOOL.name, description: TOOL.description, input_schema: TOOL.parameters }]);
     expect(req.body!.messages).toEqual([
-      { role: "user", content: [{ type: "text", text: "What's the weather in Paris?" }, { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] },
-      { role: "assistant", content: [{ type: "text", text: "Let me check." }, { type: "tool_use", id: "call_a", name: "agent_trigger", input: { function: "weather::get", payload: { city: "Paris" } } }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "What's the weather in Paris?" },
+          { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } },
+        ],
+      },
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "Let me check." },
+          { type: "tool_use", id: "call_a", name: "agent_trigger", input: { function: "weather::get", payload: { city: "Paris" } } },
+        ],
+      },
       { role: "user", content: [{ type: "tool_result", tool_use_id: "call_a", content: [{ type: "text", text: "sunny, 21°C" }] }] },
-      { role: "assistant", content: [{ type: "tool_use", id: "call_b", name: "agent_trigger", input: { function: "fs::delete", payload: { path: "/etc" } } }] },
-      { role: "user", content: [{ type: "tool_result", tool_use_id: "call_b", content: [{ type: "text", text: deniedText }], is_error: true }, { type: "text", text: "thanks", cache_control: { type: "ephemeral" } }] },
+      {
+        role: "assistant",
+        content: [{ type: "tool_use", id: "call_b", name: "agent_trigger", input: { function: "fs::delete", payload: { path: "/etc" } } }],
+      },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "call_b", content: [{ type: "text", text: deniedText }], is_error: true },
+          { type: "text", text: "thanks", cache_control: { type: "ephemeral" } },
+        ],
+      },
     ]);
   });
 
-  it.each(["openai", "anthropic"] as const)("%s: a call with no recorded result is answered, so the provider accepts the transcript", async (provider) => {
-    replay.enqueue(provider, reply(say("ok")));
-    const interrupted = { role: "assistant", content: [{ type: "function_call", id: "call_lost", function_id: "agent_trigger", arguments: {} }], stop_reason: "function_call", model: "m", provider: "openai", timestamp: 2 };
-    const { message } = await stream(provider, { messages: [user("go"), interrupted, user("still there?")] });
-    expect(message.stop_reason).toBe("end"); // the replay rejects a transcript the real API would reject
-  });
+  it.each(["openai", "anthropic"] as const)(
+    "%s: a call with no recorded result is answered, so the provider accepts the transcript",
+    async (provider) => {
+      replay.enqueue(provider, reply(say("ok")));
+      const interrupted = {
+        role: "assistant",
+        content: [{ type: "function_call", id: "call_lost", function_id: "agent_trigger", arguments: {} }],
+        stop_reason: "function_call",
+        model: "m",
+        provider: "openai",
+        timestamp: 2,
+      };
+      const { message } = await stream(provider, { messages: [user("go"), interrupted, user("still there?")] });
+      expect(message.stop_reason).toBe("end"); // the replay rejects a transcript the real API would reject
+    },
+  );
 });
 
 // ------------------------------------------------------------------ credentials through auth-credentials
@@ -490,7 +651,10 @@ describe("credentials", () => {
 
   it("a stored base_url points the provider elsewhere; an unreachable server → transient after the retries", async () => {
     const closed = await freePort(); // nothing listens there
-    await caller.client.trigger({ function_id: "auth::set_token", payload: { provider: "openai", type: "api_key", key: OPENAI_KEY, base_url: `http://127.0.0.1:${closed}/v1` } });
+    await caller.client.trigger({
+      function_id: "auth::set_token",
+      payload: { provider: "openai", type: "api_key", key: OPENAI_KEY, base_url: `http://127.0.0.1:${closed}/v1` },
+    });
     try {
       const before = replay.requests.length;
       const { frames, message } = await stream("openai");
@@ -504,7 +668,10 @@ describe("credentials", () => {
   });
 
   it("an anthropic OAuth credential goes as Bearer with the oauth beta flag", async () => {
-    await caller.client.trigger({ function_id: "auth::set_token", payload: { provider: "anthropic", type: "oauth", access_token: "oat-test-token-123456" } });
+    await caller.client.trigger({
+      function_id: "auth::set_token",
+      payload: { provider: "anthropic", type: "oauth", access_token: "oat-test-token-123456" },
+    });
     try {
       replay.enqueue("anthropic", reply(say("hi")));
       await stream("anthropic");
@@ -526,7 +693,11 @@ describe("credentials", () => {
     const before = replay.requests.length;
     const { frames, message } = await stream("anthropic");
     expectWellFormed(frames);
-    expect(message).toMatchObject({ stop_reason: "error", error_kind: "auth_expired", error_message: "no credential configured for anthropic" });
+    expect(message).toMatchObject({
+      stop_reason: "error",
+      error_kind: "auth_expired",
+      error_message: "no credential configured for anthropic",
+    });
     expect(replay.requests.length).toBe(before);
   });
 
@@ -562,21 +733,41 @@ describe("models catalog", () => {
   });
 
   it("get: a known model with limits and pricing, a dated snapshot by its alias, null when unknown", async () => {
-    expect(await models("get", { provider: "anthropic", id: "claude-sonnet-4-5" })).toMatchObject({ context_window: 200_000, max_output_tokens: 64_000, supports_tools: true, pricing: { input_per_1m: 3, output_per_1m: 15 } });
-    expect(await models("get", { provider: "anthropic", id: "claude-sonnet-4-5-20250929" })).toMatchObject({ id: "claude-sonnet-4-5-20250929", context_window: 200_000 });
+    expect(await models("get", { provider: "anthropic", id: "claude-sonnet-4-5" })).toMatchObject({
+      context_window: 200_000,
+      max_output_tokens: 64_000,
+      supports_tools: true,
+      pricing: { input_per_1m: 3, output_per_1m: 15 },
+    });
+    expect(await models("get", { provider: "anthropic", id: "claude-sonnet-4-5-20250929" })).toMatchObject({
+      id: "claude-sonnet-4-5-20250929",
+      context_window: 200_000,
+    });
     expect(await models("get", { provider: "openai", id: "gpt-unknown" })).toBeUndefined(); // null travels as "no result"
   });
 
   it("supports: capabilities, unknown capability → false, unknown model → known:false", async () => {
     expect(await models("supports", { provider: "openai", id: "gpt-4o", capability: "tools" })).toEqual({ supported: true, known: true });
-    expect(await models("supports", { provider: "openai", id: "gpt-4o", capability: "streaming" })).toEqual({ supported: true, known: true });
-    expect(await models("supports", { provider: "openai", id: "gpt-4o", capability: "thinking" })).toEqual({ supported: false, known: true });
-    expect(await models("supports", { provider: "openai", id: "gpt-4o", capability: "telepathy" })).toEqual({ supported: false, known: true });
+    expect(await models("supports", { provider: "openai", id: "gpt-4o", capability: "streaming" })).toEqual({
+      supported: true,
+      known: true,
+    });
+    expect(await models("supports", { provider: "openai", id: "gpt-4o", capability: "thinking" })).toEqual({
+      supported: false,
+      known: true,
+    });
+    expect(await models("supports", { provider: "openai", id: "gpt-4o", capability: "telepathy" })).toEqual({
+      supported: false,
+      known: true,
+    });
     expect(await models("supports", { provider: "openai", id: "nope", capability: "tools" })).toEqual({ supported: false, known: false });
   });
 
   it("MODELS_OVERRIDES corrects a table entry and adds a local model; a broken entry is skipped", async () => {
-    expect(await models("get", { provider: "openai", id: "gpt-4o" })).toMatchObject({ context_window: 64_000, pricing: { input_per_1m: 2.5 } });
+    expect(await models("get", { provider: "openai", id: "gpt-4o" })).toMatchObject({
+      context_window: 64_000,
+      pricing: { input_per_1m: 2.5 },
+    });
     expect(await models("get", { provider: "openai", id: "local-llama" })).toMatchObject({ context_window: 8_192, supports_tools: true });
     expect(await models("get", { provider: "openai", id: "broken" })).toBeUndefined();
   });
@@ -584,15 +775,27 @@ describe("models catalog", () => {
   it("models::register is stored in state scope `models` and overrides the table; streams use it", async () => {
     const r = await models("register", { model: { provider: "anthropic", id: "claude-sonnet-4-5", context_window: 1_000_000 } });
     expect(r).toEqual({ ok: true, key: "anthropic:claude-sonnet-4-5" });
-    const row = await caller.client.trigger({ function_id: "state::get", payload: { scope: "models", key: "anthropic:claude-sonnet-4-5" } });
+    const row = await caller.client.trigger({
+      function_id: "state::get",
+      payload: { scope: "models", key: "anthropic:claude-sonnet-4-5" },
+    });
     expect(row).toMatchObject({ context_window: 1_000_000 });
-    expect(await models("get", { provider: "anthropic", id: "claude-sonnet-4-5" })).toMatchObject({ context_window: 1_000_000, max_output_tokens: 64_000, pricing: { input_per_1m: 3 } });
+    expect(await models("get", { provider: "anthropic", id: "claude-sonnet-4-5" })).toMatchObject({
+      context_window: 1_000_000,
+      max_output_tokens: 64_000,
+      pricing: { input_per_1m: 3 },
+    });
 
-    await models("register", { model: { provider: "anthropic", id: "claude-small-test", context_window: 50_000, max_output_tokens: 1_000 } });
+    await models("register", {
+      model: { provider: "anthropic", id: "claude-small-test", context_window: 50_000, max_output_tokens: 1_000 },
+    });
     expect((await models<{ id: string }[]>("list", { provider: "anthropic" })).map((m) => m.id)).toContain("claude-small-test");
     replay.enqueue("anthropic", reply(say("ok")));
     // The restarted auth worker has no anthropic key: store one for this call.
-    await caller.client.trigger({ function_id: "auth::set_token", payload: { provider: "anthropic", type: "api_key", key: ANTHROPIC_KEY } });
+    await caller.client.trigger({
+      function_id: "auth::set_token",
+      payload: { provider: "anthropic", type: "api_key", key: ANTHROPIC_KEY },
+    });
     await stream("anthropic", { model: "claude-small-test" });
     expect(replay.requestsFor("anthropic").at(-1)!.body!.max_tokens).toBe(1_000);
   });
@@ -600,6 +803,8 @@ describe("models catalog", () => {
   it("bad input → invalid_input, nothing stored", async () => {
     await expect(models("register", { model: { provider: "openai", id: "no-window" } })).rejects.toMatchObject({ code: "invalid_input" });
     await expect(models("get", { provider: "OpenAI!", id: "x" })).rejects.toMatchObject({ code: "invalid_input" });
-    expect(await caller.client.trigger({ function_id: "state::get", payload: { scope: "models", key: "openai:no-window" } })).toBeUndefined();
+    expect(
+      await caller.client.trigger({ function_id: "state::get", payload: { scope: "models", key: "openai:no-window" } }),
+    ).toBeUndefined();
   });
 });

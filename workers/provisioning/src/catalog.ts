@@ -78,7 +78,6 @@ export interface LiveCatalog {
   omitted: number;
 }
 
-
 export const isExcluded = (id: string): boolean => EXCLUDED_IDS.has(id) || EXCLUDED_PREFIXES.some((p) => id.startsWith(p));
 
 /** List, filter, and fetch schemas. A listing failure gives `registered: null` and no entries (fail open). */
@@ -88,13 +87,18 @@ export async function readCatalog(trigger: Trigger): Promise<LiveCatalog> {
   try {
     let offset = 0;
     for (let page = 0; page < MAX_LIST_PAGES; page++) {
-      const res = await trigger<{ functions?: unknown; next_offset?: unknown }>("engine::functions::list", { offset }, INTROSPECTION_TIMEOUT_MS);
+      const res = await trigger<{ functions?: unknown; next_offset?: unknown }>(
+        "engine::functions::list",
+        { offset },
+        INTROSPECTION_TIMEOUT_MS,
+      );
       const functions = Array.isArray(res?.functions) ? res.functions : [];
       for (const f of functions) {
         if (!isRecord(f) || typeof f.function_id !== "string") continue;
         registered.add(f.function_id);
         // The kernel (marked where it is registered) is not the model's to call: not listed either.
-        if (!isExcluded(f.function_id) && !isModelNever(f.metadata)) described.set(f.function_id, typeof f.description === "string" ? f.description : undefined);
+        if (!isExcluded(f.function_id) && !isModelNever(f.metadata))
+          described.set(f.function_id, typeof f.description === "string" ? f.description : undefined);
       }
       if (typeof res?.next_offset !== "number") break;
       offset = res.next_offset;
@@ -112,7 +116,8 @@ export async function readCatalog(trigger: Trigger): Promise<LiveCatalog> {
       try {
         const res = await trigger<{ functions?: unknown }>("engine::functions::info", { function_ids }, INTROSPECTION_TIMEOUT_MS);
         for (const d of Array.isArray(res?.functions) ? res.functions : []) {
-          if (isRecord(d) && typeof d.function_id === "string" && d.request_schema !== undefined && d.request_schema !== null) schemas.set(d.function_id, d.request_schema);
+          if (isRecord(d) && typeof d.function_id === "string" && d.request_schema !== undefined && d.request_schema !== null)
+            schemas.set(d.function_id, d.request_schema);
         }
       } catch {
         // Schemas are a convenience: without them the index still lists the ids.
@@ -137,7 +142,8 @@ const MAX_ID_CHARS = 256;
 /** The catalog as a prompt section, bounded by `MAX_CATALOG_CHARS`. */
 export function renderCatalog(catalog: LiveCatalog): string {
   const head = "# Live function catalog\n\nFunctions registered on the engine when this run started (call any of them with agent_trigger):";
-  if (catalog.registered === null) return `${head}\n\n(The engine's function list could not be read just now: call engine::functions::list to see what is available.)`;
+  if (catalog.registered === null)
+    return `${head}\n\n(The engine's function list could not be read just now: call engine::functions::list to see what is available.)`;
   if (catalog.entries.length === 0) return `${head}\n\n(none besides the engine's own)`;
   const lines: string[] = [head, ""];
   let size = head.length;
@@ -148,7 +154,10 @@ export function renderCatalog(catalog: LiveCatalog): string {
     if (e.request_schema !== undefined) {
       const schema = JSON.stringify(e.request_schema);
       const inline = `\n  request: ${schema}`;
-      block += schema.length <= MAX_SCHEMA_CHARS && block.length + inline.length <= MAX_ENTRY_CHARS ? inline : `\n  request: (schema of ${schema.length} characters: read it with engine::functions::info)`;
+      block +=
+        schema.length <= MAX_SCHEMA_CHARS && block.length + inline.length <= MAX_ENTRY_CHARS
+          ? inline
+          : `\n  request: (schema of ${schema.length} characters: read it with engine::functions::info)`;
     }
     if (size + block.length + 1 > MAX_CATALOG_CHARS) {
       dropped += catalog.entries.length - i;

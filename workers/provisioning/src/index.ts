@@ -20,7 +20,14 @@ import { acquireSandbox, releaseSandbox } from "./sandbox.ts";
 import { renderSkills } from "./skills.ts";
 import { isRecord } from "@iii-edge/protocol";
 
-export { EXCLUDED_PREFIXES, MAX_CATALOG_FUNCTIONS, MAX_CATALOG_CHARS, MAX_DESCRIPTION_CHARS, MAX_ENTRY_CHARS, MAX_SCHEMA_CHARS } from "./catalog.ts";
+export {
+  EXCLUDED_PREFIXES,
+  MAX_CATALOG_FUNCTIONS,
+  MAX_CATALOG_CHARS,
+  MAX_DESCRIPTION_CHARS,
+  MAX_ENTRY_CHARS,
+  MAX_SCHEMA_CHARS,
+} from "./catalog.ts";
 export { IDENTITY_PREAMBLE, modeParagraph } from "./prompt.ts";
 export { skillPlaceholder, SKILL_TIMEOUT_MS } from "./skills.ts";
 
@@ -39,7 +46,6 @@ export const DOWNLOAD_TIMEOUT_MS = 60_000;
 
 type RunRequest = ProvisioningPrepareRequest["run_request"];
 
-
 /** `SYSTEM_DEFAULT_SKILLS`: a comma-separated list, or a JSON array of ids. */
 export function parseSkillList(text: string | undefined): string[] {
   if (!text || text.trim() === "") return [];
@@ -50,11 +56,17 @@ export function parseSkillList(text: string | undefined): string[] {
   } catch {
     items = text.split(",");
   }
-  const ids = items.filter((s): s is string => typeof s === "string").map((s) => s.trim()).filter((s) => s !== "");
+  const ids = items
+    .filter((s): s is string => typeof s === "string")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
   return [...new Set(ids)].slice(0, MAX_DEFAULT_SKILLS);
 }
 
-const boundTrigger = (ctx: InvocationContext): Trigger => (functionId, payload, timeoutMs) => ctx.trigger({ function_id: functionId, payload, timeoutMs });
+const boundTrigger =
+  (ctx: InvocationContext): Trigger =>
+  (functionId, payload, timeoutMs) =>
+    ctx.trigger({ function_id: functionId, payload, timeoutMs });
 
 /** `models::get` → the entry, or null when unknown, malformed, or the models worker is absent. */
 async function modelMeta(trigger: Trigger, rr: RunRequest, present: Set<string> | null): Promise<Model | null> {
@@ -83,7 +95,14 @@ export function createProvisioning(config: ProvisioningConfig) {
       const ns = /^iii:\/\/([^/]+)/.exec(id)?.[1];
       if (!ns || downloaded.has(ns)) continue;
       downloaded.add(ns);
-      ctx.trigger({ function_id: "directory::skills::download", payload: { id: ns }, action: { type: "void" }, timeoutMs: DOWNLOAD_TIMEOUT_MS }).catch(() => downloaded.delete(ns));
+      ctx
+        .trigger({
+          function_id: "directory::skills::download",
+          payload: { id: ns },
+          action: { type: "void" },
+          timeoutMs: DOWNLOAD_TIMEOUT_MS,
+        })
+        .catch(() => downloaded.delete(ns));
     }
   }
 
@@ -106,7 +125,14 @@ export function createProvisioning(config: ProvisioningConfig) {
     ]);
 
     const system_prompt =
-      override ?? joinLayers([modeParagraph(rr.mode), IDENTITY_PREAMBLE, skillsText, renderCatalog(catalog), sandboxId === undefined ? undefined : sandboxParagraph(sandboxId)]);
+      override ??
+      joinLayers([
+        modeParagraph(rr.mode),
+        IDENTITY_PREAMBLE,
+        skillsText,
+        renderCatalog(catalog),
+        sandboxId === undefined ? undefined : sandboxParagraph(sandboxId),
+      ]);
     const out: ProvisioningPrepareResponse = { system_prompt, function_schemas: [AGENT_TRIGGER_FUNCTION], model_meta: meta };
     if (sandboxId !== undefined) out.sandbox_id = sandboxId;
     return out;
@@ -123,7 +149,9 @@ export function createProvisioning(config: ProvisioningConfig) {
 export const worker: WorkerModule<ProvisioningConfig> = {
   name: "provisioning",
   kernel: true,
-  configFrom: (env) => ({ system_default_skills: parseSkillList(typeof env.SYSTEM_DEFAULT_SKILLS === "string" ? env.SYSTEM_DEFAULT_SKILLS : undefined) }),
+  configFrom: (env) => ({
+    system_default_skills: parseSkillList(typeof env.SYSTEM_DEFAULT_SKILLS === "string" ? env.SYSTEM_DEFAULT_SKILLS : undefined),
+  }),
   register(iii: WorkerSurface, config: ProvisioningConfig) {
     const p = createProvisioning({ system_default_skills: config?.system_default_skills ?? [] });
     iii.registerFunction("provisioning::prepare", (data: ProvisioningPrepareRequest, ctx) => p.prepare(data, ctx), {

@@ -8,7 +8,11 @@ const MODE_PARAGRAPHS: Record<Mode, string> = {
     `Investigate before you decide: use ${AGENT_TRIGGER} to read and inspect whatever you need, and ask the user about anything ambiguous until the plan is settled.`,
     "Do not change anything yet. Finish with a numbered plan that ends in an actionable todo list.",
   ].join(" "),
-  ask: ["Mode: ask.", "Answer directly and briefly.", `Call functions through ${AGENT_TRIGGER} only when the answer strictly needs it.`].join(" "),
+  ask: [
+    "Mode: ask.",
+    "Answer directly and briefly.",
+    `Call functions through ${AGENT_TRIGGER} only when the answer strictly needs it.`,
+  ].join(" "),
   agent: [
     "Mode: agent.",
     `Work autonomously: call functions through ${AGENT_TRIGGER} as often as the task needs, until it is done`,
@@ -32,4 +36,5 @@ export const IDENTITY_PREAMBLE = [
 ].join("\n");
 
 /** Layers joined with blank lines, empty ones left out. */
-export const joinLayers = (layers: readonly (string | undefined)[]): string => layers.filter((l): l is string => typeof l === "string" && l.trim() !== "").join("\n\n");
+export const joinLayers = (layers: readonly (string | undefined)[]): string =>
+  layers.filter((l): l is string => typeof l === "string" && l.trim() !== "").join("\n\n");

@@ -33,12 +33,21 @@ export async function acquireSandbox(trigger: Trigger, sessionId: string, reuse:
   } catch (err) {
     const code = errorCode(err);
     if (code === "function_not_found") {
-      throw new IIIError("sandbox_unavailable", `session ${sessionId} asked for isolation, but no sandbox host is connected (sandbox::create is not registered; start one with npm run sandbox-host)`);
+      throw new IIIError(
+        "sandbox_unavailable",
+        `session ${sessionId} asked for isolation, but no sandbox host is connected (sandbox::create is not registered; start one with npm run sandbox-host)`,
+      );
     }
-    throw new IIIError("sandbox_unavailable", `session ${sessionId} asked for isolation, but sandbox::create failed${code ? ` (${code})` : ""}: ${messageOf(err)}`);
+    throw new IIIError(
+      "sandbox_unavailable",
+      `session ${sessionId} asked for isolation, but sandbox::create failed${code ? ` (${code})` : ""}: ${messageOf(err)}`,
+    );
   }
   if (!isRecord(res) || typeof res.sandbox_id !== "string" || res.sandbox_id === "") {
-    throw new IIIError("sandbox_unavailable", `session ${sessionId} asked for isolation, but sandbox::create answered without a sandbox_id`);
+    throw new IIIError(
+      "sandbox_unavailable",
+      `session ${sessionId} asked for isolation, but sandbox::create answered without a sandbox_id`,
+    );
   }
   return res.sandbox_id;
 }

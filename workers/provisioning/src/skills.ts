@@ -11,11 +11,12 @@ export const MAX_SKILL_CHARS = 32_000;
 /** The directory's index in the prompt. */
 export const MAX_INDEX_CHARS = 16_000;
 
-
 /** A directory answer: a string, or `{body}`. */
-const bodyOf = (v: unknown): string | undefined => (typeof v === "string" ? v : isRecord(v) && typeof v.body === "string" ? v.body : undefined);
+const bodyOf = (v: unknown): string | undefined =>
+  typeof v === "string" ? v : isRecord(v) && typeof v.body === "string" ? v.body : undefined;
 
-const clip = (text: string, max: number, how: string) => (text.length > max ? `${text.slice(0, max)}\n\n(cut at ${max} characters: ${how})` : text);
+const clip = (text: string, max: number, how: string) =>
+  text.length > max ? `${text.slice(0, max)}\n\n(cut at ${max} characters: ${how})` : text;
 
 export const skillPlaceholder = (id: string): string =>
   `(This skill could not be loaded when the run started. Fetch it when you need it: agent_trigger {"function": "directory::skills::get", "payload": {"id": ${JSON.stringify(id)}}}.)`;
@@ -43,10 +44,13 @@ export async function renderSkills(trigger: Trigger, ids: readonly string[], pre
   const [indexText, ...texts] = await Promise.all([index, ...bodies]);
   if (indexText === undefined && ids.length === 0) return undefined;
   const parts: string[] = ["# Skills"];
-  if (indexText !== undefined && indexText.trim() !== "") parts.push(clip(indexText.trim(), MAX_INDEX_CHARS, "call directory::skills::index for all of it"));
+  if (indexText !== undefined && indexText.trim() !== "")
+    parts.push(clip(indexText.trim(), MAX_INDEX_CHARS, "call directory::skills::index for all of it"));
   ids.forEach((id, i) => {
     const text = texts[i];
-    parts.push(`# ${id}\n\n${text === undefined || text.trim() === "" ? skillPlaceholder(id) : clip(text.trim(), MAX_SKILL_CHARS, "fetch the rest with directory::skills::get")}`);
+    parts.push(
+      `# ${id}\n\n${text === undefined || text.trim() === "" ? skillPlaceholder(id) : clip(text.trim(), MAX_SKILL_CHARS, "fetch the rest with directory::skills::get")}`,
+    );
   });
   return parts.join("\n\n");
 }

@@ -29,19 +29,27 @@ const callsTo = (fn: string) => calls.filter((c) => c.fn === fn);
 const strip = ({ _caller_worker_id: _, ...rest }: Record<string, unknown>) => rest;
 
 async function listed(): Promise<string[]> {
-  const r = await standIn.client.trigger<unknown, { functions: { function_id: string }[] }>({ function_id: "engine::functions::list", payload: { include_internal: true } });
+  const r = await standIn.client.trigger<unknown, { functions: { function_id: string }[] }>({
+    function_id: "engine::functions::list",
+    payload: { include_internal: true },
+  });
   return r.functions.map((f) => f.function_id);
 }
 
 const prepare = (run_request: Record<string, unknown>, session_id = "s1") =>
-  standIn.client.trigger<unknown, ProvisioningPrepareResponse>({ function_id: "provisioning::prepare", payload: { session_id, run_request: { provider: "openai", model: "gpt-test", ...run_request } } });
+  standIn.client.trigger<unknown, ProvisioningPrepareResponse>({
+    function_id: "provisioning::prepare",
+    payload: { session_id, run_request: { provider: "openai", model: "gpt-test", ...run_request } },
+  });
 
 /** The catalog section of a prompt (it comes last, before an optional sandbox note). */
 const catalogOf = (prompt: string) => prompt.slice(prompt.indexOf("# Live function catalog")).split("\n# Sandbox")[0]!;
 
 beforeAll(async () => {
   engine = await startEngine({ env: { HARNESS_DISABLE } });
-  provisioning = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], { config: { provisioning: { system_default_skills: [DEFAULT_SKILL] } } });
+  provisioning = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], {
+    config: { provisioning: { system_default_skills: [DEFAULT_SKILL] } },
+  });
   standIn = runWorkers(engine.wsUrl, [], { workerName: "stand-ins" });
   const record = (fn: string, answer: (data: Record<string, unknown>) => unknown, description?: string) =>
     refs.set(
@@ -73,7 +81,15 @@ beforeAll(async () => {
     return { sandbox_id: d.sandbox_id, destroyed: true };
   });
   // Harness internals: registered, and never to be shown to the model.
-  for (const id of ["turn::assistant_streaming", "run::start", "provider::openai::stream", "auth::get_token", "session-tree::messages", "session-inbox::push"]) record(id, () => null, `internal ${id}`);
+  for (const id of [
+    "turn::assistant_streaming",
+    "run::start",
+    "provider::openai::stream",
+    "auth::get_token",
+    "session-tree::messages",
+    "session-inbox::push",
+  ])
+    record(id, () => null, `internal ${id}`);
   await until(async () => {
     const have = await listed();
     return have.includes("provisioning::prepare") && have.includes("session-inbox::push");
@@ -123,7 +139,9 @@ describe("the system prompt", () => {
     expect(p).toContain(`# iii://demo/broken\n\n${skillPlaceholder("iii://demo/broken")}`);
     expect(skillPlaceholder("x")).toContain("directory::skills::get");
     expect(p.indexOf(`# ${DEFAULT_SKILL}`)).toBeLessThan(p.indexOf("# iii://demo/good"));
-    const fetched = callsTo("directory::skills::get").slice(-3).map((c) => c.data.id);
+    const fetched = callsTo("directory::skills::get")
+      .slice(-3)
+      .map((c) => c.data.id);
     expect(fetched.sort()).toEqual(["iii://demo/broken", DEFAULT_SKILL, "iii://demo/good"]);
   });
 
@@ -132,10 +150,12 @@ describe("the system prompt", () => {
   });
 
   it("a request without a model is refused with invalid_input", async () => {
-    const err = await standIn.client.trigger({ function_id: "provisioning::prepare", payload: { session_id: "s1", run_request: { mode: "agent" } } }).then(
-      () => undefined,
-      (e: { code: string; message: string }) => e,
-    );
+    const err = await standIn.client
+      .trigger({ function_id: "provisioning::prepare", payload: { session_id: "s1", run_request: { mode: "agent" } } })
+      .then(
+        () => undefined,
+        (e: { code: string; message: string }) => e,
+      );
     expect(err?.code).toBe("invalid_input");
     expect(err?.message).toContain("model");
   });
@@ -144,8 +164,15 @@ describe("the system prompt", () => {
 describe("the live catalog", () => {
   it("a function an iii-sdk worker registered a moment ago is in the prompt with its description and request schema", async () => {
     sdk = registerWorker(engine.wsUrl, { workerName: "weather-app", otel: { enabled: false } });
-    const schema = { type: "object" as const, properties: { city: { type: "string" }, days: { type: "integer", minimum: 1 } }, required: ["city"] };
-    sdk.registerFunction("weather::forecast", async (req: { city: string }) => ({ city: req.city, sky: "clear" }), { description: "The forecast for a city.", request_format: schema });
+    const schema = {
+      type: "object" as const,
+      properties: { city: { type: "string" }, days: { type: "integer", minimum: 1 } },
+      required: ["city"],
+    };
+    sdk.registerFunction("weather::forecast", async (req: { city: string }) => ({ city: req.city, sky: "clear" }), {
+      description: "The forecast for a city.",
+      request_format: schema,
+    });
     await until(async () => (await listed()).includes("weather::forecast"), "weather::forecast registered");
     const catalog = catalogOf((await prepare({ mode: "agent" })).system_prompt);
     expect(catalog).toContain(`- \`weather::forecast\` — The forecast for a city.\n  request: ${JSON.stringify(schema)}`);
@@ -169,7 +196,9 @@ describe("isolation", () => {
     expect(res.system_prompt).toContain(`isolated sandbox, \`${res.sandbox_id}\``);
     expect(live.has(res.sandbox_id!)).toBe(true);
 
-    expect(await standIn.client.trigger({ function_id: "provisioning::release", payload: { session_id: "iso-1", sandbox_id: res.sandbox_id } })).toEqual({ ok: true });
+    expect(
+      await standIn.client.trigger({ function_id: "provisioning::release", payload: { session_id: "iso-1", sandbox_id: res.sandbox_id } }),
+    ).toEqual({ ok: true });
     expect(callsTo("sandbox::stop").at(-1)!.data).toEqual({ sandbox_id: res.sandbox_id });
     expect(live.has(res.sandbox_id!)).toBe(false);
   });

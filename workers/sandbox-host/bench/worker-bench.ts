@@ -29,9 +29,14 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "sbw-bench-"));
 const engine = await startEngine();
 let hostLog = "";
-const host = spawn(process.execPath, [path.join(here, "../src/main.ts"), "--engine", engine.wsUrl, "--state-dir", stateDir, "--pool", "1", "--worker-pool", "1"],
-  { stdio: ["ignore", "ignore", "pipe"] });
-host.stderr?.on("data", (d: Buffer) => { hostLog += d.toString(); });
+const host = spawn(
+  process.execPath,
+  [path.join(here, "../src/main.ts"), "--engine", engine.wsUrl, "--state-dir", stateDir, "--pool", "1", "--worker-pool", "1"],
+  { stdio: ["ignore", "ignore", "pipe"] },
+);
+host.stderr?.on("data", (d: Buffer) => {
+  hostLog += d.toString();
+});
 // sdk-edge's client, because it sends its deadline to the engine (timeout_ms): a cold spawn on a
 // busy box can take longer than the engine's default 30 s. iii-sdk keeps its timeout local.
 const iii = registerWorker(engine.wsUrl, { workerName: "worker-bench" });
@@ -91,20 +96,28 @@ async function sandboxToFirstExec(memory_mb?: number): Promise<{ ms: number; id:
 }
 
 function qemuChildren(): { pid: number; worker: boolean }[] {
-  return fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((d) => {
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) !== host.pid) return [];
-      const cmd = fs.readFileSync(`/proc/${d}/cmdline`, "utf8");
-      return cmd.includes("qemu-system") ? [{ pid: Number(d), worker: cmd.includes("initrd-worker") }] : [];
-    } catch {
-      return [];
-    }
-  });
+  return fs
+    .readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .flatMap((d) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+        if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) !== host.pid) return [];
+        const cmd = fs.readFileSync(`/proc/${d}/cmdline`, "utf8");
+        return cmd.includes("qemu-system") ? [{ pid: Number(d), worker: cmd.includes("initrd-worker") }] : [];
+      } catch {
+        return [];
+      }
+    });
 }
 const pssMb = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/smaps_rollup`, "utf8").match(/^Pss:\s+(\d+)/m)?.[1] ?? 0) / 1024;
 
-const results: Record<string, number[]> = { "cold sandbox::create → first exec": [], "warm sandbox::create → first exec": [], "cold spawn_worker → first call": [], "warm spawn_worker → first call": [] };
+const results: Record<string, number[]> = {
+  "cold sandbox::create → first exec": [],
+  "warm sandbox::create → first exec": [],
+  "cold spawn_worker → first call": [],
+  "warm spawn_worker → first call": [],
+};
 const memory: { worker: number[]; command: number[] } = { worker: [], command: [] };
 
 /** One run: cold and warm, command sandbox and worker, then the idle VMs' memory. */
@@ -132,7 +145,9 @@ async function oneRun(i: number): Promise<void> {
   results["warm sandbox::create → first exec"]!.push(ws.ms);
   results["cold spawn_worker → first call"]!.push(cw.ms);
   results["warm spawn_worker → first call"]!.push(ww.ms);
-  process.stderr.write(`  run ${i + 1}: sandbox cold ${cs.ms.toFixed(0)} warm ${ws.ms.toFixed(0)}; worker cold ${cw.ms.toFixed(0)} warm ${ww.ms.toFixed(0)} ms\n`);
+  process.stderr.write(
+    `  run ${i + 1}: sandbox cold ${cs.ms.toFixed(0)} warm ${ws.ms.toFixed(0)}; worker cold ${cw.ms.toFixed(0)} warm ${ww.ms.toFixed(0)} ms\n`,
+  );
 }
 try {
   await poolsReady();
@@ -146,19 +161,26 @@ try {
       // that run is lost, not slow. Clean up what it left and run it again.
       if (!lostCall((e as { code?: string }).code) || ++lost > MAX_LOST_RUNS) throw e;
       process.stderr.write(`  run ${i + 1} lost to an engine reload; again\n`);
-      for (const sb of (await call("sandbox::list", {})).sandboxes) await call("sandbox::stop", { sandbox_id: sb.sandbox_id }).catch(() => {});
+      for (const sb of (await call("sandbox::list", {})).sandboxes)
+        await call("sandbox::stop", { sandbox_id: sb.sandbox_id }).catch(() => {});
       i--;
     }
   }
   const p = (xs: number[], q: number) => pct(xs, q).toFixed(0);
   console.log(`\n${lost} run(s) lost to engine reloads and run again`);
-  console.log(`backend: ${hostLog.match(/backend (\S+)/)?.[1] ?? "?"}, ${os.availableParallelism()} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, load ${os.loadavg()[0]!.toFixed(1)}, ${RUNS} runs\n`);
+  console.log(
+    `backend: ${hostLog.match(/backend (\S+)/)?.[1] ?? "?"}, ${os.availableParallelism()} cores, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, load ${os.loadavg()[0]!.toFixed(1)}, ${RUNS} runs\n`,
+  );
   console.log("| measurement | p50 | p99 |\n| --- | --- | --- |");
   for (const [what, xs] of Object.entries(results)) console.log(`| ${what} | ${p(xs, 50)} ms | ${p(xs, 99)} ms |`);
   const ratio = (a: string, b: string) => (pct(results[a]!, 50) / pct(results[b]!, 50)).toFixed(2);
-  console.log(`\nworker / command, p50: cold ${ratio("cold spawn_worker → first call", "cold sandbox::create → first exec")}×, warm ${ratio("warm spawn_worker → first call", "warm sandbox::create → first exec")}×`);
+  console.log(
+    `\nworker / command, p50: cold ${ratio("cold spawn_worker → first call", "cold sandbox::create → first exec")}×, warm ${ratio("warm spawn_worker → first call", "warm sandbox::create → first exec")}×`,
+  );
   // Every sample holds the idle VMs alive then: the two taken, plus the two refilled pool VMs.
-  console.log(`memory per idle VM (PSS, median of ${memory.worker.length} / ${memory.command.length} samples): worker ${pct(memory.worker, 50).toFixed(0)} MB, command ${pct(memory.command, 50).toFixed(0)} MB (${(pct(memory.worker, 50) / pct(memory.command, 50)).toFixed(2)}×)`);
+  console.log(
+    `memory per idle VM (PSS, median of ${memory.worker.length} / ${memory.command.length} samples): worker ${pct(memory.worker, 50).toFixed(0)} MB, command ${pct(memory.command, 50).toFixed(0)} MB (${(pct(memory.worker, 50) / pct(memory.command, 50)).toFixed(2)}×)`,
+  );
 } finally {
   await iii.shutdown().catch(() => {});
   const exited = new Promise((r) => host.once("exit", r));

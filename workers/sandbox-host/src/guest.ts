@@ -64,7 +64,10 @@ export function workerLayerInputs(): { node: string; esbuild: string; iiiSdk: st
 export function workerGuestStale(dir: string = DEFAULT_GUEST_DIR): boolean {
   const built = mtime(path.join(dir, WORKER_INITRD));
   if (!built) return true;
-  const sources = [path.join(dir, "initrd.gz"), ...["runtime.mjs", "loader.mjs", "build-worker-layer.sh"].map((f) => path.join(WORKER_SRC_DIR, f))];
+  const sources = [
+    path.join(dir, "initrd.gz"),
+    ...["runtime.mjs", "loader.mjs", "build-worker-layer.sh"].map((f) => path.join(WORKER_SRC_DIR, f)),
+  ];
   return sources.some((f) => mtime(f) > built);
 }
 
@@ -75,10 +78,15 @@ export async function ensureWorkerGuest(dir: string = DEFAULT_GUEST_DIR, log: (m
     log(`building the sandbox worker guest into ${dir}`);
     const i = workerLayerInputs();
     await new Promise<void>((resolve, reject) => {
-      execFile("sh", [path.join(WORKER_SRC_DIR, "build-worker-layer.sh"), dir, i.node, i.esbuild, i.iiiSdk], { maxBuffer: 1 << 20 }, (err, _out, stderr) => {
-        if (err) reject(new Error(`worker guest build failed: ${stderr.trim() || err.message}`));
-        else resolve();
-      });
+      execFile(
+        "sh",
+        [path.join(WORKER_SRC_DIR, "build-worker-layer.sh"), dir, i.node, i.esbuild, i.iiiSdk],
+        { maxBuffer: 1 << 20 },
+        (err, _out, stderr) => {
+          if (err) reject(new Error(`worker guest build failed: ${stderr.trim() || err.message}`));
+          else resolve();
+        },
+      );
     });
   }
   return { kernel: base.kernel, initrd: path.join(dir, WORKER_INITRD) };

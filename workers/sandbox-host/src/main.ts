@@ -8,9 +8,21 @@ import type { BackendKind } from "./backends/types.ts";
 import { registerWorker } from "./engine-client.ts";
 import { registerSandboxFunctions } from "./functions.ts";
 import { defaultStateDir } from "./host-state.ts";
-import { DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONCURRENT_BOOTS, DEFAULT_MAX_MEMORY_MB, DEFAULT_MAX_SANDBOXES, DEFAULT_POOL_SIZE } from "./limits.ts";
+import {
+  DEFAULT_IDLE_TIMEOUT_S,
+  DEFAULT_MAX_CONCURRENT_BOOTS,
+  DEFAULT_MAX_MEMORY_MB,
+  DEFAULT_MAX_SANDBOXES,
+  DEFAULT_POOL_SIZE,
+} from "./limits.ts";
 import { randomBytes } from "node:crypto";
-import { DEFAULT_MAX_WORKER_SANDBOXES, DEFAULT_WORKER_POOL_SIZE, DEFAULT_DISK_MB, DEFAULT_VCPUS, WORKER_DEFAULT_MEMORY_MB } from "./limits.ts";
+import {
+  DEFAULT_MAX_WORKER_SANDBOXES,
+  DEFAULT_WORKER_POOL_SIZE,
+  DEFAULT_DISK_MB,
+  DEFAULT_VCPUS,
+  WORKER_DEFAULT_MEMORY_MB,
+} from "./limits.ts";
 import { chooseBackend, workerBackendFor } from "./probe.ts";
 import { Sandboxes } from "./sandboxes.ts";
 import { WORKER_ID_PREFIX } from "./functions.ts";
@@ -49,10 +61,19 @@ function int(v: string | undefined, name: string, fallback: number): number {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      engine: { type: "string" }, backend: { type: "string" }, pool: { type: "string" }, "max-boots": { type: "string" },
-      "max-sandboxes": { type: "string" }, "max-memory-mb": { type: "string" }, "max-vcpus": { type: "string" },
-      "idle-timeout-s": { type: "string" }, "state-dir": { type: "string" }, "guest-dir": { type: "string" },
-      name: { type: "string" }, "worker-pool": { type: "string" }, "max-workers": { type: "string" },
+      engine: { type: "string" },
+      backend: { type: "string" },
+      pool: { type: "string" },
+      "max-boots": { type: "string" },
+      "max-sandboxes": { type: "string" },
+      "max-memory-mb": { type: "string" },
+      "max-vcpus": { type: "string" },
+      "idle-timeout-s": { type: "string" },
+      "state-dir": { type: "string" },
+      "guest-dir": { type: "string" },
+      name: { type: "string" },
+      "worker-pool": { type: "string" },
+      "max-workers": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -62,11 +83,15 @@ async function main(): Promise<void> {
   }
   const engineUrl = values.engine ?? process.env.ENGINE_URL ?? "ws://127.0.0.1:8787";
   const forced = values.backend ?? process.env.SANDBOX_BACKEND ?? "auto";
-  if (forced !== "auto" && !(BACKENDS as readonly string[]).includes(forced)) throw new Error(`--backend must be auto or one of ${BACKENDS.join(", ")}`);
+  if (forced !== "auto" && !(BACKENDS as readonly string[]).includes(forced))
+    throw new Error(`--backend must be auto or one of ${BACKENDS.join(", ")}`);
   const stateDir = values["state-dir"] ?? defaultStateDir();
 
   const { backend, reason } = await chooseBackend({
-    stateDir, guestDir: values["guest-dir"], force: forced === "auto" ? undefined : (forced as BackendKind), log,
+    stateDir,
+    guestDir: values["guest-dir"],
+    force: forced === "auto" ? undefined : (forced as BackendKind),
+    log,
   });
   log(`backend ${backend.kind} (${reason})`);
   const sandboxes = new Sandboxes({
@@ -90,12 +115,13 @@ async function main(): Promise<void> {
   client.addConnectionStateListener?.((state) => log(`engine connection: ${state}`));
 
   const maxWorkers = int(values["max-workers"], "max-workers", DEFAULT_MAX_WORKER_SANDBOXES);
-  const workerBackend = maxWorkers > 0
-    ? await workerBackendFor(backend.kind, { stateDir, guestDir: values["guest-dir"], log }).catch((e: unknown) => {
-      log(`sandbox workers off: ${e instanceof Error ? e.message : String(e)}`);
-      return undefined;
-    })
-    : undefined;
+  const workerBackend =
+    maxWorkers > 0
+      ? await workerBackendFor(backend.kind, { stateDir, guestDir: values["guest-dir"], log }).catch((e: unknown) => {
+          log(`sandbox workers off: ${e instanceof Error ? e.message : String(e)}`);
+          return undefined;
+        })
+      : undefined;
   let workers: WorkerSandboxes | undefined;
   if (workerBackend) {
     const vms = new Sandboxes({
@@ -113,9 +139,16 @@ async function main(): Promise<void> {
     await vms.start();
     const ns = /\/ns\/([^/?#]+)/.exec(new URL(engineUrl).pathname)?.[1] ?? "default";
     workers = new WorkerSandboxes({
-      vms, engineUrl, namespace: ns, authSecret: process.env.AUTH_SECRET || undefined, stateDir, log,
+      vms,
+      engineUrl,
+      namespace: ns,
+      authSecret: process.env.AUTH_SECRET || undefined,
+      stateDir,
+      log,
       inCatalog: async (prefix, want) => {
-        const r = (await client.trigger({ function_id: "engine::functions::list", payload: { prefix } })) as { functions?: { function_id: string }[] };
+        const r = (await client.trigger({ function_id: "engine::functions::list", payload: { prefix } })) as {
+          functions?: { function_id: string }[];
+        };
         const have = new Set((r.functions ?? []).map((f) => f.function_id));
         return want.every((id) => have.has(id));
       },

@@ -44,8 +44,28 @@ export function kvmObstacle(): string | undefined {
 }
 
 export function bwrapWorks(bwrap = "bwrap"): boolean {
-  const r = spawnSync(bwrap, ["--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
-    "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--", "/bin/true"], { timeout: 10_000 });
+  const r = spawnSync(
+    bwrap,
+    [
+      "--unshare-all",
+      "--die-with-parent",
+      "--ro-bind",
+      "/usr",
+      "/usr",
+      "--symlink",
+      "usr/bin",
+      "/bin",
+      "--symlink",
+      "usr/lib",
+      "/lib",
+      "--symlink",
+      "usr/lib64",
+      "/lib64",
+      "--",
+      "/bin/true",
+    ],
+    { timeout: 10_000 },
+  );
   return r.status === 0;
 }
 
@@ -74,7 +94,8 @@ export async function chooseBackend(opts: ProbeOptions): Promise<ProbeResult> {
   const tcg = createMicrovmBackend({ accel: "tcg", stateDir: opts.stateDir, ...guest });
   if (opts.force === "microvm-tcg") return { backend: tcg, reason: "forced" };
   const kvm = createMicrovmBackend({ accel: "kvm", stateDir: opts.stateDir, bootTimeoutMs: KVM_PROBE_TIMEOUT_MS, ...guest });
-  if (opts.force === "microvm-kvm") return { backend: createMicrovmBackend({ accel: "kvm", stateDir: opts.stateDir, ...guest }), reason: "forced" };
+  if (opts.force === "microvm-kvm")
+    return { backend: createMicrovmBackend({ accel: "kvm", stateDir: opts.stateDir, ...guest }), reason: "forced" };
   const obstacle = kvmObstacle();
   if (obstacle) return { backend: tcg, reason: obstacle };
   try {
@@ -94,7 +115,10 @@ export async function chooseBackend(opts: ProbeOptions): Promise<ProbeResult> {
 /** The backend of worker VMs (sandbox::spawn_worker): the same QEMU accelerator as the chosen
  * backend, booting the worker image (Node and iii-sdk in the initramfs) with an engine port.
  * Undefined on the process backend: sandbox workers need a VM (see README, "Sandbox workers"). */
-export async function workerBackendFor(kind: BackendKind, opts: { stateDir: string; guestDir?: string; log?: (m: string) => void }): Promise<SandboxBackend | undefined> {
+export async function workerBackendFor(
+  kind: BackendKind,
+  opts: { stateDir: string; guestDir?: string; log?: (m: string) => void },
+): Promise<SandboxBackend | undefined> {
   if (kind === "process") return undefined;
   const guest = await ensureWorkerGuest(opts.guestDir, opts.log);
   return createMicrovmBackend({ accel: kind === "microvm-kvm" ? "kvm" : "tcg", stateDir: opts.stateDir, enginePort: true, ...guest });

@@ -6,10 +6,28 @@ import type { BackendKind, BootOptions, ExecOutcome, SandboxBackend, SandboxMach
 import { buildScript, checkEnv } from "./command.ts";
 import { SandboxError, type SandboxErrorCode } from "./errors.ts";
 import {
-  COMMAND_LIMIT_BYTES, DEFAULT_DISK_MB, DEFAULT_EXEC_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONCURRENT_BOOTS,
-  DEFAULT_MAX_MEMORY_MB, DEFAULT_MAX_SANDBOXES, GUEST_RESERVED_MB, DEFAULT_MEMORY_MB, DEFAULT_POOL_SIZE, DEFAULT_VCPUS, FILE_LIMIT_BYTES,
-  MAX_DISK_MB, MAX_ENV_VARS, MAX_EXEC_TIMEOUT_MS, MAX_QUEUED_PER_SANDBOX, MIN_DISK_MB, MIN_MEMORY_MB,
-  OUTPUT_LIMIT_BYTES, RESULT_JSON_BUDGET_BYTES, STDIN_LIMIT_BYTES, TOMBSTONES_KEPT,
+  COMMAND_LIMIT_BYTES,
+  DEFAULT_DISK_MB,
+  DEFAULT_EXEC_TIMEOUT_MS,
+  DEFAULT_IDLE_TIMEOUT_S,
+  DEFAULT_MAX_CONCURRENT_BOOTS,
+  DEFAULT_MAX_MEMORY_MB,
+  DEFAULT_MAX_SANDBOXES,
+  GUEST_RESERVED_MB,
+  DEFAULT_MEMORY_MB,
+  DEFAULT_POOL_SIZE,
+  DEFAULT_VCPUS,
+  FILE_LIMIT_BYTES,
+  MAX_DISK_MB,
+  MAX_ENV_VARS,
+  MAX_EXEC_TIMEOUT_MS,
+  MAX_QUEUED_PER_SANDBOX,
+  MIN_DISK_MB,
+  MIN_MEMORY_MB,
+  OUTPUT_LIMIT_BYTES,
+  RESULT_JSON_BUDGET_BYTES,
+  STDIN_LIMIT_BYTES,
+  TOMBSTONES_KEPT,
 } from "./limits.ts";
 import os from "node:os";
 
@@ -162,7 +180,8 @@ export class BootGate {
       return await fn();
     } finally {
       const next = this.#urgent.shift() ?? this.#background.shift();
-      if (next) next(); // the slot passes straight to the next waiter
+      if (next)
+        next(); // the slot passes straight to the next waiter
       else this.active--;
     }
   }
@@ -174,7 +193,8 @@ export class BootGate {
 
 function decode(content: string, encoding: Encoding | undefined, field: string): Buffer {
   if (encoding === "base64") {
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(content.replace(/\s+/g, ""))) throw new SandboxError("invalid_argument", `${field}: not valid base64`);
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(content.replace(/\s+/g, "")))
+      throw new SandboxError("invalid_argument", `${field}: not valid base64`);
     return Buffer.from(content, "base64");
   }
   return Buffer.from(content, "utf8");
@@ -254,7 +274,14 @@ export class Sandboxes {
     }
   }
 
-  get stats(): { sandboxes: number; pool_ready: number; pool_booting: number; boots_active: number; boots_waiting: number; boots_peak: number } {
+  get stats(): {
+    sandboxes: number;
+    pool_ready: number;
+    pool_booting: number;
+    boots_active: number;
+    boots_waiting: number;
+    boots_peak: number;
+  } {
     return {
       sandboxes: this.#records.size,
       pool_ready: this.#pool.length,
@@ -267,7 +294,9 @@ export class Sandboxes {
 
   /** Host pids of every live machine (sandboxes and pool), for tests. */
   pids(): number[] {
-    return [...this.#records.values()].map((r) => r.machine.pid).concat(this.#pool.map((m) => m.pid))
+    return [...this.#records.values()]
+      .map((r) => r.machine.pid)
+      .concat(this.#pool.map((m) => m.pid))
       .filter((p): p is number => p !== undefined);
   }
 
@@ -291,8 +320,10 @@ export class Sandboxes {
     }
     if (boot.diskMb < MIN_DISK_MB) throw new SandboxError("invalid_argument", `disk_mb must be at least ${MIN_DISK_MB}`);
     if (boot.diskMb > Math.min(MAX_DISK_MB, boot.memoryMb - GUEST_RESERVED_MB)) {
-      throw new SandboxError("limit_exceeded",
-        `disk_mb ${boot.diskMb} does not fit: the disk is guest RAM, so it may be at most memory_mb - ${GUEST_RESERVED_MB} (${boot.memoryMb - GUEST_RESERVED_MB})`);
+      throw new SandboxError(
+        "limit_exceeded",
+        `disk_mb ${boot.diskMb} does not fit: the disk is guest RAM, so it may be at most memory_mb - ${GUEST_RESERVED_MB} (${boot.memoryMb - GUEST_RESERVED_MB})`,
+      );
     }
     const idleTimeoutS = req.timeout_s ?? this.#defaultIdleTimeoutS;
     const env = req.env ?? {};
@@ -328,8 +359,17 @@ export class Sandboxes {
     const id = this.#newId();
     const now = this.#now();
     const rec: Record_ = {
-      id, machine, env, boot, idleTimeoutS, createdAt: now, lastUsedAt: now,
-      queue: Promise.resolve(), pending: 0, idleTimer: undefined, gone: false,
+      id,
+      machine,
+      env,
+      boot,
+      idleTimeoutS,
+      createdAt: now,
+      lastUsedAt: now,
+      queue: Promise.resolve(),
+      pending: 0,
+      idleTimer: undefined,
+      gone: false,
     };
     this.#records.set(id, rec);
     machine.exited.then((e) => {
@@ -339,8 +379,14 @@ export class Sandboxes {
     });
     this.#armIdle(rec);
     return {
-      sandbox_id: id, backend: this.backend.kind, from_pool: fromPool, boot_ms: now - started,
-      memory_mb: boot.memoryMb, vcpus: boot.vcpus, disk_mb: boot.diskMb, timeout_s: idleTimeoutS,
+      sandbox_id: id,
+      backend: this.backend.kind,
+      from_pool: fromPool,
+      boot_ms: now - started,
+      memory_mb: boot.memoryMb,
+      vcpus: boot.vcpus,
+      disk_mb: boot.diskMb,
+      timeout_s: idleTimeoutS,
     };
   }
 
@@ -349,7 +395,8 @@ export class Sandboxes {
     if (timeoutMs > MAX_EXEC_TIMEOUT_MS) throw new SandboxError("limit_exceeded", `timeout_ms is above the cap of ${MAX_EXEC_TIMEOUT_MS}`);
     checkEnv(req.env, "env");
     const stdin = req.stdin === undefined ? undefined : decode(req.stdin, req.stdin_encoding, "stdin");
-    if (stdin && stdin.length > STDIN_LIMIT_BYTES) throw new SandboxError("limit_exceeded", `stdin is above the cap of ${STDIN_LIMIT_BYTES} bytes`);
+    if (stdin && stdin.length > STDIN_LIMIT_BYTES)
+      throw new SandboxError("limit_exceeded", `stdin is above the cap of ${STDIN_LIMIT_BYTES} bytes`);
     const execId = onOutput ? `exe_${++this.#execCounter}_${randomBytes(4).toString("hex")}` : undefined;
     return this.#serialised(req.sandbox_id, async (rec) => {
       const script = buildScript({ command: req.command, args: req.args, cwd: req.cwd, env: [rec.env, req.env] });
@@ -358,10 +405,14 @@ export class Sandboxes {
       }
       const started = this.#now();
       const outcome = await rec.machine.exec({
-        script, stdin, timeoutMs, outputLimit: OUTPUT_LIMIT_BYTES,
-        onOutput: onOutput && execId
-          ? (stream, bytes) => onOutput({ sandbox_id: rec.id, exec_id: execId, stream, data: bytes.toString("utf8") })
-          : undefined,
+        script,
+        stdin,
+        timeoutMs,
+        outputLimit: OUTPUT_LIMIT_BYTES,
+        onOutput:
+          onOutput && execId
+            ? (stream, bytes) => onOutput({ sandbox_id: rec.id, exec_id: execId, stream, data: bytes.toString("utf8") })
+            : undefined,
       });
       const result = shapeResult(outcome, this.#now() - started);
       if (execId) result.exec_id = execId;
@@ -371,7 +422,8 @@ export class Sandboxes {
 
   async writeFile(req: WriteFileRequest): Promise<{ path: string; bytes: number }> {
     const data = decode(req.content, req.encoding, "content");
-    if (data.length > FILE_LIMIT_BYTES) throw new SandboxError("limit_exceeded", `file is ${data.length} bytes; write_file takes at most ${FILE_LIMIT_BYTES}`);
+    if (data.length > FILE_LIMIT_BYTES)
+      throw new SandboxError("limit_exceeded", `file is ${data.length} bytes; write_file takes at most ${FILE_LIMIT_BYTES}`);
     checkPath(req.path);
     return this.#serialised(req.sandbox_id, async (rec) => {
       await rec.machine.writeFile(req.path, data, req.mode);
@@ -391,9 +443,15 @@ export class Sandboxes {
   list(): { sandboxes: SandboxSummary[] } {
     return {
       sandboxes: [...this.#records.values()].map((r) => ({
-        sandbox_id: r.id, backend: this.backend.kind, busy: r.pending > 0,
-        created_at: new Date(r.createdAt).toISOString(), last_used_at: new Date(r.lastUsedAt).toISOString(),
-        memory_mb: r.boot.memoryMb, vcpus: r.boot.vcpus, disk_mb: r.boot.diskMb, timeout_s: r.idleTimeoutS,
+        sandbox_id: r.id,
+        backend: this.backend.kind,
+        busy: r.pending > 0,
+        created_at: new Date(r.createdAt).toISOString(),
+        last_used_at: new Date(r.lastUsedAt).toISOString(),
+        memory_mb: r.boot.memoryMb,
+        vcpus: r.boot.vcpus,
+        disk_mb: r.boot.diskMb,
+        timeout_s: r.idleTimeoutS,
       })),
     };
   }
@@ -453,7 +511,10 @@ export class Sandboxes {
       if (this.#shuttingDown) throw new SandboxError("host_shutting_down", "the host is shutting down");
       return this.backend.boot(opts);
     }, urgent);
-    const tracked = p.then((m) => m, () => undefined);
+    const tracked = p.then(
+      (m) => m,
+      () => undefined,
+    );
     this.#booting.add(tracked);
     void tracked.finally(() => this.#booting.delete(tracked));
     return p;
@@ -462,29 +523,32 @@ export class Sandboxes {
   #refillPool(): void {
     while (!this.#shuttingDown && this.#pool.length + this.#poolBooting - this.#claims.length < this.poolSize) {
       this.#poolBooting++;
-      this.#boot(this.#defaultBoot, false).then((m) => {
-        this.#poolBooting--;
-        if (this.#shuttingDown) return void m.destroy();
-        const claim = this.#claims.shift();
-        if (claim) return claim(m);
-        this.#pool.push(m);
-        m.exited.then(() => {
-          const i = this.#pool.indexOf(m);
-          if (i >= 0) {
-            this.#pool.splice(i, 1);
-            this.#refillPool();
-          }
-        });
-      }, (e: unknown) => {
-        this.#poolBooting--;
-        this.#claims.shift()?.(undefined);
-        if (this.#shuttingDown) return;
-        // Do not spin on a host that cannot boot: retry the pool later.
-        this.#log(`warm pool boot failed: ${e instanceof Error ? e.message : String(e)}`);
-        clearTimeout(this.#poolRetry);
-        this.#poolRetry = setTimeout(() => this.#refillPool(), 5_000);
-        this.#poolRetry.unref();
-      });
+      this.#boot(this.#defaultBoot, false).then(
+        (m) => {
+          this.#poolBooting--;
+          if (this.#shuttingDown) return void m.destroy();
+          const claim = this.#claims.shift();
+          if (claim) return claim(m);
+          this.#pool.push(m);
+          m.exited.then(() => {
+            const i = this.#pool.indexOf(m);
+            if (i >= 0) {
+              this.#pool.splice(i, 1);
+              this.#refillPool();
+            }
+          });
+        },
+        (e: unknown) => {
+          this.#poolBooting--;
+          this.#claims.shift()?.(undefined);
+          if (this.#shuttingDown) return;
+          // Do not spin on a host that cannot boot: retry the pool later.
+          this.#log(`warm pool boot failed: ${e instanceof Error ? e.message : String(e)}`);
+          clearTimeout(this.#poolRetry);
+          this.#poolRetry = setTimeout(() => this.#refillPool(), 5_000);
+          this.#poolRetry.unref();
+        },
+      );
     }
   }
 
@@ -551,7 +615,8 @@ export class Sandboxes {
 }
 
 function checkPath(p: string): void {
-  if (p.length === 0 || p.includes("\0") || p.includes("\n")) throw new SandboxError("invalid_argument", "path must be non-empty without NUL or newline");
+  if (p.length === 0 || p.includes("\0") || p.includes("\n"))
+    throw new SandboxError("invalid_argument", "path must be non-empty without NUL or newline");
 }
 
 /** Result for the model: bounded, UTF-8, small enough for one engine frame, timeouts as 124. */

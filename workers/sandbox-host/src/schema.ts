@@ -27,8 +27,10 @@ function typeOf(v: unknown): string {
 /** First violation of `schema` by `value`, as "path: problem", or undefined when it conforms. */
 export function validate(schema: JsonSchema, value: unknown, at = "request"): string | undefined {
   const t = typeOf(value);
-  if (schema.type && !(schema.type === t || (schema.type === "number" && t === "integer"))) return `${at}: expected ${schema.type}, got ${t}`;
-  if (schema.enum && !schema.enum.includes(value as string)) return `${at}: must be one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`;
+  if (schema.type && !(schema.type === t || (schema.type === "number" && t === "integer")))
+    return `${at}: expected ${schema.type}, got ${t}`;
+  if (schema.enum && !schema.enum.includes(value as string))
+    return `${at}: must be one of ${schema.enum.map((e) => JSON.stringify(e)).join(", ")}`;
   if (typeof value === "number") {
     if (schema.minimum !== undefined && value < schema.minimum) return `${at}: must be >= ${schema.minimum}`;
     if (schema.maximum !== undefined && value > schema.maximum) return `${at}: must be <= ${schema.maximum}`;

@@ -73,7 +73,7 @@ export function describeBackendConformance(name: string, make: () => SandboxBack
       const back = await sandboxes.readFile({ sandbox_id: id, path: "a/b/blob.bin", encoding: "base64" });
       expect(Buffer.from(back.content, "base64").equals(bytes)).toBe(true);
       expect(back.bytes).toBe(4096);
-      await sandboxes.writeFile({ sandbox_id: id, path: "run.sh", content: "#!/bin/sh\necho ran \"$1\"\n", mode: 0o755 });
+      await sandboxes.writeFile({ sandbox_id: id, path: "run.sh", content: '#!/bin/sh\necho ran "$1"\n', mode: 0o755 });
       expect((await exec("./run.sh", { args: ["ok"] })).stdout).toBe("ran ok\n");
       expect((await sandboxes.readFile({ sandbox_id: id, path: "/root/run.sh" })).content).toContain("echo ran");
     });
@@ -113,12 +113,23 @@ export function describeBackendConformance(name: string, make: () => SandboxBack
     test("streams output while the command runs", async () => {
       const chunks: { stream: string; data: string; at: number }[] = [];
       const t = Date.now();
-      const r = await sandboxes.exec({ sandbox_id: id, command: "for i in 1 2 3; do echo line$i; sleep 0.4; done; echo e >&2" },
-        (c) => chunks.push({ stream: c.stream, data: c.data, at: Date.now() - t }));
+      const r = await sandboxes.exec({ sandbox_id: id, command: "for i in 1 2 3; do echo line$i; sleep 0.4; done; echo e >&2" }, (c) =>
+        chunks.push({ stream: c.stream, data: c.data, at: Date.now() - t }),
+      );
       expect(r.stdout).toBe("line1\nline2\nline3\n");
       expect(r.exec_id).toMatch(/^exe_/);
-      expect(chunks.filter((c) => c.stream === "stdout").map((c) => c.data).join("")).toBe(r.stdout);
-      expect(chunks.filter((c) => c.stream === "stderr").map((c) => c.data).join("")).toBe("e\n");
+      expect(
+        chunks
+          .filter((c) => c.stream === "stdout")
+          .map((c) => c.data)
+          .join(""),
+      ).toBe(r.stdout);
+      expect(
+        chunks
+          .filter((c) => c.stream === "stderr")
+          .map((c) => c.data)
+          .join(""),
+      ).toBe("e\n");
       // The first line arrived well before the command finished.
       expect(chunks[0].at).toBeLessThan(r.duration_ms - 500);
     });
@@ -137,14 +148,28 @@ export function describeBackendConformance(name: string, make: () => SandboxBack
     });
 
     test.skipIf(vmOnly)("isolation: the guest root is only the initramfs", async () => {
-      expect((await exec("ls /")).stdout.split("\n").filter(Boolean).sort())
-        .toEqual(["agent.sh", "bin", "dev", "init", "lib", "proc", "root", "run", "sys", "tmp"]);
+      expect((await exec("ls /")).stdout.split("\n").filter(Boolean).sort()).toEqual([
+        "agent.sh",
+        "bin",
+        "dev",
+        "init",
+        "lib",
+        "proc",
+        "root",
+        "run",
+        "sys",
+        "tmp",
+      ]);
       expect((await exec("touch /x")).stderr).toContain("Read-only file system");
     });
 
     test("isolation: no network, only loopback", async () => {
       const r = await exec("cat /proc/net/dev");
-      const ifaces = r.stdout.split("\n").slice(2).map((l) => l.trim().split(":")[0]).filter(Boolean);
+      const ifaces = r.stdout
+        .split("\n")
+        .slice(2)
+        .map((l) => l.trim().split(":")[0])
+        .filter(Boolean);
       expect(ifaces).toEqual(["lo"]);
       const routes = await exec("cat /proc/net/route");
       expect(routes.stdout.split("\n").slice(1).filter(Boolean)).toEqual([]);
@@ -165,7 +190,9 @@ export function describeBackendConformance(name: string, make: () => SandboxBack
 
     test.skipIf(vmOnly)("disk limit: writing past the tmpfs size fails with ENOSPC", async () => {
       // /tmp and /root share the 64 MiB disk: 40 + 40 does not fit.
-      const r = await exec("dd if=/dev/zero of=/tmp/fill bs=1M count=40 && dd if=/dev/zero of=/root/fill bs=1M count=40; echo rc=$?; rm -f /tmp/fill /root/fill");
+      const r = await exec(
+        "dd if=/dev/zero of=/tmp/fill bs=1M count=40 && dd if=/dev/zero of=/root/fill bs=1M count=40; echo rc=$?; rm -f /tmp/fill /root/fill",
+      );
       expect(r.stderr).toContain("No space left on device");
       expect(r.stdout).toMatch(/rc=[1-9]/);
       expect((await exec("df -m /root | tail -n 1")).stdout).toMatch(/\s64\s/);

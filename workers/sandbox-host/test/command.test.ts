@@ -7,14 +7,15 @@ import { shapeResult, TIMEOUT_EXIT_CODE } from "../src/sandboxes.ts";
 
 describe("command assembly", () => {
   test("quoted words survive /bin/sh unchanged", () => {
-    const words = ["plain", "a b", "it's", "$(id)", "`id`", "\\", "\"", "*", "", "new\nline", "'; rm -rf / #"];
+    const words = ["plain", "a b", "it's", "$(id)", "`id`", "\\", '"', "*", "", "new\nline", "'; rm -rf / #"];
     const out = execFileSync("sh", ["-c", `printf '%s\\0' ${words.map(shellQuote).join(" ")}`]).toString();
     expect(out.split("\0").slice(0, -1)).toEqual(words);
   });
 
   test("env, cwd and args become a script; NUL is rejected", () => {
-    expect(buildScript({ command: "ls", args: ["-l"], cwd: "/tmp", env: [{ A: "1" }, { B: "x y" }] }))
-      .toBe("export A='1'\nexport B='x y'\ncd '/tmp' || exit 1\nls '-l'\n");
+    expect(buildScript({ command: "ls", args: ["-l"], cwd: "/tmp", env: [{ A: "1" }, { B: "x y" }] })).toBe(
+      "export A='1'\nexport B='x y'\ncd '/tmp' || exit 1\nls '-l'\n",
+    );
     expect(buildScript({ command: "pwd", cwd: "-x" })).toContain("cd './-x'");
     expect(() => buildScript({ command: "echo", args: ["a\0b"] })).toThrow(expect.objectContaining({ code: "invalid_argument" }));
   });

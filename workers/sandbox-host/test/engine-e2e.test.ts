@@ -16,14 +16,18 @@ let engine: EngineServer | undefined;
 const skip = false;
 
 function childrenOf(ppid: number): number[] {
-  return fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((d) => {
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === ppid;
-    } catch {
-      return false;
-    }
-  }).map(Number);
+  return fs
+    .readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === ppid;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
@@ -38,9 +42,12 @@ describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${ski
       engine = await startEngine();
       ENGINE_URL = engine.wsUrl;
     }
-    host = spawn(process.execPath, [main, "--engine", ENGINE_URL!, "--state-dir", testStateDir("e2e"), "--pool", "1"],
-      { stdio: ["ignore", "ignore", "pipe"] });
-    host.stderr?.on("data", (d: Buffer) => { hostLog += d.toString(); });
+    host = spawn(process.execPath, [main, "--engine", ENGINE_URL!, "--state-dir", testStateDir("e2e"), "--pool", "1"], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    host.stderr?.on("data", (d: Buffer) => {
+      hostLog += d.toString();
+    });
     expect(await waitFor(() => hostLog.includes("serving sandbox::"), 120_000)).toBe(true);
     harness = registerWorker(ENGINE_URL!, { workerName: "sandbox-e2e-harness", otel: { enabled: false } });
   });
@@ -51,7 +58,8 @@ describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${ski
   });
 
   // The host registers asynchronously after connecting: retry briefly on function_not_found.
-  const call = (function_id: string, payload: unknown, timeoutMs?: number) => retryingCall(harness, { timeoutMs: 60_000, attempts: 150 })(function_id, payload, timeoutMs);
+  const call = (function_id: string, payload: unknown, timeoutMs?: number) =>
+    retryingCall(harness, { timeoutMs: 60_000, attempts: 150 })(function_id, payload, timeoutMs);
 
   test("create → exec → files → destroy through the engine", async () => {
     const info = await call("sandbox::info", {});
@@ -76,7 +84,13 @@ describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${ski
     const reading = (async () => {
       for await (const item of readChannel(ENGINE_URL!, reader)) {
         chunks.push({ ...JSON.parse(String(item)), at: Date.now() });
-        if (chunks.map((c) => c.data).join("").includes("3\n")) return;
+        if (
+          chunks
+            .map((c) => c.data)
+            .join("")
+            .includes("3\n")
+        )
+          return;
       }
     })();
     const r = await call("sandbox::exec", { sandbox_id, command: "for i in 1 2 3; do echo $i; sleep 0.4; done", output_channel: writer });

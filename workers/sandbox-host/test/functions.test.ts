@@ -52,8 +52,14 @@ describe.skipIf(qemuMissing)(`sandbox::* functions${qemuMissing ? ` (skipped: ${
 
   test("every function is registered with a description and JSON Schema formats", () => {
     expect([...client.functions.keys()].sort()).toEqual([
-      "sandbox::create", "sandbox::destroy", "sandbox::exec", "sandbox::info", "sandbox::list",
-      "sandbox::read_file", "sandbox::stop", "sandbox::write_file",
+      "sandbox::create",
+      "sandbox::destroy",
+      "sandbox::exec",
+      "sandbox::info",
+      "sandbox::list",
+      "sandbox::read_file",
+      "sandbox::stop",
+      "sandbox::write_file",
     ]);
     for (const { reg } of client.functions.values()) {
       expect(reg.description).toBeTruthy();
@@ -114,7 +120,10 @@ describe.skipIf(qemuMissing)(`sandbox::* functions${qemuMissing ? ` (skipped: ${
     const { sandbox_id } = await client.call("sandbox::create", {});
     client.triggers.length = 0;
     const r = await client.call("sandbox::exec", {
-      sandbox_id, command: "for i in 1 2 3; do echo $i; sleep 0.3; done", stream: true, on_output_function_id: "agent::on_output",
+      sandbox_id,
+      command: "for i in 1 2 3; do echo $i; sleep 0.3; done",
+      stream: true,
+      on_output_function_id: "agent::on_output",
     });
     expect(r.exec_id).toMatch(/^exe_/);
     expect(client.triggers.length).toBeGreaterThanOrEqual(2);

@@ -12,7 +12,9 @@ export default async function setup(): Promise<() => void> {
   process.env.SBX_TEST_ROOT = root; // inherited by the test workers
   const teardown = () => fs.rmSync(root, { recursive: true, force: true });
   if (!which("qemu-system-x86_64")) {
-    console.warn("[sandbox tests] qemu-system-x86_64 not installed: microVM tests will be skipped (run workers/sandbox-host/scripts/install-deps.sh)");
+    console.warn(
+      "[sandbox tests] qemu-system-x86_64 not installed: microVM tests will be skipped (run workers/sandbox-host/scripts/install-deps.sh)",
+    );
     return teardown;
   }
   // The worker image (sandbox::spawn_worker) includes the base guest.

@@ -45,11 +45,11 @@ describe.skipIf(qemuMissing)(`sandbox registry on microvm-tcg${qemuMissing ? ` (
     const { sandbox_id } = await sandboxes.create({});
     await sandboxes.exec({ sandbox_id, command: ": > /tmp/log" });
     const t = Date.now();
-    await Promise.all([1, 2, 3].map((i) =>
-      sandboxes.exec({ sandbox_id, command: `echo start${i} >> /tmp/log; sleep 0.3; echo end${i} >> /tmp/log` })));
+    await Promise.all(
+      [1, 2, 3].map((i) => sandboxes.exec({ sandbox_id, command: `echo start${i} >> /tmp/log; sleep 0.3; echo end${i} >> /tmp/log` })),
+    );
     expect(Date.now() - t).toBeGreaterThanOrEqual(900);
-    expect((await sandboxes.readFile({ sandbox_id, path: "/tmp/log" })).content)
-      .toBe("start1\nend1\nstart2\nend2\nstart3\nend3\n");
+    expect((await sandboxes.readFile({ sandbox_id, path: "/tmp/log" })).content).toBe("start1\nend1\nstart2\nend2\nstart3\nend3\n");
     await sandboxes.destroy(sandbox_id);
   });
 

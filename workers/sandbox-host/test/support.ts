@@ -21,13 +21,19 @@ export function testStateDir(name: string): string {
 
 export function tcgBackend(stateDir: string = testStateDir("tcg")): SandboxBackend {
   return createMicrovmBackend({
-    accel: "tcg", stateDir, kernel: path.join(DEFAULT_GUEST_DIR, "vmlinux"), initrd: path.join(DEFAULT_GUEST_DIR, "initrd.gz"),
+    accel: "tcg",
+    stateDir,
+    kernel: path.join(DEFAULT_GUEST_DIR, "vmlinux"),
+    initrd: path.join(DEFAULT_GUEST_DIR, "initrd.gz"),
   });
 }
 
 export function kvmBackend(stateDir: string = testStateDir("kvm")): SandboxBackend {
   return createMicrovmBackend({
-    accel: "kvm", stateDir, kernel: path.join(DEFAULT_GUEST_DIR, "vmlinux"), initrd: path.join(DEFAULT_GUEST_DIR, "initrd.gz"),
+    accel: "kvm",
+    stateDir,
+    kernel: path.join(DEFAULT_GUEST_DIR, "vmlinux"),
+    initrd: path.join(DEFAULT_GUEST_DIR, "initrd.gz"),
   });
 }
 
@@ -88,7 +94,8 @@ export function retryingCall(
       try {
         return await client.trigger({ function_id, payload, timeoutMs });
       } catch (e) {
-        if (i > opts.attempts || (e as { code?: string }).code !== "function_not_found" || !(opts.retryable?.(function_id) ?? true)) throw e;
+        if (i > opts.attempts || (e as { code?: string }).code !== "function_not_found" || !(opts.retryable?.(function_id) ?? true))
+          throw e;
         await new Promise((r) => setTimeout(r, 200));
       }
     }

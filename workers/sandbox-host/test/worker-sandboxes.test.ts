@@ -38,12 +38,21 @@ describe.skipIf(qemuMissing)(`sandbox workers${qemuMissing ? ` (skipped: ${qemuM
 
   beforeAll(async () => {
     engine = await startEngine();
-    host = spawn(process.execPath, [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("workers"), "--pool", "0", "--worker-pool", String(WORKER_POOL)],
-      { stdio: ["ignore", "ignore", "pipe"] });
-    host.stderr?.on("data", (d: Buffer) => { hostLog += d.toString(); });
+    host = spawn(
+      process.execPath,
+      [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("workers"), "--pool", "0", "--worker-pool", String(WORKER_POOL)],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    host.stderr?.on("data", (d: Buffer) => {
+      hostLog += d.toString();
+    });
     expect(await waitFor(() => hostLog.includes("serving sandbox::"), 120_000)).toBe(true);
     expect(hostLog).toContain("sandbox workers on");
-    caller = registerWorker(engine.wsUrl, { workerName: "worker-sandboxes-caller", otel: { enabled: false }, enableMetricsReporting: false });
+    caller = registerWorker(engine.wsUrl, {
+      workerName: "worker-sandboxes-caller",
+      otel: { enabled: false },
+      enableMetricsReporting: false,
+    });
     caller.registerFunction("wstest::on-functions", async (data: { functions: { function_id: string }[] }) => {
       pushes.push({ at: Date.now(), ids: data.functions.map((f) => f.function_id) });
       return null;
@@ -61,32 +70,54 @@ describe.skipIf(qemuMissing)(`sandbox workers${qemuMissing ? ` (skipped: ${qemuM
     await engine?.stop();
   });
 
-  const call = (function_id: string, payload: unknown, timeoutMs?: number) => retryingCall(caller, { timeoutMs: 90_000, attempts: 150, retryable: (id) => id.startsWith("sandbox::") })(function_id, payload, timeoutMs);
+  const call = (function_id: string, payload: unknown, timeoutMs?: number) =>
+    retryingCall(caller, { timeoutMs: 90_000, attempts: 150, retryable: (id) => id.startsWith("sandbox::") })(
+      function_id,
+      payload,
+      timeoutMs,
+    );
   /** Wait until `n` warm worker VMs are ready. A spawn that has to wait for a boot can outlast the
    * engine's 30 s call timeout on an overloaded box; cold spawns are the benchmark's business. */
   const warm = (n: number) => until(async () => (await call("sandbox::info", {})).worker_pool?.pool_ready >= n, 150_000);
   const catalog = async (prefix: string): Promise<string[]> =>
     ((await call("engine::functions::list", { prefix })).functions as { function_id: string }[]).map((f) => f.function_id);
-  const codeOf = (p: Promise<unknown>) => p.then(() => "resolved", (e: { code?: string; message?: string }) => e.code ?? e.message ?? "error");
+  const codeOf = (p: Promise<unknown>) =>
+    p.then(
+      () => "resolved",
+      (e: { code?: string; message?: string }) => e.code ?? e.message ?? "error",
+    );
 
   test("spawn → its function is in the catalog at once → an iii-sdk worker calls it → stop → gone", async () => {
     expect(await warm(1)).toBe(true);
-    const source = worker(`iii.registerFunction("wc::count", async ({ text }) => ({ words: text.trim().split(/\\s+/).length }), { description: "count words" });`);
+    const source = worker(
+      `iii.registerFunction("wc::count", async ({ text }) => ({ words: text.trim().split(/\\s+/).length }), { description: "count words" });`,
+    );
     const t0 = Date.now();
     const r = await call("sandbox::spawn_worker", { source, register_prefix: "wc::" });
     const returnedAt = Date.now();
-    expect(r).toMatchObject({ sandbox_id: expect.stringMatching(/^sbw_/), register_prefix: "wc::", functions: [{ function_id: "wc::count", description: "count words" }], auth: "open" });
-    console.log(`[worker-sandboxes] spawn_worker ${returnedAt - t0} ms (from_pool ${r.from_pool}, boot ${r.boot_ms} ms, ready ${r.ready_ms} ms, ${JSON.stringify(r.timings)})`);
+    expect(r).toMatchObject({
+      sandbox_id: expect.stringMatching(/^sbw_/),
+      register_prefix: "wc::",
+      functions: [{ function_id: "wc::count", description: "count words" }],
+      auth: "open",
+    });
+    console.log(
+      `[worker-sandboxes] spawn_worker ${returnedAt - t0} ms (from_pool ${r.from_pool}, boot ${r.boot_ms} ms, ready ${r.ready_ms} ms, ${JSON.stringify(r.timings)})`,
+    );
     // engine::functions-available fired with it within a second of the code reaching the ready VM.
     expect(await waitFor(() => pushes.some((p) => p.ids.includes("wc::count")), 2_000)).toBe(true);
     const inCatalogMs = pushes.find((p) => p.ids.includes("wc::count"))!.at - r.timings.handed_over_at;
-    console.log(`[worker-sandboxes] functions-available ${inCatalogMs} ms after the code reached the ready VM (load ${os.loadavg()[0]!.toFixed(1)} on ${os.availableParallelism()} cores)`);
+    console.log(
+      `[worker-sandboxes] functions-available ${inCatalogMs} ms after the code reached the ready VM (load ${os.loadavg()[0]!.toFixed(1)} on ${os.availableParallelism()} cores)`,
+    );
     expect(inCatalogMs).toBeLessThan(CATALOG_WITHIN_MS * overload());
 
     expect(await call("wc::count", { text: "one two  three" })).toEqual({ words: 3 });
     const { sandboxes } = await call("sandbox::list", {});
     expect(sandboxes.find((s: { sandbox_id: string }) => s.sandbox_id === r.sandbox_id)).toMatchObject({
-      kind: "worker", register_prefix: "wc::", functions: [{ function_id: "wc::count" }],
+      kind: "worker",
+      register_prefix: "wc::",
+      functions: [{ function_id: "wc::count" }],
     });
 
     const n = pushes.length;
@@ -125,10 +156,14 @@ iii.registerFunction("mine::callout", async () => {
   test("an idle worker is stopped and its functions unregister; a crashed one is not restarted", async () => {
     expect(await warm(2)).toBe(true);
     const idle = await call("sandbox::spawn_worker", {
-      source: worker(`iii.registerFunction("idle::ping", async () => "pong");`), register_prefix: "idle::", idle_timeout_s: 2,
+      source: worker(`iii.registerFunction("idle::ping", async () => "pong");`),
+      register_prefix: "idle::",
+      idle_timeout_s: 2,
     });
     const crash = call("sandbox::spawn_worker", {
-      source: worker(`iii.registerFunction("crash::f", async () => 1); setTimeout(() => { console.error("boom"); process.exit(3); }, 1500);`),
+      source: worker(
+        `iii.registerFunction("crash::f", async () => 1); setTimeout(() => { console.error("boom"); process.exit(3); }, 1500);`,
+      ),
       register_prefix: "crash::",
     });
     crash.catch(() => {}); // awaited below; not unhandled if the idle part fails first
@@ -142,7 +177,8 @@ iii.registerFunction("mine::callout", async () => {
     const c = await crash;
     expect(await until(async () => (await catalog("crash::")).length === 0, 15_000)).toBe(true);
     // Its functions leave with its connection; the exit report that stops the sandbox follows.
-    const listed = async () => (await call("sandbox::list", {})).sandboxes.some((s: { sandbox_id: string }) => s.sandbox_id === c.sandbox_id);
+    const listed = async () =>
+      (await call("sandbox::list", {})).sandboxes.some((s: { sandbox_id: string }) => s.sandbox_id === c.sandbox_id);
     expect(await until(async () => !(await listed()), 15_000)).toBe(true);
     const err = await call("sandbox::stop_worker", { sandbox_id: c.sandbox_id }).catch((e: Error) => e);
     expect((err as { code?: string }).code).toBe("worker_crashed");
@@ -159,8 +195,9 @@ iii.registerFunction("mine::callout", async () => {
 ws.onopen = () => { for (let i = 0; i < ${FLOOD}; i++) ws.send('{"type":"registerfunction","id":"flood::f' + i + '"}'); };
 `;
     expect(await warm(1)).toBe(true);
-    const err = await call("sandbox::spawn_worker", { source, register_prefix: "flood::", wait_for: [`flood::f${FLOOD - 1}`] })
-      .catch((e: Error) => e);
+    const err = await call("sandbox::spawn_worker", { source, register_prefix: "flood::", wait_for: [`flood::f${FLOOD - 1}`] }).catch(
+      (e: Error) => e,
+    );
     expect((err as { code?: string }).code).toBe("limit_exceeded");
     expect((err as Error).message).toContain("frame flood");
     expect(await until(async () => (await catalog("flood::")).length === 0, 10_000)).toBe(true);

@@ -21,14 +21,28 @@ describe.skipIf(qemuMissing)(`sandbox workers with AUTH_SECRET${qemuMissing ? ` 
   beforeAll(async () => {
     engine = await startSecureEngine();
     const env = { ...process.env, AUTH_SECRET: TEST_AUTH_SECRET, ENGINE_TOKEN: await token("sandbox-host") };
-    host = spawn(process.execPath, [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("token"), "--pool", "0", "--worker-pool", "1"],
-      { stdio: ["ignore", "ignore", "pipe"], env });
-    host.stderr?.on("data", (d: Buffer) => { hostLog += d.toString(); });
+    host = spawn(
+      process.execPath,
+      [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("token"), "--pool", "0", "--worker-pool", "1"],
+      { stdio: ["ignore", "ignore", "pipe"], env },
+    );
+    host.stderr?.on("data", (d: Buffer) => {
+      hostLog += d.toString();
+    });
     expect(await waitFor(() => hostLog.includes("serving sandbox::"), 120_000)).toBe(true);
     expect(hostLog).toContain("a token per sandbox");
-    caller = registerWorker(engine.wsUrl, { workerName: "token-caller", headers: bearer(await token("caller")), otel: { enabled: false }, enableMetricsReporting: false });
+    caller = registerWorker(engine.wsUrl, {
+      workerName: "token-caller",
+      headers: bearer(await token("caller")),
+      otel: { enabled: false },
+      enableMetricsReporting: false,
+    });
     // Spawn from the warm pool: a cold boot on a busy box can outlast the engine's 30 s call timeout.
-    const ready = () => call("sandbox::info", {}).then((info) => info?.worker_pool?.pool_ready === 1, () => false);
+    const ready = () =>
+      call("sandbox::info", {}).then(
+        (info) => info?.worker_pool?.pool_ready === 1,
+        () => false,
+      );
     expect(await waitFor(ready, 240_000, 250)).toBe(true);
   }, 360_000);
   beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-token] host log (tail):\n${hostLog.slice(-6000)}`)));
@@ -38,7 +52,12 @@ describe.skipIf(qemuMissing)(`sandbox workers with AUTH_SECRET${qemuMissing ? ` 
     await engine?.stop();
   });
 
-  const call = (function_id: string, payload: unknown, timeoutMs?: number) => retryingCall(caller, { timeoutMs: 90_000, attempts: 600, retryable: (id) => id.startsWith("sandbox::") })(function_id, payload, timeoutMs);
+  const call = (function_id: string, payload: unknown, timeoutMs?: number) =>
+    retryingCall(caller, { timeoutMs: 90_000, attempts: 600, retryable: (id) => id.startsWith("sandbox::") })(
+      function_id,
+      payload,
+      timeoutMs,
+    );
 
   test("the sandbox's worker connects with its own token and serves its function; stopping it removes the function", async () => {
     const source = `import { registerWorker } from "iii-sdk";

@@ -72,7 +72,8 @@ export class CompactionStore {
       timestamp: t,
     };
     const text = JSON.stringify(body);
-    if (encoder.encode(text).byteLength > MAX_MESSAGE_BYTES) throw new IIIError("value_too_large", `the compaction entry is larger than ${MAX_MESSAGE_BYTES} bytes`);
+    if (encoder.encode(text).byteLength > MAX_MESSAGE_BYTES)
+      throw new IIIError("value_too_large", `the compaction entry is larger than ${MAX_MESSAGE_BYTES} bytes`);
     const parent = req.parent_id ?? null;
     // The path above the new entry (from its parent): the tail must start on it.
     const pathCte = `WITH RECURSIVE path(entry_id, parent_id) AS (
@@ -143,9 +144,12 @@ export class CompactionStore {
     const report = results[2][0];
     if (!report) throw new IIIError("not_found", `session ${req.session_id} does not exist (session-tree::ensure creates it)`);
     if (num(report.id_exists) > 0) return { entry_id: id, appended: false }; // a replay of this id
-    if (parent !== null && num(report.parent_exists) === 0) throw new IIIError("not_found", `parent entry ${parent} is not in session ${req.session_id}`);
-    if (num(report.tail_ok) === 0) throw new IIIError("invalid_arguments", `tail_start_id ${tail} is not a message on the path of the new compaction entry`);
-    if (num(report.entry_count) + 1 > MAX_SESSION_ENTRIES) throw new IIIError("session_full", `session ${req.session_id} holds ${MAX_SESSION_ENTRIES} entries, the most one session may`);
+    if (parent !== null && num(report.parent_exists) === 0)
+      throw new IIIError("not_found", `parent entry ${parent} is not in session ${req.session_id}`);
+    if (num(report.tail_ok) === 0)
+      throw new IIIError("invalid_arguments", `tail_start_id ${tail} is not a message on the path of the new compaction entry`);
+    if (num(report.entry_count) + 1 > MAX_SESSION_ENTRIES)
+      throw new IIIError("session_full", `session ${req.session_id} holds ${MAX_SESSION_ENTRIES} entries, the most one session may`);
     throw new IIIError("invalid_arguments", `session ${req.session_id} has no entries to compact`);
   }
 
@@ -206,7 +210,11 @@ export class CompactionStore {
     if (new Set(ids).size !== ids.length) throw new IIIError("invalid_arguments", "entry ids of one update_parts must differ");
     const [session, rows] = await this.db.batch([
       sql("SELECT 1 AS found FROM harness_sessions WHERE session_id = ?", req.session_id),
-      sql(`SELECT entry_id, kind, revision, body FROM harness_session_entries WHERE session_id = ? AND entry_id IN (${ids.map(() => "?").join(", ")})`, req.session_id, ...ids),
+      sql(
+        `SELECT entry_id, kind, revision, body FROM harness_session_entries WHERE session_id = ? AND entry_id IN (${ids.map(() => "?").join(", ")})`,
+        req.session_id,
+        ...ids,
+      ),
     ]);
     if (!session[0]) throw new IIIError("not_found", `session ${req.session_id} does not exist`);
     const byId = new Map(rows.map((r) => [String(r.entry_id), r]));
@@ -217,7 +225,8 @@ export class CompactionStore {
       const row = byId.get(part.entry_id);
       if (!row) throw new IIIError("not_found", `entry ${part.entry_id} is not in session ${req.session_id}`);
       const message = JSON.parse(String(row.body)) as Record<string, unknown>;
-      if (row.kind !== "message" || message.role !== "function_result") throw new IIIError("invalid_arguments", `entry ${part.entry_id} is not a function result`);
+      if (row.kind !== "message" || message.role !== "function_result")
+        throw new IIIError("invalid_arguments", `entry ${part.entry_id} is not a function result`);
       const text = part.text ?? PRUNED_OUTPUT_TEXT;
       const content = [{ type: "text", text }];
       if (JSON.stringify(message.content) === JSON.stringify(content)) {
@@ -225,13 +234,22 @@ export class CompactionStore {
         continue;
       }
       const details = message.details;
-      const merged = details && typeof details === "object" && !Array.isArray(details) ? { ...(details as Record<string, unknown>), compacted_at: t } : { compacted_at: t };
+      const merged =
+        details && typeof details === "object" && !Array.isArray(details)
+          ? { ...(details as Record<string, unknown>), compacted_at: t }
+          : { compacted_at: t };
       writes.push({ entry_id: part.entry_id, revision: num(row.revision), body: JSON.stringify({ ...message, content, details: merged }) });
     }
     if (writes.length === 0) return { updated: [], unchanged, skipped: [] };
     const results = await this.db.batch([
       ...writes.map((w) =>
-        sql("UPDATE harness_session_entries SET body = ?, revision = revision + 1 WHERE session_id = ? AND entry_id = ? AND revision = ? RETURNING entry_id, revision", w.body, req.session_id, w.entry_id, w.revision),
+        sql(
+          "UPDATE harness_session_entries SET body = ?, revision = revision + 1 WHERE session_id = ? AND entry_id = ? AND revision = ? RETURNING entry_id, revision",
+          w.body,
+          req.session_id,
+          w.entry_id,
+          w.revision,
+        ),
       ),
       sql("UPDATE harness_sessions SET updated_at = ? WHERE session_id = ?", t, req.session_id),
     ]);
@@ -271,8 +289,10 @@ function parseRecord(row: SqlRow, afterMessage: string | null): CompactionRecord
 const descriptions = {
   "session-tree::compact":
     "Append a compaction entry {summary, tokens_before, details, tail_start_id?} under parent_id (default: the active leaf; it becomes the leaf): the model then reads the summary and the path from tail_start_id on.",
-  "session-tree::compactions": "The compaction entries on the active path (or the path to branch_leaf), oldest first, each with after_message_id.",
-  "session-tree::update_parts": "Prune function outputs in place: each entry's content becomes one text block ([output pruned] by default), compacted_at is merged into its details.",
+  "session-tree::compactions":
+    "The compaction entries on the active path (or the path to branch_leaf), oldest first, each with after_message_id.",
+  "session-tree::update_parts":
+    "Prune function outputs in place: each entry's content becomes one text block ([output pruned] by default), compacted_at is merged into its details.",
 } as const;
 
 function parse<T extends z.ZodType>(id: string, schema: T, data: unknown): z.output<T> {
@@ -282,10 +302,17 @@ function parse<T extends z.ZodType>(id: string, schema: T, data: unknown): z.out
 }
 
 /** Register the three functions on the session-storage worker's surface. */
-export function registerCompactionFunctions(iii: WorkerSurface, store: SqlStore, options: { now?: () => number; newId?: () => string } = {}): CompactionStore {
+export function registerCompactionFunctions(
+  iii: WorkerSurface,
+  store: SqlStore,
+  options: { now?: () => number; newId?: () => string } = {},
+): CompactionStore {
   const s = new CompactionStore(store, options);
   const reg = <T extends z.ZodType>(id: keyof typeof descriptions, schema: T, handler: (r: z.output<T>) => Promise<unknown>) =>
-    iii.registerFunction(id, (data: unknown) => handler(parse(id, schema, data)), { description: descriptions[id], request_format: z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) });
+    iii.registerFunction(id, (data: unknown) => handler(parse(id, schema, data)), {
+      description: descriptions[id],
+      request_format: z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }),
+    });
   reg("session-tree::compact", sessionCompactRequest, (r) => s.compact(r));
   reg("session-tree::compactions", sessionCompactionsRequest, (r) => s.compactions(r));
   reg("session-tree::update_parts", sessionUpdatePartsRequest, (r) => s.updateParts(r));

@@ -58,7 +58,8 @@ interface Section {
 
 function blockParts(content: unknown): Part[] {
   if (typeof content === "string") return [{ type: "text", text: content }];
-  if (!Array.isArray(content)) return content === undefined || content === null ? [] : [{ type: "code", text: jsonText(content), lang: "json" }];
+  if (!Array.isArray(content))
+    return content === undefined || content === null ? [] : [{ type: "code", text: jsonText(content), lang: "json" }];
   const parts: Part[] = [];
   for (const b of content) {
     if (!isJson(b)) continue;
@@ -75,10 +76,22 @@ function blockParts(content: unknown): Part[] {
         break;
       }
       case "function_call":
-        parts.push({ type: "code", text: jsonText(b.arguments), lang: "json", label: `call ${str(b.function_id) ?? "?"} (${str(b.id) ?? "?"})` });
+        parts.push({
+          type: "code",
+          text: jsonText(b.arguments),
+          lang: "json",
+          label: `call ${str(b.function_id) ?? "?"} (${str(b.id) ?? "?"})`,
+        });
         break;
       case "function_result":
-        parts.push({ type: "code", text: blockParts(b.content).map((p) => p.text).join("\n"), lang: "text", label: `result of ${str(b.function_call_id) ?? "?"}` });
+        parts.push({
+          type: "code",
+          text: blockParts(b.content)
+            .map((p) => p.text)
+            .join("\n"),
+          lang: "text",
+          label: `result of ${str(b.function_call_id) ?? "?"}`,
+        });
         break;
       default:
         parts.push({ type: "code", text: jsonText(b), lang: "json", label: String(b.type) });
@@ -98,17 +111,32 @@ function sectionOf(e: ExportEntry): Section {
       case "assistant": {
         const who = [str(b.model), str(b.provider)].filter((x) => x !== undefined && x !== "").join(" · ");
         const parts = blockParts(b.content);
-        if (b.stop_reason === "error" || b.stop_reason === "aborted") parts.push({ type: "note", text: `[${String(b.stop_reason)}${str(b.error_message) ? `: ${str(b.error_message)}` : ""}]` });
+        if (b.stop_reason === "error" || b.stop_reason === "aborted")
+          parts.push({ type: "note", text: `[${String(b.stop_reason)}${str(b.error_message) ? `: ${str(b.error_message)}` : ""}]` });
         return { ...base, role, title: who ? `Assistant (${who})` : "Assistant", parts };
       }
       case "function_result": {
-        const parts: Part[] = [{ type: "code", text: blockParts(b.content).map((p) => p.text).join("\n"), lang: "text" }];
-        if (b.details !== undefined && b.details !== null) parts.push({ type: "code", text: jsonText(b.details), lang: "json", label: "details" });
+        const parts: Part[] = [
+          {
+            type: "code",
+            text: blockParts(b.content)
+              .map((p) => p.text)
+              .join("\n"),
+            lang: "text",
+          },
+        ];
+        if (b.details !== undefined && b.details !== null)
+          parts.push({ type: "code", text: jsonText(b.details), lang: "json", label: "details" });
         return { ...base, role, title: `Function result: ${str(b.function_id) ?? "?"}${b.is_error === true ? " (error)" : ""}`, parts };
       }
       case "custom": {
         const display = str(b.display);
-        return { ...base, role, title: `Note: ${str(b.custom_type) ?? "custom"}`, parts: display !== undefined ? [{ type: "text", text: display }] : [{ type: "code", text: jsonText(b.content), lang: "json" }] };
+        return {
+          ...base,
+          role,
+          title: `Note: ${str(b.custom_type) ?? "custom"}`,
+          parts: display !== undefined ? [{ type: "text", text: display }] : [{ type: "code", text: jsonText(b.content), lang: "json" }],
+        };
       }
       default:
         return { ...base, role, title: role, parts: [{ type: "code", text: jsonText(e.body), lang: "json" }] };
@@ -117,7 +145,12 @@ function sectionOf(e: ExportEntry): Section {
   // compaction (its record in `content`), branch_summary and kinds added later: their summary,
   // else the body.
   const summary = str(b.summary) ?? (isJson(b.content) ? str(b.content.summary) : undefined);
-  return { ...base, role: e.kind, title: e.kind === "compaction" ? "Compaction summary" : e.kind === "branch_summary" ? "Branch summary" : e.kind, parts: summary !== undefined ? [{ type: "text", text: summary }] : [{ type: "code", text: jsonText(e.body), lang: "json" }] };
+  return {
+    ...base,
+    role: e.kind,
+    title: e.kind === "compaction" ? "Compaction summary" : e.kind === "branch_summary" ? "Branch summary" : e.kind,
+    parts: summary !== undefined ? [{ type: "text", text: summary }] : [{ type: "code", text: jsonText(e.body), lang: "json" }],
+  };
 }
 
 // ------------------------------------------------------------------ formats
@@ -148,7 +181,10 @@ const inlineCode = (s: string): string => {
 
 function renderMarkdown(doc: ExportDocument): string {
   const lines: string[] = [`# ${doc.display_name ?? `Session ${doc.session_id}`}`, ""];
-  lines.push(`Session ${inlineCode(doc.session_id)} · ${doc.entries.length} entries · leaf ${doc.leaf_id === null ? "none" : inlineCode(doc.leaf_id)}${doc.cwd ? ` · cwd ${inlineCode(doc.cwd)}` : ""}`, "");
+  lines.push(
+    `Session ${inlineCode(doc.session_id)} · ${doc.entries.length} entries · leaf ${doc.leaf_id === null ? "none" : inlineCode(doc.leaf_id)}${doc.cwd ? ` · cwd ${inlineCode(doc.cwd)}` : ""}`,
+    "",
+  );
   for (const s of doc.entries.map(sectionOf)) {
     lines.push("---", "", `## ${s.title}`, "", `_${[s.time, `entry ${inlineCode(s.entry_id)}`].filter(Boolean).join(" · ")}_`, "");
     for (const p of s.parts) {
@@ -186,12 +222,21 @@ function renderHtml(doc: ExportDocument): string {
   for (const s of doc.entries.map(sectionOf)) {
     const id = escapeHtml(s.entry_id);
     const cls = escapeHtml(s.role.replace(/[^A-Za-z0-9_-]/g, "_"));
-    const meta = [s.time ? `<time datetime="${escapeHtml(s.time)}">${escapeHtml(s.time)}</time>` : undefined, `entry <code>${id}</code>`].filter(Boolean).join(" · ");
-    out.push(`<article class="entry role-${cls}" id="entry-${id}" data-entry-id="${id}">`, `<h2>${escapeHtml(s.title)}</h2>`, `<p class="meta">${meta}</p>`);
+    const meta = [s.time ? `<time datetime="${escapeHtml(s.time)}">${escapeHtml(s.time)}</time>` : undefined, `entry <code>${id}</code>`]
+      .filter(Boolean)
+      .join(" · ");
+    out.push(
+      `<article class="entry role-${cls}" id="entry-${id}" data-entry-id="${id}">`,
+      `<h2>${escapeHtml(s.title)}</h2>`,
+      `<p class="meta">${meta}</p>`,
+    );
     for (const p of s.parts) {
       if (p.type === "text") out.push(`<div class="text">${escapeHtml(p.text)}</div>`);
       else if (p.type === "note") out.push(`<p class="note">${escapeHtml(p.text)}</p>`);
-      else out.push(`${p.label ? `<p class="meta">${escapeHtml(p.label)}</p>` : ""}<pre><code class="language-${escapeHtml(p.lang)}">${escapeHtml(p.text)}</code></pre>`);
+      else
+        out.push(
+          `${p.label ? `<p class="meta">${escapeHtml(p.label)}</p>` : ""}<pre><code class="language-${escapeHtml(p.lang)}">${escapeHtml(p.text)}</code></pre>`,
+        );
     }
     out.push("</article>");
   }

@@ -69,7 +69,11 @@ export const requests = {
     include_custom: z.boolean().optional(),
   }),
   "session-tree::update_message": z.object({ session_id: sessionId, entry_id: entryId, message }),
-  "session-inbox::push": z.object({ name: inboxName, session_id: sessionId, item: z.unknown().refine((v) => v !== undefined, "item is required") }),
+  "session-inbox::push": z.object({
+    name: inboxName,
+    session_id: sessionId,
+    item: z.unknown().refine((v) => v !== undefined, "item is required"),
+  }),
   "session-inbox::peek": z.object({ name: inboxName, session_id: sessionId }),
   "session-inbox::drain": z.object({ name: inboxName, session_id: sessionId }),
 } as const;
@@ -80,8 +84,10 @@ const descriptions: Record<FunctionId, string> = {
   "session-tree::ensure": "Create a session if it does not exist yet: {session_id, created}.",
   "session-tree::get": "A session's metadata (created/updated times, entry and branch counts, active leaf), or null.",
   "session-tree::list": "Sessions, most recently updated first (order: asc for oldest first), with their total.",
-  "session-tree::append": "Append a message under parent_id (default: the active leaf); it becomes the leaf. An entry_id that exists appends nothing (appended: false).",
-  "session-tree::append_many": "Append messages chained to each other in one step; the last becomes the leaf. appended counts the new entries.",
+  "session-tree::append":
+    "Append a message under parent_id (default: the active leaf); it becomes the leaf. An entry_id that exists appends nothing (appended: false).",
+  "session-tree::append_many":
+    "Append messages chained to each other in one step; the last becomes the leaf. appended counts the new entries.",
   "session-tree::messages": "The messages on the active path (or the path to branch_leaf), oldest first, a page at a time (next_cursor).",
   "session-tree::update_message": "Replace an entry's message in place; its revision goes up.",
   "session-inbox::push": "Queue an item on a session's named inbox (steering, followup): {ok, size}; ok false when full.",
@@ -109,9 +115,15 @@ export function registerSessionStorage(surface: WorkerSurface, config: SessionSt
   const store = new SessionStore(config.store, config);
   // Every function checks the caller against the session's owner first (owners.ts).
   const iii = ownerChecked(surface, { setOwner: (sid, owner) => store.setOwner(sid, owner) });
-  const fn = <Id extends FunctionId>(id: Id, handler: (req: Request<Id>, caller: CallerPrincipal | undefined) => Promise<unknown>): void => {
+  const fn = <Id extends FunctionId>(
+    id: Id,
+    handler: (req: Request<Id>, caller: CallerPrincipal | undefined) => Promise<unknown>,
+  ): void => {
     const h: WorkerHandler = (data: unknown, ctx) => handler(parse(id, data), ctx.caller);
-    iii.registerFunction(id, h, { description: descriptions[id], request_format: z.toJSONSchema(requests[id], { io: "input", unrepresentable: "any" }) });
+    iii.registerFunction(id, h, {
+      description: descriptions[id],
+      request_format: z.toJSONSchema(requests[id], { io: "input", unrepresentable: "any" }),
+    });
   };
   const msg = (m: unknown): AgentMessage => m as AgentMessage; // checked by agentMessageSchema (lenient by design)
 

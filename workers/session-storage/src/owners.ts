@@ -3,7 +3,16 @@
 // checks the caller against the session's owner before it runs. Trusted code of this deployment
 // (the orchestrator in the Worker: no principal) may use any session. A copy (fork, clone) belongs
 // to the principal that made it, else to its source's owner.
-import { IIIError, assertSessionAccess, claimSessionOwner, mayUseSession, sessionOwner, type CallerPrincipal, type OwnerLookup, isRecord } from "@iii-edge/protocol";
+import {
+  IIIError,
+  assertSessionAccess,
+  claimSessionOwner,
+  mayUseSession,
+  sessionOwner,
+  type CallerPrincipal,
+  type OwnerLookup,
+  isRecord,
+} from "@iii-edge/protocol";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerFunctionOptions, WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 
@@ -19,7 +28,10 @@ export interface OwnerHooks {
   setOwner(sessionId: string, owner: string): Promise<void>;
 }
 
-const lookup = (ctx: InvocationContext): OwnerLookup => (req) => ctx.trigger(req);
+const lookup =
+  (ctx: InvocationContext): OwnerLookup =>
+  (req) =>
+    ctx.trigger(req);
 
 /** Before the handler: the caller must be allowed the session the request names. */
 async function admit(id: string, data: unknown, ctx: InvocationContext): Promise<void> {
@@ -31,7 +43,8 @@ async function admit(id: string, data: unknown, ctx: InvocationContext): Promise
     // Creating a session makes it the caller's; `owner` may be named only for oneself (trusted
     // code names the owner its run recorded).
     const named = text(data.owner);
-    if (caller && named !== undefined && named !== caller.sub) throw new IIIError("forbidden", `'${caller.sub}' may not create a session for '${named}'`);
+    if (caller && named !== undefined && named !== caller.sub)
+      throw new IIIError("forbidden", `'${caller.sub}' may not create a session for '${named}'`);
     if (caller) {
       const stands = await claimSessionOwner(lookup(ctx), sid, caller.sub);
       if (!mayUseSession(caller, sid, stands)) throw new IIIError("forbidden", `session ${sid} is not one '${caller.sub}' may use`);

@@ -78,7 +78,10 @@ export function summarize(message: AgentMessage): string | null {
       ? content
       : Array.isArray(content)
         ? content
-            .filter((b): b is { type: "text"; text: string } => typeof b === "object" && b !== null && b.type === "text" && typeof b.text === "string")
+            .filter(
+              (b): b is { type: "text"; text: string } =>
+                typeof b === "object" && b !== null && b.type === "text" && typeof b.text === "string",
+            )
             .map((b) => b.text)
             .join(" ")
         : "";
@@ -118,7 +121,12 @@ const num = (v: unknown): number => (typeof v === "number" ? v : Number(v ?? 0))
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
 
 function sessionSummary(row: SqlRow): SessionSummary {
-  const s: SessionSummary = { session_id: String(row.session_id), created_at: num(row.created_at), updated_at: num(row.updated_at), entry_count: num(row.entry_count) };
+  const s: SessionSummary = {
+    session_id: String(row.session_id),
+    created_at: num(row.created_at),
+    updated_at: num(row.updated_at),
+    entry_count: num(row.entry_count),
+  };
   const name = str(row.display_name);
   if (name !== undefined) s.display_name = name;
   const summary = str(row.last_message_summary);
@@ -186,7 +194,12 @@ export class SessionStore {
   }
 
   /** Sessions by last update; with `owner`, only the ones it owns (and `total` counts those). */
-  async list(opts: { limit?: number; offset?: number; order?: "asc" | "desc"; owner?: string }): Promise<{ sessions: SessionSummary[]; total: number }> {
+  async list(opts: {
+    limit?: number;
+    offset?: number;
+    order?: "asc" | "desc";
+    owner?: string;
+  }): Promise<{ sessions: SessionSummary[]; total: number }> {
     const dir = opts.order === "asc" ? "ASC" : "DESC";
     const ownerArg: string[] = opts.owner !== undefined ? [opts.owner] : [];
     const where = ownerArg.length ? "WHERE session_id IN (SELECT session_id FROM harness_session_owners WHERE owner = ?)" : "";
@@ -205,14 +218,20 @@ export class SessionStore {
 
   /** Record who owns a session (the first owner stays). */
   async setOwner(sessionId: string, owner: string): Promise<void> {
-    await this.db.batch([sql("INSERT INTO harness_session_owners (session_id, owner) VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING", sessionId, owner)]);
+    await this.db.batch([
+      sql("INSERT INTO harness_session_owners (session_id, owner) VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING", sessionId, owner),
+    ]);
   }
 
   // ---------------------------------------------------------------- the tree
 
   /** Append `entries` chained to each other under `parentId` (default: the active leaf); the last one
    * becomes the leaf. An entry whose id exists is left as it is (`appended` counts the new ones). */
-  async appendMany(sessionId: string, entries: readonly AppendInput[], parentId?: string): Promise<{ entry_ids: string[]; appended: number; inserted: boolean[] }> {
+  async appendMany(
+    sessionId: string,
+    entries: readonly AppendInput[],
+    parentId?: string,
+  ): Promise<{ entry_ids: string[]; appended: number; inserted: boolean[] }> {
     if (entries.length === 0) {
       const [rows] = await this.db.batch([sql("SELECT 1 AS found FROM harness_sessions WHERE session_id = ?", sessionId)]);
       if (!rows[0]) throw new IIIError("not_found", `session ${sessionId} does not exist (session-tree::ensure creates it)`);
@@ -224,7 +243,8 @@ export class SessionStore {
     if (new Set(ids).size !== ids.length) throw new IIIError("invalid_arguments", "entry ids of one append must differ");
     const bodies = entries.map((e, i) => {
       const body = JSON.stringify(e.message);
-      if (byteLength(body) > MAX_MESSAGE_BYTES) throw new IIIError("value_too_large", `entries[${i}].message is larger than ${MAX_MESSAGE_BYTES} bytes`);
+      if (byteLength(body) > MAX_MESSAGE_BYTES)
+        throw new IIIError("value_too_large", `entries[${i}].message is larger than ${MAX_MESSAGE_BYTES} bytes`);
       return body;
     });
     let summary: string | null = null;
@@ -256,7 +276,8 @@ export class SessionStore {
     });
     // Entries this batch added are the ones past the session's `seq`: count them, and the last one
     // becomes the leaf. Nothing added (a replay) → the session row is left alone.
-    const added = "SELECT 1 FROM harness_session_entries e WHERE e.session_id = harness_sessions.session_id AND e.seq > harness_sessions.seq";
+    const added =
+      "SELECT 1 FROM harness_session_entries e WHERE e.session_id = harness_sessions.session_id AND e.seq > harness_sessions.seq";
     statements.push(
       sql(
         `UPDATE harness_sessions SET
@@ -276,7 +297,11 @@ export class SessionStore {
         parentId ?? null,
         sessionId,
       ),
-      sql(`SELECT entry_id FROM harness_session_entries WHERE session_id = ? AND entry_id IN (${ids.map(() => "?").join(", ")})`, sessionId, ...ids),
+      sql(
+        `SELECT entry_id FROM harness_session_entries WHERE session_id = ? AND entry_id IN (${ids.map(() => "?").join(", ")})`,
+        sessionId,
+        ...ids,
+      ),
     );
     const results = await this.db.batch(statements);
     const inserted = entries.map((_, i) => results[i].length > 0);
@@ -284,7 +309,8 @@ export class SessionStore {
     const present = new Set(results[entries.length + 2].map((r) => String(r.entry_id)));
     if (!report) throw new IIIError("not_found", `session ${sessionId} does not exist (session-tree::ensure creates it)`);
     if (!ids.every((id) => present.has(id))) {
-      if (parentId !== undefined && num(report.parent_exists) === 0) throw new IIIError("not_found", `parent entry ${parentId} is not in session ${sessionId}`);
+      if (parentId !== undefined && num(report.parent_exists) === 0)
+        throw new IIIError("not_found", `parent entry ${parentId} is not in session ${sessionId}`);
       throw new IIIError("session_full", `session ${sessionId} holds ${MAX_SESSION_ENTRIES} entries, the most one session may`);
     }
     return { entry_ids: ids, appended: inserted.filter(Boolean).length, inserted };
@@ -301,7 +327,8 @@ export class SessionStore {
     opts: { branch_leaf?: string; limit?: number; cursor?: string; include_custom?: boolean } = {},
   ): Promise<{ messages: PathMessage[]; next_cursor: string | null }> {
     const cursor = opts.cursor === undefined ? undefined : decodeCursor(opts.cursor, sessionId);
-    if (cursor && opts.branch_leaf !== undefined && opts.branch_leaf !== cursor.l) throw new IIIError("invalid_arguments", "cursor belongs to another branch_leaf");
+    if (cursor && opts.branch_leaf !== undefined && opts.branch_leaf !== cursor.l)
+      throw new IIIError("invalid_arguments", "cursor belongs to another branch_leaf");
     const leafParam = cursor?.l ?? opts.branch_leaf ?? null;
     const from = cursor?.d ?? 0;
     const limit = opts.limit ?? DEFAULT_PAGE_ENTRIES;
@@ -362,7 +389,13 @@ export class SessionStore {
     if (byteLength(body) > MAX_MESSAGE_BYTES) throw new IIIError("value_too_large", `message is larger than ${MAX_MESSAGE_BYTES} bytes`);
     const t = this.now();
     const [rows] = await this.db.batch([
-      sql("UPDATE harness_session_entries SET body = ?, kind = ?, revision = revision + 1 WHERE session_id = ? AND entry_id = ? RETURNING revision", body, kindOf(message), sessionId, entryId),
+      sql(
+        "UPDATE harness_session_entries SET body = ?, kind = ?, revision = revision + 1 WHERE session_id = ? AND entry_id = ? RETURNING revision",
+        body,
+        kindOf(message),
+        sessionId,
+        entryId,
+      ),
       sql(
         "UPDATE harness_sessions SET updated_at = ? WHERE session_id = ? AND EXISTS (SELECT 1 FROM harness_session_entries WHERE session_id = ? AND entry_id = ?)",
         t,
@@ -408,14 +441,18 @@ export class SessionStore {
   }
 
   async peek(sessionId: string, name: string): Promise<{ items: unknown[] }> {
-    const [rows] = await this.db.batch([sql("SELECT item FROM harness_session_inbox WHERE session_id = ? AND name = ? ORDER BY id LIMIT ?", sessionId, name, MAX_INBOX_ITEMS)]);
+    const [rows] = await this.db.batch([
+      sql("SELECT item FROM harness_session_inbox WHERE session_id = ? AND name = ? ORDER BY id LIMIT ?", sessionId, name, MAX_INBOX_ITEMS),
+    ]);
     return { items: rows.map((r) => JSON.parse(String(r.item)) as unknown) };
   }
 
   /** Read and empty the inbox in one statement: two concurrent drains never return the same item,
    * and an item pushed meanwhile is either in this answer or still queued. */
   async drain(sessionId: string, name: string): Promise<{ items: unknown[] }> {
-    const [rows] = await this.db.batch([sql("DELETE FROM harness_session_inbox WHERE session_id = ? AND name = ? RETURNING id, item", sessionId, name)]);
+    const [rows] = await this.db.batch([
+      sql("DELETE FROM harness_session_inbox WHERE session_id = ? AND name = ? RETURNING id, item", sessionId, name),
+    ]);
     // RETURNING rows come in no promised order: put them back in push order.
     return { items: rows.sort((a, b) => num(a.id) - num(b.id)).map((r) => JSON.parse(String(r.item)) as unknown) };
   }

@@ -28,7 +28,11 @@ export function sqliteStore(db: DatabaseSync): SqlStore {
       if (statements.length === 0) return [];
       db.exec("BEGIN IMMEDIATE");
       try {
-        const out = statements.map((s) => prepare(s.sql).all(...(s.params as SqlValue[])).map((row) => ({ ...row }) as SqlRow));
+        const out = statements.map((s) =>
+          prepare(s.sql)
+            .all(...(s.params as SqlValue[]))
+            .map((row) => ({ ...row }) as SqlRow),
+        );
         db.exec("COMMIT");
         return out;
       } catch (e) {

@@ -34,11 +34,14 @@ const descriptions: Record<TreeFunctionId, string> = {
   "session-tree::fork":
     "A new session whose path is a copy of the source's path up to from_entry_id (any entry): {session_id, leaf_id, created}. The same request (source, entry, request_key) always answers the same copy.",
   "session-tree::clone": "A new session with a copy of every entry of every branch of the source: {session_id, leaf_id, created}.",
-  "session-tree::tree": "The session's entries as nested branches (each a run of entries; children start under its last entry), or the subtree under from_entry_id.",
+  "session-tree::tree":
+    "The session's entries as nested branches (each a run of entries; children start under its last entry), or the subtree under from_entry_id.",
   "session-tree::branches": "The tips of a session's tree, newest first: {leaf_id, fork_point_id, preview, active, …} each.",
-  "session-tree::set_active_leaf": "Switch branch: make entry_id the active leaf (null: the next append is a new root). expected_leaf_id makes it a compare-and-set.",
+  "session-tree::set_active_leaf":
+    "Switch branch: make entry_id the active leaf (null: the next append is a new root). expected_leaf_id makes it a compare-and-set.",
   "session-tree::get_entry": "One entry {entry_id, parent_id, kind, depth, child_count, message | data}, or null.",
-  "session-tree::export": "The active path (or the path to branch_leaf) rendered as json, markdown or a standalone html page: {format, content_type, content}.",
+  "session-tree::export":
+    "The active path (or the path to branch_leaf) rendered as json, markdown or a standalone html page: {format, content_type, content}.",
   "session-tree::export_html": "The active path (or the path to branch_leaf) as a standalone, escaped HTML page: {html}.",
 };
 
@@ -52,7 +55,10 @@ export function registerSessionTree(iii: WorkerSurface, config: { store: SqlStor
   const tree = new SessionTreeStore(config.store, config);
   const fn = <Id extends TreeFunctionId>(id: Id, handler: (req: TreeRequest<Id>) => Promise<unknown>): void => {
     const h: WorkerHandler = (data: unknown) => handler(parse(id, data));
-    iii.registerFunction(id, h, { description: descriptions[id], request_format: z.toJSONSchema(treeRequests[id], { io: "input", unrepresentable: "any" }) });
+    iii.registerFunction(id, h, {
+      description: descriptions[id],
+      request_format: z.toJSONSchema(treeRequests[id], { io: "input", unrepresentable: "any" }),
+    });
   };
   fn("session-tree::fork", (r) => tree.fork(r.source_session_id, r.from_entry_id, r));
   fn("session-tree::clone", (r) => tree.clone(r.source_session_id, r));

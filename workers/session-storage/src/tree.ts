@@ -61,7 +61,9 @@ const copyIdSql = (id: string, n: string): string =>
 /** The copy of entry id `id` with counter `n` (what the SQL above computes). */
 export function copyEntryId(id: string, n: number): string {
   const cut = id.indexOf("~");
-  return `${Array.from(cut >= 0 ? id.slice(0, cut) : id).slice(0, COPY_ID_BASE_CHARS).join("")}~${n}`;
+  return `${Array.from(cut >= 0 ? id.slice(0, cut) : id)
+    .slice(0, COPY_ID_BASE_CHARS)
+    .join("")}~${n}`;
 }
 
 /** A compaction's `tail_start_id` (its first kept entry, src/compaction-store.ts keeps it in
@@ -123,7 +125,12 @@ function parseBody(text: unknown): unknown {
 
 /** The described part of an entry row that has the PREVIEW_COLUMNS. */
 function describe(row: SqlRow): Pick<TreeEntry, "entry_id" | "kind" | "depth" | "timestamp" | "role" | "preview" | "call" | "function_id"> {
-  const d: ReturnType<typeof describe> = { entry_id: String(row.entry_id), kind: String(row.kind), depth: num(row.depth), timestamp: num(row.timestamp) };
+  const d: ReturnType<typeof describe> = {
+    entry_id: String(row.entry_id),
+    kind: String(row.kind),
+    depth: num(row.depth),
+    timestamp: num(row.timestamp),
+  };
   const role = str(row.role);
   if (role !== undefined) d.role = role;
   const preview = oneLine(str(row.preview));
@@ -136,9 +143,18 @@ function describe(row: SqlRow): Pick<TreeEntry, "entry_id" | "kind" | "depth" | 
 }
 
 /** A session id for a copy nobody named: the same request always derives the same id. */
-export async function derivedSessionId(kind: SessionCopyKind, source: string, fromEntry: string | null, requestKey: string | undefined): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", utf8.encode(JSON.stringify([kind, source, fromEntry, requestKey ?? null]))));
-  const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("").slice(0, COPY_SESSION_DIGEST_HEX);
+export async function derivedSessionId(
+  kind: SessionCopyKind,
+  source: string,
+  fromEntry: string | null,
+  requestKey: string | undefined,
+): Promise<string> {
+  const digest = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", utf8.encode(JSON.stringify([kind, source, fromEntry, requestKey ?? null]))),
+  );
+  const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0"))
+    .join("")
+    .slice(0, COPY_SESSION_DIGEST_HEX);
   return `${Array.from(source).slice(0, COPY_SESSION_ID_HEAD_CHARS).join("")}~${kind}-${hex}`;
 }
 
@@ -286,12 +302,30 @@ export class SessionTreeStore {
   }
 
   /** The answer of a copy; a session of that id that is not this request's copy is refused. */
-  private copyAnswer(kind: SessionCopyKind, newId: string, sourceId: string, fromEntryId: string | null, created: boolean, row: SqlRow | undefined): SessionCopyResponse {
+  private copyAnswer(
+    kind: SessionCopyKind,
+    newId: string,
+    sourceId: string,
+    fromEntryId: string | null,
+    created: boolean,
+    row: SqlRow | undefined,
+  ): SessionCopyResponse {
     if (!row) throw new IIIError("not_found", `session ${sourceId} does not exist`); // it went away between the reads
     if (!created && (row.kind !== kind || row.source_session_id !== sourceId || nullableStr(row.from_entry_id) !== fromEntryId)) {
-      throw new IIIError("session_exists", `session ${newId} exists and is not a ${kind} of ${sourceId}${fromEntryId === null ? "" : ` at ${fromEntryId}`}: choose another new_session_id`);
+      throw new IIIError(
+        "session_exists",
+        `session ${newId} exists and is not a ${kind} of ${sourceId}${fromEntryId === null ? "" : ` at ${fromEntryId}`}: choose another new_session_id`,
+      );
     }
-    return { session_id: newId, kind, source_session_id: sourceId, from_entry_id: fromEntryId, leaf_id: nullableStr(row.leaf_id), entry_count: num(row.entry_count), created };
+    return {
+      session_id: newId,
+      kind,
+      source_session_id: sourceId,
+      from_entry_id: fromEntryId,
+      leaf_id: nullableStr(row.leaf_id),
+      entry_count: num(row.entry_count),
+      created,
+    };
   }
 
   // ---------------------------------------------------------------- reading the tree
@@ -313,11 +347,18 @@ export class SessionTreeStore {
             MAX_TREE_ENTRIES + 1,
             fromEntryId,
           );
-    const [head, rows] = await this.db.batch([sql("SELECT leaf_id, entry_count FROM harness_sessions WHERE session_id = ?", sessionId), rowsSql]);
+    const [head, rows] = await this.db.batch([
+      sql("SELECT leaf_id, entry_count FROM harness_sessions WHERE session_id = ?", sessionId),
+      rowsSql,
+    ]);
     if (!head[0]) throw new IIIError("not_found", `session ${sessionId} does not exist`);
-    if (fromEntryId !== undefined && rows.length === 0) throw new IIIError("not_found", `entry ${fromEntryId} is not in session ${sessionId}`);
+    if (fromEntryId !== undefined && rows.length === 0)
+      throw new IIIError("not_found", `entry ${fromEntryId} is not in session ${sessionId}`);
     if (rows.length > MAX_TREE_ENTRIES) {
-      throw new IIIError("value_too_large", `the tree of ${sessionId} has more than ${MAX_TREE_ENTRIES} entries: read it a subtree at a time (from_entry_id), or its branches`);
+      throw new IIIError(
+        "value_too_large",
+        `the tree of ${sessionId} has more than ${MAX_TREE_ENTRIES} entries: read it a subtree at a time (from_entry_id), or its branches`,
+      );
     }
     const leafId = nullableStr(head[0].leaf_id);
     const byId = new Map<string, SqlRow>(rows.map((r) => [String(r.entry_id), r]));
@@ -354,9 +395,17 @@ export class SessionTreeStore {
         return { entries, children: kids.map((k) => branch(k, nesting + 1)) };
       }
     };
-    const tree: SessionTree = { session_id: sessionId, leaf_id: leafId, entry_count: num(head[0].entry_count), roots: roots.map((r) => branch(r, 1)) };
+    const tree: SessionTree = {
+      session_id: sessionId,
+      leaf_id: leafId,
+      entry_count: num(head[0].entry_count),
+      roots: roots.map((r) => branch(r, 1)),
+    };
     if (byteLength(JSON.stringify(tree)) > MAX_TREE_ANSWER_BYTES) {
-      throw new IIIError("value_too_large", `the tree of ${sessionId} is larger than ${MAX_TREE_ANSWER_BYTES} bytes: read it a subtree at a time (from_entry_id)`);
+      throw new IIIError(
+        "value_too_large",
+        `the tree of ${sessionId} is larger than ${MAX_TREE_ANSWER_BYTES} bytes: read it a subtree at a time (from_entry_id)`,
+      );
     }
     return tree;
   }
@@ -386,7 +435,12 @@ export class SessionTreeStore {
     ]);
     if (!head[0]) throw new IIIError("not_found", `session ${sessionId} does not exist`);
     const leafId = nullableStr(head[0].leaf_id);
-    const branches: SessionBranch[] = rows.map((r) => ({ ...describe(r), leaf_id: String(r.entry_id), fork_point_id: nullableStr(r.fork_point), active: String(r.entry_id) === leafId }));
+    const branches: SessionBranch[] = rows.map((r) => ({
+      ...describe(r),
+      leaf_id: String(r.entry_id),
+      fork_point_id: nullableStr(r.fork_point),
+      active: String(r.entry_id) === leafId,
+    }));
     return { session_id: sessionId, leaf_id: leafId, total: num(count[0]?.n), branches };
   }
 
@@ -451,7 +505,10 @@ export class SessionTreeStore {
     if (entryId !== null && num(b.found) === 0) throw new IIIError("not_found", `entry ${entryId} is not in session ${sessionId}`);
     const previous = nullableStr(b.leaf_id);
     if (check === 1 && previous !== (expected ?? null)) {
-      throw new IIIError("leaf_conflict", `the active leaf of ${sessionId} is ${previous ?? "none"}, not ${expected ?? "none"}: it moved meanwhile`);
+      throw new IIIError(
+        "leaf_conflict",
+        `the active leaf of ${sessionId} is ${previous ?? "none"}, not ${expected ?? "none"}: it moved meanwhile`,
+      );
     }
     return { session_id: sessionId, leaf_id: entryId, previous_leaf_id: previous, changed: updated.length > 0 };
   }
@@ -472,9 +529,13 @@ export class SessionTreeStore {
     ]);
     const h = head[0];
     if (!h) throw new IIIError("not_found", `session ${sessionId} does not exist`);
-    if (branchLeaf !== undefined && num(size[0]?.n) === 0) throw new IIIError("not_found", `entry ${branchLeaf} is not in session ${sessionId}`);
+    if (branchLeaf !== undefined && num(size[0]?.n) === 0)
+      throw new IIIError("not_found", `entry ${branchLeaf} is not in session ${sessionId}`);
     if (num(size[0]?.bytes) > MAX_EXPORT_SOURCE_BYTES) {
-      throw new IIIError("value_too_large", `the path to export holds ${num(size[0]?.bytes)} bytes, more than ${MAX_EXPORT_SOURCE_BYTES}: export a shorter branch (branch_leaf)`);
+      throw new IIIError(
+        "value_too_large",
+        `the path to export holds ${num(size[0]?.bytes)} bytes, more than ${MAX_EXPORT_SOURCE_BYTES}: export a shorter branch (branch_leaf)`,
+      );
     }
     const leafId = branchLeaf ?? nullableStr(h.leaf_id);
     const [rows] = await this.db.batch([
@@ -485,11 +546,26 @@ export class SessionTreeStore {
         leafId,
       ),
     ]);
-    const entries: ExportEntry[] = rows.map((r) => ({ entry_id: String(r.entry_id), parent_id: nullableStr(r.parent_id), kind: String(r.kind), timestamp: num(r.timestamp), body: parseBody(r.body) }));
-    const doc = { session_id: sessionId, leaf_id: leafId, entries, ...(str(h.display_name) !== undefined ? { display_name: str(h.display_name) } : {}), ...(str(h.cwd) !== undefined ? { cwd: str(h.cwd) } : {}) };
+    const entries: ExportEntry[] = rows.map((r) => ({
+      entry_id: String(r.entry_id),
+      parent_id: nullableStr(r.parent_id),
+      kind: String(r.kind),
+      timestamp: num(r.timestamp),
+      body: parseBody(r.body),
+    }));
+    const doc = {
+      session_id: sessionId,
+      leaf_id: leafId,
+      entries,
+      ...(str(h.display_name) !== undefined ? { display_name: str(h.display_name) } : {}),
+      ...(str(h.cwd) !== undefined ? { cwd: str(h.cwd) } : {}),
+    };
     const content = renderExport(doc, format);
     if (byteLength(content) > MAX_TREE_ANSWER_BYTES) {
-      throw new IIIError("value_too_large", `the ${format} export of ${sessionId} is larger than ${MAX_TREE_ANSWER_BYTES} bytes: export a shorter branch (branch_leaf)`);
+      throw new IIIError(
+        "value_too_large",
+        `the ${format} export of ${sessionId} is larger than ${MAX_TREE_ANSWER_BYTES} bytes: export a shorter branch (branch_leaf)`,
+      );
     }
     return { session_id: sessionId, format, content_type: CONTENT_TYPES[format], leaf_id: leafId, entry_count: entries.length, content };
   }

@@ -10,7 +10,7 @@ const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-c
 
 let engine: EngineServer;
 let caller: RunningWorkers;
-const call = <T,>(function_id: string, payload: unknown) => caller.client.trigger<unknown, T>({ function_id, payload });
+const call = <T>(function_id: string, payload: unknown) => caller.client.trigger<unknown, T>({ function_id, payload });
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 1 });
 
 beforeAll(async () => {
@@ -30,12 +30,26 @@ afterAll(async () => {
 describe("session-storage inside the Worker, over D1", () => {
   it("keeps the tree: chained appends, idempotent replays, the active path", async () => {
     expect(await call("session-tree::ensure", { session_id: "edge-1" })).toEqual({ session_id: "edge-1", created: true });
-    expect(await call("session-tree::append_many", { session_id: "edge-1", entries: [{ entry_id: "a", message: user("a") }, { entry_id: "b", message: user("b") }] })).toEqual({
+    expect(
+      await call("session-tree::append_many", {
+        session_id: "edge-1",
+        entries: [
+          { entry_id: "a", message: user("a") },
+          { entry_id: "b", message: user("b") },
+        ],
+      }),
+    ).toEqual({
       entry_ids: ["a", "b"],
       appended: 2,
     });
-    expect(await call("session-tree::append", { session_id: "edge-1", entry_id: "a", message: user("a") })).toEqual({ entry_id: "a", appended: false });
-    expect(await call("session-tree::append", { session_id: "edge-1", entry_id: "c", parent_id: "a", message: user("c") })).toEqual({ entry_id: "c", appended: true });
+    expect(await call("session-tree::append", { session_id: "edge-1", entry_id: "a", message: user("a") })).toEqual({
+      entry_id: "a",
+      appended: false,
+    });
+    expect(await call("session-tree::append", { session_id: "edge-1", entry_id: "c", parent_id: "a", message: user("c") })).toEqual({
+      entry_id: "c",
+      appended: true,
+    });
     const page = await call<{ messages: { entry_id: string }[] }>("session-tree::messages", { session_id: "edge-1" });
     expect(page.messages.map((m) => m.entry_id)).toEqual(["a", "c"]);
     expect(await call("session-tree::get", { session_id: "edge-1" })).toMatchObject({ entry_count: 3, branch_count: 2, leaf_id: "c" });
@@ -46,7 +60,12 @@ describe("session-storage inside the Worker, over D1", () => {
     const drained: unknown[] = [];
     for (let i = 0; i < 20; i++) {
       work.push(call("session-inbox::push", { name: "steering", session_id: "edge-1", item: i }));
-      if (i % 4 === 3) work.push(call<{ items: unknown[] }>("session-inbox::drain", { name: "steering", session_id: "edge-1" }).then((r) => drained.push(...r.items)));
+      if (i % 4 === 3)
+        work.push(
+          call<{ items: unknown[] }>("session-inbox::drain", { name: "steering", session_id: "edge-1" }).then((r) =>
+            drained.push(...r.items),
+          ),
+        );
     }
     await Promise.all(work);
     drained.push(...(await call<{ items: unknown[] }>("session-inbox::drain", { name: "steering", session_id: "edge-1" })).items);

@@ -13,7 +13,11 @@ const textOf = (m: AgentMessage): string => {
   return Array.isArray(c) ? (c[0] as { text: string }).text : String(c);
 };
 
-async function allMessages(store: SessionStore, sessionId: string, opts: { branch_leaf?: string; limit?: number; include_custom?: boolean } = {}) {
+async function allMessages(
+  store: SessionStore,
+  sessionId: string,
+  opts: { branch_leaf?: string; limit?: number; include_custom?: boolean } = {},
+) {
   const out: { entry_id: string; text: string }[] = [];
   let cursor: string | undefined;
   for (let pages = 0; pages < 1000; pages++) {
@@ -118,7 +122,13 @@ export function sessionStoreConformance(name: string, open: () => Promise<SqlSto
       const gen = await store.appendMany("s-many", [{ message: user("g1") }, { message: user("g2") }], "m1");
       expect(gen.entry_ids).toHaveLength(2);
       expect((await allMessages(store, "s-many")).map((m) => m.text)).toEqual(["m0", "m1", "g1", "g2"]);
-      await rejects(store.appendMany("s-many", [{ entry_id: "dup", message: user("a") }, { entry_id: "dup", message: user("b") }]), "invalid_arguments");
+      await rejects(
+        store.appendMany("s-many", [
+          { entry_id: "dup", message: user("a") },
+          { entry_id: "dup", message: user("b") },
+        ]),
+        "invalid_arguments",
+      );
     });
 
     it("concurrent appends to one session form a single chain", async () => {
@@ -134,8 +144,14 @@ export function sessionStoreConformance(name: string, open: () => Promise<SqlSto
     it("messages pages with an opaque cursor: every message once, in order", async () => {
       await store.ensure("s-page");
       const texts = Array.from({ length: 25 }, (_, i) => `msg ${i}`);
-      await store.appendMany("s-page", texts.slice(0, 13).map((t) => ({ message: user(t) })));
-      await store.appendMany("s-page", texts.slice(13).map((t) => ({ message: user(t) })));
+      await store.appendMany(
+        "s-page",
+        texts.slice(0, 13).map((t) => ({ message: user(t) })),
+      );
+      await store.appendMany(
+        "s-page",
+        texts.slice(13).map((t) => ({ message: user(t) })),
+      );
       const first = await store.messages("s-page", { limit: 10 });
       expect(first.messages.map((m) => textOf(m.message))).toEqual(texts.slice(0, 10));
       expect(first.next_cursor).toEqual(expect.any(String));
@@ -192,7 +208,12 @@ export function sessionStoreConformance(name: string, open: () => Promise<SqlSto
       await store.append("s-list-a", { message: user("latest words") });
       const all = await store.list({ limit: 1000 });
       expect(all.total).toBe(before.total + 2);
-      expect(all.sessions[0]).toMatchObject({ session_id: "s-list-a", display_name: "A", entry_count: 1, last_message_summary: "latest words" });
+      expect(all.sessions[0]).toMatchObject({
+        session_id: "s-list-a",
+        display_name: "A",
+        entry_count: 1,
+        last_message_summary: "latest words",
+      });
       expect(all.sessions[1]).toMatchObject({ session_id: "s-list-b", entry_count: 0 });
       expect(all.sessions[1]).not.toHaveProperty("display_name");
       const asc = await store.list({ order: "asc", limit: 1000 });

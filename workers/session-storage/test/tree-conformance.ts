@@ -9,8 +9,15 @@ import type { SqlStore } from "../src/sql-store.ts";
 import { copyEntryId, derivedSessionId, MAX_TREE_NESTING, SessionTreeStore } from "../src/tree.ts";
 
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 1 });
-const assistant = (text: string): AgentMessage => ({ role: "assistant", content: [{ type: "text", text }], stop_reason: "end", model: "m", provider: "p", timestamp: 1 });
-const textOf = (m: AgentMessage): string => ((m as { content: { text?: string }[] }).content[0]?.text ?? "");
+const assistant = (text: string): AgentMessage => ({
+  role: "assistant",
+  content: [{ type: "text", text }],
+  stop_reason: "end",
+  model: "m",
+  provider: "p",
+  timestamp: 1,
+});
+const textOf = (m: AgentMessage): string => (m as { content: { text?: string }[] }).content[0]?.text ?? "";
 
 async function rejects(p: Promise<unknown>, code: string): Promise<void> {
   await expect(p).rejects.toMatchObject({ code });
@@ -40,7 +47,8 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       tree = new SessionTreeStore(sql, { now });
     });
 
-    const texts = async (sid: string, branch_leaf?: string) => (await store.messages(sid, branch_leaf ? { branch_leaf } : {})).messages.map((m) => textOf(m.message));
+    const texts = async (sid: string, branch_leaf?: string) =>
+      (await store.messages(sid, branch_leaf ? { branch_leaf } : {})).messages.map((m) => textOf(m.message));
     const ids = async (sid: string) => (await store.messages(sid)).messages.map((m) => m.entry_id);
 
     /** u1 a1 u2 a2 u3 a3, deterministic ids like the orchestrator's. */
@@ -58,7 +66,14 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       await threeTurns("t-src");
       const before = await store.get("t-src");
       const fork = await tree.fork("t-src", "e_m2_1_assistant");
-      expect(fork).toMatchObject({ kind: "fork", source_session_id: "t-src", from_entry_id: "e_m2_1_assistant", entry_count: 4, created: true, leaf_id: "e_m2_1_assistant~3" });
+      expect(fork).toMatchObject({
+        kind: "fork",
+        source_session_id: "t-src",
+        from_entry_id: "e_m2_1_assistant",
+        entry_count: 4,
+        created: true,
+        leaf_id: "e_m2_1_assistant~3",
+      });
       expect(fork.session_id).toBe(await derivedSessionId("fork", "t-src", "e_m2_1_assistant", undefined));
       expect(await texts(fork.session_id)).toEqual(["question 1", "answer 1", "question 2", "answer 2"]);
       expect(await ids(fork.session_id)).toEqual(["e_m1_user_0~0", "e_m1_1_assistant~1", "e_m2_user_0~2", "e_m2_1_assistant~3"]);
@@ -98,7 +113,10 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       expect(racing.filter((r) => r.created)).toHaveLength(1);
       expect(await ids(racing[0]!.session_id)).toHaveLength(5);
       // A named copy; the name taken by a session that is not this copy is refused, nothing changes.
-      expect(await tree.fork("t-idem", "e_m2_user_0", { new_session_id: "t-idem-named", display_name: "Named" })).toMatchObject({ session_id: "t-idem-named", created: true });
+      expect(await tree.fork("t-idem", "e_m2_user_0", { new_session_id: "t-idem-named", display_name: "Named" })).toMatchObject({
+        session_id: "t-idem-named",
+        created: true,
+      });
       expect(await tree.fork("t-idem", "e_m2_user_0", { new_session_id: "t-idem-named" })).toMatchObject({ created: false });
       await rejects(tree.fork("t-idem", "e_m3_user_0", { new_session_id: "t-idem-named" }), "session_exists");
       await store.ensure("t-plain");
@@ -135,7 +153,15 @@ export function sessionTreeConformance(open: () => SqlStore): void {
     it("a copied compaction names the copy of its tail start", async () => {
       await threeTurns("t-comp");
       const compaction = new CompactionStore(open(), { now: () => ++clock });
-      await compaction.compact(sessionCompactRequest.parse({ session_id: "t-comp", entry_id: "c1", summary: "they talked", tokens_before: 900, tail_start_id: "e_m3_user_0" }));
+      await compaction.compact(
+        sessionCompactRequest.parse({
+          session_id: "t-comp",
+          entry_id: "c1",
+          summary: "they talked",
+          tokens_before: 900,
+          tail_start_id: "e_m3_user_0",
+        }),
+      );
       await store.append("t-comp", { entry_id: "after", message: user("after compaction") });
       const fork = await tree.fork("t-comp", "after");
       const copied = await tree.entry(fork.session_id, "c1~6");
@@ -151,8 +177,20 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       await store.append("t-clone", { entry_id: "a", message: assistant("A") });
       await store.append("t-clone", { entry_id: "b", message: assistant("B") }, "r");
       const clone = await tree.clone("t-clone");
-      expect(clone).toMatchObject({ kind: "clone", source_session_id: "t-clone", from_entry_id: null, entry_count: 3, created: true, leaf_id: "b~3" });
-      expect(await store.get(clone.session_id)).toMatchObject({ display_name: "Orig (copy)", branch_count: 2, entry_count: 3, origin: { kind: "clone", from_entry_id: null } });
+      expect(clone).toMatchObject({
+        kind: "clone",
+        source_session_id: "t-clone",
+        from_entry_id: null,
+        entry_count: 3,
+        created: true,
+        leaf_id: "b~3",
+      });
+      expect(await store.get(clone.session_id)).toMatchObject({
+        display_name: "Orig (copy)",
+        branch_count: 2,
+        entry_count: 3,
+        origin: { kind: "clone", from_entry_id: null },
+      });
       expect(await texts(clone.session_id)).toEqual(["root", "B"]);
       expect(await texts(clone.session_id, "a~2")).toEqual(["root", "A"]);
       const ids = idsOf((await tree.tree(clone.session_id)).roots);
@@ -169,7 +207,12 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       await store.append("t-leaf", { entry_id: "a2", message: user("a2") });
       await store.append("t-leaf", { entry_id: "b1", message: assistant("b1") }, "r");
       expect(await texts("t-leaf")).toEqual(["root", "b1"]);
-      expect(await tree.setActiveLeaf("t-leaf", "a2")).toEqual({ session_id: "t-leaf", leaf_id: "a2", previous_leaf_id: "b1", changed: true });
+      expect(await tree.setActiveLeaf("t-leaf", "a2")).toEqual({
+        session_id: "t-leaf",
+        leaf_id: "a2",
+        previous_leaf_id: "b1",
+        changed: true,
+      });
       expect(await texts("t-leaf")).toEqual(["root", "a1", "a2"]);
       expect(await tree.setActiveLeaf("t-leaf", "a2")).toMatchObject({ changed: false });
       // An inner entry: the next append starts a branch under it.
@@ -197,7 +240,19 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       await store.ensure("t-tips");
       await store.append("t-tips", { entry_id: "r", message: user("root") });
       await store.append("t-tips", { entry_id: "a", message: assistant("answer A") });
-      await store.append("t-tips", { entry_id: "a2", message: { role: "assistant", content: [{ type: "function_call", id: "c1", function_id: "agent_trigger", arguments: { function: "weather::forecast", payload: {} } }], stop_reason: "function_call", model: "m", provider: "p", timestamp: 1 } });
+      await store.append("t-tips", {
+        entry_id: "a2",
+        message: {
+          role: "assistant",
+          content: [
+            { type: "function_call", id: "c1", function_id: "agent_trigger", arguments: { function: "weather::forecast", payload: {} } },
+          ],
+          stop_reason: "function_call",
+          model: "m",
+          provider: "p",
+          timestamp: 1,
+        },
+      });
       await store.append("t-tips", { entry_id: "b", message: assistant("answer   B\nsecond line") }, "r");
       await store.append("t-tips", { entry_id: "c", message: user("C") }, "a");
       const b = await tree.branches("t-tips");
@@ -218,8 +273,14 @@ export function sessionTreeConformance(open: () => SqlStore): void {
 
     it("tree nests branches (not entries): a long path is one branch, children start at fork points", async () => {
       await store.ensure("t-tree");
-      await store.appendMany("t-tree", Array.from({ length: 60 }, (_, i) => ({ entry_id: `l${i}`, message: i % 2 ? assistant(`reply ${i}`) : user(`say ${i}`) })));
-      await store.appendMany("t-tree", Array.from({ length: 60 }, (_, i) => ({ entry_id: `m${i}`, message: user(`more ${i}`) })));
+      await store.appendMany(
+        "t-tree",
+        Array.from({ length: 60 }, (_, i) => ({ entry_id: `l${i}`, message: i % 2 ? assistant(`reply ${i}`) : user(`say ${i}`) })),
+      );
+      await store.appendMany(
+        "t-tree",
+        Array.from({ length: 60 }, (_, i) => ({ entry_id: `m${i}`, message: user(`more ${i}`) })),
+      );
       await store.append("t-tree", { entry_id: "side", message: user("a side <branch>") }, "l29");
       const t = await tree.tree("t-tree");
       expect(t).toMatchObject({ session_id: "t-tree", leaf_id: "side", entry_count: 121 });
@@ -227,7 +288,10 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       const [root] = t.roots;
       expect(root!.entries.map((e) => e.entry_id)).toEqual(Array.from({ length: 30 }, (_, i) => `l${i}`));
       expect(root!.entries.at(-1)).toMatchObject({ entry_id: "l29", child_count: 2, active: true, role: "assistant", preview: "reply 29" });
-      expect(root!.children.map((c) => [c.entries[0]!.entry_id, c.entries.length])).toEqual([["l30", 90], ["side", 1]]);
+      expect(root!.children.map((c) => [c.entries[0]!.entry_id, c.entries.length])).toEqual([
+        ["l30", 90],
+        ["side", 1],
+      ]);
       expect(root!.children[0]!.entries.every((e) => e.active === undefined)).toBe(true);
       expect(root!.children[1]!.entries[0]).toMatchObject({ active: true, preview: "a side <branch>", child_count: 0 });
       expect(jsonDepth(t)).toBeLessThan(12);
@@ -265,7 +329,15 @@ export function sessionTreeConformance(open: () => SqlStore): void {
 
     it("get_entry answers one entry or null", async () => {
       await threeTurns("t-entry");
-      expect(await tree.entry("t-entry", "e_m2_user_0")).toMatchObject({ entry_id: "e_m2_user_0", parent_id: "e_m1_1_assistant", kind: "message", depth: 2, child_count: 1, revision: 0, message: { role: "user" } });
+      expect(await tree.entry("t-entry", "e_m2_user_0")).toMatchObject({
+        entry_id: "e_m2_user_0",
+        parent_id: "e_m1_1_assistant",
+        kind: "message",
+        depth: 2,
+        child_count: 1,
+        revision: 0,
+        message: { role: "user" },
+      });
       expect(await tree.entry("t-entry", "ghost")).toBeNull();
       expect(await tree.entry("t-nope", "e_m2_user_0")).toBeNull();
     });
@@ -276,10 +348,39 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       await store.append(sid, { entry_id: 'e_"<x>"', message: user(`<script>alert("x")</script> & 'quoted'`) });
       await store.append(sid, {
         entry_id: "e2",
-        message: { role: "assistant", content: [{ type: "text", text: "Let me check." }, { type: "function_call", id: "c1", function_id: "agent_trigger", arguments: { function: "files::read", payload: { path: "/a" } } }], stop_reason: "function_call", model: "gpt-4o", provider: "openai", timestamp: 1 },
+        message: {
+          role: "assistant",
+          content: [
+            { type: "text", text: "Let me check." },
+            {
+              type: "function_call",
+              id: "c1",
+              function_id: "agent_trigger",
+              arguments: { function: "files::read", payload: { path: "/a" } },
+            },
+          ],
+          stop_reason: "function_call",
+          model: "gpt-4o",
+          provider: "openai",
+          timestamp: 1,
+        },
       });
-      await store.append(sid, { entry_id: "e3", message: { role: "function_result", function_call_id: "c1", function_id: "files::read", content: [{ type: "text", text: "```\nfenced ``` inside\n```" }], details: null, is_error: false, timestamp: 1 } });
-      await store.append(sid, { entry_id: "e4", message: { role: "custom", custom_type: "note", content: { x: 1 }, display: "a note <b>", timestamp: 1 } });
+      await store.append(sid, {
+        entry_id: "e3",
+        message: {
+          role: "function_result",
+          function_call_id: "c1",
+          function_id: "files::read",
+          content: [{ type: "text", text: "```\nfenced ``` inside\n```" }],
+          details: null,
+          is_error: false,
+          timestamp: 1,
+        },
+      });
+      await store.append(sid, {
+        entry_id: "e4",
+        message: { role: "custom", custom_type: "note", content: { x: 1 }, display: "a note <b>", timestamp: 1 },
+      });
       await store.append(sid, { entry_id: "e5", message: assistant("It says <nothing>.") });
       await store.append(sid, { entry_id: "other", message: user("the other branch") }, "e2");
       await tree.setActiveLeaf(sid, "e5");
@@ -291,16 +392,27 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       expect(html.content).toContain("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;quoted&#39;");
       expect(html.content).toContain('id="entry-e_&quot;&lt;x&gt;&quot;"');
       expect(html.content).toContain("<title>Q&amp;A &lt;demo&gt;</title>");
-      for (const t of ["Let me check.", "files::read", "fenced ``` inside", "a note &lt;b&gt;", "It says &lt;nothing&gt;."]) expect(html.content).toContain(t);
+      for (const t of ["Let me check.", "files::read", "fenced ``` inside", "a note &lt;b&gt;", "It says &lt;nothing&gt;."])
+        expect(html.content).toContain(t);
       expect(html.content).not.toContain("the other branch");
 
       const md = await tree.export(sid, "markdown");
       expect(md.content_type).toBe("text/markdown; charset=utf-8");
-      for (const t of [`<script>alert("x")</script> & 'quoted'`, "Let me check.", "It says <nothing>.", "a note <b>", "## Function result: files::read"]) expect(md.content).toContain(t);
+      for (const t of [
+        `<script>alert("x")</script> & 'quoted'`,
+        "Let me check.",
+        "It says <nothing>.",
+        "a note <b>",
+        "## Function result: files::read",
+      ])
+        expect(md.content).toContain(t);
       // The fence around a result that holds ``` is longer, so the block holds it whole.
       expect(md.content).toContain("````text\n```\nfenced ``` inside\n```\n````");
 
-      const json = JSON.parse((await tree.export(sid, "json")).content) as { display_name: string; entries: { entry_id: string; message: AgentMessage }[] };
+      const json = JSON.parse((await tree.export(sid, "json")).content) as {
+        display_name: string;
+        entries: { entry_id: string; message: AgentMessage }[];
+      };
       expect(json.display_name).toBe("Q&A <demo>");
       expect(json.entries.map((e) => e.entry_id)).toEqual(['e_"<x>"', "e2", "e3", "e4", "e5"]);
 

@@ -9,7 +9,10 @@ export async function listChildren(trigger: Trigger, parent: string): Promise<Ha
   const rec = (await readState(trigger, SCOPE_PARENTS, parent, parentRecord)).value;
   const children = await Promise.all(
     (rec?.children ?? []).map(async (c): Promise<SubAgentChildView> => {
-      const [link, t] = await Promise.all([readState(trigger, SCOPE_LINKS, c.child_session_id, subAgentLink).then((r) => r.value), readTurn(trigger, c.child_session_id)]);
+      const [link, t] = await Promise.all([
+        readState(trigger, SCOPE_LINKS, c.child_session_id, subAgentLink).then((r) => r.value),
+        readTurn(trigger, c.child_session_id),
+      ]);
       const task = link?.task ?? "";
       const v: SubAgentChildView = {
         child_session_id: c.child_session_id,

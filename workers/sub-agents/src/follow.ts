@@ -9,11 +9,27 @@
 //   never stored among the ancestor's items, whose ids the orchestrator numbers). Best effort, like
 //   the events themselves; the child's own group is the lossless record.
 import { z } from "zod";
-import { AGENT_EVENTS_STREAM, CHILD_EVENT, SUB_AGENT_UNMIRRORED_EVENTS, type AgentEvent, type SubAgentChildEvent } from "@iii-edge/protocol/harness";
+import {
+  AGENT_EVENTS_STREAM,
+  CHILD_EVENT,
+  SUB_AGENT_UNMIRRORED_EVENTS,
+  type AgentEvent,
+  type SubAgentChildEvent,
+} from "@iii-edge/protocol/harness";
 import { settleChildBudget } from "./budget.ts";
 import { LINK_CACHE_MAX, SCOPE_LINKS, STOP_TIMEOUT_MS } from "./constants.ts";
 import { notifyEnded, wakeJoiners } from "./join.ts";
-import { call, errorText, isTerminalState, readState, readTurn, subAgentLink, updateState, type SubAgentLink, type Trigger } from "./records.ts";
+import {
+  call,
+  errorText,
+  isTerminalState,
+  readState,
+  readTurn,
+  subAgentLink,
+  updateState,
+  type SubAgentLink,
+  type Trigger,
+} from "./records.ts";
 import { markEndedOnParent } from "./spawn.ts";
 
 const stateFire = z.looseObject({ scope: z.string(), key: z.string(), event_type: z.string() });
@@ -46,14 +62,18 @@ export async function onChildState(trigger: Trigger, payload: unknown, now: numb
   }
   const state = t.state;
   if (!link.ended) {
-    await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) => (cur && !cur.ended ? { next: { ...cur, ended: { state, at_ms: now } }, result: undefined } : { result: undefined }));
+    await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) =>
+      cur && !cur.ended ? { next: { ...cur, ended: { state, at_ms: now } }, result: undefined } : { result: undefined },
+    );
   }
   notifyEnded(child);
   await wakeJoiners(trigger, link, state, now);
   await markEndedOnParent(trigger, link.parent_session_id, child);
   if (link.budget.mode === "share" && !link.budget.settled) {
     const budget = await settleChildBudget(trigger, link.budget, child);
-    await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) => (cur ? { next: { ...cur, budget }, result: undefined } : { result: undefined }));
+    await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) =>
+      cur ? { next: { ...cur, budget }, result: undefined } : { result: undefined },
+    );
   }
   await unregister(trigger, link.triggers.state);
   return { ok: true, ended: true };
@@ -71,7 +91,13 @@ async function mirrorOf(trigger: Trigger, child: string): Promise<Mirror | undef
   const link = (await readState(trigger, SCOPE_LINKS, child, subAgentLink)).value;
   if (!link) return undefined;
   if (mirrors.size >= LINK_CACHE_MAX) mirrors.delete(mirrors.keys().next().value as string);
-  const m: Mirror = { child_session_id: link.child_session_id, parent_session_id: link.parent_session_id, ancestors: link.ancestors, depth: link.depth, triggers: link.triggers };
+  const m: Mirror = {
+    child_session_id: link.child_session_id,
+    parent_session_id: link.parent_session_id,
+    ancestors: link.ancestors,
+    depth: link.depth,
+    triggers: link.triggers,
+  };
   mirrors.set(child, m);
   return m;
 }
@@ -93,7 +119,14 @@ export async function onChildEvent(trigger: Trigger, payload: unknown): Promise<
   if (!m) return { ok: true, mirrored: 0 };
   let mirrored = 0;
   if (!SUB_AGENT_UNMIRRORED_EVENTS.includes(data.type)) {
-    const event: SubAgentChildEvent = { type: CHILD_EVENT, child_session_id: m.child_session_id, parent_session_id: m.parent_session_id, depth: m.depth, item_id: fire.data.id, event: data };
+    const event: SubAgentChildEvent = {
+      type: CHILD_EVENT,
+      child_session_id: m.child_session_id,
+      parent_session_id: m.parent_session_id,
+      depth: m.depth,
+      item_id: fire.data.id,
+      event: data,
+    };
     for (const ancestor of m.ancestors) {
       try {
         await call(trigger, "stream::send", { stream_name: AGENT_EVENTS_STREAM, group_id: ancestor, type: CHILD_EVENT, data: event });

@@ -57,7 +57,11 @@ function modelCallOf(ctx: Ctx): SubAgentModelCall | undefined {
   const call = harnessCallOf(ctx.metadata);
   if (!call) return undefined;
   const ids = subAgentModelCall.safeParse(call);
-  if (!ids.success) throw new IIIError("invalid_input", `this call's session or call id cannot name a sub-agent: ${ids.error.issues.map((i) => i.message).join("; ")}`);
+  if (!ids.success)
+    throw new IIIError(
+      "invalid_input",
+      `this call's session or call id cannot name a sub-agent: ${ids.error.issues.map((i) => i.message).join("; ")}`,
+    );
   return ids.data;
 }
 
@@ -65,43 +69,62 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
   const now = config.now ?? Date.now;
   const trig = (ctx: { trigger: unknown }) => ctx.trigger as Trigger;
 
-  iii.registerFunction(HARNESS_SPAWN, async (data: HarnessSpawnRequest, ctx) => {
-    const modelCall = modelCallOf(ctx);
-    await allowed(ctx, parentOf(data, HARNESS_SPAWN, modelCall));
-    return spawn({ trigger: trig(ctx), now }, data, modelCall);
-  }, {
-    description:
-      "Delegate part of your task to a sub-agent: a new session with its own turn loop, working on `task` (its first user message) with your model unless you name one. " +
-      `→ {child_session_id, started}. Then call ${HARNESS_JOIN} {child_session_id} to wait for its final answer. Sub-agents nest at most ${SUB_AGENT_MAX_DEPTH} deep, ` +
-      `${SUB_AGENT_MAX_LIVE_CHILDREN} running at once per session, ${SUB_AGENT_MAX_PER_TREE} per run.`,
-    input: harnessSpawnRequest,
-    metadata: ownerChecked,
-  });
-  iii.registerFunction(HARNESS_JOIN, async (data: HarnessJoinRequest, ctx) => (await allowed(ctx, data.child_session_id), join({ trigger: trig(ctx), now }, data, modelCallOf(ctx))), {
-    description:
-      "Wait for a sub-agent you spawned to finish: {child_session_id, timeout_ms?} → {state, final_message, turn_count, error?}. " +
-      `Your call waits (without using your turns) until it ends, or timeout_ms passes (default ${JOIN_DEFAULT_TIMEOUT_MS / 60_000} min).`,
-    input: harnessJoinRequest,
-    metadata: ownerChecked,
-  });
-  iii.registerFunction(HARNESS_CHILDREN, async (data: z.infer<typeof harnessChildrenRequest>, ctx) => {
-    const parent = parentOf(data, HARNESS_CHILDREN, modelCallOf(ctx));
-    await allowed(ctx, parent);
-    return listChildren(trig(ctx), parent);
-  }, {
-    description: "The sub-agents a session spawned, with their states: {parent_session_id?} → {parent_session_id, children:[{child_session_id, task, depth, state, turn_count, awaiting_approval?, error?}]}",
-    input: harnessChildrenRequest,
-    metadata: ownerChecked,
-  });
-  iii.registerFunction(HARNESS_STOP_CHILDREN, async (data: z.infer<typeof harnessStopChildrenRequest>, ctx) => {
-    const parent = parentOf(data, HARNESS_STOP_CHILDREN, modelCallOf(ctx));
-    await allowed(ctx, parent);
-    return stopChildren(trig(ctx), parent);
-  }, {
-    description: "Internal (the orchestrator, when a run is stopped or ends): turn::stop every live sub-agent of a session",
-    input: harnessStopChildrenRequest,
-    metadata: internalOwnerChecked,
-  });
+  iii.registerFunction(
+    HARNESS_SPAWN,
+    async (data: HarnessSpawnRequest, ctx) => {
+      const modelCall = modelCallOf(ctx);
+      await allowed(ctx, parentOf(data, HARNESS_SPAWN, modelCall));
+      return spawn({ trigger: trig(ctx), now }, data, modelCall);
+    },
+    {
+      description:
+        "Delegate part of your task to a sub-agent: a new session with its own turn loop, working on `task` (its first user message) with your model unless you name one. " +
+        `→ {child_session_id, started}. Then call ${HARNESS_JOIN} {child_session_id} to wait for its final answer. Sub-agents nest at most ${SUB_AGENT_MAX_DEPTH} deep, ` +
+        `${SUB_AGENT_MAX_LIVE_CHILDREN} running at once per session, ${SUB_AGENT_MAX_PER_TREE} per run.`,
+      input: harnessSpawnRequest,
+      metadata: ownerChecked,
+    },
+  );
+  iii.registerFunction(
+    HARNESS_JOIN,
+    async (data: HarnessJoinRequest, ctx) => (
+      await allowed(ctx, data.child_session_id), join({ trigger: trig(ctx), now }, data, modelCallOf(ctx))
+    ),
+    {
+      description:
+        "Wait for a sub-agent you spawned to finish: {child_session_id, timeout_ms?} → {state, final_message, turn_count, error?}. " +
+        `Your call waits (without using your turns) until it ends, or timeout_ms passes (default ${JOIN_DEFAULT_TIMEOUT_MS / 60_000} min).`,
+      input: harnessJoinRequest,
+      metadata: ownerChecked,
+    },
+  );
+  iii.registerFunction(
+    HARNESS_CHILDREN,
+    async (data: z.infer<typeof harnessChildrenRequest>, ctx) => {
+      const parent = parentOf(data, HARNESS_CHILDREN, modelCallOf(ctx));
+      await allowed(ctx, parent);
+      return listChildren(trig(ctx), parent);
+    },
+    {
+      description:
+        "The sub-agents a session spawned, with their states: {parent_session_id?} → {parent_session_id, children:[{child_session_id, task, depth, state, turn_count, awaiting_approval?, error?}]}",
+      input: harnessChildrenRequest,
+      metadata: ownerChecked,
+    },
+  );
+  iii.registerFunction(
+    HARNESS_STOP_CHILDREN,
+    async (data: z.infer<typeof harnessStopChildrenRequest>, ctx) => {
+      const parent = parentOf(data, HARNESS_STOP_CHILDREN, modelCallOf(ctx));
+      await allowed(ctx, parent);
+      return stopChildren(trig(ctx), parent);
+    },
+    {
+      description: "Internal (the orchestrator, when a run is stopped or ends): turn::stop every live sub-agent of a session",
+      input: harnessStopChildrenRequest,
+      metadata: internalOwnerChecked,
+    },
+  );
   iii.registerFunction(ON_CHILD_STATE, (data: unknown, ctx) => onChildState(trig(ctx), data, now()), {
     description: "Internal: the state trigger on a sub-agent's turn record (its end wakes the joins parked on it)",
     metadata: internal,

@@ -17,7 +17,17 @@ import {
   type HarnessJoinResult,
   type SubAgentModelCall,
 } from "@iii-edge/protocol/harness";
-import { MAX_WAITERS_PER_CHILD, RESOLVE_TIMEOUT_MS, SCOPE_LINKS, SCOPE_WAITS, SWEEP, SWEEP_CRON, SWEEP_MAX_PAGES, SWEEP_PAGE, WOKEN_WAIT_TTL_MS } from "./constants.ts";
+import {
+  MAX_WAITERS_PER_CHILD,
+  RESOLVE_TIMEOUT_MS,
+  SCOPE_LINKS,
+  SCOPE_WAITS,
+  SWEEP,
+  SWEEP_CRON,
+  SWEEP_MAX_PAGES,
+  SWEEP_PAGE,
+  WOKEN_WAIT_TTL_MS,
+} from "./constants.ts";
 import {
   awaitingOf,
   call,
@@ -68,7 +78,12 @@ function waitInline(child: string, ms: number): Promise<void> {
 // ------------------------------------------------------------------ answers
 
 export function outcome(child: string, t: TurnRecordView): HarnessJoinResult {
-  const r: HarnessJoinResult = { child_session_id: child, state: t.state === "failed" ? "failed" : "stopped", final_message: finalText(t), turn_count: t.turn_count };
+  const r: HarnessJoinResult = {
+    child_session_id: child,
+    state: t.state === "failed" ? "failed" : "stopped",
+    final_message: finalText(t),
+    turn_count: t.turn_count,
+  };
   if (t.error) r.error = { kind: t.error.kind, message: t.error.message };
   return r;
 }
@@ -121,7 +136,15 @@ export async function join(deps: JoinDeps, req: HarnessJoinRequest, modelCall?: 
   return pending(child, t, undefined, waitMs > 0 ? waitMs : undefined);
 }
 
-async function joinParked(trigger: Trigger, link: SubAgentLink, parent: string, cid: string, timeoutMs: number | undefined, t: TurnRecordView | undefined, now: number): Promise<HarnessJoinResponse> {
+async function joinParked(
+  trigger: Trigger,
+  link: SubAgentLink,
+  parent: string,
+  cid: string,
+  timeoutMs: number | undefined,
+  t: TurnRecordView | undefined,
+  now: number,
+): Promise<HarnessJoinResponse> {
   const child = link.child_session_id;
   const key = waitKey(parent, cid);
   const { value: w, raw } = await readState(trigger, SCOPE_WAITS, key, joinWait);
@@ -143,7 +166,9 @@ async function joinParked(trigger: Trigger, link: SubAgentLink, parent: string, 
   const wait: JoinWait = { parent_session_id: parent, function_call_id: cid, child_session_id: child, since_ms: now, expires_at };
   if (!(await casState(trigger, SCOPE_WAITS, key, wait, raw))) return pending(child, t, expires_at);
   await ensureSweep(trigger);
-  await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) => (cur && !cur.joiners.includes(key) ? { next: { ...cur, joiners: [...cur.joiners, key] }, result: undefined } : { result: undefined }));
+  await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) =>
+    cur && !cur.joiners.includes(key) ? { next: { ...cur, joiners: [...cur.joiners, key] }, result: undefined } : { result: undefined },
+  );
   // The child may have ended between the first read and the wait being listed: its end handler
   // read the joiners before this one was there, so look again (after the listing, nothing is missed).
   const again = await readTurn(trigger, child);
@@ -157,7 +182,11 @@ async function joinParked(trigger: Trigger, link: SubAgentLink, parent: string, 
 /** The wait is over for good: its row and its place on the link go. */
 async function forgetWait(trigger: Trigger, key: string, child: string): Promise<void> {
   await deleteState(trigger, SCOPE_WAITS, key);
-  await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) => (cur?.joiners.includes(key) ? { next: { ...cur, joiners: cur.joiners.filter((k) => k !== key) }, result: undefined } : { result: undefined }));
+  await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) =>
+    cur?.joiners.includes(key)
+      ? { next: { ...cur, joiners: cur.joiners.filter((k) => k !== key) }, result: undefined }
+      : { result: undefined },
+  );
 }
 
 // ------------------------------------------------------------------ the wake
@@ -190,7 +219,11 @@ export async function wake(trigger: Trigger, key: string, w: JoinWait, reason: s
     RESOLVE_TIMEOUT_MS,
   );
   if (r?.ok !== true) throw new IIIError("resume_failed", `approval::resolve for ${key} answered ${JSON.stringify(r)}`);
-  await updateState(trigger, SCOPE_WAITS, key, joinWait, (cur) => (cur && cur.woken_at === undefined ? { next: { ...cur, woken_at: now, woken_reason: reason }, result: undefined } : { result: undefined }));
+  await updateState(trigger, SCOPE_WAITS, key, joinWait, (cur) =>
+    cur && cur.woken_at === undefined
+      ? { next: { ...cur, woken_at: now, woken_reason: reason }, result: undefined }
+      : { result: undefined },
+  );
 }
 
 /** A child ended: wake every join parked on it. */
@@ -210,7 +243,12 @@ const SWEEP_TRIGGER_ID = "sub-agents:sweep";
  * child's end; only its `timeout_ms` (and the repair of a lost wake) would wait for the next one. */
 export async function ensureSweep(trigger: Trigger): Promise<void> {
   try {
-    await call(trigger, "engine::register_trigger", { id: SWEEP_TRIGGER_ID, trigger_type: "cron", function_id: SWEEP, config: { expression: SWEEP_CRON } });
+    await call(trigger, "engine::register_trigger", {
+      id: SWEEP_TRIGGER_ID,
+      trigger_type: "cron",
+      function_id: SWEEP,
+      config: { expression: SWEEP_CRON },
+    });
   } catch (e) {
     console.warn(`sub-agents: the join sweep could not be scheduled: ${errorText(e)}`);
   }

@@ -18,10 +18,22 @@ export { errorCode, errorText };
 export const budgetLink = z.discriminatedUnion("mode", [
   z.object({ mode: z.literal("none"), requested_share: z.number().optional() }),
   /** The child runs on the parent's own budget: every cent it spends is the parent's. */
-  z.object({ mode: z.literal("shared"), parent_budget_id: z.string(), requested_share: z.number().optional(), reason: z.string().optional() }),
+  z.object({
+    mode: z.literal("shared"),
+    parent_budget_id: z.string(),
+    requested_share: z.number().optional(),
+    reason: z.string().optional(),
+  }),
   /** The child has a budget of its own capped at its share; its spend is charged to the parent's
    * budget when it ends (`settled`). */
-  z.object({ mode: z.literal("share"), parent_budget_id: z.string(), budget_id: z.string(), share: z.number(), ceiling_micros: z.number(), settled: z.boolean().optional() }),
+  z.object({
+    mode: z.literal("share"),
+    parent_budget_id: z.string(),
+    budget_id: z.string(),
+    share: z.number(),
+    ceiling_micros: z.number(),
+    settled: z.boolean().optional(),
+  }),
 ]);
 export type BudgetLink = z.infer<typeof budgetLink>;
 
@@ -42,7 +54,12 @@ export const subAgentLink = z.object({
   created_at_ms: z.number(),
   budget: budgetLink,
   /** What the child's run inherits (a repeated start sends the same). */
-  run: z.object({ mode: z.enum(MODES).nullable(), max_turns: z.number().int(), skills: z.array(z.string()).optional(), isolation: z.boolean().optional() }),
+  run: z.object({
+    mode: z.enum(MODES).nullable(),
+    max_turns: z.number().int(),
+    skills: z.array(z.string()).optional(),
+    isolation: z.boolean().optional(),
+  }),
   /** Keys (`<parent>/<cid>`) of the waits parked on this child. */
   joiners: z.array(z.string()).catch([]),
   ended: z.object({ state: z.enum(TURN_STATES), at_ms: z.number() }).optional(),
@@ -84,7 +101,12 @@ export function call<T>(trigger: Trigger, function_id: string, payload: unknown,
 
 /** A stored value parsed with `schema`; undefined when absent. A value that does not parse is a
  * broken record: an error, not a silent reset. */
-export async function readState<T>(trigger: Trigger, scope: string, key: string, schema: z.ZodType<T>): Promise<{ value: T | undefined; raw: unknown }> {
+export async function readState<T>(
+  trigger: Trigger,
+  scope: string,
+  key: string,
+  schema: z.ZodType<T>,
+): Promise<{ value: T | undefined; raw: unknown }> {
   const raw = await call<unknown>(trigger, "state::get", { scope, key });
   if (raw === undefined || raw === null) return { value: undefined, raw: null };
   const r = schema.safeParse(raw);
@@ -108,7 +130,13 @@ export async function casState(trigger: Trigger, scope: string, key: string, val
  * (undefined when absent) and returns the next one, or undefined to write nothing; its result is
  * returned with what was written.
  */
-export async function updateState<T, R>(trigger: Trigger, scope: string, key: string, schema: z.ZodType<T>, change: (current: T | undefined) => { next?: T; result: R }): Promise<R> {
+export async function updateState<T, R>(
+  trigger: Trigger,
+  scope: string,
+  key: string,
+  schema: z.ZodType<T>,
+  change: (current: T | undefined) => { next?: T; result: R },
+): Promise<R> {
   for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
     const { value, raw } = await readState(trigger, scope, key, schema);
     const { next, result } = change(value);
@@ -132,8 +160,15 @@ const turnRecord = z.looseObject({
   turn_count: z.number().int().catch(0),
   stop_requested: z.boolean().optional().catch(undefined),
   error: z.object({ kind: z.string(), message: z.string() }).optional().catch(undefined),
-  awaiting_approval: z.array(z.looseObject({ function_call_id: z.string(), function_id: z.string(), args: z.unknown() })).optional().catch(undefined),
-  last_assistant: z.looseObject({ content: z.array(z.looseObject({ type: z.string() })).catch([]) }).nullable().optional().catch(undefined),
+  awaiting_approval: z
+    .array(z.looseObject({ function_call_id: z.string(), function_id: z.string(), args: z.unknown() }))
+    .optional()
+    .catch(undefined),
+  last_assistant: z
+    .looseObject({ content: z.array(z.looseObject({ type: z.string() })).catch([]) })
+    .nullable()
+    .optional()
+    .catch(undefined),
 });
 export type TurnRecordView = z.infer<typeof turnRecord>;
 
@@ -153,7 +188,10 @@ export const awaitingOf = (t: TurnRecordView): AwaitingApproval[] | undefined =>
 /** The final assistant text of a record, or null when it has none. */
 export function finalText(t: TurnRecordView): string | null {
   const blocks = t.last_assistant?.content ?? [];
-  const text = blocks.filter((b) => b.type === "text").map((b) => (typeof b.text === "string" ? b.text : "")).join("");
+  const text = blocks
+    .filter((b) => b.type === "text")
+    .map((b) => (typeof b.text === "string" ? b.text : ""))
+    .join("");
   return text === "" && blocks.length === 0 ? null : text;
 }
 

@@ -20,7 +20,18 @@ import {
   type SubAgentParentLink,
 } from "@iii-edge/protocol/harness";
 import { allotment, createChildBudget, readParentBudget } from "./budget.ts";
-import { CAS_ATTEMPTS, MAX_ERROR_TEXT, ON_CHILD_EVENT, ON_CHILD_STATE, RUN_START_TIMEOUT_MS, SCOPE_LINKS, SCOPE_PARENTS, SCOPE_TREES, SCOPE_TURN_STATE, START_GRACE_MS } from "./constants.ts";
+import {
+  CAS_ATTEMPTS,
+  MAX_ERROR_TEXT,
+  ON_CHILD_EVENT,
+  ON_CHILD_STATE,
+  RUN_START_TIMEOUT_MS,
+  SCOPE_LINKS,
+  SCOPE_PARENTS,
+  SCOPE_TREES,
+  SCOPE_TURN_STATE,
+  START_GRACE_MS,
+} from "./constants.ts";
 import {
   call,
   casState,
@@ -46,7 +57,8 @@ export function parentOf(req: { parent_session_id?: string }, what: string, mode
   const caller = modelCall?.session_id;
   const parent = req.parent_session_id ?? caller;
   if (!parent) throw new IIIError("invalid_input", `${what} needs parent_session_id (the session whose sub-agents these are)`);
-  if (caller && caller !== parent) throw new IIIError("forbidden", `session ${caller} may only act on its own sub-agents, not on those of ${parent}`);
+  if (caller && caller !== parent)
+    throw new IIIError("forbidden", `session ${caller} may only act on its own sub-agents, not on those of ${parent}`);
   return parent;
 }
 
@@ -85,9 +97,15 @@ export interface SpawnDeps {
 
 /** `too_many_children` for the fan-out, naming what to do instead. */
 const tooManyLive = (parent: string) =>
-  new IIIError("too_many_children", `session ${parent} already has ${SUB_AGENT_MAX_LIVE_CHILDREN} sub-agents running (the most at once): wait for one with ${HARNESS_JOIN} before spawning another`);
+  new IIIError(
+    "too_many_children",
+    `session ${parent} already has ${SUB_AGENT_MAX_LIVE_CHILDREN} sub-agents running (the most at once): wait for one with ${HARNESS_JOIN} before spawning another`,
+  );
 const tooManyInTree = (root: string) =>
-  new IIIError("too_many_children", `${SUB_AGENT_MAX_PER_TREE} sub-agents were already spawned in this run of ${root} (the most per run, at every depth): finish the task with the ones you have`);
+  new IIIError(
+    "too_many_children",
+    `${SUB_AGENT_MAX_PER_TREE} sub-agents were already spawned in this run of ${root} (the most per run, at every depth): finish the task with the ones you have`,
+  );
 
 /** `modelCall`: the orchestrator's call when a model spawns (its metadata), absent for a worker. */
 export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall?: SubAgentModelCall): Promise<HarnessSpawnResponse> {
@@ -99,7 +117,10 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall
   // (1) The parent must be running: a child lives only while its parent's run does.
   const parentTurn = await readTurn(trigger, parent);
   if (!parentTurn || !isRunning(parentTurn)) {
-    throw new IIIError("parent_not_running", `session ${parent} has no running turn (${parentTurn ? (parentTurn.stop_requested ? "it is stopping" : parentTurn.state) : "none"}): sub-agents are spawned from inside a run`);
+    throw new IIIError(
+      "parent_not_running",
+      `session ${parent} has no running turn (${parentTurn ? (parentTurn.stop_requested ? "it is stopping" : parentTurn.state) : "none"}): sub-agents are spawned from inside a run`,
+    );
   }
   const parentRunId = parentTurn.run_id;
   const functionCallId = modelCall?.function_call_id ?? deps.newCallId?.() ?? `direct-${crypto.randomUUID()}`;
@@ -128,9 +149,16 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall
 
   // (4) The tree counter first (an atomic increment): a spawn past it is refused and given back.
   const treeKey = `${root}:${rootRun}`;
-  const counted = await call<{ new_value?: { spawned?: unknown } }>(trigger, "state::update", { scope: SCOPE_TREES, key: treeKey, ops: [{ type: "increment", path: "spawned", by: 1 }] });
+  const counted = await call<{ new_value?: { spawned?: unknown } }>(trigger, "state::update", {
+    scope: SCOPE_TREES,
+    key: treeKey,
+    ops: [{ type: "increment", path: "spawned", by: 1 }],
+  });
   const spawned = typeof counted?.new_value?.spawned === "number" ? counted.new_value.spawned : 1;
-  const giveBack = () => call(trigger, "state::update", { scope: SCOPE_TREES, key: treeKey, ops: [{ type: "decrement", path: "spawned", by: 1 }] }).catch(() => undefined);
+  const giveBack = () =>
+    call(trigger, "state::update", { scope: SCOPE_TREES, key: treeKey, ops: [{ type: "decrement", path: "spawned", by: 1 }] }).catch(
+      () => undefined,
+    );
   if (spawned > SUB_AGENT_MAX_PER_TREE) {
     await giveBack();
     throw tooManyInTree(root);
@@ -172,7 +200,12 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall
     try {
       budget = await createChildBudget(trigger, parentBudget, child, share, allotted);
     } catch (e) {
-      budget = { mode: "shared", parent_budget_id: parentBudget.budget_id, requested_share: share, reason: `budget::create failed: ${errorCode(e) ?? "error"}` };
+      budget = {
+        mode: "shared",
+        parent_budget_id: parentBudget.budget_id,
+        requested_share: share,
+        reason: `budget::create failed: ${errorCode(e) ?? "error"}`,
+      };
     }
   }
 
@@ -219,11 +252,26 @@ function childMaxTurns(asked: number | undefined, parentMax: number | undefined)
  * message id: a repeat of the same start answers busy with our own run already there). */
 async function startChild(trigger: Trigger, link: SubAgentLink): Promise<void> {
   const child = link.child_session_id;
-  await call(trigger, "engine::register_trigger", { id: link.triggers.state, trigger_type: "state", function_id: ON_CHILD_STATE, config: { scope: SCOPE_TURN_STATE, key: child } });
-  await call(trigger, "engine::register_trigger", { id: link.triggers.events, trigger_type: "stream", function_id: ON_CHILD_EVENT, config: { stream_name: AGENT_EVENTS_STREAM, group_id: child } });
+  await call(trigger, "engine::register_trigger", {
+    id: link.triggers.state,
+    trigger_type: "state",
+    function_id: ON_CHILD_STATE,
+    config: { scope: SCOPE_TURN_STATE, key: child },
+  });
+  await call(trigger, "engine::register_trigger", {
+    id: link.triggers.events,
+    trigger_type: "stream",
+    function_id: ON_CHILD_EVENT,
+    config: { stream_name: AGENT_EVENTS_STREAM, group_id: child },
+  });
   const started = await readTurn(trigger, child);
   if (started?.run_id === link.message_id) return;
-  const parentLink: SubAgentParentLink = { session_id: link.parent_session_id, run_id: link.parent_run_id, depth: link.depth, root_session_id: link.root_session_id };
+  const parentLink: SubAgentParentLink = {
+    session_id: link.parent_session_id,
+    run_id: link.parent_run_id,
+    depth: link.depth,
+    root_session_id: link.root_session_id,
+  };
   if (link.function_call_id) parentLink.function_call_id = link.function_call_id;
   const payload: Record<string, unknown> = {
     session_id: child,
@@ -237,7 +285,8 @@ async function startChild(trigger: Trigger, link: SubAgentLink): Promise<void> {
   payload.max_turns = link.run.max_turns;
   if (link.run.skills?.length) payload.skills = link.run.skills;
   if (link.run.isolation) payload.isolation = true;
-  const budgetId = link.budget.mode === "share" ? link.budget.budget_id : link.budget.mode === "shared" ? link.budget.parent_budget_id : undefined;
+  const budgetId =
+    link.budget.mode === "share" ? link.budget.budget_id : link.budget.mode === "shared" ? link.budget.parent_budget_id : undefined;
   if (budgetId) payload.budget_id = budgetId;
   const r = await call<RunStartResponse>(trigger, "run::start", payload, RUN_START_TIMEOUT_MS);
   if (r.started) return;
@@ -255,7 +304,8 @@ function response(link: SubAgentLink, existing: boolean): HarnessSpawnResponse {
     message: `Sub-agent ${link.child_session_id} is working on the task. Call ${HARNESS_JOIN} with {"child_session_id": "${link.child_session_id}"} to wait for its result.`,
   };
   if (existing) r.existing = true;
-  const budgetId = link.budget.mode === "share" ? link.budget.budget_id : link.budget.mode === "shared" ? link.budget.parent_budget_id : undefined;
+  const budgetId =
+    link.budget.mode === "share" ? link.budget.budget_id : link.budget.mode === "shared" ? link.budget.parent_budget_id : undefined;
   if (budgetId) r.budget_id = budgetId;
   return r;
 }

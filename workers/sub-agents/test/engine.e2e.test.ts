@@ -46,29 +46,64 @@ const trigger = <T = unknown>(function_id: string, payload: unknown, metadata?: 
 const asModel = (session_id: string, function_call_id: string, function_id: string) => ({ session_id, function_call_id, function_id });
 /** Ids of the engine's trigger bindings calling `function_id`. */
 const bindings = async (function_id: string) =>
-  (await trigger<{ registered_triggers: { id: string }[] }>("engine::registered-triggers::list", { function_id })).registered_triggers.map((t) => t.id);
-const codeOf = async (p: Promise<unknown>): Promise<string | undefined> => p.then(() => undefined, (e: { code?: string }) => e.code);
+  (await trigger<{ registered_triggers: { id: string }[] }>("engine::registered-triggers::list", { function_id })).registered_triggers.map(
+    (t) => t.id,
+  );
+const codeOf = async (p: Promise<unknown>): Promise<string | undefined> =>
+  p.then(
+    () => undefined,
+    (e: { code?: string }) => e.code,
+  );
 
 /** A turn record as the orchestrator keeps it (the fields this worker reads). */
 function record(sid: string, state: TurnState, run_id: string, extra: Record<string, unknown> = {}) {
-  return { session_id: sid, state, step: 1, turn_count: 1, function_results: [], turn_end_emitted: false, started_at_ms: 0, updated_at_ms: Date.now(), run_id, ...extra };
+  return {
+    session_id: sid,
+    state,
+    step: 1,
+    turn_count: 1,
+    function_results: [],
+    turn_end_emitted: false,
+    started_at_ms: 0,
+    updated_at_ms: Date.now(),
+    run_id,
+    ...extra,
+  };
 }
-const setTurn = (sid: string, state: TurnState, run_id: string, extra?: Record<string, unknown>) => trigger("state::set", { scope: "turn_state", key: sid, value: record(sid, state, run_id, extra) });
+const setTurn = (sid: string, state: TurnState, run_id: string, extra?: Record<string, unknown>) =>
+  trigger("state::set", { scope: "turn_state", key: sid, value: record(sid, state, run_id, extra) });
 const turnOf = (sid: string) => trigger<{ state: TurnState; run_id: string } | undefined>("state::get", { scope: "turn_state", key: sid });
 
 /** A parent in the middle of a function batch (where a model's spawn runs), with a run request. */
 async function runningParent(sid: string, run = "run-1", budget_id?: string): Promise<void> {
-  const req = { provider: "openai", model: "gpt-4o", mode: null, system_prompt: "", function_schemas: [], max_turns: 6, run_id: run, requested_at_ms: 0, ...(budget_id ? { budget_id } : {}) };
+  const req = {
+    provider: "openai",
+    model: "gpt-4o",
+    mode: null,
+    system_prompt: "",
+    function_schemas: [],
+    max_turns: 6,
+    run_id: run,
+    requested_at_ms: 0,
+    ...(budget_id ? { budget_id } : {}),
+  };
   await trigger("state::set", { scope: "run_request", key: sid, value: req });
   await setTurn(sid, "function_execute", run);
 }
 /** A spawn as the orchestrator dispatches a model's call: its metadata names the caller. */
 const spawnFrom = (parent: string, cid: string, extra: Record<string, unknown> = {}) =>
-  trigger<{ child_session_id: string; started: boolean; depth: number; existing?: true }>(HARNESS_SPAWN, { task: `task of ${cid}`, ...extra }, asModel(parent, cid, HARNESS_SPAWN));
+  trigger<{ child_session_id: string; started: boolean; depth: number; existing?: true }>(
+    HARNESS_SPAWN,
+    { task: `task of ${cid}`, ...extra },
+    asModel(parent, cid, HARNESS_SPAWN),
+  );
 const joinFrom = (parent: string, cid: string, child: string, extra: Record<string, unknown> = {}) =>
   trigger<Record<string, unknown>>(HARNESS_JOIN, { child_session_id: child, ...extra }, asModel(parent, cid, HARNESS_JOIN));
 const endChild = (child: string, text: string, state: TurnState = "stopped") =>
-  setTurn(child, state, "any", { turn_count: 2, last_assistant: { role: "assistant", content: [{ type: "text", text }], stop_reason: "end", model: "m", provider: "p", timestamp: 0 } });
+  setTurn(child, state, "any", {
+    turn_count: 2,
+    last_assistant: { role: "assistant", content: [{ type: "text", text }], stop_reason: "end", model: "m", provider: "p", timestamp: 0 },
+  });
 
 beforeAll(async () => {
   engine = await startEngine({ env: { HARNESS_DISABLE } });
@@ -77,35 +112,64 @@ beforeAll(async () => {
   orch.client.registerFunction("run::start", async (req: Record<string, unknown> & { session_id: string; message_id: string }) => {
     const { _caller_worker_id: _, ...rest } = req;
     const cur = await turnOf(req.session_id);
-    if (cur && cur.state !== "stopped" && cur.state !== "failed") return { session_id: req.session_id, started: false, reason: "session_busy" };
+    if (cur && cur.state !== "stopped" && cur.state !== "failed")
+      return { session_id: req.session_id, started: false, reason: "session_busy" };
     started.push(rest);
     // What the orchestrator stores: the run request (a child's own children inherit from it), the record.
-    await trigger("state::set", { scope: "run_request", key: req.session_id, value: { provider: req.provider ?? "openai", model: req.model, mode: req.mode ?? null, system_prompt: "", function_schemas: [], max_turns: req.max_turns, run_id: req.message_id, requested_at_ms: 0 } });
+    await trigger("state::set", {
+      scope: "run_request",
+      key: req.session_id,
+      value: {
+        provider: req.provider ?? "openai",
+        model: req.model,
+        mode: req.mode ?? null,
+        system_prompt: "",
+        function_schemas: [],
+        max_turns: req.max_turns,
+        run_id: req.message_id,
+        requested_at_ms: 0,
+      },
+    });
     await setTurn(req.session_id, "provisioning", req.message_id);
     return { session_id: req.session_id, started: true };
   });
   orch.client.registerFunction("turn::stop", async (req: { session_id: string }) => {
     stops.push(req.session_id);
     const cur = await turnOf(req.session_id);
-    if (!cur || cur.state === "stopped" || cur.state === "failed") return { session_id: req.session_id, stopping: false, state: cur?.state ?? null };
-    await setTurn(req.session_id, "stopped", cur.run_id, { last_assistant: { role: "assistant", content: [{ type: "text", text: "run stopped by user" }], stop_reason: "aborted" } });
+    if (!cur || cur.state === "stopped" || cur.state === "failed")
+      return { session_id: req.session_id, stopping: false, state: cur?.state ?? null };
+    await setTurn(req.session_id, "stopped", cur.run_id, {
+      last_assistant: { role: "assistant", content: [{ type: "text", text: "run stopped by user" }], stop_reason: "aborted" },
+    });
     return { session_id: req.session_id, stopping: true, state: cur.state };
   });
-  orch.client.registerFunction("approval::resolve", async (req: { session_id: string; function_call_id: string; decision: string; reason?: string | null }) => {
-    resolved.push({ session_id: req.session_id, function_call_id: req.function_call_id, decision: req.decision, reason: req.reason });
-    return { ok: true };
-  });
-  orch.client.registerFunction("test::follow", async (p: { groupId: string; event: { type: string; event?: { type: string; data: SubAgentChildEvent } } }) => {
-    if (p.event.type === "event" && p.event.event?.type === CHILD_EVENT) followed.push({ group: p.groupId, data: p.event.event.data });
-    return null;
-  });
+  orch.client.registerFunction(
+    "approval::resolve",
+    async (req: { session_id: string; function_call_id: string; decision: string; reason?: string | null }) => {
+      resolved.push({ session_id: req.session_id, function_call_id: req.function_call_id, decision: req.decision, reason: req.reason });
+      return { ok: true };
+    },
+  );
+  orch.client.registerFunction(
+    "test::follow",
+    async (p: { groupId: string; event: { type: string; event?: { type: string; data: SubAgentChildEvent } } }) => {
+      if (p.event.type === "event" && p.event.event?.type === CHILD_EVENT) followed.push({ group: p.groupId, data: p.event.event.data });
+      return null;
+    },
+  );
   // A console following every session (no group filter): each push says whose group it is.
   orch.client.registerTrigger({ type: "stream", function_id: "test::follow", config: { stream_name: AGENT_EVENTS_STREAM } });
-  await until(async () => {
-    const r = await trigger<{ functions: { function_id: string }[] }>("engine::functions::list", { include_internal: true });
-    const ids = r.functions.map((f) => f.function_id);
-    return [HARNESS_SPAWN, HARNESS_JOIN, HARNESS_CHILDREN, HARNESS_STOP_CHILDREN, "run::start", "test::follow"].every((id) => ids.includes(id));
-  }, "the worker and the stand-ins registered", 30_000);
+  await until(
+    async () => {
+      const r = await trigger<{ functions: { function_id: string }[] }>("engine::functions::list", { include_internal: true });
+      const ids = r.functions.map((f) => f.function_id);
+      return [HARNESS_SPAWN, HARNESS_JOIN, HARNESS_CHILDREN, HARNESS_STOP_CHILDREN, "run::start", "test::follow"].every((id) =>
+        ids.includes(id),
+      );
+    },
+    "the worker and the stand-ins registered",
+    30_000,
+  );
 });
 
 afterAll(async () => {
@@ -135,7 +199,11 @@ describe("harness::spawn", () => {
     // Another call is another child; the listing shows both with their states.
     const other = await spawnFrom("p-spawn", "call-2", { max_turns: 50, model: "claude-sonnet-4-6" });
     expect(started.find((s) => s.session_id === other.child_session_id)).toMatchObject({ max_turns: 6, model: "claude-sonnet-4-6" }); // never more rounds than the parent
-    const list = await trigger<{ children: { child_session_id: string; state: string; depth: number; task: string }[] }>(HARNESS_CHILDREN, {}, asModel("p-spawn", "l-1", HARNESS_CHILDREN));
+    const list = await trigger<{ children: { child_session_id: string; state: string; depth: number; task: string }[] }>(
+      HARNESS_CHILDREN,
+      {},
+      asModel("p-spawn", "l-1", HARNESS_CHILDREN),
+    );
     expect(list.children.map((c) => [c.child_session_id, c.state, c.depth])).toEqual([
       [child, "provisioning", 1],
       [other.child_session_id, "provisioning", 1],
@@ -152,7 +220,9 @@ describe("harness::spawn", () => {
     // The calling session comes from the metadata only: a payload claiming one names no parent.
     expect(await codeOf(trigger(HARNESS_SPAWN, { task: "x", session_id: "p-mine", function_call_id: "c" }))).toBe("invalid_input");
     expect(await codeOf(spawnFrom("p/mine", "c", { task: "x" }))).toBe("invalid_input");
-    expect(started.some((s) => (s.session_id as string).startsWith("p-idle~") || (s.session_id as string).startsWith("p-mine~"))).toBe(false);
+    expect(started.some((s) => (s.session_id as string).startsWith("p-idle~") || (s.session_id as string).startsWith("p-mine~"))).toBe(
+      false,
+    );
   });
 
   it("depth: a child may spawn and so may its child; one at depth 3 gets depth_exceeded", async () => {
@@ -171,7 +241,10 @@ describe("harness::spawn", () => {
     await runningParent("p-wide");
     const kids: string[] = [];
     for (let i = 0; i < SUB_AGENT_MAX_LIVE_CHILDREN; i++) kids.push((await spawnFrom("p-wide", `w${i}`)).child_session_id);
-    await expect(spawnFrom("p-wide", "w-extra")).rejects.toMatchObject({ code: "too_many_children", message: expect.stringContaining(HARNESS_JOIN) });
+    await expect(spawnFrom("p-wide", "w-extra")).rejects.toMatchObject({
+      code: "too_many_children",
+      message: expect.stringContaining(HARNESS_JOIN),
+    });
     await endChild(kids[0], "done");
     expect((await spawnFrom("p-wide", "w-extra")).started).toBe(true);
   });
@@ -184,10 +257,14 @@ describe("harness::spawn", () => {
     n++;
     while (n < SUB_AGENT_MAX_PER_TREE) {
       const batch: string[] = [];
-      for (let i = 0; i < SUB_AGENT_MAX_LIVE_CHILDREN - 1 && n < SUB_AGENT_MAX_PER_TREE; i++, n++) batch.push((await spawnFrom(n % 2 ? "p-tree" : mid, `t${n}`)).child_session_id);
+      for (let i = 0; i < SUB_AGENT_MAX_LIVE_CHILDREN - 1 && n < SUB_AGENT_MAX_PER_TREE; i++, n++)
+        batch.push((await spawnFrom(n % 2 ? "p-tree" : mid, `t${n}`)).child_session_id);
       await Promise.all(batch.map((c) => endChild(c, "ok")));
     }
-    await expect(spawnFrom(mid, "t-over")).rejects.toMatchObject({ code: "too_many_children", message: expect.stringContaining(`${SUB_AGENT_MAX_PER_TREE} sub-agents`) });
+    await expect(spawnFrom(mid, "t-over")).rejects.toMatchObject({
+      code: "too_many_children",
+      message: expect.stringContaining(`${SUB_AGENT_MAX_PER_TREE} sub-agents`),
+    });
     await expect(spawnFrom("p-tree", "t-over")).rejects.toMatchObject({ code: "too_many_children" });
     await endChild(mid, "ok");
     await runningParent("p-tree", "run-2");
@@ -207,15 +284,38 @@ describe("harness::join", () => {
     expect(await bindings(ON_CHILD_EVENT)).toContain(`sub-agents:events:${child}`);
     expect(await bindings(SWEEP)).toEqual(["sub-agents:sweep"]);
     // The orchestrator parks the call (what it writes), then the child finishes.
-    await setTurn("p-join", "function_awaiting_approval", "run-1", { awaiting_approval: [{ function_call_id: "j-1", function_id: HARNESS_JOIN, args: { child_session_id: child }, held_by: HARNESS_JOIN, child_session_id: child }] });
+    await setTurn("p-join", "function_awaiting_approval", "run-1", {
+      awaiting_approval: [
+        {
+          function_call_id: "j-1",
+          function_id: HARNESS_JOIN,
+          args: { child_session_id: child },
+          held_by: HARNESS_JOIN,
+          child_session_id: child,
+        },
+      ],
+    });
     await endChild(child, "There are 42 files.");
-    const wake = await until(() => resolved.find((r) => r.session_id === "p-join" && r.function_call_id === "j-1"), "the wake of the parked join", FIRE_MS);
+    const wake = await until(
+      () => resolved.find((r) => r.session_id === "p-join" && r.function_call_id === "j-1"),
+      "the wake of the parked join",
+      FIRE_MS,
+    );
     expect(wake).toMatchObject({ decision: "allow", reason: `sub-agent ${child} stopped` });
     // The orchestrator calls harness::join again for the allowed call.
-    expect(await joinFrom("p-join", "j-1", child)).toEqual({ child_session_id: child, state: "stopped", final_message: "There are 42 files.", turn_count: 2 });
+    expect(await joinFrom("p-join", "j-1", child)).toEqual({
+      child_session_id: child,
+      state: "stopped",
+      final_message: "There are 42 files.",
+      turn_count: 2,
+    });
     expect(await trigger("state::get", { scope: SCOPE_WAITS, key: "p-join/j-1" })).toBeUndefined();
     // The ended child's state trigger is gone; it is listed as stopped.
-    await until(async () => !(await bindings(ON_CHILD_STATE)).includes(`sub-agents:state:${child}`), "the ended child's state trigger removed", FIRE_MS);
+    await until(
+      async () => !(await bindings(ON_CHILD_STATE)).includes(`sub-agents:state:${child}`),
+      "the ended child's state trigger removed",
+      FIRE_MS,
+    );
     const list = await trigger<{ children: { state: string }[] }>(HARNESS_CHILDREN, { parent_session_id: "p-join" });
     expect(list.children[0].state).toBe("stopped");
   });
@@ -224,7 +324,11 @@ describe("harness::join", () => {
     await runningParent("p-done");
     const child = (await spawnFrom("p-done", "s-1")).child_session_id;
     await setTurn(child, "failed", "x", { error: { kind: "transient", message: "provider down" } });
-    expect(await joinFrom("p-done", "j-1", child)).toMatchObject({ state: "failed", error: { kind: "transient", message: "provider down" }, final_message: null });
+    expect(await joinFrom("p-done", "j-1", child)).toMatchObject({
+      state: "failed",
+      error: { kind: "transient", message: "provider down" },
+      final_message: null,
+    });
     expect(await codeOf(joinFrom("p-spawn", "j-x", child))).toBe("forbidden");
     expect(await codeOf(joinFrom("p-done", "j-y", "p-done~nobody"))).toBe("child_not_found");
   });
@@ -233,7 +337,9 @@ describe("harness::join", () => {
     await runningParent("p-slow");
     const child = (await spawnFrom("p-slow", "s-1")).child_session_id;
     expect(await joinFrom("p-slow", "j-1", child, { timeout_ms: 1 })).toMatchObject({ pending: true });
-    await setTurn("p-slow", "function_awaiting_approval", "run-1", { awaiting_approval: [{ function_call_id: "j-1", function_id: HARNESS_JOIN, args: {} }] });
+    await setTurn("p-slow", "function_awaiting_approval", "run-1", {
+      awaiting_approval: [{ function_call_id: "j-1", function_id: HARNESS_JOIN, args: {} }],
+    });
     await new Promise((r) => setTimeout(r, 5)); // past the 1 ms timeout
     await trigger(SWEEP, {}); // what the cron runs every 15 s (it may get there first: either wakes it once)
     const wake = await until(() => resolved.find((r) => r.session_id === "p-slow"), "the expired wait woken", FIRE_MS);
@@ -252,7 +358,11 @@ describe("harness::join", () => {
     expect(await joinFrom("p-gone", "j-1", child)).toMatchObject({ pending: true });
     await setTurn("p-gone", "assistant_streaming", "run-1"); // the call was answered (e.g. a person denied the wait)
     await endChild(child, "late");
-    await until(async () => (await trigger("state::get", { scope: SCOPE_WAITS, key: "p-gone/j-1" })) === undefined, "the wait dropped", FIRE_MS);
+    await until(
+      async () => (await trigger("state::get", { scope: SCOPE_WAITS, key: "p-gone/j-1" })) === undefined,
+      "the wait dropped",
+      FIRE_MS,
+    );
     expect(resolved.some((r) => r.session_id === "p-gone")).toBe(false);
   });
 
@@ -310,23 +420,54 @@ describe("following and stopping", () => {
     await runningParent("mirror-root");
     const parent = (await spawnFrom("mirror-root", "s-1")).child_session_id;
     const grandchild = (await spawnFrom(parent, "s-2")).child_session_id;
-    const ev = (data: AgentEvent, seq: number) => trigger("stream::set", { stream_name: AGENT_EVENTS_STREAM, group_id: grandchild, item_id: `${grandchild}-${String(seq).padStart(12, "0")}`, data });
-    const parked: AgentEvent = { type: "turn_state_changed", event_type: "state:updated", new_value: { session_id: grandchild, state: "function_awaiting_approval", turn_count: 1, awaiting_approval: [{ function_call_id: "x-1", function_id: "mail::send", args: {} }] } };
+    const ev = (data: AgentEvent, seq: number) =>
+      trigger("stream::set", {
+        stream_name: AGENT_EVENTS_STREAM,
+        group_id: grandchild,
+        item_id: `${grandchild}-${String(seq).padStart(12, "0")}`,
+        data,
+      });
+    const parked: AgentEvent = {
+      type: "turn_state_changed",
+      event_type: "state:updated",
+      new_value: {
+        session_id: grandchild,
+        state: "function_awaiting_approval",
+        turn_count: 1,
+        awaiting_approval: [{ function_call_id: "x-1", function_id: "mail::send", args: {} }],
+      },
+    };
     await ev({ type: "message_update", message: { role: "user", content: [], timestamp: 0 }, llm_event: { type: "ping" } }, 1);
     await ev(parked, 2);
-    const mirrored = await until(() => {
-      const got = followed.filter((f) => f.data.child_session_id === grandchild);
-      return got.length >= 2 ? got : undefined;
-    }, "the grandchild's event at its parent and at the root", FIRE_MS);
+    const mirrored = await until(
+      () => {
+        const got = followed.filter((f) => f.data.child_session_id === grandchild);
+        return got.length >= 2 ? got : undefined;
+      },
+      "the grandchild's event at its parent and at the root",
+      FIRE_MS,
+    );
     expect(mirrored.map((f) => f.group).sort()).toEqual([parent, "mirror-root"].sort());
-    for (const f of mirrored) expect(f.data).toEqual({ type: CHILD_EVENT, child_session_id: grandchild, parent_session_id: parent, depth: 2, item_id: `${grandchild}-000000000002`, event: parked });
+    for (const f of mirrored)
+      expect(f.data).toEqual({
+        type: CHILD_EVENT,
+        child_session_id: grandchild,
+        parent_session_id: parent,
+        depth: 2,
+        item_id: `${grandchild}-000000000002`,
+        event: parked,
+      });
     // Not forwarded again from the parent's group (the grandchild sent it to each ancestor itself):
     // an absence, so a short grace for a stray second forward to show up.
     await new Promise((r) => setTimeout(r, 300));
     expect(followed.filter((f) => f.data.child_session_id === grandchild)).toHaveLength(2);
     // Its run's last event is mirrored too, and then nothing more is followed.
     await ev({ type: "agent_end", messages: [] }, 3);
-    await until(async () => !(await bindings(ON_CHILD_EVENT)).includes(`sub-agents:events:${grandchild}`), "the grandchild's event trigger removed", FIRE_MS);
+    await until(
+      async () => !(await bindings(ON_CHILD_EVENT)).includes(`sub-agents:events:${grandchild}`),
+      "the grandchild's event trigger removed",
+      FIRE_MS,
+    );
     expect(followed.filter((f) => f.data.child_session_id === grandchild && f.data.event.type === "agent_end")).toHaveLength(2);
   });
 
@@ -335,7 +476,10 @@ describe("following and stopping", () => {
     const a = (await spawnFrom("p-stop", "s-a")).child_session_id;
     const b = (await spawnFrom("p-stop", "s-b")).child_session_id;
     await endChild(b, "finished early");
-    expect(await trigger(HARNESS_STOP_CHILDREN, { parent_session_id: "p-stop", reason: "parent_stopped" })).toEqual({ parent_session_id: "p-stop", stopped: [a] });
+    expect(await trigger(HARNESS_STOP_CHILDREN, { parent_session_id: "p-stop", reason: "parent_stopped" })).toEqual({
+      parent_session_id: "p-stop",
+      stopped: [a],
+    });
     expect(await turnOf(a)).toMatchObject({ state: "stopped" });
 
     await runningParent("p-orphan");

@@ -1,6 +1,13 @@
 // The sub-agents' rules as plain logic: child ids are deterministic (one spawn, one child), the
 // depth bound, who may act on whose children, a budget share, and which results park a call.
-import { HARNESS_JOIN, HARNESS_SPAWN, isJoinPending, SUB_AGENT_MAX_DEPTH, subAgentMessageId, subAgentSessionId } from "@iii-edge/protocol/harness";
+import {
+  HARNESS_JOIN,
+  HARNESS_SPAWN,
+  isJoinPending,
+  SUB_AGENT_MAX_DEPTH,
+  subAgentMessageId,
+  subAgentSessionId,
+} from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { allotment, childBudgetId } from "../src/budget.ts";
 import { childDepth, parentOf } from "../src/index.ts";
@@ -18,7 +25,11 @@ describe("child session ids", () => {
   it("are the same for the same spawn, and differ for another call, another run or another parent", async () => {
     const a = await subAgentSessionId("chat-1", "run-1", "call_1");
     expect(await subAgentSessionId("chat-1", "run-1", "call_1")).toBe(a);
-    const others = await Promise.all([subAgentSessionId("chat-1", "run-1", "call_2"), subAgentSessionId("chat-1", "run-2", "call_1"), subAgentSessionId("chat-2", "run-1", "call_1")]);
+    const others = await Promise.all([
+      subAgentSessionId("chat-1", "run-1", "call_2"),
+      subAgentSessionId("chat-1", "run-2", "call_1"),
+      subAgentSessionId("chat-2", "run-1", "call_1"),
+    ]);
     expect(new Set([a, ...others]).size).toBe(4);
     expect(a).toMatch(/^chat-1~[0-9a-f]{20}$/);
   });
@@ -66,7 +77,13 @@ describe("whose children", () => {
 
 describe("budget share", () => {
   const parent = { ok: true as const, budget_id: "b1", remaining_micros: 1_000_000, period: "day" };
-  const sibling = (allotted: number, ended = false) => ({ child_session_id: `c${allotted}`, run_id: "r", created_at_ms: 0, ended, allotted_micros: allotted });
+  const sibling = (allotted: number, ended = false) => ({
+    child_session_id: `c${allotted}`,
+    run_id: "r",
+    created_at_ms: 0,
+    ended,
+    allotted_micros: allotted,
+  });
 
   it("is a share of what the parent has left minus what live siblings hold", () => {
     expect(allotment(parent, 0.5, [])).toBe(500_000);

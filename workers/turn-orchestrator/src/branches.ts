@@ -50,7 +50,9 @@ const utf8 = new TextEncoder();
 /** A run id derived from what identifies the request: the same request, the same run. */
 async function derivedRunId(prefix: string, parts: readonly string[]): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", utf8.encode(JSON.stringify(parts))));
-  return `${prefix}_${Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("").slice(0, RUN_ID_DIGEST_HEX)}`;
+  return `${prefix}_${Array.from(digest, (b) => b.toString(16).padStart(2, "0"))
+    .join("")
+    .slice(0, RUN_ID_DIGEST_HEX)}`;
 }
 
 /** What makes two messages the same request: everything but the time it was sent. */
@@ -62,7 +64,10 @@ async function getSession(trigger: Trigger, sid: string): Promise<SessionInfo | 
 }
 
 async function getEntry(trigger: Trigger, sid: string, entryId: string): Promise<SessionEntryView | null> {
-  const r = await callRequired<SessionEntryView | null | undefined>(trigger, "session-tree::get_entry", { session_id: sid, entry_id: entryId });
+  const r = await callRequired<SessionEntryView | null | undefined>(trigger, "session-tree::get_entry", {
+    session_id: sid,
+    entry_id: entryId,
+  });
   return r ?? null;
 }
 
@@ -96,7 +101,14 @@ const FORK_RUN_PREFIX = "rf";
  * That is a repeat — a double click, a retried POST — and starts nothing. A failed run is the
  * exception: asking again after a failure is a retry.
  */
-async function latestRunAnswers(trigger: Trigger, sid: string, loaded: Loaded | undefined, prefix: string, message: AgentMessage | undefined, parent?: string | null): Promise<string | undefined> {
+async function latestRunAnswers(
+  trigger: Trigger,
+  sid: string,
+  loaded: Loaded | undefined,
+  prefix: string,
+  message: AgentMessage | undefined,
+  parent?: string | null,
+): Promise<string | undefined> {
   const rec = loaded?.rec;
   if (!rec || rec.state === "failed" || !rec.run_id.startsWith(`${prefix}_`)) return undefined;
   const seed = await getEntry(trigger, sid, seedEntryId(rec.run_id, 0));
@@ -122,14 +134,26 @@ async function refusal(trigger: Trigger, sid: string, loaded: Loaded | undefined
 }
 
 const busy = (session_id: string): RunResumeResponse => ({ session_id, started: false, reason: "session_busy" });
-const already = (session_id: string, run_id: string): RunResumeResponse => ({ session_id, run_id, started: false, reason: "already_started" });
+const already = (session_id: string, run_id: string): RunResumeResponse => ({
+  session_id,
+  run_id,
+  started: false,
+  reason: "already_started",
+});
 
 /**
  * The run::start request of a run on an existing transcript: the settings given, else inherited.
  * The system prompt is only carried when given: the stored one is provisioning's built prompt
  * (catalog and sandbox of that run), so the new run gets a fresh one.
  */
-async function startRequest(trigger: Trigger, sid: string, info: SessionInfo, runId: string, settings: Settings, seeds: AgentMessage[]): Promise<RunStartRequest> {
+async function startRequest(
+  trigger: Trigger,
+  sid: string,
+  info: SessionInfo,
+  runId: string,
+  settings: Settings,
+  seeds: AgentMessage[],
+): Promise<RunStartRequest> {
   const base = await inheritedSettings(trigger, sid, info);
   const model = settings.model ?? base?.model;
   if (!model) throw invalid(`session ${sid} has no earlier run to take the model from: give model (and provider)`);
@@ -149,7 +173,8 @@ async function startRequest(trigger: Trigger, sid: string, info: SessionInfo, ru
   };
   for (const k of Object.keys(request)) if (request[k] === undefined) delete request[k];
   const parsed = runStartRequest.safeParse(request);
-  if (!parsed.success) throw invalid(`the run for ${sid}: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  if (!parsed.success)
+    throw invalid(`the run for ${sid}: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
   return parsed.data;
 }
 
@@ -178,7 +203,15 @@ export async function resumeRun(deps: StartDeps, input: RunResumeRequest, stable
     const repeat = await latestRunAnswers(trigger, sid, loaded, RESUME_PREFIX, message);
     if (repeat !== undefined) return already(sid, repeat);
   }
-  const runId = keyed ?? (await derivedRunId(RESUME_PREFIX, [sid, loaded?.rec.run_id ?? "", String(loaded?.rec.step ?? 0), info.leaf_id ?? "", messageKey(message)]));
+  const runId =
+    keyed ??
+    (await derivedRunId(RESUME_PREFIX, [
+      sid,
+      loaded?.rec.run_id ?? "",
+      String(loaded?.rec.step ?? 0),
+      info.leaf_id ?? "",
+      messageKey(message),
+    ]));
   if (loaded?.rec.run_id === runId) return already(sid, runId);
   const refused = await refusal(trigger, sid, loaded, runId);
   if (refused) return refused;
@@ -198,17 +231,24 @@ export async function rerunFrom(deps: StartDeps, input: RunRerunFromRequest): Pr
   const { trigger } = deps;
   const sid = input.session_id;
   await checkSession(trigger, deps.caller, sid);
-  const [loaded, info, entry] = await Promise.all([loadRecord(trigger, sid), getSession(trigger, sid), getEntry(trigger, sid, input.entry_id)]);
+  const [loaded, info, entry] = await Promise.all([
+    loadRecord(trigger, sid),
+    getSession(trigger, sid),
+    getEntry(trigger, sid, input.entry_id),
+  ]);
   if (!info) throw new IIIError("not_found", `session ${sid} does not exist`);
   if (!entry) throw new IIIError("not_found", `entry ${input.entry_id} is not in session ${sid}`);
-  if (entry.kind !== "message" || entry.message?.role !== "user") throw invalid(`entry ${input.entry_id} is not a user message: re-run from the user message whose answer should change`);
+  if (entry.kind !== "message" || entry.message?.role !== "user")
+    throw invalid(`entry ${input.entry_id} is not a user message: re-run from the user message whose answer should change`);
   const message = normaliseMessage(input.message ?? { ...entry.message, timestamp: undefined });
   if (message.role !== "user") throw invalid("message must be a user message (or text)");
   if (input.message_id === undefined) {
     const repeat = await latestRunAnswers(trigger, sid, loaded, RERUN_PREFIX, message, entry.parent_id);
     if (repeat !== undefined) return { ...already(sid, repeat), entry_id: seedEntryId(repeat, 0) };
   }
-  const runId = input.message_id ?? (await derivedRunId(RERUN_PREFIX, [sid, input.entry_id, loaded?.rec.run_id ?? "", String(loaded?.rec.step ?? 0), messageKey(message)]));
+  const runId =
+    input.message_id ??
+    (await derivedRunId(RERUN_PREFIX, [sid, input.entry_id, loaded?.rec.run_id ?? "", String(loaded?.rec.step ?? 0), messageKey(message)]));
   if (loaded?.rec.run_id === runId) return { ...already(sid, runId), entry_id: seedEntryId(runId, 0) };
   const refused = await refusal(trigger, sid, loaded, runId);
   if (refused) return refused;
@@ -222,7 +262,8 @@ export async function rerunFrom(deps: StartDeps, input: RunRerunFromRequest): Pr
   const target = seeded ? seedId : entry.parent_id;
   const previous = info.leaf_id;
   // The leaf moved since it was read: a writer is at work — or a racing repeat of this request.
-  if (!(await setLeaf(trigger, sid, target, previous))) return (await claimInFlight(trigger, sid, loaded)) === runId ? already(sid, runId) : busy(sid);
+  if (!(await setLeaf(trigger, sid, target, previous)))
+    return (await claimInFlight(trigger, sid, loaded)) === runId ? already(sid, runId) : busy(sid);
   let started: { started: boolean };
   try {
     started = await runStart(deps, await startRequest(trigger, sid, info, runId, input, seeded ? [] : [message]));
@@ -278,7 +319,12 @@ export async function forkRun(deps: StartDeps, input: RunForkRequest): Promise<R
 /** Register run::resume, run::rerun_from and run::fork. */
 export function registerBranchFunctions(iii: WorkerSurface, newRunId: () => string): void {
   const tracer = tracerOf(iii);
-  const deps = (ctx: { trigger: unknown; caller?: StartDeps["caller"] }): StartDeps => ({ trigger: ctx.trigger as Trigger, newRunId, tracer, caller: ctx.caller });
+  const deps = (ctx: { trigger: unknown; caller?: StartDeps["caller"] }): StartDeps => ({
+    trigger: ctx.trigger as Trigger,
+    newRunId,
+    tracer,
+    caller: ctx.caller,
+  });
   iii.registerFunction("run::resume", (data: RunResumeRequest, ctx) => resumeRun(deps(ctx), data), {
     description:
       "Resume a stopped or failed session (or a fork that never ran): a new run on its transcript, after an optional message → {session_id, run_id, started} (started:false with session_busy or already_started).",
@@ -292,7 +338,8 @@ export function registerBranchFunctions(iii: WorkerSurface, newRunId: () => stri
     metadata: OWNER_CHECKED,
   });
   iii.registerFunction("run::fork", (data: RunForkRequest, ctx) => forkRun(deps(ctx), data), {
-    description: "Fork a session at entry_id (session-tree::fork) and, with a message or run:true, run on the fork → {session_id, leaf_id, created, run?}.",
+    description:
+      "Fork a session at entry_id (session-tree::fork) and, with a message or run:true, run on the fork → {session_id, leaf_id, created, run?}.",
     input: runForkRequest,
     metadata: OWNER_CHECKED,
   });

@@ -44,7 +44,7 @@ type Json = Record<string, unknown>;
 
 function contentChars(content: unknown): number {
   if (typeof content === "string") return content.length;
-  if (!Array.isArray(content)) return content === undefined ? 0 : JSON.stringify(content)?.length ?? 0;
+  if (!Array.isArray(content)) return content === undefined ? 0 : (JSON.stringify(content)?.length ?? 0);
   let n = 0;
   for (const b of content) {
     if (!isRecord(b)) continue;
@@ -59,7 +59,8 @@ function contentChars(content: unknown): number {
 /** Input tokens of a provider request, estimated from its size (ESTIMATE_CHARS_PER_TOKEN). */
 export function estimateInputTokens(systemPrompt: string, messages: readonly AgentMessage[], tools: readonly AgentFunction[]): number {
   let chars = systemPrompt.length + JSON.stringify(tools).length;
-  for (const m of messages) chars += contentChars((m as { content?: unknown }).content) + ESTIMATE_MESSAGE_OVERHEAD_TOKENS * ESTIMATE_CHARS_PER_TOKEN;
+  for (const m of messages)
+    chars += contentChars((m as { content?: unknown }).content) + ESTIMATE_MESSAGE_OVERHEAD_TOKENS * ESTIMATE_CHARS_PER_TOKEN;
   return Math.ceil(chars / ESTIMATE_CHARS_PER_TOKEN);
 }
 
@@ -85,7 +86,8 @@ function refusal(kind: BudgetRefusal["kind"], message: string): BudgetRefusal {
 
 function refusalText(budgetId: string, a: z.infer<typeof checkAnswer>, req: StoredRunRequest): string {
   const reason = (a.reason ?? "refused") as BudgetCheckReason | "refused";
-  if (reason === "unpriced_model") return `budget exceeded: unpriced_model (budget ${budgetId}: no price is known for ${req.provider}/${req.model}, so the call cannot be checked; set one with budget::set_prices)`;
+  if (reason === "unpriced_model")
+    return `budget exceeded: unpriced_model (budget ${budgetId}: no price is known for ${req.provider}/${req.model}, so the call cannot be checked; set one with budget::set_prices)`;
   const usd = (m: number | undefined) => (m === undefined ? "?" : formatMicros(m));
   return `budget exceeded: ${reason} (budget ${budgetId}: ${usd(a.spent_micros)} USD spent and ${usd(a.held_micros)} held by calls in flight, of ${usd(a.ceiling_micros)}; this call was estimated at ${usd(a.estimated_cost_micros)} USD)`;
 }
@@ -95,7 +97,12 @@ function refusalText(budgetId: string, a: z.infer<typeof checkAnswer>, req: Stor
  * the input price, plus ESTIMATE_OUTPUT_TOKENS × the output price — the worker prices it) under the
  * round's id. Undefined: go ahead. A refusal: end the run without calling the model.
  */
-export async function checkBudget(trigger: Trigger, rec: TurnStateRecord, req: StoredRunRequest, messages: readonly AgentMessage[]): Promise<BudgetRefusal | undefined> {
+export async function checkBudget(
+  trigger: Trigger,
+  rec: TurnStateRecord,
+  req: StoredRunRequest,
+  messages: readonly AgentMessage[],
+): Promise<BudgetRefusal | undefined> {
   const budgetId = req.budget_id!;
   const maxOut = rec.model_meta?.max_output_tokens;
   const estimate = {
@@ -115,17 +122,25 @@ export async function checkBudget(trigger: Trigger, rec: TurnStateRecord, req: S
     const code = errorCode(e);
     if (isTransportFailure(e) || code === "budget_busy") throw new TransientError(`budget::check: ${errorText(e)}`, { cause: e });
     if (code === "function_not_found") {
-      return refusal("budget_unavailable", `budget not checked: budget::check is not registered (no budget worker is connected); the run names budget ${budgetId}, so the model is not called`);
+      return refusal(
+        "budget_unavailable",
+        `budget not checked: budget::check is not registered (no budget worker is connected); the run names budget ${budgetId}, so the model is not called`,
+      );
     }
-    return refusal("budget_unavailable", `budget not checked: budget::check failed for budget ${budgetId}: ${code ?? "error"}: ${errorText(e)}`);
+    return refusal(
+      "budget_unavailable",
+      `budget not checked: budget::check failed for budget ${budgetId}: ${code ?? "error"}: ${errorText(e)}`,
+    );
   }
   const a = checkAnswer.safeParse(answer);
-  if (!a.success) return refusal("budget_unavailable", `budget not checked: budget::check answered an unreadable result for budget ${budgetId}`);
+  if (!a.success)
+    return refusal("budget_unavailable", `budget not checked: budget::check answered an unreadable result for budget ${budgetId}`);
   if (a.data.allowed) return undefined;
   return refusal("budget_exceeded", refusalText(budgetId, a.data, req));
 }
 
-const token = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? Math.min(Math.trunc(v), MAX_USAGE_TOKENS) : undefined);
+const token = (v: unknown): number | undefined =>
+  typeof v === "number" && Number.isFinite(v) && v >= 0 ? Math.min(Math.trunc(v), MAX_USAGE_TOKENS) : undefined;
 
 /** The provider's usage as `budget::record` takes it (whole, non-negative token counts). */
 function usageOf(m: AssistantMessage): Json {
@@ -144,8 +159,20 @@ function usageOf(m: AssistantMessage): Json {
  * it also settles the check's hold — a round with no usage records 0). It never fails the run: the
  * model has answered and its cost is spent. A failure is retried a little, then logged.
  */
-export async function recordBudgetSpend(trigger: Trigger, rec: TurnStateRecord, req: StoredRunRequest, message: AssistantMessage): Promise<void> {
-  const payload = { budget_id: req.budget_id, record_id: budgetRoundId(rec), usage: usageOf(message), provider: req.provider, model: req.model, principal_id: rec.session_id };
+export async function recordBudgetSpend(
+  trigger: Trigger,
+  rec: TurnStateRecord,
+  req: StoredRunRequest,
+  message: AssistantMessage,
+): Promise<void> {
+  const payload = {
+    budget_id: req.budget_id,
+    record_id: budgetRoundId(rec),
+    usage: usageOf(message),
+    provider: req.provider,
+    model: req.model,
+    principal_id: rec.session_id,
+  };
   for (let attempt = 1; ; attempt++) {
     try {
       await trigger({ function_id: "budget::record", payload, timeoutMs: BUDGET_CALL_TIMEOUT_MS });
@@ -153,7 +180,9 @@ export async function recordBudgetSpend(trigger: Trigger, rec: TurnStateRecord, 
     } catch (e) {
       const retry = isTransportFailure(e) || errorCode(e) === "budget_busy";
       if (!retry || attempt >= RECORD_ATTEMPTS) {
-        console.warn(`turn-orchestrator: spend of round ${payload.record_id} not recorded on budget ${req.budget_id}: ${errorCode(e) ?? "error"}: ${errorText(e)}`);
+        console.warn(
+          `turn-orchestrator: spend of round ${payload.record_id} not recorded on budget ${req.budget_id}: ${errorCode(e) ?? "error"}: ${errorText(e)}`,
+        );
         return;
       }
     }

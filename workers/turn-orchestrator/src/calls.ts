@@ -21,7 +21,15 @@ export { errorCode, errorText };
 
 /** Codes that say "the call did not get through, or its answer got lost" rather than "it answered
  * with an error": the engine or the socket, not the callee. */
-const TRANSPORT_CODES = new Set(["invocation_stopped", "not_connected", "channel_send_failed", "invocation_error", "too_many_calls", "rate_limited", "timeout"]);
+const TRANSPORT_CODES = new Set([
+  "invocation_stopped",
+  "not_connected",
+  "channel_send_failed",
+  "invocation_error",
+  "too_many_calls",
+  "rate_limited",
+  "timeout",
+]);
 export const isTransportFailure = (e: unknown): boolean => TRANSPORT_CODES.has(errorCode(e) ?? "");
 
 /**
@@ -33,13 +41,19 @@ export async function callRequired<T>(trigger: Trigger, function_id: string, pay
   try {
     return await trigger<unknown, T>({ function_id, payload, timeoutMs });
   } catch (e) {
-    if (isTransportFailure(e) || errorCode(e) === "function_not_found") throw new TransientError(`${function_id}: ${errorText(e)}`, { cause: e });
+    if (isTransportFailure(e) || errorCode(e) === "function_not_found")
+      throw new TransientError(`${function_id}: ${errorText(e)}`, { cause: e });
     throw e;
   }
 }
 
 /** A call whose failure is logged and forgotten (events, best-effort cleanup). */
-export async function callBestEffort(trigger: Trigger, function_id: string, payload: unknown, timeoutMs = STORAGE_TIMEOUT_MS): Promise<unknown> {
+export async function callBestEffort(
+  trigger: Trigger,
+  function_id: string,
+  payload: unknown,
+  timeoutMs = STORAGE_TIMEOUT_MS,
+): Promise<unknown> {
   try {
     return await trigger({ function_id, payload, timeoutMs });
   } catch (e) {

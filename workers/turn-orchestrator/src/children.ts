@@ -4,7 +4,14 @@
 // sub-agents worker writes the `allow` decision that wakes it when the child ends), and a run that
 // is stopped or ends stops the children it spawned. The children themselves are the sub-agents
 // worker's records, reached by function id only.
-import { HARNESS_JOIN, HARNESS_STOP_CHILDREN, isJoinPending, type AwaitingChild, type FunctionCall, type FunctionResult } from "@iii-edge/protocol/harness";
+import {
+  HARNESS_JOIN,
+  HARNESS_STOP_CHILDREN,
+  isJoinPending,
+  type AwaitingChild,
+  type FunctionCall,
+  type FunctionResult,
+} from "@iii-edge/protocol/harness";
 import { errorCode, errorText, type Trigger } from "./calls.ts";
 
 /** `harness::stop_children` stops each live child with `turn::stop` (which cascades further down,
@@ -35,7 +42,14 @@ export async function stopChildren(trigger: Trigger, sid: string, reason: ChildS
  */
 export function childWaitOf(call: FunctionCall, result: FunctionResult, now: number = Date.now()): AwaitingChild | undefined {
   if (!isJoinPending(call.function_id, result.details)) return undefined;
-  const entry: AwaitingChild = { function_call_id: call.id, function_id: call.function_id, args: call.arguments, pending_at: now, held_by: HARNESS_JOIN, child_session_id: result.details.child_session_id };
+  const entry: AwaitingChild = {
+    function_call_id: call.id,
+    function_id: call.function_id,
+    args: call.arguments,
+    pending_at: now,
+    held_by: HARNESS_JOIN,
+    child_session_id: result.details.child_session_id,
+  };
   if (typeof result.details.expires_at === "number") entry.expires_at = result.details.expires_at;
   return entry;
 }

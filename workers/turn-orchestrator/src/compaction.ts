@@ -12,7 +12,14 @@
 //   once the lease is free); `overflow` → ContextOverflowError (the run fails); anything else, or
 //   no compaction worker, → the request goes as it is (the provider has the last word).
 //   A sync `compaction_done` is emitted here, with this worker's own event ids.
-import { compactionModelOf, compactionUsableTokens, compactionView, type AgentMessage, type CompactionRecord, type CompactNowResult } from "@iii-edge/protocol/harness";
+import {
+  compactionModelOf,
+  compactionUsableTokens,
+  compactionView,
+  type AgentMessage,
+  type CompactionRecord,
+  type CompactNowResult,
+} from "@iii-edge/protocol/harness";
 import { callRequired, errorCode, errorText, TransientError, type Trigger } from "./calls.ts";
 import { forProvider } from "./messages.ts";
 import type { StoredRunRequest } from "./run-request.ts";
@@ -72,7 +79,10 @@ export async function readContextWindow(trigger: Trigger, sid: string): Promise<
 
 const utf8 = new TextEncoder();
 function estimateTokens(messages: readonly AgentMessage[], req: StoredRunRequest): number {
-  const bytes = utf8.encode(JSON.stringify(messages)).byteLength + utf8.encode(req.system_prompt ?? "").byteLength + utf8.encode(JSON.stringify(req.function_schemas ?? [])).byteLength;
+  const bytes =
+    utf8.encode(JSON.stringify(messages)).byteLength +
+    utf8.encode(req.system_prompt ?? "").byteLength +
+    utf8.encode(JSON.stringify(req.function_schemas ?? [])).byteLength;
   return Math.ceil(bytes / ESTIMATE_BYTES_PER_TOKEN);
 }
 
@@ -120,9 +130,13 @@ export async function preflight(tx: Tx, req: StoredRunRequest, transcript: reado
     });
   } catch (e) {
     if (errorCode(e) === "function_not_found") {
-      if (!warnedMissing) console.warn("turn-orchestrator: context-compaction::compact_now is not registered: requests are sent uncompacted");
+      if (!warnedMissing)
+        console.warn("turn-orchestrator: context-compaction::compact_now is not registered: requests are sent uncompacted");
       warnedMissing = true;
-    } else console.warn(`turn-orchestrator: compact_now for ${tx.sid} failed, sending the request as it is: ${errorCode(e) ?? "error"}: ${errorText(e)}`);
+    } else
+      console.warn(
+        `turn-orchestrator: compact_now for ${tx.sid} failed, sending the request as it is: ${errorCode(e) ?? "error"}: ${errorText(e)}`,
+      );
     return messages;
   }
   switch (r?.status) {
@@ -136,7 +150,14 @@ export async function preflight(tx: Tx, req: StoredRunRequest, transcript: reado
     case "ok":
     case "pruned": {
       if (r.status === "ok") {
-        tx.events.emit({ type: "compaction_done", mode: "sync", summary_text: r.summary_text, tokens_before: r.tokens_before, compaction_entry_id: r.compaction_entry_id, tail_start_id: r.tail_start_id });
+        tx.events.emit({
+          type: "compaction_done",
+          mode: "sync",
+          summary_text: r.summary_text,
+          tokens_before: r.tokens_before,
+          compaction_entry_id: r.compaction_entry_id,
+          tail_start_id: r.tail_start_id,
+        });
       }
       const window = forProvider((await readContextWindow(tx.trigger, tx.sid)).map((e) => e.message));
       if (r.tokens_after > 0) remember(tx.sid, r.tokens_after / estimateTokens(window, req));

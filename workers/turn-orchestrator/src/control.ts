@@ -2,7 +2,14 @@
 // its events from a cursor, and the approval wake (docs/harness-contracts.md §1.2, §2.7, §3.4, §4.1).
 import { z } from "zod";
 import type { Tracer } from "@iii-edge/sdk-edge/worker";
-import { AGENT_EVENTS_STREAM, INBOX_STEERING, type AgentEvent, type RunEventsResponse, type TurnStateView, type TurnStopResponse } from "@iii-edge/protocol/harness";
+import {
+  AGENT_EVENTS_STREAM,
+  INBOX_STEERING,
+  type AgentEvent,
+  type RunEventsResponse,
+  type TurnStateView,
+  type TurnStopResponse,
+} from "@iii-edge/protocol/harness";
 import { callRequired, invalid, type Trigger } from "./calls.ts";
 import { stopChildren } from "./children.ts";
 import { EVENTS_DEFAULT_LIMIT, EVENT_SEQ_DIGITS, SCOPE_APPROVALS, STOP_CAS_ATTEMPTS } from "./constants.ts";
@@ -46,7 +53,11 @@ export async function stopRun(trigger: Trigger, sid: string, tracer?: Tracer): P
     }
     if (rec.state === "function_awaiting_approval") {
       for (const a of rec.awaiting_approval ?? []) {
-        await callRequired(trigger, "state::set", { scope: SCOPE_APPROVALS, key: `${sid}/${a.function_call_id}`, value: { decision: "aborted", reason: "session_aborted" } });
+        await callRequired(trigger, "state::set", {
+          scope: SCOPE_APPROVALS,
+          key: `${sid}/${a.function_call_id}`,
+          value: { decision: "aborted", reason: "session_aborted" },
+        });
       }
     }
     // The wake belongs to the run's trace (the stop request has its own).
@@ -60,7 +71,11 @@ export async function stopRun(trigger: Trigger, sid: string, tracer?: Tracer): P
 /** `run::steer`: a message for the running turn, taken at its next steering_check; `ok: false`
  * when the inbox is full. */
 export async function steer(trigger: Trigger, sid: string, message: unknown): Promise<{ ok: boolean }> {
-  const r = await callRequired<{ ok?: unknown }>(trigger, "session-inbox::push", { name: INBOX_STEERING, session_id: sid, item: normaliseMessage(message) });
+  const r = await callRequired<{ ok?: unknown }>(trigger, "session-inbox::push", {
+    name: INBOX_STEERING,
+    session_id: sid,
+    item: normaliseMessage(message),
+  });
   return { ok: r?.ok !== false };
 }
 
@@ -68,15 +83,23 @@ export async function steer(trigger: Trigger, sid: string, message: unknown): Pr
  * `run::events`: the session's `agent::events` items after `after`, in id order, one page
  * (`stream::list_items`): what a follower that dropped reads to catch up with nothing skipped.
  */
-export async function readEvents(trigger: Trigger, sid: string, after: string | null | undefined, limit = EVENTS_DEFAULT_LIMIT): Promise<RunEventsResponse> {
+export async function readEvents(
+  trigger: Trigger,
+  sid: string,
+  after: string | null | undefined,
+  limit = EVENTS_DEFAULT_LIMIT,
+): Promise<RunEventsResponse> {
   if (after) {
     // A cursor is an event id exactly as a page gave it (`next`): one of another shape (say, an older
     // zero-padding) or one this session never had would otherwise read as "nothing after it".
     if (eventSeqOf(sid, after) === undefined || after.length < sid.length + 1 + EVENT_SEQ_DIGITS) {
-      throw invalid(`after: '${after}' is not an event id of session ${sid}: ids look like '${eventItemId(sid, 42)}'; pass the \`next\` of the page you read`);
+      throw invalid(
+        `after: '${after}' is not an event id of session ${sid}: ids look like '${eventItemId(sid, 42)}'; pass the \`next\` of the page you read`,
+      );
     }
     const known = await callRequired<unknown>(trigger, "stream::get", { stream_name: AGENT_EVENTS_STREAM, group_id: sid, item_id: after });
-    if (known === null || known === undefined) throw invalid(`after: session ${sid} has no event '${after}': pass the \`next\` of the page you read`);
+    if (known === null || known === undefined)
+      throw invalid(`after: session ${sid} has no event '${after}': pass the \`next\` of the page you read`);
   }
   const page = await callRequired<{ items: { item_id: string; data: unknown }[]; next: string | null }>(trigger, "stream::list_items", {
     stream_name: AGENT_EVENTS_STREAM,
@@ -109,6 +132,11 @@ export async function onApproval(trigger: Trigger, payload: unknown, tracer?: Tr
   if (!loaded || isTerminal(loaded.rec.state) || loaded.rec.state !== "function_awaiting_approval") return { ok: true, woke: false };
   const { step } = loaded.rec;
   // The decision came in the approver's own trace; the step it wakes is part of the run's.
-  await inTurn(tracer, loaded.rec, () => enqueue(trigger, stepMessage(sid, "function_awaiting_approval", step, boundedKey(`${sid}:${step}:approval:${cid}:${decision.decision}`))));
+  await inTurn(tracer, loaded.rec, () =>
+    enqueue(
+      trigger,
+      stepMessage(sid, "function_awaiting_approval", step, boundedKey(`${sid}:${step}:approval:${cid}:${decision.decision}`)),
+    ),
+  );
   return { ok: true, woke: true };
 }

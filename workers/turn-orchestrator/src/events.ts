@@ -41,7 +41,8 @@ export class EventLog {
         timeoutMs: STORAGE_TIMEOUT_MS,
       });
       const end = counter?.new_value?.seq;
-      if (typeof end !== "number" || !Number.isInteger(end) || end < EVENT_ID_BLOCK) throw new Error(`event counter answered ${JSON.stringify(counter?.new_value)}`);
+      if (typeof end !== "number" || !Number.isInteger(end) || end < EVENT_ID_BLOCK)
+        throw new Error(`event counter answered ${JSON.stringify(counter?.new_value)}`);
       this.next = end - EVENT_ID_BLOCK + 1;
       this.last = end;
     }
@@ -52,10 +53,18 @@ export class EventLog {
     try {
       const seq = await this.seq();
       const item_id = eventItemId(this.sid, seq);
-      await this.trigger({ function_id: "stream::set", payload: { stream_name: AGENT_EVENTS_STREAM, group_id: this.sid, item_id, data: event }, timeoutMs: STORAGE_TIMEOUT_MS });
+      await this.trigger({
+        function_id: "stream::set",
+        payload: { stream_name: AGENT_EVENTS_STREAM, group_id: this.sid, item_id, data: event },
+        timeoutMs: STORAGE_TIMEOUT_MS,
+      });
       // Compaction wakes once per round from this second stream (§7 item 3), same item id.
       if (event.type === "turn_end") {
-        await this.trigger({ function_id: "stream::set", payload: { stream_name: TURN_END_STREAM, group_id: this.sid, item_id, data: event }, timeoutMs: STORAGE_TIMEOUT_MS });
+        await this.trigger({
+          function_id: "stream::set",
+          payload: { stream_name: TURN_END_STREAM, group_id: this.sid, item_id, data: event },
+          timeoutMs: STORAGE_TIMEOUT_MS,
+        });
       }
     } catch (e) {
       console.warn(`turn-orchestrator: event ${event.type} of ${this.sid} not written: ${errorText(e)}`);

@@ -2,11 +2,28 @@
 // checkpoints: `triggered` is written before a target is invoked and `done` with its result, so a
 // step delivered again after a crash never invokes a call twice — a call found `triggered` but
 // not `done` gets an "interrupted, ran at most once" result instead.
-import type { ApprovalDecision, AwaitingApproval, FunctionCall, FunctionResult, FunctionResultMessage, PreparedCall, TurnStateRecord } from "@iii-edge/protocol/harness";
+import type {
+  ApprovalDecision,
+  AwaitingApproval,
+  FunctionCall,
+  FunctionResult,
+  FunctionResultMessage,
+  PreparedCall,
+  TurnStateRecord,
+} from "@iii-edge/protocol/harness";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
 import { childWaitOf } from "./children.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
-import { consultBefore, decisionResult, denialResult, interruptedResult, invokeTarget, isErrorResult, parseDecision, planBatch } from "./gate.ts";
+import {
+  consultBefore,
+  decisionResult,
+  denialResult,
+  interruptedResult,
+  invokeTarget,
+  isErrorResult,
+  parseDecision,
+  planBatch,
+} from "./gate.ts";
 import { finishSession, turnEndOnce } from "./lifecycle.ts";
 import { boundedKey, requireBatch, resultEntryId, InvariantError } from "./record.ts";
 import { runAfterFunctionCallHooks, runBeforeFunctionCallHooks } from "./seams.ts";
@@ -28,18 +45,38 @@ async function deleteDecision(trigger: Trigger, sid: string, cid: string): Promi
 }
 
 /** Record a call's result, checkpoint it `done`, then tell the UI. */
-async function recordResult(tx: Tx, work: Work, call: FunctionCall, result: FunctionResult, durationMs: number, isError?: boolean): Promise<void> {
+async function recordResult(
+  tx: Tx,
+  work: Work,
+  call: FunctionCall,
+  result: FunctionResult,
+  durationMs: number,
+  isError?: boolean,
+): Promise<void> {
   const is_error = isError ?? isErrorResult(result);
   work.executed[call.id] = { call, result, is_error, duration_ms: durationMs };
   work.calls[call.id] = "done";
   await tx.checkpoint();
-  tx.events.emit({ type: "function_execution_end", function_call_id: call.id, function_id: call.function_id, result, is_error, duration_ms: durationMs });
+  tx.events.emit({
+    type: "function_execution_end",
+    function_call_id: call.id,
+    function_id: call.function_id,
+    result,
+    is_error,
+    duration_ms: durationMs,
+  });
 }
 
 /** Dispatch an allowed call exactly once: `triggered` is durable before the target is invoked. The
  * before-call hooks run first (they may deny it, or rewrite its arguments: the rewritten call is
  * kept in the batch by the same write that marks it triggered). */
-async function runCall(tx: Tx, work: Work, call: FunctionCall, afterTriggered?: () => Promise<void>, parkOnChild?: (entry: AwaitingApproval) => void): Promise<void> {
+async function runCall(
+  tx: Tx,
+  work: Work,
+  call: FunctionCall,
+  afterTriggered?: () => Promise<void>,
+  parkOnChild?: (entry: AwaitingApproval) => void,
+): Promise<void> {
   const started = Date.now();
   const before = await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call);
   if (before.kind === "deny") {
@@ -69,7 +106,11 @@ const interrupted = (call: FunctionCall): FunctionResult => interruptedResult(ca
 
 /** A result's text, as a span's error description. */
 const resultText = (r: FunctionResult): string =>
-  (r.content ?? []).map((b) => (b && typeof b === "object" && (b as { type?: unknown }).type === "text" ? String((b as { text?: unknown }).text ?? "") : "")).join("") || "error";
+  (r.content ?? [])
+    .map((b) =>
+      b && typeof b === "object" && (b as { type?: unknown }).type === "text" ? String((b as { text?: unknown }).text ?? "") : "",
+    )
+    .join("") || "error";
 
 /** What kind of failure a result is (`details.error`, a denial, …), for `error.type`. */
 function failureKind(r: FunctionResult): string {
@@ -91,7 +132,14 @@ function settleToolSpan(tool: ToolSpan, work: Work, cid: string): void {
 
 function replayEnd(tx: Tx, work: Work, cid: string): void {
   const done = work.executed[cid];
-  tx.events.emit({ type: "function_execution_end", function_call_id: cid, function_id: done.call.function_id, result: done.result, is_error: done.is_error, duration_ms: done.duration_ms });
+  tx.events.emit({
+    type: "function_execution_end",
+    function_call_id: cid,
+    function_id: done.call.function_id,
+    result: done.result,
+    is_error: done.is_error,
+    duration_ms: done.duration_ms,
+  });
 }
 
 /** `turn::function_execute`. */
@@ -127,12 +175,16 @@ export async function functionExecute(tx: Tx): Promise<void> {
       settleToolSpan(tool, work, call.id);
       continue;
     }
-    const gate = await tool.child(`policy_check ${call.function_id}`, { "iii.function_id": "policy::check_permissions", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id }, async (span) => {
-      const g = await consultBefore(tx.trigger, call, tx.sid);
-      span?.setAttribute("iii.policy.decision", g.kind === "pending" ? "needs_approval" : g.kind);
-      if (g.kind === "deny") span?.setAttribute("iii.policy.reason", g.envelope.reason);
-      return g;
-    });
+    const gate = await tool.child(
+      `policy_check ${call.function_id}`,
+      { "iii.function_id": "policy::check_permissions", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id },
+      async (span) => {
+        const g = await consultBefore(tx.trigger, call, tx.sid);
+        span?.setAttribute("iii.policy.decision", g.kind === "pending" ? "needs_approval" : g.kind);
+        if (g.kind === "deny") span?.setAttribute("iii.policy.reason", g.envelope.reason);
+        return g;
+      },
+    );
     if (gate.kind === "allow") await tool.within(() => runCall(tx, work, call, undefined, (wait) => newPending.push(wait)));
     else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
     else newPending.push({ function_call_id: call.id, function_id: call.function_id, args: call.arguments, pending_at: Date.now() });
@@ -192,7 +244,12 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
       const tool = new ToolSpan(tx.tracer, rec, call);
       tool.recordChild(
         `approval_wait ${call.function_id}`,
-        { "iii.function_id": "approval::resolve", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id, "iii.approval.decision": decision.decision },
+        {
+          "iii.function_id": "approval::resolve",
+          "gen_ai.tool.name": call.function_id,
+          "gen_ai.tool.call.id": call.id,
+          "iii.approval.decision": decision.decision,
+        },
         entry.pending_at ?? Date.now(),
       );
       if (decision.decision === "allow") {
@@ -219,7 +276,15 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
 
 function resultMessage(prepared: PreparedCall, work: Work, now: number): FunctionResultMessage {
   const done = work.executed[prepared.call.id];
-  return { role: "function_result", function_call_id: prepared.call.id, function_id: prepared.call.function_id, content: done.result.content, details: done.result.details, is_error: done.is_error, timestamp: now };
+  return {
+    role: "function_result",
+    function_call_id: prepared.call.id,
+    function_id: prepared.call.function_id,
+    content: done.result.content,
+    details: done.result.details,
+    is_error: done.is_error,
+    timestamp: now,
+  };
 }
 
 /** Results onto the transcript in the assistant's call order (one idempotent batch), one
@@ -232,7 +297,11 @@ export async function finalizeBatch(tx: Tx): Promise<void> {
   const missing = work.prepared.find((p) => !work.executed[p.call.id]);
   if (missing) throw new InvariantError(`finalizing a batch with call ${missing.call.id} not executed`);
   const results = work.prepared.map((p) => resultMessage(p, work, now));
-  await appendMany(tx.trigger, tx.sid, results.map((m) => ({ entry_id: resultEntryId(rec.run_id, m.function_call_id), message: m })));
+  await appendMany(
+    tx.trigger,
+    tx.sid,
+    results.map((m) => ({ entry_id: resultEntryId(rec.run_id, m.function_call_id), message: m })),
+  );
   const terminate = work.prepared.length > 0 && work.prepared.every((p) => work.executed[p.call.id].result.terminate === true);
   rec.function_results = results;
   delete rec.work;
@@ -263,8 +332,11 @@ export async function closeBatchOnStop(tx: Tx, reason: string): Promise<void> {
   delete rec.awaiting_approval;
   const now = Date.now();
   const results = work.prepared.map((p) => resultMessage(p, work, now));
-  await appendMany(tx.trigger, tx.sid, results.map((m) => ({ entry_id: resultEntryId(rec.run_id, m.function_call_id), message: m })));
+  await appendMany(
+    tx.trigger,
+    tx.sid,
+    results.map((m) => ({ entry_id: resultEntryId(rec.run_id, m.function_call_id), message: m })),
+  );
   rec.function_results = results;
   turnEndOnce(tx, rec.last_assistant);
 }
-

@@ -22,7 +22,6 @@ import { FUNCTION_CALL_TIMEOUT_MS, POLICY_TIMEOUT_MS } from "./constants.ts";
 import { textBlock } from "./messages.ts";
 import { isRecord } from "@iii-edge/protocol";
 
-
 function errorResult(text: string, details: Record<string, unknown>): FunctionResult {
   return { content: [textBlock(text)], details, terminate: false };
 }
@@ -49,10 +48,13 @@ export function planBatch(last: AssistantMessage): PreparedCall[] {
         route: "synthetic",
         call,
         is_error: true,
-        result: errorResult(`There is no tool \`${block.function_id}\`. Call functions through \`${AGENT_TRIGGER}\` with {"function": "<function id>", "payload": {…}}.`, {
-          error: "missing_function",
-          function_id: block.function_id,
-        }),
+        result: errorResult(
+          `There is no tool \`${block.function_id}\`. Call functions through \`${AGENT_TRIGGER}\` with {"function": "<function id>", "payload": {…}}.`,
+          {
+            error: "missing_function",
+            function_id: block.function_id,
+          },
+        ),
       });
       continue;
     }
@@ -64,7 +66,10 @@ export function planBatch(last: AssistantMessage): PreparedCall[] {
         route: "synthetic",
         call,
         is_error: true,
-        result: errorResult(`\`${AGENT_TRIGGER}\` needs \`function\`: the id of the function to call (for example \`engine::functions::list\`).`, { error: "missing_function" }),
+        result: errorResult(
+          `\`${AGENT_TRIGGER}\` needs \`function\`: the id of the function to call (for example \`engine::functions::list\`).`,
+          { error: "missing_function" },
+        ),
       });
       continue;
     }
@@ -73,7 +78,10 @@ export function planBatch(last: AssistantMessage): PreparedCall[] {
         route: "synthetic",
         call,
         is_error: true,
-        result: errorResult(`The \`payload\` of a call to \`${target}\` must be a JSON object (the function's request).`, { error: "invalid_payload", function_id: target }),
+        result: errorResult(`The \`payload\` of a call to \`${target}\` must be a JSON object (the function's request).`, {
+          error: "invalid_payload",
+          function_id: target,
+        }),
       });
       continue;
     }
@@ -106,16 +114,28 @@ export async function consultBefore(trigger: Trigger, call: FunctionCall, sessio
   try {
     reply = await trigger({ function_id: "policy::check_permissions", payload, timeoutMs: POLICY_TIMEOUT_MS });
   } catch (e) {
-    return { kind: "deny", envelope: gateUnavailableEnvelope(call.function_id, `policy unreachable: ${errorCode(e) ?? "error"}: ${errorText(e)}`, call.arguments) };
+    return {
+      kind: "deny",
+      envelope: gateUnavailableEnvelope(
+        call.function_id,
+        `policy unreachable: ${errorCode(e) ?? "error"}: ${errorText(e)}`,
+        call.arguments,
+      ),
+    };
   }
   const d = policyReply.safeParse(reply);
   if (!d.success) return { kind: "pending" };
   if (d.data.decision === "allow") return { kind: "allow" };
-  if (d.data.decision === "deny") return { kind: "deny", envelope: permissionsDenyEnvelope(call, d.data.rule_id, d.data.matched_constraint) };
+  if (d.data.decision === "deny")
+    return { kind: "deny", envelope: permissionsDenyEnvelope(call, d.data.rule_id, d.data.matched_constraint) };
   return { kind: "pending" };
 }
 
-export const denialResult = (envelope: DenialEnvelope, terminate = false): FunctionResult => ({ content: [textBlock(envelope.reason)], details: envelope, terminate });
+export const denialResult = (envelope: DenialEnvelope, terminate = false): FunctionResult => ({
+  content: [textBlock(envelope.reason)],
+  details: envelope,
+  terminate,
+});
 
 /** The result of a person's decision other than allow (§3.4): `deny` tells the model, `aborted`
  * (written by `turn::stop`) also ends the run after the batch. */
@@ -123,9 +143,17 @@ export function decisionResult(call: FunctionCall, d: ApprovalDecision): Functio
   const envelope = userDenyEnvelope(call, d.reason);
   if (d.decision === "aborted") {
     const reason = d.reason?.trim() ? d.reason.trim() : "session_aborted";
-    return { content: [textBlock(`Function call aborted: ${reason}`)], details: { ...envelope, reason: `Function call aborted: ${reason}`, approval_denied: true, decision: "aborted" }, terminate: true };
+    return {
+      content: [textBlock(`Function call aborted: ${reason}`)],
+      details: { ...envelope, reason: `Function call aborted: ${reason}`, approval_denied: true, decision: "aborted" },
+      terminate: true,
+    };
   }
-  return { content: [textBlock(`Permission denied by user: ${envelope.reason}`)], details: { ...envelope, approval_denied: true, decision: "deny" }, terminate: false };
+  return {
+    content: [textBlock(`Permission denied by user: ${envelope.reason}`)],
+    details: { ...envelope, approval_denied: true, decision: "deny" },
+    terminate: false,
+  };
 }
 
 // ------------------------------------------------------------------ dispatch (§3.1)
@@ -166,19 +194,37 @@ export function targetErrorResult(call: FunctionCall, e: unknown, timeoutMs: num
       : "List the functions that exist with `engine::functions::list`.";
     return errorResult(`Function \`${id}\` is not registered. ${hint}`, { error: "function_not_found", function_id: id, message, hint });
   }
-  if (code === "timeout") return errorResult(`The call to \`${id}\` did not answer within ${timeoutMs} ms; it may still be running.`, { error: "timeout", function_id: id, message });
-  if (code === "invocation_stopped" || code === "not_connected") return interruptedResult(call, "the connection to the engine dropped while it ran");
+  if (code === "timeout")
+    return errorResult(`The call to \`${id}\` did not answer within ${timeoutMs} ms; it may still be running.`, {
+      error: "timeout",
+      function_id: id,
+      message,
+    });
+  if (code === "invocation_stopped" || code === "not_connected")
+    return interruptedResult(call, "the connection to the engine dropped while it ran");
   if (code === "channel_send_failed" || code === "invocation_error" || code === "too_many_calls" || code === "rate_limited") {
     return denialResult(gateUnavailableEnvelope(id, `trigger_failed: ${code}: ${message}`, call.arguments));
   }
-  return errorResult(`The call to \`${id}\` failed: ${code ?? "error"}: ${message}`, { error: "handler_error", function_id: id, code: code ?? "invocation_failed", message });
+  return errorResult(`The call to \`${id}\` failed: ${code ?? "error"}: ${message}`, {
+    error: "handler_error",
+    function_id: id,
+    code: code ?? "invocation_failed",
+    message,
+  });
 }
 
 /** Trigger the target (already allowed) and read whatever happens as a result. */
 export async function invokeTarget(trigger: Trigger, call: FunctionCall, sessionId: string): Promise<FunctionResult> {
   try {
     const payload = isRecord(call.arguments) ? call.arguments : {};
-    return normaliseResult(await trigger({ function_id: call.function_id, payload, metadata: callMetadata(call, sessionId), timeoutMs: FUNCTION_CALL_TIMEOUT_MS }));
+    return normaliseResult(
+      await trigger({
+        function_id: call.function_id,
+        payload,
+        metadata: callMetadata(call, sessionId),
+        timeoutMs: FUNCTION_CALL_TIMEOUT_MS,
+      }),
+    );
   } catch (e) {
     return targetErrorResult(call, e, FUNCTION_CALL_TIMEOUT_MS);
   }

@@ -61,7 +61,6 @@ export const AFTER_HOOK_TIMEOUT_MS = 2_000;
 export const HOOK_CALL_MARGIN_MS = 3_000;
 export const ON_FUNCTIONS_CHANGED = "turn::on_functions_changed";
 
-
 // ------------------------------------------------------------------ subscriber presence
 
 const registeredTriggersPage = z.looseObject({
@@ -140,7 +139,8 @@ export class SubscriberPresence {
       (byTopic) => {
         if (this.#inflight === p) this.#inflight = undefined;
         const t = this.#now();
-        if (generation === this.#generation && t >= this.#changedAt + PRESENCE_SETTLE_MS) this.#cached = { byTopic, expiresAt: t + PRESENCE_TTL_MS };
+        if (generation === this.#generation && t >= this.#changedAt + PRESENCE_SETTLE_MS)
+          this.#cached = { byTopic, expiresAt: t + PRESENCE_TTL_MS };
         return byTopic;
       },
       (e: unknown) => {
@@ -175,16 +175,21 @@ export function registerHookPresence(iii: WorkerSurface, cache: SubscriberPresen
 const collectResponse = z.looseObject({
   replies: z.array(z.unknown()).catch([]),
   merged: z.unknown(),
-  publish: z.looseObject({ ok: z.boolean(), subscribers: z.number().int().nonnegative().optional(), error: z.string().optional() }).optional(),
+  publish: z
+    .looseObject({ ok: z.boolean(), subscribers: z.number().int().nonnegative().optional(), error: z.string().optional() })
+    .optional(),
   publish_failed: z.boolean().optional(),
 });
 type CollectResponse = z.infer<typeof collectResponse>;
 
 async function publishCollect(trigger: Trigger, request: PublishCollectRequest, timeoutMs: number): Promise<CollectResponse> {
-  return collectResponse.parse(await trigger({ function_id: PUBLISH_COLLECT, payload: request, timeoutMs: timeoutMs + HOOK_CALL_MARGIN_MS }));
+  return collectResponse.parse(
+    await trigger({ function_id: PUBLISH_COLLECT, payload: request, timeoutMs: timeoutMs + HOOK_CALL_MARGIN_MS }),
+  );
 }
 
-const describeFailure = (e: unknown): string => (e instanceof z.ZodError ? "an unreadable answer" : `${errorCode(e) ?? "error"}: ${errorText(e)}`);
+const describeFailure = (e: unknown): string =>
+  e instanceof z.ZodError ? "an unreadable answer" : `${errorCode(e) ?? "error"}: ${errorText(e)}`;
 
 // ------------------------------------------------------------------ before a call
 
@@ -218,7 +223,12 @@ function gateDown(call: FunctionCall, detail: string): BeforeCallOutcome {
  * transport failing, or a subscriber not answering within BEFORE_HOOK_TIMEOUT_MS, denies
  * `gate_unavailable` (fail closed, §3.5).
  */
-export async function beforeFunctionCall(trigger: Trigger, sessionId: string, call: FunctionCall, cache: SubscriberPresence = presence): Promise<BeforeCallOutcome> {
+export async function beforeFunctionCall(
+  trigger: Trigger,
+  sessionId: string,
+  call: FunctionCall,
+  cache: SubscriberPresence = presence,
+): Promise<BeforeCallOutcome> {
   if ((await cache.subscribers(trigger, BEFORE_FUNCTION_CALL_TOPIC)) === 0) return { kind: "run", call };
   const payload: BeforeFunctionCallPayload = { session_id: sessionId, function_call: call };
   let res: CollectResponse;
@@ -226,18 +236,30 @@ export async function beforeFunctionCall(trigger: Trigger, sessionId: string, ca
     res = await publishCollect(
       trigger,
       // No quiescence cut-off: a gate waits for every subscriber (or the deadline), never for the fastest.
-      { topic: BEFORE_FUNCTION_CALL_TOPIC, payload, merge_rule: "first_block_wins", timeout_ms: BEFORE_HOOK_TIMEOUT_MS, quiescence_ms: BEFORE_HOOK_TIMEOUT_MS },
+      {
+        topic: BEFORE_FUNCTION_CALL_TOPIC,
+        payload,
+        merge_rule: "first_block_wins",
+        timeout_ms: BEFORE_HOOK_TIMEOUT_MS,
+        quiescence_ms: BEFORE_HOOK_TIMEOUT_MS,
+      },
       BEFORE_HOOK_TIMEOUT_MS,
     );
   } catch (e) {
     return gateDown(call, `before-call hook unavailable: ${describeFailure(e)}`);
   }
-  if (res.publish_failed === true || res.publish?.ok === false) return gateDown(call, `before-call hook publish failed: ${res.publish?.error ?? "unknown error"}`);
-  const blocker = [isRecord(res.merged) ? res.merged : undefined, ...res.replies].find((r): r is Record<string, unknown> => isRecord(r) && r.block === true);
+  if (res.publish_failed === true || res.publish?.ok === false)
+    return gateDown(call, `before-call hook publish failed: ${res.publish?.error ?? "unknown error"}`);
+  const blocker = [isRecord(res.merged) ? res.merged : undefined, ...res.replies].find(
+    (r): r is Record<string, unknown> => isRecord(r) && r.block === true,
+  );
   if (blocker) return { kind: "deny", result: hookDenialResult(call, blocker.reason) };
   const expected = res.publish?.subscribers;
   if (expected !== undefined && res.replies.length < expected) {
-    return gateDown(call, `before-call hook: ${expected - res.replies.length} of ${expected} subscribers did not answer within ${BEFORE_HOOK_TIMEOUT_MS} ms`);
+    return gateDown(
+      call,
+      `before-call hook: ${expected - res.replies.length} of ${expected} subscribers did not answer within ${BEFORE_HOOK_TIMEOUT_MS} ms`,
+    );
   }
   let args: Record<string, unknown> | undefined;
   for (const r of res.replies) {
@@ -257,15 +279,33 @@ const isContent = (v: unknown): v is ContentBlock[] => Array.isArray(v) && v.eve
  * rewrites `content` (when it is a content list), `details` and `terminate`; no reply, a failed
  * publish or an unreachable hook-fanout keeps the original result.
  */
-export async function afterFunctionCall(trigger: Trigger, sessionId: string, call: FunctionCall, result: FunctionResult, cache: SubscriberPresence = presence): Promise<FunctionResult> {
+export async function afterFunctionCall(
+  trigger: Trigger,
+  sessionId: string,
+  call: FunctionCall,
+  result: FunctionResult,
+  cache: SubscriberPresence = presence,
+): Promise<FunctionResult> {
   if ((await cache.subscribers(trigger, AFTER_FUNCTION_CALL_TOPIC)) === 0) return result;
-  const payload: AfterFunctionCallPayload = { session_id: sessionId, function_call: call, content: result.content, details: result.details, is_error: isErrorResult(result) };
+  const payload: AfterFunctionCallPayload = {
+    session_id: sessionId,
+    function_call: call,
+    content: result.content,
+    details: result.details,
+    is_error: isErrorResult(result),
+  };
   if (result.terminate !== undefined) payload.terminate = result.terminate;
   let res: CollectResponse;
   try {
     res = await publishCollect(
       trigger,
-      { topic: AFTER_FUNCTION_CALL_TOPIC, payload, merge_rule: "field_merge", timeout_ms: AFTER_HOOK_TIMEOUT_MS, quiescence_ms: AFTER_HOOK_TIMEOUT_MS },
+      {
+        topic: AFTER_FUNCTION_CALL_TOPIC,
+        payload,
+        merge_rule: "field_merge",
+        timeout_ms: AFTER_HOOK_TIMEOUT_MS,
+        quiescence_ms: AFTER_HOOK_TIMEOUT_MS,
+      },
       AFTER_HOOK_TIMEOUT_MS,
     );
   } catch (e) {
@@ -273,12 +313,17 @@ export async function afterFunctionCall(trigger: Trigger, sessionId: string, cal
     return result;
   }
   if (res.publish_failed === true || res.publish?.ok === false) {
-    console.warn(`turn-orchestrator: after-call hook publish for ${call.id} failed, keeping the result: ${res.publish?.error ?? "unknown error"}`);
+    console.warn(
+      `turn-orchestrator: after-call hook publish for ${call.id} failed, keeping the result: ${res.publish?.error ?? "unknown error"}`,
+    );
     return result;
   }
   if (res.replies.length === 0 || !isRecord(res.merged)) return result;
   const m = res.merged;
-  const out: FunctionResult = { content: isContent(m.content) ? m.content : result.content, details: "details" in m ? m.details : result.details };
+  const out: FunctionResult = {
+    content: isContent(m.content) ? m.content : result.content,
+    details: "details" in m ? m.details : result.details,
+  };
   const terminate = typeof m.terminate === "boolean" ? m.terminate : result.terminate;
   if (terminate !== undefined) out.terminate = terminate;
   return out;

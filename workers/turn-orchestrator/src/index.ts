@@ -1,7 +1,13 @@
 // The turn-orchestrator worker (docs/harness-contracts.md §1.2, §2): one durable FSM per session, every fact
 // of it in engine state, every step a `turn::<state>` message on the `turn-step` queue. Runs in
 // workerd and in Node (Web APIs only).
-import { runEventsRequest, runStartWithParentRequest, runSteerRequest, turnSessionRequest, type TurnState } from "@iii-edge/protocol/harness";
+import {
+  runEventsRequest,
+  runStartWithParentRequest,
+  runSteerRequest,
+  turnSessionRequest,
+  type TurnState,
+} from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
@@ -41,46 +47,77 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
     };
     for (const [state, handler] of Object.entries(steps) as [TurnState, (tx: Tx) => Promise<void>][]) {
       // A step is the orchestrator's own queue message: a caller with a grant must own the session too.
-      iii.registerFunction(`turn::${state}`, async (data: StepPayload, ctx) => {
-        await checkSession(ctx.trigger as Trigger, ctx.caller, data.session_id);
-        return runTransition(ctx.trigger as Trigger, state, data, handler, tracer);
-      }, {
-        description: `Turn step: the ${state} state of a session's run (queued on turn-step with {session_id, step})`,
-        input: stepPayload,
-        metadata: OWNER_CHECKED,
-      });
+      iii.registerFunction(
+        `turn::${state}`,
+        async (data: StepPayload, ctx) => {
+          await checkSession(ctx.trigger as Trigger, ctx.caller, data.session_id);
+          return runTransition(ctx.trigger as Trigger, state, data, handler, tracer);
+        },
+        {
+          description: `Turn step: the ${state} state of a session's run (queued on turn-step with {session_id, step})`,
+          input: stepPayload,
+          metadata: OWNER_CHECKED,
+        },
+      );
     }
 
-    iii.registerFunction("run::start", (data: Parameters<typeof runStart>[1], ctx) => runStart({ trigger: ctx.trigger as Trigger, newRunId, tracer, caller: ctx.caller }, data), {
-      description: "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
-      input: runStartWithParentRequest,
-      metadata: OWNER_CHECKED,
-    });
+    iii.registerFunction(
+      "run::start",
+      (data: Parameters<typeof runStart>[1], ctx) =>
+        runStart({ trigger: ctx.trigger as Trigger, newRunId, tracer, caller: ctx.caller }, data),
+      {
+        description:
+          "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
+        input: runStartWithParentRequest,
+        metadata: OWNER_CHECKED,
+      },
+    );
     // Each of these first checks the caller against the session's owner (owners.ts).
-    const owned = <D extends { session_id: string }, R>(run: (trigger: Trigger, data: D) => Promise<R>) => async (data: D, ctx: { trigger: unknown; caller?: Parameters<typeof checkSession>[1] }) => {
-      await checkSession(ctx.trigger as Trigger, ctx.caller, data.session_id);
-      return run(ctx.trigger as Trigger, data);
-    };
-    iii.registerFunction("turn::get_state", owned((trigger, data: { session_id: string }) => getState(trigger, data.session_id)), {
-      description: "The client view of a session's turn record ({session_id, state, turn_count, max_turns?, awaiting_approval?, error?}) or null",
-      input: turnSessionRequest,
-      metadata: OWNER_CHECKED,
-    });
-    iii.registerFunction("turn::stop", owned((trigger, data: { session_id: string }) => stopRun(trigger, data.session_id, tracer)), {
-      description: "Stop a session's run between steps: {session_id} → {session_id, stopping, state}",
-      input: turnSessionRequest,
-      metadata: OWNER_CHECKED,
-    });
-    iii.registerFunction("run::steer", owned((trigger, data: { session_id: string; message: unknown }) => steer(trigger, data.session_id, data.message)), {
-      description: "Queue a message for the running turn (inbox steering): {session_id, message} → {ok}",
-      input: runSteerRequest,
-      metadata: OWNER_CHECKED,
-    });
-    iii.registerFunction("run::events", owned((trigger, data: { session_id: string; after?: string | null; limit?: number }) => readEvents(trigger, data.session_id, data.after, data.limit)), {
-      description: "A session's agent::events after a cursor, in order: {session_id, after?, limit?} → {events:[{item_id, data}], next}",
-      input: runEventsRequest,
-      metadata: OWNER_CHECKED,
-    });
+    const owned =
+      <D extends { session_id: string }, R>(run: (trigger: Trigger, data: D) => Promise<R>) =>
+      async (data: D, ctx: { trigger: unknown; caller?: Parameters<typeof checkSession>[1] }) => {
+        await checkSession(ctx.trigger as Trigger, ctx.caller, data.session_id);
+        return run(ctx.trigger as Trigger, data);
+      };
+    iii.registerFunction(
+      "turn::get_state",
+      owned((trigger, data: { session_id: string }) => getState(trigger, data.session_id)),
+      {
+        description:
+          "The client view of a session's turn record ({session_id, state, turn_count, max_turns?, awaiting_approval?, error?}) or null",
+        input: turnSessionRequest,
+        metadata: OWNER_CHECKED,
+      },
+    );
+    iii.registerFunction(
+      "turn::stop",
+      owned((trigger, data: { session_id: string }) => stopRun(trigger, data.session_id, tracer)),
+      {
+        description: "Stop a session's run between steps: {session_id} → {session_id, stopping, state}",
+        input: turnSessionRequest,
+        metadata: OWNER_CHECKED,
+      },
+    );
+    iii.registerFunction(
+      "run::steer",
+      owned((trigger, data: { session_id: string; message: unknown }) => steer(trigger, data.session_id, data.message)),
+      {
+        description: "Queue a message for the running turn (inbox steering): {session_id, message} → {ok}",
+        input: runSteerRequest,
+        metadata: OWNER_CHECKED,
+      },
+    );
+    iii.registerFunction(
+      "run::events",
+      owned((trigger, data: { session_id: string; after?: string | null; limit?: number }) =>
+        readEvents(trigger, data.session_id, data.after, data.limit),
+      ),
+      {
+        description: "A session's agent::events after a cursor, in order: {session_id, after?, limit?} → {events:[{item_id, data}], next}",
+        input: runEventsRequest,
+        metadata: OWNER_CHECKED,
+      },
+    );
     iii.registerFunction("turn::on_approval", (data: unknown, ctx) => onApproval(ctx.trigger as Trigger, data, tracer), {
       description: "State trigger handler (scope approvals): wakes the parked session a decision belongs to",
     });

@@ -43,7 +43,12 @@ export async function finishSession(tx: Tx): Promise<void> {
  * assistant (the given one, or a synthetic one saying why) and `agent_end`. `fromPersisted` starts
  * from the last saved record (a handler that threw may have left its copy half-changed).
  */
-export async function failRun(tx: Tx, kind: string, message: string, opts: { assistant?: AssistantMessage; bodyStreamed?: boolean; fromPersisted?: boolean } = {}): Promise<void> {
+export async function failRun(
+  tx: Tx,
+  kind: string,
+  message: string,
+  opts: { assistant?: AssistantMessage; bodyStreamed?: boolean; fromPersisted?: boolean } = {},
+): Promise<void> {
   if (opts.fromPersisted) tx.resetToPersisted();
   await releaseRun(tx);
   tx.rec.state = "failed";

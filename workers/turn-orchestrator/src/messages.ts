@@ -3,7 +3,11 @@
 import type { AgentMessage, AssistantMessage, ContentBlock, ErrorKind, FunctionCall, StopReason } from "@iii-edge/protocol/harness";
 import { HARNESS_MODEL, MAX_ERROR_TEXT } from "./constants.ts";
 
-export function syntheticAssistant(text: string, stop_reason: StopReason, extra: { error_kind?: ErrorKind; model?: string; provider?: string } = {}): AssistantMessage {
+export function syntheticAssistant(
+  text: string,
+  stop_reason: StopReason,
+  extra: { error_kind?: ErrorKind; model?: string; provider?: string } = {},
+): AssistantMessage {
   const m: AssistantMessage = {
     role: "assistant",
     content: [{ type: "text", text }],
@@ -32,7 +36,8 @@ export function normaliseMessage(input: unknown, now = Date.now()): AgentMessage
 /** The `function_call` blocks of an assistant message, in order. */
 export function functionCallsOf(m: AssistantMessage): FunctionCall[] {
   const out: FunctionCall[] = [];
-  for (const b of m.content ?? []) if (b && b.type === "function_call") out.push({ id: b.id, function_id: b.function_id, arguments: b.arguments });
+  for (const b of m.content ?? [])
+    if (b && b.type === "function_call") out.push({ id: b.id, function_id: b.function_id, arguments: b.arguments });
   return out;
 }
 

@@ -3,16 +3,28 @@
 // changes a session asks the engine to be told who calls (`caller_principal` metadata) and checks
 // the caller against the owner recorded in `session_owner/<sid>` (protocol's auth.ts), or against a
 // `sessions` grant naming the session. Trusted code of this deployment (no principal) may act on any.
-import { IIIError, assertSessionAccess, claimSessionOwner, mayUseSession, sessionOwner, type CallerPrincipal, type OwnerLookup } from "@iii-edge/protocol";
+import {
+  IIIError,
+  assertSessionAccess,
+  claimSessionOwner,
+  mayUseSession,
+  sessionOwner,
+  type CallerPrincipal,
+  type OwnerLookup,
+} from "@iii-edge/protocol";
 import type { SubAgentParentLink } from "@iii-edge/protocol/harness";
 import type { Trigger } from "./calls.ts";
 
 /** Registration metadata of every function that checks the caller against a session's owner. */
 export const OWNER_CHECKED = { caller_principal: true } as const;
 
-const lookup = (trigger: Trigger): OwnerLookup => (req) => trigger(req);
+const lookup =
+  (trigger: Trigger): OwnerLookup =>
+  (req) =>
+    trigger(req);
 
-const refused = (sid: string, caller: CallerPrincipal): IIIError => new IIIError("forbidden", `session ${sid} is not one '${caller.sub}' may use`);
+const refused = (sid: string, caller: CallerPrincipal): IIIError =>
+  new IIIError("forbidden", `session ${sid} is not one '${caller.sub}' may use`);
 
 /** Refuse the caller a session it may not use (the same answer whether it exists or not). */
 export function checkSession(trigger: Trigger, caller: CallerPrincipal | undefined, sid: string): Promise<void> {
@@ -24,7 +36,13 @@ export function checkSession(trigger: Trigger, caller: CallerPrincipal | undefin
  * owns yet (`fresh`: no run ever claimed it) becomes the caller's — or, for a sub-agent, its
  * parent's owner's. Answers the owner that stands (undefined: trusted code started an unowned one).
  */
-export async function ownForRun(trigger: Trigger, caller: CallerPrincipal | undefined, sid: string, fresh: boolean, parent?: SubAgentParentLink): Promise<string | undefined> {
+export async function ownForRun(
+  trigger: Trigger,
+  caller: CallerPrincipal | undefined,
+  sid: string,
+  fresh: boolean,
+  parent?: SubAgentParentLink,
+): Promise<string | undefined> {
   const call = lookup(trigger);
   const owner = await sessionOwner(call, sid);
   if (owner !== undefined) {

@@ -2,7 +2,15 @@
 // (leniently, with the function-batch states checked strictly), what clients see of it, and the
 // deterministic ids derived from it.
 import { z } from "zod";
-import { STEPABLE_STATES, TERMINAL_STATES, TURN_STATES, type AssistantMessage, type TurnState, type TurnStateRecord, type TurnStateView } from "@iii-edge/protocol/harness";
+import {
+  STEPABLE_STATES,
+  TERMINAL_STATES,
+  TURN_STATES,
+  type AssistantMessage,
+  type TurnState,
+  type TurnStateRecord,
+  type TurnStateView,
+} from "@iii-edge/protocol/harness";
 import { EVENT_SEQ_DIGITS, MAX_ENTRY_ID, MAX_IDEMPOTENCY_KEY } from "./constants.ts";
 
 /** A broken invariant of a record (a function-batch state without its batch, …): the step fails. */
@@ -23,7 +31,13 @@ const preparedCall = z.union([
   z.looseObject({ route: z.literal("synthetic"), call: functionCall, result: functionResult, is_error: z.boolean().optional() }),
 ]);
 const executedCall = z.looseObject({ call: functionCall, result: functionResult, is_error: z.boolean(), duration_ms: z.number() });
-const awaiting = z.looseObject({ function_call_id: z.string(), function_id: z.string(), args: z.unknown(), pending_at: z.number().optional(), expires_at: z.number().optional() });
+const awaiting = z.looseObject({
+  function_call_id: z.string(),
+  function_id: z.string(),
+  args: z.unknown(),
+  pending_at: z.number().optional(),
+  expires_at: z.number().optional(),
+});
 const assistant = z.looseObject({ role: z.literal("assistant"), content: z.array(looseObject), stop_reason: z.string() });
 
 /** Lenient: counters and lists default, unknown fields pass (docs/harness-contracts.md §2.2 "parsed
@@ -44,7 +58,11 @@ const recordSchema = z.looseObject({
   error: z.object({ kind: z.string(), message: z.string() }).optional().catch(undefined),
   stop_requested: z.boolean().optional().catch(undefined),
   work: z
-    .looseObject({ prepared: z.array(preparedCall), executed: z.record(z.string(), executedCall).catch({}), calls: z.record(z.string(), callCheckpoint).catch({}) })
+    .looseObject({
+      prepared: z.array(preparedCall),
+      executed: z.record(z.string(), executedCall).catch({}),
+      calls: z.record(z.string(), callCheckpoint).catch({}),
+    })
     .optional(),
   awaiting_approval: z.array(awaiting).optional(),
   run_id: z.string().catch(""),
@@ -83,7 +101,9 @@ export function viewOf(rec: TurnStateRecord): TurnStateView {
  * engine's compare-and-set compares them). */
 export function canonicalJson(v: unknown): string {
   return JSON.stringify(v, (_k, x: unknown) =>
-    x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
+    x && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : x,
   );
 }
 export const sameJson = (a: unknown, b: unknown): boolean => canonicalJson(a) === canonicalJson(b);
@@ -104,7 +124,8 @@ const entryId = (id: string): string => bounded(id, MAX_ENTRY_ID);
 export const seedEntryId = (runId: string, i: number): string => entryId(`e_${runId}_user_${i}`);
 export const assistantEntryId = (runId: string, turn: number): string => entryId(`e_${runId}_${turn}_assistant`);
 export const resultEntryId = (runId: string, callId: string): string => entryId(`e_${runId}_${callId}`);
-export const inboxEntryId = (runId: string, inbox: "steer" | "followup", turn: number, i: number): string => entryId(`e_${runId}_${inbox}_${turn}_${i}`);
+export const inboxEntryId = (runId: string, inbox: "steer" | "followup", turn: number, i: number): string =>
+  entryId(`e_${runId}_${inbox}_${turn}_${i}`);
 export const maxTurnsEntryId = (runId: string, turn: number): string => entryId(`e_${runId}_${turn}_max_turns`);
 
 /** `agent::events` item id: `<sid>-<seq padded>` so a group's items sort by sequence. */

@@ -51,7 +51,12 @@ export async function requireRunRequest(trigger: Trigger, sid: string): Promise<
 /** Compare-and-set write; false when someone else wrote it first. */
 export async function casRunRequest(trigger: Trigger, sid: string, value: StoredRunRequest | null, expected: unknown): Promise<boolean> {
   try {
-    await callRequired(trigger, "state::update", { scope: SCOPE_RUN_REQUEST, key: sid, ops: [{ type: "set", path: "", value }], expected: expected ?? null });
+    await callRequired(trigger, "state::update", {
+      scope: SCOPE_RUN_REQUEST,
+      key: sid,
+      ops: [{ type: "set", path: "", value }],
+      expected: expected ?? null,
+    });
     return true;
   } catch (e) {
     if ((e as { code?: unknown })?.code === "state_conflict") return false;

@@ -1,7 +1,13 @@
 // `run::start` (docs/harness-contracts.md §1.2): busy guard, claim, session, run request, seed messages, and
 // the fresh record whose save enqueues `turn::provisioning`. Returns at once; the run goes on in
 // the queue.
-import { DEFAULT_MAX_TURNS, type RunStartRequest, type RunStartResponse, type SubAgentParentLink, type TurnStateRecord } from "@iii-edge/protocol/harness";
+import {
+  DEFAULT_MAX_TURNS,
+  type RunStartRequest,
+  type RunStartResponse,
+  type SubAgentParentLink,
+  type TurnStateRecord,
+} from "@iii-edge/protocol/harness";
 import type { CallerPrincipal } from "@iii-edge/protocol";
 import type { Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorText, type Trigger } from "./calls.ts";
@@ -30,9 +36,19 @@ const busy = (session_id: string): RunStartResponse => ({ session_id, started: f
  * fan-out, §7 item 4): a create-if-absent, so later runs write nothing. */
 async function markSessionCreated(trigger: Trigger, sid: string): Promise<void> {
   try {
-    await trigger({ function_id: "state::update", payload: { scope: SCOPE_SESSION_INDEX, key: sid, ops: [{ type: "set", path: "", value: { session_id: sid, created_at_ms: Date.now() } }], expected: null }, timeoutMs: 30_000 });
+    await trigger({
+      function_id: "state::update",
+      payload: {
+        scope: SCOPE_SESSION_INDEX,
+        key: sid,
+        ops: [{ type: "set", path: "", value: { session_id: sid, created_at_ms: Date.now() } }],
+        expected: null,
+      },
+      timeoutMs: 30_000,
+    });
   } catch (e) {
-    if ((e as { code?: unknown })?.code !== "state_conflict") console.warn(`turn-orchestrator: session_index/${sid} not written: ${errorText(e)}`);
+    if ((e as { code?: unknown })?.code !== "state_conflict")
+      console.warn(`turn-orchestrator: session_index/${sid} not written: ${errorText(e)}`);
   }
 }
 
@@ -96,7 +112,8 @@ export async function runStart(deps: StartDeps, input: RunStartRequest & { paren
   } catch (e) {
     // Give the claim back (best effort) so the next start is not refused for START_CLAIM_TTL_MS —
     // unless the record write was attempted: it may have landed, and its run needs this request.
-    if (!saving || e instanceof StateConflict) await casRunRequest(trigger, sid, (prev.raw ?? null) as StoredRunRequest | null, req).catch(() => undefined);
+    if (!saving || e instanceof StateConflict)
+      await casRunRequest(trigger, sid, (prev.raw ?? null) as StoredRunRequest | null, req).catch(() => undefined);
     if (e instanceof StateConflict) return busy(sid);
     throw e;
   }
@@ -105,7 +122,11 @@ export async function runStart(deps: StartDeps, input: RunStartRequest & { paren
   async function seedAndSave(): Promise<void> {
     await ensureSession(trigger, sid, owner);
     const seeds = input.messages.map((m) => normaliseMessage(m, now));
-    await appendMany(trigger, sid, seeds.map((message, i) => ({ entry_id: seedEntryId(runId, i), message })));
+    await appendMany(
+      trigger,
+      sid,
+      seeds.map((message, i) => ({ entry_id: seedEntryId(runId, i), message })),
+    );
     const tx = new Tx(trigger, sid, loaded, rec, tracer);
     // These report the appended seed entries (already stored), so they go out before the save:
     // the provisioning step the save wakes can then never get ahead of them.

@@ -12,7 +12,12 @@ import type { Entry } from "./transcript.ts";
 /** Before each provider call of a run with a `budget_id`: `budget::check` with the request's
  * estimated cost, held under the round's id (./budget.ts). A refusal (budget exceeded, or no
  * budget worker to ask: fail closed) ends the run without calling the model. */
-export async function checkBudgetBeforeProviderCall(trigger: Trigger, rec: TurnStateRecord, req: StoredRunRequest, messages: readonly AgentMessage[]): Promise<BudgetRefusal | undefined> {
+export async function checkBudgetBeforeProviderCall(
+  trigger: Trigger,
+  rec: TurnStateRecord,
+  req: StoredRunRequest,
+  messages: readonly AgentMessage[],
+): Promise<BudgetRefusal | undefined> {
   return checkBudget(trigger, rec, req, messages);
 }
 
@@ -24,7 +29,12 @@ export async function runBeforeFunctionCallHooks(trigger: Trigger, sessionId: st
 
 /** After a call returned: `agent::after_function_call` hooks may rewrite the result (hooks.ts, with
  * the subscriber-presence short-circuit of §7 item 1). */
-export async function runAfterFunctionCallHooks(trigger: Trigger, sessionId: string, call: FunctionCall, result: FunctionResult): Promise<FunctionResult> {
+export async function runAfterFunctionCallHooks(
+  trigger: Trigger,
+  sessionId: string,
+  call: FunctionCall,
+  result: FunctionResult,
+): Promise<FunctionResult> {
   return afterFunctionCall(trigger, sessionId, call, result);
 }
 

@@ -1,7 +1,14 @@
 // The stepable states' handlers (docs/harness-contracts.md §2.3). Each gets the step's Tx (the record, a deep
 // copy of what was loaded) and ends with the write that moves the record on.
 import { z } from "zod";
-import { agentMessageSchema, INBOX_FOLLOWUP, INBOX_STEERING, type AgentFunction, type AgentMessage, type Model } from "@iii-edge/protocol/harness";
+import {
+  agentMessageSchema,
+  INBOX_FOLLOWUP,
+  INBOX_STEERING,
+  type AgentFunction,
+  type AgentMessage,
+  type Model,
+} from "@iii-edge/protocol/harness";
 import type { Channels } from "@iii-edge/sdk-edge/worker";
 import { callRequired, errorCode, errorText, isTransportFailure, TransientError } from "./calls.ts";
 import { PROVISIONING_TIMEOUT_MS } from "./constants.ts";
@@ -29,14 +36,22 @@ export async function provisioning(tx: Tx): Promise<void> {
   const req = await requireRunRequest(tx.trigger, tx.sid);
   let reply: unknown;
   try {
-    reply = await tx.trigger({ function_id: "provisioning::prepare", payload: { session_id: tx.sid, run_request: req }, timeoutMs: PROVISIONING_TIMEOUT_MS });
+    reply = await tx.trigger({
+      function_id: "provisioning::prepare",
+      payload: { session_id: tx.sid, run_request: req },
+      timeoutMs: PROVISIONING_TIMEOUT_MS,
+    });
   } catch (e) {
-    if (errorCode(e) === "function_not_found") throw new Error("provisioning::prepare is not registered: no provisioning worker is connected, so the run cannot get its prompt and functions");
+    if (errorCode(e) === "function_not_found")
+      throw new Error(
+        "provisioning::prepare is not registered: no provisioning worker is connected, so the run cannot get its prompt and functions",
+      );
     if (isTransportFailure(e)) throw new TransientError(`provisioning::prepare: ${errorText(e)}`, { cause: e });
     throw new Error(`provisioning::prepare failed: ${errorCode(e) ?? "error"}: ${errorText(e)}`);
   }
   const prep = prepareResponse.safeParse(reply);
-  if (!prep.success) throw new Error(`provisioning::prepare answered an unreadable result: ${prep.error.issues[0]?.message ?? "bad shape"}`);
+  if (!prep.success)
+    throw new Error(`provisioning::prepare answered an unreadable result: ${prep.error.issues[0]?.message ?? "bad shape"}`);
   req.system_prompt = prep.data.system_prompt;
   req.function_schemas = prep.data.function_schemas as AgentFunction[];
   if (prep.data.sandbox_id) req.sandbox_id = prep.data.sandbox_id;
@@ -59,7 +74,10 @@ export async function assistantStreaming(tx: Tx, channels: Channels): Promise<vo
     rec.function_results.length > 0 ? takeInbox(tx, INBOX_STEERING, "steer") : Promise.resolve([]),
     readContextWindow(tx.trigger, tx.sid),
   ]);
-  announce(tx, steered.map((e) => e.message));
+  announce(
+    tx,
+    steered.map((e) => e.message),
+  );
   const seen = new Set(entries.map((e) => e.entry_id));
   const transcriptEntries = [...entries, ...steered.filter((e) => !seen.has(e.entry_id))];
   const transcript = transcriptEntries.map((e) => e.message);
@@ -143,7 +161,10 @@ export async function steeringCheck(tx: Tx): Promise<void> {
   if (rec.last_assistant) turnEndOnce(tx, rec.last_assistant);
   let taken = await takeInbox(tx, INBOX_STEERING, "steer");
   if (taken.length === 0) taken = await takeInbox(tx, INBOX_FOLLOWUP, "followup");
-  announce(tx, taken.map((e) => e.message));
+  announce(
+    tx,
+    taken.map((e) => e.message),
+  );
   if (taken.length > 0 || rec.function_results.length > 0) {
     if (maxTurnsReached(rec)) return endAtMaxTurns(tx);
     rec.function_results = [];

@@ -50,7 +50,12 @@ export async function loadRecord(trigger: Trigger, sid: string): Promise<Loaded 
  * stores the message; the function is not looked up now. */
 export async function enqueue(trigger: Trigger, msg: StepMessage): Promise<void> {
   try {
-    await trigger({ function_id: msg.function_id, payload: msg.payload, action: { type: "enqueue", queue: msg.queue, idempotency_key: msg.idempotency_key }, timeoutMs: STORAGE_TIMEOUT_MS });
+    await trigger({
+      function_id: msg.function_id,
+      payload: msg.payload,
+      action: { type: "enqueue", queue: msg.queue, idempotency_key: msg.idempotency_key },
+      timeoutMs: STORAGE_TIMEOUT_MS,
+    });
   } catch (e) {
     if (isTransportFailure(e)) throw new TransientError(`enqueue ${msg.function_id}: ${errorText(e)}`, { cause: e });
     throw e;
@@ -64,7 +69,12 @@ async function casWrite(trigger: Trigger, rec: TurnStateRecord, expected: unknow
 
 /** The compare-and-set itself, of a stored value as given. */
 export async function casWriteValue(trigger: Trigger, sid: string, value: unknown, expected: unknown, msg?: StepMessage): Promise<unknown> {
-  const payload: Record<string, unknown> = { scope: SCOPE_TURN_STATE, key: sid, ops: [{ type: "set", path: "", value }], expected: expected ?? null };
+  const payload: Record<string, unknown> = {
+    scope: SCOPE_TURN_STATE,
+    key: sid,
+    ops: [{ type: "set", path: "", value }],
+    expected: expected ?? null,
+  };
   if (msg) payload.enqueue = msg;
   let out: { messageReceiptId?: unknown } | undefined;
   try {
@@ -77,7 +87,8 @@ export async function casWriteValue(trigger: Trigger, sid: string, value: unknow
   // The engine stores the step message in the write's own transaction (protocol/README.md §7.2): a
   // write that answers without a receipt came from an engine that dropped `enqueue`, and the run
   // would sit in a stepable state with no step queued — refuse loudly instead.
-  if (msg && typeof out?.messageReceiptId !== "string") throw new Error("the engine did not enqueue the step with the record (state::update `enqueue` unsupported): upgrade the engine");
+  if (msg && typeof out?.messageReceiptId !== "string")
+    throw new Error("the engine did not enqueue the step with the record (state::update `enqueue` unsupported): upgrade the engine");
   return value;
 }
 
@@ -178,7 +189,8 @@ export class Tx {
     const stored = await writeRecord(this.trigger, this.rec, this.raw, msg);
     this.raw = stored;
     // The run ended with this write: its invoke_agent span ends with it.
-    if (isTerminal(this.rec.state) && (!before || !isTerminal(before.state))) endTurnTrace(this.tracer, this.rec, { provider: this.rec.last_assistant?.provider, model: this.rec.last_assistant?.model });
+    if (isTerminal(this.rec.state) && (!before || !isTerminal(before.state)))
+      endTurnTrace(this.tracer, this.rec, { provider: this.rec.last_assistant?.provider, model: this.rec.last_assistant?.model });
     this.written = structuredClone(this.rec);
     const events = this.pending;
     this.pending = [];

@@ -18,7 +18,11 @@ export function inferProvider(model: string): string {
   return "anthropic";
 }
 
-const assistantShape = z.looseObject({ role: z.literal("assistant"), content: z.array(z.looseObject({ type: z.string() })), stop_reason: z.string() });
+const assistantShape = z.looseObject({
+  role: z.literal("assistant"),
+  content: z.array(z.looseObject({ type: z.string() })),
+  stop_reason: z.string(),
+});
 const frameShape = z.looseObject({ type: z.string() });
 
 function parseFrame(item: string | Uint8Array): AssistantMessageEvent | undefined {
@@ -33,7 +37,8 @@ function parseFrame(item: string | Uint8Array): AssistantMessageEvent | undefine
   }
 }
 
-const asAssistant = (v: unknown): AssistantMessage | undefined => (assistantShape.safeParse(v).success ? (v as AssistantMessage) : undefined);
+const asAssistant = (v: unknown): AssistantMessage | undefined =>
+  assistantShape.safeParse(v).success ? (v as AssistantMessage) : undefined;
 
 export interface StreamOutcome {
   message: AssistantMessage;
@@ -46,13 +51,22 @@ export interface StreamOutcome {
  * the round. No terminal frame (the provider failed, the channel closed early, the budget ran
  * out) → a synthetic error assistant (`error_kind: "transient"`), surfaced as one text delta.
  */
-export async function streamAssistant(trigger: Trigger, channels: Channels, events: EventLog, req: StoredRunRequest, messages: AgentMessage[]): Promise<StreamOutcome> {
+export async function streamAssistant(
+  trigger: Trigger,
+  channels: Channels,
+  events: EventLog,
+  req: StoredRunRequest,
+  messages: AgentMessage[],
+): Promise<StreamOutcome> {
   let partial: AssistantMessage | undefined;
   let terminal: AssistantMessage | undefined;
   let bodyStreamed = false;
   const { callError: providerError } = await callIntoChannel(
     { trigger, channels },
-    (writer) => ({ function_id: `provider::${req.provider}::stream`, payload: { writer_ref: writer, system_prompt: req.system_prompt || null, model: req.model, messages, tools: req.function_schemas } }),
+    (writer) => ({
+      function_id: `provider::${req.provider}::stream`,
+      payload: { writer_ref: writer, system_prompt: req.system_prompt || null, model: req.model, messages, tools: req.function_schemas },
+    }),
     { timeoutMs: PROVIDER_TIMEOUT_MS, drainGraceMs: PROVIDER_DRAIN_GRACE_MS },
     (item) => {
       const frame = parseFrame(item);
@@ -68,12 +82,19 @@ export async function streamAssistant(trigger: Trigger, channels: Channels, even
       }
       if ("partial" in frame) partial = asAssistant(frame.partial) ?? partial;
       if (frame.type === "text_delta" || frame.type === "thinking_delta") bodyStreamed = true;
-      events.emit({ type: "message_update", message: partial ?? syntheticAssistant("", "end", { model: req.model, provider: req.provider }), llm_event: frame });
+      events.emit({
+        type: "message_update",
+        message: partial ?? syntheticAssistant("", "end", { model: req.model, provider: req.provider }),
+        llm_event: frame,
+      });
     },
   );
   if (terminal) return { message: terminal, bodyStreamed };
 
-  const why = providerError !== undefined ? `provider ${req.provider} failed: ${errorCode(providerError) ?? "error"}: ${errorText(providerError)}` : `provider ${req.provider} ended the stream without a final message`;
+  const why =
+    providerError !== undefined
+      ? `provider ${req.provider} failed: ${errorCode(providerError) ?? "error"}: ${errorText(providerError)}`
+      : `provider ${req.provider} ended the stream without a final message`;
   const message = syntheticAssistant(why, "error", { error_kind: "transient", model: req.model, provider: req.provider });
   events.emit({ type: "message_update", message, llm_event: { type: "text_delta", partial: message, delta: why } });
   return { message, bodyStreamed: true };

@@ -44,7 +44,13 @@ export function beginTurnTrace(tracer: Tracer, rec: TurnStateRecord, parent: str
   const probe = tracer.startSpan(`invoke_agent ${AGENT_NAME}`, {
     parent: parent ?? null,
     startTimeMs: startedAt,
-    attributes: { ...sessionAttributes(rec.session_id), "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": AGENT_NAME, "iii.run_id": rec.run_id, [IN_PROGRESS_ATTRIBUTE]: true },
+    attributes: {
+      ...sessionAttributes(rec.session_id),
+      "gen_ai.operation.name": "invoke_agent",
+      "gen_ai.agent.name": AGENT_NAME,
+      "iii.run_id": rec.run_id,
+      [IN_PROGRESS_ATTRIBUTE]: true,
+    },
   });
   probe.end(startedAt);
   const trace: TurnTrace = { traceparent: probe.traceparent, started_at_ms: startedAt };
@@ -64,7 +70,13 @@ export function inTurn<T>(tracer: Tracer | undefined, rec: TurnStateRecord, fn: 
 export function stepSpan<T>(tracer: Tracer, rec: TurnStateRecord, state: string, fn: () => Promise<T>): Promise<T> {
   const t = traceOf(rec);
   if (!t) return fn();
-  const attributes: Attributes = { ...sessionAttributes(rec.session_id), "iii.turn.state": state, "iii.turn.step": rec.step, "iii.run_id": rec.run_id, "iii.turn.count": rec.turn_count };
+  const attributes: Attributes = {
+    ...sessionAttributes(rec.session_id),
+    "iii.turn.state": state,
+    "iii.turn.step": rec.step,
+    "iii.run_id": rec.run_id,
+    "iii.turn.count": rec.turn_count,
+  };
   return tracer.withSpan(`step ${state}`, { parent: t.traceparent, attributes }, async (span) => {
     const out = await fn();
     span.setAttribute("iii.turn.next_state", rec.state);
@@ -80,7 +92,12 @@ export function endTurnTrace(tracer: Tracer, rec: TurnStateRecord, model: { prov
   const now = Date.now();
   // Calls left waiting (the run stopped or failed meanwhile): their spans end with it.
   for (const [cid, open] of Object.entries(t.tools ?? {})) {
-    const span = tracer.startSpan(`execute_tool ${open.function_id}`, { parent: t.traceparent, spanId: toolSpanId(t, cid), startTimeMs: open.started_at_ms, attributes: toolAttributes(rec.session_id, cid, open.function_id, "run_ended") });
+    const span = tracer.startSpan(`execute_tool ${open.function_id}`, {
+      parent: t.traceparent,
+      spanId: toolSpanId(t, cid),
+      startTimeMs: open.started_at_ms,
+      attributes: toolAttributes(rec.session_id, cid, open.function_id, "run_ended"),
+    });
     span.setAttribute("error.type", "run_ended");
     span.setStatus("error", `the run ended (${rec.state}) before the call finished`);
     span.end(now);
@@ -104,11 +121,15 @@ export function endTurnTrace(tracer: Tracer, rec: TurnStateRecord, model: { prov
     attributes,
   });
   // A log record for the end, correlated with the step that ended the run.
-  tracer.log(rec.state === "failed" ? "error" : "info", `run ${rec.run_id} of session ${rec.session_id} ${rec.state} after ${rec.turn_count} round(s)${rec.error ? `: ${rec.error.kind}: ${rec.error.message}` : ""}`, {
-    ...sessionAttributes(rec.session_id),
-    "iii.run_id": rec.run_id,
-    "iii.turn.final_state": rec.state,
-  });
+  tracer.log(
+    rec.state === "failed" ? "error" : "info",
+    `run ${rec.run_id} of session ${rec.session_id} ${rec.state} after ${rec.turn_count} round(s)${rec.error ? `: ${rec.error.kind}: ${rec.error.message}` : ""}`,
+    {
+      ...sessionAttributes(rec.session_id),
+      "iii.run_id": rec.run_id,
+      "iii.turn.final_state": rec.state,
+    },
+  );
   if (rec.state === "failed") {
     span.setAttribute("error.type", rec.error?.kind ?? "_OTHER");
     span.setStatus("error", (rec.error?.message ?? "the run failed").slice(0, MAX_ERROR_TEXT));

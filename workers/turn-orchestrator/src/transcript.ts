@@ -24,7 +24,11 @@ export async function appendMany(trigger: Trigger, sid: string, entries: Entry[]
 
 /** Append one entry; false when its id was already there (a replay). */
 export async function appendOne(trigger: Trigger, sid: string, entry: Entry): Promise<boolean> {
-  const r = await callRequired<{ appended?: unknown }>(trigger, "session-tree::append", { session_id: sid, entry_id: entry.entry_id, message: entry.message });
+  const r = await callRequired<{ appended?: unknown }>(trigger, "session-tree::append", {
+    session_id: sid,
+    entry_id: entry.entry_id,
+    message: entry.message,
+  });
   return r?.appended !== false;
 }
 
@@ -44,7 +48,8 @@ export async function readTranscript(trigger: Trigger, sid: string): Promise<Ent
     for (const m of messages) {
       if (m && typeof m === "object" && "message" in m) {
         const e = m as { entry_id?: unknown; message: unknown };
-        if (e.message && typeof e.message === "object") out.push({ entry_id: String(e.entry_id ?? ""), message: e.message as AgentMessage });
+        if (e.message && typeof e.message === "object")
+          out.push({ entry_id: String(e.entry_id ?? ""), message: e.message as AgentMessage });
       }
     }
     cursor = r?.next_cursor;

@@ -23,17 +23,29 @@ export type StepHandler = (tx: Tx) => Promise<void>;
 
 /** `turn::stop` took effect between steps: close any open batch, tell the UI, finish. */
 export async function stopRun(tx: Tx): Promise<void> {
-  if (tx.rec.state === "function_execute" || tx.rec.state === "function_awaiting_approval") await closeBatchOnStop(tx, STOPPED_BY_USER_TEXT);
+  if (tx.rec.state === "function_execute" || tx.rec.state === "function_awaiting_approval")
+    await closeBatchOnStop(tx, STOPPED_BY_USER_TEXT);
   const notice = syntheticAssistant(STOPPED_BY_USER_TEXT, "aborted");
   tx.afterSave({ type: "message_complete", message: notice, body_streamed: false });
   turnEndOnce(tx, notice);
   await finishSession(tx);
 }
 
-export async function runTransition(trigger: Trigger, state: TurnState, payload: StepPayload, handler: StepHandler, tracer?: Tracer): Promise<StepResult> {
+export async function runTransition(
+  trigger: Trigger,
+  state: TurnState,
+  payload: StepPayload,
+  handler: StepHandler,
+  tracer?: Tracer,
+): Promise<StepResult> {
   const loaded = await loadRecord(trigger, payload.session_id);
-  if (!loaded) throw new IIIError("not_found", `turn::${state}: no turn record for session ${payload.session_id} (invariant: a step is only queued by a saved record)`);
-  if (loaded.rec.state !== state || (payload.step !== undefined && payload.step !== loaded.rec.step)) return { ok: true, skipped: true, reason: "stale" };
+  if (!loaded)
+    throw new IIIError(
+      "not_found",
+      `turn::${state}: no turn record for session ${payload.session_id} (invariant: a step is only queued by a saved record)`,
+    );
+  if (loaded.rec.state !== state || (payload.step !== undefined && payload.step !== loaded.rec.step))
+    return { ok: true, skipped: true, reason: "stale" };
   const tx = new Tx(trigger, payload.session_id, loaded, undefined, tracer);
   // The step's span, under the run's invoke_agent span: everything the step calls is its child.
   return stepSpan(tx.tracer, tx.rec, state, () => step(tx, state, payload, handler));
@@ -48,7 +60,10 @@ async function step(tx: Tx, state: TurnState, payload: StepPayload, handler: Ste
     if (e instanceof StateConflict) return { ok: true, skipped: true, reason: "state_conflict" };
     const message = `from ${state}: ${errorText(e)}`;
     console.warn(`turn-orchestrator: session ${payload.session_id} failed ${message}`);
-    tx.tracer.log("error", `turn::${state} of session ${payload.session_id} failed: ${message}`, { "iii.session.id": payload.session_id, "iii.turn.state": state });
+    tx.tracer.log("error", `turn::${state} of session ${payload.session_id} failed: ${message}`, {
+      "iii.session.id": payload.session_id,
+      "iii.turn.state": state,
+    });
     try {
       await failRun(tx, "transition_error", message, { fromPersisted: true });
     } catch (e2) {

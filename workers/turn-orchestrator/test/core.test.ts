@@ -29,7 +29,13 @@ function fakeEngine(opts: { enqueueWithWrite?: boolean; extra?: Record<string, (
   const trigger = (async (req: TriggerRequest) => {
     const p = (req.payload ?? {}) as Record<string, unknown>;
     if (req.action?.type === "enqueue") {
-      enqueued.push({ function_id: req.function_id, payload: p, queue: req.action.queue, idempotency_key: req.action.idempotency_key, via: "action" });
+      enqueued.push({
+        function_id: req.function_id,
+        payload: p,
+        queue: req.action.queue,
+        idempotency_key: req.action.idempotency_key,
+        via: "action",
+      });
       return { messageReceiptId: `r${enqueued.length}` };
     }
     switch (req.function_id) {
@@ -47,7 +53,8 @@ function fakeEngine(opts: { enqueueWithWrite?: boolean; extra?: Record<string, (
       }
       case "state::update": {
         const old = state.get(k(p));
-        if ("expected" in p && canonicalJson(old ?? null) !== canonicalJson(p.expected ?? null)) throw new IIIError("state_conflict", "not the expected value");
+        if ("expected" in p && canonicalJson(old ?? null) !== canonicalJson(p.expected ?? null))
+          throw new IIIError("state_conflict", "not the expected value");
         let v: unknown = old ?? {};
         for (const op of p.ops as { type: string; path: string; value?: unknown; by?: number }[]) {
           if (op.type === "set" && op.path === "") v = op.value;
@@ -82,9 +89,21 @@ function fakeEngine(opts: { enqueueWithWrite?: boolean; extra?: Record<string, (
 }
 
 function record(state: TurnStateRecord["state"], extra: Partial<TurnStateRecord> = {}): TurnStateRecord {
-  return { session_id: "s1", state, step: 3, turn_count: 1, function_results: [], turn_end_emitted: false, started_at_ms: 1, updated_at_ms: 1, run_id: "r1", ...extra };
+  return {
+    session_id: "s1",
+    state,
+    step: 3,
+    turn_count: 1,
+    function_results: [],
+    turn_end_emitted: false,
+    started_at_ms: 1,
+    updated_at_ms: 1,
+    run_id: "r1",
+    ...extra,
+  };
 }
-const put = (e: ReturnType<typeof fakeEngine>, rec: TurnStateRecord) => e.state.set(`turn_state\u0000${rec.session_id}`, structuredClone(rec));
+const put = (e: ReturnType<typeof fakeEngine>, rec: TurnStateRecord) =>
+  e.state.set(`turn_state\u0000${rec.session_id}`, structuredClone(rec));
 const stored = (e: ReturnType<typeof fakeEngine>, sid = "s1") => e.state.get(`turn_state\u0000${sid}`) as TurnStateRecord | undefined;
 
 describe("saving is the wake", () => {
@@ -95,7 +114,15 @@ describe("saving is the wake", () => {
     tx.rec.state = "assistant_streaming";
     await tx.save();
     expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
-    expect(e.enqueued).toEqual([{ function_id: "turn::assistant_streaming", payload: { session_id: "s1", step: 4 }, queue: "turn-step", idempotency_key: "s1:4", via: "write" }]);
+    expect(e.enqueued).toEqual([
+      {
+        function_id: "turn::assistant_streaming",
+        payload: { session_id: "s1", step: 4 },
+        queue: "turn-step",
+        idempotency_key: "s1:4",
+        via: "write",
+      },
+    ]);
   });
 
   it("an unchanged state, a parked state and a terminal state enqueue nothing", async () => {
@@ -131,7 +158,10 @@ describe("saving is the wake", () => {
     await tx.save();
     await tx.events.flush();
     expect(e.streams.map((s) => s.data.type)).toEqual(["turn_state_changed"]);
-    expect(e.streams[0]).toMatchObject({ item_id: "s1-000000000001", data: { event_type: "state:updated", old_value: { state: "function_execute" }, new_value: { state: "steering_check" } } });
+    expect(e.streams[0]).toMatchObject({
+      item_id: "s1-000000000001",
+      data: { event_type: "state:updated", old_value: { state: "function_execute" }, new_value: { state: "steering_check" } },
+    });
   });
 
   it("a concurrent turn::stop flag is merged into the step's write; any other change is a conflict", async () => {
@@ -155,7 +185,9 @@ describe("runTransition", () => {
   it("a missing record is an error, and the handler does not run", async () => {
     const e = fakeEngine();
     let ran = false;
-    await expect(runTransition(e.trigger, "provisioning", { session_id: "s1" }, async () => void (ran = true))).rejects.toMatchObject({ code: "not_found" });
+    await expect(runTransition(e.trigger, "provisioning", { session_id: "s1" }, async () => void (ran = true))).rejects.toMatchObject({
+      code: "not_found",
+    });
     expect(ran).toBe(false);
   });
 
@@ -165,8 +197,16 @@ describe("runTransition", () => {
     const before = structuredClone(stored(e));
     let ran = false;
     const h = async () => void (ran = true);
-    expect(await runTransition(e.trigger, "provisioning", { session_id: "s1", step: 3 }, h)).toEqual({ ok: true, skipped: true, reason: "stale" });
-    expect(await runTransition(e.trigger, "steering_check", { session_id: "s1", step: 2 }, h)).toEqual({ ok: true, skipped: true, reason: "stale" });
+    expect(await runTransition(e.trigger, "provisioning", { session_id: "s1", step: 3 }, h)).toEqual({
+      ok: true,
+      skipped: true,
+      reason: "stale",
+    });
+    expect(await runTransition(e.trigger, "steering_check", { session_id: "s1", step: 2 }, h)).toEqual({
+      ok: true,
+      skipped: true,
+      reason: "stale",
+    });
     expect(ran).toBe(false);
     expect(stored(e)).toEqual(before);
   });
@@ -175,7 +215,15 @@ describe("runTransition", () => {
     const e = fakeEngine();
     put(e, record("steering_check", { function_results: [] }));
     await runTransition(e.trigger, "steering_check", { session_id: "s1", step: 3 }, async (tx) => {
-      tx.rec.function_results.push({ role: "function_result", function_call_id: "c", function_id: "f", content: [], details: null, is_error: false, timestamp: 1 });
+      tx.rec.function_results.push({
+        role: "function_result",
+        function_call_id: "c",
+        function_id: "f",
+        content: [],
+        details: null,
+        is_error: false,
+        timestamp: 1,
+      });
       expect(tx.persisted()?.function_results).toEqual([]);
       tx.rec.state = "assistant_streaming";
       await tx.save();
@@ -191,7 +239,11 @@ describe("runTransition", () => {
       throw new Error("boom");
     });
     expect(r).toEqual({ ok: false, from_state: "steering_check", to_state: "failed", error: "from steering_check: boom" });
-    expect(stored(e)).toMatchObject({ state: "failed", turn_count: 1, error: { kind: "transition_error", message: "from steering_check: boom" } });
+    expect(stored(e)).toMatchObject({
+      state: "failed",
+      turn_count: 1,
+      error: { kind: "transition_error", message: "from steering_check: boom" },
+    });
     const types = e.streams.map((s) => s.data.type);
     expect(types).toEqual(["message_complete", "turn_state_changed", "agent_end"]);
     expect(e.streams[0].data).toMatchObject({ message: { stop_reason: "error", error_kind: "transient" } });
@@ -202,26 +254,44 @@ describe("runTransition", () => {
     const e = fakeEngine();
     put(e, record("steering_check"));
     class LeaseBusy extends TransientError {}
-    await expect(runTransition(e.trigger, "steering_check", { session_id: "s1", step: 3 }, async () => Promise.reject(new LeaseBusy("compaction lease held")))).rejects.toBeInstanceOf(TransientError);
+    await expect(
+      runTransition(e.trigger, "steering_check", { session_id: "s1", step: 3 }, async () =>
+        Promise.reject(new LeaseBusy("compaction lease held")),
+      ),
+    ).rejects.toBeInstanceOf(TransientError);
     expect(stored(e)?.state).toBe("steering_check");
   });
 });
 
 describe("the chokepoint", () => {
-  const assistant = (content: AssistantMessage["content"]): AssistantMessage => ({ role: "assistant", content, stop_reason: "function_call", model: "m", provider: "p", timestamp: 1 });
+  const assistant = (content: AssistantMessage["content"]): AssistantMessage => ({
+    role: "assistant",
+    content,
+    stop_reason: "function_call",
+    model: "m",
+    provider: "p",
+    timestamp: 1,
+  });
 
   it("unwraps agent_trigger and settles anything else as missing_function", () => {
     const plan = planBatch(
       assistant([
         { type: "text", text: "let me" },
-        { type: "function_call", id: "a", function_id: AGENT_TRIGGER, arguments: { function: "state::get", payload: { scope: "x", key: "y" } } },
+        {
+          type: "function_call",
+          id: "a",
+          function_id: AGENT_TRIGGER,
+          arguments: { function: "state::get", payload: { scope: "x", key: "y" } },
+        },
         { type: "function_call", id: "b", function_id: AGENT_TRIGGER, arguments: { function: " " } },
         { type: "function_call", id: "c", function_id: "bash", arguments: {} },
         { type: "function_call", id: "d", function_id: AGENT_TRIGGER, arguments: '{"function":"engine::functions::list"}' },
         { type: "function_call", id: "e", function_id: AGENT_TRIGGER, arguments: { function: "x::y", payload: [1] } },
       ]),
     );
-    expect(plan.map((p) => [p.call.id, p.route, p.route === "synthetic" ? (p.result.details as { error: string }).error : p.call.function_id])).toEqual([
+    expect(
+      plan.map((p) => [p.call.id, p.route, p.route === "synthetic" ? (p.result.details as { error: string }).error : p.call.function_id]),
+    ).toEqual([
       ["a", "dispatch", "state::get"],
       ["b", "synthetic", "missing_function"],
       ["c", "synthetic", "missing_function"],
@@ -239,7 +309,11 @@ describe("the chokepoint", () => {
     const trigger = (async (req: TriggerRequest) => (sent.push(req), { ok: true })) as Trigger;
     await invokeTarget(trigger, call, "s1");
     expect(sent).toHaveLength(1);
-    expect(sent[0]).toMatchObject({ function_id: "f::g", payload: { a: 1 }, metadata: { session_id: "s1", function_call_id: "c1", function_id: "f::g" } });
+    expect(sent[0]).toMatchObject({
+      function_id: "f::g",
+      payload: { a: 1 },
+      metadata: { session_id: "s1", function_call_id: "c1", function_id: "f::g" },
+    });
     expect(Object.keys(sent[0].payload as object)).toEqual(["a"]);
     expect(call).toEqual(copy);
   });
@@ -258,36 +332,64 @@ describe("the chokepoint", () => {
     const allow = answering({ decision: "allow", rule_id: "f::g" });
     expect(await consultBefore(allow.t, call)).toEqual({ kind: "allow" });
     expect(allow.calls()).toBe(1);
-    const deny = await consultBefore(answering({ decision: "deny", rule_id: "no-root", rule_action: "deny", matched_constraint: { field: "path", operator: "matches", value: "^/$" } }).t, call);
-    expect(deny).toMatchObject({ kind: "deny", envelope: { denied_by: "permissions", rule_id: "no-root", matched_constraint: { field: "path" }, args_excerpt: { password: "<redacted>", path: "/" } } });
+    const deny = await consultBefore(
+      answering({
+        decision: "deny",
+        rule_id: "no-root",
+        rule_action: "deny",
+        matched_constraint: { field: "path", operator: "matches", value: "^/$" },
+      }).t,
+      call,
+    );
+    expect(deny).toMatchObject({
+      kind: "deny",
+      envelope: {
+        denied_by: "permissions",
+        rule_id: "no-root",
+        matched_constraint: { field: "path" },
+        args_excerpt: { password: "<redacted>", path: "/" },
+      },
+    });
     expect(await consultBefore(answering({ decision: "needs_approval" }).t, call)).toEqual({ kind: "pending" });
     expect(await consultBefore(answering({ verdict: "?" }).t, call)).toEqual({ kind: "pending" });
     const down = await consultBefore(answering(new IIIError("timeout", "no answer in 5000 ms")).t, call);
-    expect(down).toMatchObject({ kind: "deny", envelope: { denied_by: "gate_unavailable", reason: expect.stringContaining("policy unreachable: timeout") } });
+    expect(down).toMatchObject({
+      kind: "deny",
+      envelope: { denied_by: "gate_unavailable", reason: expect.stringContaining("policy unreachable: timeout") },
+    });
   });
 
   it("normalises results and maps target errors (docs/harness-contracts.md §3.1)", () => {
-    expect(normaliseResult({ content: [{ type: "text", text: "x" }], details: { a: 1 }, terminate: true })).toEqual({ content: [{ type: "text", text: "x" }], details: { a: 1 }, terminate: true });
+    expect(normaliseResult({ content: [{ type: "text", text: "x" }], details: { a: 1 }, terminate: true })).toEqual({
+      content: [{ type: "text", text: "x" }],
+      details: { a: 1 },
+      terminate: true,
+    });
     expect(normaliseResult({ n: 1 })).toEqual({ content: [{ type: "text", text: '{"n":1}' }], details: { n: 1 } });
     expect(normaliseResult("plain")).toEqual({ content: [{ type: "text", text: "plain" }], details: "plain" });
     const call = { id: "c", function_id: "skills/foo", arguments: {} };
-    expect(targetErrorResult(call, new IIIError("function_not_found", "nope"), 1).details).toMatchObject({ error: "function_not_found", hint: expect.stringContaining("skill path") });
+    expect(targetErrorResult(call, new IIIError("function_not_found", "nope"), 1).details).toMatchObject({
+      error: "function_not_found",
+      hint: expect.stringContaining("skill path"),
+    });
     expect(targetErrorResult(call, new IIIError("timeout", "late"), 1).details).toMatchObject({ error: "timeout" });
-    expect(targetErrorResult(call, new IIIError("invocation_stopped", "dropped"), 1).details).toMatchObject({ error: "interrupted", at_most_once: true });
-    expect(targetErrorResult(call, new IIIError("channel_send_failed", "x"), 1).details).toMatchObject({ status: "denied", denied_by: "gate_unavailable" });
-    expect(targetErrorResult(call, new IIIError("invalid_input", "bad path"), 1).details).toMatchObject({ error: "handler_error", code: "invalid_input" });
+    expect(targetErrorResult(call, new IIIError("invocation_stopped", "dropped"), 1).details).toMatchObject({
+      error: "interrupted",
+      at_most_once: true,
+    });
+    expect(targetErrorResult(call, new IIIError("channel_send_failed", "x"), 1).details).toMatchObject({
+      status: "denied",
+      denied_by: "gate_unavailable",
+    });
+    expect(targetErrorResult(call, new IIIError("invalid_input", "bad path"), 1).details).toMatchObject({
+      error: "handler_error",
+      code: "invalid_input",
+    });
   });
 
   it("infers the provider from the model name, never lmstudio", () => {
-    expect(["gpt-4o", "o3-mini", "o1", "kimi-k2", "moonshot-v1-8k", "claude-sonnet-4-6", "llama-3", "lmstudio-community/x"].map(inferProvider)).toEqual([
-      "openai",
-      "openai",
-      "openai",
-      "kimi",
-      "kimi",
-      "anthropic",
-      "anthropic",
-      "anthropic",
-    ]);
+    expect(
+      ["gpt-4o", "o3-mini", "o1", "kimi-k2", "moonshot-v1-8k", "claude-sonnet-4-6", "llama-3", "lmstudio-community/x"].map(inferProvider),
+    ).toEqual(["openai", "openai", "openai", "kimi", "kimi", "anthropic", "anthropic", "anthropic"]);
   });
 });

@@ -28,16 +28,24 @@ afterAll(async () => {
 const RECOVERY_MS = 90_000;
 
 async function agentEvents(sid: string): Promise<AgentEvent[]> {
-  return until(async () => {
-    const all = (await events(h, sid)).map((e) => e.data);
-    return all.some((e) => e.type === "agent_end") ? all : undefined;
-  }, "agent_end on the stream", 20_000);
+  return until(
+    async () => {
+      const all = (await events(h, sid)).map((e) => e.data);
+      return all.some((e) => e.type === "agent_end") ? all : undefined;
+    },
+    "agent_end on the stream",
+    20_000,
+  );
 }
 
-it("an engine restart while a call executes: the call ran once, its result says interrupted, the run stops", { timeout: 180_000 }, async () => {
+it("an engine restart while a call executes: the call ran once, its result says interrupted, the run stops", {
+  timeout: 180_000,
+}, async () => {
   const sid = "crash";
   const model = "gpt-crash";
-  h.scripts.set(model, (_req, n) => (n === 0 ? callAnswer(model, [{ id: "k1", fn: "test::block", payload: { effect: "write-once" } }]) : textAnswer(model, "recovered")));
+  h.scripts.set(model, (_req, n) =>
+    n === 0 ? callAnswer(model, [{ id: "k1", fn: "test::block", payload: { effect: "write-once" } }]) : textAnswer(model, "recovered"),
+  );
   await start(h, sid, model);
   const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && sessionOf(c) === sid);
   await until(() => blockCalls().length === 1, "the call is executing", 20_000);
@@ -62,16 +70,23 @@ it("an engine restart while a call executes: the call ran once, its result says 
   expect(evs.filter((e) => e.type === "message_complete")).toHaveLength(2);
 });
 
-it("the orchestrator dies with the engine: the step delivered again finds the call triggered and does not invoke it again", { timeout: 180_000 }, async () => {
+it("the orchestrator dies with the engine: the step delivered again finds the call triggered and does not invoke it again", {
+  timeout: 180_000,
+}, async () => {
   const sid = "crash-2";
   const model = "gpt-crash-2";
   h.targets.gate.rearm();
-  h.scripts.set(model, (_req, n) => (n === 0 ? callAnswer(model, [{ id: "k2", fn: "test::block", payload: { effect: "charge-card" } }]) : textAnswer(model, "carried on")));
+  h.scripts.set(model, (_req, n) =>
+    n === 0 ? callAnswer(model, [{ id: "k2", fn: "test::block", payload: { effect: "charge-card" } }]) : textAnswer(model, "carried on"),
+  );
   await start(h, sid, model);
   const blockCalls = () => h.targets.calls.filter((c) => c.fn === "test::block" && sessionOf(c) === sid);
   await until(() => blockCalls().length === 1, "the call is executing", 20_000);
   // The checkpoint says `triggered` before the target ran.
-  expect(await h.client.client.trigger({ function_id: "state::get", payload: { scope: "turn_state", key: sid } })).toMatchObject({ state: "function_execute", work: { calls: { k2: "triggered" } } });
+  expect(await h.client.client.trigger({ function_id: "state::get", payload: { scope: "turn_state", key: sid } })).toMatchObject({
+    state: "function_execute",
+    work: { calls: { k2: "triggered" } },
+  });
 
   // The orchestrator process is gone (its handler with it), and the engine restarts.
   await h.orchestrator.shutdown();

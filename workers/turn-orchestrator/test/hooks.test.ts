@@ -3,7 +3,13 @@
 // before/after hooks make of publish_collect's answers — deny, rewrite, fail closed on the gate,
 // keep the result on the after path.
 import { IIIError } from "@iii-edge/protocol";
-import { AFTER_FUNCTION_CALL_TOPIC, BEFORE_FUNCTION_CALL_TOPIC, PUBLISH_COLLECT, type FunctionCall, type FunctionResult } from "@iii-edge/protocol/harness";
+import {
+  AFTER_FUNCTION_CALL_TOPIC,
+  BEFORE_FUNCTION_CALL_TOPIC,
+  PUBLISH_COLLECT,
+  type FunctionCall,
+  type FunctionResult,
+} from "@iii-edge/protocol/harness";
 import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { describe, expect, it } from "vitest";
 import type { Trigger } from "../src/calls.ts";
@@ -18,7 +24,15 @@ function stand(opts: { bindings?: Binding[]; failLookup?: boolean; collect?: (pa
     calls.push(req);
     if (req.function_id === "engine::registered-triggers::list") {
       if (opts.failLookup) throw new IIIError("timeout", "no answer");
-      return { registered_triggers: (opts.bindings ?? []).map((b, i) => ({ id: `t${i}`, trigger_type: "durable:subscriber", status: "active", ...b })), total: 0 };
+      return {
+        registered_triggers: (opts.bindings ?? []).map((b, i) => ({
+          id: `t${i}`,
+          trigger_type: "durable:subscriber",
+          status: "active",
+          ...b,
+        })),
+        total: 0,
+      };
     }
     if (req.function_id === PUBLISH_COLLECT) {
       if (!opts.collect) throw new IIIError("function_not_found", `Function ${PUBLISH_COLLECT} not found`);
@@ -34,7 +48,9 @@ const sub = (function_id: string, topic: string, status = "active"): Binding => 
 
 describe("subscriber presence", () => {
   it("counts distinct active subscribers per topic; absent topics and parked bindings count 0", async () => {
-    const s = stand({ bindings: [sub("a", "t1"), sub("a", "t1"), sub("b", "t1"), sub("c", "t2", "parked"), { function_id: "d", config: null }] });
+    const s = stand({
+      bindings: [sub("a", "t1"), sub("a", "t1"), sub("b", "t1"), sub("c", "t2", "parked"), { function_id: "d", config: null }],
+    });
     const p = new SubscriberPresence();
     expect(await p.subscribers(s.trigger, "t1")).toBe(2);
     expect(await p.subscribers(s.trigger, "t2")).toBe(0);
@@ -102,7 +118,14 @@ describe("subscriber presence", () => {
 
 const call: FunctionCall = { id: "c1", function_id: "mail::send", arguments: { to: "a@b.c", password: "hunter2", body: "hi" } };
 const result: FunctionResult = { content: [{ type: "text", text: "sent" }], details: { sent: true } };
-const answer = (replies: unknown[], extra: Record<string, unknown> = {}) => ({ event_id: "e", replies, merged: { block: false }, publish: { ok: true, subscribers: replies.length }, resolved_by: "expected", ...extra });
+const answer = (replies: unknown[], extra: Record<string, unknown> = {}) => ({
+  event_id: "e",
+  replies,
+  merged: { block: false },
+  publish: { ok: true, subscribers: replies.length },
+  resolved_by: "expected",
+  ...extra,
+});
 
 describe("before a call", () => {
   it("no subscriber: the call as it is, and hook-fanout is never called", async () => {
@@ -115,32 +138,68 @@ describe("before a call", () => {
     const s = stand({ bindings: [sub("g", BEFORE_FUNCTION_CALL_TOPIC)], collect: () => answer([{}]) });
     await beforeFunctionCall(s.trigger, "s1", call, new SubscriberPresence());
     const req = s.calls.find((c) => c.function_id === PUBLISH_COLLECT)!.payload as Record<string, unknown>;
-    expect(req).toMatchObject({ topic: BEFORE_FUNCTION_CALL_TOPIC, merge_rule: "first_block_wins", payload: { session_id: "s1", function_call: call } });
+    expect(req).toMatchObject({
+      topic: BEFORE_FUNCTION_CALL_TOPIC,
+      merge_rule: "first_block_wins",
+      payload: { session_id: "s1", function_call: call },
+    });
     expect(req.quiescence_ms).toBe(req.timeout_ms);
   });
 
   it("a blocking reply denies with the hook's reason (denied_by hook, secrets redacted in the excerpt)", async () => {
-    const s = stand({ bindings: [sub("g", BEFORE_FUNCTION_CALL_TOPIC)], collect: () => answer([{ block: false }, { block: true, reason: "no mail on Sundays" }], { merged: { block: true, reason: "no mail on Sundays" } }) });
+    const s = stand({
+      bindings: [sub("g", BEFORE_FUNCTION_CALL_TOPIC)],
+      collect: () =>
+        answer([{ block: false }, { block: true, reason: "no mail on Sundays" }], {
+          merged: { block: true, reason: "no mail on Sundays" },
+        }),
+    });
     const out = await beforeFunctionCall(s.trigger, "s1", call, new SubscriberPresence());
     expect(out.kind).toBe("deny");
     if (out.kind !== "deny") return;
-    expect(out.result.details).toMatchObject({ status: "denied", denied_by: "hook", hook_topic: BEFORE_FUNCTION_CALL_TOPIC, function_id: "mail::send", args_excerpt: { password: "<redacted>" } });
+    expect(out.result.details).toMatchObject({
+      status: "denied",
+      denied_by: "hook",
+      hook_topic: BEFORE_FUNCTION_CALL_TOPIC,
+      function_id: "mail::send",
+      args_excerpt: { password: "<redacted>" },
+    });
     expect((out.result.content[0] as { text: string }).text).toContain("no mail on Sundays");
   });
 
   it("rewrites combine field by field in reply order (two redactions both hold)", async () => {
     const s = stand({
       bindings: [sub("g1", BEFORE_FUNCTION_CALL_TOPIC), sub("g2", BEFORE_FUNCTION_CALL_TOPIC)],
-      collect: () => answer([{ arguments: { password: "<redacted>" } }, { block: false, arguments: { body: "[scrubbed]" } }, { arguments: "not an object" }]),
+      collect: () =>
+        answer([
+          { arguments: { password: "<redacted>" } },
+          { block: false, arguments: { body: "[scrubbed]" } },
+          { arguments: "not an object" },
+        ]),
     });
-    expect(await beforeFunctionCall(s.trigger, "s1", call, new SubscriberPresence())).toEqual({ kind: "run", call: { ...call, arguments: { to: "a@b.c", password: "<redacted>", body: "[scrubbed]" } } });
+    expect(await beforeFunctionCall(s.trigger, "s1", call, new SubscriberPresence())).toEqual({
+      kind: "run",
+      call: { ...call, arguments: { to: "a@b.c", password: "<redacted>", body: "[scrubbed]" } },
+    });
   });
 
   it("fails closed (gate_unavailable): hook-fanout missing, the publish failed, a subscriber silent, an unreadable answer", async () => {
     const cases: { collect?: (p: Record<string, unknown>) => unknown; detail: string }[] = [
       { collect: undefined, detail: "before-call hook unavailable: function_not_found" },
-      { collect: () => ({ event_id: "e", replies: [], merged: { block: false }, publish: { ok: false, error: "queue down" }, publish_failed: true }), detail: "publish failed: queue down" },
-      { collect: () => answer([{}], { publish: { ok: true, subscribers: 2 }, resolved_by: "deadline" }), detail: "1 of 2 subscribers did not answer" },
+      {
+        collect: () => ({
+          event_id: "e",
+          replies: [],
+          merged: { block: false },
+          publish: { ok: false, error: "queue down" },
+          publish_failed: true,
+        }),
+        detail: "publish failed: queue down",
+      },
+      {
+        collect: () => answer([{}], { publish: { ok: true, subscribers: 2 }, resolved_by: "deadline" }),
+        detail: "1 of 2 subscribers did not answer",
+      },
       { collect: () => "garbage", detail: "an unreadable answer" },
     ];
     for (const c of cases) {
@@ -171,12 +230,24 @@ describe("after a call", () => {
   it("the merged content, details and terminate become the result; the payload carries the result's fields", async () => {
     const s = stand({
       bindings: [sub("h", AFTER_FUNCTION_CALL_TOPIC)],
-      collect: (p) => answer([{ content: [{ type: "text", text: "[redacted]" }] }], { merged: { ...(p.payload as object), content: [{ type: "text", text: "[redacted]" }], details: { sent: true, scrubbed: true }, terminate: true } }),
+      collect: (p) =>
+        answer([{ content: [{ type: "text", text: "[redacted]" }] }], {
+          merged: {
+            ...(p.payload as object),
+            content: [{ type: "text", text: "[redacted]" }],
+            details: { sent: true, scrubbed: true },
+            terminate: true,
+          },
+        }),
     });
     const out = await afterFunctionCall(s.trigger, "s1", call, result, new SubscriberPresence());
     expect(out).toEqual({ content: [{ type: "text", text: "[redacted]" }], details: { sent: true, scrubbed: true }, terminate: true });
     const req = s.calls.find((c) => c.function_id === PUBLISH_COLLECT)!.payload as Record<string, unknown>;
-    expect(req).toMatchObject({ topic: AFTER_FUNCTION_CALL_TOPIC, merge_rule: "field_merge", payload: { session_id: "s1", function_call: call, content: result.content, details: result.details, is_error: false } });
+    expect(req).toMatchObject({
+      topic: AFTER_FUNCTION_CALL_TOPIC,
+      merge_rule: "field_merge",
+      payload: { session_id: "s1", function_call: call, content: result.content, details: result.details, is_error: false },
+    });
   });
 
   it("keeps the original result: no reply, a failed publish, hook-fanout missing, content that is no content list", async () => {
@@ -189,7 +260,10 @@ describe("after a call", () => {
       const s = stand({ bindings: [sub("h", AFTER_FUNCTION_CALL_TOPIC)], collect });
       expect(await afterFunctionCall(s.trigger, "s1", call, result, new SubscriberPresence())).toBe(result);
     }
-    const s = stand({ bindings: [sub("h", AFTER_FUNCTION_CALL_TOPIC)], collect: () => answer([{ content: "x" }], { merged: { content: "x", details: result.details } }) });
+    const s = stand({
+      bindings: [sub("h", AFTER_FUNCTION_CALL_TOPIC)],
+      collect: () => answer([{ content: "x" }], { merged: { content: "x", details: result.details } }),
+    });
     expect(await afterFunctionCall(s.trigger, "s1", call, result, new SubscriberPresence())).toEqual(result);
   });
 });

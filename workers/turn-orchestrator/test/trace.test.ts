@@ -23,17 +23,30 @@ describe("a turn's spans from a Node orchestrator", () => {
     expect(await start(h, sid, "gpt-traced")).toEqual({ session_id: sid, started: true });
     await waitState(h, sid, "stopped");
 
-    const [agent] = (await until(async () => {
-      const r = await call<TracesListOutput>(h, "engine::traces::list", { session_id: sid, name: "invoke_agent" });
-      // While the turn runs the store holds an in-progress copy (status unset); the finished span
-      // replaces it once its batch is flushed, which can come after the run reports stopped.
-      return r.spans.length > 0 && r.spans[0]!.end_time_unix_nano > 0 && r.spans[0]!.status !== "unset" ? r.spans : undefined;
-    }, "the finished invoke_agent span", 15_000)) as Span[];
-    expect(agent).toMatchObject({ name: "invoke_agent iii-edge", service_name: "turn-orchestrator", status: "ok", attributes: expect.objectContaining({ "gen_ai.conversation.id": sid }) });
-    const spans = await until(async () => {
-      const r = await call<TracesListOutput>(h, "engine::traces::list", { trace_id: agent!.trace_id, limit: 1000 });
-      return r.spans.some((s) => s.name === "step steering_check") ? r.spans : undefined;
-    }, "the steps' spans", 15_000);
+    const [agent] = (await until(
+      async () => {
+        const r = await call<TracesListOutput>(h, "engine::traces::list", { session_id: sid, name: "invoke_agent" });
+        // While the turn runs the store holds an in-progress copy (status unset); the finished span
+        // replaces it once its batch is flushed, which can come after the run reports stopped.
+        return r.spans.length > 0 && r.spans[0]!.end_time_unix_nano > 0 && r.spans[0]!.status !== "unset" ? r.spans : undefined;
+      },
+      "the finished invoke_agent span",
+      15_000,
+    )) as Span[];
+    expect(agent).toMatchObject({
+      name: "invoke_agent iii-edge",
+      service_name: "turn-orchestrator",
+      status: "ok",
+      attributes: expect.objectContaining({ "gen_ai.conversation.id": sid }),
+    });
+    const spans = await until(
+      async () => {
+        const r = await call<TracesListOutput>(h, "engine::traces::list", { trace_id: agent!.trace_id, limit: 1000 });
+        return r.spans.some((s) => s.name === "step steering_check") ? r.spans : undefined;
+      },
+      "the steps' spans",
+      15_000,
+    );
     const byId = new Map(spans.map((s) => [s.span_id, s]));
     expect(spans.filter((s) => s.parent_span_id && !byId.has(s.parent_span_id)).map((s) => s.name)).toEqual([]);
     expect(spans.filter((s) => !s.parent_span_id)).toHaveLength(1);

@@ -22,7 +22,16 @@ import {
   waitView,
   type Harness,
 } from "./support/harness.ts";
-import { callAnswer, connect, errorAnswer, registerProvisioning, sessionOf, SYSTEM_PROMPT, textAnswer, type PolicyRule } from "./support/stand-ins.ts";
+import {
+  callAnswer,
+  connect,
+  errorAnswer,
+  registerProvisioning,
+  sessionOf,
+  SYSTEM_PROMPT,
+  textAnswer,
+  type PolicyRule,
+} from "./support/stand-ins.ts";
 
 let h: Harness;
 
@@ -37,11 +46,13 @@ const requestsOf = (model: string) => h.provider.requests.filter((r) => r.model 
 const callsOf = (fn: string, sid?: string) => h.targets.calls.filter((c) => c.fn === fn && (sid === undefined || sessionOf(c) === sid));
 const typesOf = (evs: AgentEvent[]) => evs.map((e) => e.type);
 const count = (evs: AgentEvent[], type: AgentEvent["type"]) => evs.filter((e) => e.type === type).length;
-const resultsOf = async (sid: string) => (await transcript(h, sid)).filter((e) => e.message.role === "function_result").map((e) => e.message as FunctionResultMessage);
+const resultsOf = async (sid: string) =>
+  (await transcript(h, sid)).filter((e) => e.message.role === "function_result").map((e) => e.message as FunctionResultMessage);
 const rolesOf = async (sid: string) => (await transcript(h, sid)).map((e) => e.message.role);
 const idsOf = async (sid: string) => (await transcript(h, sid)).map((e) => e.entry_id);
 const stateGet = (scope: string, key: string) => call(h, "state::get", { scope, key });
-const decide = (sid: string, cid: string, decision: "allow" | "deny", reason: string | null = null) => call(h, "state::set", { scope: "approvals", key: `${sid}/${cid}`, value: { decision, reason } });
+const decide = (sid: string, cid: string, decision: "allow" | "deny", reason: string | null = null) =>
+  call(h, "state::set", { scope: "approvals", key: `${sid}/${cid}`, value: { decision, reason } });
 
 /** A model that makes `calls` on its first answer and says `text` after. */
 function callThenText(model: string, calls: { id: string; fn: string; payload?: Record<string, unknown> }[], text = "all done") {
@@ -68,7 +79,13 @@ describe("run::start", () => {
     expect(typesOf(evs).slice(0, 3)).toEqual(["agent_start", "message_start", "message_end"]);
     expect(evs.at(-1)?.type).toBe("agent_end");
     const updates = evs.filter((e) => e.type === "message_update");
-    expect(updates.map((e) => (e.type === "message_update" ? e.llm_event.type : ""))).toEqual(["start", "text_start", "text_delta", "text_delta", "text_end"]);
+    expect(updates.map((e) => (e.type === "message_update" ? e.llm_event.type : ""))).toEqual([
+      "start",
+      "text_start",
+      "text_delta",
+      "text_delta",
+      "text_end",
+    ]);
     const completes = evs.filter((e) => e.type === "message_complete");
     expect(completes).toHaveLength(1);
     expect(completes[0]).toMatchObject({ body_streamed: true, message: { stop_reason: "end" } });
@@ -112,7 +129,9 @@ describe("run::start", () => {
   it("refuses bad input with a typed error and writes nothing", async () => {
     await expect(call(h, "run::start", { session_id: "a/b", model: "gpt-x" })).rejects.toMatchObject({ code: "invalid_input" });
     await expect(call(h, "run::start", { session_id: "nomodel" })).rejects.toMatchObject({ code: "invalid_input" });
-    await expect(call(h, "run::start", { session_id: "badmsg", model: "gpt-x", messages: [{ role: "robot" }] })).rejects.toMatchObject({ code: "invalid_input" });
+    await expect(call(h, "run::start", { session_id: "badmsg", model: "gpt-x", messages: [{ role: "robot" }] })).rejects.toMatchObject({
+      code: "invalid_input",
+    });
     expect((await view(h, "nomodel")) ?? null).toBeNull(); // a null result arrives as no result
     expect((await view(h, "badmsg")) ?? null).toBeNull();
   });
@@ -121,7 +140,12 @@ describe("run::start", () => {
     h.scripts.set("gpt-infer", () => textAnswer("gpt-infer", "ok"));
     await start(h, "infer", "gpt-infer");
     await waitState(h, "infer", "stopped");
-    expect(await stateGet("run_request", "infer")).toMatchObject({ provider: "openai", model: "gpt-infer", max_turns: 16, system_prompt: SYSTEM_PROMPT });
+    expect(await stateGet("run_request", "infer")).toMatchObject({
+      provider: "openai",
+      model: "gpt-infer",
+      max_turns: 16,
+      system_prompt: SYSTEM_PROMPT,
+    });
     // Explicit `anthropic`: nobody registers provider::anthropic::stream here, so the round ends
     // with a synthetic transient error and the run fails, saying which provider failed.
     await start(h, "explicit", "gpt-infer", { provider: "anthropic" });
@@ -137,13 +161,23 @@ describe("the turn loop", () => {
     await start(h, sid, "gpt-allow");
     await waitState(h, sid, "stopped");
 
-    expect(callsOf("test::echo", sid)).toEqual([{ fn: "test::echo", data: { x: 1 }, metadata: { session_id: sid, function_call_id: "c1", function_id: "test::echo" } }]);
+    expect(callsOf("test::echo", sid)).toEqual([
+      { fn: "test::echo", data: { x: 1 }, metadata: { session_id: sid, function_call_id: "c1", function_id: "test::echo" } },
+    ]);
     const t = await transcript(h, sid);
     expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
     expect(t[2].entry_id).toBe("e_m-allow_c1");
-    expect(t[2].message).toMatchObject({ function_call_id: "c1", function_id: "test::echo", is_error: false, content: [{ type: "text", text: "test::echo ran" }] });
+    expect(t[2].message).toMatchObject({
+      function_call_id: "c1",
+      function_id: "test::echo",
+      is_error: false,
+      content: [{ type: "text", text: "test::echo ran" }],
+    });
     // The model's own call is unchanged on the transcript (the envelope is only what the target got).
-    expect((t[1].message as AssistantMessage).content[0]).toMatchObject({ type: "function_call", arguments: { function: "test::echo", payload: { x: 1 } } });
+    expect((t[1].message as AssistantMessage).content[0]).toMatchObject({
+      type: "function_call",
+      arguments: { function: "test::echo", payload: { x: 1 } },
+    });
     const reqs = requestsOf("gpt-allow");
     expect(reqs).toHaveLength(2);
     expect(reqs[1].messages.map((m) => m.role)).toEqual(["user", "assistant", "function_result"]);
@@ -167,7 +201,11 @@ describe("the turn loop", () => {
     await waitState(h, sid, "stopped");
     expect(callsOf("test::danger")).toHaveLength(0);
     const [r] = await resultsOf(sid);
-    expect(r).toMatchObject({ function_call_id: "d1", is_error: true, details: { status: "denied", denied_by: "permissions", rule_id: "no-danger", args_excerpt: { path: "/", api_key: "<redacted>" } } });
+    expect(r).toMatchObject({
+      function_call_id: "d1",
+      is_error: true,
+      details: { status: "denied", denied_by: "permissions", rule_id: "no-danger", args_excerpt: { path: "/", api_key: "<redacted>" } },
+    });
     expect(textOf(r)).toContain("no-danger");
     expect(requestsOf("gpt-denied")).toHaveLength(2);
   });
@@ -184,7 +222,9 @@ describe("the turn loop", () => {
   it("steering pushed mid-turn joins the transcript and gets its own round", async () => {
     const sid = "steer";
     const hold = gate();
-    h.scripts.set("gpt-steer", (_r, n) => (n === 0 ? { ...textAnswer("gpt-steer", "first"), holdBeforeTerminal: hold.wait } : textAnswer("gpt-steer", "second")));
+    h.scripts.set("gpt-steer", (_r, n) =>
+      n === 0 ? { ...textAnswer("gpt-steer", "first"), holdBeforeTerminal: hold.wait } : textAnswer("gpt-steer", "second"),
+    );
     await start(h, sid, "gpt-steer");
     await until(() => requestsOf("gpt-steer").length === 1, "the first round is streaming");
     expect(await call(h, "run::steer", { session_id: sid, message: "also this" })).toEqual({ ok: true });
@@ -214,7 +254,9 @@ describe("the turn loop", () => {
     expect(textOf(last.message)).toBe("loop stopped: max_turns (1) reached");
     const evs = await finalEvents(h, sid);
     expect(count(evs, "turn_end")).toBe(1);
-    expect(evs.filter((e) => e.type === "message_complete").map((e) => (e.type === "message_complete" ? textOf(e.message) : ""))).toContain("loop stopped: max_turns (1) reached");
+    expect(evs.filter((e) => e.type === "message_complete").map((e) => (e.type === "message_complete" ? textOf(e.message) : ""))).toContain(
+      "loop stopped: max_turns (1) reached",
+    );
   });
 
   it("a provider error ends the run failed, with stop_reason error shown and no assistant entry", async () => {
@@ -237,20 +279,35 @@ describe("approvals", () => {
     callThenText("gpt-approve", [{ id: "a1", fn: "test::other", payload: { n: 7 } }]);
     await start(h, sid, "gpt-approve");
     const parked = await waitState(h, sid, "function_awaiting_approval");
-    expect(parked.awaiting_approval).toEqual([{ function_call_id: "a1", function_id: "test::other", args: { n: 7 }, pending_at: expect.any(Number) }]);
+    expect(parked.awaiting_approval).toEqual([
+      { function_call_id: "a1", function_id: "test::other", args: { n: 7 }, pending_at: expect.any(Number) },
+    ]);
     expect(callsOf("test::other", sid)).toHaveLength(0);
 
     // Stale steps change nothing: the wrong state, or the right state with an old step.
     const raw = (await stateGet("turn_state", sid)) as { step: number };
-    expect(await call(h, "turn::function_execute", { session_id: sid, step: raw.step })).toEqual({ ok: true, skipped: true, reason: "stale" });
-    expect(await call(h, "turn::function_awaiting_approval", { session_id: sid, step: raw.step - 1 })).toEqual({ ok: true, skipped: true, reason: "stale" });
+    expect(await call(h, "turn::function_execute", { session_id: sid, step: raw.step })).toEqual({
+      ok: true,
+      skipped: true,
+      reason: "stale",
+    });
+    expect(await call(h, "turn::function_awaiting_approval", { session_id: sid, step: raw.step - 1 })).toEqual({
+      ok: true,
+      skipped: true,
+      reason: "stale",
+    });
     expect(await stateGet("turn_state", sid)).toEqual(raw);
     // A wake with no decision keeps it parked.
-    expect(await call(h, "turn::function_awaiting_approval", { session_id: sid, step: raw.step })).toMatchObject({ ok: true, to_state: "function_awaiting_approval" });
+    expect(await call(h, "turn::function_awaiting_approval", { session_id: sid, step: raw.step })).toMatchObject({
+      ok: true,
+      to_state: "function_awaiting_approval",
+    });
 
     await decide(sid, "a1", "allow");
     await waitState(h, sid, "stopped");
-    expect(callsOf("test::other", sid)).toEqual([{ fn: "test::other", data: { n: 7 }, metadata: { session_id: sid, function_call_id: "a1", function_id: "test::other" } }]);
+    expect(callsOf("test::other", sid)).toEqual([
+      { fn: "test::other", data: { n: 7 }, metadata: { session_id: sid, function_call_id: "a1", function_id: "test::other" } },
+    ]);
     expect(await stateGet("approvals", `${sid}/a1`)).toBeUndefined();
     expect(await resultsOf(sid)).toMatchObject([{ function_call_id: "a1", is_error: false }]);
     const evs = await finalEvents(h, sid);
@@ -259,7 +316,15 @@ describe("approvals", () => {
     // A late, repeated decision for a session that moved on wakes nothing and changes nothing.
     const done = await stateGet("turn_state", sid);
     await decide(sid, "a1", "allow");
-    expect(await call(h, "turn::on_approval", { type: "state", event_type: "state:updated", scope: "approvals", key: `${sid}/a1`, new_value: { decision: "allow" } })).toEqual({ ok: true, woke: false });
+    expect(
+      await call(h, "turn::on_approval", {
+        type: "state",
+        event_type: "state:updated",
+        scope: "approvals",
+        key: `${sid}/a1`,
+        new_value: { decision: "allow" },
+      }),
+    ).toEqual({ ok: true, woke: false });
     expect(await stateGet("turn_state", sid)).toEqual(done);
   });
 
@@ -293,7 +358,14 @@ describe("approvals", () => {
     await decide(sid, "p2", "allow");
     await waitState(h, sid, "stopped");
     expect((await resultsOf(sid)).map((r) => r.function_call_id)).toEqual(["p1", "p2", "p3"]);
-    expect(await idsOf(sid)).toEqual(["e_m-batch_user_0", "e_m-batch_1_assistant", "e_m-batch_p1", "e_m-batch_p2", "e_m-batch_p3", "e_m-batch_2_assistant"]);
+    expect(await idsOf(sid)).toEqual([
+      "e_m-batch_user_0",
+      "e_m-batch_1_assistant",
+      "e_m-batch_p1",
+      "e_m-batch_p2",
+      "e_m-batch_p3",
+      "e_m-batch_2_assistant",
+    ]);
     const evs = await finalEvents(h, sid);
     expect(evs.flatMap((e) => (e.type === "function_execution_end" ? [e.function_call_id] : []))).toEqual(["p1", "p3", "p2"]);
   });
@@ -303,7 +375,11 @@ describe("turn::stop", () => {
   it("while the model streams: the round ends, the batch it asked for never runs, the run stops", async () => {
     const sid = "stop-streaming";
     const hold = gate();
-    h.scripts.set("gpt-stop", (_r, n) => (n === 0 ? { ...callAnswer("gpt-stop", [{ id: "s1", fn: "test::echo", payload: { stop: true } }]), holdBeforeTerminal: hold.wait } : textAnswer("gpt-stop", "should not happen")));
+    h.scripts.set("gpt-stop", (_r, n) =>
+      n === 0
+        ? { ...callAnswer("gpt-stop", [{ id: "s1", fn: "test::echo", payload: { stop: true } }]), holdBeforeTerminal: hold.wait }
+        : textAnswer("gpt-stop", "should not happen"),
+    );
     await start(h, sid, "gpt-stop");
     await until(() => requestsOf("gpt-stop").length === 1, "the round is streaming");
     expect(await call(h, "turn::stop", { session_id: sid })).toEqual({ session_id: sid, stopping: true, state: "assistant_streaming" });
@@ -314,7 +390,9 @@ describe("turn::stop", () => {
     // No dangling call: the batch got an aborted result.
     expect(await resultsOf(sid)).toMatchObject([{ function_call_id: "s1", is_error: true }]);
     const evs = await finalEvents(h, sid);
-    expect(evs.some((e) => e.type === "message_complete" && e.message.stop_reason === "aborted" && textOf(e.message) === "run stopped by user")).toBe(true);
+    expect(
+      evs.some((e) => e.type === "message_complete" && e.message.stop_reason === "aborted" && textOf(e.message) === "run stopped by user"),
+    ).toBe(true);
     expect(await call(h, "turn::stop", { session_id: sid })).toEqual({ session_id: sid, stopping: false, state: "stopped" });
   });
 
@@ -323,7 +401,11 @@ describe("turn::stop", () => {
     callThenText("gpt-stop-parked", [{ id: "w1", fn: "test::other" }]);
     await start(h, sid, "gpt-stop-parked");
     await waitState(h, sid, "function_awaiting_approval");
-    expect(await call(h, "turn::stop", { session_id: sid })).toEqual({ session_id: sid, stopping: true, state: "function_awaiting_approval" });
+    expect(await call(h, "turn::stop", { session_id: sid })).toEqual({
+      session_id: sid,
+      stopping: true,
+      state: "function_awaiting_approval",
+    });
     await waitState(h, sid, "stopped");
     const [r] = await resultsOf(sid);
     expect(r).toMatchObject({ function_call_id: "w1", is_error: true });
@@ -348,7 +430,11 @@ describe("run::events", () => {
     expect([...ids].sort()).toEqual(ids);
     const page1: { events: { item_id: string }[]; next: string } = await call(h, "run::events", { session_id: sid, limit: 3 });
     expect(page1.events.map((e) => e.item_id)).toEqual(ids.slice(0, 3));
-    const page2: { events: { item_id: string }[]; next: string } = await call(h, "run::events", { session_id: sid, after: page1.next, limit: 3 });
+    const page2: { events: { item_id: string }[]; next: string } = await call(h, "run::events", {
+      session_id: sid,
+      after: page1.next,
+      limit: 3,
+    });
     expect(page2.events.map((e) => e.item_id)).toEqual(ids.slice(3, 6));
     const tail: { events: unknown[]; next: string } = await call(h, "run::events", { session_id: sid, after: ids.at(-1) });
     expect(tail).toEqual({ events: [], next: ids.at(-1) });
@@ -359,12 +445,21 @@ describe("run::events", () => {
     const sid = "plain";
     const ids = (await events(h, sid)).map((e) => e.item_id);
     // An id in an older, shorter zero-padding (what the README once showed) would sort after every event.
-    const short = `${sid}-${ids[2]!.slice(sid.length + 1).replace(/^0+/, "").padStart(8, "0")}`;
-    await expect(call(h, "run::events", { session_id: sid, after: short })).rejects.toMatchObject({ code: "invalid_input", message: expect.stringContaining("not an event id") });
+    const short = `${sid}-${ids[2]!
+      .slice(sid.length + 1)
+      .replace(/^0+/, "")
+      .padStart(8, "0")}`;
+    await expect(call(h, "run::events", { session_id: sid, after: short })).rejects.toMatchObject({
+      code: "invalid_input",
+      message: expect.stringContaining("not an event id"),
+    });
     // Well formed, but no event of this session has it.
     const unknown = `${sid}-999999999999`;
     expect(ids).not.toContain(unknown);
-    await expect(call(h, "run::events", { session_id: sid, after: unknown })).rejects.toMatchObject({ code: "invalid_input", message: expect.stringContaining("has no event") });
+    await expect(call(h, "run::events", { session_id: sid, after: unknown })).rejects.toMatchObject({
+      code: "invalid_input",
+      message: expect.stringContaining("has no event"),
+    });
   });
 });
 
@@ -382,10 +477,14 @@ describe("with a policy stand-in: what the real policy never does", () => {
     const sid = "missing";
     h.scripts.set("gpt-missing", (_r, n) =>
       n === 0
-        ? callAnswer("gpt-missing", [], [
-            { type: "function_call", id: "m1", function_id: "shell_exec", arguments: { cmd: "ls" } },
-            { type: "function_call", id: "m2", function_id: "agent_trigger", arguments: { payload: {} } },
-          ])
+        ? callAnswer(
+            "gpt-missing",
+            [],
+            [
+              { type: "function_call", id: "m1", function_id: "shell_exec", arguments: { cmd: "ls" } },
+              { type: "function_call", id: "m2", function_id: "agent_trigger", arguments: { payload: {} } },
+            ],
+          )
         : textAnswer("gpt-missing", "ok"),
     );
     await start(h, sid, "gpt-missing");

@@ -49,7 +49,12 @@ export function harness(iii: BrowserClient) {
       const out: StoredMessage[] = [];
       let cursor: string | null | undefined;
       for (let i = 0; i < MAX_TRANSCRIPT_PAGES; i++) {
-        const r = await call<{ messages: StoredMessage[]; next_cursor?: string | null } | undefined>("session-tree::messages", { session_id, limit: TRANSCRIPT_PAGE, include_custom: true, ...(cursor ? { cursor } : {}) });
+        const r = await call<{ messages: StoredMessage[]; next_cursor?: string | null } | undefined>("session-tree::messages", {
+          session_id,
+          limit: TRANSCRIPT_PAGE,
+          include_custom: true,
+          ...(cursor ? { cursor } : {}),
+        });
         if (!r) break;
         out.push(...r.messages);
         cursor = r.next_cursor;
@@ -79,16 +84,33 @@ export function harness(iii: BrowserClient) {
     stop: (session_id: string) => call<TurnStopResponse>("turn::stop", { session_id }),
     resolve: (session_id: string, function_call_id: string, decision: "allow" | "deny", reason?: string) =>
       call<{ ok: boolean; error?: string }>("approval::resolve", { session_id, function_call_id, decision, ...(reason ? { reason } : {}) }),
-    meta: (session_id: string) => call<{ session_id: string; entry_count: number; leaf_id: string | null; origin?: { kind: string; source_session_id: string; from_entry_id: string | null } } | null | undefined>("session-tree::get", { session_id }),
+    meta: (session_id: string) =>
+      call<
+        | {
+            session_id: string;
+            entry_count: number;
+            leaf_id: string | null;
+            origin?: { kind: string; source_session_id: string; from_entry_id: string | null };
+          }
+        | null
+        | undefined
+      >("session-tree::get", { session_id }),
     tree: (session_id: string) => call<SessionTree | undefined>("session-tree::tree", { session_id }),
-    fork: (session_id: string, entry_id: string) => call<RunForkResponse>("run::fork", { session_id, entry_id, request_key: `console-${Date.now()}` }),
-    switchBranch: (session_id: string, entry_id: string) => call<SetActiveLeafResponse>("session-tree::set_active_leaf", { session_id, entry_id }),
+    fork: (session_id: string, entry_id: string) =>
+      call<RunForkResponse>("run::fork", { session_id, entry_id, request_key: `console-${Date.now()}` }),
+    switchBranch: (session_id: string, entry_id: string) =>
+      call<SetActiveLeafResponse>("session-tree::set_active_leaf", { session_id, entry_id }),
     children: (parent_session_id: string) => call<HarnessChildrenResponse>("harness::children", { parent_session_id }),
     /** The run request holds the budget and the parent link; never a key (credentials stay with the providers). */
-    runRequest: async (session_id: string) => (await call<{ budget_id?: string; provider?: string; model?: string; parent?: { session_id: string } } | null | undefined>("state::get", { scope: "run_request", key: session_id })) ?? null,
+    runRequest: async (session_id: string) =>
+      (await call<{ budget_id?: string; provider?: string; model?: string; parent?: { session_id: string } } | null | undefined>(
+        "state::get",
+        { scope: "run_request", key: session_id },
+      )) ?? null,
     budget: (budget_id: string) => call<BudgetView>("budget::get", { budget_id }),
     budgets: () => call<{ budgets: BudgetView[] }>("budget::list", { limit: 50 }),
-    createBudget: (ceiling_usd: number, name: string) => call<{ budget_id: string; budget: BudgetView }>("budget::create", { ceiling_usd, period: "month", name }),
+    createBudget: (ceiling_usd: number, name: string) =>
+      call<{ budget_id: string; budget: BudgetView }>("budget::create", { ceiling_usd, period: "month", name }),
   };
 }
 export type Harness = ReturnType<typeof harness>;

@@ -83,7 +83,10 @@ export function followSession(iii: BrowserClient, sessionId: string, on: FollowH
     if (FLUSH_EACH) return flush();
     if (frame !== undefined) return;
     // A hidden tab gets no animation frames; a timer keeps its state current all the same.
-    frame = typeof document !== "undefined" && document.visibilityState === "hidden" ? (setTimeout(flush, 100) as unknown as number) : requestAnimationFrame(flush);
+    frame =
+      typeof document !== "undefined" && document.visibilityState === "hidden"
+        ? (setTimeout(flush, 100) as unknown as number)
+        : requestAnimationFrame(flush);
   };
   const show = (item: EventItem) => {
     if (last !== null && item.item_id <= last) return;
@@ -96,7 +99,11 @@ export function followSession(iii: BrowserClient, sessionId: string, on: FollowH
   const catchUp = async (): Promise<number> => {
     let n = 0;
     for (let pages = 0; !stopped; pages++) {
-      const page = await iii.trigger<unknown, RunEventsResponse>({ function_id: "run::events", payload: { session_id: sessionId, after: last, limit: EVENTS_PAGE }, timeoutMs: CATCH_UP_TIMEOUT_MS });
+      const page = await iii.trigger<unknown, RunEventsResponse>({
+        function_id: "run::events",
+        payload: { session_id: sessionId, after: last, limit: EVENTS_PAGE },
+        timeoutMs: CATCH_UP_TIMEOUT_MS,
+      });
       for (const e of page.events) show(e);
       n += page.events.length;
       if (page.events.length < EVENTS_PAGE) return n;
@@ -154,7 +161,12 @@ export function followSession(iii: BrowserClient, sessionId: string, on: FollowH
         clearInterval(redial);
       }
       buffered = [];
-      socket.send(JSON.stringify({ type: "join", data: { subscriptionId: `agent-console-${sessionId}`, streamName: "agent::events", groupId: sessionId } }));
+      socket.send(
+        JSON.stringify({
+          type: "join",
+          data: { subscriptionId: `agent-console-${sessionId}`, streamName: "agent::events", groupId: sessionId },
+        }),
+      );
       on.mode?.("catching up");
       try {
         await catchUp();

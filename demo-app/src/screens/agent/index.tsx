@@ -41,8 +41,8 @@ export default function AgentScreen({ iii, status, params, navigate }: ScreenPro
       <h2 class="ac-title">Agent console</h2>
       {configured !== undefined && configured.length === 0 && (
         <Banner kind="warn" id="agent-no-provider" title="No model provider is configured.">
-          Store an API key below (the credentials worker keeps it encrypted; it never comes back to this page), or start the engine with <code>OPENAI_API_KEY</code> /{" "}
-          <code>ANTHROPIC_API_KEY</code> set.
+          Store an API key below (the credentials worker keeps it encrypted; it never comes back to this page), or start the engine with{" "}
+          <code>OPENAI_API_KEY</code> / <code>ANTHROPIC_API_KEY</code> set.
         </Banner>
       )}
       {!online && (
@@ -54,7 +54,16 @@ export default function AgentScreen({ iii, status, params, navigate }: ScreenPro
       <div class="ac-layout">
         <SessionList api={api} online={online} current={sessionId} onOpen={open} onNew={() => navigate("/agent")} />
         {sessionId ? (
-          <SessionPane key={sessionId} sessionId={sessionId} api={api} iii={iii} online={online} settings={settings} onOpen={open} navigate={navigate} />
+          <SessionPane
+            key={sessionId}
+            sessionId={sessionId}
+            api={api}
+            iii={iii}
+            online={online}
+            settings={settings}
+            onOpen={open}
+            navigate={navigate}
+          />
         ) : (
           <NewSession api={api} settings={settings} onStarted={open} ready={online && !!settings.provider && !!settings.model} />
         )}
@@ -68,7 +77,13 @@ interface ListedSession extends SessionSummary {
   state: TurnStateView | null;
 }
 
-function SessionList(props: { api: ReturnType<typeof harness>; online: boolean; current: string; onOpen: (sid: string) => void; onNew: () => void }) {
+function SessionList(props: {
+  api: ReturnType<typeof harness>;
+  online: boolean;
+  current: string;
+  onOpen: (sid: string) => void;
+  onNew: () => void;
+}) {
   const [sessions, setSessions] = useState<ListedSession[]>([]);
   const [err, setErr] = useState<string>();
   useEffect(() => {
@@ -105,10 +120,20 @@ function SessionList(props: { api: ReturnType<typeof harness>; online: boolean; 
           const started = new Date(s.created_at);
           return (
             <li key={s.session_id} data-session={s.session_id}>
-              <button type="button" class="btn btn-link ac-session-btn" aria-current={s.session_id === props.current ? "page" : undefined} onClick={() => props.onOpen(s.session_id)} title={s.session_id}>
+              <button
+                type="button"
+                class="btn btn-link ac-session-btn"
+                aria-current={s.session_id === props.current ? "page" : undefined}
+                onClick={() => props.onOpen(s.session_id)}
+                title={s.session_id}
+              >
                 <span class="ac-session-title">{sessionTitle(s, s.session_id)}</span>
                 <span class="ac-session-meta">
-                  <code class="ac-session-id">{shortId(s.session_id)}</code> · <time dateTime={started.toISOString()}>{fmtStarted(started)}</time> · <span class={`ac-status ac-status-${state.replace(/\s/g, "_")}`} data-state={state}>{state}</span>
+                  <code class="ac-session-id">{shortId(s.session_id)}</code> ·{" "}
+                  <time dateTime={started.toISOString()}>{fmtStarted(started)}</time> ·{" "}
+                  <span class={`ac-status ac-status-${state.replace(/\s/g, "_")}`} data-state={state}>
+                    {state}
+                  </span>
                 </span>
               </button>
             </li>
@@ -136,7 +161,13 @@ function NewSession(props: { api: ReturnType<typeof harness>; settings: RunSetti
     setErr(undefined);
     const sid = newSessionId();
     try {
-      const r = await props.api.start({ session_id: sid, provider: props.settings.provider, model: props.settings.model, text: text.trim(), budget_id: props.settings.budget_id || undefined });
+      const r = await props.api.start({
+        session_id: sid,
+        provider: props.settings.provider,
+        model: props.settings.model,
+        text: text.trim(),
+        budget_id: props.settings.budget_id || undefined,
+      });
       if (!r.started) throw new Error(`not started: ${r.reason ?? "unknown"}`);
       setText("");
       props.onStarted(sid);
@@ -150,7 +181,13 @@ function NewSession(props: { api: ReturnType<typeof harness>; settings: RunSetti
     <main class="ac-main">
       <form class="ac-composer" onSubmit={(e) => void send(e)} aria-label="start a turn">
         <label for="agent-input">Message</label>
-        <textarea id="agent-input" rows={3} value={text} onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} placeholder="Ask the agent…" />
+        <textarea
+          id="agent-input"
+          rows={3}
+          value={text}
+          onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+          placeholder="Ask the agent…"
+        />
         <button type="submit" class="btn btn-primary" id="agent-send" disabled={!props.ready || busy || !text.trim()}>
           Start turn
         </button>
@@ -164,7 +201,15 @@ function NewSession(props: { api: ReturnType<typeof harness>; settings: RunSetti
   );
 }
 
-function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>; iii: ScreenProps["iii"]; online: boolean; settings: RunSettings; onOpen: (sid: string) => void; navigate: (to: string) => void }) {
+function SessionPane(props: {
+  sessionId: string;
+  api: ReturnType<typeof harness>;
+  iii: ScreenProps["iii"];
+  online: boolean;
+  settings: RunSettings;
+  onOpen: (sid: string) => void;
+  navigate: (to: string) => void;
+}) {
   const { sessionId: sid, api } = props;
   const [view, setView] = useState<SessionView>(emptyView);
   const [mode, setMode] = useState<string>("connecting");
@@ -225,9 +270,18 @@ function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>
   useEffect(() => {
     if (!props.online) return;
     let alive = true;
-    api.tree(sid).then((t) => alive && setTree(t ?? null), () => alive && setTree(null));
-    api.meta(sid).then((m) => alive && setOrigin(m?.origin ? { source_session_id: m.origin.source_session_id } : null), () => undefined);
-    api.children(sid).then((c) => alive && setChildren(c?.children ?? []), () => alive && setChildren([]));
+    api.tree(sid).then(
+      (t) => alive && setTree(t ?? null),
+      () => alive && setTree(null),
+    );
+    api.meta(sid).then(
+      (m) => alive && setOrigin(m?.origin ? { source_session_id: m.origin.source_session_id } : null),
+      () => undefined,
+    );
+    api.children(sid).then(
+      (c) => alive && setChildren(c?.children ?? []),
+      () => alive && setChildren([]),
+    );
     api.runRequest(sid).then(
       async (r) => {
         if (!alive) return;
@@ -236,7 +290,7 @@ function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>
         if (!r?.budget_id) return setBudget(null);
         try {
           const b = await api.budget(r.budget_id);
-          if (alive) (setBudget(b), setBudgetErr(undefined));
+          if (alive) setBudget(b), setBudgetErr(undefined);
         } catch (e) {
           if (alive) setBudgetErr(problem(e));
         }
@@ -274,7 +328,11 @@ function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>
   const resume = async () => {
     setErr(undefined);
     try {
-      const r = await api.resume({ session_id: sid, provider: props.settings.provider || undefined, model: props.settings.model || undefined });
+      const r = await api.resume({
+        session_id: sid,
+        provider: props.settings.provider || undefined,
+        model: props.settings.model || undefined,
+      });
       if (!r.started) setErr(`not resumed: ${r.reason}`);
     } catch (e) {
       setErr(problem(e));
@@ -291,11 +349,20 @@ function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>
           <span class={`ac-status ac-status-${view.state?.state ?? "none"}`} id="agent-state" data-state={view.state?.state ?? "none"}>
             {view.state?.state ?? "no run yet"}
           </span>
-          {view.state && <span class="ac-muted">{view.state.turn_count} round{view.state.turn_count === 1 ? "" : "s"}</span>}
+          {view.state && (
+            <span class="ac-muted">
+              {view.state.turn_count} round{view.state.turn_count === 1 ? "" : "s"}
+            </span>
+          )}
           <span class="ac-muted" title="how this tab receives the session's events" id="agent-follow-mode">
             {mode}
           </span>
-          <button type="button" class="btn btn-link" id="agent-trace-link" onClick={() => props.navigate(`/traces?session_id=${encodeURIComponent(sid)}&open=turn`)}>
+          <button
+            type="button"
+            class="btn btn-link"
+            id="agent-trace-link"
+            onClick={() => props.navigate(`/traces?session_id=${encodeURIComponent(sid)}&open=turn`)}
+          >
             trace of the last turn
           </button>
           {parent && (
@@ -307,9 +374,10 @@ function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>
             </span>
           )}
         </div>
-        {view.state?.state === "function_awaiting_approval" && (view.state.awaiting_approval ?? []).some((a) => !(a as { child_session_id?: string }).child_session_id) && (
-          <Banner kind="info" id="agent-awaiting" title="The agent is waiting for your approval." />
-        )}
+        {view.state?.state === "function_awaiting_approval" &&
+          (view.state.awaiting_approval ?? []).some((a) => !(a as { child_session_id?: string }).child_session_id) && (
+            <Banner kind="info" id="agent-awaiting" title="The agent is waiting for your approval." />
+          )}
         {view.state?.error && (
           <p class="ac-error" role="alert">
             The run failed: {view.state.error.message}
@@ -325,14 +393,32 @@ function SessionPane(props: { sessionId: string; api: ReturnType<typeof harness>
       </main>
       <aside class="ac-aside" aria-label="session details">
         <BudgetPanel budget={budget} budgetId={budgetId} error={budgetErr} />
-        <ChildrenPanel children={children} onOpen={props.onOpen} onDecide={(child, callId, d) => void api.resolve(child, callId, d).then(bumpSide, (e) => setErr(problem(e)))} />
-        <TreePanel tree={tree} origin={origin} onFork={(e) => void fork(e)} onSwitch={(e) => void switchBranch(e)} onResume={!running && view.state ? () => void resume() : undefined} onOpenSession={props.onOpen} />
+        <ChildrenPanel
+          children={children}
+          onOpen={props.onOpen}
+          onDecide={(child, callId, d) => void api.resolve(child, callId, d).then(bumpSide, (e) => setErr(problem(e)))}
+        />
+        <TreePanel
+          tree={tree}
+          origin={origin}
+          onFork={(e) => void fork(e)}
+          onSwitch={(e) => void switchBranch(e)}
+          onResume={!running && view.state ? () => void resume() : undefined}
+          onOpenSession={props.onOpen}
+        />
       </aside>
     </>
   );
 }
 
-function Composer(props: { api: ReturnType<typeof harness>; sid: string; running: boolean; settings: RunSettings; online: boolean; onError: (e: string | undefined) => void }) {
+function Composer(props: {
+  api: ReturnType<typeof harness>;
+  sid: string;
+  running: boolean;
+  settings: RunSettings;
+  online: boolean;
+  onError: (e: string | undefined) => void;
+}) {
   const [text, setText] = useState("");
   const [busy, setBusy] = useState(false);
   const send = async (e: Event) => {
@@ -346,7 +432,13 @@ function Composer(props: { api: ReturnType<typeof harness>; sid: string; running
         const r = await props.api.steer(props.sid, t);
         if (!r.ok) throw new Error("the steering inbox is full; wait for the next round");
       } else {
-        const r = await props.api.resume({ session_id: props.sid, text: t, provider: props.settings.provider || undefined, model: props.settings.model || undefined, budget_id: props.settings.budget_id || undefined });
+        const r = await props.api.resume({
+          session_id: props.sid,
+          text: t,
+          provider: props.settings.provider || undefined,
+          model: props.settings.model || undefined,
+          budget_id: props.settings.budget_id || undefined,
+        });
         if (!r.started) throw new Error(`not started: ${r.reason}`);
       }
       setText("");

@@ -44,7 +44,17 @@ export interface SessionView {
   lastItemId: string | null;
 }
 
-export const emptyView = (): SessionView => ({ history: [], live: [], streaming: null, calls: {}, entryOf: {}, state: null, historyDirty: 0, eventCount: 0, lastItemId: null });
+export const emptyView = (): SessionView => ({
+  history: [],
+  live: [],
+  streaming: null,
+  calls: {},
+  entryOf: {},
+  state: null,
+  historyDirty: 0,
+  eventCount: 0,
+  lastItemId: null,
+});
 
 const textOfBlocks = (content: unknown, type: "text" | "thinking" = "text"): string => {
   if (typeof content === "string") return type === "text" ? content : "";
@@ -86,7 +96,15 @@ function itemsOf(m: AgentMessage, calls: Record<string, CallView>, defaultStatus
   const text = textOfBlocks(m.content);
   const thinking = textOfBlocks(m.content, "thinking");
   if (text || thinking || m.stop_reason === "error") {
-    out.push({ kind: "assistant", key: messageKey(m), text, thinking, stop_reason: m.stop_reason, error: m.error_message ?? undefined, model: m.model });
+    out.push({
+      kind: "assistant",
+      key: messageKey(m),
+      text,
+      thinking,
+      stop_reason: m.stop_reason,
+      error: m.error_message ?? undefined,
+      model: m.model,
+    });
   }
   for (const b of m.content ?? []) {
     if (b.type !== "function_call") continue;
@@ -113,14 +131,22 @@ export function withHistory(view: SessionView, stored: { entry_id: string; messa
   return { ...view, history, calls, entryOf, live: view.live.filter((i) => !keys.has(i.key)) };
 }
 
-const ensureCall = (live: Item[], id: string): Item[] => (live.some((i) => i.kind === "call" && i.id === id) ? live : [...live, { kind: "call", key: `call:${id}`, id }]);
+const ensureCall = (live: Item[], id: string): Item[] =>
+  live.some((i) => i.kind === "call" && i.id === id) ? live : [...live, { kind: "call", key: `call:${id}`, id }];
 
 function markAwaiting(calls: Record<string, CallView>, awaiting: AwaitingApproval[] | undefined): Record<string, CallView> {
   if (!awaiting?.length) return calls;
   const out = { ...calls };
   for (const a of awaiting) {
     const child = (a as AwaitingApproval & { child_session_id?: string }).child_session_id;
-    out[a.function_call_id] = { ...out[a.function_call_id], args: out[a.function_call_id]?.args ?? a.args, id: a.function_call_id, function_id: a.function_id, status: "awaiting", ...(child ? { child_session_id: child } : {}) };
+    out[a.function_call_id] = {
+      ...out[a.function_call_id],
+      args: out[a.function_call_id]?.args ?? a.args,
+      id: a.function_call_id,
+      function_id: a.function_id,
+      status: "awaiting",
+      ...(child ? { child_session_id: child } : {}),
+    };
   }
   return out;
 }
@@ -160,13 +186,27 @@ export function withEvents(view: SessionView, items: EventItem[]): SessionView {
         break;
       case "function_execution_start": {
         const c = writable();
-        c[e.function_call_id] = { ...c[e.function_call_id], id: e.function_call_id, function_id: e.function_id, args: e.args, status: "running" };
+        c[e.function_call_id] = {
+          ...c[e.function_call_id],
+          id: e.function_call_id,
+          function_id: e.function_id,
+          args: e.args,
+          status: "running",
+        };
         live = ensureCall(live, e.function_call_id);
         break;
       }
       case "function_execution_end": {
         const c = writable();
-        c[e.function_call_id] = { ...c[e.function_call_id], id: e.function_call_id, function_id: e.function_id, args: c[e.function_call_id]?.args, status: e.is_error ? "error" : "done", result: e.result, duration_ms: e.duration_ms };
+        c[e.function_call_id] = {
+          ...c[e.function_call_id],
+          id: e.function_call_id,
+          function_id: e.function_id,
+          args: c[e.function_call_id]?.args,
+          status: e.is_error ? "error" : "done",
+          result: e.result,
+          duration_ms: e.duration_ms,
+        };
         live = ensureCall(live, e.function_call_id);
         break;
       }
@@ -180,7 +220,9 @@ export function withEvents(view: SessionView, items: EventItem[]): SessionView {
         break;
       }
       case "compaction_done":
-        add([{ kind: "notice", key: `compaction:${e.compaction_entry_id}`, text: `context compacted (${e.tokens_before} tokens summarised)` }]);
+        add([
+          { kind: "notice", key: `compaction:${e.compaction_entry_id}`, text: `context compacted (${e.tokens_before} tokens summarised)` },
+        ]);
         break;
       case "turn_end":
       case "agent_end":
@@ -198,7 +240,8 @@ export function withState(view: SessionView, state: TurnStateView | null): Sessi
   if (!state) return { ...view, state };
   const calls = markAwaiting(view.calls, state.awaiting_approval);
   let live = view.live;
-  for (const a of state.awaiting_approval ?? []) if (!view.history.some((i) => i.kind === "call" && i.id === a.function_call_id)) live = ensureCall(live, a.function_call_id);
+  for (const a of state.awaiting_approval ?? [])
+    if (!view.history.some((i) => i.kind === "call" && i.id === a.function_call_id)) live = ensureCall(live, a.function_call_id);
   return { ...view, state, calls, live };
 }
 
@@ -217,7 +260,13 @@ export function itemsToShow(view: SessionView): Item[] {
   return [...view.history, ...view.live.filter((i) => !keys.has(i.key))];
 }
 
-export const RUNNING_STATES = new Set(["provisioning", "assistant_streaming", "function_execute", "function_awaiting_approval", "steering_check"]);
+export const RUNNING_STATES = new Set([
+  "provisioning",
+  "assistant_streaming",
+  "function_execute",
+  "function_awaiting_approval",
+  "steering_check",
+]);
 export const isRunning = (s: TurnStateView | null | undefined): boolean => !!s && RUNNING_STATES.has(s.state);
 
 export { textOfBlocks };

@@ -29,7 +29,13 @@ export function saveSettings(s: RunSettings): void {
   }
 }
 
-export function SettingsPanel(props: { api: Harness; online: boolean; settings: RunSettings; onChange: (s: RunSettings) => void; onConfigured: (configured: string[] | undefined) => void }) {
+export function SettingsPanel(props: {
+  api: Harness;
+  online: boolean;
+  settings: RunSettings;
+  onChange: (s: RunSettings) => void;
+  onConfigured: (configured: string[] | undefined) => void;
+}) {
   const { api, settings } = props;
   const [models, setModels] = useState<Model[]>([]);
   const [configured, setConfigured] = useState<string[] | undefined>();
@@ -60,7 +66,10 @@ export function SettingsPanel(props: { api: Harness; online: boolean; settings: 
       } catch (e) {
         if (alive) setLoadError(problem(e));
       }
-      api.budgets().then((b) => alive && setBudgets(b?.budgets ?? []), () => alive && setBudgets([]));
+      api.budgets().then(
+        (b) => alive && setBudgets(b?.budgets ?? []),
+        () => alive && setBudgets([]),
+      );
     })();
     return () => {
       alive = false;
@@ -70,7 +79,10 @@ export function SettingsPanel(props: { api: Harness; online: boolean; settings: 
   useEffect(() => {
     if (!props.online || !settings.provider) return;
     let alive = true;
-    api.authStatus(settings.provider).then((s) => alive && setStatus(s), () => alive && setStatus(undefined));
+    api.authStatus(settings.provider).then(
+      (s) => alive && setStatus(s),
+      () => alive && setStatus(undefined),
+    );
     return () => {
       alive = false;
     };
@@ -113,10 +125,14 @@ export function SettingsPanel(props: { api: Harness; online: boolean; settings: 
       <div class="ac-row">
         <label>
           Provider
-          <select id="agent-provider" value={settings.provider} onChange={(e) => {
-            const provider = (e.target as HTMLSelectElement).value;
-            props.onChange({ ...settings, provider, model: models.find((m) => m.provider === provider)?.id ?? "" });
-          }}>
+          <select
+            id="agent-provider"
+            value={settings.provider}
+            onChange={(e) => {
+              const provider = (e.target as HTMLSelectElement).value;
+              props.onChange({ ...settings, provider, model: models.find((m) => m.provider === provider)?.id ?? "" });
+            }}
+          >
             {providers.length === 0 && <option value="">(none)</option>}
             {providers.map((p) => (
               <option key={p} value={p}>
@@ -128,7 +144,11 @@ export function SettingsPanel(props: { api: Harness; online: boolean; settings: 
         </label>
         <label>
           Model
-          <select id="agent-model" value={settings.model} onChange={(e) => props.onChange({ ...settings, model: (e.target as HTMLSelectElement).value })}>
+          <select
+            id="agent-model"
+            value={settings.model}
+            onChange={(e) => props.onChange({ ...settings, model: (e.target as HTMLSelectElement).value })}
+          >
             {providerModels.length === 0 && settings.model && <option value={settings.model}>{settings.model}</option>}
             {providerModels.map((m) => (
               <option key={m.id} value={m.id}>
@@ -139,14 +159,20 @@ export function SettingsPanel(props: { api: Harness; online: boolean; settings: 
         </label>
         <label>
           Budget
-          <select id="agent-budget" value={settings.budget_id} onChange={(e) => props.onChange({ ...settings, budget_id: (e.target as HTMLSelectElement).value })}>
+          <select
+            id="agent-budget"
+            value={settings.budget_id}
+            onChange={(e) => props.onChange({ ...settings, budget_id: (e.target as HTMLSelectElement).value })}
+          >
             <option value="">none</option>
             {budgets.map((b) => (
               <option key={b.budget_id} value={b.budget_id}>
                 {b.name ?? b.budget_id} (${b.remaining_usd.toFixed(2)} left)
               </option>
             ))}
-            {settings.budget_id && !budgets.some((b) => b.budget_id === settings.budget_id) && <option value={settings.budget_id}>{settings.budget_id}</option>}
+            {settings.budget_id && !budgets.some((b) => b.budget_id === settings.budget_id) && (
+              <option value={settings.budget_id}>{settings.budget_id}</option>
+            )}
           </select>
         </label>
         <button type="button" class="btn btn-secondary" onClick={() => void newBudget()}>
@@ -154,12 +180,23 @@ export function SettingsPanel(props: { api: Harness; online: boolean; settings: 
         </button>
       </div>
       <p class="ac-muted" id="agent-key-status">
-        {status ? (status.configured ? `${settings.provider}: key configured (${status.source}${status.label ? `, ${status.label}` : ""})` : `${settings.provider}: no key${status.problem ? ` — ${status.problem}` : ""}`) : ""}
+        {status
+          ? status.configured
+            ? `${settings.provider}: key configured (${status.source}${status.label ? `, ${status.label}` : ""})`
+            : `${settings.provider}: no key${status.problem ? ` — ${status.problem}` : ""}`
+          : ""}
       </p>
       <form class="ac-row" onSubmit={(e) => void saveKey(e)}>
         <label>
           API key for {settings.provider || "the provider"}
-          <input type="password" autocomplete="off" spellcheck={false} value={key} onInput={(e) => setKey((e.target as HTMLInputElement).value)} placeholder="stored write-only" />
+          <input
+            type="password"
+            autocomplete="off"
+            spellcheck={false}
+            value={key}
+            onInput={(e) => setKey((e.target as HTMLInputElement).value)}
+            placeholder="stored write-only"
+          />
         </label>
         <button type="submit" class="btn btn-secondary" disabled={!key.trim() || !settings.provider}>
           Store key

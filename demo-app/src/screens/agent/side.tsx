@@ -36,9 +36,15 @@ function EntryRow(props: { entry: TreeEntry; isTip: boolean; onFork: (id: string
   const e = props.entry;
   return (
     <li class={`ac-entry${e.active ? " ac-entry-active" : ""}`} data-entry-id={e.entry_id} data-active={e.active ? "true" : undefined}>
-      <span class="ac-entry-role">{e.role ?? e.kind}</span> <span class="ac-entry-preview">{e.preview ?? e.call ?? e.function_id ?? ""}</span>
+      <span class="ac-entry-role">{e.role ?? e.kind}</span>{" "}
+      <span class="ac-entry-preview">{e.preview ?? e.call ?? e.function_id ?? ""}</span>
       <span class="ac-entry-actions">
-        <button type="button" class="btn btn-link" onClick={() => props.onFork(e.entry_id)} aria-label={`fork a new session from ${e.role ?? e.kind} entry`}>
+        <button
+          type="button"
+          class="btn btn-link"
+          onClick={() => props.onFork(e.entry_id)}
+          aria-label={`fork a new session from ${e.role ?? e.kind} entry`}
+        >
           fork
         </button>
         {props.isTip && !e.active && (
@@ -58,7 +64,13 @@ function Branch(props: { branch: TreeBranch; onFork: (id: string) => void; onSwi
     <li class="ac-branch">
       <ol class="ac-entries">
         {branch.entries.map((e, i) => (
-          <EntryRow key={e.entry_id} entry={e} isTip={tip && i === branch.entries.length - 1} onFork={props.onFork} onSwitch={props.onSwitch} />
+          <EntryRow
+            key={e.entry_id}
+            entry={e}
+            isTip={tip && i === branch.entries.length - 1}
+            onFork={props.onFork}
+            onSwitch={props.onSwitch}
+          />
         ))}
       </ol>
       {branch.truncated && <p class="ac-muted">… deeper branches not shown</p>}
@@ -73,12 +85,26 @@ function Branch(props: { branch: TreeBranch; onFork: (id: string) => void; onSwi
   );
 }
 
-export function TreePanel(props: { tree?: SessionTree | null; origin?: { source_session_id: string } | null; onFork: (id: string) => void; onSwitch: (id: string) => void; onResume?: () => void; onOpenSession: (sid: string) => void }) {
+export function TreePanel(props: {
+  tree?: SessionTree | null;
+  origin?: { source_session_id: string } | null;
+  onFork: (id: string) => void;
+  onSwitch: (id: string) => void;
+  onResume?: () => void;
+  onOpenSession: (sid: string) => void;
+}) {
   const { tree } = props;
   const branches = tree ? countTips(tree.roots) : 0;
   return (
     <section class="ac-side" id="agent-tree" aria-labelledby="ac-tree-h" data-branches={branches}>
-      <h3 id="ac-tree-h">Session tree {tree && <small class="ac-muted">({tree.entry_count} entr{tree.entry_count === 1 ? "y" : "ies"}, {branches} branch{branches === 1 ? "" : "es"})</small>}</h3>
+      <h3 id="ac-tree-h">
+        Session tree{" "}
+        {tree && (
+          <small class="ac-muted">
+            ({tree.entry_count} entr{tree.entry_count === 1 ? "y" : "ies"}, {branches} branch{branches === 1 ? "" : "es"})
+          </small>
+        )}
+      </h3>
       {props.origin && (
         <p class="ac-muted" id="agent-origin">
           forked from{" "}
@@ -110,7 +136,11 @@ function countTips(branches: TreeBranch[]): number {
   return n;
 }
 
-export function ChildrenPanel(props: { children: SubAgentChildView[]; onOpen: (sid: string) => void; onDecide: (sid: string, callId: string, d: "allow" | "deny") => void }) {
+export function ChildrenPanel(props: {
+  children: SubAgentChildView[];
+  onOpen: (sid: string) => void;
+  onDecide: (sid: string, callId: string, d: "allow" | "deny") => void;
+}) {
   if (props.children.length === 0) return null;
   return (
     <section class="ac-side" id="agent-children" aria-labelledby="ac-children-h">
@@ -121,12 +151,19 @@ export function ChildrenPanel(props: { children: SubAgentChildView[]; onOpen: (s
             <button type="button" class="btn btn-link" onClick={() => props.onOpen(c.child_session_id)}>
               {c.task.slice(0, 80) || c.child_session_id}
             </button>{" "}
-            <span class={`ac-status ac-status-${c.state ?? "none"}`}>{c.state ?? "starting"}</span> <span class="ac-muted">{c.turn_count} round{c.turn_count === 1 ? "" : "s"}</span>
+            <span class={`ac-status ac-status-${c.state ?? "none"}`}>{c.state ?? "starting"}</span>{" "}
+            <span class="ac-muted">
+              {c.turn_count} round{c.turn_count === 1 ? "" : "s"}
+            </span>
             {c.error && <p class="ac-error">{c.error.message}</p>}
             {(c.awaiting_approval ?? []).map((a) => (
               <div key={a.function_call_id} class="ac-approval" role="group" aria-label={`sub-agent approval for ${a.function_id}`}>
                 <code>{a.function_id}</code>
-                <button type="button" class="btn btn-primary" onClick={() => props.onDecide(c.child_session_id, a.function_call_id, "allow")}>
+                <button
+                  type="button"
+                  class="btn btn-primary"
+                  onClick={() => props.onDecide(c.child_session_id, a.function_call_id, "allow")}
+                >
                   Approve
                 </button>
                 <button type="button" class="btn btn-danger" onClick={() => props.onDecide(c.child_session_id, a.function_call_id, "deny")}>

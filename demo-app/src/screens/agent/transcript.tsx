@@ -35,7 +35,11 @@ function resultText(result: unknown): string | undefined {
   return t || undefined;
 }
 
-export function CallCard(props: { call: CallView; onDecide?: (call: CallView, decision: "allow" | "deny") => Promise<void>; onOpenSession?: (sid: string) => void }) {
+export function CallCard(props: {
+  call: CallView;
+  onDecide?: (call: CallView, decision: "allow" | "deny") => Promise<void>;
+  onOpenSession?: (sid: string) => void;
+}) {
   const { call } = props;
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState<string>();
@@ -53,7 +57,12 @@ export function CallCard(props: { call: CallView; onDecide?: (call: CallView, de
   };
   const text = resultText(call.result);
   return (
-    <article class={`ac-call ac-call-${call.status}`} data-call-id={call.id} data-status={call.status} aria-label={`call ${call.function_id}, ${STATUS_TEXT[call.status]}`}>
+    <article
+      class={`ac-call ac-call-${call.status}`}
+      data-call-id={call.id}
+      data-status={call.status}
+      aria-label={`call ${call.function_id}, ${STATUS_TEXT[call.status]}`}
+    >
       <header class="ac-call-head">
         <code class="ac-fn">{call.function_id}</code>
         <span class={`ac-status ac-status-${call.status}`}>{STATUS_TEXT[call.status]}</span>
@@ -83,7 +92,15 @@ export function CallCard(props: { call: CallView; onDecide?: (call: CallView, de
           )}
         </div>
       )}
-      {call.result !== undefined && (text ? <div class="ac-kv"><span class="ac-kv-label">result</span><pre class="ac-pre ac-result">{text}</pre></div> : <Pre label="result" value={call.result} />)}
+      {call.result !== undefined &&
+        (text ? (
+          <div class="ac-kv">
+            <span class="ac-kv-label">result</span>
+            <pre class="ac-pre ac-result">{text}</pre>
+          </div>
+        ) : (
+          <Pre label="result" value={call.result} />
+        ))}
     </article>
   );
 }
@@ -114,11 +131,18 @@ export function Transcript(props: {
     const calls = visibleCalls(view);
     return items.map((it) => {
       const entry = view.entryOf[it.key];
-      const fork = entry && props.onFork ? (
-        <button type="button" class="btn btn-link ac-fork" data-fork-entry={entry} onClick={() => props.onFork!(entry)} aria-label="fork the session from this message">
-          fork from here
-        </button>
-      ) : null;
+      const fork =
+        entry && props.onFork ? (
+          <button
+            type="button"
+            class="btn btn-link ac-fork"
+            data-fork-entry={entry}
+            onClick={() => props.onFork!(entry)}
+            aria-label="fork the session from this message"
+          >
+            fork from here
+          </button>
+        ) : null;
       if (it.kind === "user")
         return (
           <div key={it.key} class="ac-msg ac-msg-user">
@@ -149,7 +173,14 @@ export function Transcript(props: {
     });
   }, [view.history, view.live, view.calls, view.entryOf, view.state]);
   return (
-    <div id="agent-transcript" class="ac-transcript" aria-live="polite" aria-relevant="additions" data-events={view.eventCount} data-state={view.state?.state ?? "none"}>
+    <div
+      id="agent-transcript"
+      class="ac-transcript"
+      aria-live="polite"
+      aria-relevant="additions"
+      data-events={view.eventCount}
+      data-state={view.state?.state ?? "none"}
+    >
       {settled.length === 0 && !view.streaming && <p class="ac-muted">No messages yet.</p>}
       {settled}
       {view.streaming && <Streaming message={view.streaming} />}

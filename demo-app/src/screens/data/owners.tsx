@@ -31,12 +31,18 @@ export function queueOwner(name: string, owners: Owners): { label: string; detai
     const b = owners.bindings.find((x) => x.id === id);
     if (!b) return { label: `state trigger ${shortId(id)}`, detail: "its binding is gone (its worker disconnected)" };
     const scope = configOf(b).scope;
-    return { label: `state changes → ${b.function_id}`, detail: `${b.worker_name}'s state trigger${typeof scope === "string" ? ` on scope ${scope}` : ""}` };
+    return {
+      label: `state changes → ${b.function_id}`,
+      detail: `${b.worker_name}'s state trigger${typeof scope === "string" ? ` on scope ${scope}` : ""}`,
+    };
   }
   if (name.startsWith(DURABLE_QUEUE)) {
     const topic = name.slice(DURABLE_QUEUE.length);
     const subs = owners.bindings.filter((x) => x.trigger_type === "durable:subscriber" && configOf(x).topic === topic);
-    return { label: `topic ${topic}`, detail: subs.length ? `subscribers: ${subs.map((x) => `${x.function_id} (${x.worker_name})`).join(", ")}` : "no subscriber now" };
+    return {
+      label: `topic ${topic}`,
+      detail: subs.length ? `subscribers: ${subs.map((x) => `${x.function_id} (${x.worker_name})`).join(", ")}` : "no subscriber now",
+    };
   }
   return { label: name };
 }

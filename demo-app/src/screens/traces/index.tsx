@@ -9,7 +9,18 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import type { ScreenProps } from "../../app/types.ts";
 import { sessionTitle, shortId, useSessionNames } from "../../app/sessions.ts";
-import { fmtMs, fmtTime, isNoise, layout, serviceColour, serviceColours, summarize, TURN_FUNCTIONS, type TraceSummary, type WaterfallRow } from "./model.ts";
+import {
+  fmtMs,
+  fmtTime,
+  isNoise,
+  layout,
+  serviceColour,
+  serviceColours,
+  summarize,
+  TURN_FUNCTIONS,
+  type TraceSummary,
+  type WaterfallRow,
+} from "./model.ts";
 import { TRACES_CSS } from "./style.ts";
 import { Banner } from "../../ui/index.tsx";
 
@@ -74,7 +85,12 @@ export default function TracesScreen({ iii, status, params, navigate }: ScreenPr
       )}
       {traceId ? (
         <>
-          <button type="button" class="btn btn-link" onClick={() => go({ function_id: functionId, session_id: sessionId })} id="traces-back">
+          <button
+            type="button"
+            class="btn btn-link"
+            onClick={() => go({ function_id: functionId, session_id: sessionId })}
+            id="traces-back"
+          >
             ← all traces{functionId || sessionId ? " (filtered)" : ""}
           </button>
           <Waterfall iii={iii} online={online} traceId={traceId} />
@@ -96,7 +112,16 @@ export default function TracesScreen({ iii, status, params, navigate }: ScreenPr
   );
 }
 
-function TraceList(props: { iii: BrowserClient; online: boolean; functionId: string; sessionId: string; openTurn: boolean; onFilter: (fn: string, sid: string) => void; onOpen: (traceId: string) => void; onOpenTurn: (traceId: string) => void }) {
+function TraceList(props: {
+  iii: BrowserClient;
+  online: boolean;
+  functionId: string;
+  sessionId: string;
+  openTurn: boolean;
+  onFilter: (fn: string, sid: string) => void;
+  onOpen: (traceId: string) => void;
+  onOpenTurn: (traceId: string) => void;
+}) {
   const [traces, setTraces] = useState<TraceSummary[]>();
   const [total, setTotal] = useState(0);
   const [problem, setProblem] = useState<Problem>();
@@ -115,7 +140,11 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
       try {
         const r = await props.iii.trigger<unknown, TracesListOutput>({
           function_id: "engine::traces::list",
-          payload: { limit: LIST_SPANS, ...(props.functionId ? { function_id: props.functionId } : {}), ...(props.sessionId ? { session_id: props.sessionId } : {}) },
+          payload: {
+            limit: LIST_SPANS,
+            ...(props.functionId ? { function_id: props.functionId } : {}),
+            ...(props.sessionId ? { session_id: props.sessionId } : {}),
+          },
         });
         if (!alive) return;
         const summaries = summarize(r.spans);
@@ -153,7 +182,12 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
       >
         <label>
           Function id
-          <input id="traces-filter-function" value={fn} onInput={(e) => setFn((e.target as HTMLInputElement).value)} placeholder="e.g. run::start" />
+          <input
+            id="traces-filter-function"
+            value={fn}
+            onInput={(e) => setFn((e.target as HTMLInputElement).value)}
+            placeholder="e.g. run::start"
+          />
         </label>
         <label>
           Session id
@@ -163,7 +197,13 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
           Filter
         </button>
         <label class="tr-check">
-          <input type="checkbox" id="traces-show-noise" checked={showNoise} onChange={(e) => setShowNoise((e.target as HTMLInputElement).checked)} /> show discovery and polling{!showNoise && hidden > 0 ? ` (${hidden} hidden)` : ""}
+          <input
+            type="checkbox"
+            id="traces-show-noise"
+            checked={showNoise}
+            onChange={(e) => setShowNoise((e.target as HTMLInputElement).checked)}
+          />{" "}
+          show discovery and polling{!showNoise && hidden > 0 ? ` (${hidden} hidden)` : ""}
         </label>
         {(props.functionId || props.sessionId) && (
           <button type="button" class="btn btn-link" onClick={() => props.onFilter("", "")}>
@@ -172,11 +212,25 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
         )}
       </form>
       <h3 id="tr-list-h">
-        Recent traces {shown && traces && <small class="tr-muted">({shown.length} of {traces.length} traces from the newest {Math.min(total, LIST_SPANS)} of {total} matching spans)</small>}
+        Recent traces{" "}
+        {shown && traces && (
+          <small class="tr-muted">
+            ({shown.length} of {traces.length} traces from the newest {Math.min(total, LIST_SPANS)} of {total} matching spans)
+          </small>
+        )}
       </h3>
       {problem && <StoreMissing problem={problem} />}
-      {props.openTurn && shown && <p class="tr-muted" role="status" id="traces-waiting-turn">Waiting for this session's turn to show up…</p>}
-      {shown && shown.length === 0 && <p class="tr-muted">No traces yet{props.functionId || props.sessionId ? " for this filter" : ""}{hidden > 0 ? ` (${hidden} discovery and polling traces hidden)` : ""}.</p>}
+      {props.openTurn && shown && (
+        <p class="tr-muted" role="status" id="traces-waiting-turn">
+          Waiting for this session's turn to show up…
+        </p>
+      )}
+      {shown && shown.length === 0 && (
+        <p class="tr-muted">
+          No traces yet{props.functionId || props.sessionId ? " for this filter" : ""}
+          {hidden > 0 ? ` (${hidden} discovery and polling traces hidden)` : ""}.
+        </p>
+      )}
       {shown && shown.length > 0 && (
         <div class="table-wrap">
           <table id="traces-list" class="tr-table">
@@ -204,7 +258,9 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
                       {t.session_id && (
                         <small class="tr-muted" title={t.session_id}>
                           {" "}
-                          {names.has(t.session_id) ? `${sessionTitle(names.get(t.session_id), t.session_id)} · ${shortId(t.session_id)}` : `session ${shortId(t.session_id)}`}
+                          {names.has(t.session_id)
+                            ? `${sessionTitle(names.get(t.session_id), t.session_id)} · ${shortId(t.session_id)}`
+                            : `session ${shortId(t.session_id)}`}
                         </small>
                       )}
                     </th>
@@ -215,7 +271,13 @@ function TraceList(props: { iii: BrowserClient; online: boolean; functionId: str
                     <td>{fmtMs((t.end_ns - t.start_ns) / 1e6)}</td>
                     <td>{t.span_count}</td>
                     <td>
-                      {t.error_count > 0 ? <span class="tr-status tr-status-error">{t.error_count} error{t.error_count === 1 ? "" : "s"}</span> : <span class="tr-status tr-status-ok">ok</span>}
+                      {t.error_count > 0 ? (
+                        <span class="tr-status tr-status-error">
+                          {t.error_count} error{t.error_count === 1 ? "" : "s"}
+                        </span>
+                      ) : (
+                        <span class="tr-status tr-status-ok">ok</span>
+                      )}
                       {live && <span class="tr-status tr-live"> live</span>}
                     </td>
                   </tr>
@@ -244,7 +306,10 @@ function Waterfall(props: { iii: BrowserClient; online: boolean; traceId: string
     const load = async () => {
       let stillLive = true;
       try {
-        const r = await props.iii.trigger<unknown, TracesTreeOutput>({ function_id: "engine::traces::tree", payload: { trace_id: props.traceId } });
+        const r = await props.iii.trigger<unknown, TracesTreeOutput>({
+          function_id: "engine::traces::tree",
+          payload: { trace_id: props.traceId },
+        });
         if (!alive) return;
         setRoots(r.roots);
         setProblem(undefined);
@@ -302,7 +367,15 @@ function Waterfall(props: { iii: BrowserClient; online: boolean; traceId: string
       )}
       <ol class="tr-waterfall" id="traces-waterfall" aria-label="spans by start time, nested by parent">
         {rows.map((r) => (
-          <Row key={r.span.span_id} row={r} colour={colours.get(r.span.service_name) ?? serviceColour(r.span.service_name)} selected={r.span.span_id === selected} collapsed={collapsed.has(r.span.span_id)} onToggle={() => toggle(r.span.span_id)} onSelect={() => setSelected(r.span.span_id === selected ? undefined : r.span.span_id)}>
+          <Row
+            key={r.span.span_id}
+            row={r}
+            colour={colours.get(r.span.service_name) ?? serviceColour(r.span.service_name)}
+            selected={r.span.span_id === selected}
+            collapsed={collapsed.has(r.span.span_id)}
+            onToggle={() => toggle(r.span.span_id)}
+            onSelect={() => setSelected(r.span.span_id === selected ? undefined : r.span.span_id)}
+          >
             {chosen && r.span.span_id === selected && <SpanDetail iii={props.iii} span={chosen.span} row={chosen} />}
           </Row>
         ))}
@@ -325,13 +398,43 @@ function isLive(roots: SpanTreeNode[], nowMs: number): boolean {
   return roots.length === 0 || open || nowMs - last / 1e6 < LIVE_WINDOW_MS;
 }
 
-function Row({ row, colour, selected, collapsed, onToggle, onSelect, children }: { row: WaterfallRow; colour: string; selected: boolean; collapsed: boolean; onToggle: () => void; onSelect: () => void; children?: ComponentChildren }) {
+function Row({
+  row,
+  colour,
+  selected,
+  collapsed,
+  onToggle,
+  onSelect,
+  children,
+}: {
+  row: WaterfallRow;
+  colour: string;
+  selected: boolean;
+  collapsed: boolean;
+  onToggle: () => void;
+  onSelect: () => void;
+  children?: ComponentChildren;
+}) {
   const s = row.span;
   return (
-    <li class={`tr-row${selected ? " tr-row-selected" : ""}${s.status === "error" ? " tr-row-error" : ""}`} data-span-id={s.span_id} data-parent-span-id={s.parent_span_id || undefined} data-depth={row.depth} data-status={s.status} data-orphan={row.orphan ? "true" : undefined}>
+    <li
+      class={`tr-row${selected ? " tr-row-selected" : ""}${s.status === "error" ? " tr-row-error" : ""}`}
+      data-span-id={s.span_id}
+      data-parent-span-id={s.parent_span_id || undefined}
+      data-depth={row.depth}
+      data-status={s.status}
+      data-orphan={row.orphan ? "true" : undefined}
+    >
       {row.childCount > 0 && (
         // Over the row's name column (a button cannot hold another), indented with the name.
-        <button type="button" class="tr-fold" style={{ insetInlineStart: `calc(${row.depth * 0.9}rem + .2rem)` }} aria-expanded={!collapsed} aria-label={`${collapsed ? "show" : "hide"} the ${row.childCount} spans under ${s.name}`} onClick={onToggle}>
+        <button
+          type="button"
+          class="tr-fold"
+          style={{ insetInlineStart: `calc(${row.depth * 0.9}rem + .2rem)` }}
+          aria-expanded={!collapsed}
+          aria-label={`${collapsed ? "show" : "hide"} the ${row.childCount} spans under ${s.name}`}
+          onClick={onToggle}
+        >
           {collapsed ? "▸" : "▾"}
         </button>
       )}
@@ -345,10 +448,17 @@ function Row({ row, colour, selected, collapsed, onToggle, onSelect, children }:
         <span class="tr-name" style={{ paddingInlineStart: `calc(${row.depth * 0.9}rem + 1.2rem)` }}>
           <span class="tr-chip" style={{ background: colour }} aria-hidden="true" />
           <span class="tr-span-name">{s.name}</span>
-          {row.orphan && <small class="tr-muted tr-orphan" title={`parent ${s.parent_span_id} is not stored yet: it is still running, or aged out`}>(parent open)</small>}
+          {row.orphan && (
+            <small class="tr-muted tr-orphan" title={`parent ${s.parent_span_id} is not stored yet: it is still running, or aged out`}>
+              (parent open)
+            </small>
+          )}
         </span>
         <span class="tr-track" aria-hidden="true">
-          <span class={`tr-bar${row.open ? " tr-bar-open" : ""}`} style={{ left: `${row.left}%`, width: `${row.width}%`, background: colour }} />
+          <span
+            class={`tr-bar${row.open ? " tr-bar-open" : ""}`}
+            style={{ left: `${row.left}%`, width: `${row.width}%`, background: colour }}
+          />
         </span>
         <span class="tr-dur">{fmtMs(row.duration_ms)}</span>
       </button>
@@ -368,7 +478,10 @@ function SpanDetail({ iii, span, row }: { iii: BrowserClient; span: Span; row: W
     let alive = true;
     setLogs(undefined);
     iii
-      .trigger<unknown, LogsListOutput>({ function_id: "engine::logs::list", payload: { trace_id: span.trace_id, span_id: span.span_id, limit: 200 } })
+      .trigger<unknown, LogsListOutput>({
+        function_id: "engine::logs::list",
+        payload: { trace_id: span.trace_id, span_id: span.span_id, limit: 200 },
+      })
       .then(
         (r) => alive && (setLogs(r.logs), setLogProblem(undefined)),
         (e) => alive && setLogProblem(asProblem(e)),
@@ -447,13 +560,18 @@ function SpanDetail({ iii, span, row }: { iii: BrowserClient; span: Span; row: W
         <p class="tr-muted">none</p>
       )}
       <h5>Logs</h5>
-      {logProblem && <p class="tr-muted">{logProblem.code === "function_not_found" ? "engine::logs::list is not registered on this engine." : logProblem.message}</p>}
+      {logProblem && (
+        <p class="tr-muted">
+          {logProblem.code === "function_not_found" ? "engine::logs::list is not registered on this engine." : logProblem.message}
+        </p>
+      )}
       {logs && logs.length === 0 && <p class="tr-muted">No logs correlated with this span.</p>}
       {logs && logs.length > 0 && (
         <ol class="tr-logs" id="traces-logs">
           {[...logs].reverse().map((l, i) => (
             <li key={i} class={`tr-log tr-log-${(l.severity_text || "info").toLowerCase()}`}>
-              <small class="tr-muted">{fmtTime(l.time_unix_nano)}</small> <strong>{l.severity_text}</strong> <span class="tr-muted">{l.service_name}</span> <Value v={l.body} />
+              <small class="tr-muted">{fmtTime(l.time_unix_nano)}</small> <strong>{l.severity_text}</strong>{" "}
+              <span class="tr-muted">{l.service_name}</span> <Value v={l.body} />
             </li>
           ))}
         </ol>

@@ -86,7 +86,11 @@ export const MIN_BAR_PERCENT = 0.4;
 
 /** The tree depth-first (children by start time) as rows, skipping what is under a `collapsed`
  * span (the time axis stays the whole trace's); `now_ns` closes spans still open. */
-export function layout(roots: SpanTreeNode[], nowNs: number, collapsed: ReadonlySet<string> = new Set()): { rows: WaterfallRow[]; start_ns: number; end_ns: number } {
+export function layout(
+  roots: SpanTreeNode[],
+  nowNs: number,
+  collapsed: ReadonlySet<string> = new Set(),
+): { rows: WaterfallRow[]; start_ns: number; end_ns: number } {
   const flat: { node: SpanTreeNode; depth: number }[] = [];
   const walk = (nodes: SpanTreeNode[], depth: number) => {
     for (const n of [...nodes].sort((a, b) => a.start_time_unix_nano - b.start_time_unix_nano)) {
@@ -109,7 +113,16 @@ export function layout(roots: SpanTreeNode[], nowNs: number, collapsed: Readonly
     const left = ((node.start_time_unix_nano - start) / total) * 100;
     const width = Math.max(((e - node.start_time_unix_nano) / total) * 100, MIN_BAR_PERCENT);
     const { children, ...span } = node;
-    return { span: span as Span, depth, left: Math.min(left, 100 - MIN_BAR_PERCENT), width: Math.min(width, 100 - Math.min(left, 100 - MIN_BAR_PERCENT)), duration_ms: (e - node.start_time_unix_nano) / 1e6, open, childCount: children?.length ?? 0, orphan: depth === 0 && !!node.parent_span_id };
+    return {
+      span: span as Span,
+      depth,
+      left: Math.min(left, 100 - MIN_BAR_PERCENT),
+      width: Math.min(width, 100 - Math.min(left, 100 - MIN_BAR_PERCENT)),
+      duration_ms: (e - node.start_time_unix_nano) / 1e6,
+      open,
+      childCount: children?.length ?? 0,
+      orphan: depth === 0 && !!node.parent_span_id,
+    };
   });
   return { rows, start_ns: start, end_ns: end };
 }
@@ -167,10 +180,16 @@ export function serviceColours(services: readonly string[]): Map<string, string>
 
 /** The engine's discovery chatter: what a worker connecting and the catalog changing cause (as
  * functions called, or as the trigger types that fire on it). */
-export const DISCOVERY_FUNCTIONS: ReadonlySet<string> = new Set(["engine::functions-available", "engine::workers-available", "engine::workers::register", "engine::channels::create"]);
+export const DISCOVERY_FUNCTIONS: ReadonlySet<string> = new Set([
+  "engine::functions-available",
+  "engine::workers-available",
+  "engine::workers::register",
+  "engine::channels::create",
+]);
 /** Function names that only read (the console's and SDKs' polling): `…::list`, `…::get_state`,
  * `…::info`, a session's `run::events` catch-up. */
-const READ_NAME = /::(list|list_[a-z_]+|get|get_[a-z_]+|info|tree|messages|events|status|children|jobs|dlq_topics|dlq_messages|list_topics|list_groups|list_keys)$/;
+const READ_NAME =
+  /::(list|list_[a-z_]+|get|get_[a-z_]+|info|tree|messages|events|status|children|jobs|dlq_topics|dlq_messages|list_topics|list_groups|list_keys)$/;
 /** A read that fans out further than this is work worth seeing. */
 export const MAX_NOISE_SPANS = 3;
 
@@ -179,7 +198,11 @@ export const MAX_NOISE_SPANS = 3;
 export function isNoise(t: TraceSummary): boolean {
   const fn = t.function_id ?? "";
   if (DISCOVERY_FUNCTIONS.has(fn) || DISCOVERY_FUNCTIONS.has(t.trigger_type ?? "")) return true;
-  return t.error_count === 0 && t.span_count <= MAX_NOISE_SPANS && (READ_NAME.test(fn) || fn.startsWith("engine::traces::") || fn.startsWith("engine::logs::"));
+  return (
+    t.error_count === 0 &&
+    t.span_count <= MAX_NOISE_SPANS &&
+    (READ_NAME.test(fn) || fn.startsWith("engine::traces::") || fn.startsWith("engine::logs::"))
+  );
 }
 
 /** The functions that start an agent turn: a session's "trace" link opens the newest of these. */
@@ -191,4 +214,5 @@ export function fmtMs(ms: number): string {
   if (ms < 1000) return `${ms.toFixed(ms < 10 ? 2 : 1)} ms`;
   return `${(ms / 1000).toFixed(2)} s`;
 }
-export const fmtTime = (ns: number): string => `${new Date(ns / 1e6).toLocaleTimeString(undefined, { hour12: false })}.${String(Math.floor((ns / 1e6) % 1000)).padStart(3, "0")}`;
+export const fmtTime = (ns: number): string =>
+  `${new Date(ns / 1e6).toLocaleTimeString(undefined, { hour12: false })}.${String(Math.floor((ns / 1e6) % 1000)).padStart(3, "0")}`;

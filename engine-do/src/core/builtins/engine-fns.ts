@@ -36,21 +36,33 @@ export function installEngineFunctions(core: EngineApi): void {
     internal: true,
     handler: (q) => {
       const workers = q.workers ?? (q.worker ? [q.worker] : undefined);
-      const functions = look.functionSummaries(q.include_internal === true).filter(
-        (f) =>
-          (!q.prefix || f.function_id.startsWith(q.prefix)) &&
-          (!workers || workers.includes(f.worker_name)) &&
-          (matches(f.function_id, q.search) || matches(f.description, q.search)),
-      );
+      const functions = look
+        .functionSummaries(q.include_internal === true)
+        .filter(
+          (f) =>
+            (!q.prefix || f.function_id.startsWith(q.prefix)) &&
+            (!workers || workers.includes(f.worker_name)) &&
+            (matches(f.function_id, q.search) || matches(f.description, q.search)),
+        );
       return listed("functions", pageOf(functions, q, "engine::functions::list"));
     },
   });
 
   const detail = (id: string) => {
     const b = look.builtin(id);
-    const registered_triggers = [...catalog.triggers.values()].filter((t) => t.function_id === id).map((t) => ({ id: t.id, trigger_type: t.trigger_type, config: t.config, status: t.status }));
+    const registered_triggers = [...catalog.triggers.values()]
+      .filter((t) => t.function_id === id)
+      .map((t) => ({ id: t.id, trigger_type: t.trigger_type, config: t.config, status: t.status }));
     if (b) {
-      const out: FunctionDetail = { function_id: id, worker_name: id.split("::")[0] ?? id, description: b.description, request_schema: b.request_format, response_schema: b.response_format, served_by: SERVED_BY_ENGINE, registered_triggers };
+      const out: FunctionDetail = {
+        function_id: id,
+        worker_name: id.split("::")[0] ?? id,
+        description: b.description,
+        request_schema: b.request_format,
+        response_schema: b.response_format,
+        served_by: SERVED_BY_ENGINE,
+        registered_triggers,
+      };
       const metadata = look.builtinMetadata(id);
       if (metadata) out.metadata = metadata;
       return out;
@@ -106,7 +118,9 @@ export function installEngineFunctions(core: EngineApi): void {
             active_invocations: look.activeInvocations(w.worker_id),
           };
         })
-        .filter((w) => (!q.runtime || w.runtime === q.runtime) && (matches(w.name, q.search) || matches(String(w.description ?? ""), q.search)))
+        .filter(
+          (w) => (!q.runtime || w.runtime === q.runtime) && (matches(w.name, q.search) || matches(String(w.description ?? ""), q.search)),
+        )
         .sort((a, b) => a.connected_at_ms - b.connected_at_ms || (a.id < b.id ? -1 : 1));
       return listed("workers", pageOf(workers, q, "engine::workers::list"));
     },
@@ -118,7 +132,11 @@ export function installEngineFunctions(core: EngineApi): void {
     handler: (q) => {
       const all = [
         ...[...look.builtinTriggerTypes()].map((t) => ({ id: t.id, worker_name: "engine", description: t.description })),
-        ...[...catalog.triggerTypes.values()].map((t) => ({ id: t.id, worker_name: look.workerName(t.owner), description: t.description ?? "" })),
+        ...[...catalog.triggerTypes.values()].map((t) => ({
+          id: t.id,
+          worker_name: look.workerName(t.owner),
+          description: t.description ?? "",
+        })),
       ];
       const triggers = all
         .filter((t) => (!q.prefix || t.id.startsWith(q.prefix)) && (matches(t.id, q.search) || matches(t.description, q.search)))
@@ -166,12 +184,17 @@ export function installEngineFunctions(core: EngineApi): void {
   };
 
   defineBuiltin(core, "engine::register_trigger", {
-    description: "Create a trigger binding held by the engine: it ends with the caller's last connection to the namespace unless the caller's grant allows durable_bindings",
+    description:
+      "Create a trigger binding held by the engine: it ends with the caller's last connection to the namespace unless the caller's grant allows durable_bindings",
     internal: true,
     handler: (q, ctx) => {
       const id = q.id ?? core.ports.newId();
       // Held by the engine, owned by the caller's principal: only it may replace or remove it.
-      const err = core.registerTrigger(null, { id, trigger_type: q.trigger_type, function_id: q.function_id, config: q.config ?? null, metadata: q.metadata }, ctx.grant);
+      const err = core.registerTrigger(
+        null,
+        { id, trigger_type: q.trigger_type, function_id: q.function_id, config: q.config ?? null, metadata: q.metadata },
+        ctx.grant,
+      );
       if (err) throw IIIError.relayed(err);
       return { id };
     },
@@ -194,11 +217,20 @@ export function installEngineFunctions(core: EngineApi): void {
     internal: true,
     handler: async () => {
       await core.refreshEdgeHosts();
-      return { hosts: Object.keys(core.ports.edgeHosts), functions: [...catalog.functions.values()].filter((f) => f.kind === "edge").map((f) => f.id).sort() };
+      return {
+        hosts: Object.keys(core.ports.edgeHosts),
+        functions: [...catalog.functions.values()]
+          .filter((f) => f.kind === "edge")
+          .map((f) => f.id)
+          .sort(),
+      };
     },
   });
 
-  const noConfig = (config: unknown) => (config === null || config === undefined || (typeof config === "object" && !Array.isArray(config)) ? undefined : "config must be an object");
+  const noConfig = (config: unknown) =>
+    config === null || config === undefined || (typeof config === "object" && !Array.isArray(config))
+      ? undefined
+      : "config must be an object";
   core.addTriggerType({
     id: TRIGGER_TYPES.functionsAvailable,
     description: "Fires with the full function list whenever the set of functions changes (config {delta: true}: only {added, removed})",

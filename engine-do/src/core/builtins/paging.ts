@@ -32,7 +32,10 @@ export function fitPage<T>(window: readonly T[], offset: number, total: number, 
     bytes += jsonBytes(entry) + 1; // and its comma
     if (bytes > budget) {
       if (items.length === 0) {
-        throw new IIIError("result_too_large", `${what} entry ${offset} alone is over the ${budget}-byte result limit; skip it with offset ${offset + 1}`);
+        throw new IIIError(
+          "result_too_large",
+          `${what} entry ${offset} alone is over the ${budget}-byte result limit; skip it with offset ${offset + 1}`,
+        );
       }
       break;
     }

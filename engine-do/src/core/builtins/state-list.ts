@@ -41,17 +41,25 @@ export function stateListing(sql: Sql): StateListing {
       const row = sql.exec<{ n: number; size: number }>(sizeOf, scope, probe, offset)[0];
       const n = Number(row?.n ?? 0);
       if (!paged && n > MAX_LIST_PAGE) {
-        throw new IIIError("result_too_large", `scope '${scope}' holds more than ${MAX_LIST_PAGE} keys, more than one state::list returns; ${howToPage}`);
+        throw new IIIError(
+          "result_too_large",
+          `scope '${scope}' holds more than ${MAX_LIST_PAGE} keys, more than one state::list returns; ${howToPage}`,
+        );
       }
       // The result is `[v1,v2,…]`: the values' JSON, the commas and the brackets.
       const resultBytes = Number(row?.size ?? 0) + Math.max(n - 1, 0) + 2;
       if (resultBytes > MAX_RESULT_BYTES) {
         const which = paged ? `the ${n} values from offset ${offset} of scope '${scope}'` : `the ${n} values of scope '${scope}'`;
         const fix = paged ? "ask for a smaller limit (a value too large to list on its own is read with state::get)" : howToPage;
-        throw new IIIError("result_too_large", `${which} come to ${resultBytes} bytes, over the ${MAX_RESULT_BYTES}-byte result limit; ${fix}`);
+        throw new IIIError(
+          "result_too_large",
+          `${which} come to ${resultBytes} bytes, over the ${MAX_RESULT_BYTES}-byte result limit; ${fix}`,
+        );
       }
       if (n === 0) return [];
-      return sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? ORDER BY key LIMIT ? OFFSET ?", scope, n, offset).map((r) => JSON.parse(r.value));
+      return sql
+        .exec<{ value: string }>("SELECT value FROM state WHERE scope = ? ORDER BY key LIMIT ? OFFSET ?", scope, n, offset)
+        .map((r) => JSON.parse(r.value));
     },
 
     groups(q) {
@@ -59,14 +67,23 @@ export function stateListing(sql: Sql): StateListing {
       const total = Number(sql.exec<{ n: number }>("SELECT count(DISTINCT scope) AS n FROM state")[0]?.n ?? 0);
       // Scope names are at most 512 characters, so a window of MAX_LIST_PAGE stays small; the page
       // is cut to the byte budget after.
-      const window = sql.exec<{ scope: string }>("SELECT DISTINCT scope FROM state ORDER BY scope LIMIT ? OFFSET ?", q.limit ?? MAX_LIST_PAGE, offset).map((r) => r.scope);
+      const window = sql
+        .exec<{ scope: string }>("SELECT DISTINCT scope FROM state ORDER BY scope LIMIT ? OFFSET ?", q.limit ?? MAX_LIST_PAGE, offset)
+        .map((r) => r.scope);
       return fitPage(window, offset, total, "state::list_groups");
     },
 
     keys(scope, q) {
       const offset = q.offset ?? 0;
       const total = Number(sql.exec<{ n: number }>("SELECT count(*) AS n FROM state WHERE scope = ?", scope)[0]?.n ?? 0);
-      const window = sql.exec<{ key: string }>("SELECT key FROM state WHERE scope = ? ORDER BY key LIMIT ? OFFSET ?", scope, q.limit ?? MAX_LIST_PAGE, offset).map((r) => r.key);
+      const window = sql
+        .exec<{ key: string }>(
+          "SELECT key FROM state WHERE scope = ? ORDER BY key LIMIT ? OFFSET ?",
+          scope,
+          q.limit ?? MAX_LIST_PAGE,
+          offset,
+        )
+        .map((r) => r.key);
       return fitPage(window, offset, total, "state::list_keys");
     },
   };

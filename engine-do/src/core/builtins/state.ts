@@ -29,7 +29,9 @@ import { stateListing } from "./state-list.ts";
 /** JSON text with object keys sorted, so equal values compare equal whatever their key order. */
 function canonicalJson(v: unknown): string {
   return JSON.stringify(v, (_k, x: unknown) =>
-    x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x,
+    x && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : x,
   );
 }
 const sameJson = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
@@ -41,7 +43,11 @@ const sameJson = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(
  */
 const MAX_WAITING_FIRES_PER_BINDING = 10_000;
 
-export function installState(core: EngineApi, queues: QueueRouter, quota: StateQuota = { keys: MAX_STATE_KEYS_PER_PRINCIPAL, bytes: MAX_STATE_BYTES_PER_PRINCIPAL }): void {
+export function installState(
+  core: EngineApi,
+  queues: QueueRouter,
+  quota: StateQuota = { keys: MAX_STATE_KEYS_PER_PRINCIPAL, bytes: MAX_STATE_BYTES_PER_PRINCIPAL },
+): void {
   const { sql } = core.ports;
   sql.exec("CREATE TABLE IF NOT EXISTS state (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (scope, key))");
   // Who each value counts for (the principal that last wrote it; NULL: a trusted caller, or written
@@ -59,7 +65,11 @@ export function installState(core: EngineApi, queues: QueueRouter, quota: StateQ
   };
   /** Whom a stored value counts for, and how much. */
   const holderOf = (scope: string, key: string): { principal: string | null; charge: number } | undefined => {
-    const row = sql.exec<{ principal: string | null; charge: number | null }>("SELECT principal, charge FROM state WHERE scope = ? AND key = ?", scope, key)[0];
+    const row = sql.exec<{ principal: string | null; charge: number | null }>(
+      "SELECT principal, charge FROM state WHERE scope = ? AND key = ?",
+      scope,
+      key,
+    )[0];
     return row ? { principal: row.principal, charge: row.charge ?? 0 } : undefined;
   };
   const usage = (principal: string): StateQuota => {
@@ -68,7 +78,12 @@ export function installState(core: EngineApi, queues: QueueRouter, quota: StateQ
   };
   const account = (principal: string | null, keys: number, bytes: number) => {
     if (principal === null) return;
-    sql.exec("INSERT INTO state_quota (principal, keys, bytes) VALUES (?, ?, ?) ON CONFLICT (principal) DO UPDATE SET keys = keys + excluded.keys, bytes = bytes + excluded.bytes", principal, keys, bytes);
+    sql.exec(
+      "INSERT INTO state_quota (principal, keys, bytes) VALUES (?, ?, ?) ON CONFLICT (principal) DO UPDATE SET keys = keys + excluded.keys, bytes = bytes + excluded.bytes",
+      principal,
+      keys,
+      bytes,
+    );
     if (keys < 0) sql.exec("DELETE FROM state_quota WHERE principal = ? AND keys <= 0", principal);
   };
   const write = (scope: string, key: string, value: unknown, code: ErrorCode, ctx: CallContext) => {
@@ -86,16 +101,29 @@ export function installState(core: EngineApi, queues: QueueRouter, quota: StateQ
       const use = usage(principal);
       const mine = prev !== undefined && prev.principal === principal;
       if (!mine && use.keys + 1 > quota.keys) {
-        throw new IIIError("quota_exceeded", `'${principal}' holds ${use.keys} state keys in this namespace, its quota (${quota.keys}); delete some first`);
+        throw new IIIError(
+          "quota_exceeded",
+          `'${principal}' holds ${use.keys} state keys in this namespace, its quota (${quota.keys}); delete some first`,
+        );
       }
       const bytes = use.bytes + charge - (mine ? prev.charge : 0);
       // (A write that shrinks what the principal holds is let through even over the quota.)
       if (bytes > quota.bytes && bytes > use.bytes) {
-        throw new IIIError("quota_exceeded", `'${principal}' would hold ${bytes} bytes of state in this namespace, over its quota (${quota.bytes}); delete some first`);
+        throw new IIIError(
+          "quota_exceeded",
+          `'${principal}' would hold ${bytes} bytes of state in this namespace, over its quota (${quota.bytes}); delete some first`,
+        );
       }
     }
     try {
-      sql.exec("INSERT OR REPLACE INTO state (scope, key, value, principal, charge) VALUES (?, ?, ?, ?, ?)", scope, key, text, principal, charge);
+      sql.exec(
+        "INSERT OR REPLACE INTO state (scope, key, value, principal, charge) VALUES (?, ?, ?, ?, ?)",
+        scope,
+        key,
+        text,
+        principal,
+        charge,
+      );
     } catch (e) {
       throw new IIIError(code, `could not store ${scope}/${key}: ${String(e)}`);
     }
@@ -114,12 +142,25 @@ export function installState(core: EngineApi, queues: QueueRouter, quota: StateQ
       const c = (b.config ?? {}) as { scope?: string; key?: string };
       return (c.scope === undefined || c.scope === scope) && (c.key === undefined || c.key === key);
     });
-    const payload: StateTriggerPayload = { type: "state", event_type, scope, key, old_value: old_value ?? null, new_value: new_value ?? null };
+    const payload: StateTriggerPayload = {
+      type: "state",
+      event_type,
+      scope,
+      key,
+      old_value: old_value ?? null,
+      new_value: new_value ?? null,
+    };
     const group = stateFireGroup(scope, key);
     for (const b of bindings) {
       const queue = `${STATE_TRIGGER_PREFIX}${b.id}`;
       if (queues.durable.holdsAtLeast(queue, MAX_WAITING_FIRES_PER_BINDING)) {
-        core.ports.log.warn("state trigger fire dropped: its binding has too many fires waiting", { trigger: b.id, function_id: b.function_id, scope, key, waiting: MAX_WAITING_FIRES_PER_BINDING });
+        core.ports.log.warn("state trigger fire dropped: its binding has too many fires waiting", {
+          trigger: b.id,
+          function_id: b.function_id,
+          scope,
+          key,
+          waiting: MAX_WAITING_FIRES_PER_BINDING,
+        });
         continue;
       }
       const req: EnqueueRequest = { queue, function_id: b.function_id, data: payload };
@@ -143,7 +184,8 @@ export function installState(core: EngineApi, queues: QueueRouter, quota: StateQ
   };
 
   defineBuiltin(core, "state::set", {
-    description: "Store a JSON value under scope/key; returns {old_value, new_value}; with `enqueue`, a queue message stored in the same transaction ({messageReceiptId})",
+    description:
+      "Store a JSON value under scope/key; returns {old_value, new_value}; with `enqueue`, a queue message stored in the same transaction ({messageReceiptId})",
     handler: ({ scope, key, value, data, enqueue }, ctx) => {
       const next = value !== undefined ? value : data;
       const prepared = prepareEnqueue(enqueue, ctx);
@@ -177,7 +219,8 @@ export function installState(core: EngineApi, queues: QueueRouter, quota: StateQ
       }),
   });
   defineBuiltin(core, "state::update", {
-    description: "Apply update ops (set, increment, decrement, remove, merge, append) atomically; `expected` makes it a compare-and-set; with `enqueue`, a queue message stored in the same transaction",
+    description:
+      "Apply update ops (set, increment, decrement, remove, merge, append) atomically; `expected` makes it a compare-and-set; with `enqueue`, a queue message stored in the same transaction",
     handler: (input, ctx) => {
       const { scope, key, ops } = input;
       const prepared = prepareEnqueue(input.enqueue, ctx);
@@ -205,7 +248,8 @@ export function installState(core: EngineApi, queues: QueueRouter, quota: StateQ
     handler: ({ scope, limit, offset }) => listing.values(scope, { limit, offset }),
   });
   defineBuiltin(core, "state::list_keys", {
-    description: "Keys in a scope, sorted (iii-edge): a page ({scope, limit, offset}) with total and next_offset, in the same order as state::list",
+    description:
+      "Keys in a scope, sorted (iii-edge): a page ({scope, limit, offset}) with total and next_offset, in the same order as state::list",
     handler: ({ scope, limit, offset }) => {
       const page = listing.keys(scope, { limit, offset });
       const out: { keys: string[]; total: number; next_offset?: number } = { keys: page.items, total: page.total };

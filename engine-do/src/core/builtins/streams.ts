@@ -71,7 +71,9 @@ export function customStreamOpId(op: CustomStreamOp, stream: string): string {
 /** What a custom set / update / delete must answer (iii's SetResult / UpdateResult / DeleteResult):
  * the engine reads old and new value from it to push the change. */
 const customChange = z.object({ old_value: z.unknown().optional(), new_value: z.unknown().optional() });
-const customUpdate = customChange.extend({ errors: z.array(z.object({ op_index: z.number(), code: z.string(), message: z.string() })).optional() });
+const customUpdate = customChange.extend({
+  errors: z.array(z.object({ op_index: z.number(), code: z.string(), message: z.string() })).optional(),
+});
 const customDelete = z.object({ old_value: z.unknown().optional() });
 const customList = z.array(z.unknown());
 const customGroups = z.array(z.string());
@@ -91,8 +93,12 @@ export class Streams {
   constructor(core: EngineApi) {
     this.core = core;
     const { sql } = core.ports;
-    sql.exec("CREATE TABLE IF NOT EXISTS stream_items (stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (stream_name, group_id, item_id))");
-    sql.exec("CREATE TABLE IF NOT EXISTS stream_subs (socket_id TEXT NOT NULL, subscription_id TEXT NOT NULL, stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT, context TEXT, PRIMARY KEY (socket_id, subscription_id))");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS stream_items (stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (stream_name, group_id, item_id))",
+    );
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS stream_subs (socket_id TEXT NOT NULL, subscription_id TEXT NOT NULL, stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT, context TEXT, PRIMARY KEY (socket_id, subscription_id))",
+    );
     sql.exec("CREATE INDEX IF NOT EXISTS stream_subs_by_group ON stream_subs (stream_name, group_id)");
     // Whose each browser socket is (the grant the front door gave it), kept so it survives hibernation.
     sql.exec("CREATE TABLE IF NOT EXISTS stream_socket_grants (socket_id TEXT PRIMARY KEY NOT NULL, grant_json TEXT NOT NULL)");
@@ -102,12 +108,19 @@ export class Streams {
 
   /** A browser socket was accepted with `grant`. */
   opened(socketId: string, grant: Grant): void {
-    this.core.ports.sql.exec("INSERT OR REPLACE INTO stream_socket_grants (socket_id, grant_json) VALUES (?, ?)", socketId, JSON.stringify(grant));
+    this.core.ports.sql.exec(
+      "INSERT OR REPLACE INTO stream_socket_grants (socket_id, grant_json) VALUES (?, ?)",
+      socketId,
+      JSON.stringify(grant),
+    );
   }
 
   /** The grant a socket was accepted with; none (never through the front door) reads as nothing allowed. */
   private socketGrant(socketId: string): Grant | undefined {
-    const raw = this.core.ports.sql.exec<{ grant_json: string }>("SELECT grant_json FROM stream_socket_grants WHERE socket_id = ?", socketId)[0]?.grant_json;
+    const raw = this.core.ports.sql.exec<{ grant_json: string }>(
+      "SELECT grant_json FROM stream_socket_grants WHERE socket_id = ?",
+      socketId,
+    )[0]?.grant_json;
     if (raw === undefined) return undefined;
     const g = grantSchema.safeParse(JSON.parse(raw));
     return g.success ? g.data : undefined;
@@ -115,7 +128,11 @@ export class Streams {
 
   /** The recorded owner of an agent session (engine state `session_owner/<sid>`). */
   private sessionOwner(sessionId: string): string | undefined {
-    const row = this.core.ports.sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? AND key = ?", SESSION_OWNER_SCOPE, sessionId)[0];
+    const row = this.core.ports.sql.exec<{ value: string }>(
+      "SELECT value FROM state WHERE scope = ? AND key = ?",
+      SESSION_OWNER_SCOPE,
+      sessionId,
+    )[0];
     if (!row) return undefined;
     const v = JSON.parse(row.value) as { sub?: unknown } | null;
     return typeof v?.sub === "string" ? v.sub : undefined;
@@ -163,7 +180,11 @@ export class Streams {
 
   /** The stored items of a group `grant` may see, with their ids. */
   private visibleRows(grant: Grant, stream: string, group: string): { item_id: string; value: string }[] {
-    const rows = this.core.ports.sql.exec<{ item_id: string; value: string }>("SELECT item_id, value FROM stream_items WHERE stream_name = ? AND group_id = ? ORDER BY item_id", stream, group);
+    const rows = this.core.ports.sql.exec<{ item_id: string; value: string }>(
+      "SELECT item_id, value FROM stream_items WHERE stream_name = ? AND group_id = ? ORDER BY item_id",
+      stream,
+      group,
+    );
     return rows.filter((r) => this.maySeeSession(grant, r.item_id));
   }
 
@@ -185,22 +206,40 @@ export class Streams {
   // ------------------------------------------------------------------ items
 
   read(stream: string, group: string, item: string): unknown {
-    const r = this.core.ports.sql.exec<{ value: string }>("SELECT value FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id = ?", stream, group, item)[0];
+    const r = this.core.ports.sql.exec<{ value: string }>(
+      "SELECT value FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id = ?",
+      stream,
+      group,
+      item,
+    )[0];
     return r ? JSON.parse(r.value) : undefined;
   }
   list(stream: string, group: string): unknown[] {
-    return this.core.ports.sql.exec<{ value: string }>("SELECT value FROM stream_items WHERE stream_name = ? AND group_id = ? ORDER BY item_id", stream, group).map((r) => JSON.parse(r.value));
+    return this.core.ports.sql
+      .exec<{ value: string }>("SELECT value FROM stream_items WHERE stream_name = ? AND group_id = ? ORDER BY item_id", stream, group)
+      .map((r) => JSON.parse(r.value));
   }
   /** One page of a group's items after `after` (exclusive), by item id; `next` is the last id of a
    * full page (null at the end). A page also ends early at MAX_RESULT_BYTES, so it fits a frame. */
-  listItems(stream: string, group: string, after: string | undefined, limit: number, grant?: Grant): { items: { item_id: string; data: unknown }[]; next: string | null } {
+  listItems(
+    stream: string,
+    group: string,
+    after: string | undefined,
+    limit: number,
+    grant?: Grant,
+  ): { items: { item_id: string; data: unknown }[]; next: string | null } {
     const page = this.listItemsPage(stream, group, after, limit);
     // A reader that does not see every session gets only its own sessions' items (the cursor
     // still moves over the others, so paging goes on).
     if (grant && this.filtered(grant, stream)) page.items = page.items.filter((i) => this.maySeeSession(grant, i.item_id));
     return page;
   }
-  private listItemsPage(stream: string, group: string, after: string | undefined, limit: number): { items: { item_id: string; data: unknown }[]; next: string | null } {
+  private listItemsPage(
+    stream: string,
+    group: string,
+    after: string | undefined,
+    limit: number,
+  ): { items: { item_id: string; data: unknown }[]; next: string | null } {
     const rows = this.core.ports.sql.exec<{ item_id: string; value: string }>(
       "SELECT item_id, value FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id > ? ORDER BY item_id LIMIT ?",
       stream,
@@ -221,7 +260,13 @@ export class Streams {
     const text = JSON.stringify(value ?? null);
     if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
     try {
-      this.core.ports.sql.exec("INSERT OR REPLACE INTO stream_items (stream_name, group_id, item_id, value) VALUES (?, ?, ?, ?)", stream, group, item, text);
+      this.core.ports.sql.exec(
+        "INSERT OR REPLACE INTO stream_items (stream_name, group_id, item_id, value) VALUES (?, ?, ?, ?)",
+        stream,
+        group,
+        item,
+        text,
+      );
     } catch (e) {
       throw new IIIError(code, `could not store ${stream}/${group}/${item}: ${String(e)}`);
     }
@@ -278,7 +323,8 @@ export class Streams {
     const result = await this.callCustom(id, input, ctx);
     if (result === undefined) throw new IIIError("invocation_failed", `${id} returned no result; it must return ${shape}`);
     const r = schema.safeParse(result);
-    if (!r.success) throw new IIIError("invocation_failed", `${id} returned ${JSON.stringify(result).slice(0, 200)}; it must return ${shape}`);
+    if (!r.success)
+      throw new IIIError("invocation_failed", `${id} returned ${JSON.stringify(result).slice(0, 200)}; it must return ${shape}`);
     return r.data;
   }
 
@@ -291,20 +337,38 @@ export class Streams {
   /** stream::list: the custom operation's array of values, else the stored items. */
   async listGroup(stream: string, group: string, ctx?: CallContext): Promise<unknown[]> {
     const id = this.customOp("list", stream);
-    if (!id) return ctx && this.filtered(ctx.grant, stream) ? this.visibleRows(ctx.grant, stream, group).map((r) => JSON.parse(r.value)) : this.list(stream, group);
+    if (!id)
+      return ctx && this.filtered(ctx.grant, stream)
+        ? this.visibleRows(ctx.grant, stream, group).map((r) => JSON.parse(r.value))
+        : this.list(stream, group);
     return this.customAnswer(id, { stream_name: stream, group_id: group }, customList, "an array of values", ctx);
   }
   /** stream::list_groups: the custom operation's group ids, else the stored ones. */
   async groups(stream: string, ctx?: CallContext): Promise<string[]> {
     const id = this.customOp("list_groups", stream);
-    if (!id) return this.core.ports.sql.exec<{ group_id: string }>("SELECT DISTINCT group_id FROM stream_items WHERE stream_name = ? ORDER BY group_id", stream).map((r) => r.group_id);
+    if (!id)
+      return this.core.ports.sql
+        .exec<{ group_id: string }>("SELECT DISTINCT group_id FROM stream_items WHERE stream_name = ? ORDER BY group_id", stream)
+        .map((r) => r.group_id);
     return this.customAnswer(id, { stream_name: stream }, customGroups, "an array of group ids (strings)", ctx);
   }
   /** stream::set through its custom operation when there is one; the change is pushed either way. */
-  async setAny(stream: string, group: string, item: string, data: unknown, ctx?: CallContext): Promise<{ old_value: unknown; new_value: unknown }> {
+  async setAny(
+    stream: string,
+    group: string,
+    item: string,
+    data: unknown,
+    ctx?: CallContext,
+  ): Promise<{ old_value: unknown; new_value: unknown }> {
     const id = this.customOp("set", stream);
     if (!id) return this.set(stream, group, item, data, ctx);
-    const r = await this.customAnswer(id, { stream_name: stream, group_id: group, item_id: item, data: data ?? null }, customChange, "{old_value?, new_value}", ctx);
+    const r = await this.customAnswer(
+      id,
+      { stream_name: stream, group_id: group, item_id: item, data: data ?? null },
+      customChange,
+      "{old_value?, new_value}",
+      ctx,
+    );
     const out = { old_value: r.old_value ?? null, new_value: r.new_value ?? null };
     this.emit(stream, group, item, { type: present(r.old_value) ? "update" : "create", data: out.new_value }, ctx);
     return out;
@@ -313,7 +377,13 @@ export class Streams {
   async updateAny(stream: string, group: string, item: string, ops: UpdateOp[], ctx?: CallContext): Promise<UpdateOutput> {
     const id = this.customOp("update", stream);
     if (!id) return this.update(stream, group, item, ops, ctx);
-    const r = await this.customAnswer(id, { stream_name: stream, group_id: group, item_id: item, ops }, customUpdate, "{old_value?, new_value, errors?}", ctx);
+    const r = await this.customAnswer(
+      id,
+      { stream_name: stream, group_id: group, item_id: item, ops },
+      customUpdate,
+      "{old_value?, new_value, errors?}",
+      ctx,
+    );
     const out: UpdateOutput = { old_value: r.old_value ?? null, new_value: r.new_value ?? null };
     if (r.errors && r.errors.length > 0) out.errors = r.errors;
     this.emit(stream, group, item, { type: present(r.old_value) ? "update" : "create", data: out.new_value }, ctx);
@@ -337,7 +407,11 @@ export class Streams {
     const timestamp = this.core.ports.clock.now();
     const msg: StreamTriggerPayload = { type: "stream", timestamp, streamName: stream, groupId: group, id: item, event };
     if (this.sockets) {
-      const subs = this.core.ports.sql.exec<{ socket_id: string; item_id: string | null }>("SELECT socket_id, item_id FROM stream_subs WHERE stream_name = ? AND group_id = ?", stream, group);
+      const subs = this.core.ports.sql.exec<{ socket_id: string; item_id: string | null }>(
+        "SELECT socket_id, item_id FROM stream_subs WHERE stream_name = ? AND group_id = ?",
+        stream,
+        group,
+      );
       const sent = new Set<string>();
       const owned = sessionGroups.has(stream) || sessionItems.has(stream);
       for (const s of subs) {
@@ -350,7 +424,9 @@ export class Streams {
     }
     const bindings = this.core.activeBindings(TRIGGER_TYPES.stream).filter((b) => {
       const c = (b.config ?? {}) as { stream_name?: string; group_id?: string; item_id?: string };
-      return c.stream_name === stream && (c.group_id === undefined || c.group_id === group) && (c.item_id === undefined || c.item_id === item);
+      return (
+        c.stream_name === stream && (c.group_id === undefined || c.group_id === group) && (c.item_id === undefined || c.item_id === item)
+      );
     });
     if (bindings.length === 0) return;
     this.core.ports.background(
@@ -405,13 +481,19 @@ export class Streams {
     const base = { type: "stream" as const, timestamp: clock.now(), streamName, groupId, id };
     const count = sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM stream_subs WHERE socket_id = ?", socketId)[0]?.n ?? 0;
     if (count >= MAX_SUBSCRIPTIONS_PER_SOCKET) {
-      this.sockets?.send(socketId, { ...base, event: { type: "unauthorized", data: { reason: `at most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions per socket` } } });
+      this.sockets?.send(socketId, {
+        ...base,
+        event: { type: "unauthorized", data: { reason: `at most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions per socket` } },
+      });
       return;
     }
     // The same refusal whether the group exists or not: a stranger learns nothing about a session.
     const grant = this.socketGrant(socketId);
     if (!this.mayJoin(grant, streamName, groupId, id)) {
-      this.sockets?.send(socketId, { ...base, event: { type: "unauthorized", data: { reason: `'${grant?.sub ?? "unknown"}' may not read ${streamName}/${groupId}` } } });
+      this.sockets?.send(socketId, {
+        ...base,
+        event: { type: "unauthorized", data: { reason: `'${grant?.sub ?? "unknown"}' may not read ${streamName}/${groupId}` } },
+      });
       return;
     }
     const payload: StreamSubscriptionPayload = { subscription_id: subscriptionId, stream_name: streamName, group_id: groupId };
@@ -421,12 +503,25 @@ export class Streams {
       const want = (b.config as { stream_name?: string } | null)?.stream_name;
       if (want !== undefined && want !== streamName) continue;
       const out = await this.core.fire(b, payload, { timeoutMs: JOIN_TIMEOUT_MS });
-      if (out !== "skipped" && out.ok && out.result && typeof out.result === "object" && (out.result as { unauthorized?: unknown }).unauthorized === true) {
+      if (
+        out !== "skipped" &&
+        out.ok &&
+        out.result &&
+        typeof out.result === "object" &&
+        (out.result as { unauthorized?: unknown }).unauthorized === true
+      ) {
         this.sockets?.send(socketId, { ...base, event: { type: "unauthorized" } });
         return;
       }
     }
-    sql.exec("INSERT OR REPLACE INTO stream_subs (socket_id, subscription_id, stream_name, group_id, item_id) VALUES (?, ?, ?, ?, ?)", socketId, subscriptionId, streamName, groupId, id);
+    sql.exec(
+      "INSERT OR REPLACE INTO stream_subs (socket_id, subscription_id, stream_name, group_id, item_id) VALUES (?, ?, ?, ?, ?)",
+      socketId,
+      subscriptionId,
+      streamName,
+      groupId,
+      id,
+    );
     let data: unknown;
     try {
       // Through the stream's custom get / list when a worker provides them (as iii does).
@@ -438,7 +533,11 @@ export class Streams {
           : ((await this.get(streamName, groupId, id)) ?? null);
     } catch (e) {
       // As iii: the subscription stands and its changes will be pushed; there is no sync to send.
-      this.core.ports.log.warn("stream subscription: the custom stream operation failed; no sync sent", { stream_name: streamName, group_id: groupId, error: e instanceof Error ? e.message : String(e) });
+      this.core.ports.log.warn("stream subscription: the custom stream operation failed; no sync sent", {
+        stream_name: streamName,
+        group_id: groupId,
+        error: e instanceof Error ? e.message : String(e),
+      });
       return;
     }
     this.sockets?.send(socketId, { ...base, timestamp: clock.now(), event: { type: "sync", data } });
@@ -446,7 +545,11 @@ export class Streams {
 
   private leave(socketId: string, subscriptionId: string): void {
     const { sql } = this.core.ports;
-    const row = sql.exec<{ stream_name: string; group_id: string; item_id: string | null }>("SELECT stream_name, group_id, item_id FROM stream_subs WHERE socket_id = ? AND subscription_id = ?", socketId, subscriptionId)[0];
+    const row = sql.exec<{ stream_name: string; group_id: string; item_id: string | null }>(
+      "SELECT stream_name, group_id, item_id FROM stream_subs WHERE socket_id = ? AND subscription_id = ?",
+      socketId,
+      subscriptionId,
+    )[0];
     if (!row) return;
     sql.exec("DELETE FROM stream_subs WHERE socket_id = ? AND subscription_id = ?", socketId, subscriptionId);
     this.fireLeave(subscriptionId, row);
@@ -455,7 +558,10 @@ export class Streams {
   /** The browser socket closed: every subscription it held ends. */
   closed(socketId: string): void {
     const { sql } = this.core.ports;
-    const rows = sql.exec<{ subscription_id: string; stream_name: string; group_id: string; item_id: string | null }>("SELECT subscription_id, stream_name, group_id, item_id FROM stream_subs WHERE socket_id = ?", socketId);
+    const rows = sql.exec<{ subscription_id: string; stream_name: string; group_id: string; item_id: string | null }>(
+      "SELECT subscription_id, stream_name, group_id, item_id FROM stream_subs WHERE socket_id = ?",
+      socketId,
+    );
     sql.exec("DELETE FROM stream_subs WHERE socket_id = ?", socketId);
     sql.exec("DELETE FROM stream_socket_grants WHERE socket_id = ?", socketId);
     for (const r of rows) this.fireLeave(r.subscription_id, r);
@@ -509,7 +615,8 @@ export function installStreams(core: EngineApi): Streams {
   // a worker registered it (see the top of this file).
   defineBuiltin(core, "stream::set", {
     description: "Store an item: {stream_name, group_id, item_id, data} → {old_value, new_value}",
-    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.setAny(q.stream_name, q.group_id, q.item_id, q.data, ctx)),
+    handler: (q, ctx) =>
+      s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.setAny(q.stream_name, q.group_id, q.item_id, q.data, ctx)),
   });
   defineBuiltin(core, "stream::get", {
     description: "Read an item; no result when absent",
@@ -524,8 +631,12 @@ export function installStreams(core: EngineApi): Streams {
     handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, null, () => s.listGroup(q.stream_name, q.group_id, ctx)),
   });
   defineBuiltin(core, "stream::list_items", {
-    description: "A group's items with their ids, in item-id order after `after`: {stream_name, group_id, after?, limit?} → {items:[{item_id, data}], next}",
-    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, null, () => s.listItems(q.stream_name, q.group_id, q.after, q.limit ?? STREAM_ITEMS_PAGE, ctx.grant)),
+    description:
+      "A group's items with their ids, in item-id order after `after`: {stream_name, group_id, after?, limit?} → {items:[{item_id, data}], next}",
+    handler: (q, ctx) =>
+      s.checked(ctx, q.stream_name, q.group_id, null, () =>
+        s.listItems(q.stream_name, q.group_id, q.after, q.limit ?? STREAM_ITEMS_PAGE, ctx.grant),
+      ),
   });
   defineBuiltin(core, "stream::list_groups", {
     description: "Group ids of a stream",
@@ -534,9 +645,12 @@ export function installStreams(core: EngineApi): Streams {
   defineBuiltin(core, "stream::list_all", {
     description: "Every stream with its groups → {stream:[{id, groups}], count}",
     handler: (_q, ctx) => {
-      const rows = core.ports.sql.exec<{ stream_name: string; group_id: string }>("SELECT DISTINCT stream_name, group_id FROM stream_items ORDER BY stream_name, group_id");
+      const rows = core.ports.sql.exec<{ stream_name: string; group_id: string }>(
+        "SELECT DISTINCT stream_name, group_id FROM stream_items ORDER BY stream_name, group_id",
+      );
       const by = new Map<string, string[]>();
-      for (const r of rows) if (s.mayUse(ctx.grant, r.stream_name, r.group_id, null)) by.set(r.stream_name, [...(by.get(r.stream_name) ?? []), r.group_id]);
+      for (const r of rows)
+        if (s.mayUse(ctx.grant, r.stream_name, r.group_id, null)) by.set(r.stream_name, [...(by.get(r.stream_name) ?? []), r.group_id]);
       const stream = [...by].map(([id, groups]) => ({ id, groups }));
       return { stream, count: stream.length };
     },
@@ -551,7 +665,8 @@ export function installStreams(core: EngineApi): Streams {
   });
   defineBuiltin(core, "stream::update", {
     description: "Apply update ops to an item → {old_value, new_value, errors?}",
-    handler: (q, ctx) => s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.updateAny(q.stream_name, q.group_id, q.item_id, q.ops, ctx)),
+    handler: (q, ctx) =>
+      s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.updateAny(q.stream_name, q.group_id, q.item_id, q.ops, ctx)),
   });
   return s;
 }

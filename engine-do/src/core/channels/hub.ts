@@ -204,7 +204,8 @@ export class ChannelHub {
   }
 
   create(bufferSize: number, traceparent?: string, owner?: string): { writer: StreamChannelRef; reader: StreamChannelRef } {
-    if (this.sql.count() >= MAX_OPEN_CHANNELS) throw new IIIError("channel_limit", `this engine already has ${MAX_OPEN_CHANNELS} open channels`);
+    if (this.sql.count() >= MAX_OPEN_CHANNELS)
+      throw new IIIError("channel_limit", `this engine already has ${MAX_OPEN_CHANNELS} open channels`);
     const now = this.core.ports.clock.now();
     const row = this.newRow(bufferSize, now);
     this.sql.insert(row);
@@ -212,7 +213,10 @@ export class ChannelHub {
     const span = channelSpan(this.core.telemetry, row.id, traceparent);
     if (span) this.spans.set(row.id, span.set("iii.channel.buffer_size", bufferSize));
     this.core.rearmAlarm();
-    return { writer: { channel_id: row.id, access_key: endKey(row.access_key, "write"), direction: "write" }, reader: { channel_id: row.id, access_key: endKey(row.access_key, "read"), direction: "read" } };
+    return {
+      writer: { channel_id: row.id, access_key: endKey(row.access_key, "write"), direction: "write" },
+      reader: { channel_id: row.id, access_key: endKey(row.access_key, "read"), direction: "read" },
+    };
   }
 
   /**
@@ -231,7 +235,8 @@ export class ChannelHub {
     const res = this.newRow(DEFAULT_CHANNEL_BUFFER_ITEMS, now);
     res.reader = 1; // the engine itself
     this.memory.insert(req);
-    if (body instanceof Uint8Array && body.byteLength > 0) this.memory.append(req.id, { type: "binary", value: body.slice().buffer as ArrayBuffer });
+    if (body instanceof Uint8Array && body.byteLength > 0)
+      this.memory.append(req.id, { type: "binary", value: body.slice().buffer as ArrayBuffer });
     this.memory.insert(res);
     const sink = new ChannelSink();
     this.sinks.set(res.id, sink);
@@ -245,7 +250,10 @@ export class ChannelHub {
       bodyFailed,
       dispose: () => {
         pump?.cancel();
-        for (const [row, dir] of [[req, "read"], [res, "write"]] as const) {
+        for (const [row, dir] of [
+          [req, "read"],
+          [res, "write"],
+        ] as const) {
           if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.requestEnded.code, CLOSE.requestEnded.reason);
           this.memory.remove(row.id);
         }
@@ -258,7 +266,12 @@ export class ChannelHub {
 
   /** The engine as the writer of a streamed `request_body`: the upload, in REQUEST_BODY_ITEM_BYTES
    * items; it fails when it is not exactly `declared` bytes long (the client went away). */
-  private pumpBody(id: string, body: ReadableStream<Uint8Array>, declared: number | undefined, failed: (why: string) => void): { cancel(): void } {
+  private pumpBody(
+    id: string,
+    body: ReadableStream<Uint8Array>,
+    declared: number | undefined,
+    failed: (why: string) => void,
+  ): { cancel(): void } {
     const reader = body.getReader();
     const timers = this.core.ports.timers;
     let cancelled = false;
@@ -363,7 +376,19 @@ export class ChannelHub {
   private newRow(bufferSize: number, now: number): ChannelRow {
     const ids = this.core.ports;
     // Two random ids: the first is the reader's key, the second the writer's (endKey).
-    return { id: ids.newId(), access_key: ids.newId().replace(/-/g, "") + ids.newId().replace(/-/g, ""), created_at: now, buffer_size: bufferSize, writer: 0, reader: 0, end_code: null, end_reason: null, items: 0, bytes: 0, sweep_at: now + CHANNEL_TTL_MS };
+    return {
+      id: ids.newId(),
+      access_key: ids.newId().replace(/-/g, "") + ids.newId().replace(/-/g, ""),
+      created_at: now,
+      buffer_size: bufferSize,
+      writer: 0,
+      reader: 0,
+      end_code: null,
+      end_reason: null,
+      items: 0,
+      bytes: 0,
+      sweep_at: now + CHANNEL_TTL_MS,
+    };
   }
 
   private storeOf(id: string): { store: ChannelStore; row: ChannelRow } | undefined {
@@ -466,7 +491,8 @@ export class ChannelHub {
         this.sql.update(row.id, { sweep_at: now + CHANNEL_SWEEP_INTERVAL_MS });
         continue;
       }
-      for (const dir of ["write", "read"] as const) if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.expired.code, CLOSE.expired.reason);
+      for (const dir of ["write", "read"] as const)
+        if (this.sockets?.isOpen(row.id, dir)) this.sockets.close(row.id, dir, CLOSE.expired.code, CLOSE.expired.reason);
       this.sql.remove(row.id);
       this.finished(row.id, both ? CLOSE.complete.reason : CLOSE.expired.reason);
     }

@@ -37,7 +37,8 @@ export interface ChannelStore {
 }
 
 const encoder = new TextEncoder();
-export const itemBytes = (item: ChannelItem): number => (item.type === "binary" ? item.value.byteLength : encoder.encode(item.value).byteLength);
+export const itemBytes = (item: ChannelItem): number =>
+  item.type === "binary" ? item.value.byteLength : encoder.encode(item.value).byteLength;
 
 export class MemoryChannelStore implements ChannelStore {
   private readonly rows = new Map<string, { row: ChannelRow; items: ChannelItem[] }>();
@@ -81,16 +82,31 @@ export class SqlChannelStore implements ChannelStore {
       "CREATE TABLE IF NOT EXISTS channels (id TEXT PRIMARY KEY, access_key TEXT NOT NULL, created_at INTEGER NOT NULL, buffer_size INTEGER NOT NULL, writer INTEGER NOT NULL, reader INTEGER NOT NULL, end_code INTEGER, end_reason TEXT, items INTEGER NOT NULL, bytes INTEGER NOT NULL, next_seq INTEGER NOT NULL DEFAULT 0, sweep_at INTEGER NOT NULL)",
     );
     sql.exec("CREATE INDEX IF NOT EXISTS channels_sweep ON channels (sweep_at)");
-    sql.exec("CREATE TABLE IF NOT EXISTS channel_items (channel_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, data, PRIMARY KEY (channel_id, seq))");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS channel_items (channel_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, data, PRIMARY KEY (channel_id, seq))",
+    );
   }
   get(id: string): ChannelRow | undefined {
-    const r = this.sql.exec<SqlRow>("SELECT id, access_key, created_at, buffer_size, writer, reader, end_code, end_reason, items, bytes, sweep_at FROM channels WHERE id = ?", id)[0];
+    const r = this.sql.exec<SqlRow>(
+      "SELECT id, access_key, created_at, buffer_size, writer, reader, end_code, end_reason, items, bytes, sweep_at FROM channels WHERE id = ?",
+      id,
+    )[0];
     return r ? { ...r, writer: r.writer as ChannelRow["writer"], reader: r.reader as ChannelRow["reader"] } : undefined;
   }
   insert(r: ChannelRow): void {
     this.sql.exec(
       "INSERT INTO channels (id, access_key, created_at, buffer_size, writer, reader, end_code, end_reason, items, bytes, sweep_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      r.id, r.access_key, r.created_at, r.buffer_size, r.writer, r.reader, r.end_code, r.end_reason, r.items, r.bytes, r.sweep_at,
+      r.id,
+      r.access_key,
+      r.created_at,
+      r.buffer_size,
+      r.writer,
+      r.reader,
+      r.end_code,
+      r.end_reason,
+      r.items,
+      r.bytes,
+      r.sweep_at,
     );
   }
   update(id: string, patch: Partial<ChannelRow>): void {
@@ -100,17 +116,27 @@ export class SqlChannelStore implements ChannelStore {
   }
   append(id: string, item: ChannelItem): void {
     this.sql.transaction(() => {
-      const seq = this.sql.exec<{ next_seq: number }>("UPDATE channels SET next_seq = next_seq + 1, items = items + 1, bytes = bytes + ? WHERE id = ? RETURNING next_seq", itemBytes(item), id)[0];
+      const seq = this.sql.exec<{ next_seq: number }>(
+        "UPDATE channels SET next_seq = next_seq + 1, items = items + 1, bytes = bytes + ? WHERE id = ? RETURNING next_seq",
+        itemBytes(item),
+        id,
+      )[0];
       if (!seq) return;
       this.sql.exec("INSERT INTO channel_items (channel_id, seq, kind, data) VALUES (?, ?, ?, ?)", id, seq.next_seq, item.type, item.value);
     });
   }
   drain(id: string): ChannelItem[] {
     return this.sql.transaction(() => {
-      const rows = this.sql.exec<{ kind: string; data: string | ArrayBuffer }>("SELECT kind, data FROM channel_items WHERE channel_id = ? ORDER BY seq", id);
+      const rows = this.sql.exec<{ kind: string; data: string | ArrayBuffer }>(
+        "SELECT kind, data FROM channel_items WHERE channel_id = ? ORDER BY seq",
+        id,
+      );
       this.sql.exec("DELETE FROM channel_items WHERE channel_id = ?", id);
       this.sql.exec("UPDATE channels SET items = 0, bytes = 0 WHERE id = ?", id);
-      return rows.map((r): ChannelItem => (r.kind === "binary" ? { type: "binary", value: r.data as ArrayBuffer } : { type: "text", value: String(r.data) }));
+      return rows.map(
+        (r): ChannelItem =>
+          r.kind === "binary" ? { type: "binary", value: r.data as ArrayBuffer } : { type: "text", value: String(r.data) },
+      );
     });
   }
   remove(id: string): void {
@@ -125,7 +151,10 @@ export class SqlChannelStore implements ChannelStore {
   }
   due(now: number): ChannelRow[] {
     return this.sql
-      .exec<SqlRow>("SELECT id, access_key, created_at, buffer_size, writer, reader, end_code, end_reason, items, bytes, sweep_at FROM channels WHERE sweep_at <= ? ORDER BY sweep_at LIMIT 1000", now)
+      .exec<SqlRow>(
+        "SELECT id, access_key, created_at, buffer_size, writer, reader, end_code, end_reason, items, bytes, sweep_at FROM channels WHERE sweep_at <= ? ORDER BY sweep_at LIMIT 1000",
+        now,
+      )
       .map((r) => ({ ...r, writer: r.writer as ChannelRow["writer"], reader: r.reader as ChannelRow["reader"] }));
   }
 }

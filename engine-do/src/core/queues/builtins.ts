@@ -32,7 +32,13 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
       return {
         topics: [...names].sort().map((name) => {
           const cfg = router.config(name);
-          return { name, backend: cfg?.backend ?? null, type: cfg?.type ?? null, depth: stats.get(name)?.depth ?? 0, inflight: stats.get(name)?.inflight ?? 0 };
+          return {
+            name,
+            backend: cfg?.backend ?? null,
+            type: cfg?.type ?? null,
+            depth: stats.get(name)?.depth ?? 0,
+            inflight: stats.get(name)?.inflight ?? 0,
+          };
         }),
       };
     },
@@ -66,7 +72,11 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
       const dlq = (await router.deadLetters.topics()).find((t) => t.queue === queue)?.count ?? 0;
       // A name nobody configured and nothing ever used is most likely a typo: say so rather than
       // answer zeros that look like an idle queue.
-      if (!cfg && !stats && dlq === 0) throw new IIIError("not_found", `queue '${queue}' is not configured and holds nothing (engine::queue::list_topics lists the queues)`);
+      if (!cfg && !stats && dlq === 0)
+        throw new IIIError(
+          "not_found",
+          `queue '${queue}' is not configured and holds nothing (engine::queue::list_topics lists the queues)`,
+        );
       return { queue, backend: cfg?.backend ?? null, pending: stats?.depth ?? 0, inflight: stats?.inflight ?? 0, dlq_count: dlq };
     },
   });
@@ -86,7 +96,8 @@ export function installQueueBuiltins(core: EngineApi, router: QueueRouter): void
   defineBuiltin(core, "iii::queue::discard_message", {
     description: "Drop one dead letter for good ({queue, message_id})",
     handler: async ({ queue, message_id }) => {
-      if (!(await router.deadLetters.remove(queue, message_id))) throw new IIIError("not_found", `no dead letter ${message_id} in queue '${queue}'`);
+      if (!(await router.deadLetters.remove(queue, message_id)))
+        throw new IIIError("not_found", `no dead letter ${message_id} in queue '${queue}'`);
       return { queue, message_id, discarded: true as const };
     },
   });

@@ -41,7 +41,14 @@ const PRUNE_EVERY = 500;
 export function isCloudMessageBody(v: unknown): v is CloudMessageBody {
   if (!v || typeof v !== "object") return false;
   const b = v as Record<string, unknown>;
-  return b.v === 1 && typeof b.ns === "string" && typeof b.id === "string" && typeof b.queue === "string" && typeof b.function_id === "string" && typeof b.enqueued_at === "number";
+  return (
+    b.v === 1 &&
+    typeof b.ns === "string" &&
+    typeof b.id === "string" &&
+    typeof b.queue === "string" &&
+    typeof b.function_id === "string" &&
+    typeof b.enqueued_at === "number"
+  );
 }
 
 export class CloudflareQueue implements QueueBackend {
@@ -54,7 +61,12 @@ export class CloudflareQueue implements QueueBackend {
   private readonly waiters = new Map<string, (() => void)[]>();
   private deliveries = 0;
 
-  constructor(core: EngineApi, producer: QueueProducerLike, configFor: (queue: string) => QueueConfig | undefined, deadLetters: DeadLetterSink) {
+  constructor(
+    core: EngineApi,
+    producer: QueueProducerLike,
+    configFor: (queue: string) => QueueConfig | undefined,
+    deadLetters: DeadLetterSink,
+  ) {
     this.core = core;
     this.producer = producer;
     this.configFor = configFor;
@@ -65,13 +77,27 @@ export class CloudflareQueue implements QueueBackend {
   /** Produce one message. Refuses payloads over the Cloudflare limit and what only the durable
    * backend offers (fifo, per-message retry overrides: config.ts never routes either here). */
   async enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void): Promise<EnqueueResult> {
-    if (cfg.type === "fifo") return { ok: false, message: `fifo queue '${cfg.name}' needs backend "durable" (Cloudflare Queues do not keep order)` };
-    if (msg.overrides && Object.keys(msg.overrides).length > 0) return { ok: false, message: `per-message retry overrides need backend "durable" (queue '${cfg.name}')` };
-    const body: CloudMessageBody = { v: 1, ns: this.core.ports.namespace, id: msg.id, queue: cfg.name, function_id: msg.function_id, data: msg.data ?? null, enqueued_at: this.core.ports.clock.now() };
+    if (cfg.type === "fifo")
+      return { ok: false, message: `fifo queue '${cfg.name}' needs backend "durable" (Cloudflare Queues do not keep order)` };
+    if (msg.overrides && Object.keys(msg.overrides).length > 0)
+      return { ok: false, message: `per-message retry overrides need backend "durable" (queue '${cfg.name}')` };
+    const body: CloudMessageBody = {
+      v: 1,
+      ns: this.core.ports.namespace,
+      id: msg.id,
+      queue: cfg.name,
+      function_id: msg.function_id,
+      data: msg.data ?? null,
+      enqueued_at: this.core.ports.clock.now(),
+    };
     if (msg.traceparent) body.traceparent = msg.traceparent;
     if (msg.baggage) body.baggage = msg.baggage;
     const size = JSON.stringify(body).length;
-    if (size > MAX_CLOUD_MESSAGE_BYTES) return { ok: false, message: `message of ${size} bytes exceeds ${MAX_CLOUD_MESSAGE_BYTES} bytes (Cloudflare Queues limit); use a durable queue` };
+    if (size > MAX_CLOUD_MESSAGE_BYTES)
+      return {
+        ok: false,
+        message: `message of ${size} bytes exceeds ${MAX_CLOUD_MESSAGE_BYTES} bytes (Cloudflare Queues limit); use a durable queue`,
+      };
     // The receipt is held before the await, so a concurrent repeat of the key gets this receipt;
     // a failed send makes the router withdraw it.
     onAccept();
@@ -90,7 +116,15 @@ export class CloudflareQueue implements QueueBackend {
     const cfg = this.configFor(body.queue);
     if (!cfg) {
       // Configuration changed under the message: keep it as a dead letter rather than drop it.
-      await this.deadLetters.deadLetter({ id: body.id, queue: body.queue, function_id: body.function_id, data: body.data, attempts, error: `enqueue_error: queue '${body.queue}' is not configured`, enqueued_at: body.enqueued_at });
+      await this.deadLetters.deadLetter({
+        id: body.id,
+        queue: body.queue,
+        function_id: body.function_id,
+        data: body.data,
+        attempts,
+        error: `enqueue_error: queue '${body.queue}' is not configured`,
+        enqueued_at: body.enqueued_at,
+      });
       return { ack: true, outcome: "dead" };
     }
     await this.acquire(cfg);
@@ -101,7 +135,14 @@ export class CloudflareQueue implements QueueBackend {
       if (body.traceparent) req.traceparent = body.traceparent;
       if (body.baggage) req.baggage = body.baggage;
       // This attempt's span (telemetry/hops.ts), child of the enqueue; the call is its child.
-      span = deliverySpan(this.core.telemetry, { queue: body.queue, id: body.id, function_id: body.function_id, attempt: attempts, traceparent: body.traceparent, backend: "cloudflare" });
+      span = deliverySpan(this.core.telemetry, {
+        queue: body.queue,
+        id: body.id,
+        function_id: body.function_id,
+        attempt: attempts,
+        traceparent: body.traceparent,
+        backend: "cloudflare",
+      });
       if (span) req.traceparent = span.traceparent;
       outcome = await this.core.invoke(req);
     } finally {
@@ -115,7 +156,15 @@ export class CloudflareQueue implements QueueBackend {
     }
     const error = `${outcome.error.code}: ${outcome.error.message}`;
     if (attempts > cfg.max_retries) {
-      const dl: Parameters<DeadLetterSink["deadLetter"]>[0] = { id: body.id, queue: body.queue, function_id: body.function_id, data: body.data, attempts, error, enqueued_at: body.enqueued_at };
+      const dl: Parameters<DeadLetterSink["deadLetter"]>[0] = {
+        id: body.id,
+        queue: body.queue,
+        function_id: body.function_id,
+        data: body.data,
+        attempts,
+        error,
+        enqueued_at: body.enqueued_at,
+      };
       if (body.traceparent) dl.traceparent = body.traceparent;
       await this.deadLetters.deadLetter(dl);
       return { ack: true, outcome: "dead" };

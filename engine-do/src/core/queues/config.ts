@@ -44,13 +44,23 @@ const queueEntry = z
     concurrency: z.number().int().min(1).max(1000).default(10),
     type: z.enum(["standard", "fifo"]).default("standard"),
     message_group_field: z.string().min(1).max(256).optional(),
-    timeout_ms: z.number().int().min(1).max(15 * 60_000).default(30_000),
+    timeout_ms: z
+      .number()
+      .int()
+      .min(1)
+      .max(15 * 60_000)
+      .default(30_000),
     consumers: z.array(z.string().min(1).max(256)).min(1).max(64).optional(),
   })
   .superRefine((q, ctx) => {
     if (q.type === "fifo" && !q.message_group_field) ctx.addIssue({ code: "custom", message: "a fifo queue needs message_group_field" });
-    if (q.type === "fifo" && q.backend !== "durable") ctx.addIssue({ code: "custom", message: "fifo needs backend \"durable\" (Cloudflare Queues do not keep order)" });
-    if (q.backend === "cloudflare" && q.max_retries > CLOUDFLARE_MAX_RETRIES) ctx.addIssue({ code: "custom", message: `cloudflare-backed queues allow at most ${CLOUDFLARE_MAX_RETRIES} retries (the consumer drops messages after 10)` });
+    if (q.type === "fifo" && q.backend !== "durable")
+      ctx.addIssue({ code: "custom", message: 'fifo needs backend "durable" (Cloudflare Queues do not keep order)' });
+    if (q.backend === "cloudflare" && q.max_retries > CLOUDFLARE_MAX_RETRIES)
+      ctx.addIssue({
+        code: "custom",
+        message: `cloudflare-backed queues allow at most ${CLOUDFLARE_MAX_RETRIES} retries (the consumer drops messages after 10)`,
+      });
   });
 
 const queuesVar = z.record(z.string().min(1).max(256), queueEntry);
@@ -58,11 +68,26 @@ const queuesVar = z.record(z.string().min(1).max(256), queueEntry);
 /** The queue every engine has even without configuration. Cloudflare-backed when deployed; under
  * `npm start` scripts/start.mjs runs it (and every queue) on the durable backend, since the local
  * Queues simulator keeps nothing on disk. */
-export const DEFAULT_QUEUE_CONFIG: QueueConfig = { name: "default", backend: "cloudflare", max_retries: 3, backoff_ms: 1000, concurrency: 10, type: "standard", timeout_ms: 30_000 };
+export const DEFAULT_QUEUE_CONFIG: QueueConfig = {
+  name: "default",
+  backend: "cloudflare",
+  max_retries: 3,
+  backoff_ms: 1000,
+  concurrency: 10,
+  type: "standard",
+  timeout_ms: 30_000,
+};
 
 /** Internal durable queues that carry `durable:subscriber` deliveries, one per topic. */
 export const DURABLE_TOPIC_PREFIX = "durable:";
-export const DURABLE_TOPIC_CONFIG: Omit<QueueConfig, "name"> = { backend: "durable", max_retries: 3, backoff_ms: 1000, concurrency: 10, type: "standard", timeout_ms: 30_000 };
+export const DURABLE_TOPIC_CONFIG: Omit<QueueConfig, "name"> = {
+  backend: "durable",
+  max_retries: 3,
+  backoff_ms: 1000,
+  concurrency: 10,
+  type: "standard",
+  timeout_ms: 30_000,
+};
 
 /**
  * Internal durable queues that carry `state` trigger fires (§8.3), one per binding:
@@ -112,8 +137,19 @@ export function parseQueueConfigs(text: string | undefined, hasCloudflare: boole
   const out = new Map<string, QueueConfig>([["default", { ...DEFAULT_QUEUE_CONFIG }]]);
   for (const [name, q] of Object.entries(r.data)) {
     const reserved = RESERVED_PREFIXES.find((p) => name.startsWith(p));
-    if (reserved) throw new Error(`QUEUES: '${name}': names starting with '${reserved}' are reserved for the engine's own queues (${reserved === STATE_TRIGGER_PREFIX ? "state trigger fires" : "durable topics"})`);
-    const c: QueueConfig = { name, backend: q.backend, max_retries: q.max_retries, backoff_ms: q.backoff_ms, concurrency: q.concurrency, type: q.type, timeout_ms: q.timeout_ms };
+    if (reserved)
+      throw new Error(
+        `QUEUES: '${name}': names starting with '${reserved}' are reserved for the engine's own queues (${reserved === STATE_TRIGGER_PREFIX ? "state trigger fires" : "durable topics"})`,
+      );
+    const c: QueueConfig = {
+      name,
+      backend: q.backend,
+      max_retries: q.max_retries,
+      backoff_ms: q.backoff_ms,
+      concurrency: q.concurrency,
+      type: q.type,
+      timeout_ms: q.timeout_ms,
+    };
     if (q.message_group_field) c.message_group_field = q.message_group_field;
     if (q.consumers) c.consumers = q.consumers;
     out.set(name, c);

@@ -52,7 +52,16 @@ interface Row {
   traceparent?: string | null;
 }
 const fromRow = (r: Row): StoredDeadLetter => {
-  const d: StoredDeadLetter = { id: r.id, queue: r.queue, function_id: r.function_id, data: JSON.parse(r.data), attempts: Number(r.attempts), error: r.last_error, enqueued_at: Number(r.enqueued_at), failed_at: Number(r.failed_at) };
+  const d: StoredDeadLetter = {
+    id: r.id,
+    queue: r.queue,
+    function_id: r.function_id,
+    data: JSON.parse(r.data),
+    attempts: Number(r.attempts),
+    error: r.last_error,
+    enqueued_at: Number(r.enqueued_at),
+    failed_at: Number(r.failed_at),
+  };
   if (r.traceparent) d.traceparent = r.traceparent;
   return d;
 };
@@ -68,24 +77,49 @@ export class D1DeadLetters implements DeadLetterStore {
   }
   async deadLetter(m: DeadLetter): Promise<void> {
     await this.db
-      .prepare("INSERT OR REPLACE INTO dead_letters (id, namespace, queue, function_id, data, attempts, last_error, enqueued_at, failed_at, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind(m.id, this.ns, m.queue, m.function_id, JSON.stringify(m.data ?? null), m.attempts, m.error, m.enqueued_at, this.now(), m.traceparent ?? null)
+      .prepare(
+        "INSERT OR REPLACE INTO dead_letters (id, namespace, queue, function_id, data, attempts, last_error, enqueued_at, failed_at, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      )
+      .bind(
+        m.id,
+        this.ns,
+        m.queue,
+        m.function_id,
+        JSON.stringify(m.data ?? null),
+        m.attempts,
+        m.error,
+        m.enqueued_at,
+        this.now(),
+        m.traceparent ?? null,
+      )
       .run();
   }
   async topics(): Promise<{ queue: string; count: number }[]> {
-    const r = await this.db.prepare("SELECT queue, COUNT(*) AS count FROM dead_letters WHERE namespace = ? GROUP BY queue ORDER BY queue").bind(this.ns).all<{ queue: string; count: number }>();
+    const r = await this.db
+      .prepare("SELECT queue, COUNT(*) AS count FROM dead_letters WHERE namespace = ? GROUP BY queue ORDER BY queue")
+      .bind(this.ns)
+      .all<{ queue: string; count: number }>();
     return r.results.map((x) => ({ queue: x.queue, count: Number(x.count) }));
   }
   async messages(queue: string, offset: number, limit: number): Promise<StoredDeadLetter[]> {
-    const r = await this.db.prepare("SELECT * FROM dead_letters WHERE namespace = ? AND queue = ? ORDER BY failed_at, id LIMIT ? OFFSET ?").bind(this.ns, queue, limit, offset).all<Row>();
+    const r = await this.db
+      .prepare("SELECT * FROM dead_letters WHERE namespace = ? AND queue = ? ORDER BY failed_at, id LIMIT ? OFFSET ?")
+      .bind(this.ns, queue, limit, offset)
+      .all<Row>();
     return r.results.map(fromRow);
   }
   async get(queue: string, id: string): Promise<StoredDeadLetter | undefined> {
-    const r = await this.db.prepare("SELECT * FROM dead_letters WHERE namespace = ? AND queue = ? AND id = ?").bind(this.ns, queue, id).all<Row>();
+    const r = await this.db
+      .prepare("SELECT * FROM dead_letters WHERE namespace = ? AND queue = ? AND id = ?")
+      .bind(this.ns, queue, id)
+      .all<Row>();
     return r.results[0] ? fromRow(r.results[0]) : undefined;
   }
   async remove(queue: string, id: string): Promise<boolean> {
-    const r = await this.db.prepare("DELETE FROM dead_letters WHERE namespace = ? AND queue = ? AND id = ? RETURNING id").bind(this.ns, queue, id).all<{ id: string }>();
+    const r = await this.db
+      .prepare("DELETE FROM dead_letters WHERE namespace = ? AND queue = ? AND id = ? RETURNING id")
+      .bind(this.ns, queue, id)
+      .all<{ id: string }>();
     return r.results.length > 0;
   }
 }
@@ -97,16 +131,33 @@ export class LocalDeadLetters implements DeadLetterStore {
   constructor(sql: Sql, now: () => number) {
     this.sql = sql;
     this.now = now;
-    sql.exec("CREATE TABLE IF NOT EXISTS local_dead_letters (id TEXT PRIMARY KEY, queue TEXT NOT NULL, function_id TEXT NOT NULL, data TEXT NOT NULL, attempts INTEGER NOT NULL, last_error TEXT NOT NULL, enqueued_at INTEGER NOT NULL, failed_at INTEGER NOT NULL, traceparent TEXT)");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS local_dead_letters (id TEXT PRIMARY KEY, queue TEXT NOT NULL, function_id TEXT NOT NULL, data TEXT NOT NULL, attempts INTEGER NOT NULL, last_error TEXT NOT NULL, enqueued_at INTEGER NOT NULL, failed_at INTEGER NOT NULL, traceparent TEXT)",
+    );
   }
   async deadLetter(m: DeadLetter): Promise<void> {
-    this.sql.exec("INSERT OR REPLACE INTO local_dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", m.id, m.queue, m.function_id, JSON.stringify(m.data ?? null), m.attempts, m.error, m.enqueued_at, this.now(), m.traceparent ?? null);
+    this.sql.exec(
+      "INSERT OR REPLACE INTO local_dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      m.id,
+      m.queue,
+      m.function_id,
+      JSON.stringify(m.data ?? null),
+      m.attempts,
+      m.error,
+      m.enqueued_at,
+      this.now(),
+      m.traceparent ?? null,
+    );
   }
   async topics(): Promise<{ queue: string; count: number }[]> {
-    return this.sql.exec<{ queue: string; count: number }>("SELECT queue, COUNT(*) AS count FROM local_dead_letters GROUP BY queue ORDER BY queue");
+    return this.sql.exec<{ queue: string; count: number }>(
+      "SELECT queue, COUNT(*) AS count FROM local_dead_letters GROUP BY queue ORDER BY queue",
+    );
   }
   async messages(queue: string, offset: number, limit: number): Promise<StoredDeadLetter[]> {
-    return this.sql.exec<Row>("SELECT * FROM local_dead_letters WHERE queue = ? ORDER BY failed_at, id LIMIT ? OFFSET ?", queue, limit, offset).map(fromRow);
+    return this.sql
+      .exec<Row>("SELECT * FROM local_dead_letters WHERE queue = ? ORDER BY failed_at, id LIMIT ? OFFSET ?", queue, limit, offset)
+      .map(fromRow);
   }
   async get(queue: string, id: string): Promise<StoredDeadLetter | undefined> {
     const r = this.sql.exec<Row>("SELECT * FROM local_dead_letters WHERE queue = ? AND id = ?", queue, id)[0];

@@ -80,7 +80,11 @@ export interface PushExtras {
  * The fifo group of a message of `cfg`, or why it has none: the value of `data`'s
  * `message_group_field` (null for a standard queue), unless the sender set `group` itself.
  */
-export function fifoGroup(cfg: QueueConfig, data: unknown, group?: string): { ok: true; group: string | null } | { ok: false; message: string } {
+export function fifoGroup(
+  cfg: QueueConfig,
+  data: unknown,
+  group?: string,
+): { ok: true; group: string | null } | { ok: false; message: string } {
   if (cfg.type !== "fifo") return { ok: true, group: null };
   if (group !== undefined) return { ok: true, group };
   const field = cfg.message_group_field ?? "";
@@ -176,8 +180,19 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     this.seq += 1;
     this.core.ports.sql.exec(
       "INSERT OR IGNORE INTO queue_messages (id, queue, function_id, data, next_at, group_key, enqueued_at, seq, traceparent, baggage, max_retries, backoff_ms, trigger_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      id, cfg.name, req.function_id, JSON.stringify(req.data ?? null), now, g.group, now, this.seq, req.traceparent ?? null, req.baggage ?? null,
-      overrides.max_retries ?? null, overrides.backoff_ms ?? null, extras.trigger_id ?? null,
+      id,
+      cfg.name,
+      req.function_id,
+      JSON.stringify(req.data ?? null),
+      now,
+      g.group,
+      now,
+      this.seq,
+      req.traceparent ?? null,
+      req.baggage ?? null,
+      overrides.max_retries ?? null,
+      overrides.backoff_ms ?? null,
+      extras.trigger_id ?? null,
     );
     this.names?.add(cfg.name);
     // A queue at its concurrency is pumped again when one of its deliveries settles (each settles,
@@ -237,7 +252,11 @@ export class DurableQueues implements QueueBackend, AlarmClient {
                 queue,
                 skip + 1,
               )
-            : sql.exec<{ id: string; t: number }>("SELECT id, next_at AS t FROM queue_messages WHERE queue = ? AND leased = 0 ORDER BY next_at LIMIT ?", queue, skip + 1);
+            : sql.exec<{ id: string; t: number }>(
+                "SELECT id, next_at AS t FROM queue_messages WHERE queue = ? AND leased = 0 ORDER BY next_at LIMIT ?",
+                queue,
+                skip + 1,
+              );
         due = rows.find((r) => !this.busy(r.id))?.t ?? null;
         if (due !== null && (t === null || due < t)) t = due;
       }
@@ -273,7 +292,6 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     return [...this.names];
   }
 
-
   async run(): Promise<void> {
     // The alarm reads the queue names afresh: whatever is due is delivered, however it was stored.
     this.names = undefined;
@@ -282,7 +300,10 @@ export class DurableQueues implements QueueBackend, AlarmClient {
 
   depth(queue?: string): number {
     const { sql } = this.core.ports;
-    const r = queue === undefined ? sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages") : sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages WHERE queue = ?", queue);
+    const r =
+      queue === undefined
+        ? sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages")
+        : sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queue_messages WHERE queue = ?", queue);
     // Delivered messages waiting for their deletion (flushAcks) are gone already.
     return (r[0]?.n ?? 0) - this.ackedIn(queue);
   }
@@ -326,7 +347,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         if (!cfg) continue;
         const free = cfg.concurrency - (this.inflight.get(cfg.name) ?? 0);
         if (free <= 0) {
-          if (sql.exec("SELECT 1 FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? LIMIT 1", cfg.name, now).length > 0) this.leftForConcurrency = true;
+          if (sql.exec("SELECT 1 FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? LIMIT 1", cfg.name, now).length > 0)
+            this.leftForConcurrency = true;
           continue;
         }
         if (cfg.type !== "fifo") {
@@ -336,7 +358,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           // without statistics, may pick queue_messages_next instead and sort every unleased row.)
           let started = 0;
           for (let round = 0; round < MAX_HOLD_ROUNDS && started < free; round++) {
-            const rows = sql.exec<Row>("SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, free - started + 1 + this.leases.size + this.acked.size);
+            const rows = sql.exec<Row>(
+              "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?",
+              cfg.name,
+              now,
+              free - started + 1 + this.leases.size + this.acked.size,
+            );
             let held = false;
             for (const row of rows) {
               if (this.busy(row.id)) continue;
@@ -357,7 +384,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         }
         // fifo: only the head of each idle group is eligible, and a head waiting on backoff (or in
         // flight) holds back every later message of its group.
-        const rows = sql.exec<Row>("SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?", cfg.name, now, PUMP_SCAN_LIMIT + this.leases.size + this.acked.size);
+        const rows = sql.exec<Row>(
+          "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?",
+          cfg.name,
+          now,
+          PUMP_SCAN_LIMIT + this.leases.size + this.acked.size,
+        );
         const seen = new Set<string>();
         let started = 0;
         for (const row of rows) {
@@ -375,7 +407,11 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           if (seen.has(g)) continue;
           seen.add(g);
           if (this.inflightGroups.has(g)) continue;
-          const head = sql.exec<{ id: string }>("SELECT id FROM queue_messages WHERE queue = ? AND group_key = ? ORDER BY seq LIMIT 1", cfg.name, row.group_key)[0];
+          const head = sql.exec<{ id: string }>(
+            "SELECT id FROM queue_messages WHERE queue = ? AND group_key = ? ORDER BY seq LIMIT 1",
+            cfg.name,
+            row.group_key,
+          )[0];
           if (head?.id !== row.id) continue;
           // A head put off holds its group, as a head waiting on its backoff does.
           if (hold?.(row)) continue;
@@ -412,7 +448,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         const fn = row.trigger_id === null ? row.function_id : binding?.function_id;
         missing = fn === undefined || !this.core.functionExists(fn);
         checked.set(key, missing);
-        if (missing) sql.exec("UPDATE queue_messages SET next_at = ? WHERE leased = 0 AND next_at <= ? AND function_id = ? AND trigger_id IS ?", now + FUNCTION_WAIT_MS, now, row.function_id, row.trigger_id);
+        if (missing)
+          sql.exec(
+            "UPDATE queue_messages SET next_at = ? WHERE leased = 0 AND next_at <= ? AND function_id = ? AND trigger_id IS ?",
+            now + FUNCTION_WAIT_MS,
+            now,
+            row.function_id,
+            row.trigger_id,
+          );
       }
       return missing;
     };
@@ -429,7 +472,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     if (row.traceparent) req.traceparent = row.traceparent;
     if (row.baggage) req.baggage = row.baggage;
     // This attempt's span (telemetry/hops.ts), child of the enqueue; the call is its child.
-    const span = deliverySpan(this.core.telemetry, { queue: row.queue, id: row.id, function_id: row.function_id, attempt: row.attempts + 1, traceparent: row.traceparent, backend: "durable" });
+    const span = deliverySpan(this.core.telemetry, {
+      queue: row.queue,
+      id: row.id,
+      function_id: row.function_id,
+      attempt: row.attempts + 1,
+      traceparent: row.traceparent,
+      backend: "durable",
+    });
     if (span) req.traceparent = span.traceparent;
     const maxRetries = row.max_retries ?? cfg.max_retries;
     const backoff = { backoff_ms: row.backoff_ms ?? cfg.backoff_ms };
@@ -453,17 +503,36 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         if (attempts > maxRetries) {
           // Hand over to the dead-letter store first; only then forget the message, so a crash
           // in between redelivers rather than loses it.
-          await this.deadLetter({ id: row.id, queue: row.queue, function_id: row.function_id, data: JSON.parse(row.data), attempts, error, enqueued_at: row.enqueued_at, traceparent: row.traceparent ?? undefined });
+          await this.deadLetter({
+            id: row.id,
+            queue: row.queue,
+            function_id: row.function_id,
+            data: JSON.parse(row.data),
+            attempts,
+            error,
+            enqueued_at: row.enqueued_at,
+            traceparent: row.traceparent ?? undefined,
+          });
           sql.exec("DELETE FROM queue_messages WHERE id = ?", row.id);
           settled = "dead";
           return;
         }
-        sql.exec("UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?", attempts, clock.now() + backoffDelay(backoff, attempts), error, row.id);
+        sql.exec(
+          "UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?",
+          attempts,
+          clock.now() + backoffDelay(backoff, attempts),
+          error,
+          row.id,
+        );
       })
       .catch((e) => {
         // The dead-letter store failed: keep the message and try again later.
         this.core.ports.log.warn("durable queue settle failed; message kept", { id: row.id, error: String(e) });
-        sql.exec("UPDATE queue_messages SET leased = 0, next_at = ? WHERE id = ?", clock.now() + backoffDelay(backoff, row.attempts + 1), row.id);
+        sql.exec(
+          "UPDATE queue_messages SET leased = 0, next_at = ? WHERE id = ?",
+          clock.now() + backoffDelay(backoff, row.attempts + 1),
+          row.id,
+        );
       })
       .finally(() => {
         this.leases.delete(row.id);
@@ -530,7 +599,11 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    */
   private async fireBinding(triggerId: string, req: CallRequest): Promise<CallOutcome> {
     const binding = this.core.catalog.triggers.get(triggerId);
-    if (!binding) return { ok: false, error: { code: "function_not_found", message: `trigger ${triggerId} is not registered (its owner may be reconnecting)` } };
+    if (!binding)
+      return {
+        ok: false,
+        error: { code: "function_not_found", message: `trigger ${triggerId} is not registered (its owner may be reconnecting)` },
+      };
     const opts: FireOptions = { invocationId: req.invocationId, conditionErrors: "fail" };
     if (req.timeoutMs !== undefined) opts.timeoutMs = req.timeoutMs;
     if (req.traceparent) opts.traceparent = req.traceparent;

@@ -16,20 +16,33 @@ export class IdempotencyReceipts {
   constructor(sql: Sql, now: () => number) {
     this.sql = sql;
     this.now = now;
-    sql.exec("CREATE TABLE IF NOT EXISTS queue_receipts (queue TEXT NOT NULL, idempotency_key TEXT NOT NULL, receipt TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (queue, idempotency_key))");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS queue_receipts (queue TEXT NOT NULL, idempotency_key TEXT NOT NULL, receipt TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (queue, idempotency_key))",
+    );
   }
 
   /** The receipt a key already has in `queue`, if it is still within the window. */
   find(queue: string, key: string): string | undefined {
-    const prior = this.sql.exec<{ receipt: string; created_at: number }>("SELECT receipt, created_at FROM queue_receipts WHERE queue = ? AND idempotency_key = ?", queue, key)[0];
+    const prior = this.sql.exec<{ receipt: string; created_at: number }>(
+      "SELECT receipt, created_at FROM queue_receipts WHERE queue = ? AND idempotency_key = ?",
+      queue,
+      key,
+    )[0];
     if (prior && prior.created_at > this.now() - RECEIPT_WINDOW_MS) return prior.receipt;
-    if (++this.misses % RECEIPT_PRUNE_EVERY === 0) this.sql.exec("DELETE FROM queue_receipts WHERE created_at < ?", this.now() - RECEIPT_WINDOW_MS);
+    if (++this.misses % RECEIPT_PRUNE_EVERY === 0)
+      this.sql.exec("DELETE FROM queue_receipts WHERE created_at < ?", this.now() - RECEIPT_WINDOW_MS);
     return undefined;
   }
 
   /** Give `key` the receipt `id` (replacing an expired one). */
   hold(queue: string, key: string, id: string): void {
-    this.sql.exec("INSERT OR REPLACE INTO queue_receipts (queue, idempotency_key, receipt, created_at) VALUES (?, ?, ?, ?)", queue, key, id, this.now());
+    this.sql.exec(
+      "INSERT OR REPLACE INTO queue_receipts (queue, idempotency_key, receipt, created_at) VALUES (?, ?, ?, ?)",
+      queue,
+      key,
+      id,
+      this.now(),
+    );
   }
 
   /** Withdraw receipt `id` of `key` (its enqueue failed); a receipt held by another message stays. */

@@ -7,7 +7,14 @@ import type { EngineApi, EnqueueRequest, QueueProvider } from "../api.ts";
 import type { CallOutcome } from "../ports.ts";
 import type { MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { CloudflareQueue, type CloudMessageBody, type DeliveryVerdict, type QueueProducerLike } from "./cloudflare-queue.ts";
-import { DURABLE_TOPIC_CONFIG, DURABLE_TOPIC_PREFIX, RESERVED_PREFIXES, STATE_TRIGGER_CONFIG, STATE_TRIGGER_PREFIX, type QueueConfig } from "./config.ts";
+import {
+  DURABLE_TOPIC_CONFIG,
+  DURABLE_TOPIC_PREFIX,
+  RESERVED_PREFIXES,
+  STATE_TRIGGER_CONFIG,
+  STATE_TRIGGER_PREFIX,
+  type QueueConfig,
+} from "./config.ts";
 import type { DeadLetterStore } from "./dead-letters.ts";
 import { DurableQueues, fifoGroup } from "./durable-queue.ts";
 import { IdempotencyReceipts } from "./receipts.ts";
@@ -97,24 +104,38 @@ export class QueueRouter implements QueueProvider {
   refuse(cfg: QueueConfig, req: EnqueueRequest): ErrorBody | undefined {
     const who = req.principal === undefined ? "a trusted caller" : `'${req.principal}'`;
     const reserved = RESERVED_PREFIXES.find((p) => cfg.name.startsWith(p));
-    if (reserved) return { code: "forbidden", message: `queue '${cfg.name}' is the engine's own (${reserved}…): only the engine puts messages on it` };
+    if (reserved)
+      return { code: "forbidden", message: `queue '${cfg.name}' is the engine's own (${reserved}…): only the engine puts messages on it` };
     if (!cfg.consumers) return undefined;
     if (!cfg.consumers.some((g) => globMatch(g, req.function_id))) {
-      return { code: "forbidden", message: `queue '${cfg.name}' carries only ${cfg.consumers.join(", ")}; ${who} may not queue ${req.function_id} on it` };
+      return {
+        code: "forbidden",
+        message: `queue '${cfg.name}' carries only ${cfg.consumers.join(", ")}; ${who} may not queue ${req.function_id} on it`,
+      };
     }
     if (req.principal === undefined) return undefined;
     const fn = this.core.catalog.functions.get(req.function_id);
     const server = fn && fn.kind === "worker" ? this.core.catalog.workers.get(fn.owner) : undefined;
     if (!server || (server.grant ?? OPEN_GRANT).sub !== req.principal) {
-      return { code: "forbidden", message: `queue '${cfg.name}' belongs to the worker serving ${req.function_id}; ${who} may not queue on it` };
+      return {
+        code: "forbidden",
+        message: `queue '${cfg.name}' belongs to the worker serving ${req.function_id}; ${who} may not queue on it`,
+      };
     }
     return undefined;
   }
 
   /** Enqueue with an explicit message id (redrive keeps the original) or per-message overrides. */
-  async enqueueWith(req: EnqueueRequest, opts: { id?: string; overrides?: MessageOverrides; trigger_id?: string; group?: string } = {}): Promise<CallOutcome> {
+  async enqueueWith(
+    req: EnqueueRequest,
+    opts: { id?: string; overrides?: MessageOverrides; trigger_id?: string; group?: string } = {},
+  ): Promise<CallOutcome> {
     const cfg = this.config(req.queue);
-    if (!cfg) return { ok: false, error: { code: "enqueue_error", message: `queue '${req.queue}' is not configured (see QUEUES in wrangler.toml)` } };
+    if (!cfg)
+      return {
+        ok: false,
+        error: { code: "enqueue_error", message: `queue '${req.queue}' is not configured (see QUEUES in wrangler.toml)` },
+      };
     const key = req.idempotency_key;
     if (key) {
       const prior = this.receipts.find(cfg.name, key);
@@ -153,7 +174,10 @@ export class QueueRouter implements QueueProvider {
     const refused = extras.trigger_id === undefined ? this.refuse(cfg, req) : undefined;
     if (refused) throw IIIError.relayed(refused);
     if (this.backendFor(cfg) !== this.durable) {
-      throw new IIIError("invalid_arguments", `queue '${cfg.name}' is carried by Cloudflare Queues; a state write can only enqueue on a queue with backend "durable" (written in the same transaction)`);
+      throw new IIIError(
+        "invalid_arguments",
+        `queue '${cfg.name}' is carried by Cloudflare Queues; a state write can only enqueue on a queue with backend "durable" (written in the same transaction)`,
+      );
     }
     const g = fifoGroup(cfg, req.data ?? null, extras.group);
     if (!g.ok) throw new IIIError("enqueue_error", g.message);
@@ -175,7 +199,13 @@ export class QueueRouter implements QueueProvider {
     const extras: { trigger_id?: string; group?: string } = {};
     if (p.msg.trigger_id !== undefined) extras.trigger_id = p.msg.trigger_id;
     if (p.msg.group !== undefined) extras.group = p.msg.group;
-    const r = this.durable.push(p.cfg, { queue: p.cfg.name, function_id: p.msg.function_id, data: p.msg.data, traceparent: p.msg.traceparent, baggage: p.msg.baggage }, p.msg.id, {}, extras);
+    const r = this.durable.push(
+      p.cfg,
+      { queue: p.cfg.name, function_id: p.msg.function_id, data: p.msg.data, traceparent: p.msg.traceparent, baggage: p.msg.baggage },
+      p.msg.id,
+      {},
+      extras,
+    );
     // prepare() checked what push() checks: a refusal here is a bug, and aborts the transaction.
     if (!r.ok) throw new IIIError("enqueue_error", r.message);
     if (p.idempotency_key) this.receipts.hold(p.cfg.name, p.idempotency_key, p.msg.id);

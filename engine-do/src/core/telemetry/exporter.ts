@@ -16,7 +16,10 @@ const MAX_METRIC_BODIES = 64;
 /** A collector that does not answer within this long is given up on for the batch. */
 const EXPORT_TIMEOUT_MS = 10_000;
 
-export type ExportFetch = (url: string, init: { method: string; headers: Record<string, string>; body: string; signal?: AbortSignal }) => Promise<{ ok: boolean; status: number }>;
+export type ExportFetch = (
+  url: string,
+  init: { method: string; headers: Record<string, string>; body: string; signal?: AbortSignal },
+) => Promise<{ ok: boolean; status: number }>;
 
 export class OtlpExporter {
   private readonly endpoint: string;
@@ -30,7 +33,13 @@ export class OtlpExporter {
   /** The send loop of each signal while one runs (at most one each). */
   private readonly running: Partial<Record<"traces" | "logs" | "metrics", Promise<void>>> = {};
 
-  constructor(endpoint: string, headers: Record<string, string>, fetch: ExportFetch, metrics: EngineMetrics, resource: Record<string, string>) {
+  constructor(
+    endpoint: string,
+    headers: Record<string, string>,
+    fetch: ExportFetch,
+    metrics: EngineMetrics,
+    resource: Record<string, string>,
+  ) {
     this.endpoint = endpoint;
     this.headers = { "content-type": "application/json", ...headers };
     this.fetch = fetch;

@@ -9,7 +9,6 @@ import type { CallOutcome } from "../ports.ts";
 import type { ActiveSpan, Telemetry } from "./telemetry.ts";
 import { isRecord } from "@iii-edge/protocol";
 
-
 /** Where a called function lives, as the invoke span records it. */
 export interface InvokeTarget {
   kind: "builtin" | "worker" | "edge" | "http" | "missing";
@@ -59,7 +58,11 @@ export function invokeSpan(t: Telemetry, req: CallRequest, target: InvokeTarget)
     if (typeof req.data.scope === "string") a["iii.state.scope"] = req.data.scope;
     if (typeof req.data.key === "string") a["iii.state.key"] = req.data.key;
   }
-  return t.start(`invoke ${req.function_id}`, { parent: req.traceparent, kind: target.kind === "builtin" ? "internal" : "client", attributes: a });
+  return t.start(`invoke ${req.function_id}`, {
+    parent: req.traceparent,
+    kind: target.kind === "builtin" ? "internal" : "client",
+    attributes: a,
+  });
 }
 
 /** `faas.trigger` of an iii trigger type (OTel's values: http, pubsub, datasource, timer, other). */
@@ -72,12 +75,21 @@ function faasTrigger(type: string): string {
 }
 
 /** A trigger binding fired (its condition and its function are children of this span). */
-export function fireSpan(t: Telemetry, binding: { id: string; trigger_type: string; function_id: string }, parent: string | undefined): ActiveSpan | undefined {
+export function fireSpan(
+  t: Telemetry,
+  binding: { id: string; trigger_type: string; function_id: string },
+  parent: string | undefined,
+): ActiveSpan | undefined {
   if (!t.tracing) return undefined;
   return t.start(`trigger ${binding.trigger_type}`, {
     parent,
     kind: "internal",
-    attributes: { "faas.trigger": faasTrigger(binding.trigger_type), "iii.trigger.id": binding.id, "iii.trigger.type": binding.trigger_type, "iii.function_id": binding.function_id },
+    attributes: {
+      "faas.trigger": faasTrigger(binding.trigger_type),
+      "iii.trigger.id": binding.id,
+      "iii.trigger.type": binding.trigger_type,
+      "iii.function_id": binding.function_id,
+    },
   });
 }
 
@@ -94,13 +106,19 @@ export function enqueueSpan(t: Telemetry, req: { queue: string; function_id: str
   return t.start(`enqueue ${req.queue}`, {
     parent: req.traceparent,
     kind: "producer",
-    attributes: { "messaging.system": "iii", "messaging.operation.type": "send", "messaging.destination.name": req.queue, "iii.function_id": req.function_id },
+    attributes: {
+      "messaging.system": "iii",
+      "messaging.operation.type": "send",
+      "messaging.destination.name": req.queue,
+      "iii.function_id": req.function_id,
+    },
   });
 }
 
 export function endEnqueue(span: ActiveSpan | undefined, out: CallOutcome): void {
   if (!span) return;
-  if (out.ok && isRecord(out.result) && typeof out.result.messageReceiptId === "string") span.set("messaging.message.id", out.result.messageReceiptId);
+  if (out.ok && isRecord(out.result) && typeof out.result.messageReceiptId === "string")
+    span.set("messaging.message.id", out.result.messageReceiptId);
   span.end(out);
 }
 
@@ -140,12 +158,21 @@ export function remoteSpan(t: Telemetry, f: { function_id: string; traceparent?:
   return t.start(`invoke ${f.function_id}`, {
     parent: f.traceparent,
     kind: "client",
-    attributes: { "rpc.system": "iii", "rpc.method": f.function_id, "iii.function_id": f.function_id, "iii.function.kind": "namespace", "iii.target.namespace": namespace },
+    attributes: {
+      "rpc.system": "iii",
+      "rpc.method": f.function_id,
+      "iii.function_id": f.function_id,
+      "iii.function.kind": "namespace",
+      "iii.target.namespace": namespace,
+    },
   });
 }
 
 /** An HTTP request on a trigger route (a server span continuing the caller's `traceparent`). */
-export function httpServerSpan(t: Telemetry, r: { method: string; path: string; route: string; traceparent?: string }): ActiveSpan | undefined {
+export function httpServerSpan(
+  t: Telemetry,
+  r: { method: string; path: string; route: string; traceparent?: string },
+): ActiveSpan | undefined {
   if (!t.tracing) return undefined;
   return t.start(`${r.method} /${r.route.replace(/^\/+/, "")}`, {
     parent: r.traceparent,

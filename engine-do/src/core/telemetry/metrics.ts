@@ -14,7 +14,10 @@ const MAX_SERIES = 1_000;
 /** Most SDK metric series (name, service, attributes) kept from `/otel` MTRC frames. */
 const MAX_SDK_SERIES = 1_000;
 
-export type GaugeReader = () => number | { attributes: Attributes; value: number }[] | Promise<number | { attributes: Attributes; value: number }[]>;
+export type GaugeReader = () =>
+  | number
+  | { attributes: Attributes; value: number }[]
+  | Promise<number | { attributes: Attributes; value: number }[]>;
 
 export class EngineMetrics {
   private readonly invocations = new Map<string, { fn: string; status: string; n: number }>();
@@ -49,7 +52,7 @@ export class EngineMetrics {
       if (!s) this.invocations.set(key, (s = { fn, status, n: 0 }));
     }
     s.n++;
-    const d = Math.max(ms , 0);
+    const d = Math.max(ms, 0);
     this.count++;
     this.sum += d;
     if (d < this.min) this.min = d;

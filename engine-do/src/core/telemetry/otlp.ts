@@ -2,7 +2,16 @@
 // asks), both ways: what workers send on `/otel` decoded into the stored shapes of
 // @iii-edge/protocol/telemetry, and the stored shapes encoded for an OTLP/HTTP collector.
 // Decoding is defensive: a field of the wrong type is skipped, never trusted or thrown on.
-import type { AttributeValue, Attributes, LogRecord, Span, SpanEvent, SpanKind, SpanStatus, TelemetrySignal } from "@iii-edge/protocol/telemetry";
+import type {
+  AttributeValue,
+  Attributes,
+  LogRecord,
+  Span,
+  SpanEvent,
+  SpanKind,
+  SpanStatus,
+  TelemetrySignal,
+} from "@iii-edge/protocol/telemetry";
 import { isRecord } from "@iii-edge/protocol";
 
 type Json = Record<string, unknown>;
@@ -42,7 +51,10 @@ export function anyValue(v: unknown, depth = 0): AttributeValue {
     const n = Number(v.doubleValue);
     return Number.isFinite(n) ? n : null;
   }
-  if (isRecord(v.arrayValue)) return arr(v.arrayValue.values).slice(0, MAX_ATTRIBUTES).map((x) => anyValue(x, depth + 1));
+  if (isRecord(v.arrayValue))
+    return arr(v.arrayValue.values)
+      .slice(0, MAX_ATTRIBUTES)
+      .map((x) => anyValue(x, depth + 1));
   if (isRecord(v.kvlistValue)) return attributesOf(v.kvlistValue.values, depth + 1) as AttributeValue;
   if (typeof v.bytesValue === "string") return clip(v.bytesValue);
   return null;
@@ -129,7 +141,13 @@ export function decodeSpans(body: unknown): Span[] {
           events: arr(s.events)
             .slice(0, MAX_EVENTS)
             .filter(isRecord)
-            .map((e): SpanEvent => ({ name: typeof e.name === "string" ? clip(e.name) : "", time_unix_nano: nanos(e.timeUnixNano), attributes: attributesOf(e.attributes) })),
+            .map(
+              (e): SpanEvent => ({
+                name: typeof e.name === "string" ? clip(e.name) : "",
+                time_unix_nano: nanos(e.timeUnixNano),
+                attributes: attributesOf(e.attributes),
+              }),
+            ),
         };
         const parent = hexId(s.parentSpanId, 16);
         if (parent) span.parent_span_id = parent;
@@ -197,7 +215,13 @@ export function decodeMetrics(body: unknown): MetricPoint[] {
           const raw = p.asDouble ?? p.asInt ?? p.sum;
           const value = Number(raw);
           if (!Number.isFinite(value)) continue;
-          out.push({ name: m.name.slice(0, 256), service_name, value, time_unix_nano: nanos(p.timeUnixNano), attributes: attributesOf(p.attributes) });
+          out.push({
+            name: m.name.slice(0, 256),
+            service_name,
+            value,
+            time_unix_nano: nanos(p.timeUnixNano),
+            attributes: attributesOf(p.attributes),
+          });
         }
       }
     }
@@ -216,7 +240,8 @@ export function decodeFrame(frame: string | ArrayBuffer | Uint8Array): { signal:
     text = new TextDecoder().decode(bytes);
   }
   const head = text.slice(0, 4);
-  const signal: TelemetrySignal | undefined = head === "OTLP" ? "traces" : head === "LOGS" ? "logs" : head === "MTRC" ? "metrics" : undefined;
+  const signal: TelemetrySignal | undefined =
+    head === "OTLP" ? "traces" : head === "LOGS" ? "logs" : head === "MTRC" ? "metrics" : undefined;
   if (!signal) return undefined;
   try {
     return { signal, body: JSON.parse(text.slice(4)) };
@@ -274,7 +299,11 @@ export function encodeSpans(spans: Span[], resource: Attributes = {}): Json {
               startTimeUnixNano: nanoString(s.start_time_unix_nano),
               endTimeUnixNano: nanoString(s.end_time_unix_nano),
               attributes: toAttributes(s.attributes),
-              events: s.events.map((e) => ({ name: e.name, timeUnixNano: nanoString(e.time_unix_nano), attributes: toAttributes(e.attributes) })),
+              events: s.events.map((e) => ({
+                name: e.name,
+                timeUnixNano: nanoString(e.time_unix_nano),
+                attributes: toAttributes(e.attributes),
+              })),
               status: s.status_message ? { code: STATUS_NUMBER[s.status], message: s.status_message } : { code: STATUS_NUMBER[s.status] },
             };
             if (s.parent_span_id) o.parentSpanId = s.parent_span_id;
@@ -294,7 +323,12 @@ export function encodeLogs(logs: LogRecord[], resource: Attributes = {}): Json {
         {
           scope: SCOPE,
           logRecords: list.map((l) => {
-            const o: Json = { timeUnixNano: nanoString(l.time_unix_nano), severityText: l.severity_text, body: toAnyValue(l.body), attributes: toAttributes(l.attributes) };
+            const o: Json = {
+              timeUnixNano: nanoString(l.time_unix_nano),
+              severityText: l.severity_text,
+              body: toAnyValue(l.body),
+              attributes: toAttributes(l.attributes),
+            };
             if (l.severity_number !== undefined) o.severityNumber = l.severity_number;
             if (l.trace_id) o.traceId = l.trace_id;
             if (l.span_id) o.spanId = l.span_id;

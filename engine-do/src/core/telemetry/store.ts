@@ -54,14 +54,27 @@ type SpanRow = {
   service_name: string;
   doc: string;
 };
-type LogRow = { trace_id: string | null; span_id: string | null; time_us: number; severity_number: number | null; severity_text: string; service_name: string; doc: string };
+type LogRow = {
+  trace_id: string | null;
+  span_id: string | null;
+  time_us: number;
+  severity_number: number | null;
+  severity_text: string;
+  service_name: string;
+  doc: string;
+};
 
 const str = (v: unknown): string | null => (typeof v === "string" && v ? v : null);
 
 /** The function id a span is about (engine spans: iii.function_id; iii-sdk's: faas / its name). */
 function functionIdOf(s: Span): string | null {
   const a = s.attributes;
-  return str(a["iii.function_id"]) ?? str(a["iii.function.id"]) ?? str(a["faas.invoked_name"]) ?? (s.name.startsWith("execute ") ? s.name.slice(8) : null);
+  return (
+    str(a["iii.function_id"]) ??
+    str(a["iii.function.id"]) ??
+    str(a["faas.invoked_name"]) ??
+    (s.name.startsWith("execute ") ? s.name.slice(8) : null)
+  );
 }
 function sessionIdOf(s: Span): string | null {
   const a = s.attributes;
@@ -104,7 +117,13 @@ function logOf(r: LogRow): LogRecord {
   } catch {
     // a damaged row still lists
   }
-  const l: LogRecord = { time_unix_nano: r.time_us * 1000, severity_text: r.severity_text, body: doc.b ?? null, attributes: doc.a ?? {}, service_name: r.service_name };
+  const l: LogRecord = {
+    time_unix_nano: r.time_us * 1000,
+    severity_text: r.severity_text,
+    body: doc.b ?? null,
+    attributes: doc.a ?? {},
+    service_name: r.service_name,
+  };
   if (r.trace_id) l.trace_id = r.trace_id;
   if (r.span_id) l.span_id = r.span_id;
   if (r.severity_number !== null) l.severity_number = r.severity_number;
@@ -156,9 +175,20 @@ export class TraceStore {
         if (s.status_message) d.m = s.status_message;
         const doc = JSON.stringify(d);
         return [
-          s.trace_id, s.span_id, s.parent_span_id ?? null, ns, s.name, s.kind ?? null,
-          Math.floor(s.start_time_unix_nano / 1000), Math.floor(s.end_time_unix_nano / 1000), s.status, s.service_name,
-          functionIdOf(s), sessionIdOf(s), doc, doc.length + s.name.length + SPAN_ROW_BYTES,
+          s.trace_id,
+          s.span_id,
+          s.parent_span_id ?? null,
+          ns,
+          s.name,
+          s.kind ?? null,
+          Math.floor(s.start_time_unix_nano / 1000),
+          Math.floor(s.end_time_unix_nano / 1000),
+          s.status,
+          s.service_name,
+          functionIdOf(s),
+          sessionIdOf(s),
+          doc,
+          doc.length + s.name.length + SPAN_ROW_BYTES,
         ];
       }),
     );
@@ -171,7 +201,17 @@ export class TraceStore {
       "",
       logs.map((l) => {
         const doc = JSON.stringify({ b: l.body, a: l.attributes });
-        return [ns, l.trace_id ?? null, l.span_id ?? null, Math.floor(l.time_unix_nano / 1000), l.severity_number ?? null, l.severity_text, l.service_name, doc, doc.length + LOG_ROW_BYTES];
+        return [
+          ns,
+          l.trace_id ?? null,
+          l.span_id ?? null,
+          Math.floor(l.time_unix_nano / 1000),
+          l.severity_number ?? null,
+          l.severity_text,
+          l.service_name,
+          doc,
+          doc.length + LOG_ROW_BYTES,
+        ];
       }),
     );
   }
@@ -188,7 +228,8 @@ export class TraceStore {
     if (rows.length === 0) return;
     const columns = rows[0]!.length;
     const extract = Array.from({ length: columns }, (_, i) => `value ->> ${i}`).join(", ");
-    const statement = (source: string) => `INSERT INTO ${target} SELECT ${extract} FROM ${source}${conflict ? ` WHERE true ${conflict}` : ""}`;
+    const statement = (source: string) =>
+      `INSERT INTO ${target} SELECT ${extract} FROM ${source}${conflict ? ` WHERE true ${conflict}` : ""}`;
     const put = async (part: readonly unknown[][]): Promise<void> => {
       const body = JSON.stringify(part);
       if (body.length > CHUNK_BYTES && part.length > 1) {
@@ -214,16 +255,26 @@ export class TraceStore {
    * bounds are the whole store's (every namespace), as D1's size is. */
   async prune(nowMs: number, r: Retention): Promise<void> {
     const cutoff = (nowMs - r.maxAgeMs) * 1000;
-    for (const [table, t] of [["spans", "start_us"], ["logs", "time_us"]] as const) {
+    for (const [table, t] of [
+      ["spans", "start_us"],
+      ["logs", "time_us"],
+    ] as const) {
       await this.db.prepare(`DELETE FROM ${table} WHERE ${t} < ?`).bind(cutoff).run();
       // Count and size first (one pass over the table); the deletes only when a bound is passed.
-      const size = (await this.db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM ${table}`).all<{ n: number; b: number }>()).results[0] ?? { n: 0, b: 0 };
+      const size = (
+        await this.db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM ${table}`).all<{ n: number; b: number }>()
+      ).results[0] ?? { n: 0, b: 0 };
       if (size.n > r.maxSpans) {
-        await this.db.prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} ORDER BY ${t}, rowid LIMIT ?)`).bind(size.n - r.maxSpans).run();
+        await this.db
+          .prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} ORDER BY ${t}, rowid LIMIT ?)`)
+          .bind(size.n - r.maxSpans)
+          .run();
       }
       if (size.b > r.maxBytes) {
         await this.db
-          .prepare(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM (SELECT rowid, SUM(bytes) OVER (ORDER BY ${t} DESC, rowid DESC ROWS UNBOUNDED PRECEDING) AS acc FROM ${table}) WHERE acc > ?)`)
+          .prepare(
+            `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM (SELECT rowid, SUM(bytes) OVER (ORDER BY ${t} DESC, rowid DESC ROWS UNBOUNDED PRECEDING) AS acc FROM ${table}) WHERE acc > ?)`,
+          )
           .bind(r.maxBytes)
           .run();
       }
@@ -260,9 +311,14 @@ export class TraceStore {
     const offset = q.offset ?? 0;
     const limit = q.limit ?? DEFAULT_LIMIT;
     const [count, rows] = await Promise.all([
-      this.db.prepare(`SELECT COUNT(*) AS n FROM spans ${w}`).bind(...binds).all<{ n: number }>(),
       this.db
-        .prepare(`SELECT trace_id, span_id, parent_span_id, name, kind, start_us, end_us, status, service_name, doc FROM spans ${w} ORDER BY start_us DESC, rowid DESC LIMIT ? OFFSET ?`)
+        .prepare(`SELECT COUNT(*) AS n FROM spans ${w}`)
+        .bind(...binds)
+        .all<{ n: number }>(),
+      this.db
+        .prepare(
+          `SELECT trace_id, span_id, parent_span_id, name, kind, start_us, end_us, status, service_name, doc FROM spans ${w} ORDER BY start_us DESC, rowid DESC LIMIT ? OFFSET ?`,
+        )
         .bind(...binds, limit, offset)
         .all<SpanRow>(),
     ]);
@@ -271,7 +327,9 @@ export class TraceStore {
 
   async spansOf(traceId: string): Promise<Span[]> {
     const rows = await this.db
-      .prepare("SELECT trace_id, span_id, parent_span_id, name, kind, start_us, end_us, status, service_name, doc FROM spans WHERE trace_id = ? ORDER BY start_us LIMIT ?")
+      .prepare(
+        "SELECT trace_id, span_id, parent_span_id, name, kind, start_us, end_us, status, service_name, doc FROM spans WHERE trace_id = ? ORDER BY start_us LIMIT ?",
+      )
       .bind(traceId, MAX_TREE_SPANS)
       .all<SpanRow>();
     return rows.results.map(spanOf);
@@ -306,7 +364,15 @@ export class TraceStore {
           `FROM spans WHERE ${where.join(" AND ")} GROUP BY 1 ORDER BY MAX(start_us) DESC LIMIT ?`,
       )
       .bind(...binds, ...whereBinds, limit)
-      .all<{ value: unknown; span_count: number; error_count: number; first_us: number; last_us: number; avg_us: number; trace_ids: string | null }>();
+      .all<{
+        value: unknown;
+        span_count: number;
+        error_count: number;
+        first_us: number;
+        last_us: number;
+        avg_us: number;
+        trace_ids: string | null;
+      }>();
     const groups: TraceGroup[] = rows.results.map((r) => ({
       value: String(r.value),
       trace_ids: (r.trace_ids ?? "").split(",").filter(Boolean).slice(0, MAX_TRACE_IDS_PER_GROUP),
@@ -339,8 +405,16 @@ export class TraceStore {
     const offset = q.offset ?? 0;
     const limit = q.limit ?? DEFAULT_LIMIT;
     const [count, rows] = await Promise.all([
-      this.db.prepare(`SELECT COUNT(*) AS n FROM logs ${w}`).bind(...binds).all<{ n: number }>(),
-      this.db.prepare(`SELECT trace_id, span_id, time_us, severity_number, severity_text, service_name, doc FROM logs ${w} ORDER BY time_us DESC, id DESC LIMIT ? OFFSET ?`).bind(...binds, limit, offset).all<LogRow>(),
+      this.db
+        .prepare(`SELECT COUNT(*) AS n FROM logs ${w}`)
+        .bind(...binds)
+        .all<{ n: number }>(),
+      this.db
+        .prepare(
+          `SELECT trace_id, span_id, time_us, severity_number, severity_text, service_name, doc FROM logs ${w} ORDER BY time_us DESC, id DESC LIMIT ? OFFSET ?`,
+        )
+        .bind(...binds, limit, offset)
+        .all<LogRow>(),
     ]);
     return { logs: rows.results.map(logOf), total: count.results[0]?.n ?? 0, offset, limit };
   }

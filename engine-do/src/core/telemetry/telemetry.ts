@@ -9,7 +9,15 @@
 // Sampling is parent-based: a sampled parent is recorded, an unsampled one (flags 00) is passed on
 // untouched; a trace the engine starts is sampled at TRACE_SAMPLE_RATIO and, when not, passed on
 // with flags 00 so the hops after it agree.
-import { ENGINE_SERVICE_NAME, IN_PROGRESS_ATTRIBUTE, type Attributes, type AttributeValue, type LogRecord, type Span, type SpanKind } from "@iii-edge/protocol/telemetry";
+import {
+  ENGINE_SERVICE_NAME,
+  IN_PROGRESS_ATTRIBUTE,
+  type Attributes,
+  type AttributeValue,
+  type LogRecord,
+  type Span,
+  type SpanKind,
+} from "@iii-edge/protocol/telemetry";
 import { IIIError, type ErrorBody } from "@iii-edge/protocol";
 import type { EnginePorts } from "../ports.ts";
 import type { D1Like } from "../queues/dead-letters.ts";
@@ -55,7 +63,14 @@ function randomHex(digits: number): string {
 }
 
 /** Built-ins whose calls are never traced: reading traces must not make traces. */
-const UNTRACED = new Set(["engine::traces::list", "engine::traces::tree", "engine::traces::group_by", "engine::traces::clear", "engine::logs::list", "engine::metrics::list"]);
+const UNTRACED = new Set([
+  "engine::traces::list",
+  "engine::traces::tree",
+  "engine::traces::group_by",
+  "engine::traces::clear",
+  "engine::logs::list",
+  "engine::metrics::list",
+]);
 
 export interface TelemetryOptions {
   vars?: TelemetryVars;
@@ -157,7 +172,9 @@ export class Telemetry {
     this.tokensAt = ports.clock.now();
     if (opts.db && this.config.store) this.store = new TraceStore(opts.db, ports.namespace);
     if (this.config.exportEndpoint && opts.fetch) {
-      this.exporter = new OtlpExporter(this.config.exportEndpoint, this.config.exportHeaders, opts.fetch, this.metrics, { "service.namespace": ports.namespace });
+      this.exporter = new OtlpExporter(this.config.exportEndpoint, this.config.exportHeaders, opts.fetch, this.metrics, {
+        "service.namespace": ports.namespace,
+      });
     }
   }
 
@@ -292,7 +309,9 @@ export class Telemetry {
       if (logs.length) this.exporter.offerLogs(logs);
       if (now - this.lastMetricsExport >= METRICS_EXPORT_INTERVAL_MS) {
         this.lastMetricsExport = now;
-        this.ports.background(this.metrics.list().then((m) => this.exporter!.offerMetrics(metricsBody(m.metrics, this.ports.namespace, now))));
+        this.ports.background(
+          this.metrics.list().then((m) => this.exporter!.offerMetrics(metricsBody(m.metrics, this.ports.namespace, now))),
+        );
       }
       this.ports.background(this.exporter.drain());
     }
@@ -358,7 +377,12 @@ export class Telemetry {
   /** What a query needs first: this object's pending records in the store. */
   async settled(): Promise<TraceStore> {
     if (!this.store) {
-      throw new IIIError("function_not_invokable", this.config.store ? "no trace store is configured (D1 binding DB)" : "this engine keeps no traces (TRACE_STORE=off): read them at its OTLP collector");
+      throw new IIIError(
+        "function_not_invokable",
+        this.config.store
+          ? "no trace store is configured (D1 binding DB)"
+          : "this engine keeps no traces (TRACE_STORE=off): read them at its OTLP collector",
+      );
     }
     await this.flush();
     return this.store;
@@ -368,7 +392,8 @@ export class Telemetry {
 /** The engine's metrics as one OTLP `resourceMetrics` body. */
 function metricsBody(metrics: Awaited<ReturnType<EngineMetrics["list"]>>["metrics"], namespace: string, nowMs: number): unknown {
   const t = String(BigInt(nowMs) * 1_000_000n);
-  const attrs = (a: Attributes) => Object.entries(a).map(([key, v]) => ({ key, value: typeof v === "number" ? { doubleValue: v } : { stringValue: String(v) } }));
+  const attrs = (a: Attributes) =>
+    Object.entries(a).map(([key, v]) => ({ key, value: typeof v === "number" ? { doubleValue: v } : { stringValue: String(v) } }));
   const out = metrics.map((m) => {
     if (m.type === "histogram") {
       return {
@@ -376,17 +401,38 @@ function metricsBody(metrics: Awaited<ReturnType<EngineMetrics["list"]>>["metric
         unit: m.unit,
         histogram: {
           aggregationTemporality: 2,
-          dataPoints: [{ timeUnixNano: t, count: String(m.count), sum: m.sum, min: m.min, max: m.max, explicitBounds: m.bounds, bucketCounts: m.bucket_counts.map(String) }],
+          dataPoints: [
+            {
+              timeUnixNano: t,
+              count: String(m.count),
+              sum: m.sum,
+              min: m.min,
+              max: m.max,
+              explicitBounds: m.bounds,
+              bucketCounts: m.bucket_counts.map(String),
+            },
+          ],
         },
       };
     }
-    const points = (m.points?.length ? m.points : [{ attributes: {}, value: m.value }]).map((p) => ({ timeUnixNano: t, asDouble: p.value, attributes: attrs(p.attributes) }));
-    return m.type === "counter" ? { name: m.name, sum: { aggregationTemporality: 2, isMonotonic: true, dataPoints: points } } : { name: m.name, gauge: { dataPoints: points } };
+    const points = (m.points?.length ? m.points : [{ attributes: {}, value: m.value }]).map((p) => ({
+      timeUnixNano: t,
+      asDouble: p.value,
+      attributes: attrs(p.attributes),
+    }));
+    return m.type === "counter"
+      ? { name: m.name, sum: { aggregationTemporality: 2, isMonotonic: true, dataPoints: points } }
+      : { name: m.name, gauge: { dataPoints: points } };
   });
   return {
     resourceMetrics: [
       {
-        resource: { attributes: [{ key: "service.name", value: { stringValue: ENGINE_SERVICE_NAME } }, { key: "service.namespace", value: { stringValue: namespace } }] },
+        resource: {
+          attributes: [
+            { key: "service.name", value: { stringValue: ENGINE_SERVICE_NAME } },
+            { key: "service.namespace", value: { stringValue: namespace } },
+          ],
+        },
         scopeMetrics: [{ scope: { name: "iii-edge" }, metrics: out }],
       },
     ],

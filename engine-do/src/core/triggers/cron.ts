@@ -37,7 +37,9 @@ export function parseCron(expression: string): Cron {
   if (fields === 6 || fields === 7) {
     return new Cron(expression.trim(), { paused: true, timezone: "UTC", mode: "6-or-7-parts", alternativeWeekdays: true, domAndDow: true });
   }
-  throw new Error(`expression '${expression}' has ${fields} fields; expected 6 (sec min hour day month weekday), 7 (… year) or 5 (min hour day month weekday)`);
+  throw new Error(
+    `expression '${expression}' has ${fields} fields; expected 6 (sec min hour day month weekday), 7 (… year) or 5 (min hour day month weekday)`,
+  );
 }
 
 /** RFC 3339 in UTC with an explicit offset, as iii prints it. */
@@ -76,12 +78,18 @@ export class CronScheduler implements AlarmClient {
       id: TRIGGER_TYPES.cron,
       description: "Calls the function on a schedule: cron expression with 6 fields (sec min hour day month weekday), 7 (+ year) or 5; UTC",
       validate: (config) => {
-        if (!config || typeof config !== "object" || Array.isArray(config)) return "config must be {expression, condition_function_id?, timeout_ms?}";
+        if (!config || typeof config !== "object" || Array.isArray(config))
+          return "config must be {expression, condition_function_id?, timeout_ms?}";
         const c = config as Record<string, unknown>;
         if (typeof c.expression !== "string" || !c.expression.trim()) return "expression is required";
         if (c.expression.length > MAX_EXPRESSION_LENGTH) return `expression longer than ${MAX_EXPRESSION_LENGTH} characters`;
-        if (c.condition_function_id !== undefined && typeof c.condition_function_id !== "string") return "condition_function_id must be a string";
-        if (c.timeout_ms !== undefined && (typeof c.timeout_ms !== "number" || !Number.isInteger(c.timeout_ms) || c.timeout_ms < 1 || c.timeout_ms > 15 * 60_000)) return "timeout_ms must be an integer between 1 and 900000";
+        if (c.condition_function_id !== undefined && typeof c.condition_function_id !== "string")
+          return "condition_function_id must be a string";
+        if (
+          c.timeout_ms !== undefined &&
+          (typeof c.timeout_ms !== "number" || !Number.isInteger(c.timeout_ms) || c.timeout_ms < 1 || c.timeout_ms > 15 * 60_000)
+        )
+          return "timeout_ms must be an integer between 1 and 900000";
         try {
           parseCron(c.expression);
         } catch (e) {
@@ -126,7 +134,9 @@ export class CronScheduler implements AlarmClient {
     const next = this.nextAfter(b.id, expression, clock.now());
     sql.exec(
       "INSERT INTO cron_schedule (trigger_id, expression, next_at) VALUES (?, ?, ?) ON CONFLICT (trigger_id) DO UPDATE SET expression = excluded.expression, next_at = excluded.next_at",
-      b.id, expression, next,
+      b.id,
+      expression,
+      next,
     );
     this.core.rearmAlarm();
   }
@@ -137,7 +147,11 @@ export class CronScheduler implements AlarmClient {
 
   async run(now: number): Promise<void> {
     const { sql } = this.core.ports;
-    const due = sql.exec<ScheduleRow>("SELECT * FROM cron_schedule WHERE next_at IS NOT NULL AND next_at <= ? ORDER BY next_at LIMIT ?", now, MAX_FIRES_PER_ALARM);
+    const due = sql.exec<ScheduleRow>(
+      "SELECT * FROM cron_schedule WHERE next_at IS NOT NULL AND next_at <= ? ORDER BY next_at LIMIT ?",
+      now,
+      MAX_FIRES_PER_ALARM,
+    );
     for (const row of due) this.claimAndFire(row.trigger_id, now);
   }
 
@@ -152,7 +166,12 @@ export class CronScheduler implements AlarmClient {
       const next = this.nextAfter(triggerId, row.expression, now);
       // Occurrences that passed while the object was away are collapsed into this one.
       let missed = 0;
-      for (let t = this.nextAfter(triggerId, row.expression, scheduled); t !== null && t <= now && missed < 1000; t = this.nextAfter(triggerId, row.expression, t)) missed++;
+      for (
+        let t = this.nextAfter(triggerId, row.expression, scheduled);
+        t !== null && t <= now && missed < 1000;
+        t = this.nextAfter(triggerId, row.expression, t)
+      )
+        missed++;
       if (!binding) {
         sql.exec("DELETE FROM cron_schedule WHERE trigger_id = ?", triggerId);
         return null;
@@ -163,20 +182,40 @@ export class CronScheduler implements AlarmClient {
       }
       if (row.running_since !== null) {
         sql.exec("UPDATE cron_schedule SET next_at = ?, skipped = skipped + ? WHERE trigger_id = ?", next, 1 + missed, triggerId);
-        log.warn("cron occurrence skipped: previous run still in progress", { job_id: triggerId, scheduled_time: rfc3339(scheduled, false), running_since: rfc3339(row.running_since, true) });
+        log.warn("cron occurrence skipped: previous run still in progress", {
+          job_id: triggerId,
+          scheduled_time: rfc3339(scheduled, false),
+          running_since: rfc3339(row.running_since, true),
+        });
         return null;
       }
-      sql.exec("UPDATE cron_schedule SET next_at = ?, running_since = ?, last_scheduled = ?, runs = runs + 1, skipped = skipped + ? WHERE trigger_id = ?", next, now, scheduled, missed, triggerId);
+      sql.exec(
+        "UPDATE cron_schedule SET next_at = ?, running_since = ?, last_scheduled = ?, runs = runs + 1, skipped = skipped + ? WHERE trigger_id = ?",
+        next,
+        now,
+        scheduled,
+        missed,
+        triggerId,
+      );
       if (missed > 0) log.warn("cron occurrences missed while the engine was away", { job_id: triggerId, missed });
       return { scheduled, runningSince: now };
     });
     if (!claim || !binding) return;
-    const payload = { trigger: "cron", job_id: triggerId, scheduled_time: rfc3339(claim.scheduled, false), actual_time: rfc3339(now, true) };
+    const payload = {
+      trigger: "cron",
+      job_id: triggerId,
+      scheduled_time: rfc3339(claim.scheduled, false),
+      actual_time: rfc3339(now, true),
+    };
     const timeoutMs = (binding.config as CronConfig).timeout_ms ?? CRON_RUN_TIMEOUT_MS;
     // Nothing caused an occurrence but the clock: each run starts a trace of its own (§4.8) — with
     // tracing on, the fire's span is its root (telemetry/hops.ts); off, a fresh traceparent.
     const run = this.core
-      .fire(binding, payload, this.core.telemetry.tracing ? { timeoutMs } : { timeoutMs, traceparent: freshTraceparent(this.core.ports.newId) })
+      .fire(
+        binding,
+        payload,
+        this.core.telemetry.tracing ? { timeoutMs } : { timeoutMs, traceparent: freshTraceparent(this.core.ports.newId) },
+      )
       .then((out) => {
         if (out !== "skipped" && !out.ok) log.warn("cron run failed", { job_id: triggerId, ...out.error });
       })

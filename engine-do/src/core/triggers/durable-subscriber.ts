@@ -17,7 +17,8 @@ interface QueueConfigIn {
   backoffDelayMs?: unknown;
   backoff_ms?: unknown;
 }
-const int = (v: unknown, min: number, max: number): number | undefined => (typeof v === "number" && Number.isInteger(v) && v >= min && v <= max ? v : undefined);
+const int = (v: unknown, min: number, max: number): number | undefined =>
+  typeof v === "number" && Number.isInteger(v) && v >= min && v <= max ? v : undefined;
 
 function overridesOf(b: TriggerRecord): MessageOverrides {
   const qc = ((b.config ?? {}) as { queue_config?: QueueConfigIn }).queue_config ?? {};
@@ -29,15 +30,20 @@ function overridesOf(b: TriggerRecord): MessageOverrides {
   return o;
 }
 
-export function installDurableSubscriber(core: EngineApi, queues: QueueRouter): { publish(topic: string, data: unknown, trace?: TraceContext): Promise<string[]> } {
+export function installDurableSubscriber(
+  core: EngineApi,
+  queues: QueueRouter,
+): { publish(topic: string, data: unknown, trace?: TraceContext): Promise<string[]> } {
   core.addTriggerType({
     id: TRIGGER_TYPES.durableSubscriber,
     description: "Durable fan-out: every subscribed function gets each message of its topic, with retries and dead letters",
     validate(config) {
-      if (!config || typeof config !== "object" || Array.isArray(config)) return "config must be {topic, condition_function_id?, queue_config?}";
+      if (!config || typeof config !== "object" || Array.isArray(config))
+        return "config must be {topic, condition_function_id?, queue_config?}";
       const c = config as { topic?: unknown; condition_function_id?: unknown; queue_config?: unknown };
       if (typeof c.topic !== "string" || !c.topic) return "topic is required";
-      if (c.condition_function_id !== undefined && typeof c.condition_function_id !== "string") return "condition_function_id must be a string";
+      if (c.condition_function_id !== undefined && typeof c.condition_function_id !== "string")
+        return "condition_function_id must be a string";
       if (c.queue_config !== undefined) {
         if (!c.queue_config || typeof c.queue_config !== "object") return "queue_config must be an object";
         const q = c.queue_config as QueueConfigIn;
@@ -64,7 +70,12 @@ export function installDurableSubscriber(core: EngineApi, queues: QueueRouter): 
           if (!c.ok || c.result === false) continue;
         }
         // Every delivery of the message runs in the publisher's trace (§4.8).
-        const req: Parameters<QueueRouter["enqueueWith"]>[0] = { queue: `${DURABLE_TOPIC_PREFIX}${topic}`, function_id: b.function_id, data, ...tc };
+        const req: Parameters<QueueRouter["enqueueWith"]>[0] = {
+          queue: `${DURABLE_TOPIC_PREFIX}${topic}`,
+          function_id: b.function_id,
+          data,
+          ...tc,
+        };
         const out = await queues.enqueueWith(req, { overrides: overridesOf(b) });
         if (!out.ok) throw Object.assign(new Error(out.error.message), { code: out.error.code });
         ids.push((out.result as { messageReceiptId: string }).messageReceiptId);

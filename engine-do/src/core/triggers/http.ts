@@ -42,7 +42,21 @@ export const HTTP_METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "O
  * would never be reached, so registration refuses it. Top-level paths with a static-file
  * extension are refused too: the asset layer answers them before the Worker runs.
  */
-const RESERVED_EXACT = new Set(["", "healthz", "otel", "mcp", "_console", "ns", "ws", "_iii", "index.html", "sdk", "assets", "favicon.ico", "robots.txt"]);
+const RESERVED_EXACT = new Set([
+  "",
+  "healthz",
+  "otel",
+  "mcp",
+  "_console",
+  "ns",
+  "ws",
+  "_iii",
+  "index.html",
+  "sdk",
+  "assets",
+  "favicon.ico",
+  "robots.txt",
+]);
 const RESERVED_PREFIXES = ["ns/", "ws/", "_iii/", "sdk/", "assets/", "_console/"];
 const STATIC_EXTENSION = /\.(html?|js|mjs|css|map|ico|png|jpe?g|gif|svg|webp|txt|webmanifest|woff2?)$/i;
 
@@ -55,7 +69,10 @@ const STATIC_EXTENSION = /\.(html?|js|mjs|css|map|ico|png|jpe?g|gif|svg|webp|txt
 export const ENGINE_CREDENTIAL_HEADER = "x-iii-engine-credential";
 
 export function normalizePath(p: string): string {
-  return p.replace(/^\/+/, "").replace(/\/+$/, "").replace(/\/{2,}/g, "/");
+  return p
+    .replace(/^\/+/, "")
+    .replace(/\/+$/, "")
+    .replace(/\/{2,}/g, "/");
 }
 
 export function reservedReason(pattern: string): string | undefined {
@@ -129,19 +146,29 @@ export interface HttpTriggerResponse {
 const TIMEOUT = Symbol("timeout");
 const encoder = new TextEncoder();
 
-const json = (status: number, body: unknown, matched = true): HttpTriggerResponse => ({ matched, status, headers: [["content-type", "application/json"]], body: JSON.stringify(body) });
+const json = (status: number, body: unknown, matched = true): HttpTriggerResponse => ({
+  matched,
+  status,
+  headers: [["content-type", "application/json"]],
+  body: JSON.stringify(body),
+});
 
 function parseConfig(config: unknown): { ok: true; c: HttpTriggerConfig; method: string; pattern: string } | { ok: false; error: string } {
-  if (!isRecord(config)) return { ok: false, error: "config must be {api_path, http_method?, condition_function_id?, middleware_function_ids?}" };
+  if (!isRecord(config))
+    return { ok: false, error: "config must be {api_path, http_method?, condition_function_id?, middleware_function_ids?}" };
   if (typeof config.api_path !== "string" || !config.api_path.trim()) return { ok: false, error: "api_path is required" };
   if (config.api_path.length > MAX_PATH_LENGTH) return { ok: false, error: `api_path longer than ${MAX_PATH_LENGTH}` };
   const method = (typeof config.http_method === "string" ? config.http_method : "GET").toUpperCase();
-  if (!(HTTP_METHODS as readonly string[]).includes(method)) return { ok: false, error: `http_method must be one of ${HTTP_METHODS.join(" ")}` };
-  if (config.condition_function_id !== undefined && typeof config.condition_function_id !== "string") return { ok: false, error: "condition_function_id must be a string" };
+  if (!(HTTP_METHODS as readonly string[]).includes(method))
+    return { ok: false, error: `http_method must be one of ${HTTP_METHODS.join(" ")}` };
+  if (config.condition_function_id !== undefined && typeof config.condition_function_id !== "string")
+    return { ok: false, error: "condition_function_id must be a string" };
   const mw = config.middleware_function_ids;
-  if (mw !== undefined && (!Array.isArray(mw) || mw.length > MAX_MIDDLEWARES || mw.some((m) => typeof m !== "string" || !m))) return { ok: false, error: `middleware_function_ids must be at most ${MAX_MIDDLEWARES} function ids` };
+  if (mw !== undefined && (!Array.isArray(mw) || mw.length > MAX_MIDDLEWARES || mw.some((m) => typeof m !== "string" || !m)))
+    return { ok: false, error: `middleware_function_ids must be at most ${MAX_MIDDLEWARES} function ids` };
   const t = config.timeout_ms;
-  if (t !== undefined && (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > 15 * 60_000)) return { ok: false, error: "timeout_ms must be an integer between 1 and 900000" };
+  if (t !== undefined && (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > 15 * 60_000))
+    return { ok: false, error: "timeout_ms must be an integer between 1 and 900000" };
   const pattern = normalizePath(config.api_path);
   if (pattern.split("/").some((s) => s === ":")) return { ok: false, error: "a path parameter needs a name (':id')" };
   return { ok: true, c: config as unknown as HttpTriggerConfig, method, pattern };
@@ -165,7 +192,8 @@ export class HttpRoutes {
   install(): void {
     this.core.addTriggerType({
       id: TRIGGER_TYPES.http,
-      description: "Serves an HTTP route {api_path, http_method?} at the engine's front door; the function's {status_code, headers, body} is the response",
+      description:
+        "Serves an HTTP route {api_path, http_method?} at the engine's front door; the function's {status_code, headers, body} is the response",
       validate: (config, binding) => {
         const p = parseConfig(config);
         if (!p.ok) return p.error;
@@ -176,7 +204,10 @@ export class HttpRoutes {
         // A route belongs to the binding holding it while its owner is connected: another owner
         // would receive its requests (authorization headers included).
         if (existing && this.holderLive(existing.binding) && !sameOwner(existing.binding, binding)) {
-          return { code: "forbidden", message: `${route.method} /${route.pattern} is held by another owner's trigger (as /${existing.pattern}); choose another path` };
+          return {
+            code: "forbidden",
+            message: `${route.method} /${route.pattern} is held by another owner's trigger (as /${existing.pattern}); choose another path`,
+          };
         }
         // Same method, same literal segments, parameters in the same places under other names: one
         // request would match both and the names would decide nothing. The first keeps serving; the
@@ -197,10 +228,14 @@ export class HttpRoutes {
           if (r.binding.id !== b.id) continue;
           this.routes.delete(k);
           // Another binding of the same route (replaced earlier) takes over.
-          const fallback = this.core.activeBindings(TRIGGER_TYPES.http).find((o) => o.id !== b.id && (() => {
-            const p = parseConfig(o.config);
-            return p.ok && `${p.method} ${this.toRoute(o, p.method, p.pattern).shape}` === k;
-          })());
+          const fallback = this.core.activeBindings(TRIGGER_TYPES.http).find(
+            (o) =>
+              o.id !== b.id &&
+              (() => {
+                const p = parseConfig(o.config);
+                return p.ok && `${p.method} ${this.toRoute(o, p.method, p.pattern).shape}` === k;
+              })(),
+          );
           if (fallback) {
             const p = parseConfig(fallback.config);
             if (p.ok) this.routes.set(k, this.toRoute(fallback, p.method, p.pattern));
@@ -223,7 +258,9 @@ export class HttpRoutes {
 
   /** Find the route for a concrete path: static segments beat parameters, left to right. */
   match(method: string, rawPath: string): { route: Route; params: Record<string, string> } | undefined {
-    const parts = normalizePath(rawPath).split("/").filter((s, _i, a) => !(a.length === 1 && s === ""));
+    const parts = normalizePath(rawPath)
+      .split("/")
+      .filter((s, _i, a) => !(a.length === 1 && s === ""));
     let best: { route: Route; params: Record<string, string>; score: string } | undefined;
     const m = method.toUpperCase();
     for (const route of this.routes.values()) {
@@ -287,9 +324,11 @@ export class HttpRoutes {
     delete headers[ENGINE_CREDENTIAL_HEADER];
     /** The headers `functionId` is given: the caller's engine token only for the deployment's own. */
     const deployed = (functionId: string) => this.core.catalog.functions.get(functionId)?.kind === "edge";
-    const headersFor = (functionId: string): Record<string, string> => (credential !== undefined && deployed(functionId) ? { ...headers, authorization: credential } : headers);
+    const headersFor = (functionId: string): Record<string, string> =>
+      credential !== undefined && deployed(functionId) ? { ...headers, authorization: credential } : headers;
     // The function's payload is the condition's too: both must be the deployment's own.
-    const functionHeaders = cfg.condition_function_id === undefined || deployed(cfg.condition_function_id) ? headersFor(route.binding.function_id) : headers;
+    const functionHeaders =
+      cfg.condition_function_id === undefined || deployed(cfg.condition_function_id) ? headersFor(route.binding.function_id) : headers;
     const method = req.method.toUpperCase();
     // The request's own trace context (W3C headers), continued by middleware, condition and function (§4.8).
     const trace = traceFromHeaders((name) => headers[name]);
@@ -301,7 +340,16 @@ export class HttpRoutes {
     // Middleware (§8.1): global first, then the route's; each may continue or respond; an error
     // (a missing middleware function included: fail closed) is a 500, a timeout a 504.
     for (const mw of [...this.globalMiddleware, ...(cfg.middleware_function_ids ?? [])]) {
-      const out = await this.core.invoke({ function_id: mw, data: { phase: "preHandler", request: { path_params: params, query_params: req.query, headers: headersFor(mw), method }, context: {} }, timeoutMs: left(), ...trace });
+      const out = await this.core.invoke({
+        function_id: mw,
+        data: {
+          phase: "preHandler",
+          request: { path_params: params, query_params: req.query, headers: headersFor(mw), method },
+          context: {},
+        },
+        timeoutMs: left(),
+        ...trace,
+      });
       if (!out.ok) {
         if (out.error.code === "timeout") return json(504, { error: { code: "middleware_timeout", message: out.error.message } });
         return this.errorResponse(out.error);
@@ -313,7 +361,10 @@ export class HttpRoutes {
     const upload = req.body instanceof ReadableStream ? req.body : null;
     const bytes = req.body instanceof ReadableStream ? null : typeof req.body === "string" ? encoder.encode(req.body) : req.body;
     const length = headers["content-length"];
-    const channels = this.channels?.openRequest(upload ?? bytes, upload && length !== undefined && /^\d{1,15}$/.test(length) ? Number(length) : undefined);
+    const channels = this.channels?.openRequest(
+      upload ?? bytes,
+      upload && length !== undefined && /^\d{1,15}$/.test(length) ? Number(length) : undefined,
+    );
     if (upload && !channels) upload.cancel("no channels to stream the body into").catch(() => {});
     const payload = {
       query_params: req.query,
@@ -332,12 +383,16 @@ export class HttpRoutes {
       // Content-Length) ends the request at once: the function may have read a truncated body as
       // complete (iii-sdk's reader cannot tell), so whatever it answers is not sent.
       const fired = this.core.fire(route.binding, payload, { timeoutMs: left(), ...trace });
-      const outcome = channels && upload ? await Promise.race([fired, channels.bodyFailed.then((why) => ({ bodyFailed: why }))]) : await fired;
-      if (typeof outcome === "object" && "bodyFailed" in outcome) return json(400, { error: { code: "invalid_arguments", message: `request body: ${outcome.bodyFailed}` } });
-      if (outcome === "skipped") return json(422, { error: { code: "condition_not_met", message: "Request condition not met" }, skipped: true });
+      const outcome =
+        channels && upload ? await Promise.race([fired, channels.bodyFailed.then((why) => ({ bodyFailed: why }))]) : await fired;
+      if (typeof outcome === "object" && "bodyFailed" in outcome)
+        return json(400, { error: { code: "invalid_arguments", message: `request body: ${outcome.bodyFailed}` } });
+      if (outcome === "skipped")
+        return json(422, { error: { code: "condition_not_met", message: "Request condition not met" }, skipped: true });
       if (!outcome.ok) {
         if (outcome.error.code === "timeout") return json(504, { error: { code: "timeout", message: outcome.error.message } });
-        if (outcome.error.code === "function_not_found") return json(404, { error: { code: "function_not_found", message: outcome.error.message } });
+        if (outcome.error.code === "function_not_found")
+          return json(404, { error: { code: "function_not_found", message: outcome.error.message } });
         return this.errorResponse(outcome.error);
       }
       if ((outcome.result === undefined || outcome.result === null) && channels) {
@@ -373,12 +428,14 @@ export class HttpRoutes {
   private async streamed(ch: RequestChannels, method: string, deadline: number): Promise<HttpTriggerResponse | undefined> {
     const sink = ch.responseSink;
     const left = () => deadline - this.core.ports.clock.now();
-    if (!sink.writerSeen && (await this.within(sink.writerAttached, Math.min(RESPONSE_ATTACH_GRACE_MS, left()))) === TIMEOUT) return undefined;
+    if (!sink.writerSeen && (await this.within(sink.writerAttached, Math.min(RESPONSE_ATTACH_GRACE_MS, left()))) === TIMEOUT)
+      return undefined;
     let status = 200;
     const headers: [string, string][] = [];
     for (;;) {
       const item = await this.within(sink.next(), left());
-      if (item === TIMEOUT) return json(504, { error: { code: "timeout", message: "the response channel sent no body before the deadline" } });
+      if (item === TIMEOUT)
+        return json(504, { error: { code: "timeout", message: "the response channel sent no body before the deadline" } });
       if (item === null) return { matched: true, status, headers, body: null };
       if (item.type === "text") {
         const c = controlFrame(item.value);
@@ -473,7 +530,8 @@ function controlFrame(text: string): ControlFrame | undefined {
     return undefined;
   }
   if (!isRecord(v)) return undefined;
-  if (v.type === "set_status" && typeof v.status_code === "number" && v.status_code >= 100 && v.status_code <= 599) return { type: "set_status", status_code: Math.trunc(v.status_code) };
+  if (v.type === "set_status" && typeof v.status_code === "number" && v.status_code >= 100 && v.status_code <= 599)
+    return { type: "set_status", status_code: Math.trunc(v.status_code) };
   if (v.type === "set_headers" && isRecord(v.headers)) {
     const headers: [string, string][] = [];
     for (const [k, h] of Object.entries(v.headers)) {

@@ -21,7 +21,11 @@ export interface SummaryCall {
 export type SummaryScript = { text: string } | { error: string };
 
 const canonical = (v: unknown): string =>
-  JSON.stringify(v, (_k, x: unknown) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b))) : x));
+  JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)))
+      : x,
+  );
 
 export function fakeEngine(opts: { config?: Partial<ContextCompactionConfig>; models?: Model[]; now?: () => number } = {}) {
   const handlers = new Map<string, WorkerHandler>();
@@ -40,7 +44,10 @@ export function fakeEngine(opts: { config?: Partial<ContextCompactionConfig>; mo
     async create() {
       const id = `ch${++nextChan}`;
       chans.set(id, { items: [], closed: false, wake: [] });
-      return { writer: { channel_id: id, access_key: "k", direction: "write" }, reader: { channel_id: id, access_key: "k", direction: "read" } };
+      return {
+        writer: { channel_id: id, access_key: "k", direction: "write" },
+        reader: { channel_id: id, access_key: "k", direction: "read" },
+      };
     },
     async openWriter(ref: StreamChannelRef): Promise<ChannelWriter> {
       const c = chans.get(ref.channel_id)!;
@@ -86,7 +93,8 @@ export function fakeEngine(opts: { config?: Partial<ContextCompactionConfig>; mo
     "state::update": (p) => {
       const k = `${p.scope}\u0000${p.key}`;
       const old = state.get(k) ?? null;
-      if ("expected" in p && canonical(old) !== canonical(p.expected ?? null)) throw new IIIError("state_conflict", "expected value differs");
+      if ("expected" in p && canonical(old) !== canonical(p.expected ?? null))
+        throw new IIIError("state_conflict", "expected value differs");
       const ops = p.ops as { type: string; path: string; value: unknown }[];
       let v: unknown = old;
       for (const op of ops) if (op.type === "set" && op.path === "") v = op.value;
@@ -116,8 +124,21 @@ export function fakeEngine(opts: { config?: Partial<ContextCompactionConfig>; mo
       });
       const w = await channels.openWriter(p.writer_ref as StreamChannelRef);
       const next = script.shift() ?? { text: `summary ${summaries.length}` };
-      const assistant = (text: string) => ({ role: "assistant", content: text ? [{ type: "text", text }] : [], stop_reason: "end", model: String(p.model), provider: "openai", timestamp: Date.now() });
-      if ("error" in next) w.write(JSON.stringify({ type: "error", error: { ...assistant(""), stop_reason: "error", error_kind: next.error, error_message: `scripted ${next.error}` } }));
+      const assistant = (text: string) => ({
+        role: "assistant",
+        content: text ? [{ type: "text", text }] : [],
+        stop_reason: "end",
+        model: String(p.model),
+        provider: "openai",
+        timestamp: Date.now(),
+      });
+      if ("error" in next)
+        w.write(
+          JSON.stringify({
+            type: "error",
+            error: { ...assistant(""), stop_reason: "error", error_kind: next.error, error_message: `scripted ${next.error}` },
+          }),
+        );
       else w.write(JSON.stringify({ type: "done", message: assistant(next.text) }));
       w.close();
       return { ok: true, status: "done" };

@@ -35,12 +35,18 @@ async function warmUp(registerWorker) {
       const key = /sec-websocket-key:\s*(\S+)/i.exec(head)?.[1] ?? "";
       const accept = createHash("sha1").update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest("base64");
       const hello = Buffer.from(JSON.stringify({ type: "workerregistered", worker_id: "00000000-0000-4000-8000-000000000000" }));
-      sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+      sock.write(
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
+      );
       sock.write(Buffer.concat([Buffer.from([0x81, hello.length]), hello]));
     });
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  const iii = registerWorker(`ws://127.0.0.1:${server.address().port}`, { workerName: "warm-up", otel: { enabled: false }, enableMetricsReporting: false });
+  const iii = registerWorker(`ws://127.0.0.1:${server.address().port}`, {
+    workerName: "warm-up",
+    otel: { enabled: false },
+    enableMetricsReporting: false,
+  });
   iii.registerFunction("warm-up::f", async () => null, { description: "warm-up", request_format: { type: "object" } });
   const end = Date.now() + WARM_UP_MS;
   while (!(firstFrameAt && Date.now() - firstFrameAt >= WARM_UP_TAIL_MS) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));

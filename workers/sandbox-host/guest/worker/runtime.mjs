@@ -35,17 +35,21 @@ function send(type, conn, payload = Buffer.alloc(0)) {
   head.writeUInt32BE(payload.length, 5);
   const buf = Buffer.concat([head, payload]);
   // Writes are chained so frames never interleave.
-  writing = writing.then(() => new Promise((resolve) => {
-    const write = (off) => fs.write(fd, buf, off, buf.length - off, null, (err, n) => {
-      if (err) {
-        if (err.code === "EAGAIN") return setTimeout(() => write(off), 5);
-        process.exit(70);
-      }
-      if (off + n < buf.length) write(off + n);
-      else resolve();
-    });
-    write(0);
-  }));
+  writing = writing.then(
+    () =>
+      new Promise((resolve) => {
+        const write = (off) =>
+          fs.write(fd, buf, off, buf.length - off, null, (err, n) => {
+            if (err) {
+              if (err.code === "EAGAIN") return setTimeout(() => write(off), 5);
+              process.exit(70);
+            }
+            if (off + n < buf.length) write(off + n);
+            else resolve();
+          });
+        write(0);
+      }),
+  );
 }
 const json = (v) => Buffer.from(JSON.stringify(v));
 

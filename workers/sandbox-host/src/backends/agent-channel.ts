@@ -68,24 +68,37 @@ export class AgentChannel {
    * counts, so a pipelined request could be swallowed by the one before it. `onHang` runs when
    * no answer arrives within `timeoutMs`; the request then fails with exec_timeout.
    */
-  request(op: string, args: (string | number)[], payload: Uint8Array[], timeoutMs: number, onHang: () => void,
-    onChunk?: (streamNo: string, bytes: Buffer) => void): Promise<AgentAnswer> {
-    const run = () => new Promise<AgentAnswer>((resolve, reject) => {
-      if (this.#failure) return reject(this.#failure);
-      const id = String(this.#nextId++);
-      const timer = setTimeout(() => {
-        this.#waiter = undefined;
-        reject(new SandboxError("exec_timeout", `the guest did not answer within ${timeoutMs} ms; the sandbox was destroyed`));
-        onHang();
-      }, timeoutMs);
-      this.#waiter = {
-        id,
-        onChunk,
-        resolve: (a) => { clearTimeout(timer); resolve(a); },
-        reject: (e) => { clearTimeout(timer); reject(e); },
-      };
-      this.#socket.write(Buffer.concat([Buffer.from(`${[op, id, ...args].join(" ")}\n`), ...payload]));
-    });
+  request(
+    op: string,
+    args: (string | number)[],
+    payload: Uint8Array[],
+    timeoutMs: number,
+    onHang: () => void,
+    onChunk?: (streamNo: string, bytes: Buffer) => void,
+  ): Promise<AgentAnswer> {
+    const run = () =>
+      new Promise<AgentAnswer>((resolve, reject) => {
+        if (this.#failure) return reject(this.#failure);
+        const id = String(this.#nextId++);
+        const timer = setTimeout(() => {
+          this.#waiter = undefined;
+          reject(new SandboxError("exec_timeout", `the guest did not answer within ${timeoutMs} ms; the sandbox was destroyed`));
+          onHang();
+        }, timeoutMs);
+        this.#waiter = {
+          id,
+          onChunk,
+          resolve: (a) => {
+            clearTimeout(timer);
+            resolve(a);
+          },
+          reject: (e) => {
+            clearTimeout(timer);
+            reject(e);
+          },
+        };
+        this.#socket.write(Buffer.concat([Buffer.from(`${[op, id, ...args].join(" ")}\n`), ...payload]));
+      });
     const p = this.#queue.then(run, run);
     this.#queue = p.catch(() => {});
     return p;

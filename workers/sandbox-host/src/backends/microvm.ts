@@ -124,19 +124,38 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
     const engineServer = opts.enginePort ? net.createServer() : undefined;
     if (engineServer) await new Promise<void>((resolve) => engineServer.listen(engineSock, resolve));
 
-    const append = ["console=ttyS0 quiet panic=-1", `sbx.disk_mb=${bo.diskMb}`,
-      tscKhz ? `tsc_early_khz=${tscKhz} tsc=reliable` : ""].filter(Boolean).join(" ");
+    const append = ["console=ttyS0 quiet panic=-1", `sbx.disk_mb=${bo.diskMb}`, tscKhz ? `tsc_early_khz=${tscKhz} tsc=reliable` : ""]
+      .filter(Boolean)
+      .join(" ");
     const qemuArgs = [
-      "-M", "microvm",
+      "-M",
+      "microvm",
       ...(opts.accel === "kvm" ? ["-accel", "kvm", "-cpu", "host"] : ["-accel", "tcg,tb-size=64", "-cpu", "max"]),
-      "-m", `${bo.memoryMb}M`, "-smp", String(bo.vcpus),
-      "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-      "-serial", `file:${path.join(dir, "console.log")}`,
-      "-pidfile", path.join(dir, "qemu.pid"),
-      "-kernel", opts.kernel, "-initrd", opts.initrd, "-append", append,
-      "-device", "virtio-serial-device",
-      "-chardev", `socket,id=agent,path=${sock}`,
-      "-device", "virtserialport,chardev=agent,name=agent",
+      "-m",
+      `${bo.memoryMb}M`,
+      "-smp",
+      String(bo.vcpus),
+      "-nodefaults",
+      "-no-user-config",
+      "-display",
+      "none",
+      "-no-reboot",
+      "-serial",
+      `file:${path.join(dir, "console.log")}`,
+      "-pidfile",
+      path.join(dir, "qemu.pid"),
+      "-kernel",
+      opts.kernel,
+      "-initrd",
+      opts.initrd,
+      "-append",
+      append,
+      "-device",
+      "virtio-serial-device",
+      "-chardev",
+      `socket,id=agent,path=${sock}`,
+      "-device",
+      "virtserialport,chardev=agent,name=agent",
       ...(engineServer ? ["-chardev", `socket,id=engine,path=${engineSock}`, "-device", "virtserialport,chardev=engine,name=engine"] : []),
     ];
     const [cmd, args] = setpriv ? [setpriv, ["--pdeathsig", "KILL", "--", qemu, ...qemuArgs]] : [qemu, qemuArgs];
@@ -151,18 +170,21 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
     let engineConn: net.Socket | undefined;
     // QEMU connects both chardevs as it starts, before the guest boots; catch the engine one whenever it comes.
     const engineConnected = engineServer
-      ? new Promise<net.Socket>((resolve) => engineServer.once("connection", (c: net.Socket) => {
-        engineConn = c;
-        c.on("error", () => {});
-        engineServer.close();
-        resolve(c);
-      }))
+      ? new Promise<net.Socket>((resolve) =>
+          engineServer.once("connection", (c: net.Socket) => {
+            engineConn = c;
+            c.on("error", () => {});
+            engineServer.close();
+            resolve(c);
+          }),
+        )
       : undefined;
     const exited = new Promise<ExitInfo>((resolve) => {
       const done = (how: string) => {
         const consoleTail = consoleCause(path.join(dir, "console.log"));
         const why = [how, stderr.trim() && `qemu: ${stderr.trim().slice(0, 500)}`, consoleTail && `console: ${consoleTail}`]
-          .filter(Boolean).join("; ");
+          .filter(Boolean)
+          .join("; ");
         channel?.fail(new SandboxError("guest_crashed", `the VM exited (${why})`));
         server.close();
         engineServer?.close();
@@ -187,9 +209,14 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
     try {
       const conn = await Promise.race([
         new Promise<net.Socket>((resolve) => server.once("connection", resolve)),
-        exited.then((e) => { throw new SandboxError("boot_failed", `QEMU exited before connecting: ${e.reason}`); }),
+        exited.then((e) => {
+          throw new SandboxError("boot_failed", `QEMU exited before connecting: ${e.reason}`);
+        }),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new SandboxError("boot_failed", `no agent connection within ${bootTimeoutMs} ms`)), bootTimeoutMs);
+          timer = setTimeout(
+            () => reject(new SandboxError("boot_failed", `no agent connection within ${bootTimeoutMs} ms`)),
+            bootTimeoutMs,
+          );
         }),
       ]);
       server.close(); // one connection per VM; stop accepting
@@ -197,13 +224,24 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
       await Promise.race([
         engineConnected
           ? channel.ready.then(async () => {
-            hello = await awaitHello(await engineConnected);
-          })
+              hello = await awaitHello(await engineConnected);
+            })
           : channel.ready,
-        exited.then((e) => { throw new SandboxError("boot_failed", `the VM exited while booting: ${e.reason}`); }),
+        exited.then((e) => {
+          throw new SandboxError("boot_failed", `the VM exited while booting: ${e.reason}`);
+        }),
         new Promise<never>((_, reject) => {
           clearTimeout(timer);
-          timer = setTimeout(() => reject(new SandboxError("boot_failed", `the guest ${engineConnected ? "runtime" : "agent"} was not ready within ${bootTimeoutMs} ms`)), bootTimeoutMs);
+          timer = setTimeout(
+            () =>
+              reject(
+                new SandboxError(
+                  "boot_failed",
+                  `the guest ${engineConnected ? "runtime" : "agent"} was not ready within ${bootTimeoutMs} ms`,
+                ),
+              ),
+            bootTimeoutMs,
+          );
         }),
       ]);
     } catch (e) {
@@ -225,25 +263,35 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
         const cmd = Buffer.from(req.script);
         const stdin = req.stdin ?? new Uint8Array(0);
         const ms = Math.max(1, Math.round(req.timeoutMs));
-        const onChunk = req.onOutput
-          ? (no: string, bytes: Buffer) => req.onOutput?.(no === "1" ? "stdout" : "stderr", bytes)
-          : undefined;
-        const { fields, blobs } = await ch.request("X", [ms, req.outputLimit, onChunk ? 1 : 0, cmd.length, stdin.length],
-          [cmd, stdin], ms + AGENT_GRACE_MS, kill, onChunk);
+        const onChunk = req.onOutput ? (no: string, bytes: Buffer) => req.onOutput?.(no === "1" ? "stdout" : "stderr", bytes) : undefined;
+        const { fields, blobs } = await ch.request(
+          "X",
+          [ms, req.outputLimit, onChunk ? 1 : 0, cmd.length, stdin.length],
+          [cmd, stdin],
+          ms + AGENT_GRACE_MS,
+          kill,
+          onChunk,
+        );
         return { exitCode: Number(fields[2]), timedOut: fields[3] === "1", stdout: blobs[0], stderr: blobs[1] };
       },
 
       async writeFile(p: string, data: Uint8Array, mode?: number): Promise<void> {
         const pb = Buffer.from(p);
-        const { fields, blobs } = await ch.request("W", [mode === undefined ? "-" : mode.toString(8), pb.length, data.length],
-          [pb, data], AGENT_FILE_TIMEOUT_MS, kill);
+        const { fields, blobs } = await ch.request(
+          "W",
+          [mode === undefined ? "-" : mode.toString(8), pb.length, data.length],
+          [pb, data],
+          AGENT_FILE_TIMEOUT_MS,
+          kill,
+        );
         if (fields[2] !== "0") throw new SandboxError("file_error", blobs[0].toString("utf8").trim() || `write ${p} failed`);
       },
 
       async readFile(p: string, limit: number): Promise<Buffer> {
         const pb = Buffer.from(p);
         const { fields, blobs } = await ch.request("R", [limit, pb.length], [pb], AGENT_FILE_TIMEOUT_MS, kill);
-        if (fields[2] === "2") throw new SandboxError("limit_exceeded", `${p} is ${blobs[0].toString()} bytes; read_file returns at most ${limit}`);
+        if (fields[2] === "2")
+          throw new SandboxError("limit_exceeded", `${p} is ${blobs[0].toString()} bytes; read_file returns at most ${limit}`);
         if (fields[2] !== "0") throw new SandboxError("file_error", blobs[0].toString("utf8").trim() || `read ${p} failed`);
         return blobs[0];
       },

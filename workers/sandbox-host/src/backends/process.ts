@@ -19,16 +19,55 @@ export interface ProcessBackendOptions {
 
 function bwrapArgs(dir: string): string[] {
   return [
-    "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL",
+    "--unshare-all",
+    "--unshare-user",
+    "--uid",
+    "1000",
+    "--gid",
+    "1000",
+    "--cap-drop",
+    "ALL",
     // bwrap dies with this process (PR_SET_PDEATHSIG), and its pid namespace with it.
-    "--die-with-parent", "--new-session", "--hostname", "sandbox",
-    "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-    "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
-    "--proc", "/proc", "--dev", "/dev",
-    "--bind", path.join(dir, "tmp"), "/tmp", "--bind", path.join(dir, "root"), "/root", "--chdir", "/root",
+    "--die-with-parent",
+    "--new-session",
+    "--hostname",
+    "sandbox",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--symlink",
+    "usr/sbin",
+    "/sbin",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--bind",
+    path.join(dir, "tmp"),
+    "/tmp",
+    "--bind",
+    path.join(dir, "root"),
+    "/root",
+    "--chdir",
+    "/root",
     // Debian's /usr/bin/awk and friends are symlinks through /etc/alternatives.
     ...(fs.existsSync("/etc/alternatives") ? ["--ro-bind", "/etc/alternatives", "/etc/alternatives"] : []),
-    "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/root",
+    "--clearenv",
+    "--setenv",
+    "PATH",
+    "/usr/local/bin:/usr/bin:/bin",
+    "--setenv",
+    "HOME",
+    "/root",
   ];
 }
 
@@ -46,15 +85,20 @@ export function createProcessBackend(opts: ProcessBackendOptions): SandboxBacken
     const running = new Set<ReturnType<typeof spawn>>();
     let gone = false;
     let markExited!: (e: ExitInfo) => void;
-    const exited = new Promise<ExitInfo>((resolve) => { markExited = resolve; });
+    const exited = new Promise<ExitInfo>((resolve) => {
+      markExited = resolve;
+    });
 
     function run(req: ExecRequest): Promise<ExecOutcome> {
       if (gone) return Promise.reject(new SandboxError("guest_crashed", "the sandbox is gone"));
       return new Promise((resolve, reject) => {
         // RLIMIT_AS stands in for the VM's memory size; the script runs in its own sh so the
         // limit applies to everything it starts.
-        const child = spawn(bwrap, [...bwrapArgs(dir), "--", "/bin/sh", "-c", 'ulimit -v "$1" && exec /bin/sh -c "$2"', "sh",
-          String(memKb), req.script], { stdio: ["pipe", "pipe", "pipe"], detached: true });
+        const child = spawn(
+          bwrap,
+          [...bwrapArgs(dir), "--", "/bin/sh", "-c", 'ulimit -v "$1" && exec /bin/sh -c "$2"', "sh", String(memKb), req.script],
+          { stdio: ["pipe", "pipe", "pipe"], detached: true },
+        );
         running.add(child);
         const out: Record<OutputStream, Buffer[]> = { stdout: [], stderr: [] };
         const kept: Record<OutputStream, number> = { stdout: 0, stderr: 0 };
@@ -74,14 +118,17 @@ export function createProcessBackend(opts: ProcessBackendOptions): SandboxBacken
         child.stdin?.on("error", () => {});
         child.stdin?.end(req.stdin ? Buffer.from(req.stdin) : undefined);
         let timedOut = false;
-        const timer = setTimeout(() => {
-          timedOut = true;
-          try {
-            process.kill(-(child.pid ?? 0), "SIGKILL");
-          } catch {
-            child.kill("SIGKILL");
-          }
-        }, Math.max(1, req.timeoutMs));
+        const timer = setTimeout(
+          () => {
+            timedOut = true;
+            try {
+              process.kill(-(child.pid ?? 0), "SIGKILL");
+            } catch {
+              child.kill("SIGKILL");
+            }
+          },
+          Math.max(1, req.timeoutMs),
+        );
         child.once("error", (e) => {
           clearTimeout(timer);
           running.delete(child);
@@ -106,16 +153,24 @@ export function createProcessBackend(opts: ProcessBackendOptions): SandboxBacken
 
       async writeFile(p: string, data: Uint8Array, mode?: number): Promise<void> {
         const chmod = mode === undefined ? "" : ` && chmod ${mode.toString(8)} ${quote(p)}`;
-        const r = await run({ script: `mkdir -p "$(dirname ${quote(p)})" && cat > ${quote(p)}${chmod}`, stdin: data,
-          timeoutMs: 30_000, outputLimit: 4096 });
+        const r = await run({
+          script: `mkdir -p "$(dirname ${quote(p)})" && cat > ${quote(p)}${chmod}`,
+          stdin: data,
+          timeoutMs: 30_000,
+          outputLimit: 4096,
+        });
         if (r.exitCode !== 0) throw new SandboxError("file_error", r.stderr.toString("utf8").trim() || `write ${p} failed`);
       },
 
       async readFile(p: string, limit: number): Promise<Buffer> {
-        const r = await run({ script: `if [ -d ${quote(p)} ]; then echo "${p.replaceAll('"', "")}: is a directory" >&2; exit 1; fi; head -c ${limit + 1} ${quote(p)}`,
-          timeoutMs: 30_000, outputLimit: limit + 1 });
+        const r = await run({
+          script: `if [ -d ${quote(p)} ]; then echo "${p.replaceAll('"', "")}: is a directory" >&2; exit 1; fi; head -c ${limit + 1} ${quote(p)}`,
+          timeoutMs: 30_000,
+          outputLimit: limit + 1,
+        });
         if (r.exitCode !== 0) throw new SandboxError("file_error", r.stderr.toString("utf8").trim() || `read ${p} failed`);
-        if (r.stdout.length > limit) throw new SandboxError("limit_exceeded", `${p} is larger than ${limit} bytes, the most read_file returns`);
+        if (r.stdout.length > limit)
+          throw new SandboxError("limit_exceeded", `${p} is larger than ${limit} bytes, the most read_file returns`);
         return r.stdout;
       },
 

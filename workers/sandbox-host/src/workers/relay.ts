@@ -13,7 +13,11 @@ import net from "node:net";
 import { globMatch, MAX_FRAME_BYTES } from "@iii-edge/protocol";
 import WebSocket, { WebSocketServer, type RawData } from "ws";
 import {
-  RELAY_FRAME_BURST, RELAY_FRAMES_PER_SECOND, RELAY_MAX_CONNECTIONS, RELAY_MAX_OPENS_PER_MINUTE, RELAY_MUX_FRAME_LIMIT,
+  RELAY_FRAME_BURST,
+  RELAY_FRAMES_PER_SECOND,
+  RELAY_MAX_CONNECTIONS,
+  RELAY_MAX_OPENS_PER_MINUTE,
+  RELAY_MUX_FRAME_LIMIT,
   RELAY_UPSTREAM_CONNECT_MS,
 } from "../limits.ts";
 
@@ -130,7 +134,12 @@ export class WorkerRelay {
 
   #dial(): Dialled {
     const headers: Record<string, string> = this.#o.token ? { Authorization: `Bearer ${this.#o.token}` } : {};
-    const ws = new WebSocket(this.#o.engineUrl, { headers, perMessageDeflate: false, maxPayload: MAX_FRAME_BYTES, handshakeTimeout: RELAY_UPSTREAM_CONNECT_MS });
+    const ws = new WebSocket(this.#o.engineUrl, {
+      headers,
+      perMessageDeflate: false,
+      maxPayload: MAX_FRAME_BYTES,
+      handshakeTimeout: RELAY_UPSTREAM_CONNECT_MS,
+    });
     const early: { data: RawData; isBinary: boolean }[] = [];
     const onEarly = (data: RawData, isBinary: boolean) => early.push({ data, isBinary });
     ws.on("message", onEarly);
@@ -161,7 +170,9 @@ export class WorkerRelay {
 
   /** Functions the worker holds now (registered through a live connection). */
   functions(): { function_id: string; description?: string }[] {
-    return [...this.#functions.values()].map((r) => (r.description === undefined ? { function_id: r.id } : { function_id: r.id, description: r.description }));
+    return [...this.#functions.values()].map((r) =>
+      r.description === undefined ? { function_id: r.id } : { function_id: r.id, description: r.description },
+    );
   }
 
   triggers(): { id: string; trigger_type: string; function_id: string }[] {
@@ -195,7 +206,8 @@ export class WorkerRelay {
       const type = String.fromCharCode(this.#buf[0]!);
       const conn = this.#buf.readUInt32BE(1);
       const len = this.#buf.readUInt32BE(5);
-      if (len > RELAY_MUX_FRAME_LIMIT) return this.#o.onViolation(`the guest runtime sent a ${len}-byte frame (limit ${RELAY_MUX_FRAME_LIMIT})`);
+      if (len > RELAY_MUX_FRAME_LIMIT)
+        return this.#o.onViolation(`the guest runtime sent a ${len}-byte frame (limit ${RELAY_MUX_FRAME_LIMIT})`);
       if (this.#buf.length < 9 + len) return;
       const payload = Buffer.from(this.#buf.subarray(9, 9 + len));
       this.#buf = this.#buf.subarray(9 + len);
@@ -209,7 +221,8 @@ export class WorkerRelay {
         const now = Date.now();
         this.#opens = this.#opens.filter((t) => now - t < 60_000);
         this.#opens.push(now);
-        if (this.#opens.length > RELAY_MAX_OPENS_PER_MINUTE) return this.#o.onViolation(`more than ${RELAY_MAX_OPENS_PER_MINUTE} connections a minute`);
+        if (this.#opens.length > RELAY_MAX_OPENS_PER_MINUTE)
+          return this.#o.onViolation(`more than ${RELAY_MAX_OPENS_PER_MINUTE} connections a minute`);
         if (this.#legs.size >= RELAY_MAX_CONNECTIONS) {
           this.#o.socket.write(frame("C", conn));
           return;
@@ -217,7 +230,8 @@ export class WorkerRelay {
         const leg = net.connect(this.#o.listenPath);
         this.#legs.set(conn, leg);
         leg.on("data", (d: Buffer) => {
-          for (let off = 0; off < d.length; off += RELAY_MUX_FRAME_LIMIT) this.#o.socket.write(frame("D", conn, d.subarray(off, off + RELAY_MUX_FRAME_LIMIT)));
+          for (let off = 0; off < d.length; off += RELAY_MUX_FRAME_LIMIT)
+            this.#o.socket.write(frame("D", conn, d.subarray(off, off + RELAY_MUX_FRAME_LIMIT)));
         });
         leg.on("error", () => {});
         leg.on("close", () => {
@@ -365,10 +379,12 @@ export class WorkerRelay {
     switch (f.type) {
       case "registerfunction": {
         const id = str("id");
-        if (!id.startsWith(p.prefix)) return { forward: false, reply: { type: "error", error: this.#refuse(`may not register function ${id}`) } };
+        if (!id.startsWith(p.prefix))
+          return { forward: false, reply: { type: "error", error: this.#refuse(`may not register function ${id}`) } };
         // An HTTP-invoked function is one the engine calls over the network for it: that would be
         // the network the VM does not have.
-        if (f.invocation !== undefined) return { forward: false, reply: { type: "error", error: this.#refuse(`may not register ${id} as an HTTP-invoked function`) } };
+        if (f.invocation !== undefined)
+          return { forward: false, reply: { type: "error", error: this.#refuse(`may not register ${id} as an HTTP-invoked function`) } };
         const r: Registration = { id, conn };
         if (typeof f.description === "string") r.description = f.description;
         this.#functions.set(id, r);
@@ -377,14 +393,16 @@ export class WorkerRelay {
       }
       case "unregisterfunction": {
         const id = str("id");
-        if (!id.startsWith(p.prefix)) return { forward: false, reply: { type: "error", error: this.#refuse(`may not unregister function ${id}`) } };
+        if (!id.startsWith(p.prefix))
+          return { forward: false, reply: { type: "error", error: this.#refuse(`may not unregister function ${id}`) } };
         this.#functions.delete(id);
         return { forward: true };
       }
       case "registertriggertype":
       case "unregistertriggertype": {
         const id = str("id");
-        if (!id.startsWith(p.prefix)) return { forward: false, reply: { type: "error", error: this.#refuse(`may not register trigger type ${id}`) } };
+        if (!id.startsWith(p.prefix))
+          return { forward: false, reply: { type: "error", error: this.#refuse(`may not register trigger type ${id}`) } };
         return { forward: true };
       }
       case "registertrigger": {
@@ -392,8 +410,14 @@ export class WorkerRelay {
         const tt = str("trigger_type");
         const bad = !fid.startsWith(p.prefix)
           ? `may not bind a trigger to ${fid}, which is not its own`
-          : p.bind && !p.bind.some((g) => globMatch(g, tt)) ? `may not bind trigger type ${tt}` : undefined;
-        if (bad) return { forward: false, reply: { type: "triggerregistrationresult", id: f.id, trigger_type: tt, function_id: fid, error: this.#refuse(bad) } };
+          : p.bind && !p.bind.some((g) => globMatch(g, tt))
+            ? `may not bind trigger type ${tt}`
+            : undefined;
+        if (bad)
+          return {
+            forward: false,
+            reply: { type: "triggerregistrationresult", id: f.id, trigger_type: tt, function_id: fid, error: this.#refuse(bad) },
+          };
         this.#triggers.set(str("id"), { id: str("id"), trigger_type: tt, function_id: fid, conn });
         this.#o.onRegistered?.();
         return { forward: true };
@@ -405,7 +429,13 @@ export class WorkerRelay {
         const fid = str("function_id");
         if (this.#mayCall(fid)) return { forward: true };
         const error = { code: "forbidden", message: `sandbox worker may not call ${fid}` };
-        return { forward: false, reply: typeof f.invocation_id === "string" ? { type: "invocationresult", invocation_id: f.invocation_id, function_id: fid, error } : undefined };
+        return {
+          forward: false,
+          reply:
+            typeof f.invocation_id === "string"
+              ? { type: "invocationresult", invocation_id: f.invocation_id, function_id: fid, error }
+              : undefined,
+        };
       }
       case "invocationresult":
       case "triggerregistrationresult":

@@ -10,8 +10,16 @@ import { TRIGGER_TYPES } from "@iii-edge/protocol";
 import { mintToken } from "@iii-edge/protocol/token";
 import { SandboxError } from "../errors.ts";
 import {
-  MAX_WORKER_FILES, WORKER_DEFAULT_IDLE_TIMEOUT_S, WORKER_DEFAULT_TIMEOUT_S, WORKER_MAX_TIMEOUT_S, WORKER_MIN_MEMORY_MB,
-  WORKER_READY_TIMEOUT_MS, WORKER_SETTLE_MS, WORKER_SOURCE_LIMIT_BYTES, MAX_IDLE_TIMEOUT_S, TOMBSTONES_KEPT,
+  MAX_WORKER_FILES,
+  WORKER_DEFAULT_IDLE_TIMEOUT_S,
+  WORKER_DEFAULT_TIMEOUT_S,
+  WORKER_MAX_TIMEOUT_S,
+  WORKER_MIN_MEMORY_MB,
+  WORKER_READY_TIMEOUT_MS,
+  WORKER_SETTLE_MS,
+  WORKER_SOURCE_LIMIT_BYTES,
+  MAX_IDLE_TIMEOUT_S,
+  TOMBSTONES_KEPT,
 } from "../limits.ts";
 import type { CreateResult, Sandboxes } from "../sandboxes.ts";
 import { WorkerRelay, type WorkerExit } from "./relay.ts";
@@ -143,7 +151,8 @@ export class WorkerSandboxes {
       throw new SandboxError("invalid_argument", `memory_mb must be at least ${WORKER_MIN_MEMORY_MB} for a worker VM (Node is in its RAM)`);
     }
     const env = req.env ?? {};
-    for (const k of Object.keys(env)) if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) throw new SandboxError("invalid_argument", `env: bad name ${JSON.stringify(k)}`);
+    for (const k of Object.keys(env))
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) throw new SandboxError("invalid_argument", `env: bad name ${JSON.stringify(k)}`);
     const prefix = req.register_prefix;
     if (prefix !== undefined) this.#checkPrefix(prefix);
 
@@ -166,8 +175,17 @@ export class WorkerSandboxes {
     }
   }
 
-  async #start(req: SpawnWorkerRequest, vm: CreateResult, prefix: string | undefined, provisional: string, files: Record<string, Buffer>,
-    entry: string, env: Record<string, string>, idleTimeoutS: number, timeoutS: number): Promise<SpawnWorkerResult> {
+  async #start(
+    req: SpawnWorkerRequest,
+    vm: CreateResult,
+    prefix: string | undefined,
+    provisional: string,
+    files: Record<string, Buffer>,
+    entry: string,
+    env: Record<string, string>,
+    idleTimeoutS: number,
+    timeoutS: number,
+  ): Promise<SpawnWorkerResult> {
     const id = vm.sandbox_id;
     if (prefix === undefined) {
       // The default prefix names the sandbox, so a caller can tell whose functions they are.
@@ -183,17 +201,33 @@ export class WorkerSandboxes {
     }
     let token: string | undefined;
     if (this.#o.authSecret) {
-      token = await mintToken(this.#o.authSecret, {
-        sub: `sandbox-worker:${id}`, ns: [this.#o.namespace], register: [prefix],
-        call: [`${prefix}*`, ...(req.allow_call ?? [])], bind: req.allow_bind ?? [...SANDBOX_DEFAULT_BIND],
-      }, timeoutS + 60);
+      token = await mintToken(
+        this.#o.authSecret,
+        {
+          sub: `sandbox-worker:${id}`,
+          ns: [this.#o.namespace],
+          register: [prefix],
+          call: [`${prefix}*`, ...(req.allow_call ?? [])],
+          bind: req.allow_bind ?? [...SANDBOX_DEFAULT_BIND],
+        },
+        timeoutS + 60,
+      );
     }
 
     const now = Date.now();
     let settledAt = 0;
     let firstRegistrationAt = 0;
     let runningAt = 0;
-    const e: Entry = { id, prefix, relay: undefined as unknown as WorkerRelay, startedAt: now, lastInvokedAt: now, idleTimeoutS, timeoutS, gone: false };
+    const e: Entry = {
+      id,
+      prefix,
+      relay: undefined as unknown as WorkerRelay,
+      startedAt: now,
+      lastInvokedAt: now,
+      idleTimeoutS,
+      timeoutS,
+      gone: false,
+    };
     e.relay = new WorkerRelay({
       socket: machine.engine.socket,
       listenPath: path.join(this.#o.stateDir, `relay-${id.slice(-12)}.sock`),
@@ -213,7 +247,13 @@ export class WorkerSandboxes {
       },
       onExit: (x) => {
         this.#log(`sandbox worker ${id} exited (${describeExit(x)}): stopping its VM`);
-        void this.#stop(e, new SandboxError("worker_crashed", `sandbox worker ${id} exited (${describeExit(x)}); it is not restarted${x.log_tail ? `. Its last output:\n${x.log_tail.slice(-2000)}` : ""}`));
+        void this.#stop(
+          e,
+          new SandboxError(
+            "worker_crashed",
+            `sandbox worker ${id} exited (${describeExit(x)}); it is not restarted${x.log_tail ? `. Its last output:\n${x.log_tail.slice(-2000)}` : ""}`,
+          ),
+        );
       },
       onViolation: (why) => {
         this.#log(`sandbox worker ${id} stopped: ${why}`);
@@ -249,22 +289,43 @@ export class WorkerSandboxes {
     e.deadline.unref();
     const readyAt = Date.now();
     return {
-      sandbox_id: id, register_prefix: prefix, functions: e.relay.functions(), triggers: e.relay.triggers(),
-      backend: vm.backend, from_pool: vm.from_pool, boot_ms: vm.boot_ms, ready_ms: readyAt - handedAt,
+      sandbox_id: id,
+      register_prefix: prefix,
+      functions: e.relay.functions(),
+      triggers: e.relay.triggers(),
+      backend: vm.backend,
+      from_pool: vm.from_pool,
+      boot_ms: vm.boot_ms,
+      ready_ms: readyAt - handedAt,
       timings: {
-        handed_over_at: handedAt, in_catalog_ms: readyAt - handedAt,
-        ...(runningAt ? { running_ms: runningAt - handedAt } : {}), ...(firstRegistrationAt ? { first_registration_ms: firstRegistrationAt - handedAt } : {}),
+        handed_over_at: handedAt,
+        in_catalog_ms: readyAt - handedAt,
+        ...(runningAt ? { running_ms: runningAt - handedAt } : {}),
+        ...(firstRegistrationAt ? { first_registration_ms: firstRegistrationAt - handedAt } : {}),
       },
-      memory_mb: vm.memory_mb, vcpus: vm.vcpus, idle_timeout_s: idleTimeoutS, timeout_s: timeoutS, auth: token ? "token" : "open",
+      memory_mb: vm.memory_mb,
+      vcpus: vm.vcpus,
+      idle_timeout_s: idleTimeoutS,
+      timeout_s: timeoutS,
+      auth: token ? "token" : "open",
     };
   }
 
   list(): WorkerSummary[] {
-    return [...this.#entries.values()].filter((e) => !e.gone).map((e) => ({
-      sandbox_id: e.id, kind: "worker", register_prefix: e.prefix, functions: e.relay.functions(), triggers: e.relay.triggers(),
-      refused: e.relay.refused(), started_at: new Date(e.startedAt).toISOString(), last_invoked_at: new Date(e.lastInvokedAt).toISOString(),
-      idle_timeout_s: e.idleTimeoutS, timeout_s: e.timeoutS,
-    }));
+    return [...this.#entries.values()]
+      .filter((e) => !e.gone)
+      .map((e) => ({
+        sandbox_id: e.id,
+        kind: "worker",
+        register_prefix: e.prefix,
+        functions: e.relay.functions(),
+        triggers: e.relay.triggers(),
+        refused: e.relay.refused(),
+        started_at: new Date(e.startedAt).toISOString(),
+        last_invoked_at: new Date(e.lastInvokedAt).toISOString(),
+        idle_timeout_s: e.idleTimeoutS,
+        timeout_s: e.timeoutS,
+      }));
   }
 
   /** Stop a worker sandbox now: its functions leave the catalog. */
@@ -296,7 +357,8 @@ export class WorkerSandboxes {
     if (this.#tombstones.size > TOMBSTONES_KEPT) this.#tombstones.delete(this.#tombstones.keys().next().value as string);
     e.failed?.(why);
     if (this.vms.has(e.id)) {
-      await this.vms.destroy(e.id, why.message.replace(/^sandbox worker \S+ /, ""), why.code === "guest_crashed" || why.code === "worker_crashed")
+      await this.vms
+        .destroy(e.id, why.message.replace(/^sandbox worker \S+ /, ""), why.code === "guest_crashed" || why.code === "worker_crashed")
         .catch(() => {});
     }
   }
@@ -305,7 +367,10 @@ export class WorkerSandboxes {
     clearTimeout(e.idleTimer);
     e.idleTimer = setTimeout(() => {
       this.#log(`sandbox worker ${e.id} idle for ${e.idleTimeoutS} s: stopping`);
-      void this.#stop(e, new SandboxError("sandbox_not_found", `sandbox worker ${e.id} was stopped after ${e.idleTimeoutS} s without an invocation`));
+      void this.#stop(
+        e,
+        new SandboxError("sandbox_not_found", `sandbox worker ${e.id} was stopped after ${e.idleTimeoutS} s without an invocation`),
+      );
     }, e.idleTimeoutS * 1000);
     e.idleTimer.unref();
   }
@@ -316,13 +381,18 @@ export class WorkerSandboxes {
       if (e.gone) return;
       const have = e.relay.functions().map((f) => f.function_id);
       const want = waitFor ?? have;
-      const settled = waitFor ? want.every((id) => have.includes(id)) : have.length > 0 && Date.now() - lastRegistration() >= WORKER_SETTLE_MS;
+      const settled = waitFor
+        ? want.every((id) => have.includes(id))
+        : have.length > 0 && Date.now() - lastRegistration() >= WORKER_SETTLE_MS;
       if (settled && (await this.#o.inCatalog(e.prefix, want))) return;
       if (Date.now() > deadline) {
         const missing = want.filter((id) => !have.includes(id));
         const upstream = e.relay.lastUpstreamError ? `; ${e.relay.lastUpstreamError}` : "";
         const refused = e.relay.refused().length ? `; refused: ${e.relay.refused().join("; ")}` : "";
-        throw new SandboxError("worker_not_ready", `sandbox worker ${e.id} did not register ${missing.length ? missing.join(", ") : "any function"} within ${WORKER_READY_TIMEOUT_MS} ms${upstream}${refused}`);
+        throw new SandboxError(
+          "worker_not_ready",
+          `sandbox worker ${e.id} did not register ${missing.length ? missing.join(", ") : "any function"} within ${WORKER_READY_TIMEOUT_MS} ms${upstream}${refused}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 20));
     }
@@ -330,9 +400,13 @@ export class WorkerSandboxes {
 
   #checkPrefix(prefix: string): void {
     if (!PREFIX_RE.test(prefix) || prefix.length > 128) {
-      throw new SandboxError("invalid_argument", `register_prefix ${JSON.stringify(prefix)} must be segments of letters, digits, _ . - joined by :: and end with :: (e.g. "wordcount::")`);
+      throw new SandboxError(
+        "invalid_argument",
+        `register_prefix ${JSON.stringify(prefix)} must be segments of letters, digits, _ . - joined by :: and end with :: (e.g. "wordcount::")`,
+      );
     }
-    if (RESERVED_PREFIXES.some((r) => prefix.startsWith(r))) throw new SandboxError("invalid_argument", `register_prefix ${prefix} is reserved`);
+    if (RESERVED_PREFIXES.some((r) => prefix.startsWith(r)))
+      throw new SandboxError("invalid_argument", `register_prefix ${prefix} is reserved`);
     for (const other of this.#prefixes) {
       if (prefix.startsWith(other) || other.startsWith(prefix)) {
         throw new SandboxError("invalid_argument", `register_prefix ${prefix} overlaps ${other}, held by another sandbox worker`);
@@ -341,7 +415,8 @@ export class WorkerSandboxes {
   }
 
   #files(req: SpawnWorkerRequest): { files: Record<string, Buffer>; entry: string } {
-    if ((req.source === undefined) === (req.files === undefined)) throw new SandboxError("invalid_argument", "give exactly one of source and files");
+    if ((req.source === undefined) === (req.files === undefined))
+      throw new SandboxError("invalid_argument", "give exactly one of source and files");
     const entry = req.entry ?? (req.source !== undefined ? "worker.mjs" : undefined);
     if (!entry) throw new SandboxError("invalid_argument", "entry is required with files");
     const raw = req.source !== undefined ? { [entry]: req.source } : req.files!;
@@ -350,11 +425,16 @@ export class WorkerSandboxes {
     let total = 0;
     const files: Record<string, Buffer> = {};
     for (const name of names) {
-      if (!ENTRY_RE.test(name) || name.length > 256) throw new SandboxError("invalid_argument", `file path ${JSON.stringify(name)} must be relative, without .., of letters, digits and _ . / @ -`);
+      if (!ENTRY_RE.test(name) || name.length > 256)
+        throw new SandboxError(
+          "invalid_argument",
+          `file path ${JSON.stringify(name)} must be relative, without .., of letters, digits and _ . / @ -`,
+        );
       files[name] = Buffer.from(raw[name]!, "utf8");
       total += files[name]!.length;
     }
-    if (total > WORKER_SOURCE_LIMIT_BYTES) throw new SandboxError("limit_exceeded", `the worker's files are ${total} bytes; at most ${WORKER_SOURCE_LIMIT_BYTES}`);
+    if (total > WORKER_SOURCE_LIMIT_BYTES)
+      throw new SandboxError("limit_exceeded", `the worker's files are ${total} bytes; at most ${WORKER_SOURCE_LIMIT_BYTES}`);
     if (!files[entry]) throw new SandboxError("invalid_argument", `entry ${entry} is not among the files`);
     return { files, entry };
   }

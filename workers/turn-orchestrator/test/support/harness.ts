@@ -55,7 +55,10 @@ const ALL_IDS = [
 ];
 
 export async function listed(client: RunningWorkers): Promise<string[]> {
-  const r = await client.client.trigger<unknown, { functions: { function_id: string }[] }>({ function_id: "engine::functions::list", payload: { include_internal: true } });
+  const r = await client.client.trigger<unknown, { functions: { function_id: string }[] }>({
+    function_id: "engine::functions::list",
+    payload: { include_internal: true },
+  });
   return r.functions.map((f) => f.function_id);
 }
 
@@ -69,13 +72,23 @@ function realPolicy(url: string, reconnect: boolean): RunningWorkers {
  * `edge`: the orchestrator runs inside the engine's Worker (the deployed HARNESS host, workerd)
  * instead of as a Node process — the same module, the other runtime.
  */
-export async function startHarness(opts: { reconnect?: boolean; turnStep?: Record<string, unknown>; edge?: boolean } = {}): Promise<Harness> {
-  const disable = opts.edge ? HARNESS_DISABLE.split(",").filter((n) => n !== "turn-orchestrator").join(",") : HARNESS_DISABLE;
+export async function startHarness(
+  opts: { reconnect?: boolean; turnStep?: Record<string, unknown>; edge?: boolean } = {},
+): Promise<Harness> {
+  const disable = opts.edge
+    ? HARNESS_DISABLE.split(",")
+        .filter((n) => n !== "turn-orchestrator")
+        .join(",")
+    : HARNESS_DISABLE;
   const engine = await startEngine({ env: { HARNESS_DISABLE: disable }, vars: queuesWithTurnStep(opts.turnStep) });
   const url = engine.wsUrl;
   const r = opts.reconnect ?? false;
   const sessionsDb = path.join(mkdtempSync(path.join(tmpdir(), "turn-orchestrator-sessions-")), "sessions.sqlite");
-  const storageConn = runWorkers(url, [sessionStorageWorker], options(r, { workerName: "session-storage", env: { SESSIONS_DB_PATH: sessionsDb } }));
+  const storageConn = runWorkers(
+    url,
+    [sessionStorageWorker],
+    options(r, { workerName: "session-storage", env: { SESSIONS_DB_PATH: sessionsDb } }),
+  );
   const policyConn = realPolicy(url, r);
   const provisioningConn = connect(url, "provisioning-stand-in", r);
   const providerConn = connect(url, "provider-stand-in", r);
@@ -86,10 +99,14 @@ export async function startHarness(opts: { reconnect?: boolean; turnStep?: Recor
   const provider = registerProvider(providerConn.client, providerConn.surface, scripts);
   const targets = registerTargets(targetsConn.client);
   const orchestrator = opts.edge ? connect(url, "no-orchestrator-here") : runWorkers(url, [worker], options(r));
-  await until(async () => {
-    const ids = await listed(client);
-    return ALL_IDS.every((id) => ids.includes(id));
-  }, "every function registered", 20_000);
+  await until(
+    async () => {
+      const ids = await listed(client);
+      return ALL_IDS.every((id) => ids.includes(id));
+    },
+    "every function registered",
+    20_000,
+  );
   return {
     engine,
     orchestrator,
@@ -115,7 +132,10 @@ async function waitPolicyRegistered(h: Harness): Promise<void> {
 }
 
 /** Replace the policy worker by the stand-in (rules per function id, calls counted). */
-export async function usePolicyStandIn(h: Harness, rules = new Map<string, PolicyRule>()): Promise<{ rules: Map<string, PolicyRule>; calls: string[] }> {
+export async function usePolicyStandIn(
+  h: Harness,
+  rules = new Map<string, PolicyRule>(),
+): Promise<{ rules: Map<string, PolicyRule>; calls: string[] }> {
   await h.policy.conn.shutdown();
   const conn = connect(h.engine.wsUrl, "policy-stand-in", h.reconnect);
   const standIn = { rules, calls: registerPolicy(conn.client, rules).calls };
@@ -136,30 +156,53 @@ export async function useRealPolicy(h: Harness): Promise<void> {
   await waitPolicyRegistered(h);
 }
 
-export const call = <T = unknown>(h: Harness, function_id: string, payload: unknown, timeoutMs = 15_000): Promise<T> => h.client.client.trigger<unknown, T>({ function_id, payload, timeoutMs });
+export const call = <T = unknown>(h: Harness, function_id: string, payload: unknown, timeoutMs = 15_000): Promise<T> =>
+  h.client.client.trigger<unknown, T>({ function_id, payload, timeoutMs });
 
 export function start(h: Harness, sid: string, model: string, extra: Record<string, unknown> = {}): Promise<RunStartResponse> {
-  return call<RunStartResponse>(h, "run::start", { session_id: sid, message_id: `m-${sid}`, model, messages: [{ role: "user", content: "hi" }], ...extra });
+  return call<RunStartResponse>(h, "run::start", {
+    session_id: sid,
+    message_id: `m-${sid}`,
+    model,
+    messages: [{ role: "user", content: "hi" }],
+    ...extra,
+  });
 }
 
-export const view = (h: Harness, sid: string): Promise<TurnStateView | null> => call<TurnStateView | null>(h, "turn::get_state", { session_id: sid });
+export const view = (h: Harness, sid: string): Promise<TurnStateView | null> =>
+  call<TurnStateView | null>(h, "turn::get_state", { session_id: sid });
 
 /** Poll `turn::get_state` until `pred` holds (a deadline, no fixed sleeps). */
-export async function waitView(h: Harness, sid: string, pred: (v: TurnStateView) => boolean, what: string, ms = 20_000): Promise<TurnStateView> {
-  return until(async () => {
-    const v = await view(h, sid);
-    return v && pred(v) ? v : undefined;
-  }, `${sid}: ${what}`, ms);
+export async function waitView(
+  h: Harness,
+  sid: string,
+  pred: (v: TurnStateView) => boolean,
+  what: string,
+  ms = 20_000,
+): Promise<TurnStateView> {
+  return until(
+    async () => {
+      const v = await view(h, sid);
+      return v && pred(v) ? v : undefined;
+    },
+    `${sid}: ${what}`,
+    ms,
+  );
 }
 
-export const waitState = (h: Harness, sid: string, state: TurnStateView["state"], ms?: number) => waitView(h, sid, (v) => v.state === state, `state ${state}`, ms);
+export const waitState = (h: Harness, sid: string, state: TurnStateView["state"], ms?: number) =>
+  waitView(h, sid, (v) => v.state === state, `state ${state}`, ms);
 
 /** Every event of the session, through `run::events` pages. */
 export async function events(h: Harness, sid: string): Promise<{ item_id: string; data: AgentEvent }[]> {
   const out: { item_id: string; data: AgentEvent }[] = [];
   let after: string | null = null;
   for (;;) {
-    const page: { events: { item_id: string; data: AgentEvent }[]; next: string | null } = await call(h, "run::events", { session_id: sid, after, limit: 100 });
+    const page: { events: { item_id: string; data: AgentEvent }[]; next: string | null } = await call(h, "run::events", {
+      session_id: sid,
+      after,
+      limit: 100,
+    });
     out.push(...page.events);
     if (page.events.length === 0) return out;
     after = page.next;
@@ -168,10 +211,14 @@ export async function events(h: Harness, sid: string): Promise<{ item_id: string
 
 /** Events once the run's `agent_end` is among them (it is the last one a run writes). */
 export async function finalEvents(h: Harness, sid: string): Promise<AgentEvent[]> {
-  return until(async () => {
-    const evs = (await events(h, sid)).map((e) => e.data);
-    return evs.some((e) => e.type === "agent_end") ? evs : undefined;
-  }, `${sid}: agent_end on the stream`, 15_000);
+  return until(
+    async () => {
+      const evs = (await events(h, sid)).map((e) => e.data);
+      return evs.some((e) => e.type === "agent_end") ? evs : undefined;
+    },
+    `${sid}: agent_end on the stream`,
+    15_000,
+  );
 }
 
 export interface TranscriptEntry {
@@ -184,7 +231,11 @@ export async function transcript(h: Harness, sid: string): Promise<TranscriptEnt
   const out: TranscriptEntry[] = [];
   let cursor: string | undefined;
   for (;;) {
-    const page: { messages: TranscriptEntry[]; next_cursor: string | null } = await call(h, "session-tree::messages", cursor ? { session_id: sid, cursor } : { session_id: sid });
+    const page: { messages: TranscriptEntry[]; next_cursor: string | null } = await call(
+      h,
+      "session-tree::messages",
+      cursor ? { session_id: sid, cursor } : { session_id: sid },
+    );
     out.push(...page.messages.map((m) => ({ entry_id: m.entry_id, message: m.message })));
     if (!page.next_cursor) return out;
     cursor = page.next_cursor;
@@ -192,7 +243,9 @@ export async function transcript(h: Harness, sid: string): Promise<TranscriptEnt
 }
 
 export const textOf = (m: AgentMessage): string =>
-  Array.isArray(m.content) ? (m.content as { type: string; text?: string }[]).map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("") : "";
+  Array.isArray(m.content)
+    ? (m.content as { type: string; text?: string }[]).map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("")
+    : "";
 
 /** A promise with its resolver (a scripted pause the test ends). */
 export function gate(): { wait: Promise<void>; release: () => void } {

@@ -5,7 +5,15 @@
 // what the real one cannot do on purpose (answer garbage, answer slowly, count its calls).
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { AGENT_TRIGGER, AGENT_TRIGGER_FUNCTION, type AgentMessage, type AssistantMessage, type AssistantMessageEvent, type ContentBlock, type ErrorKind } from "@iii-edge/protocol/harness";
+import {
+  AGENT_TRIGGER,
+  AGENT_TRIGGER_FUNCTION,
+  type AgentMessage,
+  type AssistantMessage,
+  type AssistantMessageEvent,
+  type ContentBlock,
+  type ErrorKind,
+} from "@iii-edge/protocol/harness";
 import type { EdgeClient } from "@iii-edge/sdk-edge/client";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { repoRoot } from "../../../../tests/support/engine-server.ts";
@@ -23,7 +31,17 @@ export function queuesWithTurnStep(overrides: Record<string, unknown> = {}): Rec
   const m = /^QUEUES\s*=\s*'(.*)'\s*$/m.exec(toml);
   const queues = m ? (JSON.parse(m[1]) as Record<string, Record<string, unknown>>) : {};
   if (queues["turn-step"] && Object.keys(overrides).length === 0) return {};
-  queues["turn-step"] = { backend: "durable", type: "fifo", message_group_field: "session_id", max_retries: 3, backoff_ms: 200, concurrency: 100, timeout_ms: 360_000, ...queues["turn-step"], ...overrides };
+  queues["turn-step"] = {
+    backend: "durable",
+    type: "fifo",
+    message_group_field: "session_id",
+    max_retries: 3,
+    backoff_ms: 200,
+    concurrency: 100,
+    timeout_ms: 360_000,
+    ...queues["turn-step"],
+    ...overrides,
+  };
   return { QUEUES: JSON.stringify(queues) };
 }
 
@@ -130,11 +148,22 @@ export interface ScriptedCall {
 }
 
 export function callAnswer(model: string, calls: ScriptedCall[], raw?: ContentBlock[]): Answer {
-  const blocks: ContentBlock[] = raw ?? calls.map((c) => ({ type: "function_call", id: c.id, function_id: AGENT_TRIGGER, arguments: { function: c.fn, payload: c.payload ?? {} } }));
+  const blocks: ContentBlock[] =
+    raw ??
+    calls.map((c) => ({
+      type: "function_call",
+      id: c.id,
+      function_id: AGENT_TRIGGER,
+      arguments: { function: c.fn, payload: c.payload ?? {} },
+    }));
   const frames: AssistantMessageEvent[] = [{ type: "start", partial: base(model, [], "function_call") }];
   for (let i = 0; i < blocks.length; i++) {
     const partial = base(model, blocks.slice(0, i + 1), "function_call");
-    frames.push({ type: "functioncall_start", partial }, { type: "functioncall_delta", partial, delta: JSON.stringify((blocks[i] as { arguments?: unknown }).arguments ?? {}) }, { type: "functioncall_end", partial });
+    frames.push(
+      { type: "functioncall_start", partial },
+      { type: "functioncall_delta", partial, delta: JSON.stringify((blocks[i] as { arguments?: unknown }).arguments ?? {}) },
+      { type: "functioncall_end", partial },
+    );
   }
   frames.push({ type: "done", message: base(model, blocks, "function_call") });
   return { frames };
@@ -142,28 +171,40 @@ export function callAnswer(model: string, calls: ScriptedCall[], raw?: ContentBl
 
 export function errorAnswer(model: string, kind: ErrorKind, message: string): Answer {
   const m = { ...base(model, [], "error"), error_message: message, error_kind: kind };
-  return { frames: [{ type: "start", partial: base(model, [], "end") }, { type: "error", error: m }] };
+  return {
+    frames: [
+      { type: "start", partial: base(model, [], "end") },
+      { type: "error", error: m },
+    ],
+  };
 }
 
-export function registerProvider(client: EdgeClient, surface: RunningWorkers["surface"], scripts: Map<string, Script>): { requests: ProviderRequest[] } {
+export function registerProvider(
+  client: EdgeClient,
+  surface: RunningWorkers["surface"],
+  scripts: Map<string, Script>,
+): { requests: ProviderRequest[] } {
   const seen = { requests: [] as ProviderRequest[] };
   const counts = new Map<string, number>();
-  client.registerFunction("provider::openai::stream", async (d: ProviderRequest & { writer_ref: { channel_id: string; access_key: string; direction: "write" } }) => {
-    const { writer_ref, ...req } = strip(d as unknown as Record<string, unknown>) as unknown as typeof d;
-    seen.requests.push(req);
-    const n = counts.get(req.model) ?? 0;
-    counts.set(req.model, n + 1);
-    const script = scripts.get(req.model);
-    const writer = await surface.channels.openWriter(writer_ref);
-    const answer = script ? script(req, n) : errorAnswer(req.model, "permanent", `no script for model ${req.model}`);
-    const frames = [...answer.frames];
-    const terminal = frames.pop()!;
-    for (const f of frames) writer.write(JSON.stringify(f));
-    if (answer.holdBeforeTerminal) await answer.holdBeforeTerminal;
-    writer.write(JSON.stringify(terminal));
-    writer.close();
-    return { ok: true, status: "done" };
-  });
+  client.registerFunction(
+    "provider::openai::stream",
+    async (d: ProviderRequest & { writer_ref: { channel_id: string; access_key: string; direction: "write" } }) => {
+      const { writer_ref, ...req } = strip(d as unknown as Record<string, unknown>) as unknown as typeof d;
+      seen.requests.push(req);
+      const n = counts.get(req.model) ?? 0;
+      counts.set(req.model, n + 1);
+      const script = scripts.get(req.model);
+      const writer = await surface.channels.openWriter(writer_ref);
+      const answer = script ? script(req, n) : errorAnswer(req.model, "permanent", `no script for model ${req.model}`);
+      const frames = [...answer.frames];
+      const terminal = frames.pop()!;
+      for (const f of frames) writer.write(JSON.stringify(f));
+      if (answer.holdBeforeTerminal) await answer.holdBeforeTerminal;
+      writer.write(JSON.stringify(terminal));
+      writer.close();
+      return { ok: true, status: "done" };
+    },
+  );
   return seen;
 }
 
@@ -177,7 +218,8 @@ export interface TargetCall {
 }
 
 /** The calling session a target's metadata names. */
-export const sessionOf = (c: TargetCall): unknown => (c.metadata && typeof c.metadata === "object" ? (c.metadata as { session_id?: unknown }).session_id : undefined);
+export const sessionOf = (c: TargetCall): unknown =>
+  c.metadata && typeof c.metadata === "object" ? (c.metadata as { session_id?: unknown }).session_id : undefined;
 
 /** `test::echo`, `test::danger`, `test::other`, `test::terminate` answer at once; `test::block`
  * waits until `gate.release()` (`gate.rearm()` makes the next calls wait again). */
