@@ -1,8 +1,8 @@
-// The console's pure rules (demo-app/src), checked without a browser: which functions are the
+// The console's pure rules (src/), checked without a browser: which functions are the
 // system's, which traces are noise, and that a trace's services get colours apart.
 import { describe, expect, it } from "vitest";
-import { splitFunctions } from "../../demo-app/src/app/system.ts";
-import { shortId, sessionTitle } from "../../demo-app/src/app/sessions.ts";
+import { splitFunctions } from "../src/app/system.ts";
+import { shortId, sessionTitle } from "../src/app/sessions.ts";
 import {
   hueGapFor,
   isNoise,
@@ -10,7 +10,7 @@ import {
   serviceColour,
   serviceColours,
   type TraceSummary,
-} from "../../demo-app/src/screens/traces/model.ts";
+} from "../src/screens/traces/model.ts";
 
 const never = { model: "never" };
 
