@@ -4,6 +4,12 @@ import { defineConfig } from "vitest/config";
 // `npm start`, interop with the real iii-sdk, real Chromium, and the sandbox host's microVMs.
 export default defineConfig({
   test: {
-    projects: ["tests/*/vitest.config.ts", "workers/*/vitest.config.ts", "workers/vitest.config.ts", "workers/vitest.e2e.config.ts", "demo-app/vitest.config.ts"],
+    projects: [
+      "tests/*/vitest.config.ts",
+      "workers/*/vitest.config.ts",
+      "workers/vitest.config.ts",
+      "workers/vitest.e2e.config.ts",
+      "demo-app/vitest.config.ts",
+    ],
   },
 });

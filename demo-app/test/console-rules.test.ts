@@ -3,14 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { splitFunctions } from "../src/app/system.ts";
 import { shortId, sessionTitle } from "../src/app/sessions.ts";
-import {
-  hueGapFor,
-  isNoise,
-  MIN_HUE_GAP,
-  serviceColour,
-  serviceColours,
-  type TraceSummary,
-} from "../src/screens/traces/model.ts";
+import { hueGapFor, isNoise, MIN_HUE_GAP, serviceColour, serviceColours, type TraceSummary } from "../src/screens/traces/model.ts";
 
 const never = { model: "never" };
 
