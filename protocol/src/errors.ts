@@ -112,6 +112,11 @@ export class IIIError extends Error {
   static relayed(body: ErrorBody, options?: { cause?: unknown }): IIIError {
     return new IIIError(relayedCode(body.code), body.message, options);
   }
+  /** A worker's own code (`card_declined`): its contract with its callers, outside the engine's
+   * sets on purpose. `new IIIError` takes only the closed sets, so a typo there is a type error. */
+  static custom(code: string, message: string, options?: { cause?: unknown }): IIIError {
+    return new IIIError(relayedCode(code), message, options);
+  }
 }
 
 /** How deep a chain of causes is followed into a message: enough for "the call failed because the

@@ -114,12 +114,16 @@ iii.registerFunction("math::add", ({ a, b }) => ({ sum: a + b }), { input: z.obj
 export const sum: Promise<{ sum: number }> = iii.trigger<{ a: number; b: number }, { sum: number }>({ function_id: "math::add", payload: { a: 1, b: 2 } });
 export const voided = iii.trigger({ function_id: "math::add", payload: {}, action: TriggerAction.Void() });
 const body: ErrorBody = { code: ERROR_CODES[0], message: "m" };
-export const err: IIIError = new IIIError(body.code, body.message);
+export const err: IIIError = IIIError.relayed(body);
+export const own: IIIError = IIIError.custom("card_declined", "the bank said no");
+export const typed: IIIError = new IIIError("forbidden", "no");
 export const parsed = parseWorkerFrame('{"type":"ping"}');
 export const minted: Promise<string> = mintToken("secret", { sub: "me", ns: ["*"] }, 60);
 declare const ENGINE: Parameters<typeof connectEngine>[0]; // a Worker's env.ENGINE binding
 export const viaRpc: Promise<number> = connectEngine(ENGINE, { namespace: "default" }).trigger<unknown, number>({ function_id: "math::add", payload: {} });
 // The declarations are real types, not \`any\`: each of these must be an error.
+// @ts-expect-error a code outside the closed sets goes through IIIError.custom
+new IIIError("card_declined", "x");
 // @ts-expect-error the url is a string
 registerWorker(42);
 // @ts-expect-error connectEngine wants a namespace with getByName
