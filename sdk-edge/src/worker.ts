@@ -66,6 +66,9 @@ export interface WorkerSurface {
   readonly tracer?: Tracer;
 }
 
+/** A typed call through the engine, as a worker's helpers take it (`iii.trigger` or `ctx.trigger`). */
+export type Trigger = WorkerSurface["trigger"];
+
 /** The surface's tracer, or one that records nothing (a hand-made surface in a test). */
 export function tracerOf(iii: Pick<WorkerSurface, "tracer">): Tracer {
   return iii.tracer ?? noopTracer;

@@ -5,10 +5,10 @@
 // between calls, so the worker can run as many copies as it likes.
 import { IIIError, errorCode } from "@iii-edge/protocol";
 import { BUDGETS_SCOPE, budgetSpendLogScope } from "@iii-edge/protocol/harness";
-import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { parseBudget, parseLogEntry, rollTo, type BudgetRecord, type StoredLogEntry } from "./ledger.ts";
+import type { Trigger } from "@iii-edge/sdk-edge/worker";
 
-export type Trigger = <TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>) => Promise<TOutput>;
+export type { Trigger };
 export type Clock = () => number;
 
 /** Compare-and-set attempts per change: every attempt that loses means another write on the same

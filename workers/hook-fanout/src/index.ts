@@ -17,11 +17,11 @@ import {
   type PublishCollectResponse,
 } from "@iii-edge/protocol/harness";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
-import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { z } from "zod";
 import { Collectors } from "./collector.ts";
 import { merge } from "./merge.ts";
 import { errorCode, errorText } from "@iii-edge/protocol";
+import type { Trigger } from "@iii-edge/sdk-edge/worker";
 
 export { fieldMerge, firstBlockWins, merge, parseMergeRule, pipelineLastWins } from "./merge.ts";
 export { Collectors, ReplyCollector } from "./collector.ts";
@@ -32,7 +32,6 @@ export const ENGINE_CALL_TIMEOUT_MS = 5_000;
 /** Longest error text a response carries. */
 const MAX_ERROR_TEXT = 500;
 
-type Trigger = <I = unknown, O = unknown>(request: TriggerRequest<I>) => Promise<O>;
 type Request = z.output<typeof publishCollectRequest>;
 
 /** "code: message", as a subscriber's failure is reported to the publisher. */

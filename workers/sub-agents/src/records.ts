@@ -4,11 +4,11 @@
 import { z } from "zod";
 import { IIIError, errorCode, errorText } from "@iii-edge/protocol";
 import { MODES, TURN_STATES, type AwaitingApproval, type TurnState } from "@iii-edge/protocol/harness";
-import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { CAS_ATTEMPTS, SCOPE_RUN_REQUEST, SCOPE_TURN_STATE, STORAGE_TIMEOUT_MS } from "./constants.ts";
+import type { Trigger } from "@iii-edge/sdk-edge/worker";
 
 /** `ctx.trigger` inside a handler (keeps the caller's trace), `iii.trigger` outside one. */
-export type Trigger = <TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>) => Promise<TOutput>;
+export type { Trigger };
 
 export { errorCode, errorText };
 

@@ -1,11 +1,11 @@
 // How the orchestrator reaches everything else: by function id, through the engine, with a
 // deadline on every call; and how a failed call is read (its wire code).
 import { IIIError, errorCode, errorText } from "@iii-edge/protocol";
-import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { STORAGE_TIMEOUT_MS } from "./constants.ts";
+import type { Trigger } from "@iii-edge/sdk-edge/worker";
 
 /** `ctx.trigger` inside a handler (keeps the caller's trace), `iii.trigger` outside one. */
-export type Trigger = <TInput = unknown, TOutput = unknown>(request: TriggerRequest<TInput>) => Promise<TOutput>;
+export type { Trigger };
 
 /** Something a step cannot finish now but may on a retry (storage unreachable, a dependency not
  * registered again yet after a restart): rethrown so the queue's retry/backoff applies and the
