@@ -1,4 +1,3 @@
-
 import { errorCode, errorText } from "@iii-edge/protocol";
 import type { Trigger } from "@iii-edge/sdk-edge/worker";
 
