@@ -2,8 +2,14 @@ import { defineConfig } from "vitest/config";
 
 // One project per layer (docs/engineering.md Style §8): workerd tests for the DO, node e2e against
 // `npm start`, interop with the real iii-sdk, real Chromium, and the sandbox host's microVMs.
+/** Test files run at once. Most files spend their time waiting on an engine, a browser or a VM in
+ * another process (a full run keeps 2 cores about 60 % busy with one file per core), so one more
+ * file than cores keeps them busy. `VITEST_MAX_WORKERS` overrides. */
+const maxWorkers = Number(process.env.VITEST_MAX_WORKERS ?? 3);
+
 export default defineConfig({
   test: {
+    maxWorkers,
     projects: [
       "tests/*/vitest.config.ts",
       "workers/*/vitest.config.ts",
