@@ -346,12 +346,15 @@ describe("auth: the engine runs with AUTH_SECRET", () => {
   });
 
   it("a token that has expired is refused, over HTTP and on the WebSocket upgrade", async () => {
-    const expiring = await token("x", {}, 1);
+    // Expiry is in whole seconds from a whole-second issue time: a 1 s token can be dead at once, so
+    // this one lives a few seconds, and the test waits for the moment its own `exp` names.
+    const expiring = await token("x", {}, 5);
+    const expMs = (JSON.parse(Buffer.from(expiring.split(".")[1]!, "base64url").toString()) as { exp: number }).exp * 1000;
     // Still valid: the same token is accepted.
     const ok = await invokeHttp(engine.url, { function_id: "b::add", payload: { a: 1, b: 2 } }, expiring);
     expect(ok.status).toBe(200);
     expect(((await ok.json()) as { result: unknown }).result).toEqual({ sum: 3 });
-    await sleep(2_100);
+    await sleep(Math.max(0, expMs - Date.now()) + 50);
     const res = await invokeHttp(engine.url, { function_id: "b::add", payload: { a: 1, b: 2 } }, expiring);
     expect(res.status).toBe(401);
     expect(await res.json()).toMatchObject({ error: { code: "unauthorized", message: expect.stringContaining("expired") } });
