@@ -13,7 +13,7 @@
 // The open grant (an engine without auth: every local client holds it) has neither: nobody in
 // particular.
 import { FRAME_BURST } from "@iii-edge/protocol";
-import { REFUSED_FRAME_COST, SocketBudget, type FrameLimits } from "./socket-budget.ts";
+import { REFUSED_FRAME_COST, SocketBudget, refilled, type FrameLimits } from "./socket-budget.ts";
 
 /** Budgets untouched this long are full again, as new ones would be: they are forgotten. */
 const IDLE_MS = 10_000;
@@ -81,7 +81,7 @@ export class PrincipalRefusals {
   }
 
   private refill(e: { left: number; at: number }, now: number): number {
-    e.left = Math.min(PRINCIPAL_REFUSAL_BURST, e.left + (Math.max(0, now - e.at) * PRINCIPAL_REFUSALS_PER_SECOND) / 1000);
+    e.left = refilled(e.left, now - e.at, PRINCIPAL_REFUSALS_PER_SECOND, PRINCIPAL_REFUSAL_BURST);
     e.at = now;
     return e.left;
   }

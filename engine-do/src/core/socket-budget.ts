@@ -60,6 +60,11 @@ const WARN_INTERVAL_MS = 1_000;
  * starts with a clean slate the next time it bursts). */
 const EPISODE_GAP_MS = 1_000;
 
+/** A token bucket's level after `elapsedMs` of refilling at `perSecond`, capped at `cap`. */
+export function refilled(level: number, elapsedMs: number, perSecond: number, cap: number): number {
+  return Math.min(cap, level + (Math.max(0, elapsedMs) * perSecond) / 1000);
+}
+
 export class SocketBudget {
   private readonly limits: FrameLimits;
   private frames: number;
@@ -100,8 +105,8 @@ export class SocketBudget {
   take(size: number, now: number): boolean {
     const dt = Math.max(0, now - this.at);
     this.at = now;
-    this.frames = Math.min(this.limits.burst, this.frames + (dt * this.limits.perSecond) / 1000);
-    this.bytes = Math.min(BYTE_BURST, this.bytes + (dt * BYTES_PER_SECOND) / 1000);
+    this.frames = refilled(this.frames, dt, this.limits.perSecond, this.limits.burst);
+    this.bytes = refilled(this.bytes, dt, BYTES_PER_SECOND, BYTE_BURST);
     if (this.frames < 1 || this.bytes <= 0) return false;
     this.frames -= 1;
     this.bytes -= size;
@@ -138,7 +143,7 @@ export class SocketBudget {
    * except to "warn" (at most once a WARN_INTERVAL_MS) that refusals are no longer answered. (Its
    * `invocationresult`, if it is a call, is sent regardless: every caller gets an answer.) */
   notice(now: number): "answer" | "warn" | "quiet" {
-    this.notices = Math.min(ERROR_NOTICE_BURST, this.notices + (Math.max(0, now - this.noticesAt) * ERROR_NOTICES_PER_SECOND) / 1000);
+    this.notices = refilled(this.notices, now - this.noticesAt, ERROR_NOTICES_PER_SECOND, ERROR_NOTICE_BURST);
     this.noticesAt = now;
     if (this.notices >= 1) {
       this.notices -= 1;
