@@ -5,23 +5,55 @@
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
 import type { EngineFrame } from "@iii-edge/protocol";
-import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
+import { EngineCore, FUNCTIONS_CHANGED_DEBOUNCE_MS } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import { nodeSql } from "../support/node-sql.ts";
 
-function ports(): EnginePorts {
+function ports(timers: EnginePorts["timers"] = realTimers): EnginePorts {
   return {
     namespace: "default",
     sql: nodeSql(new DatabaseSync(":memory:")),
     clock: { now: () => Date.now() },
-    timers: { set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) },
+    timers,
     alarm: { request: () => {} },
     log: { info: () => {}, warn: () => {} },
     newId: () => crypto.randomUUID(),
     background: (p) => void p.catch(() => {}),
     edgeHosts: {},
   };
+}
+
+const realTimers: EnginePorts["timers"] = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+};
+
+/**
+ * The discovery debounce fires only when the test says so (`elapse()`), so a burst provably lands
+ * in one window; every other timer (call deadlines, sweeps) runs for real.
+ */
+class HeldTimers {
+  private pending = new Map<number, () => void>();
+  private next = 1;
+  readonly port: EnginePorts["timers"] = {
+    set: (fn, ms) => {
+      if (ms !== FUNCTIONS_CHANGED_DEBOUNCE_MS) return { real: setTimeout(fn, ms) };
+      const h = this.next++;
+      this.pending.set(h, fn);
+      return h;
+    },
+    clear: (h) => {
+      if (typeof h === "number") this.pending.delete(h);
+      else clearTimeout((h as { real: ReturnType<typeof setTimeout> }).real);
+    },
+  };
+  /** Close the debounce windows open now. */
+  elapse(): void {
+    const due = [...this.pending.values()];
+    this.pending.clear();
+    for (const fn of due) fn();
+  }
 }
 
 /** A connection that answers every call with null and keeps what it was sent. */
@@ -59,8 +91,8 @@ async function until(cond: () => boolean, what: string): Promise<void> {
   }
 }
 
-function setup() {
-  const core = new EngineCore(ports());
+function setup(timers?: EnginePorts["timers"]) {
+  const core = new EngineCore(ports(timers));
   installEngine(core);
   core.start([]);
   const sub = new Socket("sub", core);
@@ -131,5 +163,35 @@ describe("engine::functions::list after changes (cached per catalog version)", (
     after = await list();
     expect(after.total).toBe(before.total);
     expect(after.functions.some((f) => f.function_id === "cache::a")).toBe(false);
+  });
+});
+
+describe("engine::functions-available is debounced", () => {
+  it("a burst inside one window fires once with all of it; the same ids again fire nothing", async () => {
+    const held = new HeldTimers();
+    const { sub, owner, send } = setup(held.port);
+    held.elapse(); // the subscriber's own registrations
+    await until(() => sub.calls("sub::full").length >= 1, "the first fire");
+    const fired = () => sub.calls("sub::full").length;
+    const first = fired();
+
+    send(owner, { type: "registerfunction", id: "burst::a" });
+    send(owner, { type: "registerfunction", id: "burst::b" });
+    send(owner, { type: "registerfunction", id: "burst::c" });
+    held.elapse();
+    await until(() => fired() > first, "the burst's fire");
+    expect(fired()).toBe(first + 1);
+    const ids = (sub.calls("sub::full").at(-1)!.functions as { function_id: string }[]).map((f) => f.function_id);
+    expect(ids).toEqual(expect.arrayContaining(["burst::a", "burst::b", "burst::c"]));
+
+    // Re-registering an id with a new description leaves the set of ids as it was: no fire.
+    send(owner, { type: "registerfunction", id: "burst::a", description: "new text" });
+    held.elapse();
+    // A later real change is the barrier: the next fire is its own, and nothing came before it.
+    send(owner, { type: "registerfunction", id: "burst::d" });
+    held.elapse();
+    await until(() => fired() > first + 1, "the next change's fire");
+    expect(fired()).toBe(first + 2);
+    expect((sub.calls("sub::full").at(-1)!.functions as { function_id: string }[]).map((f) => f.function_id)).toContain("burst::d");
   });
 });

@@ -426,21 +426,20 @@ describe("discovery is pushed on change (§6)", () => {
     );
     expect(events[0]!.f.metadata).toEqual({ m: "fa" });
 
-    // Same id again (new description): the set did not change, no event.
+    // Same id again (new description): the set did not change, so no event of its own. The next
+    // registrations are the barrier: every later event already lists them. (How a burst is
+    // coalesced into one event is pinned with held timers in tests/unit/discovery-delta.test.ts;
+    // over a socket on a loaded machine, two frames may land in two debounce windows.)
     other.serve("bi::fresh", () => 1, { description: "new text" });
-    await sleep(200);
-    expect(events).toHaveLength(1);
-
-    // A burst is coalesced, then removal fires again.
     other.serve("bi::fresh-2", () => 1);
     other.serve("bi::fresh-3", () => 1);
-    await eventually(() => events.length >= 2);
-    await sleep(100);
-    expect(events).toHaveLength(2);
-    expect(events[1]!.f.data.functions.map((f: Frame) => f.function_id)).toEqual(expect.arrayContaining(["bi::fresh-2", "bi::fresh-3"]));
+    const ids = (e: { f: Frame }) => e.f.data.functions.map((f: Frame) => f.function_id) as string[];
+    await eventually(() => events.length >= 2 && ids(events.at(-1)!).includes("bi::fresh-3"));
+    for (const e of events.slice(1)) expect(ids(e)).toContain("bi::fresh-2");
+    const settled = events.length;
     await other.close();
-    await eventually(() => events.length >= 3);
-    expect(events[2]!.f.data.functions.map((f: Frame) => f.function_id)).not.toContain("bi::fresh");
+    await eventually(() => events.length > settled);
+    expect(ids(events.at(-1)!)).not.toContain("bi::fresh");
   });
 
   it("engine::workers-available fires on connect, metadata update and disconnect", async () => {

@@ -94,7 +94,7 @@ const sanitize = (v: unknown, max = MAX_WORKER_TEXT): string | undefined =>
 const SELF_FUNCTIONS = new Set(["engine::workers::register"]);
 
 /** How long a burst of catalog changes is coalesced before `engine::functions-available` fires. */
-const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
+export const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
 
 /** An engine-held binding that ends with its maker's last connection (made without durable_bindings). */
 const endsWithMaker = (t: TriggerRecord): t is TriggerRecord & { principal: string } =>
