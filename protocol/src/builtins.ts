@@ -260,6 +260,7 @@ export const registeredTriggerEntry = z.object({
   /** Whether it outlives its maker's connections (a connection's own binding never does). */
   durable: z.boolean().optional(),
 });
+export type RegisteredTriggerEntry = z.infer<typeof registeredTriggerEntry>;
 export const cronJob = z.object({
   job_id: z.string(),
   expression: z.string(),
@@ -289,6 +290,11 @@ export interface FunctionsChangedPayload {
   event: "functions_changed";
   functions: FunctionSummary[];
 }
+/** `engine::triggers-available`: the bindings as engine::registered-triggers::list lists them
+ * (engine::* trigger types left out), or with config {delta: true} only what changed. */
+export type TriggersChangedPayload =
+  | { event: "triggers_changed"; triggers: RegisteredTriggerEntry[] }
+  | { event: "triggers_changed"; added: RegisteredTriggerEntry[]; removed: string[] };
 export interface WorkersChangedPayload {
   event: "worker_connected" | "worker_disconnected" | "worker_metadata_updated";
   worker_id: string;
@@ -299,6 +305,7 @@ export const TRIGGER_TYPES = {
   state: "state",
   functionsAvailable: "engine::functions-available",
   workersAvailable: "engine::workers-available",
+  triggersAvailable: "engine::triggers-available",
   http: "http",
   cron: "cron",
   subscribe: "subscribe",

@@ -3,7 +3,7 @@
 // concrete EngineCore, so what they can reach is exactly what is listed here. In particular the
 // catalog is read-only from here: a feature changes registrations only through the
 // ownership-checked `registerTrigger` / `mayRemoveTrigger` / `removeTrigger`.
-import type { ErrorBody, Grant, RegisterTrigger } from "@iii-edge/protocol";
+import type { ErrorBody, Grant, RegisterTrigger, RegisteredTriggerEntry } from "@iii-edge/protocol";
 import type { FunctionRecord, HoldingKind, TriggerRecord, TriggerTypeRecord, WorkerRecord } from "./catalog.ts";
 import type { CallOutcome, EnginePorts } from "./ports.ts";
 import type { Telemetry } from "./telemetry/telemetry.ts";
@@ -39,6 +39,9 @@ export interface BuiltinTriggerType {
   /** Check a binding's config; return an error message (or a typed error, e.g. forbidden for a
    * route another worker holds) to refuse it, or nothing to accept. */
   validate(config: unknown, binding: TriggerRecord): string | ErrorBody | undefined;
+  /** The listing function a type pushes (discovery): a binding's maker must be allowed to call it,
+   * or it would be told by push what it may not read by pull. */
+  listing?: string;
   /** Called after an accepted binding is stored (also for bindings restored on wake). */
   added?(binding: TriggerRecord): void;
   /** Called after a binding is removed. */
@@ -124,6 +127,8 @@ export interface EngineIntrospection {
   builtinMetadata(id: string): Record<string, unknown> | undefined;
   /** Built-ins and registered functions, by id; internal ones only when asked for. */
   functionSummaries(includeInternal: boolean): FunctionSummary[];
+  /** Every trigger binding as engine::registered-triggers::list lists it, by id. */
+  triggerEntries(): RegisteredTriggerEntry[];
   builtin(id: string): BuiltinFunction | undefined;
   builtinTriggerTypes(): Iterable<BuiltinTriggerType>;
   /** Calls routed to the worker and not yet answered. */

@@ -153,6 +153,14 @@ export class Catalog {
   get version(): number {
     return this.changes;
   }
+  /** Bumped by every change of a trigger binding (stored, removed, parked or woken): what the
+   * binding summaries of introspection.ts are cached against. */
+  private triggerChanges = 0;
+  get triggersVersion(): number {
+    return this.triggerChanges;
+  }
+  /** Told when a binding is stored or removed (the engine's `engine::triggers-available`). */
+  onTriggersChanged: () => void = () => {};
 
   constructor(sql: Sql) {
     this.sql = sql;
@@ -318,12 +326,15 @@ export class Catalog {
     if (prev) this.holdings.count(prev.owner, "triggers", -1, prev.principal);
     this.triggers.set(t.id, t);
     this.holdings.count(t.owner, "triggers", 1, t.principal);
+    this.triggerChanges++;
+    this.onTriggersChanged();
   }
   setTriggerStatus(id: string, status: TriggerStatus): void {
     const t = this.triggers.get(id);
     if (!t || t.status === status) return;
     t.status = status;
     this.sql.exec("UPDATE triggers SET status = ? WHERE id = ?", status, id);
+    this.triggerChanges++;
   }
   deleteTrigger(id: string): TriggerRecord | undefined {
     const t = this.triggers.get(id);
@@ -331,6 +342,8 @@ export class Catalog {
     this.triggers.delete(id);
     this.sql.exec("DELETE FROM triggers WHERE id = ?", id);
     this.holdings.count(t.owner, "triggers", -1, t.principal);
+    this.triggerChanges++;
+    this.onTriggersChanged();
     return t;
   }
 

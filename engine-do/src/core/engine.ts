@@ -22,6 +22,7 @@ import {
   type Grant,
   parseWorkerFrame,
   principalOf,
+  rbacMayCall,
   seesAllSessions,
   peekResultId,
   toErrorBody,
@@ -93,8 +94,23 @@ const sanitize = (v: unknown, max = MAX_WORKER_TEXT): string | undefined =>
  * (iii-sdk describes itself with engine::workers::register right after connecting). */
 const SELF_FUNCTIONS = new Set(["engine::workers::register"]);
 
-/** How long a burst of catalog changes is coalesced before `engine::functions-available` fires. */
+/** How long a burst of catalog changes is coalesced before `engine::functions-available` and
+ * `engine::triggers-available` fire (one window for both). */
 export const FUNCTIONS_CHANGED_DEBOUNCE_MS = 10;
+
+/** Do two results of Introspection.triggerIdentities list the same bindings? */
+function sameIdentities(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [id, identity] of a) if (b.get(id) !== identity) return false;
+  return true;
+}
+
+/** A binding's condition function (§8), if its config names one. */
+const conditionOf = (b: TriggerRecord): string | undefined =>
+  isRecord(b.config) && typeof b.config.condition_function_id === "string" ? b.config.condition_function_id : undefined;
+
+/** Does a discovery binding ask for only what changed ({delta: true}, an iii-edge extension)? */
+const wantsDelta = (b: TriggerRecord): boolean => isRecord(b.config) && b.config.delta === true;
 
 /** An engine-held binding that ends with its maker's last connection (made without durable_bindings). */
 const endsWithMaker = (t: TriggerRecord): t is TriggerRecord & { principal: string } =>
@@ -124,6 +140,8 @@ export class EngineCore implements EngineApi {
   private lastFunctionsSignature: string | undefined;
   /** The function ids as of the last `functions_changed` (what a delta subscriber's added/removed is against). */
   private lastFunctionIds: ReadonlySet<string> = new Set();
+  /** The listed bindings as of the last `triggers_changed` (what its delta is against). */
+  private lastTriggerIdentities: ReadonlyMap<string, string> = new Map();
 
   /** The deadline of a call without `timeout_ms` (EngineOptions). */
   readonly defaultInvokeTimeoutMs: number;
@@ -135,6 +153,7 @@ export class EngineCore implements EngineApi {
     this.defaultInvokeTimeoutMs = opts.defaultInvokeTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
     this.telemetry = new Telemetry(ports, opts.telemetry ?? { vars: { TRACING: "off" } });
     this.catalog = new Catalog(ports.sql);
+    this.catalog.onTriggersChanged = () => this.discoveryMaybeChanged();
     this.invocations = new Invocations(ports, () => this.rearmAlarm(), opts.openCalls);
     // Persisted calls' deadlines: the first alarm client.
     this.addAlarmClient(this.invocations);
@@ -202,6 +221,7 @@ export class EngineCore implements EngineApi {
     this.invocations.restore(this.conns, (conn, id, functionId, outcome, trace) => this.reply(conn, id, functionId, outcome, trace));
     this.lastFunctionsSignature = this.introspection.functionsSignature();
     this.lastFunctionIds = this.introspection.functionIds();
+    this.lastTriggerIdentities = this.introspection.triggerIdentities();
     this.rearmAlarm();
     if (Object.keys(this.ports.edgeHosts).length > 0) this.refreshEdgeHosts().catch(() => {});
   }
@@ -573,6 +593,8 @@ export class EngineCore implements EngineApi {
     // A binding calls its function with the engine's hand: only for a function its maker may call.
     if (grant && !mayCall(grant, f.function_id))
       return refuse({ code: "forbidden", message: `'${grant.sub}' may not call ${f.function_id}, so it may not bind it` });
+    const refusedListing = this.mayReadListing(f.trigger_type, owner, grant);
+    if (refusedListing) return refuse(refusedListing);
     // An engine-held binding made without durable_bindings lasts while its maker is connected here:
     // a maker with no connection (an HTTP caller, a worker in another namespace) could never end it.
     const endsWithItsMaker = owner === null && grant !== undefined && !mayBindDurably(grant);
@@ -624,6 +646,18 @@ export class EngineCore implements EngineApi {
     this.catalog.putTrigger(rec);
     if (providerConn) providerConn.send(this.triggerFrame(rec));
     else this.ports.log.info("trigger parked until its type has a provider", { id: rec.id, trigger_type: rec.trigger_type });
+    return undefined;
+  }
+
+  /** forbidden when the type pushes a listing (discovery) its maker may not call: by its grant, or
+   * by its RBAC session (whose engine::functions::list is narrowed, and so may not pull this). */
+  private mayReadListing(triggerType: string, owner: string | null, grant: Grant | undefined): ErrorBody | undefined {
+    const listing = this.triggerTypes.get(triggerType)?.listing;
+    if (!listing) return undefined;
+    const session = owner ? this.rbac.sessionOf(owner) : undefined;
+    if ((grant && !mayCall(grant, listing)) || (session && !rbacMayCall(session, listing))) {
+      return { code: "forbidden", message: `${triggerType} pushes what ${listing} answers, which '${grant?.sub ?? owner}' may not call` };
+    }
     return undefined;
   }
 
@@ -933,39 +967,119 @@ export class EngineCore implements EngineApi {
   }
 
   private async fireTraced(binding: TriggerRecord, payload: unknown, opts: FireOptions): Promise<CallOutcome | "skipped"> {
-    const trace = traceOf(opts);
-    // A fire runs on the share of whoever made the binding (a connection's principal, or the maker
-    // of an engine-held one): a route anyone may request must not let its maker spend the reserve
-    // kept for trusted callers. Bindings of edge hosts are trusted, and so are engine-held ones
-    // made without a grant (engine::register_trigger records OPEN_GRANT's sub for those: the
-    // harness's sub-agent links).
+    const share = this.shareOf(binding);
+    const gate = await this.gate(binding, payload, opts, share);
+    if (gate !== true) return gate;
+    return this.invoke(this.fireRequest(binding, payload, opts, share));
+  }
+
+  /**
+   * Fire a binding and wait for nothing (iii's void call, §4.3): a worker is sent an
+   * `invokefunction` without `invocation_id`, which it runs and does not answer (iii-sdk, sdk-edge),
+   * so there is no open call, no deadline, nothing counted against the binding's maker, and a
+   * subscriber that never answers costs nothing. A condition is still a call (its answer decides).
+   * Built-ins, Worker-hosted and HTTP-invoked functions have no void form: they are called as
+   * usual, under their deadline, but nobody waits for them.
+   */
+  notify(binding: TriggerRecord, payload: unknown, opts: Pick<FireOptions, "traceparent" | "baggage"> = {}): void {
+    const span = fireSpan(this.telemetry, binding, opts.traceparent);
+    const o = span ? { ...opts, traceparent: span.traceparent } : opts;
+    const share = this.shareOf(binding);
+    if (conditionOf(binding) === undefined) {
+      // The common case stays synchronous: every subscriber's frame is out before this returns.
+      const ready = this.functionReady(binding);
+      endFire(span, ready === true ? this.invokeVoid(this.fireRequest(binding, payload, o, share)) : ready);
+      return;
+    }
+    const run = async () => {
+      const gate = await this.gate(binding, payload, o, share);
+      endFire(span, gate === true ? this.invokeVoid(this.fireRequest(binding, payload, o, share)) : gate);
+    };
+    this.ports.background(run());
+  }
+
+  /** Whose share of the open-call table a fire runs on: whoever made the binding (a connection's
+   * principal, or the maker of an engine-held one), so a route anyone may request cannot let its
+   * maker spend the reserve kept for trusted callers. Bindings of edge hosts are trusted, and so
+   * are engine-held ones made without a grant (engine::register_trigger records OPEN_GRANT's sub
+   * for those: the harness's sub-agent links). */
+  private shareOf(binding: TriggerRecord): { principal?: string } {
     const principal =
       binding.owner === null
         ? binding.principal === OPEN_GRANT.sub
           ? undefined
           : binding.principal
         : (binding.principal ?? this.catalog.principalOf(binding.owner));
-    const share = principal === undefined ? {} : { principal };
-    const cond =
-      isRecord(binding.config) && typeof binding.config.condition_function_id === "string"
-        ? binding.config.condition_function_id
-        : undefined;
+    return principal === undefined ? {} : { principal };
+  }
+
+  /** The condition (only a literal `false` or an error skips, §8), then whether the function exists:
+   * true to go on, else what the fire ends with. */
+  private async gate(
+    binding: TriggerRecord,
+    payload: unknown,
+    opts: FireOptions,
+    share: { principal?: string },
+  ): Promise<true | CallOutcome | "skipped"> {
+    const cond = conditionOf(binding);
     if (cond) {
-      const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs, ...trace, ...share });
+      const c = await this.invoke({ function_id: cond, data: payload, timeoutMs: opts.timeoutMs, ...traceOf(opts), ...share });
       if (!c.ok)
         return opts.conditionErrors === "fail"
           ? { ok: false, error: { code: c.error.code, message: `condition ${cond}: ${c.error.message}` } }
           : "skipped";
       if (c.result === false) return "skipped";
     }
-    if (!this.functionExists(binding.function_id)) {
-      this.ports.log.info("trigger fired for a function that is not registered", { trigger: binding.id, function_id: binding.function_id });
-      return { ok: false, error: { code: "function_not_found", message: `Function ${binding.function_id} not found` } };
-    }
-    const req: CallRequest = { function_id: binding.function_id, data: payload, timeoutMs: opts.timeoutMs, ...trace, ...share };
+    return this.functionReady(binding);
+  }
+
+  private functionReady(binding: TriggerRecord): true | CallOutcome {
+    if (this.functionExists(binding.function_id)) return true;
+    this.ports.log.info("trigger fired for a function that is not registered", { trigger: binding.id, function_id: binding.function_id });
+    return { ok: false, error: { code: "function_not_found", message: `Function ${binding.function_id} not found` } };
+  }
+
+  private fireRequest(binding: TriggerRecord, payload: unknown, opts: FireOptions, share: { principal?: string }): CallRequest {
+    const req: CallRequest = { function_id: binding.function_id, data: payload, timeoutMs: opts.timeoutMs, ...traceOf(opts), ...share };
     if (opts.invocationId) req.invocationId = opts.invocationId;
     if (opts.withMetadata !== false && binding.metadata !== undefined) req.metadata = binding.metadata;
-    return this.invoke(req);
+    return req;
+  }
+
+  /** Send a call nobody waits for (notify): what it ends with is whether it went out. */
+  private invokeVoid(req: CallRequest): CallOutcome {
+    const fn = this.catalog.functions.get(req.function_id);
+    if (fn?.kind !== "worker") {
+      this.ports.background(this.invoke(req));
+      return { ok: true };
+    }
+    const span = invokeSpan(this.telemetry, req, { kind: fn.kind, owner: fn.owner });
+    const conn = this.conns.get(fn.owner);
+    let out: CallOutcome;
+    if (!conn) out = { ok: false, error: { code: "invocation_stopped", message: `the worker owning ${fn.id} is not connected` } };
+    else {
+      const frame: EngineFrame = { type: "invokefunction", function_id: this.rbac.wireName(fn.id, fn.owner), data: req.data };
+      if (req.metadata !== undefined) frame.metadata = req.metadata;
+      const traceparent = span?.traceparent ?? req.traceparent;
+      if (traceparent) frame.traceparent = traceparent;
+      if (req.baggage) frame.baggage = req.baggage;
+      const sent = conn.send(frame);
+      out =
+        sent === true
+          ? { ok: true }
+          : sent === "too_large"
+            ? {
+                ok: false,
+                error: {
+                  code: "value_too_large",
+                  message: `the call to ${fn.id} is larger than ${MAX_FRAME_BYTES} bytes with its envelope`,
+                },
+              }
+            : { ok: false, error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` } };
+    }
+    if (!out.ok) this.ports.log.info("a fire nobody waits for was not sent", { function_id: fn.id, ...out.error });
+    span?.end(out);
+    return out;
   }
 
   functionExists(id: string): boolean {
@@ -978,36 +1092,70 @@ export class EngineCore implements EngineApi {
 
   // ---------------------------------------------------------------- discovery (pushed on change)
 
+  /** The functions may have changed (EdgeHostOwner's name for discoveryMaybeChanged). */
   functionsMaybeChanged(): void {
+    this.discoveryMaybeChanged();
+  }
+
+  /**
+   * The function ids or the trigger bindings may have changed: one debounce window for both
+   * (FUNCTIONS_CHANGED_DEBOUNCE_MS), after which `engine::functions-available` and
+   * `engine::triggers-available` fire if what they report did change. Every fire is sent without
+   * waiting for its result (notify), so one registration reaching N subscribers costs N frames,
+   * not N open calls.
+   */
+  discoveryMaybeChanged(): void {
     if (this.functionsTimer !== null) return;
     this.functionsTimer = this.ports.timers.set(() => {
       this.functionsTimer = null;
-      const sig = this.introspection.functionsSignature();
-      if (sig === this.lastFunctionsSignature) return;
-      this.lastFunctionsSignature = sig;
-      const before = this.lastFunctionIds;
-      this.lastFunctionIds = this.introspection.functionIds();
-      const bindings = this.activeBindings(TRIGGER_TYPES.functionsAvailable);
-      if (bindings.length === 0) return;
-      // iii's payload is the full list; a binding with config {delta: true} (iii-edge
-      // extension) gets only what changed, so one registration costs each subscriber a small frame
-      // rather than the whole catalog (fan-out linear in subscribers, not subscribers × catalog).
-      let full: unknown;
-      let delta: unknown;
-      for (const b of bindings) {
-        const payload =
-          isRecord(b.config) && b.config.delta === true
-            ? (delta ??= { event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) })
-            : (full ??= { event: "functions_changed", functions: this.introspection.functionSummaries(true) });
-        this.ports.background(this.fire(b, payload));
-      }
+      this.functionsChanged();
+      this.triggersChanged();
     }, FUNCTIONS_CHANGED_DEBOUNCE_MS);
   }
 
-  private fireWorkersChanged(event: "worker_connected" | "worker_disconnected" | "worker_metadata_updated", workerId: string): void {
-    for (const b of this.activeBindings(TRIGGER_TYPES.workersAvailable)) {
-      this.ports.background(this.fire(b, { event, worker_id: workerId }));
+  private functionsChanged(): void {
+    const sig = this.introspection.functionsSignature();
+    if (sig === this.lastFunctionsSignature) return;
+    this.lastFunctionsSignature = sig;
+    const before = this.lastFunctionIds;
+    this.lastFunctionIds = this.introspection.functionIds();
+    const bindings = this.activeBindings(TRIGGER_TYPES.functionsAvailable);
+    if (bindings.length === 0) return;
+    // iii's payload is the full list; a binding with config {delta: true} (iii-edge extension) gets
+    // only what changed, so one registration costs each subscriber a small frame rather than the
+    // whole catalog (fan-out linear in subscribers, not subscribers × catalog).
+    let full: unknown;
+    let delta: unknown;
+    for (const b of bindings) {
+      const payload = wantsDelta(b)
+        ? (delta ??= { event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) })
+        : (full ??= { event: "functions_changed", functions: this.introspection.functionSummaries(true) });
+      this.notify(b, payload);
     }
+  }
+
+  private triggersChanged(): void {
+    const now = this.introspection.triggerIdentities();
+    if (sameIdentities(now, this.lastTriggerIdentities)) return;
+    const before = this.lastTriggerIdentities;
+    this.lastTriggerIdentities = now;
+    const bindings = this.activeBindings(TRIGGER_TYPES.triggersAvailable);
+    if (bindings.length === 0) return;
+    let full: unknown;
+    let delta: unknown;
+    for (const b of bindings) {
+      // Its maker was allowed to read the listing when it bound; a connection's grant cannot change
+      // since, but a maker's grant is asked again where it is at hand (mayReadListing).
+      if (b.owner !== null && !b.owner.startsWith("edge:") && this.mayReadListing(b.trigger_type, b.owner, this.grantOf(b.owner))) continue;
+      const payload = wantsDelta(b)
+        ? (delta ??= { event: "triggers_changed", ...this.introspection.triggersDelta(before, now) })
+        : (full ??= { event: "triggers_changed", triggers: this.introspection.visibleTriggerEntries() });
+      this.notify(b, payload);
+    }
+  }
+
+  private fireWorkersChanged(event: "worker_connected" | "worker_disconnected" | "worker_metadata_updated", workerId: string): void {
+    for (const b of this.activeBindings(TRIGGER_TYPES.workersAvailable)) this.notify(b, { event, worker_id: workerId });
   }
 
   /** engine::workers::register: store what the worker says about itself. */

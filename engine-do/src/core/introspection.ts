@@ -8,18 +8,29 @@ import {
   OPEN_GRANT,
   SERVED_BY_DEPLOYMENT,
   SERVED_BY_ENGINE,
+  type RegisteredTriggerEntry,
 } from "@iii-edge/protocol";
 import type { BuiltinFunction, BuiltinTriggerType, CatalogView, EngineIntrospection, FunctionSummary } from "./api.ts";
-import type { FunctionRecord } from "./catalog.ts";
+import type { FunctionRecord, TriggerRecord } from "./catalog.ts";
 
-/** The catalog as introspection reads it: with the change counter its caches are keyed by. */
-type VersionedCatalog = CatalogView & { readonly version: number };
+/** The catalog as introspection reads it: with the change counters its caches are keyed by. */
+type VersionedCatalog = CatalogView & { readonly version: number; readonly triggersVersion: number };
+
+/** Bindings of the engine's own trigger types (the discovery subscriptions themselves, say): left
+ * out of listings unless asked for, and out of `engine::triggers-available`. */
+export const isInternalTriggerType = (type: string): boolean => type.startsWith("engine::");
+
+/** What identifies a binding for `engine::triggers-available`: the same id bound anew to another
+ * type or function is a change, a new config or status is not. */
+const bindingIdentity = (t: { trigger_type: string; function_id: string }) => `${t.trigger_type}\u0000${t.function_id}`;
 
 export class Introspection implements EngineIntrospection {
   private readonly catalog: VersionedCatalog;
   /** The sorted summaries (with and without internal functions) and the signature, as of a catalog
    * version: a listing of a 10,000-function catalog must not rebuild and sort it on every call. */
   private cached: { version: number; builtins: number; summaries: Map<boolean, FunctionSummary[]>; signature?: string } | undefined;
+  /** The binding entries, as of a catalog version and trigger version (worker names are in them). */
+  private cachedTriggers: { version: number; triggers: number; entries: RegisteredTriggerEntry[]; signature?: string } | undefined;
   private readonly builtins: ReadonlyMap<string, BuiltinFunction>;
   private readonly triggerTypes: ReadonlyMap<string, BuiltinTriggerType>;
   private readonly openCalls: (workerId: string) => number;
@@ -120,6 +131,62 @@ export class Introspection implements EngineIntrospection {
     const added = this.functionSummaries(true).filter((f) => !before.has(f.function_id));
     const removed: string[] = [];
     for (const id of before) if (!now.has(id)) removed.push(id);
+    return { added, removed: removed.sort() };
+  }
+
+  /** Who made a binding and whether it outlives its maker's connections (what a function's owner
+   * reads to find bindings to its function it did not make). */
+  madeBy(t: TriggerRecord): { made_by: string | null; durable: boolean } {
+    if (t.owner === null) return { made_by: t.principal ?? null, durable: t.durable !== false };
+    // A connection's binding ends with the connection; an edge host's lasts as its manifest says.
+    if (t.owner.startsWith("edge:")) return { made_by: null, durable: true };
+    return { made_by: this.catalog.workers.get(t.owner)?.grant?.sub ?? OPEN_GRANT.sub, durable: false };
+  }
+
+  /** Every binding as engine::registered-triggers::list lists it, sorted by id. Shared until the
+   * catalog changes: read it, never modify it. */
+  triggerEntries(): RegisteredTriggerEntry[] {
+    const c = this.cachedTriggers;
+    if (c && c.version === this.catalog.version && c.triggers === this.catalog.triggersVersion) return c.entries;
+    const entries = [...this.catalog.triggers.values()]
+      .map(
+        (t): RegisteredTriggerEntry => ({
+          id: t.id,
+          trigger_type: t.trigger_type,
+          function_id: t.function_id,
+          worker_name: t.owner ? this.workerName(t.owner) : "engine",
+          config: t.config,
+          config_summary: JSON.stringify(t.config ?? null).slice(0, 120),
+          status: t.status,
+          ...this.madeBy(t),
+        }),
+      )
+      .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    this.cachedTriggers = { version: this.catalog.version, triggers: this.catalog.triggersVersion, entries };
+    return entries;
+  }
+
+  /** The bindings of worker-facing types: what `engine::triggers-available` sends in full. */
+  visibleTriggerEntries(): RegisteredTriggerEntry[] {
+    return this.triggerEntries().filter((t) => !isInternalTriggerType(t.trigger_type));
+  }
+
+  /** Each listed binding's identity by id: what `engine::triggers-available` compares, and what a
+   * delta of `triggers_changed` is against. */
+  triggerIdentities(): ReadonlyMap<string, string> {
+    const out = new Map<string, string>();
+    for (const t of this.catalog.triggers.values()) if (!isInternalTriggerType(t.trigger_type)) out.set(t.id, bindingIdentity(t));
+    return out;
+  }
+
+  /** The bindings whose identity is new since `before` (new ids, or ids bound anew), the ids gone. */
+  triggersDelta(
+    before: ReadonlyMap<string, string>,
+    now: ReadonlyMap<string, string>,
+  ): { added: RegisteredTriggerEntry[]; removed: string[] } {
+    const added = this.visibleTriggerEntries().filter((t) => before.get(t.id) !== bindingIdentity(t));
+    const removed: string[] = [];
+    for (const id of before.keys()) if (!now.has(id)) removed.push(id);
     return { added, removed: removed.sort() };
   }
 

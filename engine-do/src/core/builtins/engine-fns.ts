@@ -1,8 +1,7 @@
 // engine::* introspection functions (protocol/README.md §7.1) and the discovery trigger types (§6).
 // Inputs and results: protocol's BUILTINS.
-import { IIIError, OPEN_GRANT, SERVED_BY_ENGINE, TRIGGER_TYPES, type FunctionDetail, isRecord } from "@iii-edge/protocol";
+import { IIIError, SERVED_BY_ENGINE, TRIGGER_TYPES, type FunctionDetail, isRecord } from "@iii-edge/protocol";
 import type { EngineApi } from "../api.ts";
-import type { TriggerRecord } from "../catalog.ts";
 import { defineBuiltin } from "./define.ts";
 import { pageOf, type Page } from "./paging.ts";
 
@@ -150,17 +149,8 @@ export function installEngineFunctions(core: EngineApi): void {
     description: "Trigger bindings (active and parked)",
     internal: true,
     handler: (q) => {
-      const registered_triggers = [...catalog.triggers.values()]
-        .map((t) => ({
-          id: t.id,
-          trigger_type: t.trigger_type,
-          function_id: t.function_id,
-          worker_name: t.owner ? look.workerName(t.owner) : "engine",
-          config: t.config,
-          config_summary: JSON.stringify(t.config ?? null).slice(0, 120),
-          status: t.status,
-          ...madeBy(t),
-        }))
+      const registered_triggers = look
+        .triggerEntries()
         .filter(
           (t) =>
             (!q.trigger_type || t.trigger_type === q.trigger_type) &&
@@ -168,20 +158,10 @@ export function installEngineFunctions(core: EngineApi): void {
             (!q.worker || t.worker_name === q.worker) &&
             (q.include_internal || !t.trigger_type.startsWith("engine::")) &&
             (matches(t.function_id, q.search) || matches(t.trigger_type, q.search)),
-        )
-        .sort((a, b) => (a.id < b.id ? -1 : 1));
+        );
       return listed("registered_triggers", pageOf(registered_triggers, q, "engine::registered-triggers::list"));
     },
   });
-
-  /** Who made a binding and whether it outlives its maker's connections (what a function's owner
-   * reads to find bindings to its function it did not make). */
-  const madeBy = (t: TriggerRecord): { made_by: string | null; durable: boolean } => {
-    if (t.owner === null) return { made_by: t.principal ?? null, durable: t.durable !== false };
-    // A connection's binding ends with the connection; an edge host's lasts as its manifest says.
-    if (t.owner.startsWith("edge:")) return { made_by: null, durable: true };
-    return { made_by: catalog.workers.get(t.owner)?.grant?.sub ?? OPEN_GRANT.sub, durable: false };
-  };
 
   defineBuiltin(core, "engine::register_trigger", {
     description:
@@ -240,5 +220,13 @@ export function installEngineFunctions(core: EngineApi): void {
     id: TRIGGER_TYPES.workersAvailable,
     description: "Fires when a worker connects, disconnects or updates its metadata",
     validate: noConfig,
+  });
+  core.addTriggerType({
+    id: TRIGGER_TYPES.triggersAvailable,
+    description:
+      "Fires with every trigger binding (as engine::registered-triggers::list lists them) whenever the set of bindings changes (config {delta: true}: only {added, removed})",
+    validate: noConfig,
+    // It pushes that listing: a maker that may not pull it may not bind it either.
+    listing: "engine::registered-triggers::list",
   });
 }
