@@ -2,10 +2,13 @@
 // gets only what changed ({added, removed}), while a binding without it keeps the full list iii
 // sends; and engine::functions::list, whose sorted listing is cached per catalog version,
 // answers what the catalog holds right after each change (registration, removal, a worker's name).
+// Discovery fires are sent without waiting for results (no invocation id, no open call), and
+// `engine::triggers-available` reports trigger bindings the same way, full or as a delta.
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
-import type { EngineFrame } from "@iii-edge/protocol";
-import { EngineCore, FUNCTIONS_CHANGED_DEBOUNCE_MS } from "@iii-edge/engine-do/core/engine.ts";
+import type { EngineFrame, Grant } from "@iii-edge/protocol";
+import { openCallLimits } from "@iii-edge/engine-do/core/bounds.ts";
+import { EngineCore, type EngineOptions, FUNCTIONS_CHANGED_DEBOUNCE_MS } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import { nodeSql } from "../support/node-sql.ts";
@@ -56,18 +59,20 @@ class HeldTimers {
   }
 }
 
-/** A connection that answers every call with null and keeps what it was sent. */
+/** A connection that answers every call with null (unless `silent`: never) and keeps what it was sent. */
 class Socket implements Conn {
   readonly frames: EngineFrame[] = [];
   readonly workerId: string;
   private readonly core: EngineCore;
-  constructor(workerId: string, core: EngineCore) {
+  private readonly silent: boolean;
+  constructor(workerId: string, core: EngineCore, opts: { silent?: boolean } = {}) {
     this.workerId = workerId;
     this.core = core;
+    this.silent = opts.silent === true;
   }
   send(f: EngineFrame): boolean {
     this.frames.push(f);
-    if (f.type === "invokefunction" && f.invocation_id) {
+    if (f.type === "invokefunction" && f.invocation_id && !this.silent) {
       const id = f.invocation_id;
       setImmediate(() =>
         this.core.message(this, JSON.stringify({ type: "invocationresult", invocation_id: id, function_id: f.function_id, result: null })),
@@ -77,9 +82,12 @@ class Socket implements Conn {
   }
   close(): void {}
   calls(fn: string): Record<string, unknown>[] {
-    return this.frames
-      .filter((f) => f.type === "invokefunction" && f.function_id === fn)
-      .map((f) => (f as { data: Record<string, unknown> }).data);
+    return this.invocations(fn).map((f) => f.data as Record<string, unknown>);
+  }
+  invocations(fn: string): Extract<EngineFrame, { type: "invokefunction" }>[] {
+    return this.frames.filter(
+      (f): f is Extract<EngineFrame, { type: "invokefunction" }> => f.type === "invokefunction" && f.function_id === fn,
+    );
   }
 }
 
@@ -91,8 +99,8 @@ async function until(cond: () => boolean, what: string): Promise<void> {
   }
 }
 
-function setup(timers?: EnginePorts["timers"]) {
-  const core = new EngineCore(ports(timers));
+function setup(timers?: EnginePorts["timers"], opts?: EngineOptions) {
+  const core = new EngineCore(ports(timers), opts);
   installEngine(core);
   core.start([]);
   const sub = new Socket("sub", core);
@@ -193,5 +201,190 @@ describe("engine::functions-available is debounced", () => {
     await until(() => fired() > first + 1, "the next change's fire");
     expect(fired()).toBe(first + 2);
     expect((sub.calls("sub::full").at(-1)!.functions as { function_id: string }[]).map((f) => f.function_id)).toContain("burst::d");
+  });
+});
+
+describe("discovery fires are sent without waiting for results", () => {
+  it("a subscriber gets a frame without invocation_id, and the engine keeps no open call for it", () => {
+    const held = new HeldTimers();
+    const { core, sub, owner, send } = setup(held.port);
+    held.elapse();
+    send(owner, { type: "registerfunction", id: "shape::a" });
+    held.elapse();
+    // Sent before the window's timer returns: nothing to wait for.
+    const frames = sub.invocations("sub::delta");
+    expect(frames.at(-1)).toMatchObject({
+      type: "invokefunction",
+      function_id: "sub::delta",
+      data: { added: [{ function_id: "shape::a" }] },
+    });
+    for (const f of [...frames, ...sub.invocations("sub::full")]) expect(f.invocation_id).toBeUndefined();
+    expect(core.introspection.activeInvocations("sub")).toBe(0);
+  });
+
+  it("a subscriber that never answers holds no share of its principal's open calls", async () => {
+    const held = new HeldTimers();
+    // One open call per principal: a fire waiting on the silent subscriber would take all of it.
+    const { core, owner, send } = setup(held.port, { openCalls: openCallLimits(8, 1), defaultInvokeTimeoutMs: 60_000 });
+    const alice: Grant = { sub: "alice", ns: ["*"] };
+    const mute = new Socket("mute", core, { silent: true });
+    core.connect(mute, "m", { grant: alice });
+    send(mute, { type: "registerfunction", id: "mute::on" });
+    send(mute, {
+      type: "registertrigger",
+      id: "t-mute",
+      trigger_type: "engine::functions-available",
+      function_id: "mute::on",
+      config: { delta: true },
+    });
+    held.elapse();
+    for (const id of ["quiet::a", "quiet::b", "quiet::c"]) {
+      send(owner, { type: "registerfunction", id });
+      held.elapse();
+    }
+    expect(mute.calls("mute::on").flatMap((d) => (d.added as { function_id: string }[]).map((f) => f.function_id))).toEqual(
+      expect.arrayContaining(["quiet::a", "quiet::b", "quiet::c"]),
+    );
+    expect(core.introspection.activeInvocations("mute")).toBe(0);
+    // alice's own call still has its one slot.
+    send(mute, { type: "invokefunction", invocation_id: "alice-call", function_id: "engine::functions::list", data: { limit: 1 } });
+    await until(() => mute.frames.some((f) => f.type === "invocationresult" && f.invocation_id === "alice-call"), "alice's answer");
+    const answer = mute.frames.find((f) => f.type === "invocationresult" && f.invocation_id === "alice-call");
+    expect(answer).toMatchObject({ result: { total: expect.any(Number) } });
+    expect((answer as { error?: unknown }).error).toBeUndefined();
+  });
+
+  it("a slow subscriber does not delay the others: every frame of a window is out when it closes", () => {
+    const held = new HeldTimers();
+    const { core, sub, owner, send } = setup(held.port);
+    const slow = new Socket("slow", core, { silent: true });
+    core.connect(slow, "sl");
+    send(slow, { type: "registerfunction", id: "slow::on" });
+    send(slow, { type: "registertrigger", id: "t-slow", trigger_type: "engine::functions-available", function_id: "slow::on", config: {} });
+    held.elapse();
+    const before = { slow: slow.calls("slow::on").length, sub: sub.calls("sub::full").length };
+    send(owner, { type: "registerfunction", id: "race::x" });
+    held.elapse();
+    expect(slow.calls("slow::on").length).toBe(before.slow + 1);
+    expect(sub.calls("sub::full").length).toBe(before.sub + 1);
+    expect(sub.calls("sub::delta").at(-1)).toMatchObject({ added: [{ function_id: "race::x" }] });
+  });
+
+  it("engine::workers-available goes out the same way", () => {
+    const { core, sub, send } = setup();
+    send(sub, { type: "registerfunction", id: "sub::workers" });
+    send(sub, { type: "registertrigger", id: "t-w", trigger_type: "engine::workers-available", function_id: "sub::workers", config: {} });
+    core.connect(new Socket("late", core), "l");
+    const f = sub.invocations("sub::workers").at(-1);
+    expect(f).toMatchObject({ data: { event: "worker_connected", worker_id: "late" } });
+    expect(f?.invocation_id).toBeUndefined();
+  });
+});
+
+describe("engine::triggers-available", () => {
+  type Entry = { id: string; trigger_type: string; function_id: string; worker_name: string; status: string };
+  function bindings(held: HeldTimers) {
+    const env = setup(held.port);
+    const { sub, send } = env;
+    send(sub, { type: "registerfunction", id: "sub::tfull" });
+    send(sub, { type: "registerfunction", id: "sub::tdelta" });
+    send(sub, {
+      type: "registertrigger",
+      id: "tt-full",
+      trigger_type: "engine::triggers-available",
+      function_id: "sub::tfull",
+      config: {},
+    });
+    send(sub, {
+      type: "registertrigger",
+      id: "tt-delta",
+      trigger_type: "engine::triggers-available",
+      function_id: "sub::tdelta",
+      config: { delta: true },
+    });
+    held.elapse();
+    const listed = async () => {
+      const r = await env.core.invoke({ function_id: "engine::registered-triggers::list", data: {} });
+      if (!r.ok) throw new Error(JSON.stringify(r.error));
+      return (r.result as { registered_triggers: Entry[] }).registered_triggers;
+    };
+    return { ...env, listed };
+  }
+
+  it("the full list is what engine::registered-triggers::list answers; a delta is {added, removed}", async () => {
+    const held = new HeldTimers();
+    const { sub, owner, send, listed } = bindings(held);
+    // Subscribing itself is no change of the listed bindings (engine::* types are left out).
+    expect(sub.calls("sub::tfull")).toHaveLength(0);
+    send(owner, { type: "registerfunction", id: "orders::on-paid" });
+    send(owner, {
+      type: "registertrigger",
+      id: "b-paid",
+      trigger_type: "orders::paid",
+      function_id: "orders::on-paid",
+      config: { min: 5 },
+    });
+    held.elapse();
+    const full = sub.calls("sub::tfull");
+    expect(full).toHaveLength(1);
+    expect(full[0]).toEqual({ event: "triggers_changed", triggers: await listed() });
+    expect(full[0]!.triggers).toEqual([
+      expect.objectContaining({
+        id: "b-paid",
+        trigger_type: "orders::paid",
+        function_id: "orders::on-paid",
+        worker_name: "owner",
+        config: { min: 5 },
+        status: "parked",
+      }),
+    ]);
+    expect(sub.calls("sub::tdelta").at(-1)).toEqual({ event: "triggers_changed", added: full[0]!.triggers, removed: [] });
+    for (const f of sub.invocations("sub::tfull")) expect(f.invocation_id).toBeUndefined();
+
+    send(owner, { type: "unregistertrigger", id: "b-paid" });
+    held.elapse();
+    expect(sub.calls("sub::tdelta").at(-1)).toEqual({ event: "triggers_changed", added: [], removed: ["b-paid"] });
+    expect(sub.calls("sub::tfull").at(-1)).toEqual({ event: "triggers_changed", triggers: [] });
+  });
+
+  it("a worker's disconnect removing its bindings is one change; a burst is one fire; a new config is none", async () => {
+    const held = new HeldTimers();
+    const { core, sub, owner, send, listed } = bindings(held);
+    send(owner, { type: "registerfunction", id: "orders::f" });
+    for (const id of ["b1", "b2", "b3"])
+      send(owner, { type: "registertrigger", id, trigger_type: "orders::evt", function_id: "orders::f", config: {} });
+    held.elapse();
+    expect(sub.calls("sub::tdelta")).toHaveLength(1);
+    expect((sub.calls("sub::tdelta")[0]!.added as Entry[]).map((t) => t.id)).toEqual(["b1", "b2", "b3"]);
+
+    // The same binding with another config: the set of bindings is what it was.
+    send(owner, { type: "registertrigger", id: "b1", trigger_type: "orders::evt", function_id: "orders::f", config: { again: true } });
+    held.elapse();
+    expect(sub.calls("sub::tdelta")).toHaveLength(1);
+    // …but the same id bound to another type is a change (added again, under its new type).
+    send(owner, { type: "registertrigger", id: "b1", trigger_type: "orders::other", function_id: "orders::f", config: {} });
+    held.elapse();
+    expect(sub.calls("sub::tdelta").at(-1)).toMatchObject({ added: [{ id: "b1", trigger_type: "orders::other" }], removed: [] });
+
+    core.disconnect(owner.workerId);
+    held.elapse();
+    expect(sub.calls("sub::tdelta").at(-1)).toEqual({ event: "triggers_changed", added: [], removed: ["b1", "b2", "b3"] });
+    expect(sub.calls("sub::tfull").at(-1)).toEqual({ event: "triggers_changed", triggers: await listed() });
+    expect(await listed()).toEqual([]);
+  });
+
+  it("a maker whose grant may not call engine::registered-triggers::list may not bind it, and is told nothing", () => {
+    const held = new HeldTimers();
+    const { core, owner, send } = setup(held.port);
+    const bob = new Socket("bob", core);
+    core.connect(bob, "b", { grant: { sub: "bob", ns: ["*"], call: ["bob::*"] } });
+    send(bob, { type: "registerfunction", id: "bob::on" });
+    send(bob, { type: "registertrigger", id: "t-bob", trigger_type: "engine::triggers-available", function_id: "bob::on", config: {} });
+    expect(bob.frames.find((f) => f.type === "triggerregistrationresult")).toMatchObject({ id: "t-bob", error: { code: "forbidden" } });
+    expect(core.catalog.triggers.has("t-bob")).toBe(false);
+    send(owner, { type: "registerfunction", id: "orders::g" });
+    send(owner, { type: "registertrigger", id: "b-g", trigger_type: "orders::evt", function_id: "orders::g", config: {} });
+    held.elapse();
+    expect(bob.calls("bob::on")).toHaveLength(0);
   });
 });
