@@ -131,7 +131,8 @@ export class RawSocket {
       const f = JSON.parse(ev.data) as Frame;
       if (f.type !== "invokefunction" || f.function_id !== id) return;
       const out = fn(f.data);
-      if (out === NO_REPLY) return;
+      // Without an invocation id nobody waits for the result (as iii-sdk: run it, send nothing).
+      if (out === NO_REPLY || f.invocation_id === undefined) return;
       this.send({ type: "invocationresult", invocation_id: f.invocation_id, function_id: id, result: out });
     });
   }

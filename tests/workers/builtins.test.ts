@@ -425,6 +425,8 @@ describe("discovery is pushed on change (§6)", () => {
       ]),
     );
     expect(events[0]!.f.metadata).toEqual({ m: "fa" });
+    // Sent without waiting for a result: no invocation id, so the watcher answers nothing.
+    expect(events[0]!.f.invocation_id).toBeUndefined();
 
     // Same id again (new description): the set did not change, so no event of its own. The next
     // registrations are the barrier: every later event already lists them. (How a burst is
@@ -464,5 +466,68 @@ describe("discovery is pushed on change (§6)", () => {
       "worker_metadata_updated",
       "worker_disconnected",
     ]);
+  });
+
+  it("engine::triggers-available pushes the bindings on change, full and {delta: true}, without invocation ids", async () => {
+    const tag = uuid().slice(0, 8);
+    const watcher = await wires.connect();
+    const full: Frame[] = [];
+    const delta: Frame[] = [];
+    watcher.serve(`bi::on-triggers-${tag}`, (_d, f) => (full.push(f), null));
+    watcher.serve(`bi::on-triggers-delta-${tag}`, (_d, f) => (delta.push(f), null));
+    for (const [fn, config] of [
+      [`bi::on-triggers-${tag}`, {}],
+      [`bi::on-triggers-delta-${tag}`, { delta: true }],
+    ] as const)
+      watcher.send({ type: "registertrigger", id: `t-${fn}`, trigger_type: "engine::triggers-available", function_id: fn, config });
+    await watcher.ok("state::list_groups"); // both bindings processed (frames are handled in order)
+
+    const maker = await wires.connect();
+    const id = `bi-tav-${tag}`;
+    maker.serve(`bi::hooked-${tag}`, () => 1);
+    maker.send({ type: "registertrigger", id, trigger_type: `bi::custom-${tag}`, function_id: `bi::hooked-${tag}`, config: { k: 1 } });
+    const added = await eventually(() => delta.find((f) => f.data.added?.some((t: Frame) => t.id === id)), 10_000, 5);
+    expect(added!.invocation_id).toBeUndefined();
+    expect(added!.data).toMatchObject({ event: "triggers_changed", removed: [] });
+    const entry = added!.data.added.find((t: Frame) => t.id === id);
+    expect(entry).toMatchObject({
+      id,
+      trigger_type: `bi::custom-${tag}`,
+      function_id: `bi::hooked-${tag}`,
+      worker_name: maker.workerId,
+      config: { k: 1 },
+      status: "parked",
+    });
+    // The entry is the one engine::registered-triggers::list answers.
+    const listed = (await watcher.ok("engine::registered-triggers::list", { function_id: `bi::hooked-${tag}` })) as {
+      registered_triggers: Frame[];
+    };
+    expect(listed.registered_triggers).toEqual([entry]);
+    const inFull = await eventually(() => full.find((f) => f.data.triggers?.some((t: Frame) => t.id === id)), 10_000, 5);
+    expect(inFull!.invocation_id).toBeUndefined();
+    expect(inFull!.data.event).toBe("triggers_changed");
+    // engine::* bindings (the subscriptions themselves) are not listed.
+    expect(inFull!.data.triggers.some((t: Frame) => String(t.trigger_type).startsWith("engine::"))).toBe(false);
+
+    // The maker's disconnect removes its binding: one more change.
+    await maker.close();
+    await eventually(() => delta.some((f) => f.data.removed?.includes(id)), 10_000, 5);
+    await eventually(() => full.length > 0 && !full.at(-1)!.data.triggers.some((t: Frame) => t.id === id), 10_000, 5);
+  });
+
+  it("engine::triggers-available is refused to a maker whose grant may not call engine::registered-triggers::list", async () => {
+    const tag = uuid().slice(0, 8);
+    const w = await wires.connect("/", { sub: `bi-nolist-${tag}`, ns: ["*"], call: ["bi::*"], register: ["bi::"] });
+    w.serve(`bi::nolist-${tag}`, () => null);
+    w.send({
+      type: "registertrigger",
+      id: `t-nolist-${tag}`,
+      trigger_type: "engine::triggers-available",
+      function_id: `bi::nolist-${tag}`,
+      config: {},
+    });
+    const r = await w.next((f) => f.type === "triggerregistrationresult" && f.id === `t-nolist-${tag}`);
+    expect(r.error).toMatchObject({ code: "forbidden" });
+    expect(r.error.message).toContain("engine::registered-triggers::list");
   });
 });

@@ -52,8 +52,11 @@ export class Wire {
         f = { raw: text };
       }
       this.frames.push(f);
-      if (f.type === "invokefunction" && f.invocation_id !== undefined && this.handlers.has(f.function_id)) {
-        void this.answer(f);
+      if (f.type === "invokefunction" && this.handlers.has(f.function_id)) {
+        // Without an invocation id nobody waits for the result: run it and send nothing, as
+        // iii-sdk does (the engine's discovery fires).
+        if (f.invocation_id === undefined) void this.runOnly(f);
+        else void this.answer(f);
       }
       for (const w of [...this.waiters]) {
         if (!this.consumed.has(f) && w.pred(f)) {
@@ -162,6 +165,14 @@ export class Wire {
   /** Answer invocations of `id` locally without (re-)registering it. */
   handle(id: string, handler: Handler): void {
     this.handlers.set(id, handler);
+  }
+
+  private async runOnly(f: Frame): Promise<void> {
+    try {
+      await this.handlers.get(f.function_id)!(f.data, f);
+    } catch {
+      // nobody to tell
+    }
   }
 
   private async answer(f: Frame): Promise<void> {
