@@ -29,6 +29,9 @@ export interface EdgeInvokeRequest {
   baggage?: string;
   /** The namespace whose engine invokes it: the host calls back into the same one. */
   namespace?: string;
+  /** Nobody waits for the result (a discovery fire): the host answers `{}` at once and runs the
+   * function after, as a worker runs an `invokefunction` without `invocation_id`. */
+  void?: true;
 }
 
 /** A host's answer; an undefined result is simply absent (RPC results are structured-cloned). */

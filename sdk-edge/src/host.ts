@@ -94,9 +94,13 @@ export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> 
     const registry = this.#loaded();
     const env = this.env;
     const binding = (env as Record<string, unknown> | undefined)?.[this.engineBinding] as EngineNamespaceLike | undefined;
-    return registry.invoke(req, env, async (request, trace) => {
+    const run = registry.invoke(req, env, async (request, trace) => {
       if (!binding) throw new Error(`env.${this.engineBinding} is not bound: this host cannot call the engine`);
       return connectEngine(binding, { namespace: req.namespace, trace }).trigger(request);
     });
+    if (!req.void) return run;
+    // The engine does not wait: answered now, the function runs on past the answer.
+    this.ctx.waitUntil(run);
+    return {};
   }
 }

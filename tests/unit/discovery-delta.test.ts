@@ -6,14 +6,14 @@
 // `engine::triggers-available` reports trigger bindings the same way, full or as a delta.
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
-import type { EngineFrame, Grant } from "@iii-edge/protocol";
+import type { EdgeHost, EdgeInvokeRequest, EngineFrame, Grant } from "@iii-edge/protocol";
 import { openCallLimits } from "@iii-edge/engine-do/core/bounds.ts";
 import { EngineCore, type EngineOptions, FUNCTIONS_CHANGED_DEBOUNCE_MS } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import { nodeSql } from "../support/node-sql.ts";
 
-function ports(timers: EnginePorts["timers"] = realTimers): EnginePorts {
+function ports(timers: EnginePorts["timers"] = realTimers, edgeHosts: EnginePorts["edgeHosts"] = {}): EnginePorts {
   return {
     namespace: "default",
     sql: nodeSql(new DatabaseSync(":memory:")),
@@ -23,7 +23,7 @@ function ports(timers: EnginePorts["timers"] = realTimers): EnginePorts {
     log: { info: () => {}, warn: () => {} },
     newId: () => crypto.randomUUID(),
     background: (p) => void p.catch(() => {}),
-    edgeHosts: {},
+    edgeHosts,
   };
 }
 
@@ -99,8 +99,8 @@ async function until(cond: () => boolean, what: string): Promise<void> {
   }
 }
 
-function setup(timers?: EnginePorts["timers"], opts?: EngineOptions) {
-  const core = new EngineCore(ports(timers), opts);
+function setup(timers?: EnginePorts["timers"], opts?: EngineOptions, edgeHosts?: EnginePorts["edgeHosts"]) {
+  const core = new EngineCore(ports(timers, edgeHosts), opts);
   installEngine(core);
   core.start([]);
   const sub = new Socket("sub", core);
@@ -268,6 +268,34 @@ describe("discovery fires are sent without waiting for results", () => {
     expect(slow.calls("slow::on").length).toBe(before.slow + 1);
     expect(sub.calls("sub::full").length).toBe(before.sub + 1);
     expect(sub.calls("sub::delta").at(-1)).toMatchObject({ added: [{ function_id: "race::x" }] });
+  });
+
+  it("a Worker-hosted subscriber's host is told not to be waited for, and one that would never answer holds no open call", async () => {
+    const held = new HeldTimers();
+    const asked: EdgeInvokeRequest[] = [];
+    // Answers a void call at once (as FunctionHost does); any other call never.
+    const host: EdgeHost = {
+      iiiManifest: async () => ({
+        functions: [{ id: "edge::on-fns" }],
+        triggers: [{ id: "edge-fa", trigger_type: "engine::functions-available", function_id: "edge::on-fns", config: { delta: true } }],
+      }),
+      iiiInvoke: (req) => (asked.push(req), req.void ? Promise.resolve({}) : new Promise(() => {})),
+    };
+    // Four open calls in all: a fire waiting on the host would fill the table after four.
+    const { core, owner, send } = setup(held.port, { openCalls: openCallLimits(4) }, { HOST: host });
+    await core.refreshEdgeHosts();
+    held.elapse();
+    for (let i = 0; i < 6; i++) {
+      send(owner, { type: "registerfunction", id: `edge-seen::f${i}` });
+      held.elapse();
+    }
+    await until(() => asked.some((r) => JSON.stringify(r.data).includes("edge-seen::f5")), "the host's sixth fire");
+    expect(asked.length).toBeGreaterThanOrEqual(6);
+    for (const r of asked) expect(r).toMatchObject({ function_id: "edge::on-fns", void: true });
+    // The table is free: a routed call still goes through.
+    send(owner, { type: "registerfunction", id: "owner::echo" });
+    const out = await core.invoke({ function_id: "owner::echo", data: {} });
+    expect(out).toMatchObject({ ok: true });
   });
 
   it("engine::workers-available goes out the same way", () => {

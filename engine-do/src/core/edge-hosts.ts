@@ -126,8 +126,9 @@ export class EdgeHostSync {
     return this.inFlight;
   }
 
-  /** Call `fn` on its host (the engine puts it under the call's deadline). */
-  async call(fn: FunctionRecord, req: CallRequest, invocationId: string): Promise<CallOutcome> {
+  /** Call `fn` on its host (the engine puts it under the call's deadline). With `void`, the host
+   * answers at once and runs the function after (nobody waits for its result). */
+  async call(fn: FunctionRecord, req: CallRequest, invocationId: string, opts: { void?: true } = {}): Promise<CallOutcome> {
     const host = this.ports.edgeHosts[fn.owner];
     if (!host) return { ok: false, error: { code: "function_not_found", message: `edge host ${fn.owner} is not bound` } };
     const payload: Parameters<typeof host.iiiInvoke>[0] = {
@@ -139,6 +140,7 @@ export class EdgeHostSync {
     if (req.metadata !== undefined) payload.metadata = req.metadata;
     if (req.traceparent) payload.traceparent = req.traceparent;
     if (req.baggage) payload.baggage = req.baggage;
+    if (opts.void) payload.void = true;
     const r = await host.iiiInvoke(payload);
     return "error" in r && r.error ? { ok: false, error: r.error } : { ok: true, result: (r as { result?: unknown }).result };
   }

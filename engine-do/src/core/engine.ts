@@ -978,7 +978,8 @@ export class EngineCore implements EngineApi {
    * `invokefunction` without `invocation_id`, which it runs and does not answer (iii-sdk, sdk-edge),
    * so there is no open call, no deadline, nothing counted against the binding's maker, and a
    * subscriber that never answers costs nothing. A condition is still a call (its answer decides).
-   * Built-ins, Worker-hosted and HTTP-invoked functions have no void form: they are called as
+   * A Worker-hosted function's host is told the same (`void`: it answers at once and runs the
+   * function after). Built-ins and HTTP-invoked functions have no void form: they are called as
    * usual, under their deadline, but nobody waits for them.
    */
   notify(binding: TriggerRecord, payload: unknown, opts: Pick<FireOptions, "traceparent" | "baggage"> = {}): void {
@@ -1049,6 +1050,21 @@ export class EngineCore implements EngineApi {
   /** Send a call nobody waits for (notify): what it ends with is whether it went out. */
   private invokeVoid(req: CallRequest): CallOutcome {
     const fn = this.catalog.functions.get(req.function_id);
+    if (fn?.kind === "edge") {
+      // The host answers at once (`void`), so the RPC needs no deadline and holds no open call.
+      const span = invokeSpan(this.telemetry, req, { kind: fn.kind, owner: fn.owner });
+      const r = span ? { ...req, traceparent: span.traceparent } : req;
+      const sent = this.edgeSync
+        .call(fn, r, this.ports.newId(), { void: true })
+        .catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e) }));
+      this.ports.background(
+        sent.then((out) => {
+          if (!out.ok) this.ports.log.info("a fire nobody waits for was not taken by its edge host", { function_id: fn.id, ...out.error });
+          span?.end(out);
+        }),
+      );
+      return { ok: true };
+    }
     if (fn?.kind !== "worker") {
       this.ports.background(this.invoke(req));
       return { ok: true };
