@@ -240,6 +240,28 @@ describe("discovery", () => {
     expect(push.at - t0).toBeLessThan(1_000);
   });
 
+  it("engine::triggers-available reaches an iii-sdk worker (a call without invocation id) when a binding comes and goes", async () => {
+    const pushes: string[][] = [];
+    a.registerFunction("a::on-triggers", async (data: { event: string; triggers: { function_id: string }[] }) => {
+      pushes.push(data.triggers.map((t) => t.function_id));
+    });
+    a.registerTrigger({ type: "engine::triggers-available", function_id: "a::on-triggers", config: {} });
+    await registered(a, "a::on-triggers");
+    await until(async () => {
+      const r = (await a.trigger({
+        function_id: "engine::registered-triggers::list",
+        payload: { trigger_type: "engine::triggers-available", function_id: "a::on-triggers", include_internal: true },
+      })) as { registered_triggers: unknown[] };
+      return r.registered_triggers.length === 1;
+    }, "the triggers-available binding");
+    b.registerFunction("b::hooked", async () => null);
+    const binding = b.registerTrigger({ type: "interop::announced", function_id: "b::hooked", config: { x: 1 } });
+    await until(() => pushes.some((ids) => ids.includes("b::hooked")), "the push of the new binding", 5_000, 5);
+    const seen = pushes.length;
+    binding.unregister();
+    await until(() => pushes.length > seen && !pushes.at(-1)!.includes("b::hooked"), "the push of its removal", 5_000, 5);
+  });
+
   it("engine::workers::list shows both SDK workers with what they reported", async () => {
     const r = (await a.trigger({ function_id: "engine::workers::list", payload: {} })) as {
       workers: { name: string; runtime: string; version: string; pid: number; function_count: number }[];

@@ -123,6 +123,7 @@ const triggerTypes = [
   "stream:join",
   "engine::functions-available",
   "engine::workers-available",
+  "engine::triggers-available",
   "fz-type",
   "queue",
 ];

@@ -183,6 +183,7 @@ export function serviceColours(services: readonly string[]): Map<string, string>
 export const DISCOVERY_FUNCTIONS: ReadonlySet<string> = new Set([
   "engine::functions-available",
   "engine::workers-available",
+  "engine::triggers-available",
   "engine::workers::register",
   "engine::channels::create",
 ]);
