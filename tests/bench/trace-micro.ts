@@ -43,8 +43,11 @@ function d1(discard = false): D1Like {
 }
 
 function setup(vars: TelemetryVars, discard = false) {
-  // Time runs 100× fast (timers too), so the per-connection frame limit (10,000/s) never drops a frame here.
-  const core = new EngineCore(memoryPorts({ clockRate: 100, timerRate: 100 }), {
+  // The clock runs 100× fast, so the per-connection frame limit (10,000/s) never drops a frame here.
+  // Timers run as asked: the pipeline flushes as deployed (at 500 records or after 1 s), so the
+  // store's and the exporter's batches are the size they are in the object, and the export
+  // timeout is its real 10 s (100× sooner, a loaded machine's loopback POST timed out and was retried).
+  const core = new EngineCore(memoryPorts({ clockRate: 100 }), {
     telemetry: { vars, db: d1(discard), fetch: (url, init) => fetch(url, init) },
   });
   installEngine(core, {});

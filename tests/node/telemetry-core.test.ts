@@ -65,19 +65,15 @@ function engine(
     now?: () => number;
     others?: Record<string, EngineCore>;
     queues?: string;
-    /** Timers fire this many times sooner than asked (the exporter's backoffs, in the retry tests). */
-    timerScale?: number;
     /** Where the engine's warnings go. */
     warnings?: { msg: string; fields?: Record<string, unknown> }[];
   } = {},
 ) {
-  const timers = trackedTimers(handles);
-  const scale = opts.timerScale ?? 1;
   const ports: EnginePorts = {
     namespace: opts.namespace ?? "default",
     sql: nodeSql(new DatabaseSync(":memory:")),
     clock: { now: opts.now ?? (() => Date.now()) },
-    timers: scale === 1 ? timers : { set: (fn, ms) => timers.set(fn, ms / scale), clear: timers.clear },
+    timers: trackedTimers(handles),
     alarm: { request: () => {} },
     log: { info: () => {}, warn: (msg, fields) => void opts.warnings?.push({ msg, fields }) },
     newId: () => crypto.randomUUID(),
@@ -723,8 +719,9 @@ describe("export", () => {
 
   it("a collector answering 503 gets the batch again after a backoff, EXPORT_ATTEMPTS tries in all; then it is dropped, counted and logged, never the call's", async () => {
     const warnings: { msg: string; fields?: Record<string, unknown> }[] = [];
-    // Timers 10× sooner: the 1 s and 2 s backoffs take 0.1 and 0.2 s.
-    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" }, timerScale: 10, warnings });
+    // Real time: the backoffs (1 s, then 2 s) are waited out as deployed, and the 10 s request timeout
+    // stays far above what a loopback answer takes on a loaded machine.
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" }, warnings });
     const from = receiver.requests.length;
     receiver.fail(1_000);
     const trace = "9a".repeat(16);
@@ -745,7 +742,7 @@ describe("export", () => {
   });
 
   it("a batch refused once with 503 arrives on the retry, once, and nothing is counted failed", async () => {
-    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" }, timerScale: 10 });
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" } });
     receiver.fail(1);
     const trace = "9b".repeat(16);
     await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: `00-${trace}-${"34".repeat(8)}-01` });
@@ -756,7 +753,7 @@ describe("export", () => {
   });
 
   it("a refusal OTLP does not call retryable (400) is not sent again: the batch is dropped and counted", async () => {
-    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" }, timerScale: 10 });
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" } });
     const from = receiver.requests.length;
     receiver.fail(1_000, 400);
     await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: `00-${"9c".repeat(16)}-${"34".repeat(8)}-01` });
@@ -776,7 +773,7 @@ describe("export", () => {
     const closed = await startOtlpReceiver();
     const url = closed.url;
     await closed.close();
-    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: url, TRACE_STORE: "off", TRACE_RATE_LIMIT: "0" }, timerScale: 10 });
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: url, TRACE_STORE: "off", TRACE_RATE_LIMIT: "0" } });
     for (let i = 0; i < 50; i++) {
       const out = await core.invoke({ function_id: "engine::functions::list", data: {} });
       expect(out.ok).toBe(true);
