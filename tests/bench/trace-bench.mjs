@@ -1,15 +1,16 @@
 #!/usr/bin/env node
 // Tracing overhead: routed invoke (caller → engine → iii-sdk worker in its own process →
-// engine → caller, as run.mjs measures it) on four bench engines started in one run — TRACING=off,
+// engine → caller, as run.mjs measures it) on five bench engines started in one run — TRACING=off,
 // TRACING=on as deployed by default (spans batched to D1, at most TRACE_RATE_LIMIT = 100 new
-// traces a second recorded), TRACING=on with no rate limit (every call a span), and the default
-// with OTLP export to a local collector (a loopback HTTP sink that reads and discards each body) —
-// at 1 and 100 callers. Targets: tracing on costs ≤ 10 % rt/s; export adds ≤ 5 % more.
+// traces a second recorded), TRACING=on with no rate limit (every call a span), the default with
+// OTLP export to a local collector (a loopback HTTP sink that reads and discards each body), and no
+// rate limit with export (every call's span exported: what export costs when it has the most to
+// do) — at 1 and 100 callers. Targets: tracing on costs ≤ 10 % rt/s; export adds ≤ 5 % more.
 //
 // This machine's speed drifts by tens of percent within a minute, more than the 10 % to resolve,
-// so the configurations are compared in short windows close together: each run restarts the four
+// so the configurations are compared in short windows close together: each run restarts the five
 // engines with the configurations rotated one slot on (processes of one configuration differ by
-// ~6 %, so over 4 runs each configuration sits in every slot once), opens the callers of every
+// ~6 %, so over the runs the configurations move through the slots), opens the callers of every
 // engine once, and measures each concurrency in cycles of one 1 s window per configuration, the
 // order rotated cycle by cycle. After each window the engine stores what it holds before the next
 // window begins, so a configuration's deferred work (its last batch of spans) is never counted
@@ -137,19 +138,21 @@ async function main() {
     on: { TRACING: "on" },
     unlimited: { TRACING: "on", TRACE_RATE_LIMIT: "0" },
     export: { TRACING: "on", OTEL_EXPORTER_OTLP_ENDPOINT: collector.url },
+    "unlimited+export": { TRACING: "on", TRACE_RATE_LIMIT: "0", OTEL_EXPORTER_OTLP_ENDPOINT: collector.url },
   };
-  // BENCH_AA=1: all four run TRACING=off, to see what this bench resolves on this machine (an A/A run).
+  // BENCH_AA=1: all five run TRACING=off, to see what this bench resolves on this machine (an A/A run).
   if (process.env.BENCH_AA === "1") for (const v of Object.keys(variants)) variants[v] = { TRACING: "off" };
   const names = Object.keys(variants);
   const pairs = [
     ["off", "on"],
     ["off", "unlimited"],
     ["on", "export"],
+    ["unlimited", "unlimited+export"],
   ];
   console.log(
-    `iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${CYCLES} cycles × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process${process.env.BENCH_AA === "1" ? "; A/A: every engine TRACING=off" : ""}`,
+    `iii-edge trace bench: routed invoke, TRACING off / on (default rate limit) / on, unlimited / on + OTLP export / unlimited + OTLP export; ${RUNS} runs × callers ${CONCURRENCY.join("/")} × ${CYCLES} cycles × ${DURATION_MS} ms (+${WARMUP_MS} ms warm-up), answering worker iii-sdk@0.22.1 in its own process${process.env.BENCH_AA === "1" ? "; A/A: every engine TRACING=off" : ""}`,
   );
-  // Four engine processes ("slots"), each on its own state; every run they are restarted with the
+  // Five engine processes ("slots"), each on its own state; every run they are restarted with the
   // configurations rotated one slot on, so no configuration keeps the luck of one process (the A/A
   // run showed processes of one configuration ~6 % apart). A slot's D1 keeps what earlier runs
   // stored in it, so the store grows through the bench as it would in use.
@@ -208,16 +211,17 @@ async function main() {
   const spread = (b, a, n) => `${fmt(pct(ratios[`${b}/${a}`][n], 25) * 100)}–${fmt(pct(ratios[`${b}/${a}`][n], 75) * 100)} %`;
   console.log(`\nMedians over ${RUNS} runs × ${CYCLES} cycles (ratios: median of the per-cycle pairs):`);
   console.log(
-    "| callers | off rt/s | on rt/s | on, unlimited rt/s | on+export rt/s | on/off | unlimited/off | on+export/on | off p99 | on p99 | on+export p99 |",
+    "| callers | off rt/s | on rt/s | on, unlimited rt/s | on+export rt/s | unlimited+export rt/s | on/off | unlimited/off | on+export/on | unlimited+export/unlimited | off p99 | on p99 | on+export p99 |",
   );
-  console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+  console.log("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
   const verdicts = [];
   for (const n of CONCURRENCY) {
     const onOff = paired("on", "off", n);
     const exOn = paired("export", "on", n);
     const unOff = paired("unlimited", "off", n);
+    const exUn = paired("unlimited+export", "unlimited", n);
     console.log(
-      `| ${n} | ${fmt(m("off", n, "rps"), 0)} | ${fmt(m("on", n, "rps"), 0)} | ${fmt(m("unlimited", n, "rps"), 0)} | ${fmt(m("export", n, "rps"), 0)} | ${fmt(onOff * 100)} % | ${fmt(unOff * 100)} % | ${fmt(exOn * 100)} % | ${fmt(m("off", n, "p99"), 2)} ms | ${fmt(m("on", n, "p99"), 2)} ms | ${fmt(m("export", n, "p99"), 2)} ms |`,
+      `| ${n} | ${fmt(m("off", n, "rps"), 0)} | ${fmt(m("on", n, "rps"), 0)} | ${fmt(m("unlimited", n, "rps"), 0)} | ${fmt(m("export", n, "rps"), 0)} | ${fmt(m("unlimited+export", n, "rps"), 0)} | ${fmt(onOff * 100)} % | ${fmt(unOff * 100)} % | ${fmt(exOn * 100)} % | ${fmt(exUn * 100)} % | ${fmt(m("off", n, "p99"), 2)} ms | ${fmt(m("on", n, "p99"), 2)} ms | ${fmt(m("export", n, "p99"), 2)} ms |`,
     );
     verdicts.push(
       `tracing cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - onOff) * 100)} % rt/s (target ≤ ${TARGET_TRACING_COST * 100} %) ${1 - onOff <= TARGET_TRACING_COST ? "PASS" : "MISS"}  (on/off middle half ${spread("on", "off", n)})`,
@@ -225,6 +229,9 @@ async function main() {
     verdicts.push(`  no rate limit, every call a span: ${fmt((1 - unOff) * 100)} % rt/s (middle half ${spread("unlimited", "off", n)})`);
     verdicts.push(
       `export cost at ${n} caller${n > 1 ? "s" : ""}: ${fmt((1 - exOn) * 100)} % rt/s more (target ≤ ${TARGET_EXPORT_COST * 100} %) ${1 - exOn <= TARGET_EXPORT_COST ? "PASS" : "MISS"}  (export/on middle half ${spread("export", "on", n)})`,
+    );
+    verdicts.push(
+      `  every call's span exported: ${fmt((1 - exUn) * 100)} % rt/s more than unlimited alone (middle half ${spread("unlimited+export", "unlimited", n)})`,
     );
   }
   // What the default engine recorded and what its rate limit passed on unsampled, in the last run.
@@ -236,6 +243,14 @@ async function main() {
     `\ndefault engine, last run (TRACE_RATE_LIMIT 100/s): ${stored} spans stored, ${limited} traces passed on unsampled by the rate limit (${fmt((100 * limited) / Math.max(1, stored + limited))} % of calls)`,
   );
   console.log(`collector received ${collector.requests()} requests, ${fmt(collector.bytes() / 1e6)} MB`);
+  // What the exporting engines did with their spans in the last run: all sent, or dropped where.
+  for (const v of ["export", "unlimited+export"]) {
+    const got = await builtin(byName[v].wsUrl, "engine::metrics::list", {}).catch(() => undefined);
+    const c = (name) => got?.metrics?.find((x) => x.name === name)?.value ?? 0;
+    console.log(
+      `${v} engine, last run: ${c("iii.telemetry.export.sent")} records exported, ${c("iii.telemetry.export.dropped")} dropped at the full buffer, ${c("iii.telemetry.export.failed")} failed`,
+    );
+  }
   for (const v of verdicts) console.log(v);
   collector.close();
   children.forEach((c) => c.kill("SIGTERM"));

@@ -9,13 +9,13 @@ import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { EngineFrame, RpcTriggerRequest } from "@iii-edge/protocol";
-import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
+import type { LogRecord, Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/dead-letters.ts";
-import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans } from "@iii-edge/engine-do/core/telemetry/otlp.ts";
-import { MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
+import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans, encodeLogs, encodeSpans } from "@iii-edge/engine-do/core/telemetry/otlp.ts";
+import { EXPORT_ATTEMPTS, EXPORT_BATCH, MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
 import { nodeSql, trackedTimers } from "../support/node-sql.ts";
 import { repoRoot } from "../support/engine-server.ts";
@@ -65,6 +65,8 @@ function engine(
     now?: () => number;
     others?: Record<string, EngineCore>;
     queues?: string;
+    /** Where the engine's warnings go. */
+    warnings?: { msg: string; fields?: Record<string, unknown> }[];
   } = {},
 ) {
   const ports: EnginePorts = {
@@ -73,7 +75,7 @@ function engine(
     clock: { now: opts.now ?? (() => Date.now()) },
     timers: trackedTimers(handles),
     alarm: { request: () => {} },
-    log: { info: () => {}, warn: () => {} },
+    log: { info: () => {}, warn: (msg, fields) => void opts.warnings?.push({ msg, fields }) },
     newId: () => crypto.randomUUID(),
     background: (p) => void p.catch(() => {}),
     edgeHosts: {},
@@ -551,6 +553,122 @@ describe("the store's writes", () => {
   });
 });
 
+describe("encoding for export (OTLP/JSON)", () => {
+  const hostile = 'quote " backslash \\ newline \n tab \t nul \u0000 emoji 🦀 \u2028';
+  const span: Span = {
+    trace_id: "0af7651916cd43dd8448eb211c80319c",
+    span_id: "b7ad6b7169203331",
+    parent_span_id: "00f067aa0ba902b7",
+    name: `invoke ${hostile}`,
+    kind: "client",
+    start_time_unix_nano: 1_765_000_000_000_000_000,
+    end_time_unix_nano: 1_765_000_001_000_000_000,
+    status: "error",
+    status_message: hostile,
+    attributes: {
+      s: hostile,
+      i: 42,
+      neg: -7,
+      d: 1.5,
+      big: 2 ** 60,
+      t: true,
+      f: false,
+      n: null,
+      list: ["a", 1, false, null, [2]],
+      kv: { inner: "x", deeper: { n: 3 } },
+      [hostile]: "key with JSON's special characters",
+    },
+    service_name: "iii-engine",
+    events: [{ name: "exception", time_unix_nano: 1_765_000_000_200_000_000, attributes: { "exception.type": "timeout" } }],
+  };
+
+  it("writes a span in the proto3 JSON mapping of ExportTraceServiceRequest: field names, enums as numbers, fixed64 as strings, int64 as strings", () => {
+    const body = JSON.parse(encodeSpans([span], { "service.namespace": "ns" }));
+    const rs = body.resourceSpans[0];
+    expect(rs.resource.attributes).toEqual([
+      { key: "service.namespace", value: { stringValue: "ns" } },
+      { key: "service.name", value: { stringValue: "iii-engine" } },
+    ]);
+    expect(rs.scopeSpans[0].scope).toEqual({ name: "iii-edge", version: "0.1.0" });
+    const out = rs.scopeSpans[0].spans[0];
+    expect(out).toMatchObject({
+      traceId: span.trace_id,
+      spanId: span.span_id,
+      parentSpanId: span.parent_span_id,
+      name: span.name,
+      kind: 3,
+      startTimeUnixNano: String(span.start_time_unix_nano),
+      endTimeUnixNano: String(span.end_time_unix_nano),
+      status: { code: 2, message: hostile },
+      events: [
+        {
+          name: "exception",
+          timeUnixNano: "1765000000200000000",
+          attributes: [{ key: "exception.type", value: { stringValue: "timeout" } }],
+        },
+      ],
+    });
+    const attr = Object.fromEntries((out.attributes as { key: string; value: unknown }[]).map((a) => [a.key, a.value]));
+    expect(attr).toEqual({
+      s: { stringValue: hostile },
+      i: { intValue: "42" },
+      neg: { intValue: "-7" },
+      d: { doubleValue: 1.5 },
+      // Past 2^53 an integer is not exact: sent as a double, never as an int64 string in exponent form.
+      big: { doubleValue: 2 ** 60 },
+      t: { boolValue: true },
+      f: { boolValue: false },
+      n: {},
+      list: {
+        arrayValue: {
+          values: [{ stringValue: "a" }, { intValue: "1" }, { boolValue: false }, {}, { arrayValue: { values: [{ intValue: "2" }] } }],
+        },
+      },
+      kv: {
+        kvlistValue: {
+          values: [
+            { key: "inner", value: { stringValue: "x" } },
+            { key: "deeper", value: { kvlistValue: { values: [{ key: "n", value: { intValue: "3" } }] } } },
+          ],
+        },
+      },
+      [hostile]: { stringValue: "key with JSON's special characters" },
+    });
+    // A root span has no parentSpanId at all; a span without a status message, no message.
+    const root = JSON.parse(encodeSpans([{ ...span, parent_span_id: undefined, status: "ok", status_message: undefined }]));
+    const r = root.resourceSpans[0].scopeSpans[0].spans[0];
+    expect("parentSpanId" in r).toBe(false);
+    expect(r.status).toEqual({ code: 1 });
+  });
+
+  it("what it writes, the engine's own OTLP decoder reads back as the same spans and logs, one resource per service", () => {
+    const worker: Span = { ...span, span_id: "c7ad6b7169203331", service_name: "my-worker", kind: "server", events: [] };
+    const decoded = decodeSpans(JSON.parse(encodeSpans([span, worker, { ...span, span_id: "d7ad6b7169203331" }])));
+    expect(decoded).toEqual([span, { ...span, span_id: "d7ad6b7169203331" }, worker]);
+    const log: LogRecord = {
+      trace_id: span.trace_id,
+      span_id: span.span_id,
+      time_unix_nano: 1_765_000_000_300_000_000,
+      severity_number: 17,
+      severity_text: "ERROR",
+      body: { message: hostile, n: 1 },
+      attributes: { "code.function": "handler" },
+      service_name: "my-worker",
+    };
+    const bare: LogRecord = { time_unix_nano: 1, severity_text: "", body: hostile, attributes: {}, service_name: "iii-engine" };
+    expect(decodeLogs(JSON.parse(encodeLogs([log, bare])))).toEqual([log, bare]);
+  });
+
+  it("a value JSON cannot carry (NaN, Infinity) is sent as an empty value, and the body stays valid JSON", () => {
+    const body = encodeSpans([{ ...span, attributes: { nan: Number.NaN, inf: Number.POSITIVE_INFINITY } }]);
+    const attrs = JSON.parse(body).resourceSpans[0].scopeSpans[0].spans[0].attributes;
+    expect(attrs).toEqual([
+      { key: "nan", value: {} },
+      { key: "inf", value: {} },
+    ]);
+  });
+});
+
 describe("export", () => {
   let receiver: OtlpReceiver;
   beforeAll(async () => {
@@ -593,26 +711,117 @@ describe("export", () => {
     expect(!read.ok && read.error.message).toContain("TRACE_STORE=off");
   });
 
-  it("a failing collector costs the batch (counted), never the call; a full buffer drops and counts", async () => {
-    // No trace rate limit: the overflow below starts more traces at once than the default allows.
-    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_RATE_LIMIT: "0" } });
-    receiver.fail(100);
-    await core.invoke({ function_id: "engine::functions::list", data: {} });
+  /** A counter of the engine's own metrics (0 when it was never added to). */
+  async function counter(core: EngineCore, name: string): Promise<number> {
+    const m = (await core.telemetry.metrics.list(name)).metrics[0];
+    return m?.type === "counter" ? m.value : 0;
+  }
+
+  it("a collector answering 503 gets the batch again after a backoff, EXPORT_ATTEMPTS tries in all; then it is dropped, counted and logged, never the call's", async () => {
+    const warnings: { msg: string; fields?: Record<string, unknown> }[] = [];
+    // Real time: the backoffs (1 s, then 2 s) are waited out as deployed, and the 10 s request timeout
+    // stays far above what a loopback answer takes on a loaded machine.
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" }, warnings });
+    const from = receiver.requests.length;
+    receiver.fail(1_000);
+    const trace = "9a".repeat(16);
+    const out = await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: `00-${trace}-${"34".repeat(8)}-01` });
+    expect(out.ok).toBe(true);
     await core.telemetry.drainExport();
-    const failed = (await core.telemetry.metrics.list("iii.telemetry.export.failed")).metrics[0];
-    // The span's batch (and the metrics body) were refused with 503 and counted; nothing was retried.
-    expect(failed?.type === "counter" && failed.value).toBeGreaterThanOrEqual(1);
-    expect(receiver.requests.filter((r) => r.path === "/v1/traces" && r.status === 503)).toHaveLength(1);
     receiver.fail(0);
-    // Offer more than the buffer holds while a batch is in flight: the rest is dropped and counted.
-    const many = Array.from({ length: MAX_EXPORT_BUFFER + 1_000 }, () => core.telemetry.start("x")!);
-    for (const s of many) s.end();
-    await core.telemetry.flush();
-    const dropped = (await core.telemetry.metrics.list("iii.telemetry.export.dropped")).metrics[0];
-    const spansDropped = (await core.telemetry.metrics.list("iii.telemetry.spans.dropped")).metrics[0];
-    // Either bound catches the overflow first (the in-memory pending bound or the export buffer).
+    // The span's batch was refused with 503 on every try, tried EXPORT_ATTEMPTS times, then dropped.
+    const tries = receiver.requests.slice(from).filter((r) => r.path === "/v1/traces");
+    expect(tries.map((r) => r.status)).toEqual(Array(EXPORT_ATTEMPTS).fill(503));
+    expect(receiver.spans.filter((s) => s.trace_id === trace)).toHaveLength(0);
+    expect(await counter(core, "iii.telemetry.export.failed")).toBeGreaterThanOrEqual(1);
+    expect(await counter(core, "iii.telemetry.export.retried")).toBeGreaterThanOrEqual(EXPORT_ATTEMPTS - 1);
+    expect(core.telemetry.exporter!.buffered + core.telemetry.exporter!.inFlight).toBe(0);
+    // One line says the collector is failing (the counters say how much): not one per batch.
+    expect(warnings.filter((w) => w.msg.startsWith("OTLP export failed"))).toHaveLength(1);
+    expect(warnings[0]!.fields).toMatchObject({ reason: "HTTP 503" });
+  });
+
+  it("a batch refused once with 503 arrives on the retry, once, and nothing is counted failed", async () => {
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" } });
+    receiver.fail(1);
+    const trace = "9b".repeat(16);
+    await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: `00-${trace}-${"34".repeat(8)}-01` });
+    await core.telemetry.drainExport();
+    expect(receiver.spans.filter((s) => s.trace_id === trace)).toHaveLength(1);
+    expect(await counter(core, "iii.telemetry.export.retried")).toBeGreaterThanOrEqual(1);
+    expect(await counter(core, "iii.telemetry.export.failed")).toBe(0);
+  });
+
+  it("a refusal OTLP does not call retryable (400) is not sent again: the batch is dropped and counted", async () => {
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off" } });
+    const from = receiver.requests.length;
+    receiver.fail(1_000, 400);
+    await core.invoke({ function_id: "engine::functions::list", data: {}, traceparent: `00-${"9c".repeat(16)}-${"34".repeat(8)}-01` });
+    await core.telemetry.drainExport();
+    receiver.fail(0);
     expect(
-      ((dropped?.type === "counter" && dropped.value) || 0) + ((spansDropped?.type === "counter" && spansDropped.value) || 0),
-    ).toBeGreaterThanOrEqual(10);
+      receiver.requests
+        .slice(from)
+        .filter((r) => r.path === "/v1/traces")
+        .map((r) => r.status),
+    ).toEqual([400]);
+    expect(await counter(core, "iii.telemetry.export.failed")).toBeGreaterThanOrEqual(1);
+    expect(await counter(core, "iii.telemetry.export.retried")).toBe(0);
+  });
+
+  it("a collector that is down (nothing listening) costs its batches, counted, and every call is still answered", async () => {
+    const closed = await startOtlpReceiver();
+    const url = closed.url;
+    await closed.close();
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: url, TRACE_STORE: "off", TRACE_RATE_LIMIT: "0" } });
+    for (let i = 0; i < 50; i++) {
+      const out = await core.invoke({ function_id: "engine::functions::list", data: {} });
+      expect(out.ok).toBe(true);
+    }
+    await core.telemetry.drainExport();
+    expect(await counter(core, "iii.telemetry.export.failed")).toBeGreaterThanOrEqual(50);
+    expect(await counter(core, "iii.telemetry.export.sent")).toBe(0);
+    expect(core.telemetry.exporter!.buffered + core.telemetry.exporter!.inFlight).toBe(0);
+  });
+
+  it("a collector that does not answer never holds a call; the buffer stops at MAX_EXPORT_BUFFER and counts what it drops", async () => {
+    // No trace rate limit: the overflow below starts more traces at once than the default allows.
+    const core = engine({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off", TRACE_RATE_LIMIT: "0" } });
+    const exporter = core.telemetry.exporter!;
+    const sentBefore = receiver.spans.length;
+    const from = receiver.requests.length;
+    receiver.stall();
+    try {
+      // The first span's batch goes out and hangs at the collector.
+      await core.invoke({ function_id: "engine::functions::list", data: {} });
+      await core.telemetry.flush();
+      await until(() => receiver.held("/v1/traces") === 1, "the first batch held at the collector");
+      expect(exporter.inFlight).toBeGreaterThanOrEqual(1);
+      // Calls go on being answered while it hangs: none waits for the collector.
+      for (let i = 0; i < 200; i++) {
+        const out = await core.invoke({ function_id: "engine::functions::list", data: {} });
+        expect(out.ok).toBe(true);
+      }
+      // More than the buffer holds: it stops at its bound and counts the rest, exactly.
+      const extra = MAX_EXPORT_BUFFER + 1_000;
+      for (let i = 0; i < extra; i++) core.telemetry.start("x")!.end();
+      await core.telemetry.flush();
+      expect(exporter.buffered).toBe(MAX_EXPORT_BUFFER);
+      expect(await counter(core, "iii.telemetry.export.dropped")).toBe(200 + extra - MAX_EXPORT_BUFFER);
+      // The pipeline's own bound was never reached: the export buffer is what dropped.
+      expect(await counter(core, "iii.telemetry.spans.dropped")).toBe(0);
+      // Still one traces request at a time.
+      expect(receiver.held("/v1/traces")).toBe(1);
+    } finally {
+      receiver.release();
+    }
+    // Once the collector answers, everything kept arrives, in batches of at most EXPORT_BATCH.
+    await core.telemetry.drainExport();
+    expect(receiver.spans.length - sentBefore).toBe(1 + MAX_EXPORT_BUFFER);
+    expect(await counter(core, "iii.telemetry.export.sent")).toBeGreaterThanOrEqual(1 + MAX_EXPORT_BUFFER);
+    // The first span's request, then the buffer in full batches.
+    const traceRequests = receiver.requests.slice(from).filter((r) => r.path === "/v1/traces");
+    expect(traceRequests).toHaveLength(1 + Math.ceil(MAX_EXPORT_BUFFER / EXPORT_BATCH));
+    expect(traceRequests.every((r) => r.status === 200)).toBe(true);
   });
 });

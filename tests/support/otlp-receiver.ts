@@ -2,7 +2,8 @@
 // OTLP/HTTP JSON on /v1/traces, /v1/logs and /v1/metrics (as the OpenTelemetry Collector's otlphttp
 // receiver does: 200 with an empty ExportServiceResponse), decoding what arrives into flat spans,
 // log records and metric points a test can assert on. Protobuf bodies are refused with 415 (the
-// engine exports JSON). `fail(n)` makes the next n requests answer 503, to show a dead collector.
+// engine exports JSON). `fail(n)` makes the next n requests answer 503 (or another status), to show
+// a failing collector; `stall()` holds every request unanswered until `release()`, a slow one.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 
@@ -45,8 +46,14 @@ export interface OtlpReceiver {
   metrics: ReceivedMetric[];
   /** Every request: path, headers, and the status answered. */
   requests: { path: string; headers: http.IncomingHttpHeaders; status: number }[];
-  /** Answer the next `n` requests 503 (nothing recorded). */
-  fail(n: number): void;
+  /** Answer the next `n` requests with `status` (default 503; nothing recorded). */
+  fail(n: number, status?: number): void;
+  /** Hold every request from now on, read but unanswered, until `release()`. */
+  stall(): void;
+  /** Answer the held requests (as they would have been) and stop holding. */
+  release(): void;
+  /** Requests held unanswered now, by path. */
+  held(path?: string): number;
   close(): Promise<void>;
 }
 
@@ -75,16 +82,31 @@ const MAX_BODY_BYTES = 20 * 1024 * 1024;
 
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   let failing = 0;
+  let failStatus = 503;
+  let stalled = false;
+  const holding: { path: string; answer: () => void }[] = [];
   const r: OtlpReceiver = {
     url: "",
     spans: [],
     logs: [],
     metrics: [],
     requests: [],
-    fail: (n) => {
+    fail: (n, status = 503) => {
       failing = n;
+      failStatus = status;
     },
-    close: () => new Promise<void>((res) => server.close(() => res())),
+    stall: () => {
+      stalled = true;
+    },
+    release: () => {
+      stalled = false;
+      for (const h of holding.splice(0)) h.answer();
+    },
+    held: (path) => holding.filter((h) => path === undefined || h.path === path).length,
+    close: () => {
+      r.release();
+      return new Promise<void>((res) => server.close(() => res()));
+    },
   };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -95,6 +117,10 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     });
     req.on("end", () => {
       const path = (req.url ?? "").split("?")[0]!;
+      if (stalled) holding.push({ path, answer: () => handle(path) });
+      else handle(path);
+    });
+    const handle = (path: string) => {
       const answer = (status: number, body = "{}") => {
         r.requests.push({ path, headers: req.headers, status });
         res.writeHead(status, { "content-type": "application/json" }).end(body);
@@ -104,7 +130,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       if (!String(req.headers["content-type"] ?? "").startsWith("application/json")) return answer(415);
       if (failing > 0) {
         failing--;
-        return answer(503);
+        return answer(failStatus);
       }
       let body: Json;
       try {
@@ -177,7 +203,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         }
       }
       answer(200);
-    });
+    };
   });
   await new Promise<void>((res) => server.listen(0, "127.0.0.1", () => res()));
   r.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -14,7 +14,6 @@ import type {
 } from "@iii-edge/protocol/telemetry";
 import { isRecord } from "@iii-edge/protocol";
 
-type Json = Record<string, unknown>;
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 /** Deepest AnyValue nesting decoded (arrays/kvlists in attributes): a hostile frame cannot recurse
@@ -251,27 +250,47 @@ export function decodeFrame(frame: string | ArrayBuffer | Uint8Array): { signal:
 }
 
 // ------------------------------------------------------------------ encoding (export)
+//
+// Straight to the request body's text in one pass: no OTLP-shaped objects are built and then
+// stringified (that doubled the allocation and the walk). Every string goes through
+// JSON.stringify, so escaping is exactly JSON's; the keys are the proto3 JSON mapping's names.
 
-function toAnyValue(v: AttributeValue): Json {
-  if (typeof v === "string") return { stringValue: v };
-  if (typeof v === "boolean") return { boolValue: v };
-  if (typeof v === "number") return Number.isInteger(v) ? { intValue: String(v) } : { doubleValue: v };
-  if (Array.isArray(v)) return { arrayValue: { values: v.map(toAnyValue) } };
-  if (v === null) return {};
-  return { kvlistValue: { values: toAttributes(v) } };
+const str = JSON.stringify as (s: string) => string;
+
+function anyValueJson(v: AttributeValue): string {
+  if (typeof v === "string") return `{"stringValue":${str(v)}}`;
+  if (typeof v === "boolean") return v ? '{"boolValue":true}' : '{"boolValue":false}';
+  if (typeof v === "number") {
+    // int64 is a decimal string in OTLP/JSON; an integer past 2^53 is not exact and may print in
+    // exponent form, so it goes as a double. A non-finite double has no JSON form: an empty value.
+    if (Number.isSafeInteger(v)) return `{"intValue":"${v}"}`;
+    return Number.isFinite(v) ? `{"doubleValue":${v}}` : "{}";
+  }
+  if (v === null) return "{}";
+  if (Array.isArray(v)) {
+    let out = '{"arrayValue":{"values":[';
+    for (let i = 0; i < v.length; i++) out += (i ? "," : "") + anyValueJson(v[i]!);
+    return `${out}]}}`;
+  }
+  return `{"kvlistValue":{"values":${attributesJson(v)}}}`;
 }
 
-export function toAttributes(a: Attributes): Json[] {
-  const out: Json[] = [];
-  for (const k in a) out.push({ key: k, value: toAnyValue(a[k]!) });
-  return out;
+/** Attributes as an OTLP `KeyValue` list. */
+export function attributesJson(a: Attributes): string {
+  let out = "[";
+  let first = true;
+  for (const k in a) {
+    out += `${first ? "" : ","}{"key":${str(k)},"value":${anyValueJson(a[k]!)}}`;
+    first = false;
+  }
+  return `${out}]`;
 }
 
 /** Fixed64 nanoseconds as OTLP/JSON writes them: a decimal string (a JS number below 1e21 prints
  * all its digits). */
 const nanoString = (n: number) => String(Math.round(n));
 
-const SCOPE = { name: "iii-edge", version: "0.1.0" };
+const SCOPE_JSON = '{"name":"iii-edge","version":"0.1.0"}';
 
 function byService<T extends { service_name: string }>(items: T[]): Map<string, T[]> {
   const m = new Map<string, T[]>();
@@ -283,59 +302,56 @@ function byService<T extends { service_name: string }>(items: T[]): Map<string, 
   return m;
 }
 
-export function encodeSpans(spans: Span[], resource: Attributes = {}): Json {
-  return {
-    resourceSpans: [...byService(spans)].map(([service, list]) => ({
-      resource: { attributes: toAttributes({ ...resource, "service.name": service }) },
-      scopeSpans: [
-        {
-          scope: SCOPE,
-          spans: list.map((s) => {
-            const o: Json = {
-              traceId: s.trace_id,
-              spanId: s.span_id,
-              name: s.name,
-              kind: s.kind ? KIND_NUMBER[s.kind] : 0,
-              startTimeUnixNano: nanoString(s.start_time_unix_nano),
-              endTimeUnixNano: nanoString(s.end_time_unix_nano),
-              attributes: toAttributes(s.attributes),
-              events: s.events.map((e) => ({
-                name: e.name,
-                timeUnixNano: nanoString(e.time_unix_nano),
-                attributes: toAttributes(e.attributes),
-              })),
-              status: s.status_message ? { code: STATUS_NUMBER[s.status], message: s.status_message } : { code: STATUS_NUMBER[s.status] },
-            };
-            if (s.parent_span_id) o.parentSpanId = s.parent_span_id;
-            return o;
-          }),
-        },
-      ],
-    })),
-  };
+function resourceJson(resource: Attributes, service: string): string {
+  return `{"attributes":${attributesJson({ ...resource, "service.name": service })}}`;
 }
 
-export function encodeLogs(logs: LogRecord[], resource: Attributes = {}): Json {
-  return {
-    resourceLogs: [...byService(logs)].map(([service, list]) => ({
-      resource: { attributes: toAttributes({ ...resource, "service.name": service }) },
-      scopeLogs: [
-        {
-          scope: SCOPE,
-          logRecords: list.map((l) => {
-            const o: Json = {
-              timeUnixNano: nanoString(l.time_unix_nano),
-              severityText: l.severity_text,
-              body: toAnyValue(l.body),
-              attributes: toAttributes(l.attributes),
-            };
-            if (l.severity_number !== undefined) o.severityNumber = l.severity_number;
-            if (l.trace_id) o.traceId = l.trace_id;
-            if (l.span_id) o.spanId = l.span_id;
-            return o;
-          }),
-        },
-      ],
-    })),
-  };
+function spanJson(s: Span): string {
+  let out = `{"traceId":${str(s.trace_id)},"spanId":${str(s.span_id)}`;
+  if (s.parent_span_id) out += `,"parentSpanId":${str(s.parent_span_id)}`;
+  out += `,"name":${str(s.name)},"kind":${s.kind ? KIND_NUMBER[s.kind] : 0}`;
+  out += `,"startTimeUnixNano":"${nanoString(s.start_time_unix_nano)}","endTimeUnixNano":"${nanoString(s.end_time_unix_nano)}"`;
+  out += `,"attributes":${attributesJson(s.attributes)},"events":[`;
+  for (let i = 0; i < s.events.length; i++) {
+    const e = s.events[i]!;
+    out += `${i ? "," : ""}{"name":${str(e.name)},"timeUnixNano":"${nanoString(e.time_unix_nano)}","attributes":${attributesJson(e.attributes)}}`;
+  }
+  out += `],"status":{"code":${STATUS_NUMBER[s.status]}`;
+  if (s.status_message) out += `,"message":${str(s.status_message)}`;
+  return `${out}}}`;
+}
+
+function logJson(l: LogRecord): string {
+  let out = `{"timeUnixNano":"${nanoString(l.time_unix_nano)}"`;
+  if (l.severity_number !== undefined) out += `,"severityNumber":${l.severity_number}`;
+  out += `,"severityText":${str(l.severity_text)},"body":${anyValueJson(l.body)},"attributes":${attributesJson(l.attributes)}`;
+  if (l.trace_id) out += `,"traceId":${str(l.trace_id)}`;
+  if (l.span_id) out += `,"spanId":${str(l.span_id)}`;
+  return `${out}}`;
+}
+
+/** An `ExportTraceServiceRequest` (OTLP/JSON), one `resourceSpans` per service. */
+export function encodeSpans(spans: Span[], resource: Attributes = {}): string {
+  let out = '{"resourceSpans":[';
+  let first = true;
+  for (const [service, list] of byService(spans)) {
+    out += `${first ? "" : ","}{"resource":${resourceJson(resource, service)},"scopeSpans":[{"scope":${SCOPE_JSON},"spans":[`;
+    for (let i = 0; i < list.length; i++) out += (i ? "," : "") + spanJson(list[i]!);
+    out += "]}]}";
+    first = false;
+  }
+  return `${out}]}`;
+}
+
+/** An `ExportLogsServiceRequest` (OTLP/JSON), one `resourceLogs` per service. */
+export function encodeLogs(logs: LogRecord[], resource: Attributes = {}): string {
+  let out = '{"resourceLogs":[';
+  let first = true;
+  for (const [service, list] of byService(logs)) {
+    out += `${first ? "" : ","}{"resource":${resourceJson(resource, service)},"scopeLogs":[{"scope":${SCOPE_JSON},"logRecords":[`;
+    for (let i = 0; i < list.length; i++) out += (i ? "," : "") + logJson(list[i]!);
+    out += "]}]}";
+    first = false;
+  }
+  return `${out}]}`;
 }

@@ -152,7 +152,7 @@ export class Telemetry {
   readonly config: TelemetryConfig;
   readonly metrics: EngineMetrics;
   readonly store: TraceStore | undefined;
-  private readonly exporter: OtlpExporter | undefined;
+  readonly exporter: OtlpExporter | undefined;
   private readonly ports: EnginePorts;
   private pendingSpans: Span[] = [];
   private pendingLogs: LogRecord[] = [];
@@ -172,9 +172,14 @@ export class Telemetry {
     this.tokensAt = ports.clock.now();
     if (opts.db && this.config.store) this.store = new TraceStore(opts.db, ports.namespace);
     if (this.config.exportEndpoint && opts.fetch) {
-      this.exporter = new OtlpExporter(this.config.exportEndpoint, this.config.exportHeaders, opts.fetch, this.metrics, {
-        "service.namespace": ports.namespace,
-      });
+      this.exporter = new OtlpExporter(
+        this.config.exportEndpoint,
+        this.config.exportHeaders,
+        opts.fetch,
+        this.metrics,
+        { "service.namespace": ports.namespace },
+        ports,
+      );
     }
   }
 
@@ -294,8 +299,9 @@ export class Telemetry {
     }
   }
 
-  /** Hand what is pending to the store and the exporter (in the background); the promise settles
-   * when the store has it. */
+  /** Hand what is pending to the store and the exporter (both send in the background: the
+   * exporter only appends here, and encodes and posts in a timer's event of its own); the promise
+   * settles when the store has it. */
   flush(): Promise<void> {
     const spans = this.pendingSpans;
     const logs = this.pendingLogs;
@@ -313,7 +319,6 @@ export class Telemetry {
           this.metrics.list().then((m) => this.exporter!.offerMetrics(metricsBody(m.metrics, this.ports.namespace, now))),
         );
       }
-      this.ports.background(this.exporter.drain());
     }
     const store = this.store;
     if (!store || (spans.length === 0 && logs.length === 0)) return this.writing;
