@@ -199,6 +199,9 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
           catalog: () => env.ENGINE.getByName(asShard.namespace),
           shard: (s) => env.ENGINE.getByName(s),
           log: this.core.ports.log,
+          clock: this.core.ports.clock,
+          timers: this.core.ports.timers,
+          newId: () => this.core.ports.newId(),
           defaultInvokeTimeoutMs: this.core.defaultInvokeTimeoutMs,
         })
       : undefined;

@@ -6,9 +6,14 @@ import { z } from "zod";
 import {
   MAX_DESCRIPTION_BYTES,
   MAX_HTTP_INVOCATION_BYTES,
+  MAX_ID_LENGTH,
+  MAX_INVOCATION_ID_LENGTH,
+  MAX_INVOKE_TIMEOUT_MS,
   MAX_METADATA_BYTES,
+  MAX_QUEUE_NAME_LENGTH,
   MAX_SCHEMA_BYTES,
   MAX_TRIGGER_CONFIG_BYTES,
+  NAMESPACE_PATTERN,
 } from "./limits.ts";
 
 /** JSON value carried in `data`, `result`, `config`, `metadata`. */
@@ -18,7 +23,7 @@ export const json: z.ZodType<Json> = z.lazy(() =>
 );
 /** Anything JSON.parse produced; structure is checked where it matters, not here. */
 const anyJson = z.unknown();
-const nonEmpty = z.string().min(1).max(512);
+const nonEmpty = z.string().min(1).max(MAX_ID_LENGTH);
 const optString = z.string().optional();
 const jsonObject = z.record(z.string(), z.unknown());
 
@@ -159,16 +164,19 @@ export const triggerAction = z.discriminatedUnion("type", [
   z.object({ type: z.literal("void") }),
   z.object({
     type: z.literal("enqueue"),
-    queue: z.string().min(1).max(256),
+    queue: z.string().min(1).max(MAX_QUEUE_NAME_LENGTH),
     /** iii-edge extension: a repeat with the same key returns the first receipt. */
-    idempotency_key: z.string().min(1).max(256).optional(),
+    idempotency_key: z.string().min(1).max(MAX_QUEUE_NAME_LENGTH).optional(),
   }),
 ]);
 export type TriggerAction = z.infer<typeof triggerAction>;
 
+// invokeFunction and invocationResult are also checked without zod, on the hot path of every routed
+// call (call-frames.ts): a rule changed here is changed there too, and tests/unit/call-frames.test.ts
+// fails until it is.
 export const invokeFunction = z.object({
   type: z.literal("invokefunction"),
-  invocation_id: z.string().min(1).max(128).optional(),
+  invocation_id: z.string().min(1).max(MAX_INVOCATION_ID_LENGTH).optional(),
   function_id: nonEmpty,
   /** Missing data is treated as null (iii-sdk omits `undefined` payloads). */
   data: anyJson.optional(),
@@ -177,22 +185,14 @@ export const invokeFunction = z.object({
   baggage: optString,
   action: triggerAction.optional(),
   /** iii-edge extension: the engine-side deadline for this call (default 30 s). */
-  timeout_ms: z
-    .number()
-    .int()
-    .positive()
-    .max(15 * 60_000)
-    .optional(),
+  timeout_ms: z.number().int().positive().max(MAX_INVOKE_TIMEOUT_MS).optional(),
   /** iii 0.23+: the namespace to resolve `function_id` in (absent: the connection's own). */
-  namespace: z
-    .string()
-    .regex(/^[A-Za-z0-9._-]{1,64}$/)
-    .optional(),
+  namespace: z.string().regex(NAMESPACE_PATTERN).optional(),
 });
 
 export const invocationResult = z.object({
   type: z.literal("invocationresult"),
-  invocation_id: z.string().min(1).max(128),
+  invocation_id: z.string().min(1).max(MAX_INVOCATION_ID_LENGTH),
   function_id: z.string(),
   result: anyJson.optional(),
   error: errorBody.optional(),

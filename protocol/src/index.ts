@@ -3,6 +3,7 @@ export * from "./errors.ts";
 export * from "./builtins.ts";
 export * from "./limits.ts";
 export { parseWorkerFrame, parseEngineFrame, peekCallIds, peekResultId, byteSize, type ParseResult } from "./parse.ts";
+export { parseCallFrame } from "./call-frames.ts";
 export * from "./json-depth.ts";
 export * from "./auth.ts";
 export * from "./rpc.ts";

@@ -10,6 +10,21 @@ export const MAX_VALUE_BYTES = 1024 * 1024;
 /** Engine-side deadline for a call that does not choose its own (iii-sdk's client default too). */
 export const DEFAULT_INVOKE_TIMEOUT_MS = 30_000;
 
+/** Longest deadline a call may ask for (`timeout_ms` of `invokefunction`, of `trigger()`): a model
+ * turn or a slow HTTP API fits in it; an open call holds a slot of its caller's and target's bounds. */
+export const MAX_INVOKE_TIMEOUT_MS = 15 * 60_000;
+
+/** Longest `invocation_id` (UTF-16 units): the caller picks it, the engine keeps it for every open
+ * call (a UUID is 36). */
+export const MAX_INVOCATION_ID_LENGTH = 128;
+/** Longest function, trigger or trigger-type id (UTF-16 units): a namespaced name with room to
+ * spare; every listing entry carries it. */
+export const MAX_ID_LENGTH = 512;
+/** Longest queue name or enqueue idempotency key of a call's `action` (UTF-16 units). */
+export const MAX_QUEUE_NAME_LENGTH = 256;
+/** What a namespace may be called: it is the engine object's name and a path segment (`/ns/<ns>`). */
+export const NAMESPACE_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+
 /** Frames per second one connection may send, sustained, before the engine drops them. A DO
  * handles roughly 10–20k small messages/s in total; one connection may use most of it, not more. */
 export const FRAMES_PER_SECOND = 10_000;

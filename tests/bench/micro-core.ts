@@ -1,6 +1,6 @@
-// What the in-process micro benches share (auth-micro.ts, trace-micro.ts, wake-micro.ts): engine
-// ports over node:sqlite with no-op alarm/log, and a core with one answering worker and one caller
-// that makes sequential routed calls. Needs `node --conditions=iii-edge-source` (workspace sources).
+// What the in-process micro benches share (auth-micro.ts, trace-micro.ts, wake-micro.ts,
+// parse-micro.ts): engine ports over node:sqlite with no-op alarm/log, and a core with one answering
+// worker and one caller that makes sequential routed calls. Needs `node --conditions=iii-edge-source` (workspace sources).
 import { DatabaseSync } from "node:sqlite";
 import type { EngineFrame } from "@iii-edge/protocol";
 import type { EngineCore } from "@iii-edge/engine-do/core/engine.ts";

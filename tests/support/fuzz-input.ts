@@ -432,6 +432,200 @@ const oversized: fc.Arbitrary<FuzzFrame> = fc.nat().map((i) => {
   return { raw: all[i % all.length]! };
 });
 
+// ------------------------------------------------------------------ the frames of a routed call
+
+/** A string of about `n` characters: `n` ASCII ones, `n` astral ones (2 UTF-16 units each), `n`
+ * units of astral ones, or with lone surrogates, so a bound that counts code points (zod's) and one
+ * that counts units or bytes part at its edge. */
+const sizedText = (n: number) =>
+  fc.constantFrom("ascii", "astral", "units", "lone").map((kind) => {
+    if (kind === "ascii" || n < 1) return quote("x".repeat(n));
+    if (kind === "astral") return quote("😀".repeat(n));
+    if (kind === "units") return quote("😀".repeat(n >> 1) + "x".repeat(n & 1));
+    return quote(`\ud83d${"😀".repeat(n - 1)}`);
+  });
+/** A bounded string field: inside its bounds, exactly at them, one past them, or unicode-heavy. */
+const boundedText = (min: number, max: number) =>
+  fc.oneof(
+    { weight: 6, arbitrary: fc.string({ minLength: Math.max(min, 1), maxLength: Math.min(max, 40) }).map(quote) },
+    { weight: 2, arbitrary: fc.constantFrom(min, max, Math.max(min, 1) + 1, max - 1).chain(sizedText) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .constantFrom(min - 1, max + 1, max + 2)
+        .filter((n) => n >= 0)
+        .chain(sizedText),
+    },
+    { weight: 1, arbitrary: oddString },
+  );
+/** One field: mostly a right value, sometimes a near miss or a wrong type. */
+const callField = (good: fc.Arbitrary<string>, near: fc.Arbitrary<string>) =>
+  fc.oneof({ weight: 16, arbitrary: good }, { weight: 1, arbitrary: near }, { weight: 1, arbitrary: nonStringText });
+const timeoutText = fc.oneof(
+  { weight: 6, arbitrary: fc.integer({ min: 1, max: 900_000 }).map(String) },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(
+      "1",
+      "900000",
+      "900001",
+      "0",
+      "-0",
+      "-1",
+      "1.5",
+      "1.0",
+      "9e5",
+      "9.000001e5",
+      "1e400",
+      "-1e400",
+      "9007199254740993",
+      '"5"',
+      '"1e3"',
+      "null",
+      "true",
+      "[5]",
+    ),
+  },
+);
+const namespaceText = fc.oneof(
+  { weight: 6, arbitrary: fc.stringMatching(/^[A-Za-z0-9._-]{1,64}$/).map(quote) },
+  {
+    weight: 3,
+    arbitrary: fc
+      .constantFrom("default", "a".repeat(64), "a".repeat(65), "", "bad ns", "ns/x", "é", "abc\n", "\nabc", "..", "a\u0000")
+      .map(quote),
+  },
+);
+const actionText = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom('{"type":"void"}', '{"type":"void","queue":5,"extra":[1]}') },
+  {
+    weight: 4,
+    arbitrary: fc
+      .tuple(boundedText(1, 256), fc.option(boundedText(1, 256), { nil: undefined }), fc.option(valueText, { nil: undefined }))
+      .map(([queue, key, extra]) => {
+        const entries: [string, string][] = [
+          ["type", quote("enqueue")],
+          ["queue", queue],
+        ];
+        if (key !== undefined) entries.push(["idempotency_key", key]);
+        if (extra !== undefined) entries.push(["message_type", extra]);
+        return objectText(entries);
+      }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom(
+      '{"type":"enqueue"}',
+      '{"type":"enqueue","queue":""}',
+      '{"type":"enqueue","queue":"q","idempotency_key":null}',
+      '{"type":"enqueue","queue":"q","idempotency_key":""}',
+      '{"type":"later"}',
+      '{"type":null}',
+      '{"type":"VOID"}',
+      "{}",
+      '"void"',
+      "null",
+      '[{"type":"void"}]',
+      '{"__proto__":{"type":"void"}}',
+      '{"type":"void","type":"enqueue"}',
+    ),
+  },
+);
+const errorText = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc
+      .record(
+        { code: fc.string({ maxLength: 12 }), message: fc.string({ maxLength: 30 }), stacktrace: fc.string({ maxLength: 30 }) },
+        { requiredKeys: ["code", "message"] },
+      )
+      .map((e) => JSON.stringify(e)),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom(
+      '{"code":"x"}',
+      '{"message":"x"}',
+      '{"code":1,"message":"x"}',
+      '{"code":"x","message":null}',
+      '{"code":"x","message":"m","stacktrace":7}',
+      '{"code":"x","message":"m","stacktrace":null}',
+      '{"code":"x","message":"m","cause":{"code":"y"},"__proto__":{"admin":true}}',
+      "null",
+      '"failed"',
+      "[]",
+      "{}",
+    ),
+  },
+);
+const traceText = fc.oneof(
+  { weight: 4, arbitrary: traceparent.map(quote) },
+  { weight: 2, arbitrary: fc.string({ maxLength: 60 }).map(quote) },
+  { weight: 1, arbitrary: oddString },
+);
+/** An unknown key, a prototype name, a repeat of a known key (JSON.parse keeps the last). */
+const extraKey = fc.tuple(
+  fc.constantFrom(
+    "__proto__",
+    "constructor",
+    "toString",
+    "hasOwnProperty",
+    "message_type",
+    "extra",
+    "type",
+    "data",
+    "invocation_id",
+    "error",
+  ),
+  fc.oneof(valueText, fc.constantFrom('"invokefunction"', '"invocationresult"', '"ping"')),
+);
+const optionalField = (name: string, v: fc.Arbitrary<string>) =>
+  fc.option(
+    v.map((t) => [name, t] as [string, string]),
+    { nil: undefined, freq: 2 },
+  );
+const requiredField = (name: string, v: fc.Arbitrary<string>) =>
+  fc.oneof({ weight: 20, arbitrary: v.map((t) => [name, t] as [string, string]) }, { weight: 1, arbitrary: fc.constant(undefined) });
+const callType = (own: string) =>
+  fc.oneof(
+    { weight: 30, arbitrary: fc.constant(quote(own)) },
+    { weight: 1, arbitrary: fc.constantFrom(own.toUpperCase(), `${own} `, "invokefunction", "invocationresult", "").map(quote) },
+  );
+
+/**
+ * `invokefunction` and `invocationresult` frames as JSON text, each field right (about half the
+ * frames are valid), at or just past its bounds, of the wrong type, absent, repeated, or joined by
+ * unknown and prototype keys: what the hand-written parser of these two frames (protocol's
+ * call-frames.ts) must judge exactly as their zod schemas do.
+ */
+export function callFrames(): fc.Arbitrary<string> {
+  const fields = (type: fc.Arbitrary<string>, list: fc.Arbitrary<[string, string] | undefined>[]) =>
+    fc
+      .tuple(type, fc.shuffledSubarray(list, { minLength: list.length }), fc.array(extraKey, { maxLength: 2 }))
+      .chain(([t, fs, extra]) => fc.tuple(fc.constant(t), fc.tuple(...fs), fc.constant(extra)))
+      .map(([t, fs, extra]) => objectText([["type", t], ...(fs.filter(Boolean) as [string, string][]), ...extra]));
+  const invoke = fields(callType("invokefunction"), [
+    optionalField("invocation_id", callField(uuid.map(quote), boundedText(1, 128))),
+    requiredField("function_id", callField(fc.stringMatching(/^[a-z][a-z0-9:_-]{0,40}$/).map(quote), boundedText(1, 512))),
+    optionalField("data", valueText),
+    optionalField("metadata", valueText),
+    optionalField("traceparent", callField(traceText, oddString)),
+    optionalField("baggage", callField(fc.string({ maxLength: 40 }).map(quote), oddString)),
+    optionalField("action", callField(actionText, valueText)),
+    optionalField("timeout_ms", callField(timeoutText, numberText)),
+    optionalField("namespace", callField(namespaceText, oddString)),
+  ]);
+  const result = fields(callType("invocationresult"), [
+    requiredField("invocation_id", callField(uuid.map(quote), boundedText(1, 128))),
+    requiredField("function_id", callField(fc.string({ maxLength: 40 }).map(quote), oddString)),
+    optionalField("result", valueText),
+    optionalField("error", callField(errorText, valueText)),
+    optionalField("traceparent", callField(traceText, oddString)),
+    optionalField("baggage", callField(fc.string({ maxLength: 40 }).map(quote), oddString)),
+  ]);
+  return fc.oneof({ weight: 3, arbitrary: invoke }, { weight: 2, arbitrary: result });
+}
+
 // ------------------------------------------------------------------ HTTP requests
 
 export interface FuzzRequest {

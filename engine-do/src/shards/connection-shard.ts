@@ -18,7 +18,7 @@ import {
 } from "@iii-edge/protocol";
 import { z } from "zod";
 import { CLIENT_IP_HEADER, WS_PROTOCOL_HEADER, grantOf } from "../auth.ts";
-import type { Log } from "../core/ports.ts";
+import type { Clock, Log, Timers } from "../core/ports.ts";
 import { BatchSender, frameSize } from "./batch-sender.ts";
 import { DirectCalls } from "./direct-calls.ts";
 
@@ -40,6 +40,10 @@ export interface ConnectionShardOptions {
   catalog(): CatalogPeer;
   shard(name: string): ShardPeer;
   log: Log;
+  /** The object's clock, timers and ids (the engine core's ports): the direct calls' deadlines. */
+  clock: Clock;
+  timers: Timers;
+  newId(): string;
   /** The deadline of a call that names none (INVOKE_TIMEOUT_MS, as the catalog's core has it). */
   defaultInvokeTimeoutMs?: number;
 }
@@ -112,6 +116,7 @@ export class ConnectionShard {
         viaCatalog: (w, raw) => this.toCatalog(w, raw),
         socketOf: (w) => this.socketOf(w),
       },
+      { clock: opts.clock, timers: opts.timers, newId: opts.newId },
       opts.defaultInvokeTimeoutMs,
     );
   }

@@ -27,6 +27,8 @@ import {
   isRecord,
 } from "@iii-edge/protocol";
 import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "../core/bounds.ts";
+import { Deadlines } from "../core/deadlines.ts";
+import type { Clock, Timers } from "../core/ports.ts";
 import { CONTROL_FRAMES, SocketBudget } from "../core/socket-budget.ts";
 import { shardOf } from "./config.ts";
 
@@ -59,15 +61,32 @@ export interface DirectPeers {
   socketOf(workerId: string): WebSocket | undefined;
 }
 
+/** The object's clock, timers and ids (the engine core's ports, core/ports.ts). */
+export interface DirectCallPorts {
+  clock: Clock;
+  timers: Timers;
+  newId(): string;
+}
+
 interface Pending {
   workerId: string;
   resolve(o: CallOutcome): void;
-  timer: ReturnType<typeof setTimeout>;
 }
+
+const timeoutOutcome = (functionId: string, ms: number): CallOutcome => ({
+  ok: false,
+  error: { code: "timeout", message: `${functionId} did not answer within ${ms} ms` },
+});
 
 export class DirectCalls {
   private readonly peers: DirectPeers;
+  private readonly ports: DirectCallPorts;
   private readonly defaultTimeoutMs: number;
+  /** Every deadline of this shard's direct calls, both sides, under one timer (core/deadlines.ts):
+   * workerd caps an isolate's active timers, and a timer per call cost ~9 % of a routed call. */
+  private readonly deadlines: Deadlines;
+  /** Names the caller side's deadlines: a caller picks its own invocation ids, and may repeat one. */
+  private callSeq = 0;
   /** Caller side: the grant of each socket on this shard (from the front door, or its attachment). */
   readonly grants = new Map<string, Grant>();
   private readonly routes = new Map<string, { route: ShardRoute; until: number }>();
@@ -80,9 +99,16 @@ export class DirectCalls {
   /** Function ids each worker here unregistered (since this object woke): routes to them are stale. */
   private readonly letGo = new Map<string, Set<string>>();
 
-  constructor(peers: DirectPeers, defaultTimeoutMs = DEFAULT_INVOKE_TIMEOUT_MS) {
+  constructor(peers: DirectPeers, ports: DirectCallPorts, defaultTimeoutMs = DEFAULT_INVOKE_TIMEOUT_MS) {
     this.peers = peers;
+    this.ports = ports;
     this.defaultTimeoutMs = defaultTimeoutMs;
+    this.deadlines = new Deadlines(ports.timers, ports.clock);
+  }
+
+  /** Deadlines armed (caller and target side): none once every call has ended. */
+  get openDeadlines(): number {
+    return this.deadlines.size;
   }
 
   // ---------------------------------------------------------------- caller side
@@ -96,7 +122,7 @@ export class DirectCalls {
         .route(functionId)
         .then((route) => {
           if (this.routes.size >= MAX_ROUTES) this.routes.clear();
-          this.routes.set(functionId, { route, until: Date.now() + (route ? ROUTE_TTL_MS : NO_ROUTE_TTL_MS) });
+          this.routes.set(functionId, { route, until: this.ports.clock.now() + (route ? ROUTE_TTL_MS : NO_ROUTE_TTL_MS) });
         })
         .catch(() => {})
         .finally(() => this.lookups.delete(functionId));
@@ -119,7 +145,7 @@ export class DirectCalls {
     if (!ids) return false;
     const grant = this.grants.get(workerId);
     if (!grant) return false;
-    const now = Date.now();
+    const now = this.ports.clock.now();
     const route = this.routeFor(ids.function_id, now);
     if (!route) return false;
     let budget = this.budgets.get(workerId);
@@ -144,30 +170,28 @@ export class DirectCalls {
     if (f.traceparent) req.traceparent = f.traceparent;
     if (f.baggage) req.baggage = f.baggage;
     this.openByCaller.set(workerId, (this.openByCaller.get(workerId) ?? 0) + 1);
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const deadline = new Promise<CallOutcome>((resolve) => {
-      timer = setTimeout(
-        () => resolve({ ok: false, error: { code: "timeout", message: `${f.function_id} did not answer within ${timeoutMs} ms` } }),
-        timeoutMs,
-      );
-    });
+    const invocationId = f.invocation_id;
+    const key = `call:${++this.callSeq}`;
+    let ended = false;
+    // The first of the answer and the deadline ends the call; the other is ignored.
+    const end = (outcome: ShardInvokeOutcome): void => {
+      if (ended) return;
+      ended = true;
+      this.deadlines.cancel(key);
+      const left = (this.openByCaller.get(workerId) ?? 1) - 1;
+      if (left > 0) this.openByCaller.set(workerId, left);
+      else this.openByCaller.delete(workerId);
+      if ("stale" in outcome) {
+        this.routes.delete(f.function_id);
+        this.peers.viaCatalog(workerId, raw);
+        return;
+      }
+      this.reply(workerId, invocationId, f.function_id, outcome, f);
+    };
+    this.deadlines.add(key, now + timeoutMs, () => end(timeoutOutcome(f.function_id, timeoutMs)));
     const call: Promise<ShardInvokeOutcome> =
       route.shard === this.peers.name ? this.invokeHere(req) : this.peers.invokeOn(route.shard, req);
-    const invocationId = f.invocation_id;
-    void Promise.race([call, deadline])
-      .catch((): ShardInvokeOutcome => ({ stale: true }))
-      .then((outcome) => {
-        if (timer !== undefined) clearTimeout(timer);
-        const left = (this.openByCaller.get(workerId) ?? 1) - 1;
-        if (left > 0) this.openByCaller.set(workerId, left);
-        else this.openByCaller.delete(workerId);
-        if ("stale" in outcome) {
-          this.routes.delete(f.function_id);
-          this.peers.viaCatalog(workerId, raw);
-          return;
-        }
-        this.reply(workerId, invocationId, f.function_id, outcome, f);
-      });
+    call.then(end, () => end({ stale: true }));
     return true;
   }
 
@@ -231,7 +255,7 @@ export class DirectCalls {
     // At the bound, the catalog answers (too_many_calls, with its own count of the target's calls).
     const open = this.openByTarget.get(req.worker_id) ?? 0;
     if (open >= MAX_OPEN_CALLS_PER_TARGET) return Promise.resolve({ stale: true });
-    const invocationId = crypto.randomUUID();
+    const invocationId = this.ports.newId();
     const frame: EngineFrame = {
       type: "invokefunction",
       invocation_id: invocationId,
@@ -244,15 +268,10 @@ export class DirectCalls {
     const text = JSON.stringify(frame);
     if (byteSize(text) > MAX_FRAME_BYTES) return Promise.resolve({ stale: true });
     return new Promise<CallOutcome>((resolve) => {
-      const timer = setTimeout(
-        () =>
-          this.settle(invocationId, {
-            ok: false,
-            error: { code: "timeout", message: `${req.function_id} did not answer within ${req.timeout_ms} ms` },
-          }),
-        req.timeout_ms + TARGET_DEADLINE_SLACK_MS,
+      this.deadlines.add(`target:${invocationId}`, this.ports.clock.now() + req.timeout_ms + TARGET_DEADLINE_SLACK_MS, () =>
+        this.settle(invocationId, timeoutOutcome(req.function_id, req.timeout_ms)),
       );
-      this.pending.set(invocationId, { workerId: req.worker_id, resolve, timer });
+      this.pending.set(invocationId, { workerId: req.worker_id, resolve });
       this.openByTarget.set(req.worker_id, open + 1);
       try {
         ws.send(text);
@@ -266,7 +285,7 @@ export class DirectCalls {
     const p = this.pending.get(invocationId);
     if (!p) return;
     this.pending.delete(invocationId);
-    clearTimeout(p.timer);
+    this.deadlines.cancel(`target:${invocationId}`);
     const left = (this.openByTarget.get(p.workerId) ?? 1) - 1;
     if (left > 0) this.openByTarget.set(p.workerId, left);
     else this.openByTarget.delete(p.workerId);
