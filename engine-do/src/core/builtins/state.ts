@@ -49,15 +49,6 @@ export function installState(
   quota: StateQuota = { keys: MAX_STATE_KEYS_PER_PRINCIPAL, bytes: MAX_STATE_BYTES_PER_PRINCIPAL },
 ): void {
   const { sql } = core.ports;
-  sql.exec("CREATE TABLE IF NOT EXISTS state (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (scope, key))");
-  // Who each value counts for (the principal that last wrote it; NULL: a trusted caller, or written
-  // before quotas existed) and what it costs: added to older objects' tables on wake.
-  const columns = new Set(sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('state')").map((c) => c.name));
-  if (!columns.has("principal")) sql.exec("ALTER TABLE state ADD COLUMN principal TEXT");
-  if (!columns.has("charge")) sql.exec("ALTER TABLE state ADD COLUMN charge INTEGER");
-  // What each principal holds, kept in the same transaction as every write and delete: a quota check
-  // is one row read, and it survives eviction and hibernation with the values themselves.
-  sql.exec("CREATE TABLE IF NOT EXISTS state_quota (principal TEXT PRIMARY KEY, keys INTEGER NOT NULL, bytes INTEGER NOT NULL)");
 
   const read = (scope: string, key: string): unknown => {
     const row = sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? AND key = ?", scope, key)[0];
