@@ -2,7 +2,7 @@
 // `state::update` with `expected` (atomic in the engine: of two writers that read the same value,
 // exactly one wins and the other gets `state_conflict`). Nothing is held in memory between calls,
 // so a worker using these runs as many copies as it likes.
-import { errorCode, IIIError } from "@iii-edge/protocol";
+import { errorCode, formatIssues, IIIError } from "@iii-edge/protocol";
 import type { z } from "zod";
 import type { Trigger } from "./worker.ts";
 
@@ -28,7 +28,7 @@ export interface StateCallOptions {
 
 /** A stored value is not what its schema says: a broken record, reported, never silently reset. */
 function unreadable(ref: StateRef, error: z.ZodError): IIIError {
-  return new IIIError("invalid_state", `${ref.scope}/${ref.key} is unreadable: ${error.issues[0]?.message ?? "bad shape"}`);
+  return new IIIError("invalid_state", `${ref.scope}/${ref.key} is unreadable: ${formatIssues(error)}`);
 }
 
 function getRaw(call: Trigger, ref: StateRef, opts: StateCallOptions): Promise<unknown> {

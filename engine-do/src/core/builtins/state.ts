@@ -17,6 +17,7 @@ import {
   type StateSetOutput,
   type StateTriggerPayload,
   type StateUpdateOutput,
+  formatIssues,
 } from "@iii-edge/protocol";
 import type { CallContext, EngineApi, EnqueueRequest } from "../api.ts";
 import { MAX_STATE_BYTES_PER_PRINCIPAL, MAX_STATE_KEYS_PER_PRINCIPAL, type StateQuota } from "../bounds.ts";
@@ -263,7 +264,7 @@ export function installState(
     description: "Fires on state:created, state:updated and state:deleted, optionally filtered by scope and key",
     validate(config) {
       const r = stateTriggerConfig.safeParse(config);
-      return r.success ? undefined : `invalid config: ${r.error.issues[0]?.message ?? "bad shape"}`;
+      return r.success ? undefined : `invalid config: ${formatIssues(r.error)}`;
     },
   });
 }
