@@ -14,6 +14,7 @@ import {
   type ErrorBody,
   type EngineRpc,
   type RpcTriggerRequest,
+  formatIssues,
 } from "@iii-edge/protocol";
 import { CLIENT_IP_HEADER, WS_PROTOCOL_HEADER, grantOf } from "./auth.ts";
 import { rbacSessionOf } from "./rbac.ts";
@@ -501,12 +502,11 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       return { ok: false, error: { code: "unauthorized", message: "malformed grant" } };
     const parsed = rpcTriggerRequest.safeParse(sent);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
       return {
         ok: false,
         error: {
           code: "invalid_frame",
-          message: `trigger: ${issue?.path.map(String).join(".") || "request"}: ${issue?.message ?? "invalid"}`,
+          message: `trigger: ${formatIssues(parsed.error, { root: "request" })}`,
         },
       };
     }

@@ -3,7 +3,7 @@
 // HTTP API; everything else is HTTP-trigger routes or the demo app's assets.
 import { Hono, type Context } from "hono";
 import { z } from "zod";
-import { MAX_FRAME_BYTES, rpcTriggerRequest, type EngineRpc } from "@iii-edge/protocol";
+import { MAX_FRAME_BYTES, rpcTriggerRequest, type EngineRpc, formatIssues } from "@iii-edge/protocol";
 import { authMode, authenticateRequest, foreignOriginRefusal, isLocalClient, nonJsonBodyRefusal, withGrant } from "./auth.ts";
 import { Engine } from "./engine-object.ts";
 import { relayReader } from "./channel-sockets.ts";
@@ -142,9 +142,7 @@ const invoke = async (c: Context<AppEnv>, pathNamespace: string | undefined): Pr
   }
   const parsed = invokeBody.safeParse(json);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const where = issue ? `${issue.path.length ? `${issue.path.map(String).join(".")}: ` : ""}${issue.message}` : "invalid";
-    return errorJson(c, 400, "invalid_arguments", `body must be ${INVOKE_SHAPE} (${where})`);
+    return errorJson(c, 400, "invalid_arguments", `body must be ${INVOKE_SHAPE} (${formatIssues(parsed.error)})`);
   }
   const b = parsed.data;
   if (pathNamespace !== undefined && b.namespace !== undefined && b.namespace !== pathNamespace) {

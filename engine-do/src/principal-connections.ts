@@ -9,6 +9,7 @@
 // (`Engine.liveConnections`) and the gone ones are dropped. That costs nothing below the cap and one
 // RPC per holding object at it, at most once per PROBE_INTERVAL_MS.
 import { DurableObject } from "cloudflare:workers";
+import { migrate, PRINCIPAL_CONNECTIONS_MIGRATIONS } from "./core/schema.ts";
 
 /** A refused reservation re-checks the holders at most this often: a client hammering a full quota
  * must not turn every attempt into RPCs to every namespace it holds sockets in. */
@@ -27,8 +28,9 @@ export class PrincipalConnections extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ctx.storage.sql.exec(
-      "CREATE TABLE IF NOT EXISTS leases (object TEXT NOT NULL, id TEXT NOT NULL, since INTEGER NOT NULL, PRIMARY KEY (object, id))",
+    migrate(
+      { exec: (q, ...b) => ctx.storage.sql.exec(q, ...b).toArray() as never, transaction: (fn) => ctx.storage.transactionSync(fn) },
+      PRINCIPAL_CONNECTIONS_MIGRATIONS,
     );
   }
 

@@ -19,6 +19,7 @@ import {
   type RbacAuthInput,
   type RbacConfig,
   type RbacSession,
+  formatIssues,
 } from "@iii-edge/protocol";
 import { INTERNAL_HEADER_PREFIX, authenticateRequest, withGrant } from "./auth.ts";
 import { connectionShards } from "./shards/config.ts";
@@ -40,9 +41,7 @@ export function rbacConfigOf(env: { RBAC?: string }): RbacConfig | { error: stri
   let config: RbacConfig | { error: string };
   try {
     const parsed = rbacConfigSchema.safeParse(JSON.parse(raw));
-    config = parsed.success
-      ? parsed.data
-      : { error: parsed.error.issues.map((i) => `${i.path.join(".") || "RBAC"}: ${i.message}`).join("; ") };
+    config = parsed.success ? parsed.data : { error: formatIssues(parsed.error, { all: true, root: "RBAC" }) };
   } catch (e) {
     config = { error: `RBAC is not JSON: ${e instanceof Error ? e.message : String(e)}` };
   }
@@ -106,12 +105,11 @@ export async function rbacUpgrade(c: Context<{ Bindings: Env }>, namespace: stri
       return refuse(c, 401, "unauthorized", `refused by the auth function ${config.auth_function_id}: ${out.error.message.slice(0, 300)}`);
     const answer = rbacAuthResult.safeParse(out.result);
     if (!answer.success) {
-      const issue = answer.error.issues[0];
       return refuse(
         c,
         401,
         "unauthorized",
-        `the auth function ${config.auth_function_id} answered something that is not an AuthResult (${issue ? `${issue.path.join(".")}: ${issue.message}` : "invalid"})`,
+        `the auth function ${config.auth_function_id} answered something that is not an AuthResult (${formatIssues(answer.error)})`,
       );
     }
     const a = answer.data;

@@ -12,3 +12,4 @@ export * from "./signature.ts";
 export * from "./streams.ts";
 export * from "./rbac.ts";
 export * from "./json.ts";
+export * from "./issues.ts";

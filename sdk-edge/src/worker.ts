@@ -10,6 +10,18 @@ import { noopTracer, type Tracer } from "./telemetry.ts";
 
 export type { Attributes, AttributeValue, LogSeverity, Span, SpanKind, SpanOptions, Tracer } from "./telemetry.ts";
 export { derivedSpanId, formatTraceparent, parseTraceparent } from "./telemetry.ts";
+export {
+  CAS_RETRIES,
+  type CasOptions,
+  type CasOutcome,
+  casState,
+  compareAndSet,
+  type CompareAndSetOptions,
+  readState,
+  STATE_CALL_TIMEOUT_MS,
+  type StateCallOptions,
+  type StateRef,
+} from "./state.ts";
 
 /** One end of an engine channel, attached (protocol/README.md §10). */
 export interface ChannelWriter {

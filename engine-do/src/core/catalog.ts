@@ -57,27 +57,6 @@ export interface WorkerRecord {
   ip?: string;
 }
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS workers (
-  worker_id TEXT PRIMARY KEY, token TEXT NOT NULL, connected_at INTEGER NOT NULL, info TEXT NOT NULL DEFAULT '{}');
-CREATE TABLE IF NOT EXISTS functions (
-  id TEXT PRIMARY KEY, kind TEXT NOT NULL, owner TEXT NOT NULL, description TEXT,
-  request_format TEXT, response_format TEXT, metadata TEXT, invocation TEXT);
-CREATE TABLE IF NOT EXISTS trigger_types (
-  id TEXT PRIMARY KEY, owner TEXT NOT NULL, description TEXT, trigger_request_format TEXT, call_request_format TEXT);
-CREATE TABLE IF NOT EXISTS triggers (
-  id TEXT PRIMARY KEY, trigger_type TEXT NOT NULL, function_id TEXT NOT NULL, config TEXT,
-  metadata TEXT, owner TEXT, status TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS triggers_by_type ON triggers (trigger_type);
-`;
-/** Columns added after the first release: added to older objects' tables on wake. */
-const ADDED_COLUMNS: [table: string, column: string][] = [
-  ["workers", "grant_json TEXT"],
-  ["workers", "ip TEXT"],
-  ["triggers", "principal TEXT"],
-  ["triggers", "durable INTEGER"],
-];
-
 const enc = (v: unknown): SqlValue => (v === undefined ? null : JSON.stringify(v));
 function dec<T>(v: SqlValue | undefined): T | undefined {
   return typeof v === "string" ? (JSON.parse(v) as T) : undefined;
@@ -164,15 +143,6 @@ export class Catalog {
 
   constructor(sql: Sql) {
     this.sql = sql;
-    for (const stmt of SCHEMA.split(";")
-      .map((s) => s.trim())
-      .filter(Boolean))
-      sql.exec(stmt);
-    for (const [table, column] of ADDED_COLUMNS) {
-      const name = column.split(" ")[0]!;
-      const has = sql.exec<{ name: string }>(`SELECT name FROM pragma_table_info('${table}')`).some((c) => c.name === name);
-      if (!has) sql.exec(`ALTER TABLE ${table} ADD COLUMN ${column}`);
-    }
     this.load();
   }
 

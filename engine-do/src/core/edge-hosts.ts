@@ -2,7 +2,14 @@
 // over its service binding is another Worker's output, so it is parsed with protocol's schemas
 // (edge-host.ts) before the core trusts it, never cast. And the engine's side of them
 // (`EdgeHostSync`): each host's manifest synced into the catalog, and a call to one of its functions.
-import { edgeInvokeResponse, edgeManifest, type EdgeHost, type EdgeInvokeRequest } from "@iii-edge/protocol";
+import {
+  edgeInvokeResponse,
+  edgeManifest,
+  type EdgeHost,
+  type EdgeInvokeRequest,
+  formatIssues,
+  type SchemaIssues,
+} from "@iii-edge/protocol";
 import type { CallRequest, EngineBindings } from "./api.ts";
 import type { Catalog, FunctionRecord } from "./catalog.ts";
 import type { CallOutcome, EnginePorts } from "./ports.ts";
@@ -13,10 +20,7 @@ export interface EdgeHostBinding {
   iiiInvoke(req: EdgeInvokeRequest): Promise<unknown>;
 }
 
-const problem = (issues: readonly { path: readonly PropertyKey[]; message: string }[]) => {
-  const issue = issues[0];
-  return `${issue?.path.map(String).join(".") || "answer"}: ${issue?.message ?? "invalid"}`;
-};
+const problem = (error: SchemaIssues) => formatIssues(error, { root: "answer" });
 
 /** The port over host `name`: a malformed manifest rejects (the engine logs it and keeps the host's
  * previous functions); a malformed answer to a call ends the call with `invocation_failed`. */
@@ -24,7 +28,7 @@ export function edgeHostPort(name: string, binding: EdgeHostBinding): EdgeHost {
   return {
     async iiiManifest() {
       const m = edgeManifest.safeParse(await binding.iiiManifest());
-      if (!m.success) throw new Error(`edge host ${name} sent a malformed manifest: ${problem(m.error.issues)}`);
+      if (!m.success) throw new Error(`edge host ${name} sent a malformed manifest: ${problem(m.error)}`);
       return m.data;
     },
     async iiiInvoke(req) {
@@ -33,7 +37,7 @@ export function edgeHostPort(name: string, binding: EdgeHostBinding): EdgeHost {
       return {
         error: {
           code: "invocation_failed",
-          message: `edge host ${name} answered ${req.function_id} malformed: ${problem(r.error.issues)}`,
+          message: `edge host ${name} answered ${req.function_id} malformed: ${problem(r.error)}`,
         },
       };
     },

@@ -37,6 +37,7 @@ import {
   isRecord,
 } from "@iii-edge/protocol";
 import { AdmissionControl } from "./admission.ts";
+import { migrate } from "./schema.ts";
 import type {
   AlarmClient,
   BuiltinFunction,
@@ -152,6 +153,8 @@ export class EngineCore implements EngineApi {
     this.ports = ports;
     this.defaultInvokeTimeoutMs = opts.defaultInvokeTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
     this.telemetry = new Telemetry(ports, opts.telemetry ?? { vars: { TRACING: "off" } });
+    // Before any feature reads a table: the schema is brought to the current version here, once.
+    migrate(ports.sql);
     this.catalog = new Catalog(ports.sql);
     this.catalog.onTriggersChanged = () => this.discoveryMaybeChanged();
     this.invocations = new Invocations(ports, () => this.rearmAlarm(), opts.openCalls);

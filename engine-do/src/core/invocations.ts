@@ -80,9 +80,6 @@ export class Invocations implements AlarmClient {
     this.limits = limits;
     this.rearmAlarm = rearmAlarm;
     this.deadlines = new Deadlines(ports.timers, ports.clock);
-    ports.sql.exec(
-      "CREATE TABLE IF NOT EXISTS routed_calls (id TEXT PRIMARY KEY, function_id TEXT NOT NULL, target TEXT NOT NULL, caller TEXT NOT NULL, deadline INTEGER NOT NULL, traceparent TEXT, baggage TEXT)",
-    );
   }
 
   // ---------------------------------------------------------------- the alarm (persisted calls)

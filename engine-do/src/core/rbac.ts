@@ -80,8 +80,6 @@ export class RbacConnections {
 
   constructor(ports: EnginePorts) {
     this.ports = ports;
-    ports.sql.exec("CREATE TABLE IF NOT EXISTS rbac_sessions (worker_id TEXT PRIMARY KEY, session TEXT NOT NULL)");
-    ports.sql.exec("CREATE TABLE IF NOT EXISTS rbac_names (function_id TEXT PRIMARY KEY, worker_id TEXT NOT NULL, local_id TEXT NOT NULL)");
     for (const r of ports.sql.exec<{ worker_id: string; session: string }>("SELECT worker_id, session FROM rbac_sessions")) {
       // A row that no longer parses still governs its connection: by allowing nothing.
       const s = rbacSessionSchema.safeParse(parseJson(r.session));

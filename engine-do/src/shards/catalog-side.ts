@@ -110,7 +110,6 @@ export class CatalogShards {
   constructor(opts: CatalogShardsOptions) {
     this.opts = opts;
     this.log = opts.core.ports.log;
-    opts.sql.exec("CREATE TABLE IF NOT EXISTS shard_conns (worker_id TEXT PRIMARY KEY, shard TEXT NOT NULL)");
   }
 
   peer(shard: string): ShardPeer {

@@ -2,7 +2,7 @@
 // rollover, the check's order, holds, records with their alerts, resets, views and the forecast. No
 // I/O here: ./store.ts runs these inside its compare-and-set loop, so whatever they decide is
 // written only if nobody else changed the budget in between.
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, formatIssues } from "@iii-edge/protocol";
 import {
   BUDGET_EXEMPTION_MS,
   BUDGET_HOLD_TTL_MS,
@@ -117,11 +117,7 @@ const storedBudget = z.object({
 export function parseBudget(raw: unknown, id: string): BudgetRecord | undefined {
   if (raw === undefined || raw === null) return undefined;
   const r = storedBudget.safeParse(raw);
-  if (!r.success)
-    throw new IIIError(
-      "budget_unreadable",
-      `budget ${id}: the stored row is not a budget (${r.error.issues[0]?.path.join(".") ?? ""} ${r.error.issues[0]?.message ?? ""})`,
-    );
+  if (!r.success) throw new IIIError("budget_unreadable", `budget ${id}: the stored row is not a budget (${formatIssues(r.error)})`);
   return r.data;
 }
 export const parseLogEntry = (raw: unknown): StoredLogEntry | undefined => {

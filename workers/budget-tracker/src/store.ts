@@ -1,24 +1,20 @@
 // The budgets in engine state (scope `budgets`, key `budget:<id>`) and their spend logs (scope
-// `budget_spend_log:<id>`). Every change is read → decide (./ledger.ts) → `state::update` with
-// `expected` = the value read; a `state_conflict` (another copy of this worker, or another call of
-// this one, changed the budget in between) re-reads and decides again. Nothing is held in memory
+// `budget_spend_log:<id>`). Every change is read → decide (./ledger.ts) → compare-and-set (the
+// worker kit's casState); a `state_conflict` (another copy of this worker, or another call of this
+// one, changed the budget in between) re-reads and decides again. Nothing is held in memory
 // between calls, so the worker can run as many copies as it likes.
-import { IIIError, errorCode } from "@iii-edge/protocol";
+import { IIIError } from "@iii-edge/protocol";
 import { BUDGETS_SCOPE, budgetSpendLogScope } from "@iii-edge/protocol/harness";
 import { parseBudget, parseLogEntry, rollTo, type BudgetRecord, type StoredLogEntry } from "./ledger.ts";
-import type { Trigger } from "@iii-edge/sdk-edge/worker";
+import { casState, compareAndSet, type Trigger } from "@iii-edge/sdk-edge/worker";
 
 export type { Trigger };
 export type Clock = () => number;
 
 /** Compare-and-set attempts per change: every attempt that loses means another write on the same
  * budget committed, so this many losses in a row takes that many concurrent writers (50 parallel
- * records in the tests finish well inside it, thanks to the jittered backoff). */
+ * records in the tests finish well inside it, thanks to the kit's jittered backoff). */
 export const CAS_MAX_ATTEMPTS = 200;
-/** Backoff between attempts: a random wait up to min(BASE × 2^attempt, CAP) spreads writers that
- * collided, so they do not collide again in lockstep. */
-export const CAS_BACKOFF_BASE_MS = 1;
-export const CAS_BACKOFF_CAP_MS = 20;
 /** State reads and writes of one budget: small local rows. */
 export const STATE_TIMEOUT_MS = 10_000;
 /** Rows one `state::list` page asks for. */
@@ -26,7 +22,6 @@ export const LIST_PAGE = 500;
 
 export const budgetKey = (id: string): string => `budget:${id}`;
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** The JSON a value becomes once stored: what the next compare-and-set must expect. */
 const asStored = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
@@ -66,13 +61,10 @@ export class BudgetStore {
 
   /** Write a new budget; false when the id is taken. */
   async create(rec: BudgetRecord): Promise<boolean> {
-    try {
-      await this.cas(rec.id, rec, null);
-      return true;
-    } catch (e) {
-      if (errorCode(e) === "state_conflict") return false;
-      throw e;
-    }
+    const w = await compareAndSet(this.trigger, { scope: BUDGETS_SCOPE, key: budgetKey(rec.id) }, asStored(rec), null, {
+      timeoutMs: STATE_TIMEOUT_MS,
+    });
+    return w.written;
   }
 
   /**
@@ -81,37 +73,44 @@ export class BudgetStore {
    * (`decide` runs again on the fresh row, so it must not have effects of its own).
    */
   async change<T>(id: string, decide: (rec: BudgetRecord, now: number) => Change<T>, firstRead?: Promise<unknown>): Promise<T> {
-    for (let attempt = 0; attempt < CAS_MAX_ATTEMPTS; attempt++) {
-      // `firstRead`: the row fetched by the caller alongside its other reads (one round trip less).
-      const raw = attempt === 0 && firstRead ? await firstRead : await this.readRaw(id);
-      const stored = parseBudget(raw, id);
-      if (!stored) throw notFound(id);
-      const now = this.clock();
-      const rolled = rollTo(stored, now);
-      const { next, out } = decide(rolled.rec, now);
-      const write = next ?? (rolled.changed ? rolled.rec : undefined);
-      if (!write) return out;
-      write.updated_at = now;
-      // The window this write replaces as `last_closed` is archived first (the same content as
-      // when it closed, so a repeat is harmless): a crash between a close and its log write is
-      // repaired by the next close at the latest.
-      if (stored.last_closed && stored.last_closed.log_key !== write.last_closed?.log_key) await this.writeLog(stored.last_closed);
-      try {
-        await this.cas(id, write, raw);
-      } catch (e) {
-        if (errorCode(e) !== "state_conflict") throw e;
-        await sleep(Math.random() * Math.min(CAS_BACKOFF_CAP_MS, CAS_BACKOFF_BASE_MS * 2 ** attempt));
-        continue;
-      }
-      if (write.last_closed && write.last_closed.log_key !== stored.last_closed?.log_key) {
-        // Only the write that closed the window gets here, with its final content.
-        await this.writeLog(write.last_closed).catch((e: unknown) =>
-          console.warn(`budget-tracker: spend log of ${id} (${write.last_closed?.log_key}) not written yet: ${String(e)}`),
-        );
-      }
-      return out;
+    // What the last attempt read, decided and wrote: after casState returns, the winning one.
+    let out!: T;
+    let stored!: BudgetRecord;
+    const w = await casState<unknown>(
+      this.trigger,
+      { scope: BUDGETS_SCOPE, key: budgetKey(id) },
+      async (raw) => {
+        const parsed = parseBudget(raw, id);
+        if (!parsed) throw notFound(id);
+        stored = parsed;
+        const now = this.clock();
+        const rolled = rollTo(stored, now);
+        const decided = decide(rolled.rec, now);
+        out = decided.out;
+        const write = decided.next ?? (rolled.changed ? rolled.rec : undefined);
+        if (!write) return undefined;
+        write.updated_at = now;
+        // The window this write replaces as `last_closed` is archived first (the same content as
+        // when it closed, so a repeat is harmless): a crash between a close and its log write is
+        // repaired by the next close at the latest.
+        if (stored.last_closed && stored.last_closed.log_key !== write.last_closed?.log_key) await this.writeLog(stored.last_closed);
+        return write;
+      },
+      {
+        retries: CAS_MAX_ATTEMPTS - 1,
+        timeoutMs: STATE_TIMEOUT_MS,
+        ...(firstRead ? { firstRead } : {}),
+        giveUp: () => new IIIError("budget_busy", `budget ${id}: ${CAS_MAX_ATTEMPTS} concurrent writes in a row won the race; try again`),
+      },
+    );
+    const write = w.written ? (w.value as BudgetRecord) : undefined;
+    if (write?.last_closed && write.last_closed.log_key !== stored.last_closed?.log_key) {
+      // Only the write that closed the window gets here, with its final content.
+      await this.writeLog(write.last_closed).catch((e: unknown) =>
+        console.warn(`budget-tracker: spend log of ${id} (${write.last_closed?.log_key}) not written yet: ${String(e)}`),
+      );
     }
-    throw new IIIError("budget_busy", `budget ${id}: ${CAS_MAX_ATTEMPTS} concurrent writes in a row won the race; try again`);
+    return out;
   }
 
   async delete(id: string): Promise<boolean> {
@@ -121,19 +120,6 @@ export class BudgetStore {
       timeoutMs: STATE_TIMEOUT_MS,
     });
     return old !== undefined && old !== null;
-  }
-
-  private async cas(id: string, value: BudgetRecord, expected: unknown): Promise<void> {
-    await this.trigger({
-      function_id: "state::update",
-      payload: {
-        scope: BUDGETS_SCOPE,
-        key: budgetKey(id),
-        ops: [{ type: "set", path: "", value: asStored(value) }],
-        expected: expected ?? null,
-      },
-      timeoutMs: STATE_TIMEOUT_MS,
-    });
   }
 
   async writeLog(entry: StoredLogEntry): Promise<void> {

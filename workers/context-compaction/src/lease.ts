@@ -3,7 +3,8 @@
 // compare-and-set — `state::update` with `expected` is atomic in the engine, so of two takers
 // exactly one wins (no read-then-restore dance is needed). A lease older than LEASE_TTL_MS is dead
 // (its holder crashed) and may be taken over; release only clears our own value.
-import { call, errorCode, type Trigger } from "./calls.ts";
+import { compareAndSet } from "@iii-edge/sdk-edge/worker";
+import { call, STORAGE_TIMEOUT_MS, type Trigger } from "./calls.ts";
 
 export const COMPACTION_LEASE_SCOPE = "compaction_lease";
 export const PRUNE_LEASE_SCOPE = "prune_lease";
@@ -41,19 +42,14 @@ export async function tryLease(trigger: Trigger, scope: string, sid: string, dep
   const current = await call<unknown>(trigger, "state::get", { scope, key: sid });
   if (isLive(current, now)) return undefined;
   const mine: LeaseValue = { nonce: (deps.nonce ?? (() => crypto.randomUUID()))(), ts: now };
-  try {
-    await call(trigger, "state::update", { scope, key: sid, ops: [{ type: "set", path: "", value: mine }], expected: current ?? null });
-  } catch (e) {
-    if (errorCode(e) === "state_conflict") return undefined;
-    throw e;
-  }
+  const ref = { scope, key: sid };
+  if (!(await compareAndSet(trigger, ref, mine, current, { timeoutMs: STORAGE_TIMEOUT_MS })).written) return undefined;
   return {
     async release() {
-      try {
-        await call(trigger, "state::update", { scope, key: sid, ops: [{ type: "set", path: "", value: null }], expected: mine });
-      } catch (e) {
-        if (errorCode(e) !== "state_conflict") console.warn(`context-compaction: releasing ${scope}/${sid} failed: ${String(e)}`);
-      }
+      // Lost: someone took it over after it went stale, and it is theirs now.
+      await compareAndSet(trigger, ref, null, mine, { timeoutMs: STORAGE_TIMEOUT_MS }).catch((e: unknown) =>
+        console.warn(`context-compaction: releasing ${scope}/${sid} failed: ${String(e)}`),
+      );
     },
   };
 }

@@ -3,7 +3,7 @@
 // failure maps onto a status a client can act on.
 import { EXPORT_FORMATS, runStartRequest } from "@iii-edge/protocol/harness";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
-import { isRecord, errorCode } from "@iii-edge/protocol";
+import { isRecord, errorCode, formatIssues } from "@iii-edge/protocol";
 
 export interface HttpEnvelope {
   status_code: number;
@@ -167,7 +167,7 @@ function pathSession(req: HttpRequest): { ok: true; value: string } | { ok: fals
   const parsed = runStartRequest.shape.session_id.safeParse(req.path_params.session_id);
   return parsed.success
     ? { ok: true, value: parsed.data }
-    : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${parsed.error.issues.map((i) => i.message).join("; ")}`) };
+    : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${formatIssues(parsed.error, { all: true })}`) };
 }
 
 /** A JSON object body, or none at all (a bare POST) as `{}`. */

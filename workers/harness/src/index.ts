@@ -14,7 +14,16 @@ import {
   type SessionsChanged,
   type TurnStateView,
 } from "@iii-edge/protocol/harness";
-import { CALLER_PRINCIPAL_KEY, IIIError, principalOf, seesAllSessions, type CallerPrincipal, isRecord } from "@iii-edge/protocol";
+import {
+  CALLER_PRINCIPAL_KEY,
+  IIIError,
+  principalOf,
+  seesAllSessions,
+  type CallerPrincipal,
+  isRecord,
+  formatIssues,
+  type SchemaIssues,
+} from "@iii-edge/protocol";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { mergeBaggage } from "./baggage.ts";
@@ -59,8 +68,7 @@ export const MAX_STEER_TEXT_CHARS = 200_000;
 type Ctx = InvocationContext;
 
 const sessionIdSchema = runStartRequest.shape.session_id;
-const issues = (error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] }) =>
-  error.issues.map((i) => (i.path.length ? `${i.path.map(String).join(".")}: ${i.message}` : i.message)).join("; ");
+const issues = (error: SchemaIssues) => formatIssues(error, { all: true });
 
 /**
  * The handler's context acting for `principal`: every object payload it sends names the principal

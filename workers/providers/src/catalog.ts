@@ -2,6 +2,7 @@
 // JSON) and under models registered at runtime (engine state scope `models`, key
 // `<provider>:<id>`). A model missing from all three is "capabilities unknown" — callers fail open:
 // a new model works before anyone lists it, it only loses the checks its entry would allow.
+import { formatIssues } from "@iii-edge/protocol";
 import { MODELS_SCOPE, modelOverrideSchema, modelSchema, type Model, type ModelCapability } from "@iii-edge/protocol/harness";
 
 type Trigger = <I, O>(request: { function_id: string; payload?: I; timeoutMs?: number }) => Promise<O>;
@@ -241,10 +242,7 @@ export function parseOverrides(text: string | undefined): {
   raw.forEach((entry, i) => {
     const r = modelOverrideSchema.safeParse(entry);
     if (r.success) overrides.push(r.data);
-    else
-      problems.push(
-        `MODELS_OVERRIDES[${i}] ignored: ${r.error.issues[0]?.path.join(".") || "entry"} ${r.error.issues[0]?.message ?? "is invalid"}`,
-      );
+    else problems.push(`MODELS_OVERRIDES[${i}] ignored: ${formatIssues(r.error, { root: "entry" })}`);
   });
   return { overrides, problems };
 }

@@ -1,7 +1,7 @@
 // The transcript and tools as a provider receives them (docs/harness-contracts.md §4.4): checked once,
 // normalised into well-formed AgentMessages/AgentFunctions that each wire converter (openai.ts,
 // anthropic.ts) maps.
-import { isRecord } from "@iii-edge/protocol";
+import { isRecord, formatIssues } from "@iii-edge/protocol";
 import { agentMessageSchema, type AgentFunction, type AgentMessage, type ContentBlock } from "@iii-edge/protocol/harness";
 import { str } from "./adapter.ts";
 import { StreamFailure } from "./errors.ts";
@@ -38,10 +38,7 @@ export function normaliseMessages(raw: readonly unknown[]): AgentMessage[] {
   raw.forEach((m, i) => {
     const parsed = agentMessageSchema.safeParse(m);
     if (!parsed.success)
-      throw new StreamFailure(
-        "permanent",
-        `invalid request: messages[${i}] is not an AgentMessage (${parsed.error.issues[0]?.message ?? "bad shape"})`,
-      );
+      throw new StreamFailure("permanent", `invalid request: messages[${i}] is not an AgentMessage (${formatIssues(parsed.error)})`);
     const v: Loose = parsed.data;
     const timestamp = typeof v.timestamp === "number" ? v.timestamp : 0;
     switch (v.role) {

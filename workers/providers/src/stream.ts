@@ -2,7 +2,7 @@
 // credential, send the request (retrying a 429/5xx while nothing has streamed yet), decode the SSE
 // into AssistantMessageEvents written one JSON text item each, end with exactly one terminal frame,
 // close. It never throws once the channel is open: every failure becomes the terminal `error`.
-import { IIIError, isRecord } from "@iii-edge/protocol";
+import { IIIError, isRecord, formatIssues } from "@iii-edge/protocol";
 import {
   credentialSchema,
   providerStreamRequest,
@@ -231,10 +231,7 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
 
   try {
     if (!parsed.success)
-      throw new StreamFailure(
-        "permanent",
-        `invalid request: ${parsed.error.issues.map((i) => `${i.path.join(".") || "payload"}: ${i.message}`).join("; ")}`,
-      );
+      throw new StreamFailure("permanent", `invalid request: ${formatIssues(parsed.error, { all: true, root: "payload" })}`);
     const req = parsed.data;
     const messages = normaliseMessages(req.messages);
     const tools = normaliseTools(req.tools);

@@ -6,11 +6,11 @@ import { SCOPE_LINKS, SCOPE_PARENTS, STOP_TIMEOUT_MS, TASK_PREVIEW_CHARS } from 
 import { awaitingOf, call, errorText, parentRecord, readState, readTurn, subAgentLink, type Trigger } from "./records.ts";
 
 export async function listChildren(trigger: Trigger, parent: string): Promise<HarnessChildrenResponse> {
-  const rec = (await readState(trigger, SCOPE_PARENTS, parent, parentRecord)).value;
+  const rec = await readState(trigger, { scope: SCOPE_PARENTS, key: parent }, parentRecord);
   const children = await Promise.all(
     (rec?.children ?? []).map(async (c): Promise<SubAgentChildView> => {
       const [link, t] = await Promise.all([
-        readState(trigger, SCOPE_LINKS, c.child_session_id, subAgentLink).then((r) => r.value),
+        readState(trigger, { scope: SCOPE_LINKS, key: c.child_session_id }, subAgentLink),
         readTurn(trigger, c.child_session_id),
       ]);
       const task = link?.task ?? "";
@@ -33,7 +33,7 @@ export async function listChildren(trigger: Trigger, parent: string): Promise<Ha
 
 /** `turn::stop` every child not known to have ended (in parallel, each best effort). */
 export async function stopChildren(trigger: Trigger, parent: string): Promise<{ parent_session_id: string; stopped: string[] }> {
-  const rec = (await readState(trigger, SCOPE_PARENTS, parent, parentRecord)).value;
+  const rec = await readState(trigger, { scope: SCOPE_PARENTS, key: parent }, parentRecord);
   const live = (rec?.children ?? []).filter((c) => !c.ended);
   const stopped: string[] = [];
   await Promise.all(

@@ -24,9 +24,10 @@ import {
   errorText,
   isTerminalState,
   readState,
+  casOptions,
+  casState,
   readTurn,
   subAgentLink,
-  updateState,
   type SubAgentLink,
   type Trigger,
 } from "./records.ts";
@@ -48,7 +49,7 @@ export async function onChildState(trigger: Trigger, payload: unknown, now: numb
   const fire = stateFire.safeParse(payload);
   if (!fire.success || fire.data.event_type === "state:deleted") return { ok: true };
   const child = fire.data.key;
-  const link = (await readState(trigger, SCOPE_LINKS, child, subAgentLink)).value;
+  const link = await readState(trigger, { scope: SCOPE_LINKS, key: child }, subAgentLink);
   if (!link) return { ok: true };
   const t = await readTurn(trigger, child);
   if (!t) return { ok: true };
@@ -62,8 +63,11 @@ export async function onChildState(trigger: Trigger, payload: unknown, now: numb
   }
   const state = t.state;
   if (!link.ended) {
-    await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) =>
-      cur && !cur.ended ? { next: { ...cur, ended: { state, at_ms: now } }, result: undefined } : { result: undefined },
+    await casState(
+      trigger,
+      { scope: SCOPE_LINKS, key: child },
+      (cur) => (cur && !cur.ended ? { ...cur, ended: { state, at_ms: now } } : undefined),
+      casOptions(subAgentLink),
     );
   }
   notifyEnded(child);
@@ -71,9 +75,7 @@ export async function onChildState(trigger: Trigger, payload: unknown, now: numb
   await markEndedOnParent(trigger, link.parent_session_id, child);
   if (link.budget.mode === "share" && !link.budget.settled) {
     const budget = await settleChildBudget(trigger, link.budget, child);
-    await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) =>
-      cur ? { next: { ...cur, budget }, result: undefined } : { result: undefined },
-    );
+    await casState(trigger, { scope: SCOPE_LINKS, key: child }, (cur) => (cur ? { ...cur, budget } : undefined), casOptions(subAgentLink));
   }
   await unregister(trigger, link.triggers.state);
   return { ok: true, ended: true };
@@ -88,7 +90,7 @@ const mirrors = new Map<string, Mirror>();
 async function mirrorOf(trigger: Trigger, child: string): Promise<Mirror | undefined> {
   const hit = mirrors.get(child);
   if (hit) return hit;
-  const link = (await readState(trigger, SCOPE_LINKS, child, subAgentLink)).value;
+  const link = await readState(trigger, { scope: SCOPE_LINKS, key: child }, subAgentLink);
   if (!link) return undefined;
   if (mirrors.size >= LINK_CACHE_MAX) mirrors.delete(mirrors.keys().next().value as string);
   const m: Mirror = {

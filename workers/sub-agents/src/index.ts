@@ -23,7 +23,7 @@ import {
   type HarnessSpawnRequest,
   type SubAgentModelCall,
 } from "@iii-edge/protocol/harness";
-import { assertSessionAccess, IIIError, type CallerPrincipal } from "@iii-edge/protocol";
+import { assertSessionAccess, IIIError, type CallerPrincipal, formatIssues } from "@iii-edge/protocol";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { z } from "zod";
 import { listChildren, stopChildren } from "./cascade.ts";
@@ -60,7 +60,7 @@ function modelCallOf(ctx: Ctx): SubAgentModelCall | undefined {
   if (!ids.success)
     throw new IIIError(
       "invalid_input",
-      `this call's session or call id cannot name a sub-agent: ${ids.error.issues.map((i) => i.message).join("; ")}`,
+      `this call's session or call id cannot name a sub-agent: ${formatIssues(ids.error, { all: true })}`,
     );
   return ids.data;
 }

@@ -26,12 +26,15 @@ import {
   SWEEP_CRON,
   SWEEP_MAX_PAGES,
   SWEEP_PAGE,
+  STORAGE_TIMEOUT_MS,
   WOKEN_WAIT_TTL_MS,
 } from "./constants.ts";
 import {
   awaitingOf,
   call,
+  casOptions,
   casState,
+  compareAndSet,
   deleteState,
   errorText,
   finalText,
@@ -40,7 +43,6 @@ import {
   readState,
   readTurn,
   subAgentLink,
-  updateState,
   waitKey,
   type JoinWait,
   type SubAgentLink,
@@ -102,7 +104,7 @@ function pending(child: string, t: TurnRecordView | undefined, expiresAt: number
 }
 
 async function requireLink(trigger: Trigger, child: string): Promise<SubAgentLink> {
-  const link = (await readState(trigger, SCOPE_LINKS, child, subAgentLink)).value;
+  const link = await readState(trigger, { scope: SCOPE_LINKS, key: child }, subAgentLink);
   if (!link) throw new IIIError("child_not_found", `there is no sub-agent ${child} (harness::spawn answers the child_session_id to join)`);
   return link;
 }
@@ -147,7 +149,7 @@ async function joinParked(
 ): Promise<HarnessJoinResponse> {
   const child = link.child_session_id;
   const key = waitKey(parent, cid);
-  const { value: w, raw } = await readState(trigger, SCOPE_WAITS, key, joinWait);
+  const w = await readState(trigger, { scope: SCOPE_WAITS, key }, joinWait);
   if (t && isTerminalState(t.state)) {
     if (w) await forgetWait(trigger, key, child);
     return outcome(child, t);
@@ -164,10 +166,15 @@ async function joinParked(
   }
   const expires_at = now + (timeoutMs ?? JOIN_DEFAULT_TIMEOUT_MS);
   const wait: JoinWait = { parent_session_id: parent, function_call_id: cid, child_session_id: child, since_ms: now, expires_at };
-  if (!(await casState(trigger, SCOPE_WAITS, key, wait, raw))) return pending(child, t, expires_at);
+  // Only written where there is none (every case with a wait returned above).
+  if (!(await compareAndSet(trigger, { scope: SCOPE_WAITS, key }, wait, null, { timeoutMs: STORAGE_TIMEOUT_MS })).written)
+    return pending(child, t, expires_at);
   await ensureSweep(trigger);
-  await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) =>
-    cur && !cur.joiners.includes(key) ? { next: { ...cur, joiners: [...cur.joiners, key] }, result: undefined } : { result: undefined },
+  await casState(
+    trigger,
+    { scope: SCOPE_LINKS, key: child },
+    (cur) => (cur && !cur.joiners.includes(key) ? { ...cur, joiners: [...cur.joiners, key] } : undefined),
+    casOptions(subAgentLink),
   );
   // The child may have ended between the first read and the wait being listed: its end handler
   // read the joiners before this one was there, so look again (after the listing, nothing is missed).
@@ -182,10 +189,11 @@ async function joinParked(
 /** The wait is over for good: its row and its place on the link go. */
 async function forgetWait(trigger: Trigger, key: string, child: string): Promise<void> {
   await deleteState(trigger, SCOPE_WAITS, key);
-  await updateState(trigger, SCOPE_LINKS, child, subAgentLink, (cur) =>
-    cur?.joiners.includes(key)
-      ? { next: { ...cur, joiners: cur.joiners.filter((k) => k !== key) }, result: undefined }
-      : { result: undefined },
+  await casState(
+    trigger,
+    { scope: SCOPE_LINKS, key: child },
+    (cur) => (cur?.joiners.includes(key) ? { ...cur, joiners: cur.joiners.filter((k) => k !== key) } : undefined),
+    casOptions(subAgentLink),
   );
 }
 
@@ -219,17 +227,18 @@ export async function wake(trigger: Trigger, key: string, w: JoinWait, reason: s
     RESOLVE_TIMEOUT_MS,
   );
   if (r?.ok !== true) throw new IIIError("resume_failed", `approval::resolve for ${key} answered ${JSON.stringify(r)}`);
-  await updateState(trigger, SCOPE_WAITS, key, joinWait, (cur) =>
-    cur && cur.woken_at === undefined
-      ? { next: { ...cur, woken_at: now, woken_reason: reason }, result: undefined }
-      : { result: undefined },
+  await casState(
+    trigger,
+    { scope: SCOPE_WAITS, key },
+    (cur) => (cur && cur.woken_at === undefined ? { ...cur, woken_at: now, woken_reason: reason } : undefined),
+    casOptions(joinWait),
   );
 }
 
 /** A child ended: wake every join parked on it. */
 export async function wakeJoiners(trigger: Trigger, link: SubAgentLink, state: string, now: number): Promise<void> {
   for (const key of link.joiners) {
-    const w = (await readState(trigger, SCOPE_WAITS, key, joinWait)).value;
+    const w = await readState(trigger, { scope: SCOPE_WAITS, key }, joinWait);
     if (w) await wake(trigger, key, w, `sub-agent ${link.child_session_id} ${state}`, now);
   }
 }

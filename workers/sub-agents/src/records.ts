@@ -2,10 +2,11 @@
 // read back is parsed with a schema (never cast); every write of its own records is a
 // compare-and-set, so a spawn, a join and a child's end racing on one record never lose a write.
 import { z } from "zod";
-import { IIIError, errorCode, errorText } from "@iii-edge/protocol";
+import { errorCode, errorText } from "@iii-edge/protocol";
 import { MODES, TURN_STATES, type AwaitingApproval, type TurnState } from "@iii-edge/protocol/harness";
 import { CAS_ATTEMPTS, SCOPE_RUN_REQUEST, SCOPE_TURN_STATE, STORAGE_TIMEOUT_MS } from "./constants.ts";
-import type { Trigger } from "@iii-edge/sdk-edge/worker";
+import type { CasOptions, Trigger } from "@iii-edge/sdk-edge/worker";
+export { casState, compareAndSet, readState } from "@iii-edge/sdk-edge/worker";
 
 /** `ctx.trigger` inside a handler (keeps the caller's trace), `iii.trigger` outside one. */
 export type { Trigger };
@@ -99,51 +100,10 @@ export function call<T>(trigger: Trigger, function_id: string, payload: unknown,
   return trigger<unknown, T>({ function_id, payload, timeoutMs });
 }
 
-/** A stored value parsed with `schema`; undefined when absent. A value that does not parse is a
- * broken record: an error, not a silent reset. */
-export async function readState<T>(
-  trigger: Trigger,
-  scope: string,
-  key: string,
-  schema: z.ZodType<T>,
-): Promise<{ value: T | undefined; raw: unknown }> {
-  const raw = await call<unknown>(trigger, "state::get", { scope, key });
-  if (raw === undefined || raw === null) return { value: undefined, raw: null };
-  const r = schema.safeParse(raw);
-  if (!r.success) throw new IIIError("invalid_state", `${scope}/${key} is unreadable: ${r.error.issues[0]?.message ?? "bad shape"}`);
-  return { value: r.data, raw };
-}
-
-/** Compare-and-set: false when the stored value is no longer `expected` (null: absent). */
-export async function casState(trigger: Trigger, scope: string, key: string, value: unknown, expected: unknown): Promise<boolean> {
-  try {
-    await call(trigger, "state::update", { scope, key, ops: [{ type: "set", path: "", value }], expected: expected ?? null });
-    return true;
-  } catch (e) {
-    if (errorCode(e) === "state_conflict") return false;
-    throw e;
-  }
-}
-
-/**
- * Read-modify-write with compare-and-set, retried on conflict. `change` gets the current value
- * (undefined when absent) and returns the next one, or undefined to write nothing; its result is
- * returned with what was written.
- */
-export async function updateState<T, R>(
-  trigger: Trigger,
-  scope: string,
-  key: string,
-  schema: z.ZodType<T>,
-  change: (current: T | undefined) => { next?: T; result: R },
-): Promise<R> {
-  for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-    const { value, raw } = await readState(trigger, scope, key, schema);
-    const { next, result } = change(value);
-    if (next === undefined) return result;
-    if (await casState(trigger, scope, key, next, raw)) return result;
-  }
-  throw new IIIError("state_conflict", `${scope}/${key} kept changing under this write; try again`);
+/** How the records of this worker are compare-and-set (the kit's casState): parsed with their
+ * schema, CAS_ATTEMPTS tries in all. */
+export function casOptions<T>(schema: z.ZodType<T>): CasOptions<T> {
+  return { schema, retries: CAS_ATTEMPTS - 1, timeoutMs: STORAGE_TIMEOUT_MS };
 }
 
 export async function deleteState(trigger: Trigger, scope: string, key: string): Promise<void> {

@@ -21,7 +21,6 @@ import {
 } from "@iii-edge/protocol/harness";
 import { allotment, createChildBudget, readParentBudget } from "./budget.ts";
 import {
-  CAS_ATTEMPTS,
   MAX_ERROR_TEXT,
   ON_CHILD_EVENT,
   ON_CHILD_STATE,
@@ -31,10 +30,13 @@ import {
   SCOPE_TREES,
   SCOPE_TURN_STATE,
   START_GRACE_MS,
+  STORAGE_TIMEOUT_MS,
 } from "./constants.ts";
 import {
   call,
+  casOptions,
   casState,
+  compareAndSet,
   errorCode,
   isRunning,
   isTerminalState,
@@ -43,7 +45,6 @@ import {
   readState,
   readTurn,
   subAgentLink,
-  updateState,
   type BudgetLink,
   type ParentEntry,
   type ParentRecord,
@@ -128,13 +129,13 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall
   const messageId = await subAgentMessageId(child);
 
   // (2) A repeat of this spawn: make sure its child runs, start nothing else.
-  const existing = (await readState(trigger, SCOPE_LINKS, child, subAgentLink)).value;
+  const existing = await readState(trigger, { scope: SCOPE_LINKS, key: child }, subAgentLink);
   if (existing) {
     await startChild(trigger, existing);
     return response(existing, true);
   }
 
-  const parentLink = (await readState(trigger, SCOPE_LINKS, parent, subAgentLink)).value;
+  const parentLink = await readState(trigger, { scope: SCOPE_LINKS, key: parent }, subAgentLink);
   const depth = childDepth(parentLink);
   const root = parentLink?.root_session_id ?? parent;
   const rootRun = parentLink?.root_run_id ?? parentRunId;
@@ -170,28 +171,32 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall
   if (share !== undefined) budget = { ...budget, requested_share: share };
   if (parentBudget && !parentBudget.ok && budget.mode === "shared") budget = { ...budget, reason: parentBudget.reason };
   let allotted: number | undefined;
+  let listedBefore = false;
   try {
-    for (let attempt = 0; ; attempt++) {
-      if (attempt >= CAS_ATTEMPTS) throw new IIIError("state_conflict", `the sub-agents of ${parent} kept changing; try again`);
-      const { value, raw } = await readState(trigger, SCOPE_PARENTS, parent, parentRecord);
-      const rec: ParentRecord = value ?? { session_id: parent, children: [] };
-      const prior = rec.children.find((c) => c.child_session_id === child);
-      if (prior) {
-        // An earlier delivery of this spawn listed it (and counted it in the tree) before it died.
-        allotted = prior.allotted_micros;
-        await giveBack();
-        break;
-      }
-      const liveFlags = await Promise.all(rec.children.map((c) => isLive(trigger, c, now)));
-      const live = new Set(rec.children.filter((_, i) => liveFlags[i]).map((c) => c.child_session_id));
-      if (live.size >= SUB_AGENT_MAX_LIVE_CHILDREN) throw tooManyLive(parent);
-      const siblings = rec.children.map((c) => (live.has(c.child_session_id) ? c : { ...c, ended: true }));
-      allotted = parentBudget?.ok && share !== undefined ? allotment(parentBudget, share, siblings) : undefined;
-      const entry: ParentEntry = { child_session_id: child, run_id: parentRunId, created_at_ms: now, ended: false };
-      if (allotted !== undefined) entry.allotted_micros = allotted;
-      const next: ParentRecord = { session_id: parent, children: [...prune(siblings, parentRunId, live), entry] };
-      if (await casState(trigger, SCOPE_PARENTS, parent, next, raw)) break;
-    }
+    await casState(
+      trigger,
+      { scope: SCOPE_PARENTS, key: parent },
+      async (value) => {
+        const rec: ParentRecord = value ?? { session_id: parent, children: [] };
+        const prior = rec.children.find((c) => c.child_session_id === child);
+        if (prior) {
+          // An earlier delivery of this spawn listed it (and counted it in the tree) before it died.
+          allotted = prior.allotted_micros;
+          listedBefore = true;
+          return undefined;
+        }
+        const liveFlags = await Promise.all(rec.children.map((c) => isLive(trigger, c, now)));
+        const live = new Set(rec.children.filter((_, i) => liveFlags[i]).map((c) => c.child_session_id));
+        if (live.size >= SUB_AGENT_MAX_LIVE_CHILDREN) throw tooManyLive(parent);
+        const siblings = rec.children.map((c) => (live.has(c.child_session_id) ? c : { ...c, ended: true }));
+        allotted = parentBudget?.ok && share !== undefined ? allotment(parentBudget, share, siblings) : undefined;
+        const entry: ParentEntry = { child_session_id: child, run_id: parentRunId, created_at_ms: now, ended: false };
+        if (allotted !== undefined) entry.allotted_micros = allotted;
+        return { session_id: parent, children: [...prune(siblings, parentRunId, live), entry] };
+      },
+      { ...casOptions(parentRecord), giveUp: () => new IIIError("state_conflict", `the sub-agents of ${parent} kept changing; try again`) },
+    );
+    if (listedBefore) await giveBack();
   } catch (e) {
     await giveBack();
     throw e;
@@ -232,8 +237,8 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall
   // Inherited, never widened: a child of an isolated run is isolated too, with the parent's skills.
   if (parentReq.skills?.length) link.run.skills = parentReq.skills;
   if (parentReq.isolation) link.run.isolation = true;
-  if (!(await casState(trigger, SCOPE_LINKS, child, link, null))) {
-    const first = (await readState(trigger, SCOPE_LINKS, child, subAgentLink)).value;
+  if (!(await compareAndSet(trigger, { scope: SCOPE_LINKS, key: child }, link, null, { timeoutMs: STORAGE_TIMEOUT_MS })).written) {
+    const first = await readState(trigger, { scope: SCOPE_LINKS, key: child }, subAgentLink);
     if (!first) throw new IIIError("state_conflict", `the link of ${child} changed while it was written; try again`);
     await startChild(trigger, first);
     return response(first, true);
@@ -312,12 +317,17 @@ function response(link: SubAgentLink, existing: boolean): HarnessSpawnResponse {
 
 /** Mark a child ended on its parent's record (its allotment is free again). */
 export async function markEndedOnParent(trigger: Trigger, parent: string, child: string): Promise<void> {
-  await updateState(trigger, SCOPE_PARENTS, parent, parentRecord, (cur) => {
-    if (!cur) return { result: undefined };
-    const i = cur.children.findIndex((c) => c.child_session_id === child);
-    if (i < 0 || cur.children[i].ended) return { result: undefined };
-    const children = cur.children.slice();
-    children[i] = { ...children[i], ended: true };
-    return { next: { ...cur, children }, result: undefined };
-  });
+  await casState(
+    trigger,
+    { scope: SCOPE_PARENTS, key: parent },
+    (cur) => {
+      if (!cur) return undefined;
+      const i = cur.children.findIndex((c) => c.child_session_id === child);
+      if (i < 0 || cur.children[i].ended) return undefined;
+      const children = cur.children.slice();
+      children[i] = { ...children[i], ended: true };
+      return { ...cur, children };
+    },
+    casOptions(parentRecord),
+  );
 }

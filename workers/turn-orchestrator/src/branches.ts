@@ -3,7 +3,7 @@
 // travel), and fork-then-run. Each starts its run through run::start's own path (busy guard, claim,
 // seeds, the record whose save wakes provisioning); the tree itself is session storage's
 // (`session-tree::*`).
-import { CALLER_PRINCIPAL_KEY, IIIError } from "@iii-edge/protocol";
+import { CALLER_PRINCIPAL_KEY, IIIError, formatIssues } from "@iii-edge/protocol";
 import {
   runForkRequest,
   runRerunFromRequest,
@@ -173,8 +173,7 @@ async function startRequest(
   };
   for (const k of Object.keys(request)) if (request[k] === undefined) delete request[k];
   const parsed = runStartRequest.safeParse(request);
-  if (!parsed.success)
-    throw invalid(`the run for ${sid}: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  if (!parsed.success) throw invalid(`the run for ${sid}: ${formatIssues(parsed.error, { all: true })}`);
   return parsed.data;
 }
 

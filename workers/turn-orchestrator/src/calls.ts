@@ -47,6 +47,10 @@ export async function callRequired<T>(trigger: Trigger, function_id: string, pay
   }
 }
 
+/** `trigger` failing as callRequired does, for the kit's helpers that take a trigger. */
+export const requiredTrigger = (trigger: Trigger): Trigger =>
+  ((req: Parameters<Trigger>[0]) => callRequired(trigger, req.function_id, req.payload, req.timeoutMs)) as Trigger;
+
 /** A call whose failure is logged and forgotten (events, best-effort cleanup). */
 export async function callBestEffort(
   trigger: Trigger,

@@ -1,6 +1,7 @@
 // The persisted turn record (`turn_state/<sid>`, docs/harness-contracts.md §2.2): how it is read back
 // (leniently, with the function-batch states checked strictly), what clients see of it, and the
 // deterministic ids derived from it.
+import { formatIssues } from "@iii-edge/protocol";
 import { z } from "zod";
 import {
   STEPABLE_STATES,
@@ -72,7 +73,7 @@ const recordSchema = z.looseObject({
 export function parseRecord(value: unknown): TurnStateRecord | undefined {
   if (value === undefined || value === null) return undefined;
   const r = recordSchema.safeParse(value);
-  if (!r.success) throw new InvariantError(`the stored turn record is unreadable: ${r.error.issues[0]?.message ?? "bad shape"}`);
+  if (!r.success) throw new InvariantError(`the stored turn record is unreadable: ${formatIssues(r.error)}`);
   // The schema checked the discriminating fields; the content blocks are
   // the shapes of docs/harness-contracts.md §4.4 as written.
   return r.data as unknown as TurnStateRecord;

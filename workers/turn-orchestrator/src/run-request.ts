@@ -3,8 +3,9 @@
 // so of two starts racing on one idle session exactly one goes on.
 import { z } from "zod";
 import { MODES, type RunRequest } from "@iii-edge/protocol/harness";
-import { callRequired, type Trigger } from "./calls.ts";
-import { SCOPE_RUN_REQUEST } from "./constants.ts";
+import { compareAndSet } from "@iii-edge/sdk-edge/worker";
+import { callRequired, requiredTrigger, type Trigger } from "./calls.ts";
+import { SCOPE_RUN_REQUEST, STORAGE_TIMEOUT_MS } from "./constants.ts";
 
 /** The stored form: the contract's RunRequest plus the run it belongs to and when it was claimed. */
 export type StoredRunRequest = RunRequest & { run_id: string; requested_at_ms: number };
@@ -50,18 +51,8 @@ export async function requireRunRequest(trigger: Trigger, sid: string): Promise<
 
 /** Compare-and-set write; false when someone else wrote it first. */
 export async function casRunRequest(trigger: Trigger, sid: string, value: StoredRunRequest | null, expected: unknown): Promise<boolean> {
-  try {
-    await callRequired(trigger, "state::update", {
-      scope: SCOPE_RUN_REQUEST,
-      key: sid,
-      ops: [{ type: "set", path: "", value }],
-      expected: expected ?? null,
-    });
-    return true;
-  } catch (e) {
-    if ((e as { code?: unknown })?.code === "state_conflict") return false;
-    throw e;
-  }
+  const ref = { scope: SCOPE_RUN_REQUEST, key: sid };
+  return (await compareAndSet(requiredTrigger(trigger), ref, value, expected, { timeoutMs: STORAGE_TIMEOUT_MS })).written;
 }
 
 /** An unconditional write (provisioning's enriched request, inside the run's own step). */

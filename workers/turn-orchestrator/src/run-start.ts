@@ -9,9 +9,9 @@ import {
   type TurnStateRecord,
 } from "@iii-edge/protocol/harness";
 import type { CallerPrincipal } from "@iii-edge/protocol";
-import type { Tracer } from "@iii-edge/sdk-edge/worker";
+import { compareAndSet, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorText, type Trigger } from "./calls.ts";
-import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS } from "./constants.ts";
+import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS, STORAGE_TIMEOUT_MS } from "./constants.ts";
 import { normaliseMessage } from "./messages.ts";
 import { isTerminal, seedEntryId } from "./record.ts";
 import { ownForRun } from "./owners.ts";
@@ -35,21 +35,10 @@ const busy = (session_id: string): RunStartResponse => ({ session_id, started: f
 /** `session_index/<sid>` once per session (its `state:created` is the harness's "new session"
  * fan-out, §7 item 4): a create-if-absent, so later runs write nothing. */
 async function markSessionCreated(trigger: Trigger, sid: string): Promise<void> {
-  try {
-    await trigger({
-      function_id: "state::update",
-      payload: {
-        scope: SCOPE_SESSION_INDEX,
-        key: sid,
-        ops: [{ type: "set", path: "", value: { session_id: sid, created_at_ms: Date.now() } }],
-        expected: null,
-      },
-      timeoutMs: 30_000,
-    });
-  } catch (e) {
-    if ((e as { code?: unknown })?.code !== "state_conflict")
-      console.warn(`turn-orchestrator: session_index/${sid} not written: ${errorText(e)}`);
-  }
+  // Not written: the session was marked before (a lost race is that too).
+  await compareAndSet(trigger, { scope: SCOPE_SESSION_INDEX, key: sid }, { session_id: sid, created_at_ms: Date.now() }, null, {
+    timeoutMs: STORAGE_TIMEOUT_MS,
+  }).catch((e: unknown) => console.warn(`turn-orchestrator: session_index/${sid} not written: ${errorText(e)}`));
 }
 
 export async function runStart(deps: StartDeps, input: RunStartRequest & { parent?: SubAgentParentLink }): Promise<RunStartResponse> {

@@ -1,5 +1,6 @@
 // The stepable states' handlers (docs/harness-contracts.md §2.3). Each gets the step's Tx (the record, a deep
 // copy of what was loaded) and ends with the write that moves the record on.
+import { formatIssues } from "@iii-edge/protocol";
 import { z } from "zod";
 import {
   agentMessageSchema,
@@ -50,8 +51,7 @@ export async function provisioning(tx: Tx): Promise<void> {
     throw new Error(`provisioning::prepare failed: ${errorCode(e) ?? "error"}: ${errorText(e)}`);
   }
   const prep = prepareResponse.safeParse(reply);
-  if (!prep.success)
-    throw new Error(`provisioning::prepare answered an unreadable result: ${prep.error.issues[0]?.message ?? "bad shape"}`);
+  if (!prep.success) throw new Error(`provisioning::prepare answered an unreadable result: ${formatIssues(prep.error)}`);
   req.system_prompt = prep.data.system_prompt;
   req.function_schemas = prep.data.function_schemas as AgentFunction[];
   if (prep.data.sandbox_id) req.sandbox_id = prep.data.sandbox_id;

@@ -3,8 +3,8 @@
 // that changes the state to a stepable one carries the next step's queue message in the same write
 // ("saving is the wake"); checkpoints write without waking anyone.
 import type { AgentEvent, TurnStateRecord, TurnStateView } from "@iii-edge/protocol/harness";
-import { tracerOf, type Tracer } from "@iii-edge/sdk-edge/worker";
-import { callRequired, errorCode, errorText, isTransportFailure, TransientError, type Trigger } from "./calls.ts";
+import { compareAndSet, tracerOf, type Tracer } from "@iii-edge/sdk-edge/worker";
+import { callRequired, errorText, isTransportFailure, TransientError, type Trigger } from "./calls.ts";
 import { SCOPE_TURN_STATE, STOP_MERGE_ATTEMPTS, STORAGE_TIMEOUT_MS, TURN_STEP_QUEUE } from "./constants.ts";
 import { EventLog } from "./events.ts";
 import { canonicalJson, isStepable, isTerminal, jsonCopy, parseRecord, sameJson, stepKey, viewOf } from "./record.ts";
@@ -69,21 +69,18 @@ async function casWrite(trigger: Trigger, rec: TurnStateRecord, expected: unknow
 
 /** The compare-and-set itself, of a stored value as given. */
 export async function casWriteValue(trigger: Trigger, sid: string, value: unknown, expected: unknown, msg?: StepMessage): Promise<unknown> {
-  const payload: Record<string, unknown> = {
-    scope: SCOPE_TURN_STATE,
-    key: sid,
-    ops: [{ type: "set", path: "", value }],
-    expected: expected ?? null,
-  };
-  if (msg) payload.enqueue = msg;
-  let out: { messageReceiptId?: unknown } | undefined;
+  let w: Awaited<ReturnType<typeof compareAndSet>>;
   try {
-    out = await trigger<unknown, { messageReceiptId?: unknown }>({ function_id: "state::update", payload, timeoutMs: STORAGE_TIMEOUT_MS });
+    w = await compareAndSet(trigger, { scope: SCOPE_TURN_STATE, key: sid }, value, expected, {
+      timeoutMs: STORAGE_TIMEOUT_MS,
+      ...(msg ? { extra: { enqueue: msg } } : {}),
+    });
   } catch (e) {
-    if (errorCode(e) === "state_conflict") throw new StateConflict(sid);
     if (isTransportFailure(e)) throw new TransientError(`saving the turn record: ${errorText(e)}`, { cause: e });
     throw e;
   }
+  if (!w.written) throw new StateConflict(sid);
+  const out = w.answer as { messageReceiptId?: unknown } | undefined;
   // The engine stores the step message in the write's own transaction (protocol/README.md §7.2): a
   // write that answers without a receipt came from an engine that dropped `enqueue`, and the run
   // would sit in a stepable state with no step queued — refuse loudly instead.

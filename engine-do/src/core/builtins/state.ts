@@ -17,6 +17,7 @@ import {
   type StateSetOutput,
   type StateTriggerPayload,
   type StateUpdateOutput,
+  formatIssues,
 } from "@iii-edge/protocol";
 import type { CallContext, EngineApi, EnqueueRequest } from "../api.ts";
 import { MAX_STATE_BYTES_PER_PRINCIPAL, MAX_STATE_KEYS_PER_PRINCIPAL, type StateQuota } from "../bounds.ts";
@@ -49,15 +50,6 @@ export function installState(
   quota: StateQuota = { keys: MAX_STATE_KEYS_PER_PRINCIPAL, bytes: MAX_STATE_BYTES_PER_PRINCIPAL },
 ): void {
   const { sql } = core.ports;
-  sql.exec("CREATE TABLE IF NOT EXISTS state (scope TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (scope, key))");
-  // Who each value counts for (the principal that last wrote it; NULL: a trusted caller, or written
-  // before quotas existed) and what it costs: added to older objects' tables on wake.
-  const columns = new Set(sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('state')").map((c) => c.name));
-  if (!columns.has("principal")) sql.exec("ALTER TABLE state ADD COLUMN principal TEXT");
-  if (!columns.has("charge")) sql.exec("ALTER TABLE state ADD COLUMN charge INTEGER");
-  // What each principal holds, kept in the same transaction as every write and delete: a quota check
-  // is one row read, and it survives eviction and hibernation with the values themselves.
-  sql.exec("CREATE TABLE IF NOT EXISTS state_quota (principal TEXT PRIMARY KEY, keys INTEGER NOT NULL, bytes INTEGER NOT NULL)");
 
   const read = (scope: string, key: string): unknown => {
     const row = sql.exec<{ value: string }>("SELECT value FROM state WHERE scope = ? AND key = ?", scope, key)[0];
@@ -272,7 +264,7 @@ export function installState(
     description: "Fires on state:created, state:updated and state:deleted, optionally filtered by scope and key",
     validate(config) {
       const r = stateTriggerConfig.safeParse(config);
-      return r.success ? undefined : `invalid config: ${r.error.issues[0]?.message ?? "bad shape"}`;
+      return r.success ? undefined : `invalid config: ${formatIssues(r.error)}`;
     },
   });
 }

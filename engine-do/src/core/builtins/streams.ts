@@ -92,16 +92,6 @@ export class Streams {
 
   constructor(core: EngineApi) {
     this.core = core;
-    const { sql } = core.ports;
-    sql.exec(
-      "CREATE TABLE IF NOT EXISTS stream_items (stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (stream_name, group_id, item_id))",
-    );
-    sql.exec(
-      "CREATE TABLE IF NOT EXISTS stream_subs (socket_id TEXT NOT NULL, subscription_id TEXT NOT NULL, stream_name TEXT NOT NULL, group_id TEXT NOT NULL, item_id TEXT, context TEXT, PRIMARY KEY (socket_id, subscription_id))",
-    );
-    sql.exec("CREATE INDEX IF NOT EXISTS stream_subs_by_group ON stream_subs (stream_name, group_id)");
-    // Whose each browser socket is (the grant the front door gave it), kept so it survives hibernation.
-    sql.exec("CREATE TABLE IF NOT EXISTS stream_socket_grants (socket_id TEXT PRIMARY KEY NOT NULL, grant_json TEXT NOT NULL)");
   }
 
   // ------------------------------------------------------------------ who may see what

@@ -78,13 +78,6 @@ export class SqlChannelStore implements ChannelStore {
   private readonly sql: Sql;
   constructor(sql: Sql) {
     this.sql = sql;
-    sql.exec(
-      "CREATE TABLE IF NOT EXISTS channels (id TEXT PRIMARY KEY, access_key TEXT NOT NULL, created_at INTEGER NOT NULL, buffer_size INTEGER NOT NULL, writer INTEGER NOT NULL, reader INTEGER NOT NULL, end_code INTEGER, end_reason TEXT, items INTEGER NOT NULL, bytes INTEGER NOT NULL, next_seq INTEGER NOT NULL DEFAULT 0, sweep_at INTEGER NOT NULL)",
-    );
-    sql.exec("CREATE INDEX IF NOT EXISTS channels_sweep ON channels (sweep_at)");
-    sql.exec(
-      "CREATE TABLE IF NOT EXISTS channel_items (channel_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, data, PRIMARY KEY (channel_id, seq))",
-    );
   }
   get(id: string): ChannelRow | undefined {
     const r = this.sql.exec<SqlRow>(

@@ -71,7 +71,6 @@ export class CloudflareQueue implements QueueBackend {
     this.producer = producer;
     this.configFor = configFor;
     this.deadLetters = deadLetters;
-    core.ports.sql.exec("CREATE TABLE IF NOT EXISTS queue_delivered (id TEXT PRIMARY KEY, at INTEGER NOT NULL)");
   }
 
   /** Produce one message. Refuses payloads over the Cloudflare limit and what only the durable

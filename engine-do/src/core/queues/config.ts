@@ -2,6 +2,7 @@
 // see wrangler.toml). Each queue picks its backend: "cloudflare" (Cloudflare Queues: throughput,
 // at-least-once, unordered) or "durable" (SQLite + alarm inside the engine object: ordered,
 // millisecond latency). Invalid configuration fails loudly at start-up rather than losing messages.
+import { formatIssues } from "@iii-edge/protocol";
 import { z } from "zod";
 
 /** Which backend carries a queue (the implementations of `QueueBackend`, backend.ts). */
@@ -131,8 +132,7 @@ export function parseQueueConfigs(text: string | undefined, hasCloudflare: boole
   }
   const r = queuesVar.safeParse(raw);
   if (!r.success) {
-    const i = r.error.issues[0];
-    throw new Error(`QUEUES: ${i ? `${i.path.map(String).join(".")}: ${i.message}` : "invalid"}`);
+    throw new Error(`QUEUES: ${formatIssues(r.error)}`);
   }
   const out = new Map<string, QueueConfig>([["default", { ...DEFAULT_QUEUE_CONFIG }]]);
   for (const [name, q] of Object.entries(r.data)) {

@@ -131,9 +131,6 @@ export class LocalDeadLetters implements DeadLetterStore {
   constructor(sql: Sql, now: () => number) {
     this.sql = sql;
     this.now = now;
-    sql.exec(
-      "CREATE TABLE IF NOT EXISTS local_dead_letters (id TEXT PRIMARY KEY, queue TEXT NOT NULL, function_id TEXT NOT NULL, data TEXT NOT NULL, attempts INTEGER NOT NULL, last_error TEXT NOT NULL, enqueued_at INTEGER NOT NULL, failed_at INTEGER NOT NULL, traceparent TEXT)",
-    );
   }
   async deadLetter(m: DeadLetter): Promise<void> {
     this.sql.exec(

@@ -129,24 +129,6 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     this.configFor = configFor;
     this.deadLetters = deadLetters;
     const { sql } = core.ports;
-    sql.exec(`CREATE TABLE IF NOT EXISTS queue_messages (
-      id TEXT PRIMARY KEY, queue TEXT NOT NULL, function_id TEXT NOT NULL, data TEXT NOT NULL,
-      attempts INTEGER NOT NULL DEFAULT 0, next_at INTEGER NOT NULL, leased INTEGER NOT NULL DEFAULT 0,
-      group_key TEXT, enqueued_at INTEGER NOT NULL, seq INTEGER NOT NULL, traceparent TEXT, baggage TEXT,
-      last_error TEXT, max_retries INTEGER, backoff_ms INTEGER)`);
-    // Objects created before the per-message overrides existed get the columns added.
-    const cols = new Set(sql.exec<{ name: string }>("PRAGMA table_info(queue_messages)").map((c) => c.name));
-    for (const c of ["max_retries", "backoff_ms"]) if (!cols.has(c)) sql.exec(`ALTER TABLE queue_messages ADD COLUMN ${c} INTEGER`);
-    // …and the binding of a state trigger fire (§8.3).
-    if (!cols.has("trigger_id")) sql.exec("ALTER TABLE queue_messages ADD COLUMN trigger_id TEXT");
-    sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_seq ON queue_messages (queue, group_key, seq)");
-    // What the pump and nextDue ask, each answered from an index whatever the depth (a flood of
-    // thousands of rows must not make every delivery scan them all): the due, unleased rows of a
-    // queue in enqueue order, and the earliest due time / lease end of a queue.
-    sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_ready ON queue_messages (queue, leased, seq)");
-    sql.exec("CREATE INDEX IF NOT EXISTS queue_messages_next ON queue_messages (queue, leased, next_at)");
-    // (queue, next_at) is covered by the two above.
-    sql.exec("DROP INDEX IF EXISTS queue_messages_due");
     // Leases of a previous instance are void: that instance's pending calls died with it, so an
     // answer to its delivery could never settle the message. Waiting out the lease (up to 6 min on
     // `turn-step`) would only stall the message and its fifo group after every eviction or deploy;

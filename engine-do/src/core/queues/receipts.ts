@@ -16,9 +16,6 @@ export class IdempotencyReceipts {
   constructor(sql: Sql, now: () => number) {
     this.sql = sql;
     this.now = now;
-    sql.exec(
-      "CREATE TABLE IF NOT EXISTS queue_receipts (queue TEXT NOT NULL, idempotency_key TEXT NOT NULL, receipt TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (queue, idempotency_key))",
-    );
   }
 
   /** The receipt a key already has in `queue`, if it is still within the window. */

@@ -65,10 +65,6 @@ export class CronScheduler implements AlarmClient {
   constructor(core: EngineApi) {
     this.core = core;
     const { sql } = core.ports;
-    sql.exec(`CREATE TABLE IF NOT EXISTS cron_schedule (
-      trigger_id TEXT PRIMARY KEY, expression TEXT NOT NULL, next_at INTEGER, running_since INTEGER,
-      last_scheduled INTEGER, skipped INTEGER NOT NULL DEFAULT 0, runs INTEGER NOT NULL DEFAULT 0)`);
-    sql.exec("CREATE INDEX IF NOT EXISTS cron_schedule_next ON cron_schedule (next_at)");
     // A run of a previous instance died with it; its occurrence stays claimed (never fired twice).
     sql.exec("UPDATE cron_schedule SET running_since = NULL WHERE running_since IS NOT NULL");
   }
