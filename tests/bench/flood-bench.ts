@@ -60,6 +60,8 @@ interface Result {
   handledMs: number;
   cpuS: number;
   closed: number;
+  /** Channel bursts: chunks the readers got (what the engine admitted, relayed in order). */
+  delivered: number;
 }
 
 // ------------------------------------------------------------------ runtimes
@@ -216,6 +218,7 @@ async function startProfile(port: number): Promise<{ stop(): Promise<{ profile: 
       waiting.set(++next, resolve);
       ws.send(JSON.stringify({ id: next, method, params }));
     });
+  mkdirSync(PROFILE_DIR!, { recursive: true });
   await send("Profiler.enable");
   await send("Profiler.setSamplingInterval", { interval: 100 });
   await send("Profiler.start");
@@ -229,7 +232,11 @@ async function startProfile(port: number): Promise<{ stop(): Promise<{ profile: 
       for (const id of new Set(profile.nodes.map((n) => n.callFrame.scriptId)))
         if (scripts.includes(id)) {
           const r = (await send("Debugger.getScriptSource", { scriptId: id })) as { scriptSource?: string };
-          if (r?.scriptSource) sources.set(id, r.scriptSource.split("\n"));
+          if (r?.scriptSource) {
+            sources.set(id, r.scriptSource.split("\n"));
+            // The bundle itself (wrangler deletes it on exit), to read the profile's lines in.
+            writeFileSync(path.join(PROFILE_DIR!, `script-${id}.js`), r.scriptSource);
+          }
         }
       ws.close();
       return { profile, sources };
@@ -430,9 +437,9 @@ async function burst(kind: Kind, run: number): Promise<Result> {
     const h = await health.stop();
     const cpuS = cpuSeconds(t.runtime) - cpu0;
     const closed = flooders.filter((f) => f.closed).length;
+    const delivered = kind === "channel" ? others.slice(1).reduce((n, r) => n + r.texts.length, 0) : 0;
     if (profile) {
       const { profile: p, sources } = await profile.stop();
-      mkdirSync(PROFILE_DIR!, { recursive: true });
       writeFileSync(path.join(PROFILE_DIR!, `${kind}-${run + 1}.cpuprofile`), JSON.stringify(p));
       console.log(
         `  ${kind} run ${run + 1}: self time by function (V8 samples of the Worker's isolate)\n${topSelf(p, sources).join("\n")}`,
@@ -448,6 +455,7 @@ async function burst(kind: Kind, run: number): Promise<Result> {
       handledMs,
       cpuS,
       closed,
+      delivered,
     };
   } finally {
     await t.stop();
@@ -468,7 +476,7 @@ runMain(async () => {
       const r = await burst(kind, run);
       results.get(kind)!.push(r);
       console.log(
-        `  run ${run + 1} ${kind.padEnd(7)} healthz worst ${fmt(r.worst, 0)} ms, median ${fmt(r.median, 0)} ms over ${r.samples} (${r.failures} failed); sent in ${fmt(r.sentMs, 0)} ms, handled in ${fmt(r.handledMs, 0)} ms; workerd ${fmt(r.cpuS, 2)} s CPU; ${r.closed}/${SOCKETS} flooders closed`,
+        `  run ${run + 1} ${kind.padEnd(7)} healthz worst ${fmt(r.worst, 0)} ms, median ${fmt(r.median, 0)} ms over ${r.samples} (${r.failures} failed); sent in ${fmt(r.sentMs, 0)} ms, handled in ${fmt(r.handledMs, 0)} ms; workerd ${fmt(r.cpuS, 2)} s CPU; ${r.closed}/${SOCKETS} flooders closed${kind === "channel" ? `; ${r.delivered} chunks delivered` : ""}`,
       );
     }
   }
