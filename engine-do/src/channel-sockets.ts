@@ -23,6 +23,7 @@ export const channelAttachment = z.object({
   channel_id: z.string(),
   dir: z.enum(CHANNEL_DIRECTIONS),
 });
+type ChannelEnd = { channel_id: string; dir: ChannelDirection };
 const TAG = "channel";
 const REFUSED_TAG = "channel-refused";
 /** One tag per end: `getWebSockets(tag)` finds the socket after hibernation (tags ≤ 256 chars). */
@@ -103,9 +104,18 @@ export class ChannelSockets implements ChannelSocketPort {
     return CHANNEL_PATH.test(url.pathname);
   }
 
-  endOf(ws: WebSocket): { channel_id: string; dir: ChannelDirection } | undefined {
-    const a = channelAttachment.safeParse(ws.deserializeAttachment());
-    return a.success ? a.data : undefined;
+  /** Each socket's end, read from its attachment once (it never changes): deserializing and
+   * validating it for every chunk cost a writer's flood more than the chunks' own handling. */
+  private readonly ends = new WeakMap<WebSocket, ChannelEnd | null>();
+
+  endOf(ws: WebSocket): ChannelEnd | undefined {
+    let end = this.ends.get(ws);
+    if (end === undefined) {
+      const a = channelAttachment.safeParse(ws.deserializeAttachment());
+      end = a.success ? { channel_id: a.data.channel_id, dir: a.data.dir } : null;
+      this.ends.set(ws, end);
+    }
+    return end ?? undefined;
   }
 
   /** Who created the channel `ws` is an end of (its writers share that principal's frame budget). */
@@ -140,6 +150,7 @@ export class ChannelSockets implements ChannelSocketPort {
     }
     this.ctx.acceptWebSocket(server, [TAG, endTag(id, dir)]);
     server.serializeAttachment({ v: 1, kind: "channel", channel_id: id, dir });
+    this.ends.set(server, { channel_id: id, dir });
     // A reader gets what is buffered (and its close, if the writer is done) once the 101 is out:
     // a close sent before the handshake response left workerd's TCP connection open, so Node's
     // `ws` saw the close only after its 30 s close timeout. Frames meanwhile stay buffered in order.
@@ -166,6 +177,7 @@ export class ChannelSockets implements ChannelSocketPort {
   closed(ws: WebSocket): boolean {
     const end = this.endOf(ws);
     if (!end) return false;
+    if (end.dir === "read") this.readers.delete(end.channel_id);
     this.hub.closed(end.channel_id, end.dir);
     return true;
   }
@@ -174,8 +186,16 @@ export class ChannelSockets implements ChannelSocketPort {
     return this.ctx.getWebSockets(endTag(id, dir))[0];
   }
 
+  /** Reader sockets by channel, once looked up: a writer's every chunk goes to the same one. (Gone
+   * with the socket's close; after an eviction, looked up again by tag.) */
+  private readonly readers = new Map<string, WebSocket>();
+
   send(id: string, item: ChannelItem): boolean {
-    const ws = this.socket(id, "read");
+    let ws = this.readers.get(id);
+    if (!ws) {
+      ws = this.socket(id, "read");
+      if (ws) this.readers.set(id, ws);
+    }
     if (!ws || ws.readyState !== WebSocket.OPEN) return false;
     try {
       ws.send(item.value);

@@ -39,6 +39,13 @@ import { PrincipalBudgets } from "./core/principal-budgets.ts";
 /** A side socket's frame budget, by the kind in its attachment (telemetry: a worker's). */
 const sideFrames = (kind: string): FrameLimits =>
   kind === "channel" ? CHANNEL_FRAMES : kind === "stream" ? STREAM_SOCKET_FRAMES : CONTROL_FRAMES;
+/** A socket that is not a worker connection, as the object keeps it between its frames. */
+interface SideSocket {
+  kind: string;
+  budget: SocketBudget;
+  /** Whose shared budget it spends: undefined until its first frame asks, null for nobody's. */
+  principal: string | null | undefined;
+}
 import { edgeHostPort, type EdgeHostBinding } from "./core/edge-hosts.ts";
 import type {
   ShardAttachOutcome,
@@ -322,58 +329,56 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
 
   // ------------------------------------------------------------------ socket messages
 
-  /** Frame/byte budgets of the sockets that are not worker connections (channel ends, stream and
-   * telemetry sockets); a worker connection's budget is kept by the core (core/admission.ts). */
-  private readonly sideBudgets = new WeakMap<WebSocket, SocketBudget>();
-  /** What each of those sockets is, read from its attachment once (not once per frame). */
-  private readonly sideKinds = new WeakMap<WebSocket, string>();
+  /** The sockets that are not worker connections (channel ends, stream and telemetry sockets):
+   * what each is (read from its attachment once, not once per frame), its frame/byte budget (a
+   * worker connection's is kept by the core, core/admission.ts) and whose shared budget it spends
+   * too. One lookup per frame: in a flood most frames are dropped right after it. */
+  private readonly sides = new WeakMap<WebSocket, SideSocket>();
   /** What all the channel writers of one principal (the channels' creator) may send together
    * (core/principal-budgets.ts). */
   private readonly sharedBudgets: Record<string, PrincipalBudgets | undefined> = { channel: new PrincipalBudgets(CHANNEL_FRAMES) };
-  /** Whose shared budget each of those sockets spends (null: none), read once. */
-  private readonly sidePrincipals = new WeakMap<WebSocket, string | null>();
 
   // Not async: nothing here awaits, and in a flood each message is its own event: a promise per
   // message would be work for nothing.
   override webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): void {
     if (this.shard) return this.shard.message(ws, message);
-    const conn = this.sideKinds.has(ws) ? undefined : this.connFor(ws);
-    if (conn) return this.core.message(conn, message);
+    let side = this.sides.get(ws);
+    if (side === undefined) {
+      const conn = this.connFor(ws);
+      if (conn) return this.core.message(conn, message);
+      side = this.sideOf(ws);
+    }
+    // A socket closed for flooding: what the runtime still delivers is dropped unseen.
+    if (side.budget.closed) return;
     // The budget before anything looks at the frame.
-    if (!this.admitSide(ws, message)) return;
-    const kind = this.sideKind(ws);
-    if (kind === "channel") this.channelSockets.message(ws, message);
-    else if (kind === "stream") this.streamSockets.message(ws, message);
+    if (!this.admitSide(ws, side, message)) return;
+    if (side.kind === "channel") this.channelSockets.message(ws, message);
+    else if (side.kind === "stream") this.streamSockets.message(ws, message);
     // Telemetry (§11): binary frames are stored and exported (core/telemetry); text frames ignored.
-    else if (kind === "otel" && typeof message !== "string") this.core.telemetry.ingest(message);
+    else if (side.kind === "otel" && typeof message !== "string") this.core.telemetry.ingest(message);
     // Else a refused channel end.
   }
 
-  private sideKind(ws: WebSocket): string {
-    let kind = this.sideKinds.get(ws);
-    if (kind === undefined) {
-      const a = ws.deserializeAttachment() as { kind?: unknown } | null;
-      kind = typeof a?.kind === "string" ? a.kind : "none";
-      this.sideKinds.set(ws, kind);
-    }
-    return kind;
+  private sideOf(ws: WebSocket): SideSocket {
+    const a = ws.deserializeAttachment() as { kind?: unknown } | null;
+    const kind = typeof a?.kind === "string" ? a.kind : "none";
+    const side: SideSocket = { kind, budget: new SocketBudget(Date.now(), sideFrames(kind)), principal: undefined };
+    this.sides.set(ws, side);
+    return side;
   }
 
   /** A side socket's budget (socket-budget.ts): over it, frames are dropped (these protocols have no
    * error frame to warn with), and a socket still over it FLOOD_GRACE_MS later is closed. A channel
    * is a byte stream, where a dropped chunk would corrupt what the reader gets: its end is closed at
    * the first frame over budget instead. */
-  private admitSide(ws: WebSocket, message: string | ArrayBuffer): boolean {
+  private admitSide(ws: WebSocket, side: SideSocket, message: string | ArrayBuffer): boolean {
     const now = Date.now();
-    const kind = this.sideKind(ws);
-    let budget = this.sideBudgets.get(ws);
-    if (!budget) this.sideBudgets.set(ws, (budget = new SocketBudget(now, sideFrames(kind))));
-    if (budget.closed) return false;
+    const { kind, budget } = side;
     const size = typeof message === "string" ? message.length : message.byteLength;
     let verdict = budget.admit(size, now);
     const shared = this.sharedBudgets[kind];
     // Within its own budget but not its principal's: as if over its own.
-    if (verdict === "admit" && shared && !shared.take(this.sidePrincipal(ws, kind), size, now)) verdict = budget.over(now);
+    if (verdict === "admit" && shared && !shared.take(this.sidePrincipal(ws, side), size, now)) verdict = budget.over(now);
     if (verdict === "admit") return true;
     if (verdict === "close" || kind === "channel") {
       budget.closed = true;
@@ -390,15 +395,14 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
     return false;
   }
 
-  private sidePrincipal(ws: WebSocket, kind: string): string | undefined {
-    let p = this.sidePrincipals.get(ws);
-    if (p === undefined) {
-      const who = kind === "channel" ? this.channelSockets.ownerOf(ws) : undefined;
+  /** Whose shared budget the socket spends (null: none), found on its first frame. */
+  private sidePrincipal(ws: WebSocket, side: SideSocket): string | undefined {
+    if (side.principal === undefined) {
+      const who = side.kind === "channel" ? this.channelSockets.ownerOf(ws) : undefined;
       // The open grant (an engine without auth) is every local client: nobody in particular.
-      p = typeof who === "string" && !isReservedSub(who) ? who : null;
-      this.sidePrincipals.set(ws, p);
+      side.principal = typeof who === "string" && !isReservedSub(who) ? who : null;
     }
-    return p ?? undefined;
+    return side.principal ?? undefined;
   }
 
   private closeFlooder(ws: WebSocket, kind: string, budget: SocketBudget): void {

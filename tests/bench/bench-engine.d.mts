@@ -5,6 +5,8 @@ export interface BenchEngine {
   port: number;
   url: string;
   wsUrl: string;
+  /** wrangler's inspector proxy (Chrome DevTools Protocol). */
+  inspectorPort: number;
   persist: string;
   child: ChildProcess;
   log(): string;

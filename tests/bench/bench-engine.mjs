@@ -69,6 +69,7 @@ export async function startBenchEngine({ port: wantPort, secretVars, persist: re
     });
     markMigrated(persist, stamp);
   }
+  const inspectorPort = await freePort();
   const args = [
     "dev",
     "-c",
@@ -78,7 +79,7 @@ export async function startBenchEngine({ port: wantPort, secretVars, persist: re
     "--port",
     String(port),
     "--inspector-port",
-    String(await freePort()),
+    String(inspectorPort),
     "--persist-to",
     persist,
     "--show-interactive-dev-session=false",
@@ -129,5 +130,6 @@ export async function startBenchEngine({ port: wantPort, secretVars, persist: re
     await exited;
     clearTimeout(hard);
   };
-  return { port, url, wsUrl: `ws://127.0.0.1:${port}`, persist, child, log: () => log, stop };
+  // inspectorPort: wrangler's inspector proxy (CDP), for a CPU profile of the Worker (flood-bench.ts).
+  return { port, url, wsUrl: `ws://127.0.0.1:${port}`, inspectorPort, persist, child, log: () => log, stop };
 }

@@ -9,14 +9,18 @@
 // (wrangler dev under inspector keeps making each later WebSocket message dearer; ws-sink/README.md).
 //   node --conditions=iii-edge-source tests/bench/flood-bench.ts   (npm run bench:floods)
 // Options (env): BENCH_RUNS (3), BENCH_FLOOD_SOCKETS (4), BENCH_FLOOD_FRAMES (15000),
-// BENCH_FLOOD_KINDS (sink,control,channel,stream), BENCH_DEBUG=1 (wrangler output on failure).
+// BENCH_FLOOD_KINDS (sink,control,channel,stream), BENCH_DEBUG=1 (wrangler output on failure),
+// BENCH_PROFILE=<dir> (a CPU profile of the engine's Worker per burst, through wrangler's inspector:
+// `<kind>-<run>.cpuprofile` for Chrome DevTools, and the functions costing most self time printed).
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { Worker } from "node:worker_threads";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { mintToken } from "@iii-edge/protocol/token";
+import NodeWs from "ws";
 import { freePort, startBenchEngine } from "./bench-engine.mjs";
 import { RUNS, runMain, sleep } from "./callers.ts";
 import { fmt, median } from "./stats.ts";
@@ -32,6 +36,7 @@ const TARGET_MS = 1_000;
 /** How long one burst may take to be handled before the run gives up on it. */
 const LIMIT_MS = 120_000;
 const POLL_MS = 100;
+const PROFILE_DIR = process.env.BENCH_PROFILE;
 
 type Kind = "sink" | "control" | "channel" | "stream";
 interface Target {
@@ -41,6 +46,8 @@ interface Target {
   probe: string;
   /** The workerd process that runs the Worker (for its CPU time). */
   runtime: number | undefined;
+  /** wrangler's inspector proxy (the engine only: BENCH_PROFILE). */
+  inspectorPort?: number;
   stop(): Promise<void>;
 }
 interface Result {
@@ -48,9 +55,13 @@ interface Result {
   median: number;
   samples: number;
   failures: number;
+  /** How long the bench took to hand every frame to its sockets. */
+  sentMs: number;
   handledMs: number;
   cpuS: number;
   closed: number;
+  /** Channel bursts: chunks the readers got (what the engine admitted, relayed in order). */
+  delivered: number;
 }
 
 // ------------------------------------------------------------------ runtimes
@@ -87,7 +98,14 @@ let enginePersist: string | undefined;
 async function startEngineTarget(): Promise<Target> {
   const e = await startBenchEngine({ secretVars: { AUTH_SECRET }, persist: enginePersist });
   enginePersist = e.persist;
-  return { url: e.url, wsUrl: e.wsUrl, probe: `${e.url}/healthz`, runtime: runtimeOf(e.child.pid!, e.port), stop: e.stop };
+  return {
+    url: e.url,
+    wsUrl: e.wsUrl,
+    probe: `${e.url}/healthz`,
+    runtime: runtimeOf(e.child.pid!, e.port),
+    inspectorPort: e.inspectorPort,
+    stop: e.stop,
+  };
 }
 
 /** tests/bench/ws-sink under wrangler dev, as its run.mjs starts it (collector off, like npm start). */
@@ -164,6 +182,88 @@ async function startSink(): Promise<Target> {
       clearTimeout(hard);
     },
   };
+}
+
+// ------------------------------------------------------------------ profiles (BENCH_PROFILE)
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; scriptId: string; url: string; lineNumber: number; columnNumber: number };
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** V8's sampling profiler on the Worker's isolate (engine and front door), over the inspector. */
+async function startProfile(port: number): Promise<{ stop(): Promise<{ profile: CpuProfile; sources: Map<string, string[]> }> }> {
+  const [target] = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as { webSocketDebuggerUrl: string }[];
+  // (`ws`: wrangler's inspector proxy refuses the handshake of Node's own WebSocket.)
+  const ws = new NodeWs(target!.webSocketDebuggerUrl, { maxPayload: 1024 * 1024 * 1024 });
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  const waiting = new Map<number, (r: unknown) => void>();
+  const scripts: string[] = [];
+  ws.on("message", (data) => {
+    const m = JSON.parse(String(data)) as { id?: number; result?: unknown; method?: string; params?: { scriptId: string } };
+    if (m.id !== undefined) waiting.get(m.id)?.(m.result);
+    else if (m.method === "Debugger.scriptParsed") scripts.push(m.params!.scriptId);
+  });
+  let next = 0;
+  const send = (method: string, params: object = {}) =>
+    new Promise<unknown>((resolve) => {
+      waiting.set(++next, resolve);
+      ws.send(JSON.stringify({ id: next, method, params }));
+    });
+  mkdirSync(PROFILE_DIR!, { recursive: true });
+  await send("Profiler.enable");
+  await send("Profiler.setSamplingInterval", { interval: 100 });
+  await send("Profiler.start");
+  return {
+    async stop() {
+      const { profile } = (await send("Profiler.stop")) as { profile: CpuProfile };
+      // The bundle's source, to name anonymous functions by their line (after the burst: the
+      // debugger's bookkeeping is not part of what is measured).
+      await send("Debugger.enable");
+      const sources = new Map<string, string[]>();
+      for (const id of new Set(profile.nodes.map((n) => n.callFrame.scriptId)))
+        if (scripts.includes(id)) {
+          const r = (await send("Debugger.getScriptSource", { scriptId: id })) as { scriptSource?: string };
+          if (r?.scriptSource) {
+            sources.set(id, r.scriptSource.split("\n"));
+            // The bundle itself (wrangler deletes it on exit), to read the profile's lines in.
+            writeFileSync(path.join(PROFILE_DIR!, `script-${id}.js`), r.scriptSource);
+          }
+        }
+      ws.close();
+      return { profile, sources };
+    },
+  };
+}
+
+/** The functions with the most self time, one line each. */
+function topSelf(p: CpuProfile, sources: Map<string, string[]>, n = 25): string[] {
+  const byNode = new Map(p.nodes.map((node) => [node.id, node]));
+  const self = new Map<string, number>();
+  let total = 0;
+  p.samples.forEach((id, i) => {
+    const f = byNode.get(id)!.callFrame;
+    const line = sources
+      .get(f.scriptId)
+      ?.[f.lineNumber]?.slice(f.columnNumber, f.columnNumber + 70)
+      .trim();
+    const key = `${f.functionName || "(anonymous)"} ${f.url.split("/").pop()}:${f.lineNumber + 1}${line && !f.functionName ? `  ${line}` : ""}`;
+    const us = p.timeDeltas[i] ?? 0;
+    total += us;
+    self.set(key, (self.get(key) ?? 0) + us);
+  });
+  return [...self]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n)
+    .map(([k, us]) => `    ${fmt(us / 1000, 1).padStart(8)} ms ${fmt((100 * us) / total, 1).padStart(5)} %  ${k}`);
 }
 
 // ------------------------------------------------------------------ sockets
@@ -272,51 +372,64 @@ async function floodSockets(kind: Kind, t: Target): Promise<{ flooders: Socket[]
 
 // ------------------------------------------------------------------ one burst
 
+/** The poller, in a thread of its own: in the thread that floods, a poll's answer waits for the
+ * send loop (60 000 sends take that thread 0.5–6 s, by load) and the figure is the bench's own. */
+const POLLER = `
+const { parentPort, workerData } = require("node:worker_threads");
+const now = () => performance.timeOrigin + performance.now();
+let running = true;
+parentPort.on("message", () => (running = false));
+(async () => {
+  while (running) {
+    const sentAt = now();
+    const ok = await fetch(workerData.url, { signal: AbortSignal.timeout(30000) }).then(
+      async (r) => (await r.arrayBuffer(), r.ok),
+      () => false,
+    );
+    parentPort.postMessage({ sentAt, ms: now() - sentAt, ok });
+    await new Promise((r) => setTimeout(r, workerData.pollMs));
+  }
+  parentPort.close();
+})();
+`;
+
+/** Wall-clock milliseconds comparable between threads. */
+const wall = () => performance.timeOrigin + performance.now();
+
 /** Polls `url` every POLL_MS (one request at a time, as a load balancer would) until stopped. */
 function poll(url: string) {
-  let running = true;
-  const latencies: number[] = [];
-  let failures = 0;
-  let last = 0;
-  const loop = (async () => {
-    while (running) {
-      const t = performance.now();
-      const ok = await fetch(url, { signal: AbortSignal.timeout(30_000) }).then(
-        async (r) => (await r.arrayBuffer(), r.ok),
-        () => false,
-      );
-      if (!ok) failures++;
-      latencies.push(performance.now() - t);
-      last = t;
-      await sleep(POLL_MS);
-    }
-  })();
+  const polls: { sentAt: number; ms: number; ok: boolean }[] = [];
+  const worker = new Worker(POLLER, { eval: true, workerData: { url, pollMs: POLL_MS } });
+  worker.on("message", (m: { sentAt: number; ms: number; ok: boolean }) => polls.push(m));
+  const exited = new Promise((r) => worker.once("exit", r));
   return {
-    /** When the poll in flight (or the last one) was sent. */
-    lastSentAt: () => last,
-    count: () => latencies.length,
+    /** When the last answered poll was sent (wall()). */
+    lastSentAt: () => polls.at(-1)?.sentAt ?? 0,
+    count: () => polls.length,
     async stop() {
-      running = false;
-      await loop;
-      return { latencies, failures };
+      worker.postMessage("stop");
+      await exited;
+      return { latencies: polls.map((p) => p.ms), failures: polls.filter((p) => !p.ok).length };
     },
   };
 }
 
-async function burst(kind: Kind): Promise<Result> {
+async function burst(kind: Kind, run: number): Promise<Result> {
   const t = kind === "sink" ? await startSink() : await startEngineTarget();
   try {
     const { flooders, others, frame } = await floodSockets(kind, t);
     await sleep(500); // the opens settled
+    const profile = PROFILE_DIR && t.inspectorPort ? await startProfile(t.inspectorPort) : undefined;
     const cpu0 = cpuSeconds(t.runtime);
     const health = poll(t.probe);
-    await sleep(POLL_MS); // one poll of the idle object first
+    while (health.count() === 0) await sleep(5); // one poll of the idle object first
     const t0 = performance.now();
     for (let i = 0; i < FRAMES; i++) for (const f of flooders) if (!f.closed) f.ws.send(frame(i));
+    const sentMs = performance.now() - t0;
     const end = Date.now() + LIMIT_MS;
     while (flooders.some((f) => !f.closed && f.ws.bufferedAmount > 0) && Date.now() < end) await sleep(5);
     // Handled: a poll sent after the last frame left has been answered (it queued behind them).
-    const leftAt = performance.now();
+    const leftAt = wall();
     while (health.lastSentAt() < leftAt && Date.now() < end) await sleep(5);
     const n = health.count();
     while (health.count() === n && Date.now() < end) await sleep(5);
@@ -324,15 +437,25 @@ async function burst(kind: Kind): Promise<Result> {
     const h = await health.stop();
     const cpuS = cpuSeconds(t.runtime) - cpu0;
     const closed = flooders.filter((f) => f.closed).length;
+    const delivered = kind === "channel" ? others.slice(1).reduce((n, r) => n + r.texts.length, 0) : 0;
+    if (profile) {
+      const { profile: p, sources } = await profile.stop();
+      writeFileSync(path.join(PROFILE_DIR!, `${kind}-${run + 1}.cpuprofile`), JSON.stringify(p));
+      console.log(
+        `  ${kind} run ${run + 1}: self time by function (V8 samples of the Worker's isolate)\n${topSelf(p, sources).join("\n")}`,
+      );
+    }
     await closeAll([...flooders, ...others]);
     return {
       worst: Math.max(...h.latencies),
       median: median(h.latencies),
       samples: h.latencies.length,
       failures: h.failures,
+      sentMs,
       handledMs,
       cpuS,
       closed,
+      delivered,
     };
   } finally {
     await t.stop();
@@ -350,10 +473,10 @@ runMain(async () => {
     // Kinds rotate run by run: no kind always goes first on a cold machine.
     const order = KINDS.map((_, i) => KINDS[(i + run) % KINDS.length]!);
     for (const kind of order) {
-      const r = await burst(kind);
+      const r = await burst(kind, run);
       results.get(kind)!.push(r);
       console.log(
-        `  run ${run + 1} ${kind.padEnd(7)} healthz worst ${fmt(r.worst, 0)} ms, median ${fmt(r.median, 0)} ms over ${r.samples} (${r.failures} failed); handled in ${fmt(r.handledMs, 0)} ms; workerd ${fmt(r.cpuS, 2)} s CPU; ${r.closed}/${SOCKETS} flooders closed`,
+        `  run ${run + 1} ${kind.padEnd(7)} healthz worst ${fmt(r.worst, 0)} ms, median ${fmt(r.median, 0)} ms over ${r.samples} (${r.failures} failed); sent in ${fmt(r.sentMs, 0)} ms, handled in ${fmt(r.handledMs, 0)} ms; workerd ${fmt(r.cpuS, 2)} s CPU; ${r.closed}/${SOCKETS} flooders closed${kind === "channel" ? `; ${r.delivered} chunks delivered` : ""}`,
       );
     }
   }

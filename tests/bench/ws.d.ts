@@ -7,7 +7,7 @@ declare module "ws" {
     type RawData = Buffer | ArrayBuffer | Buffer[];
   }
   class WebSocket extends EventEmitter {
-    constructor(url: string, options?: { perMessageDeflate?: boolean; headers?: Record<string, string> });
+    constructor(url: string, options?: { perMessageDeflate?: boolean; headers?: Record<string, string>; maxPayload?: number });
     send(data: string): void;
     terminate(): void;
     close(code?: number): void;

@@ -28,6 +28,13 @@ export const DEFAULT_CHANNEL_BUFFER_ITEMS = 64;
 export const MAX_CHANNEL_BUFFER_BYTES = 8 * 1024 * 1024;
 /** Largest item: a DO SQLite row holds at most 2 MB, and workerd's WebSocket messages 1 MiB. */
 export const MAX_CHANNEL_ITEM_BYTES = 1024 * 1024;
+/** Is the item over MAX_CHANNEL_ITEM_BYTES? Decided by a text's length where that can (a UTF-16 unit
+ * is 1–3 UTF-8 bytes): a chunk that goes straight to its reader is not encoded only to be measured. */
+const tooLarge = (item: ChannelItem): boolean =>
+  item.type === "binary"
+    ? item.value.byteLength > MAX_CHANNEL_ITEM_BYTES
+    : item.value.length > MAX_CHANNEL_ITEM_BYTES ||
+      (item.value.length * 3 > MAX_CHANNEL_ITEM_BYTES && itemBytes(item) > MAX_CHANNEL_ITEM_BYTES);
 /** A channel whose ends were not both attached within this time is removed (iii: 5 minutes). */
 export const CHANNEL_TTL_MS = 5 * 60_000;
 /** How often a channel that is still in use is looked at again by the sweep (iii: 60 s). */
@@ -433,8 +440,7 @@ export class ChannelHub {
     const found = this.storeOf(id);
     if (found?.row.writer !== 1) return; // the engine already ended this writer
     const { store, row } = found;
-    const n = itemBytes(item);
-    if (n > MAX_CHANNEL_ITEM_BYTES) return this.cut(store, row, CLOSE.itemTooLarge);
+    if (tooLarge(item)) return this.cut(store, row, CLOSE.itemTooLarge);
     const sink = this.sinks.get(id);
     if (sink) {
       if (!sink.push(item)) this.cut(store, row, CLOSE.bufferFull);
@@ -442,7 +448,8 @@ export class ChannelHub {
     }
     if (row.reader === 2) return;
     if (row.reader === 1 && row.items === 0 && this.sockets?.send(id, item)) return; // the fast path: straight through
-    if (row.items + 1 > row.buffer_size || row.bytes + n > MAX_CHANNEL_BUFFER_BYTES) return this.cut(store, row, CLOSE.bufferFull);
+    if (row.items + 1 > row.buffer_size || row.bytes + itemBytes(item) > MAX_CHANNEL_BUFFER_BYTES)
+      return this.cut(store, row, CLOSE.bufferFull);
     store.append(id, item);
   }
 

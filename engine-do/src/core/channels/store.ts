@@ -73,18 +73,32 @@ export class MemoryChannelStore implements ChannelStore {
 }
 
 type SqlRow = Omit<ChannelRow, "writer" | "reader"> & { writer: number; reader: number };
+const rowOf = (r: SqlRow): ChannelRow => ({ ...r, writer: r.writer as ChannelRow["writer"], reader: r.reader as ChannelRow["reader"] });
 
+/**
+ * Rows in the object's SQLite, each also kept in memory once read: every chunk a writer sends looks
+ * at its channel's row, and a SELECT per chunk was most of what a chunk cost the object (a channel
+ * burst spent more in it than in relaying the chunks). This store is the only writer of the table,
+ * and it changes the memory copy with every statement it runs, so the copy is the row; after an
+ * eviction the object starts with none and reads each row again. (At most MAX_OPEN_CHANNELS rows.)
+ */
 export class SqlChannelStore implements ChannelStore {
   private readonly sql: Sql;
+  private readonly rows = new Map<string, ChannelRow>();
   constructor(sql: Sql) {
     this.sql = sql;
   }
   get(id: string): ChannelRow | undefined {
+    const kept = this.rows.get(id);
+    if (kept) return kept;
     const r = this.sql.exec<SqlRow>(
       "SELECT id, access_key, created_at, buffer_size, writer, reader, end_code, end_reason, items, bytes, sweep_at FROM channels WHERE id = ?",
       id,
     )[0];
-    return r ? { ...r, writer: r.writer as ChannelRow["writer"], reader: r.reader as ChannelRow["reader"] } : undefined;
+    if (!r) return undefined;
+    const row = rowOf(r);
+    this.rows.set(id, row);
+    return row;
   }
   insert(r: ChannelRow): void {
     this.sql.exec(
@@ -101,25 +115,35 @@ export class SqlChannelStore implements ChannelStore {
       r.bytes,
       r.sweep_at,
     );
+    this.rows.set(r.id, { ...r });
   }
   update(id: string, patch: Partial<ChannelRow>): void {
     const keys = (["writer", "reader", "end_code", "end_reason", "sweep_at"] as const).filter((k) => k in patch);
     if (keys.length === 0) return;
     this.sql.exec(`UPDATE channels SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE id = ?`, ...keys.map((k) => patch[k] ?? null), id);
+    const kept = this.rows.get(id);
+    if (kept) Object.assign(kept, Object.fromEntries(keys.map((k) => [k, patch[k] ?? null])));
   }
   append(id: string, item: ChannelItem): void {
-    this.sql.transaction(() => {
+    const n = itemBytes(item);
+    const appended = this.sql.transaction(() => {
       const seq = this.sql.exec<{ next_seq: number }>(
         "UPDATE channels SET next_seq = next_seq + 1, items = items + 1, bytes = bytes + ? WHERE id = ? RETURNING next_seq",
-        itemBytes(item),
+        n,
         id,
       )[0];
-      if (!seq) return;
+      if (!seq) return false;
       this.sql.exec("INSERT INTO channel_items (channel_id, seq, kind, data) VALUES (?, ?, ?, ?)", id, seq.next_seq, item.type, item.value);
+      return true;
     });
+    const kept = this.rows.get(id);
+    if (appended && kept) {
+      kept.items++;
+      kept.bytes += n;
+    }
   }
   drain(id: string): ChannelItem[] {
-    return this.sql.transaction(() => {
+    const items = this.sql.transaction(() => {
       const rows = this.sql.exec<{ kind: string; data: string | ArrayBuffer }>(
         "SELECT kind, data FROM channel_items WHERE channel_id = ? ORDER BY seq",
         id,
@@ -131,10 +155,17 @@ export class SqlChannelStore implements ChannelStore {
           r.kind === "binary" ? { type: "binary", value: r.data as ArrayBuffer } : { type: "text", value: String(r.data) },
       );
     });
+    const kept = this.rows.get(id);
+    if (kept) {
+      kept.items = 0;
+      kept.bytes = 0;
+    }
+    return items;
   }
   remove(id: string): void {
     this.sql.exec("DELETE FROM channel_items WHERE channel_id = ?", id);
     this.sql.exec("DELETE FROM channels WHERE id = ?", id);
+    this.rows.delete(id);
   }
   count(): number {
     return this.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM channels")[0]?.n ?? 0;
@@ -148,6 +179,6 @@ export class SqlChannelStore implements ChannelStore {
         "SELECT id, access_key, created_at, buffer_size, writer, reader, end_code, end_reason, items, bytes, sweep_at FROM channels WHERE sweep_at <= ? ORDER BY sweep_at LIMIT 1000",
         now,
       )
-      .map((r) => ({ ...r, writer: r.writer as ChannelRow["writer"], reader: r.reader as ChannelRow["reader"] }));
+      .map(rowOf);
   }
 }
