@@ -384,7 +384,10 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
           function_id: "state::set",
           payload: { scope: APPROVALS_SCOPE, key: approvalKey(rec.session_id, rec.function_call_id), value: decision },
         });
-        if (await retirePending(ctx.trigger, rec.session_id, rec.function_call_id, "timeout", t, reason)) expired++;
+        expired++;
+        // The orchestrator, woken by the decision, may take the record away first: whichever
+        // deletes it announces the end, once.
+        await retirePending(ctx.trigger, rec.session_id, rec.function_call_id, "timeout", t, reason);
       }
       if (records.length === expired) await retireSweep(ctx.trigger);
       return { expired };

@@ -285,6 +285,9 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
               const asked = pendingRecord(tx.sid, rec.run_id, call, now, Date.now(), pendingTimeoutMs());
               await writePending(tx.trigger, asked);
               await deleteDecision(tx.trigger, tx.sid, cid);
+              // A new question: its decision wakes the turn under a new step (a wake is keyed by
+              // step, call and decision, and this call's first allow has used that key).
+              rec.step += 1;
               rec.awaiting_approval = [
                 ...(rec.awaiting_approval ?? []),
                 {
