@@ -6,6 +6,8 @@
 // person does: set a session's mode and lists, watch the inbox, decide; what they notice: which
 // calls run, which wait, what the model reads.
 import {
+  HARNESS_JOIN,
+  subAgentSessionId,
   APPROVAL_PENDING_CREATED,
   APPROVAL_PENDING_RESOLVED,
   type FunctionResultMessage,
@@ -30,6 +32,8 @@ rules:
     function: files::delete
     action: deny
   - 'weather::*'
+  - harness::spawn
+  - harness::join
 # anything else (mail::send) waits for a person
 `;
 /** The same rules after an operator's edit: mail::send still asks, but the policy is another one. */
@@ -70,6 +74,8 @@ beforeAll(async () => {
     env: {
       OPENAI_BASE_URL: replay.openaiBaseUrl,
       OPENAI_API_KEY: "sk-test",
+      ANTHROPIC_BASE_URL: replay.anthropicBaseUrl,
+      ANTHROPIC_API_KEY: "sk-ant-test",
       HARNESS_DISABLE: "policy,approval-gate",
     },
     vars: { APPROVAL_PENDING_TIMEOUT_MS: String(TIMEOUT_MS) },
@@ -327,6 +333,52 @@ describe("approvals expire", () => {
       expect((await pendingOf(sid, "e-1")) ?? null).toBeNull();
       await until(() => resolved.some((e) => e.session_id === sid), "pending-resolved announced");
       expect(resolved.find((e) => e.session_id === sid)).toMatchObject({ outcome: "timeout" });
+    },
+    TURN_DEADLINE_MS * 2,
+  );
+});
+
+describe("sub-agents can only narrow", () => {
+  /** Parents talk to OpenAI and children to Anthropic, so each replay queue is answered in a known order. */
+  const CHILD_MODEL = { provider: "anthropic", model: "claude-sonnet-4-6" };
+  const spawnAndJoin = (child: string, task: string) =>
+    reply(
+      callAgentTrigger("harness::spawn", { task, ...CHILD_MODEL }, "spawn-1"),
+      callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1"),
+    );
+
+  it(
+    "a child set to full under a manual parent still asks: its mode and lists are cut to its parent's",
+    async () => {
+      const sid = `parent-manual-${crypto.randomUUID()}`;
+      const child = await subAgentSessionId(sid, `${sid}-m1`, "spawn-1");
+      // Someone opened the child's own settings wide before it started.
+      await call("approval::set-mode", { session_id: child, mode: "full" });
+      await call("approval::approve-always", { session_id: child, function_id: "mail::send" });
+      replay.enqueue("openai", spawnAndJoin(child, "Mail ada."), reply(say("The helper could not send it.")));
+      replay.enqueue("anthropic", reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "c-1")), reply(say("Not sent.")));
+      await ui.startTurn(sid, "get a helper to mail ada");
+      const view = await parked(child);
+      expect(view.awaiting_approval?.map((a) => a.function_call_id)).toEqual(["c-1"]);
+      expect(ranIn("mail::send", child)).toHaveLength(0);
+      await call("approval::resolve", { session_id: child, function_call_id: "c-1", decision: "deny" });
+      await ui.finished(sid);
+      expect(ranIn("mail::send", child)).toHaveLength(0);
+    },
+    TURN_DEADLINE_MS * 2,
+  );
+
+  it(
+    "a child with no settings of its own has its parent's: the parent's remembered approval covers it",
+    async () => {
+      const sid = `parent-approved-${crypto.randomUUID()}`;
+      const child = await subAgentSessionId(sid, `${sid}-m1`, "spawn-1");
+      await call("approval::approve-always", { session_id: sid, function_id: "mail::send" });
+      replay.enqueue("openai", spawnAndJoin(child, "Mail ada."), reply(say("The helper sent it.")));
+      replay.enqueue("anthropic", reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "c-1")), reply(say("Sent.")));
+      await ui.startTurn(sid, "get a helper to mail ada");
+      await ui.finished(sid);
+      expect(ranIn("mail::send", child)).toHaveLength(1);
     },
     TURN_DEADLINE_MS * 2,
   );
