@@ -229,7 +229,7 @@ export interface AwaitingApproval {
   args: unknown;
   pending_at?: number;
   expires_at?: number;
-  /** What a person approves (§3.5): the hash of `args` after the before-call hooks, and the policy version. */
+  /** What a person approves (§3.7): the hash of `args` after the before-call hooks, and the policy version. */
   args_hash?: string;
   policy_version?: string;
 }
@@ -369,7 +369,7 @@ export interface ApprovalDecision {
   binding?: ApprovalBinding;
 }
 
-// ------------------------------------------------------------------ permission modes (§3.5)
+// ------------------------------------------------------------------ permission modes (§3.7)
 // Per session a mode and two lists (iii's approval-gate permission model), kept by approval-gate in
 // `approval_settings/<sid>` and read by the orchestrator for every call the policy does not settle
 // with its floor.

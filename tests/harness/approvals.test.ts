@@ -1,5 +1,5 @@
 // Permission modes and approvals end to end (docs/harness.md "Permission modes", docs/harness-contracts.md
-// §3.5): `npm start`'s engine with the orchestrator inside the Worker, the OpenAI replay, the
+// §3.7): `npm start`'s engine with the orchestrator inside the Worker, the OpenAI replay, the
 // application's functions registered with the unmodified iii-sdk, and — run beside the engine so a
 // test can change them — the real policy worker (its rules swapped the way an edit of the file
 // swaps them) and the real approval-gate (its clock injected, so expiry needs no wait). What a

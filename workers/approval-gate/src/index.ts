@@ -1,4 +1,4 @@
-// The approval gate (docs/harness-contracts.md §1.7, §3.5): a person's side of the calls the model makes.
+// The approval gate (docs/harness-contracts.md §1.7, §3.7): a person's side of the calls the model makes.
 // - `approval::resolve` records a decision on a parked call as state `approvals/<sid>/<cid>` =
 //   `{decision, reason, binding?}`. It wakes nothing itself: the write fires the orchestrator's
 //   state trigger (`turn::on_approval`), which reads the decision fresh. An allow carries what the

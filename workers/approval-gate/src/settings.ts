@@ -1,4 +1,4 @@
-// The per-session permission settings (docs/harness-contracts.md §3.5): pure changes to an
+// The per-session permission settings (docs/harness-contracts.md §3.7): pure changes to an
 // `ApprovalSettings` record, and the read-modify-write that stores one. A session without a
 // stored record has the defaults (`manual`, both lists empty); reads never write, the first change
 // does.

@@ -1,4 +1,4 @@
-// The permission model's pure parts (docs/harness-contracts.md §3.5): the mode matrix over the policy's
+// The permission model's pure parts (docs/harness-contracts.md §3.7): the mode matrix over the policy's
 // answer and its floor, the lists, a sub-agent's narrowing, what a person's allow is bound to, and
 // the settings changes the gate stores.
 import {

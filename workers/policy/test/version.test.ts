@@ -1,4 +1,4 @@
-// The policy version (docs/harness-contracts.md §3.5): what a person's allow is bound to besides the call.
+// The policy version (docs/harness-contracts.md §3.7): what a person's allow is bound to besides the call.
 import { describe, expect, it } from "vitest";
 import { parsePermissions, policyVersion, textVersion } from "../src/permissions-file.ts";
 

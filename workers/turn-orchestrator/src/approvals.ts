@@ -1,4 +1,4 @@
-// Permission modes and the approval inbox, the orchestrator's half (docs/harness-contracts.md §3.5):
+// Permission modes and the approval inbox, the orchestrator's half (docs/harness-contracts.md §3.7):
 // - each call's decision is the policy's answer under the session's permission settings (a
 //   sub-agent's narrowed by every ancestor's: a child never gets what its parent lacks);
 // - a call that waits for a person gets an inbox record `approval_pending/<sid>/<cid>` carrying what
