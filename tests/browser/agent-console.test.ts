@@ -156,6 +156,9 @@ describe("an agent turn in the console", () => {
       expect(await pageB.locator('[data-call-id="m-1"] .ac-fn').textContent()).toBe("mail::send");
       expect(await pageB.locator('[data-call-id="m-1"]').textContent()).toContain("ada@example.com");
       expect(mails).toHaveLength(0);
+      // The approvals panel: the session's mode, and the waiting call with its age and deadline.
+      await pageB.waitForSelector('#agent-approvals[data-mode="manual"] [data-pending="m-1"]', { timeout: TURN_MS });
+      expect(await pageB.locator('[data-pending="m-1"] .ac-pending-age').textContent()).toMatch(/^waiting \d+ s, expires in (29|30) min$/);
       await pageB.screenshot({ path: path.join(SCREENSHOTS, "agent-approval.png"), fullPage: true });
 
       await pageB.click('button[data-approve="m-1"]');
@@ -185,9 +188,15 @@ describe("an agent turn in the console", () => {
       replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "eve@example.com" }, "k-1")));
       const sid = await startTurn(pageA, "mail eve");
       await pageA.waitForSelector('button[data-approve="k-1"]', { timeout: TURN_MS });
+      await pageA.waitForSelector('#agent-pending [data-pending="k-1"]', { timeout: TURN_MS });
       await pageA.click("#agent-stop");
       await pageA.waitForSelector('#agent-state[data-state="stopped"]', { timeout: TURN_MS });
       await until(async () => (await pageA.locator('button[data-approve="k-1"]').count()) === 0, "the buttons gone", TURN_MS);
+      await until(async () => (await pageA.locator('#agent-pending [data-pending="k-1"]').count()) === 0, "the inbox emptied", TURN_MS);
+      // A person changes the session's mode from the panel; the panel shows what was stored.
+      await pageA.selectOption("#agent-permission-mode", "full");
+      await pageA.waitForSelector('#agent-approvals[data-mode="full"]', { timeout: TURN_MS });
+      expect(await pageA.locator("#agent-mode-help").textContent()).toMatch(/except the harness's own functions/);
       expect(sid).not.toBe(firstSession);
       expect(mails.filter((m) => (m as { to?: string }).to === "eve@example.com")).toHaveLength(0);
     },

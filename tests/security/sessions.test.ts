@@ -106,6 +106,8 @@ async function aliceSnapshot(op: RawSocket): Promise<string> {
   const messages = await op.ok("session-tree::messages", { session_id: ALICE_SID });
   const inbox = await op.ok("session-inbox::peek", { name: "steering", session_id: ALICE_SID });
   const approvals = await op.ok("state::list", { scope: "approvals" });
+  const approvalSettings = await op.ok("state::list", { scope: "approval_settings" });
+  const pending = await op.ok("state::list", { scope: "approval_pending" });
   const sessions = await op.ok<{ sessions: { session_id: string }[]; total: number }>("session-tree::list", { limit: 100 });
   const owners = await op.ok("state::list", { scope: "session_owner" });
   return JSON.stringify({
@@ -114,6 +116,8 @@ async function aliceSnapshot(op: RawSocket): Promise<string> {
     messages,
     inbox,
     approvals,
+    approvalSettings,
+    pending,
     sessions: sessions.sessions.map((s) => s.session_id).sort(),
     total: sessions.total,
     owners,
@@ -302,6 +306,14 @@ describe("sessions have owners (AUTH_SECRET)", () => {
       ["run::fork", { session_id: ALICE_SID, entry_id: `${ALICE_SID}-m1`, new_session_id: "bobs-fork" }],
       ["run::start", turnBody(ALICE_SID, "as me").payload],
       ["approval::resolve", { session_id: ALICE_SID, function_call_id: "m-1", decision: "allow" }],
+      ["approval::set-mode", { session_id: ALICE_SID, mode: "full" }],
+      ["approval::get-settings", { session_id: ALICE_SID }],
+      ["approval::add-always-allow", { session_id: ALICE_SID, function_id: "mail::send" }],
+      ["approval::remove-always-allow", { session_id: ALICE_SID, function_id: "mail::send" }],
+      ["approval::approve-always", { session_id: ALICE_SID, function_id: "mail::send" }],
+      ["approval::clear-settings", { session_id: ALICE_SID }],
+      ["approval::get-pending", { session_id: ALICE_SID, function_call_id: "m-1" }],
+      ["approval::list-pending", { session_id: ALICE_SID }],
       ["session-tree::messages", { session_id: ALICE_SID }],
       ["session-tree::get", { session_id: ALICE_SID }],
       ["session-tree::tree", { session_id: ALICE_SID }],
@@ -329,7 +341,9 @@ describe("sessions have owners (AUTH_SECRET)", () => {
     // harness::trigger starts nothing in her session.
     const trig = await wide.ok<{ status_code: number }>("harness::trigger", turnBody(ALICE_SID, "as me"));
     expect(trig.status_code).toBe(403);
-    // Listings: her session is not among Bob's.
+    // Listings: her session is not among Bob's (her waiting call is in the operator's inbox, not his).
+    expect(JSON.stringify(await op.ok("approval::list-pending", {}))).toContain(ALICE_SID);
+    expect(JSON.stringify(await wide.ok("approval::list-pending", {}))).not.toContain(ALICE_SID);
     expect(JSON.stringify(await wide.ok("session-tree::list", {}))).not.toContain(ALICE_SID);
     expect(await wide.ok("stream::list_groups", { stream_name: "agent::events" })).not.toContain(ALICE_SID);
     expect(JSON.stringify(await wide.ok("stream::list_items", { stream_name: "agent::sessions", group_id: "all" }))).not.toContain(

@@ -99,7 +99,9 @@ describe("a failed state write", () => {
     const surface = {
       runtime: "node",
       env: {},
-      registerFunction: (_id: string, h: (data: unknown, ctx: never) => unknown) => (handler = h),
+      registerFunction: (id: string, h: (data: unknown, ctx: never) => unknown) => {
+        if (id === RESOLVE) handler = h;
+      },
       registerTrigger: () => {},
       trigger: () => Promise.reject(new Error("not connected")),
     } as unknown as WorkerSurface;

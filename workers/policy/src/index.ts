@@ -9,7 +9,7 @@ import { policyCheckRequest, type PolicyDecision } from "@iii-edge/protocol/harn
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { decide, type CatalogFacts } from "./floor.ts";
-import { defaultPolicy, staticPolicy, type PolicySource, type PolicyState } from "./permissions-file.ts";
+import { defaultPolicy, policyVersion, staticPolicy, type PolicySource, type PolicyState } from "./permissions-file.ts";
 
 export const CHECK_PERMISSIONS = "policy::check_permissions";
 
@@ -82,9 +82,10 @@ export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
       const state = config.source.current();
       // Fail closed: no valid rules means no answer, and the orchestrator denies the call.
       if (!state.ok) throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: no valid permissions (${state.error})`);
-      const { function_id, args, session_id } = req.data;
+      const { function_id, args, session_id, with_version } = req.data;
       return catalogFacts(ctx, function_id).then((facts) => {
-        const decision = decide(state.policy, function_id, args, session_id, facts);
+        const decision: PolicyDecision = { ...decide(state.policy, function_id, args, session_id, facts) };
+        if (with_version) decision.policy_version = policyVersion(state.policy);
         // Which rule decided, in the caller's trace (the orchestrator's policy_check span is above it).
         const span = tracer.startSpan(`evaluate_permissions ${function_id}`, {
           attributes: { "iii.function_id": function_id, "iii.policy.decision": decision.decision, "iii.policy.origin": state.origin },
@@ -97,7 +98,7 @@ export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
     },
     {
       description:
-        "Decide whether the model may call a function: deny for the kernel (functions marked model: never) and for reads outside the session's own scopes, whatever the rules say; else allow, deny (with the rule), or needs_approval when no rule of iii-permissions.yaml matches or the allowed id is served by a principal the file does not trust for it.",
+        "Decide whether the model may call a function: deny for the kernel (functions marked model: never) and for reads outside the session's own scopes, whatever the rules say; else allow, deny (with the rule), or needs_approval when no rule of iii-permissions.yaml matches or the allowed id is served by a principal the file does not trust for it. with_version: true adds policy_version, which changes whenever the rules do.",
       request_format: z.toJSONSchema(policyCheckRequest, { io: "input", unrepresentable: "any" }),
     },
   );

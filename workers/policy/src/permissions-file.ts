@@ -8,12 +8,29 @@ import { DEFAULT_PERMISSIONS_YAML } from "./default-permissions.ts";
  * (a log, a binary) from being parsed on every reload. */
 export const MAX_PERMISSIONS_BYTES = 1024 * 1024;
 
+const versions = new WeakMap<CompiledPolicy, string>();
+
+/** 64-bit FNV-1a of the text, hex: a name for one text of the rules, so a person's decision can be
+ * tied to the rules it was asked under (the file is the operator's, so collisions need no defence). */
+export function textVersion(text: string): string {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of new TextEncoder().encode(text)) h = BigInt.asUintN(64, (h ^ BigInt(byte)) * 0x100000001b3n);
+  return h.toString(16).padStart(16, "0");
+}
+
+/** The version of a compiled policy: that of the text it was parsed from. */
+export function policyVersion(policy: CompiledPolicy): string {
+  return versions.get(policy) ?? "unversioned";
+}
+
 /** Parse and validate a permissions file. Throws PermissionsError with a one-line message. */
 export function parsePermissions(text: string): CompiledPolicy {
   if (new TextEncoder().encode(text).byteLength > MAX_PERMISSIONS_BYTES)
     throw new PermissionsError(`the file is larger than ${MAX_PERMISSIONS_BYTES} bytes`);
   const value = readYaml(text);
-  return compilePolicy(value);
+  const policy = compilePolicy(value);
+  versions.set(policy, textVersion(text));
+  return policy;
 }
 
 export function oneLine(s: string): string {

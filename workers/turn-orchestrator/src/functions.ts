@@ -2,6 +2,7 @@
 // checkpoints: `triggered` is written before a target is invoked and `done` with its result, so a
 // step delivered again after a crash never invokes a call twice — a call found `triggered` but
 // not `done` gets an "interrupted, ran at most once" result instead.
+import { bindingChange } from "@iii-edge/protocol/harness";
 import type {
   ApprovalDecision,
   AwaitingApproval,
@@ -11,21 +12,14 @@ import type {
   PreparedCall,
   TurnStateRecord,
 } from "@iii-edge/protocol/harness";
+import { bindingOf, currentPolicyVersion, decideCall, pendingRecord, pendingTimeoutMs, retirePending, writePending } from "./approvals.ts";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
 import { childWaitOf } from "./children.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
-import {
-  consultBefore,
-  decisionResult,
-  denialResult,
-  interruptedResult,
-  invokeTarget,
-  isErrorResult,
-  parseDecision,
-  planBatch,
-} from "./gate.ts";
+import { decisionResult, denialResult, interruptedResult, invokeTarget, isErrorResult, parseDecision, planBatch } from "./gate.ts";
 import { finishSession, turnEndOnce } from "./lifecycle.ts";
 import { boundedKey, requireBatch, resultEntryId, InvariantError } from "./record.ts";
+import type { BeforeCallOutcome } from "./hooks.ts";
 import { runAfterFunctionCallHooks, runBeforeFunctionCallHooks } from "./seams.ts";
 import { enqueue, stepMessage, type Tx } from "./store.ts";
 import { appendMany } from "./transcript.ts";
@@ -76,9 +70,10 @@ async function runCall(
   call: FunctionCall,
   afterTriggered?: () => Promise<void>,
   parkOnChild?: (entry: AwaitingApproval) => void,
+  hooked?: BeforeCallOutcome,
 ): Promise<void> {
   const started = Date.now();
-  const before = await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call);
+  const before = hooked ?? (await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call));
   if (before.kind === "deny") {
     await recordResult(tx, work, call, before.result, Date.now() - started, true);
     await afterTriggered?.();
@@ -179,7 +174,7 @@ export async function functionExecute(tx: Tx): Promise<void> {
       `policy_check ${call.function_id}`,
       { "iii.function_id": "policy::check_permissions", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id },
       async (span) => {
-        const g = await consultBefore(tx.trigger, call, tx.sid);
+        const g = await decideCall(tx.trigger, call, tx.sid);
         span?.setAttribute("iii.policy.decision", g.kind === "pending" ? "needs_approval" : g.kind);
         if (g.kind === "deny") span?.setAttribute("iii.policy.reason", g.envelope.reason);
         return g;
@@ -187,11 +182,37 @@ export async function functionExecute(tx: Tx): Promise<void> {
     );
     if (gate.kind === "allow") await tool.within(() => runCall(tx, work, call, undefined, (wait) => newPending.push(wait)));
     else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
-    else newPending.push({ function_call_id: call.id, function_id: call.function_id, args: call.arguments, pending_at: Date.now() });
+    else {
+      const asked = await ask(tx, work, call, gate.policy_version);
+      if (asked) newPending.push(asked);
+    }
     settleToolSpan(tool, work, call.id);
   }
   if (newPending.length > 0) return park(tx, work, newPending);
   return finalizeBatch(tx);
+}
+
+/** Put a call in front of a person: what they approve is the call as it would run (after the
+ * before-call hooks, which may also deny it here: then nobody is asked) under this policy version.
+ * Its inbox record is written before the park is saved (a redelivered step writes the same key). */
+async function ask(tx: Tx, work: Work, call: FunctionCall, policyVersion: string | undefined): Promise<AwaitingApproval | undefined> {
+  const before = await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call);
+  if (before.kind === "deny") {
+    await recordResult(tx, work, call, before.result, 0, true);
+    return undefined;
+  }
+  const binding = await bindingOf(before.call, policyVersion);
+  const rec = pendingRecord(tx.sid, tx.rec.run_id, call, binding, Date.now(), pendingTimeoutMs());
+  await writePending(tx.trigger, rec);
+  return {
+    function_call_id: call.id,
+    function_id: call.function_id,
+    args: call.arguments,
+    pending_at: rec.pending_at,
+    expires_at: rec.expires_at,
+    args_hash: binding.args_hash,
+    policy_version: binding.policy_version,
+  };
 }
 
 /** Park the batch on its pending calls: no queue message is held while a person decides. */
@@ -253,13 +274,61 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
         entry.pending_at ?? Date.now(),
       );
       if (decision.decision === "allow") {
-        // No second policy call: the person's allow is the decision. The checkpoint drops the
+        // An allow counts for what the person was shown: the same function, the same arguments
+        // after the hooks, the same policy. If any changed, they are asked again.
+        let hooked: BeforeCallOutcome | undefined;
+        if (decision.binding) {
+          hooked = await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call);
+          if (hooked.kind === "run") {
+            const now = await bindingOf(hooked.call, await currentPolicyVersion(tx.trigger, call, tx.sid));
+            if (bindingChange(decision.binding, now) !== undefined) {
+              const asked = pendingRecord(tx.sid, rec.run_id, call, now, Date.now(), pendingTimeoutMs());
+              await writePending(tx.trigger, asked);
+              await deleteDecision(tx.trigger, tx.sid, cid);
+              // A new question: its decision wakes the turn under a new step (a wake is keyed by
+              // step, call and decision, and this call's first allow has used that key).
+              rec.step += 1;
+              rec.awaiting_approval = [
+                ...(rec.awaiting_approval ?? []),
+                {
+                  ...entry,
+                  pending_at: asked.pending_at,
+                  expires_at: asked.expires_at,
+                  args_hash: now.args_hash,
+                  policy_version: now.policy_version,
+                },
+              ];
+              tool.keepOpen();
+              continue;
+            }
+          }
+        }
+        // No second policy decision: the person's allow is the decision. The checkpoint drops the
         // entry and marks the call triggered in one write, before the decision row goes.
         work.prepared[index] = { route: "pre_approved", call };
-        await tool.within(() => runCall(tx, work, call, () => deleteDecision(tx.trigger, tx.sid, cid)));
+        await tool.within(() =>
+          runCall(
+            tx,
+            work,
+            call,
+            async () => {
+              await deleteDecision(tx.trigger, tx.sid, cid);
+              await retirePending(tx.trigger, tx.sid, cid, "allow");
+            },
+            undefined,
+            hooked,
+          ),
+        );
       } else {
         await recordResult(tx, work, call, decisionResult(call, decision), 0, true);
         await deleteDecision(tx.trigger, tx.sid, cid);
+        await retirePending(
+          tx.trigger,
+          tx.sid,
+          cid,
+          decision.expired ? "timeout" : decision.decision === "aborted" ? "aborted" : "deny",
+          decision.reason,
+        );
       }
       settleToolSpan(tool, work, call.id);
     }
@@ -327,7 +396,10 @@ export async function closeBatchOnStop(tx: Tx, reason: string): Promise<void> {
     const result = work.calls[call.id] === "triggered" ? interrupted(call) : decisionResult(call, { decision: "aborted", reason });
     work.executed[call.id] = { call, result, is_error: true, duration_ms: 0 };
     work.calls[call.id] = "done";
-    if (wasParked) await deleteDecision(tx.trigger, tx.sid, call.id);
+    if (wasParked) {
+      await deleteDecision(tx.trigger, tx.sid, call.id);
+      await retirePending(tx.trigger, tx.sid, call.id, "aborted", reason);
+    }
   }
   delete rec.awaiting_approval;
   const now = Date.now();

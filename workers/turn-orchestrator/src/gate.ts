@@ -15,6 +15,7 @@ import {
   type FunctionCall,
   type FunctionResult,
   type HarnessCallMetadata,
+  type PolicyDecision,
   type PreparedCall,
 } from "@iii-edge/protocol/harness";
 import { errorCode, errorText, type Trigger } from "./calls.ts";
@@ -104,18 +105,25 @@ const policyReply = z.discriminatedUnion("decision", [
   z.looseObject({ decision: z.literal("needs_approval") }),
 ]);
 
-/** One call to the policy, 5 s budget. Unreachable, slow or failing → deny `gate_unavailable`
- * (fail closed); an answer that cannot be read → needs_approval (a person looks). `sessionId`: the
- * session the model calls for, whose own state and stream scopes are the only ones it may read. */
-export async function consultBefore(trigger: Trigger, call: FunctionCall, sessionId?: string): Promise<GateDecision> {
+/** What the policy answered: a decision, something unreadable, or nothing (unreachable, slow, failing). */
+export type PolicyAnswer =
+  | { kind: "answer"; decision: PolicyDecision }
+  | { kind: "unreadable" }
+  | { kind: "unreachable"; envelope: DenialEnvelope };
+
+/** One call to the policy, 5 s budget. `sessionId`: the session the model calls for, whose own
+ * state and stream scopes are the only ones it may read. `withVersion`: ask for the policy version
+ * too (what a person's decision is bound to). */
+export async function askPolicy(trigger: Trigger, call: FunctionCall, sessionId?: string, withVersion = false): Promise<PolicyAnswer> {
   let reply: unknown;
   const payload: Record<string, unknown> = { function_id: call.function_id, args: call.arguments };
   if (sessionId !== undefined) payload.session_id = sessionId;
+  if (withVersion) payload.with_version = true;
   try {
     reply = await trigger({ function_id: "policy::check_permissions", payload, timeoutMs: POLICY_TIMEOUT_MS });
   } catch (e) {
     return {
-      kind: "deny",
+      kind: "unreachable",
       envelope: gateUnavailableEnvelope(
         call.function_id,
         `policy unreachable: ${errorCode(e) ?? "error"}: ${errorText(e)}`,
@@ -124,11 +132,31 @@ export async function consultBefore(trigger: Trigger, call: FunctionCall, sessio
     };
   }
   const d = policyReply.safeParse(reply);
-  if (!d.success) return { kind: "pending" };
-  if (d.data.decision === "allow") return { kind: "allow" };
-  if (d.data.decision === "deny")
-    return { kind: "deny", envelope: permissionsDenyEnvelope(call, d.data.rule_id, d.data.matched_constraint) };
-  return { kind: "pending" };
+  if (!d.success) return { kind: "unreadable" };
+  const version = isRecord(reply) && typeof reply.policy_version === "string" ? reply.policy_version : undefined;
+  const decision = (
+    d.data.decision === "deny"
+      ? { decision: "deny", rule_id: d.data.rule_id, rule_action: "deny", matched_constraint: d.data.matched_constraint }
+      : d.data.decision === "allow"
+        ? { decision: "allow", rule_id: typeof d.data.rule_id === "string" ? d.data.rule_id : "" }
+        : { decision: "needs_approval" }
+  ) as PolicyDecision;
+  if (version !== undefined) decision.policy_version = version;
+  return { kind: "answer", decision };
+}
+
+/** The policy's answer alone as a gate decision: unreachable → deny `gate_unavailable` (fail
+ * closed); unreadable → needs_approval (a person looks). */
+export function gateOf(call: FunctionCall, a: PolicyAnswer): GateDecision {
+  if (a.kind === "unreachable") return { kind: "deny", envelope: a.envelope };
+  if (a.kind === "unreadable" || a.decision.decision === "needs_approval") return { kind: "pending" };
+  if (a.decision.decision === "allow") return { kind: "allow" };
+  return { kind: "deny", envelope: permissionsDenyEnvelope(call, a.decision.rule_id, a.decision.matched_constraint) };
+}
+
+/** One call to the policy as a gate decision (askPolicy, then gateOf). */
+export async function consultBefore(trigger: Trigger, call: FunctionCall, sessionId?: string): Promise<GateDecision> {
+  return gateOf(call, await askPolicy(trigger, call, sessionId));
 }
 
 export const denialResult = (envelope: DenialEnvelope, terminate = false): FunctionResult => ({
@@ -149,6 +177,12 @@ export function decisionResult(call: FunctionCall, d: ApprovalDecision): Functio
       terminate: true,
     };
   }
+  if (d.expired)
+    return {
+      content: [textBlock(`Approval expired: ${envelope.reason}`)],
+      details: { ...envelope, approval_denied: true, decision: "deny", expired: true },
+      terminate: false,
+    };
   return {
     content: [textBlock(`Permission denied by user: ${envelope.reason}`)],
     details: { ...envelope, approval_denied: true, decision: "deny" },
@@ -239,9 +273,18 @@ export function isErrorResult(r: FunctionResult): boolean {
 
 // ------------------------------------------------------------------ approval decisions (§3.4)
 
-const decisionSchema = z.object({ decision: z.enum(["allow", "deny", "aborted"]), reason: z.string().nullable().optional() });
+const decisionSchema = z.object({
+  decision: z.enum(["allow", "deny", "aborted"]),
+  reason: z.string().nullable().optional(),
+  expired: z.boolean().optional().catch(undefined),
+  binding: z.object({ function_id: z.string(), args_hash: z.string(), policy_version: z.string() }).optional().catch(undefined),
+});
 
 export function parseDecision(v: unknown): ApprovalDecision | undefined {
   const r = decisionSchema.safeParse(v);
-  return r.success ? { decision: r.data.decision, reason: r.data.reason ?? null } : undefined;
+  if (!r.success) return undefined;
+  const d: ApprovalDecision = { decision: r.data.decision, reason: r.data.reason ?? null };
+  if (r.data.expired) d.expired = true;
+  if (r.data.binding) d.binding = r.data.binding;
+  return d;
 }

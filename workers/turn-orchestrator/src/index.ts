@@ -1,6 +1,7 @@
 // The turn-orchestrator worker (docs/harness-contracts.md §1.2, §2): one durable FSM per session, every fact
 // of it in engine state, every step a `turn::<state>` message on the `turn-step` queue. Runs in
 // workerd and in Node (Web APIs only).
+import { configurePendingTimeout, pendingTimeoutFrom } from "./approvals.ts";
 import {
   runEventsRequest,
   runStartWithParentRequest,
@@ -37,6 +38,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
   configFrom: () => ({}),
   register(iii: WorkerSurface, config: TurnOrchestratorConfig) {
     const newRunId = config.newRunId ?? newRunIdDefault;
+    configurePendingTimeout(pendingTimeoutFrom(iii.env));
     const tracer = tracerOf(iii);
     const steps: Record<Exclude<TurnState, "stopped" | "failed">, (tx: Tx) => Promise<void>> = {
       provisioning,

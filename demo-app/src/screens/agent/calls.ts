@@ -2,7 +2,10 @@
 // worker connection (`iii.trigger`): the page needs no HTTP route and no credential of its own.
 import type {
   AgentMessage,
+  ApprovalSettings,
   BudgetView,
+  PendingApprovalRecord,
+  PermissionMode,
   HarnessChildrenResponse,
   Model,
   RunForkResponse,
@@ -82,8 +85,23 @@ export function harness(iii: BrowserClient) {
       }),
     steer: (session_id: string, text: string) => call<{ ok: boolean }>("run::steer", { session_id, message: text }),
     stop: (session_id: string) => call<TurnStopResponse>("turn::stop", { session_id }),
-    resolve: (session_id: string, function_call_id: string, decision: "allow" | "deny", reason?: string) =>
-      call<{ ok: boolean; error?: string }>("approval::resolve", { session_id, function_call_id, decision, ...(reason ? { reason } : {}) }),
+    /** `args_hash`: the arguments the person was shown; an allow for others does not count (asked again). */
+    resolve: (session_id: string, function_call_id: string, decision: "allow" | "deny", reason?: string, args_hash?: string) =>
+      call<{ ok: boolean; error?: string }>("approval::resolve", {
+        session_id,
+        function_call_id,
+        decision,
+        ...(reason ? { reason } : {}),
+        ...(args_hash ? { args_hash } : {}),
+      }),
+    approvalSettings: (session_id: string) =>
+      call<{ settings: ApprovalSettings; source: "stored" | "defaults" }>("approval::get-settings", { session_id }),
+    setMode: (session_id: string, mode: PermissionMode) => call<{ settings: ApprovalSettings }>("approval::set-mode", { session_id, mode }),
+    approveAlways: (session_id: string, function_id: string) =>
+      call<{ settings: ApprovalSettings }>("approval::approve-always", { session_id, function_id }),
+    removeAlwaysAllow: (session_id: string, function_id: string) =>
+      call<{ settings: ApprovalSettings }>("approval::remove-always-allow", { session_id, function_id }),
+    pending: (session_id: string) => call<{ pending: PendingApprovalRecord[] }>("approval::list-pending", { session_id }),
     meta: (session_id: string) =>
       call<
         | {

@@ -3,7 +3,14 @@
 // sees its events), steer, stop, see the budget, the session tree (fork, switch branch, resume) and
 // the sub-agents. It talks only to the engine, through this tab's worker connection and the
 // engine's stream socket. `#/agent?session_id=<sid>` opens a session.
-import type { BudgetView, SessionTree, SubAgentChildView, TurnStateView } from "@iii-edge/protocol/harness";
+import type {
+  ApprovalSettings,
+  BudgetView,
+  PendingApprovalRecord,
+  SessionTree,
+  SubAgentChildView,
+  TurnStateView,
+} from "@iii-edge/protocol/harness";
 import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { sessionTitle, shortId, withFirstTexts } from "../../app/sessions.ts";
 import type { ScreenProps } from "../../app/types.ts";
@@ -11,7 +18,7 @@ import { harness, problem, type SessionSummary } from "./calls.ts";
 import { followSession } from "./follow.ts";
 import { emptyView, isRunning, withEvents, withHistory, withState, type CallView, type SessionView } from "./model.ts";
 import { loadSettings, saveSettings, SettingsPanel, type RunSettings } from "./settings.tsx";
-import { BudgetPanel, ChildrenPanel, TreePanel } from "./side.tsx";
+import { ApprovalsPanel, BudgetPanel, ChildrenPanel, TreePanel } from "./side.tsx";
 import { AGENT_CSS } from "./style.ts";
 import { Transcript } from "./transcript.tsx";
 import { Banner } from "../../ui/index.tsx";
@@ -221,6 +228,8 @@ function SessionPane(props: {
   const [budgetErr, setBudgetErr] = useState<string>();
   const [parent, setParent] = useState<string>();
   const [children, setChildren] = useState<SubAgentChildView[]>([]);
+  const [approvalSettings, setApprovalSettings] = useState<ApprovalSettings | null>();
+  const [pending, setPending] = useState<PendingApprovalRecord[]>([]);
   const [sideTick, setSideTick] = useState(0);
   const sideTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const bumpSide = () => {
@@ -266,7 +275,11 @@ function SessionPane(props: {
     };
   }, [sid, props.online, view.historyDirty]);
 
-  // Tree, budget, parent and children.
+  // A call starts or stops waiting: the approvals panel reads the inbox again.
+  const waitingIds = (view.state?.awaiting_approval ?? []).map((a) => `${a.function_call_id}:${a.args_hash ?? ""}`).join(",");
+  useEffect(() => bumpSide(), [waitingIds]);
+
+  // Tree, budget, parent, children and approvals.
   useEffect(() => {
     if (!props.online) return;
     let alive = true;
@@ -281,6 +294,14 @@ function SessionPane(props: {
     api.children(sid).then(
       (c) => alive && setChildren(c?.children ?? []),
       () => alive && setChildren([]),
+    );
+    api.approvalSettings(sid).then(
+      (r) => alive && setApprovalSettings(r.settings),
+      () => alive && setApprovalSettings(null),
+    );
+    api.pending(sid).then(
+      (r) => alive && setPending(r.pending),
+      () => alive && setPending([]),
     );
     api.runRequest(sid).then(
       async (r) => {
@@ -392,6 +413,28 @@ function SessionPane(props: {
         )}
       </main>
       <aside class="ac-aside" aria-label="session details">
+        <ApprovalsPanel
+          settings={approvalSettings}
+          pending={pending}
+          onMode={(m) =>
+            void api.setMode(sid, m).then(
+              (r) => setApprovalSettings(r.settings),
+              (e) => setErr(problem(e)),
+            )
+          }
+          onRemoveTrusted={(f) =>
+            void api.removeAlwaysAllow(sid, f).then(
+              (r) => setApprovalSettings(r.settings),
+              (e) => setErr(problem(e)),
+            )
+          }
+          onApproveAlways={(p) =>
+            void api
+              .approveAlways(sid, p.function_id)
+              .then((r) => (setApprovalSettings(r.settings), api.resolve(sid, p.function_call_id, "allow", undefined, p.args_hash)))
+              .then(bumpSide, (e) => setErr(problem(e)))
+          }
+        />
         <BudgetPanel budget={budget} budgetId={budgetId} error={budgetErr} />
         <ChildrenPanel
           children={children}

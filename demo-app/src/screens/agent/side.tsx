@@ -1,6 +1,22 @@
 // Beside the conversation: the budget the session is charged to (spent / remaining), the session
-// tree (branches, fork from any entry, switch branch), and the sub-agents the session spawned.
-import type { BudgetView, SessionTree, SubAgentChildView, TreeBranch, TreeEntry } from "@iii-edge/protocol/harness";
+// tree (branches, fork from any entry, switch branch), the sub-agents the session spawned, and its
+// approvals (mode, remembered approvals, calls waiting with their age).
+import {
+  PERMISSION_MODES,
+  type ApprovalSettings,
+  type BudgetView,
+  type PendingApprovalRecord,
+  type PermissionMode,
+  type SessionTree,
+  type SubAgentChildView,
+  type TreeBranch,
+  type TreeEntry,
+} from "@iii-edge/protocol/harness";
+import { useEffect, useState } from "preact/hooks";
+import { MODE_HELP, pendingAge } from "./approvals.ts";
+
+/** How often the ages of waiting calls are redrawn. */
+const AGE_TICK_MS = 15_000;
 
 export function BudgetPanel({ budget, budgetId, error }: { budget?: BudgetView | null; budgetId?: string; error?: string }) {
   return (
@@ -171,6 +187,83 @@ export function ChildrenPanel(props: {
                 </button>
               </div>
             ))}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+export function ApprovalsPanel(props: {
+  settings?: ApprovalSettings | null;
+  pending: PendingApprovalRecord[];
+  onMode: (mode: PermissionMode) => void;
+  onApproveAlways: (rec: PendingApprovalRecord) => void;
+  onRemoveTrusted: (functionId: string) => void;
+}) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (props.pending.length === 0) return;
+    const t = setInterval(() => setNow(Date.now()), AGE_TICK_MS);
+    return () => clearInterval(t);
+  }, [props.pending.length]);
+  const s = props.settings;
+  return (
+    <section class="ac-side" id="agent-approvals" aria-labelledby="ac-approvals-h" data-mode={s?.mode}>
+      <h3 id="ac-approvals-h">Approvals</h3>
+      {!s && <p class="ac-muted">Permission settings unavailable.</p>}
+      {s && (
+        <>
+          <label for="agent-permission-mode">mode</label>{" "}
+          <select
+            id="agent-permission-mode"
+            value={s.mode}
+            onChange={(e) => props.onMode((e.target as HTMLSelectElement).value as PermissionMode)}
+          >
+            {PERMISSION_MODES.map((m) => (
+              <option key={m} value={m}>
+                {m}
+              </option>
+            ))}
+          </select>
+          <p class={s.mode === "full" ? "ac-error" : "ac-muted"} id="agent-mode-help">
+            {MODE_HELP[s.mode]}
+          </p>
+          <h4>Remembered approvals</h4>
+          {s.approved_always.length === 0 && <p class="ac-muted">None yet: “Approve always” on a waiting call adds one.</p>}
+          <ul id="agent-approved-always">
+            {s.approved_always.map((e) => (
+              <li key={e.function_id}>
+                <code>{e.function_id}</code>
+              </li>
+            ))}
+          </ul>
+          {s.always_allow.length > 0 && (
+            <>
+              <h4>Trusted in auto mode</h4>
+              <ul id="agent-always-allow">
+                {s.always_allow.map((e) => (
+                  <li key={e.function_id}>
+                    <code>{e.function_id}</code>{" "}
+                    <button type="button" class="btn btn-link" onClick={() => props.onRemoveTrusted(e.function_id)}>
+                      remove
+                    </button>
+                  </li>
+                ))}
+              </ul>
+            </>
+          )}
+        </>
+      )}
+      <h4>Waiting for you</h4>
+      {props.pending.length === 0 && <p class="ac-muted">No call is waiting.</p>}
+      <ul id="agent-pending">
+        {props.pending.map((p) => (
+          <li key={p.function_call_id} data-pending={p.function_call_id}>
+            <code>{p.function_id}</code> <span class="ac-muted ac-pending-age">{pendingAge(p, now)}</span>{" "}
+            <button type="button" class="btn btn-link" onClick={() => props.onApproveAlways(p)}>
+              Approve always
+            </button>
           </li>
         ))}
       </ul>
