@@ -298,6 +298,19 @@ describe("discovery fires are sent without waiting for results", () => {
     expect(out).toMatchObject({ ok: true });
   });
 
+  it("with tracing on, one change is one span: every subscriber's frame carries the same context", () => {
+    const held = new HeldTimers();
+    const { core, sub, owner, send } = setup(held.port, { telemetry: { vars: { TRACING: "on", TRACE_RATE_LIMIT: "0" } } });
+    held.elapse();
+    send(owner, { type: "registerfunction", id: "traced::a" });
+    held.elapse();
+    const delta = sub.invocations("sub::delta").at(-1)!;
+    const full = sub.invocations("sub::full").at(-1)!;
+    expect(delta.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(full.traceparent).toBe(delta.traceparent);
+    expect(core.telemetry.tracing).toBe(true);
+  });
+
   it("engine::workers-available goes out the same way", () => {
     const { core, sub, send } = setup();
     send(sub, { type: "registerfunction", id: "sub::workers" });

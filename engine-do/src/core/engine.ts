@@ -57,7 +57,7 @@ import { Invocations } from "./invocations.ts";
 import { RbacConnections } from "./rbac.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
 import { traceOf } from "./trace.ts";
-import { endEnqueue, endFire, enqueueSpan, fireSpan, invokeSpan, remoteSpan, type InvokeTarget } from "./telemetry/hops.ts";
+import { discoverySpan, endEnqueue, endFire, enqueueSpan, fireSpan, invokeSpan, remoteSpan, type InvokeTarget } from "./telemetry/hops.ts";
 import { Telemetry, type TelemetryOptions } from "./telemetry/telemetry.ts";
 
 // The extension shapes used to live here; they are api.ts's now (kept importable from here).
@@ -985,19 +985,22 @@ export class EngineCore implements EngineApi {
    * function after). Built-ins and HTTP-invoked functions have no void form: they are called as
    * usual, under their deadline, but nobody waits for them.
    */
-  notify(binding: TriggerRecord, payload: unknown, opts: Pick<FireOptions, "traceparent" | "baggage"> = {}): void {
-    const span = fireSpan(this.telemetry, binding, opts.traceparent);
+  notify(binding: TriggerRecord, payload: unknown, opts: Pick<FireOptions, "traceparent" | "baggage"> & { inFanOut?: boolean } = {}): void {
+    // In a fan-out the change has one span (discoverySpan) and its frames carry it: no span per
+    // subscriber, which would be a thousand for one registration.
+    const traced = opts.inFanOut !== true;
+    const span = traced ? fireSpan(this.telemetry, binding, opts.traceparent) : undefined;
     const o = span ? { ...opts, traceparent: span.traceparent } : opts;
     const share = this.shareOf(binding);
     if (conditionOf(binding) === undefined) {
       // The common case stays synchronous: every subscriber's frame is out before this returns.
       const ready = this.functionReady(binding);
-      endFire(span, ready === true ? this.invokeVoid(this.fireRequest(binding, payload, o, share)) : ready);
+      endFire(span, ready === true ? this.invokeVoid(this.fireRequest(binding, payload, o, share), traced) : ready);
       return;
     }
     const run = async () => {
       const gate = await this.gate(binding, payload, o, share);
-      endFire(span, gate === true ? this.invokeVoid(this.fireRequest(binding, payload, o, share)) : gate);
+      endFire(span, gate === true ? this.invokeVoid(this.fireRequest(binding, payload, o, share), traced) : gate);
     };
     this.ports.background(run());
   }
@@ -1051,11 +1054,11 @@ export class EngineCore implements EngineApi {
   }
 
   /** Send a call nobody waits for (notify): what it ends with is whether it went out. */
-  private invokeVoid(req: CallRequest): CallOutcome {
+  private invokeVoid(req: CallRequest, traced: boolean): CallOutcome {
     const fn = this.catalog.functions.get(req.function_id);
     if (fn?.kind === "edge") {
       // The host answers at once (`void`), so the RPC needs no deadline and holds no open call.
-      const span = invokeSpan(this.telemetry, req, { kind: fn.kind, owner: fn.owner });
+      const span = traced ? invokeSpan(this.telemetry, req, { kind: fn.kind, owner: fn.owner }) : undefined;
       const r = span ? { ...req, traceparent: span.traceparent } : req;
       const sent = this.edgeSync
         .call(fn, r, this.ports.newId(), { void: true })
@@ -1072,7 +1075,7 @@ export class EngineCore implements EngineApi {
       this.ports.background(this.invoke(req));
       return { ok: true };
     }
-    const span = invokeSpan(this.telemetry, req, { kind: fn.kind, owner: fn.owner });
+    const span = traced ? invokeSpan(this.telemetry, req, { kind: fn.kind, owner: fn.owner }) : undefined;
     const conn = this.conns.get(fn.owner);
     let out: CallOutcome;
     if (!conn) out = { ok: false, error: { code: "invocation_stopped", message: `the worker owning ${fn.id} is not connected` } };
@@ -1145,12 +1148,15 @@ export class EngineCore implements EngineApi {
     // whole catalog (fan-out linear in subscribers, not subscribers × catalog).
     let full: unknown;
     let delta: unknown;
+    const span = discoverySpan(this.telemetry, TRIGGER_TYPES.functionsAvailable, bindings.length);
+    const opts = { inFanOut: true, traceparent: span?.traceparent };
     for (const b of bindings) {
       const payload = wantsDelta(b)
         ? (delta ??= { event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) })
         : (full ??= { event: "functions_changed", functions: this.introspection.functionSummaries(true) });
-      this.notify(b, payload);
+      this.notify(b, payload, opts);
     }
+    span?.end({ ok: true });
   }
 
   private triggersChanged(): void {
@@ -1162,6 +1168,8 @@ export class EngineCore implements EngineApi {
     if (bindings.length === 0) return;
     let full: unknown;
     let delta: unknown;
+    const span = discoverySpan(this.telemetry, TRIGGER_TYPES.triggersAvailable, bindings.length);
+    const opts = { inFanOut: true, traceparent: span?.traceparent };
     for (const b of bindings) {
       // Its maker was allowed to read the listing when it bound; a connection's grant cannot change
       // since, but a maker's grant is asked again where it is at hand (mayReadListing).
@@ -1169,12 +1177,18 @@ export class EngineCore implements EngineApi {
       const payload = wantsDelta(b)
         ? (delta ??= { event: "triggers_changed", ...this.introspection.triggersDelta(before, now) })
         : (full ??= { event: "triggers_changed", triggers: this.introspection.visibleTriggerEntries() });
-      this.notify(b, payload);
+      this.notify(b, payload, opts);
     }
+    span?.end({ ok: true });
   }
 
   private fireWorkersChanged(event: "worker_connected" | "worker_disconnected" | "worker_metadata_updated", workerId: string): void {
-    for (const b of this.activeBindings(TRIGGER_TYPES.workersAvailable)) this.notify(b, { event, worker_id: workerId });
+    const bindings = this.activeBindings(TRIGGER_TYPES.workersAvailable);
+    if (bindings.length === 0) return;
+    const span = discoverySpan(this.telemetry, TRIGGER_TYPES.workersAvailable, bindings.length);
+    const opts = { inFanOut: true, traceparent: span?.traceparent };
+    for (const b of bindings) this.notify(b, { event, worker_id: workerId }, opts);
+    span?.end({ ok: true });
   }
 
   /** engine::workers::register: store what the worker says about itself. */

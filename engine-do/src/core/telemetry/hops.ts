@@ -93,6 +93,16 @@ export function fireSpan(
   });
 }
 
+/** One discovery change told to every subscriber of its type: one span for the whole fan-out (the
+ * subscribers' handlers are its children), not one per subscriber. */
+export function discoverySpan(t: Telemetry, triggerType: string, subscribers: number): ActiveSpan | undefined {
+  if (!t.tracing) return undefined;
+  return t.start(`trigger ${triggerType}`, {
+    kind: "internal",
+    attributes: { "faas.trigger": "other", "iii.trigger.type": triggerType, "iii.discovery.subscribers": subscribers },
+  });
+}
+
 /** Ends a fire's span: "skipped" (its condition said no) is no error. */
 export function endFire(span: ActiveSpan | undefined, out: CallOutcome | "skipped"): void {
   if (!span) return;
