@@ -152,6 +152,8 @@ export class Telemetry {
   readonly config: TelemetryConfig;
   readonly metrics: EngineMetrics;
   readonly store: TraceStore | undefined;
+  /** The OTLP exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set (its `buffered` and `inFlight`
+   * say what waits for the collector). */
   readonly exporter: OtlpExporter | undefined;
   private readonly ports: EnginePorts;
   private pendingSpans: Span[] = [];
