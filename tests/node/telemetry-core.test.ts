@@ -15,7 +15,8 @@ import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/dead-letters.ts";
 import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans, encodeLogs, encodeSpans } from "@iii-edge/engine-do/core/telemetry/otlp.ts";
-import { EXPORT_ATTEMPTS, EXPORT_BATCH, MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
+import { EXPORT_ATTEMPTS, EXPORT_BATCH, type ExportFetch, MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
+import { FLUSH_SPANS } from "@iii-edge/engine-do/core/telemetry/telemetry.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
 import { nodeSql, trackedTimers } from "../support/node-sql.ts";
 import { repoRoot } from "../support/engine-server.ts";
@@ -67,6 +68,8 @@ function engine(
     queues?: string;
     /** Where the engine's warnings go. */
     warnings?: { msg: string; fields?: Record<string, unknown> }[];
+    /** The exporter's fetch (default: the global one). */
+    fetch?: ExportFetch;
   } = {},
 ) {
   const ports: EnginePorts = {
@@ -91,7 +94,7 @@ function engine(
     }),
   };
   const core = new EngineCore(ports, {
-    telemetry: { vars: { TRACING: "on", ...opts.vars }, db: opts.db ?? d1(), fetch: (url, init) => fetch(url, init) },
+    telemetry: { vars: { TRACING: "on", ...opts.vars }, db: opts.db ?? d1(), fetch: opts.fetch ?? ((url, init) => fetch(url, init)) },
   });
   installEngine(core, opts.queues ? { QUEUES: opts.queues } : {});
   core.start([]);
@@ -716,6 +719,28 @@ describe("export", () => {
     const m = (await core.telemetry.metrics.list(name)).metrics[0];
     return m?.type === "counter" ? m.value : 0;
   }
+
+  it("the call whose span fills a flush only appends it for export: encoding and the POST happen later, in the exporter's own timer event", async () => {
+    let posts = 0;
+    const core = engine({
+      vars: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, TRACE_STORE: "off", TRACE_RATE_LIMIT: "0" },
+      fetch: (url, init) => {
+        posts++;
+        return fetch(url, init);
+      },
+    });
+    for (let i = 0; i < FLUSH_SPANS - 1; i++) core.telemetry.start("x")!.end();
+    expect(core.telemetry.exporter!.buffered).toBe(0);
+    // The span that makes FLUSH_SPANS flushes the pipeline in its own event, handing all to the exporter…
+    const last = `the ${FLUSH_SPANS}th`;
+    core.telemetry.start(last)!.end();
+    expect(core.telemetry.exporter!.buffered).toBe(FLUSH_SPANS);
+    // …which has encoded nothing and sent nothing yet: that waits for its timer.
+    expect(posts).toBe(0);
+    await until(() => posts >= 1, "the batch posted from the exporter's timer");
+    await core.telemetry.drainExport();
+    expect(receiver.spans.filter((s) => s.name === last)).toHaveLength(1);
+  });
 
   it("a collector answering 503 gets the batch again after a backoff, EXPORT_ATTEMPTS tries in all; then it is dropped, counted and logged, never the call's", async () => {
     const warnings: { msg: string; fields?: Record<string, unknown> }[] = [];

@@ -28,7 +28,7 @@ import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans } from "./otlp.ts";
 import { TraceStore } from "./store.ts";
 
 /** Records per flush: one D1 statement (~256 KiB) holds about this many engine spans. */
-const FLUSH_SPANS = 500;
+export const FLUSH_SPANS = 500;
 /** Longest a finished span waits in memory before it is written (and what an eviction can lose). */
 export const FLUSH_INTERVAL_MS = 1_000;
 /** Spans and logs held in memory waiting for a flush: a store that cannot keep up drops the rest
@@ -152,6 +152,8 @@ export class Telemetry {
   readonly config: TelemetryConfig;
   readonly metrics: EngineMetrics;
   readonly store: TraceStore | undefined;
+  /** The OTLP exporter when OTEL_EXPORTER_OTLP_ENDPOINT is set (its `buffered` and `inFlight`
+   * say what waits for the collector). */
   readonly exporter: OtlpExporter | undefined;
   private readonly ports: EnginePorts;
   private pendingSpans: Span[] = [];
