@@ -1,8 +1,8 @@
 // The two frames of every routed call, `invokefunction` and `invocationresult`, checked without zod.
-// A routed call parses four of them (the call and the result, each as the engine receives it and as
-// a worker's SDK does), and zod's generic object machinery was about a quarter of the engine
-// object's CPU on such a call: workerd forbids the `new Function` that zod's compiled object parsers
-// need, so every field goes through its interpreter. `parseCallFrame` applies exactly the rules of
+// The engine parses both on every routed call (the caller's call, the worker's result), and zod's
+// generic object machinery was about a quarter of the engine object's CPU on such a call: workerd
+// forbids the `new Function` that zod's compiled object parsers need, so every field goes through
+// its interpreter. `parseCallFrame` applies exactly the rules of
 // `invokeFunction` and `invocationResult` (frames.ts) and builds the value zod builds: the schema's
 // keys in the schema's order, unknown keys dropped, absent optional keys left absent, the JSON
 // fields (`data`, `metadata`, `result`) passed on as they are. It only accepts: whatever it does not

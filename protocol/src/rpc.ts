@@ -4,6 +4,7 @@
 import { z } from "zod";
 import { grantSchema } from "./auth.ts";
 import { invokeFunction, triggerAction, type ErrorBody } from "./frames.ts";
+import { MAX_INVOKE_TIMEOUT_MS } from "./limits.ts";
 
 export const rpcTriggerRequest = z.object({
   function_id: z.string().min(1),
@@ -96,11 +97,7 @@ export const shardInvokeRequest = z.object({
   metadata: z.unknown().optional(),
   traceparent: z.string().optional(),
   baggage: z.string().optional(),
-  timeout_ms: z
-    .number()
-    .int()
-    .positive()
-    .max(15 * 60_000),
+  timeout_ms: z.number().int().positive().max(MAX_INVOKE_TIMEOUT_MS),
 });
 export type ShardInvokeRequest = z.infer<typeof shardInvokeRequest>;
 /** How a direct call ended; `stale`: the worker no longer holds the function here (the caller's

@@ -26,13 +26,14 @@ class FakeConn implements Conn {
   }
 }
 
-/** One object instance: its own timers (dropped on "eviction"), the shared database. */
-function instance(db: DatabaseSync) {
+/** One object instance: its own timers (dropped on "eviction"), the shared database; the wall
+ * clock unless another is given. */
+function instance(db: DatabaseSync, clock: EnginePorts["clock"] = { now: () => Date.now() }) {
   const handles = new Set<ReturnType<typeof setTimeout>>();
   const ports: EnginePorts = {
     namespace: "default",
     sql: nodeSql(db),
-    clock: { now: () => Date.now() },
+    clock,
     timers: trackedTimers(handles),
     alarm: { request: () => {} },
     log: { info: () => {}, warn: () => {} },
@@ -134,7 +135,10 @@ describe("routed calls across an eviction", () => {
 describe("a target over its frame budget", () => {
   it("an answer the budget drops ends its call at once with rate_limited, not at the deadline", async () => {
     const db = new DatabaseSync(":memory:");
-    const one = instance(db);
+    // The object's clock held still: every frame below arrives in the same instant, so the budget
+    // cannot refill between them however slowly a loaded machine runs this loop.
+    const instant = Date.now();
+    const one = instance(db, { now: () => instant });
     live.push(one);
     one.core.start([]);
     const target = new FakeConn("target-b");
