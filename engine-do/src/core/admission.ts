@@ -94,11 +94,12 @@ export class AdmissionControl {
    * still over budget FLOOD_GRACE_MS after being told is closed with FLOOD_CLOSE_CODE.
    */
   admit(conn: Conn, raw: string | ArrayBuffer): boolean {
-    const now = this.ports.clock.now();
     let b = this.buckets.get(conn.workerId);
+    // Closing: what the runtime still delivers is dropped unseen (the socket cannot be answered),
+    // before even the clock is read.
+    if (b?.closed) return false;
+    const now = this.ports.clock.now();
     if (!b) this.buckets.set(conn.workerId, (b = new SocketBudget(now)));
-    // Closing: what the runtime still delivers is dropped unseen (the socket cannot be answered).
-    if (b.closed) return false;
     const size = typeof raw === "string" ? raw.length : raw.byteLength;
     let verdict = b.admit(size, now);
     // Within its own budget but its principal is over its refusals: dropped, told and closed as if
