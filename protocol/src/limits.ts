@@ -87,9 +87,10 @@ export const FLOOD_GRACE_MS = 2_000;
 /** Close code of a socket closed for flooding: 1008, policy violation (RFC 6455 §7.4.1). */
 export const FLOOD_CLOSE_CODE = 1008;
 /** Frames per second one channel end may send, and its burst (its bytes are bounded as above).
- * Each chunk costs the engine object ~300 µs (measured under wrangler dev: most of it a SQLite
- * read of the channel per chunk), so 1 000 a second is a third of the object; streaming sources
- * (Node streams, model tokens) send far fewer, larger chunks. A channel end over it is closed at
+ * Each chunk costs the engine object its relay to the reader (it cost ~300 µs under wrangler dev
+ * while every chunk read its channel's row from SQLite), and 1 000 a second leaves most of the
+ * object to everything else; streaming sources (Node streams, model tokens) send far fewer, larger
+ * chunks. A channel end over it is closed at
  * once: a chunk dropped would corrupt the stream. */
 export const CHANNEL_FRAMES_PER_SECOND = 1_000;
 export const CHANNEL_FRAME_BURST = 2_000;
