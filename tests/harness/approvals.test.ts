@@ -6,8 +6,12 @@
 // person does: set a session's mode and lists, watch the inbox, decide; what they notice: which
 // calls run, which wait, what the model reads.
 import {
+  BEFORE_FUNCTION_CALL_TOPIC,
   HARNESS_JOIN,
+  approvalArgsHash,
   subAgentSessionId,
+  type BeforeFunctionCallPayload,
+  type HookEnvelope,
   APPROVAL_PENDING_CREATED,
   APPROVAL_PENDING_RESOLVED,
   type FunctionResultMessage,
@@ -379,6 +383,64 @@ describe("sub-agents can only narrow", () => {
       await ui.startTurn(sid, "get a helper to mail ada");
       await ui.finished(sid);
       expect(ranIn("mail::send", child)).toHaveLength(1);
+    },
+    TURN_DEADLINE_MS * 2,
+  );
+});
+
+describe("a before-call hook that rewrites the arguments", () => {
+  it(
+    "rewrites them differently after the person was asked: the allow does not count, the rewritten call is asked again",
+    async () => {
+      // A hook worker (iii-sdk, durable:subscriber) that routes mail through a relay it can change.
+      let relay = "relay-a@example.com";
+      const hooks = registerWorker(engine.wsUrl, { workerName: "approvals-hooks", otel: { enabled: false } });
+      try {
+        hooks.registerFunction("hooks::route_mail", async (env: HookEnvelope<BeforeFunctionCallPayload>) => {
+          const fc = env.payload.function_call;
+          const answer = fc.function_id === "mail::send" ? { arguments: { ...(fc.arguments as object), via: relay } } : {};
+          await hooks.trigger({
+            function_id: "stream::set",
+            payload: { stream_name: env.reply_stream, group_id: env.event_id, item_id: "hooks::route_mail", data: answer },
+          });
+          return null;
+        });
+        hooks.registerTrigger({
+          type: "durable:subscriber",
+          function_id: "hooks::route_mail",
+          config: { topic: BEFORE_FUNCTION_CALL_TOPIC },
+        });
+        await until(async () => {
+          const r = await iii.trigger<unknown, { registered_triggers: unknown[] }>({
+            function_id: "engine::registered-triggers::list",
+            payload: { trigger_type: "durable:subscriber", function_id: "hooks::route_mail" },
+          });
+          return r.registered_triggers.length > 0;
+        }, "the hook subscribed");
+
+        const sid = `hook-changed-${crypto.randomUUID()}`;
+        replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "h-1")), reply(say("Sent.")));
+        await ui.startTurn(sid, "mail ada");
+        await parked(sid);
+        // What the person is shown is the call as it would run: the hook's rewrite included.
+        const shown = (await pendingOf(sid, "h-1"))!.pending;
+        expect(shown.args_hash).toBe(await approvalArgsHash({ to: "ada@example.com", via: "relay-a@example.com" }));
+
+        relay = "relay-b@example.com";
+        await call("approval::resolve", { session_id: sid, function_call_id: "h-1", decision: "allow" });
+        const again = await until(async () => {
+          const p = await pendingOf(sid, "h-1");
+          return p && p.pending.args_hash !== shown.args_hash ? p.pending : undefined;
+        }, "asked again about the rewritten call");
+        expect(again.args_hash).toBe(await approvalArgsHash({ to: "ada@example.com", via: "relay-b@example.com" }));
+        expect(ranIn("mail::send", sid)).toHaveLength(0);
+
+        await call("approval::resolve", { session_id: sid, function_call_id: "h-1", decision: "allow" });
+        await ui.finished(sid);
+        expect(ranIn("mail::send", sid).map((r) => r.args)).toEqual([{ to: "ada@example.com", via: "relay-b@example.com" }]);
+      } finally {
+        await hooks.shutdown();
+      }
     },
     TURN_DEADLINE_MS * 2,
   );

@@ -104,10 +104,29 @@ export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
   );
 }
 
+/** `policy::version {}` → `{policy_version}`: the version of the rules in force, without judging a
+ * call (what a person's allow is checked against before the call runs). */
+export const POLICY_VERSION = "policy::version";
+
+export function registerPolicyVersion(iii: WorkerSurface, config: PolicyConfig): void {
+  iii.registerFunction(
+    POLICY_VERSION,
+    () => {
+      const state = config.source.current();
+      if (!state.ok) throw new IIIError("policy_unavailable", `${POLICY_VERSION}: no valid permissions (${state.error})`);
+      return { policy_version: policyVersion(state.policy) };
+    },
+    { description: "The version of the permission rules in force ({policy_version}); it changes whenever the rules do." },
+  );
+}
+
 export const worker: WorkerModule<PolicyConfig> = {
   name: "policy",
   kernel: true,
   configFrom,
-  register: registerPolicy,
+  register: (iii, config) => {
+    registerPolicy(iii, config);
+    registerPolicyVersion(iii, config);
+  },
 };
 export default worker;

@@ -5,10 +5,10 @@
 import { readFileSync, watch, type FSWatcher } from "node:fs";
 import path from "node:path";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
-import { configFrom as edgeConfigFrom, registerPolicy, type PolicyConfig } from "./index.ts";
+import { configFrom as edgeConfigFrom, registerPolicy, registerPolicyVersion, type PolicyConfig } from "./index.ts";
 import { defaultPolicy, oneLine, parsePermissions, type Log, type PolicySource, type PolicyState } from "./permissions-file.ts";
 
-export { CHECK_PERMISSIONS, registerPolicy, type PolicyConfig } from "./index.ts";
+export { CHECK_PERMISSIONS, POLICY_VERSION, registerPolicy, registerPolicyVersion, type PolicyConfig } from "./index.ts";
 
 /** Quiet time after the last change event before the file is read: an editor's save is several
  * events (truncate, write, rename), and reading between them would see half a file. */
@@ -145,6 +145,9 @@ export function configFrom(env: Readonly<Record<string, unknown>>): PolicyConfig
 export const worker: WorkerModule<PolicyConfig> = {
   name: "policy",
   configFrom,
-  register: registerPolicy,
+  register: (iii, config) => {
+    registerPolicy(iii, config);
+    registerPolicyVersion(iii, config);
+  },
 };
 export default worker;

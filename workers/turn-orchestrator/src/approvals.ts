@@ -28,7 +28,7 @@ import {
 } from "@iii-edge/protocol/harness";
 import { isRecord } from "@iii-edge/protocol";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
-import { SCOPE_RUN_REQUEST } from "./constants.ts";
+import { POLICY_TIMEOUT_MS, SCOPE_RUN_REQUEST } from "./constants.ts";
 import { askPolicy, gateOf, type GateDecision } from "./gate.ts";
 
 /** A call's decision, with the policy version it was taken under (what a person's allow binds to). */
@@ -89,11 +89,16 @@ export async function decideCall(trigger: Trigger, call: FunctionCall, sid: stri
   return decided;
 }
 
-/** The policy version now, for a call about to run on a person's allow; undefined when the policy
- * cannot say (the allow then does not count: asked again). */
-export async function currentPolicyVersion(trigger: Trigger, call: FunctionCall, sid: string): Promise<string | undefined> {
-  const answer = await askPolicy(trigger, call, sid, true);
-  return answer.kind === "answer" ? answer.decision.policy_version : undefined;
+/** The policy version now, for a call about to run on a person's allow (`policy::version`: no second
+ * judgement of the call, the person's allow is the decision); undefined when the policy cannot say,
+ * which matches only a policy that never named a version. */
+export async function currentPolicyVersion(trigger: Trigger): Promise<string | undefined> {
+  try {
+    const r = await trigger<unknown, unknown>({ function_id: "policy::version", payload: {}, timeoutMs: POLICY_TIMEOUT_MS });
+    return isRecord(r) && typeof r.policy_version === "string" ? r.policy_version : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What a person is asked to approve: the call as it will run (after the before-call hooks). */

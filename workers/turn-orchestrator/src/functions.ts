@@ -280,7 +280,7 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
         if (decision.binding) {
           hooked = await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call);
           if (hooked.kind === "run") {
-            const now = await bindingOf(hooked.call, await currentPolicyVersion(tx.trigger, call, tx.sid));
+            const now = await bindingOf(hooked.call, await currentPolicyVersion(tx.trigger));
             if (bindingChange(decision.binding, now) !== undefined) {
               const asked = pendingRecord(tx.sid, rec.run_id, call, now, Date.now(), pendingTimeoutMs());
               await writePending(tx.trigger, asked);
