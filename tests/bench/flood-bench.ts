@@ -12,21 +12,17 @@
 // BENCH_FLOOD_KINDS (sink,control,channel,stream), BENCH_DEBUG=1 (wrangler output on failure),
 // BENCH_PROFILE=<dir> (a CPU profile of the engine's Worker per burst, through wrangler's inspector:
 // `<kind>-<run>.cpuprofile` for Chrome DevTools, and the functions costing most self time printed).
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Worker } from "node:worker_threads";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { mintToken } from "@iii-edge/protocol/token";
 import NodeWs from "ws";
-import { freePort, startBenchEngine } from "./bench-engine.mjs";
+import { startBenchEngine } from "./bench-engine.mjs";
+import { runtimeOf, startSink } from "./ws-sink/common.mjs";
 import { RUNS, runMain, sleep } from "./callers.ts";
 import { fmt, median } from "./stats.ts";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "../..");
 const SOCKETS = Number(process.env.BENCH_FLOOD_SOCKETS ?? 4);
 const FRAMES = Number(process.env.BENCH_FLOOD_FRAMES ?? 15_000);
 const KINDS = (process.env.BENCH_FLOOD_KINDS ?? "sink,control,channel,stream").split(",") as Kind[];
@@ -77,23 +73,6 @@ function cpuSeconds(pid: number | undefined): number {
   }
 }
 
-/** wrangler dev runs two workerd processes in its process group: its proxy, listening on `port`,
- * and the runtime of the Worker. */
-function runtimeOf(group: number, port: number): number | undefined {
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      if (readFileSync(`/proc/${d}/comm`, "utf8").trim() !== "workerd") continue;
-      if (Number(readFileSync(`/proc/${d}/stat`, "utf8").split(") ")[1]!.split(" ")[2]) !== group) continue;
-      if (readFileSync(`/proc/${d}/cmdline`, "utf8").includes(`127.0.0.1:${port}`)) continue;
-      return Number(d);
-    } catch {
-      // gone
-    }
-  }
-  return undefined;
-}
-
 let enginePersist: string | undefined;
 async function startEngineTarget(): Promise<Target> {
   const e = await startBenchEngine({ secretVars: { AUTH_SECRET }, persist: enginePersist });
@@ -109,79 +88,9 @@ async function startEngineTarget(): Promise<Target> {
 }
 
 /** tests/bench/ws-sink under wrangler dev, as its run.mjs starts it (collector off, like npm start). */
-async function startSink(): Promise<Target> {
-  const port = await freePort();
-  const sinkDir = path.join(here, "ws-sink");
-  const child: ChildProcess = spawn(
-    path.join(root, "node_modules/.bin/wrangler"),
-    [
-      "dev",
-      "--config",
-      path.join(sinkDir, "wrangler.toml"),
-      "--ip",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--inspector-port",
-      String(await freePort()),
-      "--persist-to",
-      mkdtempSync(path.join(tmpdir(), "ws-sink-")),
-      "--show-interactive-dev-session=false",
-      "--log-level",
-      "warn",
-    ],
-    {
-      cwd: sinkDir,
-      detached: true,
-      stdio: ["ignore", "ignore", "pipe"],
-      env: {
-        ...process.env,
-        PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH}`,
-        WRANGLER_SEND_METRICS: "false",
-        WRANGLER_HIDE_BANNER: "true",
-        CLOUDFLARE_CF_FETCH_ENABLED: "false",
-        X_LOCAL_OBSERVABILITY: "false",
-      },
-    },
-  );
-  let log = "";
-  child.stderr!.on("data", (d) => (log = (log + d).slice(-8_000)));
-  const kill = (sig: NodeJS.Signals) => {
-    try {
-      process.kill(-child.pid!, sig);
-    } catch {
-      // gone
-    }
-  };
-  process.on("exit", () => kill("SIGTERM"));
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`ws-sink exited:\n${log}`);
-    if (
-      await fetch(`${url}/count`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      break;
-    if (Date.now() > deadline) throw new Error(`ws-sink not up:\n${log}`);
-    await sleep(200);
-  }
-  return {
-    url,
-    wsUrl: `ws://127.0.0.1:${port}`,
-    probe: `${url}/count`,
-    runtime: runtimeOf(child.pid!, port),
-    async stop() {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((r) => child.once("exit", r));
-      kill("SIGTERM");
-      const hard = setTimeout(() => kill("SIGKILL"), 10_000);
-      await exited;
-      clearTimeout(hard);
-    },
-  };
+async function startSinkTarget(): Promise<Target> {
+  const sink = await startSink({ obs: false });
+  return { url: sink.url, wsUrl: `ws://127.0.0.1:${sink.port}`, probe: `${sink.url}/count`, runtime: sink.runtime, stop: sink.stop };
 }
 
 // ------------------------------------------------------------------ profiles (BENCH_PROFILE)
@@ -415,7 +324,7 @@ function poll(url: string) {
 }
 
 async function burst(kind: Kind, run: number): Promise<Result> {
-  const t = kind === "sink" ? await startSink() : await startEngineTarget();
+  const t = kind === "sink" ? await startSinkTarget() : await startEngineTarget();
   try {
     const { flooders, others, frame } = await floodSockets(kind, t);
     await sleep(500); // the opens settled

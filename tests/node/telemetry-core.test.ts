@@ -8,17 +8,17 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { EngineFrame, RpcTriggerRequest } from "@iii-edge/protocol";
+import type { RpcTriggerRequest } from "@iii-edge/protocol";
 import type { LogRecord, Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
-import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
+import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/dead-letters.ts";
 import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans, encodeLogs, encodeSpans } from "@iii-edge/engine-do/core/telemetry/otlp.ts";
 import { EXPORT_ATTEMPTS, EXPORT_BATCH, type ExportFetch, MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
 import { FLUSH_SPANS } from "@iii-edge/engine-do/core/telemetry/telemetry.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
-import { nodeSql, trackedTimers } from "../support/node-sql.ts";
+import { nodeSql, trackedTimers, RecordingConn } from "../support/node-sql.ts";
 import { repoRoot } from "../support/engine-server.ts";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
 import { until } from "../support/wait.ts";
@@ -37,19 +37,6 @@ function d1(): D1Like {
     all: async <T>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
   });
   return { prepare: (q) => statement(q) };
-}
-
-class FakeConn implements Conn {
-  readonly frames: EngineFrame[] = [];
-  readonly workerId: string;
-  constructor(workerId: string) {
-    this.workerId = workerId;
-  }
-  send(frame: EngineFrame): boolean {
-    this.frames.push(frame);
-    return true;
-  }
-  close(): void {}
 }
 
 const handles = new Set<ReturnType<typeof setTimeout>>();
@@ -162,7 +149,7 @@ describe("decoding what iii-sdk 0.22.1 sends on /otel (captured frames)", () => 
     // retention (TRACES_MAX_AGE_MS, a day), so on a real clock it would be dropped as expired.
     const [span] = decodeSpans(decodeFrame(frame("OTLP"))!.body);
     const core = engine({ now: () => Math.ceil(span!.end_time_unix_nano / 1e6) });
-    const conn = new FakeConn("w-1");
+    const conn = new RecordingConn("w-1");
     core.connect(conn, "tok");
     core.message(conn, frame("OTLP"));
     core.message(conn, new TextEncoder().encode("OTLP{broken").buffer);
@@ -176,7 +163,7 @@ describe("decoding what iii-sdk 0.22.1 sends on /otel (captured frames)", () => 
 describe("the tracer", () => {
   it("makes a child span per hop and passes ITS id on; the readers themselves are not traced", async () => {
     const core = engine();
-    const target = new FakeConn("target");
+    const target = new RecordingConn("target");
     core.connect(target, "t");
     core.message(target, JSON.stringify({ type: "registerfunction", id: "a::b" }));
     const call = core.invoke({ function_id: "a::b", data: { session_id: "s-1" }, traceparent: PARENT });
@@ -224,7 +211,7 @@ describe("the tracer", () => {
 
   it("TRACING=off makes no span and passes the caller's traceparent on untouched", async () => {
     const core = engine({ vars: { TRACING: "off" } });
-    const target = new FakeConn("target");
+    const target = new RecordingConn("target");
     core.connect(target, "t");
     core.message(target, JSON.stringify({ type: "registerfunction", id: "a::b" }));
     void core.invoke({ function_id: "a::b", data: {}, traceparent: PARENT });
@@ -235,7 +222,7 @@ describe("the tracer", () => {
 
   it("samples the traces it starts at TRACE_SAMPLE_RATIO, and honours an unsampled parent (flags 00)", async () => {
     const core = engine({ vars: { TRACE_SAMPLE_RATIO: "0" } });
-    const target = new FakeConn("target");
+    const target = new RecordingConn("target");
     core.connect(target, "t");
     core.message(target, JSON.stringify({ type: "registerfunction", id: "a::b" }));
     void core.invoke({ function_id: "a::b", data: {} });
@@ -256,7 +243,7 @@ describe("the tracer", () => {
   it("records at most TRACE_RATE_LIMIT new traces a second: the rest go on unsampled and are counted; a sampled parent always records", async () => {
     let now = 1_700_000_000_000;
     const core = engine({ vars: { TRACE_RATE_LIMIT: "5" }, now: () => now });
-    const target = new FakeConn("target");
+    const target = new RecordingConn("target");
     core.connect(target, "t");
     core.message(target, JSON.stringify({ type: "registerfunction", id: "a::b" }));
     const sent = () => (target.frames.filter((f) => f.type === "invokefunction") as { traceparent: string }[]).map((f) => f.traceparent);
@@ -289,7 +276,7 @@ describe("the tracer", () => {
     const db = d1();
     const other = engine({ db, namespace: "b" });
     const a = engine({ db, namespace: "a", others: { b: other } });
-    const worker = new FakeConn("caller");
+    const worker = new RecordingConn("caller");
     a.connect(worker, "t");
     a.message(
       worker,
@@ -313,7 +300,7 @@ describe("the tracer", () => {
 
   it("a cron fire starts a trace: the fire span is its root (no dangling parent), the call its child", async () => {
     const core = engine();
-    const w = new FakeConn("w");
+    const w = new RecordingConn("w");
     core.connect(w, "t");
     core.message(w, JSON.stringify({ type: "registerfunction", id: "tick::fn" }));
     const binding = { id: "cron-1", trigger_type: "cron", function_id: "tick::fn", config: {}, owner: "w", status: "active" } as Parameters<
@@ -350,7 +337,7 @@ describe("the tracer", () => {
 describe("queue hops and channels", () => {
   it("each delivery attempt is a consumer span under the enqueue: retried, then dead-lettered", async () => {
     const core = engine({ queues: JSON.stringify({ flaky: { backend: "durable", max_retries: 1, backoff_ms: 5 } }) });
-    const w = new FakeConn("w");
+    const w = new RecordingConn("w");
     core.connect(w, "t");
     core.message(w, JSON.stringify({ type: "registerfunction", id: "q::fails" }));
     // The worker answers every call with an error, when it arrives.

@@ -1,7 +1,8 @@
 // The engine core's Sql and Timers ports in plain Node: SQL over Node's own SQLite (node:sqlite),
 // timers kept in a set the suite clears (an "eviction", or the end of a test).
 import type { DatabaseSync } from "node:sqlite";
-import type { Sql, SqlValue, Timers } from "@iii-edge/engine-do/core/ports.ts";
+import type { EngineFrame } from "@iii-edge/protocol";
+import type { Conn, EnginePorts, Sql, SqlValue, Timers } from "@iii-edge/engine-do/core/ports.ts";
 
 export function nodeSql(db: DatabaseSync): Sql {
   return {
@@ -37,4 +38,45 @@ export function trackedTimers(handles: Set<ReturnType<typeof setTimeout>>, befor
       handles.delete(h as ReturnType<typeof setTimeout>);
     },
   };
+}
+
+/** The engine core's ports over `db`, quiet: a fixed clock, timers that never fire, no alarm, no
+ * log. A test that needs time, timers or the alarm passes its own in `over`. */
+export function nodePorts(db: DatabaseSync, over: Partial<EnginePorts> = {}): EnginePorts {
+  return {
+    namespace: "default",
+    sql: nodeSql(db),
+    clock: { now: () => 1_000 },
+    timers: { set: () => 0, clear: () => {} },
+    alarm: { request: () => {} },
+    log: { info: () => {}, warn: () => {} },
+    newId: () => crypto.randomUUID(),
+    background: (p) => void p.catch(() => {}),
+    edgeHosts: {},
+    ...over,
+  };
+}
+
+/** A worker connection that records every frame the engine sends it (a live socket that never fails). */
+export class RecordingConn implements Conn {
+  readonly workerId: string;
+  readonly frames: EngineFrame[] = [];
+  constructor(workerId: string) {
+    this.workerId = workerId;
+  }
+  send(frame: EngineFrame): boolean {
+    this.frames.push(frame);
+    return true;
+  }
+  close(): void {}
+  /** The first frame of `type` that `pred` accepts. */
+  find(type: string, pred: (f: Record<string, unknown>) => boolean = () => true) {
+    return this.frames.find((f) => f.type === type && pred(f as Record<string, unknown>)) as Record<string, unknown> | undefined;
+  }
+  /** The calls of `fn` sent to this connection. */
+  calls(fn: string) {
+    return this.frames.filter(
+      (f): f is Extract<EngineFrame, { type: "invokefunction" }> => f.type === "invokefunction" && f.function_id === fn,
+    );
+  }
 }

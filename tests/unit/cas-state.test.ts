@@ -7,25 +7,13 @@ import { describe, expect, it } from "vitest";
 import { IIIError } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
-import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import { casState, compareAndSet, readState, type Trigger } from "@iii-edge/sdk-edge/worker";
 import { z } from "zod";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodePorts } from "../support/node-sql.ts";
 
 /** An engine over a fresh database, and a `trigger` into it as a worker's handler has one. */
 function engine(): { call: Trigger; calls: string[] } {
-  const ports: EnginePorts = {
-    namespace: "default",
-    sql: nodeSql(new DatabaseSync(":memory:")),
-    clock: { now: () => 1_000 },
-    timers: { set: () => 0, clear: () => {} },
-    alarm: { request: () => {} },
-    log: { info: () => {}, warn: () => {} },
-    newId: () => crypto.randomUUID(),
-    background: (p) => void p.catch(() => {}),
-    edgeHosts: {},
-  };
-  const core = new EngineCore(ports);
+  const core = new EngineCore(nodePorts(new DatabaseSync(":memory:")));
   installEngine(core);
   core.start([]);
   const calls: string[] = [];

@@ -11,11 +11,10 @@
 // instance's timers are cleared, as routed-calls.test.ts does.)
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
-import type { EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
-import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql, trackedTimers } from "../support/node-sql.ts";
+import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
+import { nodeSql, trackedTimers, RecordingConn } from "../support/node-sql.ts";
 import { eventually } from "../support/wait.ts";
 
 const QUEUES = JSON.stringify({
@@ -30,24 +29,6 @@ const QUEUES = JSON.stringify({
   },
   jobs: { backend: "durable", max_retries: 3, backoff_ms: 10 },
 });
-
-class FakeConn implements Conn {
-  readonly workerId: string;
-  readonly frames: EngineFrame[] = [];
-  constructor(workerId: string) {
-    this.workerId = workerId;
-  }
-  send(frame: EngineFrame): boolean {
-    this.frames.push(frame);
-    return true;
-  }
-  close(): void {}
-  calls(fn: string) {
-    return this.frames.filter(
-      (f): f is Extract<EngineFrame, { type: "invokefunction" }> => f.type === "invokefunction" && f.function_id === fn,
-    );
-  }
-}
 
 const clock = { t: Date.now() };
 const live: (() => void)[] = [];
@@ -136,7 +117,7 @@ describe("the fires waiting for one binding are bounded", () => {
 describe("a delivery's lease", () => {
   it("holds within an instance, and is void after an eviction: the new instance delivers again at once, same id", async () => {
     const db = new DatabaseSync(":memory:");
-    const worker = new FakeConn("worker-1");
+    const worker = new RecordingConn("worker-1");
     const first = instance(db);
     first.core.start([]);
     first.core.connect(worker, "token");
@@ -164,7 +145,7 @@ describe("a delivery's lease", () => {
 describe("a fifo head waiting on its backoff", () => {
   it("is due at its own retry time, not hidden behind later messages of its group while something else is in flight", async () => {
     const db = new DatabaseSync(":memory:");
-    const worker = new FakeConn("worker-2");
+    const worker = new RecordingConn("worker-2");
     const { core, installed, alarm } = instance(db);
     core.start([]);
     core.connect(worker, "token");

@@ -5,26 +5,10 @@
 // over them. (miniflare's evictDurableObject waits for pending timers: workerd tests cannot show it.)
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
-import { FRAME_BURST, type EngineFrame } from "@iii-edge/protocol";
+import { FRAME_BURST } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
-import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql, trackedTimers } from "../support/node-sql.ts";
-
-class FakeConn implements Conn {
-  readonly workerId: string;
-  readonly frames: EngineFrame[] = [];
-  constructor(workerId: string) {
-    this.workerId = workerId;
-  }
-  send(frame: EngineFrame): boolean {
-    this.frames.push(frame);
-    return true;
-  }
-  close(): void {}
-  find(type: string, pred: (f: Record<string, unknown>) => boolean = () => true) {
-    return this.frames.find((f) => f.type === type && pred(f as Record<string, unknown>)) as Record<string, unknown> | undefined;
-  }
-}
+import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
+import { nodeSql, trackedTimers, RecordingConn } from "../support/node-sql.ts";
 
 /** One object instance: its own timers (dropped on "eviction"), the shared database; the wall
  * clock unless another is given. */
@@ -53,8 +37,8 @@ async function openCall(db: DatabaseSync, timeout_ms: number) {
   const first = instance(db);
   live.push(first);
   first.core.start([]);
-  const target = new FakeConn("target-1");
-  const caller = new FakeConn("caller-1");
+  const target = new RecordingConn("target-1");
+  const caller = new RecordingConn("caller-1");
   first.core.connect(target, "t-token");
   first.core.connect(caller, "c-token");
   first.core.message(target, JSON.stringify({ type: "registerfunction", id: "slow::model" }));
@@ -72,7 +56,7 @@ async function openCall(db: DatabaseSync, timeout_ms: number) {
   expect(target.find("invokefunction")).toMatchObject({ invocation_id: "call-1", function_id: "slow::model" });
   await sleep(1_100); // past PERSIST_AFTER_MS: the call is now in SQLite
   first.evict();
-  return { target: new FakeConn("target-1"), caller: new FakeConn("caller-1") };
+  return { target: new RecordingConn("target-1"), caller: new RecordingConn("caller-1") };
 }
 
 describe("routed calls across an eviction", () => {
@@ -119,8 +103,8 @@ describe("routed calls across an eviction", () => {
     const one = instance(db);
     live.push(one);
     one.core.start([]);
-    const target = new FakeConn("t");
-    const caller = new FakeConn("c");
+    const target = new RecordingConn("t");
+    const caller = new RecordingConn("c");
     one.core.connect(target, "x");
     one.core.connect(caller, "y");
     one.core.message(target, JSON.stringify({ type: "registerfunction", id: "fast::fn" }));
@@ -141,8 +125,8 @@ describe("a target over its frame budget", () => {
     const one = instance(db, { now: () => instant });
     live.push(one);
     one.core.start([]);
-    const target = new FakeConn("target-b");
-    const caller = new FakeConn("caller-b");
+    const target = new RecordingConn("target-b");
+    const caller = new RecordingConn("caller-b");
     one.core.connect(target, "t");
     one.core.connect(caller, "c");
     one.core.message(target, JSON.stringify({ type: "registerfunction", id: "busy::fn" }));

@@ -6,9 +6,8 @@ import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
-import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import { ENGINE_MIGRATIONS, type Migration, migrate, schemaVersion } from "@iii-edge/engine-do/core/schema.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodePorts, nodeSql } from "../support/node-sql.ts";
 
 const LATEST = ENGINE_MIGRATIONS.length;
 
@@ -51,18 +50,7 @@ function shape(db: DatabaseSync): Record<string, string[]> {
 }
 
 function engineOver(db: DatabaseSync): EngineCore {
-  const ports: EnginePorts = {
-    namespace: "default",
-    sql: nodeSql(db),
-    clock: { now: () => 1_000 },
-    timers: { set: () => 0, clear: () => {} },
-    alarm: { request: () => {} },
-    log: { info: () => {}, warn: () => {} },
-    newId: () => crypto.randomUUID(),
-    background: (p) => void p.catch(() => {}),
-    edgeHosts: {},
-  };
-  const core = new EngineCore(ports);
+  const core = new EngineCore(nodePorts(db));
   installEngine(core);
   return core;
 }

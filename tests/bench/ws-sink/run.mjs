@@ -6,83 +6,16 @@
 //   history  IDLE (0,4,8) open sockets that have each received PRIOR (15 000) messages, then 15 000
 //            messages on a new socket: µs of CPU per message (OBS=off).
 // Bounded: LIMIT_S (120) seconds per burst; everything on 127.0.0.1; wrangler stopped at the end.
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { burst, closeSocket, freePort, history, openSocket, sleep, until, usage } from "./common.mjs";
+import { burst, closeSocket, history, openSocket, sleep, startSink, usage } from "./common.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "../../..");
 const scenario = process.argv[2] ?? "burst";
 const OBS = process.env.OBS ?? (scenario === "burst" ? "on" : "off");
 const SOCKETS = Number(process.env.SOCKETS ?? 4);
 const FRAMES = Number(process.env.FRAMES ?? 15_000);
 const LIMIT_S = Number(process.env.LIMIT_S ?? 120);
 
-const port = await freePort();
-const child = spawn(
-  path.join(root, "node_modules/.bin/wrangler"),
-  [
-    "dev",
-    "--config",
-    path.join(here, "wrangler.toml"),
-    "--ip",
-    "127.0.0.1",
-    "--port",
-    String(port),
-    "--inspector-port",
-    String(await freePort()),
-    "--persist-to",
-    mkdtempSync(path.join(tmpdir(), "ws-sink-")),
-    "--show-interactive-dev-session=false",
-    "--log-level",
-    "warn",
-  ],
-  {
-    cwd: here,
-    detached: true,
-    // wrangler's output only if it fails to start (stopping it mid-trace prints pages of errors).
-    stdio: ["ignore", "ignore", "pipe"],
-    env: {
-      ...process.env,
-      PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH}`,
-      WRANGLER_SEND_METRICS: "false",
-      WRANGLER_HIDE_BANNER: "true",
-      CLOUDFLARE_CF_FETCH_ENABLED: "false",
-      X_LOCAL_OBSERVABILITY: OBS === "off" ? "false" : "true",
-    },
-  },
-);
-const stop = () => {
-  try {
-    process.kill(-child.pid, "SIGTERM");
-  } catch {
-    // gone
-  }
-};
-process.on("exit", stop);
-let log = "";
-child.stderr.on("data", (d) => (log = (log + d).slice(-8_000)));
-await until(`http://127.0.0.1:${port}/healthz`).catch((e) => {
-  console.error(log);
-  throw e;
-});
-
-// wrangler dev runs two workerd processes: its proxy (listening on `port`) and the runtime of the
-// Worker, the other one in wrangler's process group.
-const workerd = readdirSync("/proc")
-  .filter((d) => /^\d+$/.test(d))
-  .map(Number)
-  .filter((p) => {
-    try {
-      return readFileSync(`/proc/${p}/comm`, "utf8").trim() === "workerd" && usage(p).pgid === child.pid;
-    } catch {
-      return false;
-    }
-  });
-const runtime = workerd.find((p) => !readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`127.0.0.1:${port}`));
+const sink = await startSink({ obs: OBS !== "off" });
+const { port, runtime } = sink;
 const url = `ws://127.0.0.1:${port}/?mode=${process.env.MODE ?? "hibernate"}`;
 
 if (scenario === "history") {
@@ -121,5 +54,5 @@ if (scenario === "history") {
   );
   await Promise.all(sockets.map(closeSocket));
 }
-stop();
+await sink.stop();
 process.exit(0);

@@ -6,7 +6,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { createMicrovmBackend } from "./backends/microvm.ts";
-import { createProcessBackend } from "./backends/process.ts";
+import { BWRAP_USR_ROOT, createProcessBackend } from "./backends/process.ts";
 import type { BackendKind, SandboxBackend } from "./backends/types.ts";
 import { ensureGuest, ensureWorkerGuest } from "./guest.ts";
 
@@ -44,28 +44,7 @@ export function kvmObstacle(): string | undefined {
 }
 
 export function bwrapWorks(bwrap = "bwrap"): boolean {
-  const r = spawnSync(
-    bwrap,
-    [
-      "--unshare-all",
-      "--die-with-parent",
-      "--ro-bind",
-      "/usr",
-      "/usr",
-      "--symlink",
-      "usr/bin",
-      "/bin",
-      "--symlink",
-      "usr/lib",
-      "/lib",
-      "--symlink",
-      "usr/lib64",
-      "/lib64",
-      "--",
-      "/bin/true",
-    ],
-    { timeout: 10_000 },
-  );
+  const r = spawnSync(bwrap, ["--unshare-all", "--die-with-parent", ...BWRAP_USR_ROOT, "--", "/bin/true"], { timeout: 10_000 });
   return r.status === 0;
 }
 

@@ -17,6 +17,23 @@ export interface ProcessBackendOptions {
   bwrap?: string;
 }
 
+/** The root a sandbox sees: the host's /usr read-only, with the merged-/usr links beside it (the
+ * probe runs `true` in exactly this, so a host where it works can run sandboxes). */
+export const BWRAP_USR_ROOT: readonly string[] = [
+  "--ro-bind",
+  "/usr",
+  "/usr",
+  "--symlink",
+  "usr/bin",
+  "/bin",
+  "--symlink",
+  "usr/lib",
+  "/lib",
+  "--symlink",
+  "usr/lib64",
+  "/lib64",
+];
+
 function bwrapArgs(dir: string): string[] {
   return [
     "--unshare-all",
@@ -32,18 +49,7 @@ function bwrapArgs(dir: string): string[] {
     "--new-session",
     "--hostname",
     "sandbox",
-    "--ro-bind",
-    "/usr",
-    "/usr",
-    "--symlink",
-    "usr/bin",
-    "/bin",
-    "--symlink",
-    "usr/lib",
-    "/lib",
-    "--symlink",
-    "usr/lib64",
-    "/lib64",
+    ...BWRAP_USR_ROOT,
     "--symlink",
     "usr/sbin",
     "/sbin",
