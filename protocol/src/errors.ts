@@ -54,6 +54,8 @@ export const ERROR_CODES = [
   "stream_update_error",
   "channel_limit",
   "state_conflict",
+  // A stored state value that its reader's schema refuses (the worker kit's readState/casState).
+  "invalid_state",
   "quota_exceeded",
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -69,7 +71,6 @@ export const HARNESS_ERROR_CODES = [
   "child_session_busy",
   "credential_unreadable",
   "depth_exceeded",
-  "invalid_state",
   "leaf_conflict",
   "not_configured",
   "parent_not_running",

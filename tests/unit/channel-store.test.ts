@@ -4,6 +4,7 @@
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
 import { SqlChannelStore, type ChannelRow } from "@iii-edge/engine-do/core/channels/store.ts";
+import { migrate } from "@iii-edge/engine-do/core/schema.ts";
 import { nodeSql } from "../support/node-sql.ts";
 
 const row = (id: string, over: Partial<ChannelRow> = {}): ChannelRow => ({
@@ -23,6 +24,7 @@ const row = (id: string, over: Partial<ChannelRow> = {}): ChannelRow => ({
 
 function setup() {
   const sql = nodeSql(new DatabaseSync(":memory:"));
+  migrate(sql);
   const store = new SqlChannelStore(sql);
   /** The row as the table holds it (a store with nothing in memory reads it). */
   const stored = (id: string) => new SqlChannelStore(sql).get(id);
