@@ -17,7 +17,7 @@ import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/de
 import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans } from "@iii-edge/engine-do/core/telemetry/otlp.ts";
 import { MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
-import { nodeSql, trackedTimers, RecordingConn } from "../support/node-sql.ts";
+import { nodePorts, RecordingConn, trackedTimers } from "../support/node-sql.ts";
 import { repoRoot } from "../support/engine-server.ts";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
 import { until } from "../support/wait.ts";
@@ -54,16 +54,10 @@ function engine(
     queues?: string;
   } = {},
 ) {
-  const ports: EnginePorts = {
+  const ports: EnginePorts = nodePorts(new DatabaseSync(":memory:"), {
     namespace: opts.namespace ?? "default",
-    sql: nodeSql(new DatabaseSync(":memory:")),
     clock: { now: opts.now ?? (() => Date.now()) },
     timers: trackedTimers(handles),
-    alarm: { request: () => {} },
-    log: { info: () => {}, warn: () => {} },
-    newId: () => crypto.randomUUID(),
-    background: (p) => void p.catch(() => {}),
-    edgeHosts: {},
     otherNamespace: (ns) => ({
       trigger: (req: RpcTriggerRequest) =>
         opts.others![ns]!.invokeFrom({
@@ -74,7 +68,7 @@ function engine(
         }),
       telemetry: async () => {},
     }),
-  };
+  });
   const core = new EngineCore(ports, {
     telemetry: { vars: { TRACING: "on", ...opts.vars }, db: opts.db ?? d1(), fetch: (url, init) => fetch(url, init) },
   });
