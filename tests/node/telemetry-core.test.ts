@@ -18,7 +18,7 @@ import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans, encodeLogs, encode
 import { EXPORT_ATTEMPTS, EXPORT_BATCH, type ExportFetch, MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
 import { FLUSH_SPANS } from "@iii-edge/engine-do/core/telemetry/telemetry.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
-import { nodeSql, trackedTimers, RecordingConn } from "../support/node-sql.ts";
+import { nodePorts, RecordingConn, trackedTimers } from "../support/node-sql.ts";
 import { repoRoot } from "../support/engine-server.ts";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
 import { until } from "../support/wait.ts";
@@ -59,16 +59,11 @@ function engine(
     fetch?: ExportFetch;
   } = {},
 ) {
-  const ports: EnginePorts = {
+  const ports: EnginePorts = nodePorts(new DatabaseSync(":memory:"), {
     namespace: opts.namespace ?? "default",
-    sql: nodeSql(new DatabaseSync(":memory:")),
     clock: { now: opts.now ?? (() => Date.now()) },
     timers: trackedTimers(handles),
-    alarm: { request: () => {} },
     log: { info: () => {}, warn: (msg, fields) => void opts.warnings?.push({ msg, fields }) },
-    newId: () => crypto.randomUUID(),
-    background: (p) => void p.catch(() => {}),
-    edgeHosts: {},
     otherNamespace: (ns) => ({
       trigger: (req: RpcTriggerRequest) =>
         opts.others![ns]!.invokeFrom({
@@ -79,7 +74,7 @@ function engine(
         }),
       telemetry: async () => {},
     }),
-  };
+  });
   const core = new EngineCore(ports, {
     telemetry: { vars: { TRACING: "on", ...opts.vars }, db: opts.db ?? d1(), fetch: opts.fetch ?? ((url, init) => fetch(url, init)) },
   });

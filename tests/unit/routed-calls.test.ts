@@ -7,25 +7,13 @@ import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
 import { FRAME_BURST } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
-import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql, trackedTimers, RecordingConn } from "../support/node-sql.ts";
+import { nodePorts, RecordingConn, trackedTimers } from "../support/node-sql.ts";
 
 /** One object instance: its own timers (dropped on "eviction"), the shared database; the wall
  * clock unless another is given. */
 function instance(db: DatabaseSync, clock: EnginePorts["clock"] = { now: () => Date.now() }) {
   const handles = new Set<ReturnType<typeof setTimeout>>();
-  const ports: EnginePorts = {
-    namespace: "default",
-    sql: nodeSql(db),
-    clock,
-    timers: trackedTimers(handles),
-    alarm: { request: () => {} },
-    log: { info: () => {}, warn: () => {} },
-    newId: () => crypto.randomUUID(),
-    background: (p) => void p.catch(() => {}),
-    edgeHosts: {},
-  };
-  const core = new EngineCore(ports);
+  const core = new EngineCore(nodePorts(db, { clock, timers: trackedTimers(handles) }));
   return { core, evict: () => handles.forEach((h) => clearTimeout(h)) };
 }
 
