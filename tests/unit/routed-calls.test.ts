@@ -7,6 +7,7 @@ import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
 import { FRAME_BURST } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
+import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
 import { nodePorts, RecordingConn, trackedTimers } from "../support/node-sql.ts";
 
 /** One object instance: its own timers (dropped on "eviction"), the shared database; the wall
