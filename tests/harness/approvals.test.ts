@@ -24,7 +24,7 @@ import { worker as gateWorker } from "@iii-edge/worker-approval-gate";
 import { worker as policyWorker } from "@iii-edge/worker-policy";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { staticPolicy, type PolicySource } from "../../workers/policy/src/permissions-file.ts";
+import { staticPolicy, type PolicySource } from "@iii-edge/worker-policy";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";

@@ -971,7 +971,9 @@ export class EngineCore implements EngineApi {
 
   private async fireTraced(binding: TriggerRecord, payload: unknown, opts: FireOptions): Promise<CallOutcome | "skipped"> {
     const share = this.shareOf(binding);
-    const gate = await this.gate(binding, payload, opts, share);
+    // Without a condition the frame goes out in this turn, as fires always have (callers and tests
+    // read it synchronously; fires of one record keep their order).
+    const gate = conditionOf(binding) ? await this.gate(binding, payload, opts, share) : this.functionReady(binding);
     if (gate !== true) return gate;
     return this.invoke(this.fireRequest(binding, payload, opts, share));
   }

@@ -11,6 +11,8 @@ import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-e
 import { decide, type CatalogFacts } from "./floor.ts";
 import { defaultPolicy, policyVersion, staticPolicy, type PolicySource, type PolicyState } from "./permissions-file.ts";
 
+export { staticPolicy, type PolicySource } from "./permissions-file.ts";
+
 export const CHECK_PERMISSIONS = "policy::check_permissions";
 
 export interface PolicyConfig {

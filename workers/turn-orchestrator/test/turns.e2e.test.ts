@@ -280,7 +280,17 @@ describe("approvals", () => {
     await start(h, sid, "gpt-approve");
     const parked = await waitState(h, sid, "function_awaiting_approval");
     expect(parked.awaiting_approval).toEqual([
-      { function_call_id: "a1", function_id: "test::other", args: { n: 7 }, pending_at: expect.any(Number) },
+      {
+        function_call_id: "a1",
+        function_id: "test::other",
+        args: { n: 7 },
+        pending_at: expect.any(Number),
+        // What a decision is bound to (docs/harness.md, approvals): the arguments' hash after hooks,
+        // the policy's version, and when the request expires.
+        args_hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+        policy_version: expect.any(String),
+        expires_at: expect.any(Number),
+      },
     ]);
     expect(callsOf("test::other", sid)).toHaveLength(0);
 
