@@ -1,12 +1,7 @@
-// Bad input (protocol/README.md §2.3 and the engine's refusals): every kind of broken frame gets a
-// clear `error` frame or is ignored as protocol/README.md says; the connection and the engine stay
-// up and nothing already registered changes. Property tests (fast-check) corrupt valid frames built
-// from the protocol schemas, and throw random JSON, text and bytes at the engine.
-import { runInDurableObject } from "cloudflare:test";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FRAME_TYPES, MAX_FRAME_BYTES } from "@iii-edge/protocol";
-import { type Wire, Wires, engineStub, type Connected, functionIds, sleep, uuid, type Frame } from "./wire.ts";
+import { type Wire, Wires, deliverInOneInstant, type Connected, functionIds, sleep, uuid, type Frame } from "./wire.ts";
 
 const wires = new Wires();
 let keeper: Connected; // owns the baseline registrations that must never change
@@ -306,24 +301,10 @@ describe("flood", () => {
    * clock is held still while they are handed over, so how many the budget admits (FRAME_BURST)
    * does not depend on how fast this machine runs the loop. */
   async function floodInObject(w: Connected, frames: (i: number) => string, n: number) {
-    await runInDurableObject(engineStub(), async (instance, state) => {
-      const ws = state.getWebSockets().find((s) => (s.deserializeAttachment() as { worker_id?: string } | null)?.worker_id === w.workerId);
-      if (!ws) throw new Error("socket not found in the object");
-      const obj = instance as unknown as {
-        webSocketMessage(ws: WebSocket, m: string): unknown;
-        core: { ports: { clock: { now(): number } } };
-      };
-      const clock = obj.core.ports.clock;
-      const running = Object.getOwnPropertyDescriptor(clock, "now");
-      const instant = clock.now();
-      clock.now = () => instant;
-      try {
-        for (let i = 0; i < n; i++) void obj.webSocketMessage(ws, frames(i));
-      } finally {
-        if (running) Object.defineProperty(clock, "now", running);
-        else delete (clock as { now?: unknown }).now;
-      }
-    });
+    await deliverInOneInstant(
+      (a) => a.worker_id === w.workerId,
+      Array.from({ length: n }, (_, i) => frames(i)),
+    );
   }
 
   it("25 000 frames at once: rate_limited (once), the connection and the engine stay up", async () => {

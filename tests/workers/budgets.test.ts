@@ -1,11 +1,3 @@
-// Per-socket budgets in workerd (engine-do/src/core/socket-budget.ts): a worker connection, a
-// channel end and a browser stream socket that keep flooding are closed with FLOOD_CLOSE_CODE;
-// calls dropped by a budget are answered; a call too large to read is answered; a value nested past
-// MAX_JSON_DEPTH is not stored. workerd delivers socket messages to the object more slowly than the
-// budgets in this pool, so floods are driven through the object's own webSocketMessage handler:
-// each batch is one event, batches a set time apart. (The object's clock may move a little inside a
-// batch, which refills a budget a little: counts are asserted as bounds.)
-import { runInDurableObject } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { afterAll, describe, expect, it } from "vitest";
 import {
@@ -20,24 +12,15 @@ import {
   STREAM_SOCKET_FRAME_BURST,
   STREAM_SOCKET_FRAMES_PER_SECOND,
 } from "@iii-edge/protocol";
-import { Wires, engineStub, sleep, uuid, type Frame } from "./wire.ts";
+import { Wires, deliverInOneInstant, engineStub, sleep, uuid, type Frame } from "./wire.ts";
 
 const wires = new Wires();
 afterAll(() => wires.closeAll());
 
 /** Hand `frames` to the object's webSocketMessage for the socket whose attachment matches, all in
  * one event. */
-async function inObject(match: (a: Record<string, unknown>) => boolean, frames: (string | ArrayBuffer)[]): Promise<void> {
-  await runInDurableObject(engineStub(), async (instance, state) => {
-    const ws = state.getWebSockets().find((s) => {
-      const a = s.deserializeAttachment() as Record<string, unknown> | null;
-      return a !== null && match(a);
-    });
-    if (!ws) throw new Error("socket not found in the object");
-    const obj = instance as unknown as { webSocketMessage(ws: WebSocket, m: string | ArrayBuffer): Promise<void> };
-    for (const f of frames) void obj.webSocketMessage(ws, f);
-  });
-}
+/** Frames delivered to the engine object in one instant of its clock (wire.ts). */
+const inObject = deliverInOneInstant;
 
 /** A socket opened on `path` that records its frames and its close. */
 async function open(path: string) {

@@ -1,7 +1,7 @@
 // A raw iii wire client for workerd tests: one WebSocket to the engine Worker's front door,
 // every frame it receives kept in order, and small helpers to wait for, call and serve. It speaks
 // the frames of protocol/README.md §3 by hand, so the tests see exactly what the engine sends.
-import { evictDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 
 // Frames are read as loose JSON objects: the tests assert on their fields.
@@ -16,6 +16,39 @@ export const uuid = () => crypto.randomUUID();
 
 /** The Engine object iii-sdk's default namespace lives in. */
 export const engineStub = () => env.ENGINE.getByName("default");
+
+/**
+ * Hand `frames` to the engine object's own webSocketMessage handler for the socket `match` picks,
+ * all in one instant of the engine's injected clock. workerd delivers socket messages to the object
+ * more slowly than a budget refills on a loaded machine, and a loop that outlasts a refill would
+ * measure the machine: with the clock held still, how many a budget admits is the same everywhere.
+ */
+export async function deliverInOneInstant(
+  match: (attachment: Record<string, unknown>) => boolean,
+  frames: Iterable<string | ArrayBuffer>,
+): Promise<void> {
+  await runInDurableObject(engineStub(), async (instance, state) => {
+    const ws = state.getWebSockets().find((s) => {
+      const a = s.deserializeAttachment() as Record<string, unknown> | null;
+      return a !== null && match(a);
+    });
+    if (!ws) throw new Error("socket not found in the object");
+    const obj = instance as unknown as {
+      webSocketMessage(ws: WebSocket, m: string | ArrayBuffer): unknown;
+      core: { ports: { clock: { now(): number } } };
+    };
+    const clock = obj.core.ports.clock;
+    const running = Object.getOwnPropertyDescriptor(clock, "now");
+    const instant = clock.now();
+    clock.now = () => instant;
+    try {
+      for (const f of frames) void obj.webSocketMessage(ws, f);
+    } finally {
+      if (running) Object.defineProperty(clock, "now", running);
+      else delete (clock as { now?: unknown }).now;
+    }
+  });
+}
 
 /** Evict the engine object; hibernatable sockets stay open (docs/engineering.md Toolchain §5). */
 export async function evictEngine(name = "default"): Promise<void> {
