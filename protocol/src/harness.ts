@@ -521,6 +521,29 @@ export interface PendingResolvedEvent {
 }
 export const pendingKey = (sessionId: string, functionCallId: string): string => `${sessionId}/${functionCallId}`;
 
+/** The `approval::pending-resolved` event for a pending record just deleted (`old`, as
+ * `state::delete` answered it), or undefined when there was no readable record: whichever step
+ * deletes the record announces it, so the event fires once. */
+export function pendingResolved(
+  old: unknown,
+  outcome: PendingOutcome,
+  resolvedAt: number,
+  reason?: string | null,
+): { record: PendingApprovalRecord; event: PendingResolvedEvent } | undefined {
+  const rec = pendingApprovalRecordSchema.safeParse(old);
+  if (!rec.success) return undefined;
+  const event: PendingResolvedEvent = {
+    session_id: rec.data.session_id,
+    turn_id: rec.data.turn_id,
+    function_call_id: rec.data.function_call_id,
+    function_id: rec.data.function_id,
+    outcome,
+    resolved_at: resolvedAt,
+  };
+  if (reason) event.reason = reason;
+  return { record: rec.data as PendingApprovalRecord, event };
+}
+
 /** What a person left a call waiting too long reads (the sweep's denial). */
 export function expiredReason(timeoutMs: number): string {
   const minutes = Math.round(timeoutMs / 60_000);

@@ -24,11 +24,11 @@ import {
   expiredReason,
   pendingApprovalRecordSchema,
   pendingKey,
+  pendingResolved,
   type ApprovalDecision,
   type ApprovalSettings,
   type PendingApprovalRecord,
   type PendingOutcome,
-  type PendingResolvedEvent,
 } from "@iii-edge/protocol/harness";
 import { tracerOf, type Trigger, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { changeSettings, readSettings, type SettingsChange } from "./settings.ts";
@@ -132,19 +132,10 @@ export async function retirePending(
     function_id: "state::delete",
     payload: { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(sid, cid) },
   });
-  const rec = pendingApprovalRecordSchema.safeParse(old);
-  if (!rec.success) return undefined;
-  const event: PendingResolvedEvent = {
-    session_id: sid,
-    turn_id: rec.data.turn_id,
-    function_call_id: cid,
-    function_id: rec.data.function_id,
-    outcome,
-    resolved_at: now,
-  };
-  if (reason) event.reason = reason;
-  await publish(trigger, APPROVAL_PENDING_RESOLVED, event);
-  return rec.data as PendingApprovalRecord;
+  const done = pendingResolved(old, outcome, now, reason);
+  if (!done) return undefined;
+  await publish(trigger, APPROVAL_PENDING_RESOLVED, done.event);
+  return done.record;
 }
 
 async function readPending(trigger: Trigger, sid: string, cid: string): Promise<PendingApprovalRecord | undefined> {

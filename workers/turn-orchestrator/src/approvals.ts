@@ -15,8 +15,8 @@ import {
   defaultApprovalSettings,
   narrowSettings,
   parseApprovalSettings,
-  pendingApprovalRecordSchema,
   pendingKey,
+  pendingResolved,
   redactArgs,
   subAgentParentLink,
   type ApprovalBinding,
@@ -24,7 +24,6 @@ import {
   type FunctionCall,
   type PendingApprovalRecord,
   type PendingOutcome,
-  type PendingResolvedEvent,
 } from "@iii-edge/protocol/harness";
 import { isRecord } from "@iii-edge/protocol";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
@@ -166,16 +165,7 @@ export async function retirePending(
   reason?: string | null,
 ): Promise<void> {
   const old = await callBestEffort(trigger, "state::delete", { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(sid, cid) });
-  const rec = pendingApprovalRecordSchema.safeParse(old);
-  if (!rec.success) return;
-  const event: PendingResolvedEvent = {
-    session_id: sid,
-    turn_id: rec.data.turn_id,
-    function_call_id: cid,
-    function_id: rec.data.function_id,
-    outcome,
-    resolved_at: Date.now(),
-  };
-  if (reason) event.reason = reason;
-  await callBestEffort(trigger, "publish", { topic: APPROVAL_PENDING_RESOLVED, data: event });
+  const done = pendingResolved(old, outcome, Date.now(), reason);
+  if (!done) return;
+  await callBestEffort(trigger, "publish", { topic: APPROVAL_PENDING_RESOLVED, data: done.event });
 }
