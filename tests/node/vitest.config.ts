@@ -5,5 +5,5 @@ import { sourceAliases } from "../../scripts/workspace-exports.mjs";
 export default defineProject({
   // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).
   resolve: { alias: sourceAliases() },
-  test: { name: "node", environment: "node", include: ["**/*.test.ts"], testTimeout: 120_000 },
+  test: { name: "node", environment: "node", include: ["**/*.test.ts"], testTimeout: 120_000, hookTimeout: 120_000 },
 });

@@ -113,10 +113,18 @@ describe("durable FIFO queue ('turns', message_group_field session_id)", () => {
     let running = 0;
     let maxRunning = 0;
     let failedOnce = false;
+    // The first message of each group holds until another group's message is running beside it:
+    // with a concurrency window that works, one arrives however slowly the producers enqueue; with
+    // groups delivered one at a time, none does, and the wait gives up after 1 s (inside this
+    // queue's 1.5 s delivery deadline).
+    let sideBySide!: () => void;
+    const twoRunning = new Promise<void>((r) => (sideBySide = r));
     w.fn("q::turn", async (d) => {
       const { session_id, i } = d as { session_id: string; i: number };
       running++;
       maxRunning = Math.max(maxRunning, running);
+      if (running >= 2) sideBySide();
+      if (i === 0) await Promise.race([twoRunning, new Promise((r) => setTimeout(r, 1_000))]);
       await new Promise((r) => setTimeout(r, Math.random() * 5));
       running--;
       if (session_id === "s1" && i === 3 && !failedOnce) {
