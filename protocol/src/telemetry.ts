@@ -273,23 +273,19 @@ export const logRecordSchema = z.object({
 });
 export const logsListOutput = z.object({ logs: z.array(logRecordSchema), total: count, offset: count, limit: count });
 const points = z.array(z.object({ attributes, value: z.number() })).optional();
+/** A counter's or a gauge's reading: one value, with per-attribute points when it has any. */
+const scalarMetric = <T extends "counter" | "gauge">(type: T) =>
+  z.object({
+    name: z.string(),
+    type: z.literal(type),
+    value: z.number(),
+    points,
+    unit: z.string().optional(),
+    description: z.string().optional(),
+  });
 export const metricSchema = z.discriminatedUnion("type", [
-  z.object({
-    name: z.string(),
-    type: z.literal("counter"),
-    value: z.number(),
-    points,
-    unit: z.string().optional(),
-    description: z.string().optional(),
-  }),
-  z.object({
-    name: z.string(),
-    type: z.literal("gauge"),
-    value: z.number(),
-    points,
-    unit: z.string().optional(),
-    description: z.string().optional(),
-  }),
+  scalarMetric("counter"),
+  scalarMetric("gauge"),
   z.object({
     name: z.string(),
     type: z.literal("histogram"),

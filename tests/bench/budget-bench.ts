@@ -12,49 +12,16 @@
 // hold: a compare-and-set) and `budget::record`.
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5), BENCH_CALLS (200).
 import { replyWith, say } from "../support/provider-replay.ts";
-import { registered, startHarnessBench } from "./harness-engine.ts";
+import { followTurn, postTurn, registered, startHarnessBench, toPerf } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP_TURNS ?? 5);
 const CALLS = Number(process.env.BENCH_CALLS ?? 200);
-/** A turn that has not ended within this is a failure of the run, not a slow sample. */
-const TURN_TIMEOUT_MS = 60_000;
 
 const { replay, engine, iii } = await startHarnessBench("budget-bench");
 replay.setDefault("openai", replyWith({ usage: { input: 1_000, output: 50 } }, say("Hello from the bench.")));
-
-/** One UI socket following a session; resolves at `agent_end` with its arrival time. */
-function follow(sid: string): Promise<number> & { joined: Promise<void> } {
-  const ws = new WebSocket(`${engine.wsUrl}/_iii/streams`);
-  let joinedResolve!: () => void;
-  const joined = new Promise<void>((r) => (joinedResolve = r));
-  const done = new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(
-      () => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))),
-      TURN_TIMEOUT_MS,
-    );
-    ws.onopen = () => ws.send(JSON.stringify({ type: "join", data: { subscriptionId: sid, streamName: "agent::events", groupId: sid } }));
-    ws.onmessage = (m) => {
-      const now = performance.now();
-      const p = JSON.parse(String(m.data)) as { event: { type: string; data: { type: string; message?: { stop_reason?: string } } } };
-      if (p.event.type === "sync") return joinedResolve();
-      if (p.event.type === "create" && p.event.data.type === "message_complete" && p.event.data.message?.stop_reason === "error")
-        reject(new Error(`turn ${sid} failed`));
-      if (p.event.type === "create" && p.event.data.type === "agent_end") {
-        clearTimeout(timer);
-        ws.close();
-        resolve(now);
-      }
-    };
-    ws.onerror = () => reject(new Error("stream socket failed"));
-  });
-  return Object.assign(done, { joined });
-}
-
-/** performance.now() of an epoch time (the replay stamps requests with Date.now()). */
-const toPerf = (epochMs: number) => epochMs - Date.now() + performance.now();
 
 interface Sample {
   before: number;
@@ -66,22 +33,10 @@ let seq = 0;
 async function turn(budgetId: string | undefined): Promise<Sample> {
   const sid = `budget-bench-${budgetId ? "b" : "n"}-${++seq}`;
   const n = replay.requestsFor("openai").length;
-  const f = follow(sid);
+  const f = followTurn(engine, sid);
   await f.joined;
-  const payload: Record<string, unknown> = {
-    session_id: sid,
-    model: "gpt-4o",
-    provider: "openai",
-    messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
-  };
-  if (budgetId) payload.budget_id = budgetId;
   const t0 = performance.now();
-  const res = await fetch(`${engine.url}/api/turns`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ payload }),
-  });
-  if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
+  await postTurn(engine, sid, budgetId ? { budget_id: budgetId } : {});
   const end = await f;
   const req = replay.requestsFor("openai")[n];
   if (!req) throw new Error(`turn ${sid}: the provider saw no request`);

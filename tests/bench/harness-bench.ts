@@ -12,7 +12,7 @@
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5).
 import { registerWorker } from "iii-sdk";
 import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
-import { registered, startHarnessBench } from "./harness-engine.ts";
+import { followTurn, postTurn, registered, startHarnessBench, toPerf } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -21,50 +21,11 @@ const WARMUP = Number(process.env.BENCH_WARMUP_TURNS ?? 5);
 /** Targets of the harness issue. */
 const TARGET_FUNCTION_STEP_P50_MS = 15;
 const TARGET_TTFT_OVERHEAD_MS = 10;
-/** A turn that has not ended within this is a failure of the run, not a slow sample. */
-const TURN_TIMEOUT_MS = 60_000;
 const ROUTED_CALLS = 300;
 
 const { replay, engine, iii } = await startHarnessBench("harness-bench", { rules: "version: 1\nrules:\n  - 'bench::*'\n" });
 const app = registerWorker(engine.wsUrl, { workerName: "bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
-
-/** One UI socket following one session's `agent::events`; resolves when `agent_end` arrives. */
-function follow(sid: string): Promise<{ seen: Map<string, number>; firstDelta?: number; completes: number[] }> & { joined: Promise<void> } {
-  const ws = new WebSocket(`${engine.wsUrl}/_iii/streams`);
-  const seen = new Map<string, number>();
-  const completes: number[] = [];
-  let firstDelta: number | undefined;
-  let joinedResolve!: () => void;
-  const joined = new Promise<void>((r) => (joinedResolve = r));
-  const done = new Promise<{ seen: Map<string, number>; firstDelta?: number; completes: number[] }>((resolve, reject) => {
-    const timer = setTimeout(
-      () => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))),
-      TURN_TIMEOUT_MS,
-    );
-    ws.onopen = () => ws.send(JSON.stringify({ type: "join", data: { subscriptionId: sid, streamName: "agent::events", groupId: sid } }));
-    ws.onmessage = (m) => {
-      const now = performance.now();
-      const p = JSON.parse(String(m.data)) as { event: { type: string; data: { type: string; llm_event?: { type: string } } } };
-      if (p.event.type === "sync") return joinedResolve();
-      if (p.event.type !== "create") return;
-      const t = p.event.data.type;
-      if (!seen.has(t)) seen.set(t, now);
-      if (t === "message_update" && p.event.data.llm_event?.type === "text_delta" && firstDelta === undefined) firstDelta = now;
-      if (t === "message_complete") completes.push(now);
-      if (t === "agent_end") {
-        clearTimeout(timer);
-        ws.close();
-        resolve({ seen, firstDelta, completes });
-      }
-    };
-    ws.onerror = () => reject(new Error("stream socket failed"));
-  });
-  return Object.assign(done, { joined });
-}
-
-/** performance.now() of the moment the replay received request `n` (its clock is Date.now()). */
-const toPerf = (epochMs: number) => epochMs - Date.now() + performance.now();
 
 let turnSeq = 0;
 async function turn(kind: "plain" | "call"): Promise<{ ttft: number; assistantStep: number; functionStep?: number }> {
@@ -72,22 +33,16 @@ async function turn(kind: "plain" | "call"): Promise<{ ttft: number; assistantSt
   const before = replay.requestsFor("openai").length;
   if (kind === "plain") replay.enqueue("openai", reply(say("Hello from the bench.")));
   else replay.enqueue("openai", reply(callAgentTrigger("bench::echo", { n: turnSeq }, `c-${turnSeq}`)), reply(say("Echoed.")));
-  const f = follow(sid);
-  await f.joined;
-  const res = await fetch(`${engine.url}/api/turns`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      payload: {
-        session_id: sid,
-        model: "gpt-4o",
-        provider: "openai",
-        messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
-      },
-    }),
+  const completes: number[] = [];
+  let firstDelta: number | undefined;
+  const f = followTurn(engine, sid, (e, now) => {
+    if (e.type === "message_update" && e.llm_event?.type === "text_delta" && firstDelta === undefined) firstDelta = now;
+    if (e.type === "message_complete") completes.push(now);
   });
-  if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
-  const r = await f;
+  await f.joined;
+  await postTurn(engine, sid);
+  await f;
+  const r = { firstDelta, completes };
   const reqs = replay.requestsFor("openai").slice(before);
   const first = toPerf(reqs[0]!.received_at);
   const out: { ttft: number; assistantStep: number; functionStep?: number } = {

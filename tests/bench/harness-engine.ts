@@ -37,3 +37,73 @@ export async function registered(iii: IIIClient, ids: readonly string[], timeout
   }
   throw new Error(`not registered within ${timeoutMs} ms: ${ids.join(", ")}`);
 }
+
+/** A turn that has not ended within this is a failure of the run, not a slow sample. */
+export const TURN_TIMEOUT_MS = 60_000;
+
+/** An `agent::events` entry as a following UI receives it. */
+export interface TurnEvent {
+  type: string;
+  llm_event?: { type: string };
+  message?: { stop_reason?: string };
+}
+
+/**
+ * One UI socket following session `sid`'s `agent::events` (a `/_iii/streams` join): `joined`
+ * settles at the stream's sync, and the promise at `agent_end` with that frame's
+ * `performance.now()`. `onEvent` sees every created entry with its arrival time; a turn whose
+ * model message completes with an error fails the promise.
+ */
+export function followTurn(
+  engine: EngineServer,
+  sid: string,
+  onEvent: (e: TurnEvent, now: number) => void = () => {},
+): Promise<number> & { joined: Promise<void> } {
+  const ws = new WebSocket(`${engine.wsUrl}/_iii/streams`);
+  let joinedResolve!: () => void;
+  const joined = new Promise<void>((r) => (joinedResolve = r));
+  const done = new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(
+      () => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))),
+      TURN_TIMEOUT_MS,
+    );
+    ws.onopen = () => ws.send(JSON.stringify({ type: "join", data: { subscriptionId: sid, streamName: "agent::events", groupId: sid } }));
+    ws.onmessage = (m) => {
+      const now = performance.now();
+      const p = JSON.parse(String(m.data)) as { event: { type: string; data: TurnEvent } };
+      if (p.event.type === "sync") return joinedResolve();
+      if (p.event.type !== "create") return;
+      const e = p.event.data;
+      onEvent(e, now);
+      if (e.type === "message_complete" && e.message?.stop_reason === "error") reject(new Error(`turn ${sid} failed`));
+      if (e.type === "agent_end") {
+        clearTimeout(timer);
+        ws.close();
+        resolve(now);
+      }
+    };
+    ws.onerror = () => reject(new Error("stream socket failed"));
+  });
+  return Object.assign(done, { joined });
+}
+
+/** Starts a one-message turn on the replayed OpenAI model through `POST /api/turns`. */
+export async function postTurn(engine: EngineServer, sid: string, extra: Record<string, unknown> = {}): Promise<void> {
+  const res = await fetch(`${engine.url}/api/turns`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      payload: {
+        session_id: sid,
+        model: "gpt-4o",
+        provider: "openai",
+        messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
+        ...extra,
+      },
+    }),
+  });
+  if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
+}
+
+/** performance.now() of an epoch time (the replay stamps requests with Date.now()). */
+export const toPerf = (epochMs: number) => epochMs - Date.now() + performance.now();

@@ -15,15 +15,13 @@
 // BENCH_DIRECT_CALLS (200).
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
-import { startHarnessBench } from "./harness-engine.ts";
+import { followTurn, postTurn, startHarnessBench } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP_TURNS ?? 5);
 const DIRECT_CALLS = Number(process.env.BENCH_DIRECT_CALLS ?? 200);
-/** A turn that has not ended within this is a failure of the run, not a slow sample. */
-const TURN_TIMEOUT_MS = 60_000;
 /** The orchestrator's PRESENCE_SETTLE_MS: after a subscriber comes or goes, lookups are uncached
  * this long; the samples start after it so each kind is measured in its steady state. */
 const PRESENCE_SETTLE_MS = 1_000;
@@ -81,52 +79,15 @@ async function unsubscribe(hooks: IIIClient): Promise<void> {
   await sleep(PRESENCE_SETTLE_MS);
 }
 
-/** One UI socket following one session's `agent::events`; resolves when `agent_end` arrives. */
-function follow(sid: string): Promise<void> & { joined: Promise<void> } {
-  const ws = new WebSocket(`${engine.wsUrl}/_iii/streams`);
-  let joinedResolve!: () => void;
-  const joined = new Promise<void>((r) => (joinedResolve = r));
-  const done = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(
-      () => (ws.close(), reject(new Error(`turn ${sid} did not end within ${TURN_TIMEOUT_MS} ms`))),
-      TURN_TIMEOUT_MS,
-    );
-    ws.onopen = () => ws.send(JSON.stringify({ type: "join", data: { subscriptionId: sid, streamName: "agent::events", groupId: sid } }));
-    ws.onmessage = (m) => {
-      const p = JSON.parse(String(m.data)) as { event: { type: string; data: { type: string } } };
-      if (p.event.type === "sync") return joinedResolve();
-      if (p.event.type === "create" && p.event.data.type === "agent_end") {
-        clearTimeout(timer);
-        ws.close();
-        resolve();
-      }
-    };
-    ws.onerror = () => reject(new Error("stream socket failed"));
-  });
-  return Object.assign(done, { joined });
-}
-
 let turnSeq = 0;
 /** The function-call step of one turn (ms between the model's two requests) calling `fn`. */
 async function functionStep(kind: string, fn = "bench::echo"): Promise<number> {
   const sid = `hooks-bench-${kind}-${++turnSeq}`;
   const before = replay.requestsFor("openai").length;
   replay.enqueue("openai", reply(callAgentTrigger(fn, { n: turnSeq }, `c-${turnSeq}`)), reply(say("Echoed.")));
-  const f = follow(sid);
+  const f = followTurn(engine, sid);
   await f.joined;
-  const res = await fetch(`${engine.url}/api/turns`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      payload: {
-        session_id: sid,
-        model: "gpt-4o",
-        provider: "openai",
-        messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
-      },
-    }),
-  });
-  if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
+  await postTurn(engine, sid);
   await f;
   const reqs = replay.requestsFor("openai").slice(before);
   return reqs[1]!.received_at - reqs[0]!.received_at;

@@ -5,42 +5,22 @@
 // HTTP sink, and both again with no trace rate limit (every call a span, every span exported). The Durable Object is single-threaded, so its CPU per call is what bounds rt/s; this
 // is the engine's share of it. Run by `npm run bench` after trace-bench.ts; alone:
 // node --conditions=iii-edge-source tests/bench/trace-micro.ts
-import { readdirSync, readFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { DatabaseSync } from "node:sqlite";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
-import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/dead-letters.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
 import { EXPORT_BATCH } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
 import { encodeSpans } from "@iii-edge/engine-do/core/telemetry/otlp.ts";
 import type { Span } from "@iii-edge/protocol/telemetry";
+import { nodeD1 } from "../support/node-sql.ts";
 import { echoCalls, memoryPorts } from "./micro-core.ts";
 import { median } from "./stats.ts";
 
 const CALLS = Number(process.env.MICRO_CALLS ?? 20_000);
 const ROUNDS = Number(process.env.MICRO_ROUNDS ?? 7);
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** `discard`: INSERTs are serialised and handed over but not executed — the object's own share
- * when D1 runs elsewhere (deployed, D1's SQLite work is not on the engine object's thread). */
-function d1(discard = false): D1Like {
-  const db = new DatabaseSync(":memory:");
-  const dir = path.join(root, "engine-do/migrations");
-  for (const f of readdirSync(dir)
-    .filter((f) => f.endsWith(".sql"))
-    .sort())
-    db.exec(readFileSync(path.join(dir, f), "utf8"));
-  const statement = (q: string, binds: unknown[] = []): D1StatementLike => ({
-    bind: (...values: unknown[]) => statement(q, values),
-    run: async () => (discard && q.startsWith("INSERT") ? undefined : db.prepare(q).run(...(binds as never[]))),
-    all: async <T>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
-  });
-  return { prepare: (q) => statement(q) };
-}
+const d1 = (discard = false) => nodeD1({ discardInserts: discard });
 
 function setup(vars: TelemetryVars, discard = false) {
   // The clock runs 100× fast, so the per-connection frame limit (10,000/s) never drops a frame here.

@@ -4,7 +4,7 @@
 // reach quickly: retention (oldest first, by age, count and bytes), sampling and the switch,
 // decoding the frames iii-sdk 0.22.1 really sends (captured, tests/node/fixtures), the untraced
 // readers, a cross-namespace hop, a cron fire, and the exporter's bounded buffer and failures.
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -18,26 +18,12 @@ import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans, encodeLogs, encode
 import { EXPORT_ATTEMPTS, EXPORT_BATCH, type ExportFetch, MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
 import { FLUSH_SPANS } from "@iii-edge/engine-do/core/telemetry/telemetry.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
-import { nodePorts, RecordingConn, trackedTimers } from "../support/node-sql.ts";
+import { nodeD1, nodePorts, RecordingConn, trackedTimers } from "../support/node-sql.ts";
 import { repoRoot } from "../support/engine-server.ts";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
 import { until } from "../support/wait.ts";
 
-/** D1's API over node:sqlite, with the repo's D1 migrations applied (as `wrangler d1 migrations apply`). */
-function d1(): D1Like {
-  const db = new DatabaseSync(":memory:");
-  const dir = path.join(repoRoot, "engine-do/migrations");
-  for (const f of readdirSync(dir)
-    .filter((f) => f.endsWith(".sql"))
-    .sort())
-    db.exec(readFileSync(path.join(dir, f), "utf8"));
-  const statement = (q: string, binds: unknown[] = []): D1StatementLike => ({
-    bind: (...values: unknown[]) => statement(q, values),
-    run: async () => db.prepare(q).run(...(binds as never[])),
-    all: async <T>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
-  });
-  return { prepare: (q) => statement(q) };
-}
+const d1 = () => nodeD1();
 
 const handles = new Set<ReturnType<typeof setTimeout>>();
 afterEach(() => {

@@ -1,6 +1,10 @@
 // The engine core's Sql and Timers ports in plain Node: SQL over Node's own SQLite (node:sqlite),
 // timers kept in a set the suite clears (an "eviction", or the end of a test).
-import type { DatabaseSync } from "node:sqlite";
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { DatabaseSync } from "node:sqlite";
+import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/dead-letters.ts";
 import type { EngineFrame } from "@iii-edge/protocol";
 import type { Conn, EnginePorts, Sql, SqlValue, Timers } from "@iii-edge/engine-do/core/ports.ts";
 
@@ -79,4 +83,23 @@ export class RecordingConn implements Conn {
       (f): f is Extract<EngineFrame, { type: "invokefunction" }> => f.type === "invokefunction" && f.function_id === fn,
     );
   }
+}
+
+const D1_MIGRATIONS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../engine-do/migrations");
+
+/** D1's API over an in-memory node:sqlite, with the repo's D1 migrations applied (as `wrangler d1
+ * migrations apply` does). `discardInserts`: INSERTs are handed over but not executed — the engine
+ * object's own share of the work when D1 runs elsewhere (deployed, D1's SQLite is not on its thread). */
+export function nodeD1(opts: { discardInserts?: boolean } = {}): D1Like {
+  const db = new DatabaseSync(":memory:");
+  for (const f of readdirSync(D1_MIGRATIONS)
+    .filter((f) => f.endsWith(".sql"))
+    .sort())
+    db.exec(readFileSync(path.join(D1_MIGRATIONS, f), "utf8"));
+  const statement = (q: string, binds: unknown[] = []): D1StatementLike => ({
+    bind: (...values: unknown[]) => statement(q, values),
+    run: async () => (opts.discardInserts && q.startsWith("INSERT") ? undefined : db.prepare(q).run(...(binds as never[]))),
+    all: async <T>() => ({ results: db.prepare(q).all(...(binds as never[])) as T[] }),
+  });
+  return { prepare: (q) => statement(q) };
 }

@@ -4,12 +4,11 @@
 // says so instead of reconnecting forever (the unmodified iii-sdk 0.22.1 cannot be changed: what it
 // does is pinned here too); `/_iii/invoke` says what is wrong with a request; `npm start` prints
 // where everything is once it is healthy.
-import { request, type IncomingMessage } from "node:http";
-import { randomBytes } from "node:crypto";
 import { registerWorker as iiiSdkWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerWorker, type EdgeClient } from "@iii-edge/sdk-edge/node";
 import { freePort, startEngine, type EngineServer } from "../support/engine-server.ts";
+import { upgradeStatus } from "../support/raw-socket.ts";
 import { eventually } from "../support/wait.ts";
 
 let engine: EngineServer;
@@ -25,31 +24,7 @@ afterAll(async () => {
 });
 
 /** A WebSocket upgrade request as a Node client sends it, answered how? */
-function upgrade(path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(`${engine.url}${path}`, {
-      headers: {
-        Connection: "Upgrade",
-        Upgrade: "websocket",
-        "Sec-WebSocket-Version": "13",
-        "Sec-WebSocket-Key": randomBytes(16).toString("base64"),
-        ...headers,
-      },
-    });
-    req.on("upgrade", (_res, socket) => {
-      socket.destroy();
-      resolve({ status: 101, body: "" });
-    });
-    req.on("response", (res: IncomingMessage) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (c: string) => (body += c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
+const upgrade = (path: string, headers: Record<string, string> = {}) => upgradeStatus(`${engine.url}${path}`, headers);
 
 const post = (path: string, body: string, headers: Record<string, string> = {}) =>
   fetch(`${engine.url}${path}`, { method: "POST", body, headers });
@@ -59,7 +34,7 @@ describe("a WebSocket dialled at the wrong path", () => {
     for (const path of ["/ws", "/wrong", "/ns/team-a/wrong", "/ns/team-a/"]) {
       const r = await upgrade(path);
       expect(r.status, path).toBe(404);
-      const body = JSON.parse(r.body) as { error: { code: string; message: string }; endpoints: Record<string, string> };
+      const body = r.body as { error: { code: string; message: string }; endpoints: Record<string, string> };
       expect(body.error.code).toBe("not_found");
       expect(body.error.message).toBe(
         `no WebSocket endpoint at ${path}: a worker dials ${engine.wsUrl}/ (namespace "default") or ${engine.wsUrl}/ns/<namespace>; browser stream subscriptions use ${engine.wsUrl}/_iii/streams`,

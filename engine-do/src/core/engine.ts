@@ -1143,22 +1143,14 @@ export class EngineCore implements EngineApi {
     this.lastFunctionsSignature = sig;
     const before = this.lastFunctionIds;
     this.lastFunctionIds = this.introspection.functionIds();
-    const bindings = this.activeBindings(TRIGGER_TYPES.functionsAvailable);
-    if (bindings.length === 0) return;
     // iii's payload is the full list; a binding with config {delta: true} (iii-edge extension) gets
     // only what changed, so one registration costs each subscriber a small frame rather than the
     // whole catalog (fan-out linear in subscribers, not subscribers × catalog).
-    let full: unknown;
-    let delta: unknown;
-    const span = discoverySpan(this.telemetry, TRIGGER_TYPES.functionsAvailable, bindings.length);
-    const opts = { inFanOut: true, traceparent: span?.traceparent };
-    for (const b of bindings) {
-      const payload = wantsDelta(b)
-        ? (delta ??= { event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) })
-        : (full ??= { event: "functions_changed", functions: this.introspection.functionSummaries(true) });
-      this.notify(b, payload, opts);
-    }
-    span?.end({ ok: true });
+    this.fanOutChange(
+      TRIGGER_TYPES.functionsAvailable,
+      () => ({ event: "functions_changed", functions: this.introspection.functionSummaries(true) }),
+      () => ({ event: "functions_changed", ...this.introspection.functionsDelta(before, this.lastFunctionIds) }),
+    );
   }
 
   private triggersChanged(): void {
@@ -1166,19 +1158,29 @@ export class EngineCore implements EngineApi {
     if (sameIdentities(now, this.lastTriggerIdentities)) return;
     const before = this.lastTriggerIdentities;
     this.lastTriggerIdentities = now;
-    const bindings = this.activeBindings(TRIGGER_TYPES.triggersAvailable);
+    this.fanOutChange(
+      TRIGGER_TYPES.triggersAvailable,
+      () => ({ event: "triggers_changed", triggers: this.introspection.visibleTriggerEntries() }),
+      () => ({ event: "triggers_changed", ...this.introspection.triggersDelta(before, now) }),
+    );
+  }
+
+  /** One discovery change to every binding of `type`, under one span: the full payload or the
+   * delta, each built once and only if a binding wants it. */
+  private fanOutChange(type: string, full: () => unknown, delta: () => unknown): void {
+    const bindings = this.activeBindings(type);
     if (bindings.length === 0) return;
-    let full: unknown;
-    let delta: unknown;
-    const span = discoverySpan(this.telemetry, TRIGGER_TYPES.triggersAvailable, bindings.length);
+    let fullPayload: unknown;
+    let deltaPayload: unknown;
+    const span = discoverySpan(this.telemetry, type, bindings.length);
     const opts = { inFanOut: true, traceparent: span?.traceparent };
+    // A type that pushes a listing: its maker was allowed to read the listing when it bound; a
+    // connection's grant cannot change since, but a maker's grant is asked again where it is at
+    // hand (mayReadListing).
+    const listed = this.triggerTypes.get(type)?.listing !== undefined;
     for (const b of bindings) {
-      // Its maker was allowed to read the listing when it bound; a connection's grant cannot change
-      // since, but a maker's grant is asked again where it is at hand (mayReadListing).
-      if (b.owner !== null && !b.owner.startsWith("edge:") && this.mayReadListing(b.trigger_type, b.owner, this.grantOf(b.owner))) continue;
-      const payload = wantsDelta(b)
-        ? (delta ??= { event: "triggers_changed", ...this.introspection.triggersDelta(before, now) })
-        : (full ??= { event: "triggers_changed", triggers: this.introspection.visibleTriggerEntries() });
+      if (listed && b.owner !== null && !b.owner.startsWith("edge:") && this.mayReadListing(type, b.owner, this.grantOf(b.owner))) continue;
+      const payload = wantsDelta(b) ? (deltaPayload ??= delta()) : (fullPayload ??= full());
       this.notify(b, payload, opts);
     }
     span?.end({ ok: true });

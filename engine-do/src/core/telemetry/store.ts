@@ -291,38 +291,21 @@ export class TraceStore {
   /** Newest first. Scoped to this namespace unless a trace id is given (a trace crosses them, and
    * its 128-bit id is what a reader must already know). */
   async list(q: z.output<typeof tracesListInput>): Promise<TracesListOutput> {
-    const where: string[] = [];
-    const binds: unknown[] = [];
-    const add = (clause: string, v: unknown) => {
-      where.push(clause);
-      binds.push(v);
-    };
-    if (q.trace_id) add("trace_id = ?", q.trace_id);
-    else add("namespace = ?", this.namespace);
-    if (q.span_id) add("span_id = ?", q.span_id);
-    if (q.service_name) add("service_name = ?", q.service_name);
-    if (q.name) add("instr(name, ?) > 0", q.name);
-    if (q.status) add("status = ?", q.status);
-    if (q.session_id) add("session_id = ?", q.session_id);
-    if (q.function_id) add("function_id = ?", q.function_id);
-    if (q.start_time !== undefined) add("start_us >= ?", toMicros(q.start_time));
-    if (q.end_time !== undefined) add("start_us <= ?", toMicros(q.end_time));
-    const w = `WHERE ${where.join(" AND ")}`;
-    const offset = q.offset ?? 0;
-    const limit = q.limit ?? DEFAULT_LIMIT;
-    const [count, rows] = await Promise.all([
-      this.db
-        .prepare(`SELECT COUNT(*) AS n FROM spans ${w}`)
-        .bind(...binds)
-        .all<{ n: number }>(),
-      this.db
-        .prepare(
-          `SELECT trace_id, span_id, parent_span_id, name, kind, start_us, end_us, status, service_name, doc FROM spans ${w} ORDER BY start_us DESC, rowid DESC LIMIT ? OFFSET ?`,
-        )
-        .bind(...binds, limit, offset)
-        .all<SpanRow>(),
-    ]);
-    return { spans: rows.results.map(spanOf), total: count.results[0]?.n ?? 0, offset, limit };
+    const w = this.filters(q);
+    if (q.name) w.add("instr(name, ?) > 0", q.name);
+    if (q.status) w.add("status = ?", q.status);
+    if (q.session_id) w.add("session_id = ?", q.session_id);
+    if (q.function_id) w.add("function_id = ?", q.function_id);
+    if (q.start_time !== undefined) w.add("start_us >= ?", toMicros(q.start_time));
+    if (q.end_time !== undefined) w.add("start_us <= ?", toMicros(q.end_time));
+    const page = await this.page<SpanRow>(
+      "trace_id, span_id, parent_span_id, name, kind, start_us, end_us, status, service_name, doc",
+      "spans",
+      "start_us DESC, rowid DESC",
+      w,
+      q,
+    );
+    return { spans: page.rows.map(spanOf), total: page.total, offset: page.offset, limit: page.limit };
   }
 
   async spansOf(traceId: string): Promise<Span[]> {
@@ -387,36 +370,54 @@ export class TraceStore {
   }
 
   async logs(q: z.output<typeof logsListInput>): Promise<LogsListOutput> {
-    const where: string[] = [];
-    const binds: unknown[] = [];
-    const add = (clause: string, v: unknown) => {
-      where.push(clause);
-      binds.push(v);
-    };
-    if (q.trace_id) add("trace_id = ?", q.trace_id);
-    else add("namespace = ?", this.namespace);
-    if (q.span_id) add("span_id = ?", q.span_id);
-    if (q.service_name) add("service_name = ?", q.service_name);
-    if (q.severity_text) add("lower(severity_text) = lower(?)", q.severity_text);
-    if (q.severity_min !== undefined) add("severity_number >= ?", q.severity_min);
-    if (q.start_time !== undefined) add("time_us >= ?", toMicros(q.start_time));
-    if (q.end_time !== undefined) add("time_us <= ?", toMicros(q.end_time));
-    const w = `WHERE ${where.join(" AND ")}`;
+    const w = this.filters(q);
+    if (q.severity_text) w.add("lower(severity_text) = lower(?)", q.severity_text);
+    if (q.severity_min !== undefined) w.add("severity_number >= ?", q.severity_min);
+    if (q.start_time !== undefined) w.add("time_us >= ?", toMicros(q.start_time));
+    if (q.end_time !== undefined) w.add("time_us <= ?", toMicros(q.end_time));
+    const page = await this.page<LogRow>(
+      "trace_id, span_id, time_us, severity_number, severity_text, service_name, doc",
+      "logs",
+      "time_us DESC, id DESC",
+      w,
+      q,
+    );
+    return { logs: page.rows.map(logOf), total: page.total, offset: page.offset, limit: page.limit };
+  }
+
+  /** The filters spans and logs share: a trace id (which crosses namespaces: its 128-bit id is what
+   * a reader must already know), else this namespace; then a span and a service. */
+  private filters(q: { trace_id?: string; span_id?: string; service_name?: string }): Where {
+    const w = new Where();
+    if (q.trace_id) w.add("trace_id = ?", q.trace_id);
+    else w.add("namespace = ?", this.namespace);
+    if (q.span_id) w.add("span_id = ?", q.span_id);
+    if (q.service_name) w.add("service_name = ?", q.service_name);
+    return w;
+  }
+
+  /** One page of `columns` of `table` under `w`, in `order`, and the count of every match, read at
+   * once. */
+  private async page<Row>(
+    columns: string,
+    table: "spans" | "logs",
+    order: string,
+    w: Where,
+    q: { offset?: number; limit?: number },
+  ): Promise<{ rows: Row[]; total: number; offset: number; limit: number }> {
     const offset = q.offset ?? 0;
     const limit = q.limit ?? DEFAULT_LIMIT;
     const [count, rows] = await Promise.all([
       this.db
-        .prepare(`SELECT COUNT(*) AS n FROM logs ${w}`)
-        .bind(...binds)
+        .prepare(`SELECT COUNT(*) AS n FROM ${table} ${w.sql()}`)
+        .bind(...w.binds)
         .all<{ n: number }>(),
       this.db
-        .prepare(
-          `SELECT trace_id, span_id, time_us, severity_number, severity_text, service_name, doc FROM logs ${w} ORDER BY time_us DESC, id DESC LIMIT ? OFFSET ?`,
-        )
-        .bind(...binds, limit, offset)
-        .all<LogRow>(),
+        .prepare(`SELECT ${columns} FROM ${table} ${w.sql()} ORDER BY ${order} LIMIT ? OFFSET ?`)
+        .bind(...w.binds, limit, offset)
+        .all<Row>(),
     ]);
-    return { logs: rows.results.map(logOf), total: count.results[0]?.n ?? 0, offset, limit };
+    return { rows: rows.results, total: count.results[0]?.n ?? 0, offset, limit };
   }
 
   /** Spans and logs stored (every namespace), for the metrics and the retention test. */
@@ -426,5 +427,18 @@ export class TraceStore {
       this.db.prepare("SELECT COUNT(*) AS n FROM logs").all<{ n: number }>(),
     ]);
     return { spans: s.results[0]?.n ?? 0, logs: l.results[0]?.n ?? 0 };
+  }
+}
+
+/** A WHERE clause built one condition at a time, its binds in the same order. */
+class Where {
+  readonly binds: unknown[] = [];
+  private readonly clauses: string[] = [];
+  add(clause: string, value: unknown): void {
+    this.clauses.push(clause);
+    this.binds.push(value);
+  }
+  sql(): string {
+    return `WHERE ${this.clauses.join(" AND ")}`;
   }
 }
