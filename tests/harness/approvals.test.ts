@@ -26,7 +26,7 @@ import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { staticPolicy, type PolicySource } from "@iii-edge/worker-policy";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
@@ -76,10 +76,7 @@ beforeAll(async () => {
   replay = await startProviderReplay();
   engine = await startEngine({
     env: {
-      OPENAI_BASE_URL: replay.openaiBaseUrl,
-      OPENAI_API_KEY: "sk-test",
-      ANTHROPIC_BASE_URL: replay.anthropicBaseUrl,
-      ANTHROPIC_API_KEY: "sk-ant-test",
+      ...replayEnv(replay, { anthropic: true }),
       HARNESS_DISABLE: "policy,approval-gate",
     },
     vars: { APPROVAL_PENDING_TIMEOUT_MS: String(TIMEOUT_MS) },

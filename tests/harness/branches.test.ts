@@ -6,14 +6,23 @@
 // Markdown and HTML. The fork case runs again with session storage replaced by its Node process
 // (`HARNESS_DISABLE=session-storage` + `npm run worker -- session-storage`, node:sqlite).
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { AgentMessage, SessionBranches, SessionTree } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  reply,
+  say,
+  startProviderReplay,
+  type RecordedRequest,
+  type ReplayServer,
+  replayEnv,
+  permissionsFile,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { openaiMessages, textOf, turnClient, user } from "./turn-client.ts";
 
@@ -128,10 +137,9 @@ async function forkAndResumeBoth(s: Stack, sid: string): Promise<string> {
 
 async function startStack(env: Record<string, string> = {}): Promise<Stack> {
   const replay = await startProviderReplay();
-  const rules = path.join(mkdtempSync(path.join(tmpdir(), "harness-branches-")), "iii-permissions.yaml");
-  writeFileSync(rules, PERMISSIONS);
+  const rules = permissionsFile(PERMISSIONS);
   const engine = await startEngine({
-    env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules, ...env },
+    env: { ...replayEnv(replay), III_PERMISSIONS_PATH: rules, ...env },
   });
   const iii = registerWorker(engine.wsUrl, { workerName: "branches-e2e-client", otel: { enabled: false } });
   const ui = turnClient(engine, () => iii);

@@ -8,14 +8,20 @@
 // - two sessions racing one small budget cannot both spend it: the check holds the estimate;
 // - replaceable: with HARNESS_DISABLE=budget-tracker and no budget worker the run is refused (fail
 //   closed); an unmodified iii-sdk process registering `budget::check`/`budget::record` takes over.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import type { AgentEvent, BudgetView, TurnStateView } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  reply,
+  replyWith,
+  say,
+  startProviderReplay,
+  type ReplayServer,
+  replayEnv,
+  permissionsFile,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { textOf, turnClient, types, type EventItem } from "./turn-client.ts";
 
@@ -24,18 +30,7 @@ rules:
   - 'budget-app::*'
 `;
 
-const providerEnv = (replay: ReplayServer, rules: string) => ({
-  OPENAI_BASE_URL: replay.openaiBaseUrl,
-  OPENAI_API_KEY: "sk-test",
-  III_PERMISSIONS_PATH: rules,
-});
-
-function permissionsFile(): string {
-  const dir = mkdtempSync(path.join(tmpdir(), "harness-budget-"));
-  const rules = path.join(dir, "iii-permissions.yaml");
-  writeFileSync(rules, PERMISSIONS);
-  return rules;
-}
+const providerEnv = (replay: ReplayServer) => ({ ...replayEnv(replay), III_PERMISSIONS_PATH: permissionsFile(PERMISSIONS) });
 
 async function functionIds(iii: IIIClient): Promise<string[]> {
   const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
@@ -70,7 +65,7 @@ describe("budgets with the built-in budget-tracker", () => {
 
   beforeAll(async () => {
     replay = await startProviderReplay();
-    engine = await startEngine({ env: providerEnv(replay, permissionsFile()) });
+    engine = await startEngine({ env: providerEnv(replay) });
     iii = registerWorker(engine.wsUrl, { workerName: "budget-e2e-client", otel: { enabled: false } });
     iii.registerFunction("budget-app::echo", async (p: { text?: string }) => ({ echoed: p.text ?? "" }), { description: "Echo a text." });
     ui = turnClient(engine, () => iii);
@@ -206,7 +201,7 @@ describe("budgets with the built-in budget-tracker left out (HARNESS_DISABLE=bud
 
   beforeAll(async () => {
     replay = await startProviderReplay();
-    engine = await startEngine({ env: { ...providerEnv(replay, permissionsFile()), HARNESS_DISABLE: "budget-tracker" } });
+    engine = await startEngine({ env: { ...providerEnv(replay), HARNESS_DISABLE: "budget-tracker" } });
     iii = registerWorker(engine.wsUrl, { workerName: "budget-replace-client", otel: { enabled: false } });
     ui = turnClient(engine, () => iii);
     await until(

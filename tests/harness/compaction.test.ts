@@ -4,9 +4,6 @@
 // over several runs; what the model is sent (recorded by the replay, counted with the model's own
 // encoding) must fit and carry the summary; the second compaction updates the first summary; old
 // outputs are pruned before anything is summarised; `compaction_done` reaches `agent::events`.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import type { AgentEvent, AgentMessage, CompactionRecord } from "@iii-edge/protocol/harness";
 import { loadEncoding, wireRequestTokens, type WireMessage, type WireTool } from "@iii-edge/worker-context-compaction/tokens";
 import { registerWorker, type IIIClient } from "iii-sdk";
@@ -20,6 +17,8 @@ import {
   startProviderReplay,
   type RecordedRequest,
   type ReplayServer,
+  replayEnv,
+  permissionsFile,
 } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { turnClient, TURN_DEADLINE_MS, user, type EventItem } from "./turn-client.ts";
@@ -49,13 +48,10 @@ let ui: ReturnType<typeof turnClient>;
 
 beforeAll(async () => {
   replay = await startProviderReplay();
-  const dir = mkdtempSync(path.join(tmpdir(), "harness-compaction-"));
-  const rules = path.join(dir, "iii-permissions.yaml");
-  writeFileSync(rules, PERMISSIONS);
+  const rules = permissionsFile(PERMISSIONS);
   engine = await startEngine({
     env: {
-      OPENAI_BASE_URL: replay.openaiBaseUrl,
-      OPENAI_API_KEY: "sk-test",
+      ...replayEnv(replay),
       III_PERMISSIONS_PATH: rules,
       MODELS_OVERRIDES: JSON.stringify([{ provider: "openai", id: MODEL, ...WINDOW }]),
     },

@@ -4,14 +4,20 @@
 // dispatch and its result, and while a call waits for approval. Each time the turn completes, no
 // assistant message is duplicated, and no function runs twice; a call cut mid-execution gets the
 // "interrupted" result (at most once, outcome unknown) and the model is told so.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import type { FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  reply,
+  replyWith,
+  say,
+  startProviderReplay,
+  type ReplayServer,
+  replayEnv,
+  permissionsFile,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { openaiMessages, asText, metaOf, textOf, turnClient, TURN_DEADLINE_MS, types } from "./turn-client.ts";
 
@@ -34,10 +40,8 @@ const releases: (() => void)[] = [];
 
 beforeAll(async () => {
   replay = await startProviderReplay();
-  const dir = mkdtempSync(path.join(tmpdir(), "harness-crash-"));
-  const rules = path.join(dir, "iii-permissions.yaml");
-  writeFileSync(rules, PERMISSIONS);
-  engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules } });
+  const rules = permissionsFile(PERMISSIONS);
+  engine = await startEngine({ env: { ...replayEnv(replay), III_PERMISSIONS_PATH: rules } });
   iii = registerWorker(engine.wsUrl, { workerName: "crash-client", otel: { enabled: false } });
   ui = turnClient(engine, () => iii);
   app = registerWorker(engine.wsUrl, { workerName: "crash-app", otel: { enabled: false } });

@@ -8,9 +8,6 @@
 // hook; a subscriber registered mid-run is used on the very next call; and with hook-fanout left
 // out (HARNESS_DISABLE) a gate fails closed, and an iii-sdk process registering
 // `hook-fanout::publish_collect` is used instead.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import {
   AFTER_FUNCTION_CALL_TOPIC,
   BEFORE_FUNCTION_CALL_TOPIC,
@@ -27,7 +24,15 @@ import {
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  reply,
+  say,
+  startProviderReplay,
+  type ReplayServer,
+  replayEnv,
+  permissionsFile,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
@@ -101,10 +106,8 @@ describe("hooks around function calls (built-in hook-fanout in the Worker)", () 
 
   beforeAll(async () => {
     replay = await startProviderReplay();
-    const dir = mkdtempSync(path.join(tmpdir(), "harness-hooks-"));
-    const rules = path.join(dir, "iii-permissions.yaml");
-    writeFileSync(rules, PERMISSIONS);
-    engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules } });
+    const rules = permissionsFile(PERMISSIONS);
+    engine = await startEngine({ env: { ...replayEnv(replay), III_PERMISSIONS_PATH: rules } });
     iii = registerWorker(engine.wsUrl, { workerName: "hooks-e2e-client", otel: { enabled: false } });
     ui = turnClient(engine, () => iii);
     apps = registerWorker(engine.wsUrl, { workerName: "hooks-app", otel: { enabled: false } });
@@ -332,13 +335,10 @@ describe("hook-fanout left out (HARNESS_DISABLE=hook-fanout): the gate fails clo
 
   beforeAll(async () => {
     replay = await startProviderReplay();
-    const dir = mkdtempSync(path.join(tmpdir(), "harness-hooks-replace-"));
-    const rules = path.join(dir, "iii-permissions.yaml");
-    writeFileSync(rules, "version: 1\nrules:\n  - 'weather::*'\n");
+    const rules = permissionsFile("version: 1\nrules:\n  - 'weather::*'\n");
     engine = await startEngine({
       env: {
-        OPENAI_BASE_URL: replay.openaiBaseUrl,
-        OPENAI_API_KEY: "sk-test",
+        ...replayEnv(replay),
         III_PERMISSIONS_PATH: rules,
         HARNESS_DISABLE: "hook-fanout",
       },

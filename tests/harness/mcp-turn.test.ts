@@ -2,16 +2,21 @@
 // mcp` runs it) registers an official-SDK McpServer's tools as mcp::calc::*, and a replayed model
 // calls them through `agent_trigger` like any function — the permissions file allowing one outright
 // and sending the other to a person for approval.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import type { FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { run } from "@iii-edge/worker-mcp/node";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { httpFixture, type HttpFixture } from "../node/mcp-fixture-http.ts";
 import { freePort, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  reply,
+  say,
+  startProviderReplay,
+  type ReplayServer,
+  replayEnv,
+  permissionsFile,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { asText, openaiMessages, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
@@ -30,12 +35,10 @@ let iii: IIIClient;
 let ui: ReturnType<typeof turnClient>;
 
 beforeAll(async () => {
-  const dir = mkdtempSync(path.join(tmpdir(), "mcp-turn-"));
-  const rules = path.join(dir, "iii-permissions.yaml");
-  writeFileSync(rules, PERMISSIONS);
+  const rules = permissionsFile(PERMISSIONS);
   [replay, calc] = await Promise.all([startProviderReplay(), freePort().then(httpFixture)]);
   calc.addTool("mul");
-  engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", III_PERMISSIONS_PATH: rules } });
+  engine = await startEngine({ env: { ...replayEnv(replay), III_PERMISSIONS_PATH: rules } });
   iii = registerWorker(engine.wsUrl, { workerName: "mcp-turn-client", otel: { enabled: false }, enableMetricsReporting: false });
   ui = turnClient(engine, () => iii);
   mcp = run(engine.wsUrl, { workerName: "mcp", config: { mcp: { servers: [{ name: "calc", url: calc.url }], log: () => undefined } } });

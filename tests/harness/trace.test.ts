@@ -6,8 +6,6 @@
 // on its /otel socket) must form ONE trace: one root (the http ingress), every span's parent
 // present, and the hops in their places. The same trace must reach an OTLP/HTTP collector.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { LogsListOutput, Span, SpanTreeNode, TracesListOutput, TracesTreeOutput } from "@iii-edge/protocol/telemetry";
@@ -15,7 +13,15 @@ import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
-import { callAgentTrigger, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  replyWith,
+  say,
+  startProviderReplay,
+  type ReplayServer,
+  replayEnv,
+  permissionsFile,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
@@ -42,13 +48,10 @@ const call = <T>(function_id: string, payload: unknown) => iii.trigger({ functio
 
 beforeAll(async () => {
   [replay, receiver] = await Promise.all([startProviderReplay(), startOtlpReceiver()]);
-  const dir = mkdtempSync(path.join(tmpdir(), "harness-trace-"));
-  const rules = path.join(dir, "iii-permissions.yaml");
-  writeFileSync(rules, PERMISSIONS);
+  const rules = permissionsFile(PERMISSIONS);
   engine = await startEngine({
     env: {
-      OPENAI_BASE_URL: replay.openaiBaseUrl,
-      OPENAI_API_KEY: "sk-test",
+      ...replayEnv(replay),
       III_PERMISSIONS_PATH: rules,
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
     },

@@ -4,16 +4,21 @@
 // iii-sdk with no harness registration step. Each scenario drives a turn the way a UI does — over
 // the HTTP API — and checks what a user would see: the `agent::events` a UI renders, the turn's
 // state, the transcript, and what the model provider was sent.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import type { AgentEvent, AgentMessage, FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { registerWorker as registerEdgeWorker, type EdgeClient } from "@iii-edge/sdk-edge";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  reply,
+  say,
+  startProviderReplay,
+  type ReplayServer,
+  replayEnv,
+  permissionsFile,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
 
@@ -57,15 +62,10 @@ const transcript = (sid: string) => ui.transcript(sid);
 
 beforeAll(async () => {
   replay = await startProviderReplay();
-  const dir = mkdtempSync(path.join(tmpdir(), "harness-e2e-"));
-  const rules = path.join(dir, "iii-permissions.yaml");
-  writeFileSync(rules, PERMISSIONS);
+  const rules = permissionsFile(PERMISSIONS);
   engine = await startEngine({
     env: {
-      OPENAI_BASE_URL: replay.openaiBaseUrl,
-      OPENAI_API_KEY: "sk-test",
-      ANTHROPIC_BASE_URL: replay.anthropicBaseUrl,
-      ANTHROPIC_API_KEY: "sk-ant-test",
+      ...replayEnv(replay, { anthropic: true }),
       III_PERMISSIONS_PATH: rules,
     },
   });

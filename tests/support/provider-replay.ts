@@ -3,8 +3,11 @@
 // their SSE framing, from scenarios a test enqueues per provider. Every request is recorded
 // (headers, JSON body) so a test can assert what the model was sent. Scenarios are written once in
 // semantic steps (`say`, `think`, `call`) and rendered in each provider's wire format.
+import { mkdtempSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 
 export type ReplayProvider = "openai" | "anthropic";
 
@@ -545,4 +548,21 @@ export async function startProviderReplay(options: ReplayOptions = {}): Promise<
         server.close(() => resolve());
       }),
   };
+}
+
+/** What `npm start` needs to send its model requests to `replay`: OpenAI always, Anthropic too
+ * when asked (a suite that checks an unconfigured provider leaves it out). */
+export function replayEnv(replay: ReplayServer, providers: { anthropic?: boolean } = {}): Record<string, string> {
+  return {
+    OPENAI_BASE_URL: replay.openaiBaseUrl,
+    OPENAI_API_KEY: "sk-test",
+    ...(providers.anthropic ? { ANTHROPIC_BASE_URL: replay.anthropicBaseUrl, ANTHROPIC_API_KEY: "sk-ant-test" } : {}),
+  };
+}
+
+/** A policy rules file (`III_PERMISSIONS_PATH`) holding `rules`, in a fresh temporary folder. */
+export function permissionsFile(rules: string): string {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), "iii-permissions-")), "iii-permissions.yaml");
+  writeFileSync(file, rules);
+  return file;
 }
