@@ -91,10 +91,14 @@ export const WORKER_DEFAULT_IDLE_TIMEOUT_S = 300;
 /** Wall-time limit of a worker sandbox, whatever it does. */
 export const WORKER_DEFAULT_TIMEOUT_S = 3600;
 export const WORKER_MAX_TIMEOUT_S = 24 * 3600;
-/** From the code being handed over to its functions showing in the catalog. Importing a worker
- * takes well under a second under TCG once iii-sdk is preloaded; 30 s covers a busy 2-core box
- * and a worker that does some set-up first. */
+/** From the worker's first connection to its functions showing in the catalog. Registering takes
+ * well under a second under TCG once iii-sdk is preloaded; 30 s covers a busy 2-core box and a
+ * worker that does some set-up first. */
 export const WORKER_READY_TIMEOUT_MS = 30_000;
+/** From the code being handed over to the worker's first connection to the engine: starting Node
+ * on a software CPU is the slow part, and on a loaded box it alone has taken tens of seconds. A
+ * script that never connects fails here, with a message that says it never connected. */
+export const WORKER_CONNECT_TIMEOUT_MS = 60_000;
 /** A worker is taken as registered once this long passes without a new registration frame. */
 export const WORKER_SETTLE_MS = 150;
 /** The worker's files together, as carried in one frame to the guest (and one engine request). */

@@ -195,12 +195,13 @@ iii.registerFunction("mine::callout", async () => {
 ws.onopen = () => { for (let i = 0; i < ${FLOOD}; i++) ws.send('{"type":"registerfunction","id":"flood::f' + i + '"}'); };
 `;
     expect(await warm(1)).toBe(true);
-    // 90 s rather than the engine's default 30 s: what is judged is the relay's verdict, and a guest
-    // on a software CPU beside other test files can take longer than that just to start its script.
+    // 120 s rather than the engine's default 30 s: what is judged is the relay's verdict, and a guest
+    // on a software CPU beside other test files can take a minute just to start its script (the
+    // host allows 60 s to connect, then 30 s to register).
     const err = await call(
       "sandbox::spawn_worker",
       { source, register_prefix: "flood::", wait_for: [`flood::f${FLOOD - 1}`] },
-      90_000,
+      120_000,
     ).catch((e: Error) => e);
     expect((err as { code?: string }).code).toBe("limit_exceeded");
     expect((err as Error).message).toContain("frame flood");

@@ -108,6 +108,7 @@ export class WorkerRelay {
   #tokens = RELAY_FRAME_BURST;
   #lastRefill = Date.now();
   #opens: number[] = [];
+  #firstOpenAt: number | undefined;
   #nextConn = 1;
   #closed = false;
   #listening: Promise<void>;
@@ -219,6 +220,7 @@ export class WorkerRelay {
     switch (type) {
       case "O": {
         const now = Date.now();
+        this.#firstOpenAt ??= now;
         this.#opens = this.#opens.filter((t) => now - t < 60_000);
         this.#opens.push(now);
         if (this.#opens.length > RELAY_MAX_OPENS_PER_MINUTE)
@@ -447,6 +449,11 @@ export class WorkerRelay {
         // reattach (the relay's upstream connection is the worker's identity) and anything unknown.
         return { forward: false };
     }
+  }
+
+  /** When the guest first opened a connection (Date.now()), if it has. */
+  get firstOpenAt(): number | undefined {
+    return this.#firstOpenAt;
   }
 
   /** Resolves when the relay's server listens. */

@@ -15,6 +15,7 @@ import {
   WORKER_DEFAULT_TIMEOUT_S,
   WORKER_MAX_TIMEOUT_S,
   WORKER_MIN_MEMORY_MB,
+  WORKER_CONNECT_TIMEOUT_MS,
   WORKER_READY_TIMEOUT_MS,
   WORKER_SETTLE_MS,
   WORKER_SOURCE_LIMIT_BYTES,
@@ -376,7 +377,7 @@ export class WorkerSandboxes {
   }
 
   async #untilRegistered(e: Entry, waitFor: string[] | undefined, lastRegistration: () => number): Promise<void> {
-    const deadline = Date.now() + WORKER_READY_TIMEOUT_MS;
+    const handedAt = Date.now();
     for (;;) {
       if (e.gone) return;
       const have = e.relay.functions().map((f) => f.function_id);
@@ -385,13 +386,19 @@ export class WorkerSandboxes {
         ? want.every((id) => have.includes(id))
         : have.length > 0 && Date.now() - lastRegistration() >= WORKER_SETTLE_MS;
       if (settled && (await this.#o.inCatalog(e.prefix, want))) return;
-      if (Date.now() > deadline) {
+      const connectedAt = e.relay.firstOpenAt;
+      const upstream = e.relay.lastUpstreamError ? `; ${e.relay.lastUpstreamError}` : "";
+      if (connectedAt === undefined && Date.now() - handedAt > WORKER_CONNECT_TIMEOUT_MS)
+        throw new SandboxError(
+          "worker_not_ready",
+          `sandbox worker ${e.id} did not connect to the engine within ${WORKER_CONNECT_TIMEOUT_MS} ms of getting its code${upstream}`,
+        );
+      if (connectedAt !== undefined && Date.now() - connectedAt > WORKER_READY_TIMEOUT_MS) {
         const missing = want.filter((id) => !have.includes(id));
-        const upstream = e.relay.lastUpstreamError ? `; ${e.relay.lastUpstreamError}` : "";
         const refused = e.relay.refused().length ? `; refused: ${e.relay.refused().join("; ")}` : "";
         throw new SandboxError(
           "worker_not_ready",
-          `sandbox worker ${e.id} did not register ${missing.length ? missing.join(", ") : "any function"} within ${WORKER_READY_TIMEOUT_MS} ms${upstream}${refused}`,
+          `sandbox worker ${e.id} did not register ${missing.length ? missing.join(", ") : "any function"} within ${WORKER_READY_TIMEOUT_MS} ms of connecting${upstream}${refused}`,
         );
       }
       await new Promise((r) => setTimeout(r, 20));
