@@ -13,16 +13,8 @@ import type { AgentMessage, SessionBranches, SessionTree } from "@iii-edge/proto
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  reply,
-  say,
-  startProviderReplay,
-  type RecordedRequest,
-  type ReplayServer,
-  replayEnv,
-  permissionsFile,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say, startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
+import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { openaiMessages, textOf, turnClient, user } from "./turn-client.ts";
 

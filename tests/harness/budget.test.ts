@@ -12,16 +12,8 @@ import type { AgentEvent, BudgetView, TurnStateView } from "@iii-edge/protocol/h
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  reply,
-  replyWith,
-  say,
-  startProviderReplay,
-  type ReplayServer,
-  replayEnv,
-  permissionsFile,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { textOf, turnClient, types, type EventItem } from "./turn-client.ts";
 

@@ -17,9 +17,8 @@ import {
   startProviderReplay,
   type RecordedRequest,
   type ReplayServer,
-  replayEnv,
-  permissionsFile,
 } from "../support/provider-replay.ts";
+import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { turnClient, TURN_DEADLINE_MS, user, type EventItem } from "./turn-client.ts";
 

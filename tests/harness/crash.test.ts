@@ -8,16 +8,8 @@ import type { FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  reply,
-  replyWith,
-  say,
-  startProviderReplay,
-  type ReplayServer,
-  replayEnv,
-  permissionsFile,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { openaiMessages, asText, metaOf, textOf, turnClient, TURN_DEADLINE_MS, types } from "./turn-client.ts";
 

@@ -24,15 +24,8 @@ import {
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  reply,
-  say,
-  startProviderReplay,
-  type ReplayServer,
-  replayEnv,
-  permissionsFile,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 

@@ -8,15 +8,8 @@ import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { httpFixture, type HttpFixture } from "../node/mcp-fixture-http.ts";
 import { freePort, startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  reply,
-  say,
-  startProviderReplay,
-  type ReplayServer,
-  replayEnv,
-  permissionsFile,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { asText, openaiMessages, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 

@@ -13,15 +13,8 @@ import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
-import {
-  callAgentTrigger,
-  replyWith,
-  say,
-  startProviderReplay,
-  type ReplayServer,
-  replayEnv,
-  permissionsFile,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
