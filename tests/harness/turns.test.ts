@@ -47,6 +47,16 @@ let ui: ReturnType<typeof turnClient>;
 const post = (p: string, body: unknown) => ui.post(p, body);
 const startTurn = (sid: string, text: string, extra?: Record<string, unknown>) => ui.startTurn(sid, text, extra);
 const turnState = (sid: string) => ui.turnState(sid);
+/** The turn's record once it waits for approval. */
+const parkedTurn = (sid: string) =>
+  until(
+    async () => {
+      const v = await turnState(sid);
+      return v?.state === "function_awaiting_approval" ? v : undefined;
+    },
+    "the turn parked",
+    TURN_DEADLINE_MS,
+  );
 const allEvents = (sid: string, after?: string) => ui.allEvents(sid, after);
 const finished = (sid: string, state?: "stopped" | "failed") => ui.finished(sid, state);
 const transcript = (sid: string) => ui.transcript(sid);
@@ -306,14 +316,7 @@ describe("function calls through the policy", () => {
     const sid = "call-approved";
     replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "m-1")), reply(say("Sent.")));
     await startTurn(sid, "mail ada");
-    const parked = await until(
-      async () => {
-        const v = await turnState(sid);
-        return v?.state === "function_awaiting_approval" ? v : undefined;
-      },
-      "the turn parked",
-      TURN_DEADLINE_MS,
-    );
+    const parked = await parkedTurn(sid);
     expect(parked.awaiting_approval).toEqual([
       expect.objectContaining({ function_call_id: "m-1", function_id: "mail::send", args: { to: "ada@example.com" } }),
     ]);
@@ -373,14 +376,7 @@ describe("function calls through the policy", () => {
       reply(say("Mailed Bob; Oslo and Rome are clear.")),
     );
     await startTurn(sid, "mail bob and check two cities");
-    const parked = await until(
-      async () => {
-        const v = await turnState(sid);
-        return v?.state === "function_awaiting_approval" ? v : undefined;
-      },
-      "the turn parked",
-      TURN_DEADLINE_MS,
-    );
+    const parked = await parkedTurn(sid);
     expect(parked.awaiting_approval!.map((a) => a.function_call_id)).toEqual(["p-mail"]);
     // While parked, both forecasts already ran and their results are out.
     const ends = (await allEvents(sid))

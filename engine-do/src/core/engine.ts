@@ -60,20 +60,6 @@ import { traceOf } from "./trace.ts";
 import { discoverySpan, endEnqueue, endFire, enqueueSpan, fireSpan, invokeSpan, remoteSpan, type InvokeTarget } from "./telemetry/hops.ts";
 import { Telemetry, type TelemetryOptions } from "./telemetry/telemetry.ts";
 
-// The extension shapes used to live here; they are api.ts's now (kept importable from here).
-export type {
-  AlarmClient,
-  BuiltinFunction,
-  BuiltinHandler,
-  BuiltinTriggerType,
-  CallContext,
-  CallRequest,
-  EngineApi,
-  EnqueueRequest,
-  FireOptions,
-  QueueProvider,
-} from "./api.ts";
-
 /** What a deployment may tune in the core (the Engine object reads it from its vars). */
 export interface EngineOptions {
   /** The deadline of a call that names none (`timeout_ms` absent): DEFAULT_INVOKE_TIMEOUT_MS
