@@ -1095,6 +1095,9 @@ export const runStatusSchema = z.object({
         expires_at: z.number().optional(),
         args_hash: z.string().optional(),
         policy_version: z.string().optional(),
+        /** A parked `harness::join` (not a person's approval): the child it waits for. */
+        held_by: z.string().optional(),
+        child_session_id: z.string().optional(),
       }),
     )
     .optional(),
