@@ -37,7 +37,8 @@ export function serveRunContract(client: ContractClient, prefix: string): RunCon
   client.registerFunction("run::status", async (req: { session_id: string }) => (await status(req.session_id)) ?? null);
   client.registerFunction(
     "run::request",
-    async (req: { session_id: string }) => (await call<RunRequestView | undefined>("state::get", { scope: requests, key: req.session_id })) ?? null,
+    async (req: { session_id: string }) =>
+      (await call<RunRequestView | undefined>("state::get", { scope: requests, key: req.session_id })) ?? null,
   );
   client.registerFunction("turn::get_state", async (req: { session_id: string }): Promise<TurnStateView | null> => {
     const s = await status(req.session_id);

@@ -79,7 +79,8 @@ const spawnFrom = (parent: string, cid: string, extra: Record<string, unknown> =
   );
 const joinFrom = (parent: string, cid: string, child: string, extra: Record<string, unknown> = {}) =>
   trigger<Record<string, unknown>>(HARNESS_JOIN, { child_session_id: child, ...extra }, asModel(parent, cid, HARNESS_JOIN));
-const endChild = (child: string, text: string, state: TurnState = "stopped") => setTurn(child, state, "any", { turn_count: 2, final_text: text });
+const endChild = (child: string, text: string, state: TurnState = "stopped") =>
+  setTurn(child, state, "any", { turn_count: 2, final_text: text });
 
 beforeAll(async () => {
   engine = await startEngine({ env: { HARNESS_DISABLE } });

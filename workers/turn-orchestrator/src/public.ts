@@ -85,7 +85,10 @@ export async function subscribe(
   req: TurnSubscribeRequest,
 ): Promise<{ subscription_id: string }> {
   if (!mayFollow(caller, req.session_id))
-    throw new IIIError("forbidden", `subscriptions are for this deployment's own workers: '${caller!.sub}' has no grant naming ${req.session_id}`);
+    throw new IIIError(
+      "forbidden",
+      `subscriptions are for this deployment's own workers: '${caller!.sub}' has no grant naming ${req.session_id}`,
+    );
   // The record first: a fire that comes before it is written finds no subscription and is dropped,
   // and the binding made next is only ever read after it.
   await callRequired(trigger, "state::set", {
@@ -112,8 +115,7 @@ export async function unsubscribe(
     timeoutMs: STORAGE_TIMEOUT_MS,
   });
   if (!sub) return { removed: false };
-  if (!mayFollow(caller, sub.session_id))
-    throw new IIIError("forbidden", `'${caller!.sub}' has no grant naming ${sub.session_id}`);
+  if (!mayFollow(caller, sub.session_id)) throw new IIIError("forbidden", `'${caller!.sub}' has no grant naming ${sub.session_id}`);
   await callRequired(trigger, "engine::unregister_trigger", { id: bindingIdOf(subscriptionId) });
   await callRequired(trigger, "state::delete", { scope: SCOPE_SUBSCRIPTIONS, key: subscriptionId });
   return { removed: true };
@@ -130,11 +132,7 @@ const fireMetadata = z.looseObject({ subscription_id: z.string() });
  * names (never the metadata alone, which a direct caller could forge), and only for that record's
  * session. A subscriber's failure is this call's failure: the engine retries the fire.
  */
-export async function notifySubscriber(
-  trigger: Trigger,
-  payload: unknown,
-  metadata: unknown,
-): Promise<{ ok: true; notified: boolean }> {
+export async function notifySubscriber(trigger: Trigger, payload: unknown, metadata: unknown): Promise<{ ok: true; notified: boolean }> {
   const fire = stateFire.safeParse(payload);
   const meta = fireMetadata.safeParse(metadata);
   if (!fire.success || !meta.success) return { ok: true, notified: false };

@@ -66,7 +66,8 @@ describe("the orchestrator's state has one owner", () => {
         for (const file of codeFiles(dir)) {
           const code = withoutComments(readFileSync(file, "utf8"));
           for (const scope of SCOPES)
-            for (const hit of namings(code, scope)) offenders.push(`${path.relative(root, file)}: ${hit} (use run::status, run::request or turn::subscribe)`);
+            for (const hit of namings(code, scope))
+              offenders.push(`${path.relative(root, file)}: ${hit} (use run::status, run::request or turn::subscribe)`);
         }
       }
     }
