@@ -8,7 +8,7 @@ import type { RunRequestView, RunStatus, TurnStateChanged, TurnStateView } from 
 /** What both clients offer (iii-sdk's and sdk-edge's): a handler gets the payload, then metadata. */
 export interface ContractClient {
   // biome-ignore lint/suspicious/noExplicitAny: each client types a handler's payload its own way; these handlers read theirs
-  registerFunction(id: string, handler: (data: any, metadata?: any) => unknown): unknown;
+  registerFunction(id: string, handler: (data: any, metadata?: any) => Promise<unknown>): unknown;
   trigger(request: { function_id: string; payload: unknown; timeoutMs?: number }): Promise<unknown>;
 }
 
