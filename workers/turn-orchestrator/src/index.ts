@@ -137,7 +137,8 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       },
     );
     iii.registerFunction(NOTIFY_SUBSCRIBER, (data: unknown, ctx) => notifySubscriber(ctx.trigger as Trigger, data, ctx.metadata), {
-      description: "State trigger handler of turn::subscribe's bindings: tells the subscriber its session's run changed",
+      description: "Internal: the state trigger handler of turn::subscribe's bindings (tells the subscriber its session's run changed)",
+      metadata: { internal: true },
     });
     iii.registerFunction(
       "turn::stop",
