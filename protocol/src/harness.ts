@@ -1139,12 +1139,14 @@ export interface TurnUnsubscribeResponse {
   /** false: no such subscription (never made, or removed already). */
   removed: boolean;
 }
-/** What a subscriber's function gets: a notice only (read `run::status` for the run itself, so a
- * repeated or late notice does the same as the first). */
+/** What a subscriber's function gets: a notice with the state the write left (null: the run's
+ * record was deleted). Act on `run::status` read fresh, so a repeated or late notice does the same
+ * as the first. */
 export const turnStateChangedSchema = z.object({
   subscription_id: z.string(),
   session_id: z.string(),
   event_type: z.enum(["state:created", "state:updated", "state:deleted"]),
+  state: z.enum(TURN_STATES).nullable(),
 });
 export type TurnStateChanged = z.infer<typeof turnStateChangedSchema>;
 

@@ -65,12 +65,20 @@ export function serveRunContract(client: ContractClient, prefix: string): RunCon
     subscriptions.delete(req.subscription_id);
     return { removed: r.removed };
   });
-  client.registerFunction(notify, async (fire: { key: string; event_type: TurnStateChanged["event_type"] }, metadata?: unknown) => {
-    const m = metadata as { subscription_id: string; function_id: string };
-    const notice: TurnStateChanged = { subscription_id: m.subscription_id, session_id: fire.key, event_type: fire.event_type };
-    await call(m.function_id, notice);
-    return { ok: true };
-  });
+  client.registerFunction(
+    notify,
+    async (fire: { key: string; event_type: TurnStateChanged["event_type"]; new_value: RunStatus | null }, metadata?: unknown) => {
+      const m = metadata as { subscription_id: string; function_id: string };
+      const notice: TurnStateChanged = {
+        subscription_id: m.subscription_id,
+        session_id: fire.key,
+        event_type: fire.event_type,
+        state: fire.new_value?.state ?? null,
+      };
+      await call(m.function_id, notice);
+      return { ok: true };
+    },
+  );
 
   return {
     setStatus: async (s) => void (await call("state::set", { scope: runs, key: s.session_id, value: s })),

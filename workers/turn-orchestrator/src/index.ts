@@ -123,7 +123,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
     );
     iii.registerFunction(TURN_SUBSCRIBE, (data: TurnSubscribeRequest, ctx) => subscribe(ctx.trigger as Trigger, ctx.caller, data), {
       description:
-        "Follow a session's run: {session_id, function_id, subscription_id} → {subscription_id}; function_id gets {subscription_id, session_id, event_type} after every change of the run's state, at least once and in order, until turn::unsubscribe",
+        "Follow a session's run: {session_id, function_id, subscription_id} → {subscription_id}; function_id gets {subscription_id, session_id, event_type, state} after every change of the run's state, at least once and in order, until turn::unsubscribe",
       input: turnSubscribeRequest,
       metadata: OWNER_CHECKED,
     });

@@ -8,16 +8,18 @@
 // The engine stores each fire in the write's own transaction and retries it until it succeeds, in
 // order per record; the relay calls the subscriber and fails when it fails, so the subscriber gets
 // every notice at least once, in write order — the guarantee a `state` trigger has, without the
-// subscriber naming the scope or seeing the record (its `work`, its last answer).
+// subscriber naming the scope or seeing the record (its `work`, its last answer): a notice says
+// which run and the state the write left.
 import { z } from "zod";
 import { IIIError, mayUseSession, type CallerPrincipal } from "@iii-edge/protocol";
-import type {
-  RunRequestView,
-  RunStatus,
-  TurnStateChanged,
-  TurnStateRecord,
-  TurnSubscribeRequest,
-  TurnUnsubscribeResponse,
+import {
+  TURN_STATES,
+  type RunRequestView,
+  type RunStatus,
+  type TurnStateChanged,
+  type TurnStateRecord,
+  type TurnSubscribeRequest,
+  type TurnUnsubscribeResponse,
 } from "@iii-edge/protocol/harness";
 import { readState } from "@iii-edge/sdk-edge/worker";
 import { callRequired, type Trigger } from "./calls.ts";
@@ -54,6 +56,9 @@ export async function runStatus(trigger: Trigger, sid: string): Promise<RunStatu
   return loaded ? statusOf(loaded.rec) : null;
 }
 
+/** The sub-agent link a child's run request carries, as stored (every field kept). */
+const parentLink = z.looseObject({ session_id: z.string(), run_id: z.string(), depth: z.number().int() });
+
 /** `run::request`: the settings, never the system prompt, the function schemas or the sandbox. */
 export async function runRequestView(trigger: Trigger, sid: string): Promise<RunRequestView | null> {
   const { req, raw } = await loadRunRequest(trigger, sid);
@@ -67,8 +72,6 @@ export async function runRequestView(trigger: Trigger, sid: string): Promise<Run
   if (parent.success) v.parent = parent.data;
   return v;
 }
-
-const parentLink = z.looseObject({ session_id: z.string(), run_id: z.string(), depth: z.number().int() });
 
 // ------------------------------------------------------------------ subscriptions
 
@@ -124,6 +127,10 @@ export async function unsubscribe(
 const stateFire = z.looseObject({
   event_type: z.enum(["state:created", "state:updated", "state:deleted"]),
   key: z.string(),
+  new_value: z
+    .looseObject({ state: z.enum(TURN_STATES) })
+    .nullable()
+    .catch(null),
 });
 const fireMetadata = z.looseObject({ subscription_id: z.string() });
 
@@ -144,6 +151,7 @@ export async function notifySubscriber(trigger: Trigger, payload: unknown, metad
     subscription_id: meta.data.subscription_id,
     session_id: fire.data.key,
     event_type: fire.data.event_type,
+    state: fire.data.event_type === "state:deleted" ? null : (fire.data.new_value?.state ?? null),
   };
   await trigger({ function_id: sub.function_id, payload: notice, timeoutMs: SUBSCRIBER_TIMEOUT_MS });
   return { ok: true, notified: true };

@@ -164,7 +164,11 @@ describe("the relay", () => {
     const e = fakeEngine({ "app::on_run": (p) => got.push(p) });
     await subscribe(e.trigger, undefined, { session_id: "s1", function_id: "app::on_run", subscription_id: "app:s1" });
     expect(await notifySubscriber(e.trigger, fire("s1"), { subscription_id: "app:s1" })).toEqual({ ok: true, notified: true });
-    expect(got).toEqual([{ subscription_id: "app:s1", session_id: "s1", event_type: "state:updated" }]);
+    expect(got).toEqual([
+      { subscription_id: "app:s1", session_id: "s1", event_type: "state:updated", state: "function_awaiting_approval" },
+    ]);
+    await notifySubscriber(e.trigger, { ...fire("s1", "state:deleted"), new_value: null }, { subscription_id: "app:s1" });
+    expect(got[1]).toEqual({ subscription_id: "app:s1", session_id: "s1", event_type: "state:deleted", state: null });
   });
 
   it("calls nobody for metadata naming no subscription, another session's fire or a malformed one; metadata cannot pick the function", async () => {
@@ -181,7 +185,9 @@ describe("the relay", () => {
       ok: true,
       notified: true,
     });
-    expect(got).toEqual([{ subscription_id: "app:s1", session_id: "s1", event_type: "state:updated" }]);
+    expect(got).toEqual([
+      { subscription_id: "app:s1", session_id: "s1", event_type: "state:updated", state: "function_awaiting_approval" },
+    ]);
   });
 
   it("a subscriber's failure is the relay's (the engine fires again)", async () => {
