@@ -61,6 +61,7 @@ export const CONSOLE_CALLS: readonly string[] = [
   "run::steer",
   "run::fork",
   "run::events",
+  "run::request",
   "turn::get_state",
   "turn::stop",
   "approval::resolve",

@@ -1064,6 +1064,92 @@ export interface RunEventsResponse {
   next: string | null;
 }
 
+// What other workers and the console may know of a run. The orchestrator's state scopes are its
+// own: everything outside it reads a run through these functions and follows one with a
+// subscription, so a replacement orchestrator that serves this contract is all they need.
+
+/** `run::status` `{session_id}` → RunStatus | null: `turn::get_state`'s view plus what a worker
+ * following a run acts on (which run, whether a stop was asked, the last answer's text). */
+export const RUN_STATUS = "run::status";
+/** `run::request` `{session_id}` → RunRequestView | null: what the session's last run asked for. */
+export const RUN_REQUEST = "run::request";
+/** `turn::subscribe` / `turn::unsubscribe`: an engine-held subscription to one session's run. */
+export const TURN_SUBSCRIBE = "turn::subscribe";
+export const TURN_UNSUBSCRIBE = "turn::unsubscribe";
+
+export const runStatusSchema = z.object({
+  session_id: z.string(),
+  /** The run the state belongs to (a new `run::start` on the session makes a new one). */
+  run_id: z.string(),
+  state: z.enum(TURN_STATES),
+  turn_count: z.number().int(),
+  max_turns: z.number().int().optional(),
+  stop_requested: z.boolean(),
+  awaiting_approval: z
+    .array(
+      z.object({
+        function_call_id: z.string(),
+        function_id: z.string(),
+        args: z.unknown(),
+        pending_at: z.number().optional(),
+        expires_at: z.number().optional(),
+        args_hash: z.string().optional(),
+        policy_version: z.string().optional(),
+        /** A parked `harness::join` (not a person's approval): the child it waits for. */
+        held_by: z.string().optional(),
+        child_session_id: z.string().optional(),
+      }),
+    )
+    .optional(),
+  error: z.object({ kind: z.string(), message: z.string() }).optional(),
+  /** The text of the run's last assistant message; null when it has none. */
+  final_text: z.string().nullable(),
+});
+export type RunStatus = z.infer<typeof runStatusSchema>;
+
+export const runRequestViewSchema = z.object({
+  provider: z.string(),
+  model: z.string(),
+  mode: z.enum(MODES).nullable(),
+  max_turns: z.number().int().optional(),
+  skills: z.array(z.string()).optional(),
+  isolation: z.boolean().optional(),
+  budget_id: z.string().optional(),
+  /** Set when a sub-agent spawn started the run. */
+  parent: z.looseObject({ session_id: z.string(), run_id: z.string(), depth: z.number().int() }).optional(),
+});
+export type RunRequestView = z.infer<typeof runRequestViewSchema>;
+
+const subscriptionId = z.string().min(1).max(200);
+/** `turn::subscribe`: `function_id` is called with a TurnStateChanged after every write of the
+ * session's turn record, at least once and in write order, until `turn::unsubscribe`; a handler
+ * that fails is called again with the same notice before any later one. The subscription is held
+ * by the engine: it outlives the subscriber's and the orchestrator's restarts. Repeating a
+ * subscribe with the same id is a no-op. Only this deployment's own workers may subscribe (the
+ * orchestrator calls `function_id` with its own hand): a caller with a principal needs a grant
+ * that names the session. */
+export const turnSubscribeRequest = z.object({
+  session_id: orchestratorSessionId,
+  function_id: z.string().min(1).max(256),
+  subscription_id: subscriptionId,
+});
+export type TurnSubscribeRequest = z.infer<typeof turnSubscribeRequest>;
+export const turnUnsubscribeRequest = z.object({ subscription_id: subscriptionId });
+export interface TurnUnsubscribeResponse {
+  /** false: no such subscription (never made, or removed already). */
+  removed: boolean;
+}
+/** What a subscriber's function gets: a notice with the state the write left (null: the run's
+ * record was deleted). Act on `run::status` read fresh, so a repeated or late notice does the same
+ * as the first. */
+export const turnStateChangedSchema = z.object({
+  subscription_id: z.string(),
+  session_id: z.string(),
+  event_type: z.enum(["state:created", "state:updated", "state:deleted"]),
+  state: z.enum(TURN_STATES).nullable(),
+});
+export type TurnStateChanged = z.infer<typeof turnStateChangedSchema>;
+
 // ------------------------------------------------------------------ hook-fanout (§1.10, §6.3, §7 item 1)
 // Publish-and-collect: `hook-fanout::publish_collect` publishes a HookEnvelope to a topic's durable
 // subscribers (`iii::durable::publish`); each answers with `stream::set` on HOOK_REPLY_STREAM, group

@@ -4,17 +4,23 @@
 //   the next turn asks it — no harness change, no registration step;
 // - a built-in worker that is running keeps its ids: another process registering one of them is
 //   refused, and the built-in still answers (no silent takeover);
+// - the turn orchestrator replaced by a process serving only its public contract (run::status,
+//   run::request, turn::get_state, turn::subscribe): a sub-agent spawn, its join and the console's
+//   agent screen reads work against it, since nothing else reads the orchestrator's own state;
 // - every built-in worker also runs alone as a Node process (`npm run worker -- <name>`): with the
 //   whole stack left out of the Worker, twelve processes make the same turn work.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { POLICY_TIMEOUT_MS, type FunctionResultMessage } from "@iii-edge/protocol/harness";
+import { harness } from "@iii-edge/demo-app/agent-calls";
+import { POLICY_TIMEOUT_MS, type FunctionResultMessage, type RunRequestView, type RunStartRequest } from "@iii-edge/protocol/harness";
+import type { BrowserClient } from "@iii-edge/sdk-browser";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { serveRunContract, type RunContract } from "../support/run-contract.ts";
 import { until } from "../support/wait.ts";
 import { metaOf, textOf, turnClient } from "./turn-client.ts";
 
@@ -403,6 +409,121 @@ describe("session-storage replaced by an iii-sdk process", () => {
     const second = JSON.stringify(replay.requestsFor("openai").at(-1)!.body!.messages);
     expect(second).toContain("TANGERINE");
     expect(second).toContain("first answer");
+  });
+});
+
+describe("the turn orchestrator replaced by an iii-sdk process that serves only its public contract", () => {
+  let engine: EngineServer;
+  let iii: IIIClient;
+  let orch: IIIClient;
+  let runs: RunContract;
+  const started: { session_id: string; parent?: { session_id: string } }[] = [];
+
+  beforeAll(async () => {
+    engine = await startEngine({ env: { HARNESS_DISABLE: "turn-orchestrator" } });
+    iii = registerWorker(engine.wsUrl, { workerName: "orchestrator-replace-client", otel: { enabled: false } });
+    // The replacement: runs kept in scopes of its own naming, served through the contract
+    // (run::status, run::request, turn::get_state, turn::subscribe) — no model, no steps: a run
+    // stays where this test puts it.
+    orch = registerWorker(engine.wsUrl, { workerName: "my-orchestrator", otel: { enabled: false } });
+    runs = serveRunContract(orch, "my_orchestrator");
+    orch.registerFunction("run::start", async (req: RunStartRequest & { parent?: { session_id: string } }) => {
+      started.push({ session_id: req.session_id, ...(req.parent ? { parent: req.parent } : {}) });
+      const run_id = req.message_id ?? `run-${started.length}`;
+      const request: RunRequestView = { provider: req.provider ?? "openai", model: req.model, mode: req.mode ?? null };
+      if (req.max_turns !== undefined) request.max_turns = req.max_turns;
+      if (req.parent) request.parent = req.parent as RunRequestView["parent"];
+      await runs.setRequest(req.session_id, request);
+      await runs.setStatus({
+        session_id: req.session_id,
+        run_id,
+        state: "assistant_streaming",
+        turn_count: 0,
+        stop_requested: false,
+        final_text: null,
+      });
+      return { session_id: req.session_id, started: true };
+    });
+    orch.registerFunction("turn::stop", async (req: { session_id: string }) => {
+      const cur = await runs.status(req.session_id);
+      if (!cur || cur.state === "stopped" || cur.state === "failed")
+        return { session_id: req.session_id, stopping: false, state: cur?.state ?? null };
+      await runs.setStatus({ ...cur, state: "stopped" });
+      return { session_id: req.session_id, stopping: true, state: cur.state };
+    });
+    await until(
+      async () => {
+        const fns = await functions(iii);
+        const owner = (id: string) => fns.find((f) => f.function_id === id)?.worker_name;
+        return (
+          owner("run::status") === "my-orchestrator" &&
+          owner("turn::subscribe") === "my-orchestrator" &&
+          fns.some((f) => f.function_id === "harness::spawn")
+        );
+      },
+      "the replacement orchestrator and the built-in sub-agents",
+      30_000,
+    );
+  });
+
+  afterAll(async () => {
+    await Promise.allSettled([iii?.shutdown(), orch?.shutdown()]);
+    await engine?.stop();
+  });
+
+  it("a sub-agent spawn, its join and the console's agent screen run on the replacement", async () => {
+    const parent = "rp-parent";
+    await iii.trigger({
+      function_id: "run::start",
+      payload: { session_id: parent, message_id: "rp-run", provider: "openai", model: "gpt-4o", messages: [] },
+    });
+    // The built-in sub-agents worker spawns through the replacement: it reads the parent's run
+    // (run::status, run::request), starts the child (run::start) and follows it (turn::subscribe).
+    const spawned = (await iii.trigger({
+      function_id: "harness::spawn",
+      payload: { parent_session_id: parent, task: "count the files" },
+    })) as { child_session_id: string; started: boolean; depth: number };
+    const child = spawned.child_session_id;
+    expect(spawned).toMatchObject({ started: true, depth: 1 });
+    expect(started.find((s) => s.session_id === child)?.parent).toMatchObject({ session_id: parent, run_id: "rp-run", depth: 1 });
+    expect(runs.subscriptions.get(`sub-agents:state:${child}`)).toEqual({
+      session_id: child,
+      function_id: "harness::sub_agents::child_state",
+    });
+
+    // The console's agent screen reads the same data through the same calls it makes in a tab.
+    const api = harness(iii as unknown as BrowserClient);
+    expect(await api.state(child)).toEqual({ session_id: child, state: "assistant_streaming", turn_count: 0 });
+    expect((await api.runRequest(child))?.parent?.session_id).toBe(parent);
+    expect((await api.children(parent)).children).toEqual([
+      expect.objectContaining({ child_session_id: child, state: "assistant_streaming", depth: 1, task: "count the files" }),
+    ]);
+
+    // A direct join waits for the child's end (woken by the subscription's notice, or reading it
+    // at once if the end came first: the same answer). Its wait is bounded; one that ran out on a
+    // slow box is asked again until the end shows.
+    type Joined = { pending?: true; state?: string };
+    const join = (timeout_ms: number) =>
+      iii.trigger({ function_id: "harness::join", payload: { child_session_id: child, timeout_ms } }) as Promise<Joined>;
+    const joined = join(20_000);
+    const cur = (await runs.status(child))!;
+    await runs.setStatus({ ...cur, state: "stopped", turn_count: 2, final_text: "There are 42 files." });
+    const first = await joined;
+    const ended = first.pending
+      ? await until(
+          async () => {
+            const r = await join(0);
+            return r.pending ? undefined : r;
+          },
+          "the child's end seen by join",
+          30_000,
+        )
+      : first;
+    expect(ended).toEqual({ child_session_id: child, state: "stopped", final_message: "There are 42 files.", turn_count: 2 });
+    // Only the notice ends the child's subscription (sub-agents' handler of it); the console sees the end.
+    await until(() => !runs.subscriptions.has(`sub-agents:state:${child}`), "the ended child's subscription ended", 30_000);
+    expect(await api.state(child)).toMatchObject({ state: "stopped", turn_count: 2 });
+    expect((await api.children(parent)).children).toEqual([expect.objectContaining({ child_session_id: child, state: "stopped" })]);
   });
 });
 

@@ -154,7 +154,7 @@ describe("sub-agents in the deployed harness", () => {
     expect(asText(joinResult?.content)).toContain("one, two, three");
     expect(asText(second.find((m) => m.role === "tool" && m.tool_call_id === "spawn-1")?.content)).toContain(child);
     // The child's run request records who spawned it; the parent lists it.
-    const req = (await iii.trigger({ function_id: "state::get", payload: { scope: "run_request", key: child } })) as { parent?: unknown };
+    const req = (await iii.trigger({ function_id: "run::request", payload: { session_id: child } })) as { parent?: unknown };
     expect(req.parent).toEqual({ session_id: sid, run_id: rootRun(sid), function_call_id: "spawn-1", depth: 1, root_session_id: sid });
     const list = (await iii.trigger({ function_id: "harness::children", payload: { parent_session_id: sid } })) as {
       children: { child_session_id: string; state: string }[];

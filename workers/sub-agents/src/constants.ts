@@ -12,10 +12,6 @@ export const SCOPE_TREES = "sub_agent_trees";
 /** `<parent session id>/<function call id>` → JoinWait: a parent's call parked on a child. */
 export const SCOPE_WAITS = "sub_agent_waits";
 
-/** The orchestrator's records (protocol `TurnStateRecord`, `RunRequest`), read here, never written. */
-export const SCOPE_TURN_STATE = "turn_state";
-export const SCOPE_RUN_REQUEST = "run_request";
-
 /** Internal function ids: the per-child trigger handlers and the sweep (hidden from listings and
  * from the model's catalog; under `harness::` so the default policy denies them to agents). */
 export const ON_CHILD_STATE = "harness::sub_agents::child_state";

@@ -1,9 +1,10 @@
-// Following a child: two engine-held triggers registered by the spawn (they survive this worker's
-// restarts and the engine's, and go when the child is done).
-// - `state` on `turn_state/<child>` → ON_CHILD_STATE, delivered at least once, in order, in the
-//   transaction of each write of the child's record: the child's end wakes the joins parked on it,
-//   frees its place and allotment on the parent, settles its budget; a live child whose parent's run
-//   is over is stopped (the safety net under the orchestrator's cascade).
+// Following a child: two engine-held subscriptions made by the spawn (they survive this worker's
+// restarts, the orchestrator's and the engine's, and go when the child is done).
+// - `turn::subscribe` on the child's run → ON_CHILD_STATE: the orchestrator's notice of each change
+//   of the run, delivered at least once, in order (protocol TurnStateChanged): the child's end
+//   wakes the joins parked on it, frees its place and allotment on the parent, settles its budget;
+//   a live child whose parent's run is over is stopped (the safety net under the orchestrator's
+//   cascade).
 // - `stream` on `agent::events/<child>` → ON_CHILD_EVENT: each event is mirrored to every ancestor's
 //   group as a `child_event` custom event (`stream::send`: pushed to followers and stream triggers,
 //   never stored among the ancestor's items, whose ids the orchestrator numbers). Best effort, like
@@ -13,8 +14,10 @@ import {
   AGENT_EVENTS_STREAM,
   CHILD_EVENT,
   SUB_AGENT_UNMIRRORED_EVENTS,
+  TURN_UNSUBSCRIBE,
   type AgentEvent,
   type SubAgentChildEvent,
+  type TurnUnsubscribeResponse,
 } from "@iii-edge/protocol/harness";
 import { settleChildBudget } from "./budget.ts";
 import { LINK_CACHE_MAX, SCOPE_LINKS, STOP_TIMEOUT_MS } from "./constants.ts";
@@ -33,7 +36,13 @@ import {
 } from "./records.ts";
 import { markEndedOnParent } from "./spawn.ts";
 
-const stateFire = z.looseObject({ scope: z.string(), key: z.string(), event_type: z.string() });
+/** The notice (protocol TurnStateChanged). A link made before the orchestrator offered
+ * subscriptions still has a plain binding that sends the engine's own fire, naming the session as
+ * `key`: read too, so those children are still followed to their end. */
+const childNotice = z.union([
+  z.looseObject({ session_id: z.string(), event_type: z.string() }),
+  z.looseObject({ key: z.string(), event_type: z.string() }).transform((f) => ({ session_id: f.key, event_type: f.event_type })),
+]);
 
 async function unregister(trigger: Trigger, id: string): Promise<void> {
   try {
@@ -43,12 +52,24 @@ async function unregister(trigger: Trigger, id: string): Promise<void> {
   }
 }
 
-/** ON_CHILD_STATE. Reads the child's record fresh (the fire only says which record moved), so a
- * repeated or late fire does the same as the first. A failure throws: the engine retries it. */
+/** End the subscription on a child's run (or, for an older link, its plain binding). */
+async function unsubscribe(trigger: Trigger, id: string): Promise<void> {
+  try {
+    const r = await call<TurnUnsubscribeResponse>(trigger, TURN_UNSUBSCRIBE, { subscription_id: id });
+    if (r?.removed) return;
+  } catch (e) {
+    console.warn(`sub-agents: subscription ${id} not ended: ${errorText(e)}`);
+    return;
+  }
+  await unregister(trigger, id);
+}
+
+/** ON_CHILD_STATE. Reads the child's run fresh (the notice only says which run moved), so a
+ * repeated or late notice does the same as the first. A failure throws: the notice comes again. */
 export async function onChildState(trigger: Trigger, payload: unknown, now: number = Date.now()): Promise<{ ok: true; ended?: boolean }> {
-  const fire = stateFire.safeParse(payload);
+  const fire = childNotice.safeParse(payload);
   if (!fire.success || fire.data.event_type === "state:deleted") return { ok: true };
-  const child = fire.data.key;
+  const child = fire.data.session_id;
   const link = await readState(trigger, { scope: SCOPE_LINKS, key: child }, subAgentLink);
   if (!link) return { ok: true };
   const t = await readTurn(trigger, child);
@@ -77,7 +98,7 @@ export async function onChildState(trigger: Trigger, payload: unknown, now: numb
     const budget = await settleChildBudget(trigger, link.budget, child);
     await casState(trigger, { scope: SCOPE_LINKS, key: child }, (cur) => (cur ? { ...cur, budget } : undefined), casOptions(subAgentLink));
   }
-  await unregister(trigger, link.triggers.state);
+  await unsubscribe(trigger, link.triggers.state);
   return { ok: true, ended: true };
 }
 

@@ -126,7 +126,7 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
     },
   );
   iii.registerFunction(ON_CHILD_STATE, (data: unknown, ctx) => onChildState(trig(ctx), data, now()), {
-    description: "Internal: the state trigger on a sub-agent's turn record (its end wakes the joins parked on it)",
+    description: "Internal: the subscriber of a sub-agent's run (turn::subscribe; its end wakes the joins parked on it)",
     metadata: internal,
   });
   iii.registerFunction(ON_CHILD_EVENT, (data: unknown, ctx) => onChildEvent(trig(ctx), data), {

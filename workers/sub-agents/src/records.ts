@@ -1,10 +1,11 @@
-// What this worker keeps in engine state, and how it reads the orchestrator's records. Everything
-// read back is parsed with a schema (never cast); every write of its own records is a
-// compare-and-set, so a spawn, a join and a child's end racing on one record never lose a write.
+// What this worker keeps in engine state, and how it reads a run (through the orchestrator's
+// functions). Everything read back is parsed with a schema (never cast); every write of its own
+// records is a compare-and-set, so a spawn, a join and a child's end racing on one record never
+// lose a write.
 import { z } from "zod";
 import { errorCode, errorText } from "@iii-edge/protocol";
-import { MODES, TURN_STATES, type AwaitingApproval, type TurnState } from "@iii-edge/protocol/harness";
-import { CAS_ATTEMPTS, SCOPE_RUN_REQUEST, SCOPE_TURN_STATE, STORAGE_TIMEOUT_MS } from "./constants.ts";
+import { MODES, RUN_REQUEST, RUN_STATUS, TURN_STATES, type AwaitingApproval, type TurnState } from "@iii-edge/protocol/harness";
+import { CAS_ATTEMPTS, STORAGE_TIMEOUT_MS } from "./constants.ts";
 import type { CasOptions, Trigger } from "@iii-edge/sdk-edge/worker";
 export { casState, compareAndSet, readState } from "@iii-edge/sdk-edge/worker";
 
@@ -64,6 +65,8 @@ export const subAgentLink = z.object({
   /** Keys (`<parent>/<cid>`) of the waits parked on this child. */
   joiners: z.array(z.string()).catch([]),
   ended: z.object({ state: z.enum(TURN_STATES), at_ms: z.number() }).optional(),
+  /** `state`: the `turn::subscribe` subscription following the child's run; `events`: the stream
+   * trigger on its `agent::events` group. */
   triggers: z.object({ state: z.string(), events: z.string() }),
 });
 export type SubAgentLink = z.infer<typeof subAgentLink>;
@@ -110,10 +113,13 @@ export async function deleteState(trigger: Trigger, scope: string, key: string):
   await call(trigger, "state::delete", { scope, key });
 }
 
-// ------------------------------------------------------------------ the orchestrator's records
+// ------------------------------------------------------------------ the orchestrator's contract
+// A run is read through the orchestrator's functions (`run::status`, `run::request`), never its
+// state: whichever worker serves that contract is the orchestrator.
 
-/** What this worker reads of a turn record (protocol TurnStateRecord), leniently. */
-const turnRecord = z.looseObject({
+/** What this worker reads of a run (protocol RunStatus), leniently: a field it cannot read is
+ * absent rather than the whole answer lost. */
+const runStatus = z.looseObject({
   session_id: z.string(),
   state: z.enum(TURN_STATES),
   run_id: z.string().catch(""),
@@ -124,18 +130,14 @@ const turnRecord = z.looseObject({
     .array(z.looseObject({ function_call_id: z.string(), function_id: z.string(), args: z.unknown() }))
     .optional()
     .catch(undefined),
-  last_assistant: z
-    .looseObject({ content: z.array(z.looseObject({ type: z.string() })).catch([]) })
-    .nullable()
-    .optional()
-    .catch(undefined),
+  final_text: z.string().nullable().catch(null),
 });
-export type TurnRecordView = z.infer<typeof turnRecord>;
+export type TurnRecordView = z.infer<typeof runStatus>;
 
 export async function readTurn(trigger: Trigger, sid: string): Promise<TurnRecordView | undefined> {
-  const raw = await call<unknown>(trigger, "state::get", { scope: SCOPE_TURN_STATE, key: sid });
+  const raw = await call<unknown>(trigger, RUN_STATUS, { session_id: sid });
   if (raw === undefined || raw === null) return undefined;
-  const r = turnRecord.safeParse(raw);
+  const r = runStatus.safeParse(raw);
   return r.success ? r.data : undefined;
 }
 
@@ -145,17 +147,10 @@ export const isRunning = (t: TurnRecordView): boolean => !isTerminalState(t.stat
 
 export const awaitingOf = (t: TurnRecordView): AwaitingApproval[] | undefined => t.awaiting_approval as AwaitingApproval[] | undefined;
 
-/** The final assistant text of a record, or null when it has none. */
-export function finalText(t: TurnRecordView): string | null {
-  const blocks = t.last_assistant?.content ?? [];
-  const text = blocks
-    .filter((b) => b.type === "text")
-    .map((b) => (typeof b.text === "string" ? b.text : ""))
-    .join("");
-  return text === "" && blocks.length === 0 ? null : text;
-}
+/** The final assistant text of a run, or null when it has none. */
+export const finalText = (t: TurnRecordView): string | null => t.final_text;
 
-/** What a run asked for (protocol RunRequest), leniently: the defaults a child inherits. */
+/** What a run asked for (protocol RunRequestView), leniently: the defaults a child inherits. */
 const runRequest = z.looseObject({
   provider: z.string().optional().catch(undefined),
   model: z.string().optional().catch(undefined),
@@ -168,7 +163,7 @@ const runRequest = z.looseObject({
 export type RunRequestView = z.infer<typeof runRequest>;
 
 export async function readRunRequest(trigger: Trigger, sid: string): Promise<RunRequestView | undefined> {
-  const raw = await call<unknown>(trigger, "state::get", { scope: SCOPE_RUN_REQUEST, key: sid });
+  const raw = await call<unknown>(trigger, RUN_REQUEST, { session_id: sid });
   if (raw === undefined || raw === null) return undefined;
   const r = runRequest.safeParse(raw);
   return r.success ? r.data : undefined;

@@ -1,7 +1,7 @@
 // `harness::spawn`: a child session with its own turn loop under a running parent. In order, each
 // step safe to repeat: the limits (depth, live children, the tree), the child's entry on its
-// parent (compare-and-set), its budget, its link, the two triggers that follow it, and `run::start`
-// with the task as its user message. The child id comes from (parent, parent's run, call id), so a
+// parent (compare-and-set), its budget, its link, the subscription and the trigger that follow it,
+// and `run::start` with the task as its user message. The child id comes from (parent, parent's run, call id), so a
 // repeated spawn finds the child the first one made and starts nothing new.
 import { IIIError } from "@iii-edge/protocol";
 import {
@@ -11,6 +11,7 @@ import {
   SUB_AGENT_MAX_DEPTH,
   SUB_AGENT_MAX_LIVE_CHILDREN,
   SUB_AGENT_MAX_PER_TREE,
+  TURN_SUBSCRIBE,
   subAgentMessageId,
   subAgentSessionId,
   type HarnessSpawnRequest,
@@ -28,7 +29,6 @@ import {
   SCOPE_LINKS,
   SCOPE_PARENTS,
   SCOPE_TREES,
-  SCOPE_TURN_STATE,
   START_GRACE_MS,
   STORAGE_TIMEOUT_MS,
 } from "./constants.ts";
@@ -253,16 +253,12 @@ function childMaxTurns(asked: number | undefined, parentMax: number | undefined)
   return Math.min(asked ?? cap, cap);
 }
 
-/** Register the child's two triggers (idempotent by id) and start its run (idempotent by
- * message id: a repeat of the same start answers busy with our own run already there). */
+/** Follow the child (its run through the orchestrator's subscription, its events by a stream
+ * trigger; both idempotent by id) and start its run (idempotent by message id: a repeat of the
+ * same start answers busy with our own run already there). */
 async function startChild(trigger: Trigger, link: SubAgentLink): Promise<void> {
   const child = link.child_session_id;
-  await call(trigger, "engine::register_trigger", {
-    id: link.triggers.state,
-    trigger_type: "state",
-    function_id: ON_CHILD_STATE,
-    config: { scope: SCOPE_TURN_STATE, key: child },
-  });
+  await call(trigger, TURN_SUBSCRIBE, { session_id: child, function_id: ON_CHILD_STATE, subscription_id: link.triggers.state });
   await call(trigger, "engine::register_trigger", {
     id: link.triggers.events,
     trigger_type: "stream",

@@ -1,9 +1,10 @@
 // The sub-agents worker alone against `npm start`'s engine (run in Node with runWorkers), with the
 // engine's real state triggers, stream triggers, cron and engine-held bindings. The orchestrator and
-// the approval gate are stand-ins on their ids (`run::start` writes a turn record the way the
-// orchestrator does, `turn::stop` ends it, `approval::resolve` records the decision), so each rule is
-// seen where it lives: the limits, the deterministic child, the join that parks and the wake that
-// ends it, the sweep, the event mirror, the cascade.
+// the approval gate are stand-ins on their ids: the orchestrator's public contract only
+// (tests/support/run-contract.ts: `run::status`, `run::request`, `turn::subscribe`, from scopes of
+// the stand-in's own), `run::start` stores a run, `turn::stop` ends it, `approval::resolve` records
+// the decision. So each rule is seen where it lives: the limits, the deterministic child, the join
+// that parks and the wake that ends it, the sweep, the event mirror, the cascade.
 import {
   AGENT_EVENTS_STREAM,
   CHILD_EVENT,
@@ -16,6 +17,8 @@ import {
   subAgentMessageId,
   subAgentSessionId,
   type AgentEvent,
+  type RunRequestView,
+  type RunStatus,
   type SubAgentChildEvent,
   type TurnState,
 } from "@iii-edge/protocol/harness";
@@ -23,6 +26,7 @@ import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { serveRunContract, type RunContract } from "../../../tests/support/run-contract.ts";
 import { until } from "../../../tests/support/wait.ts";
 import { ON_CHILD_EVENT, ON_CHILD_STATE, SCOPE_WAITS, SWEEP } from "../src/constants.ts";
 import { worker } from "../src/index.ts";
@@ -35,6 +39,7 @@ const FIRE_MS = 20_000;
 let engine: EngineServer;
 let subAgents: RunningWorkers;
 let orch: RunningWorkers;
+let runs: RunContract;
 const started: Record<string, unknown>[] = [];
 const stops: string[] = [];
 const resolved: { session_id: string; function_call_id: string; decision: string; reason?: string | null }[] = [];
@@ -55,39 +60,14 @@ const codeOf = async (p: Promise<unknown>): Promise<string | undefined> =>
     (e: { code?: string }) => e.code,
   );
 
-/** A turn record as the orchestrator keeps it (the fields this worker reads). */
-function record(sid: string, state: TurnState, run_id: string, extra: Record<string, unknown> = {}) {
-  return {
-    session_id: sid,
-    state,
-    step: 1,
-    turn_count: 1,
-    function_results: [],
-    turn_end_emitted: false,
-    started_at_ms: 0,
-    updated_at_ms: Date.now(),
-    run_id,
-    ...extra,
-  };
-}
-const setTurn = (sid: string, state: TurnState, run_id: string, extra?: Record<string, unknown>) =>
-  trigger("state::set", { scope: "turn_state", key: sid, value: record(sid, state, run_id, extra) });
-const turnOf = (sid: string) => trigger<{ state: TurnState; run_id: string } | undefined>("state::get", { scope: "turn_state", key: sid });
+/** A run as `run::status` answers it. */
+const setTurn = (sid: string, state: TurnState, run_id: string, extra: Partial<RunStatus> = {}) =>
+  runs.setStatus({ session_id: sid, state, run_id, turn_count: 1, stop_requested: false, final_text: null, ...extra });
+const turnOf = (sid: string) => runs.status(sid);
 
 /** A parent in the middle of a function batch (where a model's spawn runs), with a run request. */
 async function runningParent(sid: string, run = "run-1", budget_id?: string): Promise<void> {
-  const req = {
-    provider: "openai",
-    model: "gpt-4o",
-    mode: null,
-    system_prompt: "",
-    function_schemas: [],
-    max_turns: 6,
-    run_id: run,
-    requested_at_ms: 0,
-    ...(budget_id ? { budget_id } : {}),
-  };
-  await trigger("state::set", { scope: "run_request", key: sid, value: req });
+  await runs.setRequest(sid, { provider: "openai", model: "gpt-4o", mode: null, max_turns: 6, ...(budget_id ? { budget_id } : {}) });
   await setTurn(sid, "function_execute", run);
 }
 /** A spawn as the orchestrator dispatches a model's call: its metadata names the caller. */
@@ -100,35 +80,25 @@ const spawnFrom = (parent: string, cid: string, extra: Record<string, unknown> =
 const joinFrom = (parent: string, cid: string, child: string, extra: Record<string, unknown> = {}) =>
   trigger<Record<string, unknown>>(HARNESS_JOIN, { child_session_id: child, ...extra }, asModel(parent, cid, HARNESS_JOIN));
 const endChild = (child: string, text: string, state: TurnState = "stopped") =>
-  setTurn(child, state, "any", {
-    turn_count: 2,
-    last_assistant: { role: "assistant", content: [{ type: "text", text }], stop_reason: "end", model: "m", provider: "p", timestamp: 0 },
-  });
+  setTurn(child, state, "any", { turn_count: 2, final_text: text });
 
 beforeAll(async () => {
   engine = await startEngine({ env: { HARNESS_DISABLE } });
   subAgents = runWorkers(engine.wsUrl, [worker as WorkerModule<unknown>], { workerName: "sub-agents-under-test" });
   orch = runWorkers(engine.wsUrl, [], { workerName: "orchestrator-stand-in" });
+  runs = serveRunContract(orch.client, "stand_in");
   orch.client.registerFunction("run::start", async (req: Record<string, unknown> & { session_id: string; message_id: string }) => {
     const { _caller_worker_id: _, ...rest } = req;
     const cur = await turnOf(req.session_id);
     if (cur && cur.state !== "stopped" && cur.state !== "failed")
       return { session_id: req.session_id, started: false, reason: "session_busy" };
     started.push(rest);
-    // What the orchestrator stores: the run request (a child's own children inherit from it), the record.
-    await trigger("state::set", {
-      scope: "run_request",
-      key: req.session_id,
-      value: {
-        provider: req.provider ?? "openai",
-        model: req.model,
-        mode: req.mode ?? null,
-        system_prompt: "",
-        function_schemas: [],
-        max_turns: req.max_turns,
-        run_id: req.message_id,
-        requested_at_ms: 0,
-      },
+    // What the orchestrator answers for: the run request (a child's own children inherit from it), the run.
+    await runs.setRequest(req.session_id, {
+      provider: (req.provider as string | undefined) ?? "openai",
+      model: req.model as string,
+      mode: (req.mode as RunRequestView["mode"] | undefined) ?? null,
+      ...(typeof req.max_turns === "number" ? { max_turns: req.max_turns } : {}),
     });
     await setTurn(req.session_id, "provisioning", req.message_id);
     return { session_id: req.session_id, started: true };
@@ -138,9 +108,7 @@ beforeAll(async () => {
     const cur = await turnOf(req.session_id);
     if (!cur || cur.state === "stopped" || cur.state === "failed")
       return { session_id: req.session_id, stopping: false, state: cur?.state ?? null };
-    await setTurn(req.session_id, "stopped", cur.run_id, {
-      last_assistant: { role: "assistant", content: [{ type: "text", text: "run stopped by user" }], stop_reason: "aborted" },
-    });
+    await setTurn(req.session_id, "stopped", cur.run_id, { final_text: "run stopped by user" });
     return { session_id: req.session_id, stopping: true, state: cur.state };
   });
   orch.client.registerFunction(
@@ -279,8 +247,9 @@ describe("harness::join", () => {
     const first = await joinFrom("p-join", "j-1", child);
     expect(first).toMatchObject({ pending: true, held_by: HARNESS_JOIN, child_session_id: child, state: "provisioning" });
     expect(first.expires_at).toBeGreaterThan(Date.now() + 29 * 60_000); // the 30 min default
-    // The child is followed by its two engine-held triggers; the sweep is bound while a join waits.
-    expect(await bindings(ON_CHILD_STATE)).toContain(`sub-agents:state:${child}`);
+    // The child is followed by its run's subscription and an engine-held stream trigger; the sweep
+    // is bound while a join waits.
+    expect(runs.subscriptions.get(`sub-agents:state:${child}`)).toEqual({ session_id: child, function_id: ON_CHILD_STATE });
     expect(await bindings(ON_CHILD_EVENT)).toContain(`sub-agents:events:${child}`);
     expect(await bindings(SWEEP)).toEqual(["sub-agents:sweep"]);
     // The orchestrator parks the call (what it writes), then the child finishes.
@@ -310,12 +279,9 @@ describe("harness::join", () => {
       turn_count: 2,
     });
     expect(await trigger("state::get", { scope: SCOPE_WAITS, key: "p-join/j-1" })).toBeUndefined();
-    // The ended child's state trigger is gone; it is listed as stopped.
-    await until(
-      async () => !(await bindings(ON_CHILD_STATE)).includes(`sub-agents:state:${child}`),
-      "the ended child's state trigger removed",
-      FIRE_MS,
-    );
+    // The ended child's subscription is ended; it is listed as stopped.
+    await until(() => !runs.subscriptions.has(`sub-agents:state:${child}`), "the ended child's subscription ended", FIRE_MS);
+    expect(await bindings("stand_in::notify")).not.toContain(`stand_in:sub-agents:state:${child}`);
     const list = await trigger<{ children: { state: string }[] }>(HARNESS_CHILDREN, { parent_session_id: "p-join" });
     expect(list.children[0].state).toBe("stopped");
   });

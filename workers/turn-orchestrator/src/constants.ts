@@ -6,6 +6,8 @@ export const SCOPE_TURN_STATE = "turn_state";
 export const SCOPE_RUN_REQUEST = "run_request";
 export const SCOPE_SESSION_INDEX = "session_index";
 export const SCOPE_EVENT_COUNTER = "event_counter";
+/** `<subscription id>` → `{session_id, function_id}`: who `turn::subscribe` asked to be told (public.ts). */
+export const SCOPE_SUBSCRIPTIONS = "turn_subscriptions";
 /** Written by approval-gate (`<sid>/<cid>`), read and deleted here. */
 export const SCOPE_APPROVALS = "approvals";
 
@@ -41,6 +43,9 @@ export const STOP_CAS_ATTEMPTS = 8;
 /** A run::start claim (its run_request) younger than this, with no record of its run yet, means a
  * start is in progress: a second start is busy. Older ones are from a start that died midway. */
 export const START_CLAIM_TTL_MS = 60_000;
+/** A subscriber's handling of one notice: inside the engine's 30 s deadline for the fire that
+ * carries it, so a slow subscriber is retried as a failure of its own, not as a lost relay. */
+export const SUBSCRIBER_TIMEOUT_MS = 25_000;
 /** `run::events` default page (the most is RUN_EVENTS_MAX_LIMIT): one `stream::list_items` call. */
 export const EVENTS_DEFAULT_LIMIT = 200;
 /** Sequence numbers a step reserves with one counter write (events beyond it reserve another

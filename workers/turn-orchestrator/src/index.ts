@@ -3,11 +3,18 @@
 // workerd and in Node (Web APIs only).
 import { configurePendingTimeout, pendingTimeoutFrom } from "./approvals.ts";
 import {
+  RUN_REQUEST,
+  RUN_STATUS,
+  TURN_SUBSCRIBE,
+  TURN_UNSUBSCRIBE,
   runEventsRequest,
   runStartWithParentRequest,
   runSteerRequest,
   turnSessionRequest,
+  turnSubscribeRequest,
+  turnUnsubscribeRequest,
   type TurnState,
+  type TurnSubscribeRequest,
 } from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
@@ -17,6 +24,7 @@ import { registerBranchFunctions } from "./branches.ts";
 import { functionAwaitingApproval, functionExecute } from "./functions.ts";
 import { registerHookPresence } from "./hooks.ts";
 import { checkSession, OWNER_CHECKED } from "./owners.ts";
+import { NOTIFY_SUBSCRIBER, notifySubscriber, runRequestView, runStatus, subscribe, unsubscribe } from "./public.ts";
 import { runStart } from "./run-start.ts";
 import { assistantStreaming, provisioning, steeringCheck } from "./steps.ts";
 import type { Tx } from "./store.ts";
@@ -91,6 +99,47 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
         metadata: OWNER_CHECKED,
       },
     );
+    // What others may know of a run and how they follow it (public.ts): nothing outside this
+    // worker reads its scopes.
+    iii.registerFunction(
+      RUN_STATUS,
+      owned((trigger, data: { session_id: string }) => runStatus(trigger, data.session_id)),
+      {
+        description:
+          "A session's run as a worker following it needs it: {session_id} → {session_id, run_id, state, turn_count, max_turns?, stop_requested, awaiting_approval?, error?, final_text} or null",
+        input: turnSessionRequest,
+        metadata: OWNER_CHECKED,
+      },
+    );
+    iii.registerFunction(
+      RUN_REQUEST,
+      owned((trigger, data: { session_id: string }) => runRequestView(trigger, data.session_id)),
+      {
+        description:
+          "What a session's last run asked for: {session_id} → {provider, model, mode, max_turns?, skills?, isolation?, budget_id?, parent?} or null",
+        input: turnSessionRequest,
+        metadata: OWNER_CHECKED,
+      },
+    );
+    iii.registerFunction(TURN_SUBSCRIBE, (data: TurnSubscribeRequest, ctx) => subscribe(ctx.trigger as Trigger, ctx.caller, data), {
+      description:
+        "Follow a session's run: {session_id, function_id, subscription_id} → {subscription_id}; function_id gets {subscription_id, session_id, event_type, state} after every change of the run's state, at least once and in order, until turn::unsubscribe",
+      input: turnSubscribeRequest,
+      metadata: OWNER_CHECKED,
+    });
+    iii.registerFunction(
+      TURN_UNSUBSCRIBE,
+      (data: { subscription_id: string }, ctx) => unsubscribe(ctx.trigger as Trigger, ctx.caller, data.subscription_id),
+      {
+        description: "End a turn::subscribe subscription: {subscription_id} → {removed}",
+        input: turnUnsubscribeRequest,
+        metadata: OWNER_CHECKED,
+      },
+    );
+    iii.registerFunction(NOTIFY_SUBSCRIBER, (data: unknown, ctx) => notifySubscriber(ctx.trigger as Trigger, data, ctx.metadata), {
+      description: "Internal: the state trigger handler of turn::subscribe's bindings (tells the subscriber its session's run changed)",
+      metadata: { internal: true },
+    });
     iii.registerFunction(
       "turn::stop",
       owned((trigger, data: { session_id: string }) => stopRun(trigger, data.session_id, tracer)),

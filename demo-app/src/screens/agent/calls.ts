@@ -1,19 +1,21 @@
 // The harness functions the agent screen calls, typed once. Everything goes through the tab's own
 // worker connection (`iii.trigger`): the page needs no HTTP route and no credential of its own.
-import type {
-  AgentMessage,
-  ApprovalSettings,
-  BudgetView,
-  PendingApprovalRecord,
-  PermissionMode,
-  HarnessChildrenResponse,
-  Model,
-  RunForkResponse,
-  RunResumeResponse,
-  SessionTree,
-  SetActiveLeafResponse,
-  TurnStateView,
-  TurnStopResponse,
+import {
+  RUN_REQUEST,
+  type AgentMessage,
+  type ApprovalSettings,
+  type BudgetView,
+  type PendingApprovalRecord,
+  type PermissionMode,
+  type HarnessChildrenResponse,
+  type Model,
+  type RunForkResponse,
+  type RunRequestView,
+  type RunResumeResponse,
+  type SessionTree,
+  type SetActiveLeafResponse,
+  type TurnStateView,
+  type TurnStopResponse,
 } from "@iii-edge/protocol/harness";
 import type { BrowserClient } from "@iii-edge/sdk-browser";
 import type { SessionSummary } from "../../app/sessions.ts";
@@ -119,12 +121,9 @@ export function harness(iii: BrowserClient) {
     switchBranch: (session_id: string, entry_id: string) =>
       call<SetActiveLeafResponse>("session-tree::set_active_leaf", { session_id, entry_id }),
     children: (parent_session_id: string) => call<HarnessChildrenResponse>("harness::children", { parent_session_id }),
-    /** The run request holds the budget and the parent link; never a key (credentials stay with the providers). */
-    runRequest: async (session_id: string) =>
-      (await call<{ budget_id?: string; provider?: string; model?: string; parent?: { session_id: string } } | null | undefined>(
-        "state::get",
-        { scope: "run_request", key: session_id },
-      )) ?? null,
+    /** What the last run asked for: the budget and the parent link (the orchestrator's `run::request`;
+     * its state is its own). */
+    runRequest: async (session_id: string) => (await call<RunRequestView | null | undefined>(RUN_REQUEST, { session_id })) ?? null,
     budget: (budget_id: string) => call<BudgetView>("budget::get", { budget_id }),
     budgets: () => call<{ budgets: BudgetView[] }>("budget::list", { limit: 50 }),
     createBudget: (ceiling_usd: number, name: string) =>
