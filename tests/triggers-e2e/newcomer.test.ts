@@ -77,7 +77,7 @@ describe("a WebSocket dialled at the wrong path", () => {
     expect(errors).toEqual([`cannot connect to the engine: ${c.connectionError?.message}`]);
     const t0 = Date.now();
     await expect(c.trigger({ function_id: "engine::functions::list", payload: {} })).rejects.toMatchObject({ code: "not_found" });
-    expect(Date.now() - t0).toBeLessThan(100);
+    expect(Date.now() - t0).toBeLessThan(1_000); // at once, not after a call deadline
     // It does not come back: no reconnecting after it failed.
     await new Promise((r) => setTimeout(r, 1_500));
     expect(states).toEqual(["failed"]);

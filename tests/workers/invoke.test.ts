@@ -107,7 +107,8 @@ describe("every caller gets an answer", () => {
     const caller = await wires.connect();
     const t0 = Date.now();
     const r = await caller.call("inv::does-not-exist", {});
-    expect(Date.now() - t0).toBeLessThan(500);
+    // At once: far inside the engine's 30 s call deadline, with room for a loaded machine.
+    expect(Date.now() - t0).toBeLessThan(2_000);
     expect(r.error).toMatchObject({ code: "function_not_found" });
     expect(r.error.message).toContain("inv::does-not-exist");
   });
@@ -137,7 +138,7 @@ describe("every caller gets an answer", () => {
     const t0 = Date.now();
     await target.close();
     const r = await pending;
-    expect(Date.now() - t0).toBeLessThan(1_000);
+    expect(Date.now() - t0).toBeLessThan(2_500); // not the call's own 5 s deadline
     expect(r.error.code).toBe("invocation_stopped");
   });
 
