@@ -32,6 +32,9 @@ export interface EdgeInvokeRequest {
   /** Nobody waits for the result (a discovery fire): the host answers `{}` at once and runs the
    * function after, as a worker runs an `invokefunction` without `invocation_id`. */
   void?: true;
+  /** A keyed function's key (protocol/src/keyed.ts), taken from the payload and checked by the
+   * engine: the host runs the call on the instance it names. */
+  key?: string;
 }
 
 /** A host's answer; an undefined result is simply absent (RPC results are structured-cloned). */

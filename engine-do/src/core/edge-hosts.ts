@@ -11,6 +11,7 @@ import {
   type SchemaIssues,
 } from "@iii-edge/protocol";
 import type { CallRequest, EngineBindings } from "./api.ts";
+import { keyedDeclarationProblem } from "./keyed.ts";
 import type { Catalog, FunctionRecord } from "./catalog.ts";
 import type { CallOutcome, EnginePorts } from "./ports.ts";
 
@@ -90,6 +91,11 @@ export class EdgeHostSync {
         }
         for (const f of manifest.functions) {
           if (this.engine.builtins.has(f.id)) continue;
+          const keyed = keyedDeclarationProblem(f.metadata);
+          if (keyed) {
+            this.ports.log.warn("edge host function refused", { host: name, id: f.id, message: keyed });
+            continue;
+          }
           const rec: FunctionRecord = { id: f.id, kind: "edge", owner: name };
           if (f.description !== undefined) rec.description = f.description;
           if (f.request_format !== undefined) rec.request_format = f.request_format;
@@ -132,7 +138,7 @@ export class EdgeHostSync {
 
   /** Call `fn` on its host (the engine puts it under the call's deadline). With `void`, the host
    * answers at once and runs the function after (nobody waits for its result). */
-  async call(fn: FunctionRecord, req: CallRequest, invocationId: string, opts: { void?: true } = {}): Promise<CallOutcome> {
+  async call(fn: FunctionRecord, req: CallRequest, invocationId: string, opts: { void?: true; key?: string } = {}): Promise<CallOutcome> {
     const host = this.ports.edgeHosts[fn.owner];
     if (!host) return { ok: false, error: { code: "function_not_found", message: `edge host ${fn.owner} is not bound` } };
     const payload: Parameters<typeof host.iiiInvoke>[0] = {
@@ -145,6 +151,7 @@ export class EdgeHostSync {
     if (req.traceparent) payload.traceparent = req.traceparent;
     if (req.baggage) payload.baggage = req.baggage;
     if (opts.void) payload.void = true;
+    if (opts.key !== undefined) payload.key = opts.key;
     const r = await host.iiiInvoke(payload);
     return "error" in r && r.error ? { ok: false, error: r.error } : { ok: true, result: (r as { result?: unknown }).result };
   }
