@@ -52,5 +52,10 @@ export function keyedGroupOf(functionId: string): string {
 /** The name of the instance a keyed call runs on: its engine namespace, its function group and its
  * key. JSON so that no choice of the three can spell another's name. */
 export function keyedInstanceName(namespace: string, functionId: string, key: string): string {
-  return JSON.stringify([namespace, keyedGroupOf(functionId), key]);
+  return keyedInstanceNameOf(namespace, keyedGroupOf(functionId), key);
+}
+
+/** The same name from the group itself. */
+export function keyedInstanceNameOf(namespace: string, group: string, key: string): string {
+  return JSON.stringify([namespace, group, key]);
 }

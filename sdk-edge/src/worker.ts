@@ -6,8 +6,10 @@
 import { MODEL_METADATA_KEY, MODEL_NEVER, type StreamChannelRef } from "@iii-edge/protocol";
 import type { Schema } from "./client/types.ts";
 import type { FunctionOptions, InvocationContext, TriggerRequest } from "./client/types.ts";
+import type { KeyedHandler } from "./keyed.ts";
 import { noopTracer, type Tracer } from "./telemetry.ts";
 
+export type { AlarmOptions, KeyedContext, KeyedHandler, KeyedScope, KeyedSql, SqlValue } from "./keyed.ts";
 export type { Attributes, AttributeValue, LogSeverity, Span, SpanKind, SpanOptions, Tracer } from "./telemetry.ts";
 export { derivedSpanId, formatTraceparent, parseTraceparent } from "./telemetry.ts";
 export {
@@ -52,6 +54,12 @@ export interface WorkerFunctionOptions extends FunctionOptions {
   output?: Schema;
 }
 
+/** A keyed function's options: `key` names the payload field whose value names the instance the
+ * call runs on (docs/keyed-workers.md). */
+export interface KeyedFunctionOptions extends WorkerFunctionOptions {
+  key: string;
+}
+
 export interface WorkerTrigger {
   type: string;
   function_id: string;
@@ -65,6 +73,9 @@ export interface WorkerTrigger {
 export interface WorkerSurface {
   /** Where this copy runs: "edge" (inside the Worker, by RPC) or "node" (a process, by WebSocket). */
   readonly runtime: "edge" | "node";
+  /** A keyed function (`{ key: "cart_id" }`): each call runs on the instance its key names, one at
+   * a time, with that instance's storage and alarms in `ctx` (docs/keyed-workers.md). */
+  registerFunction(id: string, handler: KeyedHandler, options: KeyedFunctionOptions): void;
   registerFunction(id: string, handler: WorkerHandler, options?: WorkerFunctionOptions): void;
   registerTrigger(trigger: WorkerTrigger): void;
   /** Call any function through the engine (prefer `ctx.trigger` inside a handler: it keeps the trace). */
