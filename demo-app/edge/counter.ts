@@ -4,7 +4,7 @@
 // ./functions.ts), a node:sqlite file when it runs as a Node process (`runWorkers`).
 // `keyedCounter(prefix)` makes the same worker under other function ids (the conformance suite runs
 // one per test file, tests/keyed/keyed.case.ts).
-import type { KeyedContext, WorkerModule } from "@iii-edge/sdk-edge/worker";
+import { type KeyedContext, keyed, type WorkerModule } from "@iii-edge/sdk-edge/worker";
 
 /** Longest a call waits on its `wait_for` gate. */
 const GATE_WAIT_MS = 20_000;
@@ -48,28 +48,32 @@ export function keyedCounter(prefix = "counter"): WorkerModule {
     register(iii) {
       iii.registerFunction(
         `${prefix}::add`,
-        async (data: AddInput, ctx) => {
+        keyed(async (data: AddInput, ctx) => {
           const by = byOf(data);
           const before = countOf(ctx);
           if (data.wait_for !== undefined) await gateOpen(ctx, data.wait_for);
           const count = before + by;
           ctx.sql.exec("INSERT OR REPLACE INTO counter (id, count) VALUES (1, ?)", count);
           return { user_id: ctx.key, count };
-        },
+        }),
         { key: "user_id", description: "Adds `by` (default 1) to the user's counter and answers the new count" },
       );
-      iii.registerFunction(`${prefix}::get`, (_data: { user_id: string }, ctx) => ({ user_id: ctx.key, count: countOf(ctx) }), {
-        key: "user_id",
-        description: "The user's count",
-      });
+      iii.registerFunction(
+        `${prefix}::get`,
+        keyed((_data: { user_id: string }, ctx) => ({ user_id: ctx.key, count: countOf(ctx) })),
+        {
+          key: "user_id",
+          description: "The user's count",
+        },
+      );
       iii.registerFunction(
         `${prefix}::add-later`,
-        (data: { user_id: string; by?: number; at?: number; alarm_id?: string }, ctx) => {
+        keyed((data: { user_id: string; by?: number; at?: number; alarm_id?: string }, ctx) => {
           const by = byOf(data);
           const options = data.alarm_id === undefined ? {} : { id: data.alarm_id };
           const alarm_id = ctx.setAlarm(data.at ?? Date.now(), `${prefix}::add`, { by }, options);
           return { user_id: ctx.key, alarm_id };
-        },
+        }),
         { key: "user_id", description: "Adds `by` to the user's counter at `at` (epoch ms; default now), by an alarm of the instance" },
       );
     },

@@ -132,7 +132,12 @@ export class NodeKeyedInstances {
     const fn = this.#functions.get(alarm.function_id);
     if (!fn) throw new IIIError("function_not_found", `${alarm.function_id} is no keyed function here`);
     const data = { ...(JSON.parse(alarm.payload) as Record<string, unknown>), [fn.field]: open.key };
-    const ctx: InvocationContext = { function_id: alarm.function_id, invocation_id: `alarm-${alarm.id}`, metadata: undefined, trigger: fn.trigger };
+    const ctx: InvocationContext = {
+      function_id: alarm.function_id,
+      invocation_id: `alarm-${alarm.id}`,
+      metadata: undefined,
+      trigger: fn.trigger,
+    };
     return Promise.resolve(fn.handler(data, { ...ctx, ...open.instance.scope() }));
   }
 
@@ -185,7 +190,9 @@ export class NodeKeyedInstances {
       () => {
         this.#timers.delete(open.name);
         // A wake before the alarm's time (a clamped timer) fires nothing and re-arms.
-        void this.fire(identity.grp, identity.key).catch((e: unknown) => this.#log(`alarms of ${identity.grp}/${identity.key}: ${String(e)}`));
+        void this.fire(identity.grp, identity.key).catch((e: unknown) =>
+          this.#log(`alarms of ${identity.grp}/${identity.key}: ${String(e)}`),
+        );
       },
       Math.min(Math.max(0, at - this.#now()), MAX_TIMER_MS),
     );

@@ -43,11 +43,9 @@ export interface KeyedScope {
 /** What a keyed handler gets: the invocation (with `trigger`, the typed call surface) and its instance. */
 export interface KeyedContext extends InvocationContext, KeyedScope {}
 
-/** A keyed function's handler. Declared as a method's type so that its context compares both ways
- * with a plain handler's: a surface that wraps `registerFunction` with the plain signature (one
- * written before keyed functions) still implements the overloaded one. */
+/** A keyed function's handler (wrap it in worker.ts `keyed` to register it). */
 // biome-ignore lint/suspicious/noExplicitAny: a handler typed with its own input must be assignable here
-export type KeyedHandler<I = any, O = unknown> = { handle(data: I, ctx: KeyedContext): O | Promise<O> }["handle"];
+export type KeyedHandler<I = any, O = unknown> = (data: I, ctx: KeyedContext) => O | Promise<O>;
 
 /** Alarms one instance may hold: each is a row and a wake-up; more than this is a loop gone wrong. */
 export const MAX_ALARMS_PER_INSTANCE = 1_000;

@@ -32,7 +32,7 @@ import type { TraceFields } from "./client/trace.ts";
 import type { TriggerRequest } from "./client/types.ts";
 import { FunctionHost } from "./host.ts";
 import { HostRegistry, type HostHandler } from "./host-registry.ts";
-import { KeyedInstance, type KeyedHandler, type KeyedScope, type KeyedStore, type SqlValue } from "./keyed.ts";
+import { KeyedInstance, type KeyedScope, type KeyedStore, type SqlValue } from "./keyed.ts";
 import { DEFAULT_NAMESPACE, connectEngine } from "./rpc.ts";
 import { createTracer, withCurrentTrace, type Tracer } from "./telemetry.ts";
 import type { ChannelWriter, Channels, WorkerFunctionOptions, WorkerHandler, WorkerModule, WorkerSurface } from "./worker.ts";
@@ -127,7 +127,11 @@ const keyedScope = new AsyncLocalStorage<KeyedScope>();
 /** Runs each module's `register` against an edge surface, all or nothing (throws the reason).
  * A dry run on a registry of its own finds duplicate ids and unusable schemas before any of it
  * reaches a host's. */
-function declareModules(raw: Readonly<Record<string, unknown>>, workers: readonly WorkerModule<unknown>[], opts: DeclareOptions): Declarations {
+function declareModules(
+  raw: Readonly<Record<string, unknown>>,
+  workers: readonly WorkerModule<unknown>[],
+  opts: DeclareOptions,
+): Declarations {
   const declared: Declarations = { functions: [], triggers: [] };
   let open = true;
   const add = <T>(list: T[], item: T) => {
@@ -147,12 +151,12 @@ function declareModules(raw: Readonly<Record<string, unknown>>, workers: readonl
       made.push(tracer);
       const traced = <R extends TriggerRequest<unknown>>(request: R): R => withCurrentTrace(tracer, request);
       return edgeSurface(raw, opts.engineBinding, tracer, {
-        registerFunction: (id: string, handler: WorkerHandler | KeyedHandler, options?: WorkerFunctionOptions & { key?: string }) => {
+        registerFunction: (id: string, handler: WorkerHandler, options?: WorkerFunctionOptions) => {
           const key = options?.key;
           if (key === undefined) {
             add(declared.functions, {
               id,
-              handler: (data, ctx) => (handler as WorkerHandler)(data, { ...ctx, trigger: (request) => ctx.trigger(traced(request)) }),
+              handler: (data, ctx) => handler(data, { ...ctx, trigger: (request) => ctx.trigger(traced(request)) }),
               options: markedOptions(m, id, options),
             });
             return;
@@ -167,7 +171,7 @@ function declareModules(raw: Readonly<Record<string, unknown>>, workers: readonl
             handler: (data, ctx) => {
               const scope = keyedScope.getStore();
               if (!scope) throw new IIIError("function_not_invokable", `${id} is keyed: it runs on its instance only`);
-              return (handler as KeyedHandler)(data, { ...ctx, ...scope, trigger: (request) => ctx.trigger(traced(request)) });
+              return handler(data, { ...ctx, ...scope, trigger: (request) => ctx.trigger(traced(request)) });
             },
             options: markedOptions(m, id, keyedOptions),
           });
@@ -180,9 +184,13 @@ function declareModules(raw: Readonly<Record<string, unknown>>, workers: readonl
       try {
         m.register(surfaceFor(m), m.configFrom?.(raw) ?? {});
       } catch (e) {
-        throw new IIIError(e instanceof IIIError ? e.code : "invalid_arguments", `worker ${m.name}: ${e instanceof Error ? e.message : String(e)}`, {
-          cause: e,
-        });
+        throw new IIIError(
+          e instanceof IIIError ? e.code : "invalid_arguments",
+          `worker ${m.name}: ${e instanceof Error ? e.message : String(e)}`,
+          {
+            cause: e,
+          },
+        );
       }
     }
     const check = new HostRegistry<unknown>();
@@ -254,7 +262,12 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
 
   override async iiiInvoke(req: EdgeInvokeRequest): Promise<EdgeInvokeResponse> {
     const raw = (this.env ?? {}) as Record<string, unknown>;
-    return asInvocation(req, engineOf(raw, this.engineBinding), (p) => this.ctx.waitUntil(p), () => super.iiiInvoke(req));
+    return asInvocation(
+      req,
+      engineOf(raw, this.engineBinding),
+      (p) => this.ctx.waitUntil(p),
+      () => super.iiiInvoke(req),
+    );
   }
 
   /** A keyed call goes to the object its namespace, function group and key name. The engine
@@ -284,7 +297,7 @@ function edgeSurface(
   bindingName: string,
   tracer: Tracer,
   declare: {
-    registerFunction(id: string, handler: WorkerHandler | KeyedHandler, options?: WorkerFunctionOptions & { key?: string }): void;
+    registerFunction(id: string, handler: WorkerHandler, options?: WorkerFunctionOptions): void;
     registerTrigger: WorkerSurface["registerTrigger"];
   },
 ): WorkerSurface {
@@ -420,7 +433,12 @@ export abstract class KeyedObjects<Env = unknown> extends DurableObject<Env> {
       return { error: toErrorBody(e) };
     }
     if (identity.key !== req.key || identity.grp !== keyedGroupOf(req.function_id)) {
-      return { error: { code: "invalid_arguments", message: `${req.function_id}/${req.key} reached the instance of ${identity.grp}/${identity.key}` } };
+      return {
+        error: {
+          code: "invalid_arguments",
+          message: `${req.function_id}/${req.key} reached the instance of ${identity.grp}/${identity.key}`,
+        },
+      };
     }
     const instance = this.#instanceFor(identity);
     const turn = instance.run(() => this.#invoke(req, instance)).catch((e): EdgeInvokeResponse => ({ error: toErrorBody(e) }));
@@ -433,13 +451,17 @@ export abstract class KeyedObjects<Env = unknown> extends DurableObject<Env> {
     const raw = this.#raw();
     const engine = engineOf(raw, this.engineBinding);
     const registry = this.#registry();
-    return asInvocation(req, engine, (p) => this.ctx.waitUntil(p), () =>
-      keyedScope.run(instance.scope(), () =>
-        registry.invoke(req, raw, async (request, trace) => {
-          if (!engine) throw new IIIError("not_connected", `env.${this.engineBinding} is not bound: this object cannot call the engine`);
-          return connectEngine(engine, { namespace: req.namespace, trace }).trigger(request);
-        }),
-      ),
+    return asInvocation(
+      req,
+      engine,
+      (p) => this.ctx.waitUntil(p),
+      () =>
+        keyedScope.run(instance.scope(), () =>
+          registry.invoke(req, raw, async (request, trace) => {
+            if (!engine) throw new IIIError("not_connected", `env.${this.engineBinding} is not bound: this object cannot call the engine`);
+            return connectEngine(engine, { namespace: req.namespace, trace }).trigger(request);
+          }),
+        ),
     );
   }
 

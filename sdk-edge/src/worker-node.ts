@@ -9,8 +9,14 @@ import { openChannelWriter, readChannel } from "./channels.ts";
 import type { TraceFields } from "./client/trace.ts";
 import type { EdgeClient, InvocationContext, TriggerRequest } from "./client/types.ts";
 import { createTracer, withCurrentTrace, type Tracer } from "./telemetry.ts";
-import { markedOptions, type Channels, type KeyedFunctionOptions, type WorkerFunctionOptions, type WorkerHandler, type WorkerModule, type WorkerSurface } from "./worker.ts";
-import type { KeyedHandler } from "./keyed.ts";
+import {
+  markedOptions,
+  type Channels,
+  type WorkerFunctionOptions,
+  type WorkerHandler,
+  type WorkerModule,
+  type WorkerSurface,
+} from "./worker.ts";
 import { NodeKeyedInstances } from "./keyed-node.ts";
 
 export type { WorkerModule, WorkerSurface } from "./worker.ts";
@@ -36,7 +42,7 @@ export interface RunningWorkers {
   readonly client: EdgeClient;
   readonly surface: WorkerSurface;
   /** The keyed instances of this process, once a module declared a keyed function. */
-  readonly keyed: NodeKeyedInstances | undefined;
+  readonly keyed?: NodeKeyedInstances;
   shutdown(): Promise<void>;
 }
 
@@ -78,15 +84,15 @@ export function nodeSurface(
     env,
     channels,
     tracer,
-    registerFunction(id: string, handler: WorkerHandler | KeyedHandler, options?: WorkerFunctionOptions & { key?: string }) {
-      let run = handler as (data: unknown, ctx: InvocationContext) => unknown;
+    registerFunction(id: string, handler: WorkerHandler, options?: WorkerFunctionOptions) {
+      let run: WorkerHandler = handler;
       let registered: WorkerFunctionOptions | undefined = options;
       if (options?.key !== undefined) {
         if (!keyed) throw new IIIError("invalid_arguments", `${id} is keyed: run it with runWorkers, which hosts keyed instances`);
         const { key, ...rest } = options;
         registered = { ...rest, metadata: { ...rest.metadata, [KEYED_METADATA_KEY]: key } };
         const field = keyFieldOf(registered.metadata) as string;
-        run = keyed().declare(id, field, handler as KeyedHandler, (request) => client.trigger(traced(request)));
+        run = keyed().declare(id, field, handler, (request) => client.trigger(traced(request)));
       }
       client.registerFunction(
         id,
@@ -140,11 +146,7 @@ export function runWorkers(url: string, modules: readonly WorkerModule<unknown>[
     const own = surfaceOf(m.name);
     // A kernel module's functions carry the kernel mark (worker.ts markedOptions), as in the Worker.
     m.register(
-      {
-        ...own,
-        registerFunction: (id: string, handler: WorkerHandler | KeyedHandler, fnOptions?: WorkerFunctionOptions & { key?: string }) =>
-          own.registerFunction(id, handler as KeyedHandler, markedOptions(m, id, fnOptions) as KeyedFunctionOptions),
-      },
+      { ...own, registerFunction: (id, handler, fnOptions) => own.registerFunction(id, handler, markedOptions(m, id, fnOptions)) },
       config,
     );
   }
