@@ -2,14 +2,15 @@
 // (tests/keyed/keyed.case.ts) against the demo keyed counter run as a Node worker (`runWorkers`:
 // a node:sqlite file per key), and the Worker-hosted counter of `npm start` called by the
 // unmodified iii-sdk. Both are driven through `npm start`'s engine by an iii-sdk caller.
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { keyedCounter } from "@iii-edge/demo-app/counter";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { type IIIClient, registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
 import { until } from "../support/wait.ts";
 import { type CallOutcome, keyedConformance } from "../keyed/keyed.case.ts";
 
@@ -76,9 +77,45 @@ describe("keyed workers seen from iii-sdk", () => {
   });
 
   it("keeps one database file per key in the data directory", async () => {
-    const before = (await import("node:fs")).readdirSync(dir).filter((f) => f.endsWith(".sqlite")).length;
+    const before = readdirSync(dir).filter((f) => f.endsWith(".sqlite")).length;
     await call(`${prefix}::add`, { user_id: uid("file") });
-    const after = (await import("node:fs")).readdirSync(dir).filter((f) => f.endsWith(".sqlite")).length;
+    const after = readdirSync(dir).filter((f) => f.endsWith(".sqlite")).length;
     expect(after).toBe(before + 1);
+  });
+});
+
+describe("npm run worker -- counter", () => {
+  const cliPrefix = `clicounter${crypto.randomUUID().slice(0, 8)}`;
+  const cliDir = mkdtempSync(path.join(tmpdir(), "iii-keyed-cli-"));
+  let child: ChildProcess | undefined;
+  const start = () => {
+    // Its own process group, signalled as a terminal would (npm runs the script under `sh -c`).
+    child = spawn("npm", ["run", "-s", "worker", "--", "counter"], {
+      cwd: repoRoot,
+      env: { ...process.env, III_URL: `${engine.wsUrl}/`, COUNTER_PREFIX: cliPrefix, III_KEYED_DIR: cliDir },
+      stdio: "ignore",
+      detached: true,
+    });
+  };
+  const stop = async () => {
+    const c = child;
+    if (c?.pid === undefined || c.exitCode !== null || c.signalCode !== null) return;
+    const exited = new Promise((resolve) => c.once("exit", resolve));
+    process.kill(-c.pid, "SIGTERM");
+    await exited;
+  };
+  afterAll(async () => {
+    await stop();
+    rmSync(cliDir, { recursive: true, force: true });
+  });
+
+  it("runs the keyed counter as a process of its own, whose counts survive its restart", async () => {
+    const user_id = uid("cli");
+    start();
+    await until(async () => (await call(`${cliPrefix}::add`, { user_id, by: 4 })).error === undefined, "the CLI worker's add", 60_000);
+    await stop();
+    start();
+    const got = await until(async () => (await call(`${cliPrefix}::get`, { user_id })).result, "the restarted CLI worker", 60_000);
+    expect(got).toEqual({ user_id, count: 4 });
   });
 });
