@@ -8,10 +8,16 @@
 import { createHash, randomUUID } from "node:crypto";
 import { mkdirSync, readdirSync } from "node:fs";
 import path from "node:path";
-import { DatabaseSync } from "node:sqlite";
+import type { DatabaseSync } from "node:sqlite";
 import { IIIError, keyedGroupOf, keyedInstanceNameOf, keyOf } from "@iii-edge/protocol";
 import type { InvocationContext } from "./client/types.ts";
 import { type AlarmRow, KeyedInstance, type KeyedHandler, type KeyedStore, type SqlValue } from "./keyed.ts";
+
+/** node:sqlite, loaded when a process first hosts a keyed function: on Node 22 importing it prints
+ * an experimental-feature warning, which a worker without keyed functions should not print. */
+function sqlite(): typeof import("node:sqlite") {
+  return process.getBuiltinModule("node:sqlite") as typeof import("node:sqlite");
+}
 
 /** Instance databases kept open at once: past it the least recently used idle one is closed (its
  * data stays on disk and its alarm timer keeps running; the next call reopens it). A file handle
@@ -88,7 +94,7 @@ export class NodeKeyedInstances {
     for (const file of readdirSync(this.dir)) {
       if (!file.endsWith(FILE_SUFFIX)) continue;
       let identity: Identity | undefined;
-      const db = new DatabaseSync(path.join(this.dir, file));
+      const db = new (sqlite().DatabaseSync)(path.join(this.dir, file));
       try {
         identity = readIdentity(db);
       } finally {
@@ -150,7 +156,7 @@ export class NodeKeyedInstances {
       this.#open.set(name, had);
       return had;
     }
-    const db = new DatabaseSync(path.join(this.dir, createHash("sha256").update(name).digest("hex").slice(0, 40) + FILE_SUFFIX));
+    const db = new (sqlite().DatabaseSync)(path.join(this.dir, createHash("sha256").update(name).digest("hex").slice(0, 40) + FILE_SUFFIX));
     db.exec("PRAGMA journal_mode = WAL");
     db.exec("CREATE TABLE IF NOT EXISTS _iii_instance (id INTEGER PRIMARY KEY CHECK (id = 1), namespace TEXT, grp TEXT, key TEXT)");
     db.prepare("INSERT OR IGNORE INTO _iii_instance (id, namespace, grp, key) VALUES (1, ?, ?, ?)").run(
@@ -216,7 +222,12 @@ function readIdentity(db: DatabaseSync): Identity | undefined {
 function sqliteStore(db: DatabaseSync): KeyedStore {
   let depth = 0;
   return {
-    exec: <Row extends Record<string, unknown>>(query: string, ...bindings: SqlValue[]) => db.prepare(query).all(...bindings) as Row[],
+    // Plain objects, as the object's SQLite answers (node:sqlite's rows have no prototype).
+    exec: <Row extends Record<string, unknown>>(query: string, ...bindings: SqlValue[]) =>
+      db
+        .prepare(query)
+        .all(...bindings)
+        .map((r) => ({ ...r }) as Row),
     transaction<T>(fn: () => T): T {
       const sp = `iii_tx_${depth++}`;
       db.exec(`SAVEPOINT ${sp}`);
