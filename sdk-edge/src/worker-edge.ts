@@ -23,6 +23,7 @@ import {
   toErrorBody,
   type EdgeInvokeRequest,
   type EdgeInvokeResponse,
+  type EdgeManifest,
   type EngineRpc,
   type StreamChannelRef,
 } from "@iii-edge/protocol";
@@ -258,6 +259,14 @@ export abstract class WorkerHost<Env = unknown> extends FunctionHost<Env> {
     }
     for (const f of declared.functions) this.function(f.id, f.handler, f.options);
     for (const t of declared.triggers) this.trigger(t);
+  }
+
+  /** The manifest names the keyed objects' binding, so an engine in the same Worker calls them
+   * straight. */
+  override async iiiManifest(): Promise<EdgeManifest> {
+    const manifest = await super.iiiManifest();
+    const keyed = manifest.functions.some((f) => f.metadata !== undefined && KEYED_METADATA_KEY in f.metadata);
+    return keyed && this.keyedObjects ? { ...manifest, keyed_objects: this.keyedObjects } : manifest;
   }
 
   override async iiiInvoke(req: EdgeInvokeRequest): Promise<EdgeInvokeResponse> {

@@ -90,6 +90,45 @@ describe("keyed calls in the engine", () => {
     expect(seen.map((r) => r.key)).toEqual(["c-9"]);
   });
 
+  it("calls the key's object straight when the host names keyed objects this engine has, else the host", async () => {
+    const viaHost: string[] = [];
+    const direct: { objects: string; instance: string; key: string }[] = [];
+    const core = new EngineCore(
+      nodePorts(new DatabaseSync(":memory:"), {
+        edgeHosts: {
+          EDGE_K: {
+            iiiManifest: async () => ({
+              functions: [{ id: "ecart::add", metadata: keyed }, { id: "ecart::plain" }],
+              triggers: [],
+              keyed_objects: "CARTS",
+            }),
+            iiiInvoke: async (req) => {
+              viaHost.push(req.function_id);
+              return { result: "host" };
+            },
+            iiiKeyedInvoke: (objects, instance, req) => {
+              if (req.key === "elsewhere") return undefined;
+              direct.push({ objects, instance, key: req.key });
+              return Promise.resolve({ result: "object" });
+            },
+          },
+        },
+      }),
+    );
+    core.start([]);
+    await core.refreshEdgeHosts();
+    const caller = new RecordingConn("caller-1");
+    core.connect(caller, "c");
+    core.message(caller, call("a", "ecart::add", { cart_id: "c-1" }));
+    core.message(caller, call("b", "ecart::add", { cart_id: "elsewhere" }));
+    core.message(caller, call("c", "ecart::plain", {}));
+    await expect.poll(() => caller.frames.filter((f) => f.type === "invocationresult").length).toBe(3);
+    expect(caller.find("invocationresult", (f) => f.invocation_id === "a")).toMatchObject({ result: "object" });
+    expect(caller.find("invocationresult", (f) => f.invocation_id === "b")).toMatchObject({ result: "host" });
+    expect(direct).toEqual([{ objects: "CARTS", instance: keyedInstanceName("default", "ecart::add", "c-1"), key: "c-1" }]);
+    expect(viaHost.sort()).toEqual(["ecart::add", "ecart::plain"]);
+  });
+
   it("names instances by namespace, function group and key, unambiguously", () => {
     expect(keyedInstanceName("default", "cart::add", "k")).toBe(keyedInstanceName("default", "cart::get", "k"));
     expect(keyedInstanceName("default", "cart::add", "k")).not.toBe(keyedInstanceName("other", "cart::add", "k"));

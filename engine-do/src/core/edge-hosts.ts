@@ -5,8 +5,10 @@
 import {
   edgeInvokeResponse,
   edgeManifest,
+  keyedInstanceName,
   type EdgeHost,
   type EdgeInvokeRequest,
+  type EdgeInvokeResponse,
   formatIssues,
   type SchemaIssues,
 } from "@iii-edge/protocol";
@@ -21,12 +23,38 @@ export interface EdgeHostBinding {
   iiiInvoke(req: EdgeInvokeRequest): Promise<unknown>;
 }
 
+/** A KeyedObjects namespace of the engine's own Worker, as far as the engine relies on it. */
+export interface KeyedObjectsBinding {
+  getByName(name: string): { iiiKeyedInvoke(req: EdgeInvokeRequest & { key: string }): Promise<unknown> };
+}
+
 const problem = (error: SchemaIssues) => formatIssues(error, { root: "answer" });
 
 /** The port over host `name`: a malformed manifest rejects (the engine logs it and keeps the host's
  * previous functions); a malformed answer to a call ends the call with `invocation_failed`. */
-export function edgeHostPort(name: string, binding: EdgeHostBinding): EdgeHost {
+export function edgeHostPort(
+  name: string,
+  binding: EdgeHostBinding,
+  keyedObjects: (binding: string) => KeyedObjectsBinding | undefined = () => undefined,
+): EdgeHost {
   return {
+    iiiKeyedInvoke(objects, instance, req) {
+      const ns = keyedObjects(objects);
+      if (!ns) return undefined;
+      return ns
+        .getByName(instance)
+        .iiiKeyedInvoke(req)
+        .then((answer) => {
+          const r = edgeInvokeResponse.safeParse(answer);
+          if (r.success) return r.data;
+          return {
+            error: {
+              code: "invocation_failed",
+              message: `keyed object ${objects} answered ${req.function_id} malformed: ${problem(r.error)}`,
+            },
+          };
+        });
+    },
     async iiiManifest() {
       const m = edgeManifest.safeParse(await binding.iiiManifest());
       if (!m.success) throw new Error(`edge host ${name} sent a malformed manifest: ${problem(m.error)}`);
@@ -60,6 +88,8 @@ export class EdgeHostSync {
   private readonly ports: EnginePorts;
   private readonly engine: EdgeHostOwner;
   private inFlight: Promise<void> | null = null;
+  /** Each host's `keyed_objects` binding, from its last manifest. */
+  private readonly keyedObjects = new Map<string, string>();
 
   constructor(ports: EnginePorts, engine: EdgeHostOwner) {
     this.ports = ports;
@@ -85,6 +115,8 @@ export class EdgeHostSync {
           continue;
         }
         const owner = `edge:${name}`;
+        if (manifest.keyed_objects) this.keyedObjects.set(name, manifest.keyed_objects);
+        else this.keyedObjects.delete(name);
         const keep = new Set(manifest.functions.map((f) => f.id));
         for (const f of [...catalog.functions.values()]) {
           if (f.kind === "edge" && f.owner === name && !keep.has(f.id)) catalog.deleteFunction(f.id, name);
@@ -151,8 +183,16 @@ export class EdgeHostSync {
     if (req.traceparent) payload.traceparent = req.traceparent;
     if (req.baggage) payload.baggage = req.baggage;
     if (opts.void) payload.void = true;
-    if (opts.key !== undefined) payload.key = opts.key;
-    const r = await host.iiiInvoke(payload);
+    let r: EdgeInvokeResponse | undefined;
+    const objects = this.keyedObjects.get(fn.owner);
+    if (opts.key !== undefined) {
+      payload.key = opts.key;
+      // Straight to the key's object when this Worker has its binding: the host would only forward.
+      if (objects && host.iiiKeyedInvoke) {
+        r = await host.iiiKeyedInvoke(objects, keyedInstanceName(this.ports.namespace, fn.id, opts.key), { ...payload, key: opts.key });
+      }
+    }
+    r ??= await host.iiiInvoke(payload);
     return "error" in r && r.error ? { ok: false, error: r.error } : { ok: true, result: (r as { result?: unknown }).result };
   }
 }
