@@ -7,6 +7,8 @@
 //                 (one SQLite read); caller i calls its own user, so no two callers share a line
 //   keyed add     `counter::add` — the same with a SQLite write
 //   one key       `counter::add` with every caller on one user: the calls wait in one line
+//   state write   `state::set` (a built-in writing the engine object's SQLite): a durable write's
+//                 cost on this machine, beside the keyed add's
 //
 // Options (env): BENCH_DURATION_MS (3000), BENCH_WARMUP_MS (1000), BENCH_RUNS (3),
 // BENCH_KEYED_CALLERS ("1,10").
@@ -28,6 +30,8 @@ const KINDS: Kind[] = [
   { name: "keyed get", frame: (i, seq) => call(i, seq, "counter::get", { user_id: `bench-${RUN_ID}-${i}` }) },
   { name: "keyed add", frame: (i, seq) => call(i, seq, "counter::add", { user_id: `bench-${RUN_ID}-${i}` }) },
   { name: "one key", frame: (i, seq) => call(i, seq, "counter::add", { user_id: `bench-${RUN_ID}-shared` }) },
+  // A durable write through the engine itself, for what a keyed add's write costs here.
+  { name: "state write", frame: (i, seq) => call(i, seq, "state::set", { scope: `bench-${RUN_ID}`, key: `k${i}`, value: seq }) },
 ];
 
 function openSocket(url: string): Promise<WebSocket> {
@@ -81,7 +85,7 @@ async function main(): Promise<void> {
           const key = `${kind.name}|${n}`;
           results.set(key, [...(results.get(key) ?? []), r]);
           console.log(
-            `  run ${run}  ${kind.name.padEnd(11)} ${String(n).padStart(3)} callers  ${fmt(r.rps, 0).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(6)} ms  p99 ${fmt(r.p99, 2).padStart(6)} ms${r.failures ? `  ${r.failures} failed` : ""}`,
+            `  run ${run}  ${kind.name.padEnd(12)} ${String(n).padStart(3)} callers  ${fmt(r.rps, 0).padStart(6)} rt/s  p50 ${fmt(r.p50, 2).padStart(6)} ms  p99 ${fmt(r.p99, 2).padStart(6)} ms${r.failures ? `  ${r.failures} failed` : ""}`,
           );
         }
       }
