@@ -6,7 +6,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { MAX_KEYED_WAITING } from "@iii-edge/protocol";
 import { NodeKeyedInstances } from "@iii-edge/sdk-edge/worker-node";
-import type { InvocationContext, KeyedContext } from "@iii-edge/sdk-edge/worker";
+import type { InvocationContext } from "@iii-edge/sdk-edge/node";
+import type { KeyedContext } from "@iii-edge/sdk-edge/worker";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventually } from "../support/wait.ts";
 
