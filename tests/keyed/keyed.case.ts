@@ -20,7 +20,8 @@ export interface KeyedHarness {
   /** Lose the memory of `key`'s instance (a Durable Object eviction; a restart of the Node
    * process), keeping its storage; resolves once calls are served again. */
   evict(key: string): Promise<void>;
-  /** Wake `key`'s instance for its alarms once more, now (a repeated platform alarm). */
+  /** Wake `key`'s instance for its due alarms twice at once, now (a platform alarm repeated
+   * while the first is still running). */
   wakeAlarms(key: string): Promise<void>;
 }
 

@@ -149,6 +149,21 @@ describe("keyed instances in Node", () => {
     expect(fired).toEqual(["a:1"]);
   });
 
+  it("two wakes at once fire a due alarm once: each re-reads it in its turn, and the first claims it", async () => {
+    let now = 1_000_000;
+    const dir = mkdtempSync(path.join(tmpdir(), "keyed-unit-"));
+    dirs.push(dir);
+    const k = new NodeKeyedInstances({ dir, namespace: "default", now: () => now, log: () => undefined });
+    open.push(k);
+    let fired = 0;
+    k.declare("t::fire", "id", () => void fired++, noTrigger);
+    const set = k.declare("t::set", "id", (_: unknown, c: KeyedContext) => c.setAlarm(now + 60_000, "t::fire"), noTrigger);
+    await set({ id: "a" }, ctx("t::set"));
+    now += 120_000;
+    expect(await Promise.all([k.fire("t", "a"), k.fire("t", "a"), k.fire("t", "a")])).toEqual(expect.arrayContaining([1, 0, 0]));
+    expect(fired).toBe(1);
+  });
+
   it("closes instances past the open bound and finds their data again", async () => {
     const k = instances(undefined, 2);
     const run = k.declare(
