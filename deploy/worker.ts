@@ -10,6 +10,8 @@ import { consoleToken, isConsoleTokenRequest } from "@iii-edge/demo-app/console-
 export { Engine, PrincipalConnections };
 /** Demo functions hosted in this Worker (`EDGE_DEMO` service binding, wrangler.toml). */
 export { DemoEdgeFunctions } from "@iii-edge/demo-app/edge";
+/** The demo keyed counter (`EDGE_KEYED` service binding) and its object per user (`DEMO_COUNTERS`). */
+export { DemoCounters, DemoKeyedWorkers } from "@iii-edge/demo-app/edge";
 /** The built-in harness workers (`HARNESS` service binding; `HARNESS_DISABLE` leaves some out). */
 export { HarnessWorkers } from "./harness.ts";
 

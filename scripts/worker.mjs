@@ -4,6 +4,12 @@
 // (`runWorkers` from @iii-edge/sdk-edge/worker-node). Pair it with HARNESS_DISABLE=<name> on the
 // engine, or both copies register the same functions.
 //
+// `npm run worker -- counter` runs the demo's keyed counter (demo-app/edge/counter.ts,
+// docs/keyed-workers.md) the same way: each user's instance a node:sqlite file under III_KEYED_DIR
+// (default $III_STATE_DIR/keyed). `npm start` hosts it too, in the Worker: give this copy other
+// function ids with COUNTER_PREFIX (e.g. `ncounter`: `ncounter::add`), or leave EDGE_KEYED out of
+// the engine's EDGE_HOSTS.
+//
 //   III_URL      engine address (default ws://127.0.0.1:$PORT/, PORT default 8787)
 //   III_TOKEN    sent as `Authorization: Bearer …` (an engine with AUTH_SECRET asks for one)
 //   CREDENTIALS_KEY  from the environment, else .dev.vars, else the key `npm start` made for the
@@ -20,9 +26,18 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const USAGE_EXIT = 2;
 const WORKER_PACKAGE = /^@iii-edge\/worker-(.+)$/;
 
-/** The harness workers in the workspace: packages `@iii-edge/worker-<name>` with a `./node` entry. */
+/** Workers that are no harness package, by name: the module each one's package exports. */
+const DEMO_WORKERS = {
+  counter: async () => {
+    const { keyedCounter } = await import("@iii-edge/demo-app/counter");
+    return { worker: keyedCounter(process.env.COUNTER_PREFIX || "counter") };
+  },
+};
+
+/** The harness workers in the workspace (packages `@iii-edge/worker-<name>` with a `./node` entry)
+ * and the demo's. */
 function availableWorkers() {
-  const names = [];
+  const names = Object.keys(DEMO_WORKERS);
   for (const dir of JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")).workspaces) {
     const file = path.join(root, dir, "package.json");
     if (!existsSync(file)) continue;
@@ -62,7 +77,7 @@ function credentialsKey() {
 const { runWorkers } = await import("@iii-edge/sdk-edge/worker-node");
 // A worker whose Node entry exports `run(url, options)` connects itself (the MCP client registers
 // functions as it learns them, and needs its EdgeClient to unregister them); the rest run as modules.
-const entry = await import(`@iii-edge/worker-${name}/node`);
+const entry = name in DEMO_WORKERS ? await DEMO_WORKERS[name]() : await import(`@iii-edge/worker-${name}/node`);
 const url = process.env.III_URL || `ws://127.0.0.1:${process.env.PORT || "8787"}/`;
 const env = { ...process.env };
 const key = credentialsKey();

@@ -4,6 +4,8 @@
 // `engine::edge::refresh`, and invokes the functions by RPC.
 import { FunctionHost, z } from "@iii-edge/sdk-edge/host";
 import type { EngineNamespaceLike } from "@iii-edge/sdk-edge/rpc";
+import { KeyedObjects, WorkerHost } from "@iii-edge/sdk-edge/worker-edge";
+import { counter } from "./counter.ts";
 
 interface DemoEnv {
   ENGINE: EngineNamespaceLike;
@@ -43,4 +45,16 @@ export class DemoEdgeFunctions extends FunctionHost<DemoEnv> {
       },
     );
   }
+}
+
+/** The keyed counter (./counter.ts) hosted in this Worker: the engine reaches it through the
+ * `EDGE_KEYED` service binding, and each user's calls run on their own `DemoCounters` object. */
+export class DemoKeyedWorkers extends WorkerHost<DemoEnv> {
+  protected readonly workers = [counter];
+  protected override readonly keyedObjects = "DEMO_COUNTERS";
+}
+
+/** One Durable Object per user of the keyed counter (`DEMO_COUNTERS`, wrangler.toml). */
+export class DemoCounters extends KeyedObjects<DemoEnv> {
+  protected readonly workers = [counter];
 }

@@ -46,7 +46,7 @@ interface SideSocket {
   /** Whose shared budget it spends: undefined until its first frame asks, null for nobody's. */
   principal: string | null | undefined;
 }
-import { edgeHostPort, type EdgeHostBinding } from "./core/edge-hosts.ts";
+import { edgeHostPort, type EdgeHostBinding, type KeyedObjectsBinding } from "./core/edge-hosts.ts";
 import type {
   ShardAttachOutcome,
   ShardAttachRequest,
@@ -168,7 +168,7 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
       .filter(Boolean)) {
       // Named by a var, so Env cannot type it: what the binding answers is parsed (core/edge-hosts.ts).
       const binding = (env as unknown as Record<string, unknown>)[name];
-      if (binding) edgeHosts[name] = edgeHostPort(name, binding as EdgeHostBinding);
+      if (binding) edgeHosts[name] = edgeHostPort(name, binding as EdgeHostBinding, (objects) => keyedObjectsOf(env, objects));
     }
     const ports: EnginePorts = {
       namespace: ctx.id.name ?? "default",
@@ -618,4 +618,15 @@ export class Engine extends DurableObject<Env> implements EngineRpc {
   async shardAlive(workerIds: string[]): Promise<ShardBatchOutcome> {
     return this.shard?.alive(workerIds) ?? { gone: Array.isArray(workerIds) ? workerIds : [] };
   }
+}
+
+/** Bindings a host may not name as its keyed objects: the engine's own classes. */
+const ENGINE_BINDINGS = new Set(["ENGINE", "PRINCIPALS"]);
+
+/** A host's `keyed_objects` binding in this Worker's env, when it is a Durable Object namespace
+ * (named by another Worker's manifest, so Env cannot type it); undefined sends the call to the host. */
+function keyedObjectsOf(env: Env, objects: string): KeyedObjectsBinding | undefined {
+  if (ENGINE_BINDINGS.has(objects)) return undefined;
+  const b = (env as unknown as Record<string, unknown>)[objects];
+  return b && typeof (b as { getByName?: unknown }).getByName === "function" ? (b as KeyedObjectsBinding) : undefined;
 }

@@ -7,6 +7,9 @@ interface Env {
   DELIVERIES: Queue;
   ASSETS: Fetcher;
   EDGE_DEMO?: Fetcher;
+  /** The demo keyed counter's host and its object per user (demo-app/edge/counter.ts). */
+  EDGE_KEYED?: Fetcher;
+  DEMO_COUNTERS?: DurableObjectNamespace;
   EDGE_HOSTS?: string;
   ALLOW_PRIVATE_HTTP_FUNCTIONS?: string;
   QUEUES?: string;

@@ -14,6 +14,13 @@ export const manifestTrigger = registerTrigger.omit({ type: true });
 export const edgeManifest = z.object({
   functions: z.array(manifestFunction).max(MAX_REGISTRATIONS_PER_WORKER),
   triggers: z.array(manifestTrigger).max(MAX_REGISTRATIONS_PER_WORKER),
+  /** The Durable Object binding (sdk-edge `KeyedObjects`) this host's keyed functions run on. An
+   * engine whose own Worker has that binding calls the object straight (`iiiKeyedInvoke`), one hop
+   * less; otherwise it calls the host, which forwards. */
+  keyed_objects: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/)
+    .optional(),
 });
 export type ManifestFunction = z.infer<typeof manifestFunction>;
 export type ManifestTrigger = z.infer<typeof manifestTrigger>;
@@ -32,6 +39,9 @@ export interface EdgeInvokeRequest {
   /** Nobody waits for the result (a discovery fire): the host answers `{}` at once and runs the
    * function after, as a worker runs an `invokefunction` without `invocation_id`. */
   void?: true;
+  /** A keyed function's key (protocol/src/keyed.ts), taken from the payload and checked by the
+   * engine: the host runs the call on the instance it names. */
+  key?: string;
 }
 
 /** A host's answer; an undefined result is simply absent (RPC results are structured-cloned). */
@@ -42,4 +52,7 @@ export const edgeInvokeResponse: z.ZodType<EdgeInvokeResponse> = z.object({ resu
 export interface EdgeHost {
   iiiManifest(): Promise<EdgeManifest>;
   iiiInvoke(req: EdgeInvokeRequest): Promise<EdgeInvokeResponse>;
+  /** The engine's side only: run a keyed call on object `instance` of the host's `keyed_objects`
+   * binding directly; undefined when this engine's Worker has no such binding. */
+  iiiKeyedInvoke?(objects: string, instance: string, req: EdgeInvokeRequest & { key: string }): Promise<EdgeInvokeResponse> | undefined;
 }

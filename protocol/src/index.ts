@@ -8,6 +8,7 @@ export * from "./json-depth.ts";
 export * from "./auth.ts";
 export * from "./rpc.ts";
 export * from "./edge-host.ts";
+export * from "./keyed.ts";
 export * from "./signature.ts";
 export * from "./streams.ts";
 export * from "./rbac.ts";

@@ -104,3 +104,16 @@ export const STREAM_SOCKET_FRAME_BURST = 512;
  * iii's Rust engine and SDK can parse is accepted; a recursive JSON.stringify or structured clone
  * overflows the stack thousands of levels further down, so nothing accepted can crash on the way out. */
 export const MAX_JSON_DEPTH = 128;
+
+/** Longest key of a keyed function's call (UTF-16 units, protocol/src/keyed.ts): it names one
+ * instance (a Durable Object by name, a database in Node) and goes into logs and span attributes;
+ * a UUID, an email or a composite id fits with room to spare. */
+export const MAX_KEY_LENGTH = 256;
+/** What a key may hold: printable ASCII without space, slash, backslash, quotes or `%`, so it is
+ * safe as it is in a log line, an object name and a span attribute, and cannot climb a path. */
+export const KEY_PATTERN = /^[A-Za-z0-9._:@+=~-]+$/;
+/** What a keyed function's key field may be called: a plain JSON property name. */
+export const KEY_FIELD_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+/** Calls one keyed instance holds waiting for their turn (they run one at a time): past it the
+ * caller is answered `too_many_calls` at once rather than queued behind minutes of work. */
+export const MAX_KEYED_WAITING = 1_000;

@@ -12,7 +12,7 @@ import { WorkerEntrypoint } from "cloudflare:workers";
 import type { z } from "zod";
 import type { Schema } from "./client/core.ts";
 import type { FunctionOptions, OutputOf } from "./client/types.ts";
-import type { EdgeHost, EdgeInvokeRequest, EdgeInvokeResponse, EdgeManifest } from "@iii-edge/protocol";
+import { type EdgeHost, type EdgeInvokeRequest, type EdgeInvokeResponse, type EdgeManifest, KEYED_METADATA_KEY } from "@iii-edge/protocol";
 import { HostRegistry, type HostContext, type HostHandler } from "./host-registry.ts";
 import { connectEngine, type EngineNamespaceLike } from "./rpc.ts";
 
@@ -86,12 +86,26 @@ export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> 
     return (this.#registry = registry);
   }
 
+  /** Run a call to a keyed function (docs/keyed-workers.md) on its instance. A plain host has no
+   * instances: `WorkerHost` with `keyedObjects` does. */
+  protected async invokeKeyed(req: EdgeInvokeRequest): Promise<EdgeInvokeResponse> {
+    return {
+      error: {
+        code: "function_not_invokable",
+        message: `${req.function_id} is keyed: it runs on a WorkerHost whose keyedObjects names a KeyedObjects binding`,
+      },
+    };
+  }
+
   async iiiManifest(): Promise<EdgeManifest> {
     return this.#loaded().manifest();
   }
 
   async iiiInvoke(req: EdgeInvokeRequest): Promise<EdgeInvokeResponse> {
     const registry = this.#loaded();
+    const declared = registry.functions.get(req.function_id);
+    // A keyed function runs on the instance its key names, not in this entrypoint.
+    if (declared && isKeyed(declared.frame.metadata)) return this.invokeKeyed(req);
     const env = this.env;
     const binding = (env as Record<string, unknown> | undefined)?.[this.engineBinding] as EngineNamespaceLike | undefined;
     const run = registry.invoke(req, env, async (request, trace) => {
@@ -103,4 +117,9 @@ export abstract class FunctionHost<Env = unknown> extends WorkerEntrypoint<Env> 
     this.ctx.waitUntil(run);
     return {};
   }
+}
+
+/** Does this registration metadata declare a keyed function? (Its field was checked when declared.) */
+function isKeyed(metadata: unknown): boolean {
+  return typeof metadata === "object" && metadata !== null && KEYED_METADATA_KEY in metadata;
 }

@@ -2,18 +2,38 @@
 // WebSocket connection to the engine. `npm run worker -- <name>` uses this; so do the suites that
 // run a harness worker alone.
 import { AsyncLocalStorage } from "node:async_hooks";
+import path from "node:path";
+import { IIIError, KEYED_METADATA_KEY, keyFieldOf } from "@iii-edge/protocol";
 import { registerWorker, type NodeWorkerOptions } from "./node.ts";
 import { openChannelWriter, readChannel } from "./channels.ts";
 import type { TraceFields } from "./client/trace.ts";
 import type { EdgeClient, InvocationContext, TriggerRequest } from "./client/types.ts";
 import { createTracer, withCurrentTrace, type Tracer } from "./telemetry.ts";
-import { markedOptions, type Channels, type WorkerModule, type WorkerSurface } from "./worker.ts";
+import {
+  markedOptions,
+  type Channels,
+  type WorkerFunctionOptions,
+  type WorkerHandler,
+  type WorkerModule,
+  type WorkerSurface,
+} from "./worker.ts";
+import { NodeKeyedInstances } from "./keyed-node.ts";
 
 export type { WorkerModule, WorkerSurface } from "./worker.ts";
+export { MAX_OPEN_INSTANCES, NodeKeyedInstances } from "./keyed-node.ts";
+
+/** The engine namespace a worker URL dials: `/ns/<ns>`, else the default one. */
+function namespaceOf(url: string): string {
+  const m = /\/ns\/([^/?#]+)/.exec(new URL(url).pathname);
+  return m ? decodeURIComponent(m[1]) : "default";
+}
 
 export interface NodeWorkersOptions extends NodeWorkerOptions {
   /** Settings the modules read (default: `process.env`). */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Where keyed functions' instance databases live (default: `$III_KEYED_DIR`, else
+   * `.wrangler/state/keyed` beside `npm start`'s own state). */
+  keyedDir?: string;
   /** Config per module name, used instead of the module's `configFrom(env)`. */
   config?: Record<string, unknown>;
 }
@@ -21,6 +41,8 @@ export interface NodeWorkersOptions extends NodeWorkerOptions {
 export interface RunningWorkers {
   readonly client: EdgeClient;
   readonly surface: WorkerSurface;
+  /** The keyed instances of this process, once a module declared a keyed function. */
+  readonly keyed?: NodeKeyedInstances;
   shutdown(): Promise<void>;
 }
 
@@ -47,6 +69,7 @@ export function nodeSurface(
   url: string,
   env: Readonly<Record<string, string | undefined>> = process.env,
   tracer: Tracer = nodeTracer(client, "iii-edge-worker"),
+  keyed?: () => NodeKeyedInstances,
 ): WorkerSurface {
   const triggerIds = new Map<string, number>();
   // Calls carry the current span (or the invocation's context) as their parent.
@@ -61,7 +84,16 @@ export function nodeSurface(
     env,
     channels,
     tracer,
-    registerFunction(id, handler, options) {
+    registerFunction(id: string, handler: WorkerHandler, options?: WorkerFunctionOptions) {
+      let run: WorkerHandler = handler;
+      let registered: WorkerFunctionOptions | undefined = options;
+      if (options?.key !== undefined) {
+        if (!keyed) throw new IIIError("invalid_arguments", `${id} is keyed: run it with runWorkers, which hosts keyed instances`);
+        const { key, ...rest } = options;
+        registered = { ...rest, metadata: { ...rest.metadata, [KEYED_METADATA_KEY]: key } };
+        const field = keyFieldOf(registered.metadata) as string;
+        run = keyed().declare(id, field, handler, (request) => client.trigger(traced(request)));
+      }
       client.registerFunction(
         id,
         (data: unknown, _metadata: unknown, ctx: InvocationContext) => {
@@ -69,9 +101,9 @@ export function nodeSurface(
           if (ctx.traceparent) fields.traceparent = ctx.traceparent;
           if (ctx.baggage) fields.baggage = ctx.baggage;
           const inner: InvocationContext = { ...ctx, trigger: (request) => ctx.trigger(traced(request)) };
-          return activeTrace.run(fields, () => handler(data, inner));
+          return activeTrace.run(fields, () => run(data, inner));
         },
-        options,
+        registered,
       );
     },
     registerTrigger(t) {
@@ -95,11 +127,18 @@ export function runWorkers(url: string, modules: readonly WorkerModule<unknown>[
   const env = options.env ?? process.env;
   const client = registerWorker(url, { workerName: options.workerName ?? modules.map((m) => m.name).join("+"), ...options });
   const tracers: Tracer[] = [];
+  let keyed: NodeKeyedInstances | undefined;
+  // Made on the first keyed declaration: a worker without keyed functions touches no disk.
+  const keyedInstances = () =>
+    (keyed ??= new NodeKeyedInstances({
+      dir: options.keyedDir ?? env.III_KEYED_DIR ?? path.join(env.III_STATE_DIR || ".wrangler/state", "keyed"),
+      namespace: namespaceOf(url),
+    }));
   // One tracer per module, so each one's spans carry its name as their service.
   const surfaceOf = (name: string) => {
     const tracer = nodeTracer(client, name);
     tracers.push(tracer);
-    return nodeSurface(client, url, env, tracer);
+    return nodeSurface(client, url, env, tracer, keyedInstances);
   };
   const surface = surfaceOf(options.workerName ?? modules.map((m) => m.name).join("+"));
   for (const m of modules) {
@@ -111,13 +150,19 @@ export function runWorkers(url: string, modules: readonly WorkerModule<unknown>[
       config,
     );
   }
+  // Alarms set before a restart fire in this process.
+  keyed?.resume();
   return {
     client,
     surface,
+    get keyed() {
+      return keyed;
+    },
     shutdown: async () => {
       // What the modules' tracers still hold goes out before the socket closes.
       await Promise.allSettled(tracers.map((t) => t.flush()));
       await client.shutdown();
+      keyed?.close();
     },
   };
 }

@@ -3,11 +3,13 @@
 // `./worker-edge.ts`), or alone as a Node process over WebSocket (`./worker-node.ts`). It is the
 // part of iii-sdk's surface both can honour, plus engine channels, which a Worker cannot reach
 // through iii-sdk's URL-based helpers.
-import { MODEL_METADATA_KEY, MODEL_NEVER, type StreamChannelRef } from "@iii-edge/protocol";
+import { IIIError, MODEL_METADATA_KEY, MODEL_NEVER, type StreamChannelRef } from "@iii-edge/protocol";
 import type { Schema } from "./client/types.ts";
 import type { FunctionOptions, InvocationContext, TriggerRequest } from "./client/types.ts";
+import type { KeyedContext, KeyedHandler } from "./keyed.ts";
 import { noopTracer, type Tracer } from "./telemetry.ts";
 
+export type { AlarmOptions, KeyedContext, KeyedHandler, KeyedScope, KeyedSql, SqlValue } from "./keyed.ts";
 export type { Attributes, AttributeValue, LogSeverity, Span, SpanKind, SpanOptions, Tracer } from "./telemetry.ts";
 export { derivedSpanId, formatTraceparent, parseTraceparent } from "./telemetry.ts";
 export {
@@ -50,6 +52,35 @@ export interface WorkerFunctionOptions extends FunctionOptions {
   /** zod schema: input validated (`invalid_input` to the caller) and published as `request_format`. */
   input?: Schema;
   output?: Schema;
+  /** Makes the function keyed: the payload field whose value names the instance each call runs on
+   * (docs/keyed-workers.md). Published as metadata `keyed_by`. */
+  key?: string;
+}
+
+/**
+ * A keyed function's handler, typed with its instance: `ctx` has the key, the instance's SQLite
+ * and its alarms beside the usual invocation.
+ *
+ *   iii.registerFunction("cart::add", keyed(async ({ item }: AddItem, ctx) => {
+ *     ctx.sql.exec("INSERT INTO items (name) VALUES (?)", item);
+ *   }), { key: "cart_id" });
+ *
+ * (A separate wrapper rather than an overload of `registerFunction`: surfaces that wrap
+ * `registerFunction` with the plain handler type keep implementing it.) Registered without
+ * `{ key }`, the handler is refused at its first call.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: a handler typed with its own input must be assignable here
+export function keyed<I = any, O = unknown>(handler: KeyedHandler<I, O>): WorkerHandler<I, O> {
+  return (data, ctx) => {
+    if (!isKeyedContext(ctx)) {
+      throw new IIIError("function_not_invokable", `${ctx.function_id} has a keyed handler but was registered without { key }`);
+    }
+    return handler(data, ctx);
+  };
+}
+
+function isKeyedContext(ctx: InvocationContext): ctx is KeyedContext {
+  return typeof (ctx as Partial<KeyedContext>).key === "string" && typeof (ctx as Partial<KeyedContext>).sql === "object";
 }
 
 export interface WorkerTrigger {
@@ -65,6 +96,9 @@ export interface WorkerTrigger {
 export interface WorkerSurface {
   /** Where this copy runs: "edge" (inside the Worker, by RPC) or "node" (a process, by WebSocket). */
   readonly runtime: "edge" | "node";
+  /** With `options.key` the function is keyed: each call runs on the instance its key names, one
+   * at a time; write its handler with `keyed(…)` to get that instance's storage and alarms in `ctx`
+   * (docs/keyed-workers.md). */
   registerFunction(id: string, handler: WorkerHandler, options?: WorkerFunctionOptions): void;
   registerTrigger(trigger: WorkerTrigger): void;
   /** Call any function through the engine (prefer `ctx.trigger` inside a handler: it keeps the trace). */

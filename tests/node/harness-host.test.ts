@@ -45,7 +45,7 @@ const harnessFunctions = async (e: EngineServer) =>
 describe("HARNESS (deploy/harness.ts)", () => {
   it("starts with the engine: its workers' functions are listed with HARNESS as their worker", async () => {
     engine = await startEngine({ env: { HARNESS_DISABLE: "" } });
-    expect(((await call(engine, "engine::edge::refresh")) as { hosts: string[] }).hosts).toEqual(["EDGE_DEMO", "HARNESS"]);
+    expect(((await call(engine, "engine::edge::refresh")) as { hosts: string[] }).hosts).toEqual(["EDGE_DEMO", "EDGE_KEYED", "HARNESS"]);
     expect(await harnessFunctions(engine)).not.toEqual([]);
     expect(engine.output()).not.toMatch(/HarnessWorkers: not started/);
   });

@@ -13,6 +13,7 @@ const WORKERS = [
   "auth-credentials",
   "budget-tracker",
   "context-compaction",
+  "counter",
   "harness",
   "hook-fanout",
   "mcp",

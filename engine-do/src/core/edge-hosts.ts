@@ -5,12 +5,15 @@
 import {
   edgeInvokeResponse,
   edgeManifest,
+  keyedInstanceName,
   type EdgeHost,
   type EdgeInvokeRequest,
+  type EdgeInvokeResponse,
   formatIssues,
   type SchemaIssues,
 } from "@iii-edge/protocol";
 import type { CallRequest, EngineBindings } from "./api.ts";
+import { keyedDeclarationProblem } from "./keyed.ts";
 import type { Catalog, FunctionRecord } from "./catalog.ts";
 import type { CallOutcome, EnginePorts } from "./ports.ts";
 
@@ -20,12 +23,38 @@ export interface EdgeHostBinding {
   iiiInvoke(req: EdgeInvokeRequest): Promise<unknown>;
 }
 
+/** A KeyedObjects namespace of the engine's own Worker, as far as the engine relies on it. */
+export interface KeyedObjectsBinding {
+  getByName(name: string): { iiiKeyedInvoke(req: EdgeInvokeRequest & { key: string }): Promise<unknown> };
+}
+
 const problem = (error: SchemaIssues) => formatIssues(error, { root: "answer" });
 
 /** The port over host `name`: a malformed manifest rejects (the engine logs it and keeps the host's
  * previous functions); a malformed answer to a call ends the call with `invocation_failed`. */
-export function edgeHostPort(name: string, binding: EdgeHostBinding): EdgeHost {
+export function edgeHostPort(
+  name: string,
+  binding: EdgeHostBinding,
+  keyedObjects: (binding: string) => KeyedObjectsBinding | undefined = () => undefined,
+): EdgeHost {
   return {
+    iiiKeyedInvoke(objects, instance, req) {
+      const ns = keyedObjects(objects);
+      if (!ns) return undefined;
+      return ns
+        .getByName(instance)
+        .iiiKeyedInvoke(req)
+        .then((answer) => {
+          const r = edgeInvokeResponse.safeParse(answer);
+          if (r.success) return r.data;
+          return {
+            error: {
+              code: "invocation_failed",
+              message: `keyed object ${objects} answered ${req.function_id} malformed: ${problem(r.error)}`,
+            },
+          };
+        });
+    },
     async iiiManifest() {
       const m = edgeManifest.safeParse(await binding.iiiManifest());
       if (!m.success) throw new Error(`edge host ${name} sent a malformed manifest: ${problem(m.error)}`);
@@ -59,6 +88,8 @@ export class EdgeHostSync {
   private readonly ports: EnginePorts;
   private readonly engine: EdgeHostOwner;
   private inFlight: Promise<void> | null = null;
+  /** Each host's `keyed_objects` binding, from its last manifest. */
+  private readonly keyedObjects = new Map<string, string>();
 
   constructor(ports: EnginePorts, engine: EdgeHostOwner) {
     this.ports = ports;
@@ -84,12 +115,19 @@ export class EdgeHostSync {
           continue;
         }
         const owner = `edge:${name}`;
+        if (manifest.keyed_objects) this.keyedObjects.set(name, manifest.keyed_objects);
+        else this.keyedObjects.delete(name);
         const keep = new Set(manifest.functions.map((f) => f.id));
         for (const f of [...catalog.functions.values()]) {
           if (f.kind === "edge" && f.owner === name && !keep.has(f.id)) catalog.deleteFunction(f.id, name);
         }
         for (const f of manifest.functions) {
           if (this.engine.builtins.has(f.id)) continue;
+          const keyed = keyedDeclarationProblem(f.metadata);
+          if (keyed) {
+            this.ports.log.warn("edge host function refused", { host: name, id: f.id, message: keyed });
+            continue;
+          }
           const rec: FunctionRecord = { id: f.id, kind: "edge", owner: name };
           if (f.description !== undefined) rec.description = f.description;
           if (f.request_format !== undefined) rec.request_format = f.request_format;
@@ -132,7 +170,7 @@ export class EdgeHostSync {
 
   /** Call `fn` on its host (the engine puts it under the call's deadline). With `void`, the host
    * answers at once and runs the function after (nobody waits for its result). */
-  async call(fn: FunctionRecord, req: CallRequest, invocationId: string, opts: { void?: true } = {}): Promise<CallOutcome> {
+  async call(fn: FunctionRecord, req: CallRequest, invocationId: string, opts: { void?: true; key?: string } = {}): Promise<CallOutcome> {
     const host = this.ports.edgeHosts[fn.owner];
     if (!host) return { ok: false, error: { code: "function_not_found", message: `edge host ${fn.owner} is not bound` } };
     const payload: Parameters<typeof host.iiiInvoke>[0] = {
@@ -145,7 +183,16 @@ export class EdgeHostSync {
     if (req.traceparent) payload.traceparent = req.traceparent;
     if (req.baggage) payload.baggage = req.baggage;
     if (opts.void) payload.void = true;
-    const r = await host.iiiInvoke(payload);
+    let r: EdgeInvokeResponse | undefined;
+    const objects = this.keyedObjects.get(fn.owner);
+    if (opts.key !== undefined) {
+      payload.key = opts.key;
+      // Straight to the key's object when this Worker has its binding: the host would only forward.
+      if (objects && host.iiiKeyedInvoke) {
+        r = await host.iiiKeyedInvoke(objects, keyedInstanceName(this.ports.namespace, fn.id, opts.key), { ...payload, key: opts.key });
+      }
+    }
+    r ??= await host.iiiInvoke(payload);
     return "error" in r && r.error ? { ok: false, error: r.error } : { ok: true, result: (r as { result?: unknown }).result };
   }
 }

@@ -52,6 +52,7 @@ import type {
 import { MAX_REGISTRATIONS_PER_PRINCIPAL, type OpenCallLimits } from "./bounds.ts";
 import { Catalog, type FunctionRecord, type TriggerRecord } from "./catalog.ts";
 import { EdgeHostSync } from "./edge-hosts.ts";
+import { callKey, keyedDeclarationProblem } from "./keyed.ts";
 import { Introspection } from "./introspection.ts";
 import { Invocations } from "./invocations.ts";
 import { RbacConnections } from "./rbac.ts";
@@ -506,6 +507,11 @@ export class EngineCore implements EngineApi {
       return;
     }
     if (existing?.owner !== conn.workerId && !this.checkQuota(conn)) return;
+    const keyed = keyedDeclarationProblem(f.metadata);
+    if (keyed) {
+      conn.send({ type: "error", error: { code: "invalid_arguments", message: `${f.id}: ${keyed}` } });
+      return;
+    }
     if (f.invocation) {
       const check = this.ports.httpFunctions?.validate(f.invocation) ?? {
         ok: false as const,
@@ -921,6 +927,9 @@ export class EngineCore implements EngineApi {
       fn = this.catalog.functions.get(req.function_id);
     }
     if (!fn) return { ok: false, error: { code: "function_not_found", message: `Function ${req.function_id} not found` } };
+    // A keyed function's call names its instance; one that cannot is answered now (./keyed.ts).
+    const key = callKey(fn, req.data);
+    if (typeof key === "object") return { ok: false, error: key.error };
     const full = this.invocations.full((req.principal ?? req.grant?.sub) !== undefined);
     if (full) return full;
     const timeoutMs = req.timeoutMs ?? this.defaultInvokeTimeoutMs;
@@ -931,7 +940,9 @@ export class EngineCore implements EngineApi {
         return this.invocations.route(conn, fn, req, invocationId, timeoutMs);
       }
       case "edge":
-        return this.invocations.withDeadline(fn.id, timeoutMs, () => this.edgeSync.call(fn, req, invocationId));
+        return this.invocations.withDeadline(fn.id, timeoutMs, () =>
+          this.edgeSync.call(fn, req, invocationId, key === undefined ? {} : { key }),
+        );
       case "http":
         return this.invocations.withDeadline(fn.id, timeoutMs, async () => {
           if (!this.ports.httpFunctions || !fn.invocation)
@@ -1044,12 +1055,17 @@ export class EngineCore implements EngineApi {
   /** Send a call nobody waits for (notify): what it ends with is whether it went out. */
   private invokeVoid(req: CallRequest, traced: boolean): CallOutcome {
     const fn = this.catalog.functions.get(req.function_id);
+    const key = fn ? callKey(fn, req.data) : undefined;
+    if (typeof key === "object") {
+      this.ports.log.info("a fire nobody waits for names no key of its keyed function", { function_id: req.function_id, ...key.error });
+      return { ok: false, error: key.error };
+    }
     if (fn?.kind === "edge") {
       // The host answers at once (`void`), so the RPC needs no deadline and holds no open call.
       const span = traced ? invokeSpan(this.telemetry, req, { kind: fn.kind, owner: fn.owner }) : undefined;
       const r = span ? { ...req, traceparent: span.traceparent } : req;
       const sent = this.edgeSync
-        .call(fn, r, this.ports.newId(), { void: true })
+        .call(fn, r, this.ports.newId(), key === undefined ? { void: true } : { void: true, key })
         .catch((e): CallOutcome => ({ ok: false, error: toErrorBody(e) }));
       this.ports.background(
         sent.then((out) => {

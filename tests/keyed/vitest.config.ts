@@ -1,0 +1,13 @@
+import { defineProject } from "vitest/config";
+import { sourceAliases } from "../../scripts/workspace-exports.mjs";
+import { engineInWorkerd } from "../support/workerd-project.ts";
+
+// Keyed workers inside workerd (docs/keyed-workers.md, docs/engineering.md Toolchain §5): the real
+// Engine object, the demo keyed counter's host (EDGE_KEYED) and its Durable Object per user.
+export default defineProject(async () => ({
+  // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).
+  resolve: { alias: sourceAliases() },
+  // Only the keyed host: the engine waits for no other manifest.
+  plugins: [await engineInWorkerd({ EDGE_HOSTS: "EDGE_KEYED" })],
+  test: { name: "keyed", include: ["**/*.test.ts"], setupFiles: ["./apply-migrations.ts"], testTimeout: 30_000 },
+}));
