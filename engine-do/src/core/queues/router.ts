@@ -148,10 +148,9 @@ export class QueueRouter implements QueueProvider {
     if (opts.trigger_id !== undefined) msg.trigger_id = opts.trigger_id;
     if (opts.group !== undefined) msg.group = opts.group;
     // Between the lookup above and `onAccept` there is no await (backend.ts), so a concurrent
-    // repeat of the key finds this message's receipt.
-    const r = await this.backendFor(cfg).enqueue(cfg, msg, () => {
-      if (key) this.receipts.hold(cfg.name, key, msg.id);
-    });
+    // repeat of the key finds this message's receipt. Without a key there is nothing to record,
+    // and the durable backend may store the message in one write with others (durable-queue.ts).
+    const r = await this.backendFor(cfg).enqueue(cfg, msg, key ? () => this.receipts.hold(cfg.name, key, msg.id) : undefined);
     if (!r.ok) {
       if (key) this.receipts.release(cfg.name, key, msg.id);
       return { ok: false, error: { code: "enqueue_error", message: r.message } };
