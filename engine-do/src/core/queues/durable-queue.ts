@@ -661,7 +661,10 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           if (msg.trigger_id !== undefined) extras.trigger_id = msg.trigger_id;
           this.insert(cfg, req, data, msg.id, group, msg.overrides, extras);
         }
-        deleteRows(sql, done.map(([id]) => id));
+        deleteRows(
+          sql,
+          done.map(([id]) => id),
+        );
       });
     } catch (e) {
       this.core.ports.log.warn("durable queue write failed", { enqueues: batch.length, deletions: done.length, error: String(e) });
