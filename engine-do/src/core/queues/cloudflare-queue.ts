@@ -75,7 +75,7 @@ export class CloudflareQueue implements QueueBackend {
 
   /** Produce one message. Refuses payloads over the Cloudflare limit and what only the durable
    * backend offers (fifo, per-message retry overrides: config.ts never routes either here). */
-  async enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept?: () => void): Promise<EnqueueResult> {
+  async enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void): Promise<EnqueueResult> {
     if (cfg.type === "fifo")
       return { ok: false, message: `fifo queue '${cfg.name}' needs backend "durable" (Cloudflare Queues do not keep order)` };
     if (msg.overrides && Object.keys(msg.overrides).length > 0)
@@ -99,7 +99,7 @@ export class CloudflareQueue implements QueueBackend {
       };
     // The receipt is held before the await, so a concurrent repeat of the key gets this receipt;
     // a failed send makes the router withdraw it.
-    onAccept?.();
+    onAccept();
     try {
       await this.producer.send(body);
     } catch (e) {

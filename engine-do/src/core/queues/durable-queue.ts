@@ -172,16 +172,16 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   }
 
   /**
-   * Store `msg`. With a receipt to record (`onAccept`), at once and in the receipt's transaction;
-   * without one, in the next flush, one write with every enqueue and deletion meanwhile
-   * (ENQUEUE_FLUSH_MS). Either way the promise resolves once the message is stored: acknowledged
-   * means stored. A message the queue refuses (a fifo message without its group) is refused now.
+   * Store `msg`. At once, with its receipt (`onAccept`) in the same transaction; or, with `batch`,
+   * in the next flush: one write with every enqueue and deletion meanwhile (ENQUEUE_FLUSH_MS).
+   * Either way the promise resolves once the message is stored: acknowledged means stored. A
+   * message the queue refuses (a fifo message without its group) is refused now.
    */
-  enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept?: () => void): Promise<EnqueueResult> {
+  enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void, opts: { batch?: boolean } = {}): Promise<EnqueueResult> {
     const extras: PushExtras = {};
     if (msg.trigger_id !== undefined) extras.trigger_id = msg.trigger_id;
     if (msg.group !== undefined) extras.group = msg.group;
-    if (onAccept) {
+    if (!opts.batch) {
       const r = this.core.ports.sql.transaction(() => {
         const pushed = this.push(cfg, { ...msg, queue: cfg.name }, msg.id, msg.overrides, extras);
         if (pushed.ok) onAccept();
@@ -191,6 +191,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     }
     const g = fifoGroup(cfg, msg.data, msg.group);
     if (!g.ok) return Promise.resolve(g);
+    onAccept();
     return new Promise<EnqueueResult>((done) => {
       this.incoming.push({ cfg, msg, data: JSON.stringify(msg.data ?? null), group: g.group, done });
       if (this.incoming.length >= MAX_ENQUEUE_BATCH) this.flushAcks();
