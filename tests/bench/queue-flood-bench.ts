@@ -12,7 +12,9 @@
 // back; each payload carries `t0` (Date.now() at send). Throughput = messages / (last delivery at
 // the handler − first enqueue sent): enqueueing and delivering overlap, as in a real flood.
 // Latency = arrival at the handler − t0. The routed baseline: CALLERS sockets, one call to
-// `bench::sink` outstanding on each, 1 s warm-up, 3 s recorded. Kinds alternate order run by run.
+// `bench::sink` outstanding on each, 1 s warm-up, 3 s recorded. Also an http trigger
+// (`GET /bench/json`) against the same JSON from the Worker alone (the plain route) and from a
+// Durable Object one RPC away (the object route, no engine). Kinds alternate order run by run.
 import { fork, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
