@@ -559,8 +559,9 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           // the messages holding a slot, at most `concurrency` (as before the coalescing).
           this.acked.set(row.id, cfg.name);
           if (this.ackedIn(cfg.name) >= Math.max(1, Math.floor(cfg.concurrency / 2))) this.flushAcks();
-          // Messages waiting for this slot get it within ENQUEUE_FLUSH_MS, not ACK_FLUSH_MS.
-          else this.scheduleFlush(this.leftForConcurrency ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
+          // Messages waiting for this slot (or, in a fifo queue, for this head of their group) get
+          // it within ENQUEUE_FLUSH_MS, not ACK_FLUSH_MS.
+          else this.scheduleFlush(this.leftForConcurrency || cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
           settled = "delivered";
           endDelivery(span, outcome, settled);
           return;
