@@ -1,9 +1,10 @@
 // The benchmark's Worker: the engine exactly as `npm start` runs it, plus the baselines measured in
 // the same run on the same runtime: `EchoBench`, a hibernatable WebSocket echo Durable Object at
-// /_bench/echo (run.mjs), and the plain Worker route /_iii/bench/plain (triggers-bench.mjs).
+// /_bench/echo (run.mjs), the plain Worker route /_iii/bench/plain (triggers-bench.mjs), and the same
+// JSON through one RPC to that object at /_iii/bench/object (queue-flood-bench.ts).
 import { DurableObject } from "cloudflare:workers";
 import engine from "../../deploy/worker.ts";
-import { BENCH_PLAIN_BODY, BENCH_PLAIN_PATH } from "./baseline.ts";
+import { BENCH_OBJECT_PATH, BENCH_PLAIN_BODY, BENCH_PLAIN_PATH } from "./baseline.ts";
 
 export * from "../../deploy/worker.ts";
 
@@ -22,6 +23,11 @@ export class EchoBench extends DurableObject<BenchEnv> {
   /** Per-socket role and id cached in memory, like the engine's WeakMap; tags after hibernation. */
   private readonly roles = new WeakMap<WebSocket, string>();
   private responder: WebSocket | undefined;
+
+  /** The plain route's JSON, answered by the object (the Worker → object hop and nothing else). */
+  json(): typeof BENCH_PLAIN_BODY {
+    return BENCH_PLAIN_BODY;
+  }
 
   override async fetch(request: Request): Promise<Response> {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return new Response("WebSocket only", { status: 426 });
@@ -83,6 +89,11 @@ export default {
     if (path.startsWith("/_bench/")) return env.ECHO.getByName("echo").fetch(request);
     // The same JSON as the bench's http-trigger route, from the Worker alone.
     if (path === BENCH_PLAIN_PATH && request.method === "GET") return Response.json(BENCH_PLAIN_BODY);
+    // …and from an object, one RPC away: what every route served by an object pays at least.
+    if (path === BENCH_OBJECT_PATH && request.method === "GET")
+      return env.ECHO.getByName("echo")
+        .json()
+        .then((body) => Response.json(body));
     return engine.fetch(request, env, ctx);
   },
 } satisfies ExportedHandler<BenchEnv>;

@@ -177,3 +177,71 @@ describe("a fifo head waiting on its backoff", () => {
     expect(worker.calls("step::run")[1]!.invocation_id).toBe(head.invocation_id);
   });
 });
+
+describe("enqueues arriving together share one write", () => {
+  const rows = (db: DatabaseSync) => count(db, "SELECT COUNT(*) AS n FROM queue_messages WHERE queue = 'jobs'");
+  /** Counts the transactions committed on `db` (nodeSql opens each with BEGIN, ends it with COMMIT). */
+  function commitsOf(db: DatabaseSync): { n: number } {
+    const commits = { n: 0 };
+    const exec = db.exec.bind(db);
+    db.exec = (q: string) => {
+      if (q === "COMMIT") commits.n++;
+      return exec(q);
+    };
+    return commits;
+  }
+
+  it("are stored in one transaction, and each is acknowledged only once its row is stored", async () => {
+    const db = new DatabaseSync(":memory:");
+    const { core } = instance(db);
+    core.start([]);
+    const commits = commitsOf(db);
+    const storedWhenAcked: boolean[] = [];
+    const acks = Array.from({ length: 50 }, (_, i) =>
+      core.enqueue({ queue: "jobs", function_id: "x::job", data: { i } }).then((out) => {
+        const id = (out.ok ? (out.result as { messageReceiptId: string }).messageReceiptId : "") as string;
+        storedWhenAcked.push(count(db, `SELECT COUNT(*) AS n FROM queue_messages WHERE id = '${id}'`) === 1);
+        return out;
+      }),
+    );
+    // Taken, not yet stored, so not yet acknowledged.
+    expect(rows(db)).toBe(0);
+    expect(storedWhenAcked).toEqual([]);
+    const outs = await Promise.all(acks);
+    expect(outs.every((o) => o.ok)).toBe(true);
+    expect(storedWhenAcked).toEqual(Array(50).fill(true));
+    expect(rows(db)).toBe(50);
+    expect(commits.n).toBe(1);
+    // In the order they were enqueued.
+    const order = db.prepare("SELECT data FROM queue_messages WHERE queue = 'jobs' ORDER BY seq").all() as { data: string }[];
+    expect(order.map((r) => (JSON.parse(r.data) as { i: number }).i)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+  });
+
+  it("a write the database refuses refuses every enqueue in it and stores none; the next batch is stored", async () => {
+    const db = new DatabaseSync(":memory:");
+    const { core, warnings } = instance(db);
+    core.start([]);
+    db.exec("CREATE TRIGGER refuse_messages BEFORE INSERT ON queue_messages BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+    const refused = await Promise.all([1, 2, 3].map((i) => core.enqueue({ queue: "jobs", function_id: "x::job", data: { i } })));
+    expect(refused.map((o) => !o.ok && o.error.code)).toEqual(["enqueue_error", "enqueue_error", "enqueue_error"]);
+    expect(rows(db)).toBe(0);
+    expect(warnings).toContain("durable queue write failed");
+    db.exec("DROP TRIGGER refuse_messages");
+    const stored = await Promise.all([4, 5].map((i) => core.enqueue({ queue: "jobs", function_id: "x::job", data: { i } })));
+    expect(stored.every((o) => o.ok)).toBe(true);
+    expect(rows(db)).toBe(2);
+  });
+
+  it("an enqueue with an idempotency key is stored at once, its receipt with it", async () => {
+    const db = new DatabaseSync(":memory:");
+    const { core } = instance(db);
+    core.start([]);
+    const first = core.enqueue({ queue: "jobs", function_id: "x::job", data: {}, idempotency_key: "k-1" });
+    // Stored before the caller's first await: a concurrent repeat of the key finds its receipt.
+    expect(rows(db)).toBe(1);
+    const again = core.enqueue({ queue: "jobs", function_id: "x::job", data: {}, idempotency_key: "k-1" });
+    const [a, b] = await Promise.all([first, again]);
+    expect(a.ok && b.ok && a.result).toEqual(b.ok && b.result);
+    expect(rows(db)).toBe(1);
+  });
+});

@@ -43,10 +43,12 @@ export type EnqueueResult = { ok: true } | { ok: false; message: string };
 export interface QueueBackend {
   readonly name: QueueBackendName;
   /**
-   * Take `msg` for queue `cfg`. `onAccept` records the router's idempotency receipt; the backend
-   * calls it once, before its first await (so a concurrent repeat of the key finds the receipt) and,
-   * when the backend stores the message in SQLite, in the same transaction (acknowledged means
-   * stored). When this resolves `{ok: false}` the router withdraws the receipt.
+   * Take `msg` for queue `cfg`; resolve `{ok: true}` only once it is stored (acknowledged means
+   * stored). `onAccept` records the router's idempotency receipt; the backend calls it once, before
+   * its first await (so a concurrent repeat of the key finds the receipt) and, when the backend
+   * stores the message in SQLite, in the same transaction. When this resolves `{ok: false}` the
+   * router withdraws the receipt. `batch` (only without a key: nothing to record first): the backend
+   * may store the message later, in one write with others, and resolve then.
    */
-  enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void): Promise<EnqueueResult>;
+  enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void, opts?: { batch?: boolean }): Promise<EnqueueResult>;
 }

@@ -11,7 +11,7 @@
 // for it (RECONNECT_GRACE_MS) rather than spending its attempts: after a restart the workers are
 // still reconnecting, and their functions come back with them.
 import type { AlarmClient, CallRequest, EngineApi, EnqueueRequest, FireOptions } from "../api.ts";
-import type { CallOutcome } from "../ports.ts";
+import type { CallOutcome, Sql } from "../ports.ts";
 import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { backoffDelay, type QueueConfig } from "./config.ts";
 import type { DeadLetter, DeadLetterSink } from "./dead-letters.ts";
@@ -35,6 +35,17 @@ const PUMP_SCAN_LIMIT = 1_000;
  * routed-call rate); a crash inside the window redelivers those messages (at-least-once, same ids).
  */
 export const ACK_FLUSH_MS = 10;
+/**
+ * How long an enqueue without an idempotency key may wait to be stored in one write with the others
+ * enqueued meanwhile. Each enqueue frame is an event of its own, and an event that writes ends in a
+ * commit: stored one by one, a flood costs a commit per message. The acknowledgement goes out only
+ * after the write (acknowledged means stored); a crash inside the window loses only messages nobody
+ * was told about. The deletions of delivered messages waiting for their flush ride along.
+ */
+export const ENQUEUE_FLUSH_MS = 2;
+/** Most enqueues one write takes: past it the write happens at once (bounds the memory held and
+ * the length of the event that writes). */
+export const MAX_ENQUEUE_BATCH = 256;
 /** Most times one pump looks again at a standard queue after putting off rows of missing targets
  * (each look puts off at least one target's rows; the next pump goes on from there). */
 const MAX_HOLD_ROUNDS = 16;
@@ -57,6 +68,7 @@ interface Row {
   data: string;
   attempts: number;
   next_at: number;
+  seq: number;
   leased: number;
   group_key: string | null;
   enqueued_at: number;
@@ -66,6 +78,16 @@ interface Row {
   backoff_ms: number | null;
   last_error: string | null;
   trigger_id: string | null;
+}
+
+/** An enqueue waiting for the write that stores it with the others of its batch. */
+interface Incoming {
+  cfg: QueueConfig;
+  msg: QueueMessage;
+  /** `msg.data`, serialized when it was enqueued (what was acknowledged is what is stored). */
+  data: string;
+  group: string | null;
+  done(r: EnqueueResult): void;
 }
 
 /** Where a message goes besides its queue (QueueMessage's `trigger_id` and `group`). */
@@ -107,8 +129,19 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   private readonly leases = new Map<string, number>();
   /** Delivered messages whose deletion waits for the next flush (ACK_FLUSH_MS): id → queue. */
   private readonly acked = new Map<string, string>();
+  /** Enqueues waiting for the next flush (ENQUEUE_FLUSH_MS), acknowledged once it has stored them. */
+  private readonly incoming: Incoming[] = [];
   private flushTimer: unknown = null;
+  /** When the armed flush timer fires (a sooner need re-arms it). */
+  private flushAt = 0;
   private readonly inflightGroups = new Set<string>();
+  /**
+   * Per standard queue, a seq up to which every due row is in flight or delivered in this
+   * instance: the pump reads on from there instead of passing over those rows again on every
+   * settle. A row only becomes due again behind it when its `next_at` is set anew (a retry, a
+   * failed settle, a missing target put off) and those clear this; new rows come after it.
+   */
+  private readonly scanned = new Map<string, number>();
   private inflightTotal = 0;
   private seq: number;
   private readonly deadLetters: DeadLetterSink | undefined;
@@ -138,17 +171,32 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     this.startedAt = core.ports.clock.now();
   }
 
-  /** Store `msg`; its receipt goes in the same transaction: acknowledged means stored. */
-  enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void): Promise<EnqueueResult> {
-    const r = this.core.ports.sql.transaction(() => {
-      const extras: PushExtras = {};
-      if (msg.trigger_id !== undefined) extras.trigger_id = msg.trigger_id;
-      if (msg.group !== undefined) extras.group = msg.group;
-      const pushed = this.push(cfg, { ...msg, queue: cfg.name }, msg.id, msg.overrides, extras);
-      if (pushed.ok) onAccept();
-      return pushed;
+  /**
+   * Store `msg`. At once, with its receipt (`onAccept`) in the same transaction; or, with `batch`,
+   * in the next flush: one write with every enqueue and deletion meanwhile (ENQUEUE_FLUSH_MS).
+   * Either way the promise resolves once the message is stored: acknowledged means stored. A
+   * message the queue refuses (a fifo message without its group) is refused now.
+   */
+  enqueue(cfg: QueueConfig, msg: QueueMessage, onAccept: () => void, opts: { batch?: boolean } = {}): Promise<EnqueueResult> {
+    const extras: PushExtras = {};
+    if (msg.trigger_id !== undefined) extras.trigger_id = msg.trigger_id;
+    if (msg.group !== undefined) extras.group = msg.group;
+    if (!opts.batch) {
+      const r = this.core.ports.sql.transaction(() => {
+        const pushed = this.push(cfg, { ...msg, queue: cfg.name }, msg.id, msg.overrides, extras);
+        if (pushed.ok) onAccept();
+        return pushed;
+      });
+      return Promise.resolve(r);
+    }
+    const g = fifoGroup(cfg, msg.data, msg.group);
+    if (!g.ok) return Promise.resolve(g);
+    onAccept();
+    return new Promise<EnqueueResult>((done) => {
+      this.incoming.push({ cfg, msg, data: JSON.stringify(msg.data ?? null), group: g.group, done });
+      if (this.incoming.length >= MAX_ENQUEUE_BATCH) this.flushAcks();
+      else this.scheduleFlush(ENQUEUE_FLUSH_MS);
     });
-    return Promise.resolve(r);
   }
 
   /**
@@ -158,6 +206,25 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   push(cfg: QueueConfig, req: EnqueueRequest, id: string, overrides: MessageOverrides = {}, extras: PushExtras = {}): EnqueueResult {
     const g = fifoGroup(cfg, req.data, extras.group);
     if (!g.ok) return g;
+    this.insert(cfg, req, JSON.stringify(req.data ?? null), id, g.group, overrides, extras);
+    // A queue at its concurrency is pumped again when one of its deliveries settles (each settles,
+    // by its deadline at the latest): a pump now could start nothing. In a flood that is one timer
+    // event saved per message. (After a crash the stored alarm at the leases' end takes over.)
+    if ((this.inflight.get(cfg.name) ?? 0) >= cfg.concurrency) this.leftForConcurrency = true;
+    else this.kick();
+    return { ok: true };
+  }
+
+  /** The row of one message, its `data` serialized (no pump: the caller sees to it). */
+  private insert(
+    cfg: QueueConfig,
+    req: Omit<EnqueueRequest, "data">,
+    data: string,
+    id: string,
+    group: string | null,
+    overrides: MessageOverrides = {},
+    extras: PushExtras = {},
+  ): void {
     const now = this.core.ports.clock.now();
     this.seq += 1;
     this.core.ports.sql.exec(
@@ -165,9 +232,9 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       id,
       cfg.name,
       req.function_id,
-      JSON.stringify(req.data ?? null),
+      data,
       now,
-      g.group,
+      group,
       now,
       this.seq,
       req.traceparent ?? null,
@@ -177,12 +244,6 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       extras.trigger_id ?? null,
     );
     this.names?.add(cfg.name);
-    // A queue at its concurrency is pumped again when one of its deliveries settles (each settles,
-    // by its deadline at the latest): a pump now could start nothing. In a flood that is one timer
-    // event saved per message. (After a crash the stored alarm at the leases' end takes over.)
-    if ((this.inflight.get(cfg.name) ?? 0) >= cfg.concurrency) this.leftForConcurrency = true;
-    else this.kick();
-    return { ok: true };
   }
 
   /** Deliver what is due now, soon after the current event (coalesced). Marked kicked only once the
@@ -222,6 +283,13 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       // A queue removed from configuration keeps its messages, but they wake nothing (the pump
       // skips them): counting them would spin the alarm.
       let due: number | null = null;
+      // A queue at its concurrency can start nothing before one of its deliveries settles, and
+      // every settle pumps it (by its deadline at the latest; a crash leaves the leases' ends
+      // below): no row of it needs the alarm, so none is read. In a flood that is most calls.
+      if (cfg && (this.inflight.get(queue) ?? 0) >= cfg.concurrency) {
+        if (this.leftForConcurrency && (t === null || now + SAFETY_REPUMP_MS < t)) t = now + SAFETY_REPUMP_MS;
+        continue;
+      }
       if (cfg) {
         // The earliest row not in flight nor delivered (those are passed over: at most
         // leases + acked of them come first).
@@ -277,6 +345,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   async run(): Promise<void> {
     // The alarm reads the queue names afresh: whatever is due is delivered, however it was stored.
     this.names = undefined;
+    this.scanned.clear();
     this.pump();
   }
 
@@ -329,8 +398,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         if (!cfg) continue;
         const free = cfg.concurrency - (this.inflight.get(cfg.name) ?? 0);
         if (free <= 0) {
-          if (sql.exec("SELECT 1 FROM queue_messages WHERE queue = ? AND leased = 0 AND next_at <= ? LIMIT 1", cfg.name, now).length > 0)
-            this.leftForConcurrency = true;
+          // Whether rows are left is not looked up: at worst the safety net of nextDue is armed.
+          this.leftForConcurrency = true;
           continue;
         }
         if (cfg.type !== "fifo") {
@@ -338,28 +407,41 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           // put off for a missing target are no longer due, so a second look finds the ones after.
           // (INDEXED BY: walk queue_messages_ready in seq order and stop at the limit; the planner,
           // without statistics, may pick queue_messages_next instead and sort every unleased row.)
+          // Rows before the queue's `scanned` mark are all busy; from a fresh mark (0) the busy rows
+          // come first and count against the limit.
           let started = 0;
           for (let round = 0; round < MAX_HOLD_ROUNDS && started < free; round++) {
+            const from = this.scanned.get(cfg.name) ?? 0;
             const rows = sql.exec<Row>(
-              "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?",
+              "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND seq > ? AND next_at <= ? ORDER BY seq LIMIT ?",
               cfg.name,
+              from,
               now,
-              free - started + 1 + this.leases.size + this.acked.size,
+              free - started + 1 + (from === 0 ? this.leases.size + this.acked.size : 0),
             );
             let held = false;
+            let mark = from;
+            let contiguous = true;
             for (const row of rows) {
-              if (this.busy(row.id)) continue;
+              if (this.busy(row.id)) {
+                if (contiguous) mark = row.seq;
+                continue;
+              }
               if (started >= free) {
                 this.leftForConcurrency = true;
                 break;
               }
               if (hold?.(row)) {
                 held = true;
+                contiguous = false;
                 continue;
               }
               started++;
               this.deliver(cfg, row);
+              if (contiguous) mark = row.seq;
             }
+            // (A hold rewrote rows' next_at, which clears the mark: the next round starts over.)
+            if (!held && mark > from) this.scanned.set(cfg.name, mark);
             if (!held) break;
           }
           continue;
@@ -430,7 +512,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         const fn = row.trigger_id === null ? row.function_id : binding?.function_id;
         missing = fn === undefined || !this.core.functionExists(fn);
         checked.set(key, missing);
-        if (missing)
+        if (missing) {
+          this.scanned.clear();
           sql.exec(
             "UPDATE queue_messages SET next_at = ? WHERE leased = 0 AND next_at <= ? AND function_id = ? AND trigger_id IS ?",
             now + FUNCTION_WAIT_MS,
@@ -438,6 +521,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
             row.function_id,
             row.trigger_id,
           );
+        }
       }
       return missing;
     };
@@ -475,7 +559,9 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           // the messages holding a slot, at most `concurrency` (as before the coalescing).
           this.acked.set(row.id, cfg.name);
           if (this.ackedIn(cfg.name) >= Math.max(1, Math.floor(cfg.concurrency / 2))) this.flushAcks();
-          else this.scheduleFlush();
+          // Messages waiting for this slot (or, in a fifo queue, for this head of their group) get
+          // it within ENQUEUE_FLUSH_MS, not ACK_FLUSH_MS.
+          else this.scheduleFlush(this.leftForConcurrency || cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
           settled = "delivered";
           endDelivery(span, outcome, settled);
           return;
@@ -499,6 +585,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           settled = "dead";
           return;
         }
+        this.scanned.clear();
         sql.exec(
           "UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?",
           attempts,
@@ -510,6 +597,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       .catch((e) => {
         // The dead-letter store failed: keep the message and try again later.
         this.core.ports.log.warn("durable queue settle failed; message kept", { id: row.id, error: String(e) });
+        this.scanned.clear();
         sql.exec(
           "UPDATE queue_messages SET leased = 0, next_at = ? WHERE id = ?",
           clock.now() + backoffDelay(backoff, row.attempts + 1),
@@ -523,36 +611,71 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         if (group) this.inflightGroups.delete(group);
         // A delivered message is reported once its deletion is stored (flushAcks).
         if (settled !== "delivered") this.onSettled?.(row.id, settled);
-        this.pump();
+        // A delivered message still waiting for its deletion holds its slot: the flush pumps.
+        if (!this.acked.has(row.id)) this.pump();
       });
     this.core.ports.background(done);
   }
 
-  private scheduleFlush(): void {
-    if (this.flushTimer !== null) return;
+  /** Flush within `ms` (an armed timer that would fire later is brought forward). */
+  private scheduleFlush(ms: number): void {
+    const { timers, clock } = this.core.ports;
+    const at = clock.now() + ms;
+    if (this.flushTimer !== null) {
+      if (this.flushAt <= at) return;
+      timers.clear(this.flushTimer);
+      this.flushTimer = null;
+    }
     try {
-      this.flushTimer = this.core.ports.timers.set(() => {
+      this.flushTimer = timers.set(() => {
         this.flushTimer = null;
         this.flushAcks();
-      }, ACK_FLUSH_MS);
+      }, ms);
+      this.flushAt = at;
     } catch {
-      // No timer to be had (workerd's max active timeouts): delete now rather than never.
+      // No timer to be had (workerd's max active timeouts): write now rather than never.
       this.flushAcks();
     }
   }
 
-  /** Delete the delivered messages in one transaction and give their slots back; a fifo group
-   * whose head that was goes on. */
+  /**
+   * One write for everything waiting: the enqueues (then acknowledged) and the deletions of
+   * delivered messages (then their slots are free); then the queues are pumped at once, in this
+   * event, so a freed slot or a new message does not wait for another tick. A fifo group whose
+   * head was deleted goes on. If the write fails, nothing of it is stored: the enqueues are
+   * refused (their senders were told nothing yet) and the deletions wait for the next flush.
+   */
   flushAcks(): void {
-    if (this.acked.size === 0) return;
+    if (this.acked.size === 0 && this.incoming.length === 0) return;
     if (this.flushTimer !== null) {
       this.core.ports.timers.clear(this.flushTimer);
       this.flushTimer = null;
     }
     const done = [...this.acked];
-    this.core.ports.sql.transaction(() => {
-      for (const [id] of done) this.core.ports.sql.exec("DELETE FROM queue_messages WHERE id = ?", id);
-    });
+    const batch = this.incoming.splice(0);
+    const { sql } = this.core.ports;
+    try {
+      sql.transaction(() => {
+        for (const { cfg, msg, data, group } of batch) {
+          const req: Omit<EnqueueRequest, "data"> = { queue: cfg.name, function_id: msg.function_id };
+          if (msg.traceparent) req.traceparent = msg.traceparent;
+          if (msg.baggage) req.baggage = msg.baggage;
+          const extras: PushExtras = {};
+          if (msg.trigger_id !== undefined) extras.trigger_id = msg.trigger_id;
+          this.insert(cfg, req, data, msg.id, group, msg.overrides, extras);
+        }
+        deleteRows(
+          sql,
+          done.map(([id]) => id),
+        );
+      });
+    } catch (e) {
+      this.core.ports.log.warn("durable queue write failed", { enqueues: batch.length, deletions: done.length, error: String(e) });
+      for (const b of batch) b.done({ ok: false, message: `the queue could not store the message: ${String(e)}` });
+      if (done.length > 0) this.scheduleFlush(ACK_FLUSH_MS);
+      return;
+    }
+    for (const b of batch) b.done({ ok: true });
     for (const [id, queue] of done) {
       this.acked.delete(id);
       // Still running its settle (flushed from inside it): that settle's `finally` sees it gone.
@@ -597,5 +720,17 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   private async deadLetter(msg: DeadLetter): Promise<void> {
     if (!this.deadLetters) throw new Error("no dead-letter sink configured");
     await this.deadLetters.deadLetter(msg);
+  }
+}
+
+/** Most ids one DELETE names (SQLite's bound on host parameters is 32,766 in workerd's build, 999
+ * in old ones: this stays under both). */
+const DELETE_CHUNK = 500;
+
+/** Delete the rows of `ids`, a chunk of ids per statement rather than a statement per id. */
+function deleteRows(sql: Sql, ids: string[]): void {
+  for (let i = 0; i < ids.length; i += DELETE_CHUNK) {
+    const chunk = ids.slice(i, i + DELETE_CHUNK);
+    sql.exec(`DELETE FROM queue_messages WHERE id IN (${chunk.map(() => "?").join(",")})`, ...chunk);
   }
 }

@@ -90,7 +90,7 @@ export class QueueRouter implements QueueProvider {
     const cfg = this.config(req.queue);
     const refused = cfg && this.refuse(cfg, req);
     if (refused) return Promise.resolve({ ok: false, error: refused });
-    return this.enqueueWith(req);
+    return this.enqueueWith(req, { batch: true });
   }
 
   /**
@@ -125,10 +125,15 @@ export class QueueRouter implements QueueProvider {
     return undefined;
   }
 
-  /** Enqueue with an explicit message id (redrive keeps the original) or per-message overrides. */
+  /**
+   * Enqueue with an explicit message id (redrive keeps the original) or per-message overrides.
+   * `batch`: a caller's single message (the `enqueue` action), which the durable backend may store
+   * in one write with the others arriving meanwhile; the engine's own loops over many messages
+   * (redrive, a topic's subscribers) await each one and are stored at once.
+   */
   async enqueueWith(
     req: EnqueueRequest,
-    opts: { id?: string; overrides?: MessageOverrides; trigger_id?: string; group?: string } = {},
+    opts: { id?: string; overrides?: MessageOverrides; trigger_id?: string; group?: string; batch?: boolean } = {},
   ): Promise<CallOutcome> {
     const cfg = this.config(req.queue);
     if (!cfg)
@@ -148,10 +153,16 @@ export class QueueRouter implements QueueProvider {
     if (opts.trigger_id !== undefined) msg.trigger_id = opts.trigger_id;
     if (opts.group !== undefined) msg.group = opts.group;
     // Between the lookup above and `onAccept` there is no await (backend.ts), so a concurrent
-    // repeat of the key finds this message's receipt.
-    const r = await this.backendFor(cfg).enqueue(cfg, msg, () => {
-      if (key) this.receipts.hold(cfg.name, key, msg.id);
-    });
+    // repeat of the key finds this message's receipt. Without a key there is nothing to record
+    // first, so the message may be batched (durable-queue.ts: one write for many).
+    const r = await this.backendFor(cfg).enqueue(
+      cfg,
+      msg,
+      () => {
+        if (key) this.receipts.hold(cfg.name, key, msg.id);
+      },
+      { batch: opts.batch === true && !key },
+    );
     if (!r.ok) {
       if (key) this.receipts.release(cfg.name, key, msg.id);
       return { ok: false, error: { code: "enqueue_error", message: r.message } };
