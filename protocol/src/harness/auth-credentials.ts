@@ -1,0 +1,145 @@
+// The credentials worker's contracts (docs/harness-contracts.md §1.5, §6.4): `auth::*`.
+import { z } from "zod";
+import { providerName } from "./providers.ts";
+
+export type Credential =
+  | { type: "api_key"; key: string; base_url?: string }
+  | { type: "oauth"; access_token: string; refresh_token?: string; expires_at?: number; scopes?: string[]; provider_extra?: unknown };
+
+// `auth::get_token` hands out secrets, so only a provider may call it: the request carries a proof
+// `{ts, sig}` — `sig` = base64url(HMAC-SHA256(proofKey, "auth::get_token\n<provider>\n<ts>")) — made
+// with a key both workers derive from the same CREDENTIALS_KEY (or AUTH_SECRET when only that is
+// set). A browser or an agent never holds that key, so it cannot ask for a token. Web Crypto only.
+
+/** Engine state scope of the encrypted credentials (key = provider name). */
+export const AUTH_CREDENTIALS_SCOPE = "auth_credentials";
+/** How far a proof's `ts` may be from the verifier's clock: covers clock skew between a provider
+ * process and the credentials worker plus a slow engine hop, and bounds how long a captured proof
+ * can be replayed. */
+export const AUTH_PROOF_MAX_SKEW_MS = 60_000;
+/** Shorter keys could be guessed offline from a copied state row. */
+export const MIN_CREDENTIALS_KEY_LENGTH = 16;
+
+/** What a caller sends to prove it is a provider. `ts` is Unix milliseconds. */
+export const authProof = z.object({ ts: z.number().int(), sig: z.string().min(1).max(128) });
+export type AuthProof = z.infer<typeof authProof>;
+
+/** `auth::get_token`: `proof` is optional in the schema so that a missing one answers `forbidden`
+ * (what it is) rather than `invalid_input`. */
+export const authGetTokenRequest = z.object({ provider: providerName, proof: authProof.optional() });
+/** Bound on a stored secret: real keys and OAuth tokens are well under 4 KiB. */
+export const MAX_CREDENTIAL_SECRET_LENGTH = 8_192;
+const secretText = z.string().min(1, "must not be empty").max(MAX_CREDENTIAL_SECRET_LENGTH);
+export const credentialSchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("api_key"), key: secretText, base_url: z.url().max(2_048).optional() }),
+  z.object({
+    type: z.literal("oauth"),
+    access_token: secretText,
+    refresh_token: secretText.optional(),
+    expires_at: z.number().int().nonnegative().optional(),
+    scopes: z.array(z.string().max(256)).max(64).optional(),
+    provider_extra: z.unknown().optional(),
+  }),
+]);
+/** `auth::set_token {provider, ...Credential}`. */
+export const authSetTokenRequest = z.intersection(z.object({ provider: providerName }), credentialSchema);
+export const authProviderRequest = z.object({ provider: providerName });
+export type CredentialSource = "stored" | "environment";
+export interface AuthStatus {
+  configured: boolean;
+  source?: CredentialSource;
+  /** `api-key:<first 6>…` or `oauth` — never the secret. */
+  label?: string;
+  /** Why a stored credential is unusable (e.g. it was encrypted under another CREDENTIALS_KEY). */
+  problem?: string;
+}
+
+/** The key material both workers derive their keys from. `source` is part of every derivation
+ * label, so AUTH_SECRET never yields the keys a CREDENTIALS_KEY of the same text would. */
+export interface CredentialsKeyMaterial {
+  secret: string;
+  source: "CREDENTIALS_KEY" | "AUTH_SECRET";
+}
+export type CredentialsKeyResult = { ok: true; material: CredentialsKeyMaterial } | { ok: false; reason: string };
+
+export const CREDENTIALS_KEY_HELP =
+  "set CREDENTIALS_KEY (a random string of at least 16 characters, e.g. `openssl rand -base64 32`) in the environment of `npm start`, " +
+  "or as a Worker secret (`wrangler secret put CREDENTIALS_KEY`), for both the auth-credentials and the providers workers";
+
+/** CREDENTIALS_KEY, else AUTH_SECRET, else a reason saying how to configure one. */
+export function credentialsKeyMaterial(env: Readonly<Record<string, unknown>>): CredentialsKeyResult {
+  for (const source of ["CREDENTIALS_KEY", "AUTH_SECRET"] as const) {
+    const v = env[source];
+    if (typeof v !== "string" || v.trim() === "") continue;
+    if (v.length < MIN_CREDENTIALS_KEY_LENGTH)
+      return { ok: false, reason: `${source} is shorter than ${MIN_CREDENTIALS_KEY_LENGTH} characters; ${CREDENTIALS_KEY_HELP}` };
+    return { ok: true, material: { secret: v, source } };
+  }
+  return { ok: false, reason: `no CREDENTIALS_KEY is configured; ${CREDENTIALS_KEY_HELP}` };
+}
+
+/** A Web Crypto key, named through `crypto.subtle` so the type resolves under the DOM lib (workerd)
+ * and under @types/node alike. */
+export type CredentialsCryptoKey = Awaited<ReturnType<typeof crypto.subtle.deriveKey>>;
+
+const utf8 = new TextEncoder();
+/** Fixed HKDF salt: the key material is already secret; the salt only separates this use of it. */
+const CREDENTIALS_HKDF_SALT = "iii-edge/auth-credentials/v1";
+
+/** HKDF-SHA-256 from the material: `proof` → an HMAC-SHA-256 key, `encrypt` → an AES-256-GCM key. */
+export async function deriveCredentialsKey(material: CredentialsKeyMaterial, purpose: "proof" | "encrypt"): Promise<CredentialsCryptoKey> {
+  const base = await crypto.subtle.importKey("raw", utf8.encode(material.secret), "HKDF", false, ["deriveKey"]);
+  const info = utf8.encode(`${purpose} (from ${material.source})`);
+  const params = { name: "HKDF", hash: "SHA-256", salt: utf8.encode(CREDENTIALS_HKDF_SALT), info };
+  return purpose === "proof"
+    ? crypto.subtle.deriveKey(params, base, { name: "HMAC", hash: "SHA-256", length: 256 }, false, ["sign", "verify"])
+    : crypto.subtle.deriveKey(params, base, { name: "AES-GCM", length: 256 }, false, ["encrypt", "decrypt"]);
+}
+
+/** The exact text a proof signs. */
+export function authProofMessage(provider: string, ts: number): string {
+  return `auth::get_token\n${provider}\n${ts}`;
+}
+
+export function base64url(bytes: Uint8Array): string {
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+/** Bytes of a base64url (or base64) text; undefined when it is not one. */
+export function fromBase64url(text: string): Uint8Array<ArrayBuffer> | undefined {
+  const body = text.replace(/=+$/, "");
+  if (!/^[A-Za-z0-9_\-+/]*$/.test(body) || body.length % 4 === 1) return undefined;
+  const bin = atob(
+    body
+      .replace(/-/g, "+")
+      .replace(/_/g, "/")
+      .padEnd(Math.ceil(body.length / 4) * 4, "="),
+  );
+  return Uint8Array.from(bin, (c) => c.charCodeAt(0));
+}
+
+/** A proof for `auth::get_token {provider}` made now (or at `now`). `key` from deriveCredentialsKey(…, "proof"). */
+export async function signAuthProof(key: CredentialsCryptoKey, provider: string, now: number = Date.now()): Promise<AuthProof> {
+  const ts = Math.trunc(now);
+  const mac = await crypto.subtle.sign("HMAC", key, utf8.encode(authProofMessage(provider, ts)));
+  return { ts, sig: base64url(new Uint8Array(mac)) };
+}
+
+export type AuthProofCheck = { ok: true } | { ok: false; reason: "missing" | "expired" | "bad_signature" };
+
+/** Checks the signature (constant time, by crypto.subtle.verify) and the clock window. */
+export async function verifyAuthProof(
+  key: CredentialsCryptoKey,
+  provider: string,
+  proof: AuthProof | undefined,
+  now: number = Date.now(),
+): Promise<AuthProofCheck> {
+  if (!proof) return { ok: false, reason: "missing" };
+  const sig = fromBase64url(proof.sig);
+  if (!sig) return { ok: false, reason: "bad_signature" };
+  const valid = await crypto.subtle.verify("HMAC", key, sig, utf8.encode(authProofMessage(provider, proof.ts)));
+  if (!valid) return { ok: false, reason: "bad_signature" };
+  if (Math.abs(now - proof.ts) > AUTH_PROOF_MAX_SKEW_MS) return { ok: false, reason: "expired" };
+  return { ok: true };
+}

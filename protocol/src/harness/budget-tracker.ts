@@ -1,0 +1,312 @@
+// The budget tracker's contracts (docs/harness-contracts.md §1.9, §6.2): `budget::*`.
+import { z } from "zod";
+import { providerName } from "./providers.ts";
+
+// LLM spend per budget (a budget is tagged with a `workspace_id` and/or an `agent_id`; a run names
+// the one it is charged to with `budget_id`). Money is **integer micro-USD** (1 USD = 1 000 000 µUSD)
+// in storage and in every sum; the `_usd` fields of answers are derived from them for display.
+// Every mutation is a compare-and-set on the budget's state row (no in-process lock), so any
+// number of copies of the worker may run. The orchestrator calls `budget::check` before each
+// provider call (with a hold on the estimate) and `budget::record` after it (with the round's id).
+
+export const BUDGETS_SCOPE = "budgets";
+/** Archived windows (rollovers and resets) of one budget live in their own scope, so one budget's
+ * log is listed without reading every other budget's. */
+export const budgetSpendLogScope = (budgetId: string): string => `budget_spend_log:${budgetId}`;
+/** User price overrides, key `<provider>:<model>` (they win over the models catalog's `pricing`). */
+export const BUDGET_PRICES_SCOPE = "budget_prices";
+export const MICROS_PER_USD = 1_000_000;
+/** Prices are per this many tokens (the catalog's `*_per_1m`). */
+export const TOKENS_PER_PRICE_UNIT = 1_000_000;
+export const BUDGET_PERIODS = ["day", "week", "month"] as const;
+export type BudgetPeriod = (typeof BUDGET_PERIODS)[number];
+/** How long `budget::exempt` lets a principal through (§6.2: 24 h). */
+export const BUDGET_EXEMPTION_MS = 24 * 60 * 60 * 1000;
+/** Largest ceiling (1e9 USD): far past any LLM budget, and a sum of spends under it stays an exact
+ * integer in a JSON number (2^53 ≈ 9e15 µUSD). */
+export const MAX_BUDGET_MICROS = 1_000_000_000_000_000;
+/** Largest cost one record may add (1e6 USD): a model call costs cents to dollars; more is a bug. */
+export const MAX_RECORD_MICROS = 1_000_000_000_000;
+/** Most tokens of one kind in one call's usage: context windows are ~1e6 tokens. */
+export const MAX_USAGE_TOKENS = 1_000_000_000;
+/** Highest price accepted (10 000 USD per 1M tokens): current models cost 0.05–100. */
+export const MAX_PRICE_PER_1M_USD = 10_000;
+
+/** Why `budget::check` answered as it did, in the order it decides (§6.2): the first three let the
+ * call through; `unpriced_model` (an estimate in tokens for a model with no price) and
+ * `ceiling_exceeded` refuse it. */
+export const BUDGET_CHECK_REASONS = ["paused", "not_enforced", "exempt", "unpriced_model", "ceiling_exceeded"] as const;
+export type BudgetCheckReason = (typeof BUDGET_CHECK_REASONS)[number];
+
+export const BUDGET_ID_PATTERN = /^[A-Za-z0-9._:@-]{1,200}$/;
+export const budgetIdSchema = z.string().regex(BUDGET_ID_PATTERN, "budget_id must be 1–200 of A-Z a-z 0-9 . _ : @ -");
+const budgetTag = z.string().min(1).max(200);
+const microsAmount = z.number().int().nonnegative().max(MAX_BUDGET_MICROS);
+const usdAmount = z
+  .number()
+  .nonnegative()
+  .max(MAX_BUDGET_MICROS / MICROS_PER_USD);
+const tokens = z.number().int().nonnegative().max(MAX_USAGE_TOKENS);
+const pricePer1m = z.number().nonnegative().max(MAX_PRICE_PER_1M_USD);
+/** Round ids (`<run_id>:<turn_count>`) and other caller-chosen idempotency keys. */
+const recordIdSchema = z.string().min(1).max(300);
+const budgetModelId = z.string().min(1).max(200);
+
+export const budgetCreateRequest = z
+  .object({
+    /** Chosen by the caller (idempotent creation by name) or generated (`b_<uuid>`). */
+    budget_id: budgetIdSchema.optional(),
+    ceiling_micros: microsAmount.positive().optional(),
+    ceiling_usd: usdAmount.positive().optional(),
+    period: z.enum(BUDGET_PERIODS),
+    workspace_id: budgetTag.optional(),
+    agent_id: budgetTag.optional(),
+    name: z.string().min(1).max(200).optional(),
+    enforced: z.boolean().optional(),
+    paused: z.boolean().optional(),
+  })
+  .refine(
+    (r) => (r.ceiling_micros === undefined) !== (r.ceiling_usd === undefined),
+    "give exactly one of ceiling_micros, ceiling_usd (> 0)",
+  );
+export const budgetIdRequest = z.object({ budget_id: budgetIdSchema });
+/** Most budgets one `budget::list` page returns. */
+export const BUDGET_LIST_MAX_LIMIT = 500;
+export const budgetListRequest = z.object({
+  workspace_id: budgetTag.optional(),
+  agent_id: budgetTag.optional(),
+  limit: z.number().int().min(1).max(BUDGET_LIST_MAX_LIMIT).optional(),
+  /** Offset into the scope's rows (what `next_offset` of the previous page said). */
+  offset: z.number().int().min(0).optional(),
+});
+/** The whitelist `budget::update` takes (`period` is fixed at creation: changing it would split a
+ * window in two; create another budget). Anything else is refused. */
+export const budgetUpdateRequest = z
+  .strictObject({
+    budget_id: budgetIdSchema,
+    ceiling_micros: microsAmount.positive().optional(),
+    ceiling_usd: usdAmount.positive().optional(),
+    name: z.string().min(1).max(200).nullable().optional(),
+    workspace_id: budgetTag.nullable().optional(),
+    agent_id: budgetTag.nullable().optional(),
+  })
+  .refine((r) => r.ceiling_micros === undefined || r.ceiling_usd === undefined, "give at most one of ceiling_micros, ceiling_usd");
+/** A call's cost in tokens of a model, priced by the worker (override, else the catalog). */
+export const budgetTokenEstimate = z.object({
+  provider: providerName,
+  model: budgetModelId,
+  input_tokens: tokens,
+  output_tokens: tokens.default(0),
+  cache_read_tokens: tokens.default(0),
+  cache_write_tokens: tokens.default(0),
+});
+export const budgetCheckRequest = z
+  .object({
+    budget_id: budgetIdSchema,
+    estimated_cost_micros: microsAmount.optional(),
+    estimated_cost_usd: usdAmount.optional(),
+    estimate: budgetTokenEstimate.optional(),
+    /** Who is asking (the orchestrator sends the session id): `budget::exempt` names principals. */
+    principal_id: z.string().min(1).max(300).optional(),
+    /** Reserve the estimate under this id until `budget::record {record_id: hold_id}` settles it (or
+     * BUDGET_HOLD_TTL_MS passes), so concurrent calls cannot all pass on the same remaining money. */
+    hold_id: recordIdSchema.optional(),
+  })
+  .refine(
+    (r) => [r.estimated_cost_micros, r.estimated_cost_usd, r.estimate].filter((v) => v !== undefined).length <= 1,
+    "give at most one of estimated_cost_micros, estimated_cost_usd, estimate",
+  );
+/** A hold older than this is dropped: a provider call ends within 300 s and its step's queue
+ * deadline is 360 s, after which the step is redelivered and holds again under the same id. */
+export const BUDGET_HOLD_TTL_MS = 360_000;
+export interface BudgetCheckResponse {
+  budget_id: string;
+  allowed: boolean;
+  reason?: BudgetCheckReason;
+  estimated_cost_micros: number;
+  /** ceiling − spent − held (holds of other calls), negative when overspent. */
+  remaining_micros: number;
+  spent_micros: number;
+  held_micros: number;
+  ceiling_micros: number;
+  remaining_usd: number;
+  estimated_cost_usd: number;
+  /** Whether the estimate is now held under `hold_id`. */
+  held: boolean;
+  period_resets_at: number;
+}
+export const budgetUsageSchema = z.object({
+  input: tokens.optional(),
+  output: tokens.optional(),
+  cache_read: tokens.optional(),
+  cache_write: tokens.optional(),
+  reasoning: tokens.optional(),
+  cost_usd: z.number().nonnegative().optional(),
+});
+export const budgetRecordRequest = z
+  .object({
+    budget_id: budgetIdSchema,
+    /** Idempotency key: a repeat of a recent id adds nothing (and settles its hold). */
+    record_id: recordIdSchema.optional(),
+    cost_micros: z.number().int().nonnegative().max(MAX_RECORD_MICROS).optional(),
+    cost_usd: z
+      .number()
+      .nonnegative()
+      .max(MAX_RECORD_MICROS / MICROS_PER_USD)
+      .optional(),
+    /** A provider's usage (`AssistantMessage.usage`): priced by `provider` + `model`. */
+    usage: budgetUsageSchema.optional(),
+    provider: providerName.optional(),
+    model: budgetModelId.optional(),
+    principal_id: z.string().min(1).max(300).optional(),
+  })
+  .refine(
+    (r) => [r.cost_micros, r.cost_usd, r.usage].filter((v) => v !== undefined).length === 1,
+    "give exactly one of cost_micros, cost_usd, usage",
+  )
+  .refine(
+    (r) => r.usage === undefined || (r.provider !== undefined && r.model !== undefined),
+    "usage needs provider and model (to price it)",
+  );
+export interface BudgetRecordResponse {
+  budget_id: string;
+  /** false: `record_id` was recorded before; nothing was added. */
+  recorded: boolean;
+  cost_micros: number;
+  /** false: usage of a model with no price (and no `usage.cost_usd`): recorded as 0. */
+  priced: boolean;
+  spent_micros: number;
+  remaining_micros: number;
+  spent_usd: number;
+  remaining_usd: number;
+  cost_usd: number;
+  /** Alerts this record crossed (each fires once per period). */
+  alerts_fired: string[];
+}
+/** Most alerts and exemptions one budget keeps (each is checked on every record/check). */
+export const BUDGET_MAX_ALERTS = 32;
+export const BUDGET_MAX_EXEMPTIONS = 64;
+export const budgetAlertSetRequest = z.object({
+  budget_id: budgetIdSchema,
+  /** Given: replaces that alert (or adds it under this id). */
+  alert_id: z.string().min(1).max(200).optional(),
+  /** A fraction of the ceiling in (0, 1]. */
+  threshold_pct: z.number().gt(0).max(1),
+  callback_function_id: z.string().min(1).max(300),
+  /** Spread into the callback's payload (an object). */
+  callback_payload: z.record(z.string(), z.unknown()).optional(),
+});
+/** What an alert's callback gets (triggered fire-and-forget once per period). */
+export interface BudgetAlertPayload {
+  alert_id: string;
+  budget_id: string;
+  threshold_pct: number;
+  spent_micros: number;
+  ceiling_micros: number;
+  spent_usd: number;
+  ceiling_usd: number;
+  period_start_at: number;
+  [key: string]: unknown;
+}
+export const budgetUsageRequest = z.object({
+  budget_id: budgetIdSchema,
+  /** `all`: every archived window and the current one; `current` or the budget's period: the current one. */
+  window: z.union([z.literal("all"), z.literal("current"), z.enum(BUDGET_PERIODS)]).default("all"),
+});
+export const budgetEnforceRequest = z.object({ budget_id: budgetIdSchema, enforced: z.boolean() });
+export const budgetExemptRequest = z.object({
+  budget_id: budgetIdSchema,
+  principal_id: z.string().min(1).max(300),
+  reason: z.string().min(1).max(2_000),
+});
+export const budgetPauseRequest = z.object({ budget_id: budgetIdSchema, paused: z.boolean().default(true) });
+/** Most spend-log entries one `budget::log` page returns. */
+export const BUDGET_LOG_MAX_LIMIT = 1_000;
+export const budgetLogRequest = z.object({
+  budget_id: budgetIdSchema,
+  limit: z.number().int().min(1).max(BUDGET_LOG_MAX_LIMIT).optional(),
+  offset: z.number().int().min(0).optional(),
+});
+export const budgetSetPricesRequest = z
+  .object({
+    provider: providerName,
+    model: budgetModelId,
+    input_per_1m: pricePer1m.optional(),
+    output_per_1m: pricePer1m.optional(),
+    /** Default: the input price (as the providers price cache tokens without one). */
+    cache_read_per_1m: pricePer1m.optional(),
+    cache_write_per_1m: pricePer1m.optional(),
+    /** Remove the override (the catalog's price applies again). */
+    clear: z.boolean().optional(),
+  })
+  .refine(
+    (r) => (r.clear === true) !== (r.input_per_1m !== undefined && r.output_per_1m !== undefined),
+    "give input_per_1m and output_per_1m, or clear:true",
+  );
+export const budgetGetPricesRequest = z.object({ provider: providerName, model: budgetModelId });
+
+/** Prices in integer micro-USD per 1M tokens. */
+export interface BudgetPrices {
+  input_micros_per_1m: number;
+  output_micros_per_1m: number;
+  cache_read_micros_per_1m: number;
+  cache_write_micros_per_1m: number;
+}
+export interface BudgetPricesResponse {
+  provider: string;
+  model: string;
+  /** `override` (budget::set_prices), `catalog` (models::get pricing) or `none` (unpriced). */
+  source: "override" | "catalog" | "none";
+  prices: BudgetPrices | null;
+}
+export interface BudgetAlert {
+  alert_id: string;
+  threshold_pct: number;
+  callback_function_id: string;
+  callback_payload?: Record<string, unknown>;
+  /** The window (its `period_start_at`) the alert last fired in. */
+  last_fired_period_start?: number;
+}
+export interface BudgetExemption {
+  principal_id: string;
+  reason: string;
+  expires_at: number;
+}
+/** What callers see of a budget (`budget::get`, `list`, mutations), already rolled over to now. */
+export interface BudgetView {
+  budget_id: string;
+  workspace_id?: string;
+  agent_id?: string;
+  name?: string;
+  period: BudgetPeriod;
+  ceiling_micros: number;
+  spent_micros: number;
+  held_micros: number;
+  remaining_micros: number;
+  records_count: number;
+  ceiling_usd: number;
+  spent_usd: number;
+  remaining_usd: number;
+  period_start_at: number;
+  period_resets_at: number;
+  enforced: boolean;
+  paused: boolean;
+  alerts: BudgetAlert[];
+  exemptions: BudgetExemption[];
+  created_at: number;
+  updated_at: number;
+}
+/** One closed window (`budget::log`, `budget::usage`'s `by_period`). */
+export interface BudgetSpendLogEntry {
+  budget_id: string;
+  /** Stable and sortable: `day:2026-11-30`, `week:2026-11-30` (its Monday), `month:2026-11`;
+   * a manual reset adds `:reset-<ms>`. */
+  log_key: string;
+  kind: "rollover" | "reset";
+  period: BudgetPeriod;
+  period_start: number;
+  period_end: number;
+  spent_micros: number;
+  spent_usd: number;
+  records_count: number;
+}

@@ -1,0 +1,261 @@
+// The turn orchestrator's contracts (docs/harness-contracts.md §1.2, §2.2, §2.4, §2.7, §4.1, §5.3):
+// `run::*` and `turn::*`, the record it keeps per session, and the metadata it sends with a model's calls.
+import { z } from "zod";
+import type { AgentEvent } from "./events.ts";
+import {
+  type AgentFunction,
+  type AssistantMessage,
+  agentMessageSchema,
+  type ContentBlock,
+  type FunctionResultMessage,
+} from "./messages.ts";
+import type { Model } from "./providers.ts";
+import { type SessionCopyResponse, treeDisplayName, treeEntryId, treeRequestKey, treeSessionId } from "./session-storage.ts";
+
+export const MODES = ["plan", "ask", "agent"] as const;
+export type Mode = (typeof MODES)[number];
+
+/** Default `max_turns`: a run that asks for none still ends, and 16 rounds finish ordinary tasks. */
+export const DEFAULT_MAX_TURNS = 16;
+
+export const runStartRequest = z.object({
+  session_id: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[^/]+$/, "session_id must not contain '/'"),
+  message_id: z.string().min(1).max(128).optional(),
+  provider: z.string().min(1).max(64).optional(),
+  model: z.string().min(1).max(200),
+  mode: z.enum(MODES).optional(),
+  messages: z.array(agentMessageSchema).max(1000).default([]),
+  max_turns: z.number().int().min(1).max(1000).optional(),
+  system_prompt: z.string().max(200_000).optional(),
+  /** Skills (by id, `iii://<worker>/<fn>`) to load into the prompt besides the defaults. */
+  skills: z.array(z.string().min(1).max(500)).max(50).optional(),
+  /** Run the model's function calls in an isolated sandbox (`sandbox::create`). */
+  isolation: z.boolean().optional(),
+  /** The budget this run is charged to (workers/budget-tracker). */
+  budget_id: z.string().min(1).max(200).optional(),
+});
+export type RunStartRequest = z.infer<typeof runStartRequest>;
+export type RunStartResponse = { session_id: string; started: true } | { session_id: string; started: false; reason: "session_busy" };
+
+/** What the orchestrator keeps per run (`run_request/<sid>`). */
+export interface RunRequest {
+  provider: string;
+  model: string;
+  mode: Mode | null;
+  system_prompt: string;
+  function_schemas: AgentFunction[];
+  max_turns?: number;
+  skills?: string[];
+  isolation?: boolean;
+  budget_id?: string;
+  message_id?: string;
+  /** Set by provisioning: the sandbox the run's calls use. */
+  sandbox_id?: string;
+}
+
+export const TURN_STATES = [
+  "provisioning",
+  "assistant_streaming",
+  "function_execute",
+  "function_awaiting_approval",
+  "steering_check",
+  "stopped",
+  "failed",
+] as const;
+export type TurnState = (typeof TURN_STATES)[number];
+/** States a queued step runs; the others are parked or terminal. */
+export const STEPABLE_STATES: readonly TurnState[] = ["provisioning", "assistant_streaming", "function_execute", "steering_check"];
+export const TERMINAL_STATES: readonly TurnState[] = ["stopped", "failed"];
+
+export interface FunctionCall {
+  id: string;
+  function_id: string;
+  arguments: unknown;
+}
+export interface FunctionResult {
+  content: ContentBlock[];
+  details: unknown;
+  terminate?: boolean;
+}
+export type PreparedCall =
+  | { route: "dispatch"; call: FunctionCall }
+  | { route: "pre_approved"; call: FunctionCall }
+  | { route: "synthetic"; call: FunctionCall; result: FunctionResult; is_error?: boolean };
+export interface ExecutedCall {
+  call: FunctionCall;
+  result: FunctionResult;
+  is_error: boolean;
+  duration_ms: number;
+}
+export interface AwaitingApproval {
+  function_call_id: string;
+  function_id: string;
+  args: unknown;
+  pending_at?: number;
+  expires_at?: number;
+  /** What a person approves (§3.7): the hash of `args` after the before-call hooks, and the policy version. */
+  args_hash?: string;
+  policy_version?: string;
+}
+/** Per-call checkpoint: `triggered` is written before the target is invoked, so a step
+ * redelivered after a crash never invokes it twice (it gets an "interrupted" result instead). */
+export type CallCheckpoint = "triggered" | "pending" | "done";
+
+export interface TurnStateRecord {
+  session_id: string;
+  state: TurnState;
+  /** Bumped by every saved transition: a queued step carries the step it was enqueued for. */
+  step: number;
+  turn_count: number;
+  max_turns?: number;
+  last_assistant?: AssistantMessage | null;
+  function_results: FunctionResultMessage[];
+  turn_end_emitted: boolean;
+  started_at_ms: number;
+  updated_at_ms: number;
+  assistant_body_streamed?: boolean;
+  model_meta?: Model | null;
+  error?: { kind: string; message: string };
+  stop_requested?: boolean;
+  work?: { prepared: PreparedCall[]; executed: Record<string, ExecutedCall>; calls: Record<string, CallCheckpoint> };
+  awaiting_approval?: AwaitingApproval[];
+  /** Run key for deterministic entry ids (`e_<run>_<k>_assistant`, `e_<run>_<call id>`). */
+  run_id: string;
+}
+
+/** What clients see of a record (`turn::get_state`): never `work` or `last_assistant`. */
+export interface TurnStateView {
+  session_id: string;
+  state: TurnState;
+  turn_count: number;
+  max_turns?: number;
+  awaiting_approval?: AwaitingApproval[];
+  error?: { kind: string; message: string };
+}
+
+/** Per-session inboxes the orchestrator drains at `steering_check`. */
+export const INBOX_STEERING = "steering";
+export const INBOX_FOLLOWUP = "followup";
+
+/** The durable FIFO queue (grouped by `session_id`) that carries the `turn::<state>` steps. */
+export const TURN_STEP_QUEUE = "turn-step";
+/** What a queued step carries: the record's `step` it was enqueued for (the stale guard's key). */
+export interface TurnStepPayload {
+  session_id: string;
+  step: number;
+}
+export type TurnStepResult =
+  | { ok: true; from_state: TurnState; to_state: TurnState }
+  | { ok: true; skipped: true; reason: "stale" | "state_conflict" }
+  | { ok: false; from_state: TurnState; to_state: "failed"; error: string };
+
+const orchestratorSessionId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[^/]+$/, "session_id must not contain '/'");
+/** `turn::get_state`, `turn::stop`. */
+export const turnSessionRequest = z.object({ session_id: orchestratorSessionId });
+export interface TurnStopResponse {
+  session_id: string;
+  /** false: nothing to stop (no record, or the run already ended). */
+  stopping: boolean;
+  state: TurnState | null;
+}
+/** `run::steer`: plain text becomes a user message. */
+export const runSteerRequest = z.object({
+  session_id: orchestratorSessionId,
+  message: z.union([z.string().min(1).max(200_000), agentMessageSchema]),
+});
+/** Most `agent::events` items one `run::events` page returns. */
+export const RUN_EVENTS_MAX_LIMIT = 1_000;
+/** `run::events`: `after` is an item id (`<sid>-<seq>`) from an earlier page or a stream push. */
+export const runEventsRequest = z.object({
+  session_id: orchestratorSessionId,
+  after: z.string().min(1).max(300).nullable().optional(),
+  limit: z.number().int().min(1).max(RUN_EVENTS_MAX_LIMIT).optional(),
+});
+export interface RunEventsResponse {
+  events: { item_id: string; data: AgentEvent }[];
+  /** Pass as `after` next time: the last item returned, or the `after` given when none was new. */
+  next: string | null;
+}
+
+// Running on a branch (`run::resume|rerun_from|fork`, §5.3). Settings a resumed run does not name
+// come from the session's last run request, else from the run request of the session it was forked
+// or cloned from.
+const runSettings = {
+  provider: runStartRequest.shape.provider,
+  model: runStartRequest.shape.model.optional(),
+  mode: runStartRequest.shape.mode,
+  max_turns: runStartRequest.shape.max_turns,
+  system_prompt: runStartRequest.shape.system_prompt,
+  skills: runStartRequest.shape.skills,
+  isolation: runStartRequest.shape.isolation,
+  budget_id: runStartRequest.shape.budget_id,
+};
+const runMessage = z.union([z.string().min(1).max(200_000), agentMessageSchema]);
+const runKey = runStartRequest.shape.message_id;
+
+/** `run::resume`: a new run on the existing transcript of a stopped or failed session (or a copy
+ * that never ran), with an optional new message. `message_id` names the run (a repeat starts
+ * nothing: `already_started`); without it the run id is derived from the session's state. */
+export const runResumeRequest = z.object({ session_id: treeSessionId, message: runMessage.optional(), message_id: runKey, ...runSettings });
+export type RunResumeRequest = z.infer<typeof runResumeRequest>;
+/** `run::rerun_from` (time travel): the user message `entry_id`, edited (`message`, default: as it
+ * was), becomes a new branch under that entry's parent, and a run answers it. */
+export const runRerunFromRequest = z.object({
+  session_id: treeSessionId,
+  entry_id: treeEntryId,
+  message: runMessage.optional(),
+  message_id: runKey,
+  ...runSettings,
+});
+export type RunRerunFromRequest = z.infer<typeof runRerunFromRequest>;
+/** `run::fork`: `session-tree::fork`, then — when `message` is given or `run: true` — a run on the
+ * new session (`run::resume` there, with the source's settings). */
+export const runForkRequest = z.object({
+  session_id: treeSessionId,
+  entry_id: treeEntryId,
+  new_session_id: treeSessionId.optional(),
+  request_key: treeRequestKey.optional(),
+  display_name: treeDisplayName.optional(),
+  run: z.boolean().optional(),
+  message: runMessage.optional(),
+  message_id: runKey,
+  ...runSettings,
+});
+export type RunForkRequest = z.infer<typeof runForkRequest>;
+
+export type RunResumeResponse =
+  | { session_id: string; run_id: string; started: true }
+  | { session_id: string; run_id?: string; started: false; reason: "session_busy" | "already_started" };
+export type RunRerunResponse = RunResumeResponse & {
+  /** The entry the run answers (the edited message's copy) and where it hangs. */
+  entry_id?: string;
+  parent_id?: string | null;
+  previous_leaf_id?: string | null;
+};
+export type RunForkResponse = SessionCopyResponse & { run?: RunResumeResponse };
+
+/** The invocation `metadata` the orchestrator sends with every call a model makes (gate.ts
+ * `callMetadata`). The model's arguments are the call's `data`, unchanged; who is calling
+ * travels beside them, so a function with a strict schema accepts the call. A model cannot set
+ * metadata: `session_id` is the calling session. */
+export const harnessCallMetadata = z.object({
+  session_id: z.string().min(1).max(128),
+  function_call_id: z.string().min(1).max(256),
+  function_id: z.string().min(1).max(300),
+});
+export type HarnessCallMetadata = z.infer<typeof harnessCallMetadata>;
+
+/** The harness call a handler's `metadata` describes, or undefined when something other than the
+ * orchestrator called (a worker, a trigger binding's own metadata). */
+export function harnessCallOf(metadata: unknown): HarnessCallMetadata | undefined {
+  const r = harnessCallMetadata.safeParse(metadata);
+  return r.success ? r.data : undefined;
+}
