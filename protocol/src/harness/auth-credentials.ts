@@ -44,15 +44,24 @@ export const credentialSchema = z.discriminatedUnion("type", [
 /** `auth::set_token {provider, ...Credential}`. */
 export const authSetTokenRequest = z.intersection(z.object({ provider: providerName }), credentialSchema);
 export const authProviderRequest = z.object({ provider: providerName });
-export type CredentialSource = "stored" | "environment";
-export interface AuthStatus {
-  configured: boolean;
-  source?: CredentialSource;
+export const CREDENTIAL_SOURCES = ["stored", "environment"] as const;
+export type CredentialSource = (typeof CREDENTIAL_SOURCES)[number];
+/** `auth::status`'s answer. */
+export const authStatusSchema = z.object({
+  configured: z.boolean(),
+  source: z.enum(CREDENTIAL_SOURCES).optional(),
   /** `api-key:<first 6>…` or `oauth` — never the secret. */
-  label?: string;
+  label: z.string().optional(),
   /** Why a stored credential is unusable (e.g. it was encrypted under another CREDENTIALS_KEY). */
-  problem?: string;
-}
+  problem: z.string().optional(),
+});
+export type AuthStatus = z.infer<typeof authStatusSchema>;
+/** `auth::get_token`: the credential, or null when the provider has none. */
+export const authGetTokenResponse = credentialSchema.nullable();
+export const authSetTokenResponse = z.object({ ok: z.literal(true) });
+/** `deleted`: a stored credential was there. */
+export const authDeleteTokenResponse = z.object({ ok: z.literal(true), deleted: z.boolean() });
+export const authListProvidersResponse = z.object({ providers: z.array(z.string()) });
 
 /** The key material both workers derive their keys from. `source` is part of every derivation
  * label, so AUTH_SECRET never yields the keys a CREDENTIALS_KEY of the same text would. */

@@ -119,22 +119,23 @@ export const budgetCheckRequest = z
 /** A hold older than this is dropped: a provider call ends within 300 s and its step's queue
  * deadline is 360 s, after which the step is redelivered and holds again under the same id. */
 export const BUDGET_HOLD_TTL_MS = 360_000;
-export interface BudgetCheckResponse {
-  budget_id: string;
-  allowed: boolean;
-  reason?: BudgetCheckReason;
-  estimated_cost_micros: number;
+export const budgetCheckResponse = z.object({
+  budget_id: z.string(),
+  allowed: z.boolean(),
+  reason: z.enum(BUDGET_CHECK_REASONS).optional(),
+  estimated_cost_micros: z.number(),
   /** ceiling − spent − held (holds of other calls), negative when overspent. */
-  remaining_micros: number;
-  spent_micros: number;
-  held_micros: number;
-  ceiling_micros: number;
-  remaining_usd: number;
-  estimated_cost_usd: number;
+  remaining_micros: z.number(),
+  spent_micros: z.number(),
+  held_micros: z.number(),
+  ceiling_micros: z.number(),
+  remaining_usd: z.number(),
+  estimated_cost_usd: z.number(),
   /** Whether the estimate is now held under `hold_id`. */
-  held: boolean;
-  period_resets_at: number;
-}
+  held: z.boolean(),
+  period_resets_at: z.number(),
+});
+export type BudgetCheckResponse = z.infer<typeof budgetCheckResponse>;
 export const budgetUsageSchema = z.object({
   input: tokens.optional(),
   output: tokens.optional(),
@@ -168,21 +169,22 @@ export const budgetRecordRequest = z
     (r) => r.usage === undefined || (r.provider !== undefined && r.model !== undefined),
     "usage needs provider and model (to price it)",
   );
-export interface BudgetRecordResponse {
-  budget_id: string;
+export const budgetRecordResponse = z.object({
+  budget_id: z.string(),
   /** false: `record_id` was recorded before; nothing was added. */
-  recorded: boolean;
-  cost_micros: number;
+  recorded: z.boolean(),
+  cost_micros: z.number(),
   /** false: usage of a model with no price (and no `usage.cost_usd`): recorded as 0. */
-  priced: boolean;
-  spent_micros: number;
-  remaining_micros: number;
-  spent_usd: number;
-  remaining_usd: number;
-  cost_usd: number;
+  priced: z.boolean(),
+  spent_micros: z.number(),
+  remaining_micros: z.number(),
+  spent_usd: z.number(),
+  remaining_usd: z.number(),
+  cost_usd: z.number(),
   /** Alerts this record crossed (each fires once per period). */
-  alerts_fired: string[];
-}
+  alerts_fired: z.array(z.string()),
+});
+export type BudgetRecordResponse = z.infer<typeof budgetRecordResponse>;
 /** Most alerts and exemptions one budget keeps (each is checked on every record/check). */
 export const BUDGET_MAX_ALERTS = 32;
 export const BUDGET_MAX_EXEMPTIONS = 64;
@@ -246,67 +248,122 @@ export const budgetSetPricesRequest = z
 export const budgetGetPricesRequest = z.object({ provider: providerName, model: budgetModelId });
 
 /** Prices in integer micro-USD per 1M tokens. */
-export interface BudgetPrices {
-  input_micros_per_1m: number;
-  output_micros_per_1m: number;
-  cache_read_micros_per_1m: number;
-  cache_write_micros_per_1m: number;
-}
-export interface BudgetPricesResponse {
-  provider: string;
-  model: string;
+export const budgetPricesSchema = z.object({
+  input_micros_per_1m: z.number(),
+  output_micros_per_1m: z.number(),
+  cache_read_micros_per_1m: z.number(),
+  cache_write_micros_per_1m: z.number(),
+});
+export type BudgetPrices = z.infer<typeof budgetPricesSchema>;
+export const budgetPricesResponse = z.object({
+  provider: z.string(),
+  model: z.string(),
   /** `override` (budget::set_prices), `catalog` (models::get pricing) or `none` (unpriced). */
-  source: "override" | "catalog" | "none";
-  prices: BudgetPrices | null;
-}
-export interface BudgetAlert {
-  alert_id: string;
-  threshold_pct: number;
-  callback_function_id: string;
-  callback_payload?: Record<string, unknown>;
+  source: z.enum(["override", "catalog", "none"]),
+  prices: budgetPricesSchema.nullable(),
+});
+export type BudgetPricesResponse = z.infer<typeof budgetPricesResponse>;
+export const budgetAlertSchema = z.object({
+  alert_id: z.string(),
+  threshold_pct: z.number(),
+  callback_function_id: z.string(),
+  callback_payload: z.record(z.string(), z.unknown()).optional(),
   /** The window (its `period_start_at`) the alert last fired in. */
-  last_fired_period_start?: number;
-}
-export interface BudgetExemption {
-  principal_id: string;
-  reason: string;
-  expires_at: number;
-}
+  last_fired_period_start: z.number().optional(),
+});
+export type BudgetAlert = z.infer<typeof budgetAlertSchema>;
+export const budgetExemptionSchema = z.object({ principal_id: z.string(), reason: z.string(), expires_at: z.number() });
+export type BudgetExemption = z.infer<typeof budgetExemptionSchema>;
 /** What callers see of a budget (`budget::get`, `list`, mutations), already rolled over to now. */
-export interface BudgetView {
-  budget_id: string;
-  workspace_id?: string;
-  agent_id?: string;
-  name?: string;
-  period: BudgetPeriod;
-  ceiling_micros: number;
-  spent_micros: number;
-  held_micros: number;
-  remaining_micros: number;
-  records_count: number;
-  ceiling_usd: number;
-  spent_usd: number;
-  remaining_usd: number;
-  period_start_at: number;
-  period_resets_at: number;
-  enforced: boolean;
-  paused: boolean;
-  alerts: BudgetAlert[];
-  exemptions: BudgetExemption[];
-  created_at: number;
-  updated_at: number;
-}
+export const budgetViewSchema = z.object({
+  budget_id: z.string(),
+  workspace_id: z.string().optional(),
+  agent_id: z.string().optional(),
+  name: z.string().optional(),
+  period: z.enum(BUDGET_PERIODS),
+  ceiling_micros: z.number(),
+  spent_micros: z.number(),
+  held_micros: z.number(),
+  remaining_micros: z.number(),
+  records_count: z.number(),
+  ceiling_usd: z.number(),
+  spent_usd: z.number(),
+  remaining_usd: z.number(),
+  period_start_at: z.number(),
+  period_resets_at: z.number(),
+  enforced: z.boolean(),
+  paused: z.boolean(),
+  alerts: z.array(budgetAlertSchema),
+  exemptions: z.array(budgetExemptionSchema),
+  created_at: z.number(),
+  updated_at: z.number(),
+});
+export type BudgetView = z.infer<typeof budgetViewSchema>;
 /** One closed window (`budget::log`, `budget::usage`'s `by_period`). */
-export interface BudgetSpendLogEntry {
-  budget_id: string;
+export const budgetSpendLogEntrySchema = z.object({
+  budget_id: z.string(),
   /** Stable and sortable: `day:2026-11-30`, `week:2026-11-30` (its Monday), `month:2026-11`;
    * a manual reset adds `:reset-<ms>`. */
-  log_key: string;
-  kind: "rollover" | "reset";
-  period: BudgetPeriod;
-  period_start: number;
-  period_end: number;
-  spent_micros: number;
-  spent_usd: number;
-  records_count: number;
-}
+  log_key: z.string(),
+  kind: z.enum(["rollover", "reset"]),
+  period: z.enum(BUDGET_PERIODS),
+  period_start: z.number(),
+  period_end: z.number(),
+  spent_micros: z.number(),
+  spent_usd: z.number(),
+  records_count: z.number(),
+});
+export type BudgetSpendLogEntry = z.infer<typeof budgetSpendLogEntrySchema>;
+
+/** `budget::forecast`: a linear projection of the current window's spend (month = 30 days). */
+export const budgetForecastResponse = z.object({
+  budget_id: z.string(),
+  spent_micros: z.number(),
+  rate_micros_per_day: z.number(),
+  projected_month_micros: z.number(),
+  projected_month_usd: z.number(),
+  /** What the window will have spent at its end at the current rate. */
+  projected_period_micros: z.number(),
+  projected_period_usd: z.number(),
+  on_track: z.boolean(),
+  /** Days from now until the ceiling is reached at the current rate; 0 when it already is; null
+   * when there is no spend or the window resets first. */
+  days_until_breach: z.number().nullable(),
+});
+export type BudgetForecast = z.infer<typeof budgetForecastResponse>;
+
+/** What each `budget::*` function answers. */
+export const budgetResponses = {
+  "budget::create": z.object({ budget_id: z.string(), budget: budgetViewSchema }),
+  "budget::get": budgetViewSchema,
+  "budget::list": z.object({
+    budgets: z.array(budgetViewSchema),
+    /** Pass as `offset` for the next page; null: no more. */
+    next_offset: z.number().nullable(),
+  }),
+  "budget::update": budgetViewSchema,
+  "budget::delete": z.object({ budget_id: z.string(), deleted: z.boolean() }),
+  "budget::check": budgetCheckResponse,
+  "budget::record": budgetRecordResponse,
+  "budget::reset": budgetViewSchema,
+  "budget::alert_set": z.object({ budget_id: z.string(), alert_id: z.string() }),
+  "budget::usage": z.object({
+    budget_id: z.string(),
+    window: z.string(),
+    spent_micros: z.number(),
+    spent_usd: z.number(),
+    records_count: z.number(),
+    /** The archived windows asked for, then the current one. */
+    by_period: z.array(budgetSpendLogEntrySchema),
+    /** true: the log was longer than one answer reads; the oldest windows are left out. */
+    truncated: z.boolean(),
+  }),
+  "budget::forecast": budgetForecastResponse,
+  "budget::enforce": budgetViewSchema,
+  "budget::exempt": z.object({ budget_id: z.string(), principal_id: z.string(), expires_at: z.number() }),
+  "budget::pause": budgetViewSchema,
+  "budget::log": z.object({ budget_id: z.string(), entries: z.array(budgetSpendLogEntrySchema), next_offset: z.number().nullable() }),
+  "budget::set_prices": budgetPricesResponse,
+  "budget::get_prices": budgetPricesResponse,
+} as const;
+export type BudgetFunctionId = keyof typeof budgetResponses;

@@ -138,26 +138,35 @@ export const pruneToolOutputsRequest = z.object({
  * pruning alone brought it under the target; `fits`: nothing to do; `busy`: another compaction of
  * the session held the lease too long; `overflow`: even compacted it cannot fit; `empty`: nothing to
  * summarise (or the summariser said nothing). */
-export type CompactNowResult =
-  | {
-      status: "ok";
-      tail_start_id: string | null;
-      tokens_before: number;
-      tokens_after: number;
-      auto_continued: boolean;
-      compaction_entry_id: string;
-      summary_text: string;
-      pruned_parts: number;
-      pruned_tokens: number;
-    }
-  | { status: "pruned"; tokens_before: number; tokens_after: number; pruned_parts: number; pruned_tokens: number }
-  | { status: "fits"; tokens: number; usable: number }
-  | { status: "busy" }
-  | { status: "overflow"; tokens: number; limit: number }
-  | { status: "empty" };
-export interface PruneToolOutputsResult {
-  pruned_tokens: number;
-  pruned_parts: number;
-  scanned_parts: number;
-  busy?: true;
-}
+export const compactNowResult = z.discriminatedUnion("status", [
+  z.object({
+    status: z.literal("ok"),
+    tail_start_id: z.string().nullable(),
+    tokens_before: z.number(),
+    tokens_after: z.number(),
+    auto_continued: z.boolean(),
+    compaction_entry_id: z.string(),
+    summary_text: z.string(),
+    pruned_parts: z.number(),
+    pruned_tokens: z.number(),
+  }),
+  z.object({
+    status: z.literal("pruned"),
+    tokens_before: z.number(),
+    tokens_after: z.number(),
+    pruned_parts: z.number(),
+    pruned_tokens: z.number(),
+  }),
+  z.object({ status: z.literal("fits"), tokens: z.number(), usable: z.number() }),
+  z.object({ status: z.literal("busy") }),
+  z.object({ status: z.literal("overflow"), tokens: z.number(), limit: z.number() }),
+  z.object({ status: z.literal("empty") }),
+]);
+export type CompactNowResult = z.infer<typeof compactNowResult>;
+export const pruneToolOutputsResult = z.object({
+  pruned_tokens: z.number(),
+  pruned_parts: z.number(),
+  scanned_parts: z.number(),
+  busy: z.literal(true).optional(),
+});
+export type PruneToolOutputsResult = z.infer<typeof pruneToolOutputsResult>;

@@ -58,21 +58,23 @@ export interface HookEnvelope<P = unknown> {
 
 /** Why a collection ended: the expected replies arrived, quiescence after the last reply, the
  * deadline, the publish reached nobody, or the publish failed. */
-export type HookResolution = "expected" | "quiescence" | "deadline" | "no_subscribers" | "publish_failed";
+export const HOOK_RESOLUTIONS = ["expected", "quiescence", "deadline", "no_subscribers", "publish_failed"] as const;
+export type HookResolution = (typeof HOOK_RESOLUTIONS)[number];
 
-export interface PublishCollectResponse {
-  event_id: string;
+export const publishCollectResponse = z.object({
+  event_id: z.string(),
   /** The replies (de-duplicated by item id), in arrival order. */
-  replies: unknown[];
-  merged: unknown;
+  replies: z.array(z.unknown()),
+  merged: z.unknown(),
   /** `subscribers`: how many subscribed functions the publish reached. */
-  publish: { ok: true; subscribers: number } | { ok: false; error: string };
+  publish: z.union([z.object({ ok: z.literal(true), subscribers: z.number() }), z.object({ ok: z.literal(false), error: z.string() })]),
   /** Present (true) when the publish itself failed. */
-  publish_failed?: true;
-  resolved_by: HookResolution;
+  publish_failed: z.literal(true).optional(),
+  resolved_by: z.enum(HOOK_RESOLUTIONS),
   /** How long the collection took, publish included. */
-  elapsed_ms: number;
-}
+  elapsed_ms: z.number(),
+});
+export type PublishCollectResponse = z.infer<typeof publishCollectResponse>;
 
 /** `agent::before_function_call`: a call the policy (or a person) allowed, before it runs. A
  * subscriber keys any side effect on `function_call.id` (a retried step may publish it again). */

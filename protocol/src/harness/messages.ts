@@ -60,14 +60,15 @@ export interface CustomMessage {
 export type AgentMessage = UserMessage | AssistantMessage | FunctionResultMessage | CustomMessage;
 
 /** A function schema as a provider tool (§4.4 AgentFunction). */
-export interface AgentFunction {
-  name: string;
-  description: string;
-  parameters: unknown;
-  label?: string;
-  execution_mode?: "parallel" | "sequential";
-  prepare_arguments_supported?: boolean;
-}
+export const agentFunctionSchema = z.object({
+  name: z.string(),
+  description: z.string(),
+  parameters: z.unknown(),
+  label: z.string().optional(),
+  execution_mode: z.enum(["parallel", "sequential"]).optional(),
+  prepare_arguments_supported: z.boolean().optional(),
+});
+export type AgentFunction = z.infer<typeof agentFunctionSchema>;
 
 /** The one tool the model sees (§3.1): `{function, payload}` reaches any function by id. */
 export const AGENT_TRIGGER = "agent_trigger";
@@ -75,6 +76,10 @@ export const AGENT_TRIGGER = "agent_trigger";
 // Lenient input schemas: a message from a client is checked for its discriminating fields; its
 // content blocks are kept as given (providers convert them, unknown blocks are dropped there).
 const contentBlock = z.looseObject({ type: z.string().min(1) });
+/** A message in a response: stored messages are passed through as written, so a response schema
+ * names the type without checking every content block again. */
+export const agentMessageValue = z.custom<AgentMessage>();
+
 export const agentMessageSchema = z.union([
   z.looseObject({ role: z.literal("user"), content: z.union([z.string(), z.array(contentBlock)]), timestamp: z.number().optional() }),
   z.looseObject({ role: z.literal("assistant"), content: z.array(contentBlock) }),

@@ -1,7 +1,7 @@
 // The providers worker's contracts (docs/harness-contracts.md §1.4, §4.2, §6.6): `provider::<name>::stream`
 // and the models catalog (`models::*`).
 import { z } from "zod";
-import type { ErrorKind } from "./messages.ts";
+import { ERROR_KINDS } from "./messages.ts";
 
 /** `provider::<name>::stream` request. `writer_ref` is the write end of an engine channel: the
  * provider writes one JSON text item per AssistantMessageEvent and closes it after the terminal one. */
@@ -17,32 +17,20 @@ export type ProviderStreamRequest = z.infer<typeof providerStreamRequest>;
 
 // ------------------------------------------------------------------ models catalog (§6.6)
 
-export interface Model {
-  id: string;
-  provider: string;
-  api?: string;
-  display_name?: string;
-  context_window: number;
-  max_output_tokens?: number;
-  input_limit?: number;
-  supports_thinking?: boolean;
-  supports_tools?: boolean;
-  supports_vision?: boolean;
-  supports_cache?: boolean;
-  transports?: ("sse" | "websocket" | "auto")[];
-  pricing?: { input_per_1m: number; output_per_1m: number; cache_read_per_1m?: number; cache_write_per_1m?: number };
-}
+/** A catalog entry (modelSchema). */
+export type Model = z.infer<typeof modelSchema>;
 
 /** Provider names: what `auth::*` and `models::*` accept (lower case, like the env map's keys). */
 export const PROVIDER_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 export const providerName = z.string().regex(PROVIDER_NAME_PATTERN, "provider must be 1–64 of a-z 0-9 . _ - (lower case)");
 
 /** `provider::<name>::stream`'s answer. The outcome is in the channel; `status` repeats it. */
-export interface ProviderStreamResponse {
-  ok: true;
-  status: "done" | "error" | "cancelled" | "channel_unavailable";
-  error_kind?: ErrorKind;
-}
+export const providerStreamResponse = z.object({
+  ok: z.literal(true),
+  status: z.enum(["done", "error", "cancelled", "channel_unavailable"]),
+  error_kind: z.enum(ERROR_KINDS).optional(),
+});
+export type ProviderStreamResponse = z.infer<typeof providerStreamResponse>;
 
 /** Engine state scope of registered models (key `<provider>:<id>`, value a Model). */
 export const MODELS_SCOPE = "models";
@@ -76,7 +64,7 @@ export const modelSchema = z.object({
       cache_write_per_1m: perMillion.optional(),
     })
     .optional(),
-}) satisfies z.ZodType<Model>;
+});
 /** A MODELS_OVERRIDES entry: any fields of a model, laid over the built-in entry of the same
  * provider and id (a model the table lacks needs `context_window`). */
 export const modelOverrideSchema = modelSchema.partial().required({ provider: true, id: true });
@@ -84,8 +72,12 @@ export const modelsListRequest = z.object({ provider: providerName.optional(), c
 export const modelsGetRequest = z.object({ provider: providerName, id: modelId });
 export const modelsSupportsRequest = z.object({ provider: providerName, id: modelId, capability: z.string().min(1).max(64) });
 export const modelsRegisterRequest = z.object({ model: modelSchema });
+/** `models::register`: the state key the entry is kept under (`<provider>:<id>`). */
+export const modelsRegisterResponse = z.object({ ok: z.literal(true), key: z.string() });
+/** `models::list`: every catalog entry that matches. */
+export const modelsListResponse = z.array(modelSchema);
+/** `models::get`: the entry, or null when the catalog does not know the model. */
+export const modelsGetResponse = modelSchema.nullable();
 /** `known: false` = the model is not in the catalog: its capabilities are unknown, not absent. */
-export interface ModelsSupportsResponse {
-  supported: boolean;
-  known: boolean;
-}
+export const modelsSupportsResponse = z.object({ supported: z.boolean(), known: z.boolean() });
+export type ModelsSupportsResponse = z.infer<typeof modelsSupportsResponse>;

@@ -1,7 +1,7 @@
 // The provisioning worker's contracts (docs/harness-contracts.md §1.3, §6.5): `provisioning::*`.
 import { z } from "zod";
-import { AGENT_TRIGGER, type AgentFunction } from "./messages.ts";
-import type { Model } from "./providers.ts";
+import { AGENT_TRIGGER, type AgentFunction, agentFunctionSchema } from "./messages.ts";
+import { modelSchema } from "./providers.ts";
 import { MODES } from "./turn-orchestrator.ts";
 
 /** The schema of the one provider tool (§3.1): every run request carries exactly this. */
@@ -36,14 +36,18 @@ export const provisioningPrepareRequest = z.object({
   }),
 });
 export type ProvisioningPrepareRequest = z.infer<typeof provisioningPrepareRequest>;
-export interface ProvisioningPrepareResponse {
-  system_prompt: string;
-  function_schemas: AgentFunction[];
-  model_meta: Model | null;
+export const provisioningPrepareResponse = z.object({
+  system_prompt: z.string(),
+  function_schemas: z.array(agentFunctionSchema),
+  /** The catalog's entry for the run's model as `models::get` answered it (fields past modelSchema's
+   * pass through); null or absent when the catalog does not know it. */
+  model_meta: modelSchema.loose().nullable().optional(),
   /** Present when the run asked for isolation: the sandbox its calls use. */
-  sandbox_id?: string;
-}
+  sandbox_id: z.string().min(1).optional(),
+});
+export type ProvisioningPrepareResponse = z.infer<typeof provisioningPrepareResponse>;
 export const provisioningReleaseRequest = z.object({
   session_id: z.string().min(1).max(128),
   sandbox_id: z.string().min(1).max(200).nullable().optional(),
 });
+export const provisioningReleaseResponse = z.object({ ok: z.literal(true) });

@@ -2,7 +2,7 @@
 // (`session-tree::fork|clone|tree|branches|set_active_leaf|get_entry|export`) and the compaction
 // entries it stores for the compaction worker (`session-tree::compact|compactions|update_parts`).
 import { z } from "zod";
-import type { AgentMessage } from "./messages.ts";
+import { type AgentMessage, agentMessageSchema, agentMessageValue } from "./messages.ts";
 
 export type SessionEntry =
   | { type: "message"; id: string; parent_id: string | null; message: AgentMessage; timestamp: number }
@@ -27,6 +27,137 @@ export type SessionEntry =
       details: { read_files: string[]; modified_files: string[] };
       timestamp: number;
     };
+
+// ------------------------------------------------------------------ sessions and inboxes (§5)
+// `session-tree::ensure|get|list|append|append_many|messages|update_message` and
+// `session-inbox::push|peek|drain`.
+
+/** Longest session id: the same bound `run::start` puts on it. */
+export const MAX_SESSION_ID_LENGTH = 128;
+/** Longest entry id: deterministic ids are built from a run id and a call id (`e_<run>_<call>`). */
+export const MAX_ENTRY_ID_LENGTH = 256;
+/** Longest inbox name (`steering`, `followup`, …). */
+export const MAX_INBOX_NAME_LENGTH = 64;
+/** Longest display name / cwd kept with a session. */
+export const MAX_DISPLAY_NAME_LENGTH = 200;
+export const MAX_CWD_LENGTH = 4_096;
+/** Most entries one append_many takes: each is one statement of the batch, and the id check binds
+ * one parameter per entry (D1 binds at most 100 per statement). */
+export const MAX_APPEND_MANY = 64;
+/** Largest page of `session-tree::messages`. */
+export const MAX_PAGE_ENTRIES = 1_000;
+/** Largest page of `session-tree::list`. */
+export const MAX_LIST_LIMIT = 1_000;
+
+const storedSessionId = z
+  .string()
+  .min(1)
+  .max(MAX_SESSION_ID_LENGTH)
+  .refine((s) => !s.includes("/"), "must not contain '/'");
+const storedEntryId = z.string().min(1).max(MAX_ENTRY_ID_LENGTH);
+const inboxName = z
+  .string()
+  .min(1)
+  .max(MAX_INBOX_NAME_LENGTH)
+  .refine((s) => !s.includes("/"), "must not contain '/'");
+
+/** A line of a session listing (`session-tree::list`). */
+export const sessionSummarySchema = z.object({
+  session_id: z.string(),
+  created_at: z.number(),
+  updated_at: z.number(),
+  entry_count: z.number(),
+  display_name: z.string().optional(),
+  last_message_summary: z.string().optional(),
+});
+export type SessionSummary = z.infer<typeof sessionSummarySchema>;
+/** `session-tree::get`: a session's metadata. */
+export const sessionInfoSchema = sessionSummarySchema.extend({
+  cwd: z.string().optional(),
+  /** Leaves of the tree (entries nobody is the parent of). */
+  branch_count: z.number(),
+  leaf_id: z.string().nullable(),
+  /** Set when the session was made by session-tree::fork / clone. */
+  origin: z.lazy(() => sessionOriginSchema).optional(),
+});
+export type SessionInfo = z.infer<typeof sessionInfoSchema>;
+/** One message of a path, as `session-tree::messages` pages it. */
+export const pathMessageSchema = z.object({ entry_id: z.string(), message: agentMessageValue, revision: z.number() });
+export type PathMessage = z.infer<typeof pathMessageSchema>;
+
+/** Request and response of each `session-tree::*` / `session-inbox::*` function above. */
+export const sessionStorageContracts = {
+  "session-tree::ensure": {
+    request: z.object({
+      session_id: storedSessionId,
+      display_name: z.string().max(MAX_DISPLAY_NAME_LENGTH).optional(),
+      cwd: z.string().max(MAX_CWD_LENGTH).optional(),
+      /** Who owns it (the orchestrator names the owner its run recorded); kept for listings. */
+      owner: z.string().min(1).max(128).optional(),
+    }),
+    response: z.object({ session_id: z.string(), created: z.boolean() }),
+  },
+  "session-tree::get": { request: z.object({ session_id: storedSessionId }), response: sessionInfoSchema.nullable() },
+  "session-tree::list": {
+    request: z
+      .object({
+        limit: z.number().int().min(1).max(MAX_LIST_LIMIT).optional(),
+        offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+        order: z.enum(["asc", "desc"]).optional(),
+      })
+      .default({}),
+    response: z.object({ sessions: z.array(sessionSummarySchema), total: z.number() }),
+  },
+  "session-tree::append": {
+    request: z.object({
+      session_id: storedSessionId,
+      message: agentMessageSchema,
+      entry_id: storedEntryId.optional(),
+      parent_id: storedEntryId.optional(),
+    }),
+    response: z.object({ entry_id: z.string(), appended: z.boolean() }),
+  },
+  "session-tree::append_many": {
+    request: z.object({
+      session_id: storedSessionId,
+      entries: z.array(z.object({ entry_id: storedEntryId.optional(), message: agentMessageSchema })).max(MAX_APPEND_MANY),
+      parent_id: storedEntryId.optional(),
+    }),
+    response: z.object({ entry_ids: z.array(z.string()), appended: z.number() }),
+  },
+  "session-tree::messages": {
+    request: z.object({
+      session_id: storedSessionId,
+      branch_leaf: storedEntryId.optional(),
+      limit: z.number().int().min(1).max(MAX_PAGE_ENTRIES).optional(),
+      cursor: z.string().min(1).max(4_096).optional(),
+      include_custom: z.boolean().optional(),
+    }),
+    response: z.object({ messages: z.array(pathMessageSchema), next_cursor: z.string().nullable() }),
+  },
+  "session-tree::update_message": {
+    request: z.object({ session_id: storedSessionId, entry_id: storedEntryId, message: agentMessageSchema }),
+    response: z.object({ ok: z.literal(true), revision: z.number() }),
+  },
+  "session-inbox::push": {
+    request: z.object({
+      name: inboxName,
+      session_id: storedSessionId,
+      item: z.unknown().refine((v) => v !== undefined, "item is required"),
+    }),
+    /** `ok` false (`error: "inbox_full"`) when the inbox is full. */
+    response: z.object({ ok: z.boolean(), size: z.number(), error: z.literal("inbox_full").optional() }),
+  },
+  "session-inbox::peek": {
+    request: z.object({ name: inboxName, session_id: storedSessionId }),
+    response: z.object({ items: z.array(z.unknown()) }),
+  },
+  "session-inbox::drain": {
+    request: z.object({ name: inboxName, session_id: storedSessionId }),
+    response: z.object({ items: z.array(z.unknown()) }),
+  },
+} as const;
+export type SessionStorageFunctionId = keyof typeof sessionStorageContracts;
 
 export interface SessionMeta {
   session_id: string;
@@ -68,41 +199,47 @@ export const sessionCloneRequest = z.object({
 });
 export type SessionCopyKind = "fork" | "clone";
 /** Where a forked or cloned session came from (`session-tree::get` answers it as `origin`). */
-export interface SessionOrigin {
-  kind: SessionCopyKind;
-  source_session_id: string;
+export const sessionOriginSchema = z.object({
+  kind: z.enum(["fork", "clone"]),
+  source_session_id: z.string(),
   /** The entry a fork was taken at (its copy is the fork's first leaf); null for a clone. */
-  from_entry_id: string | null;
-}
-export interface SessionCopyResponse extends SessionOrigin {
-  session_id: string;
+  from_entry_id: z.string().nullable(),
+});
+export type SessionOrigin = z.infer<typeof sessionOriginSchema>;
+export const sessionCopyResponse = sessionOriginSchema.extend({
+  session_id: z.string(),
   /** The copy's active leaf (the copy of `from_entry_id`, or of the source's leaf). */
-  leaf_id: string | null;
-  entry_count: number;
+  leaf_id: z.string().nullable(),
+  entry_count: z.number(),
   /** false: this request had made the copy already; nothing was written. */
-  created: boolean;
-}
+  created: z.boolean(),
+});
+export type SessionCopyResponse = z.infer<typeof sessionCopyResponse>;
 
 /** `session-tree::tree`: the whole tree, or the subtree under `from_entry_id`. */
 export const sessionTreeRequest = z.object({ session_id: treeSessionId, from_entry_id: treeEntryId.optional() });
 /** One entry of a tree or branch listing: what a UI needs to draw it, never the whole message. */
-export interface TreeEntry {
-  entry_id: string;
-  kind: string;
-  depth: number;
-  timestamp: number;
+const treeEntryFields = {
+  entry_id: z.string(),
+  kind: z.string(),
+  depth: z.number(),
+  timestamp: z.number(),
   /** The message's role (message and custom_message entries). */
-  role?: string;
+  role: z.string().optional(),
   /** The first text of the entry, flattened and cut to one line. */
-  preview?: string;
+  preview: z.string().optional(),
   /** An assistant entry's first function call (the target of an `agent_trigger`). */
-  call?: string;
+  call: z.string().optional(),
   /** A function_result entry's function. */
-  function_id?: string;
-  child_count: number;
+  function_id: z.string().optional(),
+};
+export const treeEntrySchema = z.object({
+  ...treeEntryFields,
+  child_count: z.number(),
   /** On the path from a root to the active leaf. */
-  active?: true;
-}
+  active: z.literal(true).optional(),
+});
+export type TreeEntry = z.infer<typeof treeEntrySchema>;
 /** A branch: a run of entries, each the only child of the one before; `children` are the branches
  * that start under its last entry. `truncated`: nested too deep for one answer — ask again with
  * `from_entry_id` = its last entry. */
@@ -111,29 +248,38 @@ export interface TreeBranch {
   children: TreeBranch[];
   truncated?: true;
 }
-export interface SessionTree {
-  session_id: string;
-  leaf_id: string | null;
-  entry_count: number;
-  roots: TreeBranch[];
-}
+export const treeBranchSchema: z.ZodType<TreeBranch> = z.lazy(() =>
+  z.object({ entries: z.array(treeEntrySchema), children: z.array(treeBranchSchema), truncated: z.literal(true).optional() }),
+);
+/** `session-tree::tree`'s answer. */
+export const sessionTreeResponse = z.object({
+  session_id: z.string(),
+  leaf_id: z.string().nullable(),
+  entry_count: z.number(),
+  roots: z.array(treeBranchSchema),
+});
+export type SessionTree = z.infer<typeof sessionTreeResponse>;
 
 export const sessionBranchesRequest = z.object({ session_id: treeSessionId });
 /** A tip of the tree (an entry nobody is the parent of). */
-export interface SessionBranch extends Omit<TreeEntry, "child_count" | "active"> {
-  leaf_id: string;
+export const sessionBranchSchema = z.object({
+  ...treeEntryFields,
+  leaf_id: z.string(),
   /** The nearest ancestor with more than one child (where this branch left another), or null. */
-  fork_point_id: string | null;
+  fork_point_id: z.string().nullable(),
   /** The tip is the active leaf. */
-  active: boolean;
-}
-export interface SessionBranches {
-  session_id: string;
-  leaf_id: string | null;
+  active: z.boolean(),
+});
+export type SessionBranch = z.infer<typeof sessionBranchSchema>;
+/** `session-tree::branches`'s answer. */
+export const sessionBranchesResponse = z.object({
+  session_id: z.string(),
+  leaf_id: z.string().nullable(),
   /** Tips in all (the answer lists the newest MAX_BRANCHES). */
-  total: number;
-  branches: SessionBranch[];
-}
+  total: z.number(),
+  branches: z.array(sessionBranchSchema),
+});
+export type SessionBranches = z.infer<typeof sessionBranchesResponse>;
 
 /** `session-tree::set_active_leaf`: switch branch. `entry_id: null` = no leaf (the next append
  * starts a new root); `expected_leaf_id` makes it a compare-and-set (`leaf_conflict`). */
@@ -142,28 +288,31 @@ export const setActiveLeafRequest = z.object({
   entry_id: treeEntryId.nullable(),
   expected_leaf_id: treeEntryId.nullable().optional(),
 });
-export interface SetActiveLeafResponse {
-  session_id: string;
-  leaf_id: string | null;
-  previous_leaf_id: string | null;
-  changed: boolean;
-}
+export const setActiveLeafResponse = z.object({
+  session_id: z.string(),
+  leaf_id: z.string().nullable(),
+  previous_leaf_id: z.string().nullable(),
+  changed: z.boolean(),
+});
+export type SetActiveLeafResponse = z.infer<typeof setActiveLeafResponse>;
 
 /** `session-tree::get_entry` → SessionEntryView, or null (no such entry or session). */
 export const getEntryRequest = z.object({ session_id: treeSessionId, entry_id: treeEntryId });
-export interface SessionEntryView {
-  entry_id: string;
-  parent_id: string | null;
-  kind: string;
-  depth: number;
-  timestamp: number;
-  revision: number;
-  child_count: number;
+export const sessionEntryViewSchema = z.object({
+  entry_id: z.string(),
+  parent_id: z.string().nullable(),
+  kind: z.string(),
+  depth: z.number(),
+  timestamp: z.number(),
+  revision: z.number(),
+  child_count: z.number(),
   /** message and custom_message entries. */
-  message?: AgentMessage;
+  message: agentMessageValue.optional(),
   /** Other kinds (compaction, branch_summary, …): the stored body. */
-  data?: unknown;
-}
+  data: z.unknown().optional(),
+});
+export type SessionEntryView = z.infer<typeof sessionEntryViewSchema>;
+export const getEntryResponse = sessionEntryViewSchema.nullable();
 
 export const EXPORT_FORMATS = ["json", "markdown", "html"] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
@@ -173,14 +322,16 @@ export const sessionExportRequest = z.object({
   format: z.enum(EXPORT_FORMATS).default("markdown"),
   branch_leaf: treeEntryId.optional(),
 });
-export interface SessionExport {
-  session_id: string;
-  format: ExportFormat;
-  content_type: string;
-  leaf_id: string | null;
-  entry_count: number;
-  content: string;
-}
+/** `session-tree::export`'s answer. */
+export const sessionExportResponse = z.object({
+  session_id: z.string(),
+  format: z.enum(EXPORT_FORMATS),
+  content_type: z.string(),
+  leaf_id: z.string().nullable(),
+  entry_count: z.number(),
+  content: z.string(),
+});
+export type SessionExport = z.infer<typeof sessionExportResponse>;
 
 // Compaction entries (§5.2, §6.1): written and listed here, summarised by context-compaction.
 
@@ -245,22 +396,28 @@ export const sessionUpdatePartsRequest = z.object({
     .min(1)
     .max(MAX_UPDATE_PARTS),
 });
-export interface SessionUpdatePartsResponse {
-  updated: { entry_id: string; revision: number }[];
-  unchanged: string[];
-  skipped: string[];
-}
+export const sessionUpdatePartsResponse = z.object({
+  updated: z.array(z.object({ entry_id: z.string(), revision: z.number() })),
+  unchanged: z.array(z.string()),
+  skipped: z.array(z.string()),
+});
+export type SessionUpdatePartsResponse = z.infer<typeof sessionUpdatePartsResponse>;
 
 /** A compaction entry as `session-tree::compactions` returns it. `after_message_id`: the nearest
  * message entry before it on the path (null: none) — where its "tail right after the compaction"
  * starts when `tail_start_id` is null. */
-export interface CompactionRecord {
-  entry_id: string;
-  parent_id: string | null;
-  after_message_id: string | null;
-  summary: string;
-  tokens_before: number;
-  tail_start_id: string | null;
-  details: CompactionDetails;
-  timestamp: number;
-}
+export const compactionRecordSchema = z.object({
+  entry_id: z.string(),
+  parent_id: z.string().nullable(),
+  after_message_id: z.string().nullable(),
+  summary: z.string(),
+  tokens_before: z.number(),
+  tail_start_id: z.string().nullable(),
+  details: compactionDetailsSchema,
+  timestamp: z.number(),
+});
+export type CompactionRecord = z.infer<typeof compactionRecordSchema>;
+/** `session-tree::compactions`'s answer. */
+export const sessionCompactionsResponse = z.object({ compactions: z.array(compactionRecordSchema) });
+/** `session-tree::compact`'s answer: `appended` false when `entry_id` was there already. */
+export const sessionCompactResponse = z.object({ entry_id: z.string(), appended: z.boolean() });

@@ -1,7 +1,7 @@
 // The sub-agents worker's contracts (docs/harness-contracts.md §2.2, §2.7): `harness::spawn|join|children`.
 import { z } from "zod";
 import type { AgentEvent } from "./events.ts";
-import { type AwaitingApproval, MODES, runStartRequest, type TurnState } from "./turn-orchestrator.ts";
+import { type AwaitingApproval, awaitingApprovalSchema, MODES, runStartRequest, TURN_STATES } from "./turn-orchestrator.ts";
 
 // `harness::spawn` starts a child session with its own turn loop under a running parent;
 // `harness::join` parks the parent's call (like an approval: no queue step held) until the child
@@ -79,17 +79,18 @@ export const harnessSpawnRequest = z.object({
   budget_share: z.number().gt(0).max(1).optional(),
 });
 export type HarnessSpawnRequest = z.infer<typeof harnessSpawnRequest>;
-export interface HarnessSpawnResponse {
-  child_session_id: string;
+export const harnessSpawnResponse = z.object({
+  child_session_id: z.string(),
   /** true: the child's run is started (by this call or an earlier delivery of the same spawn). */
-  started: boolean;
-  depth: number;
+  started: z.boolean(),
+  depth: z.number(),
   /** true: this spawn had happened before; nothing new was started. */
-  existing?: true;
-  budget_id?: string;
+  existing: z.literal(true).optional(),
+  budget_id: z.string().optional(),
   /** What the model should do next. */
-  message: string;
-}
+  message: z.string(),
+});
+export type HarnessSpawnResponse = z.infer<typeof harnessSpawnResponse>;
 
 export const harnessJoinRequest = z.object({
   child_session_id: subAgentSessionIdSchema,
@@ -97,24 +98,28 @@ export const harnessJoinRequest = z.object({
 });
 export type HarnessJoinRequest = z.infer<typeof harnessJoinRequest>;
 /** A child that ended: its final assistant text, rounds, and why it failed if it did. */
-export interface HarnessJoinResult {
-  child_session_id: string;
-  state: "stopped" | "failed";
-  final_message: string | null;
-  turn_count: number;
-  error?: { kind: string; message: string };
-}
+const runError = z.object({ kind: z.string(), message: z.string() });
+export const harnessJoinResult = z.object({
+  child_session_id: z.string(),
+  state: z.enum(["stopped", "failed"]),
+  final_message: z.string().nullable(),
+  turn_count: z.number(),
+  error: runError.optional(),
+});
+export type HarnessJoinResult = z.infer<typeof harnessJoinResult>;
 /** The child is still running. Returned to the orchestrator's dispatch it parks the call (see
  * `isJoinPending`); a resumed call that still finds the child running gets it as its result. */
-export interface HarnessJoinPending {
-  pending: true;
-  held_by: typeof HARNESS_JOIN;
-  child_session_id: string;
-  state: TurnState | null;
-  expires_at?: number;
-  message: string;
-}
-export type HarnessJoinResponse = HarnessJoinResult | HarnessJoinPending;
+export const harnessJoinPending = z.object({
+  pending: z.literal(true),
+  held_by: z.literal(HARNESS_JOIN),
+  child_session_id: z.string(),
+  state: z.enum(TURN_STATES).nullable(),
+  expires_at: z.number().optional(),
+  message: z.string(),
+});
+export type HarnessJoinPending = z.infer<typeof harnessJoinPending>;
+export const harnessJoinResponse = z.union([harnessJoinResult, harnessJoinPending]);
+export type HarnessJoinResponse = z.infer<typeof harnessJoinResponse>;
 
 /** Whether a call's result is a join to park on (only `harness::join`'s own answer counts, so no
  * other function can make the orchestrator call it twice). */
@@ -133,21 +138,20 @@ export const isAwaitingChild = (a: AwaitingApproval): a is AwaitingChild =>
   (a as Partial<AwaitingChild>).held_by === HARNESS_JOIN && typeof (a as Partial<AwaitingChild>).child_session_id === "string";
 
 export const harnessChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema.optional() });
-export interface SubAgentChildView {
-  child_session_id: string;
-  depth: number;
-  task: string;
-  created_at_ms: number;
+export const subAgentChildViewSchema = z.object({
+  child_session_id: z.string(),
+  depth: z.number(),
+  task: z.string(),
+  created_at_ms: z.number(),
   /** null: the child's run has not written its record yet. */
-  state: TurnState | null;
-  turn_count: number;
-  awaiting_approval?: AwaitingApproval[];
-  error?: { kind: string; message: string };
-}
-export interface HarnessChildrenResponse {
-  parent_session_id: string;
-  children: SubAgentChildView[];
-}
+  state: z.enum(TURN_STATES).nullable(),
+  turn_count: z.number(),
+  awaiting_approval: z.array(awaitingApprovalSchema).optional(),
+  error: runError.optional(),
+});
+export type SubAgentChildView = z.infer<typeof subAgentChildViewSchema>;
+export const harnessChildrenResponse = z.object({ parent_session_id: z.string(), children: z.array(subAgentChildViewSchema) });
+export type HarnessChildrenResponse = z.infer<typeof harnessChildrenResponse>;
 export const harnessStopChildrenRequest = z.object({ parent_session_id: subAgentSessionIdSchema, reason: z.string().max(200).optional() });
 
 /** The `stream::send` event type of a mirrored child event on `agent::events/<ancestor>`. */

@@ -10,7 +10,7 @@ import {
   type FunctionResultMessage,
 } from "./messages.ts";
 import type { Model } from "./providers.ts";
-import { type SessionCopyResponse, treeDisplayName, treeEntryId, treeRequestKey, treeSessionId } from "./session-storage.ts";
+import { sessionCopyResponse, treeDisplayName, treeEntryId, treeRequestKey, treeSessionId } from "./session-storage.ts";
 
 export const MODES = ["plan", "ask", "agent"] as const;
 export type Mode = (typeof MODES)[number];
@@ -39,7 +39,11 @@ export const runStartRequest = z.object({
   budget_id: z.string().min(1).max(200).optional(),
 });
 export type RunStartRequest = z.infer<typeof runStartRequest>;
-export type RunStartResponse = { session_id: string; started: true } | { session_id: string; started: false; reason: "session_busy" };
+export const runStartResponse = z.union([
+  z.object({ session_id: z.string(), started: z.literal(true) }),
+  z.object({ session_id: z.string(), started: z.literal(false), reason: z.literal("session_busy") }),
+]);
+export type RunStartResponse = z.infer<typeof runStartResponse>;
 
 /** What the orchestrator keeps per run (`run_request/<sid>`). */
 export interface RunRequest {
@@ -91,16 +95,17 @@ export interface ExecutedCall {
   is_error: boolean;
   duration_ms: number;
 }
-export interface AwaitingApproval {
-  function_call_id: string;
-  function_id: string;
-  args: unknown;
-  pending_at?: number;
-  expires_at?: number;
+export const awaitingApprovalSchema = z.object({
+  function_call_id: z.string(),
+  function_id: z.string(),
+  args: z.unknown(),
+  pending_at: z.number().optional(),
+  expires_at: z.number().optional(),
   /** What a person approves (§3.7): the hash of `args` after the before-call hooks, and the policy version. */
-  args_hash?: string;
-  policy_version?: string;
-}
+  args_hash: z.string().optional(),
+  policy_version: z.string().optional(),
+});
+export type AwaitingApproval = z.infer<typeof awaitingApprovalSchema>;
 /** Per-call checkpoint: `triggered` is written before the target is invoked, so a step
  * redelivered after a crash never invokes it twice (it gets an "interrupted" result instead). */
 export type CallCheckpoint = "triggered" | "pending" | "done";
@@ -128,14 +133,17 @@ export interface TurnStateRecord {
 }
 
 /** What clients see of a record (`turn::get_state`): never `work` or `last_assistant`. */
-export interface TurnStateView {
-  session_id: string;
-  state: TurnState;
-  turn_count: number;
-  max_turns?: number;
-  awaiting_approval?: AwaitingApproval[];
-  error?: { kind: string; message: string };
-}
+export const turnStateViewSchema = z.object({
+  session_id: z.string(),
+  state: z.enum(TURN_STATES),
+  turn_count: z.number(),
+  max_turns: z.number().optional(),
+  awaiting_approval: z.array(awaitingApprovalSchema).optional(),
+  error: z.object({ kind: z.string(), message: z.string() }).optional(),
+});
+export type TurnStateView = z.infer<typeof turnStateViewSchema>;
+/** `turn::get_state`: the view, or null when the session has no record. */
+export const turnGetStateResponse = turnStateViewSchema.nullable();
 
 /** Per-session inboxes the orchestrator drains at `steering_check`. */
 export const INBOX_STEERING = "steering";
@@ -160,17 +168,20 @@ const orchestratorSessionId = z
   .regex(/^[^/]+$/, "session_id must not contain '/'");
 /** `turn::get_state`, `turn::stop`. */
 export const turnSessionRequest = z.object({ session_id: orchestratorSessionId });
-export interface TurnStopResponse {
-  session_id: string;
+export const turnStopResponse = z.object({
+  session_id: z.string(),
   /** false: nothing to stop (no record, or the run already ended). */
-  stopping: boolean;
-  state: TurnState | null;
-}
+  stopping: z.boolean(),
+  state: z.enum(TURN_STATES).nullable(),
+});
+export type TurnStopResponse = z.infer<typeof turnStopResponse>;
 /** `run::steer`: plain text becomes a user message. */
 export const runSteerRequest = z.object({
   session_id: orchestratorSessionId,
   message: z.union([z.string().min(1).max(200_000), agentMessageSchema]),
 });
+/** `ok` false: the session's steering inbox is full. */
+export const runSteerResponse = z.object({ ok: z.boolean() });
 /** Most `agent::events` items one `run::events` page returns. */
 export const RUN_EVENTS_MAX_LIMIT = 1_000;
 /** `run::events`: `after` is an item id (`<sid>-<seq>`) from an earlier page or a stream push. */
@@ -179,11 +190,12 @@ export const runEventsRequest = z.object({
   after: z.string().min(1).max(300).nullable().optional(),
   limit: z.number().int().min(1).max(RUN_EVENTS_MAX_LIMIT).optional(),
 });
-export interface RunEventsResponse {
-  events: { item_id: string; data: AgentEvent }[];
+export const runEventsResponse = z.object({
+  events: z.array(z.object({ item_id: z.string(), data: z.custom<AgentEvent>() })),
   /** Pass as `after` next time: the last item returned, or the `after` given when none was new. */
-  next: string | null;
-}
+  next: z.string().nullable(),
+});
+export type RunEventsResponse = z.infer<typeof runEventsResponse>;
 
 // Running on a branch (`run::resume|rerun_from|fork`, §5.3). Settings a resumed run does not name
 // come from the session's last run request, else from the run request of the session it was forked
@@ -231,16 +243,26 @@ export const runForkRequest = z.object({
 });
 export type RunForkRequest = z.infer<typeof runForkRequest>;
 
-export type RunResumeResponse =
-  | { session_id: string; run_id: string; started: true }
-  | { session_id: string; run_id?: string; started: false; reason: "session_busy" | "already_started" };
-export type RunRerunResponse = RunResumeResponse & {
-  /** The entry the run answers (the edited message's copy) and where it hangs. */
-  entry_id?: string;
-  parent_id?: string | null;
-  previous_leaf_id?: string | null;
-};
-export type RunForkResponse = SessionCopyResponse & { run?: RunResumeResponse };
+export const runResumeResponse = z.union([
+  z.object({ session_id: z.string(), run_id: z.string(), started: z.literal(true) }),
+  z.object({
+    session_id: z.string(),
+    run_id: z.string().optional(),
+    started: z.literal(false),
+    reason: z.enum(["session_busy", "already_started"]),
+  }),
+]);
+export type RunResumeResponse = z.infer<typeof runResumeResponse>;
+/** The entry the run answers (the edited message's copy) and where it hangs. */
+const rerunPlacement = z.object({
+  entry_id: z.string().optional(),
+  parent_id: z.string().nullable().optional(),
+  previous_leaf_id: z.string().nullable().optional(),
+});
+export const runRerunResponse = z.intersection(runResumeResponse, rerunPlacement);
+export type RunRerunResponse = z.infer<typeof runRerunResponse>;
+export const runForkResponse = sessionCopyResponse.extend({ run: runResumeResponse.optional() });
+export type RunForkResponse = z.infer<typeof runForkResponse>;
 
 /** The invocation `metadata` the orchestrator sends with every call a model makes (gate.ts
  * `callMetadata`). The model's arguments are the call's `data`, unchanged; who is calling

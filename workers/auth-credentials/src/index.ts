@@ -3,7 +3,7 @@
 // that proves it holds the credentials key (the providers); stored credentials are AES-GCM sealed
 // in engine state. No secret is ever logged, put in an error message, or returned by anything but
 // get_token.
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, responseFormat } from "@iii-edge/protocol";
 import {
   AUTH_CREDENTIALS_SCOPE,
   AUTH_PROOF_MAX_SKEW_MS,
@@ -18,6 +18,11 @@ import {
   type Credential,
   type CredentialsCryptoKey,
   type CredentialsKeyResult,
+  authGetTokenResponse,
+  authSetTokenResponse,
+  authStatusSchema,
+  authDeleteTokenResponse,
+  authListProvidersResponse,
 } from "@iii-edge/protocol/harness";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
@@ -136,6 +141,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       description:
         "A provider's credential (stored, else from the environment, else null). Only for provider workers: needs a proof signed with CREDENTIALS_KEY.",
       input: authGetTokenRequest,
+      response_format: responseFormat(authGetTokenResponse),
     },
   );
 
@@ -153,6 +159,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       description:
         "Store a provider credential ({provider, type:'api_key', key} or {provider, type:'oauth', access_token, …}), encrypted at rest.",
       input: authSetTokenRequest,
+      response_format: responseFormat(authSetTokenResponse),
     },
   );
 
@@ -165,7 +172,11 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       });
       return { ok: true, deleted: old !== null && old !== undefined };
     },
-    { description: "Remove a provider's stored credential (an environment key, if any, applies again).", input: authProviderRequest },
+    {
+      description: "Remove a provider's stored credential (an environment key, if any, applies again).",
+      input: authProviderRequest,
+      response_format: responseFormat(authDeleteTokenResponse),
+    },
   );
 
   iii.registerFunction(
@@ -176,7 +187,10 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       for (const row of Array.isArray(rows) ? rows : []) if (isSealed(row)) names.add(row.provider);
       return { providers: [...names].sort() };
     },
-    { description: "Providers that have a credential, stored or from the environment." },
+    {
+      description: "Providers that have a credential, stored or from the environment.",
+      response_format: responseFormat(authListProvidersResponse),
+    },
   );
 
   iii.registerFunction(
@@ -191,6 +205,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
     {
       description: "Whether a provider has a credential, where it comes from, and a label (never the secret).",
       input: authProviderRequest,
+      response_format: responseFormat(authStatusSchema),
     },
   );
 }

@@ -2,11 +2,17 @@
 // of it in engine state, every step a `turn::<state>` message on the `turn-step` queue. Runs in
 // workerd and in Node (Web APIs only).
 import { configurePendingTimeout, pendingTimeoutFrom } from "./approvals.ts";
+import { responseFormat } from "@iii-edge/protocol";
 import {
   runEventsRequest,
+  runEventsResponse,
+  runStartResponse,
   runStartWithParentRequest,
   runSteerRequest,
+  runSteerResponse,
+  turnGetStateResponse,
   turnSessionRequest,
+  turnStopResponse,
   type TurnState,
 } from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
@@ -71,6 +77,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
         description:
           "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
         input: runStartWithParentRequest,
+        response_format: responseFormat(runStartResponse),
         metadata: OWNER_CHECKED,
       },
     );
@@ -88,6 +95,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
         description:
           "The client view of a session's turn record ({session_id, state, turn_count, max_turns?, awaiting_approval?, error?}) or null",
         input: turnSessionRequest,
+        response_format: responseFormat(turnGetStateResponse),
         metadata: OWNER_CHECKED,
       },
     );
@@ -97,6 +105,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description: "Stop a session's run between steps: {session_id} → {session_id, stopping, state}",
         input: turnSessionRequest,
+        response_format: responseFormat(turnStopResponse),
         metadata: OWNER_CHECKED,
       },
     );
@@ -106,6 +115,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description: "Queue a message for the running turn (inbox steering): {session_id, message} → {ok}",
         input: runSteerRequest,
+        response_format: responseFormat(runSteerResponse),
         metadata: OWNER_CHECKED,
       },
     );
@@ -117,6 +127,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description: "A session's agent::events after a cursor, in order: {session_id, after?, limit?} → {events:[{item_id, data}], next}",
         input: runEventsRequest,
+        response_format: responseFormat(runEventsResponse),
         metadata: OWNER_CHECKED,
       },
     );

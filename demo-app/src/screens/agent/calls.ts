@@ -3,6 +3,8 @@
 import type {
   AgentMessage,
   ApprovalSettings,
+  AuthStatus,
+  PathMessage,
   BudgetView,
   PendingApprovalRecord,
   PermissionMode,
@@ -24,17 +26,8 @@ export type { SessionSummary };
 const MAX_TRANSCRIPT_PAGES = 20;
 const TRANSCRIPT_PAGE = 500;
 
-export interface StoredMessage {
-  entry_id: string;
-  message: AgentMessage;
-}
-
-export interface AuthStatusView {
-  configured: boolean;
-  source?: "stored" | "environment";
-  label?: string;
-  problem?: string;
-}
+export type StoredMessage = Pick<PathMessage, "entry_id" | "message">;
+export type AuthStatusView = AuthStatus;
 
 export const userMessage = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: Date.now() });
 
