@@ -79,22 +79,6 @@ export const COMPACTION_RESERVE_WINDOW_FRACTION = 0.1;
 /** A model whose output limit is unknown: the output part of the fallback limits a model without a
  * catalog entry gets (32k context, 32k input, 4k output). */
 export const COMPACTION_UNKNOWN_OUTPUT_TOKENS = 4_096;
-/** The most a request may be: the input limit, else the window less the output limit (0 = unknown). */
-export function compactionHardLimit(limit: CompactionModel["limit"]): number {
-  if (!(limit.context > 0)) return 0;
-  if (limit.input !== undefined && limit.input > 0) return Math.min(limit.input, limit.context);
-  return Math.max(0, limit.context - (limit.output !== undefined && limit.output > 0 ? limit.output : COMPACTION_UNKNOWN_OUTPUT_TOKENS));
-}
-/** usable = (input_limit ?? context − max_output) − min(reserved, 10 % of context) − thinking
- * budget; 0 when the window is unknown (never compact). A request at or past it is compacted. */
-export function compactionUsableTokens(limit: CompactionModel["limit"], reservedTokens: number = COMPACTION_RESERVED_TOKENS): number {
-  const hard = compactionHardLimit(limit);
-  if (hard === 0) return 0;
-  return Math.max(
-    0,
-    hard - Math.min(reservedTokens, Math.floor(COMPACTION_RESERVE_WINDOW_FRACTION * limit.context)) - (limit.thinking ?? 0),
-  );
-}
 /** A catalog entry as a compaction model. */
 export function compactionModelOf(
   model: Pick<Model, "id" | "provider" | "context_window" | "max_output_tokens" | "input_limit">,

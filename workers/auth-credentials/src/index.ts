@@ -11,9 +11,6 @@ import {
   authProviderRequest,
   authSetTokenRequest,
   credentialSchema,
-  credentialsKeyMaterial,
-  deriveCredentialsKey,
-  verifyAuthProof,
   type AuthStatus,
   type Credential,
   type CredentialsCryptoKey,
@@ -24,7 +21,13 @@ import {
   authDeleteTokenResponse,
   authListProvidersResponse,
 } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import {
+  type WorkerModule,
+  type WorkerSurface,
+  credentialsKeyMaterial,
+  deriveCredentialsKey,
+  verifyAuthProof,
+} from "@iii-edge/sdk-edge/worker";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { isSealed, open, seal } from "./sealed.ts";
 

@@ -8,7 +8,6 @@ import {
   AGENT_EVENTS_STREAM,
   compactionEventItemId,
   compactionModelOf,
-  compactionUsableTokens,
   compactNowRequest,
   compactSessionRequest,
   pruneToolOutputsRequest,
@@ -22,7 +21,7 @@ import {
   compactNowResult,
   pruneToolOutputsResult,
 } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { compactionUsableTokens, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { usableTokens } from "./budget.ts";
 import { call, errorCode, errorText, type Trigger } from "./calls.ts";
 import { configFromEnv, type CompactionConfig } from "./config.ts";

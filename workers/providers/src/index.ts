@@ -5,8 +5,6 @@
 // to a worker of its own without a caller noticing. Web APIs only: runs in workerd and in Node.
 import { responseFormat } from "@iii-edge/protocol";
 import {
-  credentialsKeyMaterial,
-  deriveCredentialsKey,
   modelsGetRequest,
   modelsListRequest,
   modelsRegisterRequest,
@@ -22,7 +20,7 @@ import {
   modelsRegisterResponse,
   providerStreamResponse,
 } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { type WorkerModule, type WorkerSurface, credentialsKeyMaterial, deriveCredentialsKey } from "@iii-edge/sdk-edge/worker";
 import type { ProviderAdapter } from "./adapter.ts";
 import { ANTHROPIC_DEFAULT_BASE_URL, anthropic } from "./anthropic.ts";
 import { BUILTIN_MODELS, Catalog, modelKey, parseOverrides, supports } from "./catalog.ts";

@@ -17,7 +17,6 @@ import {
   parseApprovalSettings,
   pendingKey,
   pendingResolved,
-  redactArgs,
   subAgentParentLink,
   type ApprovalBinding,
   type ApprovalSettings,
@@ -25,6 +24,7 @@ import {
   type PendingApprovalRecord,
   type PendingOutcome,
 } from "@iii-edge/protocol/harness";
+import { redactArgs } from "./denials.ts";
 import { isRecord } from "@iii-edge/protocol";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
 import { POLICY_TIMEOUT_MS, SCOPE_RUN_REQUEST } from "./constants.ts";
