@@ -2,6 +2,7 @@
 // modes, the inbox of pending calls, and the DenialEnvelope a model reads when a call is not run.
 import { z } from "zod";
 import { type PolicyDecision, POLICY_FLOOR_RULE_IDS } from "./policy.ts";
+import type { StateKey } from "./state.ts";
 import type { FunctionCall } from "./turn-orchestrator.ts";
 
 export interface DenialEnvelope {
@@ -197,6 +198,22 @@ export interface PendingResolvedEvent {
   resolved_at: number;
 }
 export const pendingKey = (sessionId: string, functionCallId: string): string => `${sessionId}/${functionCallId}`;
+
+/** The approval gate's state: a person's decision on a parked call (`approvals`, an
+ * ApprovalDecision; the orchestrator reads it and wakes on its state trigger), a session's
+ * permission settings (`approval_settings`), and the inbox of calls waiting for a person
+ * (`approval_pending`, a PendingApprovalRecord). */
+export const approvalState = {
+  decision: (sessionId: string, functionCallId: string): StateKey => ({
+    scope: APPROVALS_SCOPE,
+    key: pendingKey(sessionId, functionCallId),
+  }),
+  settings: (sessionId: string): StateKey => ({ scope: APPROVAL_SETTINGS_SCOPE, key: sessionId }),
+  pending: (sessionId: string, functionCallId: string): StateKey => ({
+    scope: APPROVAL_PENDING_SCOPE,
+    key: pendingKey(sessionId, functionCallId),
+  }),
+};
 
 /** The `approval::pending-resolved` event for a pending record just deleted (`old`, as
  * `state::delete` answered it), or undefined when there was no readable record: whichever step

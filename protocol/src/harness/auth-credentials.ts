@@ -3,6 +3,7 @@
 // credentials worker and the providers both need them.
 import { z } from "zod";
 import { providerName } from "./providers.ts";
+import type { StateKey } from "./state.ts";
 
 export type Credential =
   | { type: "api_key"; key: string; base_url?: string }
@@ -15,6 +16,10 @@ export type Credential =
 
 /** Engine state scope of the encrypted credentials (key = provider name). */
 export const AUTH_CREDENTIALS_SCOPE = "auth_credentials";
+/** The credentials worker's state: one sealed credential per provider. */
+export const authCredentialsState = {
+  credential: (provider: string): StateKey => ({ scope: AUTH_CREDENTIALS_SCOPE, key: provider }),
+};
 /** How far a proof's `ts` may be from the verifier's clock: covers clock skew between a provider
  * process and the credentials worker plus a slow engine hop, and bounds how long a captured proof
  * can be replayed. */

@@ -1,6 +1,7 @@
 // The budget tracker's contracts (docs/harness-contracts.md §1.9, §6.2): `budget::*`.
 import { z } from "zod";
 import { providerName } from "./providers.ts";
+import type { StateKey } from "./state.ts";
 
 // LLM spend per budget (a budget is tagged with a `workspace_id` and/or an `agent_id`; a run names
 // the one it is charged to with `budget_id`). Money is **integer micro-USD** (1 USD = 1 000 000 µUSD)
@@ -15,6 +16,13 @@ export const BUDGETS_SCOPE = "budgets";
 export const budgetSpendLogScope = (budgetId: string): string => `budget_spend_log:${budgetId}`;
 /** User price overrides, key `<provider>:<model>` (they win over the models catalog's `pricing`). */
 export const BUDGET_PRICES_SCOPE = "budget_prices";
+/** The budget tracker's state: a budget (`budget:<id>`), one closed window of its spend log, and a
+ * model's price override. */
+export const budgetState = {
+  budget: (budgetId: string): StateKey => ({ scope: BUDGETS_SCOPE, key: `budget:${budgetId}` }),
+  spendLog: (budgetId: string, logKey: string): StateKey => ({ scope: budgetSpendLogScope(budgetId), key: logKey }),
+  prices: (provider: string, model: string): StateKey => ({ scope: BUDGET_PRICES_SCOPE, key: `${provider}:${model}` }),
+};
 export const MICROS_PER_USD = 1_000_000;
 /** Prices are per this many tokens (the catalog's `*_per_1m`). */
 export const TOKENS_PER_PRICE_UNIT = 1_000_000;

@@ -15,6 +15,8 @@ export * from "./messages.ts";
 export * from "./policy.ts";
 export * from "./providers.ts";
 export * from "./provisioning.ts";
+export * from "./sandbox.ts";
 export * from "./session-storage.ts";
+export * from "./state.ts";
 export * from "./sub-agents.ts";
 export * from "./turn-orchestrator.ts";

@@ -2,6 +2,7 @@
 // and the models catalog (`models::*`).
 import { z } from "zod";
 import { ERROR_KINDS } from "./messages.ts";
+import type { StateKey } from "./state.ts";
 
 /** `provider::<name>::stream` request. `writer_ref` is the write end of an engine channel: the
  * provider writes one JSON text item per AssistantMessageEvent and closes it after the terminal one. */
@@ -34,6 +35,10 @@ export type ProviderStreamResponse = z.infer<typeof providerStreamResponse>;
 
 /** Engine state scope of registered models (key `<provider>:<id>`, value a Model). */
 export const MODELS_SCOPE = "models";
+/** The providers worker's state: a registered model (`models::register`), key `<provider>:<id>`. */
+export const modelsState = {
+  model: (provider: string, id: string): StateKey => ({ scope: MODELS_SCOPE, key: `${provider}:${id}` }),
+};
 export const MODEL_CAPABILITIES = ["tools", "vision", "streaming", "thinking", "cache"] as const;
 export type ModelCapability = (typeof MODEL_CAPABILITIES)[number];
 

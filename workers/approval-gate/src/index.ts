@@ -16,19 +16,18 @@ import {
   APPROVAL_PENDING_CREATED,
   APPROVAL_PENDING_RESOLVED,
   APPROVAL_PENDING_SCOPE,
-  APPROVAL_SETTINGS_SCOPE,
   APPROVALS_SCOPE,
   PERMISSION_MODES,
   approvalResolveRequest,
   defaultApprovalSettings,
   expiredReason,
   pendingApprovalRecordSchema,
-  pendingKey,
   pendingResolved,
   type ApprovalDecision,
   type ApprovalSettings,
   type PendingApprovalRecord,
   type PendingOutcome,
+  approvalState,
 } from "@iii-edge/protocol/harness";
 import { tracerOf, type Trigger, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { changeSettings, readSettings, type SettingsChange } from "./settings.ts";
@@ -97,7 +96,7 @@ export interface ApprovalGateConfig {
 
 /** The state key a decision is stored under. */
 export function approvalKey(sessionId: string, functionCallId: string): string {
-  return `${sessionId}/${functionCallId}`;
+  return approvalState.decision(sessionId, functionCallId).key;
 }
 
 const schemaOf = (s: z.ZodType) => z.toJSONSchema(s, { io: "input", unrepresentable: "any" });
@@ -130,7 +129,7 @@ export async function retirePending(
 ): Promise<PendingApprovalRecord | undefined> {
   const old = await trigger<unknown, unknown>({
     function_id: "state::delete",
-    payload: { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(sid, cid) },
+    payload: approvalState.pending(sid, cid),
   });
   const done = pendingResolved(old, outcome, now, reason);
   if (!done) return undefined;
@@ -141,7 +140,7 @@ export async function retirePending(
 async function readPending(trigger: Trigger, sid: string, cid: string): Promise<PendingApprovalRecord | undefined> {
   const raw = await trigger<unknown, unknown>({
     function_id: "state::get",
-    payload: { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(sid, cid) },
+    payload: approvalState.pending(sid, cid),
   });
   const rec = pendingApprovalRecordSchema.safeParse(raw);
   return rec.success ? (rec.data as PendingApprovalRecord) : undefined;
@@ -212,7 +211,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
           };
         await ctx.trigger({
           function_id: "state::set",
-          payload: { scope: APPROVALS_SCOPE, key: approvalKey(session_id, function_call_id), value },
+          payload: { ...approvalState.decision(session_id, function_call_id), value },
         });
       } catch (e) {
         console.warn(`${RESOLVE}: writing ${APPROVALS_SCOPE}/${approvalKey(session_id, function_call_id)} failed: ${(e as Error).message}`);
@@ -221,7 +220,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
           await ctx
             .trigger({
               function_id: "state::set",
-              payload: { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(session_id, function_call_id), value: pending },
+              payload: { ...approvalState.pending(session_id, function_call_id), value: pending },
             })
             .catch(() => undefined);
         return { ok: false, error: "resume_failed" };
@@ -295,7 +294,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
     sessionRequest,
     "Drop a session's stored permission settings (it returns to the defaults). Answers {cleared}.",
     async (r, t) => {
-      const old = await t({ function_id: "state::delete", payload: { scope: APPROVAL_SETTINGS_SCOPE, key: r.session_id } });
+      const old = await t({ function_id: "state::delete", payload: approvalState.settings(r.session_id) });
       return { cleared: old !== undefined && old !== null };
     },
   );
@@ -373,7 +372,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
         // one, never a call that nobody will ever answer.
         await ctx.trigger({
           function_id: "state::set",
-          payload: { scope: APPROVALS_SCOPE, key: approvalKey(rec.session_id, rec.function_call_id), value: decision },
+          payload: { ...approvalState.decision(rec.session_id, rec.function_call_id), value: decision },
         });
         expired++;
         // The orchestrator, woken by the decision, may take the record away first: whichever

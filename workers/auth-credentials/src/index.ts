@@ -20,6 +20,7 @@ import {
   authStatusSchema,
   authDeleteTokenResponse,
   authListProvidersResponse,
+  authCredentialsState,
 } from "@iii-edge/protocol/harness";
 import {
   type WorkerModule,
@@ -98,7 +99,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
   };
 
   const readRow = (ctx: InvocationContext, provider: string) =>
-    ctx.trigger<unknown, unknown>({ function_id: "state::get", payload: { scope: AUTH_CREDENTIALS_SCOPE, key: provider } });
+    ctx.trigger<unknown, unknown>({ function_id: "state::get", payload: authCredentialsState.credential(provider) });
 
   /** The stored credential: absent, readable, or present but sealed under another key. */
   const stored = async (
@@ -155,7 +156,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       const { provider, ...rest } = data;
       const credential = credentialSchema.parse(rest);
       const row = await seal(encrypt, provider, credential, now());
-      await ctx.trigger({ function_id: "state::set", payload: { scope: AUTH_CREDENTIALS_SCOPE, key: provider, value: row } });
+      await ctx.trigger({ function_id: "state::set", payload: { ...authCredentialsState.credential(provider), value: row } });
       return { ok: true };
     },
     {
@@ -171,7 +172,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
     async (data: { provider: string }, ctx) => {
       const old = await ctx.trigger<unknown, unknown>({
         function_id: "state::delete",
-        payload: { scope: AUTH_CREDENTIALS_SCOPE, key: data.provider },
+        payload: authCredentialsState.credential(data.provider),
       });
       return { ok: true, deleted: old !== null && old !== undefined };
     },

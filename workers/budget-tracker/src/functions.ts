@@ -20,13 +20,13 @@ import {
   budgetUpdateRequest,
   budgetUsageRequest,
   BUDGET_LOG_MAX_LIMIT,
-  budgetSpendLogScope,
   type BudgetAlertPayload,
   type BudgetCheckResponse,
   type BudgetPricesResponse,
   type BudgetRecordResponse,
   type BudgetSpendLogEntry,
   type BudgetView,
+  budgetState,
 } from "@iii-edge/protocol/harness";
 import type { WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { z } from "zod";
@@ -176,9 +176,7 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
         const page = await store.logPage(data.budget_id, 0, LIST_PAGE);
         if (page.length === 0) break;
         await Promise.all(
-          page.map((e) =>
-            trigger({ function_id: "state::delete", payload: { scope: budgetSpendLogScope(data.budget_id), key: e.log_key } }),
-          ),
+          page.map((e) => trigger({ function_id: "state::delete", payload: budgetState.spendLog(data.budget_id, e.log_key) })),
         );
         if (page.length < LIST_PAGE) break;
       }
