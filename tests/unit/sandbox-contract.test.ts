@@ -3,7 +3,7 @@
 // host validates with the contract itself, both must judge every request alike: each payload below is
 // accepted by both or refused by both, and each answer the host documents parses under the contract.
 import { type SandboxFunctionId, sandboxContracts } from "@iii-edge/protocol/harness";
-import { SANDBOX_FORMATS } from "@iii-edge/sandbox-host/functions";
+import { SANDBOX_FORMATS } from "@iii-edge/sandbox-host/formats";
 import { type JsonSchema, validate } from "@iii-edge/sandbox-host/schema";
 import { describe, expect, it } from "vitest";
 
