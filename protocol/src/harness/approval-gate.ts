@@ -278,6 +278,77 @@ export const SECRET_KEYS: readonly string[] = [
   "private_key",
 ];
 
+// ------------------------------------------------------------------ approval::* (§3.4, §3.7)
+
+/** Longest session or call id accepted: ids are generated (UUIDs, provider call ids of ~40
+ * characters); 256 each keeps the state key far below the engine's 1024-character key limit. */
+export const APPROVAL_MAX_ID_LENGTH = 256;
+/** Most records one `approval::list-pending` page holds. */
+export const APPROVAL_LIST_PENDING_MAX = 200;
+
+/** One segment of the `<sid>/<cid>` key: a `/` would make the key ambiguous (and the orchestrator's
+ * trigger only accepts keys of exactly two segments). */
+const keySegment = z
+  .string()
+  .min(1)
+  .max(APPROVAL_MAX_ID_LENGTH)
+  .refine((s) => !s.includes("/"), "must not contain '/'");
+const sessionRequest = z.object({ session_id: keySegment });
+/** A function id, or a prefix ending in `*` (`weather::*`). */
+const listEntryRequest = z.object({
+  session_id: keySegment,
+  function_id: z
+    .string()
+    .trim()
+    .min(1)
+    .max(300)
+    .refine((s) => !s.slice(0, -1).includes("*"), "only a final '*' is a wildcard"),
+});
+/** What a settings change answers: the session's settings as written. */
+const settingsResponse = z.object({ settings: approvalSettingsSchema });
+
+/** Request and response of each `approval::*` function a person's UI calls. */
+export const approvalGateContracts = {
+  /** `ok: false`: the payload was not a decision (`invalid_payload`), or it could not be written
+   * (`resume_failed`); the call stays parked either way. */
+  "approval::resolve": {
+    request: approvalResolveRequest.extend({ session_id: keySegment, function_call_id: keySegment }),
+    response: z.union([
+      z.object({ ok: z.literal(true) }),
+      z.object({ ok: z.literal(false), error: z.enum(["invalid_payload", "resume_failed"]) }),
+    ]),
+  },
+  "approval::set-mode": {
+    request: z.object({ session_id: keySegment, mode: z.enum(PERMISSION_MODES) }),
+    response: settingsResponse,
+  },
+  "approval::get-settings": {
+    request: sessionRequest,
+    response: z.object({ settings: approvalSettingsSchema, source: z.enum(["stored", "defaults"]) }),
+  },
+  "approval::add-always-allow": { request: listEntryRequest, response: settingsResponse },
+  "approval::remove-always-allow": { request: listEntryRequest, response: settingsResponse },
+  "approval::approve-always": { request: listEntryRequest, response: settingsResponse },
+  "approval::clear-settings": { request: sessionRequest, response: z.object({ cleared: z.boolean() }) },
+  /** null: the call is decided, or was never parked. */
+  "approval::get-pending": {
+    request: z.object({ session_id: keySegment, function_call_id: keySegment }),
+    response: z.object({ pending: pendingApprovalRecordSchema }).nullable(),
+  },
+  "approval::list-pending": {
+    request: z.object({
+      session_id: keySegment.optional(),
+      limit: z.number().int().min(1).max(APPROVAL_LIST_PENDING_MAX).optional(),
+      cursor: z
+        .string()
+        .regex(/^\d{1,9}$/, "cursor is the next_cursor of the page before")
+        .optional(),
+    }),
+    response: z.object({ pending: z.array(pendingApprovalRecordSchema), next_cursor: z.string().optional() }),
+  },
+} as const;
+export type ApprovalGateFunctionId = keyof typeof approvalGateContracts;
+
 /** The call a denial is about: its function id and arguments (a `FunctionCall` fits). */
 export type DeniedCall = Pick<FunctionCall, "function_id" | "arguments">;
 export type MatchedConstraint = NonNullable<DenialEnvelope["matched_constraint"]>;
