@@ -502,6 +502,10 @@ export const BUILTINS = {
 export type BuiltinId = keyof typeof BUILTINS;
 export type BuiltinInput<Id extends BuiltinId> = z.output<(typeof BUILTINS)[Id]["input"]>;
 export type BuiltinOutput<Id extends BuiltinId> = z.input<(typeof BUILTINS)[Id]["output"]>;
+/** A queue as `engine::queue::list_topics` lists it. */
+export type QueueTopic = BuiltinOutput<"engine::queue::list_topics">["topics"][number];
+/** A dead letter as `engine::queue::dlq_messages` pages it. */
+export type DeadLetterEntry = z.infer<typeof deadLetterEntry>;
 
 /** How a built-in's schemas are published: JSON Schema of what it accepts and of what it answers. */
 export function formatsOf(contract: { input: z.ZodType; output: z.ZodType }): { request_format: unknown; response_format: unknown } {
@@ -510,6 +514,15 @@ export function formatsOf(contract: { input: z.ZodType; output: z.ZodType }): { 
     request_format: z.toJSONSchema(contract.input, { io: "input", unrepresentable: "any" }),
     response_format: z.toJSONSchema(contract.output, { io: "output", unrepresentable: "any" }),
   };
+}
+
+/** The `request_format` a function publishes: JSON Schema of what its request schema accepts. */
+export function requestFormat(schema: z.ZodType): unknown {
+  return z.toJSONSchema(schema, { io: "input", unrepresentable: "any" });
+}
+/** The `response_format` a function publishes: JSON Schema of what its response schema describes. */
+export function responseFormat(schema: z.ZodType): unknown {
+  return z.toJSONSchema(schema, { io: "output", unrepresentable: "any" });
 }
 
 const formatCache = new Map<BuiltinId, { request_format: unknown; response_format: unknown }>();

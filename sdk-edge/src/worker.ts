@@ -24,6 +24,15 @@ export {
   type StateCallOptions,
   type StateRef,
 } from "./state.ts";
+export { compactionHardLimit, compactionUsableTokens } from "./compaction.ts";
+export {
+  base64url,
+  credentialsKeyMaterial,
+  deriveCredentialsKey,
+  fromBase64url,
+  signAuthProof,
+  verifyAuthProof,
+} from "./credentials.ts";
 
 /** One end of an engine channel, attached (protocol/README.md §10). */
 export interface ChannelWriter {

@@ -9,7 +9,6 @@ import {
   BEFORE_FUNCTION_CALL_TOPIC,
   HARNESS_JOIN,
   approvalArgsHash,
-  subAgentSessionId,
   type BeforeFunctionCallPayload,
   type HookEnvelope,
   APPROVAL_PENDING_CREATED,
@@ -18,6 +17,7 @@ import {
   type PendingApprovalRecord,
   type PendingResolvedEvent,
 } from "@iii-edge/protocol/harness";
+import { subAgentSessionId } from "@iii-edge/worker-sub-agents/ids";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { worker as gateWorker } from "@iii-edge/worker-approval-gate";

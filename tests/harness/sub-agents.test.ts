@@ -13,13 +13,12 @@ import path from "node:path";
 import {
   CHILD_EVENT,
   HARNESS_JOIN,
-  subAgentMessageId,
-  subAgentSessionId,
   type AgentEvent,
   type AwaitingChild,
   type SubAgentChildEvent,
   type TurnStateView,
 } from "@iii-edge/protocol/harness";
+import { subAgentMessageId, subAgentSessionId } from "@iii-edge/worker-sub-agents/ids";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";

@@ -1,5 +1,6 @@
 // Typed calls to the engine's built-ins the console reads (protocol's BUILTINS shapes), with
 // paging followed to the end where a listing has pages.
+import type { BuiltinOutput, FunctionDetail, FunctionSummary, RegisteredTriggerEntry } from "@iii-edge/protocol";
 import type { BrowserClient } from "@iii-edge/sdk-browser";
 
 /** Pages a listing is followed for (1000 entries each): a console shows at most this many. */
@@ -22,57 +23,12 @@ export async function listAll<T>(
   return out;
 }
 
-export interface WorkerEntry {
-  id: string;
-  name: string;
-  runtime: string | null;
-  version: string | null;
-  os: string | null;
-  description: string | null;
-  metadata: Record<string, unknown> | null;
-  function_count: number;
-  connected_at_ms: number;
-  active_invocations: number;
-}
-
-export interface FunctionEntry {
-  function_id: string;
-  worker_name: string;
-  description?: string;
-  metadata?: Record<string, unknown>;
-}
-
-export interface FunctionDetail extends FunctionEntry {
-  kind?: string;
-  request_schema?: unknown;
-  response_schema?: unknown;
-  registered_triggers: { id: string; trigger_type: string; config: unknown; status: string }[];
-}
-
-export interface TriggerTypeEntry {
-  id: string;
-  worker_name: string;
-  description: string;
-}
-
-export interface BindingEntry {
-  id: string;
-  trigger_type: string;
-  function_id: string;
-  worker_name: string;
-  config: unknown;
-  config_summary: string;
-  status: "active" | "parked";
-}
-
-export interface CronJob {
-  job_id: string;
-  expression: string;
-  next_time: string | null;
-  last_scheduled_time: string | null;
-  running: boolean;
-  runs: number;
-  skipped: number;
-}
+// The rows of the listings, as the built-ins' contracts (protocol's BUILTINS) describe them.
+export type WorkerEntry = BuiltinOutput<"engine::workers::list">["workers"][number];
+export type FunctionEntry = FunctionSummary;
+export type { FunctionDetail };
+export type TriggerTypeEntry = BuiltinOutput<"engine::triggers::list">["triggers"][number];
+export type BindingEntry = RegisteredTriggerEntry;
+export type CronJob = BuiltinOutput<"engine::cron::jobs">["jobs"][number];
 
 export const isInternal = (f: FunctionEntry) => f.function_id.startsWith("engine::") || f.metadata?.internal === true;

@@ -1,18 +1,12 @@
 // How the console names an agent session wherever one shows up (the agent screen's list, state
 // scopes and keys, dead letters): its title or first text and a short id, never a bare uuid.
+import type { SessionSummary as StoredSessionSummary } from "@iii-edge/protocol/harness";
 import type { BrowserClient } from "@iii-edge/sdk-browser";
 import { useEffect, useState } from "preact/hooks";
 
-export interface SessionSummary {
-  session_id: string;
-  created_at: number;
-  updated_at: number;
-  entry_count: number;
-  display_name?: string;
-  last_message_summary?: string;
-  /** The text of its first message (read separately: the listing has only the last one). */
-  first_text?: string;
-}
+/** A `session-tree::list` line, with the text of its first message (read separately: the listing
+ * has only the last one). */
+export type SessionSummary = StoredSessionSummary & { first_text?: string };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

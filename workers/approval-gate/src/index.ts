@@ -11,82 +11,54 @@
 //   `approval::pending-resolved`; `approval::sweep` denies what waited past `expires_at`.
 // Every function here is kernel: a model never reaches one, in any mode (docs/security.md).
 import { z } from "zod";
-import { IIIError, assertSessionAccess, type CallerPrincipal } from "@iii-edge/protocol";
+import { IIIError, assertSessionAccess, responseFormat, type CallerPrincipal } from "@iii-edge/protocol";
 import {
   APPROVAL_PENDING_CREATED,
   APPROVAL_PENDING_RESOLVED,
   APPROVAL_PENDING_SCOPE,
-  APPROVAL_SETTINGS_SCOPE,
   APPROVALS_SCOPE,
-  PERMISSION_MODES,
-  approvalResolveRequest,
   defaultApprovalSettings,
   expiredReason,
   pendingApprovalRecordSchema,
-  pendingKey,
   pendingResolved,
   type ApprovalDecision,
   type ApprovalSettings,
   type PendingApprovalRecord,
   type PendingOutcome,
+  approvalState,
+  approvalGateContracts,
+  type ApprovalGateFunctionId,
 } from "@iii-edge/protocol/harness";
 import { tracerOf, type Trigger, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { changeSettings, readSettings, type SettingsChange } from "./settings.ts";
 
-export const RESOLVE = "approval::resolve";
-export const SET_MODE = "approval::set-mode";
-export const GET_SETTINGS = "approval::get-settings";
-export const ADD_ALWAYS_ALLOW = "approval::add-always-allow";
-export const REMOVE_ALWAYS_ALLOW = "approval::remove-always-allow";
-export const APPROVE_ALWAYS = "approval::approve-always";
-export const CLEAR_SETTINGS = "approval::clear-settings";
-export const LIST_PENDING = "approval::list-pending";
-export const GET_PENDING = "approval::get-pending";
+export const RESOLVE = "approval::resolve" as const;
+export const SET_MODE = "approval::set-mode" as const;
+export const GET_SETTINGS = "approval::get-settings" as const;
+export const ADD_ALWAYS_ALLOW = "approval::add-always-allow" as const;
+export const REMOVE_ALWAYS_ALLOW = "approval::remove-always-allow" as const;
+export const APPROVE_ALWAYS = "approval::approve-always" as const;
+export const CLEAR_SETTINGS = "approval::clear-settings" as const;
+export const LIST_PENDING = "approval::list-pending" as const;
+export const GET_PENDING = "approval::get-pending" as const;
 export const SWEEP = "approval::sweep";
 export const ON_PENDING = "approval::on-pending";
 
-/** Longest session or call id accepted: ids are generated (UUIDs, provider call ids of ~40
- * characters); 256 each keeps the state key far below the engine's 1024-character key limit. */
-export const MAX_ID_LENGTH = 256;
+export { APPROVAL_MAX_ID_LENGTH as MAX_ID_LENGTH, APPROVAL_LIST_PENDING_MAX as LIST_PENDING_MAX } from "@iii-edge/protocol/harness";
 /** The sweep's schedule: a call is denied at most a minute past its deadline. */
 export const SWEEP_CRON = "0 * * * * *";
 /** The sweep's cron binding, by id: bound while calls wait, unbound when none do (an idle engine is
  * never woken by it). */
 export const SWEEP_TRIGGER_ID = "approval-gate:sweep";
-/** Most records one `approval::list-pending` page holds. */
-export const LIST_PENDING_MAX = 200;
 
-/** One segment of the `<sid>/<cid>` key: a `/` would make the key ambiguous (and the orchestrator's
- * trigger only accepts keys of exactly two segments). */
-const keySegment = z
-  .string()
-  .min(1)
-  .max(MAX_ID_LENGTH)
-  .refine((s) => !s.includes("/"), "must not contain '/'");
-
-export const resolveRequest = approvalResolveRequest.extend({ session_id: keySegment, function_call_id: keySegment });
-
-const sessionRequest = z.object({ session_id: keySegment });
-const setModeRequest = z.object({ session_id: keySegment, mode: z.enum(PERMISSION_MODES) });
-/** A function id, or a prefix ending in `*` (`weather::*`). */
-const listRequest = z.object({
-  session_id: keySegment,
-  function_id: z
-    .string()
-    .trim()
-    .min(1)
-    .max(300)
-    .refine((s) => !s.slice(0, -1).includes("*"), "only a final '*' is a wildcard"),
-});
-const getPendingRequest = z.object({ session_id: keySegment, function_call_id: keySegment });
-const listPendingRequest = z.object({
-  session_id: keySegment.optional(),
-  limit: z.number().int().min(1).max(LIST_PENDING_MAX).optional(),
-  cursor: z
-    .string()
-    .regex(/^\d{1,9}$/, "cursor is the next_cursor of the page before")
-    .optional(),
-});
+// Requests and responses: protocol's approvalGateContracts (docs/harness-contracts.md §3.4, §3.7).
+const C = approvalGateContracts;
+export const resolveRequest = C[RESOLVE].request;
+const sessionRequest = C[CLEAR_SETTINGS].request;
+const setModeRequest = C[SET_MODE].request;
+const listRequest = C[ADD_ALWAYS_ALLOW].request;
+const getPendingRequest = C[GET_PENDING].request;
+const listPendingRequest = C[LIST_PENDING].request;
 
 export type ResolveResult = { ok: true } | { ok: false; error: "invalid_payload" | "resume_failed" };
 
@@ -97,7 +69,7 @@ export interface ApprovalGateConfig {
 
 /** The state key a decision is stored under. */
 export function approvalKey(sessionId: string, functionCallId: string): string {
-  return `${sessionId}/${functionCallId}`;
+  return approvalState.decision(sessionId, functionCallId).key;
 }
 
 const schemaOf = (s: z.ZodType) => z.toJSONSchema(s, { io: "input", unrepresentable: "any" });
@@ -130,7 +102,7 @@ export async function retirePending(
 ): Promise<PendingApprovalRecord | undefined> {
   const old = await trigger<unknown, unknown>({
     function_id: "state::delete",
-    payload: { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(sid, cid) },
+    payload: approvalState.pending(sid, cid),
   });
   const done = pendingResolved(old, outcome, now, reason);
   if (!done) return undefined;
@@ -141,7 +113,7 @@ export async function retirePending(
 async function readPending(trigger: Trigger, sid: string, cid: string): Promise<PendingApprovalRecord | undefined> {
   const raw = await trigger<unknown, unknown>({
     function_id: "state::get",
-    payload: { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(sid, cid) },
+    payload: approvalState.pending(sid, cid),
   });
   const rec = pendingApprovalRecordSchema.safeParse(raw);
   return rec.success ? (rec.data as PendingApprovalRecord) : undefined;
@@ -212,7 +184,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
           };
         await ctx.trigger({
           function_id: "state::set",
-          payload: { scope: APPROVALS_SCOPE, key: approvalKey(session_id, function_call_id), value },
+          payload: { ...approvalState.decision(session_id, function_call_id), value },
         });
       } catch (e) {
         console.warn(`${RESOLVE}: writing ${APPROVALS_SCOPE}/${approvalKey(session_id, function_call_id)} failed: ${(e as Error).message}`);
@@ -221,7 +193,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
           await ctx
             .trigger({
               function_id: "state::set",
-              payload: { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(session_id, function_call_id), value: pending },
+              payload: { ...approvalState.pending(session_id, function_call_id), value: pending },
             })
             .catch(() => undefined);
         return { ok: false, error: "resume_failed" };
@@ -232,6 +204,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
       description:
         "Record a person's decision on a function call waiting for approval: allow runs it, deny answers the model with a denial. The parked turn resumes on its own. An allow holds for the call as shown (args_hash, the policy version); if either changed meanwhile, the person is asked again.",
       request_format: schemaOf(resolveRequest),
+      response_format: responseFormat(C[RESOLVE].response),
       // The engine tells it who calls (the owner check above).
       metadata: { caller_principal: true },
     },
@@ -240,7 +213,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
   // ---------------------------------------------------------------- settings
 
   const settingsFunction = <T extends { session_id: string }>(
-    id: string,
+    id: ApprovalGateFunctionId,
     schema: z.ZodType<T>,
     description: string,
     run: (req: T, trigger: Trigger) => Promise<unknown>,
@@ -252,7 +225,12 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
         await assertSessionAccess((r) => ctx.trigger(r), ctx.caller, req.session_id);
         return run(req, ctx.trigger);
       },
-      { description, request_format: schemaOf(schema), metadata: { caller_principal: true } },
+      {
+        description,
+        request_format: schemaOf(schema),
+        response_format: responseFormat(C[id].response),
+        metadata: { caller_principal: true },
+      },
     );
   const change = (trigger: Trigger, sid: string, c: SettingsChange): Promise<{ settings: ApprovalSettings }> =>
     changeSettings(trigger, sid, c, now).then((settings) => ({ settings }));
@@ -295,7 +273,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
     sessionRequest,
     "Drop a session's stored permission settings (it returns to the defaults). Answers {cleared}.",
     async (r, t) => {
-      const old = await t({ function_id: "state::delete", payload: { scope: APPROVAL_SETTINGS_SCOPE, key: r.session_id } });
+      const old = await t({ function_id: "state::delete", payload: approvalState.settings(r.session_id) });
       return { cleared: old !== undefined && old !== null };
     },
   );
@@ -313,6 +291,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
     {
       description: "One call waiting for a person: {pending: PendingApprovalRecord}, or null when it is decided or unknown.",
       request_format: schemaOf(getPendingRequest),
+      response_format: responseFormat(C[GET_PENDING].response),
       metadata: { caller_principal: true },
     },
   );
@@ -339,6 +318,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
       description:
         "The calls waiting for a person, oldest first, in the sessions the caller may use: {pending, next_cursor?}. session_id narrows to one session.",
       request_format: schemaOf(listPendingRequest),
+      response_format: responseFormat(C[LIST_PENDING].response),
       metadata: { caller_principal: true },
     },
   );
@@ -373,7 +353,7 @@ export function registerApprovalGate(iii: WorkerSurface, config: ApprovalGateCon
         // one, never a call that nobody will ever answer.
         await ctx.trigger({
           function_id: "state::set",
-          payload: { scope: APPROVALS_SCOPE, key: approvalKey(rec.session_id, rec.function_call_id), value: decision },
+          payload: { ...approvalState.decision(rec.session_id, rec.function_call_id), value: decision },
         });
         expired++;
         // The orchestrator, woken by the decision, may take the record away first: whichever

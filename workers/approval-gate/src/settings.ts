@@ -10,6 +10,7 @@ import {
   parseApprovalSettings,
   type ApprovalSettings,
   type PermissionMode,
+  approvalState,
 } from "@iii-edge/protocol/harness";
 import type { Trigger } from "@iii-edge/sdk-edge/worker";
 
@@ -53,7 +54,7 @@ const errorCode = (e: unknown): unknown => (e && typeof e === "object" ? (e as {
 
 /** The stored record of `sid`, and its raw value for a compare-and-set (null when absent). */
 export async function readSettings(trigger: Trigger, sid: string): Promise<{ stored: ApprovalSettings | undefined; raw: unknown }> {
-  const raw = await trigger<unknown, unknown>({ function_id: "state::get", payload: { scope: APPROVAL_SETTINGS_SCOPE, key: sid } });
+  const raw = await trigger<unknown, unknown>({ function_id: "state::get", payload: approvalState.settings(sid) });
   if (raw === undefined || raw === null) return { stored: undefined, raw: null };
   const stored = parseApprovalSettings(raw);
   // A record nobody can read is refused rather than silently replaced by the defaults.
@@ -70,7 +71,7 @@ export async function changeSettings(trigger: Trigger, sid: string, change: Sett
     try {
       await trigger({
         function_id: "state::update",
-        payload: { scope: APPROVAL_SETTINGS_SCOPE, key: sid, ops: [{ type: "set", path: "", value: next }], expected: raw ?? null },
+        payload: { ...approvalState.settings(sid), ops: [{ type: "set", path: "", value: next }], expected: raw ?? null },
       });
       return next;
     } catch (e) {

@@ -3,7 +3,7 @@
 // that proves it holds the credentials key (the providers); stored credentials are AES-GCM sealed
 // in engine state. No secret is ever logged, put in an error message, or returned by anything but
 // get_token.
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, responseFormat } from "@iii-edge/protocol";
 import {
   AUTH_CREDENTIALS_SCOPE,
   AUTH_PROOF_MAX_SKEW_MS,
@@ -11,15 +11,24 @@ import {
   authProviderRequest,
   authSetTokenRequest,
   credentialSchema,
-  credentialsKeyMaterial,
-  deriveCredentialsKey,
-  verifyAuthProof,
   type AuthStatus,
   type Credential,
   type CredentialsCryptoKey,
   type CredentialsKeyResult,
+  authGetTokenResponse,
+  authSetTokenResponse,
+  authStatusSchema,
+  authDeleteTokenResponse,
+  authListProvidersResponse,
+  authCredentialsState,
 } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import {
+  type WorkerModule,
+  type WorkerSurface,
+  credentialsKeyMaterial,
+  deriveCredentialsKey,
+  verifyAuthProof,
+} from "@iii-edge/sdk-edge/worker";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { isSealed, open, seal } from "./sealed.ts";
 
@@ -90,7 +99,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
   };
 
   const readRow = (ctx: InvocationContext, provider: string) =>
-    ctx.trigger<unknown, unknown>({ function_id: "state::get", payload: { scope: AUTH_CREDENTIALS_SCOPE, key: provider } });
+    ctx.trigger<unknown, unknown>({ function_id: "state::get", payload: authCredentialsState.credential(provider) });
 
   /** The stored credential: absent, readable, or present but sealed under another key. */
   const stored = async (
@@ -136,6 +145,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       description:
         "A provider's credential (stored, else from the environment, else null). Only for provider workers: needs a proof signed with CREDENTIALS_KEY.",
       input: authGetTokenRequest,
+      response_format: responseFormat(authGetTokenResponse),
     },
   );
 
@@ -146,13 +156,14 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       const { provider, ...rest } = data;
       const credential = credentialSchema.parse(rest);
       const row = await seal(encrypt, provider, credential, now());
-      await ctx.trigger({ function_id: "state::set", payload: { scope: AUTH_CREDENTIALS_SCOPE, key: provider, value: row } });
+      await ctx.trigger({ function_id: "state::set", payload: { ...authCredentialsState.credential(provider), value: row } });
       return { ok: true };
     },
     {
       description:
         "Store a provider credential ({provider, type:'api_key', key} or {provider, type:'oauth', access_token, …}), encrypted at rest.",
       input: authSetTokenRequest,
+      response_format: responseFormat(authSetTokenResponse),
     },
   );
 
@@ -161,11 +172,15 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
     async (data: { provider: string }, ctx) => {
       const old = await ctx.trigger<unknown, unknown>({
         function_id: "state::delete",
-        payload: { scope: AUTH_CREDENTIALS_SCOPE, key: data.provider },
+        payload: authCredentialsState.credential(data.provider),
       });
       return { ok: true, deleted: old !== null && old !== undefined };
     },
-    { description: "Remove a provider's stored credential (an environment key, if any, applies again).", input: authProviderRequest },
+    {
+      description: "Remove a provider's stored credential (an environment key, if any, applies again).",
+      input: authProviderRequest,
+      response_format: responseFormat(authDeleteTokenResponse),
+    },
   );
 
   iii.registerFunction(
@@ -176,7 +191,10 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
       for (const row of Array.isArray(rows) ? rows : []) if (isSealed(row)) names.add(row.provider);
       return { providers: [...names].sort() };
     },
-    { description: "Providers that have a credential, stored or from the environment." },
+    {
+      description: "Providers that have a credential, stored or from the environment.",
+      response_format: responseFormat(authListProvidersResponse),
+    },
   );
 
   iii.registerFunction(
@@ -191,6 +209,7 @@ function register(iii: WorkerSurface, config: AuthCredentialsConfig): void {
     {
       description: "Whether a provider has a credential, where it comes from, and a label (never the secret).",
       input: authProviderRequest,
+      response_format: responseFormat(authStatusSchema),
     },
   );
 }

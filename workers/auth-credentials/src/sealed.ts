@@ -1,7 +1,8 @@
 // Credentials at rest: AES-256-GCM under a key HKDF-derived from CREDENTIALS_KEY (or AUTH_SECRET),
 // a fresh random 96-bit IV per write, and the provider name as additional data, so a row copied to
 // another provider's key fails to open. Web Crypto only (workerd and Node alike).
-import { base64url, credentialSchema, fromBase64url, type Credential, type CredentialsCryptoKey } from "@iii-edge/protocol/harness";
+import { credentialSchema, type Credential, type CredentialsCryptoKey } from "@iii-edge/protocol/harness";
+import { base64url, fromBase64url } from "@iii-edge/sdk-edge/worker";
 
 /** What one state row holds: no plaintext beyond the provider name and the format version. */
 export interface SealedCredential {

@@ -1,15 +1,8 @@
 // The auth-credentials worker against `npm start`'s engine: what a caller can and cannot get.
 // Credentials resolve stored → environment → none; the stored row is ciphertext; get_token answers
 // only a caller holding the credentials key (a provider), and nothing else ever shows a secret.
-import {
-  AUTH_CREDENTIALS_SCOPE,
-  base64url,
-  deriveCredentialsKey,
-  signAuthProof,
-  type AuthProof,
-  type CredentialsCryptoKey,
-  type CredentialsKeyMaterial,
-} from "@iii-edge/protocol/harness";
+import { AUTH_CREDENTIALS_SCOPE, type AuthProof, type CredentialsCryptoKey, type CredentialsKeyMaterial } from "@iii-edge/protocol/harness";
+import { deriveCredentialsKey, base64url, signAuthProof } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";

@@ -1,8 +1,10 @@
 // The `budget::*` functions (docs/harness-contracts.md §6.2, plus `budget::log`, `budget::set_prices` and
 // `budget::get_prices`): validation at the edge (zod, `invalid_input`), dollars converted to µUSD
 // once, every change through BudgetStore's compare-and-set loop.
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, responseFormat } from "@iii-edge/protocol";
 import {
+  budgetResponses,
+  type BudgetFunctionId,
   budgetAlertSetRequest,
   budgetCheckRequest,
   budgetCreateRequest,
@@ -18,13 +20,13 @@ import {
   budgetUpdateRequest,
   budgetUsageRequest,
   BUDGET_LOG_MAX_LIMIT,
-  budgetSpendLogScope,
   type BudgetAlertPayload,
   type BudgetCheckResponse,
   type BudgetPricesResponse,
   type BudgetRecordResponse,
   type BudgetSpendLogEntry,
   type BudgetView,
+  budgetState,
 } from "@iii-edge/protocol/harness";
 import type { WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { z } from "zod";
@@ -77,12 +79,18 @@ const newAlertId = (): string => `a_${crypto.randomUUID().replaceAll("-", "").sl
 export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig): void {
   const clock = config.now ?? Date.now;
   const storeOf = (trigger: unknown) => new BudgetStore(trigger as Trigger, clock);
-  const register = <S extends z.ZodType, O>(
-    id: string,
+  // Each function answers its contract's response (protocol's budgetResponses), published as its response_format.
+  const register = <S extends z.ZodType, Id extends BudgetFunctionId>(
+    id: Id,
     input: S,
     description: string,
-    handler: (data: In<S>, store: BudgetStore, trigger: Trigger) => Promise<O>,
-  ) => iii.registerFunction(id, (data: In<S>, ctx) => handler(data, storeOf(ctx.trigger), ctx.trigger as Trigger), { description, input });
+    handler: (data: In<S>, store: BudgetStore, trigger: Trigger) => Promise<z.input<(typeof budgetResponses)[Id]>>,
+  ) =>
+    iii.registerFunction(id, (data: In<S>, ctx) => handler(data, storeOf(ctx.trigger), ctx.trigger as Trigger), {
+      description,
+      input,
+      response_format: responseFormat(budgetResponses[id]),
+    });
 
   /** A change whose answer is the budget as written. */
   const changeView = (store: BudgetStore, id: string, edit: (rec: BudgetRecord, now: number) => void): Promise<BudgetView> =>
@@ -168,9 +176,7 @@ export function registerBudgetFunctions(iii: WorkerSurface, config: BudgetConfig
         const page = await store.logPage(data.budget_id, 0, LIST_PAGE);
         if (page.length === 0) break;
         await Promise.all(
-          page.map((e) =>
-            trigger({ function_id: "state::delete", payload: { scope: budgetSpendLogScope(data.budget_id), key: e.log_key } }),
-          ),
+          page.map((e) => trigger({ function_id: "state::delete", payload: budgetState.spendLog(data.budget_id, e.log_key) })),
         );
         if (page.length < LIST_PAGE) break;
       }

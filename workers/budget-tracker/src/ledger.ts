@@ -10,6 +10,7 @@ import {
   BUDGET_MAX_EXEMPTIONS,
   BUDGET_PERIODS,
   type BudgetAlert,
+  type BudgetForecast,
   type BudgetCheckReason,
   type BudgetPeriod,
   type BudgetSpendLogEntry,
@@ -319,20 +320,7 @@ export function toView(rec: BudgetRecord): BudgetView {
 
 export const logView = (e: StoredLogEntry): BudgetSpendLogEntry => ({ ...e, spent_usd: usdFromMicros(e.spent_micros) });
 
-export interface Forecast {
-  budget_id: string;
-  spent_micros: number;
-  rate_micros_per_day: number;
-  projected_month_micros: number;
-  projected_month_usd: number;
-  /** What the window will have spent at its end at the current rate. */
-  projected_period_micros: number;
-  projected_period_usd: number;
-  on_track: boolean;
-  /** Days from now until the ceiling is reached at the current rate; 0 when it already is; null
-   * when there is no spend or the window resets first. */
-  days_until_breach: number | null;
-}
+export type Forecast = BudgetForecast;
 
 /** `budget::forecast`: a linear rate since the window started (at least FORECAST_MIN_ELAPSED_MS). */
 export function forecastOf(rec: BudgetRecord, now: number): Forecast {

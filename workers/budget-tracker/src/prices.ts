@@ -2,7 +2,7 @@
 // key `<provider>:<model>`) wins over the models catalog's `pricing` (`models::get`). Both are read
 // on every pricing (in parallel), so a price set on one copy of the worker applies on every copy at
 // once; nothing is cached.
-import { BUDGET_PRICES_SCOPE, type BudgetPrices, type BudgetPricesResponse, type Model } from "@iii-edge/protocol/harness";
+import { BUDGET_PRICES_SCOPE, type BudgetPrices, type BudgetPricesResponse, type Model, budgetState } from "@iii-edge/protocol/harness";
 import { z } from "zod";
 import { pricesFromCatalog } from "./money.ts";
 import { STATE_TIMEOUT_MS, type Trigger } from "./store.ts";
@@ -10,7 +10,7 @@ import { STATE_TIMEOUT_MS, type Trigger } from "./store.ts";
 /** `models::get` answers from the providers worker's table and one state read. */
 export const CATALOG_TIMEOUT_MS = 5_000;
 
-export const priceKey = (provider: string, model: string): string => `${provider}:${model}`;
+export const priceKey = (provider: string, model: string): string => budgetState.prices(provider, model).key;
 /** A dated snapshot id (`claude-sonnet-4-5-20250929`, `gpt-4o-2024-08-06`) → its alias, as the
  * catalog resolves it: an override set for the alias prices the snapshots too. */
 const undated = (id: string): string => id.replace(/-\d{8}$/, "").replace(/-\d{4}-\d{2}-\d{2}$/, "");

@@ -4,7 +4,7 @@
 // one, changed the budget in between) re-reads and decides again. Nothing is held in memory
 // between calls, so the worker can run as many copies as it likes.
 import { IIIError } from "@iii-edge/protocol";
-import { BUDGETS_SCOPE, budgetSpendLogScope } from "@iii-edge/protocol/harness";
+import { BUDGETS_SCOPE, budgetSpendLogScope, budgetState } from "@iii-edge/protocol/harness";
 import { parseBudget, parseLogEntry, rollTo, type BudgetRecord, type StoredLogEntry } from "./ledger.ts";
 import { casState, compareAndSet, type Trigger } from "@iii-edge/sdk-edge/worker";
 
@@ -20,7 +20,7 @@ export const STATE_TIMEOUT_MS = 10_000;
 /** Rows one `state::list` page asks for. */
 export const LIST_PAGE = 500;
 
-export const budgetKey = (id: string): string => `budget:${id}`;
+export const budgetKey = (id: string): string => budgetState.budget(id).key;
 
 /** The JSON a value becomes once stored: what the next compare-and-set must expect. */
 const asStored = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
@@ -125,7 +125,7 @@ export class BudgetStore {
   async writeLog(entry: StoredLogEntry): Promise<void> {
     await this.trigger({
       function_id: "state::set",
-      payload: { scope: budgetSpendLogScope(entry.budget_id), key: entry.log_key, value: entry },
+      payload: { ...budgetState.spendLog(entry.budget_id, entry.log_key), value: entry },
       timeoutMs: STATE_TIMEOUT_MS,
     });
   }

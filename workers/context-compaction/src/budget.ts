@@ -1,7 +1,8 @@
-// The budget math (docs/harness-contracts.md §6.1): how much of a model's window a request may fill (protocol
-// `compactionUsableTokens`, shared with the orchestrator's pre-flight), how large the verbatim tail
+// The budget math (docs/harness-contracts.md §6.1): how much of a model's window a request may fill (the
+// worker kit's `compactionUsableTokens`, shared with the orchestrator's pre-flight), how large the verbatim tail
 // may be, when pruning is worth it, how long a summary may get.
-import { compactionHardLimit, compactionUsableTokens, type CompactionModel } from "@iii-edge/protocol/harness";
+import type { CompactionModel } from "@iii-edge/protocol/harness";
+import { compactionHardLimit, compactionUsableTokens } from "@iii-edge/sdk-edge/worker";
 import type { CompactionConfig } from "./config.ts";
 
 export type Limit = CompactionModel["limit"];

@@ -3,12 +3,11 @@
 // per event, docs/harness-contracts.md §7 item 3), and called synchronously by the orchestrator's pre-flight
 // before a provider call that would overflow. Runs in workerd and in Node (Web APIs only).
 import { z } from "zod";
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, responseFormat } from "@iii-edge/protocol";
 import {
   AGENT_EVENTS_STREAM,
   compactionEventItemId,
   compactionModelOf,
-  compactionUsableTokens,
   compactNowRequest,
   compactSessionRequest,
   pruneToolOutputsRequest,
@@ -19,8 +18,10 @@ import {
   type CompactNowResult,
   type Model,
   type PruneToolOutputsResult,
+  compactNowResult,
+  pruneToolOutputsResult,
 } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { compactionUsableTokens, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { usableTokens } from "./budget.ts";
 import { call, errorCode, errorText, type Trigger } from "./calls.ts";
 import { configFromEnv, type CompactionConfig } from "./config.ts";
@@ -338,14 +339,17 @@ export const worker: WorkerModule<ContextCompactionConfig> = {
     iii.registerFunction("context-compaction::compact_now", (data: unknown, ctx) => c.compactNow(t(ctx), data), {
       description: descriptions["context-compaction::compact_now"],
       request_format: z.toJSONSchema(compactNowRequest, { io: "input", unrepresentable: "any" }),
+      response_format: responseFormat(compactNowResult),
     });
     iii.registerFunction("context-compaction::compact_session", (data: unknown, ctx) => c.compactSession(t(ctx), data), {
       description: descriptions["context-compaction::compact_session"],
       request_format: z.toJSONSchema(compactSessionRequest, { io: "input", unrepresentable: "any" }),
+      response_format: responseFormat(compactNowResult),
     });
     iii.registerFunction("context-compaction::prune_tool_outputs", (data: unknown, ctx) => c.pruneToolOutputs(t(ctx), data), {
       description: descriptions["context-compaction::prune_tool_outputs"],
       request_format: z.toJSONSchema(pruneToolOutputsRequest, { io: "input", unrepresentable: "any" }),
+      response_format: responseFormat(pruneToolOutputsResult),
     });
     // Once per round, not per event (§7 item 3): the orchestrator writes each turn_end here too.
     iii.registerTrigger({ type: "stream", function_id: "context-compaction::on_turn_end", config: { stream_name: TURN_END_STREAM } });

@@ -1,16 +1,14 @@
 // The session as the model reads it, from session storage: the active path (paged) and the latest
 // compaction on it, assembled with protocol's compactionView (the orchestrator assembles the same).
-import { compactionView, type AgentMessage, type CompactionRecord } from "@iii-edge/protocol/harness";
+import { compactionView, type AgentMessage, type CompactionRecord, type PathMessage } from "@iii-edge/protocol/harness";
 import { call, type Trigger } from "./calls.ts";
 
 /** Page size and the most pages one read takes (50 000 messages: far past any window). */
 export const TRANSCRIPT_PAGE_SIZE = 500;
 export const TRANSCRIPT_MAX_PAGES = 100;
 
-export interface PathEntry {
-  entry_id: string;
-  message: AgentMessage;
-}
+/** A message of the path as `session-tree::messages` pages it (its revision left out). */
+export type PathEntry = Pick<PathMessage, "entry_id" | "message">;
 
 export async function readPath(trigger: Trigger, sid: string): Promise<PathEntry[]> {
   const out: PathEntry[] = [];

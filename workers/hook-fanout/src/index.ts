@@ -15,12 +15,13 @@ import {
   type HookEnvelope,
   type HookResolution,
   type PublishCollectResponse,
+  publishCollectResponse,
 } from "@iii-edge/protocol/harness";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { z } from "zod";
 import { Collectors } from "./collector.ts";
 import { merge } from "./merge.ts";
-import { errorCode, errorText } from "@iii-edge/protocol";
+import { errorCode, errorText, responseFormat } from "@iii-edge/protocol";
 import type { Trigger } from "@iii-edge/sdk-edge/worker";
 
 export { fieldMerge, firstBlockWins, merge, parseMergeRule, pipelineLastWins } from "./merge.ts";
@@ -143,6 +144,7 @@ export function registerHookFanout(iii: WorkerSurface): Collectors {
       "Publish {topic, payload} to the topic's durable subscribers and collect their replies (stream agent::hook_reply, group event_id): " +
       "{topic, payload, merge_rule: first_block_wins|field_merge|pipeline_last_wins, timeout_ms?, expected_replies?, quiescence_ms?} → {event_id, replies, merged, publish, publish_failed?, resolved_by, elapsed_ms}",
     input: publishCollectRequest,
+    response_format: responseFormat(publishCollectResponse),
   });
   iii.registerFunction(
     ON_REPLY,

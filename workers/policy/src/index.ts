@@ -4,8 +4,8 @@
 // `npm start` passes) or the built-in default. The Node entry (./node.ts) reads and hot-reloads a
 // file instead.
 import { z } from "zod";
-import { IIIError } from "@iii-edge/protocol";
-import { policyCheckRequest, type PolicyDecision } from "@iii-edge/protocol/harness";
+import { IIIError, responseFormat } from "@iii-edge/protocol";
+import { policyCheckRequest, type PolicyDecision, policyDecisionSchema, policyVersionResponse } from "@iii-edge/protocol/harness";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { decide, type CatalogFacts } from "./floor.ts";
@@ -102,6 +102,7 @@ export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
       description:
         "Decide whether the model may call a function: deny for the kernel (functions marked model: never) and for reads outside the session's own scopes, whatever the rules say; else allow, deny (with the rule), or needs_approval when no rule of iii-permissions.yaml matches or the allowed id is served by a principal the file does not trust for it. with_version: true adds policy_version, which changes whenever the rules do.",
       request_format: z.toJSONSchema(policyCheckRequest, { io: "input", unrepresentable: "any" }),
+      response_format: responseFormat(policyDecisionSchema),
     },
   );
 }
@@ -118,7 +119,10 @@ export function registerPolicyVersion(iii: WorkerSurface, config: PolicyConfig):
       if (!state.ok) throw new IIIError("policy_unavailable", `${POLICY_VERSION}: no valid permissions (${state.error})`);
       return { policy_version: policyVersion(state.policy) };
     },
-    { description: "The version of the permission rules in force ({policy_version}); it changes whenever the rules do." },
+    {
+      description: "The version of the permission rules in force ({policy_version}); it changes whenever the rules do.",
+      response_format: responseFormat(policyVersionResponse),
+    },
   );
 }
 

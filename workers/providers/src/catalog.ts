@@ -3,7 +3,7 @@
 // `<provider>:<id>`). A model missing from all three is "capabilities unknown" — callers fail open:
 // a new model works before anyone lists it, it only loses the checks its entry would allow.
 import { formatIssues } from "@iii-edge/protocol";
-import { MODELS_SCOPE, modelOverrideSchema, modelSchema, type Model, type ModelCapability } from "@iii-edge/protocol/harness";
+import { MODELS_SCOPE, modelOverrideSchema, modelSchema, type Model, type ModelCapability, modelsState } from "@iii-edge/protocol/harness";
 
 type Trigger = <I, O>(request: { function_id: string; payload?: I; timeoutMs?: number }) => Promise<O>;
 
@@ -62,7 +62,7 @@ export const BUILTIN_MODELS: readonly Model[] = [
   anthropic("claude-3-5-haiku-latest", "Claude Haiku 3.5", 200_000, 8_192, false, usd(0.8, 4, 0.08, 1)),
 ];
 
-export const modelKey = (provider: string, id: string) => `${provider}:${id}`;
+export const modelKey = (provider: string, id: string) => modelsState.model(provider, id).key;
 
 /** A dated snapshot id (`claude-sonnet-4-5-20250929`, `gpt-4o-2024-08-06`) → its alias. */
 const undated = (id: string) => id.replace(/-\d{8}$/, "").replace(/-\d{4}-\d{2}-\d{2}$/, "");

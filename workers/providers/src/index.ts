@@ -3,9 +3,8 @@
 // The catalog lives here because the providers are its main reader (pricing → usage.cost_usd,
 // max output → Anthropic's required max_tokens) and it is small; its ids stand alone, so it can move
 // to a worker of its own without a caller noticing. Web APIs only: runs in workerd and in Node.
+import { responseFormat } from "@iii-edge/protocol";
 import {
-  credentialsKeyMaterial,
-  deriveCredentialsKey,
   modelsGetRequest,
   modelsListRequest,
   modelsRegisterRequest,
@@ -15,8 +14,13 @@ import {
   type CredentialsKeyResult,
   type Model,
   type ModelsSupportsResponse,
+  modelsListResponse,
+  modelsGetResponse,
+  modelsSupportsResponse,
+  modelsRegisterResponse,
+  providerStreamResponse,
 } from "@iii-edge/protocol/harness";
-import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { type WorkerModule, type WorkerSurface, credentialsKeyMaterial, deriveCredentialsKey } from "@iii-edge/sdk-edge/worker";
 import type { ProviderAdapter } from "./adapter.ts";
 import { ANTHROPIC_DEFAULT_BASE_URL, anthropic } from "./anthropic.ts";
 import { BUILTIN_MODELS, Catalog, modelKey, parseOverrides, supports } from "./catalog.ts";
@@ -76,6 +80,7 @@ function register(iii: WorkerSurface, config: ProvidersConfig): void {
       description:
         `Stream one ${adapter.name === "openai" ? "OpenAI-compatible chat completion" : "Anthropic message"} into the writer_ref channel: ` +
         "one JSON AssistantMessageEvent per item, exactly one terminal done/error, then the channel closes. Never throws; answers {ok, status}.",
+      response_format: responseFormat(providerStreamResponse),
     });
   }
 
@@ -89,11 +94,13 @@ function register(iii: WorkerSurface, config: ProvidersConfig): void {
       description:
         "Models in the catalog (built-in table, MODELS_OVERRIDES, models::register), optionally of one provider or with one capability.",
       input: modelsListRequest,
+      response_format: responseFormat(modelsListResponse),
     },
   );
   iii.registerFunction("models::get", (data: { provider: string; id: string }, ctx) => catalog.get(ctx.trigger, data.provider, data.id), {
     description: "One model, or null when the catalog does not know it (treat as capabilities unknown, not absent).",
     input: modelsGetRequest,
+    response_format: responseFormat(modelsGetResponse),
   });
   iii.registerFunction(
     "models::supports",
@@ -105,6 +112,7 @@ function register(iii: WorkerSurface, config: ProvidersConfig): void {
       description:
         "Whether a model has a capability (tools, vision, streaming, thinking, cache); unknown capability → false; `known:false` for a model the catalog lacks.",
       input: modelsSupportsRequest,
+      response_format: responseFormat(modelsSupportsResponse),
     },
   );
   iii.registerFunction(
@@ -117,6 +125,7 @@ function register(iii: WorkerSurface, config: ProvidersConfig): void {
     {
       description: "Add or correct one model (laid over the built-in entry of the same provider and id); kept in state scope `models`.",
       input: modelsRegisterRequest,
+      response_format: responseFormat(modelsRegisterResponse),
     },
   );
 }

@@ -6,13 +6,12 @@ import { IIIError, isRecord, formatIssues } from "@iii-edge/protocol";
 import {
   credentialSchema,
   providerStreamRequest,
-  signAuthProof,
   type AssistantMessageEvent,
   type Credential,
   type CredentialsCryptoKey,
   type ProviderStreamResponse,
 } from "@iii-edge/protocol/harness";
-import { tracerOf, type ChannelWriter, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
+import { tracerOf, type ChannelWriter, type WorkerSurface, signAuthProof } from "@iii-edge/sdk-edge/worker";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { clip, type ProviderAdapter } from "./adapter.ts";
 import { AssistantBuilder } from "./assistant.ts";

@@ -11,6 +11,8 @@ import {
   type Model,
   type ProvisioningPrepareRequest,
   type ProvisioningPrepareResponse,
+  provisioningPrepareResponse,
+  provisioningReleaseResponse,
 } from "@iii-edge/protocol/harness";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
@@ -18,7 +20,7 @@ import { readCatalog, renderCatalog, type LiveCatalog, type Trigger } from "./ca
 import { IDENTITY_PREAMBLE, joinLayers, modeParagraph } from "./prompt.ts";
 import { acquireSandbox, releaseSandbox } from "./sandbox.ts";
 import { renderSkills } from "./skills.ts";
-import { isRecord } from "@iii-edge/protocol";
+import { isRecord, responseFormat } from "@iii-edge/protocol";
 
 export {
   EXCLUDED_PREFIXES,
@@ -158,10 +160,12 @@ export const worker: WorkerModule<ProvisioningConfig> = {
       description:
         "Before a run's first LLM call: {session_id, run_request} → {system_prompt, function_schemas: [agent_trigger], model_meta, sandbox_id?} (prompt = mode, identity, skills, live function catalog; a sandbox when run_request.isolation).",
       input: provisioningPrepareRequest,
+      response_format: responseFormat(provisioningPrepareResponse),
     });
     iii.registerFunction("provisioning::release", (data: { session_id: string; sandbox_id?: string | null }, ctx) => p.release(data, ctx), {
       description: "After a run: {session_id, sandbox_id?} → {ok: true}; stops the sandbox (best effort).",
       input: provisioningReleaseRequest,
+      response_format: responseFormat(provisioningReleaseResponse),
     });
   },
 };

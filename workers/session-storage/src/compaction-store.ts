@@ -5,15 +5,18 @@
 // assembled by its readers from `compactions` (protocol `compactionView`). Every function is one or
 // two batches.
 import { z } from "zod";
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, requestFormat, responseFormat } from "@iii-edge/protocol";
 import {
   COMPACTION_CUSTOM_TYPE,
   compactionDetailsSchema,
   MAX_COMPACTIONS_LISTED,
   PRUNED_OUTPUT_TEXT,
   sessionCompactionsRequest,
+  sessionCompactionsResponse,
   sessionCompactRequest,
+  sessionCompactResponse,
   sessionUpdatePartsRequest,
+  sessionUpdatePartsResponse,
   type CompactionDetails,
   type CompactionRecord,
   type CustomMessage,
@@ -308,13 +311,19 @@ export function registerCompactionFunctions(
   options: { now?: () => number; newId?: () => string } = {},
 ): CompactionStore {
   const s = new CompactionStore(store, options);
-  const reg = <T extends z.ZodType>(id: keyof typeof descriptions, schema: T, handler: (r: z.output<T>) => Promise<unknown>) =>
+  const reg = <T extends z.ZodType>(
+    id: keyof typeof descriptions,
+    schema: T,
+    response: z.ZodType,
+    handler: (r: z.output<T>) => Promise<unknown>,
+  ) =>
     iii.registerFunction(id, (data: unknown) => handler(parse(id, schema, data)), {
       description: descriptions[id],
-      request_format: z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }),
+      request_format: requestFormat(schema),
+      response_format: responseFormat(response),
     });
-  reg("session-tree::compact", sessionCompactRequest, (r) => s.compact(r));
-  reg("session-tree::compactions", sessionCompactionsRequest, (r) => s.compactions(r));
-  reg("session-tree::update_parts", sessionUpdatePartsRequest, (r) => s.updateParts(r));
+  reg("session-tree::compact", sessionCompactRequest, sessionCompactResponse, (r) => s.compact(r));
+  reg("session-tree::compactions", sessionCompactionsRequest, sessionCompactionsResponse, (r) => s.compactions(r));
+  reg("session-tree::update_parts", sessionUpdatePartsRequest, sessionUpdatePartsResponse, (r) => s.updateParts(r));
   return s;
 }

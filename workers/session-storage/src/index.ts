@@ -3,82 +3,30 @@
 // Inside the Worker it keeps them in D1 (`env.DB`); alone in Node (./node.ts) in a node:sqlite
 // file.
 import { z } from "zod";
-import { IIIError, seesAllSessions, type CallerPrincipal } from "@iii-edge/protocol";
-import { agentMessageSchema, type AgentMessage } from "@iii-edge/protocol/harness";
+import { IIIError, requestFormat, responseFormat, seesAllSessions, type CallerPrincipal } from "@iii-edge/protocol";
+import { type AgentMessage, type SessionStorageFunctionId, sessionStorageContracts } from "@iii-edge/protocol/harness";
 import type { WorkerHandler, WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { registerCompactionFunctions } from "./compaction-store.ts";
 import { ownerChecked } from "./owners.ts";
 import { d1Store, isD1, type SqlStore } from "./sql-store.ts";
-import { MAX_APPEND_MANY, MAX_LIST_LIMIT, MAX_PAGE_ENTRIES, SessionStore, type SessionStoreOptions } from "./session-store.ts";
+import { SessionStore, type SessionStoreOptions } from "./session-store.ts";
 import { registerSessionTree } from "./tree-functions.ts";
 
 export { SessionStore } from "./session-store.ts";
 export { SessionTreeStore } from "./tree.ts";
 export * from "./sql-store.ts";
 
-/** Longest session id: the same bound `run::start` puts on it. */
-export const MAX_SESSION_ID_LENGTH = 128;
-/** Longest entry id: deterministic ids are built from a run id and a call id (`e_<run>_<call>`). */
-export const MAX_ENTRY_ID_LENGTH = 256;
-/** Longest inbox name (`steering`, `followup`, …). */
-export const MAX_INBOX_NAME_LENGTH = 64;
-/** Longest display name / cwd kept with a session. */
-export const MAX_DISPLAY_NAME_LENGTH = 200;
-export const MAX_CWD_LENGTH = 4_096;
+export {
+  MAX_CWD_LENGTH,
+  MAX_DISPLAY_NAME_LENGTH,
+  MAX_ENTRY_ID_LENGTH,
+  MAX_INBOX_NAME_LENGTH,
+  MAX_SESSION_ID_LENGTH,
+} from "@iii-edge/protocol/harness";
 
-const sessionId = z
-  .string()
-  .min(1)
-  .max(MAX_SESSION_ID_LENGTH)
-  .refine((s) => !s.includes("/"), "must not contain '/'");
-const entryId = z.string().min(1).max(MAX_ENTRY_ID_LENGTH);
-const message = agentMessageSchema;
-const inboxName = z
-  .string()
-  .min(1)
-  .max(MAX_INBOX_NAME_LENGTH)
-  .refine((s) => !s.includes("/"), "must not contain '/'");
-
-export const requests = {
-  "session-tree::ensure": z.object({
-    session_id: sessionId,
-    display_name: z.string().max(MAX_DISPLAY_NAME_LENGTH).optional(),
-    cwd: z.string().max(MAX_CWD_LENGTH).optional(),
-    /** Who owns it (the orchestrator names the owner its run recorded); kept for listings. */
-    owner: z.string().min(1).max(128).optional(),
-  }),
-  "session-tree::get": z.object({ session_id: sessionId }),
-  "session-tree::list": z
-    .object({
-      limit: z.number().int().min(1).max(MAX_LIST_LIMIT).optional(),
-      offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-      order: z.enum(["asc", "desc"]).optional(),
-    })
-    .default({}),
-  "session-tree::append": z.object({ session_id: sessionId, message, entry_id: entryId.optional(), parent_id: entryId.optional() }),
-  "session-tree::append_many": z.object({
-    session_id: sessionId,
-    entries: z.array(z.object({ entry_id: entryId.optional(), message })).max(MAX_APPEND_MANY),
-    parent_id: entryId.optional(),
-  }),
-  "session-tree::messages": z.object({
-    session_id: sessionId,
-    branch_leaf: entryId.optional(),
-    limit: z.number().int().min(1).max(MAX_PAGE_ENTRIES).optional(),
-    cursor: z.string().min(1).max(4_096).optional(),
-    include_custom: z.boolean().optional(),
-  }),
-  "session-tree::update_message": z.object({ session_id: sessionId, entry_id: entryId, message }),
-  "session-inbox::push": z.object({
-    name: inboxName,
-    session_id: sessionId,
-    item: z.unknown().refine((v) => v !== undefined, "item is required"),
-  }),
-  "session-inbox::peek": z.object({ name: inboxName, session_id: sessionId }),
-  "session-inbox::drain": z.object({ name: inboxName, session_id: sessionId }),
-} as const;
-type FunctionId = keyof typeof requests;
-type Request<Id extends FunctionId> = z.output<(typeof requests)[Id]>;
+// Requests and responses: protocol's sessionStorageContracts (docs/harness-contracts.md §5).
+type FunctionId = SessionStorageFunctionId;
+type Request<Id extends FunctionId> = z.output<(typeof sessionStorageContracts)[Id]["request"]>;
 
 const descriptions: Record<FunctionId, string> = {
   "session-tree::ensure": "Create a session if it does not exist yet: {session_id, created}.",
@@ -106,7 +54,7 @@ export function configFrom(env: Readonly<Record<string, unknown>>): SessionStora
 }
 
 function parse<Id extends FunctionId>(id: Id, data: unknown): Request<Id> {
-  const r = requests[id].safeParse(data);
+  const r = sessionStorageContracts[id].request.safeParse(data);
   if (!r.success) throw new IIIError("invalid_arguments", `${id}: ${z.prettifyError(r.error)}`);
   return r.data as Request<Id>;
 }
@@ -122,7 +70,8 @@ export function registerSessionStorage(surface: WorkerSurface, config: SessionSt
     const h: WorkerHandler = (data: unknown, ctx) => handler(parse(id, data), ctx.caller);
     iii.registerFunction(id, h, {
       description: descriptions[id],
-      request_format: z.toJSONSchema(requests[id], { io: "input", unrepresentable: "any" }),
+      request_format: requestFormat(sessionStorageContracts[id].request),
+      response_format: responseFormat(sessionStorageContracts[id].response),
     });
   };
   const msg = (m: unknown): AgentMessage => m as AgentMessage; // checked by agentMessageSchema (lenient by design)

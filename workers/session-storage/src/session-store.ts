@@ -1,28 +1,24 @@
 // Sessions as a branching tree (docs/harness-contracts.md §5) and per-session inboxes, over one SqlStore.
 // Every operation is one batch: one round trip, atomic, and consistent with concurrent writers.
 import { IIIError, MAX_RESULT_BYTES } from "@iii-edge/protocol";
-import type { AgentMessage, SessionOrigin } from "@iii-edge/protocol/harness";
+import type { AgentMessage, PathMessage, SessionInfo, SessionSummary } from "@iii-edge/protocol/harness";
+import { MAX_APPEND_MANY, MAX_LIST_LIMIT, MAX_PAGE_ENTRIES } from "@iii-edge/protocol/harness";
 import { sql, type SqlRow, type SqlStatement, type SqlStore } from "./sql-store.ts";
 import { withSchema } from "./schema.ts";
 
 /** Largest message stored (its JSON, UTF-8): a page of one such message still fits one frame with
  * its envelope (MAX_RESULT_BYTES), and D1 holds at most 2 MB in a row. */
 export const MAX_MESSAGE_BYTES = 1_000_000;
-/** Most entries one append_many takes: each is one statement of the batch, and the id check binds
- * one parameter per entry (D1 binds at most 100 per statement). */
-export const MAX_APPEND_MANY = 64;
 /** Entries one session may hold: every path walk is bounded by it. A long agent session is a few
  * thousand entries; compaction keeps the active path short. */
 export const MAX_SESSION_ENTRIES = 100_000;
-/** Default and largest page of `messages`. */
+/** Default page of `messages` (the largest: MAX_PAGE_ENTRIES). */
 export const DEFAULT_PAGE_ENTRIES = 200;
-export const MAX_PAGE_ENTRIES = 1_000;
 /** Bytes of messages one page carries at most (it always carries at least one): the result has to
  * fit one frame, with room for the entry ids and the cursor. */
 export const MAX_PAGE_BYTES = MAX_RESULT_BYTES - 32 * 1024;
-/** Default and largest page of `list`. */
+/** Default page of `list` (the largest: MAX_LIST_LIMIT). */
 export const DEFAULT_LIST_LIMIT = 50;
-export const MAX_LIST_LIMIT = 1_000;
 /** Items one inbox holds: steering messages wait for the next turn boundary, a person does not
  * queue hundreds; past this a push is refused (`inbox_full`). */
 export const MAX_INBOX_ITEMS = 256;
@@ -35,27 +31,8 @@ export const SUMMARY_CODE_POINTS = 120;
 
 export type EntryKind = "message" | "custom_message";
 
-export interface SessionSummary {
-  session_id: string;
-  created_at: number;
-  updated_at: number;
-  entry_count: number;
-  display_name?: string;
-  last_message_summary?: string;
-}
-export interface SessionInfo extends SessionSummary {
-  cwd?: string;
-  /** Leaves of the tree (entries nobody is the parent of). */
-  branch_count: number;
-  leaf_id: string | null;
-  /** Set when the session was made by session-tree::fork / clone (src/tree.ts). */
-  origin?: SessionOrigin;
-}
-export interface PathMessage {
-  entry_id: string;
-  message: AgentMessage;
-  revision: number;
-}
+export type { PathMessage, SessionInfo, SessionSummary };
+export { MAX_APPEND_MANY, MAX_LIST_LIMIT, MAX_PAGE_ENTRIES };
 
 export interface SessionStoreOptions {
   now?: () => number;

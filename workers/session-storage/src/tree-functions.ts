@@ -1,17 +1,23 @@
 // The branching functions of `session-tree::*` (src/tree.ts): fork, clone, tree, branches,
 // set_active_leaf, get_entry, export (and export_html, the name iii's own harness uses). Payloads
-// are the contracts of `@iii-edge/protocol/harness` (section "session tree"); a payload that does
+// are the contracts of `@iii-edge/protocol/harness` (protocol/src/harness/session-storage.ts); a payload that does
 // not parse is `invalid_arguments`, as for the rest of this worker.
 import { z } from "zod";
-import { IIIError } from "@iii-edge/protocol";
+import { IIIError, requestFormat, responseFormat } from "@iii-edge/protocol";
 import {
   getEntryRequest,
+  getEntryResponse,
   sessionBranchesRequest,
+  sessionBranchesResponse,
   sessionCloneRequest,
+  sessionCopyResponse,
   sessionExportRequest,
+  sessionExportResponse,
   sessionForkRequest,
   sessionTreeRequest,
+  sessionTreeResponse,
   setActiveLeafRequest,
+  setActiveLeafResponse,
 } from "@iii-edge/protocol/harness";
 import type { WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { SqlStore } from "./sql-store.ts";
@@ -28,6 +34,16 @@ export const treeRequests = {
   "session-tree::export_html": sessionExportRequest.omit({ format: true }),
 } as const;
 type TreeFunctionId = keyof typeof treeRequests;
+const treeResponses: Record<TreeFunctionId, z.ZodType> = {
+  "session-tree::fork": sessionCopyResponse,
+  "session-tree::clone": sessionCopyResponse,
+  "session-tree::tree": sessionTreeResponse,
+  "session-tree::branches": sessionBranchesResponse,
+  "session-tree::set_active_leaf": setActiveLeafResponse,
+  "session-tree::get_entry": getEntryResponse,
+  "session-tree::export": sessionExportResponse,
+  "session-tree::export_html": z.object({ html: z.string() }),
+};
 type TreeRequest<Id extends TreeFunctionId> = z.output<(typeof treeRequests)[Id]>;
 
 const descriptions: Record<TreeFunctionId, string> = {
@@ -57,7 +73,8 @@ export function registerSessionTree(iii: WorkerSurface, config: { store: SqlStor
     const h: WorkerHandler = (data: unknown) => handler(parse(id, data));
     iii.registerFunction(id, h, {
       description: descriptions[id],
-      request_format: z.toJSONSchema(treeRequests[id], { io: "input", unrepresentable: "any" }),
+      request_format: requestFormat(treeRequests[id]),
+      response_format: responseFormat(treeResponses[id]),
     });
   };
   fn("session-tree::fork", (r) => tree.fork(r.source_session_id, r.from_entry_id, r));

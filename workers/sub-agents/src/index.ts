@@ -22,8 +22,11 @@ import {
   type HarnessJoinRequest,
   type HarnessSpawnRequest,
   type SubAgentModelCall,
+  harnessSpawnResponse,
+  harnessJoinResponse,
+  harnessChildrenResponse,
 } from "@iii-edge/protocol/harness";
-import { assertSessionAccess, IIIError, type CallerPrincipal, formatIssues } from "@iii-edge/protocol";
+import { assertSessionAccess, IIIError, type CallerPrincipal, formatIssues, responseFormat } from "@iii-edge/protocol";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { z } from "zod";
 import { listChildren, stopChildren } from "./cascade.ts";
@@ -82,6 +85,7 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
         `→ {child_session_id, started}. Then call ${HARNESS_JOIN} {child_session_id} to wait for its final answer. Sub-agents nest at most ${SUB_AGENT_MAX_DEPTH} deep, ` +
         `${SUB_AGENT_MAX_LIVE_CHILDREN} running at once per session, ${SUB_AGENT_MAX_PER_TREE} per run.`,
       input: harnessSpawnRequest,
+      response_format: responseFormat(harnessSpawnResponse),
       metadata: ownerChecked,
     },
   );
@@ -95,6 +99,7 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
         "Wait for a sub-agent you spawned to finish: {child_session_id, timeout_ms?} → {state, final_message, turn_count, error?}. " +
         `Your call waits (without using your turns) until it ends, or timeout_ms passes (default ${JOIN_DEFAULT_TIMEOUT_MS / 60_000} min).`,
       input: harnessJoinRequest,
+      response_format: responseFormat(harnessJoinResponse),
       metadata: ownerChecked,
     },
   );
@@ -109,6 +114,7 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
       description:
         "The sub-agents a session spawned, with their states: {parent_session_id?} → {parent_session_id, children:[{child_session_id, task, depth, state, turn_count, awaiting_approval?, error?}]}",
       input: harnessChildrenRequest,
+      response_format: responseFormat(harnessChildrenResponse),
       metadata: ownerChecked,
     },
   );

@@ -12,14 +12,13 @@ import {
   SUB_AGENT_MAX_LIVE_CHILDREN,
   SUB_AGENT_MAX_PER_TREE,
   TURN_SUBSCRIBE,
-  subAgentMessageId,
-  subAgentSessionId,
   type HarnessSpawnRequest,
   type HarnessSpawnResponse,
   type RunStartResponse,
   type SubAgentModelCall,
   type SubAgentParentLink,
 } from "@iii-edge/protocol/harness";
+import { subAgentMessageId, subAgentSessionId } from "./ids.ts";
 import { allotment, createChildBudget, readParentBudget } from "./budget.ts";
 import {
   MAX_ERROR_TEXT,

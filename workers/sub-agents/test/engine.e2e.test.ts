@@ -14,14 +14,13 @@ import {
   HARNESS_STOP_CHILDREN,
   SUB_AGENT_MAX_LIVE_CHILDREN,
   SUB_AGENT_MAX_PER_TREE,
-  subAgentMessageId,
-  subAgentSessionId,
   type AgentEvent,
   type RunRequestView,
   type RunStatus,
   type SubAgentChildEvent,
   type TurnState,
 } from "@iii-edge/protocol/harness";
+import { subAgentMessageId, subAgentSessionId } from "../src/ids.ts";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -1,13 +1,7 @@
 // The sub-agents' rules as plain logic: child ids are deterministic (one spawn, one child), the
 // depth bound, who may act on whose children, a budget share, and which results park a call.
-import {
-  HARNESS_JOIN,
-  HARNESS_SPAWN,
-  isJoinPending,
-  SUB_AGENT_MAX_DEPTH,
-  subAgentMessageId,
-  subAgentSessionId,
-} from "@iii-edge/protocol/harness";
+import { HARNESS_JOIN, HARNESS_SPAWN, isJoinPending, SUB_AGENT_MAX_DEPTH } from "@iii-edge/protocol/harness";
+import { subAgentMessageId, subAgentSessionId } from "../src/ids.ts";
 import { describe, expect, it } from "vitest";
 import { allotment, childBudgetId } from "../src/budget.ts";
 import { childDepth, parentOf } from "../src/index.ts";

@@ -6,7 +6,6 @@
 //   the policy version. An allow counts only while all three still hold.
 import {
   APPROVAL_PENDING_RESOLVED,
-  APPROVAL_PENDING_SCOPE,
   APPROVAL_PENDING_TIMEOUT_MS,
   APPROVAL_SETTINGS_SCOPE,
   SUB_AGENT_MAX_DEPTH,
@@ -15,16 +14,16 @@ import {
   defaultApprovalSettings,
   narrowSettings,
   parseApprovalSettings,
-  pendingKey,
   pendingResolved,
-  redactArgs,
   subAgentParentLink,
   type ApprovalBinding,
   type ApprovalSettings,
   type FunctionCall,
   type PendingApprovalRecord,
   type PendingOutcome,
+  approvalState,
 } from "@iii-edge/protocol/harness";
+import { redactArgs } from "./denials.ts";
 import { isRecord } from "@iii-edge/protocol";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
 import { POLICY_TIMEOUT_MS, SCOPE_RUN_REQUEST } from "./constants.ts";
@@ -37,7 +36,7 @@ export type CallDecision = GateDecision & { policy_version?: string };
  * (a session whose record cannot be read gets no more than the defaults: nothing is lifted). */
 async function storedSettings(trigger: Trigger, sid: string): Promise<ApprovalSettings | undefined> {
   try {
-    return parseApprovalSettings(await callRequired<unknown>(trigger, "state::get", { scope: APPROVAL_SETTINGS_SCOPE, key: sid }));
+    return parseApprovalSettings(await callRequired<unknown>(trigger, "state::get", approvalState.settings(sid)));
   } catch (e) {
     console.warn(`turn-orchestrator: reading ${APPROVAL_SETTINGS_SCOPE}/${sid} failed (the defaults apply): ${(e as Error).message}`);
     return undefined;
@@ -125,11 +124,7 @@ export const pendingTimeoutMs = (): number => pendingTimeout;
 /** Write the inbox record of a parked call. It must land: a call nobody can see waits forever, so a
  * failure here is the caller's to turn into a denial. */
 export async function writePending(trigger: Trigger, rec: PendingApprovalRecord): Promise<void> {
-  await callRequired(trigger, "state::set", {
-    scope: APPROVAL_PENDING_SCOPE,
-    key: pendingKey(rec.session_id, rec.function_call_id),
-    value: rec,
-  });
+  await callRequired(trigger, "state::set", { ...approvalState.pending(rec.session_id, rec.function_call_id), value: rec });
 }
 
 export function pendingRecord(
@@ -164,7 +159,7 @@ export async function retirePending(
   outcome: PendingOutcome,
   reason?: string | null,
 ): Promise<void> {
-  const old = await callBestEffort(trigger, "state::delete", { scope: APPROVAL_PENDING_SCOPE, key: pendingKey(sid, cid) });
+  const old = await callBestEffort(trigger, "state::delete", approvalState.pending(sid, cid));
   const done = pendingResolved(old, outcome, Date.now(), reason);
   if (!done) return;
   await callBestEffort(trigger, "publish", { topic: APPROVAL_PENDING_RESOLVED, data: done.event });

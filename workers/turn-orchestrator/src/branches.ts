@@ -3,11 +3,14 @@
 // travel), and fork-then-run. Each starts its run through run::start's own path (busy guard, claim,
 // seeds, the record whose save wakes provisioning); the tree itself is session storage's
 // (`session-tree::*`).
-import { CALLER_PRINCIPAL_KEY, IIIError, formatIssues } from "@iii-edge/protocol";
+import { CALLER_PRINCIPAL_KEY, IIIError, formatIssues, responseFormat } from "@iii-edge/protocol";
 import {
   runForkRequest,
+  runForkResponse,
   runRerunFromRequest,
+  runRerunResponse,
   runResumeRequest,
+  runResumeResponse,
   runStartRequest,
   type AgentMessage,
   type RunForkRequest,
@@ -19,7 +22,7 @@ import {
   type RunStartRequest,
   type SessionCopyResponse,
   type SessionEntryView,
-  type SessionOrigin,
+  type SessionInfo,
 } from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { callBestEffort, callRequired, errorCode, invalid, type Trigger } from "./calls.ts";
@@ -36,12 +39,6 @@ import { loadRecord, type Loaded } from "./store.ts";
 export const MAX_ORIGIN_HOPS = 8;
 /** Hex digits of a derived run id's digest (96 bits: two requests never share a run id). */
 const RUN_ID_DIGEST_HEX = 24;
-
-interface SessionInfo {
-  leaf_id: string | null;
-  entry_count: number;
-  origin?: SessionOrigin;
-}
 
 type Settings = Omit<RunResumeRequest, "session_id" | "message" | "message_id">;
 
@@ -328,18 +325,21 @@ export function registerBranchFunctions(iii: WorkerSurface, newRunId: () => stri
     description:
       "Resume a stopped or failed session (or a fork that never ran): a new run on its transcript, after an optional message → {session_id, run_id, started} (started:false with session_busy or already_started).",
     input: runResumeRequest,
+    response_format: responseFormat(runResumeResponse),
     metadata: OWNER_CHECKED,
   });
   iii.registerFunction("run::rerun_from", (data: RunRerunFromRequest, ctx) => rerunFrom(deps(ctx), data), {
     description:
       "Time travel: re-ask the user message entry_id (edited by message) on a new branch under its parent and run; the old branch stays → {session_id, run_id, started, entry_id, parent_id}.",
     input: runRerunFromRequest,
+    response_format: responseFormat(runRerunResponse),
     metadata: OWNER_CHECKED,
   });
   iii.registerFunction("run::fork", (data: RunForkRequest, ctx) => forkRun(deps(ctx), data), {
     description:
       "Fork a session at entry_id (session-tree::fork) and, with a message or run:true, run on the fork → {session_id, leaf_id, created, run?}.",
     input: runForkRequest,
+    response_format: responseFormat(runForkResponse),
     metadata: OWNER_CHECKED,
   });
 }

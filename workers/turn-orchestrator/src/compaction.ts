@@ -14,12 +14,12 @@
 //   A sync `compaction_done` is emitted here, with this worker's own event ids.
 import {
   compactionModelOf,
-  compactionUsableTokens,
   compactionView,
   type AgentMessage,
   type CompactionRecord,
   type CompactNowResult,
 } from "@iii-edge/protocol/harness";
+import { compactionUsableTokens } from "@iii-edge/sdk-edge/worker";
 import { callRequired, errorCode, errorText, TransientError, type Trigger } from "./calls.ts";
 import { forProvider } from "./messages.ts";
 import type { StoredRunRequest } from "./run-request.ts";

@@ -1,4 +1,5 @@
 // Names and bounds of the turn-orchestrator. Every limit says why it is that number.
+import { MAX_APPEND_MANY, MAX_ENTRY_ID_LENGTH } from "@iii-edge/protocol/harness";
 
 /** State scopes this worker owns (docs/harness-contracts.md §1.2), one scope per kind of fact, each keyed
  * by session id. */
@@ -60,9 +61,9 @@ export const MAX_ERROR_TEXT = 2_000;
 export const MAX_IDEMPOTENCY_KEY = 256;
 /** Session storage refuses entry ids longer than this; ids built from a model's call id are cut
  * to fit (with a digest, so two long ids stay distinct). */
-export const MAX_ENTRY_ID = 256;
+export const MAX_ENTRY_ID = MAX_ENTRY_ID_LENGTH;
 /** Session storage appends at most this many entries per `session-tree::append_many`. */
-export const APPEND_MANY_MAX = 64;
+export const APPEND_MANY_MAX = MAX_APPEND_MANY;
 
 /** Model and provider names of messages the orchestrator writes itself. */
 export const HARNESS_MODEL = "harness";

@@ -2,7 +2,7 @@
 // checkpoints: `triggered` is written before a target is invoked and `done` with its result, so a
 // step delivered again after a crash never invokes a call twice — a call found `triggered` but
 // not `done` gets an "interrupted, ran at most once" result instead.
-import { bindingChange } from "@iii-edge/protocol/harness";
+import { bindingChange, approvalState } from "@iii-edge/protocol/harness";
 import type {
   ApprovalDecision,
   AwaitingApproval,
@@ -15,7 +15,6 @@ import type {
 import { bindingOf, currentPolicyVersion, decideCall, pendingRecord, pendingTimeoutMs, retirePending, writePending } from "./approvals.ts";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
 import { childWaitOf } from "./children.ts";
-import { SCOPE_APPROVALS } from "./constants.ts";
 import { decisionResult, denialResult, interruptedResult, invokeTarget, isErrorResult, parseDecision, planBatch } from "./gate.ts";
 import { finishSession, turnEndOnce } from "./lifecycle.ts";
 import { boundedKey, requireBatch, resultEntryId, InvariantError } from "./record.ts";
@@ -27,15 +26,13 @@ import { ToolSpan } from "./trace.ts";
 
 type Work = NonNullable<TurnStateRecord["work"]>;
 
-const approvalKey = (sid: string, cid: string): string => `${sid}/${cid}`;
-
 async function readDecision(trigger: Trigger, sid: string, cid: string): Promise<ApprovalDecision | undefined> {
-  return parseDecision(await callRequired<unknown>(trigger, "state::get", { scope: SCOPE_APPROVALS, key: approvalKey(sid, cid) }));
+  return parseDecision(await callRequired<unknown>(trigger, "state::get", approvalState.decision(sid, cid)));
 }
 
 /** A consumed decision is deleted: otherwise every decision ever taken stays a row forever. */
 async function deleteDecision(trigger: Trigger, sid: string, cid: string): Promise<void> {
-  await callBestEffort(trigger, "state::delete", { scope: SCOPE_APPROVALS, key: approvalKey(sid, cid) });
+  await callBestEffort(trigger, "state::delete", approvalState.decision(sid, cid));
 }
 
 /** Record a call's result, checkpoint it `done`, then tell the UI. */

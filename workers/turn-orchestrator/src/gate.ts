@@ -5,9 +5,6 @@
 import { z } from "zod";
 import {
   AGENT_TRIGGER,
-  gateUnavailableEnvelope,
-  permissionsDenyEnvelope,
-  userDenyEnvelope,
   type ApprovalDecision,
   type AssistantMessage,
   type ContentBlock,
@@ -18,6 +15,7 @@ import {
   type PolicyDecision,
   type PreparedCall,
 } from "@iii-edge/protocol/harness";
+import { gateUnavailableEnvelope, permissionsDenyEnvelope, userDenyEnvelope } from "./denials.ts";
 import { errorCode, errorText, type Trigger } from "./calls.ts";
 import { FUNCTION_CALL_TIMEOUT_MS, POLICY_TIMEOUT_MS } from "./constants.ts";
 import { textBlock } from "./messages.ts";

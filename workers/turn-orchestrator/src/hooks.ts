@@ -25,9 +25,6 @@ import {
   AFTER_FUNCTION_CALL_TOPIC,
   BEFORE_FUNCTION_CALL_TOPIC,
   PUBLISH_COLLECT,
-  clipString,
-  gateUnavailableEnvelope,
-  redactArgs,
   type AfterFunctionCallPayload,
   type BeforeFunctionCallPayload,
   type ContentBlock,
@@ -36,6 +33,7 @@ import {
   type HookDenialEnvelope,
   type PublishCollectRequest,
 } from "@iii-edge/protocol/harness";
+import { clipString, gateUnavailableEnvelope, redactArgs } from "./denials.ts";
 import type { WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { z } from "zod";
 

@@ -2,17 +2,23 @@
 // of it in engine state, every step a `turn::<state>` message on the `turn-step` queue. Runs in
 // workerd and in Node (Web APIs only).
 import { configurePendingTimeout, pendingTimeoutFrom } from "./approvals.ts";
+import { responseFormat } from "@iii-edge/protocol";
 import {
   RUN_REQUEST,
   RUN_STATUS,
   TURN_SUBSCRIBE,
   TURN_UNSUBSCRIBE,
   runEventsRequest,
+  runEventsResponse,
+  runStartResponse,
   runStartWithParentRequest,
   runSteerRequest,
+  runSteerResponse,
+  turnGetStateResponse,
   turnSessionRequest,
   turnSubscribeRequest,
   turnUnsubscribeRequest,
+  turnStopResponse,
   type TurnState,
   type TurnSubscribeRequest,
 } from "@iii-edge/protocol/harness";
@@ -79,6 +85,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
         description:
           "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
         input: runStartWithParentRequest,
+        response_format: responseFormat(runStartResponse),
         metadata: OWNER_CHECKED,
       },
     );
@@ -96,6 +103,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
         description:
           "The client view of a session's turn record ({session_id, state, turn_count, max_turns?, awaiting_approval?, error?}) or null",
         input: turnSessionRequest,
+        response_format: responseFormat(turnGetStateResponse),
         metadata: OWNER_CHECKED,
       },
     );
@@ -146,6 +154,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description: "Stop a session's run between steps: {session_id} → {session_id, stopping, state}",
         input: turnSessionRequest,
+        response_format: responseFormat(turnStopResponse),
         metadata: OWNER_CHECKED,
       },
     );
@@ -155,6 +164,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description: "Queue a message for the running turn (inbox steering): {session_id, message} → {ok}",
         input: runSteerRequest,
+        response_format: responseFormat(runSteerResponse),
         metadata: OWNER_CHECKED,
       },
     );
@@ -166,6 +176,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description: "A session's agent::events after a cursor, in order: {session_id, after?, limit?} → {events:[{item_id, data}], next}",
         input: runEventsRequest,
+        response_format: responseFormat(runEventsResponse),
         metadata: OWNER_CHECKED,
       },
     );

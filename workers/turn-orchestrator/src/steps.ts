@@ -6,9 +6,8 @@ import {
   agentMessageSchema,
   INBOX_FOLLOWUP,
   INBOX_STEERING,
-  type AgentFunction,
+  provisioningPrepareResponse,
   type AgentMessage,
-  type Model,
 } from "@iii-edge/protocol/harness";
 import type { Channels } from "@iii-edge/sdk-edge/worker";
 import { callRequired, errorCode, errorText, isTransportFailure, TransientError } from "./calls.ts";
@@ -23,13 +22,6 @@ import type { Tx } from "./store.ts";
 import { streamAssistant } from "./streaming.ts";
 import { readContextWindow } from "./compaction.ts";
 import { appendMany, appendOne, updateMessage, type Entry } from "./transcript.ts";
-
-const prepareResponse = z.looseObject({
-  system_prompt: z.string(),
-  function_schemas: z.array(z.looseObject({ name: z.string(), description: z.string(), parameters: z.unknown() })),
-  model_meta: z.looseObject({ id: z.string() }).nullable().optional(),
-  sandbox_id: z.string().min(1).optional(),
-});
 
 /** `turn::provisioning`: prompt, schemas and model from `provisioning::prepare`, kept on the run
  * request and the record (model_meta resolved once per run, §7). */
@@ -50,13 +42,13 @@ export async function provisioning(tx: Tx): Promise<void> {
     if (isTransportFailure(e)) throw new TransientError(`provisioning::prepare: ${errorText(e)}`, { cause: e });
     throw new Error(`provisioning::prepare failed: ${errorCode(e) ?? "error"}: ${errorText(e)}`);
   }
-  const prep = prepareResponse.safeParse(reply);
+  const prep = provisioningPrepareResponse.safeParse(reply);
   if (!prep.success) throw new Error(`provisioning::prepare answered an unreadable result: ${formatIssues(prep.error)}`);
   req.system_prompt = prep.data.system_prompt;
-  req.function_schemas = prep.data.function_schemas as AgentFunction[];
+  req.function_schemas = prep.data.function_schemas;
   if (prep.data.sandbox_id) req.sandbox_id = prep.data.sandbox_id;
   await saveRunRequest(tx.trigger, tx.sid, req);
-  tx.rec.model_meta = (prep.data.model_meta ?? null) as Model | null;
+  tx.rec.model_meta = prep.data.model_meta ?? null;
   tx.rec.state = "assistant_streaming";
   await tx.save();
 }

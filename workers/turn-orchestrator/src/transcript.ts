@@ -1,13 +1,11 @@
 // The transcript lives in session storage (docs/harness-contracts.md §5), reached by function id. Every entry
 // the orchestrator writes has a deterministic id, so a replayed step appends nothing twice.
-import type { AgentMessage } from "@iii-edge/protocol/harness";
+import type { AgentMessage, PathMessage } from "@iii-edge/protocol/harness";
 import { callRequired, type Trigger } from "./calls.ts";
 import { APPEND_MANY_MAX, TRANSCRIPT_MAX_PAGES, TRANSCRIPT_PAGE_SIZE } from "./constants.ts";
 
-export interface Entry {
-  entry_id: string;
-  message: AgentMessage;
-}
+/** An entry as session-storage pages and appends it (its revision left out). */
+export type Entry = Pick<PathMessage, "entry_id" | "message">;
 
 /** Create the session in storage if new, recording its owner there too (its listings filter by it). */
 export async function ensureSession(trigger: Trigger, sid: string, owner?: string): Promise<void> {

@@ -4,6 +4,8 @@ import {
   RUN_REQUEST,
   type AgentMessage,
   type ApprovalSettings,
+  type AuthStatus,
+  type PathMessage,
   type BudgetView,
   type PendingApprovalRecord,
   type PermissionMode,
@@ -26,17 +28,8 @@ export type { SessionSummary };
 const MAX_TRANSCRIPT_PAGES = 20;
 const TRANSCRIPT_PAGE = 500;
 
-export interface StoredMessage {
-  entry_id: string;
-  message: AgentMessage;
-}
-
-export interface AuthStatusView {
-  configured: boolean;
-  source?: "stored" | "environment";
-  label?: string;
-  problem?: string;
-}
+export type StoredMessage = Pick<PathMessage, "entry_id" | "message">;
+export type AuthStatusView = AuthStatus;
 
 export const userMessage = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: Date.now() });
 

@@ -2,6 +2,7 @@
 // (redrive one, redrive all, discard), and the state store by scope. Live: state changes arrive
 // through a `state` trigger bound while this screen is open (no polling); queues and dead letters
 // have no change event in the engine, so they are polled (QUEUE_POLL_MS) while connected.
+import type { DeadLetterEntry as DeadLetter, QueueTopic as Topic } from "@iii-edge/protocol";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { connection, onEngineEvent, useLive, type StateEvent } from "../../app/live.ts";
 import { tabWorker } from "../../app/tab.ts";
@@ -22,24 +23,6 @@ export const STATE_VALUES_SHOWN = 200;
 export const STATE_RELOAD_DEBOUNCE_MS = 200;
 /** Keys remembered from state events per scope. */
 export const MAX_WATCHED_KEYS = 500;
-
-interface Topic {
-  name: string;
-  backend: string | null;
-  type: string | null;
-  depth: number;
-  inflight: number;
-}
-interface DeadLetter {
-  message_id: string;
-  queue: string;
-  function_id: string;
-  data: unknown;
-  attempts: number;
-  error: string;
-  enqueued_at: number;
-  failed_at: number;
-}
 
 const ENGINE_QUEUE = /^(state|durable):/;
 

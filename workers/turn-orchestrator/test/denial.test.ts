@@ -1,19 +1,14 @@
-// The DenialEnvelope builders and the redaction of their `args_excerpt` (docs/harness-contracts.md §3.3),
-// shared through @iii-edge/protocol/harness.
+// The DenialEnvelope builders and the redaction of their `args_excerpt` (docs/harness-contracts.md §3.3):
+// the orchestrator builds every envelope; the format's constants are protocol's.
 import {
-  clipString,
-  gateUnavailableEnvelope,
-  isSecretKey,
-  permissionsDenyEnvelope,
-  redactArgs,
   REDACTED,
   REDACTION_CYCLE_MARKER,
   REDACTION_MAX_DEPTH,
   REDACTION_MAX_DEPTH_MARKER,
   REDACTION_MAX_STRING_CODE_POINTS,
-  userDenyEnvelope,
 } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
+import { clipString, gateUnavailableEnvelope, isSecretKey, permissionsDenyEnvelope, redactArgs, userDenyEnvelope } from "../src/denials.ts";
 
 describe("redactArgs", () => {
   it("redacts secret-looking keys at any depth, and keys ending in _<secret>", () => {
