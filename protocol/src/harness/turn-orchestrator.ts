@@ -305,14 +305,7 @@ export const runStatusSchema = z.object({
   stop_requested: z.boolean(),
   awaiting_approval: z
     .array(
-      z.object({
-        function_call_id: z.string(),
-        function_id: z.string(),
-        args: z.unknown(),
-        pending_at: z.number().optional(),
-        expires_at: z.number().optional(),
-        args_hash: z.string().optional(),
-        policy_version: z.string().optional(),
+      awaitingApprovalSchema.extend({
         /** A parked `harness::join` (not a person's approval): the child it waits for. */
         held_by: z.string().optional(),
         child_session_id: z.string().optional(),
