@@ -73,21 +73,28 @@ afterAll(async () => {
   for (const e of engines) await e.stop();
 });
 
+/** A crashable `npm start` with the default queue durable, and a worker whose `crash::job` records
+ * when each message started and how often it was handled. */
+async function crashJobWorker(workerName: string) {
+  const engine = await crashableEngine();
+  engines.push(engine);
+  await engine.start();
+  const started = new Map<number, number[]>();
+  const handled = new Map<number, number>();
+  const iii = registerWorker(engine.wsUrl, { workerName, ...sdkOptions });
+  clients.push(iii);
+  iii.registerFunction("crash::job", async ({ i }: Job) => {
+    started.set(i, [...(started.get(i) ?? []), Date.now()]);
+    await new Promise((r) => setTimeout(r, HANDLER_MS));
+    handled.set(i, (handled.get(i) ?? 0) + 1);
+  });
+  await eventually(async () => (await backendOf(iii, "default")) === "durable", 15_000, "default queue reported");
+  return { engine, iii, started, handled };
+}
+
 describe("kill -9 of npm start mid-flood on the default queue", () => {
   it("durable (npm start's default): every acknowledged message is handled after the restart; repeats only for the ones in flight", async () => {
-    const engine = await crashableEngine();
-    engines.push(engine);
-    await engine.start();
-    const started = new Map<number, number[]>();
-    const handled = new Map<number, number>();
-    const iii = registerWorker(engine.wsUrl, { workerName: "crash-durable", ...sdkOptions });
-    clients.push(iii);
-    iii.registerFunction("crash::job", async ({ i }: Job) => {
-      started.set(i, [...(started.get(i) ?? []), Date.now()]);
-      await new Promise((r) => setTimeout(r, HANDLER_MS));
-      handled.set(i, (handled.get(i) ?? 0) + 1);
-    });
-    await eventually(async () => (await backendOf(iii, "default")) === "durable", 15_000, "default queue reported");
+    const { engine, iii, started, handled } = await crashJobWorker("crash-durable");
     expect(await backendOf(iii, "default")).toBe("durable");
 
     const acked = await flood(iii);
@@ -124,19 +131,7 @@ describe("kill -9 of npm start mid-flood on the default queue", () => {
     // after it: here the engine dies between writes, with enqueues waiting for the next one and
     // deletions of delivered messages not yet written. An acknowledgement sent before its write
     // would show up as an acknowledged message that is never handled.
-    const engine = await crashableEngine();
-    engines.push(engine);
-    await engine.start();
-    const started = new Map<number, number[]>();
-    const handled = new Map<number, number>();
-    const iii = registerWorker(engine.wsUrl, { workerName: "crash-mid-flood", ...sdkOptions });
-    clients.push(iii);
-    iii.registerFunction("crash::job", async ({ i }: Job) => {
-      started.set(i, [...(started.get(i) ?? []), Date.now()]);
-      await new Promise((r) => setTimeout(r, HANDLER_MS));
-      handled.set(i, (handled.get(i) ?? 0) + 1);
-    });
-    await eventually(async () => (await backendOf(iii, "default")) === "durable", 15_000, "default queue reported");
+    const { engine, iii, started, handled } = await crashJobWorker("crash-mid-flood");
 
     const acked: number[] = [];
     let next = 0;
