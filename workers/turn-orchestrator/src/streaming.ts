@@ -2,7 +2,7 @@
 // AssistantMessageEvents into an engine channel while this step drains it; the provider call is
 // started, not awaited.
 import { z } from "zod";
-import type { AgentMessage, AssistantMessage, AssistantMessageEvent } from "@iii-edge/protocol/harness";
+import type { AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent } from "@iii-edge/protocol/harness";
 import { parseModelRef, PROVIDER_CIRCUIT_OPEN, type FailoverReason, type ModelRef } from "@iii-edge/protocol";
 import { callIntoChannel, type Channels, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorCode, errorText, type Trigger } from "./calls.ts";
@@ -51,13 +51,17 @@ interface Attempt {
   terminal?: AssistantMessage;
   providerError?: unknown;
   bodyStreamed: boolean;
-  /** Some of the answer (anything past `start`/`ping`) reached the UI. */
+  /** Some of the answer (a text, thinking or function-call frame) was streamed. */
   answered: boolean;
+  /** The frames before the answer began (`start`, `usage`, an error's `stop`), not yet sent: a
+   * step that goes on to the next model drops them, so the UI sees one message, not a failed one
+   * first. */
+  held: AgentEvent[];
 }
 
-/** A frame that tells nothing of the answer yet: a failure after only these is a failure "before
- * the first frame", which another model may take over without the user seeing a half answer. */
-const PREAMBLE = new Set(["start", "ping"]);
+/** A frame that carries part of the answer: a failure before the first of these is a failure
+ * "before the first frame", which another model may take over without a half answer on screen. */
+const isAnswerFrame = (type: string) => /^(?:text|thinking|functioncall)_/.test(type);
 
 async function streamOnce(
   trigger: Trigger,
@@ -68,7 +72,7 @@ async function streamOnce(
   messages: AgentMessage[],
 ): Promise<Attempt> {
   let partial: AssistantMessage | undefined;
-  const out: Attempt = { bodyStreamed: false, answered: false };
+  const out: Attempt = { bodyStreamed: false, answered: false, held: [] };
   const { callError } = await callIntoChannel(
     { trigger, channels },
     (writer) => ({
@@ -88,14 +92,19 @@ async function streamOnce(
         out.terminal = m ? { ...m, stop_reason: "error" } : undefined;
         return true;
       }
-      if (!PREAMBLE.has(frame.type)) out.answered = true;
       if ("partial" in frame) partial = asAssistant(frame.partial) ?? partial;
       if (frame.type === "text_delta" || frame.type === "thinking_delta") out.bodyStreamed = true;
-      events.emit({
+      const update: AgentEvent = {
         type: "message_update",
         message: partial ?? syntheticAssistant("", "end", { model: target.model, provider: target.provider }),
         llm_event: frame,
-      });
+      };
+      if (!out.answered && isAnswerFrame(frame.type)) {
+        out.answered = true;
+        for (const held of out.held.splice(0)) events.emit(held);
+      }
+      if (out.answered) events.emit(update);
+      else out.held.push(update);
     },
   );
   out.providerError = callError;
@@ -151,7 +160,10 @@ export async function streamAssistant(
     attempt = await streamOnce(trigger, channels, events, req, target, messages);
     const next = candidates[i + 1];
     const why = next ? failoverReason(attempt) : undefined;
-    if (!why || !next) break;
+    if (!why || !next) {
+      for (const held of attempt.held) events.emit(held);
+      break;
+    }
     events.emit({ type: "provider_failover", from: target, to: next, reason: why.reason, message: why.message });
     recordFailoverSpan(tracer, target, next, why.reason, why.message);
   }
