@@ -185,6 +185,24 @@ describe("provider failover with both providers on the replay", () => {
     expect(textOf(m)).toBe("Claude after the cut.");
     expect(failovers(events)).toEqual([expect.objectContaining({ from: { provider: "openai", model: "gpt-4o" }, reason: "transient" })]);
     expect(JSON.stringify(completes(events))).not.toContain("never seen");
+
+    // A resumed run on the same model keeps the session's fallbacks.
+    replay.enqueue("openai", rateLimited({ ms: 10 }), rateLimited({ ms: 10 }), rateLimited({ ms: 10 }));
+    replay.enqueue("anthropic", reply(say("Claude again.")));
+    const res = await ui.post(`api/turns/${sid}/resume`, { message: "and again" });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const before = events.length;
+    const { events: all } = await until(
+      async () => {
+        const done = await ui.finished(sid);
+        return done.events.length > before && done.events.at(-1)?.data.type === "agent_end" ? done : undefined;
+      },
+      "the resumed run's end",
+      30_000,
+    );
+    const later = all.slice(before);
+    expect(failovers(later)).toEqual([expect.objectContaining({ reason: "rate_limited" })]);
+    expect(textOf(completes(later)[0])).toBe("Claude again.");
   });
 
   it("a failure after the answer began streaming is not handed over: the run fails as before", async () => {
