@@ -93,6 +93,8 @@ describe("provider failover with both providers on the replay", () => {
 
   beforeEach(() => replay.reset());
 
+  // These cases share one engine, and so each provider's circuit breaker: their order keeps OpenAI
+  // below BREAKER_FAILURE_THRESHOLD failed streams in a row (a served round clears the count).
   it("OpenAI rate-limited on every attempt: Anthropic answers; the switch is an event and a span in the turn's trace", async () => {
     const sid = sessionId("429");
     replay.enqueue("openai", rateLimited({ ms: 10 }), rateLimited({ ms: 10 }), rateLimited({ ms: 10 }));
@@ -205,17 +207,6 @@ describe("provider failover with both providers on the replay", () => {
     expect(textOf(completes(later)[0])).toBe("Claude again.");
   });
 
-  it("a failure after the answer began streaming is not handed over: the run fails as before", async () => {
-    const sid = sessionId("mid");
-    replay.enqueue("openai", cutStream(3, say("a long answer that will be cut somewhere in the middle")));
-    replay.enqueue("anthropic", reply(say("must not be asked")));
-    await ui.startTurn(sid, "hello", { options: { fallback_models: [CLAUDE] } });
-    const { view, events } = await ui.finished(sid, "failed");
-    expect(view.error?.kind).toBe("transient");
-    expect(failovers(events)).toEqual([]);
-    expect(replay.requestsFor("anthropic")).toHaveLength(0);
-  });
-
   it("the budget prices each round by the model that served it", async () => {
     const { budget_id } = await call<{ budget_id: string }>("budget::create", { ceiling_usd: 5, period: "day" });
     const sid = sessionId("usage");
@@ -234,6 +225,17 @@ describe("provider failover with both providers on the replay", () => {
     // gpt-4o (2.5 / 10 USD per 1M in / out): 1000 × 2.5 + 100 × 10 = 3500 µUSD;
     // claude-sonnet-4-5 (3 / 15): 1000 × 3 + 100 × 15 = 4500 µUSD — not 3500 again at gpt-4o's price.
     expect(await call<BudgetView>("budget::get", { budget_id })).toMatchObject({ spent_micros: 3_500 + 4_500, records_count: 2 });
+  });
+
+  it("a failure after the answer began streaming is not handed over: the run fails as before", async () => {
+    const sid = sessionId("mid");
+    replay.enqueue("openai", cutStream(3, say("a long answer that will be cut somewhere in the middle")));
+    replay.enqueue("anthropic", reply(say("must not be asked")));
+    await ui.startTurn(sid, "hello", { options: { fallback_models: [CLAUDE] } });
+    const { view, events } = await ui.finished(sid, "failed");
+    expect(view.error?.kind).toBe("transient");
+    expect(failovers(events)).toEqual([]);
+    expect(replay.requestsFor("anthropic")).toHaveLength(0);
   });
 
   it("a malformed fallback entry is refused before anything starts, over HTTP and on run::start", async () => {
