@@ -14,3 +14,4 @@ export * from "./streams.ts";
 export * from "./rbac.ts";
 export * from "./json.ts";
 export * from "./issues.ts";
+export * from "./failover.ts";

@@ -23,6 +23,7 @@ import {
   isRecord,
   formatIssues,
   type SchemaIssues,
+  runOptionsField,
 } from "@iii-edge/protocol";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
@@ -68,6 +69,8 @@ export const MAX_STEER_TEXT_CHARS = 200_000;
 type Ctx = InvocationContext;
 
 const sessionIdSchema = runStartRequest.shape.session_id;
+/** run::start's request with its `options` (fallback models): checked here too, so a bad entry is a 400 before anything starts. */
+const runStartWithOptions = runStartRequest.extend(runOptionsField);
 const issues = (error: SchemaIssues) => formatIssues(error, { all: true });
 
 /**
@@ -121,7 +124,7 @@ async function call<T>(
 export async function triggerTurn(request: unknown, ctx: Ctx, extraBaggage?: string): Promise<HttpEnvelope> {
   const outer = harnessTriggerRequest.safeParse(request);
   if (!outer.success) return failure(400, "invalid_request", `harness::trigger request: ${issues(outer.error)}`);
-  const payload = runStartRequest.safeParse(outer.data.payload);
+  const payload = runStartWithOptions.safeParse(outer.data.payload);
   if (!payload.success) return failure(400, "invalid_payload", `run::start payload: ${issues(payload.error)}`);
   const sessionId = outer.data.session_id ?? payload.data.session_id;
   const messageId = outer.data.message_id ?? payload.data.message_id;

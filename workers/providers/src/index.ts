@@ -23,12 +23,14 @@ import {
 import { type WorkerModule, type WorkerSurface, credentialsKeyMaterial, deriveCredentialsKey } from "@iii-edge/sdk-edge/worker";
 import type { ProviderAdapter } from "./adapter.ts";
 import { ANTHROPIC_DEFAULT_BASE_URL, anthropic } from "./anthropic.ts";
+import { CircuitBreaker, DEFAULT_BREAKER, type BreakerSettings } from "./breaker.ts";
 import { BUILTIN_MODELS, Catalog, modelKey, parseOverrides, supports } from "./catalog.ts";
 import { OPENAI_DEFAULT_BASE_URL, openai } from "./openai.ts";
 import { DEFAULT_LIMITS, runProviderStream, type StreamLimits } from "./stream.ts";
 
 export { BUILTIN_MODELS } from "./catalog.ts";
 export { DEFAULT_LIMITS, type StreamLimits } from "./stream.ts";
+export { BREAKER_COOL_DOWN_MS, BREAKER_FAILURE_THRESHOLD, CircuitBreaker, DEFAULT_BREAKER, type BreakerSettings } from "./breaker.ts";
 
 export interface ProvidersConfig {
   openai_base_url: string;
@@ -38,6 +40,8 @@ export interface ProvidersConfig {
   /** MODELS_OVERRIDES, as given. */
   models_overrides?: string;
   limits: StreamLimits;
+  /** Each provider's circuit breaker (./breaker.ts); default DEFAULT_BREAKER. */
+  breaker?: BreakerSettings;
   now?: () => number;
   random?: () => number;
 }
@@ -75,7 +79,8 @@ function register(iii: WorkerSurface, config: ProvidersConfig): void {
     [anthropic, config.anthropic_base_url],
   ];
   for (const [adapter, base_url] of streams) {
-    const deps = { iii, adapter, base_url, catalog, proofKey: key, limits: config.limits, now, random };
+    const breaker = new CircuitBreaker(config.breaker ?? DEFAULT_BREAKER, now);
+    const deps = { iii, adapter, base_url, catalog, proofKey: key, limits: config.limits, breaker, now, random };
     iii.registerFunction(`provider::${adapter.name}::stream`, (data: unknown, ctx) => runProviderStream(deps, data, ctx), {
       description:
         `Stream one ${adapter.name === "openai" ? "OpenAI-compatible chat completion" : "Anthropic message"} into the writer_ref channel: ` +

@@ -2,7 +2,7 @@
 // credential, send the request (retrying a 429/5xx while nothing has streamed yet), decode the SSE
 // into AssistantMessageEvents written one JSON text item each, end with exactly one terminal frame,
 // close. It never throws once the channel is open: every failure becomes the terminal `error`.
-import { IIIError, isRecord, formatIssues } from "@iii-edge/protocol";
+import { IIIError, isRecord, formatIssues, PROVIDER_CIRCUIT_OPEN } from "@iii-edge/protocol";
 import {
   credentialSchema,
   providerStreamRequest,
@@ -15,6 +15,7 @@ import { tracerOf, type ChannelWriter, type WorkerSurface, signAuthProof } from 
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { clip, type ProviderAdapter } from "./adapter.ts";
 import { AssistantBuilder } from "./assistant.ts";
+import type { CircuitBreaker } from "./breaker.ts";
 import type { Catalog } from "./catalog.ts";
 import { classify, StreamFailure } from "./errors.ts";
 import { normaliseMessages, normaliseTools } from "./messages.ts";
@@ -59,6 +60,8 @@ export interface StreamDeps {
   /** The key that signs `auth::get_token` proofs, or why there is none. */
   proofKey: () => Promise<CredentialsCryptoKey | string>;
   limits: StreamLimits;
+  /** This provider's breaker (./breaker.ts): consulted before a request, told how the stream went. */
+  breaker: CircuitBreaker;
   now: () => number;
   random: () => number;
 }
@@ -228,10 +231,20 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
       ? new StreamFailure("transient", `${adapter.name}: no data from the provider for ${limits.idle_timeout_ms / 1000} s`)
       : new StreamFailure("transient", `${adapter.name}: the response took longer than ${limits.total_timeout_ms / 1000} s`);
 
+  // Whether the breaker let this stream through: only then does its end count for or against the
+  // provider (a circuit-open refusal is not a new failure).
+  let admitted = false;
   try {
     if (!parsed.success)
       throw new StreamFailure("permanent", `invalid request: ${formatIssues(parsed.error, { all: true, root: "payload" })}`);
     const req = parsed.data;
+    const admission = deps.breaker.admit();
+    if (!admission.ok)
+      throw new StreamFailure(
+        "transient",
+        `${PROVIDER_CIRCUIT_OPEN}: ${adapter.name} failed ${admission.failures} streams in a row; not called again before ${new Date(admission.retry_at).toISOString()}`,
+      );
+    admitted = true;
     const messages = normaliseMessages(req.messages);
     const tools = normaliseTools(req.tools);
 
@@ -319,12 +332,22 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
     }
     if (outcome === "ended") decoder.end();
     finished = true;
+    deps.breaker.succeeded();
     return { ok: true, status: "done" };
   } catch (e) {
     finished = true;
-    if (stopped === "cancelled") return { ok: true, status: "cancelled" };
+    if (stopped === "cancelled") {
+      if (admitted) deps.breaker.released();
+      return { ok: true, status: "cancelled" };
+    }
     const failure =
       e instanceof StreamFailure ? e : new StreamFailure("transient", `${adapter.name}: ${e instanceof Error ? e.message : String(e)}`);
+    // Rate limits, 5xx, unreachable servers, cuts and timeouts say the provider is unwell; a bad
+    // request, a missing credential or an overflow say nothing about it.
+    if (admitted) {
+      if (failure.kind === "rate_limited" || failure.kind === "transient") deps.breaker.failed();
+      else deps.breaker.released();
+    }
     builder.fail(failure.kind, redact(failure.message));
     return { ok: true, status: "error", error_kind: failure.kind };
   } finally {

@@ -75,6 +75,10 @@ beforeAll(async () => {
   const config: ProvidersConfig = {
     ...configFrom(env),
     limits: { ...DEFAULT_LIMITS, idle_timeout_ms: IDLE_TIMEOUT_MS, retry_base_delay_ms: 50 },
+    // This suite fails one provider many times in a row on purpose, each case on its own: a breaker
+    // opening between cases would answer later ones for it (its own tests: breaker.test.ts and
+    // tests/harness/failover.test.ts).
+    breaker: { failure_threshold: Number.MAX_SAFE_INTEGER, cool_down_ms: 0 },
   };
   providers = runWorkers(engine.wsUrl, [providersWorker], { env, config: { providers: config }, workerName: "providers" });
   caller = runWorkers(engine.wsUrl, [], { workerName: "providers-test-caller" });

@@ -3,7 +3,7 @@
 // travel), and fork-then-run. Each starts its run through run::start's own path (busy guard, claim,
 // seeds, the record whose save wakes provisioning); the tree itself is session storage's
 // (`session-tree::*`).
-import { CALLER_PRINCIPAL_KEY, IIIError, formatIssues, responseFormat } from "@iii-edge/protocol";
+import { CALLER_PRINCIPAL_KEY, IIIError, formatIssues, responseFormat, runOptionsField, type RunOptions } from "@iii-edge/protocol";
 import {
   runForkRequest,
   runForkResponse,
@@ -138,6 +138,8 @@ const already = (session_id: string, run_id: string): RunResumeResponse => ({
   reason: "already_started",
 });
 
+const runStartWithOptions = runStartRequest.extend(runOptionsField);
+
 /**
  * The run::start request of a run on an existing transcript: the settings given, else inherited.
  * The system prompt is only carried when given: the stored one is provisioning's built prompt
@@ -150,7 +152,7 @@ async function startRequest(
   runId: string,
   settings: Settings,
   seeds: AgentMessage[],
-): Promise<RunStartRequest> {
+): Promise<RunStartRequest & { options?: RunOptions }> {
   const base = await inheritedSettings(trigger, sid, info);
   const model = settings.model ?? base?.model;
   if (!model) throw invalid(`session ${sid} has no earlier run to take the model from: give model (and provider)`);
@@ -167,9 +169,11 @@ async function startRequest(
     skills: settings.skills ?? base?.skills,
     isolation: settings.isolation ?? base?.isolation,
     budget_id: settings.budget_id ?? base?.budget_id,
+    // The fallbacks were chosen for the earlier run's model: they come along only with it.
+    options: settings.model === undefined && base?.fallback_models ? { fallback_models: base.fallback_models } : undefined,
   };
   for (const k of Object.keys(request)) if (request[k] === undefined) delete request[k];
-  const parsed = runStartRequest.safeParse(request);
+  const parsed = runStartWithOptions.safeParse(request);
   if (!parsed.success) throw invalid(`the run for ${sid}: ${formatIssues(parsed.error, { all: true })}`);
   return parsed.data;
 }

@@ -169,8 +169,9 @@ export async function recordBudgetSpend(
     budget_id: req.budget_id,
     record_id: budgetRoundId(rec),
     usage: usageOf(message),
-    provider: req.provider,
-    model: req.model,
+    // The model that served the round prices it: after a failover that is a fallback, not the run's own.
+    provider: message.provider || req.provider,
+    model: message.model || req.model,
     principal_id: rec.session_id,
   };
   for (let attempt = 1; ; attempt++) {

@@ -22,6 +22,7 @@ import {
   type TurnState,
   type TurnSubscribeRequest,
 } from "@iii-edge/protocol/harness";
+import { runOptionsField } from "@iii-edge/protocol";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
@@ -84,7 +85,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description:
           "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
-        input: runStartWithParentRequest,
+        input: runStartWithParentRequest.extend(runOptionsField),
         response_format: responseFormat(runStartResponse),
         metadata: OWNER_CHECKED,
       },

@@ -3,12 +3,18 @@
 // so of two starts racing on one idle session exactly one goes on.
 import { z } from "zod";
 import { MODES, type RunRequest } from "@iii-edge/protocol/harness";
+import { fallbackModelRef } from "@iii-edge/protocol";
 import { compareAndSet } from "@iii-edge/sdk-edge/worker";
 import { callRequired, requiredTrigger, type Trigger } from "./calls.ts";
 import { SCOPE_RUN_REQUEST, STORAGE_TIMEOUT_MS } from "./constants.ts";
 
 /** The stored form: the contract's RunRequest plus the run it belongs to and when it was claimed. */
-export type StoredRunRequest = RunRequest & { run_id: string; requested_at_ms: number };
+export type StoredRunRequest = RunRequest & {
+  run_id: string;
+  requested_at_ms: number;
+  /** `options.fallback_models` of run::start, as given (`"<provider>:<model>"`, in order). */
+  fallback_models?: string[];
+};
 
 const stored = z.looseObject({
   provider: z.string(),
@@ -22,6 +28,7 @@ const stored = z.looseObject({
   budget_id: z.string().optional().catch(undefined),
   message_id: z.string().optional().catch(undefined),
   sandbox_id: z.string().optional().catch(undefined),
+  fallback_models: z.array(fallbackModelRef).optional().catch(undefined),
   run_id: z.string().catch(""),
   requested_at_ms: z.number().catch(0),
 });

@@ -8,7 +8,7 @@ import {
   type SubAgentParentLink,
   type TurnStateRecord,
 } from "@iii-edge/protocol/harness";
-import type { CallerPrincipal } from "@iii-edge/protocol";
+import type { CallerPrincipal, RunOptions } from "@iii-edge/protocol";
 import { compareAndSet, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorText, type Trigger } from "./calls.ts";
 import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS, STORAGE_TIMEOUT_MS } from "./constants.ts";
@@ -41,7 +41,10 @@ async function markSessionCreated(trigger: Trigger, sid: string): Promise<void> 
   }).catch((e: unknown) => console.warn(`turn-orchestrator: session_index/${sid} not written: ${errorText(e)}`));
 }
 
-export async function runStart(deps: StartDeps, input: RunStartRequest & { parent?: SubAgentParentLink }): Promise<RunStartResponse> {
+export async function runStart(
+  deps: StartDeps,
+  input: RunStartRequest & { parent?: SubAgentParentLink; options?: RunOptions },
+): Promise<RunStartResponse> {
   const { trigger } = deps;
   const sid = input.session_id;
   const now = Date.now();
@@ -73,6 +76,7 @@ export async function runStart(deps: StartDeps, input: RunStartRequest & { paren
   if (input.isolation !== undefined) req.isolation = input.isolation;
   if (input.budget_id) req.budget_id = input.budget_id;
   if (input.message_id) req.message_id = input.message_id;
+  if (input.options?.fallback_models?.length) req.fallback_models = input.options.fallback_models;
   // A sub-agent's run (harness::spawn) records who spawned it; informational, see children.ts.
   if (input.parent) req.parent = input.parent;
   if (!(await casRunRequest(trigger, sid, req, prev.raw))) return busy(sid);

@@ -82,7 +82,7 @@ export async function assistantStreaming(tx: Tx, channels: Channels): Promise<vo
     if (refused) return failRun(tx, refused.kind, refused.message, { assistant: refused.assistant });
   }
   const window = await compactionPreflight(tx, req, transcriptEntries);
-  const { message, bodyStreamed } = await streamAssistant(tx.trigger, channels, tx.events, req, window);
+  const { message, bodyStreamed } = await streamAssistant(tx.trigger, channels, tx.events, req, window, tx.tracer);
   rec.last_assistant = message;
   rec.assistant_body_streamed = bodyStreamed;
   if (req.budget_id) await recordBudgetSpend(tx.trigger, rec, req, message);
