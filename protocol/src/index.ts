@@ -14,4 +14,3 @@ export * from "./streams.ts";
 export * from "./rbac.ts";
 export * from "./json.ts";
 export * from "./issues.ts";
-export * from "./failover.ts";

@@ -8,7 +8,7 @@
 // - a provider that cannot be reached at all trips its circuit breaker: later steps go straight
 //   to the fallback, and a run without one fails at once, saying so;
 // - a malformed fallback entry is refused before anything starts.
-import type { ProviderFailoverEvent } from "@iii-edge/protocol";
+import type { ProviderFailoverEvent } from "@iii-edge/protocol/harness";
 import type { AgentEvent, AssistantMessage, BudgetView } from "@iii-edge/protocol/harness";
 import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { registerWorker, type IIIClient } from "iii-sdk";

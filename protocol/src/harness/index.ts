@@ -9,6 +9,7 @@ export * from "./auth-credentials.ts";
 export * from "./budget-tracker.ts";
 export * from "./context-compaction.ts";
 export * from "./events.ts";
+export * from "./failover.ts";
 export * from "./harness.ts";
 export * from "./hook-fanout.ts";
 export * from "./messages.ts";

@@ -13,6 +13,7 @@ import {
   type RunStartResponse,
   type SessionsChanged,
   type TurnStateView,
+  runOptionsField,
 } from "@iii-edge/protocol/harness";
 import {
   CALLER_PRINCIPAL_KEY,
@@ -23,7 +24,6 @@ import {
   isRecord,
   formatIssues,
   type SchemaIssues,
-  runOptionsField,
 } from "@iii-edge/protocol";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";

@@ -2,7 +2,8 @@
 // credential, send the request (retrying a 429/5xx while nothing has streamed yet), decode the SSE
 // into AssistantMessageEvents written one JSON text item each, end with exactly one terminal frame,
 // close. It never throws once the channel is open: every failure becomes the terminal `error`.
-import { IIIError, isRecord, formatIssues, PROVIDER_CIRCUIT_OPEN } from "@iii-edge/protocol";
+import { IIIError, isRecord, formatIssues } from "@iii-edge/protocol";
+import { PROVIDER_CIRCUIT_OPEN } from "@iii-edge/protocol/harness";
 import {
   credentialSchema,
   providerStreamRequest,

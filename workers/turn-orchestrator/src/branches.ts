@@ -3,7 +3,8 @@
 // travel), and fork-then-run. Each starts its run through run::start's own path (busy guard, claim,
 // seeds, the record whose save wakes provisioning); the tree itself is session storage's
 // (`session-tree::*`).
-import { CALLER_PRINCIPAL_KEY, IIIError, formatIssues, responseFormat, runOptionsField, type RunOptions } from "@iii-edge/protocol";
+import { CALLER_PRINCIPAL_KEY, IIIError, formatIssues, responseFormat } from "@iii-edge/protocol";
+import { runOptionsField, type RunOptions } from "@iii-edge/protocol/harness";
 import {
   runForkRequest,
   runForkResponse,

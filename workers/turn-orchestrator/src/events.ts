@@ -6,7 +6,7 @@
 // (UIs re-read state), a wedged FSM is not — and writes go out one after another so live followers
 // see them in id order.
 import { AGENT_EVENTS_STREAM, TURN_END_STREAM, type AgentEvent } from "@iii-edge/protocol/harness";
-import type { ProviderFailoverEvent } from "@iii-edge/protocol";
+import type { ProviderFailoverEvent } from "@iii-edge/protocol/harness";
 import { errorText, type Trigger } from "./calls.ts";
 import { EVENT_ID_BLOCK, SCOPE_EVENT_COUNTER, STORAGE_TIMEOUT_MS } from "./constants.ts";
 import { eventItemId } from "./record.ts";

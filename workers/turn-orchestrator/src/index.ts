@@ -22,7 +22,7 @@ import {
   type TurnState,
   type TurnSubscribeRequest,
 } from "@iii-edge/protocol/harness";
-import { runOptionsField } from "@iii-edge/protocol";
+import { runOptionsField } from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";

@@ -3,7 +3,7 @@
 // so of two starts racing on one idle session exactly one goes on.
 import { z } from "zod";
 import { MODES, type RunRequest } from "@iii-edge/protocol/harness";
-import { fallbackModelRef } from "@iii-edge/protocol";
+import { fallbackModelRef } from "@iii-edge/protocol/harness";
 import { compareAndSet } from "@iii-edge/sdk-edge/worker";
 import { callRequired, requiredTrigger, type Trigger } from "./calls.ts";
 import { SCOPE_RUN_REQUEST, STORAGE_TIMEOUT_MS } from "./constants.ts";

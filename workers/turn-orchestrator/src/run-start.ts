@@ -8,7 +8,8 @@ import {
   type SubAgentParentLink,
   type TurnStateRecord,
 } from "@iii-edge/protocol/harness";
-import type { CallerPrincipal, RunOptions } from "@iii-edge/protocol";
+import type { CallerPrincipal } from "@iii-edge/protocol";
+import type { RunOptions } from "@iii-edge/protocol/harness";
 import { compareAndSet, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorText, type Trigger } from "./calls.ts";
 import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS, STORAGE_TIMEOUT_MS } from "./constants.ts";

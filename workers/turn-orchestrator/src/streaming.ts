@@ -3,7 +3,7 @@
 // started, not awaited.
 import { z } from "zod";
 import type { AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent } from "@iii-edge/protocol/harness";
-import { parseModelRef, PROVIDER_CIRCUIT_OPEN, type FailoverReason, type ModelRef } from "@iii-edge/protocol";
+import { parseModelRef, PROVIDER_CIRCUIT_OPEN, type FailoverReason, type ModelRef } from "@iii-edge/protocol/harness";
 import { callIntoChannel, type Channels, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorCode, errorText, type Trigger } from "./calls.ts";
 import { PROVIDER_DRAIN_GRACE_MS, PROVIDER_TIMEOUT_MS } from "./constants.ts";

@@ -1,7 +1,6 @@
 // Provider failover (docs/harness.md, "Provider failover"): a run may name models that take a step
 // over when its own provider is rate-limited, down or failing before the first frame, once that
-// provider's retries are spent. Kept apart from ./harness.ts so run::start's schema is extended at
-// its parse sites rather than edited.
+// provider's retries are spent.
 import { z } from "zod";
 
 /** At most this many fallbacks: each one is a full retry cycle against another provider, so a
