@@ -25,11 +25,16 @@ let engine: EngineServer;
 const opened: { close(): Promise<void> | void }[] = [];
 
 /** /healthz (and a well-behaved worker's call) must answer within this during and after every
- * flood. Measured on the 2-core box: 0.1–1.1 s for the sockets that keep flooding, 1.4–2.7 s for the
- * 60 000-frame burst, whose floor is the runtime's own dispatch (the same burst of pongs: 0.5–1.8 s;
- * tests/bench/ws-sink/README.md); 5 s leaves room for other suites running beside this one. Before
- * the fix nothing answered for over 3 minutes. */
+ * socket that keeps flooding. Measured on the 2-core box: 0.1–1.1 s, and 5 s leaves room for other
+ * suites running beside this one. Before the fix nothing answered for over 3 minutes. */
 const HEALTH_BOUND_MS = 5_000;
+/** The same during the 60 000-frame burst, which the object handles in arrival order: its floor is
+ * the runtime's own dispatch of 60 000 messages (a do-nothing object's worst poll: 1.4–2.2 s alone,
+ * tests/bench/README.md "Floods"), and with two other suites beside it on the clean-clone run the
+ * engine took 5.9 s for the whole burst and its worst poll was 5.4 s. 10 s still fails the class of
+ * regression this guards against (minutes without an answer). How far above the floor the engine is
+ * is the flood bench's to say, as a ratio to that do-nothing object. */
+const BURST_HEALTH_BOUND_MS = 10_000;
 /** How much the engine's workerd may grow during a flood (it grew 146 → 1 388 MiB before). */
 const RSS_GROWTH_BOUND_MIB = 256;
 
@@ -354,10 +359,10 @@ describe("a burst of 4 × 15 000 frames", () => {
 
     assertMemory(m, "burst");
     expect(h.failures, "healthz failures").toBe(0);
-    expect(h.worst, "slowest healthz").toBeLessThan(HEALTH_BOUND_MS);
+    expect(h.worst, "slowest healthz").toBeLessThan(BURST_HEALTH_BOUND_MS);
     expect(c.problems).toEqual([]);
     expect(c.answered).toBeGreaterThan(0);
-    expect(c.worst, "slowest well-behaved call").toBeLessThan(HEALTH_BOUND_MS);
+    expect(c.worst, "slowest well-behaved call").toBeLessThan(BURST_HEALTH_BOUND_MS);
     for (const [f, fl] of flooders.entries()) {
       expect(
         fl.rateLimited() || fl.closed?.code === FLOOD_CLOSE_CODE,
