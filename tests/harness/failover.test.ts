@@ -28,7 +28,7 @@ import {
   type ReplayServer,
 } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { textOf, turnClient, types, user, type EventItem } from "./turn-client.ts";
+import { agentSpan, textOf, turnClient, types, user, type EventItem } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -123,17 +123,10 @@ describe("provider failover with both providers on the replay", () => {
     expect(order.slice(0, order.indexOf("provider_failover" as AgentEvent["type"]))).not.toContain("message_update");
 
     // The turn's trace holds the switch, under the assistant_streaming step.
-    const [agent] = (await until(
-      async () => {
-        const r = await call<TracesListOutput>("engine::traces::list", { session_id: sid, name: "invoke_agent" });
-        return r.spans.length > 0 ? r.spans : undefined;
-      },
-      `the invoke_agent span of ${sid}`,
-      SPANS_SETTLE_MS,
-    )) as Span[];
+    const agent = await agentSpan(iii, sid, SPANS_SETTLE_MS);
     const [span] = (await until(
       async () => {
-        const r = await call<TracesListOutput>("engine::traces::list", { trace_id: agent!.trace_id, name: "provider_failover" });
+        const r = await call<TracesListOutput>("engine::traces::list", { trace_id: agent.trace_id, name: "provider_failover" });
         return r.spans.length > 0 ? r.spans : undefined;
       },
       "the provider_failover span",
@@ -145,7 +138,7 @@ describe("provider failover with both providers on the replay", () => {
       "iii.failover.reason": "rate_limited",
     });
     expect(span!.events.map((e) => e.name)).toContain("provider_failover");
-    const r = await call<TracesListOutput>("engine::traces::list", { trace_id: agent!.trace_id, limit: 1000 });
+    const r = await call<TracesListOutput>("engine::traces::list", { trace_id: agent.trace_id, limit: 1000 });
     const parent = r.spans.find((s) => s.span_id === span!.parent_span_id);
     expect(parent?.name).toBe("step assistant_streaming");
   });

@@ -16,7 +16,7 @@ import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.t
 import { callAgentTrigger, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
+import { agentSpan, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
 /** ledger::record is in no rule: it waits for a person. */
 const PERMISSIONS = `version: 1
@@ -118,15 +118,8 @@ describe("one agent turn is one trace", () => {
     );
 
     // The turn's trace, found by its session; wait until its last hops (the queued write) are in.
-    const [agent] = (await until(
-      async () => {
-        const r = await call<TracesListOutput>("engine::traces::list", { session_id: sid, name: "invoke_agent" });
-        return r.spans.length > 0 ? r.spans : undefined;
-      },
-      `the invoke_agent span of ${sid}`,
-      SPANS_SETTLE_MS,
-    )) as Span[];
-    const traceId = agent!.trace_id;
+    const agent = await agentSpan(iii, sid, SPANS_SETTLE_MS);
+    const traceId = agent.trace_id;
     const isLedgerWrite = (s: Span) => s.name === "invoke state::set" && attr(s, "iii.state.scope") === "ledger";
     const spans = await until(
       async () => {

@@ -2,6 +2,7 @@
 // state, page its `agent::events` with the resume cursor, wait for its end, read its transcript.
 // Shared by the harness suites so each scenario reads as what a user would see.
 import type { AgentEvent, AgentMessage, TurnStateView } from "@iii-edge/protocol/harness";
+import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { expect } from "vitest";
 import type { EngineServer } from "../support/engine-server.ts";
 import type { RecordedRequest } from "../support/provider-replay.ts";
@@ -17,6 +18,22 @@ export type EventItem = { item_id: string; data: AgentEvent };
 /** Anything that can call a function (the unmodified iii-sdk client does). */
 export interface Caller {
   trigger(request: { function_id: string; payload?: unknown }): Promise<unknown>;
+}
+
+/** The `invoke_agent` root span of `sid`'s turn, once the engine has stored it (waits up to `ms`). */
+export async function agentSpan(caller: Caller, sid: string, ms: number): Promise<Span> {
+  const spans = await until(
+    async () => {
+      const r = (await caller.trigger({
+        function_id: "engine::traces::list",
+        payload: { session_id: sid, name: "invoke_agent" },
+      })) as TracesListOutput;
+      return r.spans.length > 0 ? r.spans : undefined;
+    },
+    `the invoke_agent span of ${sid}`,
+    ms,
+  );
+  return spans[0]!;
 }
 
 /** A function's invocation metadata as a record: for a call a model made, who called
