@@ -9,16 +9,8 @@ import { loadEncoding, wireRequestTokens, type WireMessage, type WireTool } from
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  reply,
-  replyWith,
-  say,
-  startProviderReplay,
-  type RecordedRequest,
-  type ReplayServer,
-} from "../support/provider-replay.ts";
-import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, replyWith, say, startProviderReplay } from "../support/provider-replay.ts";
+import { permissionsFile, replayEnv, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { turnClient, TURN_DEADLINE_MS, user, type EventItem } from "./turn-client.ts";
 

@@ -22,23 +22,9 @@ import { repoRoot, startEngine, type EngineServer } from "../support/engine-serv
 import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { serveRunContract, type RunContract } from "../support/run-contract.ts";
 import { until } from "../support/wait.ts";
+import { HARNESS_WORKERS } from "../support/harness-workers.ts";
 import { metaOf, textOf, turnClient } from "./turn-client.ts";
 
-/** The built-in harness workers (deploy/harness.ts), each also `npm run worker -- <name>`. */
-const WORKERS = [
-  "harness",
-  "turn-orchestrator",
-  "provisioning",
-  "providers",
-  "auth-credentials",
-  "policy",
-  "approval-gate",
-  "session-storage",
-  "budget-tracker",
-  "hook-fanout",
-  "context-compaction",
-  "sub-agents",
-];
 /** A Node worker process starts (npm, Node, type stripping of its sources) within this. */
 const WORKER_START_MS = 60_000;
 
@@ -538,7 +524,7 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
 
   beforeAll(async () => {
     replay = await startProviderReplay();
-    engine = await startEngine({ env: { HARNESS_DISABLE: WORKERS.join(",") } });
+    engine = await startEngine({ env: { HARNESS_DISABLE: HARNESS_WORKERS.join(",") } });
     iii = registerWorker(engine.wsUrl, { workerName: "node-stack-client", otel: { enabled: false } });
     // Nothing of the harness is in the deployed Worker.
     const before = (await functions(iii)).map((f) => f.function_id);
@@ -564,7 +550,7 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
       SESSIONS_DB_PATH: path.join(dir, "sessions.sqlite"),
       PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
     };
-    for (const name of WORKERS) {
+    for (const name of HARNESS_WORKERS) {
       logs.set(name, "");
       const p = spawn("npm", ["run", "-s", "worker", "--", name], {
         cwd: repoRoot,
@@ -577,7 +563,7 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
       procs.push(p);
     }
     await until(
-      () => WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined,
+      () => HARNESS_WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined,
       `all twelve connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`,
       WORKER_START_MS,
       200,

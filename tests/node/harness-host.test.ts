@@ -3,23 +3,8 @@
 // worker keeps the host out with the reason in the log while the engine carries on.
 import { afterEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { HARNESS_WORKERS } from "../support/harness-workers.ts";
 import { until } from "../support/wait.ts";
-
-/** The workers deploy/harness.ts composes, by name. */
-const HARNESS_WORKERS = [
-  "harness",
-  "turn-orchestrator",
-  "provisioning",
-  "providers",
-  "auth-credentials",
-  "policy",
-  "approval-gate",
-  "session-storage",
-  "budget-tracker",
-  "hook-fanout",
-  "context-compaction",
-  "sub-agents",
-];
 
 let engine: EngineServer | undefined;
 afterEach(async () => {

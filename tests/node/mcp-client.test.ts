@@ -10,6 +10,7 @@ import { run } from "@iii-edge/worker-mcp/node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpFixture, type HttpFixture } from "./mcp-fixture-http.ts";
 import { freePort, repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
+import { expectStoppedBySigterm } from "../support/npm-exit.ts";
 import { until } from "../support/wait.ts";
 
 const STDIO_FIXTURE = path.join(repoRoot, "tests/node/mcp-fixture-stdio.mjs");
@@ -168,19 +169,11 @@ describe("npm run worker -- mcp", () => {
     let out = "";
     child.stdout?.on("data", (d) => (out += d));
     child.stderr?.on("data", (d) => (out += d));
-    const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
-      child.once("exit", (code, signal) => r({ code, signal })),
-    );
     try {
       await until(async () => (await catalog("mcp::cli::")).includes("mcp::cli::shout"), "the CLI worker's tools", CLI_START_MS, 200);
       expect(out).toContain(`worker mcp connected to ${engine.wsUrl}/`);
       const pid = (await callOk("mcp::cli::shout", { text: "x" })).structuredContent?.pid as number;
-      process.kill(-child.pid!, "SIGTERM");
-      // npm ends by the signal itself once the script is gone (as tests/node/worker-cli.test.ts says).
-      expect([
-        { code: 0, signal: null },
-        { code: null, signal: "SIGTERM" },
-      ]).toContainEqual(await exited);
+      await expectStoppedBySigterm(child);
       expect(out).not.toMatch(/shutdown failed/);
       await until(async () => (await catalog("mcp::cli::")).length === 0, "the CLI worker's tools gone", CHANGE_MS);
       // No stdio server is left behind.

@@ -5,6 +5,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_AUTH_SECRET, token } from "../support/auth.ts";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
+import { expectStoppedBySigterm } from "../support/npm-exit.ts";
 import { until } from "../support/wait.ts";
 
 /** The harness workers in the workspace (workers/<name>, package @iii-edge/worker-<name>). */
@@ -103,15 +104,7 @@ describe("npm run worker", () => {
         },
       ]);
 
-      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-        child!.once("exit", (code, signal) => resolve({ code, signal })),
-      );
-      process.kill(-child.pid!, "SIGTERM");
-      // npm ends by the signal itself once the script is gone.
-      expect([
-        { code: 0, signal: null },
-        { code: null, signal: "SIGTERM" },
-      ]).toContainEqual(await exited);
+      await expectStoppedBySigterm(child!);
       expect(out).not.toMatch(/shutdown failed/);
       await until(
         async () => !(await list<{ workers: { name: string }[] }>("engine::workers::list", admin)).workers.some((w) => w.name === NAME),

@@ -46,6 +46,16 @@ async function backendOf(iii: IIIClient, queue: string): Promise<string | null> 
   return topics.find((t) => t.name === queue)?.backend ?? null;
 }
 
+/** Enqueue job `i` on `default`: true once the engine acknowledged it (a receipt). */
+async function enqueueJob(iii: IIIClient, i: number): Promise<boolean> {
+  const r = (await iii.trigger({
+    function_id: "crash::job",
+    payload: { i } satisfies Job,
+    action: TriggerAction.Enqueue({ queue: "default" }),
+  })) as { messageReceiptId?: string };
+  return Boolean(r?.messageReceiptId);
+}
+
 /** Enqueue MESSAGES jobs on `default`, PRODUCERS at a time; resolves with the acknowledged ones. */
 async function flood(iii: IIIClient): Promise<number[]> {
   const acked: number[] = [];
@@ -54,12 +64,7 @@ async function flood(iii: IIIClient): Promise<number[]> {
     Array.from({ length: PRODUCERS }, async () => {
       while (next < MESSAGES) {
         const i = next++;
-        const r = (await iii.trigger({
-          function_id: "crash::job",
-          payload: { i } satisfies Job,
-          action: TriggerAction.Enqueue({ queue: "default" }),
-        })) as { messageReceiptId?: string };
-        if (r?.messageReceiptId) acked.push(i);
+        if (await enqueueJob(iii, i)) acked.push(i);
       }
     }),
   );
@@ -140,12 +145,7 @@ describe("kill -9 of npm start mid-flood on the default queue", () => {
       while (!stopped) {
         const i = next++;
         try {
-          const r = (await iii.trigger({
-            function_id: "crash::job",
-            payload: { i } satisfies Job,
-            action: TriggerAction.Enqueue({ queue: "default" }),
-          })) as { messageReceiptId?: string };
-          if (r?.messageReceiptId) acked.push(i);
+          if (await enqueueJob(iii, i)) acked.push(i);
         } catch {
           // Sent to the engine that died: never acknowledged, so it may or may not come back.
         }

@@ -421,3 +421,17 @@ export type CompactionRecord = z.infer<typeof compactionRecordSchema>;
 export const sessionCompactionsResponse = z.object({ compactions: z.array(compactionRecordSchema) });
 /** `session-tree::compact`'s answer: `appended` false when `entry_id` was there already. */
 export const sessionCompactResponse = z.object({ entry_id: z.string(), appended: z.boolean() });
+
+/** The branching functions of `session-tree::*` (fork, clone, tree, branches, set_active_leaf, get_entry,
+ * export, and export_html, the name iii's own harness uses): each one's request and answer. */
+export const sessionTreeContracts = {
+  "session-tree::fork": { request: sessionForkRequest, response: sessionCopyResponse },
+  "session-tree::clone": { request: sessionCloneRequest, response: sessionCopyResponse },
+  "session-tree::tree": { request: sessionTreeRequest, response: sessionTreeResponse },
+  "session-tree::branches": { request: sessionBranchesRequest, response: sessionBranchesResponse },
+  "session-tree::set_active_leaf": { request: setActiveLeafRequest, response: setActiveLeafResponse },
+  "session-tree::get_entry": { request: getEntryRequest, response: getEntryResponse },
+  "session-tree::export": { request: sessionExportRequest, response: sessionExportResponse },
+  "session-tree::export_html": { request: sessionExportRequest.omit({ format: true }), response: z.object({ html: z.string() }) },
+} as const;
+export type SessionTreeFunctionId = keyof typeof sessionTreeContracts;

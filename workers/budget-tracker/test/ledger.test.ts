@@ -11,20 +11,8 @@ import {
   type BudgetPeriod,
 } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
-import {
-  createBudget,
-  decide,
-  forecastOf,
-  RECENT_RECORDS_MAX,
-  rollTo,
-  toView,
-  withAlert,
-  withExemption,
-  withHold,
-  withRecord,
-  withReset,
-  type BudgetRecord,
-} from "../src/ledger.ts";
+import { createBudget, decide, forecastOf, RECENT_RECORDS_MAX, rollTo, toView, type BudgetRecord } from "../src/ledger.ts";
+import { withAlert, withExemption, withHold, withRecord, withReset } from "../src/ledger.ts";
 import { costMicros, microsFromUsd, pricesFromCatalog, pricesFromUsd } from "../src/money.ts";
 import { DAY_MS, periodKey, windowAt } from "../src/periods.ts";
 

@@ -3,16 +3,8 @@
 // checks the caller against the session's owner before it runs. Trusted code of this deployment
 // (the orchestrator in the Worker: no principal) may use any session. A copy (fork, clone) belongs
 // to the principal that made it, else to its source's owner.
-import {
-  IIIError,
-  assertSessionAccess,
-  claimSessionOwner,
-  mayUseSession,
-  sessionOwner,
-  type CallerPrincipal,
-  type OwnerLookup,
-  isRecord,
-} from "@iii-edge/protocol";
+import { IIIError, assertSessionAccess, claimSessionOwner, isRecord, mayUseSession, sessionOwner } from "@iii-edge/protocol";
+import type { CallerPrincipal, OwnerLookup } from "@iii-edge/protocol";
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerFunctionOptions, WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 

@@ -4,47 +4,12 @@
 // not parse is `invalid_arguments`, as for the rest of this worker.
 import { z } from "zod";
 import { IIIError, requestFormat, responseFormat } from "@iii-edge/protocol";
-import {
-  getEntryRequest,
-  getEntryResponse,
-  sessionBranchesRequest,
-  sessionBranchesResponse,
-  sessionCloneRequest,
-  sessionCopyResponse,
-  sessionExportRequest,
-  sessionExportResponse,
-  sessionForkRequest,
-  sessionTreeRequest,
-  sessionTreeResponse,
-  setActiveLeafRequest,
-  setActiveLeafResponse,
-} from "@iii-edge/protocol/harness";
+import { type SessionTreeFunctionId as TreeFunctionId, sessionTreeContracts as treeContracts } from "@iii-edge/protocol/harness";
 import type { WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { SqlStore } from "./sql-store.ts";
 import { SessionTreeStore } from "./tree.ts";
 
-export const treeRequests = {
-  "session-tree::fork": sessionForkRequest,
-  "session-tree::clone": sessionCloneRequest,
-  "session-tree::tree": sessionTreeRequest,
-  "session-tree::branches": sessionBranchesRequest,
-  "session-tree::set_active_leaf": setActiveLeafRequest,
-  "session-tree::get_entry": getEntryRequest,
-  "session-tree::export": sessionExportRequest,
-  "session-tree::export_html": sessionExportRequest.omit({ format: true }),
-} as const;
-type TreeFunctionId = keyof typeof treeRequests;
-const treeResponses: Record<TreeFunctionId, z.ZodType> = {
-  "session-tree::fork": sessionCopyResponse,
-  "session-tree::clone": sessionCopyResponse,
-  "session-tree::tree": sessionTreeResponse,
-  "session-tree::branches": sessionBranchesResponse,
-  "session-tree::set_active_leaf": setActiveLeafResponse,
-  "session-tree::get_entry": getEntryResponse,
-  "session-tree::export": sessionExportResponse,
-  "session-tree::export_html": z.object({ html: z.string() }),
-};
-type TreeRequest<Id extends TreeFunctionId> = z.output<(typeof treeRequests)[Id]>;
+type TreeRequest<Id extends TreeFunctionId> = z.output<(typeof treeContracts)[Id]["request"]>;
 
 const descriptions: Record<TreeFunctionId, string> = {
   "session-tree::fork":
@@ -62,7 +27,7 @@ const descriptions: Record<TreeFunctionId, string> = {
 };
 
 function parse<Id extends TreeFunctionId>(id: Id, data: unknown): TreeRequest<Id> {
-  const r = treeRequests[id].safeParse(data);
+  const r = treeContracts[id].request.safeParse(data);
   if (!r.success) throw new IIIError("invalid_arguments", `${id}: ${z.prettifyError(r.error)}`);
   return r.data as TreeRequest<Id>;
 }
@@ -73,8 +38,8 @@ export function registerSessionTree(iii: WorkerSurface, config: { store: SqlStor
     const h: WorkerHandler = (data: unknown) => handler(parse(id, data));
     iii.registerFunction(id, h, {
       description: descriptions[id],
-      request_format: requestFormat(treeRequests[id]),
-      response_format: responseFormat(treeResponses[id]),
+      request_format: requestFormat(treeContracts[id].request),
+      response_format: responseFormat(treeContracts[id].response),
     });
   };
   fn("session-tree::fork", (r) => tree.fork(r.source_session_id, r.from_entry_id, r));

@@ -3,16 +3,11 @@
 // appended to, paged, forked, compacted, pruned, its inbox used — parses under its function's response
 // schema. The worker over node:sqlite, called through the handlers it registers, as the engine would.
 import {
-  getEntryResponse,
-  sessionBranchesResponse,
   sessionCompactionsResponse,
   sessionCompactResponse,
-  sessionCopyResponse,
-  sessionExportResponse,
   sessionStorageContracts,
-  sessionTreeResponse,
+  sessionTreeContracts,
   sessionUpdatePartsResponse,
-  setActiveLeafResponse,
 } from "@iii-edge/protocol/harness";
 import type { WorkerFunctionOptions, WorkerHandler, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -22,13 +17,7 @@ import { openSqliteStore } from "../src/sqlite-store.ts";
 
 const responses: Record<string, z.ZodType> = {
   ...Object.fromEntries(Object.entries(sessionStorageContracts).map(([id, c]) => [id, c.response])),
-  "session-tree::fork": sessionCopyResponse,
-  "session-tree::clone": sessionCopyResponse,
-  "session-tree::tree": sessionTreeResponse,
-  "session-tree::branches": sessionBranchesResponse,
-  "session-tree::set_active_leaf": setActiveLeafResponse,
-  "session-tree::get_entry": getEntryResponse,
-  "session-tree::export": sessionExportResponse,
+  ...Object.fromEntries(Object.entries(sessionTreeContracts).map(([id, c]) => [id, c.response])),
   "session-tree::compact": sessionCompactResponse,
   "session-tree::compactions": sessionCompactionsResponse,
   "session-tree::update_parts": sessionUpdatePartsResponse,
@@ -115,6 +104,7 @@ describe("session-storage answers as its contracts say", () => {
     await call("session-tree::set_active_leaf", { session_id: sid, entry_id: first.entry_id });
     await call("session-tree::set_active_leaf", { session_id: sid, entry_id: "e-user2" });
     await call("session-tree::export", { session_id: sid, format: "json" });
+    await call("session-tree::export_html", { session_id: sid });
 
     await call("session-tree::compact", {
       session_id: sid,

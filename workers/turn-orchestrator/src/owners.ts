@@ -3,15 +3,8 @@
 // changes a session asks the engine to be told who calls (`caller_principal` metadata) and checks
 // the caller against the owner recorded in `session_owner/<sid>` (protocol's auth.ts), or against a
 // `sessions` grant naming the session. Trusted code of this deployment (no principal) may act on any.
-import {
-  IIIError,
-  assertSessionAccess,
-  claimSessionOwner,
-  mayUseSession,
-  sessionOwner,
-  type CallerPrincipal,
-  type OwnerLookup,
-} from "@iii-edge/protocol";
+import { IIIError, assertSessionAccess, claimSessionOwner, mayUseSession, sessionOwner } from "@iii-edge/protocol";
+import type { CallerPrincipal, OwnerLookup } from "@iii-edge/protocol";
 import type { SubAgentParentLink } from "@iii-edge/protocol/harness";
 import type { Trigger } from "./calls.ts";
 

@@ -38,6 +38,17 @@ async function agentEvents(sid: string): Promise<AgentEvent[]> {
   );
 }
 
+/** The session's transcript once the turn ended: the call `callId` answered "interrupted" (at most
+ * once), then the model's reply to that; every entry written once. */
+async function interruptedTranscript(sid: string, callId: string) {
+  const t = await transcript(h, sid);
+  expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
+  expect(new Set(t.map((e) => e.entry_id)).size).toBe(t.length);
+  const result = t[2].message as FunctionResultMessage;
+  expect(result).toMatchObject({ function_call_id: callId, is_error: true, details: { error: "interrupted", at_most_once: true } });
+  return { t, result };
+}
+
 it("an engine restart while a call executes: the call ran once, its result says interrupted, the run stops", {
   timeout: 180_000,
 }, async () => {
@@ -57,11 +68,7 @@ it("an engine restart while a call executes: the call ran once, its result says 
   await waitState(h, sid, "stopped", RECOVERY_MS);
   expect(blockCalls()).toHaveLength(1);
 
-  const t = await transcript(h, sid);
-  expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
-  expect(new Set(t.map((e) => e.entry_id)).size).toBe(t.length);
-  const result = t[2].message as FunctionResultMessage;
-  expect(result).toMatchObject({ function_call_id: "k1", is_error: true, details: { error: "interrupted", at_most_once: true } });
+  const { t, result } = await interruptedTranscript(sid, "k1");
   expect(textOf(result)).toContain("interrupted");
   expect(textOf(t[3].message)).toBe("recovered");
 
@@ -97,11 +104,7 @@ it("the orchestrator dies with the engine: the step delivered again finds the ca
 
   await waitState(h, sid, "stopped", RECOVERY_MS);
   expect(blockCalls()).toHaveLength(1);
-  const t = await transcript(h, sid);
-  expect(t.map((e) => e.message.role)).toEqual(["user", "assistant", "function_result", "assistant"]);
-  expect(new Set(t.map((e) => e.entry_id)).size).toBe(t.length);
-  const result = t[2].message as FunctionResultMessage;
-  expect(result).toMatchObject({ function_call_id: "k2", is_error: true, details: { error: "interrupted", at_most_once: true } });
+  const { result } = await interruptedTranscript(sid, "k2");
   expect(textOf(result)).toContain("the harness stopped while it ran");
   const evs = await agentEvents(sid);
   expect(evs.filter((e) => e.type === "agent_end")).toHaveLength(1);

@@ -6,6 +6,7 @@ import {
   REDACTION_MAX_DEPTH,
   REDACTION_MAX_DEPTH_MARKER,
   REDACTION_MAX_STRING_CODE_POINTS,
+  SECRET_KEYS,
 } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { clipString, gateUnavailableEnvelope, isSecretKey, permissionsDenyEnvelope, redactArgs, userDenyEnvelope } from "../src/denials.ts";
@@ -48,21 +49,7 @@ describe("redactArgs", () => {
     });
   });
 
-  it.each([
-    "password",
-    "token",
-    "api_key",
-    "apikey",
-    "secret",
-    "auth",
-    "authorization",
-    "access_key",
-    "access_token",
-    "refresh_token",
-    "private_key",
-    "x_auth",
-    "my_access_key",
-  ])("%s is a secret key", (k) => expect(isSecretKey(k)).toBe(true));
+  it.each([...SECRET_KEYS, "x_auth", "my_access_key"])("%s is a secret key", (k) => expect(isSecretKey(k)).toBe(true));
   it.each(["author", "authority", "tokens", "token_count", "secretary", "path", "keyboard"])("%s is not", (k) =>
     expect(isSecretKey(k)).toBe(false),
   );

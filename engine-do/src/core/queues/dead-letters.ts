@@ -66,6 +66,20 @@ const fromRow = (r: Row): StoredDeadLetter => {
   return d;
 };
 
+/** A dead letter's columns from `id` on, in both tables' order (D1's adds `namespace` before them). */
+const columns = (m: DeadLetter, failedAt: number) =>
+  [
+    m.id,
+    m.queue,
+    m.function_id,
+    JSON.stringify(m.data ?? null),
+    m.attempts,
+    m.error,
+    m.enqueued_at,
+    failedAt,
+    m.traceparent ?? null,
+  ] as const;
+
 export class D1DeadLetters implements DeadLetterStore {
   private readonly db: D1Like;
   private readonly ns: string;
@@ -78,20 +92,9 @@ export class D1DeadLetters implements DeadLetterStore {
   async deadLetter(m: DeadLetter): Promise<void> {
     await this.db
       .prepare(
-        "INSERT OR REPLACE INTO dead_letters (id, namespace, queue, function_id, data, attempts, last_error, enqueued_at, failed_at, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO dead_letters (namespace, id, queue, function_id, data, attempts, last_error, enqueued_at, failed_at, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       )
-      .bind(
-        m.id,
-        this.ns,
-        m.queue,
-        m.function_id,
-        JSON.stringify(m.data ?? null),
-        m.attempts,
-        m.error,
-        m.enqueued_at,
-        this.now(),
-        m.traceparent ?? null,
-      )
+      .bind(this.ns, ...columns(m, this.now()))
       .run();
   }
   async topics(): Promise<{ queue: string; count: number }[]> {
@@ -133,18 +136,7 @@ export class LocalDeadLetters implements DeadLetterStore {
     this.now = now;
   }
   async deadLetter(m: DeadLetter): Promise<void> {
-    this.sql.exec(
-      "INSERT OR REPLACE INTO local_dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      m.id,
-      m.queue,
-      m.function_id,
-      JSON.stringify(m.data ?? null),
-      m.attempts,
-      m.error,
-      m.enqueued_at,
-      this.now(),
-      m.traceparent ?? null,
-    );
+    this.sql.exec("INSERT OR REPLACE INTO local_dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", ...columns(m, this.now()));
   }
   async topics(): Promise<{ queue: string; count: number }[]> {
     return this.sql.exec<{ queue: string; count: number }>(
