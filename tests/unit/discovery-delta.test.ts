@@ -414,13 +414,16 @@ describe("engine::triggers-available", () => {
     expect(await listed()).toEqual([]);
   });
 
-  it("a maker whose grant may not call engine::registered-triggers::list may not bind it, and is told nothing", () => {
+  it.each([
+    ["engine::triggers-available", "engine::registered-triggers::list"],
+    ["engine::functions-available", "engine::functions::list"],
+  ])("a maker whose grant may not call what %s pushes (%s) may not bind it, and is told nothing", (type) => {
     const held = new HeldTimers();
     const { core, owner, send } = setup(held.port);
     const bob = new Socket("bob", core);
     core.connect(bob, "b", { grant: { sub: "bob", ns: ["*"], call: ["bob::*"] } });
     send(bob, { type: "registerfunction", id: "bob::on" });
-    send(bob, { type: "registertrigger", id: "t-bob", trigger_type: "engine::triggers-available", function_id: "bob::on", config: {} });
+    send(bob, { type: "registertrigger", id: "t-bob", trigger_type: type, function_id: "bob::on", config: {} });
     expect(bob.frames.find((f) => f.type === "triggerregistrationresult")).toMatchObject({ id: "t-bob", error: { code: "forbidden" } });
     expect(core.catalog.triggers.has("t-bob")).toBe(false);
     send(owner, { type: "registerfunction", id: "orders::g" });

@@ -515,19 +515,16 @@ describe("discovery is pushed on change (§6)", () => {
     await eventually(() => full.length > 0 && !full.at(-1)!.data.triggers.some((t: Frame) => t.id === id), 10_000, 5);
   });
 
-  it("engine::triggers-available is refused to a maker whose grant may not call engine::registered-triggers::list", async () => {
+  it.each([
+    ["engine::triggers-available", "engine::registered-triggers::list"],
+    ["engine::functions-available", "engine::functions::list"],
+  ])("%s is refused to a maker whose grant may not call %s", async (type, listing) => {
     const tag = uuid().slice(0, 8);
     const w = await wires.connect("/", { sub: `bi-nolist-${tag}`, ns: ["*"], call: ["bi::*"], register: ["bi::"] });
     w.serve(`bi::nolist-${tag}`, () => null);
-    w.send({
-      type: "registertrigger",
-      id: `t-nolist-${tag}`,
-      trigger_type: "engine::triggers-available",
-      function_id: `bi::nolist-${tag}`,
-      config: {},
-    });
+    w.send({ type: "registertrigger", id: `t-nolist-${tag}`, trigger_type: type, function_id: `bi::nolist-${tag}`, config: {} });
     const r = await w.next((f) => f.type === "triggerregistrationresult" && f.id === `t-nolist-${tag}`);
     expect(r.error).toMatchObject({ code: "forbidden" });
-    expect(r.error.message).toContain("engine::registered-triggers::list");
+    expect(r.error.message).toContain(listing);
   });
 });

@@ -215,6 +215,8 @@ export function installEngineFunctions(core: EngineApi): void {
     id: TRIGGER_TYPES.functionsAvailable,
     description: "Fires with the full function list whenever the set of functions changes (config {delta: true}: only {added, removed})",
     validate: noConfig,
+    // It pushes that listing: a maker that may not pull it may not bind it either.
+    listing: "engine::functions::list",
   });
   core.addTriggerType({
     id: TRIGGER_TYPES.workersAvailable,
