@@ -3,14 +3,11 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
 import {
-  MAX_FRAME_BYTES,
-  byteSize,
   grantSchema,
   mayCall,
   mayUseNamespace,
   rpcTriggerRequest,
   type CallOutcome,
-  type EngineFrame,
   type ErrorBody,
   type EngineRpc,
   type RpcTriggerRequest,
@@ -61,6 +58,7 @@ import { CatalogShards } from "./shards/catalog-side.ts";
 import { connectionShards, shardOf } from "./shards/config.ts";
 import { ConnectionShard } from "./shards/connection-shard.ts";
 import type { Conn, EnginePorts } from "./core/ports.ts";
+import { SocketConn } from "./core/socket-conn.ts";
 import {
   MAX_CONNECTIONS_PER_PRINCIPAL,
   MAX_CONNECTIONS_PER_PRINCIPAL_ACROSS_NAMESPACES,
@@ -76,34 +74,6 @@ const attachment = z.discriminatedUnion("kind", [
   channelAttachment,
 ]);
 type Attachment = z.infer<typeof attachment>;
-
-class SocketConn implements Conn {
-  readonly workerId: string;
-  private readonly ws: WebSocket;
-  constructor(ws: WebSocket, workerId: string) {
-    this.ws = ws;
-    this.workerId = workerId;
-  }
-  send(frame: EngineFrame): boolean | "too_large" {
-    try {
-      const text = JSON.stringify(frame);
-      // The frame limit applies to what the engine sends as to what it accepts (byteSize counts bytes
-      // only when the length alone cannot decide).
-      if (byteSize(text) > MAX_FRAME_BYTES) return "too_large";
-      this.ws.send(text);
-      return true;
-    } catch {
-      return false;
-    }
-  }
-  close(code: number, reason: string): void {
-    try {
-      this.ws.close(code, reason);
-    } catch {
-      // already closed
-    }
-  }
-}
 
 /** MAX_CONNECTIONS_PER_* (core/bounds.ts) may be lowered per deployment (tests use small ones). */
 function connectionLimits(env: Env): { perPrincipal?: number; perIp?: number } {
