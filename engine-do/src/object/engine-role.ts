@@ -48,8 +48,7 @@ type Attachment = z.infer<typeof attachment>;
 type ShardCatalog = Pick<CatalogShards, "restore" | "probe" | "attach" | "frames" | "route" | "counts">;
 
 /** A namespace without connection shards: nothing to restore, attach or route. */
-const NO_SHARDS: ShardCatalog & { none: true } = {
-  none: true,
+const NO_SHARDS: ShardCatalog = {
   restore: () => [],
   probe: async () => {},
   attach: () => ({ ok: false, error: { code: "invalid_frame", message: "this engine object has no connection shards" } }),
@@ -214,7 +213,7 @@ export class EngineRole implements ObjectRole {
   }
 
   webSocketClose(ws: WebSocket, code: number): void {
-    this.webSocketError(ws);
+    this.gone(ws);
     try {
       ws.close(code === 1005 || code === 1006 ? 1000 : code, "closing");
     } catch {
@@ -223,6 +222,11 @@ export class EngineRole implements ObjectRole {
   }
 
   webSocketError(ws: WebSocket): void {
+    this.gone(ws);
+  }
+
+  /** A socket closed or errored: its slot goes back, and its worker or side socket ends. */
+  private gone(ws: WebSocket): void {
     this.releaseSlot(ws);
     const conn = this.connFor(ws);
     if (conn) this.core.disconnect(conn.workerId);
@@ -332,7 +336,7 @@ export class EngineRole implements ObjectRole {
       namespace: this.core.ports.namespace,
       workers: this.core.conns.size,
       functions: this.core.catalog.functions.size,
-      ...("none" in this.shards ? {} : { shards: this.shards.counts() }),
+      ...(this.shards === NO_SHARDS ? {} : { shards: this.shards.counts() }),
     };
   }
 
