@@ -1,24 +1,33 @@
-// The sandbox host validates requests with the JSON Schema it publishes (workers/sandbox-host/src/schema.ts);
-// protocol's sandbox contract is the zod schemas other workers type their sandbox:: calls with. Until the
-// host validates with the contract itself, both must judge every request alike: each payload below is
-// accepted by both or refused by both, and each answer the host documents parses under the contract.
+// The sandbox host serves protocol's sandbox contract (protocol/src/harness/sandbox.ts), one copy:
+// it publishes the contract's JSON Schema (with its own defaults and caps added to the descriptions
+// only) and judges each request by it — accepted, or refused with invalid_argument naming the
+// field. Each answer the host documents parses under the contract. (That it registers every
+// function with these formats: workers/sandbox-host/test/functions.test.ts.)
+import { requestFormat, responseFormat } from "@iii-edge/protocol";
 import { type SandboxFunctionId, sandboxContracts } from "@iii-edge/protocol/harness";
-import { SANDBOX_FORMATS } from "@iii-edge/sandbox-host/formats";
-import { type JsonSchema, validate } from "@iii-edge/sandbox-host/schema";
+import { formatsOf, parseRequest } from "@iii-edge/sandbox-host/contract";
 import { describe, expect, it } from "vitest";
 
-const published: Record<SandboxFunctionId, { request: JsonSchema; response: JsonSchema }> = {
-  "sandbox::create": SANDBOX_FORMATS.create,
-  "sandbox::exec": SANDBOX_FORMATS.exec,
-  "sandbox::write_file": SANDBOX_FORMATS.writeFile,
-  "sandbox::read_file": SANDBOX_FORMATS.readFile,
-  "sandbox::list": SANDBOX_FORMATS.list,
-  "sandbox::stop": SANDBOX_FORMATS.byId,
-  "sandbox::destroy": SANDBOX_FORMATS.byId,
-  "sandbox::spawn_worker": SANDBOX_FORMATS.spawnWorker,
-  "sandbox::stop_worker": SANDBOX_FORMATS.byId,
-  "sandbox::info": SANDBOX_FORMATS.info,
-};
+/** A JSON Schema without its descriptions: what it accepts, not how it is explained. */
+function rules(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(rules);
+  if (schema === null || typeof schema !== "object") return schema;
+  return Object.fromEntries(
+    Object.entries(schema)
+      .filter(([k]) => k !== "description")
+      .map(([k, v]) => [k, rules(v)]),
+  );
+}
+
+/** The host's verdict on a request: undefined when accepted, else the refusal's code and message. */
+function verdict(fn: SandboxFunctionId, payload: unknown): { code: string; message: string } | undefined {
+  try {
+    parseRequest(fn, payload);
+    return undefined;
+  } catch (e) {
+    return { code: (e as { code: string }).code, message: (e as Error).message };
+  }
+}
 
 const id = "sbx_0123456789abcdef";
 const requests: Record<SandboxFunctionId, { ok: unknown[]; bad: unknown[] }> = {
@@ -152,29 +161,42 @@ const responses: Record<SandboxFunctionId, unknown[]> = {
   "sandbox::info": [{ backend: "process", backend_reason: "no kvm", limits: { max_sandboxes: 32 }, pool: { size: 1 } }],
 };
 
-describe("protocol's sandbox contract and the host's published schemas", () => {
-  it("cover the same functions", () => {
-    expect(Object.keys(sandboxContracts).sort()).toEqual(Object.keys(published).sort());
+describe("the sandbox host serves protocol's sandbox contract", () => {
+  it("every function the tests cover is a function of the contract, and each is covered", () => {
+    expect(Object.keys(requests).sort()).toEqual(Object.keys(sandboxContracts).sort());
+    expect(Object.keys(responses).sort()).toEqual(Object.keys(sandboxContracts).sort());
   });
 
   for (const fn of Object.keys(sandboxContracts) as SandboxFunctionId[]) {
-    it(`${fn}: accept and refuse the same requests`, () => {
+    it(`${fn}: publishes the contract's schemas (the host's notes in descriptions only)`, () => {
+      const p = formatsOf(fn);
+      expect(rules(p.request_format)).toEqual(rules(requestFormat(sandboxContracts[fn].request)));
+      expect(rules(p.response_format)).toEqual(rules(responseFormat(sandboxContracts[fn].response)));
+      expect((p.request_format as { type?: string }).type).toBe("object");
+    });
+
+    it(`${fn}: the host accepts and refuses requests as the contract does`, () => {
       const { ok, bad } = requests[fn];
       for (const payload of ok) {
-        expect(validate(published[fn].request, payload), JSON.stringify(payload)).toBeUndefined();
+        expect(verdict(fn, payload), JSON.stringify(payload)).toBeUndefined();
         expect(sandboxContracts[fn].request.safeParse(payload).success, JSON.stringify(payload)).toBe(true);
       }
       for (const payload of bad) {
-        expect(validate(published[fn].request, payload), JSON.stringify(payload)).toBeDefined();
+        const refused = verdict(fn, payload);
+        expect(refused, JSON.stringify(payload)).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^request/) });
         expect(sandboxContracts[fn].request.safeParse(payload).success, JSON.stringify(payload)).toBe(false);
       }
     });
 
-    it(`${fn}: an answer the host publishes is one the contract reads`, () => {
+    it(`${fn}: an answer the host documents is one the contract reads`, () => {
       for (const answer of responses[fn]) {
-        expect(validate(published[fn].response, answer), JSON.stringify(answer)).toBeUndefined();
         expect(sandboxContracts[fn].response.safeParse(answer).success, JSON.stringify(answer)).toBe(true);
       }
     });
   }
+
+  it("the host's defaults and caps are in the published descriptions", () => {
+    const create = formatsOf("sandbox::create").request_format as { properties: Record<string, { description: string }> };
+    expect(create.properties.memory_mb!.description).toMatch(/Default \d+, at least \d+/);
+  });
 });

@@ -23,7 +23,7 @@ export const MAX_OPEN_CALLS_PER_PRINCIPAL = MAX_OPEN_CALLS / 4;
 export const TRUSTED_OPEN_CALLS_RESERVE = MAX_OPEN_CALLS / 4;
 
 /** The open-call bounds an engine object runs with: these defaults, or lower ones a deployment sets
- * (engine-object.ts reads MAX_OPEN_CALLS and MAX_OPEN_CALLS_PER_PRINCIPAL from its vars). */
+ * (object/config.ts reads MAX_OPEN_CALLS and MAX_OPEN_CALLS_PER_PRINCIPAL from its vars). */
 export interface OpenCallLimits {
   total: number;
   perPrincipal: number;

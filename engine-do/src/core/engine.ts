@@ -54,6 +54,7 @@ import { Catalog, type FunctionRecord, type TriggerRecord } from "./catalog.ts";
 import { EdgeHostSync } from "./edge-hosts.ts";
 import { callKey, keyedDeclarationProblem } from "./keyed.ts";
 import { Introspection } from "./introspection.ts";
+import { invokeFrame, sendResult, stampCaller, withoutClaimedPrincipal } from "./call-table.ts";
 import { Invocations } from "./invocations.ts";
 import { RbacConnections } from "./rbac.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
@@ -737,10 +738,7 @@ export class EngineCore implements EngineApi {
       });
       return;
     }
-    // §4.6: object payloads from a worker carry the caller's id, stamped here (never trusted from the payload).
-    const data = isRecord(f.data)
-      ? { ...this.stampPrincipal(f.data, f.function_id, grant), _caller_worker_id: conn.workerId }
-      : (f.data ?? null);
+    const data = stampCaller(f.data, conn.workerId, (d) => this.stampPrincipal(d, f.function_id, grant));
     const req: CallRequest = {
       function_id: f.function_id,
       data,
@@ -803,20 +801,7 @@ export class EngineCore implements EngineApi {
   ): void {
     // The caller may have gone meanwhile: its result is dropped (§2.5 step 3).
     if (this.conns.get(conn.workerId) !== conn) return;
-    const frame: EngineFrame = { type: "invocationresult", invocation_id: invocationId, function_id: functionId };
-    if (outcome.ok) {
-      if (outcome.result !== undefined) frame.result = outcome.result;
-    } else frame.error = outcome.error;
-    if (trace?.traceparent) frame.traceparent = trace.traceparent;
-    if (trace?.baggage) frame.baggage = trace.baggage;
-    if (conn.send(frame) === "too_large") {
-      conn.send({
-        type: "invocationresult",
-        invocation_id: invocationId,
-        function_id: functionId,
-        error: { code: "result_too_large", message: `the result of ${functionId} is larger than ${MAX_FRAME_BYTES} bytes` },
-      });
-    }
+    sendResult(conn, invocationId, functionId, outcome, trace);
   }
 
   async enqueue(req: EnqueueRequest): Promise<CallOutcome> {
@@ -867,7 +852,7 @@ export class EngineCore implements EngineApi {
     const wants = fn ? fn.metadata?.[CALLER_PRINCIPAL_METADATA] === true : !this.builtins.has(functionId);
     if (!wants && !(CALLER_PRINCIPAL_KEY in data)) return data;
     if (!grant) return data;
-    const { [CALLER_PRINCIPAL_KEY]: _claimed, ...rest } = data;
+    const rest = withoutClaimedPrincipal(data);
     if (!wants) return rest;
     const claimed = seesAllSessions(grant) ? callerPrincipalIn(data) : undefined;
     return { ...rest, [CALLER_PRINCIPAL_KEY]: claimed ?? principalOf(grant) };
@@ -1084,12 +1069,13 @@ export class EngineCore implements EngineApi {
     let out: CallOutcome;
     if (!conn) out = { ok: false, error: { code: "invocation_stopped", message: `the worker owning ${fn.id} is not connected` } };
     else {
-      const frame: EngineFrame = { type: "invokefunction", function_id: this.rbac.wireName(fn.id, fn.owner), data: req.data };
-      if (req.metadata !== undefined) frame.metadata = req.metadata;
-      const traceparent = span?.traceparent ?? req.traceparent;
-      if (traceparent) frame.traceparent = traceparent;
-      if (req.baggage) frame.baggage = req.baggage;
-      const sent = conn.send(frame);
+      const sent = conn.send(
+        invokeFrame(undefined, this.rbac.wireName(fn.id, fn.owner), req.data, {
+          metadata: req.metadata,
+          traceparent: span?.traceparent ?? req.traceparent,
+          baggage: req.baggage,
+        }),
+      );
       out =
         sent === true
           ? { ok: true }

@@ -4,9 +4,10 @@
 // longer than PERSIST_AFTER_MS is a row of `routed_calls`, so an eviction in the middle of it loses
 // neither the caller's answer nor its deadline. Who may answer a call is decided here too: only the
 // worker it was sent to.
-import { MAX_FRAME_BYTES, toErrorBody, type EngineFrame } from "@iii-edge/protocol";
+import { MAX_FRAME_BYTES, toErrorBody } from "@iii-edge/protocol";
 import type { AlarmClient, CallRequest, SocketRoute } from "./api.ts";
 import { DEFAULT_OPEN_CALL_LIMITS, MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET, type OpenCallLimits } from "./bounds.ts";
+import { CallTable, Counts, TARGET_GONE, invokeFrame, timeoutOutcome, type OpenCall } from "./call-table.ts";
 import { Deadlines } from "./deadlines.ts";
 import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
 
@@ -17,15 +18,7 @@ import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
  */
 const PERSIST_AFTER_MS = 1_000;
 
-/** What a caller gets when the worker running its call disconnects (protocol/README.md §2.5,
- * step 3). */
-const TARGET_GONE: CallOutcome = {
-  ok: false,
-  error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" },
-};
-
-interface Pending {
-  target: string;
+interface Pending extends OpenCall {
   function_id: string;
   deadline: number;
   startedAt: number;
@@ -33,7 +26,6 @@ interface Pending {
   route?: SocketRoute;
   /** Written to `routed_calls` (long-running): deleted again when the call settles. */
   persisted?: boolean;
-  resolve(o: CallOutcome): void;
 }
 
 /** How a restored call answers its caller (the engine's reply: dropped if the caller is gone). */
@@ -45,29 +37,18 @@ export type ReplyTo = (
   trace?: { traceparent?: string; baggage?: string },
 ) => void;
 
-function timeoutOutcome(functionId: string, timeoutMs?: number): CallOutcome {
-  const within = timeoutMs === undefined ? "before its deadline" : `within ${timeoutMs} ms`;
-  return { ok: false, error: { code: "timeout", message: `${functionId} did not answer ${within}` } };
-}
-
-function decrement(m: Map<string, number>, key: string): void {
-  const left = (m.get(key) ?? 1) - 1;
-  if (left > 0) m.set(key, left);
-  else m.delete(key);
-}
-
 export class Invocations implements AlarmClient {
   private readonly ports: EnginePorts;
-  private readonly pending = new Map<string, Pending>();
   /** Every open call's deadline (routed, Worker-hosted, HTTP-invoked) on one timer. */
   private readonly deadlines: Deadlines;
-  /** Open calls per caller, per principal and per target, for MAX_OPEN_CALLS_PER_*. */
-  private readonly openByCaller = new Map<string, number>();
-  private readonly openByPrincipal = new Map<string, number>();
+  /** Routed calls, counted per target (MAX_OPEN_CALLS_PER_TARGET). */
+  private readonly pending: CallTable<Pending>;
+  /** Open calls per caller and per principal, for MAX_OPEN_CALLS_PER_*. */
+  private readonly openByCaller = new Counts();
+  private readonly openByPrincipal = new Counts();
   /** Calls counted against some principal, open now (what TRUSTED_OPEN_CALLS_RESERVE is kept from). */
   private openOfPrincipals = 0;
   private readonly limits: OpenCallLimits;
-  private readonly openByTarget = new Map<string, number>();
   private persistTimer: unknown = null;
   /** The id a function's worker knows it by, put in the invokefunction frame (the engine sets it:
    * iii's RBAC listener may register a function under a prefixed id). */
@@ -80,6 +61,9 @@ export class Invocations implements AlarmClient {
     this.limits = limits;
     this.rearmAlarm = rearmAlarm;
     this.deadlines = new Deadlines(ports.timers, ports.clock);
+    this.pending = new CallTable<Pending>(this.deadlines, (id, p) => {
+      if (p.persisted) this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", id);
+    });
   }
 
   // ---------------------------------------------------------------- the alarm (persisted calls)
@@ -92,7 +76,8 @@ export class Invocations implements AlarmClient {
   }
 
   async run(now: number): Promise<void> {
-    for (const [id, p] of [...this.pending]) if (p.persisted && p.deadline <= now) this.settle(id, timeoutOutcome(p.function_id));
+    for (const [id, p] of [...this.pending.entries()])
+      if (p.persisted && p.deadline <= now) this.pending.settle(id, timeoutOutcome(p.function_id));
   }
 
   // ---------------------------------------------------------------- bounds
@@ -108,7 +93,7 @@ export class Invocations implements AlarmClient {
    * key may be absent (the engine's own calls are neither a caller's nor a principal's). */
   async counted(who: { caller?: string; principal?: string }, call: () => Promise<CallOutcome>): Promise<CallOutcome> {
     const { caller, principal } = who;
-    const open = caller === undefined ? 0 : (this.openByCaller.get(caller) ?? 0);
+    const open = caller === undefined ? 0 : this.openByCaller.get(caller);
     if (open >= MAX_OPEN_CALLS_PER_CALLER)
       return {
         ok: false,
@@ -117,7 +102,7 @@ export class Invocations implements AlarmClient {
           message: `${MAX_OPEN_CALLS_PER_CALLER} calls of this caller are open already; wait for some to finish`,
         },
       };
-    const held = principal === undefined ? 0 : (this.openByPrincipal.get(principal) ?? 0);
+    const held = principal === undefined ? 0 : this.openByPrincipal.get(principal);
     if (held >= this.limits.perPrincipal)
       return {
         ok: false,
@@ -126,17 +111,17 @@ export class Invocations implements AlarmClient {
           message: `'${principal}' has ${this.limits.perPrincipal} calls open in this namespace already; wait for some to finish`,
         },
       };
-    if (caller !== undefined) this.openByCaller.set(caller, open + 1);
+    if (caller !== undefined) this.openByCaller.add(caller);
     if (principal !== undefined) {
-      this.openByPrincipal.set(principal, held + 1);
+      this.openByPrincipal.add(principal);
       this.openOfPrincipals++;
     }
     try {
       return await call();
     } finally {
-      if (caller !== undefined) decrement(this.openByCaller, caller);
+      if (caller !== undefined) this.openByCaller.drop(caller);
       if (principal !== undefined) {
-        decrement(this.openByPrincipal, principal);
+        this.openByPrincipal.drop(principal);
         this.openOfPrincipals--;
       }
     }
@@ -166,8 +151,7 @@ export class Invocations implements AlarmClient {
 
   /** Send a call to the worker `conn` (which owns `fn`) and wait for its result or deadline. */
   route(conn: Conn, fn: { id: string; owner: string }, req: CallRequest, invocationId: string, timeoutMs: number): Promise<CallOutcome> {
-    const busy = this.openByTarget.get(fn.owner) ?? 0;
-    if (busy >= MAX_OPEN_CALLS_PER_TARGET) {
+    if (this.pending.openOn(fn.owner) >= MAX_OPEN_CALLS_PER_TARGET) {
       return Promise.resolve({
         ok: false,
         error: { code: "too_many_calls", message: `the worker owning ${fn.id} has ${MAX_OPEN_CALLS_PER_TARGET} calls open already` },
@@ -176,22 +160,14 @@ export class Invocations implements AlarmClient {
     return new Promise<CallOutcome>((resolve) => {
       const now = this.ports.clock.now();
       const entry: Pending = { target: fn.owner, function_id: fn.id, resolve, deadline: now + timeoutMs, startedAt: now };
-      this.deadlines.add(invocationId, entry.deadline, () => this.settle(invocationId, timeoutOutcome(fn.id, timeoutMs)));
-      this.openByTarget.set(fn.owner, busy + 1);
       // The caller id in the route must be the invocation's, so only the caller's own id qualifies.
-      if (req.route && invocationId === req.invocationId) {
-        entry.route = req.route;
-        this.schedulePersist();
-      }
-      this.pending.set(invocationId, entry);
-      const frame: EngineFrame = { type: "invokefunction", invocation_id: invocationId, function_id: this.wireName(fn), data: req.data };
-      if (req.metadata !== undefined) frame.metadata = req.metadata;
-      if (req.traceparent) frame.traceparent = req.traceparent;
-      if (req.baggage) frame.baggage = req.baggage;
-      const sent = conn.send(frame);
+      if (req.route && invocationId === req.invocationId) entry.route = req.route;
+      this.pending.open(invocationId, entry, entry.deadline, timeoutOutcome(fn.id, timeoutMs));
+      if (entry.route) this.schedulePersist();
+      const sent = conn.send(invokeFrame(invocationId, this.wireName(fn), req.data, req));
       // A call whose frame is over the frame bound was never sent: answered now, not at its deadline.
       if (sent === "too_large")
-        this.settle(invocationId, {
+        this.pending.settle(invocationId, {
           ok: false,
           error: {
             code: "value_too_large",
@@ -199,7 +175,7 @@ export class Invocations implements AlarmClient {
           },
         });
       else if (!sent)
-        this.settle(invocationId, {
+        this.pending.settle(invocationId, {
           ok: false,
           error: { code: "channel_send_failed", message: `could not write to the worker owning ${fn.id}` },
         });
@@ -223,32 +199,16 @@ export class Invocations implements AlarmClient {
 
   /** A result from worker `from`: it ends the call only if the call was sent to that worker. */
   answer(from: string, invocationId: string, outcome: CallOutcome): void {
-    const p = this.pending.get(invocationId);
-    if (!p || p.target !== from) return;
-    this.settle(invocationId, outcome);
+    this.pending.answer(from, invocationId, outcome);
   }
 
   /** The worker disconnected: every call sent to it ends with `invocation_stopped`. */
   targetGone(workerId: string): void {
-    for (const [id, p] of this.pending) {
-      if (p.target === workerId) this.settle(id, TARGET_GONE);
-    }
+    this.pending.targetGone(workerId);
   }
 
   activeFor(workerId: string): number {
-    let n = 0;
-    for (const p of this.pending.values()) if (p.target === workerId) n++;
-    return n;
-  }
-
-  private settle(invocationId: string, outcome: CallOutcome): void {
-    const p = this.pending.get(invocationId);
-    if (!p) return;
-    this.pending.delete(invocationId);
-    this.deadlines.cancel(invocationId);
-    decrement(this.openByTarget, p.target);
-    if (p.persisted) this.ports.sql.exec("DELETE FROM routed_calls WHERE id = ?", invocationId);
-    p.resolve(outcome);
+    return this.pending.openOn(workerId);
   }
 
   // ---------------------------------------------------------------- eviction
@@ -261,7 +221,7 @@ export class Invocations implements AlarmClient {
       const now = this.ports.clock.now();
       let waiting = false;
       let wrote = false;
-      for (const [id, p] of this.pending) {
+      for (const [id, p] of this.pending.entries()) {
         if (!p.route || p.persisted) continue;
         // Timers fire a little early or late: anything at least half-way there goes now.
         if (now - p.startedAt < PERSIST_AFTER_MS / 2) {
@@ -315,17 +275,20 @@ export class Invocations implements AlarmClient {
         else answer(timeoutOutcome(r.function_id));
         continue;
       }
-      this.deadlines.add(r.id, r.deadline, () => this.settle(r.id, timeoutOutcome(r.function_id)));
-      this.openByTarget.set(r.target, (this.openByTarget.get(r.target) ?? 0) + 1);
-      this.pending.set(r.id, {
-        target: r.target,
-        function_id: r.function_id,
-        deadline: r.deadline,
-        startedAt: now,
-        route: { caller: r.caller, ...trace },
-        persisted: true,
-        resolve: answer,
-      });
+      this.pending.open(
+        r.id,
+        {
+          target: r.target,
+          function_id: r.function_id,
+          deadline: r.deadline,
+          startedAt: now,
+          route: { caller: r.caller, ...trace },
+          persisted: true,
+          resolve: answer,
+        },
+        r.deadline,
+        timeoutOutcome(r.function_id),
+      );
     }
   }
 }

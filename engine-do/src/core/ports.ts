@@ -1,5 +1,5 @@
 // The engine core talks to the world only through these small interfaces. The Durable Object
-// shell (../engine-object.ts) implements them over workerd; tests may implement them in Node.
+// shell implements them over workerd (../object/config.ts); tests may implement them in Node.
 import type { CallOutcome, EdgeHost, EngineFrame, EngineRpc, HttpInvocation } from "@iii-edge/protocol";
 
 /** Protocol's (rpc.ts), re-exported for the core files that take it from here with the ports. */

@@ -8,7 +8,6 @@
 // its budget, a refused grant, a stale route, an unreachable shard — goes through the catalog
 // exactly as before, whose answer (an error included) is authoritative.
 import {
-  CALLER_PRINCIPAL_KEY,
   DEFAULT_INVOKE_TIMEOUT_MS,
   MAX_FRAME_BYTES,
   byteSize,
@@ -19,16 +18,25 @@ import {
   shardInvokeRequest,
   toErrorBody,
   type CallOutcome,
-  type EngineFrame,
   type Grant,
   type ShardInvokeOutcome,
   type ShardInvokeRequest,
   type ShardRoute,
-  isRecord,
 } from "@iii-edge/protocol";
 import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "../core/bounds.ts";
+import {
+  CallTable,
+  Counts,
+  invokeFrame,
+  sendResult,
+  stampCaller,
+  timeoutOutcome,
+  withoutClaimedPrincipal,
+  type OpenCall,
+} from "../core/call-table.ts";
 import { Deadlines } from "../core/deadlines.ts";
 import type { Clock, Timers } from "../core/ports.ts";
+import { SocketConn } from "../core/socket-conn.ts";
 import { CONTROL_FRAMES, SocketBudget } from "../core/socket-budget.ts";
 import { shardOf } from "./config.ts";
 
@@ -44,12 +52,6 @@ export const MAX_ROUTES = 10_000;
 /** The target shard ends a direct call this long after the caller's deadline, so its own timer never
  * beats the caller's (which answers `timeout`) and its entry never outlives the call. */
 const TARGET_DEADLINE_SLACK_MS = 1_000;
-
-const withoutClaimedPrincipal = (d: Record<string, unknown>): Record<string, unknown> => {
-  if (!(CALLER_PRINCIPAL_KEY in d)) return d;
-  const { [CALLER_PRINCIPAL_KEY]: _claimed, ...rest } = d;
-  return rest;
-};
 
 export interface DirectPeers {
   /** This shard's object name. */
@@ -68,16 +70,6 @@ export interface DirectCallPorts {
   newId(): string;
 }
 
-interface Pending {
-  workerId: string;
-  resolve(o: CallOutcome): void;
-}
-
-const timeoutOutcome = (functionId: string, ms: number): CallOutcome => ({
-  ok: false,
-  error: { code: "timeout", message: `${functionId} did not answer within ${ms} ms` },
-});
-
 export class DirectCalls {
   private readonly peers: DirectPeers;
   private readonly ports: DirectCallPorts;
@@ -92,10 +84,10 @@ export class DirectCalls {
   private readonly routes = new Map<string, { route: ShardRoute; until: number }>();
   private readonly lookups = new Set<string>();
   private readonly budgets = new Map<string, SocketBudget>();
-  private readonly openByCaller = new Map<string, number>();
-  /** Target side: calls sent to this shard's workers, by the invocation id written to the socket. */
-  private readonly pending = new Map<string, Pending>();
-  private readonly openByTarget = new Map<string, number>();
+  private readonly openByCaller = new Counts();
+  /** Target side: calls sent to this shard's workers, by the invocation id written to the socket
+   * (the engine's own table: core/call-table.ts). */
+  private readonly pending: CallTable<OpenCall>;
   /** Function ids each worker here unregistered (since this object woke): routes to them are stale. */
   private readonly letGo = new Map<string, Set<string>>();
 
@@ -104,6 +96,7 @@ export class DirectCalls {
     this.ports = ports;
     this.defaultTimeoutMs = defaultTimeoutMs;
     this.deadlines = new Deadlines(ports.timers, ports.clock);
+    this.pending = new CallTable(this.deadlines);
   }
 
   /** Deadlines armed (caller and target side): none once every call has ended. */
@@ -152,7 +145,7 @@ export class DirectCalls {
     if (!budget) this.budgets.set(workerId, (budget = new SocketBudget(now, CONTROL_FRAMES)));
     // Over its budget, a socket's calls go where the catalog's own budget answers them.
     if (budget.admit(raw.length, now) !== "admit") return false;
-    if ((this.openByCaller.get(workerId) ?? 0) >= MAX_OPEN_CALLS_PER_CALLER) return false;
+    if (this.openByCaller.get(workerId) >= MAX_OPEN_CALLS_PER_CALLER) return false;
     const parsed = parseWorkerFrame(raw);
     if (!parsed.ok || parsed.frame.type !== "invokefunction") return false;
     const f = parsed.frame;
@@ -160,16 +153,16 @@ export class DirectCalls {
     if (f.namespace && f.namespace !== shardOf(this.peers.name)?.namespace) return false;
     // A refused call is the catalog's to answer (its error text, its log line).
     if (!mayCall(grant, f.function_id)) return false;
-    // §4.6: the caller's id, stamped here as the core stamps it (never trusted from the payload).
-    // Functions told who calls them are never routed here (catalog-side.ts route): a claimed
-    // principal is dropped, as the core drops it for a function that did not ask.
-    const data = isRecord(f.data) ? { ...withoutClaimedPrincipal(f.data), _caller_worker_id: workerId } : (f.data ?? null);
+    // The caller's id, stamped as the core stamps it. Functions told who calls them are never routed
+    // here (catalog-side.ts route): a claimed principal is dropped, as the core drops it for a
+    // function that did not ask.
+    const data = stampCaller(f.data, workerId, withoutClaimedPrincipal);
     const timeoutMs = f.timeout_ms ?? this.defaultTimeoutMs;
     const req: ShardInvokeRequest = { worker_id: route.worker_id, function_id: f.function_id, data, timeout_ms: timeoutMs };
     if (f.metadata !== undefined) req.metadata = f.metadata;
     if (f.traceparent) req.traceparent = f.traceparent;
     if (f.baggage) req.baggage = f.baggage;
-    this.openByCaller.set(workerId, (this.openByCaller.get(workerId) ?? 0) + 1);
+    this.openByCaller.add(workerId);
     const invocationId = f.invocation_id;
     const key = `call:${++this.callSeq}`;
     let ended = false;
@@ -178,9 +171,7 @@ export class DirectCalls {
       if (ended) return;
       ended = true;
       this.deadlines.cancel(key);
-      const left = (this.openByCaller.get(workerId) ?? 1) - 1;
-      if (left > 0) this.openByCaller.set(workerId, left);
-      else this.openByCaller.delete(workerId);
+      this.openByCaller.drop(workerId);
       if ("stale" in outcome) {
         this.routes.delete(f.function_id);
         this.peers.viaCatalog(workerId, raw);
@@ -205,25 +196,7 @@ export class DirectCalls {
     const ws = this.peers.socketOf(workerId);
     // The caller may have gone meanwhile: its result is dropped (§2.5 step 3).
     if (!ws) return;
-    const frame: EngineFrame = { type: "invocationresult", invocation_id: invocationId, function_id: functionId };
-    if (outcome.ok) {
-      if (outcome.result !== undefined) frame.result = outcome.result;
-    } else frame.error = outcome.error;
-    if (trace.traceparent) frame.traceparent = trace.traceparent;
-    if (trace.baggage) frame.baggage = trace.baggage;
-    let text = JSON.stringify(frame);
-    if (byteSize(text) > MAX_FRAME_BYTES)
-      text = JSON.stringify({
-        type: "invocationresult",
-        invocation_id: invocationId,
-        function_id: functionId,
-        error: { code: "result_too_large", message: `the result of ${functionId} is larger than ${MAX_FRAME_BYTES} bytes` },
-      });
-    try {
-      ws.send(text);
-    } catch {
-      // closed meanwhile
-    }
+    sendResult(new SocketConn(ws, workerId), invocationId, functionId, outcome, trace);
   }
 
   /** The worker's unregistrations, as this shard sees them pass (the frames still go on to the
@@ -253,53 +226,28 @@ export class DirectCalls {
     const ws = this.peers.socketOf(req.worker_id);
     if (!ws || this.letGo.get(req.worker_id)?.has(req.function_id)) return Promise.resolve({ stale: true });
     // At the bound, the catalog answers (too_many_calls, with its own count of the target's calls).
-    const open = this.openByTarget.get(req.worker_id) ?? 0;
-    if (open >= MAX_OPEN_CALLS_PER_TARGET) return Promise.resolve({ stale: true });
+    if (this.pending.openOn(req.worker_id) >= MAX_OPEN_CALLS_PER_TARGET) return Promise.resolve({ stale: true });
     const invocationId = this.ports.newId();
-    const frame: EngineFrame = {
-      type: "invokefunction",
-      invocation_id: invocationId,
-      function_id: req.function_id,
-      data: req.data as never,
-    };
-    if (req.metadata !== undefined) frame.metadata = req.metadata as never;
-    if (req.traceparent) frame.traceparent = req.traceparent;
-    if (req.baggage) frame.baggage = req.baggage;
-    const text = JSON.stringify(frame);
+    const text = JSON.stringify(invokeFrame(invocationId, req.function_id, req.data, req));
     if (byteSize(text) > MAX_FRAME_BYTES) return Promise.resolve({ stale: true });
     return new Promise<CallOutcome>((resolve) => {
-      this.deadlines.add(`target:${invocationId}`, this.ports.clock.now() + req.timeout_ms + TARGET_DEADLINE_SLACK_MS, () =>
-        this.settle(invocationId, timeoutOutcome(req.function_id, req.timeout_ms)),
-      );
-      this.pending.set(invocationId, { workerId: req.worker_id, resolve });
-      this.openByTarget.set(req.worker_id, open + 1);
+      const deadline = this.ports.clock.now() + req.timeout_ms + TARGET_DEADLINE_SLACK_MS;
+      this.pending.open(invocationId, { target: req.worker_id, resolve }, deadline, timeoutOutcome(req.function_id, req.timeout_ms));
       try {
         ws.send(text);
       } catch (e) {
-        this.settle(invocationId, { ok: false, error: toErrorBody(e, "channel_send_failed") });
+        this.pending.settle(invocationId, { ok: false, error: toErrorBody(e, "channel_send_failed") });
       }
     });
-  }
-
-  private settle(invocationId: string, outcome: CallOutcome): void {
-    const p = this.pending.get(invocationId);
-    if (!p) return;
-    this.pending.delete(invocationId);
-    this.deadlines.cancel(`target:${invocationId}`);
-    const left = (this.openByTarget.get(p.workerId) ?? 1) - 1;
-    if (left > 0) this.openByTarget.set(p.workerId, left);
-    else this.openByTarget.delete(p.workerId);
-    p.resolve(outcome);
   }
 
   /** A result from `workerId` for a direct call sent to it (results count only from that worker). */
   private onResult(workerId: string, raw: string): boolean {
     const id = peekResultId(raw);
-    const p = id ? this.pending.get(id) : undefined;
-    if (!id || !p || p.workerId !== workerId) return false;
+    if (!id || this.pending.targetOf(id) !== workerId) return false;
     const parsed = parseWorkerFrame(raw);
     if (!parsed.ok || parsed.frame.type !== "invocationresult") {
-      this.settle(id, {
+      this.pending.settle(id, {
         ok: false,
         error: {
           code: "invocation_failed",
@@ -309,15 +257,13 @@ export class DirectCalls {
       return true;
     }
     const f = parsed.frame;
-    this.settle(id, f.error ? { ok: false, error: f.error } : { ok: true, result: f.result ?? undefined });
+    this.pending.settle(id, f.error ? { ok: false, error: f.error } : { ok: true, result: f.result ?? undefined });
     return true;
   }
 
   /** A socket here closed: direct calls sent to it end now, and what was kept for it goes. */
   gone(workerId: string): void {
-    for (const [id, p] of this.pending)
-      if (p.workerId === workerId)
-        this.settle(id, { ok: false, error: { code: "invocation_stopped", message: "Invocation stopped: the worker disconnected" } });
+    this.pending.targetGone(workerId);
     this.grants.delete(workerId);
     this.budgets.delete(workerId);
     this.letGo.delete(workerId);

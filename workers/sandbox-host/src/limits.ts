@@ -1,5 +1,6 @@
 // Every bound the sandbox host enforces, with the reason for its value. Host caps (memory, vCPUs,
 // sandbox count) are defaults that `main.ts` flags can lower or raise.
+import { SANDBOX_MAX_IDLE_TIMEOUT_S, SANDBOX_WORKER_MAX_TIMEOUT_S } from "@iii-edge/protocol/harness";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -56,7 +57,8 @@ export const MAX_DISK_MB = 4096;
 
 /** Idle time after which a sandbox is destroyed (its `timeout_s`). */
 export const DEFAULT_IDLE_TIMEOUT_S = 300;
-export const MAX_IDLE_TIMEOUT_S = 24 * 3600;
+/** The contract's bound (protocol/src/harness/sandbox.ts). */
+export const MAX_IDLE_TIMEOUT_S = SANDBOX_MAX_IDLE_TIMEOUT_S;
 
 /** Concurrent VM boots. Booting under TCG is CPU-bound (about 1.4 s of CPU each), so more than
  * one per core only makes every boot slower. */
@@ -90,7 +92,8 @@ export const WORKER_DEFAULT_MEMORY_MB = 512;
 export const WORKER_DEFAULT_IDLE_TIMEOUT_S = 300;
 /** Wall-time limit of a worker sandbox, whatever it does. */
 export const WORKER_DEFAULT_TIMEOUT_S = 3600;
-export const WORKER_MAX_TIMEOUT_S = 24 * 3600;
+/** The contract's bound (protocol/src/harness/sandbox.ts). */
+export const WORKER_MAX_TIMEOUT_S = SANDBOX_WORKER_MAX_TIMEOUT_S;
 /** From the worker's first connection to its functions showing in the catalog. Registering takes
  * well under a second under TCG once iii-sdk is preloaded; 30 s covers a busy 2-core box and a
  * worker that does some set-up first. */

@@ -1,11 +1,12 @@
 // CLI: `npm run sandbox-host -- --engine ws://127.0.0.1:8787` (or ENGINE_URL). Chooses a backend,
-// kills VMs a crashed predecessor left, connects to the engine as a worker and serves
-// `sandbox::*`. The engine client reconnects and re-registers by itself. SIGINT/SIGTERM stop
+// kills VMs a crashed predecessor left, connects to the engine as a worker and serves `sandbox::*`
+// through sdk-edge's Node client, which reconnects and re-registers by itself. SIGINT/SIGTERM stop
 // every VM before exiting.
 import os from "node:os";
 import { parseArgs } from "node:util";
 import type { BackendKind } from "./backends/types.ts";
-import { registerWorker } from "./engine-client.ts";
+import { registerWorker } from "@iii-edge/sdk-edge/node";
+import { nodeSurface, nodeTracer } from "@iii-edge/sdk-edge/worker-node";
 import { registerSandboxFunctions } from "./functions.ts";
 import { defaultStateDir } from "./host-state.ts";
 import {
@@ -112,7 +113,10 @@ async function main(): Promise<void> {
     metadata: { backend: backend.kind, backend_reason: reason, limits: sandboxes.limits, pool_size: sandboxes.poolSize },
     ...(engineToken ? { headers: { Authorization: `Bearer ${engineToken}` } } : {}),
   });
-  client.addConnectionStateListener?.((state) => log(`engine connection: ${state}`));
+  client.addConnectionStateListener((state) => log(`engine connection: ${state}`));
+  // The worker kit's surface over the client, as every worker registers: (data, ctx) handlers,
+  // calls that carry the trace, channels on the engine's address.
+  const iii = nodeSurface(client, engineUrl, process.env, nodeTracer(client, "sandbox-host"));
 
   const maxWorkers = int(values["max-workers"], "max-workers", DEFAULT_MAX_WORKER_SANDBOXES);
   const workerBackend =
@@ -146,7 +150,7 @@ async function main(): Promise<void> {
       stateDir,
       log,
       inCatalog: async (prefix, want) => {
-        const r = (await client.trigger({ function_id: "engine::functions::list", payload: { prefix } })) as {
+        const r = (await iii.trigger({ function_id: "engine::functions::list", payload: { prefix } })) as {
           functions?: { function_id: string }[];
         };
         const have = new Set((r.functions ?? []).map((f) => f.function_id));
@@ -157,7 +161,7 @@ async function main(): Promise<void> {
   } else if (backend.kind === "process") {
     log("sandbox workers off: the process backend has no worker image (they need a VM)");
   }
-  const ids = registerSandboxFunctions(client, sandboxes, { backendReason: reason, log, engineUrl, workers });
+  const ids = registerSandboxFunctions(iii, sandboxes, { backendReason: reason, log, workers });
   log(`serving ${ids.join(", ")} via ${engineUrl}`);
 
   let stopping = false;

@@ -2,6 +2,7 @@
 // and one-request-at-a-time per sandbox. Plain TypeScript over a SandboxBackend; it knows nothing
 // about the engine (functions.ts maps it onto `sandbox::*`).
 import { randomBytes } from "node:crypto";
+import { SANDBOX_IMAGE } from "@iii-edge/protocol/harness";
 import type { BackendKind, BootOptions, ExecOutcome, SandboxBackend, SandboxMachine } from "./backends/types.ts";
 import { buildScript, checkEnv } from "./command.ts";
 import { SandboxError, type SandboxErrorCode } from "./errors.ts";
@@ -138,7 +139,8 @@ export interface SandboxesOptions {
 }
 
 /** The only image: the busybox initramfs built by guest/build-guest.sh. */
-export const DEFAULT_IMAGE = "busybox";
+/** The one guest image (the contract's). */
+export const DEFAULT_IMAGE = SANDBOX_IMAGE;
 /** Exit code reported for a command killed at its deadline, as coreutils `timeout` does. */
 export const TIMEOUT_EXIT_CODE = 124;
 
@@ -162,8 +164,8 @@ export class BootGate {
   readonly max: number;
   active = 0;
   peak = 0;
-  #urgent: (() => void)[] = [];
-  #background: (() => void)[] = [];
+  private urgent: (() => void)[] = [];
+  private background: (() => void)[] = [];
 
   constructor(max: number) {
     this.max = max;
@@ -171,7 +173,7 @@ export class BootGate {
 
   async run<T>(fn: () => Promise<T>, urgent: boolean): Promise<T> {
     if (this.active >= this.max) {
-      await new Promise<void>((resolve) => (urgent ? this.#urgent : this.#background).push(resolve));
+      await new Promise<void>((resolve) => (urgent ? this.urgent : this.background).push(resolve));
     } else {
       this.active++;
     }
@@ -179,7 +181,7 @@ export class BootGate {
     try {
       return await fn();
     } finally {
-      const next = this.#urgent.shift() ?? this.#background.shift();
+      const next = this.urgent.shift() ?? this.background.shift();
       if (next)
         next(); // the slot passes straight to the next waiter
       else this.active--;
@@ -187,7 +189,7 @@ export class BootGate {
   }
 
   get waiting(): number {
-    return this.#urgent.length + this.#background.length;
+    return this.urgent.length + this.background.length;
   }
 }
 
@@ -212,39 +214,39 @@ export class Sandboxes {
   readonly backend: SandboxBackend;
   readonly limits: HostLimits;
   readonly poolSize: number;
-  readonly #gate: BootGate;
+  private readonly gate: BootGate;
   /** The boot gate, to share with another registry. */
   get bootGate(): BootGate {
-    return this.#gate;
+    return this.gate;
   }
-  readonly #defaultIdleTimeoutS: number;
-  readonly #defaultBoot: BootOptions;
-  readonly #refillOnCreate: boolean;
-  readonly #now: () => number;
-  readonly #newId: () => string;
-  readonly #log: (msg: string) => void;
-  readonly #records = new Map<string, Record_>();
-  readonly #tombstones = new Map<string, { code: SandboxErrorCode; message: string }>();
-  readonly #pool: SandboxMachine[] = [];
-  readonly #claims: ((m: SandboxMachine | undefined) => void)[] = [];
+  private readonly defaultIdleTimeoutS: number;
+  private readonly defaultBoot: BootOptions;
+  private readonly refillOnCreate: boolean;
+  private readonly now: () => number;
+  private readonly newId: () => string;
+  private readonly log: (msg: string) => void;
+  private readonly records = new Map<string, Record_>();
+  private readonly tombstones = new Map<string, { code: SandboxErrorCode; message: string }>();
+  private readonly pool: SandboxMachine[] = [];
+  private readonly claims: ((m: SandboxMachine | undefined) => void)[] = [];
   /** Every machine between boot() and its registration: shutdown must reach these too. */
-  readonly #booting = new Set<Promise<SandboxMachine | undefined>>();
-  #poolBooting = 0;
-  #poolRetry: ReturnType<typeof setTimeout> | undefined;
-  #reserved = 0;
-  #execCounter = 0;
-  #shuttingDown = false;
+  private readonly booting = new Set<Promise<SandboxMachine | undefined>>();
+  private poolBooting = 0;
+  private poolRetry: ReturnType<typeof setTimeout> | undefined;
+  private reserved = 0;
+  private execCounter = 0;
+  private shuttingDown = false;
 
   constructor(opts: SandboxesOptions) {
     this.backend = opts.backend;
     this.poolSize = opts.poolSize ?? DEFAULT_POOL_SIZE;
-    this.#gate = opts.bootGate ?? new BootGate(opts.maxConcurrentBoots ?? DEFAULT_MAX_CONCURRENT_BOOTS);
-    this.#defaultIdleTimeoutS = opts.defaultIdleTimeoutS ?? DEFAULT_IDLE_TIMEOUT_S;
-    this.#defaultBoot = opts.defaultBoot ?? { memoryMb: DEFAULT_MEMORY_MB, vcpus: DEFAULT_VCPUS, diskMb: DEFAULT_DISK_MB };
-    this.#refillOnCreate = opts.refillOnCreate ?? true;
-    this.#now = opts.now ?? Date.now;
-    this.#newId = opts.newId ?? (() => `sbx_${randomBytes(8).toString("hex")}`);
-    this.#log = opts.log ?? (() => {});
+    this.gate = opts.bootGate ?? new BootGate(opts.maxConcurrentBoots ?? DEFAULT_MAX_CONCURRENT_BOOTS);
+    this.defaultIdleTimeoutS = opts.defaultIdleTimeoutS ?? DEFAULT_IDLE_TIMEOUT_S;
+    this.defaultBoot = opts.defaultBoot ?? { memoryMb: DEFAULT_MEMORY_MB, vcpus: DEFAULT_VCPUS, diskMb: DEFAULT_DISK_MB };
+    this.refillOnCreate = opts.refillOnCreate ?? true;
+    this.now = opts.now ?? Date.now;
+    this.newId = opts.newId ?? (() => `sbx_${randomBytes(8).toString("hex")}`);
+    this.log = opts.log ?? (() => {});
     this.limits = {
       max_memory_mb: opts.maxMemoryMb ?? DEFAULT_MAX_MEMORY_MB,
       max_vcpus: opts.maxVcpus ?? os.availableParallelism(),
@@ -260,15 +262,15 @@ export class Sandboxes {
   /** Kill what a crashed predecessor left behind, then start filling the warm pool. */
   async start(): Promise<{ orphansKilled: number }> {
     const orphansKilled = await this.backend.cleanupOrphans();
-    if (orphansKilled) this.#log(`killed ${orphansKilled} orphan VM(s) left by a previous host`);
-    this.#refillPool();
+    if (orphansKilled) this.log(`killed ${orphansKilled} orphan VM(s) left by a previous host`);
+    this.refillPool();
     return { orphansKilled };
   }
 
   /** Resolves once the pool holds poolSize ready machines (for tests and benchmarks). */
   async poolReady(timeoutMs = 120_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    while (this.#pool.length < this.poolSize) {
+    while (this.pool.length < this.poolSize) {
       if (Date.now() > deadline) throw new Error("pool did not fill in time");
       await new Promise((r) => setTimeout(r, 25));
     }
@@ -283,33 +285,33 @@ export class Sandboxes {
     boots_peak: number;
   } {
     return {
-      sandboxes: this.#records.size,
-      pool_ready: this.#pool.length,
-      pool_booting: this.#poolBooting,
-      boots_active: this.#gate.active,
-      boots_waiting: this.#gate.waiting,
-      boots_peak: this.#gate.peak,
+      sandboxes: this.records.size,
+      pool_ready: this.pool.length,
+      pool_booting: this.poolBooting,
+      boots_active: this.gate.active,
+      boots_waiting: this.gate.waiting,
+      boots_peak: this.gate.peak,
     };
   }
 
   /** Host pids of every live machine (sandboxes and pool), for tests. */
   pids(): number[] {
-    return [...this.#records.values()]
+    return [...this.records.values()]
       .map((r) => r.machine.pid)
-      .concat(this.#pool.map((m) => m.pid))
+      .concat(this.pool.map((m) => m.pid))
       .filter((p): p is number => p !== undefined);
   }
 
   async create(req: CreateRequest): Promise<CreateResult> {
-    this.#checkOpen();
+    this.checkOpen();
     if (req.image !== undefined && req.image !== DEFAULT_IMAGE) {
       throw new SandboxError("invalid_argument", `image ${JSON.stringify(req.image)} does not exist; the only image is "${DEFAULT_IMAGE}"`);
     }
     if (req.network) throw new SandboxError("network_unavailable", "sandboxes have no network: the VM gets no network device");
     const boot: BootOptions = {
-      memoryMb: req.memory_mb ?? this.#defaultBoot.memoryMb,
-      vcpus: req.vcpus ?? this.#defaultBoot.vcpus,
-      diskMb: req.disk_mb ?? this.#defaultBoot.diskMb,
+      memoryMb: req.memory_mb ?? this.defaultBoot.memoryMb,
+      vcpus: req.vcpus ?? this.defaultBoot.vcpus,
+      diskMb: req.disk_mb ?? this.defaultBoot.diskMb,
     };
     if (boot.memoryMb < MIN_MEMORY_MB) throw new SandboxError("invalid_argument", `memory_mb must be at least ${MIN_MEMORY_MB}`);
     if (boot.memoryMb > this.limits.max_memory_mb) {
@@ -325,39 +327,39 @@ export class Sandboxes {
         `disk_mb ${boot.diskMb} does not fit: the disk is guest RAM, so it may be at most memory_mb - ${GUEST_RESERVED_MB} (${boot.memoryMb - GUEST_RESERVED_MB})`,
       );
     }
-    const idleTimeoutS = req.timeout_s ?? this.#defaultIdleTimeoutS;
+    const idleTimeoutS = req.timeout_s ?? this.defaultIdleTimeoutS;
     const env = req.env ?? {};
     checkEnv(env, "env");
     if (Object.keys(env).length > MAX_ENV_VARS) throw new SandboxError("limit_exceeded", `env: at most ${MAX_ENV_VARS} variables`);
-    if (this.#records.size + this.#reserved >= this.limits.max_sandboxes) {
+    if (this.records.size + this.reserved >= this.limits.max_sandboxes) {
       throw new SandboxError("limit_exceeded", `this host already runs its maximum of ${this.limits.max_sandboxes} sandboxes`);
     }
 
-    this.#reserved++;
-    const started = this.#now();
+    this.reserved++;
+    const started = this.now();
     let machine: SandboxMachine | undefined;
     let fromPool = false;
     try {
-      if (this.#isDefault(boot)) {
-        machine = this.#pool.shift();
-        if (!machine && this.#poolBooting > this.#claims.length) {
-          machine = await new Promise<SandboxMachine | undefined>((resolve) => this.#claims.push(resolve));
+      if (this.isDefault(boot)) {
+        machine = this.pool.shift();
+        if (!machine && this.poolBooting > this.claims.length) {
+          machine = await new Promise<SandboxMachine | undefined>((resolve) => this.claims.push(resolve));
         }
         fromPool = machine !== undefined;
       }
-      machine ??= await this.#boot(boot, true);
+      machine ??= await this.boot(boot, true);
       if (!machine) throw new SandboxError("host_shutting_down", "the host is shutting down");
     } finally {
-      this.#reserved--;
-      if (this.#refillOnCreate) this.#refillPool();
+      this.reserved--;
+      if (this.refillOnCreate) this.refillPool();
     }
-    if (this.#shuttingDown) {
+    if (this.shuttingDown) {
       await machine.destroy();
       throw new SandboxError("host_shutting_down", "the host is shutting down");
     }
 
-    const id = this.#newId();
-    const now = this.#now();
+    const id = this.newId();
+    const now = this.now();
     const rec: Record_ = {
       id,
       machine,
@@ -371,13 +373,13 @@ export class Sandboxes {
       idleTimer: undefined,
       gone: false,
     };
-    this.#records.set(id, rec);
+    this.records.set(id, rec);
     machine.exited.then((e) => {
       if (rec.gone) return;
-      this.#forget(rec, "guest_crashed", `sandbox ${id} crashed and was removed: ${e.reason}`);
-      this.#log(`sandbox ${id} crashed: ${e.reason}`);
+      this.forget(rec, "guest_crashed", `sandbox ${id} crashed and was removed: ${e.reason}`);
+      this.log(`sandbox ${id} crashed: ${e.reason}`);
     });
-    this.#armIdle(rec);
+    this.armIdle(rec);
     return {
       sandbox_id: id,
       backend: this.backend.kind,
@@ -397,13 +399,13 @@ export class Sandboxes {
     const stdin = req.stdin === undefined ? undefined : decode(req.stdin, req.stdin_encoding, "stdin");
     if (stdin && stdin.length > STDIN_LIMIT_BYTES)
       throw new SandboxError("limit_exceeded", `stdin is above the cap of ${STDIN_LIMIT_BYTES} bytes`);
-    const execId = onOutput ? `exe_${++this.#execCounter}_${randomBytes(4).toString("hex")}` : undefined;
-    return this.#serialised(req.sandbox_id, async (rec) => {
+    const execId = onOutput ? `exe_${++this.execCounter}_${randomBytes(4).toString("hex")}` : undefined;
+    return this.serialised(req.sandbox_id, async (rec) => {
       const script = buildScript({ command: req.command, args: req.args, cwd: req.cwd, env: [rec.env, req.env] });
       if (Buffer.byteLength(script) > COMMAND_LIMIT_BYTES) {
         throw new SandboxError("limit_exceeded", `command, args, cwd and env together exceed ${COMMAND_LIMIT_BYTES} bytes`);
       }
-      const started = this.#now();
+      const started = this.now();
       const outcome = await rec.machine.exec({
         script,
         stdin,
@@ -414,7 +416,7 @@ export class Sandboxes {
             ? (stream, bytes) => onOutput({ sandbox_id: rec.id, exec_id: execId, stream, data: bytes.toString("utf8") })
             : undefined,
       });
-      const result = shapeResult(outcome, this.#now() - started);
+      const result = shapeResult(outcome, this.now() - started);
       if (execId) result.exec_id = execId;
       return result;
     });
@@ -425,7 +427,7 @@ export class Sandboxes {
     if (data.length > FILE_LIMIT_BYTES)
       throw new SandboxError("limit_exceeded", `file is ${data.length} bytes; write_file takes at most ${FILE_LIMIT_BYTES}`);
     checkPath(req.path);
-    return this.#serialised(req.sandbox_id, async (rec) => {
+    return this.serialised(req.sandbox_id, async (rec) => {
       await rec.machine.writeFile(req.path, data, req.mode);
       return { path: req.path, bytes: data.length };
     });
@@ -433,7 +435,7 @@ export class Sandboxes {
 
   async readFile(req: ReadFileRequest): Promise<{ path: string; content: string; encoding: Encoding; bytes: number }> {
     checkPath(req.path);
-    return this.#serialised(req.sandbox_id, async (rec) => {
+    return this.serialised(req.sandbox_id, async (rec) => {
       const data = await rec.machine.readFile(req.path, FILE_LIMIT_BYTES);
       const encoding = req.encoding ?? "utf8";
       return { path: req.path, content: data.toString(encoding), encoding, bytes: data.length };
@@ -442,7 +444,7 @@ export class Sandboxes {
 
   list(): { sandboxes: SandboxSummary[] } {
     return {
-      sandboxes: [...this.#records.values()].map((r) => ({
+      sandboxes: [...this.records.values()].map((r) => ({
         sandbox_id: r.id,
         backend: this.backend.kind,
         busy: r.pending > 0,
@@ -458,147 +460,147 @@ export class Sandboxes {
 
   /** Top the warm pool up (see refillOnCreate). */
   refill(): void {
-    this.#refillPool();
+    this.refillPool();
   }
 
   /** Is `id` a live sandbox of this registry? */
   has(id: string): boolean {
-    return this.#records.has(id);
+    return this.records.has(id);
   }
 
   /** The machine behind a live sandbox (worker sandboxes reach its engine channel through it). */
   machineOf(id: string): SandboxMachine {
-    return this.#lookup(id).machine;
+    return this.lookup(id).machine;
   }
 
   /** Destroy a sandbox now; a queued or running request on it fails. `why` ends up in the error a
    * later call on the id gets; `crashed` records it as guest_crashed rather than sandbox_not_found. */
   async destroy(id: string, why = "was destroyed", crashed = false): Promise<{ sandbox_id: string; destroyed: true }> {
-    const rec = this.#lookup(id);
-    this.#forget(rec, crashed ? "guest_crashed" : "sandbox_not_found", `sandbox ${id} ${why}`);
+    const rec = this.lookup(id);
+    this.forget(rec, crashed ? "guest_crashed" : "sandbox_not_found", `sandbox ${id} ${why}`);
     await rec.machine.destroy();
     return { sandbox_id: id, destroyed: true };
   }
 
   /** Stop taking work and kill every machine: sandboxes, the pool and boots in flight. */
   async shutdown(): Promise<void> {
-    this.#shuttingDown = true;
-    clearTimeout(this.#poolRetry);
-    const machines = [...this.#records.values()].map((r) => {
-      this.#forget(r, "host_shutting_down", "the host shut down");
+    this.shuttingDown = true;
+    clearTimeout(this.poolRetry);
+    const machines = [...this.records.values()].map((r) => {
+      this.forget(r, "host_shutting_down", "the host shut down");
       return r.machine;
     });
-    machines.push(...this.#pool.splice(0));
-    for (const c of this.#claims.splice(0)) c(undefined);
+    machines.push(...this.pool.splice(0));
+    for (const c of this.claims.splice(0)) c(undefined);
     await Promise.all([
       ...machines.map((m) => m.destroy()),
-      ...[...this.#booting].map(async (b) => (await b.catch(() => undefined))?.destroy()),
+      ...[...this.booting].map(async (b) => (await b.catch(() => undefined))?.destroy()),
     ]);
   }
 
-  #checkOpen(): void {
-    if (this.#shuttingDown) throw new SandboxError("host_shutting_down", "the host is shutting down");
+  private checkOpen(): void {
+    if (this.shuttingDown) throw new SandboxError("host_shutting_down", "the host is shutting down");
   }
 
-  #isDefault(b: BootOptions): boolean {
-    const d = this.#defaultBoot;
+  private isDefault(b: BootOptions): boolean {
+    const d = this.defaultBoot;
     return b.memoryMb === d.memoryMb && b.vcpus === d.vcpus && b.diskMb === d.diskMb;
   }
 
   /** Boot through the gate; the machine is tracked until the caller owns it. */
-  #boot(opts: BootOptions, urgent: boolean): Promise<SandboxMachine> {
-    const p = this.#gate.run(async () => {
-      if (this.#shuttingDown) throw new SandboxError("host_shutting_down", "the host is shutting down");
+  private boot(opts: BootOptions, urgent: boolean): Promise<SandboxMachine> {
+    const p = this.gate.run(async () => {
+      if (this.shuttingDown) throw new SandboxError("host_shutting_down", "the host is shutting down");
       return this.backend.boot(opts);
     }, urgent);
     const tracked = p.then(
       (m) => m,
       () => undefined,
     );
-    this.#booting.add(tracked);
-    void tracked.finally(() => this.#booting.delete(tracked));
+    this.booting.add(tracked);
+    void tracked.finally(() => this.booting.delete(tracked));
     return p;
   }
 
-  #refillPool(): void {
-    while (!this.#shuttingDown && this.#pool.length + this.#poolBooting - this.#claims.length < this.poolSize) {
-      this.#poolBooting++;
-      this.#boot(this.#defaultBoot, false).then(
+  private refillPool(): void {
+    while (!this.shuttingDown && this.pool.length + this.poolBooting - this.claims.length < this.poolSize) {
+      this.poolBooting++;
+      this.boot(this.defaultBoot, false).then(
         (m) => {
-          this.#poolBooting--;
-          if (this.#shuttingDown) return void m.destroy();
-          const claim = this.#claims.shift();
+          this.poolBooting--;
+          if (this.shuttingDown) return void m.destroy();
+          const claim = this.claims.shift();
           if (claim) return claim(m);
-          this.#pool.push(m);
+          this.pool.push(m);
           m.exited.then(() => {
-            const i = this.#pool.indexOf(m);
+            const i = this.pool.indexOf(m);
             if (i >= 0) {
-              this.#pool.splice(i, 1);
-              this.#refillPool();
+              this.pool.splice(i, 1);
+              this.refillPool();
             }
           });
         },
         (e: unknown) => {
-          this.#poolBooting--;
-          this.#claims.shift()?.(undefined);
-          if (this.#shuttingDown) return;
+          this.poolBooting--;
+          this.claims.shift()?.(undefined);
+          if (this.shuttingDown) return;
           // Do not spin on a host that cannot boot: retry the pool later.
-          this.#log(`warm pool boot failed: ${e instanceof Error ? e.message : String(e)}`);
-          clearTimeout(this.#poolRetry);
-          this.#poolRetry = setTimeout(() => this.#refillPool(), 5_000);
-          this.#poolRetry.unref();
+          this.log(`warm pool boot failed: ${e instanceof Error ? e.message : String(e)}`);
+          clearTimeout(this.poolRetry);
+          this.poolRetry = setTimeout(() => this.refillPool(), 5_000);
+          this.poolRetry.unref();
         },
       );
     }
   }
 
-  #lookup(id: string): Record_ {
-    const rec = this.#records.get(id);
+  private lookup(id: string): Record_ {
+    const rec = this.records.get(id);
     if (rec) return rec;
-    const t = this.#tombstones.get(id);
+    const t = this.tombstones.get(id);
     if (t) throw new SandboxError(t.code, t.message);
     throw new SandboxError("sandbox_not_found", `no sandbox ${id}`);
   }
 
   /** Remove a record and remember why, so later calls on the id get a precise error. */
-  #forget(rec: Record_, code: SandboxErrorCode, message: string): void {
+  private forget(rec: Record_, code: SandboxErrorCode, message: string): void {
     if (rec.gone) return;
     rec.gone = true;
     clearTimeout(rec.idleTimer);
-    this.#records.delete(rec.id);
-    this.#tombstones.set(rec.id, { code: code === "guest_crashed" ? code : "sandbox_not_found", message });
-    if (this.#tombstones.size > TOMBSTONES_KEPT) this.#tombstones.delete(this.#tombstones.keys().next().value as string);
+    this.records.delete(rec.id);
+    this.tombstones.set(rec.id, { code: code === "guest_crashed" ? code : "sandbox_not_found", message });
+    if (this.tombstones.size > TOMBSTONES_KEPT) this.tombstones.delete(this.tombstones.keys().next().value as string);
   }
 
-  #armIdle(rec: Record_): void {
+  private armIdle(rec: Record_): void {
     clearTimeout(rec.idleTimer);
     rec.idleTimer = setTimeout(() => {
       if (rec.gone || rec.pending > 0) return;
-      this.#forget(rec, "sandbox_not_found", `sandbox ${rec.id} was reaped after ${rec.idleTimeoutS} s idle`);
-      this.#log(`reaped idle sandbox ${rec.id}`);
+      this.forget(rec, "sandbox_not_found", `sandbox ${rec.id} was reaped after ${rec.idleTimeoutS} s idle`);
+      this.log(`reaped idle sandbox ${rec.id}`);
       void rec.machine.destroy();
     }, rec.idleTimeoutS * 1000);
     rec.idleTimer.unref();
   }
 
   /** Run `fn` after the sandbox's earlier requests: the agent does one thing at a time. */
-  #serialised<T>(id: string, fn: (rec: Record_) => Promise<T>): Promise<T> {
-    this.#checkOpen();
-    const rec = this.#lookup(id);
+  private serialised<T>(id: string, fn: (rec: Record_) => Promise<T>): Promise<T> {
+    this.checkOpen();
+    const rec = this.lookup(id);
     if (rec.pending > MAX_QUEUED_PER_SANDBOX) {
       throw new SandboxError("limit_exceeded", `sandbox ${id} already has ${rec.pending} requests queued`);
     }
     rec.pending++;
     clearTimeout(rec.idleTimer);
     const run = async (): Promise<T> => {
-      if (rec.gone) this.#lookup(id); // throws the tombstone's error
+      if (rec.gone) this.lookup(id); // throws the tombstone's error
       try {
         return await fn(rec);
       } catch (e) {
         if (e instanceof SandboxError && (e.code === "guest_crashed" || e.code === "exec_timeout")) {
           // The machine is dead or was killed for hanging: drop the sandbox with the reason.
           const message = e.code === "exec_timeout" ? `sandbox ${id} hung and was destroyed` : e.message.replace(/^guest_crashed: /, "");
-          this.#forget(rec, "guest_crashed", message);
+          this.forget(rec, "guest_crashed", message);
           void rec.machine.destroy();
         }
         throw e;
@@ -608,8 +610,8 @@ export class Sandboxes {
     rec.queue = p.catch(() => {});
     return p.finally(() => {
       rec.pending--;
-      rec.lastUsedAt = this.#now();
-      if (rec.pending === 0 && !rec.gone) this.#armIdle(rec);
+      rec.lastUsedAt = this.now();
+      if (rec.pending === 0 && !rec.gone) this.armIdle(rec);
     });
   }
 }

@@ -26,24 +26,24 @@ interface Waiter {
 
 export class AgentChannel {
   readonly ready: Promise<void>;
-  #socket: Socket;
-  #buf: Buffer = Buffer.alloc(0);
-  #head: { fields: string[]; lens: number[] } | undefined;
-  #waiter: Waiter | undefined;
-  #queue: Promise<unknown> = Promise.resolve();
-  #nextId = 1;
-  #failure: Error | undefined;
-  #markReady!: () => void;
-  #failReady!: (e: Error) => void;
+  private socket: Socket;
+  private buf: Buffer = Buffer.alloc(0);
+  private head: { fields: string[]; lens: number[] } | undefined;
+  private waiter: Waiter | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private nextId = 1;
+  private failure: Error | undefined;
+  private markReady!: () => void;
+  private failReady!: (e: Error) => void;
 
   constructor(socket: Socket) {
-    this.#socket = socket;
+    this.socket = socket;
     this.ready = new Promise<void>((resolve, reject) => {
-      this.#markReady = resolve;
-      this.#failReady = reject;
+      this.markReady = resolve;
+      this.failReady = reject;
     });
     this.ready.catch(() => {});
-    socket.on("data", (d: Buffer) => this.#onData(d));
+    socket.on("data", (d: Buffer) => this.onData(d));
     socket.on("error", () => {});
     // The VM's exit handler fails the channel with the real cause (exit code, panic text); the
     // socket usually closes a moment earlier, so give that handler a head start.
@@ -54,13 +54,13 @@ export class AgentChannel {
 
   /** Reject whatever is waiting and every later request with `err`. First failure wins. */
   fail(err: Error): void {
-    if (this.#failure) return;
-    this.#failure = err;
-    this.#failReady(err);
-    const w = this.#waiter;
-    this.#waiter = undefined;
+    if (this.failure) return;
+    this.failure = err;
+    this.failReady(err);
+    const w = this.waiter;
+    this.waiter = undefined;
     w?.reject(err);
-    this.#socket.destroy();
+    this.socket.destroy();
   }
 
   /**
@@ -78,14 +78,14 @@ export class AgentChannel {
   ): Promise<AgentAnswer> {
     const run = () =>
       new Promise<AgentAnswer>((resolve, reject) => {
-        if (this.#failure) return reject(this.#failure);
-        const id = String(this.#nextId++);
+        if (this.failure) return reject(this.failure);
+        const id = String(this.nextId++);
         const timer = setTimeout(() => {
-          this.#waiter = undefined;
+          this.waiter = undefined;
           reject(new SandboxError("exec_timeout", `the guest did not answer within ${timeoutMs} ms; the sandbox was destroyed`));
           onHang();
         }, timeoutMs);
-        this.#waiter = {
+        this.waiter = {
           id,
           onChunk,
           resolve: (a) => {
@@ -97,49 +97,49 @@ export class AgentChannel {
             reject(e);
           },
         };
-        this.#socket.write(Buffer.concat([Buffer.from(`${[op, id, ...args].join(" ")}\n`), ...payload]));
+        this.socket.write(Buffer.concat([Buffer.from(`${[op, id, ...args].join(" ")}\n`), ...payload]));
       });
-    const p = this.#queue.then(run, run);
-    this.#queue = p.catch(() => {});
+    const p = this.queue.then(run, run);
+    this.queue = p.catch(() => {});
     return p;
   }
 
-  #onData(d: Buffer): void {
-    this.#buf = this.#buf.length === 0 ? d : Buffer.concat([this.#buf, d]);
+  private onData(d: Buffer): void {
+    this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d]);
     for (;;) {
-      if (!this.#head) {
-        const nl = this.#buf.indexOf(10);
+      if (!this.head) {
+        const nl = this.buf.indexOf(10);
         if (nl < 0) {
-          if (this.#buf.length > MAX_HEADER_BYTES) this.fail(new SandboxError("guest_crashed", "the guest agent sent a malformed answer"));
+          if (this.buf.length > MAX_HEADER_BYTES) this.fail(new SandboxError("guest_crashed", "the guest agent sent a malformed answer"));
           return;
         }
-        const fields = this.#buf.subarray(0, nl).toString("latin1").trim().split(" ");
-        this.#buf = this.#buf.subarray(nl + 1);
+        const fields = this.buf.subarray(0, nl).toString("latin1").trim().split(" ");
+        this.buf = this.buf.subarray(nl + 1);
         const n = TRAILING_BLOBS[fields[0]] ?? 0;
         const lens = n ? fields.slice(-n).map(Number) : [];
         if (lens.some((l) => !Number.isSafeInteger(l) || l < 0)) {
           this.fail(new SandboxError("guest_crashed", `the guest agent sent a malformed header: ${fields.join(" ").slice(0, 80)}`));
           return;
         }
-        this.#head = { fields, lens };
+        this.head = { fields, lens };
       }
-      const need = this.#head.lens.reduce((a, b) => a + b, 0);
-      if (this.#buf.length < need) return;
+      const need = this.head.lens.reduce((a, b) => a + b, 0);
+      if (this.buf.length < need) return;
       let off = 0;
-      const blobs = this.#head.lens.map((l) => Buffer.from(this.#buf.subarray(off, (off += l))));
-      this.#buf = this.#buf.subarray(need);
-      const { fields } = this.#head;
-      this.#head = undefined;
-      this.#dispatch(fields, blobs);
+      const blobs = this.head.lens.map((l) => Buffer.from(this.buf.subarray(off, (off += l))));
+      this.buf = this.buf.subarray(need);
+      const { fields } = this.head;
+      this.head = undefined;
+      this.dispatch(fields, blobs);
     }
   }
 
-  #dispatch(fields: string[], blobs: Buffer[]): void {
-    if (fields[0] === "H") return this.#markReady();
-    const w = this.#waiter;
+  private dispatch(fields: string[], blobs: Buffer[]): void {
+    if (fields[0] === "H") return this.markReady();
+    const w = this.waiter;
     if (!w || w.id !== fields[1]) return; // an answer to a request that already timed out
     if (fields[0] === "O") return w.onChunk?.(fields[2], blobs[0]);
-    this.#waiter = undefined;
+    this.waiter = undefined;
     w.resolve({ fields, blobs });
   }
 }

@@ -95,47 +95,47 @@ const frame = (type: string, conn: number, payload: Buffer = Buffer.alloc(0)): B
 };
 
 export class WorkerRelay {
-  readonly #o: RelayOptions;
-  readonly #server: http.Server;
-  readonly #wss: WebSocketServer;
+  private readonly o: RelayOptions;
+  private readonly server: http.Server;
+  private readonly wss: WebSocketServer;
   /** Mux connection id → the host-side TCP leg into the relay server. */
-  readonly #legs = new Map<number, net.Socket>();
-  readonly #functions = new Map<string, Registration>();
-  readonly #triggers = new Map<string, Trigger>();
-  readonly #refused: string[] = [];
-  readonly #sockets = new Set<WebSocket>();
-  #buf: Buffer = Buffer.alloc(0);
-  #tokens = RELAY_FRAME_BURST;
-  #lastRefill = Date.now();
-  #opens: number[] = [];
-  #firstOpenAt: number | undefined;
-  #nextConn = 1;
-  #closed = false;
-  #listening: Promise<void>;
+  private readonly legs = new Map<number, net.Socket>();
+  private readonly registrations = new Map<string, Registration>();
+  private readonly boundTriggers = new Map<string, Trigger>();
+  private readonly refusedIds: string[] = [];
+  private readonly sockets = new Set<WebSocket>();
+  private buf: Buffer = Buffer.alloc(0);
+  private tokens = RELAY_FRAME_BURST;
+  private lastRefill = Date.now();
+  private opens: number[] = [];
+  private firstOpenedAt: number | undefined;
+  private nextConn = 1;
+  private closed = false;
+  private listening: Promise<void>;
   /** An upstream connection opened ahead of the worker's first one (saves a handshake with the
    * engine on the spawn's critical path), with the frames the engine sent on it meanwhile. */
-  #spare: Dialled | undefined;
+  private spare: Dialled | undefined;
   /** Why the last upstream connection failed, for a spawn that never saw its functions. */
   lastUpstreamError: string | undefined;
 
   constructor(o: RelayOptions) {
-    this.#o = o;
-    this.#wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false });
-    this.#server = http.createServer((_req, res) => {
+    this.o = o;
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false });
+    this.server = http.createServer((_req, res) => {
       res.writeHead(404).end();
     });
-    this.#server.on("upgrade", (req, sock, head) => this.#upgrade(req, sock as net.Socket, head));
+    this.server.on("upgrade", (req, sock, head) => this.upgrade(req, sock as net.Socket, head));
     fs.rmSync(o.listenPath, { force: true });
-    this.#listening = new Promise((resolve) => this.#server.listen(o.listenPath, resolve));
-    o.socket.on("data", (d: Buffer) => this.#onMux(d));
+    this.listening = new Promise((resolve) => this.server.listen(o.listenPath, resolve));
+    o.socket.on("data", (d: Buffer) => this.onMux(d));
     o.socket.on("error", () => {});
-    void this.#listening.then(() => o.socket.resume());
-    this.#spare = this.#dial();
+    void this.listening.then(() => o.socket.resume());
+    this.spare = this.dial();
   }
 
-  #dial(): Dialled {
-    const headers: Record<string, string> = this.#o.token ? { Authorization: `Bearer ${this.#o.token}` } : {};
-    const ws = new WebSocket(this.#o.engineUrl, {
+  private dial(): Dialled {
+    const headers: Record<string, string> = this.o.token ? { Authorization: `Bearer ${this.o.token}` } : {};
+    const ws = new WebSocket(this.o.engineUrl, {
       headers,
       perMessageDeflate: false,
       maxPayload: MAX_FRAME_BYTES,
@@ -147,7 +147,7 @@ export class WorkerRelay {
     const open = new Promise<boolean>((resolve) => {
       ws.once("unexpected-response", (_r, res) => {
         this.lastUpstreamError = `the engine refused the sandbox's connection with HTTP ${res.statusCode}`;
-        this.#o.log(this.lastUpstreamError);
+        this.o.log(this.lastUpstreamError);
         res.resume();
         resolve(false);
       });
@@ -166,95 +166,95 @@ export class WorkerRelay {
   /** Hand the worker its code: files (path → bytes), the entry file and its environment. */
   start(spec: { files: Record<string, Buffer>; entry: string; env: Record<string, string> }): void {
     const files = Object.fromEntries(Object.entries(spec.files).map(([p, b]) => [p, b.toString("base64")]));
-    this.#o.socket.write(frame("S", 0, Buffer.from(JSON.stringify({ files, entry: spec.entry, env: spec.env }))));
+    this.o.socket.write(frame("S", 0, Buffer.from(JSON.stringify({ files, entry: spec.entry, env: spec.env }))));
   }
 
   /** Functions the worker holds now (registered through a live connection). */
   functions(): { function_id: string; description?: string }[] {
-    return [...this.#functions.values()].map((r) =>
+    return [...this.registrations.values()].map((r) =>
       r.description === undefined ? { function_id: r.id } : { function_id: r.id, description: r.description },
     );
   }
 
   triggers(): { id: string; trigger_type: string; function_id: string }[] {
-    return [...this.#triggers.values()].map(({ id, trigger_type, function_id }) => ({ id, trigger_type, function_id }));
+    return [...this.boundTriggers.values()].map(({ id, trigger_type, function_id }) => ({ id, trigger_type, function_id }));
   }
 
   /** Registrations refused by the prefix rule (most recent last). */
   refused(): string[] {
-    return [...this.#refused];
+    return [...this.refusedIds];
   }
 
   /** Close every connection: the engine drops the worker's functions at once. */
   close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#spare?.ws.terminate();
-    for (const ws of this.#sockets) ws.terminate();
-    for (const leg of this.#legs.values()) leg.destroy();
-    this.#legs.clear();
-    this.#functions.clear();
-    this.#triggers.clear();
-    this.#server.close();
-    fs.rmSync(this.#o.listenPath, { force: true });
+    if (this.closed) return;
+    this.closed = true;
+    this.spare?.ws.terminate();
+    for (const ws of this.sockets) ws.terminate();
+    for (const leg of this.legs.values()) leg.destroy();
+    this.legs.clear();
+    this.registrations.clear();
+    this.boundTriggers.clear();
+    this.server.close();
+    fs.rmSync(this.o.listenPath, { force: true });
   }
 
   // ---------------------------------------------------------------- the mux from the guest
 
-  #onMux(d: Buffer): void {
-    this.#buf = this.#buf.length ? Buffer.concat([this.#buf, d]) : d;
-    while (this.#buf.length >= 9 && !this.#closed) {
-      const type = String.fromCharCode(this.#buf[0]!);
-      const conn = this.#buf.readUInt32BE(1);
-      const len = this.#buf.readUInt32BE(5);
+  private onMux(d: Buffer): void {
+    this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
+    while (this.buf.length >= 9 && !this.closed) {
+      const type = String.fromCharCode(this.buf[0]!);
+      const conn = this.buf.readUInt32BE(1);
+      const len = this.buf.readUInt32BE(5);
       if (len > RELAY_MUX_FRAME_LIMIT)
-        return this.#o.onViolation(`the guest runtime sent a ${len}-byte frame (limit ${RELAY_MUX_FRAME_LIMIT})`);
-      if (this.#buf.length < 9 + len) return;
-      const payload = Buffer.from(this.#buf.subarray(9, 9 + len));
-      this.#buf = this.#buf.subarray(9 + len);
-      this.#onMuxFrame(type, conn, payload);
+        return this.o.onViolation(`the guest runtime sent a ${len}-byte frame (limit ${RELAY_MUX_FRAME_LIMIT})`);
+      if (this.buf.length < 9 + len) return;
+      const payload = Buffer.from(this.buf.subarray(9, 9 + len));
+      this.buf = this.buf.subarray(9 + len);
+      this.onMuxFrame(type, conn, payload);
     }
   }
 
-  #onMuxFrame(type: string, conn: number, payload: Buffer): void {
+  private onMuxFrame(type: string, conn: number, payload: Buffer): void {
     switch (type) {
       case "O": {
         const now = Date.now();
-        this.#firstOpenAt ??= now;
-        this.#opens = this.#opens.filter((t) => now - t < 60_000);
-        this.#opens.push(now);
-        if (this.#opens.length > RELAY_MAX_OPENS_PER_MINUTE)
-          return this.#o.onViolation(`more than ${RELAY_MAX_OPENS_PER_MINUTE} connections a minute`);
-        if (this.#legs.size >= RELAY_MAX_CONNECTIONS) {
-          this.#o.socket.write(frame("C", conn));
+        this.firstOpenedAt ??= now;
+        this.opens = this.opens.filter((t) => now - t < 60_000);
+        this.opens.push(now);
+        if (this.opens.length > RELAY_MAX_OPENS_PER_MINUTE)
+          return this.o.onViolation(`more than ${RELAY_MAX_OPENS_PER_MINUTE} connections a minute`);
+        if (this.legs.size >= RELAY_MAX_CONNECTIONS) {
+          this.o.socket.write(frame("C", conn));
           return;
         }
-        const leg = net.connect(this.#o.listenPath);
-        this.#legs.set(conn, leg);
+        const leg = net.connect(this.o.listenPath);
+        this.legs.set(conn, leg);
         leg.on("data", (d: Buffer) => {
           for (let off = 0; off < d.length; off += RELAY_MUX_FRAME_LIMIT)
-            this.#o.socket.write(frame("D", conn, d.subarray(off, off + RELAY_MUX_FRAME_LIMIT)));
+            this.o.socket.write(frame("D", conn, d.subarray(off, off + RELAY_MUX_FRAME_LIMIT)));
         });
         leg.on("error", () => {});
         leg.on("close", () => {
-          if (this.#legs.get(conn) === leg) {
-            this.#legs.delete(conn);
-            if (!this.#closed) this.#o.socket.write(frame("C", conn));
+          if (this.legs.get(conn) === leg) {
+            this.legs.delete(conn);
+            if (!this.closed) this.o.socket.write(frame("C", conn));
           }
         });
         return;
       }
       case "D":
-        this.#legs.get(conn)?.write(payload);
+        this.legs.get(conn)?.write(payload);
         return;
       case "C": {
-        const leg = this.#legs.get(conn);
-        this.#legs.delete(conn);
+        const leg = this.legs.get(conn);
+        this.legs.delete(conn);
         leg?.end();
         return;
       }
       case "R":
-        this.#o.onRunning?.();
+        this.o.onRunning?.();
         return;
       case "X": {
         let exit: WorkerExit;
@@ -263,54 +263,54 @@ export class WorkerRelay {
         } catch {
           exit = { code: null, signal: null, error: "unreadable exit report", log_tail: "" };
         }
-        this.#o.onExit(exit);
+        this.o.onExit(exit);
         return;
       }
       default:
-        this.#o.onViolation(`the guest runtime sent an unknown frame type ${JSON.stringify(type)}`);
+        this.o.onViolation(`the guest runtime sent an unknown frame type ${JSON.stringify(type)}`);
     }
   }
 
   // ---------------------------------------------------------------- WebSocket termination
 
-  #upgrade(req: http.IncomingMessage, sock: net.Socket, head: Buffer): void {
+  private upgrade(req: http.IncomingMessage, sock: net.Socket, head: Buffer): void {
     const path = (req.url ?? "/").split("?")[0]!;
     if (path.endsWith("/otel")) {
       // Telemetry stays in the guest: accept (so the SDK does not retry forever) and drop.
-      this.#wss.handleUpgrade(req, sock, head, (ws) => ws.on("message", () => {}));
+      this.wss.handleUpgrade(req, sock, head, (ws) => ws.on("message", () => {}));
       return;
     }
     if (path !== "/") {
       sock.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
       return;
     }
-    const conn = this.#nextConn++;
-    const dialled = this.#spare ?? this.#dial();
-    this.#spare = undefined;
+    const conn = this.nextConn++;
+    const dialled = this.spare ?? this.dial();
+    this.spare = undefined;
     void dialled.open.then((ok) => {
       if (!ok || dialled.ws.readyState !== WebSocket.OPEN) {
         sock.end("HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
         return;
       }
-      if (this.#closed) return dialled.ws.terminate();
-      this.#wss.handleUpgrade(req, sock, head, (guest) => {
+      if (this.closed) return dialled.ws.terminate();
+      this.wss.handleUpgrade(req, sock, head, (guest) => {
         dialled.stopBuffering();
-        this.#pair(conn, guest, dialled.ws);
+        this.pair(conn, guest, dialled.ws);
         // What the engine said before the guest was there (workerregistered) goes first.
         for (const m of dialled.early) guest.send(m.data, { binary: m.isBinary });
       });
     });
   }
 
-  #pair(conn: number, guest: WebSocket, up: WebSocket): void {
-    this.#sockets.add(guest);
-    this.#sockets.add(up);
+  private pair(conn: number, guest: WebSocket, up: WebSocket): void {
+    this.sockets.add(guest);
+    this.sockets.add(up);
     const drop = () => {
-      this.#sockets.delete(guest);
-      this.#sockets.delete(up);
+      this.sockets.delete(guest);
+      this.sockets.delete(up);
       // The engine unregisters what this connection held when it closes.
-      for (const [id, r] of this.#functions) if (r.conn === conn) this.#functions.delete(id);
-      for (const [id, t] of this.#triggers) if (t.conn === conn) this.#triggers.delete(id);
+      for (const [id, r] of this.registrations) if (r.conn === conn) this.registrations.delete(id);
+      for (const [id, t] of this.boundTriggers) if (t.conn === conn) this.boundTriggers.delete(id);
       guest.terminate();
       up.terminate();
     };
@@ -319,12 +319,12 @@ export class WorkerRelay {
     guest.on("error", drop);
     up.on("error", drop);
     up.on("message", (data: RawData, isBinary: boolean) => {
-      if (!isBinary && this.#isInvocation(data)) this.#o.onActivity();
+      if (!isBinary && this.isInvocation(data)) this.o.onActivity();
       if (guest.readyState === WebSocket.OPEN) guest.send(data, { binary: isBinary });
     });
     guest.on("message", (data: RawData, isBinary: boolean) => {
-      if (!this.#take()) {
-        this.#o.onViolation(`frame flood: more than ${RELAY_FRAMES_PER_SECOND} frames a second (burst ${RELAY_FRAME_BURST})`);
+      if (!this.take()) {
+        this.o.onViolation(`frame flood: more than ${RELAY_FRAMES_PER_SECOND} frames a second (burst ${RELAY_FRAME_BURST})`);
         return drop();
       }
       if (isBinary) return; // telemetry or junk: the control socket carries JSON text
@@ -335,13 +335,13 @@ export class WorkerRelay {
         return;
       }
       if (typeof f !== "object" || f === null) return;
-      const verdict = this.#check(conn, f);
+      const verdict = this.check(conn, f);
       if (verdict.reply && guest.readyState === WebSocket.OPEN) guest.send(JSON.stringify(verdict.reply));
       if (verdict.forward && up.readyState === WebSocket.OPEN) up.send(data.toString());
     });
   }
 
-  #isInvocation(data: RawData): boolean {
+  private isInvocation(data: RawData): boolean {
     // Cheap test first: only invokefunction frames count as use.
     const text = data.toString();
     if (!text.includes('"invokefunction"')) return false;
@@ -353,58 +353,58 @@ export class WorkerRelay {
   }
 
   /** Token bucket over the guest's frames. */
-  #take(): boolean {
+  private take(): boolean {
     const now = Date.now();
-    this.#tokens = Math.min(RELAY_FRAME_BURST, this.#tokens + ((now - this.#lastRefill) / 1000) * RELAY_FRAMES_PER_SECOND);
-    this.#lastRefill = now;
-    if (this.#tokens < 1) return false;
-    this.#tokens -= 1;
+    this.tokens = Math.min(RELAY_FRAME_BURST, this.tokens + ((now - this.lastRefill) / 1000) * RELAY_FRAMES_PER_SECOND);
+    this.lastRefill = now;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
     return true;
   }
 
-  #mayCall(id: string): boolean {
-    const p = this.#o.policy;
+  private mayCall(id: string): boolean {
+    const p = this.o.policy;
     return SELF_CALLS.has(id) || id.startsWith(p.prefix) || p.call.some((g) => globMatch(g, id));
   }
 
-  #refuse(what: string): { code: string; message: string } {
-    this.#refused.push(what);
-    if (this.#refused.length > 32) this.#refused.shift();
-    this.#o.log(`refused: ${what}`);
-    return { code: "forbidden", message: `sandbox worker: ${what} (this sandbox may register only under '${this.#o.policy.prefix}')` };
+  private refuse(what: string): { code: string; message: string } {
+    this.refusedIds.push(what);
+    if (this.refusedIds.length > 32) this.refusedIds.shift();
+    this.o.log(`refused: ${what}`);
+    return { code: "forbidden", message: `sandbox worker: ${what} (this sandbox may register only under '${this.o.policy.prefix}')` };
   }
 
   /** Forward, or answer in the engine's place. */
-  #check(conn: number, f: Record<string, unknown>): { forward: boolean; reply?: unknown } {
-    const p = this.#o.policy;
+  private check(conn: number, f: Record<string, unknown>): { forward: boolean; reply?: unknown } {
+    const p = this.o.policy;
     const str = (k: string) => (typeof f[k] === "string" ? (f[k] as string) : "");
     switch (f.type) {
       case "registerfunction": {
         const id = str("id");
         if (!id.startsWith(p.prefix))
-          return { forward: false, reply: { type: "error", error: this.#refuse(`may not register function ${id}`) } };
+          return { forward: false, reply: { type: "error", error: this.refuse(`may not register function ${id}`) } };
         // An HTTP-invoked function is one the engine calls over the network for it: that would be
         // the network the VM does not have.
         if (f.invocation !== undefined)
-          return { forward: false, reply: { type: "error", error: this.#refuse(`may not register ${id} as an HTTP-invoked function`) } };
+          return { forward: false, reply: { type: "error", error: this.refuse(`may not register ${id} as an HTTP-invoked function`) } };
         const r: Registration = { id, conn };
         if (typeof f.description === "string") r.description = f.description;
-        this.#functions.set(id, r);
-        this.#o.onRegistered?.();
+        this.registrations.set(id, r);
+        this.o.onRegistered?.();
         return { forward: true };
       }
       case "unregisterfunction": {
         const id = str("id");
         if (!id.startsWith(p.prefix))
-          return { forward: false, reply: { type: "error", error: this.#refuse(`may not unregister function ${id}`) } };
-        this.#functions.delete(id);
+          return { forward: false, reply: { type: "error", error: this.refuse(`may not unregister function ${id}`) } };
+        this.registrations.delete(id);
         return { forward: true };
       }
       case "registertriggertype":
       case "unregistertriggertype": {
         const id = str("id");
         if (!id.startsWith(p.prefix))
-          return { forward: false, reply: { type: "error", error: this.#refuse(`may not register trigger type ${id}`) } };
+          return { forward: false, reply: { type: "error", error: this.refuse(`may not register trigger type ${id}`) } };
         return { forward: true };
       }
       case "registertrigger": {
@@ -418,18 +418,18 @@ export class WorkerRelay {
         if (bad)
           return {
             forward: false,
-            reply: { type: "triggerregistrationresult", id: f.id, trigger_type: tt, function_id: fid, error: this.#refuse(bad) },
+            reply: { type: "triggerregistrationresult", id: f.id, trigger_type: tt, function_id: fid, error: this.refuse(bad) },
           };
-        this.#triggers.set(str("id"), { id: str("id"), trigger_type: tt, function_id: fid, conn });
-        this.#o.onRegistered?.();
+        this.boundTriggers.set(str("id"), { id: str("id"), trigger_type: tt, function_id: fid, conn });
+        this.o.onRegistered?.();
         return { forward: true };
       }
       case "unregistertrigger":
-        this.#triggers.delete(str("id"));
+        this.boundTriggers.delete(str("id"));
         return { forward: true };
       case "invokefunction": {
         const fid = str("function_id");
-        if (this.#mayCall(fid)) return { forward: true };
+        if (this.mayCall(fid)) return { forward: true };
         const error = { code: "forbidden", message: `sandbox worker may not call ${fid}` };
         return {
           forward: false,
@@ -453,11 +453,11 @@ export class WorkerRelay {
 
   /** When the guest first opened a connection (Date.now()), if it has. */
   get firstOpenAt(): number | undefined {
-    return this.#firstOpenAt;
+    return this.firstOpenedAt;
   }
 
   /** Resolves when the relay's server listens. */
   get ready(): Promise<void> {
-    return this.#listening;
+    return this.listening;
   }
 }

@@ -130,21 +130,21 @@ interface Entry {
 
 export class WorkerSandboxes {
   readonly vms: Sandboxes;
-  readonly #o: WorkerSandboxesOptions;
-  readonly #log: (m: string) => void;
-  readonly #entries = new Map<string, Entry>();
+  private readonly o: WorkerSandboxesOptions;
+  private readonly log: (m: string) => void;
+  private readonly entries = new Map<string, Entry>();
   /** Prefixes of live and starting sandboxes. */
-  readonly #prefixes = new Set<string>();
-  readonly #tombstones = new Map<string, SandboxError>();
+  private readonly prefixes = new Set<string>();
+  private readonly tombstones = new Map<string, SandboxError>();
 
   constructor(o: WorkerSandboxesOptions) {
     this.vms = o.vms;
-    this.#o = o;
-    this.#log = o.log ?? (() => {});
+    this.o = o;
+    this.log = o.log ?? (() => {});
   }
 
   async spawn(req: SpawnWorkerRequest): Promise<SpawnWorkerResult> {
-    const { files, entry } = this.#files(req);
+    const { files, entry } = this.files(req);
     const idleTimeoutS = req.idle_timeout_s ?? WORKER_DEFAULT_IDLE_TIMEOUT_S;
     const timeoutS = req.timeout_s ?? WORKER_DEFAULT_TIMEOUT_S;
     if (timeoutS > WORKER_MAX_TIMEOUT_S) throw new SandboxError("limit_exceeded", `timeout_s is above the cap of ${WORKER_MAX_TIMEOUT_S}`);
@@ -155,28 +155,28 @@ export class WorkerSandboxes {
     for (const k of Object.keys(env))
       if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) throw new SandboxError("invalid_argument", `env: bad name ${JSON.stringify(k)}`);
     const prefix = req.register_prefix;
-    if (prefix !== undefined) this.#checkPrefix(prefix);
+    if (prefix !== undefined) this.checkPrefix(prefix);
 
     // Reserve the prefix before the first await, so two spawns cannot both take it.
     const provisional = prefix ?? `sbw-${randomBytes(6).toString("hex")}::`;
-    this.#prefixes.add(provisional);
+    this.prefixes.add(provisional);
     let vm;
     try {
       vm = await this.vms.create({ memory_mb: req.memory_mb, vcpus: req.vcpus, timeout_s: MAX_IDLE_TIMEOUT_S });
     } catch (e) {
-      this.#prefixes.delete(provisional);
+      this.prefixes.delete(provisional);
       this.vms.refill();
       throw e;
     }
     try {
-      return await this.#start(req, vm, prefix, provisional, files, entry, env, idleTimeoutS, timeoutS);
+      return await this.start(req, vm, prefix, provisional, files, entry, env, idleTimeoutS, timeoutS);
     } finally {
       // The pool is topped up once this worker is up: a refill boot would take a core from it.
       this.vms.refill();
     }
   }
 
-  async #start(
+  private async start(
     req: SpawnWorkerRequest,
     vm: CreateResult,
     prefix: string | undefined,
@@ -190,23 +190,23 @@ export class WorkerSandboxes {
     const id = vm.sandbox_id;
     if (prefix === undefined) {
       // The default prefix names the sandbox, so a caller can tell whose functions they are.
-      this.#prefixes.delete(provisional);
+      this.prefixes.delete(provisional);
       prefix = `${id}::`;
-      this.#prefixes.add(prefix);
+      this.prefixes.add(prefix);
     }
     const machine = this.vms.machineOf(id);
     if (!machine.engine) {
       await this.vms.destroy(id);
-      this.#prefixes.delete(prefix);
+      this.prefixes.delete(prefix);
       throw new SandboxError("internal_error", "the worker VM has no engine channel (wrong guest image?)");
     }
     let token: string | undefined;
-    if (this.#o.authSecret) {
+    if (this.o.authSecret) {
       token = await mintToken(
-        this.#o.authSecret,
+        this.o.authSecret,
         {
           sub: `sandbox-worker:${id}`,
-          ns: [this.#o.namespace],
+          ns: [this.o.namespace],
           register: [prefix],
           call: [`${prefix}*`, ...(req.allow_call ?? [])],
           bind: req.allow_bind ?? [...SANDBOX_DEFAULT_BIND],
@@ -231,13 +231,13 @@ export class WorkerSandboxes {
     };
     e.relay = new WorkerRelay({
       socket: machine.engine.socket,
-      listenPath: path.join(this.#o.stateDir, `relay-${id.slice(-12)}.sock`),
-      engineUrl: this.#o.engineUrl,
+      listenPath: path.join(this.o.stateDir, `relay-${id.slice(-12)}.sock`),
+      engineUrl: this.o.engineUrl,
       token,
       policy: { prefix, call: req.allow_call ?? [], bind: req.allow_bind ?? [...SANDBOX_DEFAULT_BIND] },
       onActivity: () => {
         e.lastInvokedAt = Date.now();
-        this.#armIdle(e);
+        this.armIdle(e);
       },
       onRegistered: () => {
         settledAt = Date.now();
@@ -247,8 +247,8 @@ export class WorkerSandboxes {
         runningAt = Date.now();
       },
       onExit: (x) => {
-        this.#log(`sandbox worker ${id} exited (${describeExit(x)}): stopping its VM`);
-        void this.#stop(
+        this.log(`sandbox worker ${id} exited (${describeExit(x)}): stopping its VM`);
+        void this.stopEntry(
           e,
           new SandboxError(
             "worker_crashed",
@@ -257,14 +257,14 @@ export class WorkerSandboxes {
         );
       },
       onViolation: (why) => {
-        this.#log(`sandbox worker ${id} stopped: ${why}`);
-        void this.#stop(e, new SandboxError("limit_exceeded", `sandbox worker ${id} was stopped: ${why}`));
+        this.log(`sandbox worker ${id} stopped: ${why}`);
+        void this.stopEntry(e, new SandboxError("limit_exceeded", `sandbox worker ${id} was stopped: ${why}`));
       },
-      log: (m) => this.#log(`[${id}] ${m}`),
+      log: (m) => this.log(`[${id}] ${m}`),
     });
-    this.#entries.set(id, e);
+    this.entries.set(id, e);
     void machine.exited.then((x) => {
-      if (!e.gone) void this.#stop(e, new SandboxError("guest_crashed", `sandbox worker ${id}'s VM exited: ${x.reason}`));
+      if (!e.gone) void this.stopEntry(e, new SandboxError("guest_crashed", `sandbox worker ${id}'s VM exited: ${x.reason}`));
     });
     const failed = new Promise<never>((_, reject) => {
       e.failed = reject;
@@ -275,17 +275,17 @@ export class WorkerSandboxes {
     const handedAt = Date.now();
     e.relay.start({ files, entry, env });
     try {
-      await Promise.race([failed, this.#untilRegistered(e, req.wait_for, () => settledAt)]);
+      await Promise.race([failed, this.untilRegistered(e, req.wait_for, () => settledAt)]);
     } catch (err) {
       const se = err instanceof SandboxError ? err : new SandboxError("internal_error", String(err));
-      await this.#stop(e, se);
+      await this.stopEntry(e, se);
       throw se;
     }
     e.failed = undefined;
-    this.#armIdle(e);
+    this.armIdle(e);
     e.deadline = setTimeout(() => {
-      this.#log(`sandbox worker ${id} reached its wall time of ${timeoutS} s`);
-      void this.#stop(e, new SandboxError("sandbox_not_found", `sandbox worker ${id} was stopped at its wall time of ${timeoutS} s`));
+      this.log(`sandbox worker ${id} reached its wall time of ${timeoutS} s`);
+      void this.stopEntry(e, new SandboxError("sandbox_not_found", `sandbox worker ${id} was stopped at its wall time of ${timeoutS} s`));
     }, timeoutS * 1000);
     e.deadline.unref();
     const readyAt = Date.now();
@@ -313,7 +313,7 @@ export class WorkerSandboxes {
   }
 
   list(): WorkerSummary[] {
-    return [...this.#entries.values()]
+    return [...this.entries.values()]
       .filter((e) => !e.gone)
       .map((e) => ({
         sandbox_id: e.id,
@@ -331,31 +331,33 @@ export class WorkerSandboxes {
 
   /** Stop a worker sandbox now: its functions leave the catalog. */
   async stop(id: string): Promise<{ sandbox_id: string; destroyed: true }> {
-    const e = this.#entries.get(id);
+    const e = this.entries.get(id);
     if (!e) {
-      const t = this.#tombstones.get(id);
+      const t = this.tombstones.get(id);
       if (t) throw new SandboxError(t.code === "guest_crashed" || t.code === "worker_crashed" ? t.code : "sandbox_not_found", t.message);
       throw new SandboxError("sandbox_not_found", `no sandbox worker ${id}`);
     }
-    await this.#stop(e, new SandboxError("sandbox_not_found", `sandbox worker ${id} was stopped`));
+    await this.stopEntry(e, new SandboxError("sandbox_not_found", `sandbox worker ${id} was stopped`));
     return { sandbox_id: id, destroyed: true };
   }
 
   async shutdown(): Promise<void> {
-    await Promise.all([...this.#entries.values()].map((e) => this.#stop(e, new SandboxError("host_shutting_down", "the host shut down"))));
+    await Promise.all(
+      [...this.entries.values()].map((e) => this.stopEntry(e, new SandboxError("host_shutting_down", "the host shut down"))),
+    );
     await this.vms.shutdown();
   }
 
-  async #stop(e: Entry, why: SandboxError): Promise<void> {
+  private async stopEntry(e: Entry, why: SandboxError): Promise<void> {
     if (e.gone) return;
     e.gone = true;
     clearTimeout(e.idleTimer);
     clearTimeout(e.deadline);
     e.relay.close();
-    this.#entries.delete(e.id);
-    this.#prefixes.delete(e.prefix);
-    this.#tombstones.set(e.id, why);
-    if (this.#tombstones.size > TOMBSTONES_KEPT) this.#tombstones.delete(this.#tombstones.keys().next().value as string);
+    this.entries.delete(e.id);
+    this.prefixes.delete(e.prefix);
+    this.tombstones.set(e.id, why);
+    if (this.tombstones.size > TOMBSTONES_KEPT) this.tombstones.delete(this.tombstones.keys().next().value as string);
     e.failed?.(why);
     if (this.vms.has(e.id)) {
       await this.vms
@@ -364,11 +366,11 @@ export class WorkerSandboxes {
     }
   }
 
-  #armIdle(e: Entry): void {
+  private armIdle(e: Entry): void {
     clearTimeout(e.idleTimer);
     e.idleTimer = setTimeout(() => {
-      this.#log(`sandbox worker ${e.id} idle for ${e.idleTimeoutS} s: stopping`);
-      void this.#stop(
+      this.log(`sandbox worker ${e.id} idle for ${e.idleTimeoutS} s: stopping`);
+      void this.stopEntry(
         e,
         new SandboxError("sandbox_not_found", `sandbox worker ${e.id} was stopped after ${e.idleTimeoutS} s without an invocation`),
       );
@@ -376,7 +378,7 @@ export class WorkerSandboxes {
     e.idleTimer.unref();
   }
 
-  async #untilRegistered(e: Entry, waitFor: string[] | undefined, lastRegistration: () => number): Promise<void> {
+  private async untilRegistered(e: Entry, waitFor: string[] | undefined, lastRegistration: () => number): Promise<void> {
     const handedAt = Date.now();
     for (;;) {
       if (e.gone) return;
@@ -385,7 +387,7 @@ export class WorkerSandboxes {
       const settled = waitFor
         ? want.every((id) => have.includes(id))
         : have.length > 0 && Date.now() - lastRegistration() >= WORKER_SETTLE_MS;
-      if (settled && (await this.#o.inCatalog(e.prefix, want))) return;
+      if (settled && (await this.o.inCatalog(e.prefix, want))) return;
       const connectedAt = e.relay.firstOpenAt;
       const upstream = e.relay.lastUpstreamError ? `; ${e.relay.lastUpstreamError}` : "";
       if (connectedAt === undefined && Date.now() - handedAt > WORKER_CONNECT_TIMEOUT_MS)
@@ -405,7 +407,7 @@ export class WorkerSandboxes {
     }
   }
 
-  #checkPrefix(prefix: string): void {
+  private checkPrefix(prefix: string): void {
     if (!PREFIX_RE.test(prefix) || prefix.length > 128) {
       throw new SandboxError(
         "invalid_argument",
@@ -414,14 +416,14 @@ export class WorkerSandboxes {
     }
     if (RESERVED_PREFIXES.some((r) => prefix.startsWith(r)))
       throw new SandboxError("invalid_argument", `register_prefix ${prefix} is reserved`);
-    for (const other of this.#prefixes) {
+    for (const other of this.prefixes) {
       if (prefix.startsWith(other) || other.startsWith(prefix)) {
         throw new SandboxError("invalid_argument", `register_prefix ${prefix} overlaps ${other}, held by another sandbox worker`);
       }
     }
   }
 
-  #files(req: SpawnWorkerRequest): { files: Record<string, Buffer>; entry: string } {
+  private files(req: SpawnWorkerRequest): { files: Record<string, Buffer>; entry: string } {
     if ((req.source === undefined) === (req.files === undefined))
       throw new SandboxError("invalid_argument", "give exactly one of source and files");
     const entry = req.entry ?? (req.source !== undefined ? "worker.mjs" : undefined);
