@@ -83,6 +83,8 @@ async function holdCall(tx: Tx, work: Work, call: FunctionCall, held: Extract<Pr
   const index = work.prepared.findIndex((p) => p.call.id === call.id);
   if (index >= 0) work.prepared[index] = { ...work.prepared[index], call: held.call };
   keepChanges(work, call.id, "pre_trigger", held.changes);
+  work.hooks ??= {};
+  (work.hooks[call.id] ??= {}).held_by = held.by;
   const binding = await bindingOf(held.call, await currentPolicyVersion(tx.trigger));
   const pending = pendingRecord(tx.sid, tx.rec.run_id, held.call, binding, Date.now(), held.pending_timeout_ms ?? pendingTimeoutMs());
   await writePending(tx.trigger, { ...pending, held_by: held.by } as typeof pending);
@@ -110,9 +112,10 @@ async function runCall(
   work: Work,
   call: FunctionCall,
   afterTriggered?: () => Promise<void>,
-  park?: (entry: Parked) => void | Promise<void>,
+  parkOnChild?: (entry: AwaitingApproval) => void,
   hooked?: BeforeCallOutcome,
   resumeAfter?: string,
+  parkHeld?: (entry: Parked) => void | Promise<void>,
 ): Promise<void> {
   const started = Date.now();
   const before =
@@ -129,10 +132,10 @@ async function runCall(
     return;
   }
   if (pre.kind === "hold") {
-    if (!park) throw new InvariantError(`call ${call.id} was held where it cannot park`);
+    if (!parkHeld) throw new InvariantError(`call ${call.id} was held where it cannot park`);
     const entry = await holdCall(tx, work, call, pre);
     work.calls[call.id] = "pending";
-    await park(entry);
+    await parkHeld(entry);
     return;
   }
   const target = pre.call;
@@ -144,10 +147,10 @@ async function runCall(
   await afterTriggered?.();
   let result = await invokeTarget(tx.trigger, target, tx.sid);
   // A first `harness::join` on a running child parks (children.ts); its after-hooks run on the resumed call's result.
-  const wait = park ? childWaitOf(target, result) : undefined;
-  if (park && wait) {
+  const wait = parkOnChild ? childWaitOf(target, result) : undefined;
+  if (parkOnChild && wait) {
     work.calls[call.id] = "pending";
-    await park(wait);
+    parkOnChild(wait);
     return;
   }
   result = await runAfterFunctionCallHooks(tx.trigger, tx.sid, target, result);
@@ -225,7 +228,9 @@ export async function functionExecute(tx: Tx): Promise<void> {
       continue;
     }
     if (p.route === "pre_approved") {
-      await tool.within(() => runCall(tx, work, call, undefined, (wait) => void newPending.push(wait)));
+      // A person's allow whose step was cut before the call ran: a held call goes on after its holder.
+      const heldBy = (work as Work).hooks?.[call.id]?.held_by;
+      await tool.within(() => runCall(tx, work, call, undefined, undefined, undefined, heldBy, (held) => void newPending.push(held)));
       settleToolSpan(tool, work, call.id);
       continue;
     }
@@ -239,8 +244,10 @@ export async function functionExecute(tx: Tx): Promise<void> {
         return g;
       },
     );
-    if (gate.kind === "allow") await tool.within(() => runCall(tx, work, call, undefined, (wait) => void newPending.push(wait)));
-    else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
+    if (gate.kind === "allow") {
+      const parkHere = (entry: AwaitingApproval) => void newPending.push(entry);
+      await tool.within(() => runCall(tx, work, call, undefined, parkHere, undefined, undefined, parkHere));
+    } else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
     else {
       const asked = await ask(tx, work, call, gate.policy_version);
       if (asked) newPending.push(asked);
@@ -376,6 +383,9 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
               await deleteDecision(tx.trigger, tx.sid, cid);
               await retirePending(tx.trigger, tx.sid, cid, "allow");
             },
+            undefined,
+            hooked,
+            heldBy,
             // Held (again) by a pre_trigger hook: parked anew, woken by a decision under a new step.
             async (again) => {
               await deleteDecision(tx.trigger, tx.sid, cid);
@@ -383,8 +393,6 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
               rec.awaiting_approval = [...(rec.awaiting_approval ?? []), again];
               changed = true;
             },
-            hooked,
-            heldBy,
           ),
         );
       } else {
