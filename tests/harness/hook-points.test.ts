@@ -138,7 +138,7 @@ async function hooksInUse(): Promise<void> {
 
 beforeAll(async () => {
   replay = await startProviderReplay();
-  engine = await startEngine({ env: { ...replayEnv(replay), III_PERMISSIONS_PATH: permissionsFile(PERMISSIONS) } });
+  engine = await startEngine({ env: { ...replayEnv(replay, { anthropic: true }), III_PERMISSIONS_PATH: permissionsFile(PERMISSIONS) } });
   iii = registerWorker(engine.wsUrl, { workerName: "hook-points-client", otel: { enabled: false } });
   ui = turnClient(engine, () => iii);
   app = registerWorker(engine.wsUrl, { workerName: "hook-points-app", otel: { enabled: false } });
@@ -291,6 +291,40 @@ describe("hooks at every point of a turn", () => {
     const spans = await turnSpans(sid);
     const names = new Set(spans.map((s) => s.name));
     for (const p of ["pre_turn", "pre_generate", "post_generate", "pre_trigger", "post_trigger"]) expect(names).toContain(`hooks ${p}`);
+  });
+
+  it("the same with Anthropic: the extended system prompt and appended message reach its request, the rewrites its function result", async () => {
+    const sid = "every-point-anthropic";
+    scripts.set(sid, {
+      "guard::context": (input) => ({
+        decision: "continue",
+        mutations: { system_prompt: `${input.generate?.system_prompt}\nAnswer in French.`, append_messages: [msg("memo: Ada is in Lyon")] },
+      }),
+      "guard::gate": (input) => ({
+        decision: "continue",
+        mutations: { arguments: { ...(input.call?.arguments as object), via: "anthropic" } },
+      }),
+      "guard::scrub": (input) =>
+        input.result?.function_id === "app::secret"
+          ? { decision: "continue", mutations: { content: [{ type: "text", text: "[caviardé]" }] } }
+          : undefined,
+    });
+    replay.enqueue(
+      "anthropic",
+      reply(callAgentTrigger("app::echo", { n: 7 }, "toolu_a1"), callAgentTrigger("app::secret", {}, "toolu_a2")),
+      reply(say("Fini.")),
+    );
+    await ui.startTurn(sid, "echo 7 and read the secret", { model: "claude-sonnet-4-6", provider: "anthropic" });
+    await ui.finished(sid);
+    expect(callsOf(sid, "guard::context")[0]!.input.generate).toMatchObject({ provider: "anthropic", model: "claude-sonnet-4-6" });
+    const [first, second] = replay.requestsFor("anthropic");
+    const body = first!.body as { system?: unknown; messages: { role: string; content: unknown }[] };
+    expect(asText(body.system)).toContain("Answer in French.");
+    expect(body.messages.map((m) => asText(m.content)).some((t) => t.includes("memo: Ada is in Lyon"))).toBe(true);
+    expect(ranIn("app::echo", sid).map((r) => r.args)).toEqual([{ n: 7, via: "anthropic" }]);
+    const results = asText((second!.body as { messages: { content: unknown }[] }).messages.map((m) => m.content));
+    expect(results).toContain("[caviardé]");
+    expect(results).not.toContain("hunter2");
   });
 
   it("a deny at pre_turn fails the turn with the reason, before the model is asked", async () => {
