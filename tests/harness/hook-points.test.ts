@@ -486,4 +486,32 @@ describe("hooks at every point of a turn", () => {
     expect(tool("s-1")).not.toContain("hunter2");
     expect(tool("s-2")).toMatch(/interrupted/i);
   });
+
+  it("the hooks' worker goes away: its bindings go with it, and the next turn runs without them (not denied for a missing hook)", async () => {
+    // The app is back from the restart before (iii-sdk reconnects and registers again).
+    await until(
+      async () =>
+        (await call<{ functions: { function_id: string }[] }>("engine::functions::list", {})).functions.some(
+          (f) => f.function_id === "app::echo",
+        ),
+      "app::echo registered again",
+      AFTER_RESTART_DEADLINE_MS,
+    );
+    await hooks.shutdown();
+    await until(
+      async () => (await bindingsOf("guard::turn")).length === 0 && (await bindingsOf("guard::gate")).length === 0,
+      "the bindings gone",
+      30_000,
+    );
+    const sid = "unbound";
+    replay.enqueue("openai", reply(callAgentTrigger("app::echo", { n: 9 }, "g-1")), reply(say("echoed")));
+    await ui.startTurn(sid, "echo 9");
+    await ui.finished(sid, "stopped", AFTER_RESTART_DEADLINE_MS);
+    const results = (await ui.transcript(sid)).filter((m) => m.role === "function_result").map((m) => textOf(m));
+    expect(
+      ranIn("app::echo", sid).map((r) => r.args),
+      results.join("\n"),
+    ).toEqual([{ n: 9 }]);
+    expect(callsOf(sid)).toEqual([]);
+  });
 });

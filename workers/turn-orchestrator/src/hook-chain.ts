@@ -169,12 +169,20 @@ export interface ChainPorts {
   invoke(functionId: string, input: HookInput, timeoutMs: number): Promise<unknown>;
   setTimer(fn: () => void, ms: number): unknown;
   clearTimer(handle: unknown): void;
+  /** Asked when a hook's function is not found: whether its binding still exists. A worker that
+   * went away took its bindings with it, and a cache that has not heard yet must not turn that
+   * into a denial; a binding that outlives its function (engine-held) is a hook that is down. */
+  stillBound?(b: HookBinding): Promise<boolean>;
 }
 
-export const enginePorts = (trigger: Trigger): ChainPorts => ({
+export const enginePorts = (trigger: Trigger, cache: HookBindings = hookBindings): ChainPorts => ({
   invoke: (function_id, input, timeoutMs) => trigger({ function_id, payload: input, timeoutMs }),
   setTimer: (fn, ms) => setTimeout(fn, ms),
   clearTimer: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+  stillBound: async (b) => {
+    cache.invalidate();
+    return (await cache.of(trigger, b.point)).some((x) => x.id === b.id);
+  },
 });
 
 export type ChainOutcome =
@@ -206,7 +214,7 @@ async function ask(
   ports: ChainPorts,
   b: HookBinding,
   input: HookInput,
-): Promise<{ output: z.output<typeof hookOutput> } | { failure: string }> {
+): Promise<{ output: z.output<typeof hookOutput> } | { failure: string } | { unbound: true }> {
   let timer: unknown;
   const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
     timer = ports.setTimer(() => resolve(TIMED_OUT), b.config.timeout_ms);
@@ -218,6 +226,7 @@ async function ask(
     if (!parsed.success) return { failure: `an unreadable answer: ${formatIssues(parsed.error)}` };
     return { output: parsed.data };
   } catch (e) {
+    if (errorCode(e) === "function_not_found" && ports.stillBound && !(await ports.stillBound(b))) return { unbound: true };
     return { failure: `${errorCode(e) ?? "error"}: ${errorText(e)}` };
   } finally {
     ports.clearTimer(timer);
@@ -286,6 +295,7 @@ export async function runHookChain(
   }
   for (const b of chain) {
     const answer = await ask(ports, b, current);
+    if ("unbound" in answer) continue;
     let failure = "failure" in answer ? answer.failure : undefined;
     if ("output" in answer) {
       const out = answer.output;

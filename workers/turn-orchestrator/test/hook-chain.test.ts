@@ -177,6 +177,23 @@ describe("the chain", () => {
     expect((await runHookChain(ports, [bound("post_generate", "x::deny_after")], envelope("post_generate"))).decision).toBe("continue");
   });
 
+  it("a hook whose function is gone: skipped when its binding went with it, fail_closed while the binding stays", async () => {
+    const { ports, called } = harness({
+      "gone::gate": () => {
+        throw new IIIError("function_not_found", "Function gone::gate not found");
+      },
+      "next::one": undefined,
+    });
+    const bindings = [bound("pre_trigger", "gone::gate"), bound("pre_trigger", "next::one", { priority: 1 })];
+    const asked: string[] = [];
+    const gone = await runHookChain({ ...ports, stillBound: async (b) => (asked.push(b.id), false) }, bindings, callInput());
+    expect(gone.decision).toBe("continue");
+    expect(asked).toEqual(["gone::gate"]);
+    expect(called.map((c) => c.fn)).toEqual(["gone::gate", "next::one"]);
+    const down = await runHookChain({ ...ports, stillBound: async () => true }, bindings, callInput());
+    expect(down).toMatchObject({ decision: "deny", by: "gone::gate", reason: expect.stringContaining("function_not_found") });
+  });
+
   it("pre_generate may set the system prompt and append messages, within the bound", async () => {
     const msg = (t: string) => ({ role: "user", content: t });
     const { ports } = harness({
