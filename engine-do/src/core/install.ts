@@ -1,5 +1,6 @@
 // Everything the engine provides out of the box, added to a core in one place.
 import { installEngineFunctions } from "./builtins/engine-fns.ts";
+import { installHookPoints } from "./builtins/hook-points.ts";
 import { installLog } from "./builtins/log.ts";
 import { installChannels, type ChannelHub } from "./channels/hub.ts";
 import { installPubSub } from "./builtins/pubsub.ts";
@@ -44,6 +45,7 @@ export interface Installed {
 export function installEngine(core: EngineApi, opts: InstallOptions = {}): Installed {
   installEngineFunctions(core);
   installLog(core);
+  installHookPoints(core);
   installTelemetry(core, core.telemetry, opts.DB);
   const now = () => core.ports.clock.now();
   const deadLetters = opts.DB ? new D1DeadLetters(opts.DB, core.ports.namespace, now) : new LocalDeadLetters(core.ports.sql, now);

@@ -12,6 +12,7 @@ export * from "./events.ts";
 export * from "./failover.ts";
 export * from "./harness.ts";
 export * from "./hook-fanout.ts";
+export * from "./hooks.ts";
 export * from "./messages.ts";
 export * from "./policy.ts";
 export * from "./providers.ts";

@@ -2,7 +2,7 @@
 // checkpoints: `triggered` is written before a target is invoked and `done` with its result, so a
 // step delivered again after a crash never invokes a call twice — a call found `triggered` but
 // not `done` gets an "interrupted, ran at most once" result instead.
-import { bindingChange, approvalState } from "@iii-edge/protocol/harness";
+import { bindingChange, approvalState, HOOK_TRIGGER_TYPES, type HookDenialEnvelope } from "@iii-edge/protocol/harness";
 import type {
   ApprovalDecision,
   AwaitingApproval,
@@ -15,7 +15,9 @@ import type {
 import { bindingOf, currentPolicyVersion, decideCall, pendingRecord, pendingTimeoutMs, retirePending, writePending } from "./approvals.ts";
 import { callBestEffort, callRequired, type Trigger } from "./calls.ts";
 import { childWaitOf } from "./children.ts";
+import { redactArgs } from "./denials.ts";
 import { decisionResult, denialResult, interruptedResult, invokeTarget, isErrorResult, parseDecision, planBatch } from "./gate.ts";
+import { keepChanges, postTrigger, preTrigger, type PreTriggerOutcome, type WorkWithHooks } from "./hook-points.ts";
 import { finishSession, turnEndOnce } from "./lifecycle.ts";
 import { boundedKey, requireBatch, resultEntryId, InvariantError } from "./record.ts";
 import type { BeforeCallOutcome } from "./hooks.ts";
@@ -24,7 +26,9 @@ import { enqueue, stepMessage, type Tx } from "./store.ts";
 import { appendMany } from "./transcript.ts";
 import { ToolSpan } from "./trace.ts";
 
-type Work = NonNullable<TurnStateRecord["work"]>;
+type Work = NonNullable<TurnStateRecord["work"]> & WorkWithHooks;
+/** A parked call's entry, with the hook that held it when a `pre_trigger` hook did. */
+type Parked = AwaitingApproval & { held_by?: string };
 
 async function readDecision(trigger: Trigger, sid: string, cid: string): Promise<ApprovalDecision | undefined> {
   return parseDecision(await callRequired<unknown>(trigger, "state::get", approvalState.decision(sid, cid)));
@@ -58,9 +62,51 @@ async function recordResult(
   });
 }
 
+/** What the model reads when a `pre_trigger` hook denied the call. */
+function preTriggerDenial(call: FunctionCall, by: string, reason: string): FunctionResult {
+  const envelope: HookDenialEnvelope = {
+    schema_version: 1,
+    status: "denied",
+    denied_by: "hook",
+    hook_topic: HOOK_TRIGGER_TYPES.pre_trigger,
+    function_id: call.function_id,
+    args_excerpt: redactArgs(call.arguments),
+    reason: `The call to \`${call.function_id}\` was denied by the pre_trigger hook ${by}: ${reason}. It was not run.`,
+  };
+  return { content: [{ type: "text", text: envelope.reason }], details: envelope, terminate: false };
+}
+
+/** Park a call a `pre_trigger` hook held, as a person's approval parks one: its inbox record is
+ * written now (the hook's pending_timeout_ms, else the approval timeout), and the call as the hooks
+ * before the holder left it is what the batch keeps and what a person approves. */
+async function holdCall(tx: Tx, work: Work, call: FunctionCall, held: Extract<PreTriggerOutcome, { kind: "hold" }>): Promise<Parked> {
+  const index = work.prepared.findIndex((p) => p.call.id === call.id);
+  if (index >= 0) work.prepared[index] = { ...work.prepared[index], call: held.call };
+  keepChanges(work, call.id, "pre_trigger", held.changes);
+  work.hooks ??= {};
+  (work.hooks[call.id] ??= {}).held_by = held.by;
+  const binding = await bindingOf(held.call, await currentPolicyVersion(tx.trigger));
+  const pending = pendingRecord(tx.sid, tx.rec.run_id, held.call, binding, Date.now(), held.pending_timeout_ms ?? pendingTimeoutMs());
+  await writePending(tx.trigger, { ...pending, held_by: held.by } as typeof pending);
+  return {
+    function_call_id: call.id,
+    function_id: call.function_id,
+    args: held.call.arguments,
+    pending_at: pending.pending_at,
+    expires_at: pending.expires_at,
+    args_hash: binding.args_hash,
+    policy_version: binding.policy_version,
+    held_by: held.by,
+  };
+}
+
 /** Dispatch an allowed call exactly once: `triggered` is durable before the target is invoked. The
- * before-call hooks run first (they may deny it, or rewrite its arguments: the rewritten call is
- * kept in the batch by the same write that marks it triggered). */
+ * before-call hooks run first — `agent::before_function_call`, then the `pre_trigger` chain — and
+ * may deny it, hold it (`park`) or rewrite its arguments: the rewritten call and what each hook
+ * changed are kept in the batch by the same write that marks it triggered. `resumeAfter`: a held
+ * call a person released; its chain goes on after the hook that held it. After the call, the
+ * `agent::after_function_call` hooks and the `post_trigger` chain may rewrite the result, which is
+ * checkpointed with the `done` mark. */
 async function runCall(
   tx: Tx,
   work: Work,
@@ -68,15 +114,32 @@ async function runCall(
   afterTriggered?: () => Promise<void>,
   parkOnChild?: (entry: AwaitingApproval) => void,
   hooked?: BeforeCallOutcome,
+  resumeAfter?: string,
+  parkHeld?: (entry: Parked) => void | Promise<void>,
 ): Promise<void> {
   const started = Date.now();
-  const before = hooked ?? (await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call));
+  const before =
+    hooked ?? (resumeAfter !== undefined ? { kind: "run" as const, call } : await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call));
   if (before.kind === "deny") {
     await recordResult(tx, work, call, before.result, Date.now() - started, true);
     await afterTriggered?.();
     return;
   }
-  const target = before.call;
+  const pre = await preTrigger(tx, before.call, resumeAfter);
+  if (pre.kind === "deny") {
+    await recordResult(tx, work, call, preTriggerDenial(before.call, pre.by, pre.reason), Date.now() - started, true);
+    await afterTriggered?.();
+    return;
+  }
+  if (pre.kind === "hold") {
+    if (!parkHeld) throw new InvariantError(`call ${call.id} was held where it cannot park`);
+    const entry = await holdCall(tx, work, call, pre);
+    work.calls[call.id] = "pending";
+    await parkHeld(entry);
+    return;
+  }
+  const target = pre.call;
+  keepChanges(work, call.id, "pre_trigger", pre.changes);
   const index = work.prepared.findIndex((p) => p.call.id === call.id);
   if (target !== call && index >= 0) work.prepared[index] = { ...work.prepared[index], call: target };
   work.calls[call.id] = "triggered";
@@ -91,7 +154,9 @@ async function runCall(
     return;
   }
   result = await runAfterFunctionCallHooks(tx.trigger, tx.sid, target, result);
-  await recordResult(tx, work, call, result, Date.now() - started);
+  const post = await postTrigger(tx, target, result, isErrorResult(result));
+  keepChanges(work, call.id, "post_trigger", post.changes);
+  await recordResult(tx, work, call, post.result, Date.now() - started, post.is_error);
 }
 
 const interrupted = (call: FunctionCall): FunctionResult => interruptedResult(call, "the harness stopped while it ran");
@@ -163,7 +228,9 @@ export async function functionExecute(tx: Tx): Promise<void> {
       continue;
     }
     if (p.route === "pre_approved") {
-      await tool.within(() => runCall(tx, work, call));
+      // A person's allow whose step was cut before the call ran: a held call goes on after its holder.
+      const heldBy = (work as Work).hooks?.[call.id]?.held_by;
+      await tool.within(() => runCall(tx, work, call, undefined, undefined, undefined, heldBy, (held) => void newPending.push(held)));
       settleToolSpan(tool, work, call.id);
       continue;
     }
@@ -177,8 +244,10 @@ export async function functionExecute(tx: Tx): Promise<void> {
         return g;
       },
     );
-    if (gate.kind === "allow") await tool.within(() => runCall(tx, work, call, undefined, (wait) => newPending.push(wait)));
-    else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
+    if (gate.kind === "allow") {
+      const parkHere = (entry: AwaitingApproval) => void newPending.push(entry);
+      await tool.within(() => runCall(tx, work, call, undefined, parkHere, undefined, undefined, parkHere));
+    } else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
     else {
       const asked = await ask(tx, work, call, gate.policy_version);
       if (asked) newPending.push(asked);
@@ -273,9 +342,11 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
       if (decision.decision === "allow") {
         // An allow counts for what the person was shown: the same function, the same arguments
         // after the hooks, the same policy. If any changed, they are asked again.
+        const heldBy = (entry as Parked).held_by;
         let hooked: BeforeCallOutcome | undefined;
         if (decision.binding) {
-          hooked = await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call);
+          // A held call was approved as the hooks before its holder left it: that call is kept.
+          hooked = heldBy !== undefined ? { kind: "run", call } : await runBeforeFunctionCallHooks(tx.trigger, tx.sid, call);
           if (hooked.kind === "run") {
             const now = await bindingOf(hooked.call, await currentPolicyVersion(tx.trigger));
             if (bindingChange(decision.binding, now) !== undefined) {
@@ -314,6 +385,14 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
             },
             undefined,
             hooked,
+            heldBy,
+            // Held (again) by a pre_trigger hook: parked anew, woken by a decision under a new step.
+            async (again) => {
+              await deleteDecision(tx.trigger, tx.sid, cid);
+              rec.step += 1;
+              rec.awaiting_approval = [...(rec.awaiting_approval ?? []), again];
+              changed = true;
+            },
           ),
         );
       } else {

@@ -29,6 +29,7 @@ import { SCOPE_APPROVALS } from "./constants.ts";
 import { getState, onApproval, readEvents, steer, stopRun } from "./control.ts";
 import { registerBranchFunctions } from "./branches.ts";
 import { functionAwaitingApproval, functionExecute } from "./functions.ts";
+import { registerHookBindings } from "./hook-chain.ts";
 import { registerHookPresence } from "./hooks.ts";
 import { checkSession, OWNER_CHECKED } from "./owners.ts";
 import { NOTIFY_SUBSCRIBER, notifySubscriber, runRequestView, runStatus, subscribe, unsubscribe } from "./public.ts";
@@ -188,6 +189,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
     // run::resume, run::rerun_from, run::fork (branches.ts).
     registerBranchFunctions(iii, newRunId);
     registerHookPresence(iii);
+    registerHookBindings(iii);
   },
 };
 export default worker;

@@ -6,6 +6,7 @@ import {
   agentMessageSchema,
   INBOX_FOLLOWUP,
   INBOX_STEERING,
+  HOOK_DENIED,
   provisioningPrepareResponse,
   type AgentMessage,
 } from "@iii-edge/protocol/harness";
@@ -13,6 +14,7 @@ import type { Channels } from "@iii-edge/sdk-edge/worker";
 import { callRequired, errorCode, errorText, isTransportFailure, TransientError } from "./calls.ts";
 import { PROVISIONING_TIMEOUT_MS } from "./constants.ts";
 import { endAtMaxTurns, failRun, finishSession, maxTurnsReached, turnEndOnce } from "./lifecycle.ts";
+import { postGenerate, preGenerate, preTurn } from "./hook-points.ts";
 import { functionCallsOf, normaliseMessage } from "./messages.ts";
 import { assistantEntryId, inboxEntryId } from "./record.ts";
 import { requireRunRequest, saveRunRequest } from "./run-request.ts";
@@ -27,6 +29,9 @@ import { appendMany, appendOne, updateMessage, type Entry } from "./transcript.t
  * request and the record (model_meta resolved once per run, §7). */
 export async function provisioning(tx: Tx): Promise<void> {
   const req = await requireRunRequest(tx.trigger, tx.sid);
+  // pre_turn hooks, before anything is spent on the run (no prompt built, no sandbox made).
+  const denied = await preTurn(tx, req);
+  if (denied) return failRun(tx, HOOK_DENIED, denied);
   let reply: unknown;
   try {
     reply = await tx.trigger({
@@ -82,7 +87,12 @@ export async function assistantStreaming(tx: Tx, channels: Channels): Promise<vo
     if (refused) return failRun(tx, refused.kind, refused.message, { assistant: refused.assistant });
   }
   const window = await compactionPreflight(tx, req, transcriptEntries);
-  const { message, bodyStreamed } = await streamAssistant(tx.trigger, channels, tx.events, req, window, tx.tracer);
+  // pre_generate hooks over what is about to be sent: they may replace the system prompt and append
+  // messages to this round's context (not to the transcript), or deny the round.
+  const generate = await preGenerate(tx, req, window);
+  if ("deny" in generate) return failRun(tx, HOOK_DENIED, generate.deny);
+  const sent = generate.system_prompt === req.system_prompt ? req : { ...req, system_prompt: generate.system_prompt };
+  const { message, bodyStreamed } = await streamAssistant(tx.trigger, channels, tx.events, sent, generate.messages, tx.tracer);
   rec.last_assistant = message;
   rec.assistant_body_streamed = bodyStreamed;
   if (req.budget_id) await recordBudgetSpend(tx.trigger, rec, req, message);
@@ -100,6 +110,9 @@ export async function assistantStreaming(tx: Tx, channels: Channels): Promise<vo
   // A redelivered round streams again; its entry id is the same, so it replaces the first copy.
   const entry: Entry = { entry_id: assistantEntryId(rec.run_id, rec.turn_count), message };
   if (!(await appendOne(tx.trigger, tx.sid, entry))) await updateMessage(tx.trigger, tx.sid, entry);
+  // post_generate hooks see the final message, read-only; only a fail_closed one that failed stops the run.
+  const postFailed = await postGenerate(tx, req, message);
+  if (postFailed) return failRun(tx, HOOK_DENIED, postFailed);
   if (functionCallsOf(message).length > 0) {
     delete rec.work;
     delete rec.awaiting_approval;
