@@ -33,6 +33,7 @@ import { registerHookPresence } from "./hooks.ts";
 import { checkSession, OWNER_CHECKED } from "./owners.ts";
 import { NOTIFY_SUBSCRIBER, notifySubscriber, runRequestView, runStatus, subscribe, unsubscribe } from "./public.ts";
 import { runStart } from "./run-start.ts";
+import { registerHarnessSurface } from "./surface.ts";
 import { assistantStreaming, provisioning, steeringCheck } from "./steps.ts";
 import type { Tx } from "./store.ts";
 import { runTransition, stepPayload, type StepPayload } from "./transition.ts";
@@ -43,8 +44,13 @@ export { inferProvider } from "./streaming.ts";
 export interface TurnOrchestratorConfig {
   /** Run ids when `run::start` has no message_id (injected in tests). */
   newRunId?: () => string;
+  /** Session ids of `harness::send` without one (injected in tests). */
+  newSessionId?: () => string;
+  /** The clock of `harness::send`'s idempotency keys (injected in tests). */
+  now?: () => number;
 }
 
+const newSessionIdDefault = (): string => `s${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 const newRunIdDefault = (): string => `r${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 
 export const worker: WorkerModule<TurnOrchestratorConfig> = {
@@ -188,6 +194,13 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
     // run::resume, run::rerun_from, run::fork (branches.ts).
     registerBranchFunctions(iii, newRunId);
     registerHookPresence(iii);
+    // iii's harness::send|run|stop|status (surface.ts), driving the same turn.
+    registerHarnessSurface(iii, {
+      newRunId,
+      newSessionId: config.newSessionId ?? newSessionIdDefault,
+      now: config.now ?? Date.now,
+      tracer,
+    });
   },
 };
 export default worker;
