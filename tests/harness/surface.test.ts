@@ -19,6 +19,7 @@ import type {
   TurnCompletedEvent,
   TurnStartedEvent,
 } from "@iii-edge/protocol/harness";
+import { subAgentSessionId } from "@iii-edge/worker-sub-agents/ids";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
@@ -40,6 +41,8 @@ import { asText, openaiMessages, TURN_DEADLINE_MS, textOf, turnClient } from "./
 const PERMISSIONS = `version: 1
 rules:
   - 'surface-app::*'
+  - harness::spawn
+  - harness::join
 `;
 const sessionId = (name: string) => `hs-${name}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
 const SCHEMA = { type: "object", properties: { city: { type: "string" }, temp: { type: "number" } }, required: ["city", "temp"] };
@@ -251,6 +254,52 @@ describe("iii's harness surface on the deployed harness", () => {
     replay.enqueue("openai", reply(say("Ran to the end.")));
     const r = await call_<HarnessRunResponse>("harness::run", { message: "run it", model: "gpt-4o", provider: "openai" });
     expect(r).toMatchObject({ status: "completed", result: "Ran to the end.", turn_id: expect.any(String) });
+  });
+
+  it("harness::spawn takes iii's shape: the child gets its own typed output and the parent's fallback models, and answers child_turn_id", async () => {
+    const sid = sessionId("spawn");
+    replay.enqueue("openai", reply(callAgentTrigger("surface-app::wait", {}, "w0")));
+    const sent = await send({ session_id: sid, message: "get the weather", options: { fallback_models: ["anthropic:claude-sonnet-4-5"] } });
+    await until(() => waiting.length > 0, "the parent's first call", TURN_DEADLINE_MS);
+    // The child's id follows from the parent's turn and the spawn's call id, so the model can join it.
+    const child = await subAgentSessionId(sid, sent.turn_id, "sp1");
+    replay.enqueue(
+      "openai",
+      reply(
+        callAgentTrigger(
+          "harness::spawn",
+          {
+            task: { role: "user", content: "Weather in Oslo, as data." },
+            ...CLAUDE,
+            options: { output: { type: "json", schema: SCHEMA } },
+          },
+          "sp1",
+        ),
+        callAgentTrigger("harness::join", { child_session_id: child }, "j1"),
+      ),
+      reply(say("Oslo: 3 degrees.")),
+    );
+    replay.enqueue("anthropic", reply(call("submit_result", { city: "Oslo", temp: 3 }, "s1")));
+    waiting.shift()!();
+
+    expect(await terminal(child)).toMatchObject({ status: "completed", depth: 1, result: { city: "Oslo", temp: 3 } });
+    expect(await call_("run::request", { session_id: child })).toMatchObject({
+      provider: "anthropic",
+      fallback_models: ["anthropic:claude-sonnet-4-5"],
+    });
+    expect(await terminal(sid)).toMatchObject({ status: "completed", result: "Oslo: 3 degrees." });
+    // The anthropic child was held to its contract with submit_result; it was asked the task.
+    expect(bodyText(replay.requestsFor("anthropic")[0])).toContain("Weather in Oslo, as data.");
+    const spawned = (await ui.transcript(sid)).find((m) => m.role === "function_result" && m.function_call_id === "sp1");
+    const childRun = (await call_<{ run_id: string }>("run::status", { session_id: child })).run_id;
+    expect(spawned && "details" in spawned ? spawned.details : undefined).toMatchObject({
+      child_session_id: child,
+      child_turn_id: childRun,
+    });
+    expect(await until(() => started.find((e) => e.session_id === child), "the child's turn_started", TURN_DEADLINE_MS)).toMatchObject({
+      turn_id: childRun,
+      parent: { session_id: sid, turn_id: sent.turn_id, function_call_id: "sp1" },
+    });
   });
 
   describe("typed outputs", () => {

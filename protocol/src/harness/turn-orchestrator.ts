@@ -341,6 +341,8 @@ export const runRequestViewSchema = z.object({
   skills: z.array(z.string()).optional(),
   isolation: z.boolean().optional(),
   budget_id: z.string().optional(),
+  /** `options.fallback_models` of the run, in order (a spawned child inherits them). */
+  fallback_models: z.array(z.string()).optional(),
   /** Set when a sub-agent spawn started the run. */
   parent: z.looseObject({ session_id: z.string(), run_id: z.string(), depth: z.number().int() }).optional(),
 });

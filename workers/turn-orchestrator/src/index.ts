@@ -22,7 +22,7 @@ import {
   type TurnState,
   type TurnSubscribeRequest,
 } from "@iii-edge/protocol/harness";
-import { runOptionsField } from "@iii-edge/protocol/harness";
+import { outputContract, runOptionsField } from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
@@ -91,7 +91,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description:
           "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
-        input: runStartWithParentRequest.extend(runOptionsField),
+        input: runStartWithParentRequest.extend({ ...runOptionsField, output: outputContract.optional() }),
         response_format: responseFormat(runStartResponse),
         metadata: OWNER_CHECKED,
       },

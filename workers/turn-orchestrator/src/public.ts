@@ -68,6 +68,7 @@ export async function runRequestView(trigger: Trigger, sid: string): Promise<Run
   if (req.skills) v.skills = [...req.skills];
   if (req.isolation !== undefined) v.isolation = req.isolation;
   if (req.budget_id !== undefined) v.budget_id = req.budget_id;
+  if (req.fallback_models?.length) v.fallback_models = [...req.fallback_models];
   const parent = parentLink.safeParse((raw as { parent?: unknown } | null)?.parent);
   if (parent.success) v.parent = parent.data;
   return v;

@@ -5,6 +5,7 @@ import {
   MAX_VALIDATION_RETRIES,
   SUBMIT_RESULT_TOOL,
   harnessSendRequest,
+  harnessSpawnRequest,
   harnessStatusResponse,
   type AssistantMessage,
   type PreparedCall,
@@ -203,5 +204,24 @@ describe("a message merged while calls were open", () => {
     expect(deferMergedMessages(stored).map((e) => e.entry_id)).toEqual(["u1", "a-c1", "r-c1", "u2", "u3"]);
     // A batch still open at the end (the results not written yet): the message stays last.
     expect(deferMergedMessages([call("c2"), entry("u4", "user")]).map((e) => e.entry_id)).toEqual(["a-c2", "u4"]);
+  });
+});
+
+describe("harness::spawn's request", () => {
+  it("takes iii's SpawnRequest: a message task becomes its text, options carry the output contract", () => {
+    const r = harnessSpawnRequest.parse({
+      task: { role: "user", content: [{ type: "text", text: "Count to three." }] },
+      options: { output: { type: "json", schema: { type: "array" } }, max_turns: 4, fallback_models: ["openai:gpt-4o"] },
+    });
+    expect(r.task).toBe("Count to three.");
+    expect(r.options?.output).toEqual({ type: "json", schema: { type: "array" } });
+    // Our own callers' shape still parses.
+    expect(harnessSpawnRequest.parse({ task: "Count.", max_turns: 2 })).toMatchObject({ task: "Count.", max_turns: 2 });
+  });
+
+  it("refuses what it cannot do rather than ignoring it", () => {
+    expect(harnessSpawnRequest.safeParse({ task: "x", session_id: "fork-1" }).success).toBe(false);
+    expect(harnessSpawnRequest.safeParse({ task: { role: "user", content: "  " } }).success).toBe(false);
+    expect(harnessSpawnRequest.safeParse({ task: "x", options: { output: { type: "json", schema: "no" } } }).success).toBe(false);
   });
 });
