@@ -206,6 +206,11 @@ export class Tx {
     for (const e of ends) this.events.emit(e);
     // iii's `harness::turn_completed`: this write is the one that made the run terminal, and the
     // compare-and-set lets exactly one write do that per run, so it fires at most once.
-    if (isTerminal(this.rec.state) && (!before || !isTerminal(before.state))) await fireTurnCompleted(this.trigger, this.rec);
+    // The run's own events go out first, so a listener never hears of the end before a follower of
+    // `agent::events` can.
+    if (isTerminal(this.rec.state) && (!before || !isTerminal(before.state))) {
+      await this.events.flush();
+      await fireTurnCompleted(this.trigger, this.rec);
+    }
   }
 }

@@ -36,7 +36,7 @@ import { compareAndSet, type Tracer, type WorkerSurface } from "@iii-edge/sdk-ed
 import { z } from "zod";
 import { callRequired, errorCode, type Trigger } from "./calls.ts";
 import { DEFAULT_MAX_TURNS } from "@iii-edge/protocol/harness";
-import { START_CLAIM_TTL_MS, STORAGE_TIMEOUT_MS } from "./constants.ts";
+import { SCOPE_IDEMPOTENCY, START_CLAIM_TTL_MS, STORAGE_TIMEOUT_MS } from "./constants.ts";
 import { stopRun } from "./control.ts";
 import { normaliseMessage } from "./messages.ts";
 import { checkSession, OWNER_CHECKED } from "./owners.ts";
@@ -48,8 +48,6 @@ import { appendOne, ensureSession } from "./transcript.ts";
 import { resultOf, turnStatusOf } from "./turn-events.ts";
 import { setFreshTurnStarter } from "./turn-end.ts";
 
-/** `harness_idem/<key>`: what a send's idempotency_key first produced (this worker's scope). */
-export const SCOPE_IDEMPOTENCY = "harness_idem";
 /** Rounds of the start-or-merge loop: each lost round means another send or the turn's end moved
  * the record in between; a handful settles any real contention. */
 const SEND_ATTEMPTS = 8;
