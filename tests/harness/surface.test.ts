@@ -206,6 +206,23 @@ describe("iii's harness surface on the deployed harness", () => {
     expect(started.filter((e) => e.session_id === sid)).toHaveLength(1);
   });
 
+  it("a send while the model streams its final answer is folded in by the steering watermark: one more round, same turn", async () => {
+    const sid = sessionId("watermark");
+    // A slow answer (20 pieces, 250 ms apart): the send lands while it streams, after the round read
+    // the transcript.
+    replay.enqueue("openai", replyWith({ chunkDelayMs: 250, pieceChars: 2 }, say("a slow answer here..")), reply(say("And noted.")));
+    const first = await send({ session_id: sid, message: "talk slowly" });
+    await until(() => replay.requestsFor("openai").length === 1, "the first model call", TURN_DEADLINE_MS);
+    const merged = await send({ session_id: sid, message: "one more thing" });
+    expect(merged).toEqual({ session_id: sid, turn_id: first.turn_id, accepted: true, merged: true });
+
+    const done = await terminal(sid);
+    expect(done).toMatchObject({ turn_id: first.turn_id, status: "completed", result: "And noted.", turn_count: 2 });
+    expect(replay.requestsFor("openai")).toHaveLength(2);
+    expect(bodyText(replay.requestsFor("openai")[1])).toContain("one more thing");
+    expect(started.filter((e) => e.session_id === sid)).toHaveLength(1);
+  });
+
   it("a repeated idempotency_key answers the first send, deduplicated, and starts and appends nothing", async () => {
     const sid = sessionId("idem");
     const key = `tg-update-${sid}`;

@@ -82,7 +82,7 @@ type Claim = { claimed: true; raw: unknown } | { claimed: false; record: Idempot
 
 /** Claim the key for this send (create-if-absent, or over a record older than the TTL); or the
  * record of the send that holds it. */
-async function claimKey(trigger: Trigger, key: string, sid: string, now: number): Promise<Claim> {
+export async function claimKey(trigger: Trigger, key: string, sid: string, now: number): Promise<Claim> {
   const ref = idemRef(key);
   for (let attempt = 0; attempt < SEND_ATTEMPTS; attempt++) {
     const raw = (await callRequired<unknown>(trigger, "state::get", ref)) ?? null;

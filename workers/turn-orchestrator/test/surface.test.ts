@@ -2,6 +2,7 @@
 // each of our states, the steering watermark, and how a typed turn's answer is judged (the native
 // `response_format` vs the `submit_result` tool, validation, nudges, giving up after two).
 import {
+  IDEMPOTENCY_TTL_MS,
   MAX_VALIDATION_RETRIES,
   SUBMIT_RESULT_TOOL,
   harnessSendRequest,
@@ -12,6 +13,7 @@ import {
   type TurnStateRecord,
 } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
+import { claimKey } from "../src/surface.ts";
 import { judgeFinalAnswer, outputRequestFields, parseJsonAnswer, validateOutput } from "../src/output-contract.ts";
 import { consumeSubmitResult, deferMergedMessages, hasUnfoldedMerge, markWatermark, userAfterWatermark } from "../src/turn-end.ts";
 import { resultOf, turnStatusOf } from "../src/turn-events.ts";
@@ -223,5 +225,44 @@ describe("harness::spawn's request", () => {
     expect(harnessSpawnRequest.safeParse({ task: "x", session_id: "fork-1" }).success).toBe(false);
     expect(harnessSpawnRequest.safeParse({ task: { role: "user", content: "  " } }).success).toBe(false);
     expect(harnessSpawnRequest.safeParse({ task: "x", options: { output: { type: "json", schema: "no" } } }).success).toBe(false);
+  });
+});
+
+describe("idempotency keys (injected clock)", () => {
+  /** The engine's state::get and compare-and-set state::update, in memory. */
+  function memoryState() {
+    const rows = new Map<string, unknown>();
+    const writes: unknown[] = [];
+    const trigger = (async (req: { function_id: string; payload: Record<string, unknown> }) => {
+      const k = `${req.payload.scope}/${req.payload.key}`;
+      if (req.function_id === "state::get") return rows.get(k) ?? null;
+      if (req.function_id === "state::update") {
+        if (JSON.stringify(rows.get(k) ?? null) !== JSON.stringify(req.payload.expected ?? null))
+          throw Object.assign(new Error("conflict"), { code: "state_conflict" });
+        const [op] = req.payload.ops as { value: unknown }[];
+        rows.set(k, op!.value);
+        writes.push(op!.value);
+        return {};
+      }
+      throw new Error(`unexpected ${req.function_id}`);
+    }) as unknown as Parameters<typeof claimKey>[0];
+    return { trigger, rows, writes };
+  }
+  const HOUR = 3_600_000;
+
+  it("a key answers its first send for 24 h; past that it is claimed anew", async () => {
+    const { trigger, rows, writes } = memoryState();
+    const t0 = 1_800_000_000_000;
+    expect(await claimKey(trigger, "tg-1", "s1", t0)).toMatchObject({ claimed: true });
+    // The first send finished: its turn is on the record.
+    const [key] = [...rows.keys()];
+    rows.set(key!, { session_id: "s1", turn_id: "r1", ts: t0 });
+    const repeat = await claimKey(trigger, "tg-1", "s2", t0 + 23 * HOUR);
+    expect(repeat).toEqual({ claimed: false, record: { session_id: "s1", turn_id: "r1", ts: t0 } });
+    expect(writes).toHaveLength(1); // the repeat wrote nothing
+    expect(await claimKey(trigger, "tg-1", "s3", t0 + IDEMPOTENCY_TTL_MS + 1)).toMatchObject({ claimed: true });
+    expect(rows.get(key!)).toEqual({ session_id: "s3", turn_id: null, ts: t0 + IDEMPOTENCY_TTL_MS + 1 });
+    // Another key is another send.
+    expect(await claimKey(trigger, "tg-2", "s4", t0)).toMatchObject({ claimed: true });
   });
 });
