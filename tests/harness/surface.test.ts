@@ -313,6 +313,12 @@ describe("iii's harness surface on the deployed harness", () => {
       child_session_id: child,
       child_turn_id: childRun,
     });
+    // The join hands the parent the child's validated value, not only its text.
+    const joined = (await ui.transcript(sid)).find((m) => m.role === "function_result" && m.function_call_id === "j1");
+    expect(joined && "details" in joined ? joined.details : undefined).toMatchObject({
+      state: "stopped",
+      result: { city: "Oslo", temp: 3 },
+    });
     expect(await until(() => started.find((e) => e.session_id === child), "the child's turn_started", TURN_DEADLINE_MS)).toMatchObject({
       turn_id: childRun,
       parent: { session_id: sid, turn_id: sent.turn_id, function_call_id: "sp1" },

@@ -150,6 +150,9 @@ export const harnessJoinResult = z.object({
   final_message: z.string().nullable(),
   turn_count: z.number(),
   error: runError.optional(),
+  /** The child's output-contract result (spawn `options.output`), or why it has none. */
+  result: z.unknown().optional(),
+  result_error: z.string().optional(),
 });
 export type HarnessJoinResult = z.infer<typeof harnessJoinResult>;
 /** The child is still running. Returned to the orchestrator's dispatch it parks the call (see

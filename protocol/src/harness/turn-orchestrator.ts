@@ -330,6 +330,9 @@ export const runStatusSchema = z.object({
   error: z.object({ kind: z.string(), message: z.string() }).optional(),
   /** The text of the run's last assistant message; null when it has none. */
   final_text: z.string().nullable(),
+  /** A run with a `json` output contract: the validated value, or `result_error` beside the raw answer. */
+  result: z.unknown().optional(),
+  result_error: z.string().optional(),
 });
 export type RunStatus = z.infer<typeof runStatusSchema>;
 

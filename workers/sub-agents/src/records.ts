@@ -142,6 +142,8 @@ const runStatus = z.looseObject({
     .optional()
     .catch(undefined),
   final_text: z.string().nullable().catch(null),
+  result: z.unknown().optional(),
+  result_error: z.string().optional().catch(undefined),
 });
 export type TurnRecordView = z.infer<typeof runStatus>;
 

@@ -43,12 +43,17 @@ export function finalTextOf(rec: Pick<TurnStateRecord, "last_assistant">): strin
 }
 
 export function statusOf(rec: TurnStateRecord): RunStatus {
-  return {
+  const s: RunStatus = {
     ...viewOf(rec),
     run_id: rec.run_id,
     stop_requested: rec.stop_requested === true,
     final_text: finalTextOf(rec),
   };
+  if (rec.output?.type === "json") {
+    if (rec.result !== undefined) s.result = rec.result;
+    if (rec.result_error !== undefined) s.result_error = rec.result_error;
+  }
+  return s;
 }
 
 export async function runStatus(trigger: Trigger, sid: string): Promise<RunStatus | null> {
