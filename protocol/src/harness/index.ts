@@ -11,6 +11,7 @@ export * from "./context-compaction.ts";
 export * from "./events.ts";
 export * from "./failover.ts";
 export * from "./harness.ts";
+export * from "./harness-surface.ts";
 export * from "./hook-fanout.ts";
 export * from "./hooks.ts";
 export * from "./messages.ts";

@@ -13,6 +13,9 @@ export const providerStreamRequest = z.object({
   messages: z.array(z.unknown()),
   tools: z.array(z.unknown()).optional(),
   max_tokens: z.number().int().positive().optional(),
+  /** A typed turn's output (docs/harness.md, "Typed outputs"): OpenAI-compatible providers send it as
+   * `response_format` (json_schema when a schema is given, json_object otherwise). */
+  response_format: z.object({ type: z.literal("json"), schema: z.record(z.string(), z.unknown()).optional() }).optional(),
 });
 export type ProviderStreamRequest = z.infer<typeof providerStreamRequest>;
 

@@ -1,6 +1,8 @@
 // The sub-agents worker's contracts (docs/harness-contracts.md §2.2, §2.7): `harness::spawn|join|children`.
 import { z } from "zod";
 import type { AgentEvent } from "./events.ts";
+import { fallbackModelRef, MAX_FALLBACK_MODELS } from "./failover.ts";
+import { outputContract } from "./harness-surface.ts";
 import { type AwaitingApproval, awaitingApprovalSchema, MODES, runStartRequest, TURN_STATES } from "./turn-orchestrator.ts";
 
 // `harness::spawn` starts a child session with its own turn loop under a running parent;
@@ -68,9 +70,50 @@ export type SubAgentModelCall = z.infer<typeof subAgentModelCall>;
 /** `harness::spawn`. Called by a model, the parent is the calling session (`parent_session_id`, if
  * given, must be it); a worker names the parent. `function_call_id` makes the child id
  * deterministic, so a repeated spawn finds the same child. */
+const taskText = z.string().trim().min(1, "task must say what the sub-agent should do").max(SUB_AGENT_TASK_MAX_CHARS);
+/** iii's spawn `task` may be a user AgentMessage: its text blocks are the task. */
+const taskMessage = z
+  .looseObject({
+    role: z.literal("user"),
+    content: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() }))]),
+  })
+  .transform((m) =>
+    typeof m.content === "string" ? m.content : m.content.map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("\n"),
+  );
+
+/** iii's `SpawnRequest.options`. `output` is the child's deliverable; `fallback_models` default
+ * to the parent run's; `system_prompt`, `thinking_level`, `functions`, `max_children` and
+ * `pending_timeout_ms` are accepted for iii's clients: our policy file, provisioning's prompt and
+ * the sub-agent limits decide those here. */
+export const harnessSpawnOptions = z.object({
+  system_prompt: z.string().max(200_000).optional(),
+  max_turns: z.number().int().min(1).max(1000).optional(),
+  thinking_level: z.string().max(16).optional(),
+  output: outputContract.optional(),
+  functions: z
+    .object({
+      allow: z.array(z.string().max(256)).max(100).optional(),
+      deny: z.array(z.string().max(256)).max(100).optional(),
+      expose: z.enum(["agent_trigger", "native"]).optional(),
+    })
+    .optional(),
+  max_children: z.number().int().min(0).max(100).optional(),
+  pending_timeout_ms: z.number().int().min(1).optional(),
+  fallback_models: z.array(fallbackModelRef).max(MAX_FALLBACK_MODELS).optional(),
+});
+
 export const harnessSpawnRequest = z.object({
   parent_session_id: subAgentSessionIdSchema.optional(),
-  task: z.string().trim().min(1, "task must say what the sub-agent should do").max(SUB_AGENT_TASK_MAX_CHARS),
+  task: z.union([taskText, taskMessage.pipe(taskText)]),
+  options: harnessSpawnOptions.optional(),
+  /** iii's spawn into an existing session (a fork): not offered here, refused rather than ignored. */
+  session_id: z
+    .string()
+    .optional()
+    .refine(
+      (v) => v === undefined,
+      "session_id: spawning into an existing session is not supported; run::fork it, then run::resume the fork",
+    ),
   model: z.string().min(1).max(200).optional(),
   provider: z.string().min(1).max(64).optional(),
   mode: z.enum(MODES).optional(),
@@ -89,6 +132,8 @@ export const harnessSpawnResponse = z.object({
   budget_id: z.string().optional(),
   /** What the model should do next. */
   message: z.string(),
+  /** iii's `SpawnResponse.child_turn_id`: the child's run. */
+  child_turn_id: z.string(),
 });
 export type HarnessSpawnResponse = z.infer<typeof harnessSpawnResponse>;
 
@@ -105,6 +150,9 @@ export const harnessJoinResult = z.object({
   final_message: z.string().nullable(),
   turn_count: z.number(),
   error: runError.optional(),
+  /** The child's output-contract result (spawn `options.output`), or why it has none. */
+  result: z.unknown().optional(),
+  result_error: z.string().optional(),
 });
 export type HarnessJoinResult = z.infer<typeof harnessJoinResult>;
 /** The child is still running. Returned to the orchestrator's dispatch it parks the call (see

@@ -130,6 +130,21 @@ export interface TurnStateRecord {
   awaiting_approval?: AwaitingApproval[];
   /** Run key for deterministic entry ids (`e_<run>_<k>_assistant`, `e_<run>_<call id>`). */
   run_id: string;
+  /** Sends merged into this run (`harness::send` while it runs): bumped by compare-and-set after
+   * the message is appended, so the loop knows a message may sit after its watermark. */
+  merge_seq?: number;
+  /** `merge_seq` as the latest generate step read it, before it read the transcript. */
+  folded_seq?: number;
+  /** The last transcript entry the latest generate step read: user messages after it arrived
+   * during the turn (steering by entry position, never by clock). */
+  watermark_entry_id?: string;
+  /** The turn's output contract (`harness::send` / `harness::spawn` `options.output`). */
+  output?: { type: "text" } | { type: "json"; schema?: Record<string, unknown> };
+  /** The validated output (a `json` contract), or the raw text beside `result_error`. */
+  result?: unknown;
+  result_error?: string;
+  /** Nudges sent for an output that did not validate (at most MAX_VALIDATION_RETRIES). */
+  validation_retries?: number;
 }
 
 /** What clients see of a record (`turn::get_state`): never `work` or `last_assistant`. */
@@ -315,6 +330,9 @@ export const runStatusSchema = z.object({
   error: z.object({ kind: z.string(), message: z.string() }).optional(),
   /** The text of the run's last assistant message; null when it has none. */
   final_text: z.string().nullable(),
+  /** A run with a `json` output contract: the validated value, or `result_error` beside the raw answer. */
+  result: z.unknown().optional(),
+  result_error: z.string().optional(),
 });
 export type RunStatus = z.infer<typeof runStatusSchema>;
 
@@ -326,6 +344,8 @@ export const runRequestViewSchema = z.object({
   skills: z.array(z.string()).optional(),
   isolation: z.boolean().optional(),
   budget_id: z.string().optional(),
+  /** `options.fallback_models` of the run, in order (a spawned child inherits them). */
+  fallback_models: z.array(z.string()).optional(),
   /** Set when a sub-agent spawn started the run. */
   parent: z.looseObject({ session_id: z.string(), run_id: z.string(), depth: z.number().int() }).optional(),
 });

@@ -11,6 +11,8 @@ export interface PreparedCall {
   messages: AgentMessage[];
   tools: AgentFunction[];
   max_tokens?: number;
+  /** A typed turn's output, for providers with native structured output (OpenAI-compatible). */
+  response_format?: { type: "json"; schema?: Record<string, unknown> };
   credential: Credential;
   base_url: string;
   /** The catalog's entry, or null when the model is unknown (then nothing is assumed about it). */

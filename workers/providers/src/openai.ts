@@ -200,6 +200,14 @@ class OpenAIDecoder implements StreamDecoder {
   }
 }
 
+/** OpenAI's structured output: `json_schema` holds the model to the schema; without one,
+ * `json_object` asks for any JSON value. Not strict: strict mode refuses schemas that leave
+ * `additionalProperties` open, which a caller's schema may well do (the harness validates anyway). */
+export function openAIResponseFormat(f: { type: "json"; schema?: Record<string, unknown> }): Record<string, unknown> {
+  if (!f.schema) return { type: "json_object" };
+  return { type: "json_schema", json_schema: { name: "result", schema: f.schema, strict: false } };
+}
+
 export const openai: ProviderAdapter = {
   name: "openai",
   default_base_url: OPENAI_DEFAULT_BASE_URL,
@@ -214,6 +222,7 @@ export const openai: ProviderAdapter = {
       stream_options: { include_usage: true },
     };
     if (call.tools.length > 0) body.tools = toOpenAITools(call.tools);
+    if (call.response_format) body.response_format = openAIResponseFormat(call.response_format);
     if (call.max_tokens !== undefined) body[isOpenAIItself(call.base_url) ? "max_completion_tokens" : "max_tokens"] = call.max_tokens;
     return {
       url: joinUrl(call.base_url, "/chat/completions"),

@@ -261,6 +261,7 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
       messages,
       tools,
       max_tokens: req.max_tokens,
+      ...(req.response_format ? { response_format: req.response_format } : {}),
       credential,
       base_url: base,
       model_meta: modelMeta,

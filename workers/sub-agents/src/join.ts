@@ -87,6 +87,9 @@ export function outcome(child: string, t: TurnRecordView): HarnessJoinResult {
     turn_count: t.turn_count,
   };
   if (t.error) r.error = { kind: t.error.kind, message: t.error.message };
+  // A child with a typed output (spawn `options.output`): its validated value, for the parent.
+  if (t.result !== undefined) r.result = t.result;
+  if (t.result_error !== undefined) r.result_error = t.result_error;
   return r;
 }
 

@@ -4,7 +4,15 @@
 // lose a write.
 import { z } from "zod";
 import { errorCode, errorText } from "@iii-edge/protocol";
-import { MODES, RUN_REQUEST, RUN_STATUS, TURN_STATES, type AwaitingApproval, type TurnState } from "@iii-edge/protocol/harness";
+import {
+  MODES,
+  outputContract,
+  RUN_REQUEST,
+  RUN_STATUS,
+  TURN_STATES,
+  type AwaitingApproval,
+  type TurnState,
+} from "@iii-edge/protocol/harness";
 import { CAS_ATTEMPTS, STORAGE_TIMEOUT_MS } from "./constants.ts";
 import type { CasOptions, Trigger } from "@iii-edge/sdk-edge/worker";
 export { casState, compareAndSet, readState } from "@iii-edge/sdk-edge/worker";
@@ -61,6 +69,9 @@ export const subAgentLink = z.object({
     max_turns: z.number().int(),
     skills: z.array(z.string()).optional(),
     isolation: z.boolean().optional(),
+    /** The child's output contract (spawn `options.output`) and fallbacks (spawn's, else the parent's). */
+    output: outputContract.optional(),
+    fallback_models: z.array(z.string()).optional(),
   }),
   /** Keys (`<parent>/<cid>`) of the waits parked on this child. */
   joiners: z.array(z.string()).catch([]),
@@ -131,6 +142,8 @@ const runStatus = z.looseObject({
     .optional()
     .catch(undefined),
   final_text: z.string().nullable().catch(null),
+  result: z.unknown().optional(),
+  result_error: z.string().optional().catch(undefined),
 });
 export type TurnRecordView = z.infer<typeof runStatus>;
 
@@ -159,6 +172,7 @@ const runRequest = z.looseObject({
   skills: z.array(z.string()).optional().catch(undefined),
   isolation: z.boolean().optional().catch(undefined),
   budget_id: z.string().optional().catch(undefined),
+  fallback_models: z.array(z.string()).optional().catch(undefined),
 });
 export type RunRequestView = z.infer<typeof runRequest>;
 

@@ -229,13 +229,20 @@ export async function spawn(deps: SpawnDeps, req: HarnessSpawnRequest, modelCall
     model,
     created_at_ms: now,
     budget,
-    run: { mode: req.mode ?? parentReq.mode ?? null, max_turns: childMaxTurns(req.max_turns, parentReq.max_turns) },
+    run: {
+      mode: req.mode ?? parentReq.mode ?? null,
+      max_turns: childMaxTurns(req.max_turns ?? req.options?.max_turns, parentReq.max_turns),
+    },
     joiners: [],
     triggers: { state: `sub-agents:state:${child}`, events: `sub-agents:events:${child}` },
   };
   // Inherited, never widened: a child of an isolated run is isolated too, with the parent's skills.
   if (parentReq.skills?.length) link.run.skills = parentReq.skills;
   if (parentReq.isolation) link.run.isolation = true;
+  // iii's spawn options: the child's deliverable, and the parent's fallbacks unless the spawn names its own.
+  if (req.options?.output) link.run.output = req.options.output;
+  const fallbacks = req.options?.fallback_models ?? parentReq.fallback_models;
+  if (fallbacks?.length) link.run.fallback_models = fallbacks;
   if (!(await compareAndSet(trigger, { scope: SCOPE_LINKS, key: child }, link, null, { timeoutMs: STORAGE_TIMEOUT_MS })).written) {
     const first = await readState(trigger, { scope: SCOPE_LINKS, key: child }, subAgentLink);
     if (!first) throw new IIIError("state_conflict", `the link of ${child} changed while it was written; try again`);
@@ -285,6 +292,8 @@ async function startChild(trigger: Trigger, link: SubAgentLink): Promise<void> {
   payload.max_turns = link.run.max_turns;
   if (link.run.skills?.length) payload.skills = link.run.skills;
   if (link.run.isolation) payload.isolation = true;
+  if (link.run.output) payload.output = link.run.output;
+  if (link.run.fallback_models?.length) payload.options = { fallback_models: link.run.fallback_models };
   const budgetId =
     link.budget.mode === "share" ? link.budget.budget_id : link.budget.mode === "shared" ? link.budget.parent_budget_id : undefined;
   if (budgetId) payload.budget_id = budgetId;
@@ -301,6 +310,7 @@ function response(link: SubAgentLink, existing: boolean): HarnessSpawnResponse {
     child_session_id: link.child_session_id,
     started: true,
     depth: link.depth,
+    child_turn_id: link.message_id,
     message: `Sub-agent ${link.child_session_id} is working on the task. Call ${HARNESS_JOIN} with {"child_session_id": "${link.child_session_id}"} to wait for its result.`,
   };
   if (existing) r.existing = true;

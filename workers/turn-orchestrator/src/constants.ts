@@ -9,6 +9,8 @@ export const SCOPE_SESSION_INDEX = "session_index";
 export const SCOPE_EVENT_COUNTER = "event_counter";
 /** `<subscription id>` → `{session_id, function_id}`: who `turn::subscribe` asked to be told (public.ts). */
 export const SCOPE_SUBSCRIPTIONS = "turn_subscriptions";
+/** `<idempotency_key>` → `{session_id, turn_id, ts}`: what a `harness::send` key first produced (surface.ts). */
+export const SCOPE_IDEMPOTENCY = "harness_idem";
 /** Written by approval-gate (`<sid>/<cid>`), read and deleted here. */
 export const SCOPE_APPROVALS = "approvals";
 

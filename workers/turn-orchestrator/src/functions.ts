@@ -25,6 +25,7 @@ import { runAfterFunctionCallHooks, runBeforeFunctionCallHooks } from "./seams.t
 import { enqueue, stepMessage, type Tx } from "./store.ts";
 import { appendMany } from "./transcript.ts";
 import { ToolSpan } from "./trace.ts";
+import { consumeSubmitResult } from "./turn-end.ts";
 
 type Work = NonNullable<TurnStateRecord["work"]> & WorkWithHooks;
 /** A parked call's entry, with the hook that held it when a `pre_trigger` hook did. */
@@ -203,7 +204,7 @@ function replayEnd(tx: Tx, work: Work, cid: string): void {
 export async function functionExecute(tx: Tx): Promise<void> {
   const rec = tx.rec;
   if (!rec.last_assistant) throw new InvariantError("function_execute without last_assistant");
-  if (!rec.work) rec.work = { prepared: planBatch(rec.last_assistant), executed: {}, calls: {} };
+  if (!rec.work) rec.work = { prepared: consumeSubmitResult(rec, planBatch(rec.last_assistant)), executed: {}, calls: {} };
   const work = rec.work;
   work.calls ??= {};
   const parked = new Set((rec.awaiting_approval ?? []).map((a) => a.function_call_id));

@@ -22,7 +22,7 @@ import {
   type TurnState,
   type TurnSubscribeRequest,
 } from "@iii-edge/protocol/harness";
-import { runOptionsField } from "@iii-edge/protocol/harness";
+import { outputContract, runOptionsField } from "@iii-edge/protocol/harness";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import type { Trigger } from "./calls.ts";
 import { SCOPE_APPROVALS } from "./constants.ts";
@@ -34,6 +34,7 @@ import { registerHookPresence } from "./hooks.ts";
 import { checkSession, OWNER_CHECKED } from "./owners.ts";
 import { NOTIFY_SUBSCRIBER, notifySubscriber, runRequestView, runStatus, subscribe, unsubscribe } from "./public.ts";
 import { runStart } from "./run-start.ts";
+import { registerHarnessSurface } from "./surface.ts";
 import { assistantStreaming, provisioning, steeringCheck } from "./steps.ts";
 import type { Tx } from "./store.ts";
 import { runTransition, stepPayload, type StepPayload } from "./transition.ts";
@@ -44,8 +45,13 @@ export { inferProvider } from "./streaming.ts";
 export interface TurnOrchestratorConfig {
   /** Run ids when `run::start` has no message_id (injected in tests). */
   newRunId?: () => string;
+  /** Session ids of `harness::send` without one (injected in tests). */
+  newSessionId?: () => string;
+  /** The clock of `harness::send`'s idempotency keys (injected in tests). */
+  now?: () => number;
 }
 
+const newSessionIdDefault = (): string => `s${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 const newRunIdDefault = (): string => `r${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
 
 export const worker: WorkerModule<TurnOrchestratorConfig> = {
@@ -86,7 +92,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       {
         description:
           "Start a run on a session: {session_id, model, messages, …} → {session_id, started} (started:false, reason session_busy, while a run is live)",
-        input: runStartWithParentRequest.extend(runOptionsField),
+        input: runStartWithParentRequest.extend({ ...runOptionsField, output: outputContract.optional() }),
         response_format: responseFormat(runStartResponse),
         metadata: OWNER_CHECKED,
       },
@@ -190,6 +196,13 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
     registerBranchFunctions(iii, newRunId);
     registerHookPresence(iii);
     registerHookBindings(iii);
+    // iii's harness::send|run|stop|status (surface.ts), driving the same turn.
+    registerHarnessSurface(iii, {
+      newRunId,
+      newSessionId: config.newSessionId ?? newSessionIdDefault,
+      now: config.now ?? Date.now,
+      tracer,
+    });
   },
 };
 export default worker;

@@ -9,6 +9,7 @@ import { maxTurnsEntryId } from "./record.ts";
 import { loadRunRequest } from "./run-request.ts";
 import type { Tx } from "./store.ts";
 import { appendMany } from "./transcript.ts";
+import { afterFinalWrite } from "./turn-end.ts";
 
 /** `provisioning::release` with the run's sandbox: best effort, a run ends either way. */
 async function releaseRun(tx: Tx): Promise<void> {
@@ -36,6 +37,7 @@ export async function finishSession(tx: Tx): Promise<void> {
   tx.afterSave({ type: "agent_end", messages: [] });
   await tx.save();
   await stopChildren(tx.trigger, tx.sid, "parent_ended");
+  await afterFinalWrite(tx);
 }
 
 /**

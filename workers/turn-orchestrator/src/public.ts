@@ -43,12 +43,17 @@ export function finalTextOf(rec: Pick<TurnStateRecord, "last_assistant">): strin
 }
 
 export function statusOf(rec: TurnStateRecord): RunStatus {
-  return {
+  const s: RunStatus = {
     ...viewOf(rec),
     run_id: rec.run_id,
     stop_requested: rec.stop_requested === true,
     final_text: finalTextOf(rec),
   };
+  if (rec.output?.type === "json") {
+    if (rec.result !== undefined) s.result = rec.result;
+    if (rec.result_error !== undefined) s.result_error = rec.result_error;
+  }
+  return s;
 }
 
 export async function runStatus(trigger: Trigger, sid: string): Promise<RunStatus | null> {
@@ -68,6 +73,7 @@ export async function runRequestView(trigger: Trigger, sid: string): Promise<Run
   if (req.skills) v.skills = [...req.skills];
   if (req.isolation !== undefined) v.isolation = req.isolation;
   if (req.budget_id !== undefined) v.budget_id = req.budget_id;
+  if (req.fallback_models?.length) v.fallback_models = [...req.fallback_models];
   const parent = parentLink.safeParse((raw as { parent?: unknown } | null)?.parent);
   if (parent.success) v.parent = parent.data;
   return v;

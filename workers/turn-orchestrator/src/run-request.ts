@@ -3,7 +3,7 @@
 // so of two starts racing on one idle session exactly one goes on.
 import { z } from "zod";
 import { MODES, type RunRequest } from "@iii-edge/protocol/harness";
-import { fallbackModelRef } from "@iii-edge/protocol/harness";
+import { fallbackModelRef, outputContract, type OutputContract } from "@iii-edge/protocol/harness";
 import { compareAndSet } from "@iii-edge/sdk-edge/worker";
 import { callRequired, requiredTrigger, type Trigger } from "./calls.ts";
 import { SCOPE_RUN_REQUEST, STORAGE_TIMEOUT_MS } from "./constants.ts";
@@ -14,6 +14,8 @@ export type StoredRunRequest = RunRequest & {
   requested_at_ms: number;
   /** `options.fallback_models` of run::start, as given (`"<provider>:<model>"`, in order). */
   fallback_models?: string[];
+  /** The turn's output contract (`harness::send` / `harness::spawn` `options.output`). */
+  output?: OutputContract;
 };
 
 const stored = z.looseObject({
@@ -29,6 +31,7 @@ const stored = z.looseObject({
   message_id: z.string().optional().catch(undefined),
   sandbox_id: z.string().optional().catch(undefined),
   fallback_models: z.array(fallbackModelRef).optional().catch(undefined),
+  output: outputContract.optional().catch(undefined),
   run_id: z.string().catch(""),
   requested_at_ms: z.number().catch(0),
 });

@@ -9,7 +9,7 @@ import {
   type TurnStateRecord,
 } from "@iii-edge/protocol/harness";
 import type { CallerPrincipal } from "@iii-edge/protocol";
-import type { RunOptions } from "@iii-edge/protocol/harness";
+import type { OutputContract, RunOptions } from "@iii-edge/protocol/harness";
 import { compareAndSet, type Tracer } from "@iii-edge/sdk-edge/worker";
 import { errorText, type Trigger } from "./calls.ts";
 import { SCOPE_SESSION_INDEX, START_CLAIM_TTL_MS, STORAGE_TIMEOUT_MS } from "./constants.ts";
@@ -21,6 +21,7 @@ import { StateConflict, loadRecord, Tx } from "./store.ts";
 import { inferProvider } from "./streaming.ts";
 import { appendMany, ensureSession } from "./transcript.ts";
 import { beginTurnTrace, inTurn } from "./trace.ts";
+import { fireTurnStarted } from "./turn-events.ts";
 
 export interface StartDeps {
   trigger: Trigger;
@@ -44,7 +45,7 @@ async function markSessionCreated(trigger: Trigger, sid: string): Promise<void> 
 
 export async function runStart(
   deps: StartDeps,
-  input: RunStartRequest & { parent?: SubAgentParentLink; options?: RunOptions },
+  input: RunStartRequest & { parent?: SubAgentParentLink; options?: RunOptions; output?: OutputContract },
 ): Promise<RunStartResponse> {
   const { trigger } = deps;
   const sid = input.session_id;
@@ -78,6 +79,7 @@ export async function runStart(
   if (input.budget_id) req.budget_id = input.budget_id;
   if (input.message_id) req.message_id = input.message_id;
   if (input.options?.fallback_models?.length) req.fallback_models = input.options.fallback_models;
+  if (input.output) req.output = input.output;
   // A sub-agent's run (harness::spawn) records who spawned it; informational, see children.ts.
   if (input.parent) req.parent = input.parent;
   if (!(await casRunRequest(trigger, sid, req, prev.raw))) return busy(sid);
@@ -99,6 +101,7 @@ export async function runStart(
     updated_at_ms: now,
     run_id: runId,
   };
+  if (input.output) rec.output = input.output;
   const tracer = deps.tracer;
   if (tracer) beginTurnTrace(tracer, rec, tracer.current()?.traceparent);
   try {
@@ -134,5 +137,7 @@ export async function runStart(
     await tx.save();
     await markSessionCreated(trigger, sid);
     await tx.events.flush();
+    // The record was created by this compare-and-set: the turn's one `harness::turn_started`.
+    await fireTurnStarted(trigger, rec);
   }
 }

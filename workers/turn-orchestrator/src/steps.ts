@@ -24,6 +24,7 @@ import type { Tx } from "./store.ts";
 import { streamAssistant } from "./streaming.ts";
 import { readContextWindow } from "./compaction.ts";
 import { appendMany, appendOne, updateMessage, type Entry } from "./transcript.ts";
+import { deferMergedMessages, markWatermark, mergedSinceWatermark, nudgeForOutput } from "./turn-end.ts";
 
 /** `turn::provisioning`: prompt, schemas and model from `provisioning::prepare`, kept on the run
  * request and the record (model_meta resolved once per run, §7). */
@@ -76,7 +77,10 @@ export async function assistantStreaming(tx: Tx, channels: Channels): Promise<vo
     steered.map((e) => e.message),
   );
   const seen = new Set(entries.map((e) => e.entry_id));
-  const transcriptEntries = [...entries, ...steered.filter((e) => !seen.has(e.entry_id))];
+  const stored = [...entries, ...steered.filter((e) => !seen.has(e.entry_id))];
+  // The steering watermark: this round saw every send merged before the record was loaded.
+  markWatermark(rec, stored);
+  const transcriptEntries = deferMergedMessages(stored);
   const transcript = transcriptEntries.map((e) => e.message);
   rec.turn_count += 1;
   rec.turn_end_emitted = false;
@@ -170,11 +174,14 @@ export async function steeringCheck(tx: Tx): Promise<void> {
     tx,
     taken.map((e) => e.message),
   );
-  if (taken.length > 0 || rec.function_results.length > 0) {
+  const merged = taken.length === 0 && rec.function_results.length === 0 && (await mergedSinceWatermark(tx));
+  if (taken.length > 0 || rec.function_results.length > 0 || merged) {
     if (maxTurnsReached(rec)) return endAtMaxTurns(tx);
     rec.function_results = [];
     rec.state = "assistant_streaming";
     return tx.save();
   }
+  // A typed turn without a valid result yet is nudged instead of finished (bounded).
+  if (await nudgeForOutput(tx)) return;
   return finishSession(tx);
 }

@@ -9,6 +9,7 @@ import { SCOPE_TURN_STATE, STOP_MERGE_ATTEMPTS, STORAGE_TIMEOUT_MS, TURN_STEP_QU
 import { EventLog } from "./events.ts";
 import { canonicalJson, isStepable, isTerminal, jsonCopy, parseRecord, sameJson, stepKey, viewOf } from "./record.ts";
 import { endTurnTrace } from "./trace.ts";
+import { fireTurnCompleted } from "./turn-events.ts";
 
 /** Someone else moved the record since this step read it: the step stops (it does not retry). */
 export class StateConflict extends Error {
@@ -89,17 +90,18 @@ export async function casWriteValue(trigger: Trigger, sid: string, value: unknow
   return value;
 }
 
-/** `a` and `b` differ at most in `stop_requested` (what `turn::stop` writes into a live record). */
+/** `a` and `b` differ at most in what outside writers put into a live record: `turn::stop`'s
+ * `stop_requested` and `harness::send`'s `merge_seq`. */
 function onlyStopDiffers(a: unknown, b: unknown): boolean {
   if (!a || !b || typeof a !== "object" || typeof b !== "object") return false;
-  const strip = (v: object) => canonicalJson({ ...v, stop_requested: null });
+  const strip = (v: object) => canonicalJson({ ...v, stop_requested: null, merge_seq: null });
   return strip(a) === strip(b);
 }
 
 /**
- * Compare-and-set, merging a concurrent `turn::stop`: its flag is the only outside write into a
- * live record, so a conflict caused by it alone is retried with the flag kept. Anything else that
- * moved the record is a StateConflict.
+ * Compare-and-set, merging a concurrent `turn::stop` or merged send: their fields are the only
+ * outside writes into a live record, so a conflict caused by them alone is retried with them kept.
+ * Anything else that moved the record is a StateConflict.
  */
 export async function writeRecord(trigger: Trigger, rec: TurnStateRecord, expected: unknown, msg?: StepMessage): Promise<unknown> {
   let exp = expected;
@@ -110,8 +112,9 @@ export async function writeRecord(trigger: Trigger, rec: TurnStateRecord, expect
       if (!(e instanceof StateConflict) || attempt + 1 >= STOP_MERGE_ATTEMPTS) throw e;
       const current = await loadRaw(trigger, rec.session_id);
       if (!onlyStopDiffers(current, exp)) throw e;
-      const stop = parseRecord(current)?.stop_requested;
-      if (stop) rec.stop_requested = true;
+      const outside = parseRecord(current);
+      if (outside?.stop_requested) rec.stop_requested = true;
+      if (outside?.merge_seq !== undefined) rec.merge_seq = Math.max(rec.merge_seq ?? 0, outside.merge_seq);
       exp = current;
     }
   }
@@ -201,5 +204,13 @@ export class Tx {
       this.events.emit(ev);
     }
     for (const e of ends) this.events.emit(e);
+    // iii's `harness::turn_completed`: this write is the one that made the run terminal, and the
+    // compare-and-set lets exactly one write do that per run, so it fires at most once.
+    // The run's own events go out first, so a listener never hears of the end before a follower of
+    // `agent::events` can.
+    if (isTerminal(this.rec.state) && (!before || !isTerminal(before.state))) {
+      await this.events.flush();
+      await fireTurnCompleted(this.trigger, this.rec);
+    }
   }
 }

@@ -9,6 +9,7 @@ import { errorCode, errorText, type Trigger } from "./calls.ts";
 import { PROVIDER_DRAIN_GRACE_MS, PROVIDER_TIMEOUT_MS } from "./constants.ts";
 import type { EventLog } from "./events.ts";
 import { syntheticAssistant } from "./messages.ts";
+import { outputRequestFields } from "./output-contract.ts";
 import type { StoredRunRequest } from "./run-request.ts";
 
 /** Which provider serves `model` when the run names none (§1.4): never lmstudio. */
@@ -77,7 +78,13 @@ async function streamOnce(
     { trigger, channels },
     (writer) => ({
       function_id: `provider::${target.provider}::stream`,
-      payload: { writer_ref: writer, system_prompt: req.system_prompt || null, model: target.model, messages, tools: req.function_schemas },
+      payload: {
+        writer_ref: writer,
+        system_prompt: req.system_prompt || null,
+        model: target.model,
+        messages,
+        ...outputRequestFields(req.output, target.provider, req.function_schemas),
+      },
     }),
     { timeoutMs: PROVIDER_TIMEOUT_MS, drainGraceMs: PROVIDER_DRAIN_GRACE_MS },
     (item) => {

@@ -7,13 +7,13 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { SCOPE_EVENT_COUNTER, SCOPE_RUN_REQUEST, SCOPE_SUBSCRIPTIONS, SCOPE_TURN_STATE } from "../src/constants.ts";
+import { SCOPE_EVENT_COUNTER, SCOPE_IDEMPOTENCY, SCOPE_RUN_REQUEST, SCOPE_SUBSCRIPTIONS, SCOPE_TURN_STATE } from "../src/constants.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 const OWN = path.join(root, "workers", "turn-orchestrator");
 /** Its scopes no one else writes. (`session_index` is still read by the harness ingress's trigger,
  * and `approvals` is the approval flow's: workers/README.md "Who owns which state".) */
-const SCOPES = [SCOPE_TURN_STATE, SCOPE_RUN_REQUEST, SCOPE_EVENT_COUNTER, SCOPE_SUBSCRIPTIONS];
+const SCOPES = [SCOPE_TURN_STATE, SCOPE_RUN_REQUEST, SCOPE_EVENT_COUNTER, SCOPE_SUBSCRIPTIONS, SCOPE_IDEMPOTENCY];
 /** The folders of a package that hold code: its sources, its tests, the console's Worker side. */
 const CODE_DIRS = ["src", "test", "edge"];
 const SKIP = new Set(["node_modules", "dist", ".wrangler"]);
