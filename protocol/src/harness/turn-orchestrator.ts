@@ -6,6 +6,7 @@ import {
   type AgentFunction,
   type AssistantMessage,
   agentMessageSchema,
+  type CallGate,
   type ContentBlock,
   type FunctionResultMessage,
 } from "./messages.ts";
@@ -94,6 +95,8 @@ export interface ExecutedCall {
   result: FunctionResult;
   is_error: boolean;
   duration_ms: number;
+  /** How it was decided, copied onto its transcript entry. */
+  gate?: CallGate;
 }
 export const awaitingApprovalSchema = z.object({
   function_call_id: z.string(),
@@ -126,7 +129,13 @@ export interface TurnStateRecord {
   model_meta?: Model | null;
   error?: { kind: string; message: string };
   stop_requested?: boolean;
-  work?: { prepared: PreparedCall[]; executed: Record<string, ExecutedCall>; calls: Record<string, CallCheckpoint> };
+  work?: {
+    prepared: PreparedCall[];
+    executed: Record<string, ExecutedCall>;
+    calls: Record<string, CallCheckpoint>;
+    /** Each call's decision so far, kept across a park until its result is recorded. */
+    gates?: Record<string, CallGate>;
+  };
   awaiting_approval?: AwaitingApproval[];
   /** Run key for deterministic entry ids (`e_<run>_<k>_assistant`, `e_<run>_<call id>`). */
   run_id: string;

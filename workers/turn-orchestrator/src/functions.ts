@@ -6,6 +6,7 @@ import { bindingChange, approvalState } from "@iii-edge/protocol/harness";
 import type {
   ApprovalDecision,
   AwaitingApproval,
+  CallGate,
   FunctionCall,
   FunctionResult,
   FunctionResultMessage,
@@ -45,7 +46,8 @@ async function recordResult(
   isError?: boolean,
 ): Promise<void> {
   const is_error = isError ?? isErrorResult(result);
-  work.executed[call.id] = { call, result, is_error, duration_ms: durationMs };
+  const gate = work.gates?.[call.id] ?? { policy: "none" };
+  work.executed[call.id] = { call, result, is_error, duration_ms: durationMs, gate };
   work.calls[call.id] = "done";
   await tx.checkpoint();
   tx.events.emit({
@@ -57,6 +59,14 @@ async function recordResult(
     duration_ms: durationMs,
   });
 }
+
+/** Keep how a call was decided (the policy's answer, then a person's), for its transcript entry. */
+function noteGate(work: Work, cid: string, gate: Partial<CallGate>): void {
+  work.gates ??= {};
+  work.gates[cid] = { ...(work.gates[cid] ?? { policy: "none" }), ...gate };
+}
+
+const approvalOf = (d: ApprovalDecision): NonNullable<CallGate["approval"]> => (d.expired ? "expired" : d.decision);
 
 /** Dispatch an allowed call exactly once: `triggered` is durable before the target is invoked. The
  * before-call hooks run first (they may deny it, or rewrite its arguments: the rewritten call is
@@ -177,6 +187,10 @@ export async function functionExecute(tx: Tx): Promise<void> {
         return g;
       },
     );
+    noteGate(work, call.id, {
+      policy: gate.kind === "pending" ? "needs_approval" : gate.kind,
+      ...(gate.policy_version !== undefined ? { policy_version: gate.policy_version } : {}),
+    });
     if (gate.kind === "allow") await tool.within(() => runCall(tx, work, call, undefined, (wait) => newPending.push(wait)));
     else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
     else {
@@ -258,6 +272,7 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
       if (!decision) continue;
       const call = work.prepared[index].call;
       drop();
+      noteGate(work, cid, { approval: approvalOf(decision) });
       // The wait for a person, from the park to this decision, as a span of the call's own.
       const tool = new ToolSpan(tx.tracer, rec, call);
       tool.recordChild(
@@ -350,6 +365,7 @@ function resultMessage(prepared: PreparedCall, work: Work, now: number): Functio
     details: done.result.details,
     is_error: done.is_error,
     timestamp: now,
+    ...(done.gate ? { gate: done.gate } : {}),
   };
 }
 
@@ -391,7 +407,8 @@ export async function closeBatchOnStop(tx: Tx, reason: string): Promise<void> {
     if (work.executed[call.id]) continue;
     const wasParked = (rec.awaiting_approval ?? []).some((a) => a.function_call_id === call.id);
     const result = work.calls[call.id] === "triggered" ? interrupted(call) : decisionResult(call, { decision: "aborted", reason });
-    work.executed[call.id] = { call, result, is_error: true, duration_ms: 0 };
+    if (wasParked) noteGate(work, call.id, { approval: "aborted" });
+    work.executed[call.id] = { call, result, is_error: true, duration_ms: 0, gate: work.gates?.[call.id] ?? { policy: "none" } };
     work.calls[call.id] = "done";
     if (wasParked) {
       await deleteDecision(tx.trigger, tx.sid, call.id);
