@@ -38,6 +38,9 @@ export const runStartRequest = z.object({
   isolation: z.boolean().optional(),
   /** The budget this run is charged to (workers/budget-tracker). */
   budget_id: z.string().min(1).max(200).optional(),
+  /** Set by `cassette::replay` (docs/cassettes.md): the run replays a cassette, its calls answered by
+   * `cassette::answer` and judged through `cassette::check_permissions`, never invoked. */
+  replay_id: z.string().min(1).max(128).optional(),
 });
 export type RunStartRequest = z.infer<typeof runStartRequest>;
 export const runStartResponse = z.union([
@@ -60,6 +63,8 @@ export interface RunRequest {
   message_id?: string;
   /** Set by provisioning: the sandbox the run's calls use. */
   sandbox_id?: string;
+  /** A replay of a cassette: nothing the model asks for is invoked. */
+  replay_id?: string;
 }
 
 export const TURN_STATES = [
@@ -139,6 +144,8 @@ export interface TurnStateRecord {
   awaiting_approval?: AwaitingApproval[];
   /** Run key for deterministic entry ids (`e_<run>_<k>_assistant`, `e_<run>_<call id>`). */
   run_id: string;
+  /** The run replays a cassette (`run::start`'s `replay_id`): its calls are answered, not invoked. */
+  replay_id?: string;
 }
 
 /** What clients see of a record (`turn::get_state`): never `work` or `last_assistant`. */

@@ -24,6 +24,7 @@ import { runAfterFunctionCallHooks, runBeforeFunctionCallHooks } from "./seams.t
 import { enqueue, stepMessage, type Tx } from "./store.ts";
 import { appendMany } from "./transcript.ts";
 import { ToolSpan } from "./trace.ts";
+import { answerFromCassette, NO_RECORDED_DECISION, recordedDecision } from "./replay.ts";
 
 type Work = NonNullable<TurnStateRecord["work"]>;
 
@@ -92,7 +93,8 @@ async function runCall(
   work.calls[call.id] = "triggered";
   await tx.checkpoint();
   await afterTriggered?.();
-  let result = await invokeTarget(tx.trigger, target, tx.sid);
+  const replayId = tx.rec.replay_id;
+  let result = replayId ? await answerFromCassette(tx.trigger, target, tx.sid, replayId) : await invokeTarget(tx.trigger, target, tx.sid);
   // A first `harness::join` on a running child parks (children.ts); its after-hooks run on the resumed call's result.
   const wait = parkOnChild ? childWaitOf(target, result) : undefined;
   if (parkOnChild && wait) {
@@ -181,7 +183,7 @@ export async function functionExecute(tx: Tx): Promise<void> {
       `policy_check ${call.function_id}`,
       { "iii.function_id": "policy::check_permissions", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id },
       async (span) => {
-        const g = await decideCall(tx.trigger, call, tx.sid);
+        const g = await decideCall(tx.trigger, call, tx.sid, rec.replay_id);
         span?.setAttribute("iii.policy.decision", g.kind === "pending" ? "needs_approval" : g.kind);
         if (g.kind === "deny") span?.setAttribute("iii.policy.reason", g.envelope.reason);
         return g;
@@ -193,7 +195,14 @@ export async function functionExecute(tx: Tx): Promise<void> {
     });
     if (gate.kind === "allow") await tool.within(() => runCall(tx, work, call, undefined, (wait) => newPending.push(wait)));
     else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
-    else {
+    else if (rec.replay_id) {
+      // A replay never parks: the person's recorded decision answers (none recorded: denied, and
+      // the diff says the call now needs a person).
+      const decision = await recordedDecision(tx.trigger, call, tx.sid, rec.replay_id);
+      if (decision) noteGate(work, call.id, { approval: approvalOf(decision) });
+      if (decision?.decision === "allow") await tool.within(() => runCall(tx, work, call));
+      else await recordResult(tx, work, call, decisionResult(call, decision ?? NO_RECORDED_DECISION), 0, true);
+    } else {
       const asked = await ask(tx, work, call, gate.policy_version);
       if (asked) newPending.push(asked);
     }

@@ -78,6 +78,7 @@ export async function runStart(
   if (input.budget_id) req.budget_id = input.budget_id;
   if (input.message_id) req.message_id = input.message_id;
   if (input.options?.fallback_models?.length) req.fallback_models = input.options.fallback_models;
+  if (input.replay_id) req.replay_id = input.replay_id;
   // A sub-agent's run (harness::spawn) records who spawned it; informational, see children.ts.
   if (input.parent) req.parent = input.parent;
   if (!(await casRunRequest(trigger, sid, req, prev.raw))) return busy(sid);
@@ -99,6 +100,7 @@ export async function runStart(
     updated_at_ms: now,
     run_id: runId,
   };
+  if (input.replay_id) rec.replay_id = input.replay_id;
   const tracer = deps.tracer;
   if (tracer) beginTurnTrace(tracer, rec, tracer.current()?.traceparent);
   try {
