@@ -19,6 +19,7 @@ const HARNESS_WORKERS = [
   "hook-fanout",
   "context-compaction",
   "sub-agents",
+  "cassettes",
 ];
 
 let engine: EngineServer | undefined;

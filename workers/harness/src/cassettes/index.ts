@@ -4,7 +4,7 @@
 // a `replay_id` to replay, after which the orchestrator asks it for each model step
 // (`provider::cassette::stream`), each call's policy answer (`cassette::check_permissions`, under the
 // replay's policy override) and each call's result or recorded approval (`cassette::answer`).
-import { IIIError, isRecord, responseFormat, formatIssues } from "@iii-edge/protocol";
+import { errorCode, IIIError, isRecord, responseFormat, formatIssues } from "@iii-edge/protocol";
 import {
   CASSETTE_PROVIDER,
   CASSETTE_VERSION,
@@ -90,8 +90,11 @@ export async function exportCassette(ctx: Ctx, data: unknown, now: () => number)
   const req = cassetteExportRequest.safeParse(data);
   if (!req.success) throw new IIIError("invalid_arguments", `cassette::export: ${formatIssues(req.error)}`);
   const { session_id: sid, turn_id: turnId } = req.data;
-  // run::status answers null for a session that does not exist or is not the caller's.
-  const status = await runStatus(ctx, sid);
+  // A session that does not exist and one that is not the caller's read the same (null, forbidden).
+  const status = await runStatus(ctx, sid).catch((e: unknown) => {
+    if (errorCode(e) === "forbidden") return null;
+    throw e;
+  });
   if (!status) throw new IIIError("turn_not_found", `no turn ${turnId} in session ${sid}`);
   const current = status.run_id === turnId;
   if (current && !TERMINAL.has(status.state))
