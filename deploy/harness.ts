@@ -5,6 +5,7 @@
 // A name that is no worker's keeps the whole host out, with the reason in the log.
 import { WorkerHost, type WorkerModule } from "@iii-edge/sdk-edge/worker-edge";
 import { worker as harness } from "@iii-edge/worker-harness";
+import { worker as cassettes } from "@iii-edge/worker-harness/cassettes";
 import { worker as turnOrchestrator } from "@iii-edge/worker-turn-orchestrator";
 import { worker as provisioning } from "@iii-edge/worker-provisioning";
 import { worker as providers } from "@iii-edge/worker-providers";
@@ -37,6 +38,7 @@ export class HarnessWorkers extends WorkerHost<HarnessEnv> {
     hookFanout,
     contextCompaction,
     subAgents,
+    cassettes,
   ];
   protected override readonly disableVar = "HARNESS_DISABLE";
 }

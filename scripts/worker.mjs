@@ -26,8 +26,10 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const USAGE_EXIT = 2;
 const WORKER_PACKAGE = /^@iii-edge\/worker-(.+)$/;
 
-/** Workers that are no harness package, by name: the module each one's package exports. */
-const DEMO_WORKERS = {
+/** Workers that are no package's `./node` entry, by name: the module that exports each one. */
+const OTHER_WORKERS = {
+  // The cassettes worker ships inside the harness package (docs/cassettes.md).
+  cassettes: () => import("@iii-edge/worker-harness/cassettes"),
   counter: async () => {
     const { keyedCounter } = await import("@iii-edge/demo-app/counter");
     return { worker: keyedCounter(process.env.COUNTER_PREFIX || "counter") };
@@ -37,7 +39,7 @@ const DEMO_WORKERS = {
 /** The harness workers in the workspace (packages `@iii-edge/worker-<name>` with a `./node` entry)
  * and the demo's. */
 function availableWorkers() {
-  const names = Object.keys(DEMO_WORKERS);
+  const names = Object.keys(OTHER_WORKERS);
   for (const dir of JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")).workspaces) {
     const file = path.join(root, dir, "package.json");
     if (!existsSync(file)) continue;
@@ -77,7 +79,7 @@ function credentialsKey() {
 const { runWorkers } = await import("@iii-edge/sdk-edge/worker-node");
 // A worker whose Node entry exports `run(url, options)` connects itself (the MCP client registers
 // functions as it learns them, and needs its EdgeClient to unregister them); the rest run as modules.
-const entry = name in DEMO_WORKERS ? await DEMO_WORKERS[name]() : await import(`@iii-edge/worker-${name}/node`);
+const entry = name in OTHER_WORKERS ? await OTHER_WORKERS[name]() : await import(`@iii-edge/worker-${name}/node`);
 const url = process.env.III_URL || `ws://127.0.0.1:${process.env.PORT || "8787"}/`;
 const env = { ...process.env };
 const key = credentialsKey();

@@ -85,6 +85,8 @@ export const HARNESS_ERROR_CODES = [
   "too_many_exemptions",
   "too_many_holds",
   "too_many_waiters",
+  "turn_not_found",
+  "turn_running",
 ] as const;
 export type HarnessErrorCode = (typeof HARNESS_ERROR_CODES)[number];
 

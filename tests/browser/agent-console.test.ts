@@ -4,7 +4,8 @@
 // watching the same session; approving there resumes the turn and the final answer renders in
 // both. Then stop (a parked turn ends, the call never runs) and fork-from-here (a new session
 // holding the path up to the entry, linked to its source), steering mid-turn, a budget's spent and
-// remaining, and a sub-agent shown under its parent.
+// remaining, a sub-agent shown under its parent, and a provider failover (the switch, and which
+// model served the reply).
 import { existsSync, mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -13,7 +14,15 @@ import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { launchChromium } from "../support/chromium.ts";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import {
+  callAgentTrigger,
+  rateLimited,
+  reply,
+  replyWith,
+  say,
+  startProviderReplay,
+  type ReplayServer,
+} from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 
 /** One turn end to end on the shared 2-core box (several durable queue hops per round). */
@@ -121,6 +130,45 @@ beforeEach(() => {
 let firstSession = "";
 
 describe("an agent turn in the console", () => {
+  it(
+    "provider failover: the transcript shows the switch and which model served the reply",
+    async () => {
+      // gpt-4o is rate-limited on each of its attempts; the run's fallback, gpt-4o-mini, answers.
+      replay.enqueue("openai", rateLimited({ ms: 10 }), rateLimited({ ms: 10 }), rateLimited({ ms: 10 }), reply(say("from the fallback")));
+      const sid = `console-failover-${Date.now().toString(36)}`;
+      const res = await fetch(`${engine.url}/api/turns`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          payload: {
+            session_id: sid,
+            provider: "openai",
+            model: "gpt-4o",
+            messages: [{ role: "user", content: "hello" }],
+            options: { fallback_models: ["openai:gpt-4o-mini"] },
+          },
+        }),
+      });
+      expect(res.status, await res.clone().text()).toBe(200);
+      await until(
+        async () => ((await (await fetch(`${engine.url}/api/turns/${sid}`)).json()) as { state?: string }).state === "stopped" || undefined,
+        "the turn to end",
+        TURN_MS,
+      );
+      await openConsole(pageA, `/agent?session_id=${sid}`);
+      const notice = pageA.locator(
+        '#agent-transcript .ac-failover[data-failover-from="openai:gpt-4o"][data-failover-to="openai:gpt-4o-mini"]',
+      );
+      await notice.waitFor({ timeout: TURN_MS });
+      expect(await notice.getAttribute("data-reason")).toBe("rate_limited");
+      expect(await notice.textContent()).toContain("openai:gpt-4o was rate-limited; openai:gpt-4o-mini takes this step");
+      const served = pageA.locator('#agent-transcript .ac-msg-assistant [data-served-by="openai:gpt-4o-mini"]');
+      await served.waitFor({ timeout: TURN_MS });
+      expect(await finalTexts(pageA)).toContain("from the fallback");
+    },
+    SCENARIO_MS,
+  );
+
   it(
     "streams the reply into the page; the approval shows in another browser; approving there resumes the turn; the answer renders in both",
     async () => {

@@ -13,6 +13,7 @@ const WORKERS = [
   "approval-gate",
   "auth-credentials",
   "budget-tracker",
+  "cassettes",
   "context-compaction",
   "counter",
   "harness",

@@ -15,4 +15,5 @@ export const HARNESS_WORKERS = [
   "hook-fanout",
   "context-compaction",
   "sub-agents",
+  "cassettes",
 ] as const;

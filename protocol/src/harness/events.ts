@@ -1,5 +1,6 @@
 // The events a run streams (docs/harness-contracts.md §4.1): `agent::events` and `agent::turn_end`.
 import type { AgentMessage, AssistantMessage, AssistantMessageEvent, FunctionResultMessage } from "./messages.ts";
+import type { ProviderFailoverEvent } from "./failover.ts";
 import type { FunctionResult, TurnStateView } from "./turn-orchestrator.ts";
 
 export const AGENT_EVENTS_STREAM = "agent::events";
@@ -31,4 +32,6 @@ export type AgentEvent =
       tokens_before: number;
       compaction_entry_id: string;
       tail_start_id: string | null;
-    };
+    }
+  /** A round left its provider for the next fallback model (docs/harness.md, "Provider failover"). */
+  | ProviderFailoverEvent;

@@ -7,6 +7,7 @@
 export * from "./approval-gate.ts";
 export * from "./auth-credentials.ts";
 export * from "./budget-tracker.ts";
+export * from "./cassettes.ts";
 export * from "./context-compaction.ts";
 export * from "./events.ts";
 export * from "./failover.ts";

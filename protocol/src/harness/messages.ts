@@ -48,6 +48,20 @@ export interface FunctionResultMessage {
   details: unknown;
   is_error: boolean;
   timestamp: number;
+  /** How the harness decided the call; absent on results stored before it was kept. */
+  gate?: CallGate;
+}
+
+/** How the harness decided one call, stored with its result so a finished turn can be exported as a
+ * cassette and replayed against a changed policy (docs/cassettes.md). Providers never send it. */
+export interface CallGate {
+  /** The policy's answer under the session's permission settings; `none`: the call was settled
+   * before the policy was asked (a malformed call, a stop before it ran). */
+  policy: "allow" | "deny" | "needs_approval" | "none";
+  /** The rules' version the policy answered under (`policy::version`). */
+  policy_version?: string;
+  /** A person's decision on a call that waited for one. */
+  approval?: "allow" | "deny" | "aborted" | "expired";
 }
 export interface CustomMessage {
   role: "custom";

@@ -8,6 +8,9 @@ export const policyCheckRequest = z.object({
   args: z.unknown().optional(),
   session_id: z.string().min(1).optional(),
   with_version: z.boolean().optional(),
+  /** Judge under this `iii-permissions.yaml` text instead of the rules in force (a replay's policy
+   * override, docs/cassettes.md): only the answer changes, the floor still applies. */
+  policy: z.string().min(1).max(64_000).optional(),
 });
 /** Names the rules that decided (it changes whenever the file's text does), so a person's decision
  * can be tied to the policy it was asked under. Answered when the request sets `with_version`. */

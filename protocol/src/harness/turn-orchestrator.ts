@@ -6,6 +6,7 @@ import {
   type AgentFunction,
   type AssistantMessage,
   agentMessageSchema,
+  type CallGate,
   type ContentBlock,
   type FunctionResultMessage,
 } from "./messages.ts";
@@ -37,6 +38,9 @@ export const runStartRequest = z.object({
   isolation: z.boolean().optional(),
   /** The budget this run is charged to (workers/budget-tracker). */
   budget_id: z.string().min(1).max(200).optional(),
+  /** Set by `cassette::replay` (docs/cassettes.md): the run replays a cassette, its calls answered by
+   * `cassette::answer` and judged through `cassette::check_permissions`, never invoked. */
+  replay_id: z.string().min(1).max(128).optional(),
 });
 export type RunStartRequest = z.infer<typeof runStartRequest>;
 export const runStartResponse = z.union([
@@ -59,6 +63,8 @@ export interface RunRequest {
   message_id?: string;
   /** Set by provisioning: the sandbox the run's calls use. */
   sandbox_id?: string;
+  /** A replay of a cassette: nothing the model asks for is invoked. */
+  replay_id?: string;
 }
 
 export const TURN_STATES = [
@@ -94,6 +100,8 @@ export interface ExecutedCall {
   result: FunctionResult;
   is_error: boolean;
   duration_ms: number;
+  /** How it was decided, copied onto its transcript entry. */
+  gate?: CallGate;
 }
 export const awaitingApprovalSchema = z.object({
   function_call_id: z.string(),
@@ -126,7 +134,13 @@ export interface TurnStateRecord {
   model_meta?: Model | null;
   error?: { kind: string; message: string };
   stop_requested?: boolean;
-  work?: { prepared: PreparedCall[]; executed: Record<string, ExecutedCall>; calls: Record<string, CallCheckpoint> };
+  work?: {
+    prepared: PreparedCall[];
+    executed: Record<string, ExecutedCall>;
+    calls: Record<string, CallCheckpoint>;
+    /** Each call's decision so far, kept across a park until its result is recorded. */
+    gates?: Record<string, CallGate>;
+  };
   awaiting_approval?: AwaitingApproval[];
   /** Run key for deterministic entry ids (`e_<run>_<k>_assistant`, `e_<run>_<call id>`). */
   run_id: string;
@@ -145,6 +159,8 @@ export interface TurnStateRecord {
   result_error?: string;
   /** Nudges sent for an output that did not validate (at most MAX_VALIDATION_RETRIES). */
   validation_retries?: number;
+  /** The run replays a cassette (`run::start`'s `replay_id`): its calls are answered, not invoked. */
+  replay_id?: string;
 }
 
 /** What clients see of a record (`turn::get_state`): never `work` or `last_assistant`. */

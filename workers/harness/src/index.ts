@@ -28,6 +28,7 @@ import {
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { mergeBaggage } from "./baggage.ts";
+import { CASSETTE_ROUTES } from "./cassette-routes.ts";
 import { authorize, guardConfigFrom, type GuardConfig } from "./guard.ts";
 import {
   BRANCH_ROUTES,
@@ -274,6 +275,8 @@ export const ROUTES: readonly Route[] = [
   },
   // Resume, time travel, fork, tree, export (http.ts).
   ...BRANCH_ROUTES,
+  // A turn as a cassette, and its replay (cassette-routes.ts).
+  ...CASSETTE_ROUTES,
 ];
 
 // ------------------------------------------------------------------ session-created fan-out

@@ -9,7 +9,8 @@ import { policyCheckRequest, type PolicyDecision, policyDecisionSchema, policyVe
 import type { InvocationContext } from "@iii-edge/sdk-edge/client";
 import { tracerOf, type WorkerModule, type WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { decide, type CatalogFacts } from "./floor.ts";
-import { defaultPolicy, policyVersion, staticPolicy, type PolicySource, type PolicyState } from "./permissions-file.ts";
+import { defaultPolicy, parsePermissions, policyVersion, staticPolicy, type PolicySource, type PolicyState } from "./permissions-file.ts";
+import type { CompiledPolicy } from "./rules.ts";
 
 export { staticPolicy, type PolicySource } from "./permissions-file.ts";
 
@@ -74,6 +75,25 @@ async function catalogFacts(ctx: InvocationContext, functionId: string): Promise
   return facts;
 }
 
+/** Rules given with a check (`policy`), compiled once per text: a replay asks with the same text
+ * for every call. A few texts at a time; the oldest is dropped first. */
+export const GIVEN_POLICY_CACHE_SIZE = 8;
+const givenPolicies = new Map<string, CompiledPolicy>();
+
+function givenPolicy(text: string): PolicyState {
+  let policy = givenPolicies.get(text);
+  if (!policy) {
+    try {
+      policy = parsePermissions(text);
+    } catch (e) {
+      throw new IIIError("invalid_arguments", `${CHECK_PERMISSIONS}: the given policy does not parse: ${(e as Error).message}`);
+    }
+    if (givenPolicies.size >= GIVEN_POLICY_CACHE_SIZE) givenPolicies.delete(givenPolicies.keys().next().value!);
+    givenPolicies.set(text, policy);
+  }
+  return { ok: true, policy, origin: "the policy given with the check" };
+}
+
 export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
   const tracer = tracerOf(iii);
   iii.registerFunction(
@@ -81,7 +101,7 @@ export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
     (data: unknown, ctx: InvocationContext): Promise<PolicyDecision> => {
       const req = policyCheckRequest.safeParse(data);
       if (!req.success) throw new IIIError("invalid_arguments", `${CHECK_PERMISSIONS}: ${z.prettifyError(req.error)}`);
-      const state = config.source.current();
+      const state = req.data.policy !== undefined ? givenPolicy(req.data.policy) : config.source.current();
       // Fail closed: no valid rules means no answer, and the orchestrator denies the call.
       if (!state.ok) throw new IIIError("policy_unavailable", `${CHECK_PERMISSIONS}: no valid permissions (${state.error})`);
       const { function_id, args, session_id, with_version } = req.data;
@@ -100,7 +120,7 @@ export function registerPolicy(iii: WorkerSurface, config: PolicyConfig): void {
     },
     {
       description:
-        "Decide whether the model may call a function: deny for the kernel (functions marked model: never) and for reads outside the session's own scopes, whatever the rules say; else allow, deny (with the rule), or needs_approval when no rule of iii-permissions.yaml matches or the allowed id is served by a principal the file does not trust for it. with_version: true adds policy_version, which changes whenever the rules do.",
+        "Decide whether the model may call a function: deny for the kernel (functions marked model: never) and for reads outside the session's own scopes, whatever the rules say; else allow, deny (with the rule), or needs_approval when no rule of iii-permissions.yaml matches or the allowed id is served by a principal the file does not trust for it. with_version: true adds policy_version, which changes whenever the rules do. policy: an iii-permissions.yaml text to judge under instead of the rules in force (a replay's what-if; the floor still applies).",
       request_format: z.toJSONSchema(policyCheckRequest, { io: "input", unrepresentable: "any" }),
       response_format: responseFormat(policyDecisionSchema),
     },

@@ -65,4 +65,29 @@ describe("the edge entry", () => {
     expect(() => check({ args: {} }, ctx)).toThrow(expect.objectContaining({ code: "invalid_arguments" }));
     expect(() => check("state::get", ctx)).toThrow(expect.objectContaining({ code: "invalid_arguments" }));
   });
+
+  it("judges under rules given with the check instead of those in force; the floor still holds; a bad text is invalid_arguments", async () => {
+    const check = handlerFor({ III_PERMISSIONS: "version: 1\nrules:\n  - 'sandbox::*'\n" });
+    const given = "version: 1\nrules:\n  - '!sandbox::*'\n  - '*'\n";
+    expect(await check({ function_id: "sandbox::exec", args: {}, policy: given }, ctx)).toMatchObject({
+      decision: "deny",
+      rule_id: "sandbox::*",
+    });
+    // The rules in force are untouched.
+    expect(await check({ function_id: "sandbox::exec", args: {} }, ctx)).toMatchObject({ decision: "allow" });
+    // '*' does not open the kernel.
+    expect(await check({ function_id: "approval::resolve", args: {}, policy: given }, ctx)).toMatchObject({
+      decision: "deny",
+      rule_id: "kernel",
+    });
+    const versioned = (await check({ function_id: "state::get", args: {}, policy: given, with_version: true }, ctx)) as {
+      policy_version?: string;
+    };
+    const inForce = (await check({ function_id: "state::get", args: {}, with_version: true }, ctx)) as { policy_version?: string };
+    expect(versioned.policy_version).toMatch(/^[0-9a-f]{16}$/);
+    expect(versioned.policy_version).not.toBe(inForce.policy_version);
+    expect(() => check({ function_id: "state::get", policy: "rules: [" }, ctx)).toThrow(
+      expect.objectContaining({ code: "invalid_arguments" }),
+    );
+  });
 });

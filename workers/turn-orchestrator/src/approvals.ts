@@ -75,8 +75,8 @@ export async function effectiveSettings(trigger: Trigger, sid: string): Promise<
 
 /** The decision on one call: the policy (its floor first) under the session's permission settings.
  * A policy that cannot be reached denies (fail closed); an answer that cannot be read asks a person. */
-export async function decideCall(trigger: Trigger, call: FunctionCall, sid: string): Promise<CallDecision> {
-  const [answer, settings] = await Promise.all([askPolicy(trigger, call, sid, true), effectiveSettings(trigger, sid)]);
+export async function decideCall(trigger: Trigger, call: FunctionCall, sid: string, replayId?: string): Promise<CallDecision> {
+  const [answer, settings] = await Promise.all([askPolicy(trigger, call, sid, true, replayId), effectiveSettings(trigger, sid)]);
   const gate = gateOf(call, answer);
   if (answer.kind !== "answer") return gate;
   const version = answer.decision.policy_version;

@@ -6,7 +6,6 @@
 // (UIs re-read state), a wedged FSM is not — and writes go out one after another so live followers
 // see them in id order.
 import { AGENT_EVENTS_STREAM, TURN_END_STREAM, type AgentEvent } from "@iii-edge/protocol/harness";
-import type { ProviderFailoverEvent } from "@iii-edge/protocol/harness";
 import { errorText, type Trigger } from "./calls.ts";
 import { EVENT_ID_BLOCK, SCOPE_EVENT_COUNTER, STORAGE_TIMEOUT_MS } from "./constants.ts";
 import { eventItemId } from "./record.ts";
@@ -25,7 +24,7 @@ export class EventLog {
   }
 
   /** Queue `event` (written in order, in the background); `flush` waits for the queue. */
-  emit(event: AgentEvent | ProviderFailoverEvent): void {
+  emit(event: AgentEvent): void {
     this.chain = this.chain.then(() => this.write(event));
   }
 
@@ -50,7 +49,7 @@ export class EventLog {
     return this.next++;
   }
 
-  private async write(event: AgentEvent | ProviderFailoverEvent): Promise<void> {
+  private async write(event: AgentEvent): Promise<void> {
     try {
       const seq = await this.seq();
       const item_id = eventItemId(this.sid, seq);

@@ -6,6 +6,7 @@ import { bindingChange, approvalState, HOOK_TRIGGER_TYPES, type HookDenialEnvelo
 import type {
   ApprovalDecision,
   AwaitingApproval,
+  CallGate,
   FunctionCall,
   FunctionResult,
   FunctionResultMessage,
@@ -26,6 +27,7 @@ import { enqueue, stepMessage, type Tx } from "./store.ts";
 import { appendMany } from "./transcript.ts";
 import { ToolSpan } from "./trace.ts";
 import { consumeSubmitResult } from "./turn-end.ts";
+import { answerFromCassette, NO_RECORDED_DECISION, recordedDecision } from "./replay.ts";
 
 type Work = NonNullable<TurnStateRecord["work"]> & WorkWithHooks;
 /** A parked call's entry, with the hook that held it when a `pre_trigger` hook did. */
@@ -50,7 +52,8 @@ async function recordResult(
   isError?: boolean,
 ): Promise<void> {
   const is_error = isError ?? isErrorResult(result);
-  work.executed[call.id] = { call, result, is_error, duration_ms: durationMs };
+  const gate = work.gates?.[call.id] ?? { policy: "none" };
+  work.executed[call.id] = { call, result, is_error, duration_ms: durationMs, gate };
   work.calls[call.id] = "done";
   await tx.checkpoint();
   tx.events.emit({
@@ -101,6 +104,14 @@ async function holdCall(tx: Tx, work: Work, call: FunctionCall, held: Extract<Pr
   };
 }
 
+/** Keep how a call was decided (the policy's answer, then a person's), for its transcript entry. */
+function noteGate(work: Work, cid: string, gate: Partial<CallGate>): void {
+  work.gates ??= {};
+  work.gates[cid] = { ...(work.gates[cid] ?? { policy: "none" }), ...gate };
+}
+
+const approvalOf = (d: ApprovalDecision): NonNullable<CallGate["approval"]> => (d.expired ? "expired" : d.decision);
+
 /** Dispatch an allowed call exactly once: `triggered` is durable before the target is invoked. The
  * before-call hooks run first — `agent::before_function_call`, then the `pre_trigger` chain — and
  * may deny it, hold it (`park`) or rewrite its arguments: the rewritten call and what each hook
@@ -146,7 +157,8 @@ async function runCall(
   work.calls[call.id] = "triggered";
   await tx.checkpoint();
   await afterTriggered?.();
-  let result = await invokeTarget(tx.trigger, target, tx.sid);
+  const replayId = tx.rec.replay_id;
+  let result = replayId ? await answerFromCassette(tx.trigger, target, tx.sid, replayId) : await invokeTarget(tx.trigger, target, tx.sid);
   // A first `harness::join` on a running child parks (children.ts); its after-hooks run on the resumed call's result.
   const wait = parkOnChild ? childWaitOf(target, result) : undefined;
   if (parkOnChild && wait) {
@@ -239,17 +251,28 @@ export async function functionExecute(tx: Tx): Promise<void> {
       `policy_check ${call.function_id}`,
       { "iii.function_id": "policy::check_permissions", "gen_ai.tool.name": call.function_id, "gen_ai.tool.call.id": call.id },
       async (span) => {
-        const g = await decideCall(tx.trigger, call, tx.sid);
+        const g = await decideCall(tx.trigger, call, tx.sid, rec.replay_id);
         span?.setAttribute("iii.policy.decision", g.kind === "pending" ? "needs_approval" : g.kind);
         if (g.kind === "deny") span?.setAttribute("iii.policy.reason", g.envelope.reason);
         return g;
       },
     );
-    if (gate.kind === "allow") {
-      const parkHere = (entry: AwaitingApproval) => void newPending.push(entry);
-      await tool.within(() => runCall(tx, work, call, undefined, parkHere, undefined, undefined, parkHere));
-    } else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
-    else {
+    noteGate(work, call.id, {
+      policy: gate.kind === "pending" ? "needs_approval" : gate.kind,
+      ...(gate.policy_version !== undefined ? { policy_version: gate.policy_version } : {}),
+    });
+    const parkHere = (entry: AwaitingApproval) => void newPending.push(entry);
+    if (gate.kind === "allow") await tool.within(() => runCall(tx, work, call, undefined, parkHere, undefined, undefined, parkHere));
+    else if (gate.kind === "deny") await recordResult(tx, work, call, denialResult(gate.envelope), 0, true);
+    else if (rec.replay_id) {
+      // A replay never waits for a person: the recorded decision answers (none recorded: denied, and
+      // the diff says the call now needs a person).
+      const decision = await recordedDecision(tx.trigger, call, tx.sid, rec.replay_id);
+      if (decision) noteGate(work, call.id, { approval: approvalOf(decision) });
+      if (decision?.decision === "allow")
+        await tool.within(() => runCall(tx, work, call, undefined, parkHere, undefined, undefined, parkHere));
+      else await recordResult(tx, work, call, decisionResult(call, decision ?? NO_RECORDED_DECISION), 0, true);
+    } else {
       const asked = await ask(tx, work, call, gate.policy_version);
       if (asked) newPending.push(asked);
     }
@@ -328,6 +351,7 @@ export async function functionAwaitingApproval(tx: Tx): Promise<void> {
       if (!decision) continue;
       const call = work.prepared[index].call;
       drop();
+      noteGate(work, cid, { approval: approvalOf(decision) });
       // The wait for a person, from the park to this decision, as a span of the call's own.
       const tool = new ToolSpan(tx.tracer, rec, call);
       tool.recordChild(
@@ -430,6 +454,7 @@ function resultMessage(prepared: PreparedCall, work: Work, now: number): Functio
     details: done.result.details,
     is_error: done.is_error,
     timestamp: now,
+    ...(done.gate ? { gate: done.gate } : {}),
   };
 }
 
@@ -471,7 +496,8 @@ export async function closeBatchOnStop(tx: Tx, reason: string): Promise<void> {
     if (work.executed[call.id]) continue;
     const wasParked = (rec.awaiting_approval ?? []).some((a) => a.function_call_id === call.id);
     const result = work.calls[call.id] === "triggered" ? interrupted(call) : decisionResult(call, { decision: "aborted", reason });
-    work.executed[call.id] = { call, result, is_error: true, duration_ms: 0 };
+    if (wasParked) noteGate(work, call.id, { approval: "aborted" });
+    work.executed[call.id] = { call, result, is_error: true, duration_ms: 0, gate: work.gates?.[call.id] ?? { policy: "none" } };
     work.calls[call.id] = "done";
     if (wasParked) {
       await deleteDecision(tx.trigger, tx.sid, call.id);

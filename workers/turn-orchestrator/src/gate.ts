@@ -112,13 +112,22 @@ export type PolicyAnswer =
 /** One call to the policy, 5 s budget. `sessionId`: the session the model calls for, whose own
  * state and stream scopes are the only ones it may read. `withVersion`: ask for the policy version
  * too (what a person's decision is bound to). */
-export async function askPolicy(trigger: Trigger, call: FunctionCall, sessionId?: string, withVersion = false): Promise<PolicyAnswer> {
+export async function askPolicy(
+  trigger: Trigger,
+  call: FunctionCall,
+  sessionId?: string,
+  withVersion = false,
+  replayId?: string,
+): Promise<PolicyAnswer> {
   let reply: unknown;
   const payload: Record<string, unknown> = { function_id: call.function_id, args: call.arguments };
   if (sessionId !== undefined) payload.session_id = sessionId;
   if (withVersion) payload.with_version = true;
+  // A replay's calls are judged by the cassette worker, under the replay's policy override if any.
+  if (replayId !== undefined) payload.replay_id = replayId;
+  const functionId = replayId !== undefined ? "cassette::check_permissions" : "policy::check_permissions";
   try {
-    reply = await trigger({ function_id: "policy::check_permissions", payload, timeoutMs: POLICY_TIMEOUT_MS });
+    reply = await trigger({ function_id: functionId, payload, timeoutMs: POLICY_TIMEOUT_MS });
   } catch (e) {
     return {
       kind: "unreachable",

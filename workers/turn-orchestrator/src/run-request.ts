@@ -32,6 +32,7 @@ const stored = z.looseObject({
   sandbox_id: z.string().optional().catch(undefined),
   fallback_models: z.array(fallbackModelRef).optional().catch(undefined),
   output: outputContract.optional().catch(undefined),
+  replay_id: z.string().optional().catch(undefined),
   run_id: z.string().catch(""),
   requested_at_ms: z.number().catch(0),
 });

@@ -80,6 +80,7 @@ export async function runStart(
   if (input.message_id) req.message_id = input.message_id;
   if (input.options?.fallback_models?.length) req.fallback_models = input.options.fallback_models;
   if (input.output) req.output = input.output;
+  if (input.replay_id) req.replay_id = input.replay_id;
   // A sub-agent's run (harness::spawn) records who spawned it; informational, see children.ts.
   if (input.parent) req.parent = input.parent;
   if (!(await casRunRequest(trigger, sid, req, prev.raw))) return busy(sid);
@@ -102,6 +103,7 @@ export async function runStart(
     run_id: runId,
   };
   if (input.output) rec.output = input.output;
+  if (input.replay_id) rec.replay_id = input.replay_id;
   const tracer = deps.tracer;
   if (tracer) beginTurnTrace(tracer, rec, tracer.current()?.traceparent);
   try {

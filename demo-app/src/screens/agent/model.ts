@@ -4,7 +4,14 @@
 // Both become keyed items; the view is the history followed by the live items it does not already
 // hold, so a message seen live and then read back from storage shows once. Pure functions: the
 // screen keeps the state, this file says what each input does to it.
-import type { AgentMessage, AssistantMessage, AwaitingApproval, ContentBlock, TurnStateView } from "@iii-edge/protocol/harness";
+import type {
+  AgentMessage,
+  AssistantMessage,
+  AwaitingApproval,
+  ContentBlock,
+  ProviderFailoverEvent,
+  TurnStateView,
+} from "@iii-edge/protocol/harness";
 import type { EventItem } from "./follow.ts";
 
 export type CallStatus = "proposed" | "running" | "awaiting" | "done" | "error";
@@ -22,9 +29,21 @@ export interface CallView {
 
 export type Item =
   | { kind: "user"; key: string; text: string }
-  | { kind: "assistant"; key: string; text: string; thinking: string; stop_reason?: string; error?: string; model?: string }
+  | {
+      kind: "assistant";
+      key: string;
+      text: string;
+      thinking: string;
+      stop_reason?: string;
+      error?: string;
+      model?: string;
+      /** The provider that served this step: after a failover, a fallback's, not the run's own. */
+      provider?: string;
+    }
   | { kind: "call"; key: string; id: string }
-  | { kind: "notice"; key: string; text: string };
+  | { kind: "notice"; key: string; text: string }
+  /** A step that left its provider for the next fallback model. */
+  | { kind: "failover"; key: string; from: string; to: string; reason: string; text: string };
 
 export interface SessionView {
   history: Item[];
@@ -104,6 +123,7 @@ function itemsOf(m: AgentMessage, calls: Record<string, CallView>, defaultStatus
       stop_reason: m.stop_reason,
       error: m.error_message ?? undefined,
       model: m.model,
+      provider: m.provider,
     });
   }
   for (const b of m.content ?? []) {
@@ -149,6 +169,21 @@ function markAwaiting(calls: Record<string, CallView>, awaiting: AwaitingApprova
     };
   }
   return out;
+}
+
+const FAILOVER_REASON_TEXT: Record<ProviderFailoverEvent["reason"], string> = {
+  rate_limited: "was rate-limited",
+  transient: "failed before answering",
+  circuit_open: "is paused by its circuit breaker after repeated failures",
+};
+
+/** A failover as the transcript shows it: which model gave up, why, and which took the step. Keyed
+ * by its event item, so the same switch read again (a reconnect) shows once. */
+export function failoverItem(itemId: string, e: ProviderFailoverEvent): Item {
+  const from = `${e.from.provider}:${e.from.model}`;
+  const to = `${e.to.provider}:${e.to.model}`;
+  const why = FAILOVER_REASON_TEXT[e.reason] ?? e.reason;
+  return { kind: "failover", key: `failover:${itemId}`, from, to, reason: e.reason, text: `${from} ${why}; ${to} takes this step` };
 }
 
 /** Apply a batch of events (id order). One new object per batch, so a frame renders once. */
@@ -223,6 +258,9 @@ export function withEvents(view: SessionView, items: EventItem[]): SessionView {
         add([
           { kind: "notice", key: `compaction:${e.compaction_entry_id}`, text: `context compacted (${e.tokens_before} tokens summarised)` },
         ]);
+        break;
+      case "provider_failover":
+        add([failoverItem(item_id, e)]);
         break;
       case "turn_end":
       case "agent_end":

@@ -154,7 +154,9 @@ export function Transcript(props: {
       if (it.kind === "assistant")
         return (
           <div key={it.key} class={`ac-msg ac-msg-assistant${it.stop_reason === "error" ? " ac-msg-error" : ""}`} data-final="true">
-            <span class="ac-role">assistant{it.model ? ` · ${it.model}` : ""}</span>
+            <span class="ac-role" data-served-by={it.provider && it.model ? `${it.provider}:${it.model}` : undefined}>
+              assistant{it.model ? ` · ${it.provider ? `${it.provider}:` : ""}${it.model}` : ""}
+            </span>
             {it.thinking && <p class="ac-thinking">{it.thinking}</p>}
             <p class="ac-text">{it.text}</p>
             {it.error && <p class="ac-error">{it.error}</p>}
@@ -165,6 +167,19 @@ export function Transcript(props: {
         const c = calls[it.id];
         return c ? <CallCard key={it.key} call={c} onDecide={props.onDecide} onOpenSession={props.onOpenSession} /> : null;
       }
+      if (it.kind === "failover")
+        return (
+          <p
+            key={it.key}
+            class="ac-notice ac-failover"
+            role="status"
+            data-failover-from={it.from}
+            data-failover-to={it.to}
+            data-reason={it.reason}
+          >
+            provider failover: {it.text}
+          </p>
+        );
       return (
         <p key={it.key} class="ac-notice">
           {it.text}
