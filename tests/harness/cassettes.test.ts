@@ -201,6 +201,36 @@ describe("cassettes: export a finished turn, replay it against a changed policy"
     expect(ran).toEqual({ lookup: 1, charge: 1 });
   });
 
+  it("a session in auto mode: its settings travel in the cassette, and the replay runs under them", async () => {
+    // The charge runs on the session's always_allow (auto mode) with no person asked.
+    const auto = sessionId("auto");
+    await iii.trigger({ function_id: "approval::set-mode", payload: { session_id: auto, mode: "auto" } });
+    await iii.trigger({ function_id: "approval::add-always-allow", payload: { session_id: auto, function_id: "cassette-app::charge" } });
+    replay.enqueue("openai", reply(callAgentTrigger("cassette-app::charge", { amount: 2 }, "a-1")), reply(say("Charged 2.")));
+    await ui.startTurn(auto, "charge two");
+    await ui.finished(auto);
+    expect(ran.charge).toBe(2);
+    const status = (await iii.trigger({ function_id: "run::status", payload: { session_id: auto } })) as RunStatus;
+    const res = await get(`api/sessions/${auto}/turns/${status.run_id}/cassette`);
+    expect(res.status, await res.clone().text()).toBe(200);
+    const recorded = (await res.json()) as Cassette;
+    expect(recorded.permissions).toMatchObject({
+      mode: "auto",
+      always_allow: [{ function_id: "cassette-app::charge" }],
+      approved_always: [],
+    });
+    expect(recorded.steps[0]!.calls[0]).toMatchObject({ function_call_id: "a-1", is_error: false });
+
+    // Replayed in a fresh session under the same settings: no person would be needed, nothing differs.
+    const { status: code, body } = await replayOf({ cassette: recorded });
+    expect(code, JSON.stringify(body)).toBe(200);
+    expect(body).toMatchObject({ same: true, differences: [] });
+    // Without them (the defaults: manual), the charge would wait for a person.
+    const { body: bare } = await replayOf({ cassette: { ...recorded, permissions: undefined } });
+    expect(bare.differences.map((d) => [d.kind, d.function_call_id])).toEqual([["call_needs_approval", "a-1"]]);
+    expect(ran.charge).toBe(2);
+  });
+
   it("refuses an unknown turn (404), a running one (409) and a malformed cassette (400)", async () => {
     const unknown = await get(`api/sessions/${sid}/turns/no-such-turn/cassette`);
     expect(unknown.status).toBe(404);

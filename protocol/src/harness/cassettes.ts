@@ -4,6 +4,7 @@
 // the recorded one. `cassette::export`, `cassette::replay`, and what the orchestrator asks the
 // cassette worker during a replay.
 import { z } from "zod";
+import { approvalSettingsSchema } from "./approval-gate.ts";
 import { agentMessageSchema, type AssistantMessage } from "./messages.ts";
 import { MODES } from "./turn-orchestrator.ts";
 
@@ -77,6 +78,10 @@ export const cassetteSchema = z.object({
     mode: z.enum(MODES).nullable(),
     max_turns: z.number().int().min(1).max(1000).optional(),
   }),
+  /** The session's permission settings when it was exported (approval-gate's mode and lists), when
+   * it had any of its own: a replay's scratch session gets the same, so a call the recorded session
+   * allowed by its mode or lists is not reported as needing a person. */
+  permissions: approvalSettingsSchema.omit({ mode_set_at: true }).optional(),
   /** The messages that started the turn (its seed user messages). */
   input: z.array(agentMessageSchema).max(1000),
   steps: z.array(cassetteStepSchema).min(1).max(MAX_CASSETTE_STEPS),

@@ -113,16 +113,45 @@ export async function exportCassette(ctx: Ctx, data: unknown, now: () => number)
     });
     if (r) request = { provider: r.provider, model: r.model, mode: r.mode ?? null, ...(r.max_turns ? { max_turns: r.max_turns } : {}) };
   }
+  const permissions = await permissionsOf(ctx, sid);
   return {
     version: CASSETTE_VERSION,
     exported_at_ms: now(),
     source: { session_id: sid, turn_id: turnId },
     request,
+    ...(permissions ? { permissions } : {}),
     input: turn.input as unknown as Cassette["input"],
     steps: turn.steps,
     final_state: current && status.state === "failed" ? "failed" : "stopped",
     final_text: textOf(turn.steps.at(-1)!.message),
   };
+}
+
+/** The session's own permission settings (none when it has only the defaults, or approval-gate is
+ * not deployed: the replay then runs under the defaults, as the session did). */
+async function permissionsOf(ctx: Ctx, sid: string): Promise<Cassette["permissions"]> {
+  const r = await ctx
+    .trigger<unknown, { settings?: NonNullable<Cassette["permissions"]>; source?: string }>({
+      function_id: "approval::get-settings",
+      payload: { session_id: sid },
+      timeoutMs: QUERY_TIMEOUT_MS,
+    })
+    .catch((e: unknown) => {
+      if (errorCode(e) === "function_not_found") return null;
+      throw e;
+    });
+  if (r?.source !== "stored" || !r.settings) return undefined;
+  const { mode, always_allow, approved_always } = r.settings;
+  return { mode, always_allow, approved_always };
+}
+
+/** Give the scratch session the recorded session's permission settings before its turn starts. */
+async function applyPermissions(ctx: Ctx, sid: string, permissions: NonNullable<Cassette["permissions"]>): Promise<void> {
+  const call = (function_id: string, payload: Record<string, unknown>) =>
+    ctx.trigger({ function_id, payload: { session_id: sid, ...payload }, timeoutMs: QUERY_TIMEOUT_MS });
+  await call("approval::set-mode", { mode: permissions.mode });
+  for (const e of permissions.always_allow) await call("approval::add-always-allow", { function_id: e.function_id });
+  for (const e of permissions.approved_always) await call("approval::approve-always", { function_id: e.function_id });
 }
 
 async function loadReplay(ctx: Ctx, replayId: string, sid: string): Promise<ReplayRecord> {
@@ -162,6 +191,7 @@ export async function replayCassette(ctx: Ctx, data: unknown, config: Required<C
       max_turns: Math.min(Math.max(cassette.request.max_turns ?? 0, cassette.steps.length + 1), 1000),
       replay_id: replayId,
     };
+    if (cassette.permissions) await applyPermissions(ctx, sid, cassette.permissions);
     if (cassette.request.mode) start.mode = cassette.request.mode;
     if (overrides.system_prompt !== undefined) start.system_prompt = overrides.system_prompt;
     const started = await ctx.trigger<unknown, { started?: boolean }>({
