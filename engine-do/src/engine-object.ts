@@ -6,19 +6,9 @@
 // - object/shard-role.ts: a connection shard (./shards/connection-shard.ts).
 // The class name and its binding (`ENGINE`) stay as deployed: objects keep their state.
 import { DurableObject } from "cloudflare:workers";
-import type {
-  CallOutcome,
-  EngineRpc,
-  RpcTriggerRequest,
-  ShardAttachOutcome,
-  ShardAttachRequest,
-  ShardBatchOutcome,
-  ShardDownBatch,
-  ShardInvokeOutcome,
-  ShardInvokeRequest,
-  ShardRoute,
-  ShardUpBatch,
-} from "@iii-edge/protocol";
+import type { CallOutcome, EngineRpc, RpcTriggerRequest, ShardAttachOutcome } from "@iii-edge/protocol";
+import type { ShardAttachRequest, ShardBatchOutcome, ShardDownBatch, ShardInvokeOutcome } from "@iii-edge/protocol";
+import type { ShardInvokeRequest, ShardRoute, ShardUpBatch } from "@iii-edge/protocol";
 import type { CloudMessageBody, DeliveryVerdict } from "./core/queues/cloudflare-queue.ts";
 import type { HttpTriggerRequest, HttpTriggerResponse } from "./core/triggers/http.ts";
 import { EngineRole } from "./object/engine-role.ts";

@@ -7,6 +7,16 @@ import { permissionsFile, replayEnv, startProviderReplay, type ReplayServer } fr
 /** The harness registers within this on a busy 2-core box. */
 const REGISTER_TIMEOUT_MS = 30_000;
 
+/** Rules for the hook benches: the bench's own functions run, one call is denied by a rule. */
+export const BENCH_RULES = "version: 1\nrules:\n  - 'bench::*'\n  - rule_id: never-this\n    function: denied::call\n    action: deny\n";
+
+/** Poll `check` every 100 ms until it holds (a failing check counts as not yet), at most 30 s. */
+export async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100)))
+    if (await check().catch(() => false)) return;
+  throw new Error(`timed out waiting for ${what}`);
+}
+
 export interface HarnessBench {
   replay: ReplayServer;
   engine: EngineServer;

@@ -11,7 +11,7 @@
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5).
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
-import { followTurn, postTurn, startHarnessBench } from "./harness-engine.ts";
+import { BENCH_RULES, followTurn, postTurn, startHarnessBench, waitFor } from "./harness-engine.ts";
 import { fmt, median, pct } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -27,15 +27,11 @@ const HOOK_POINTS = ["pre_turn", "pre_generate", "post_generate", "pre_trigger",
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const { replay, engine, iii } = await startHarnessBench("hook-points-bench", {
-  rules: "version: 1\nrules:\n  - 'bench::*'\n  - rule_id: never-this\n    function: denied::call\n    action: deny\n",
+  rules: BENCH_RULES,
 });
 const app = registerWorker(engine.wsUrl, { workerName: "hook-points-bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
 
-async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(100)) if (await check().catch(() => false)) return;
-  throw new Error(`timed out waiting for ${what}`);
-}
 const hookBindings = async () =>
   (
     (await iii.trigger({ function_id: "engine::registered-triggers::list", payload: { search: "harness::hook::" } })) as {

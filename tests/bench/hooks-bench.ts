@@ -15,7 +15,7 @@
 // BENCH_DIRECT_CALLS (200).
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
-import { followTurn, postTurn, startHarnessBench } from "./harness-engine.ts";
+import { BENCH_RULES, followTurn, postTurn, startHarnessBench, waitFor } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -31,15 +31,11 @@ const AFTER = "agent::after_function_call";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const { replay, engine, iii } = await startHarnessBench("hooks-bench", {
-  rules: "version: 1\nrules:\n  - 'bench::*'\n  - rule_id: never-this\n    function: denied::call\n    action: deny\n",
+  rules: BENCH_RULES,
 });
 const app = registerWorker(engine.wsUrl, { workerName: "hooks-bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
 
-async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
-  for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(100)) if (await check().catch(() => false)) return;
-  throw new Error(`timed out waiting for ${what}`);
-}
 const functionIds = async () =>
   (
     (await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {

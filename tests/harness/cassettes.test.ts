@@ -11,15 +11,8 @@ import type { Cassette, CassetteReplayResponse, RunStatus } from "@iii-edge/prot
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  permissionsFile,
-  replayEnv,
-  reply,
-  say,
-  startProviderReplay,
-  type ReplayServer,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "../support/provider-replay.ts";
+import type { ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { TURN_DEADLINE_MS, turnClient } from "./turn-client.ts";
 

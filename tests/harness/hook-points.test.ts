@@ -8,31 +8,16 @@
 // past its timeout fails closed (pre) or open (post); what post_trigger changed survives the
 // engine being killed mid-batch, without the hook being asked again; and a model cannot bind a
 // hook through agent_trigger.
-import {
-  HOOK_TRIGGER_TYPES,
-  type AgentMessage,
-  type FunctionResultMessage,
-  type HookInput,
-  type HookOutput,
-  type HookPoint,
-  type PendingApprovalRecord,
-  type TurnStateRecord,
-} from "@iii-edge/protocol/harness";
-import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
+import { HOOK_TRIGGER_TYPES, type AgentMessage, type FunctionResultMessage, type HookInput } from "@iii-edge/protocol/harness";
+import type { HookOutput, HookPoint, PendingApprovalRecord, TurnStateRecord } from "@iii-edge/protocol/harness";
+import type { Span } from "@iii-edge/protocol/telemetry";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  permissionsFile,
-  replayEnv,
-  reply,
-  say,
-  startProviderReplay,
-  type ReplayServer,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "../support/provider-replay.ts";
+import type { ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { agentSpan, asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
+import { agentSpan, spansOfTrace, asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
 /** The file allows everything a test calls, and `engine::*` too: the floor, not the file, keeps a
  * model from binding a hook. */
@@ -86,22 +71,12 @@ const BINDINGS: { fn: string; point: HookPoint; config: Record<string, unknown> 
   { fn: "stuck::scrub", point: "post_trigger", config: { functions: ["gated::open"], timeout_ms: SLOW_HOOK_TIMEOUT_MS } },
 ];
 
-async function spansOfTrace(trace_id: string): Promise<Span[]> {
-  const out: Span[] = [];
-  for (let offset = 0; ; ) {
-    const page = await call<TracesListOutput>("engine::traces::list", { trace_id, offset, limit: 1000 });
-    out.push(...page.spans);
-    offset += page.spans.length;
-    if (page.spans.length === 0 || offset >= page.total) return out;
-  }
-}
-
 /** The spans of `sid`'s turn once its last step's span is stored. */
 async function turnSpans(sid: string): Promise<Span[]> {
   const root = await agentSpan(iii, sid, TURN_DEADLINE_MS);
   return until(
     async () => {
-      const spans = await spansOfTrace(root.trace_id);
+      const spans = await spansOfTrace(iii, root.trace_id);
       return spans.some((s) => s.name === "step assistant_streaming") && spans.filter((s) => s.name.startsWith("step ")).length >= 2
         ? spans
         : undefined;

@@ -10,31 +10,14 @@
 // - `harness::stop` cancels; `harness::run` answers with the terminal status;
 // - a typed output is held to its schema on both providers, with a retry after an invalid answer
 //   and `result_error` after two.
-import type {
-  AgentMessage,
-  HarnessRunResponse,
-  SendResponse,
-  StatusResponse,
-  StopResponse,
-  TurnCompletedEvent,
-  TurnStartedEvent,
-} from "@iii-edge/protocol/harness";
+import type { AgentMessage, HarnessRunResponse, SendResponse, StatusResponse, StopResponse } from "@iii-edge/protocol/harness";
+import type { TurnCompletedEvent, TurnStartedEvent } from "@iii-edge/protocol/harness";
 import { subAgentSessionId } from "@iii-edge/worker-sub-agents/ids";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  call,
-  callAgentTrigger,
-  permissionsFile,
-  replayEnv,
-  reply,
-  replyWith,
-  say,
-  startProviderReplay,
-  type RecordedRequest,
-  type ReplayServer,
-} from "../support/provider-replay.ts";
+import { call, callAgentTrigger, permissionsFile, replayEnv, reply, replyWith, say } from "../support/provider-replay.ts";
+import { startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 import { asText, openaiMessages, TURN_DEADLINE_MS, textOf, turnClient } from "./turn-client.ts";
 

@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { LogsListOutput, Span, SpanTreeNode, TracesListOutput, TracesTreeOutput } from "@iii-edge/protocol/telemetry";
+import type { LogsListOutput, Span, SpanTreeNode, TracesTreeOutput } from "@iii-edge/protocol/telemetry";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
@@ -16,7 +16,7 @@ import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.t
 import { callAgentTrigger, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { agentSpan, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
+import { agentSpan, spansOfTrace, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
 /** ledger::record is in no rule: it waits for a person. */
 const PERMISSIONS = `version: 1
@@ -86,17 +86,6 @@ function flatten(nodes: SpanTreeNode[], out: SpanTreeNode[] = []): SpanTreeNode[
   return out;
 }
 
-/** Every span of a trace, all pages. */
-async function spansOfTrace(trace_id: string): Promise<Span[]> {
-  const out: Span[] = [];
-  for (let offset = 0; ; ) {
-    const page = await call<TracesListOutput>("engine::traces::list", { trace_id, offset, limit: 1000 });
-    out.push(...page.spans);
-    offset += page.spans.length;
-    if (page.spans.length === 0 || offset >= page.total) return out;
-  }
-}
-
 describe("one agent turn is one trace", () => {
   it("http ingress → run::start → invoke_agent → every step, chat, policy, approval, the iii-sdk worker's span, the queue hop and the state write; exported alike", async () => {
     const sid = `trace-${Date.now().toString(36)}`;
@@ -123,7 +112,7 @@ describe("one agent turn is one trace", () => {
     const isLedgerWrite = (s: Span) => s.name === "invoke state::set" && attr(s, "iii.state.scope") === "ledger";
     const spans = await until(
       async () => {
-        const all = await spansOfTrace(traceId);
+        const all = await spansOfTrace(iii, traceId);
         const have = (p: (s: Span) => boolean) => all.some(p);
         const complete =
           have(isLedgerWrite) &&
@@ -141,7 +130,7 @@ describe("one agent turn is one trace", () => {
       SPANS_SETTLE_MS,
       250,
     ).catch(async (e: unknown) => {
-      const all = await spansOfTrace(traceId).catch(() => []);
+      const all = await spansOfTrace(iii, traceId).catch(() => []);
       const ids = new Set(all.map((s) => s.span_id));
       const orphans = all.filter((s) => s.parent_span_id && !ids.has(s.parent_span_id)).map((s) => s.name);
       throw new Error(

@@ -36,6 +36,20 @@ export async function agentSpan(caller: Caller, sid: string, ms: number): Promis
   return spans[0]!;
 }
 
+/** Every span of a trace, all pages. */
+export async function spansOfTrace(caller: Caller, trace_id: string): Promise<Span[]> {
+  const out: Span[] = [];
+  for (let offset = 0; ; ) {
+    const page = (await caller.trigger({
+      function_id: "engine::traces::list",
+      payload: { trace_id, offset, limit: 1000 },
+    })) as TracesListOutput;
+    out.push(...page.spans);
+    offset += page.spans.length;
+    if (page.spans.length === 0 || offset >= page.total) return out;
+  }
+}
+
 /** A function's invocation metadata as a record: for a call a model made, who called
  * (`session_id`, `function_call_id`, `function_id`); `{}` for a call without any. */
 export const metaOf = (metadata: unknown): Record<string, unknown> =>

@@ -11,14 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_CATALOG_CHARS, MAX_ENTRY_CHARS } from "@iii-edge/worker-provisioning";
 import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
 import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import {
-  callAgentTrigger,
-  replyWith,
-  say,
-  startProviderReplay,
-  type RecordedRequest,
-  type ReplayServer,
-} from "../support/provider-replay.ts";
+import { callAgentTrigger, replyWith, say, startProviderReplay, type RecordedRequest } from "../support/provider-replay.ts";
+import type { ReplayServer } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
 
 const TURN_DEADLINE_MS = 45_000;
