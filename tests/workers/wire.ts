@@ -33,11 +33,12 @@ export async function deliverInOneInstant(
       return a !== null && match(a);
     });
     if (!ws) throw new Error("socket not found in the object");
+    // The namespace's own object has the engine role (engine-do/src/object/engine-role.ts).
     const obj = instance as unknown as {
       webSocketMessage(ws: WebSocket, m: string | ArrayBuffer): unknown;
-      core: { ports: { clock: { now(): number } } };
+      role: { core: { ports: { clock: { now(): number } } } };
     };
-    const clock = obj.core.ports.clock;
+    const clock = obj.role.core.ports.clock;
     const running = Object.getOwnPropertyDescriptor(clock, "now");
     const instant = clock.now();
     clock.now = () => instant;
