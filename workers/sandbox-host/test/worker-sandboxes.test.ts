@@ -21,6 +21,8 @@ const WORKER_POOL = 2;
 const overload = () => Math.max(1, os.loadavg()[0]! / os.availableParallelism());
 
 /** Conditions that ask the host, polled every 50 ms. */
+/** The longest a spawn may take here (the host allows 60 s to connect, then 30 s to register). */
+const SPAWN_CALL_MS = 120_000;
 const until = (cond: () => Promise<boolean>, timeoutMs: number) => waitFor(cond, timeoutMs, 50);
 
 const worker = (body: string) => `import { registerWorker } from "iii-sdk";
@@ -37,7 +39,9 @@ describe.skipIf(qemuMissing)(`sandbox workers${qemuMissing ? ` (skipped: ${qemuM
   let healthy = "";
 
   beforeAll(async () => {
-    engine = await startEngine();
+    // iii-sdk names no deadline on the wire, so the engine's default is the call's: long enough for
+    // a spawn whose guest takes a minute to start on a software CPU beside other test files.
+    engine = await startEngine({ env: { INVOKE_TIMEOUT_MS: String(SPAWN_CALL_MS) } });
     host = spawn(
       process.execPath,
       [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("workers"), "--pool", "0", "--worker-pool", String(WORKER_POOL)],
@@ -201,7 +205,7 @@ ws.onopen = () => { for (let i = 0; i < ${FLOOD}; i++) ws.send('{"type":"registe
     const err = await call(
       "sandbox::spawn_worker",
       { source, register_prefix: "flood::", wait_for: [`flood::f${FLOOD - 1}`] },
-      120_000,
+      SPAWN_CALL_MS,
     ).catch((e: Error) => e);
     expect((err as { code?: string }).code).toBe("limit_exceeded");
     expect((err as Error).message).toContain("frame flood");
