@@ -41,7 +41,7 @@ describe.skipIf(qemuMissing)(`sandbox workers${qemuMissing ? ` (skipped: ${qemuM
   beforeAll(async () => {
     // iii-sdk names no deadline on the wire, so the engine's default is the call's: long enough for
     // a spawn whose guest takes a minute to start on a software CPU beside other test files.
-    engine = await startEngine({ env: { INVOKE_TIMEOUT_MS: String(SPAWN_CALL_MS) } });
+    engine = await startEngine({ vars: { INVOKE_TIMEOUT_MS: String(SPAWN_CALL_MS) } });
     host = spawn(
       process.execPath,
       [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("workers"), "--pool", "0", "--worker-pool", String(WORKER_POOL)],
