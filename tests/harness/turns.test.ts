@@ -4,6 +4,7 @@
 // iii-sdk with no harness registration step. Each scenario drives a turn the way a UI does — over
 // the HTTP API — and checks what a user would see: the `agent::events` a UI renders, the turn's
 // state, the transcript, and what the model provider was sent.
+import { readFileSync } from "node:fs";
 import type { AgentEvent, AgentMessage, FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { registerWorker as registerEdgeWorker, type EdgeClient } from "@iii-edge/sdk-edge";
 import { registerWorker, type IIIClient } from "iii-sdk";
@@ -13,7 +14,7 @@ import { startEngine, type EngineServer } from "../support/engine-server.ts";
 import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
 import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
 import { until } from "../support/wait.ts";
-import { asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
+import { asText, type EventItem, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -532,6 +533,68 @@ describe("following a turn", () => {
     }
   });
 
+  it("docs/harness.md's curl session, run as written: each command's answer is the one the page shows", async () => {
+    await registerApps();
+    // The page's session is `s1` and its model's call is `call_1`; a fresh id keeps this engine's
+    // other sessions apart, and is put back wherever the page names `s1`.
+    const sid = `docs-${crypto.randomUUID().slice(0, 8)}`;
+    const ours = (text: string) => text.replace(/\bs1\b/g, sid);
+    replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "call_1")), reply(say("Sent.")));
+    const steps = curlSession(readFileSync(new URL("../../docs/harness.md", import.meta.url), "utf8"), "## Following a turn");
+    expect(steps.map((s) => `${s.method} ${s.path}`)).toEqual([
+      "POST /api/turns",
+      "GET /api/turns/s1",
+      "GET /api/turns/s1/events?limit=3",
+      "POST /api/approvals",
+      "GET /api/turns/s1/events?after=s1-000000000003&limit=200",
+      "GET /api/turns/s1",
+    ]);
+    const run = async (i: number) => {
+      const { method, path, body } = steps[i]!;
+      const res = await fetch(`${engine.url}${ours(path)}`, {
+        method,
+        ...(body === undefined ? {} : { body: ours(body), headers: { "content-type": "application/json" } }),
+      });
+      expect(res.status, `${method} ${path}`).toBe(200);
+      return (await res.json()) as Record<string, unknown>;
+    };
+    const shown = (i: number) => JSON.parse(ours(steps[i]!.output)) as Record<string, unknown>;
+
+    expect(await run(0)).toEqual(shown(0));
+    await parkedTurn(sid); // the page's reader runs the next command once the model has asked
+    // What differs from run to run: the times, the rules' version, and the arguments' hash (it covers the call).
+    const waiting = (shown(1).awaiting_approval as Record<string, unknown>[])[0];
+    const varying = {
+      args_hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+      policy_version: expect.any(String),
+      pending_at: expect.any(Number),
+      expires_at: expect.any(Number),
+    };
+    expect(await run(1)).toEqual({ ...shown(1), awaiting_approval: [{ ...waiting, ...varying }] });
+    const first = await run(2);
+    // The page elides the messages ("…"): its ids, cursor and event types are what it promises.
+    const firstShown = steps[2]!.output;
+    const items = first.events as EventItem[];
+    expect(items.map((e) => e.item_id)).toEqual([...firstShown.matchAll(/"item_id":"([^"]+)"/g)].map((m) => ours(m[1]!)));
+    expect(items.map((e) => e.data.type)).toEqual([...firstShown.matchAll(/"type":"([a-z_]+)"/g)].map((m) => m[1]));
+    expect(first.next).toBe(ours(/"next":"([^"]+)"/.exec(firstShown)![1]!));
+    expect(await run(3)).toEqual(shown(3));
+    await finished(sid); // likewise: the rest is read once the turn has ended
+    const rest = await run(4);
+    // Every event type the page lists appears, in its order; the cursor has the ids' shape.
+    const listed = [...steps[4]!.output.matchAll(/"([a-z_]+)"/g)].map((m) => m[1]).filter((t) => t !== "events" && t !== "next");
+    const got = (rest.events as EventItem[]).map((e) => e.data.type as string);
+    let at = 0;
+    for (const t of listed) {
+      at = got.indexOf(t, at);
+      expect(at, `${t} after the events before it, in ${got.join(",")}`).toBeGreaterThanOrEqual(0);
+      at += 1;
+    }
+    expect(rest.next).toMatch(new RegExp(`^${sid}-\\d{12}$`));
+    expect(await run(5)).toEqual(shown(5));
+    expect(ranOf("mail::send").filter((r) => r.meta.session_id === sid)).toHaveLength(1);
+  });
+
   it("a console joined to agent::sessions sees the sessions as they are created", async () => {
     const sessions = (await iii.trigger({ function_id: "stream::list", payload: { stream_name: "agent::sessions", group_id: "all" } })) as {
       added: string[];
@@ -589,3 +652,29 @@ describe("credentials stay with the providers", () => {
     expect(leaks("auth::get_token over HTTP", body)).toEqual([]);
   });
 });
+
+/** The `$ curl …` commands of a page's first sh block after `heading`, each with what the page shows it answer. */
+function curlSession(page: string, heading: string): { method: string; path: string; body?: string; output: string }[] {
+  const block = page.slice(page.indexOf(heading)).split("```sh\n")[1]!.split("\n```")[0]!;
+  const out: { method: string; path: string; body?: string; output: string }[] = [];
+  for (const chunk of block.split(/^\$ /m).slice(1)) {
+    const lines = chunk.split("\n");
+    let command = "";
+    while (lines.length > 0) {
+      const line = lines.shift()!;
+      command += line.replace(/\\$/, "");
+      if (!line.endsWith("\\")) break;
+    }
+    command = command.replace(/\s+#.*$/, "");
+    const words = [...command.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+    const url = words.find((w) => w.startsWith("localhost:8787"))!;
+    const data = words[words.indexOf("-d") + 1];
+    out.push({
+      method: words.includes("-X") ? words[words.indexOf("-X") + 1]! : "GET",
+      path: url.slice("localhost:8787".length),
+      ...(words.includes("-d") ? { body: data } : {}),
+      output: lines.join("\n").trim(),
+    });
+  }
+  return out;
+}

@@ -2,6 +2,7 @@
 // against one `npm start` engine: each must exit 0 on its own, within a bound, printing the output
 // docs/getting-started.md shows.
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
@@ -46,6 +47,21 @@ function run(example: string): Promise<{ code: number | null; signal: string | n
 }
 
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+
+describe("the README's copy of an example", () => {
+  it("every line of code the README shows for examples/connect.mjs is in the file the test runs", () => {
+    const readme = readFileSync(path.join(repoRoot, "README.md"), "utf8");
+    const block = readme.slice(readme.indexOf("`examples/connect.mjs`")).split("```js\n")[1]!.split("\n```")[0]!;
+    const file = readFileSync(path.join(repoRoot, "examples/connect.mjs"), "utf8");
+    // A line's trailing comment is the README's gloss (`// { sum: 5 }`); comment lines may be shortened.
+    const code = block
+      .split("\n")
+      .map((l) => l.replace(/\s+\/\/ .*$/, "").trimEnd())
+      .filter((l) => l.trim() !== "" && !l.trim().startsWith("//"));
+    expect(code.length).toBeGreaterThan(5);
+    expect(code.filter((l) => !file.includes(l))).toEqual([]);
+  });
+});
 
 describe("the examples of docs/getting-started.md", () => {
   const cases: [string, (string | RegExp)[]][] = [
