@@ -85,12 +85,12 @@ const PORT_TAKEN = /EADDRINUSE|[Aa]ddress already in use|port taken/;
 const PORT_ATTEMPTS = 4;
 
 /**
- * An engine (`startOn(port)`, `npm start`'s) and a sandbox host process (`src/main.ts --engine … ...hostArgs`)
- * started together: the host is spawned first, on the port the engine is about to take, so its
- * warm pool boots while the engine starts instead of after it; the host connects by itself once
- * the engine answers (within a second: RECONNECT_FAST), as it does after an engine restart. If another process took the port
- * before the engine bound it, both are stopped and started again on a fresh one. The host's
- * stderr is in `log()`.
+ * An engine (`startOn(port)`, `npm start`'s) and a sandbox host process (`src/main.ts --engine …
+ * ...hostArgs`) started together: the host is spawned first, on the port the engine is about to
+ * take, so its warm pool boots while the engine starts instead of after it. The host connects by
+ * itself once the engine answers (within a second: RECONNECT_FAST), as after an engine restart.
+ * If another process took the port before the engine bound it, both are stopped and started again
+ * on a fresh one. The host's stderr is in `log()`.
  */
 export async function startEngineAndHost<E extends { wsUrl: string }>(opts: {
   startOn: (port: number) => Promise<E>;
