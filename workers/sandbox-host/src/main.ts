@@ -5,7 +5,7 @@
 import os from "node:os";
 import { parseArgs } from "node:util";
 import type { BackendKind } from "./backends/types.ts";
-import { registerWorker } from "@iii-edge/sdk-edge/node";
+import { DEFAULT_RECONNECTION, registerWorker } from "@iii-edge/sdk-edge/node";
 import { nodeSurface, nodeTracer } from "@iii-edge/sdk-edge/worker-node";
 import { registerSandboxFunctions } from "./functions.ts";
 import { defaultStateDir } from "./host-state.ts";
@@ -43,6 +43,8 @@ const USAGE = `usage: sandbox-host [--engine URL] [options]
   --name NAME           worker name (default sandbox-host@<hostname>)
   --worker-pool N       warm worker VMs (sandbox::spawn_worker) kept booted with iii-sdk loaded (default ${DEFAULT_WORKER_POOL_SIZE})
   --max-workers N       live worker sandboxes (default ${DEFAULT_MAX_WORKER_SANDBOXES}; 0 turns sandbox::spawn_worker off)
+  --reconnect-max-ms N  longest wait between attempts to reach the engine (default ${DEFAULT_RECONNECTION.maxDelayMs}, iii-sdk's);
+                        lower it when the host is started before or beside the engine
 env: ENGINE_TOKEN (this host's own token, when the engine wants one), AUTH_SECRET (the engine's secret:
      each worker sandbox then gets a token of its own, limited to its prefix)`;
 
@@ -75,6 +77,7 @@ async function main(): Promise<void> {
       name: { type: "string" },
       "worker-pool": { type: "string" },
       "max-workers": { type: "string" },
+      "reconnect-max-ms": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -112,6 +115,14 @@ async function main(): Promise<void> {
     workerName: values.name ?? `sandbox-host@${os.hostname()}`,
     metadata: { backend: backend.kind, backend_reason: reason, limits: sandboxes.limits, pool_size: sandboxes.poolSize },
     ...(engineToken ? { headers: { Authorization: `Bearer ${engineToken}` } } : {}),
+    // The backoff doubles from 1 s up to this cap; a host started before its engine otherwise
+    // waits up to the cap after the engine comes up.
+    reconnectionConfig: {
+      maxDelayMs: Math.max(
+        DEFAULT_RECONNECTION.initialDelayMs,
+        int(values["reconnect-max-ms"], "reconnect-max-ms", DEFAULT_RECONNECTION.maxDelayMs),
+      ),
+    },
   });
   client.addConnectionStateListener((state) => log(`engine connection: ${state}`));
   // The worker kit's surface over the client, as every worker registers: (data, ctx) handlers,

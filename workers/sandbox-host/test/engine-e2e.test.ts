@@ -3,13 +3,11 @@
 // on a free port, or the one at ENGINE_URL when that is set.
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { readChannel } from "@iii-edge/sdk-edge/channels";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { alive, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
+import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { alive, hostMain, retryingCall, startEngineAndHost, stopHost, testStateDir, waitFor } from "./support.ts";
 
 let ENGINE_URL = process.env.ENGINE_URL;
 let engine: EngineServer | undefined;
@@ -30,25 +28,28 @@ function childrenOf(ppid: number): number[] {
     .map(Number);
 }
 
-const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
-
 describe.skipIf(skip)(`sandbox host through the engine${skip ? ` (skipped: ${skip})` : ""}`, () => {
   let host: ChildProcess;
   let harness: ReturnType<typeof registerWorker>;
-  let hostLog = "";
+  let hostLog = () => "";
 
   beforeAll(async () => {
-    if (!ENGINE_URL) {
-      engine = await startEngine();
+    // Two warm VMs: each case creates one, and the pool refills while the cases run and while the
+    // engine restarts, so creates rarely wait for a boot.
+    const hostArgs = ["--state-dir", testStateDir("e2e"), "--pool", "2"];
+    if (ENGINE_URL) {
+      let log = "";
+      host = spawn(process.execPath, [hostMain, "--engine", ENGINE_URL, ...hostArgs], { stdio: ["ignore", "ignore", "pipe"] });
+      host.stderr?.on("data", (d: Buffer) => {
+        log += d.toString();
+      });
+      hostLog = () => log;
+    } else {
+      // The host's pool boots while the engine starts.
+      ({ engine, host, log: hostLog } = await startEngineAndHost({ startOn: (port) => startEngine({ port }), freePort, hostArgs }));
       ENGINE_URL = engine.wsUrl;
     }
-    host = spawn(process.execPath, [main, "--engine", ENGINE_URL!, "--state-dir", testStateDir("e2e"), "--pool", "1"], {
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    host.stderr?.on("data", (d: Buffer) => {
-      hostLog += d.toString();
-    });
-    expect(await waitFor(() => hostLog.includes("serving sandbox::"), 120_000)).toBe(true);
+    expect(await waitFor(() => hostLog().includes("serving sandbox::"), 120_000)).toBe(true);
     harness = registerWorker(ENGINE_URL!, { workerName: "sandbox-e2e-harness", otel: { enabled: false } });
   });
   afterAll(async () => {

@@ -1,7 +1,9 @@
 // Shared by the sandbox-host tests: which backends this machine can run, and why one is skipped.
+import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { createMicrovmBackend } from "../src/backends/microvm.ts";
 import { createProcessBackend } from "../src/backends/process.ts";
 import type { SandboxBackend } from "../src/backends/types.ts";
@@ -71,8 +73,52 @@ export async function codeOf(p: Promise<unknown>): Promise<string> {
   }
 }
 
+/** The sandbox host's CLI (`npm run sandbox-host`). */
+export const hostMain = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
+
+/** The host retries the engine every second (not up to every 30 s, iii-sdk's backoff): it is
+ * started before the engine answers, and the restart case waits for it to come back. */
+const RECONNECT_FAST = ["--reconnect-max-ms", "1000"];
+/** What an engine start failed of when another process took its port first. */
+const PORT_TAKEN = /EADDRINUSE|[Aa]ddress already in use|port taken/;
+/** Fresh ports tried when the one picked was taken before the engine bound it. */
+const PORT_ATTEMPTS = 4;
+
+/**
+ * An engine (`startOn(port)`, `npm start`'s) and a sandbox host process (`src/main.ts --engine …
+ * ...hostArgs`) started together: the host is spawned first, on the port the engine is about to
+ * take, so its warm pool boots while the engine starts instead of after it. The host connects by
+ * itself once the engine answers (within a second: RECONNECT_FAST), as after an engine restart.
+ * If another process took the port before the engine bound it, both are stopped and started again
+ * on a fresh one. The host's stderr is in `log()`.
+ */
+export async function startEngineAndHost<E extends { wsUrl: string }>(opts: {
+  startOn: (port: number) => Promise<E>;
+  freePort: () => Promise<number>;
+  hostArgs: string[];
+  env?: NodeJS.ProcessEnv;
+}): Promise<{ engine: E; host: ChildProcess; log: () => string }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await opts.freePort();
+    let log = "";
+    const host = spawn(process.execPath, [hostMain, "--engine", `ws://127.0.0.1:${port}`, ...RECONNECT_FAST, ...opts.hostArgs], {
+      stdio: ["ignore", "ignore", "pipe"],
+      env: opts.env ?? process.env,
+    });
+    host.stderr?.on("data", (d: Buffer) => {
+      log += d.toString();
+    });
+    try {
+      return { engine: await opts.startOn(port), host, log: () => log };
+    } catch (e) {
+      await stopHost(host);
+      if (attempt >= PORT_ATTEMPTS || !PORT_TAKEN.test(String(e))) throw e;
+    }
+  }
+}
+
 /** Stop a sandbox host process started by a test, and wait until it has exited. */
-export async function stopHost(host: import("node:child_process").ChildProcess | undefined): Promise<void> {
+export async function stopHost(host: ChildProcess | undefined): Promise<void> {
   if (!host || host.exitCode !== null || host.signalCode !== null) return;
   const exited = new Promise((r) => host.once("exit", r));
   host.kill("SIGTERM");

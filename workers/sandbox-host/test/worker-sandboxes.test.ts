@@ -1,16 +1,12 @@
 // Sandbox workers end to end: a real engine (`npm start`'s, on a free port), the host (`src/main.ts`)
 // as its own process, real TCG microVMs booting the worker image, and an iii-sdk worker process as
 // the caller. Skipped only where QEMU is missing.
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import os from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { qemuMissing, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
-
-const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
+import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { qemuMissing, retryingCall, startEngineAndHost, stopHost, testStateDir, waitFor } from "./support.ts";
 /** The requirement: a sandbox worker's functions are in the catalog within a second of its VM being
  * ready. The guest runs on a software CPU that shares this box's cores with everything else, so on
  * an overloaded box (run queue above the core count, as when several suites run at once) the budget
@@ -33,7 +29,7 @@ ${body}
 describe.skipIf(qemuMissing)(`sandbox workers${qemuMissing ? ` (skipped: ${qemuMissing})` : ""}`, () => {
   let engine: EngineServer;
   let host: ChildProcess;
-  let hostLog = "";
+  let hostLog = () => "";
   let caller: ReturnType<typeof registerWorker>;
   const pushes: { at: number; ids: string[] }[] = [];
   let healthy = "";
@@ -41,17 +37,18 @@ describe.skipIf(qemuMissing)(`sandbox workers${qemuMissing ? ` (skipped: ${qemuM
   beforeAll(async () => {
     // iii-sdk names no deadline on the wire, so the engine's default is the call's: long enough for
     // a spawn whose guest takes a minute to start on a software CPU beside other test files.
-    engine = await startEngine({ vars: { INVOKE_TIMEOUT_MS: String(SPAWN_CALL_MS) } });
-    host = spawn(
-      process.execPath,
-      [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("workers"), "--pool", "0", "--worker-pool", String(WORKER_POOL)],
-      { stdio: ["ignore", "ignore", "pipe"] },
-    );
-    host.stderr?.on("data", (d: Buffer) => {
-      hostLog += d.toString();
-    });
-    expect(await waitFor(() => hostLog.includes("serving sandbox::"), 120_000)).toBe(true);
-    expect(hostLog).toContain("sandbox workers on");
+    // The host's worker VMs boot while the engine starts.
+    ({
+      engine,
+      host,
+      log: hostLog,
+    } = await startEngineAndHost({
+      startOn: (port) => startEngine({ port, vars: { INVOKE_TIMEOUT_MS: String(SPAWN_CALL_MS) } }),
+      freePort,
+      hostArgs: ["--state-dir", testStateDir("workers"), "--pool", "0", "--worker-pool", String(WORKER_POOL)],
+    }));
+    expect(await waitFor(() => hostLog().includes("serving sandbox::"), 120_000)).toBe(true);
+    expect(hostLog()).toContain("sandbox workers on");
     caller = registerWorker(engine.wsUrl, {
       workerName: "worker-sandboxes-caller",
       otel: { enabled: false },
@@ -67,7 +64,7 @@ describe.skipIf(qemuMissing)(`sandbox workers${qemuMissing ? ` (skipped: ${qemuM
     expect(await until(async () => (await call("sandbox::info", {})).worker_pool?.pool_ready === WORKER_POOL, 150_000)).toBe(true);
   });
   // A failure shows what the host said (boots, relays, refusals, stops).
-  beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-sandboxes] host log (tail):\n${hostLog.slice(-6000)}`)));
+  beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-sandboxes] host log (tail):\n${hostLog().slice(-6000)}`)));
   afterAll(async () => {
     await caller?.shutdown().catch(() => {});
     await stopHost(host);

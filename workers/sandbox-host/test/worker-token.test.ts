@@ -1,36 +1,33 @@
 // Sandbox workers on an engine that wants tokens (AUTH_SECRET): the host holds the engine's secret
 // and mints a token per sandbox, limited to its prefix, which the relay presents upstream; the
 // guest never sees it. Real engine, host process and TCG microVM. Skipped only where QEMU is missing.
-import { spawn, type ChildProcess } from "node:child_process";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import type { ChildProcess } from "node:child_process";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { bearer, startSecureEngine, TEST_AUTH_SECRET, token } from "../../../tests/support/auth.ts";
-import type { EngineServer } from "../../../tests/support/engine-server.ts";
-import { qemuMissing, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
-
-const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
+import { bearer, TEST_AUTH_SECRET, token } from "../../../tests/support/auth.ts";
+import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { qemuMissing, retryingCall, startEngineAndHost, stopHost, testStateDir, waitFor } from "./support.ts";
 
 describe.skipIf(qemuMissing)(`sandbox workers with AUTH_SECRET${qemuMissing ? ` (skipped: ${qemuMissing})` : ""}`, () => {
   let engine: EngineServer;
   let host: ChildProcess;
-  let hostLog = "";
+  let hostLog = () => "";
   let caller: ReturnType<typeof registerWorker>;
 
   beforeAll(async () => {
-    engine = await startSecureEngine();
-    const env = { ...process.env, AUTH_SECRET: TEST_AUTH_SECRET, ENGINE_TOKEN: await token("sandbox-host") };
-    host = spawn(
-      process.execPath,
-      [main, "--engine", engine.wsUrl, "--state-dir", testStateDir("token"), "--pool", "0", "--worker-pool", "1"],
-      { stdio: ["ignore", "ignore", "pipe"], env },
-    );
-    host.stderr?.on("data", (d: Buffer) => {
-      hostLog += d.toString();
-    });
-    expect(await waitFor(() => hostLog.includes("serving sandbox::"), 120_000)).toBe(true);
-    expect(hostLog).toContain("a token per sandbox");
+    // The engine as startSecureEngine starts it (AUTH_SECRET), beside the host booting its worker VM.
+    ({
+      engine,
+      host,
+      log: hostLog,
+    } = await startEngineAndHost({
+      startOn: (port) => startEngine({ port, env: { AUTH_SECRET: TEST_AUTH_SECRET } }),
+      freePort,
+      hostArgs: ["--state-dir", testStateDir("token"), "--pool", "0", "--worker-pool", "1"],
+      env: { ...process.env, AUTH_SECRET: TEST_AUTH_SECRET, ENGINE_TOKEN: await token("sandbox-host") },
+    }));
+    expect(await waitFor(() => hostLog().includes("serving sandbox::"), 120_000)).toBe(true);
+    expect(hostLog()).toContain("a token per sandbox");
     caller = registerWorker(engine.wsUrl, {
       workerName: "token-caller",
       headers: bearer(await token("caller")),
@@ -45,7 +42,7 @@ describe.skipIf(qemuMissing)(`sandbox workers with AUTH_SECRET${qemuMissing ? ` 
       );
     expect(await waitFor(ready, 240_000, 250)).toBe(true);
   }, 360_000);
-  beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-token] host log (tail):\n${hostLog.slice(-6000)}`)));
+  beforeEach((ctx) => ctx.onTestFailed(() => console.log(`[worker-token] host log (tail):\n${hostLog().slice(-6000)}`)));
   afterAll(async () => {
     await caller?.shutdown().catch(() => {});
     await stopHost(host);
