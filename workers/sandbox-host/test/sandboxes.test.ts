@@ -146,7 +146,7 @@ describe.skipIf(qemuMissing)(`sandbox registry on microvm-tcg${qemuMissing ? ` (
       const dir = testStateDir("hangup");
       const { child, qemuPid } = await standInHost(dir, "no-pdeathsig");
       child.kill("SIGKILL");
-      expect(await waitFor(() => !alive(qemuPid), 20_000)).toBe(true);
+      expect(await waitFor(() => !alive(qemuPid), 60_000)).toBe(true);
     });
   });
 });
