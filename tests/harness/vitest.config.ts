@@ -10,8 +10,8 @@ export default defineProject({
     environment: "node",
     include: ["**/*.test.ts"],
     // Files run beside the other projects' files: each starts its own engine, replay servers and
-    // temp dirs on free ports. (vitest runs a project with fileParallelism off alone, one file at
-    // a time, after every other project has finished: 17 files in series at the end of `npm test`.)
+    // temp dirs on free ports. (With fileParallelism off, vitest would run this project alone, one
+    // file at a time, after every other project: 17 files in series at the end of `npm test`.)
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },
