@@ -89,9 +89,12 @@ beforeAll(async () => {
   const rules = path.join(dir, "iii-permissions.yaml");
   writeFileSync(rules, PERMISSIONS);
   assertConsoleBuilt();
-  engine = await startEngine({
+  // The browsers start while the engine boots (each start is seconds on a loaded machine).
+  const browsers = Promise.all([launchChromium().then((c) => (ctxA = c)), launchChromium().then((c) => (ctxB = c))]);
+  const booted = startEngine({
     env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-console-test", III_PERMISSIONS_PATH: rules },
-  });
+  }).then((e) => (engine = e));
+  await Promise.all([booted, browsers]);
   apps = registerWorker(engine.wsUrl, { workerName: "console-apps", otel: { enabled: false } });
   apps.registerFunction(
     "mail::send",
@@ -110,7 +113,6 @@ beforeAll(async () => {
     { description: "Waits until released (a long-running call)." },
   );
   await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
-  [ctxA, ctxB] = await Promise.all([launchChromium(), launchChromium()]);
   [pageA, pageB] = await Promise.all([ctxA.newPage(), ctxB.newPage()]);
   mkdirSync(SCREENSHOTS, { recursive: true });
 });

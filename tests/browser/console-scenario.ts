@@ -38,9 +38,24 @@ export async function startScenario(): Promise<Scenario> {
   const dir = mkdtempSync(path.join(tmpdir(), "console-scenario-"));
   const rules = path.join(dir, "iii-permissions.yaml");
   writeFileSync(rules, PERMISSIONS);
-  const engine = await startEngine({
-    env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-console-scenario", III_PERMISSIONS_PATH: rules },
-  });
+  // Chromium starts while the engine boots (each start is seconds on a loaded machine); whichever
+  // of the two came up is taken down again if the other did not.
+  const [booted, launched] = await Promise.allSettled([
+    startEngine({
+      env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-console-scenario", III_PERMISSIONS_PATH: rules },
+    }),
+    launchChromium(),
+  ]);
+  if (booted.status === "rejected" || launched.status === "rejected") {
+    await Promise.allSettled([
+      booted.status === "fulfilled" && booted.value.stop(),
+      launched.status === "fulfilled" && launched.value.close(),
+      replay.close(),
+    ]);
+    throw booted.status === "rejected" ? booted.reason : (launched as PromiseRejectedResult).reason;
+  }
+  const engine = booted.value;
+  const ctx = launched.value;
   const shop = registerWorker(engine.wsUrl, { workerName: "shop", otel: { enabled: false } });
   let holding = false;
   const orders = new Map<string, { id: string; item: string; qty: number }>([["42", { id: "42", item: "mug", qty: 2 }]]);
@@ -86,7 +101,6 @@ export async function startScenario(): Promise<Scenario> {
   shop.registerTrigger({ type: "http", function_id: "orders::list", config: { api_path: "orders", http_method: "GET" } });
   await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
   await until(async () => (await fetch(`${engine.url}/orders`)).status === 200 || undefined, "the shop's route", 30_000, 200);
-  const ctx = await launchChromium();
   const page = await ctx.newPage();
   return {
     engine,

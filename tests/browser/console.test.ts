@@ -58,7 +58,12 @@ beforeAll(async () => {
   mkdirSync(SHOTS, { recursive: true });
   // The catalog's call form reaches this suite's own functions too (CONSOLE_CALL: beyond the
   // functions the console's screens call, a console token calls only what the operator lists).
-  engine = await startSecureEngine({ QUEUES: queuesWithTestQueue(), CONSOLE_CALL: "e2e::*,edge::*" });
+  // The browsers start while the engine boots (each start is seconds on a loaded machine).
+  await Promise.all([
+    startSecureEngine({ QUEUES: queuesWithTestQueue(), CONSOLE_CALL: "e2e::*,edge::*" }).then((e) => (engine = e)),
+    launchChromium().then((c) => (ctxA = c)),
+    launchChromium().then((c) => (ctxB = c)),
+  ]);
   node = registerWorker(`${engine.wsUrl}/`, {
     workerName: "node-console-e2e",
     headers: bearer(await token("node-console-e2e")),
@@ -73,8 +78,6 @@ beforeAll(async () => {
     },
     { description: "fails until the test says otherwise" },
   );
-  ctxA = await launchChromium();
-  ctxB = await launchChromium();
   pageA = await openConsole(ctxA, "/tab");
   nameA = (await pageA.locator("#tab-worker-name").textContent())!;
   pageB = await openConsole(ctxB, "/catalog");

@@ -11,6 +11,8 @@ import type { EngineServer } from "../support/engine-server.ts";
 
 let engine: EngineServer;
 let ctx: BrowserContext;
+/** A second browser, for the client that is not on loopback (its own profile and headers). */
+let remote: BrowserContext;
 let page: Page;
 let demoUrl: string;
 let greet: string;
@@ -23,16 +25,20 @@ const invoke = async (body: unknown) =>
 const go = (route: string) => page.evaluate(`location.hash = ${JSON.stringify(route)}`);
 
 beforeAll(async () => {
-  engine = await startSecureEngine({ CONSOLE_CREDENTIAL });
+  // Both browsers start while the engine boots (each start is seconds on a loaded machine).
+  await Promise.all([
+    startSecureEngine({ CONSOLE_CREDENTIAL }).then((e) => (engine = e)),
+    launchChromium().then((c) => (ctx = c)),
+    launchChromium().then((c) => (remote = c)),
+  ]);
   demoUrl = `${engine.url}/#token=${await token("demo-tab")}`;
-  ctx = await launchChromium();
   page = await ctx.newPage();
   await page.goto(demoUrl);
   await page.waitForSelector('#status[data-state="connected"]', { timeout: 30_000 });
   greet = `${await page.evaluate("window.iiiConsole.conn.workerName")}::greet`;
 });
 afterAll(async () => {
-  await ctx?.close();
+  await Promise.allSettled([ctx?.close(), remote?.close()]);
   await engine?.stop();
 });
 
@@ -110,7 +116,6 @@ it("a refused token is said so, not shown as 'connecting' forever", async () => 
 
 it("deployed (a client that is not on loopback): the page asks for the console credential, then connects", async () => {
   // The engine Worker reads the client's address from cf-connecting-ip, as on Cloudflare.
-  const remote = await launchChromium();
   try {
     await remote.setExtraHTTPHeaders({ "cf-connecting-ip": "203.0.113.9" });
     const p = await remote.newPage();

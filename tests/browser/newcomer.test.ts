@@ -15,8 +15,8 @@ let engine: EngineServer;
 let ctx: BrowserContext;
 
 beforeAll(async () => {
-  engine = await startEngine();
-  ctx = await launchChromium();
+  // Chromium starts while the engine boots (each start is seconds on a loaded machine).
+  await Promise.all([startEngine().then((e) => (engine = e)), launchChromium().then((c) => (ctx = c))]);
 });
 afterAll(async () => {
   await ctx?.close();

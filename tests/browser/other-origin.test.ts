@@ -35,13 +35,16 @@ const page = (enginePort: number, name: string) => `<!doctype html><meta charset
 beforeAll(async () => {
   appPort = await freePort();
   otherPort = await freePort();
-  engine = await startEngine({ env: { ALLOWED_ORIGINS: `http://127.0.0.1:${appPort}` } });
+  // Chromium starts while the engine boots (each start is seconds on a loaded machine).
+  await Promise.all([
+    startEngine({ env: { ALLOWED_ORIGINS: `http://127.0.0.1:${appPort}` } }).then((e) => (engine = e)),
+    launchChromium().then((c) => (ctx = c)),
+  ]);
   app = http.createServer((req, res) => {
     const name = new URL(req.url ?? "/", "http://x").searchParams.get("name") ?? "app";
     res.writeHead(200, { "content-type": "text/html" }).end(page(engine.port, name));
   });
   await new Promise<void>((r) => app.listen(appPort, "127.0.0.1", () => r()));
-  ctx = await launchChromium();
 }, 120_000);
 afterAll(async () => {
   await ctx?.close();

@@ -46,15 +46,18 @@ beforeAll(async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "traces-page-"));
   const rules = path.join(dir, "iii-permissions.yaml");
   writeFileSync(rules, "version: 1\nrules:\n  - '!approval::*'\n# anything else waits for a person\n");
-  engine = await startEngine({
-    env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-traces-test", III_PERMISSIONS_PATH: rules },
-  });
+  // Chromium starts while the engine boots (each start is seconds on a loaded machine).
+  await Promise.all([
+    startEngine({
+      env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-traces-test", III_PERMISSIONS_PATH: rules },
+    }).then((e) => (engine = e)),
+    launchChromium().then((c) => (ctx = c)),
+  ]);
   apps = registerWorker(engine.wsUrl, { workerName: "traces-apps", otel: { enabled: false } });
   apps.registerFunction("notes::save", async (a: Record<string, unknown>) => ({ saved: true, text: a.text }), {
     description: "Save a note.",
   });
   await until(async () => (await fetch(`${engine.url}/api/turns/none`)).status === 404 || undefined, "the harness routes", 30_000, 200);
-  ctx = await launchChromium();
   page = await ctx.newPage();
   mkdirSync(SCREENSHOTS, { recursive: true });
 });

@@ -9,7 +9,9 @@ export default defineProject({
     name: "harness",
     environment: "node",
     include: ["**/*.test.ts"],
-    fileParallelism: false,
+    // Files run beside the other projects' files: each starts its own engine, replay servers and
+    // temp dirs on free ports. (With fileParallelism off, vitest would run this project alone, one
+    // file at a time, after every other project: 17 files in series at the end of `npm test`.)
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },

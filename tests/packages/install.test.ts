@@ -226,12 +226,15 @@ async function openPage(bundler: Bundler): Promise<void> {
 
 beforeAll(async () => {
   const t0 = Date.now();
-  // The engine boots while the packages are packed, installed and bundled.
-  const results = await Promise.allSettled([startSecureEngine().then((e) => (engine = e)), prepareApp()]);
+  // The engine boots and Chromium launches while the packages are packed, installed and bundled.
+  const results = await Promise.allSettled([
+    startSecureEngine().then((e) => (engine = e)),
+    prepareApp(),
+    timed("chromium", () => launchChromium()).then((c) => (ctx = c)),
+  ]);
   const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
   if (failed) throw failed.reason;
-  timings["engine + app ready"] = Date.now() - t0;
-  ctx = await timed("chromium", () => launchChromium());
+  timings["engine + app + chromium ready"] = Date.now() - t0;
   // OTel off: iii-sdk's /otel socket sends no headers and would be refused (401) over and over.
   iii = registerWorker(`${engine!.wsUrl}/`, {
     workerName: "iii-sdk-packages",
