@@ -1,8 +1,8 @@
 // What every harness bench starts: a zero-latency provider replay, exactly `npm start` pointed at
 // it (with a permissions file when the bench calls functions), and a caller.
 import { registerWorker, type IIIClient } from "iii-sdk";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { permissionsFile, replayEnv, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { permissionsFile, replayEnv, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
 
 /** The harness registers within this on a busy 2-core box. */
 const REGISTER_TIMEOUT_MS = 30_000;

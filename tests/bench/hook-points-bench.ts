@@ -10,7 +10,7 @@
 // the nothing-bound step over the denied step. The machine is shared: read ratios, not absolutes.
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5).
 import { registerWorker, type IIIClient } from "iii-sdk";
-import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say } from "@iii-edge/test-support/provider-replay";
 import { BENCH_RULES, followTurn, postTurn, startHarnessBench, waitFor } from "./harness-engine.ts";
 import { fmt, median, pct } from "./stats.ts";
 

@@ -14,7 +14,7 @@
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5),
 // BENCH_DIRECT_CALLS (200).
 import { registerWorker, type IIIClient } from "iii-sdk";
-import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say } from "@iii-edge/test-support/provider-replay";
 import { BENCH_RULES, followTurn, postTurn, startHarnessBench, waitFor } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 

@@ -18,11 +18,11 @@ import { POLICY_TIMEOUT_MS, type FunctionResultMessage, type RunRequestView, typ
 import type { BrowserClient } from "@iii-edge/sdk-browser";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { serveRunContract, type RunContract } from "../support/run-contract.ts";
-import { until } from "../support/wait.ts";
-import { HARNESS_WORKERS } from "../support/harness-workers.ts";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { serveRunContract, type RunContract } from "@iii-edge/test-support/run-contract";
+import { until } from "@iii-edge/test-support/wait";
+import { HARNESS_WORKERS } from "@iii-edge/test-support/harness-workers";
 import { metaOf, textOf, turnClient } from "./turn-client.ts";
 
 /** A Node worker process starts (npm, Node, type stripping of its sources) within this. */

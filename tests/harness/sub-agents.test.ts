@@ -21,9 +21,10 @@ import {
 import { subAgentMessageId, subAgentSessionId } from "@iii-edge/worker-sub-agents/ids";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
+import type { RecordedRequest, ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { asText, metaOf, openaiMessages, TURN_DEADLINE_MS, turnClient, types } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1

@@ -4,9 +4,9 @@
 import type { AgentEvent, AgentMessage, TurnStateView } from "@iii-edge/protocol/harness";
 import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { expect } from "vitest";
-import type { EngineServer } from "../support/engine-server.ts";
-import type { RecordedRequest } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import type { RecordedRequest } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 
 /** How long one turn may take end to end on the shared 2-core box (several durable queue hops). */
 export const TURN_DEADLINE_MS = 30_000;

@@ -5,7 +5,7 @@ import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
 import { SqlChannelStore, type ChannelRow } from "@iii-edge/engine-do/core/channels/store.ts";
 import { migrate } from "@iii-edge/engine-do/core/schema.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql } from "@iii-edge/test-support/node-sql";
 
 const row = (id: string, over: Partial<ChannelRow> = {}): ChannelRow => ({
   id,

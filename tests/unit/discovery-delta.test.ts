@@ -11,7 +11,7 @@ import { openCallLimits } from "@iii-edge/engine-do/core/bounds.ts";
 import { EngineCore, type EngineOptions, FUNCTIONS_CHANGED_DEBOUNCE_MS } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql } from "@iii-edge/test-support/node-sql";
 
 function ports(timers: EnginePorts["timers"] = realTimers, edgeHosts: EnginePorts["edgeHosts"] = {}): EnginePorts {
   return {

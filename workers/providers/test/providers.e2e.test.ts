@@ -7,7 +7,7 @@ import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { worker as authWorker } from "@iii-edge/worker-auth-credentials";
-import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import {
   call,
   callAgentTrigger,
@@ -24,8 +24,8 @@ import {
   unauthorized,
   type ReplayProvider,
   type ReplayServer,
-} from "../../../tests/support/provider-replay.ts";
-import { until } from "../../../tests/support/wait.ts";
+} from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { configFrom, DEFAULT_LIMITS, worker as providersWorker, type ProvidersConfig } from "../src/index.ts";
 
 /** This suite runs its own copies of the two workers, as Node processes. */

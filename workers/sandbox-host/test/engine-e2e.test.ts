@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { readChannel } from "@iii-edge/sdk-edge/channels";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { alive, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
 
 let ENGINE_URL = process.env.ENGINE_URL;

@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { qemuMissing, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
 
 const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");

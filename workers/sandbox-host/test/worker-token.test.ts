@@ -6,8 +6,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { bearer, startSecureEngine, TEST_AUTH_SECRET, token } from "../../../tests/support/auth.ts";
-import type { EngineServer } from "../../../tests/support/engine-server.ts";
+import { bearer, startSecureEngine, TEST_AUTH_SECRET, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 import { qemuMissing, retryingCall, stopHost, testStateDir, waitFor } from "./support.ts";
 
 const main = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "main.ts");
