@@ -8,7 +8,7 @@
 //   run::request, turn::get_state, turn::subscribe): a sub-agent spawn, its join and the console's
 //   agent screen reads work against it, since nothing else reads the orchestrator's own state;
 // - every built-in worker also runs alone as a Node process (`npm run worker -- <name>`): with the
-//   whole stack left out of the Worker, thirteen processes make the same turn work.
+//   whole stack left out of the Worker, one process each (HARNESS_WORKERS) makes the same turn work.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -564,7 +564,7 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
     }
     await until(
       () => HARNESS_WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined,
-      `all thirteen connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`,
+      `all ${HARNESS_WORKERS.length} connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`,
       WORKER_START_MS,
       200,
     );
