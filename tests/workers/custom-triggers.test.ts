@@ -12,31 +12,24 @@ const regs = async (w: Awaited<ReturnType<Wires["connect"]>>, type: string) =>
 
 describe("custom trigger types", () => {
   it("parks a binding to an unknown type (no error, no reply) and delivers it when a provider registers the type", async () => {
-    const owner = await wires.connect();
-    owner.send({
+    const binding = {
       type: "registertrigger",
       id: "ct-park",
       trigger_type: "ct::late",
       function_id: "ct::fn",
       config: { path: "/x" },
       metadata: { m: 1 },
-      message_type: "registertrigger",
-    });
+    };
+    const owner = await wires.connect();
+    // The provider gets the binding as it was registered, without the sender's message_type.
+    owner.send({ ...binding, message_type: "registertrigger" });
     await owner.ok("state::list_groups");
     expect(owner.frames.filter((f) => f.type !== "workerregistered" && f.type !== "invocationresult")).toEqual([]);
     expect(await regs(owner, "ct::late")).toEqual([expect.objectContaining({ id: "ct-park", status: "parked" })]);
 
     const provider = await wires.connect();
     provider.send({ type: "registertriggertype", id: "ct::late", description: "arrives late" });
-    const delivered = await provider.next((f) => f.type === "registertrigger");
-    expect(delivered).toEqual({
-      type: "registertrigger",
-      id: "ct-park",
-      trigger_type: "ct::late",
-      function_id: "ct::fn",
-      config: { path: "/x" },
-      metadata: { m: 1 },
-    });
+    expect(await provider.next((f) => f.type === "registertrigger")).toEqual(binding);
     expect(await regs(owner, "ct::late")).toEqual([expect.objectContaining({ id: "ct-park", status: "active" })]);
     // The provider acknowledges success: nothing reaches the owner.
     provider.send({ type: "triggerregistrationresult", id: "ct-park", trigger_type: "ct::late", function_id: "ct::fn" });

@@ -2,17 +2,8 @@
 // `content_block_start/delta/stop` per block, `message_delta` (stop reason, usage), `message_stop`.
 import { isRecord } from "@iii-edge/protocol";
 import type { AgentFunction, AgentMessage, ContentBlock, ErrorKind } from "@iii-edge/protocol/harness";
-import {
-  clip,
-  errorMessageOf,
-  joinUrl,
-  num,
-  str,
-  type PreparedCall,
-  type ProviderAdapter,
-  type StreamDecoder,
-  type WireRequest,
-} from "./adapter.ts";
+import { clip, errorMessageOf, joinUrl, num, str } from "./adapter.ts";
+import type { PreparedCall, ProviderAdapter, StreamDecoder, WireRequest } from "./adapter.ts";
 import type { AssistantBuilder } from "./assistant.ts";
 import { classify, isOverflowMessage, StreamFailure } from "./errors.ts";
 import { functionResultText, isDenied, keepsCalls, MISSING_RESULT_TEXT } from "./messages.ts";
