@@ -44,7 +44,8 @@ export async function registered(iii: IIIClient, ids: readonly string[], timeout
 
 /** How many bindings `filter` selects (`engine::registered-triggers::list`). */
 export async function triggerCount(iii: IIIClient, filter: Record<string, unknown>): Promise<number> {
-  const r = await iii.trigger<unknown, { registered_triggers: unknown[] }>({ function_id: "engine::registered-triggers::list", payload: filter });
+  const listing = { function_id: "engine::registered-triggers::list", payload: filter };
+  const r = await iii.trigger<unknown, { registered_triggers: unknown[] }>(listing);
   return r.registered_triggers.length;
 }
 
@@ -131,21 +132,18 @@ export function followTurn(
   return Object.assign(done, { joined });
 }
 
+const JSON_HEADERS = { "content-type": "application/json" };
+
 /** Starts a one-message turn on the replayed OpenAI model through `POST /api/turns`. */
 export async function postTurn(engine: EngineServer, sid: string, extra: Record<string, unknown> = {}): Promise<void> {
-  const res = await fetch(`${engine.url}/api/turns`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      payload: {
-        session_id: sid,
-        model: "gpt-4o",
-        provider: "openai",
-        messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
-        ...extra,
-      },
-    }),
-  });
+  const payload = {
+    session_id: sid,
+    model: "gpt-4o",
+    provider: "openai",
+    messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
+    ...extra,
+  };
+  const res = await fetch(`${engine.url}/api/turns`, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify({ payload }) });
   if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
 }
 

@@ -61,26 +61,14 @@ describe("custom trigger types", () => {
     const error = { code: "trigger_registration_failed", message: "config.reject was set" };
     // A non-provider cannot spoof it.
     const stranger = await wires.connect();
-    stranger.send({
-      type: "triggerregistrationresult",
-      id: "ct-rejected",
-      trigger_type: "ct::picky",
-      function_id: "ct::fn",
-      error: { code: "x", message: "spoofed" },
-    });
+    // The binding's result, as the provider sends it and the owner gets it.
+    const result = { type: "triggerregistrationresult", id: "ct-rejected", trigger_type: "ct::picky", function_id: "ct::fn" };
+    stranger.send({ ...result, error: { code: "x", message: "spoofed" } });
     await stranger.ok("state::list_groups");
     expect(owner.all("triggerregistrationresult")).toEqual([]);
 
-    provider.send({
-      type: "triggerregistrationresult",
-      id: "ct-rejected",
-      trigger_type: "ct::picky",
-      function_id: "ct::fn",
-      error,
-      message_type: "triggerregistrationresult",
-    });
-    const fwd = await owner.next((f) => f.type === "triggerregistrationresult");
-    expect(fwd).toEqual({ type: "triggerregistrationresult", id: "ct-rejected", trigger_type: "ct::picky", function_id: "ct::fn", error });
+    provider.send({ ...result, error, message_type: "triggerregistrationresult" });
+    expect(await owner.next((f) => f.type === "triggerregistrationresult")).toEqual({ ...result, error });
     expect(await regs(owner, "ct::picky")).toEqual([expect.objectContaining({ id: "ct-rejected", status: "parked" })]);
     // A restarted provider gets the parked binding again.
     await provider.close();
