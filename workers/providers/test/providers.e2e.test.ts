@@ -25,6 +25,7 @@ import {
   type ReplayProvider,
   type ReplayServer,
 } from "@iii-edge/test-support/provider-replay";
+import { callingRound } from "@iii-edge/test-support/agent-messages";
 import { until } from "@iii-edge/test-support/wait";
 import { configFrom, DEFAULT_LIMITS, worker as providersWorker, type ProvidersConfig } from "../src/index.ts";
 
@@ -479,22 +480,11 @@ const TRANSCRIPT: unknown[] = [
     ],
     timestamp: 1,
   },
-  {
-    role: "assistant",
-    content: [
-      { type: "text", text: "Let me check." },
-      {
-        type: "function_call",
-        id: "call_a",
-        function_id: "agent_trigger",
-        arguments: { function: "weather::get", payload: { city: "Paris" } },
-      },
-    ],
-    stop_reason: "function_call",
-    model: "m",
-    provider: "openai",
-    timestamp: 2,
-  },
+  callingRound(
+    { type: "text", text: "Let me check." },
+    { id: "call_a", function: "weather::get", payload: { city: "Paris" } },
+    { model: "m", provider: "openai", timestamp: 2 },
+  ),
   {
     role: "function_result",
     function_call_id: "call_a",
