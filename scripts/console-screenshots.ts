@@ -6,8 +6,8 @@
 import { mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 import type { Page } from "playwright-core";
-import { repoRoot } from "../tests/support/engine-server.ts";
-import { until } from "../tests/support/wait.ts";
+import { repoRoot } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 import { openConsole, orderTurn, startScenario, type Scenario } from "../tests/browser/console-scenario.ts";
 
 const OUT = path.join(repoRoot, "demo-app/docs/screens");

@@ -7,8 +7,8 @@
 //
 //   npm run -s bench:console-load      (after `npm run build`; part of `npm run bench`)
 import type { BrowserContext } from "playwright-core";
-import { launchChromium } from "../../tests/support/chromium.ts";
-import { startEngine } from "../../tests/support/engine-server.ts";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import { startEngine } from "@iii-edge/test-support/engine-server";
 import { fmt, median } from "../../tests/bench/stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);

@@ -7,19 +7,9 @@
 //   3. neither configured: open (OPEN_GRANT) for loopback clients of a loopback engine (`npm start`),
 //      refused for everyone else — a deployed engine is never open by accident.
 // The grant reaches the engine object in X-III-Grant, a header the front door always sets itself.
-import {
-  OPEN_GRANT,
-  WS_BEARER_PREFIX,
-  WS_PROTOCOL,
-  authFunctionOutput,
-  grantSchema,
-  isReservedSub,
-  mayUseNamespace,
-  type AuthFunctionInput,
-  type CallOutcome,
-  type EngineRpc,
-  type Grant,
-} from "@iii-edge/protocol";
+import { OPEN_GRANT, WS_BEARER_PREFIX, WS_PROTOCOL } from "@iii-edge/protocol";
+import { authFunctionOutput, grantSchema, isReservedSub, mayUseNamespace } from "@iii-edge/protocol";
+import type { AuthFunctionInput, CallOutcome, EngineRpc, Grant } from "@iii-edge/protocol";
 import { verifyToken } from "@iii-edge/protocol/token";
 import { isLoopbackAddress } from "./core/admission.ts";
 

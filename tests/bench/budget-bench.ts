@@ -11,7 +11,7 @@
 // Plus the functions alone, called from an iii-sdk client: `budget::check` (a read, and with a
 // hold: a compare-and-set) and `budget::record`.
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5), BENCH_CALLS (200).
-import { replyWith, say } from "../support/provider-replay.ts";
+import { replyWith, say } from "@iii-edge/test-support/provider-replay";
 import { followTurn, postTurn, registered, startHarnessBench, toPerf } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 

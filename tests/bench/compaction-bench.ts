@@ -12,7 +12,7 @@
 // Options (env): BENCH_RUNS (5 sessions per kind), BENCH_SESSION_TOKENS (100000).
 import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { counterFor } from "@iii-edge/worker-context-compaction/tokens";
-import { reply, say } from "../support/provider-replay.ts";
+import { reply, say } from "@iii-edge/test-support/provider-replay";
 import { registered, startHarnessBench } from "./harness-engine.ts";
 import { pct, fmt } from "./stats.ts";
 

@@ -11,9 +11,9 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
-import { launchChromium } from "../support/chromium.ts";
-import { repoRoot, startEngine } from "../support/engine-server.ts";
-import { replyWith, say, startProviderReplay } from "../support/provider-replay.ts";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import { repoRoot, startEngine } from "@iii-edge/test-support/engine-server";
+import { replyWith, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
 import { fmt, median, pct } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);

@@ -11,7 +11,7 @@
 //   - routed invoke: an iii-sdk caller → engine → iii-sdk worker → back, the same engine.
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5).
 import { registerWorker } from "iii-sdk";
-import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
+import { callAgentTrigger, reply, say } from "@iii-edge/test-support/provider-replay";
 import { followTurn, postTurn, registered, startHarnessBench, toPerf } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 

@@ -1,8 +1,9 @@
 // What every harness bench starts: a zero-latency provider replay, exactly `npm start` pointed at
 // it (with a permissions file when the bench calls functions), and a caller.
 import { registerWorker, type IIIClient } from "iii-sdk";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { permissionsFile, replayEnv, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
+import type { ReplayServer } from "@iii-edge/test-support/provider-replay";
 
 /** The harness registers within this on a busy 2-core box. */
 const REGISTER_TIMEOUT_MS = 30_000;
@@ -39,6 +40,47 @@ export async function registered(iii: IIIClient, ids: readonly string[], timeout
     if (ids.every((id) => r.functions.some((f) => f.function_id === id))) return;
   }
   throw new Error(`not registered within ${timeoutMs} ms: ${ids.join(", ")}`);
+}
+
+/** How many bindings `filter` selects (`engine::registered-triggers::list`). */
+export async function triggerCount(iii: IIIClient, filter: Record<string, unknown>): Promise<number> {
+  const listing = { function_id: "engine::registered-triggers::list", payload: filter };
+  const r = await iii.trigger<unknown, { registered_triggers: unknown[] }>(listing);
+  return r.registered_triggers.length;
+}
+
+/** Wait until `count()` is `n`, then `settleMs` more: the orchestrator caches who listens to a hook
+ * that long, and a sample starts only once every cache must have seen the change. */
+export async function settledAt(what: string, count: () => Promise<number>, n: number, settleMs: number): Promise<void> {
+  await waitFor(what, async () => (await count()) === n);
+  await new Promise((r) => setTimeout(r, settleMs));
+}
+
+/** A hook bench's listener going away: shut it down, then as `settledAt` with none left. */
+export async function shutdownSettled(client: IIIClient, what: string, count: () => Promise<number>, settleMs: number): Promise<void> {
+  await client.shutdown();
+  await settledAt(what, count, 0, settleMs);
+}
+
+/**
+ * The function-call step of one turn, in ms between the model's two requests: the replayed model
+ * calls `fn` (default `bench::echo`) once, then answers. Each sample is a fresh session
+ * `<prefix>-<kind>-<n>`, followed from before the turn starts.
+ */
+export function functionSteps({ replay, engine }: HarnessBench, prefix: string): (kind: string, fn?: string) => Promise<number> {
+  let seq = 0;
+  return async (kind, fn = "bench::echo") => {
+    const n = ++seq;
+    const sid = `${prefix}-${kind}-${n}`;
+    const before = replay.requestsFor("openai").length;
+    replay.enqueue("openai", reply(callAgentTrigger(fn, { n }, `c-${n}`)), reply(say("Echoed.")));
+    const f = followTurn(engine, sid);
+    await f.joined;
+    await postTurn(engine, sid);
+    await f;
+    const reqs = replay.requestsFor("openai").slice(before);
+    return reqs[1]!.received_at - reqs[0]!.received_at;
+  };
 }
 
 /** A turn that has not ended within this is a failure of the run, not a slow sample. */
@@ -90,21 +132,18 @@ export function followTurn(
   return Object.assign(done, { joined });
 }
 
+const JSON_HEADERS = { "content-type": "application/json" };
+
 /** Starts a one-message turn on the replayed OpenAI model through `POST /api/turns`. */
 export async function postTurn(engine: EngineServer, sid: string, extra: Record<string, unknown> = {}): Promise<void> {
-  const res = await fetch(`${engine.url}/api/turns`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      payload: {
-        session_id: sid,
-        model: "gpt-4o",
-        provider: "openai",
-        messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
-        ...extra,
-      },
-    }),
-  });
+  const payload = {
+    session_id: sid,
+    model: "gpt-4o",
+    provider: "openai",
+    messages: [{ role: "user", content: [{ type: "text", text: "hi" }], timestamp: Date.now() }],
+    ...extra,
+  };
+  const res = await fetch(`${engine.url}/api/turns`, { method: "POST", headers: JSON_HEADERS, body: JSON.stringify({ payload }) });
   if (res.status !== 200) throw new Error(`POST /api/turns: ${res.status} ${await res.text()}`);
 }
 

@@ -10,8 +10,7 @@
 // the nothing-bound step over the denied step. The machine is shared: read ratios, not absolutes.
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5).
 import { registerWorker, type IIIClient } from "iii-sdk";
-import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
-import { BENCH_RULES, followTurn, postTurn, startHarnessBench, waitFor } from "./harness-engine.ts";
+import { BENCH_RULES, functionSteps, registered, settledAt, shutdownSettled, startHarnessBench, triggerCount } from "./harness-engine.ts";
 import { fmt, median, pct } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -24,20 +23,12 @@ const BINDINGS_TTL_MS = 5_000;
 /** The five points (protocol/src/harness/hooks.ts); named here so the bench runs on plain `node`. */
 const HOOK_POINTS = ["pre_turn", "pre_generate", "post_generate", "pre_trigger", "post_trigger"] as const;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const { replay, engine, iii } = await startHarnessBench("hook-points-bench", {
-  rules: BENCH_RULES,
-});
+const bench = await startHarnessBench("hook-points-bench", { rules: BENCH_RULES });
+const { replay, engine, iii } = bench;
 const app = registerWorker(engine.wsUrl, { workerName: "hook-points-bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
 
-const hookBindings = async () =>
-  (
-    (await iii.trigger({ function_id: "engine::registered-triggers::list", payload: { search: "harness::hook::" } })) as {
-      registered_triggers: unknown[];
-    }
-  ).registered_triggers.length;
+const hookBindings = () => triggerCount(iii, { search: "harness::hook::" });
 
 /** One iii-sdk worker with a hook on each of the five points, answering `continue` at once. */
 async function bind(): Promise<IIIClient> {
@@ -46,37 +37,15 @@ async function bind(): Promise<IIIClient> {
     hooks.registerFunction(`benchhooks::${point}`, async () => ({ decision: "continue" }));
     hooks.registerTrigger({ type: `harness::hook::${point}`, function_id: `benchhooks::${point}`, config: {} });
   }
-  await waitFor("the hooks bound", async () => (await hookBindings()) === HOOK_POINTS.length);
-  await sleep(BINDINGS_TTL_MS);
+  await settledAt("the hooks bound", hookBindings, HOOK_POINTS.length, BINDINGS_TTL_MS);
   return hooks;
 }
-async function unbind(hooks: IIIClient): Promise<void> {
-  await hooks.shutdown();
-  await waitFor("the hooks gone", async () => (await hookBindings()) === 0);
-  await sleep(BINDINGS_TTL_MS);
-}
+const unbind = (hooks: IIIClient) => shutdownSettled(hooks, "the hooks gone", hookBindings, BINDINGS_TTL_MS);
 
-let turnSeq = 0;
-/** The function-call step of one turn (ms between the model's two requests) calling `fn`. */
-async function functionStep(kind: string, fn = "bench::echo"): Promise<number> {
-  const sid = `hook-points-bench-${kind}-${++turnSeq}`;
-  const before = replay.requestsFor("openai").length;
-  replay.enqueue("openai", reply(callAgentTrigger(fn, { n: turnSeq }, `c-${turnSeq}`)), reply(say("Echoed.")));
-  const f = followTurn(engine, sid);
-  await f.joined;
-  await postTurn(engine, sid);
-  await f;
-  const reqs = replay.requestsFor("openai").slice(before);
-  return reqs[1]!.received_at - reqs[0]!.received_at;
-}
+const functionStep = functionSteps(bench, "hook-points-bench");
 
 try {
-  await waitFor("the harness and the bench app", async () => {
-    const ids = (
-      (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] }
-    ).functions.map((f) => f.function_id);
-    return ["bench::echo", "run::start", "provider::openai::stream"].every((id) => ids.includes(id));
-  });
+  await registered(iii, ["bench::echo", "run::start", "provider::openai::stream"]);
   console.log(
     `iii-edge hook points bench: npm start (built-in workers in the deployed Worker), zero-latency OpenAI replay, ${RUNS} runs × ${TURNS} turn pairs per kind (+${WARMUP} warm-up)`,
   );

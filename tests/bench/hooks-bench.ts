@@ -14,8 +14,7 @@
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5),
 // BENCH_DIRECT_CALLS (200).
 import { registerWorker, type IIIClient } from "iii-sdk";
-import { callAgentTrigger, reply, say } from "../support/provider-replay.ts";
-import { BENCH_RULES, followTurn, postTurn, startHarnessBench, waitFor } from "./harness-engine.ts";
+import { BENCH_RULES, functionSteps, settledAt, shutdownSettled, startHarnessBench, triggerCount, waitFor } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -28,11 +27,8 @@ const PRESENCE_SETTLE_MS = 1_000;
 const BEFORE = "agent::before_function_call";
 const AFTER = "agent::after_function_call";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const { replay, engine, iii } = await startHarnessBench("hooks-bench", {
-  rules: BENCH_RULES,
-});
+const bench = await startHarnessBench("hooks-bench", { rules: BENCH_RULES });
+const { replay, engine, iii } = bench;
 const app = registerWorker(engine.wsUrl, { workerName: "hooks-bench-app", otel: { enabled: false } });
 app.registerFunction("bench::echo", async (p: unknown) => p);
 
@@ -42,12 +38,7 @@ const functionIds = async () =>
       functions: { function_id: string }[];
     }
   ).functions.map((f) => f.function_id);
-const subscriberCount = async () =>
-  (
-    (await iii.trigger({ function_id: "engine::registered-triggers::list", payload: { trigger_type: "durable:subscriber" } })) as {
-      registered_triggers: unknown[];
-    }
-  ).registered_triggers.length;
+const subscriberCount = () => triggerCount(iii, { trigger_type: "durable:subscriber" });
 
 /** One iii-sdk worker subscribed to both hook topics, answering `{}` (no change) at once. */
 async function subscribe(): Promise<IIIClient> {
@@ -65,29 +56,12 @@ async function subscribe(): Promise<IIIClient> {
     });
     hooks.registerTrigger({ type: "durable:subscriber", function_id: fn, config: { topic } });
   }
-  await waitFor("the subscribers", async () => (await subscriberCount()) === 2);
-  await sleep(PRESENCE_SETTLE_MS);
+  await settledAt("the subscribers", subscriberCount, 2, PRESENCE_SETTLE_MS);
   return hooks;
 }
-async function unsubscribe(hooks: IIIClient): Promise<void> {
-  await hooks.shutdown();
-  await waitFor("the subscribers gone", async () => (await subscriberCount()) === 0);
-  await sleep(PRESENCE_SETTLE_MS);
-}
+const unsubscribe = (hooks: IIIClient) => shutdownSettled(hooks, "the subscribers gone", subscriberCount, PRESENCE_SETTLE_MS);
 
-let turnSeq = 0;
-/** The function-call step of one turn (ms between the model's two requests) calling `fn`. */
-async function functionStep(kind: string, fn = "bench::echo"): Promise<number> {
-  const sid = `hooks-bench-${kind}-${++turnSeq}`;
-  const before = replay.requestsFor("openai").length;
-  replay.enqueue("openai", reply(callAgentTrigger(fn, { n: turnSeq }, `c-${turnSeq}`)), reply(say("Echoed.")));
-  const f = followTurn(engine, sid);
-  await f.joined;
-  await postTurn(engine, sid);
-  await f;
-  const reqs = replay.requestsFor("openai").slice(before);
-  return reqs[1]!.received_at - reqs[0]!.received_at;
-}
+const functionStep = functionSteps(bench, "hooks-bench");
 
 async function direct(topic: string): Promise<number[]> {
   const xs: number[] = [];

@@ -12,7 +12,7 @@
 //
 // Options (env): BENCH_DURATION_MS (3000), BENCH_WARMUP_MS (1000), BENCH_RUNS (3),
 // BENCH_KEYED_CALLERS ("1,10").
-import { startEngine } from "../support/engine-server.ts";
+import { startEngine } from "@iii-edge/test-support/engine-server";
 import { closedLoop, RUNS, runMain, sleep } from "./callers.ts";
 import { fmt, median } from "./stats.ts";
 

@@ -5,7 +5,7 @@ import { DatabaseSync } from "node:sqlite";
 import type { EngineFrame } from "@iii-edge/protocol";
 import type { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql } from "@iii-edge/test-support/node-sql";
 
 export interface MemoryPortsOptions {
   /** The SQLite the core stores in; default a fresh in-memory one (pass one to share it across instances). */

@@ -9,7 +9,7 @@ import type { EngineFrame } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { Conn, EnginePorts, Sql, SqlValue } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql } from "@iii-edge/test-support/node-sql";
 import { fmt, median } from "./stats.ts";
 
 const FLOOD = Number(process.env.MICRO_FLOOD ?? 1000);

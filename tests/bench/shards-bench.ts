@@ -14,7 +14,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { closedLoop, RUNS, sleep } from "./callers.ts";
 import { fmt, median } from "./stats.ts";
 

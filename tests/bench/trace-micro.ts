@@ -13,7 +13,7 @@ import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts
 import { EXPORT_BATCH } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
 import { encodeSpans } from "@iii-edge/engine-do/core/telemetry/otlp.ts";
 import type { Span } from "@iii-edge/protocol/telemetry";
-import { nodeD1 } from "../support/node-sql.ts";
+import { nodeD1 } from "@iii-edge/test-support/node-sql";
 import { echoCalls, memoryPorts } from "./micro-core.ts";
 import { median } from "./stats.ts";
 

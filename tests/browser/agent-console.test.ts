@@ -12,8 +12,8 @@ import path from "node:path";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { launchChromium } from "../support/chromium.ts";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import {
   callAgentTrigger,
   rateLimited,
@@ -22,8 +22,8 @@ import {
   say,
   startProviderReplay,
   type ReplayServer,
-} from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+} from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 
 /** One turn end to end on the shared 2-core box (several durable queue hops per round). */
 const TURN_MS = 45_000;

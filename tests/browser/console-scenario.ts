@@ -7,10 +7,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import type { BrowserContext, Page } from "playwright-core";
-import { launchChromium } from "../support/chromium.ts";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 
 /** One turn end to end on a shared 2-core box (several durable queue hops per round). */
 export const TURN_MS = 45_000;

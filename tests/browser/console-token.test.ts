@@ -3,7 +3,7 @@
 import { verifyToken } from "@iii-edge/protocol/token";
 import { consoleToken, CONSOLE_CALLS, CONSOLE_CODE_HEADER, CONSOLE_TOKEN_TTL_S } from "@iii-edge/demo-app/console-token";
 import { describe, expect, it } from "vitest";
-import { TEST_AUTH_SECRET } from "../support/auth.ts";
+import { TEST_AUTH_SECRET } from "@iii-edge/test-support/auth";
 
 const get = (url: string, headers: Record<string, string> = {}) => new Request(url, { headers });
 const answer = async (res: Response) => ({

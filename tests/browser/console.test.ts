@@ -13,10 +13,10 @@ import { fileURLToPath } from "node:url";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerWorker, TriggerAction, type EdgeClient } from "@iii-edge/sdk-edge/node";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import { launchChromium } from "../support/chromium.ts";
-import { repoRoot, type EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import { repoRoot, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 const SHOTS = path.join(path.dirname(fileURLToPath(import.meta.url)), "screenshots");
 /** The queue this suite dead-letters into: durable, one attempt, no wait. */

@@ -5,9 +5,9 @@
 // besides the `/_console/token` route console.test.ts uses); HTTP calls carry a Bearer header.
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import { launchChromium } from "../support/chromium.ts";
-import type { EngineServer } from "../support/engine-server.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 
 let engine: EngineServer;
 let ctx: BrowserContext;

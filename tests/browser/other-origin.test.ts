@@ -7,9 +7,9 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchChromium } from "../support/chromium.ts";
-import { freePort, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let ctx: BrowserContext;

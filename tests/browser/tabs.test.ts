@@ -9,10 +9,10 @@ import type { BrowserContext, Page } from "playwright-core";
 import { registerWorker as iiiSdkWorker, TriggerAction as IIITriggerAction, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerWorker, TriggerAction, type EdgeClient } from "@iii-edge/sdk-edge/node";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import { launchChromium } from "../support/chromium.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let ctx: BrowserContext;

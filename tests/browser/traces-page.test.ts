@@ -10,10 +10,10 @@ import path from "node:path";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchChromium } from "../support/chromium.ts";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 
 const TURN_MS = 45_000;
 const SCENARIO_MS = 120_000;

@@ -10,7 +10,7 @@
 // - at phone width nothing scrolls sideways and every screen's link is in view.
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { until } from "../support/wait.ts";
+import { until } from "@iii-edge/test-support/wait";
 import { openConsole, orderTurn, SHOP_FUNCTIONS, startScenario, TURN_MS, type Scenario } from "./console-scenario.ts";
 
 const SCENARIO_MS = 150_000;

@@ -3,9 +3,9 @@
 // whole turn. (On an open loopback engine the routes stay open: every other harness suite.)
 import { mintToken } from "@iii-edge/protocol/token";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { TURN_DEADLINE_MS, user } from "./turn-client.ts";
 
 const SECRET = "harness-auth-test-secret-0123456789abcdef";

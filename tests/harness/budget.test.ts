@@ -11,10 +11,10 @@
 import type { AgentEvent, BudgetView, TurnStateView } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { permissionsFile, replayEnv } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { textOf, turnClient, types, type EventItem } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1

@@ -10,10 +10,10 @@
 import type { Cassette, CassetteReplayResponse, RunStatus } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "../support/provider-replay.ts";
-import type { ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
+import type { ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { TURN_DEADLINE_MS, turnClient } from "./turn-client.ts";
 
 // lookup runs on the policy's allow; charge matches no rule, so it waits for a person.

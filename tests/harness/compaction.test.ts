@@ -8,10 +8,10 @@ import type { AgentEvent, AgentMessage, CompactionRecord } from "@iii-edge/proto
 import { loadEncoding, wireRequestTokens, type WireMessage, type WireTool } from "@iii-edge/worker-context-compaction/tokens";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, replyWith, say, startProviderReplay } from "../support/provider-replay.ts";
-import { permissionsFile, replayEnv, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, replyWith, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
+import { permissionsFile, replayEnv, type RecordedRequest, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { turnClient, TURN_DEADLINE_MS, user, type EventItem } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1

@@ -7,10 +7,10 @@
 import type { FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { permissionsFile, replayEnv } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { openaiMessages, asText, metaOf, textOf, turnClient, TURN_DEADLINE_MS, types } from "./turn-client.ts";
 
 /** A turn that must first wait for the engine to come back (restart + reconnects) gets this long. */

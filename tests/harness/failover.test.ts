@@ -13,7 +13,7 @@ import type { AgentEvent, AssistantMessage, BudgetView } from "@iii-edge/protoco
 import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { freePort, startEngine, type EngineServer } from "../support/engine-server.ts";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import {
   callAgentTrigger,
   cutStream,
@@ -26,8 +26,8 @@ import {
   serverError,
   startProviderReplay,
   type ReplayServer,
-} from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+} from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { agentSpan, textOf, turnClient, types, user, type EventItem } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1

@@ -13,10 +13,10 @@ import type { HookOutput, HookPoint, PendingApprovalRecord, TurnStateRecord } fr
 import type { Span } from "@iii-edge/protocol/telemetry";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "../support/provider-replay.ts";
-import type { ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
+import type { ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { agentSpan, spansOfTrace, asText, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
 /** The file allows everything a test calls, and `engine::*` too: the floor, not the file, keeps a

@@ -7,10 +7,10 @@ import { run } from "@iii-edge/worker-mcp/node";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { httpFixture, type HttpFixture } from "../node/mcp-fixture-http.ts";
-import { freePort, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { permissionsFile, replayEnv } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { asText, openaiMessages, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1

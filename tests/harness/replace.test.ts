@@ -8,7 +8,7 @@
 //   run::request, turn::get_state, turn::subscribe): a sub-agent spawn, its join and the console's
 //   agent screen reads work against it, since nothing else reads the orchestrator's own state;
 // - every built-in worker also runs alone as a Node process (`npm run worker -- <name>`): with the
-//   whole stack left out of the Worker, thirteen processes make the same turn work.
+//   whole stack left out of the Worker, one process each (HARNESS_WORKERS) makes the same turn work.
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,12 +18,12 @@ import { POLICY_TIMEOUT_MS, type FunctionResultMessage, type RunRequestView, typ
 import type { BrowserClient } from "@iii-edge/sdk-browser";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { serveRunContract, type RunContract } from "../support/run-contract.ts";
-import { until } from "../support/wait.ts";
-import { HARNESS_WORKERS } from "../support/harness-workers.ts";
-import { metaOf, textOf, turnClient } from "./turn-client.ts";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { serveRunContract, type RunContract } from "@iii-edge/test-support/run-contract";
+import { until } from "@iii-edge/test-support/wait";
+import { HARNESS_WORKERS } from "@iii-edge/test-support/harness-workers";
+import { listedFunctions, metaOf, stopAll, textOf, turnClient, untilListed } from "./turn-client.ts";
 
 /** A Node worker process starts (npm, Node, type stripping of its sources) within this. */
 const WORKER_START_MS = 60_000;
@@ -32,12 +32,6 @@ const PERMISSIONS = `version: 1
 rules:
   - 'weather::*'
 `;
-
-type Functions = { functions: { function_id: string; worker_name?: string | null }[] };
-
-async function functions(iii: IIIClient): Promise<Functions["functions"]> {
-  return ((await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as Functions).functions;
-}
 
 /** The application: a forecast function, registered with the unmodified iii-sdk. */
 function weatherApp(engine: EngineServer, ran: string[]): IIIClient {
@@ -76,28 +70,20 @@ describe("a built-in worker left out by configuration, its ids registered by ano
         ? { decision: "allow", rule_id: "my-weather" }
         : { decision: "deny", rule_id: "my-default", rule_action: "deny" };
     });
-    await until(
-      async () => {
-        const fns = await functions(iii);
-        return (
-          fns.some((f) => f.function_id === "policy::check_permissions") &&
-          fns.some((f) => f.function_id === "run::start") &&
-          fns.some((f) => f.function_id === "weather::forecast")
-        );
-      },
+    await untilListed(
+      iii,
       "the replacement policy, the built-in orchestrator and the app",
-      30_000,
+      (fns) =>
+        fns.some((f) => f.function_id === "policy::check_permissions") &&
+        fns.some((f) => f.function_id === "run::start") &&
+        fns.some((f) => f.function_id === "weather::forecast"),
     );
   });
 
-  afterAll(async () => {
-    await Promise.allSettled([iii?.shutdown(), policy?.shutdown(), app?.shutdown()]);
-    await engine?.stop();
-    await replay?.close();
-  });
+  afterAll(() => stopAll(engine, replay, iii, policy, app));
 
   it("the deployed Worker registers no policy; the next turn asks the iii-sdk process's, and its decisions hold", async () => {
-    const fns = await functions(iii);
+    const fns = await listedFunctions(iii);
     expect(fns.filter((f) => f.function_id === "policy::check_permissions")).toHaveLength(1);
     expect(fns.find((f) => f.function_id === "policy::check_permissions")!.worker_name).toBe("my-policy");
 
@@ -144,11 +130,7 @@ describe("a built-in worker left out by configuration, its ids registered by ano
     expect(Date.now() - t0).toBeLessThan(30_000);
 
     await policy.shutdown();
-    await until(
-      async () => !(await functions(iii)).some((f) => f.function_id === "policy::check_permissions"),
-      "the policy process gone",
-      30_000,
-    );
+    await untilListed(iii, "the policy process gone", (fns) => !fns.some((f) => f.function_id === "policy::check_permissions"));
     replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Bari" }, "g-2")), reply(say("No gate, no call.")));
     await ui.startTurn("policy-down", "weather in Bari");
     const down = await ui.finished("policy-down");
@@ -170,12 +152,8 @@ describe("a built-in worker left out by configuration, its ids registered by ano
       });
       intruder.registerFunction("intruder::ready", async () => ({ ok: true }));
       // Once its next registration is in, the earlier one has been dealt with (frames are in order).
-      await until(
-        async () => (await functions(iii)).some((f) => f.function_id === "intruder::ready"),
-        "the intruder's registrations",
-        30_000,
-      );
-      const holder = (await functions(iii)).filter((f) => f.function_id === "approval::resolve");
+      await untilListed(iii, "the intruder's registrations", (fns) => fns.some((f) => f.function_id === "intruder::ready"));
+      const holder = (await listedFunctions(iii)).filter((f) => f.function_id === "approval::resolve");
       expect(holder).toHaveLength(1);
       expect(holder[0]!.worker_name).toBe("HARNESS");
       // The built-in answers, and validates as the built-in does.
@@ -239,24 +217,16 @@ describe("context-compaction replaced by an iii-sdk process", () => {
         auto_continued: false,
       };
     });
-    await until(
-      async () => {
-        const fns = await functions(iii);
-        return (
-          fns.find((f) => f.function_id === "context-compaction::compact_now")?.worker_name === "my-compactor" &&
-          fns.some((f) => f.function_id === "run::start")
-        );
-      },
+    await untilListed(
+      iii,
       "the replacement compactor and the orchestrator",
-      30_000,
+      (fns) =>
+        fns.find((f) => f.function_id === "context-compaction::compact_now")?.worker_name === "my-compactor" &&
+        fns.some((f) => f.function_id === "run::start"),
     );
   });
 
-  afterAll(async () => {
-    await Promise.allSettled([iii?.shutdown(), compactor?.shutdown()]);
-    await engine?.stop();
-    await replay?.close();
-  });
+  afterAll(() => stopAll(engine, replay, iii, compactor));
 
   it("a session past its model's window: the orchestrator asks the replacement, and the model's next request carries its summary instead of the head", async () => {
     const ui = turnClient(engine, () => iii);
@@ -351,24 +321,16 @@ describe("session-storage replaced by an iii-sdk process", () => {
       inboxes.delete(box(r));
       return { items };
     });
-    await until(
-      async () => {
-        const fns = await functions(iii);
-        return (
-          fns.find((f) => f.function_id === "session-tree::messages")?.worker_name === "my-session-store" &&
-          fns.some((f) => f.function_id === "run::start")
-        );
-      },
+    await untilListed(
+      iii,
       "the replacement store and the orchestrator",
-      30_000,
+      (fns) =>
+        fns.find((f) => f.function_id === "session-tree::messages")?.worker_name === "my-session-store" &&
+        fns.some((f) => f.function_id === "run::start"),
     );
   });
 
-  afterAll(async () => {
-    await Promise.allSettled([iii?.shutdown(), store?.shutdown()]);
-    await engine?.stop();
-    await replay?.close();
-  });
+  afterAll(() => stopAll(engine, replay, iii, store));
 
   it("a turn stores its transcript in the replacement, and the model's second request is built from it", async () => {
     const ui = turnClient(engine, () => iii);
@@ -439,7 +401,7 @@ describe("the turn orchestrator replaced by an iii-sdk process that serves only 
     });
     await until(
       async () => {
-        const fns = await functions(iii);
+        const fns = await listedFunctions(iii);
         const owner = (id: string) => fns.find((f) => f.function_id === id)?.worker_name;
         return (
           owner("run::status") === "my-orchestrator" &&
@@ -527,7 +489,7 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
     engine = await startEngine({ env: { HARNESS_DISABLE: HARNESS_WORKERS.join(",") } });
     iii = registerWorker(engine.wsUrl, { workerName: "node-stack-client", otel: { enabled: false } });
     // Nothing of the harness is in the deployed Worker.
-    const before = (await functions(iii)).map((f) => f.function_id);
+    const before = (await listedFunctions(iii)).map((f) => f.function_id);
     expect(
       before.filter((id) =>
         /^(run|turn|provisioning|provider|auth|policy|approval|session-tree|session-inbox|harness|budget|hook-fanout|context-compaction)::/.test(
@@ -564,32 +526,27 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
     }
     await until(
       () => HARNESS_WORKERS.every((n) => logs.get(n)!.includes(`worker ${n} connected`)) || undefined,
-      `all thirteen connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`,
+      `all ${HARNESS_WORKERS.length} connected:\n${[...logs].map(([n, l]) => `${n}: ${l}`).join("\n")}`,
       WORKER_START_MS,
       200,
     );
     app = weatherApp(engine, ran);
-    await until(
-      async () => {
-        const fns = await functions(iii);
-        return [
-          "run::start",
-          "provisioning::prepare",
-          "provider::openai::stream",
-          "auth::get_token",
-          "policy::check_permissions",
-          "approval::resolve",
-          "session-tree::append",
-          "harness::trigger",
-          "budget::check",
-          "hook-fanout::publish_collect",
-          "context-compaction::compact_now",
-          "harness::spawn",
-          "weather::forecast",
-        ].every((id) => fns.some((f) => f.function_id === id));
-      },
-      "every worker's functions and the app's",
-      30_000,
+    await untilListed(iii, "every worker's functions and the app's", (fns) =>
+      [
+        "run::start",
+        "provisioning::prepare",
+        "provider::openai::stream",
+        "auth::get_token",
+        "policy::check_permissions",
+        "approval::resolve",
+        "session-tree::append",
+        "harness::trigger",
+        "budget::check",
+        "hook-fanout::publish_collect",
+        "context-compaction::compact_now",
+        "harness::spawn",
+        "weather::forecast",
+      ].every((id) => fns.some((f) => f.function_id === id)),
     );
   }, 180_000);
 
@@ -607,7 +564,7 @@ describe("every built-in worker alone as a Node process (npm run worker -- <name
   });
 
   it("each registered its functions under its own process, and a turn with a function call runs through them", async () => {
-    const fns = await functions(iii);
+    const fns = await listedFunctions(iii);
     const owner = (id: string) => fns.find((f) => f.function_id === id)?.worker_name;
     expect(owner("run::start")).toBe("turn-orchestrator");
     expect(owner("policy::check_permissions")).toBe("policy");

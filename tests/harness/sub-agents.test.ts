@@ -7,9 +7,6 @@
 // model reads; stopping or ending the parent stops the child. Parents talk to one provider and
 // children to the other where they run at the same time, so each replay queue is answered in a
 // known order. Last, the sub-agents worker is replaced by configuration.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import {
   CHILD_EVENT,
   HARNESS_JOIN,
@@ -21,10 +18,11 @@ import {
 import { subAgentMessageId, subAgentSessionId } from "@iii-edge/worker-sub-agents/ids";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
-import { asText, metaOf, openaiMessages, TURN_DEADLINE_MS, turnClient, types } from "./turn-client.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
+import type { RecordedRequest, ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
+import { asText, metaOf, openaiMessages, stopAll, TURN_DEADLINE_MS, turnClient, types, untilListed } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1
 rules:
@@ -44,11 +42,13 @@ const CHILD_MODEL = { provider: "anthropic", model: "claude-sonnet-4-6" };
 const anthropicToolResults = (r: RecordedRequest | undefined): string =>
   JSON.stringify(((r?.body?.messages ?? []) as { content?: unknown }[]).map((m) => m.content));
 
-function rulesFile(): string {
-  const file = path.join(mkdtempSync(path.join(tmpdir(), "sub-agents-e2e-")), "iii-permissions.yaml");
-  writeFileSync(file, PERMISSIONS);
-  return file;
-}
+/** A parent model's first answer: spawn a child (call `spawn-1`) for `task` on CHILD_MODEL, and join
+ * it (call `join-1`) in the same round. */
+const spawnAndJoin = (child: string, task: string) =>
+  reply(
+    callAgentTrigger("harness::spawn", { task, ...CHILD_MODEL }, "spawn-1"),
+    callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1"),
+  );
 
 describe("sub-agents in the deployed harness", () => {
   let replay: ReplayServer;
@@ -64,15 +64,7 @@ describe("sub-agents in the deployed harness", () => {
 
   beforeAll(async () => {
     replay = await startProviderReplay();
-    engine = await startEngine({
-      env: {
-        OPENAI_BASE_URL: replay.openaiBaseUrl,
-        OPENAI_API_KEY: "sk-test",
-        ANTHROPIC_BASE_URL: replay.anthropicBaseUrl,
-        ANTHROPIC_API_KEY: "sk-ant-test",
-        III_PERMISSIONS_PATH: rulesFile(),
-      },
-    });
+    engine = await startEngine({ env: { ...replayEnv(replay, { anthropic: true }), III_PERMISSIONS_PATH: permissionsFile(PERMISSIONS) } });
     iii = registerWorker(engine.wsUrl, { workerName: "sub-agents-e2e-client", otel: { enabled: false } });
     app = registerWorker(engine.wsUrl, { workerName: "notes-app", otel: { enabled: false } });
     app.registerFunction(
@@ -84,36 +76,19 @@ describe("sub-agents in the deployed harness", () => {
       { description: "Publish a note for everyone to read." },
     );
     ui = turnClient(engine, () => iii);
-    await until(
-      async () => {
-        const r = (await iii.trigger({ function_id: "engine::functions::list", payload: {} })) as { functions: { function_id: string }[] };
-        const ids = r.functions.map((f) => f.function_id);
-        return ids.includes("harness::spawn") && ids.includes("run::start") && ids.includes("notes::publish");
-      },
-      "the harness, its sub-agents and the app",
-      30_000,
+    await untilListed(iii, "the harness, its sub-agents and the app", (fns) =>
+      ["harness::spawn", "run::start", "notes::publish"].every((id) => fns.some((f) => f.function_id === id)),
     );
   });
 
-  afterAll(async () => {
-    await Promise.allSettled([iii?.shutdown(), app?.shutdown()]);
-    await engine?.stop();
-    await replay?.close();
-  });
+  afterAll(() => stopAll(engine, replay, iii, app));
 
   beforeEach(() => replay.reset());
 
   it("a parent turn spawns a child and joins it: its call waits (parked, no step held) and gets the child's answer", async () => {
     const sid = "sa-basic";
     const child = await childOf(sid, rootRun(sid), "spawn-1");
-    replay.enqueue(
-      "openai",
-      reply(
-        callAgentTrigger("harness::spawn", { task: "Count to three.", ...CHILD_MODEL }, "spawn-1"),
-        callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1"),
-      ),
-      reply(say("The sub-agent counted: one, two, three.")),
-    );
+    replay.enqueue("openai", spawnAndJoin(child, "Count to three."), reply(say("The sub-agent counted: one, two, three.")));
     replay.enqueue("anthropic", reply(say("one, two, three")));
     await ui.startTurn(sid, "Have a helper count to three.");
 
@@ -181,14 +156,7 @@ describe("sub-agents in the deployed harness", () => {
     await new Promise((resolve, reject) => ((ws.onopen = resolve), (ws.onerror = reject)));
     ws.send(JSON.stringify({ type: "join", data: { subscriptionId: "console", streamName: "agent::events", groupId: sid } }));
     try {
-      replay.enqueue(
-        "openai",
-        reply(
-          callAgentTrigger("harness::spawn", { task: "Publish the note 'hello'.", ...CHILD_MODEL }, "spawn-1"),
-          callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1"),
-        ),
-        reply(say("Your helper published the note.")),
-      );
+      replay.enqueue("openai", spawnAndJoin(child, "Publish the note 'hello'."), reply(say("Your helper published the note.")));
       replay.enqueue("anthropic", reply(callAgentTrigger("notes::publish", { text: "hello" }, "pub-1")), reply(say("Published.")));
       await ui.startTurn(sid, "Get a helper to publish 'hello'.");
 
@@ -277,13 +245,7 @@ describe("sub-agents in the deployed harness", () => {
   it("stopping the parent stops its child, and the child's parked call is closed without running", async () => {
     const sid = "sa-stop";
     const child = await childOf(sid, rootRun(sid), "spawn-1");
-    replay.enqueue(
-      "openai",
-      reply(
-        callAgentTrigger("harness::spawn", { task: "Publish 'never'.", ...CHILD_MODEL }, "spawn-1"),
-        callAgentTrigger(HARNESS_JOIN, { child_session_id: child }, "join-1"),
-      ),
-    );
+    replay.enqueue("openai", spawnAndJoin(child, "Publish 'never'."));
     replay.enqueue("anthropic", reply(callAgentTrigger("notes::publish", { text: "never" }, "pub-1")));
     await ui.startTurn(sid, "Publish 'never' through a helper.");
     await ui.reached(child, "function_awaiting_approval");
@@ -330,12 +292,7 @@ describe("the sub-agents worker replaced by configuration", () => {
   beforeAll(async () => {
     replay = await startProviderReplay();
     engine = await startEngine({
-      env: {
-        OPENAI_BASE_URL: replay.openaiBaseUrl,
-        OPENAI_API_KEY: "sk-test",
-        HARNESS_DISABLE: "sub-agents",
-        III_PERMISSIONS_PATH: rulesFile(),
-      },
+      env: { ...replayEnv(replay), HARNESS_DISABLE: "sub-agents", III_PERMISSIONS_PATH: permissionsFile(PERMISSIONS) },
     });
     iii = registerWorker(engine.wsUrl, { workerName: "replace-client", otel: { enabled: false } });
     // Someone's own sub-agents: registered with the unmodified iii-sdk, no harness step.
@@ -344,28 +301,18 @@ describe("the sub-agents worker replaced by configuration", () => {
       asked.push({ data: req, meta: metaOf(metadata) });
       return { child_session_id: "my-child-1", started: true };
     });
-    await until(
-      async () => {
-        const r = (await iii.trigger({ function_id: "engine::functions::list", payload: { include_internal: true } })) as {
-          functions: { function_id: string; worker_name?: string | null }[];
-        };
-        const spawnFn = r.functions.find((f) => f.function_id === "harness::spawn");
-        return (
-          spawnFn?.worker_name === "my-sub-agents" &&
-          r.functions.some((f) => f.function_id === "run::start") &&
-          !r.functions.some((f) => f.function_id === "harness::stop_children")
-        );
-      },
+    await untilListed(
+      iii,
       "my harness::spawn, the built-in orchestrator, no built-in sub-agents",
-      30_000,
+      (fns) =>
+        fns.find((f) => f.function_id === "harness::spawn")?.worker_name === "my-sub-agents" &&
+        fns.some((f) => f.function_id === "run::start") &&
+        !fns.some((f) => f.function_id === "harness::stop_children"),
+      { include_internal: true },
     );
   });
 
-  afterAll(async () => {
-    await Promise.allSettled([iii?.shutdown(), mine?.shutdown()]);
-    await engine?.stop();
-    await replay?.close();
-  });
+  afterAll(() => stopAll(engine, replay, iii, mine));
 
   it("HARNESS_DISABLE=sub-agents leaves the built-in out; the model's spawn reaches the iii-sdk process's, and runs end cleanly without it", async () => {
     const ui = turnClient(engine, () => iii);

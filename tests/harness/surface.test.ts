@@ -15,10 +15,10 @@ import type { TurnCompletedEvent, TurnStartedEvent } from "@iii-edge/protocol/ha
 import { subAgentSessionId } from "@iii-edge/worker-sub-agents/ids";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { call, callAgentTrigger, permissionsFile, replayEnv, reply, replyWith, say } from "../support/provider-replay.ts";
-import { startProviderReplay, type RecordedRequest, type ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { call, callAgentTrigger, permissionsFile, replayEnv, reply, replyWith, say } from "@iii-edge/test-support/provider-replay";
+import { startProviderReplay, type RecordedRequest, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { asText, openaiMessages, TURN_DEADLINE_MS, textOf, turnClient } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1

@@ -11,11 +11,11 @@ import { fileURLToPath } from "node:url";
 import type { LogsListOutput, Span, SpanTreeNode, TracesTreeOutput } from "@iii-edge/protocol/telemetry";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
-import { callAgentTrigger, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startOtlpReceiver, type OtlpReceiver } from "@iii-edge/test-support/otlp-receiver";
+import { callAgentTrigger, replyWith, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { permissionsFile, replayEnv } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { agentSpan, spansOfTrace, turnClient, TURN_DEADLINE_MS } from "./turn-client.ts";
 
 /** ledger::record is in no rule: it waits for a person. */

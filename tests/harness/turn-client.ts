@@ -4,9 +4,9 @@
 import type { AgentEvent, AgentMessage, TurnStateView } from "@iii-edge/protocol/harness";
 import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { expect } from "vitest";
-import type { EngineServer } from "../support/engine-server.ts";
-import type { RecordedRequest } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import type { RecordedRequest, ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 
 /** How long one turn may take end to end on the shared 2-core box (several durable queue hops). */
 export const TURN_DEADLINE_MS = 30_000;
@@ -18,6 +18,37 @@ export type EventItem = { item_id: string; data: AgentEvent };
 /** Anything that can call a function (the unmodified iii-sdk client does). */
 export interface Caller {
   trigger(request: { function_id: string; payload?: unknown }): Promise<unknown>;
+}
+
+/** A function as `engine::functions::list` lists it. */
+export type ListedFunction = { function_id: string; worker_name?: string | null };
+/** A suite's workers register within this on the shared 2-core box. */
+const REGISTER_DEADLINE_MS = 30_000;
+
+/** The catalog as `caller` sees it (`payload`: the listing's filters, e.g. `include_internal`). */
+export async function listedFunctions(caller: Caller, payload: Record<string, unknown> = {}): Promise<ListedFunction[]> {
+  return ((await caller.trigger({ function_id: "engine::functions::list", payload })) as { functions: ListedFunction[] }).functions;
+}
+
+/** Wait until `ready` holds of the listed catalog (a replacement registered, a built-in present or gone). */
+export async function untilListed(
+  caller: Caller,
+  what: string,
+  ready: (fns: ListedFunction[]) => boolean,
+  payload: Record<string, unknown> = {},
+): Promise<void> {
+  await until(async () => ready(await listedFunctions(caller, payload)), what, REGISTER_DEADLINE_MS);
+}
+
+/** A suite's teardown: its clients first, then the engine they were connected to, then the replay. */
+export async function stopAll(
+  engine: EngineServer | undefined,
+  replay: ReplayServer | undefined,
+  ...clients: ({ shutdown(): Promise<unknown> } | undefined)[]
+): Promise<void> {
+  await Promise.allSettled(clients.map((c) => c?.shutdown()));
+  await engine?.stop();
+  await replay?.close();
 }
 
 /** The `invoke_agent` root span of `sid`'s turn, once the engine has stored it (waits up to `ms`). */

@@ -10,10 +10,10 @@ import { registerWorker as registerEdgeWorker, type EdgeClient } from "@iii-edge
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { permissionsFile, replayEnv } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { permissionsFile, replayEnv } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 import { asText, type EventItem, metaOf, openaiMessages, textOf, turnClient, TURN_DEADLINE_MS, types, user } from "./turn-client.ts";
 
 const PERMISSIONS = `version: 1

@@ -15,8 +15,8 @@ import { http } from "@iii-dev/helpers/http";
 import type { ChannelReader, ChannelWriter } from "iii-sdk/channel";
 import { createChannel } from "iii-sdk/helpers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 import { invokeHttp, registered, until, worker, type Worker } from "./sdk.ts";
 
 /** What "at once" means here: well under the keep-alive and hibernation timers that used to end

@@ -6,8 +6,8 @@ import { http } from "@iii-dev/helpers/http";
 import type { ChannelReader, ChannelWriter } from "iii-sdk/channel";
 import { createChannel } from "iii-sdk/helpers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSecureEngine } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 import { registered, sleep, until, worker, type Worker } from "./sdk.ts";
 
 /**

@@ -2,8 +2,8 @@
 // engine `npm start` runs: their manifest's functions and triggers are loaded at start, serve
 // calls and HTTP routes with no socket held, and are there again after the engine restarts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSecureEngine } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 import { invokeHttp, worker, type Worker } from "./sdk.ts";
 
 let engine: EngineServer;

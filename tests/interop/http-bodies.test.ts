@@ -8,8 +8,8 @@ import { createHash, randomBytes } from "node:crypto";
 import nodeHttp from "node:http";
 import { http } from "@iii-dev/helpers/http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSecureEngine } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 import { until, worker, type Worker } from "./sdk.ts";
 
 const MiB = 1024 * 1024;

@@ -10,8 +10,8 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { eventually } from "../support/wait.ts";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { eventually } from "@iii-edge/test-support/wait";
 import { listed, sleep, until } from "./sdk.ts";
 
 interface Delivery {

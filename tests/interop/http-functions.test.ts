@@ -6,8 +6,8 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpFunctionHandler } from "@iii-edge/sdk-edge/http";
 import { nodeHttpListener } from "@iii-edge/sdk-edge/http-node";
-import { startSecureEngine } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 import { listed, sleep, until, worker, type Worker } from "./sdk.ts";
 
 const SECRET = "hmac-secret-for-tests";

@@ -2,8 +2,8 @@
 // `npm start`'s engine and starts it again on the same port and state; both iii-sdk workers
 // reconnect by themselves, replay their registrations, and calls between them work again.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startSecureEngine } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
+import { startSecureEngine } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 import { listed, registered, until, worker, type Worker } from "./sdk.ts";
 
 let engine: EngineServer;

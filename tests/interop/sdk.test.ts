@@ -6,8 +6,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { registerWorker, TriggerAction } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
 import { failure, invokeHttp, listed, registered, sleep, until, worker, type Worker } from "./sdk.ts";
 
 let engine: EngineServer;

@@ -1,8 +1,8 @@
 // Helpers for driving the engine with iii-sdk 0.22.1 exactly as an application would. The suites
 // run the engine with auth on (tests/support/auth.ts): every worker presents a signed token.
 import { registerWorker, type IIIClient, type InitOptions } from "iii-sdk";
-import { bearer, token } from "../support/auth.ts";
-import { until } from "../support/wait.ts";
+import { bearer, token } from "@iii-edge/test-support/auth";
+import { until } from "@iii-edge/test-support/wait";
 
 export type Worker = IIIClient;
 
@@ -32,7 +32,7 @@ export async function invokeHttp(baseUrl: string, body: unknown, tok?: string): 
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export { until } from "../support/wait.ts";
+export { until } from "@iii-edge/test-support/wait";
 
 /** Function ids the engine lists right now. */
 export async function listed(w: Worker): Promise<string[]> {

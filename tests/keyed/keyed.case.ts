@@ -5,7 +5,7 @@
 // engine as any caller would; only how to lose an instance's memory and how to wake its alarms
 // differ, and each harness says how it does that.
 import { describe, expect, it } from "vitest";
-import { eventually } from "../support/wait.ts";
+import { eventually } from "@iii-edge/test-support/wait";
 
 export interface CallOutcome {
   result?: unknown;

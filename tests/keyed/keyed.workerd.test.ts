@@ -7,7 +7,7 @@ import { env, exports } from "cloudflare:workers";
 import type { DemoCounters } from "@iii-edge/demo-app/edge";
 import { KEYED_METADATA_KEY, keyedInstanceName } from "@iii-edge/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
-import { eventually } from "../support/wait.ts";
+import { eventually } from "@iii-edge/test-support/wait";
 import { RawWorker } from "../triggers/raw-worker.ts";
 import { keyedConformance } from "./keyed.case.ts";
 

@@ -1,6 +1,6 @@
 import { defineProject } from "vitest/config";
 import { sourceAliases } from "../../scripts/workspace-exports.mjs";
-import { engineInWorkerd } from "../support/workerd-project.ts";
+import { engineInWorkerd } from "@iii-edge/test-support/workerd-project";
 
 // Keyed workers inside workerd (docs/keyed-workers.md, docs/engineering.md Toolchain §5): the real
 // Engine object, the demo keyed counter's host (EDGE_KEYED) and its Durable Object per user.

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { expect, it } from "vitest";
-import { repoRoot } from "../support/engine-server.ts";
+import { repoRoot } from "@iii-edge/test-support/engine-server";
 
 it("wrangler deploy --dry-run builds the engine Worker with its bindings", async () => {
   const out = mkdtempSync(path.join(tmpdir(), "iii-edge-dry-"));

@@ -5,8 +5,8 @@ import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 /** An example connects, does one thing and disconnects: ~0.5 s here; a hang fails well before the test timeout. */
 const EXAMPLE_TIMEOUT_MS = 20_000;

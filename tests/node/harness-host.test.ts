@@ -2,9 +2,9 @@
 // service binding) under `npm start`: they start with the engine, and a HARNESS_DISABLE naming no
 // worker keeps the host out with the reason in the log while the engine carries on.
 import { afterEach, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { HARNESS_WORKERS } from "../support/harness-workers.ts";
-import { until } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { HARNESS_WORKERS } from "@iii-edge/test-support/harness-workers";
+import { until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer | undefined;
 afterEach(async () => {

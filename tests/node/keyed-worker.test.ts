@@ -10,8 +10,8 @@ import { keyedCounter } from "@iii-edge/demo-app/counter";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { type IIIClient, registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 import { type CallOutcome, keyedConformance } from "../keyed/keyed.case.ts";
 
 let engine: EngineServer;

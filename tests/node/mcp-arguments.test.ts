@@ -8,9 +8,9 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { registerWorker, type IIIClient } from "iii-sdk";
 import type { RegisterFunctionFormat } from "iii-sdk/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let worker: IIIClient;

@@ -9,9 +9,9 @@ import path from "node:path";
 import { run } from "@iii-edge/worker-mcp/node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpFixture, type HttpFixture } from "./mcp-fixture-http.ts";
-import { freePort, repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { expectStoppedBySigterm } from "../support/npm-exit.ts";
-import { until } from "../support/wait.ts";
+import { freePort, repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { expectStoppedBySigterm } from "@iii-edge/test-support/npm-exit";
+import { until } from "@iii-edge/test-support/wait";
 
 const STDIO_FIXTURE = path.join(repoRoot, "tests/node/mcp-fixture-stdio.mjs");
 /** The client's ping in this suite: a server that went away is noticed within it. */

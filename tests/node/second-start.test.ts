@@ -5,8 +5,8 @@ import { execFile } from "node:child_process";
 import { statSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { RawSocket } from "../support/raw-socket.ts";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { RawSocket } from "@iii-edge/test-support/raw-socket";
 
 let engine: EngineServer;
 const BUNDLE = path.join(repoRoot, "demo-app", "dist", "index.html");

@@ -7,10 +7,10 @@
 // hold across shards.
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { NO_REPLY, RawSocket, upgradeStatus } from "../support/raw-socket.ts";
-import { until } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { NO_REPLY, RawSocket, upgradeStatus } from "@iii-edge/test-support/raw-socket";
+import { until } from "@iii-edge/test-support/wait";
 
 const SHARDS = 4;
 let engine: EngineServer;

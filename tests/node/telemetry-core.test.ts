@@ -18,10 +18,10 @@ import { decodeFrame, decodeLogs, decodeMetrics, decodeSpans, encodeLogs, encode
 import { EXPORT_ATTEMPTS, EXPORT_BATCH, type ExportFetch, MAX_EXPORT_BUFFER } from "@iii-edge/engine-do/core/telemetry/exporter.ts";
 import { FLUSH_SPANS } from "@iii-edge/engine-do/core/telemetry/telemetry.ts";
 import type { TelemetryVars } from "@iii-edge/engine-do/core/telemetry/config.ts";
-import { nodeD1, nodePorts, RecordingConn, trackedTimers } from "../support/node-sql.ts";
-import { repoRoot } from "../support/engine-server.ts";
-import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
-import { until } from "../support/wait.ts";
+import { nodeD1, nodePorts, RecordingConn, trackedTimers } from "@iii-edge/test-support/node-sql";
+import { repoRoot } from "@iii-edge/test-support/engine-server";
+import { startOtlpReceiver, type OtlpReceiver } from "@iii-edge/test-support/otlp-receiver";
+import { until } from "@iii-edge/test-support/wait";
 
 const d1 = () => nodeD1();
 

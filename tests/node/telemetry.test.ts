@@ -16,9 +16,9 @@ import type {
   TracesListOutput,
   TracesTreeOutput,
 } from "@iii-edge/protocol/telemetry";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { startOtlpReceiver, type OtlpReceiver } from "../support/otlp-receiver.ts";
-import { until } from "../support/wait.ts";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startOtlpReceiver, type OtlpReceiver } from "@iii-edge/test-support/otlp-receiver";
+import { until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let receiver: OtlpReceiver;

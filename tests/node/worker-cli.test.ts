@@ -3,10 +3,10 @@
 // same worker left out of the engine's HARNESS host (HARNESS_DISABLE), as one would run it.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_AUTH_SECRET, token } from "../support/auth.ts";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { expectStoppedBySigterm } from "../support/npm-exit.ts";
-import { until } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, token } from "@iii-edge/test-support/auth";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { expectStoppedBySigterm } from "@iii-edge/test-support/npm-exit";
+import { until } from "@iii-edge/test-support/wait";
 
 /** The harness workers in the workspace (workers/<name>, package @iii-edge/worker-<name>). */
 const WORKERS = [

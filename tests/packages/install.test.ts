@@ -16,10 +16,10 @@ import path from "node:path";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import { launchChromium } from "../support/chromium.ts";
-import { repoRoot, type EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import { repoRoot, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 const PACKAGES = ["protocol", "sdk-edge", "sdk-browser"];
 /** What the app installs besides the tarballs (all in the npm cache the repo's install filled). */

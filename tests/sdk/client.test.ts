@@ -1,9 +1,12 @@
 // The shared client core (sdk-edge/src/client) through the Node adapter, against a real
 // WebSocket server: replay order, reconnect + reattach, fail-fast, bounded buffer, zod-typed
 // functions, trigger type providers, error codes and trace context.
+import { readFileSync } from "node:fs";
 import http from "node:http";
+import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { until } from "../support/wait.ts";
+import { repoRoot } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 import {
   registerWorker,
   z,
@@ -15,7 +18,9 @@ import {
   type EdgeClient,
 } from "@iii-edge/sdk-edge/node";
 import { FakeEngine, types } from "./fake-engine.ts";
-import sdkPackage from "../../sdk-edge/package.json" with { type: "json" };
+
+/** The version the client must announce: its package's, as the manifest says. */
+const sdkPackage = JSON.parse(readFileSync(path.join(repoRoot, "sdk-edge", "package.json"), "utf8")) as { version: string };
 
 const fast = { reconnectionConfig: { initialDelayMs: 30, maxDelayMs: 200, jitterFactor: 0 } };
 const quiet = { warn: () => {}, error: () => {} };

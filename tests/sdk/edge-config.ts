@@ -5,7 +5,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { repoRoot } from "../support/engine-server.ts";
+import { repoRoot } from "@iii-edge/test-support/engine-server";
 
 export interface EdgeTestConfig {
   /** For `startEngine({ env: { III_WRANGLER_CONFIG: path } })` (scripts/start.mjs). */

@@ -9,7 +9,7 @@ import { NodeKeyedInstances } from "@iii-edge/sdk-edge/worker-node";
 import type { InvocationContext } from "@iii-edge/sdk-edge/node";
 import type { KeyedContext } from "@iii-edge/sdk-edge/worker";
 import { afterEach, describe, expect, it } from "vitest";
-import { eventually } from "../support/wait.ts";
+import { eventually } from "@iii-edge/test-support/wait";
 
 const dirs: string[] = [];
 const open: NodeKeyedInstances[] = [];

@@ -8,7 +8,7 @@ import { WebSocketServer, type WebSocket } from "ws";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { createTracer, parseTraceparent, MAX_BUFFERED_SPANS, type TelemetryTransport } from "@iii-edge/sdk-edge/telemetry";
 import { tracerOf, type WorkerModule } from "@iii-edge/sdk-edge/worker";
-import { until } from "../support/wait.ts";
+import { until } from "@iii-edge/test-support/wait";
 
 interface Engine {
   url: string;

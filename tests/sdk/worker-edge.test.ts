@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openChannelWriter, readChannel } from "@iii-edge/sdk-edge/channels";
 import { registerWorker, type EdgeClient, type TriggerConfig } from "@iii-edge/sdk-edge/node";
 import type { StreamChannelRef } from "@iii-edge/protocol";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 import { edgeTestConfig, type EdgeTestConfig } from "./edge-config.ts";
 
 /** A permissions file that exercises every rule of the env-file encoding (scripts/start.mjs

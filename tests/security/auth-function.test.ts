@@ -1,9 +1,9 @@
 // RBAC as a function (AUTH_FUNCTION) and the closed-by-default rule, against `npm start`.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { RawSocket, upgradeStatus } from "../support/raw-socket.ts";
-import { eventually } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { RawSocket, upgradeStatus } from "@iii-edge/test-support/raw-socket";
+import { eventually } from "@iii-edge/test-support/wait";
 import http from "node:http";
 
 /** POST with headers fetch() would not send as given (Host). */

@@ -3,10 +3,10 @@
 // another namespace), each refused with nothing registered or stored changing.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mintToken } from "@iii-edge/protocol/token";
-import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { NO_REPLY, RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";
-import { eventually } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { NO_REPLY, RawSocket, upgradeStatus, type Frame } from "@iii-edge/test-support/raw-socket";
+import { eventually } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let admin: RawSocket;

@@ -4,10 +4,10 @@
 // `durable_bindings`), and Alice, who owns the function, must be able to see and remove bindings to
 // it whoever made them, while a third principal cannot.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { RawSocket, type Frame } from "../support/raw-socket.ts";
-import { eventually } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { RawSocket, type Frame } from "@iii-edge/test-support/raw-socket";
+import { eventually } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let alice: RawSocket;

@@ -17,10 +17,10 @@ import {
   MAX_TRIGGER_CONFIG_BYTES,
   jsonBytes,
 } from "@iii-edge/protocol";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { RawSocket, type Frame } from "../support/raw-socket.ts";
-import { eventually, until } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { RawSocket, type Frame } from "@iii-edge/test-support/raw-socket";
+import { eventually, until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 const open: RawSocket[] = [];

@@ -11,11 +11,11 @@ import { verifyToken } from "@iii-edge/protocol/token";
 import { CONSOLE_CALLS } from "@iii-edge/demo-app/console-token";
 import type { BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "../support/auth.ts";
-import { launchChromium } from "../support/chromium.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { RawSocket, type Frame } from "../support/raw-socket.ts";
-import { until } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import { launchChromium } from "@iii-edge/test-support/chromium";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { RawSocket, type Frame } from "@iii-edge/test-support/raw-socket";
+import { until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let tenant: RawSocket;

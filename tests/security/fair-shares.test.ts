@@ -13,11 +13,11 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_OPEN_CALLS_PER_CALLER, openCallLimits } from "@iii-edge/engine-do/core/bounds.ts";
-import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
-import { repoRoot, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { NO_REPLY, RawSocket, flood, upgradeStatus, type Frame } from "../support/raw-socket.ts";
-import { eventually, until } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, bearer, token } from "@iii-edge/test-support/auth";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { NO_REPLY, RawSocket, flood, upgradeStatus, type Frame } from "@iii-edge/test-support/raw-socket";
+import { eventually, until } from "@iii-edge/test-support/wait";
 import { TURN_DEADLINE_MS, user } from "../harness/turn-client.ts";
 
 /** The call table of this engine: small, so filling it takes a few thousand calls. */

@@ -16,10 +16,10 @@ import type { Socket as NetSocket } from "node:net";
 import { Worker } from "node:worker_threads";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FLOOD_CLOSE_CODE, MAX_FRAME_BYTES, MAX_JSON_DEPTH } from "@iii-edge/protocol";
-import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { RawSocket, type Frame } from "../support/raw-socket.ts";
-import { eventually } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, bearer, token } from "@iii-edge/test-support/auth";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { RawSocket, type Frame } from "@iii-edge/test-support/raw-socket";
+import { eventually } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 const opened: { close(): Promise<void> | void }[] = [];

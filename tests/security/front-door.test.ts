@@ -10,11 +10,11 @@ import { TOKEN_ALGORITHM, TOKEN_ISSUER } from "@iii-edge/protocol";
 import { MAX_CLOCK_SKEW_S, mintToken } from "@iii-edge/protocol/token";
 import { checkResolvedHost } from "@iii-edge/engine-do/core/http-invoke.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { RawSocket, upgradeStatus, type Frame } from "../support/raw-socket.ts";
-import { until } from "../support/wait.ts";
-import { rawRequest, type RawAnswer } from "../support/raw-http.ts";
+import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { RawSocket, upgradeStatus, type Frame } from "@iii-edge/test-support/raw-socket";
+import { until } from "@iii-edge/test-support/wait";
+import { rawRequest, type RawAnswer } from "@iii-edge/test-support/raw-http";
 
 let engine: EngineServer;
 let tenant: RawSocket;

@@ -8,9 +8,9 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { eventually, until } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { eventually, until } from "@iii-edge/test-support/wait";
 
 /** Secret values the engine holds; none may reach a registrant or any output. */
 const SECRETS = {

@@ -4,9 +4,9 @@
 // belongs to whoever serves it (the deployment's keyed counter here): another worker cannot take it.
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 const clients: IIIClient[] = [];

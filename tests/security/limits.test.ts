@@ -3,10 +3,10 @@
 // and every other worker keeps being served.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "@iii-edge/engine-do/core/bounds.ts";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { NO_REPLY, RawSocket, flood, upgradeStatus } from "../support/raw-socket.ts";
-import { eventually } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { NO_REPLY, RawSocket, flood, upgradeStatus } from "@iii-edge/test-support/raw-socket";
+import { eventually } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 const open: RawSocket[] = [];

@@ -10,9 +10,9 @@ import { registerWorker } from "@iii-edge/sdk-edge";
 import type { EdgeClient } from "@iii-edge/sdk-edge/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { bearer, startSecureEngine, token } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { until } from "../support/wait.ts";
+import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let admin: Client;

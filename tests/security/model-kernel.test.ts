@@ -11,10 +11,10 @@
 import type { AgentMessage, BudgetView, FunctionResultMessage, TurnStateView } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, replyWith, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, bearer, token } from "@iii-edge/test-support/auth";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, replyWith, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 
 /** One turn end to end on the shared 2-core box (several durable queue hops). */
 const TURN_DEADLINE_MS = 45_000;

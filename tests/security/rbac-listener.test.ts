@@ -7,10 +7,10 @@
 // bad token, a forged session header, and a listener client taking a function someone else holds.
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startSecureEngine } from "../support/auth.ts";
-import type { EngineServer } from "../support/engine-server.ts";
-import { upgradeStatus } from "../support/raw-socket.ts";
-import { eventually, until } from "../support/wait.ts";
+import { startSecureEngine } from "@iii-edge/test-support/auth";
+import type { EngineServer } from "@iii-edge/test-support/engine-server";
+import { upgradeStatus } from "@iii-edge/test-support/raw-socket";
+import { eventually, until } from "@iii-edge/test-support/wait";
 import { failure, listed, worker, type Worker } from "../interop/sdk.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: iii-sdk results read loosely by the test, each checked by an expect

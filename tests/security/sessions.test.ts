@@ -9,11 +9,11 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "../support/provider-replay.ts";
-import { RawSocket, type Frame } from "../support/raw-socket.ts";
-import { until } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, bearer, token } from "@iii-edge/test-support/auth";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { RawSocket, type Frame } from "@iii-edge/test-support/raw-socket";
+import { until } from "@iii-edge/test-support/wait";
 
 /** One turn end to end on the shared 2-core box (several durable queue hops). */
 const TURN_DEADLINE_MS = 30_000;

@@ -9,11 +9,11 @@ import type { AgentMessage, FunctionResultMessage, TurnStateView } from "@iii-ed
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_CATALOG_CHARS, MAX_ENTRY_CHARS } from "@iii-edge/worker-provisioning";
-import { TEST_AUTH_SECRET, bearer, token } from "../support/auth.ts";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { callAgentTrigger, replyWith, say, startProviderReplay, type RecordedRequest } from "../support/provider-replay.ts";
-import type { ReplayServer } from "../support/provider-replay.ts";
-import { until } from "../support/wait.ts";
+import { TEST_AUTH_SECRET, bearer, token } from "@iii-edge/test-support/auth";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, replyWith, say, startProviderReplay, type RecordedRequest } from "@iii-edge/test-support/provider-replay";
+import type { ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 
 const TURN_DEADLINE_MS = 45_000;
 /** The attack's description size (what grew the prompt from 11 KB to 62 KB). */

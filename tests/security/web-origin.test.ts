@@ -5,8 +5,8 @@
 // does keeps working (no Origin, or the engine's own).
 import WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { rawRequest, type RawAnswer } from "../support/raw-http.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { rawRequest, type RawAnswer } from "@iii-edge/test-support/raw-http";
 
 let engine: EngineServer;
 const EVIL = "https://evil.example";

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { freePort, repoRoot } from "../support/engine-server.ts";
+import { freePort, repoRoot } from "@iii-edge/test-support/engine-server";
 
 /** A cold start on a busy 2-core box (migrations + workerd boot), as engine-server.ts allows. */
 const START_TIMEOUT_MS = 90_000;

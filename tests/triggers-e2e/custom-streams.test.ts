@@ -5,8 +5,8 @@
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { createStream } from "iii-sdk/helpers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { eventually } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { eventually } from "@iii-edge/test-support/wait";
 
 interface Card {
   title: string;

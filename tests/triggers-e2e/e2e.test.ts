@@ -1,8 +1,8 @@
 // Every built-in trigger type against the engine `npm start` runs, driven by iii-sdk 0.22.1.
 import { registerWorker, TriggerAction, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { eventually } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { eventually } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 let iii: IIIClient;

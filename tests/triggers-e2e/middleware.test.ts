@@ -2,7 +2,7 @@
 // engine `npm start` runs: it runs before every route's own middleware and can answer by itself.
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 
 let engine: EngineServer;
 let iii: IIIClient;

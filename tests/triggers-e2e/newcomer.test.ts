@@ -7,9 +7,9 @@
 import { registerWorker as iiiSdkWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerWorker, type EdgeClient } from "@iii-edge/sdk-edge/node";
-import { freePort, startEngine, type EngineServer } from "../support/engine-server.ts";
-import { upgradeStatus } from "../support/raw-socket.ts";
-import { eventually } from "../support/wait.ts";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { upgradeStatus } from "@iii-edge/test-support/raw-socket";
+import { eventually } from "@iii-edge/test-support/wait";
 
 let engine: EngineServer;
 const clients: { shutdown(): Promise<void> }[] = [];

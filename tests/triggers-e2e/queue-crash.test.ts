@@ -10,7 +10,7 @@
 //   loudly when asked for it, and does not use it by default; the test shows the loss is real.
 import { registerWorker, TriggerAction, type IIIClient } from "iii-sdk";
 import { afterAll, describe, expect, it } from "vitest";
-import { eventually } from "../support/wait.ts";
+import { eventually } from "@iii-edge/test-support/wait";
 import { crashableEngine, type CrashableEngine } from "./crash-engine.ts";
 
 /** The flood: 200 acknowledged enqueues. */

@@ -6,9 +6,9 @@
 // `triggerregistrationresult`.
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { startEngine, type EngineServer } from "../support/engine-server.ts";
-import { RawSocket } from "../support/raw-socket.ts";
-import { eventually } from "../support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { RawSocket } from "@iii-edge/test-support/raw-socket";
+import { eventually } from "@iii-edge/test-support/wait";
 
 /** The words iii's clients look for in the refusal. */
 const CONFLICT = "conflicts with already-registered route";

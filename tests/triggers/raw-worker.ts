@@ -108,4 +108,4 @@ export class RawWorker {
   }
 }
 
-export { eventually } from "../support/wait.ts";
+export { eventually } from "@iii-edge/test-support/wait";

@@ -1,6 +1,6 @@
 import { defineProject } from "vitest/config";
 import { sourceAliases } from "../../scripts/workspace-exports.mjs";
-import { engineInWorkerd } from "../support/workerd-project.ts";
+import { engineInWorkerd } from "@iii-edge/test-support/workerd-project";
 
 // Trigger types and durable delivery inside workerd (docs/engineering.md Toolchain §5): the real
 // Engine object, D1, Cloudflare Queues and alarms. Queues are configured with short backoffs so

@@ -17,7 +17,7 @@ globalThis.Function = new Proxy(RealFunction, {
   },
 });
 const protocol = await import("@iii-edge/protocol");
-const { describeCallFramesAgreement } = await import("../support/call-frames-agreement.ts");
+const { describeCallFramesAgreement } = await import("@iii-edge/test-support/call-frames-agreement");
 
 it("zod compiles nothing here, as in workerd", () => {
   for (const raw of ['{"type":"invokefunction","function_id":"f"}', '{"type":"invocationresult","invocation_id":"i","function_id":"f"}'])

@@ -2,6 +2,6 @@
 // object parsers): tests/support/call-frames-agreement.ts. call-frames-jitless.test.ts runs the
 // same suite against zod's interpreter, as in workerd.
 import * as protocol from "@iii-edge/protocol";
-import { describeCallFramesAgreement } from "../support/call-frames-agreement.ts";
+import { describeCallFramesAgreement } from "@iii-edge/test-support/call-frames-agreement";
 
 describeCallFramesAgreement(protocol, "zod compiled");

@@ -9,7 +9,7 @@ import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import { casState, compareAndSet, readState, type Trigger } from "@iii-edge/sdk-edge/worker";
 import { z } from "zod";
-import { nodePorts } from "../support/node-sql.ts";
+import { nodePorts } from "@iii-edge/test-support/node-sql";
 
 /** An engine over a fresh database, and a `trigger` into it as a worker's handler has one. */
 function engine(): { call: Trigger; calls: string[] } {

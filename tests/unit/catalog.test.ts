@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { Catalog, type HoldingKind } from "@iii-edge/engine-do/core/catalog.ts";
 import type { Sql } from "@iii-edge/engine-do/core/ports.ts";
 import { migrate } from "@iii-edge/engine-do/core/schema.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql } from "@iii-edge/test-support/node-sql";
 
 /** The database as the engine leaves it at start: the schema migrated, before the catalog loads. */
 function sqlOver(db: DatabaseSync): Sql {

@@ -3,22 +3,12 @@
 // the same database — an object woken after an eviction, with nothing in memory — reads.
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
-import { SqlChannelStore, type ChannelRow } from "@iii-edge/engine-do/core/channels/store.ts";
+import { newChannelRow, SqlChannelStore, type ChannelRow } from "@iii-edge/engine-do/core/channels/store.ts";
 import { migrate } from "@iii-edge/engine-do/core/schema.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql } from "@iii-edge/test-support/node-sql";
 
 const row = (id: string, over: Partial<ChannelRow> = {}): ChannelRow => ({
-  id,
-  access_key: `key-${id}`,
-  created_at: 1,
-  buffer_size: 4,
-  writer: 0,
-  reader: 0,
-  end_code: null,
-  end_reason: null,
-  items: 0,
-  bytes: 0,
-  sweep_at: 100,
+  ...newChannelRow({ id, access_key: `key-${id}`, created_at: 1, buffer_size: 4, sweep_at: 100 }),
   ...over,
 });
 

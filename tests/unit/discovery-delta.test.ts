@@ -11,7 +11,7 @@ import { openCallLimits } from "@iii-edge/engine-do/core/bounds.ts";
 import { EngineCore, type EngineOptions, FUNCTIONS_CHANGED_DEBOUNCE_MS } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { Conn, EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql } from "../support/node-sql.ts";
+import { nodeSql } from "@iii-edge/test-support/node-sql";
 
 function ports(timers: EnginePorts["timers"] = realTimers, edgeHosts: EnginePorts["edgeHosts"] = {}): EnginePorts {
   return {
@@ -108,22 +108,19 @@ function setup(timers?: EnginePorts["timers"], opts?: EngineOptions, edgeHosts?:
   core.connect(sub, "s");
   core.connect(owner, "o");
   const send = (c: Socket, f: Record<string, unknown>) => core.message(c, JSON.stringify(f));
+  /** A `registertrigger` frame from `c`. */
+  const bind = (c: Socket, id: string, trigger_type: string, function_id: string, config: Record<string, unknown> = {}) =>
+    send(c, { type: "registertrigger", id, trigger_type, function_id, config });
   send(sub, { type: "registerfunction", id: "sub::delta" });
   send(sub, { type: "registerfunction", id: "sub::full" });
-  send(sub, {
-    type: "registertrigger",
-    id: "t-delta",
-    trigger_type: "engine::functions-available",
-    function_id: "sub::delta",
-    config: { delta: true },
-  });
-  send(sub, { type: "registertrigger", id: "t-full", trigger_type: "engine::functions-available", function_id: "sub::full", config: {} });
+  bind(sub, "t-delta", "engine::functions-available", "sub::delta", { delta: true });
+  bind(sub, "t-full", "engine::functions-available", "sub::full");
   const list = async () => {
     const r = await core.invoke({ function_id: "engine::functions::list", data: { include_internal: true, limit: 1000 } });
     if (!r.ok) throw new Error(JSON.stringify(r.error));
     return r.result as { functions: { function_id: string; worker_name: string }[]; total: number };
   };
-  return { core, sub, owner, send, list };
+  return { core, sub, owner, send, bind, list };
 }
 
 describe("engine::functions-available with {delta: true}", () => {
@@ -225,18 +222,12 @@ describe("discovery fires are sent without waiting for results", () => {
   it("a subscriber that never answers holds no share of its principal's open calls", async () => {
     const held = new HeldTimers();
     // One open call per principal: a fire waiting on the silent subscriber would take all of it.
-    const { core, owner, send } = setup(held.port, { openCalls: openCallLimits(8, 1), defaultInvokeTimeoutMs: 60_000 });
+    const { core, owner, send, bind } = setup(held.port, { openCalls: openCallLimits(8, 1), defaultInvokeTimeoutMs: 60_000 });
     const alice: Grant = { sub: "alice", ns: ["*"] };
     const mute = new Socket("mute", core, { silent: true });
     core.connect(mute, "m", { grant: alice });
     send(mute, { type: "registerfunction", id: "mute::on" });
-    send(mute, {
-      type: "registertrigger",
-      id: "t-mute",
-      trigger_type: "engine::functions-available",
-      function_id: "mute::on",
-      config: { delta: true },
-    });
+    bind(mute, "t-mute", "engine::functions-available", "mute::on", { delta: true });
     held.elapse();
     for (const id of ["quiet::a", "quiet::b", "quiet::c"]) {
       send(owner, { type: "registerfunction", id });
@@ -326,23 +317,11 @@ describe("engine::triggers-available", () => {
   type Entry = { id: string; trigger_type: string; function_id: string; worker_name: string; status: string };
   function bindings(held: HeldTimers) {
     const env = setup(held.port);
-    const { sub, send } = env;
+    const { sub, send, bind } = env;
     send(sub, { type: "registerfunction", id: "sub::tfull" });
     send(sub, { type: "registerfunction", id: "sub::tdelta" });
-    send(sub, {
-      type: "registertrigger",
-      id: "tt-full",
-      trigger_type: "engine::triggers-available",
-      function_id: "sub::tfull",
-      config: {},
-    });
-    send(sub, {
-      type: "registertrigger",
-      id: "tt-delta",
-      trigger_type: "engine::triggers-available",
-      function_id: "sub::tdelta",
-      config: { delta: true },
-    });
+    bind(sub, "tt-full", "engine::triggers-available", "sub::tfull");
+    bind(sub, "tt-delta", "engine::triggers-available", "sub::tdelta", { delta: true });
     held.elapse();
     const listed = async () => {
       const r = await env.core.invoke({ function_id: "engine::registered-triggers::list", data: {} });
@@ -354,17 +333,11 @@ describe("engine::triggers-available", () => {
 
   it("the full list is what engine::registered-triggers::list answers; a delta is {added, removed}", async () => {
     const held = new HeldTimers();
-    const { sub, owner, send, listed } = bindings(held);
+    const { sub, owner, send, bind, listed } = bindings(held);
     // Subscribing itself is no change of the listed bindings (engine::* types are left out).
     expect(sub.calls("sub::tfull")).toHaveLength(0);
     send(owner, { type: "registerfunction", id: "orders::on-paid" });
-    send(owner, {
-      type: "registertrigger",
-      id: "b-paid",
-      trigger_type: "orders::paid",
-      function_id: "orders::on-paid",
-      config: { min: 5 },
-    });
+    bind(owner, "b-paid", "orders::paid", "orders::on-paid", { min: 5 });
     held.elapse();
     const full = sub.calls("sub::tfull");
     expect(full).toHaveLength(1);

@@ -14,8 +14,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql, trackedTimers, RecordingConn } from "../support/node-sql.ts";
-import { eventually } from "../support/wait.ts";
+import { nodeSql, trackedTimers, RecordingConn } from "@iii-edge/test-support/node-sql";
+import { eventually } from "@iii-edge/test-support/wait";
 
 const QUEUES = JSON.stringify({
   steps: {

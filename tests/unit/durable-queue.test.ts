@@ -6,9 +6,9 @@ import { DatabaseSync } from "node:sqlite";
 import { afterEach, describe, expect, it } from "vitest";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodeSql, trackedTimers } from "../support/node-sql.ts";
+import { nodeSql, trackedTimers } from "@iii-edge/test-support/node-sql";
 import { DurableQueues, type QueueConfig } from "@iii-edge/engine-do/core/queues/durable-queue.ts";
-import { eventually } from "../support/wait.ts";
+import { eventually } from "@iii-edge/test-support/wait";
 
 const QUEUE: QueueConfig = {
   name: "jobs",

@@ -6,7 +6,7 @@ import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
 import { type EdgeInvokeRequest, KEYED_METADATA_KEY, MAX_KEY_LENGTH, keyedInstanceName } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
-import { nodePorts, RecordingConn } from "../support/node-sql.ts";
+import { nodePorts, RecordingConn } from "@iii-edge/test-support/node-sql";
 
 const keyed = { [KEYED_METADATA_KEY]: "cart_id" };
 

@@ -9,8 +9,8 @@ import { MAX_FRAME_BYTES } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { SocketConn } from "@iii-edge/engine-do/core/socket-conn.ts";
 import { DirectCalls } from "@iii-edge/engine-do/shards/direct-calls.ts";
-import { FakeTime } from "../support/fake-time.ts";
-import { nodePorts } from "../support/node-sql.ts";
+import { FakeTime } from "@iii-edge/test-support/fake-time";
+import { nodePorts } from "@iii-edge/test-support/node-sql";
 
 class FakeSocket {
   readonly sent: Record<string, unknown>[] = [];

@@ -14,7 +14,7 @@ import {
   parseWorkerFrame,
   utf8Length,
 } from "@iii-edge/protocol";
-import { fuzzSeed, oversizedList, workerFrames } from "../support/fuzz-input.ts";
+import { fuzzSeed, oversizedList, workerFrames } from "@iii-edge/test-support/fuzz-input";
 
 const id = fc.stringMatching(/^[a-z][a-z0-9:_-]{0,40}$/);
 const json = fc.jsonValue({ maxDepth: 3 });

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { FRAME_BURST } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import type { EnginePorts } from "@iii-edge/engine-do/core/ports.ts";
-import { nodePorts, RecordingConn, trackedTimers } from "../support/node-sql.ts";
+import { nodePorts, RecordingConn, trackedTimers } from "@iii-edge/test-support/node-sql";
 
 /** One object instance: its own timers (dropped on "eviction"), the shared database; the wall
  * clock unless another is given. */

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine } from "@iii-edge/engine-do/core/install.ts";
 import { ENGINE_MIGRATIONS, type Migration, migrate, schemaVersion } from "@iii-edge/engine-do/core/schema.ts";
-import { nodePorts, nodeSql } from "../support/node-sql.ts";
+import { nodePorts, nodeSql } from "@iii-edge/test-support/node-sql";
 
 const LATEST = ENGINE_MIGRATIONS.length;
 

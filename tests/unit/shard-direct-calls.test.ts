@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import type { CallOutcome, ShardInvokeOutcome, ShardInvokeRequest } from "@iii-edge/protocol";
 import { DirectCalls } from "@iii-edge/engine-do/shards/direct-calls.ts";
-import { FakeTime } from "../support/fake-time.ts";
+import { FakeTime } from "@iii-edge/test-support/fake-time";
 
 class FakeSocket {
   readonly sent: Record<string, unknown>[] = [];

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { MAX_BAGGAGE_BYTES, freshTraceparent, traceFromHeaders } from "@iii-edge/engine-do/core/trace.ts";
 import { parseQueueConfigs } from "@iii-edge/engine-do/core/queues/config.ts";
 import { invokeHttpFunction } from "@iii-edge/engine-do/core/http-invoke.ts";
-import { repoRoot } from "../support/engine-server.ts";
+import { repoRoot } from "@iii-edge/test-support/engine-server";
 
 const TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 const headers = (h: Record<string, string>) => traceFromHeaders((name) => h[name]);

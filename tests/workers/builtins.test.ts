@@ -140,14 +140,7 @@ describe("engine::*", () => {
 
   it("engine::registered-triggers::list: active and parked bindings, filters", async () => {
     const a = await wires.connect();
-    a.send({
-      type: "registertrigger",
-      id: "bi-rt-1",
-      trigger_type: "state",
-      function_id: "bi::rt",
-      config: { scope: "rt" },
-      metadata: { m: 1 },
-    });
+    a.registerTrigger("bi-rt-1", "state", "bi::rt", { scope: "rt" }, { metadata: { m: 1 } });
     a.send({ type: "registertrigger", id: "bi-rt-2", trigger_type: "bi::unknown-type", function_id: "bi::rt", config: { x: 1 } });
     a.send({ type: "registertrigger", id: "bi-rt-3", trigger_type: "engine::workers-available", function_id: "bi::rt", config: {} });
     const l = ((await a.ok("engine::registered-triggers::list", { function_id: "bi::rt" })) as { registered_triggers: Frame[] })
@@ -315,21 +308,8 @@ describe("state trigger (§8.3)", () => {
     const scope = `trig-${uuid()}`;
     w.serve("bi::on-state", (_d, f) => (fires.push(f), null));
     w.serve("bi::on-key", (_d, f) => (fires.push(f), null));
-    w.send({
-      type: "registertrigger",
-      id: `t-scope-${scope}`,
-      trigger_type: "state",
-      function_id: "bi::on-state",
-      config: { scope },
-      metadata: { via: "state-trigger" },
-    });
-    w.send({
-      type: "registertrigger",
-      id: `t-key-${scope}`,
-      trigger_type: "state",
-      function_id: "bi::on-key",
-      config: { scope, key: "only" },
-    });
+    w.registerTrigger(`t-scope-${scope}`, "state", "bi::on-state", { scope }, { metadata: { via: "state-trigger" } });
+    w.registerTrigger(`t-key-${scope}`, "state", "bi::on-key", { scope, key: "only" });
     await w.ok("state::set", { scope, key: "k", value: 1 });
     await w.ok("state::set", { scope, key: "k", value: 2 });
     await w.ok("state::update", { scope, key: "k", ops: [{ type: "set", path: "", value: 3 }] });
@@ -361,13 +341,7 @@ describe("state trigger (§8.3)", () => {
     const fired: unknown[] = [];
     w.serve("bi::cond", (d) => d.new_value !== "skip");
     w.serve("bi::conditioned", (d) => (fired.push(d.new_value), null));
-    w.send({
-      type: "registertrigger",
-      id: `t-cond-${scope}`,
-      trigger_type: "state",
-      function_id: "bi::conditioned",
-      config: { scope, condition_function_id: "bi::cond" },
-    });
+    w.registerTrigger(`t-cond-${scope}`, "state", "bi::conditioned", { scope, condition_function_id: "bi::cond" });
     await w.ok("state::set", { scope, key: "a", value: "skip" });
     await w.ok("state::set", { scope, key: "b", value: "go" });
     await eventually(() => fired.length >= 1);
@@ -397,14 +371,7 @@ describe("discovery is pushed on change (§6)", () => {
     const events: { at: number; f: Frame }[] = [];
     watcher.serve("bi::on-functions", (_d, f) => (events.push({ at: Date.now(), f }), null));
     await sleep(50); // let the watcher's own registration settle before binding
-    watcher.send({
-      type: "registertrigger",
-      id: "t-fa",
-      trigger_type: "engine::functions-available",
-      function_id: "bi::on-functions",
-      config: {},
-      metadata: { m: "fa" },
-    });
+    watcher.registerTrigger("t-fa", "engine::functions-available", "bi::on-functions", {}, { metadata: { m: "fa" } });
     await watcher.ok("state::list_groups"); // binding processed (frames are handled in order)
     // Binding does not fire by itself.
     await sleep(100);
@@ -448,13 +415,7 @@ describe("discovery is pushed on change (§6)", () => {
     const watcher = await wires.connect();
     const events: Frame[] = [];
     watcher.serve("bi::on-workers", (d) => (events.push(d), null));
-    watcher.send({
-      type: "registertrigger",
-      id: "t-wa",
-      trigger_type: "engine::workers-available",
-      function_id: "bi::on-workers",
-      config: {},
-    });
+    watcher.registerTrigger("t-wa", "engine::workers-available", "bi::on-workers", {});
     await watcher.ok("state::list_groups");
     const w = await wires.connect();
     w.send({ type: "invokefunction", function_id: "engine::workers::register", data: { name: "bi-wa" }, action: { type: "void" } });

@@ -12,31 +12,24 @@ const regs = async (w: Awaited<ReturnType<Wires["connect"]>>, type: string) =>
 
 describe("custom trigger types", () => {
   it("parks a binding to an unknown type (no error, no reply) and delivers it when a provider registers the type", async () => {
-    const owner = await wires.connect();
-    owner.send({
+    const binding = {
       type: "registertrigger",
       id: "ct-park",
       trigger_type: "ct::late",
       function_id: "ct::fn",
       config: { path: "/x" },
       metadata: { m: 1 },
-      message_type: "registertrigger",
-    });
+    };
+    const owner = await wires.connect();
+    // The provider gets the binding as it was registered, without the sender's message_type.
+    owner.send({ ...binding, message_type: "registertrigger" });
     await owner.ok("state::list_groups");
     expect(owner.frames.filter((f) => f.type !== "workerregistered" && f.type !== "invocationresult")).toEqual([]);
     expect(await regs(owner, "ct::late")).toEqual([expect.objectContaining({ id: "ct-park", status: "parked" })]);
 
     const provider = await wires.connect();
     provider.send({ type: "registertriggertype", id: "ct::late", description: "arrives late" });
-    const delivered = await provider.next((f) => f.type === "registertrigger");
-    expect(delivered).toEqual({
-      type: "registertrigger",
-      id: "ct-park",
-      trigger_type: "ct::late",
-      function_id: "ct::fn",
-      config: { path: "/x" },
-      metadata: { m: 1 },
-    });
+    expect(await provider.next((f) => f.type === "registertrigger")).toEqual(binding);
     expect(await regs(owner, "ct::late")).toEqual([expect.objectContaining({ id: "ct-park", status: "active" })]);
     // The provider acknowledges success: nothing reaches the owner.
     provider.send({ type: "triggerregistrationresult", id: "ct-park", trigger_type: "ct::late", function_id: "ct::fn" });
@@ -68,26 +61,14 @@ describe("custom trigger types", () => {
     const error = { code: "trigger_registration_failed", message: "config.reject was set" };
     // A non-provider cannot spoof it.
     const stranger = await wires.connect();
-    stranger.send({
-      type: "triggerregistrationresult",
-      id: "ct-rejected",
-      trigger_type: "ct::picky",
-      function_id: "ct::fn",
-      error: { code: "x", message: "spoofed" },
-    });
+    // The binding's result, as the provider sends it and the owner gets it.
+    const result = { type: "triggerregistrationresult", id: "ct-rejected", trigger_type: "ct::picky", function_id: "ct::fn" };
+    stranger.send({ ...result, error: { code: "x", message: "spoofed" } });
     await stranger.ok("state::list_groups");
     expect(owner.all("triggerregistrationresult")).toEqual([]);
 
-    provider.send({
-      type: "triggerregistrationresult",
-      id: "ct-rejected",
-      trigger_type: "ct::picky",
-      function_id: "ct::fn",
-      error,
-      message_type: "triggerregistrationresult",
-    });
-    const fwd = await owner.next((f) => f.type === "triggerregistrationresult");
-    expect(fwd).toEqual({ type: "triggerregistrationresult", id: "ct-rejected", trigger_type: "ct::picky", function_id: "ct::fn", error });
+    provider.send({ ...result, error, message_type: "triggerregistrationresult" });
+    expect(await owner.next((f) => f.type === "triggerregistrationresult")).toEqual({ ...result, error });
     expect(await regs(owner, "ct::picky")).toEqual([expect.objectContaining({ id: "ct-rejected", status: "parked" })]);
     // A restarted provider gets the parked binding again.
     await provider.close();

@@ -8,8 +8,8 @@ import { env, exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ERROR_CODES, MAX_FRAME_BYTES, utf8Length } from "@iii-edge/protocol";
-import { fuzzSeed, httpRequests, oversizedList, workerFrames, type FuzzRequest } from "../support/fuzz-input.ts";
-import { eventually } from "../support/wait.ts";
+import { fuzzSeed, httpRequests, oversizedList, workerFrames, type FuzzRequest } from "@iii-edge/test-support/fuzz-input";
+import { eventually } from "@iii-edge/test-support/wait";
 import { Wires, type Connected, type Frame, type Wire } from "./wire.ts";
 
 const SEED = fuzzSeed((env as unknown as { FUZZ_SEED?: string }).FUZZ_SEED);

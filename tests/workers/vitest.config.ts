@@ -2,7 +2,7 @@
 // real hibernatable WebSockets, eviction between steps, property tests over the protocol schemas.
 import { defineProject } from "vitest/config";
 import { sourceAliases } from "../../scripts/workspace-exports.mjs";
-import { engineInWorkerd } from "../support/workerd-project.ts";
+import { engineInWorkerd } from "@iii-edge/test-support/workerd-project";
 
 export default defineProject(async () => ({
   // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).

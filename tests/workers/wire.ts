@@ -196,6 +196,11 @@ export class Wire {
     this.send({ type: "registerfunction", id, ...extra });
   }
 
+  /** Bind `function_id` to `trigger_type` (a `registertrigger` frame; a success gets no answer). */
+  registerTrigger(id: string, trigger_type: string, function_id: string, config?: unknown, extra: Frame = {}): void {
+    this.send({ type: "registertrigger", id, trigger_type, function_id, ...(config === undefined ? {} : { config }), ...extra });
+  }
+
   /** Answer invocations of `id` locally without (re-)registering it. */
   handle(id: string, handler: Handler): void {
     this.handlers.set(id, handler);

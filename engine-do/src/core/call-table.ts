@@ -5,7 +5,7 @@
 // these, so a call answers alike whichever object routed it.
 import { CALLER_PRINCIPAL_KEY, MAX_FRAME_BYTES, isRecord, type EngineFrame } from "@iii-edge/protocol";
 import type { Deadlines } from "./deadlines.ts";
-import type { CallOutcome, Conn } from "./ports.ts";
+import type { CallOutcome, Conn, TraceContext } from "./ports.ts";
 
 /** What a caller gets when the worker running its call disconnects (protocol/README.md §2.5, step 3). */
 export const TARGET_GONE: CallOutcome = {
@@ -133,13 +133,7 @@ export function invokeFrame(
 
 /** Answer a caller's call on its connection. A result over the frame bound is not sent: the caller
  * gets `result_too_large` for that call instead, never silence until its deadline. */
-export function sendResult(
-  conn: Conn,
-  invocationId: string,
-  functionId: string,
-  outcome: CallOutcome,
-  trace?: { traceparent?: string; baggage?: string },
-): void {
+export function sendResult(conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, trace?: TraceContext): void {
   const frame: EngineFrame = { type: "invocationresult", invocation_id: invocationId, function_id: functionId };
   if (outcome.ok) {
     if (outcome.result !== undefined) frame.result = outcome.result;

@@ -57,7 +57,7 @@ import { Introspection } from "./introspection.ts";
 import { invokeFrame, sendResult, stampCaller, withoutClaimedPrincipal } from "./call-table.ts";
 import { Invocations } from "./invocations.ts";
 import { RbacConnections } from "./rbac.ts";
-import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
+import type { CallOutcome, Conn, EnginePorts, TraceContext } from "./ports.ts";
 import { traceOf } from "./trace.ts";
 import { discoverySpan, endEnqueue, endFire, enqueueSpan, fireSpan, invokeSpan, remoteSpan, type InvokeTarget } from "./telemetry/hops.ts";
 import { Telemetry, type TelemetryOptions } from "./telemetry/telemetry.ts";
@@ -792,13 +792,7 @@ export class EngineCore implements EngineApi {
     else this.ports.background(call);
   }
 
-  private reply(
-    conn: Conn,
-    invocationId: string,
-    functionId: string,
-    outcome: CallOutcome,
-    trace?: { traceparent?: string; baggage?: string },
-  ): void {
+  private reply(conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, trace?: TraceContext): void {
     // The caller may have gone meanwhile: its result is dropped (§2.5 step 3).
     if (this.conns.get(conn.workerId) !== conn) return;
     sendResult(conn, invocationId, functionId, outcome, trace);

@@ -9,7 +9,7 @@ import type { AlarmClient, CallRequest, SocketRoute } from "./api.ts";
 import { DEFAULT_OPEN_CALL_LIMITS, MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET, type OpenCallLimits } from "./bounds.ts";
 import { CallTable, Counts, TARGET_GONE, invokeFrame, timeoutOutcome, type OpenCall } from "./call-table.ts";
 import { Deadlines } from "./deadlines.ts";
-import type { CallOutcome, Conn, EnginePorts } from "./ports.ts";
+import type { CallOutcome, Conn, EnginePorts, TraceContext } from "./ports.ts";
 
 /**
  * A routed call still open after this long is written to SQLite, so an eviction in the middle of
@@ -29,13 +29,7 @@ interface Pending extends OpenCall {
 }
 
 /** How a restored call answers its caller (the engine's reply: dropped if the caller is gone). */
-export type ReplyTo = (
-  conn: Conn,
-  invocationId: string,
-  functionId: string,
-  outcome: CallOutcome,
-  trace?: { traceparent?: string; baggage?: string },
-) => void;
+export type ReplyTo = (conn: Conn, invocationId: string, functionId: string, outcome: CallOutcome, trace?: TraceContext) => void;
 
 export class Invocations implements AlarmClient {
   private readonly ports: EnginePorts;

@@ -36,14 +36,15 @@ export interface AlarmPort {
   request(at: number): void;
 }
 
+/** A call's W3C trace context, as the frame (or the HTTP request) carried it. */
+export interface TraceContext {
+  traceparent?: string;
+  baggage?: string;
+}
+
 export interface HttpFunctionPort {
   /** One call; `trace` goes out as the W3C `traceparent` / `baggage` headers. */
-  invoke(
-    fn: { id: string; invocation: HttpInvocation },
-    data: unknown,
-    invocationId: string,
-    trace?: { traceparent?: string; baggage?: string },
-  ): Promise<CallOutcome>;
+  invoke(fn: { id: string; invocation: HttpInvocation }, data: unknown, invocationId: string, trace?: TraceContext): Promise<CallOutcome>;
   /** Check the URL policy and that the auth secrets it names exist, at registration. */
   validate(invocation: HttpInvocation): { ok: true } | { ok: false; message: string };
 }

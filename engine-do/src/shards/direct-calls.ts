@@ -24,18 +24,10 @@ import {
   type ShardRoute,
 } from "@iii-edge/protocol";
 import { MAX_OPEN_CALLS_PER_CALLER, MAX_OPEN_CALLS_PER_TARGET } from "../core/bounds.ts";
-import {
-  CallTable,
-  Counts,
-  invokeFrame,
-  sendResult,
-  stampCaller,
-  timeoutOutcome,
-  withoutClaimedPrincipal,
-  type OpenCall,
-} from "../core/call-table.ts";
+import { CallTable, Counts, invokeFrame, sendResult, stampCaller, timeoutOutcome, withoutClaimedPrincipal } from "../core/call-table.ts";
+import type { OpenCall } from "../core/call-table.ts";
 import { Deadlines } from "../core/deadlines.ts";
-import type { Clock, Timers } from "../core/ports.ts";
+import type { Clock, Timers, TraceContext } from "../core/ports.ts";
 import { SocketConn } from "../core/socket-conn.ts";
 import { CONTROL_FRAMES, SocketBudget } from "../core/socket-budget.ts";
 import { shardOf } from "./config.ts";
@@ -186,13 +178,7 @@ export class DirectCalls {
     return true;
   }
 
-  private reply(
-    workerId: string,
-    invocationId: string,
-    functionId: string,
-    outcome: CallOutcome,
-    trace: { traceparent?: string; baggage?: string },
-  ): void {
+  private reply(workerId: string, invocationId: string, functionId: string, outcome: CallOutcome, trace: TraceContext): void {
     const ws = this.peers.socketOf(workerId);
     // The caller may have gone meanwhile: its result is dropped (§2.5 step 3).
     if (!ws) return;

@@ -6,7 +6,7 @@
 import { fileURLToPath } from "node:url";
 import { defineProject } from "vitest/config";
 import { sourceAliases } from "../../../scripts/workspace-exports.mjs";
-import { engineInWorkerd } from "../../support/workerd-project.ts";
+import { engineInWorkerd } from "@iii-edge/test-support/workerd-project";
 
 export default defineProject(async () => ({
   resolve: { alias: sourceAliases() },

@@ -5,8 +5,8 @@ import { APPROVALS_SCOPE } from "@iii-edge/protocol/harness";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { eventually, until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { eventually, until } from "@iii-edge/test-support/wait";
 import { registerApprovalGate, RESOLVE, worker } from "../src/index.ts";
 
 const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage";

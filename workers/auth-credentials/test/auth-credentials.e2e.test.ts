@@ -5,8 +5,8 @@ import { AUTH_CREDENTIALS_SCOPE, type AuthProof, type CredentialsCryptoKey, type
 import { deriveCredentialsKey, base64url, signAuthProof } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 import { worker } from "../src/index.ts";
 
 const HARNESS_DISABLE = "auth-credentials,providers";

@@ -6,8 +6,8 @@ import type { BudgetCheckResponse, BudgetRecordResponse, BudgetSpendLogEntry, Bu
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 import { DAY_MS } from "../src/periods.ts";
 import { worker } from "../src/node.ts";
 

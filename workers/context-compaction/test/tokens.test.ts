@@ -2,6 +2,7 @@
 // against the API's `prompt_tokens` (o200k: gpt-4o, cl100k: gpt-4 / gpt-3.5-turbo).
 import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
+import { callingRound } from "@iii-edge/test-support/agent-messages";
 import {
   ANTHROPIC_TOKEN_FACTOR,
   counterFor,
@@ -102,22 +103,11 @@ describe("the model family's encoding", () => {
 describe("AgentMessages counted as the providers send them", () => {
   const transcript: AgentMessage[] = [
     { role: "user", content: [{ type: "text", text: "What's the weather like in San Francisco?" }], timestamp: 1 },
-    {
-      role: "assistant",
-      content: [
-        { type: "thinking", text: "I should call the forecast." },
-        {
-          type: "function_call",
-          id: "call_1",
-          function_id: "agent_trigger",
-          arguments: { function: "weather::forecast", payload: { city: "SF" } },
-        },
-      ],
-      stop_reason: "function_call",
-      model: "gpt-4o",
-      provider: "openai",
-      timestamp: 2,
-    },
+    callingRound(
+      { type: "thinking", text: "I should call the forecast." },
+      { id: "call_1", function: "weather::forecast", payload: { city: "SF" } },
+      { model: "gpt-4o", provider: "openai", timestamp: 2 },
+    ),
     {
       role: "function_result",
       function_call_id: "call_1",

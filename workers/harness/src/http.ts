@@ -163,11 +163,25 @@ async function branchCall<T>(
   }
 }
 
-function pathSession(req: HttpRequest): { ok: true; value: string } | { ok: false; response: HttpEnvelope } {
-  const parsed = runStartRequest.shape.session_id.safeParse(req.path_params.session_id);
-  return parsed.success
-    ? { ok: true, value: parsed.data }
-    : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${formatIssues(parsed.error, { all: true })}`) };
+/** A downstream call's outcome as a route answers it: 200 with its value, or the failure it became. */
+export const answered = (res: { ok: true; value: unknown } | { ok: false; response: HttpEnvelope }): HttpEnvelope =>
+  res.ok ? respond(200, res.value) : res.response;
+
+/** A route on one session (`:session_id` in its path): an id the schema refuses is a 400 before
+ * `handle` runs, and `handle` gets the checked id. */
+export function sessionRoute(
+  route: Omit<HttpRoute, "handle">,
+  handle: (sid: string, req: HttpRequest, ctx: InvocationContext) => Promise<HttpEnvelope>,
+): HttpRoute {
+  return {
+    ...route,
+    handle(req, ctx) {
+      const parsed = runStartRequest.shape.session_id.safeParse(req.path_params.session_id);
+      if (!parsed.success)
+        return Promise.resolve(failure(400, "invalid_session_id", `session_id: ${formatIssues(parsed.error, { all: true })}`));
+      return handle(parsed.data, req, ctx);
+    },
+  };
 }
 
 /** A JSON object body, or none at all (a bare POST) as `{}`. */
@@ -185,61 +199,37 @@ function runAnswer(res: unknown): HttpEnvelope {
 
 /** POST routes whose body (with the path's session id) is the function's request. */
 function postRoute(id: string, path: string, functionId: string, answer: (res: unknown) => HttpEnvelope): HttpRoute {
-  return {
-    id,
-    method: "POST",
-    path,
-    async handle(req, ctx) {
-      const sid = pathSession(req);
-      if (!sid.ok) return sid.response;
-      const body = optionalObjectBody(req);
-      if (!body.ok) return body.response;
-      const res = await branchCall<unknown>(ctx, functionId, { ...body.value, session_id: sid.value });
-      return res.ok ? answer(res.value) : res.response;
-    },
-  };
+  return sessionRoute({ id, method: "POST", path }, async (sid, req, ctx) => {
+    const body = optionalObjectBody(req);
+    if (!body.ok) return body.response;
+    const res = await branchCall<unknown>(ctx, functionId, { ...body.value, session_id: sid });
+    return res.ok ? answer(res.value) : res.response;
+  });
 }
 
 export const BRANCH_ROUTES: readonly HttpRoute[] = [
   postRoute("harness::http::resume", "api/turns/:session_id/resume", "run::resume", runAnswer),
   postRoute("harness::http::rerun", "api/turns/:session_id/rerun", "run::rerun_from", runAnswer),
   postRoute("harness::http::fork", "api/sessions/:session_id/fork", "run::fork", (res) => respond(200, res)),
-  {
-    id: "harness::http::session_tree",
-    method: "GET",
-    path: "api/sessions/:session_id/tree",
-    async handle(req, ctx) {
-      const sid = pathSession(req);
-      if (!sid.ok) return sid.response;
-      const from = req.query_params.from_entry_id;
-      const res = await branchCall<unknown>(
-        ctx,
-        "session-tree::tree",
-        from ? { session_id: sid.value, from_entry_id: from } : { session_id: sid.value },
-      );
-      return res.ok ? respond(200, res.value) : res.response;
-    },
-  },
-  {
-    id: "harness::http::session_export",
-    method: "GET",
-    path: "api/sessions/:session_id/export",
-    async handle(req, ctx) {
-      const sid = pathSession(req);
-      if (!sid.ok) return sid.response;
-      const { format = "markdown", branch_leaf } = req.query_params;
-      if (!EXPORT_FORMAT_NAMES.includes(format))
-        return failure(400, "invalid_query", `format must be one of ${EXPORT_FORMAT_NAMES.join(", ")}`);
-      const res = await branchCall<{ content?: unknown; content_type?: unknown }>(
-        ctx,
-        "session-tree::export",
-        branch_leaf ? { session_id: sid.value, format, branch_leaf } : { session_id: sid.value, format },
-      );
-      if (!res.ok) return res.response;
-      const { content, content_type } = res.value ?? {};
-      if (typeof content !== "string" || typeof content_type !== "string")
-        return failure(502, "invalid_response", "session-tree::export answered no content");
-      return { status_code: 200, headers: { "content-type": content_type, ...EXPORT_HEADERS }, body: content };
-    },
-  },
+  sessionRoute({ id: "harness::http::session_tree", method: "GET", path: "api/sessions/:session_id/tree" }, async (sid, req, ctx) => {
+    const from = req.query_params.from_entry_id;
+    return answered(
+      await branchCall<unknown>(ctx, "session-tree::tree", from ? { session_id: sid, from_entry_id: from } : { session_id: sid }),
+    );
+  }),
+  sessionRoute({ id: "harness::http::session_export", method: "GET", path: "api/sessions/:session_id/export" }, async (sid, req, ctx) => {
+    const { format = "markdown", branch_leaf } = req.query_params;
+    if (!EXPORT_FORMAT_NAMES.includes(format))
+      return failure(400, "invalid_query", `format must be one of ${EXPORT_FORMAT_NAMES.join(", ")}`);
+    const res = await branchCall<{ content?: unknown; content_type?: unknown }>(
+      ctx,
+      "session-tree::export",
+      branch_leaf ? { session_id: sid, format, branch_leaf } : { session_id: sid, format },
+    );
+    if (!res.ok) return res.response;
+    const { content, content_type } = res.value ?? {};
+    if (typeof content !== "string" || typeof content_type !== "string")
+      return failure(502, "invalid_response", "session-tree::export answered no content");
+    return { status_code: 200, headers: { "content-type": content_type, ...EXPORT_HEADERS }, body: content };
+  }),
 ];

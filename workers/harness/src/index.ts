@@ -31,6 +31,7 @@ import { mergeBaggage } from "./baggage.ts";
 import { CASSETTE_ROUTES } from "./cassette-routes.ts";
 import { authorize, guardConfigFrom, type GuardConfig } from "./guard.ts";
 import {
+  answered,
   BRANCH_ROUTES,
   codeOfEnvelope,
   downstreamFailure,
@@ -38,9 +39,9 @@ import {
   httpRequest,
   jsonObjectBody,
   respond,
-  type HttpEnvelope,
-  type HttpRequest,
+  sessionRoute,
 } from "./http.ts";
+import type { HttpEnvelope, HttpRoute } from "./http.ts";
 
 export { baggageValue, mergeBaggage, parseBaggage } from "./baggage.ts";
 export type { HttpEnvelope } from "./http.ts";
@@ -69,7 +70,6 @@ export const MAX_STEER_TEXT_CHARS = 200_000;
 
 type Ctx = InvocationContext;
 
-const sessionIdSchema = runStartRequest.shape.session_id;
 /** run::start's request with its `options` (fallback models): checked here too, so a bad entry is a 400 before anything starts. */
 const runStartWithOptions = runStartRequest.extend(runOptionsField);
 const issues = (error: SchemaIssues) => formatIssues(error, { all: true });
@@ -154,22 +154,6 @@ export async function triggerTurn(request: unknown, ctx: Ctx, extraBaggage?: str
 
 // ------------------------------------------------------------------ HTTP routes
 
-interface Route {
-  /** The function the route's `http` trigger calls (internal: hidden from listings and the model's catalog). */
-  id: string;
-  method: "GET" | "POST";
-  path: string;
-  timeoutMs?: number;
-  handle(req: HttpRequest, ctx: Ctx): Promise<HttpEnvelope>;
-}
-
-function sessionParam(req: HttpRequest): { ok: true; value: string } | { ok: false; response: HttpEnvelope } {
-  const parsed = sessionIdSchema.safeParse(req.path_params.session_id);
-  return parsed.success
-    ? { ok: true, value: parsed.data }
-    : { ok: false, response: failure(400, "invalid_session_id", `session_id: ${issues(parsed.error)}`) };
-}
-
 /** `run::steer`'s message: plain text becomes a user message; an object must be an AgentMessage. */
 function steeringMessage(value: unknown): { ok: true; value: unknown } | { ok: false; response: HttpEnvelope } {
   if (typeof value === "string") {
@@ -183,7 +167,8 @@ function steeringMessage(value: unknown): { ok: true; value: unknown } | { ok: f
   return { ok: true, value };
 }
 
-export const ROUTES: readonly Route[] = [
+/** Each route's function is what its `http` trigger calls (internal: hidden from listings and the model's catalog). */
+export const ROUTES: readonly HttpRoute[] = [
   {
     id: "harness::http::start_turn",
     method: "POST",
@@ -195,65 +180,33 @@ export const ROUTES: readonly Route[] = [
       return triggerTurn(body.value, ctx, req.headers.baggage);
     },
   },
-  {
-    id: "harness::http::turn_state",
-    method: "GET",
-    path: "api/turns/:session_id",
-    async handle(req, ctx) {
-      const sid = sessionParam(req);
-      if (!sid.ok) return sid.response;
-      const view = await call<TurnStateView | null>(ctx, "turn::get_state", { session_id: sid.value }, QUERY_TIMEOUT_MS);
-      if (!view.ok) return view.response;
-      if (view.value === null || view.value === undefined) return notYours(sid.value);
-      return respond(200, view.value);
-    },
-  },
-  {
-    id: "harness::http::turn_events",
-    method: "GET",
-    path: "api/turns/:session_id/events",
-    async handle(req, ctx) {
-      const sid = sessionParam(req);
-      if (!sid.ok) return sid.response;
-      const payload: { session_id: string; after?: string; limit?: number } = { session_id: sid.value };
-      const { after, limit } = req.query_params;
-      if (after !== undefined && after !== "") payload.after = after;
-      if (limit !== undefined && limit !== "") {
-        const n = Number(limit);
-        if (!Number.isInteger(n) || n < 1 || n > MAX_EVENTS_LIMIT)
-          return failure(400, "invalid_query", `limit must be an integer from 1 to ${MAX_EVENTS_LIMIT}`);
-        payload.limit = n;
-      }
-      const events = await call<unknown>(ctx, "run::events", payload, QUERY_TIMEOUT_MS);
-      return events.ok ? respond(200, events.value) : events.response;
-    },
-  },
-  {
-    id: "harness::http::steer",
-    method: "POST",
-    path: "api/turns/:session_id/steer",
-    async handle(req, ctx) {
-      const sid = sessionParam(req);
-      if (!sid.ok) return sid.response;
-      const body = jsonObjectBody(req);
-      if (!body.ok) return body.response;
-      const message = steeringMessage(body.value.message);
-      if (!message.ok) return message.response;
-      const res = await call<unknown>(ctx, "run::steer", { session_id: sid.value, message: message.value }, QUERY_TIMEOUT_MS);
-      return res.ok ? respond(200, res.value) : res.response;
-    },
-  },
-  {
-    id: "harness::http::stop",
-    method: "POST",
-    path: "api/turns/:session_id/stop",
-    async handle(req, ctx) {
-      const sid = sessionParam(req);
-      if (!sid.ok) return sid.response;
-      const res = await call<unknown>(ctx, "turn::stop", { session_id: sid.value }, QUERY_TIMEOUT_MS);
-      return res.ok ? respond(200, res.value) : res.response;
-    },
-  },
+  sessionRoute({ id: "harness::http::turn_state", method: "GET", path: "api/turns/:session_id" }, async (sid, _req, ctx) => {
+    const view = await call<TurnStateView | null>(ctx, "turn::get_state", { session_id: sid }, QUERY_TIMEOUT_MS);
+    if (!view.ok) return view.response;
+    return view.value === null || view.value === undefined ? notYours(sid) : respond(200, view.value);
+  }),
+  sessionRoute({ id: "harness::http::turn_events", method: "GET", path: "api/turns/:session_id/events" }, async (sid, req, ctx) => {
+    const payload: { session_id: string; after?: string; limit?: number } = { session_id: sid };
+    const { after, limit } = req.query_params;
+    if (after !== undefined && after !== "") payload.after = after;
+    if (limit !== undefined && limit !== "") {
+      const n = Number(limit);
+      if (!Number.isInteger(n) || n < 1 || n > MAX_EVENTS_LIMIT)
+        return failure(400, "invalid_query", `limit must be an integer from 1 to ${MAX_EVENTS_LIMIT}`);
+      payload.limit = n;
+    }
+    return answered(await call<unknown>(ctx, "run::events", payload, QUERY_TIMEOUT_MS));
+  }),
+  sessionRoute({ id: "harness::http::steer", method: "POST", path: "api/turns/:session_id/steer" }, async (sid, req, ctx) => {
+    const body = jsonObjectBody(req);
+    if (!body.ok) return body.response;
+    const message = steeringMessage(body.value.message);
+    if (!message.ok) return message.response;
+    return answered(await call<unknown>(ctx, "run::steer", { session_id: sid, message: message.value }, QUERY_TIMEOUT_MS));
+  }),
+  sessionRoute({ id: "harness::http::stop", method: "POST", path: "api/turns/:session_id/stop" }, async (sid, _req, ctx) =>
+    answered(await call<unknown>(ctx, "turn::stop", { session_id: sid }, QUERY_TIMEOUT_MS)),
+  ),
   {
     id: "harness::http::resolve_approval",
     method: "POST",

@@ -5,8 +5,8 @@
 import type { FunctionRef } from "@iii-edge/sdk-edge/client";
 import { runWorkers, type RunningWorkers, type WorkerModule } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { eventually, until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { eventually, until } from "@iii-edge/test-support/wait";
 import { baggageValue, worker } from "../src/index.ts";
 
 /** Leave every built-in harness worker out of the deployed Worker: this suite brings its own. */

@@ -9,8 +9,8 @@ import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { eventually, until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { eventually, until } from "@iii-edge/test-support/wait";
 import { Collectors } from "../src/collector.ts";
 import { publishCollect, worker } from "../src/index.ts";
 

@@ -7,7 +7,7 @@
 // Options (env): BENCH_RUNS (3), BENCH_CALLS (200 per kind and run), BENCH_WARMUP_CALLS (20).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { startEngine } from "../../../tests/support/engine-server.ts";
+import { startEngine } from "@iii-edge/test-support/engine-server";
 import { fmt, median, pct } from "../../../tests/bench/stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);

@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { repoRoot } from "../../../tests/support/engine-server.ts";
+import { repoRoot } from "@iii-edge/test-support/engine-server";
 import { DEFAULT_PERMISSIONS_YAML } from "../src/default-permissions.ts";
 import { defaultPolicy, parsePermissions } from "../src/permissions-file.ts";
 import { decide, KERNEL_RULE_ID, SCOPE_RULE_ID } from "../src/floor.ts";

@@ -5,7 +5,7 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { eventually } from "../../../tests/support/wait.ts";
+import { eventually } from "@iii-edge/test-support/wait";
 import { watchPermissionsFile, type PermissionsWatcher, type ReloadOutcome } from "../src/node.ts";
 import { evaluate } from "../src/rules.ts";
 

@@ -4,6 +4,7 @@ import type { AgentFunction, AgentMessage, Credential, Model } from "@iii-edge/p
 import type { AssistantBuilder } from "./assistant.ts";
 import type { EventSourceMessage } from "./sse.ts";
 import { isRecord } from "@iii-edge/protocol";
+import { StreamFailure } from "./errors.ts";
 
 export interface PreparedCall {
   model: string;
@@ -55,6 +56,15 @@ export const num = (v: unknown): number | undefined => (typeof v === "number" &&
 export function clip(text: string): string {
   const t = text.trim();
   return t.length > MAX_ERROR_MESSAGE_CHARS ? `${t.slice(0, MAX_ERROR_MESSAGE_CHARS)}…` : t;
+}
+
+/** One SSE event's data as JSON; an event that is not JSON fails the stream as `transient`. */
+export function eventJson(provider: string, data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    throw new StreamFailure("transient", `${provider}: the stream sent an event that is not JSON: ${clip(data)}`);
+  }
 }
 
 /** `{error:{message, code|type}}` (with the code, which carries words such as

@@ -2,17 +2,8 @@
 // `content_block_start/delta/stop` per block, `message_delta` (stop reason, usage), `message_stop`.
 import { isRecord } from "@iii-edge/protocol";
 import type { AgentFunction, AgentMessage, ContentBlock, ErrorKind } from "@iii-edge/protocol/harness";
-import {
-  clip,
-  errorMessageOf,
-  joinUrl,
-  num,
-  str,
-  type PreparedCall,
-  type ProviderAdapter,
-  type StreamDecoder,
-  type WireRequest,
-} from "./adapter.ts";
+import { clip, errorMessageOf, eventJson, joinUrl, num, str } from "./adapter.ts";
+import type { PreparedCall, ProviderAdapter, StreamDecoder, WireRequest } from "./adapter.ts";
 import type { AssistantBuilder } from "./assistant.ts";
 import { classify, isOverflowMessage, StreamFailure } from "./errors.ts";
 import { functionResultText, isDenied, keepsCalls, MISSING_RESULT_TEXT } from "./messages.ts";
@@ -133,12 +124,7 @@ class AnthropicDecoder implements StreamDecoder {
   }
 
   event(e: { event?: string; data: string }): boolean {
-    let d: unknown;
-    try {
-      d = JSON.parse(e.data);
-    } catch {
-      throw new StreamFailure("transient", `anthropic: the stream sent an event that is not JSON: ${clip(e.data)}`);
-    }
+    const d = eventJson("anthropic", e.data);
     if (!isRecord(d)) return false;
     switch (str(d.type) ?? e.event) {
       case "message_start": {

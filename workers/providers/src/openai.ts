@@ -2,18 +2,8 @@
 // OpenAI-compatible server speaks (llama.cpp, Ollama, vLLM, LM Studio, DeepSeek, OpenRouter, …).
 import { isRecord } from "@iii-edge/protocol";
 import type { AgentFunction, AgentMessage, ContentBlock, StopReason } from "@iii-edge/protocol/harness";
-import {
-  clip,
-  errorMessageOf,
-  generatedCallId,
-  joinUrl,
-  num,
-  str,
-  type PreparedCall,
-  type ProviderAdapter,
-  type StreamDecoder,
-  type WireRequest,
-} from "./adapter.ts";
+import { clip, errorMessageOf, eventJson, generatedCallId, joinUrl, num, str } from "./adapter.ts";
+import type { PreparedCall, ProviderAdapter, StreamDecoder, WireRequest } from "./adapter.ts";
 import type { AssistantBuilder } from "./assistant.ts";
 import { classify, StreamFailure } from "./errors.ts";
 import { functionResultText, keepsCalls, MISSING_RESULT_TEXT, textOf } from "./messages.ts";
@@ -128,12 +118,7 @@ class OpenAIDecoder implements StreamDecoder {
       this.complete();
       return true;
     }
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(e.data);
-    } catch {
-      throw new StreamFailure("transient", `openai: the stream sent an event that is not JSON: ${clip(e.data)}`);
-    }
+    const chunk = eventJson("openai", e.data);
     if (!isRecord(chunk)) return false;
     if (chunk.error !== undefined && chunk.error !== null) this.streamError(chunk.error);
     if (isRecord(chunk.usage)) this.usage(chunk.usage);

@@ -5,16 +5,9 @@ import type { AssistantMessageEvent, ProviderStreamResponse } from "@iii-edge/pr
 import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import {
-  callAgentTrigger,
-  rateLimited,
-  reply,
-  say,
-  startProviderReplay,
-  type ReplayServer,
-} from "../../../tests/support/provider-replay.ts";
-import { until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { callAgentTrigger, rateLimited, reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import { until } from "@iii-edge/test-support/wait";
 
 const OPENAI_KEY = "sk-test-edge-openai-Vd8Kq2Lm5";
 const ANTHROPIC_KEY = "sk-ant-edge-test-Hw3Pz7Rn1";

@@ -7,7 +7,7 @@ import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { worker as authWorker } from "@iii-edge/worker-auth-credentials";
-import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import {
   call,
   callAgentTrigger,
@@ -24,8 +24,9 @@ import {
   unauthorized,
   type ReplayProvider,
   type ReplayServer,
-} from "../../../tests/support/provider-replay.ts";
-import { until } from "../../../tests/support/wait.ts";
+} from "@iii-edge/test-support/provider-replay";
+import { callingRound } from "@iii-edge/test-support/agent-messages";
+import { until } from "@iii-edge/test-support/wait";
 import { configFrom, DEFAULT_LIMITS, worker as providersWorker, type ProvidersConfig } from "../src/index.ts";
 
 /** This suite runs its own copies of the two workers, as Node processes. */
@@ -479,22 +480,11 @@ const TRANSCRIPT: unknown[] = [
     ],
     timestamp: 1,
   },
-  {
-    role: "assistant",
-    content: [
-      { type: "text", text: "Let me check." },
-      {
-        type: "function_call",
-        id: "call_a",
-        function_id: "agent_trigger",
-        arguments: { function: "weather::get", payload: { city: "Paris" } },
-      },
-    ],
-    stop_reason: "function_call",
-    model: "m",
-    provider: "openai",
-    timestamp: 2,
-  },
+  callingRound(
+    { type: "text", text: "Let me check." },
+    { id: "call_a", function: "weather::get", payload: { city: "Paris" } },
+    { model: "m", provider: "openai", timestamp: 2 },
+  ),
   {
     role: "function_result",
     function_call_id: "call_a",

@@ -7,8 +7,8 @@ import type { FunctionRef } from "@iii-edge/sdk-edge/client";
 import { runWorkers, type RunningWorkers, type WorkerModule } from "@iii-edge/sdk-edge/worker-node";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 import { IDENTITY_PREAMBLE, modeParagraph, skillPlaceholder, worker } from "../src/index.ts";
 
 const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage";

@@ -14,7 +14,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { registerWorker } from "@iii-edge/sdk-edge/node";
-import { startEngine } from "../../../tests/support/engine-server.ts";
+import { startEngine } from "@iii-edge/test-support/engine-server";
 import { pct } from "../../../tests/bench/stats.ts";
 
 const { values } = parseArgs({ options: { runs: { type: "string" } } });

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { readChannel } from "@iii-edge/sdk-edge/channels";
-import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { alive, hostMain, retryingCall, startEngineAndHost, stopHost, testStateDir, waitFor } from "./support.ts";
 
 let ENGINE_URL = process.env.ENGINE_URL;

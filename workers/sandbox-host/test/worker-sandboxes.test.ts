@@ -5,7 +5,7 @@ import type { ChildProcess } from "node:child_process";
 import os from "node:os";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { qemuMissing, retryingCall, startEngineAndHost, stopHost, testStateDir, waitFor } from "./support.ts";
 /** The requirement: a sandbox worker's functions are in the catalog within a second of its VM being
  * ready. The guest runs on a software CPU that shares this box's cores with everything else, so on

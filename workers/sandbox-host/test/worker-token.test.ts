@@ -4,8 +4,8 @@
 import type { ChildProcess } from "node:child_process";
 import { registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { bearer, TEST_AUTH_SECRET, token } from "../../../tests/support/auth.ts";
-import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { bearer, TEST_AUTH_SECRET, token } from "@iii-edge/test-support/auth";
+import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { qemuMissing, retryingCall, startEngineAndHost, stopHost, testStateDir, waitFor } from "./support.ts";
 
 describe.skipIf(qemuMissing)(`sandbox workers with AUTH_SECRET${qemuMissing ? ` (skipped: ${qemuMissing})` : ""}`, () => {

@@ -3,8 +3,8 @@
 import type { AgentMessage } from "@iii-edge/protocol/harness";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 
 const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate";
 

@@ -3,6 +3,7 @@
 // copies, clone, switching the active leaf, branch tips, the nested tree, one entry, export.
 import { sessionCompactRequest, type AgentMessage, type TreeBranch } from "@iii-edge/protocol/harness";
 import { beforeAll, describe, expect, it } from "vitest";
+import { callingRound } from "@iii-edge/test-support/agent-messages";
 import { CompactionStore } from "../src/compaction-store.ts";
 import { SessionStore } from "../src/session-store.ts";
 import type { SqlStore } from "../src/sql-store.ts";
@@ -348,22 +349,11 @@ export function sessionTreeConformance(open: () => SqlStore): void {
       await store.append(sid, { entry_id: 'e_"<x>"', message: user(`<script>alert("x")</script> & 'quoted'`) });
       await store.append(sid, {
         entry_id: "e2",
-        message: {
-          role: "assistant",
-          content: [
-            { type: "text", text: "Let me check." },
-            {
-              type: "function_call",
-              id: "c1",
-              function_id: "agent_trigger",
-              arguments: { function: "files::read", payload: { path: "/a" } },
-            },
-          ],
-          stop_reason: "function_call",
-          model: "gpt-4o",
-          provider: "openai",
-          timestamp: 1,
-        },
+        message: callingRound(
+          { type: "text", text: "Let me check." },
+          { id: "c1", function: "files::read", payload: { path: "/a" } },
+          { model: "gpt-4o", provider: "openai", timestamp: 1 },
+        ),
       });
       await store.append(sid, {
         entry_id: "e3",

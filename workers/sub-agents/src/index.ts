@@ -53,6 +53,13 @@ const internalOwnerChecked = { internal: true, caller_principal: true };
 
 type Ctx = { trigger: unknown; caller?: CallerPrincipal; metadata?: unknown };
 const allowed = (ctx: Ctx, sid: string) => assertSessionAccess((req) => (ctx.trigger as Trigger)(req), ctx.caller, sid);
+/** The session a call about children names (`parent_session_id`, else the calling model's own), once
+ * the caller may act on it. */
+async function allowedParent(ctx: Ctx, data: { parent_session_id?: string }, what: string): Promise<string> {
+  const parent = parentOf(data, what, modelCallOf(ctx));
+  await allowed(ctx, parent);
+  return parent;
+}
 
 /** The model's call this is, when the orchestrator dispatched it: its metadata names the calling
  * session and call (never the payload, which is the model's own arguments). */
@@ -105,11 +112,7 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
   );
   iii.registerFunction(
     HARNESS_CHILDREN,
-    async (data: z.infer<typeof harnessChildrenRequest>, ctx) => {
-      const parent = parentOf(data, HARNESS_CHILDREN, modelCallOf(ctx));
-      await allowed(ctx, parent);
-      return listChildren(trig(ctx), parent);
-    },
+    async (data: z.infer<typeof harnessChildrenRequest>, ctx) => listChildren(trig(ctx), await allowedParent(ctx, data, HARNESS_CHILDREN)),
     {
       description:
         "The sub-agents a session spawned, with their states: {parent_session_id?} → {parent_session_id, children:[{child_session_id, task, depth, state, turn_count, awaiting_approval?, error?}]}",
@@ -120,11 +123,8 @@ export function registerSubAgents(iii: WorkerSurface, config: SubAgentsConfig = 
   );
   iii.registerFunction(
     HARNESS_STOP_CHILDREN,
-    async (data: z.infer<typeof harnessStopChildrenRequest>, ctx) => {
-      const parent = parentOf(data, HARNESS_STOP_CHILDREN, modelCallOf(ctx));
-      await allowed(ctx, parent);
-      return stopChildren(trig(ctx), parent);
-    },
+    async (data: z.infer<typeof harnessStopChildrenRequest>, ctx) =>
+      stopChildren(trig(ctx), await allowedParent(ctx, data, HARNESS_STOP_CHILDREN)),
     {
       description: "Internal (the orchestrator, when a run is stopped or ends): turn::stop every live sub-agent of a session",
       input: harnessStopChildrenRequest,

@@ -24,9 +24,9 @@ import { subAgentMessageId, subAgentSessionId } from "../src/ids.ts";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
-import { serveRunContract, type RunContract } from "../../../tests/support/run-contract.ts";
-import { until } from "../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { serveRunContract, type RunContract } from "@iii-edge/test-support/run-contract";
+import { until } from "@iii-edge/test-support/wait";
 import { ON_CHILD_EVENT, ON_CHILD_STATE, SCOPE_WAITS, SWEEP } from "../src/constants.ts";
 import { worker } from "../src/index.ts";
 

@@ -5,7 +5,7 @@
 import type { AgentEvent, FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { runWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { until } from "../../../tests/support/wait.ts";
+import { until } from "@iii-edge/test-support/wait";
 import { events, startHarness, start, stopHarness, textOf, transcript, waitState, type Harness } from "./support/harness.ts";
 import { worker } from "../src/index.ts";
 import { callAnswer, FAST_RECONNECT, sessionOf, textAnswer } from "./support/stand-ins.ts";

@@ -4,7 +4,7 @@
 // trigger fires, and `run::status` answering what the run is.
 import type { AgentEvent, RunStatus, TurnState, TurnStateChanged } from "@iii-edge/protocol/harness";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { until } from "../../../tests/support/wait.ts";
+import { until } from "@iii-edge/test-support/wait";
 import { call, events, listed, startHarness, start, stopHarness, waitState, type Harness } from "./support/harness.ts";
 import { textAnswer } from "./support/stand-ins.ts";
 

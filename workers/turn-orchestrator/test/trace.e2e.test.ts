@@ -4,7 +4,7 @@
 // (The same module inside the Worker, with the whole chain, is tests/harness/trace.test.ts.)
 import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { until } from "../../../tests/support/wait.ts";
+import { until } from "@iii-edge/test-support/wait";
 import { call, start, startHarness, stopHarness, waitState, type Harness } from "./support/harness.ts";
 import { textAnswer } from "./support/stand-ins.ts";
 

@@ -3,7 +3,7 @@
 // the other workers' function ids (provisioning, the model, the functions the model calls).
 import { AGENT_TRIGGER_FUNCTION, type AgentEvent, type AssistantMessage, type FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { until } from "../../../tests/support/wait.ts";
+import { until } from "@iii-edge/test-support/wait";
 import {
   call,
   events,

@@ -17,7 +17,8 @@ import { defineBuiltin } from "../builtins/define.ts";
 import type { EngineApi } from "../api.ts";
 import { channelSpan } from "../telemetry/hops.ts";
 import type { ActiveSpan } from "../telemetry/telemetry.ts";
-import { MemoryChannelStore, SqlChannelStore, type ChannelItem, type ChannelRow, type ChannelStore, itemBytes } from "./store.ts";
+import { MemoryChannelStore, newChannelRow, SqlChannelStore, itemBytes } from "./store.ts";
+import type { ChannelItem, ChannelRow, ChannelStore } from "./store.ts";
 
 export type { ChannelItem } from "./store.ts";
 
@@ -383,19 +384,13 @@ export class ChannelHub {
   private newRow(bufferSize: number, now: number): ChannelRow {
     const ids = this.core.ports;
     // Two random ids: the first is the reader's key, the second the writer's (endKey).
-    return {
+    return newChannelRow({
       id: ids.newId(),
       access_key: ids.newId().replace(/-/g, "") + ids.newId().replace(/-/g, ""),
       created_at: now,
       buffer_size: bufferSize,
-      writer: 0,
-      reader: 0,
-      end_code: null,
-      end_reason: null,
-      items: 0,
-      bytes: 0,
       sweep_at: now + CHANNEL_TTL_MS,
-    };
+    });
   }
 
   private storeOf(id: string): { store: ChannelStore; row: ChannelRow } | undefined {

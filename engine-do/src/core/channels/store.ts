@@ -25,6 +25,11 @@ export interface ChannelRow {
   sweep_at: number;
 }
 
+/** A new channel's row: no end attached yet, not ended, nothing buffered. */
+export function newChannelRow(init: Pick<ChannelRow, "id" | "access_key" | "created_at" | "buffer_size" | "sweep_at">): ChannelRow {
+  return { writer: 0, reader: 0, end_code: null, end_reason: null, items: 0, bytes: 0, ...init };
+}
+
 export interface ChannelStore {
   get(id: string): ChannelRow | undefined;
   insert(row: ChannelRow): void;

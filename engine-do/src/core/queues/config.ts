@@ -68,27 +68,13 @@ const queuesVar = z.record(z.string().min(1).max(256), queueEntry);
 
 /** The queue every engine has even without configuration. Cloudflare-backed when deployed; under
  * `npm start` scripts/start.mjs runs it (and every queue) on the durable backend, since the local
- * Queues simulator keeps nothing on disk. */
-export const DEFAULT_QUEUE_CONFIG: QueueConfig = {
-  name: "default",
-  backend: "cloudflare",
-  max_retries: 3,
-  backoff_ms: 1000,
-  concurrency: 10,
-  type: "standard",
-  timeout_ms: 30_000,
-};
+ * Queues simulator keeps nothing on disk. Its settings are a configured queue's defaults. */
+export const DEFAULT_QUEUE_CONFIG: QueueConfig = { name: "default", ...queueEntry.parse({}) };
 
-/** Internal durable queues that carry `durable:subscriber` deliveries, one per topic. */
+/** Internal durable queues that carry `durable:subscriber` deliveries, one per topic: a queue's
+ * defaults, on the durable backend. */
 export const DURABLE_TOPIC_PREFIX = "durable:";
-export const DURABLE_TOPIC_CONFIG: Omit<QueueConfig, "name"> = {
-  backend: "durable",
-  max_retries: 3,
-  backoff_ms: 1000,
-  concurrency: 10,
-  type: "standard",
-  timeout_ms: 30_000,
-};
+export const DURABLE_TOPIC_CONFIG: Omit<QueueConfig, "name"> = queueEntry.parse({ backend: "durable" });
 
 /**
  * Internal durable queues that carry `state` trigger fires (§8.3), one per binding:

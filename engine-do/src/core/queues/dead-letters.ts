@@ -40,12 +40,17 @@ export interface D1StatementLike {
   all<T = Record<string, unknown>>(): Promise<{ results: T[] }>;
 }
 
-interface Row {
+/** The columns a stored message has wherever it is kept (the durable queue's rows, the dead
+ * letters): `data` is the payload as JSON text. */
+export interface StoredMessageRow {
   id: string;
   queue: string;
   function_id: string;
   data: string;
   attempts: number;
+}
+
+interface Row extends StoredMessageRow {
   last_error: string;
   enqueued_at: number;
   failed_at: number;

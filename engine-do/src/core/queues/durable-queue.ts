@@ -14,7 +14,7 @@ import type { AlarmClient, CallRequest, EngineApi, EnqueueRequest, FireOptions }
 import type { CallOutcome, Sql } from "../ports.ts";
 import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
 import { backoffDelay, type QueueConfig } from "./config.ts";
-import type { DeadLetter, DeadLetterSink } from "./dead-letters.ts";
+import type { DeadLetter, DeadLetterSink, StoredMessageRow } from "./dead-letters.ts";
 import { deliverySpan, endDelivery } from "../telemetry/hops.ts";
 
 export type { QueueConfig } from "./config.ts";
@@ -61,12 +61,7 @@ export const RECONNECT_GRACE_MS = 45_000;
  * redelivery delay once it is registered). */
 export const FUNCTION_WAIT_MS = 250;
 
-interface Row {
-  id: string;
-  queue: string;
-  function_id: string;
-  data: string;
-  attempts: number;
+interface Row extends StoredMessageRow {
   next_at: number;
   seq: number;
   leased: number;

@@ -9,15 +9,8 @@
 // Sampling is parent-based: a sampled parent is recorded, an unsampled one (flags 00) is passed on
 // untouched; a trace the engine starts is sampled at TRACE_SAMPLE_RATIO and, when not, passed on
 // with flags 00 so the hops after it agree.
-import {
-  ENGINE_SERVICE_NAME,
-  IN_PROGRESS_ATTRIBUTE,
-  type Attributes,
-  type AttributeValue,
-  type LogRecord,
-  type Span,
-  type SpanKind,
-} from "@iii-edge/protocol/telemetry";
+import { ENGINE_SERVICE_NAME, IN_PROGRESS_ATTRIBUTE } from "@iii-edge/protocol/telemetry";
+import type { Attributes, AttributeValue, LogRecord, Span, SpanKind } from "@iii-edge/protocol/telemetry";
 import { IIIError, type ErrorBody } from "@iii-edge/protocol";
 import type { EnginePorts } from "../ports.ts";
 import type { D1Like } from "../queues/dead-letters.ts";

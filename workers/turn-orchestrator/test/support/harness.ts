@@ -9,8 +9,8 @@ import type { AgentEvent, AgentMessage, RunStartResponse, TurnStateView } from "
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { worker as policyWorker } from "@iii-edge/worker-policy";
 import { worker as sessionStorageWorker } from "@iii-edge/worker-session-storage/node";
-import { startEngine, type EngineServer } from "../../../../tests/support/engine-server.ts";
-import { until } from "../../../../tests/support/wait.ts";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { until } from "@iii-edge/test-support/wait";
 import { worker } from "../../src/index.ts";
 import {
   connect,

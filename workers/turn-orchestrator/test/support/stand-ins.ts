@@ -16,7 +16,7 @@ import {
 } from "@iii-edge/protocol/harness";
 import type { EdgeClient } from "@iii-edge/sdk-edge/client";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
-import { repoRoot } from "../../../../tests/support/engine-server.ts";
+import { repoRoot } from "@iii-edge/test-support/engine-server";
 
 /** Reconnect fast after an engine restart (the default starts at 1 s and doubles). */
 export const FAST_RECONNECT = { reconnectionConfig: { initialDelayMs: 100, maxDelayMs: 500, jitterFactor: 0 } };
