@@ -1,6 +1,8 @@
-// The turn-orchestrator alone against `npm start`'s engine (docs/harness-contracts.md §2, §3): real queue
-// steps, real state, real channels, the real session-storage and policy workers; stand-ins register
-// the other workers' function ids (provisioning, the model, the functions the model calls).
+// The turn-orchestrator alone against the engine core served in this process
+// (tests/support/node-engine.ts; docs/harness-contracts.md §2, §3): the engine's own queue steps,
+// state, state triggers and channels over node:sqlite, the real session-storage and policy workers;
+// stand-ins register the other workers' function ids (provisioning, the model, the functions the
+// model calls). The same workers inside workerd are the harness suites' (tests/harness).
 import { AGENT_TRIGGER_FUNCTION, type AgentEvent, type AssistantMessage, type FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../../../tests/support/wait.ts";
@@ -10,7 +12,7 @@ import {
   finalEvents,
   gate,
   removePolicy,
-  startHarness,
+  startNodeHarness,
   start,
   stopHarness,
   textOf,
@@ -36,7 +38,7 @@ import {
 let h: Harness;
 
 beforeAll(async () => {
-  h = await startHarness();
+  h = await startNodeHarness();
 });
 afterAll(async () => {
   await stopHarness(h);
