@@ -1,4 +1,4 @@
-// The providers worker against `npm start`'s engine and a local replay of each provider's SSE
+// The providers worker against the engine core served in-process (tests/support/node-engine.ts) and a local replay of each provider's SSE
 // (tests/support/provider-replay.ts): what a caller reads from the channel (frames in order, the
 // final message, classified errors) and what the model was sent (auth header, tools, converted
 // transcript). The credentials come from the real auth-credentials worker, with its proofs.
@@ -7,7 +7,8 @@ import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { worker as authWorker } from "@iii-edge/worker-auth-credentials";
-import { freePort, startEngine, type EngineServer } from "../../../tests/support/engine-server.ts";
+import { freePort } from "../../../tests/support/engine-server.ts";
+import { startNodeEngine, type NodeEngine } from "../../../tests/support/node-engine.ts";
 import {
   call,
   callAgentTrigger,
@@ -28,8 +29,6 @@ import {
 import { until } from "../../../tests/support/wait.ts";
 import { configFrom, DEFAULT_LIMITS, worker as providersWorker, type ProvidersConfig } from "../src/index.ts";
 
-/** This suite runs its own copies of the two workers, as Node processes. */
-const HARNESS_DISABLE = "providers,auth-credentials";
 const CREDENTIALS_KEY = "providers-test-credentials-key-4f1d2a9c";
 const OPENAI_KEY = "sk-test-openai-7Hq2mZ9xL4pR8vN1";
 const ANTHROPIC_KEY = "sk-ant-test-3Jf8kW2qB6yT0cX5";
@@ -42,7 +41,7 @@ const MODELS_OVERRIDES = JSON.stringify([
 ]);
 
 let replay: ReplayServer;
-let engine: EngineServer;
+let engine: NodeEngine;
 let auth: RunningWorkers;
 let providers: RunningWorkers;
 let caller: RunningWorkers;
@@ -55,6 +54,10 @@ async function listed(): Promise<string[]> {
   });
   return r.functions.map((f) => f.function_id);
 }
+
+/** Its functions are the old worker's until the engine has seen its socket close: a new worker's
+ * registrations would be refused as another worker's. */
+const released = () => until(() => !engine.core.catalog.functions.has("auth::get_token"), "the old auth worker's functions released");
 
 function startAuth(withEnv: Record<string, string>): RunningWorkers {
   return runWorkers(engine.wsUrl, [authWorker], { env: withEnv, workerName: "auth-credentials" });
@@ -70,7 +73,7 @@ beforeAll(async () => {
     CREDENTIALS_KEY,
     MODELS_OVERRIDES,
   };
-  engine = await startEngine({ env: { ...env, HARNESS_DISABLE } });
+  engine = await startNodeEngine();
   auth = startAuth(env);
   const config: ProvidersConfig = {
     ...configFrom(env),
@@ -690,6 +693,7 @@ describe("credentials", () => {
 
   it("no credential configured → terminal auth_expired naming the provider, nothing sent upstream", async () => {
     await auth.shutdown();
+    await released();
     const { ANTHROPIC_API_KEY: _, ...withoutAnthropic } = env;
     auth = startAuth(withoutAnthropic);
     // Until the restarted worker registers, the stream reports the lookup failure (transient).
@@ -707,6 +711,7 @@ describe("credentials", () => {
 
   it("a local OpenAI-compatible server (its own base URL) with no key configured: the request goes without authorization", async () => {
     await auth.shutdown();
+    await released();
     const { OPENAI_API_KEY: _, ...withoutOpenAI } = env;
     auth = startAuth(withoutOpenAI);
     await until(async () => (await listed()).includes("auth::get_token"), "auth-credentials registered again");
