@@ -40,7 +40,7 @@ export interface Harness<E extends EngineLike = EngineLike> {
   client: RunningWorkers;
   scripts: Map<string, Script>;
   /** The policy in force: the real worker, or the stand-in (`usePolicyStandIn`) with its rules. */
-  policy: { conn: RunningWorkers; standIn?: { rules: Map<string, PolicyRule>; calls: string[] } };
+  policy: { conn: RunningWorkers; standIn?: { rules: Map<string, PolicyRule>; calls: string[]; calledAt: number[] } };
   provisioning: { conn: RunningWorkers; prepared: string[]; released: string[] };
   provider: { requests: ProviderRequest[] };
   targets: ReturnType<typeof registerTargets>;
@@ -153,12 +153,12 @@ async function waitPolicyRegistered(h: Harness): Promise<void> {
 export async function usePolicyStandIn(
   h: Harness,
   rules = new Map<string, PolicyRule>(),
-): Promise<{ rules: Map<string, PolicyRule>; calls: string[] }> {
+): Promise<{ rules: Map<string, PolicyRule>; calls: string[]; calledAt: number[] }> {
   // The function is the old worker's until the engine has seen its socket close: registering it
   // earlier is refused as another worker's.
   await removePolicy(h);
   const conn = connect(h.engine.wsUrl, "policy-stand-in", h.reconnect);
-  const standIn = { rules, calls: registerPolicy(conn.client, rules).calls };
+  const standIn = { rules, ...registerPolicy(conn.client, rules) };
   h.policy = { conn, standIn };
   await waitPolicyRegistered(h);
   return standIn;
