@@ -17,7 +17,7 @@ import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine, type Installed } from "@iii-edge/engine-do/core/install.ts";
 import { CLOSE, type ChannelItem, type ChannelSocketPort } from "@iii-edge/engine-do/core/channels/hub.ts";
 import { SocketConn } from "@iii-edge/engine-do/core/socket-conn.ts";
-import { nodePorts, trackedTimers } from "./node-sql.ts";
+import { nodeD1, nodePorts, trackedTimers } from "./node-sql.ts";
 
 const repoRoot = path.resolve(import.meta.dirname, "../..");
 
@@ -84,8 +84,10 @@ class NodeChannelSockets implements ChannelSocketPort {
   }
 }
 
-/** `vars`: the engine's vars as `startEngine`'s (QUEUES, …); wrangler.toml's QUEUES otherwise. */
-export async function startNodeEngine(opts: { vars?: Record<string, string> } = {}): Promise<NodeEngine> {
+/** `vars`: the engine's vars as `startEngine`'s (QUEUES, …); wrangler.toml's QUEUES otherwise.
+ * `tracing`: spans kept in an in-memory D1 (`engine::traces::list`), every trace sampled; off by
+ * default, as the plain core tests have it. */
+export async function startNodeEngine(opts: { vars?: Record<string, string>; tracing?: boolean } = {}): Promise<NodeEngine> {
   const db = new DatabaseSync(":memory:");
   const handles = new Set<ReturnType<typeof setTimeout>>();
   const timers = trackedTimers(handles);
@@ -110,7 +112,7 @@ export async function startNodeEngine(opts: { vars?: Record<string, string> } = 
       },
     },
   });
-  core = new EngineCore(ports);
+  core = new EngineCore(ports, opts.tracing ? { telemetry: { vars: { TRACING: "on", TRACE_SAMPLE_RATIO: "1" }, db: nodeD1() } } : {});
   const installed = installEngine(core, { QUEUES: opts.vars?.QUEUES ?? wranglerVar("QUEUES") });
   const channels = new NodeChannelSockets();
   installed.channels.setSockets(channels);

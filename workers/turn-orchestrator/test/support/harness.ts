@@ -93,8 +93,8 @@ export async function startHarness(
 
 /** The same workers and stand-ins around the engine core served in this process
  * (tests/support/node-engine.ts): the turn's state machine in plain Node, no workerd. */
-export async function startNodeHarness(opts: { turnStep?: Record<string, unknown> } = {}): Promise<Harness<NodeEngine>> {
-  const engine = await startNodeEngine({ vars: queuesWithTurnStep(opts.turnStep) });
+export async function startNodeHarness(opts: { turnStep?: Record<string, unknown>; tracing?: boolean } = {}): Promise<Harness<NodeEngine>> {
+  const engine = await startNodeEngine({ vars: queuesWithTurnStep(opts.turnStep), tracing: opts.tracing });
   return assemble(engine, {});
 }
 
