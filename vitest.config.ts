@@ -15,6 +15,7 @@ export default defineConfig({
       "workers/*/vitest.config.ts",
       "workers/vitest.config.ts",
       "workers/vitest.e2e.config.ts",
+      "tests/sdk/vitest.e2e.config.ts",
       "demo-app/vitest.config.ts",
     ],
   },
