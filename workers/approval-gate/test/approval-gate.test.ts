@@ -9,7 +9,6 @@ import { startNodeEngine, type NodeEngine } from "../../../tests/support/node-en
 import { eventually, until } from "../../../tests/support/wait.ts";
 import { registerApprovalGate, RESOLVE, worker } from "../src/index.ts";
 
-
 let engine: NodeEngine;
 let gate: RunningWorkers;
 let caller: RunningWorkers;

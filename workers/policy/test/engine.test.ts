@@ -10,7 +10,6 @@ import { startNodeEngine, type NodeEngine } from "../../../tests/support/node-en
 import { eventually, until } from "../../../tests/support/wait.ts";
 import { CHECK_PERMISSIONS, worker } from "../src/node.ts";
 
-
 let engine: NodeEngine;
 let policy: RunningWorkers;
 let caller: RunningWorkers;

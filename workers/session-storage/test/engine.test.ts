@@ -12,7 +12,6 @@ import { startNodeEngine, type NodeEngine } from "../../../tests/support/node-en
 import { until } from "../../../tests/support/wait.ts";
 import { worker } from "../src/node.ts";
 
-
 let engine: NodeEngine;
 let storage: RunningWorkers;
 let caller: RunningWorkers;
