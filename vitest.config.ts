@@ -1,5 +1,5 @@
 import { defineConfig } from "vitest/config";
-import { LongestFirst } from "./tests/support/longest-first.ts";
+import { LongestFirst } from "@iii-edge/test-support/longest-first";
 
 // One project per layer (docs/engineering.md Style §8): workerd tests for the DO, node e2e against
 // `npm start`, interop with the real iii-sdk, real Chromium, and the sandbox host's microVMs.
@@ -11,7 +11,7 @@ const maxWorkers = Number(process.env.VITEST_MAX_WORKERS ?? 3);
 export default defineConfig({
   test: {
     maxWorkers,
-    // The heaviest files first (tests/file-weights.json), whatever their project: a long file that
+    // The heaviest files first (tests/support/file-weights.json), whatever their project: a long file that
     // starts last keeps the run going on one core after everything else is done.
     sequence: { sequencer: LongestFirst },
     projects: [
@@ -19,6 +19,7 @@ export default defineConfig({
       "workers/*/vitest.config.ts",
       "workers/vitest.config.ts",
       "workers/vitest.e2e.config.ts",
+      "tests/sdk/vitest.e2e.config.ts",
       "demo-app/vitest.config.ts",
     ],
   },

@@ -2,9 +2,10 @@ import { fileURLToPath } from "node:url";
 import { defineProject } from "vitest/config";
 import { sourceAliases } from "../scripts/workspace-exports.mjs";
 
-// The harness workers' logic (workers/<name>/test/*.test.ts): plain Node, no engine, no network —
-// part of `npm run test:unit`. A test that needs `npm start`'s engine is named *.e2e.test.ts and
-// runs in vitest.e2e.config.ts.
+// The harness workers' logic (workers/<name>/test/*.test.ts): plain Node, no engine process, no
+// network beyond 127.0.0.1 — part of `npm run test:unit`. A worker run against an engine dials the
+// core served in-process (tests/support/node-engine.ts). A test that needs `npm start`'s engine
+// (workerd, D1, the front door) is named *.e2e.test.ts and runs in vitest.e2e.config.ts.
 export default defineProject({
   resolve: { alias: sourceAliases() },
   test: {

@@ -4,13 +4,13 @@
 // vitest's own order groups the files by project name and, on a clean clone (no results cache),
 // takes each project's files by size; the `workers` project's 80 s fuzz file then starts among the
 // last. Here every file is weighed by how long it took: the duration vitest cached from this
-// machine's last run when there is one, else its line in tests/file-weights.json (seconds in a
+// machine's last run when there is one, else its line in tests/support/file-weights.json (seconds in a
 // whole run, three files at a time). Files with neither come after the weighed ones, by size.
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
-const WEIGHTS = path.join(path.dirname(new URL(import.meta.url).pathname), "../file-weights.json");
+const WEIGHTS = path.join(path.dirname(new URL(import.meta.url).pathname), "file-weights.json");
 
 function listedWeights(): Record<string, number> {
   const json = JSON.parse(readFileSync(WEIGHTS, "utf8")) as { seconds: Record<string, number> };

@@ -1,6 +1,6 @@
 // Telemetry on workerd (engine-do/src/core/telemetry): the trace store on workerd's own D1 — the
 // batched json_each insert, the queries and retention as D1 runs them (node:sqlite stands in for
-// it in tests/node/telemetry-core.test.ts), what a batch costs — and the Engine's telemetry() RPC.
+// it in tests/unit/telemetry-core.test.ts), what a batch costs — and the Engine's telemetry() RPC.
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { Span } from "@iii-edge/protocol/telemetry";

@@ -1,4 +1,4 @@
-// A test-only engine Worker (tests/sdk/worker-edge.test.ts builds its wrangler config from the
+// A test-only engine Worker (tests/sdk/worker-edge.e2e.test.ts builds its wrangler config from the
 // root one): the engine, plus one Worker-hosted host of test modules behind TEST_EDGE.
 import { Engine, PrincipalConnections, engineWorker } from "@iii-edge/engine-do";
 

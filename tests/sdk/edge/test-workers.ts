@@ -1,4 +1,4 @@
-// Worker modules (sdk-edge/src/worker.ts) for tests/sdk/worker-edge.test.ts, hosted in a Worker by
+// Worker modules (sdk-edge/src/worker.ts) for tests/sdk/worker-edge.e2e.test.ts, hosted in a Worker by
 // `WorkerHost` exactly as deploy/harness.ts hosts the built-in ones. `TEST_DISABLE` leaves some out.
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { WorkerHost } from "@iii-edge/sdk-edge/worker-edge";

@@ -6,11 +6,11 @@ import type { AgentEvent, FunctionResultMessage } from "@iii-edge/protocol/harne
 import { runWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { until } from "@iii-edge/test-support/wait";
-import { events, startHarness, start, stopHarness, textOf, transcript, waitState, type Harness } from "./support/harness.ts";
+import { events, startHarness, start, stopHarness, textOf, transcript, waitState } from "./support/harness.ts";
 import { worker } from "../src/index.ts";
 import { callAnswer, FAST_RECONNECT, sessionOf, textAnswer } from "./support/stand-ins.ts";
 
-let h: Harness;
+let h: Awaited<ReturnType<typeof startHarness>>;
 
 // After a restart the engine keeps the lease of the delivery that was running (its handler may
 // still be going on a worker) for the queue's timeout_ms + 5 s before it delivers the step again;

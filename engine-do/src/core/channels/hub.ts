@@ -321,7 +321,9 @@ export class ChannelHub {
         for (;;) {
           const next = reader.read();
           next.catch(() => {}); // awaited below, or dropped when the pump stops
-          let got: ReadableStreamReadResult<Uint8Array> | typeof PAUSE;
+          // The read's own type: `ReadableStreamReadResult` is a DOM/workerd global, not Node's, and the
+          // core also compiles in the Node-only projects that serve it in-process (tests/support/node-engine.ts).
+          let got: Awaited<typeof next> | typeof PAUSE;
           if (size === 0) got = await next;
           else {
             let timer: unknown;

@@ -10,6 +10,7 @@ import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node"
 import { worker as policyWorker } from "@iii-edge/worker-policy";
 import { worker as sessionStorageWorker } from "@iii-edge/worker-session-storage/node";
 import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
 import { worker } from "../../src/index.ts";
 import {
@@ -27,13 +28,19 @@ import {
   type Script,
 } from "./stand-ins.ts";
 
-export interface Harness {
-  engine: EngineServer;
+/** What the harness needs of an engine: where workers dial it, and its end. */
+export interface EngineLike {
+  wsUrl: string;
+  stop(): Promise<void>;
+}
+
+export interface Harness<E extends EngineLike = EngineLike> {
+  engine: E;
   orchestrator: RunningWorkers;
   client: RunningWorkers;
   scripts: Map<string, Script>;
   /** The policy in force: the real worker, or the stand-in (`usePolicyStandIn`) with its rules. */
-  policy: { conn: RunningWorkers; standIn?: { rules: Map<string, PolicyRule>; calls: string[] } };
+  policy: { conn: RunningWorkers; standIn?: { rules: Map<string, PolicyRule>; calls: string[]; calledAt: number[] } };
   provisioning: { conn: RunningWorkers; prepared: string[]; released: string[] };
   provider: { requests: ProviderRequest[] };
   targets: ReturnType<typeof registerTargets>;
@@ -74,13 +81,24 @@ function realPolicy(url: string, reconnect: boolean): RunningWorkers {
  */
 export async function startHarness(
   opts: { reconnect?: boolean; turnStep?: Record<string, unknown>; edge?: boolean } = {},
-): Promise<Harness> {
+): Promise<Harness<EngineServer>> {
   const disable = opts.edge
     ? HARNESS_DISABLE.split(",")
         .filter((n) => n !== "turn-orchestrator")
         .join(",")
     : HARNESS_DISABLE;
   const engine = await startEngine({ env: { HARNESS_DISABLE: disable }, vars: queuesWithTurnStep(opts.turnStep) });
+  return assemble(engine, opts);
+}
+
+/** The same workers and stand-ins around the engine core served in this process
+ * (tests/support/node-engine.ts): the turn's state machine in plain Node, no workerd. */
+export async function startNodeHarness(opts: { turnStep?: Record<string, unknown>; tracing?: boolean } = {}): Promise<Harness<NodeEngine>> {
+  const engine = await startNodeEngine({ vars: queuesWithTurnStep(opts.turnStep), tracing: opts.tracing });
+  return assemble(engine, {});
+}
+
+async function assemble<E extends EngineLike>(engine: E, opts: { reconnect?: boolean; edge?: boolean }): Promise<Harness<E>> {
   const url = engine.wsUrl;
   const r = opts.reconnect ?? false;
   const sessionsDb = path.join(mkdtempSync(path.join(tmpdir(), "turn-orchestrator-sessions-")), "sessions.sqlite");
@@ -135,10 +153,12 @@ async function waitPolicyRegistered(h: Harness): Promise<void> {
 export async function usePolicyStandIn(
   h: Harness,
   rules = new Map<string, PolicyRule>(),
-): Promise<{ rules: Map<string, PolicyRule>; calls: string[] }> {
-  await h.policy.conn.shutdown();
+): Promise<{ rules: Map<string, PolicyRule>; calls: string[]; calledAt: number[] }> {
+  // The function is the old worker's until the engine has seen its socket close: registering it
+  // earlier is refused as another worker's.
+  await removePolicy(h);
   const conn = connect(h.engine.wsUrl, "policy-stand-in", h.reconnect);
-  const standIn = { rules, calls: registerPolicy(conn.client, rules).calls };
+  const standIn = { rules, ...registerPolicy(conn.client, rules) };
   h.policy = { conn, standIn };
   await waitPolicyRegistered(h);
   return standIn;
@@ -151,7 +171,7 @@ export async function removePolicy(h: Harness): Promise<void> {
 }
 
 export async function useRealPolicy(h: Harness): Promise<void> {
-  await h.policy.conn.shutdown();
+  await removePolicy(h);
   h.policy = { conn: realPolicy(h.engine.wsUrl, h.reconnect) };
   await waitPolicyRegistered(h);
 }

@@ -67,10 +67,12 @@ rules:
 
 export type PolicyRule = "allow" | "deny" | "needs_approval" | "garbage" | { slowMs: number };
 
-export function registerPolicy(client: EdgeClient, rules: Map<string, PolicyRule>): { calls: string[] } {
-  const seen = { calls: [] as string[] };
+/** `calls`: the function ids asked about, in order; `calledAt`: when each call arrived. */
+export function registerPolicy(client: EdgeClient, rules: Map<string, PolicyRule>): { calls: string[]; calledAt: number[] } {
+  const seen = { calls: [] as string[], calledAt: [] as number[] };
   client.registerFunction("policy::check_permissions", async (d: { function_id: string }) => {
     seen.calls.push(d.function_id);
+    seen.calledAt.push(Date.now());
     const rule = rules.get(d.function_id) ?? "needs_approval";
     if (typeof rule === "object") {
       await new Promise((r) => setTimeout(r, rule.slowMs));

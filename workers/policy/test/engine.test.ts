@@ -1,4 +1,4 @@
-// policy::check_permissions against `npm start`'s engine, the Node worker run alone over its
+// policy::check_permissions against the engine core served in-process (tests/support/node-engine.ts), the Node worker run alone over its
 // watched file (what `npm run worker -- policy` runs).
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -6,13 +6,11 @@ import path from "node:path";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { eventually, until } from "@iii-edge/test-support/wait";
 import { CHECK_PERMISSIONS, worker } from "../src/node.ts";
 
-const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage";
-
-let engine: EngineServer;
+let engine: NodeEngine;
 let policy: RunningWorkers;
 let caller: RunningWorkers;
 let file: string;
@@ -25,7 +23,7 @@ beforeAll(async () => {
     file,
     "version: 1\nrules:\n  - '!files::delete'\n  - rule_id: tmp-writes\n    function: shell::fs::write\n    action: allow\n    args:\n      path: { matches: '^/tmp/' }\n",
   );
-  engine = await startEngine({ env: { HARNESS_DISABLE } });
+  engine = await startNodeEngine();
   policy = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], { env: { III_PERMISSIONS_PATH: file } });
   caller = runWorkers(engine.wsUrl, [], { workerName: "policy-test-caller" });
   await until(() => check({ function_id: "x" }), "policy::check_permissions registered");

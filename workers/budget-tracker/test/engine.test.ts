@@ -1,18 +1,21 @@
-// budget::* through `npm start`'s engine, the worker run alone in Node (what `npm run worker --
-// budget-tracker` runs; the built-in copy left out with HARNESS_DISABLE) with an injected clock, so
-// windows roll over when the test says. The real providers worker answers `models::get`. A caller
+// budget::* through the engine core served in-process (tests/support/node-engine.ts), the worker run
+// in Node (what `npm run worker -- budget-tracker` runs) with an injected clock, so windows roll
+// over when the test says. The real providers worker, run beside it, answers `models::get`. A caller
 // triggers the functions as the orchestrator and an operator would.
 import type { BudgetCheckResponse, BudgetRecordResponse, BudgetSpendLogEntry, BudgetView } from "@iii-edge/protocol/harness";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
 import { DAY_MS } from "../src/periods.ts";
 import { worker } from "../src/node.ts";
+import { worker as providers } from "@iii-edge/worker-providers";
 
-let engine: EngineServer;
+let engine: NodeEngine;
 let budgets: RunningWorkers;
+/** The real providers worker: `models::get`, the catalog budgets price by. */
+let models: RunningWorkers;
 let caller: RunningWorkers;
 /** The worker's clock. */
 let now = Date.UTC(2026, 10, 30, 12); // Monday 30 November 2026, noon UTC
@@ -32,8 +35,9 @@ const create = (extra: Record<string, unknown>) =>
   call<{ budget_id: string; budget: BudgetView }>("budget::create", { budget_id: `t${++seq}-${Date.now()}`, period: "day", ...extra });
 
 beforeAll(async () => {
-  engine = await startEngine({ env: { HARNESS_DISABLE: "budget-tracker" } });
+  engine = await startNodeEngine();
   budgets = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], { config: { "budget-tracker": { now: () => now } } });
+  models = runWorkers(engine.wsUrl, [providers as WorkerModule<never>], { workerName: "providers" });
   caller = runWorkers(engine.wsUrl, [], { workerName: "budget-test-caller" });
   caller.surface.registerFunction("test::budget_alert", async ({ _caller_worker_id: _, ...data }: Record<string, unknown>) => {
     alerts.push(data);
@@ -53,6 +57,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await caller?.shutdown();
   await budgets?.shutdown();
+  await models?.shutdown();
   await engine?.stop();
 });
 

@@ -1,4 +1,4 @@
-// The providers worker against `npm start`'s engine and a local replay of each provider's SSE
+// The providers worker against the engine core served in-process (tests/support/node-engine.ts) and a local replay of each provider's SSE
 // (tests/support/provider-replay.ts): what a caller reads from the channel (frames in order, the
 // final message, classified errors) and what the model was sent (auth header, tools, converted
 // transcript). The credentials come from the real auth-credentials worker, with its proofs.
@@ -7,7 +7,8 @@ import { channelUrl } from "@iii-edge/sdk-edge/channels";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { worker as authWorker } from "@iii-edge/worker-auth-credentials";
-import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { freePort } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import {
   call,
   callAgentTrigger,
@@ -29,8 +30,6 @@ import { callingRound } from "@iii-edge/test-support/agent-messages";
 import { until } from "@iii-edge/test-support/wait";
 import { configFrom, DEFAULT_LIMITS, worker as providersWorker, type ProvidersConfig } from "../src/index.ts";
 
-/** This suite runs its own copies of the two workers, as Node processes. */
-const HARNESS_DISABLE = "providers,auth-credentials";
 const CREDENTIALS_KEY = "providers-test-credentials-key-4f1d2a9c";
 const OPENAI_KEY = "sk-test-openai-7Hq2mZ9xL4pR8vN1";
 const ANTHROPIC_KEY = "sk-ant-test-3Jf8kW2qB6yT0cX5";
@@ -43,7 +42,7 @@ const MODELS_OVERRIDES = JSON.stringify([
 ]);
 
 let replay: ReplayServer;
-let engine: EngineServer;
+let engine: NodeEngine;
 let auth: RunningWorkers;
 let providers: RunningWorkers;
 let caller: RunningWorkers;
@@ -56,6 +55,10 @@ async function listed(): Promise<string[]> {
   });
   return r.functions.map((f) => f.function_id);
 }
+
+/** Its functions are the old worker's until the engine has seen its socket close: a new worker's
+ * registrations would be refused as another worker's. */
+const released = () => until(() => !engine.core.catalog.functions.has("auth::get_token"), "the old auth worker's functions released");
 
 function startAuth(withEnv: Record<string, string>): RunningWorkers {
   return runWorkers(engine.wsUrl, [authWorker], { env: withEnv, workerName: "auth-credentials" });
@@ -71,7 +74,7 @@ beforeAll(async () => {
     CREDENTIALS_KEY,
     MODELS_OVERRIDES,
   };
-  engine = await startEngine({ env: { ...env, HARNESS_DISABLE } });
+  engine = await startNodeEngine();
   auth = startAuth(env);
   const config: ProvidersConfig = {
     ...configFrom(env),
@@ -680,6 +683,7 @@ describe("credentials", () => {
 
   it("no credential configured → terminal auth_expired naming the provider, nothing sent upstream", async () => {
     await auth.shutdown();
+    await released();
     const { ANTHROPIC_API_KEY: _, ...withoutAnthropic } = env;
     auth = startAuth(withoutAnthropic);
     // Until the restarted worker registers, the stream reports the lookup failure (transient).
@@ -697,6 +701,7 @@ describe("credentials", () => {
 
   it("a local OpenAI-compatible server (its own base URL) with no key configured: the request goes without authorization", async () => {
     await auth.shutdown();
+    await released();
     const { OPENAI_API_KEY: _, ...withoutOpenAI } = env;
     auth = startAuth(withoutOpenAI);
     await until(async () => (await listed()).includes("auth::get_token"), "auth-credentials registered again");

@@ -1,15 +1,14 @@
-// The auth-credentials worker against `npm start`'s engine: what a caller can and cannot get.
+// The auth-credentials worker against the engine core served in-process (tests/support/node-engine.ts): what a caller can and cannot get.
 // Credentials resolve stored → environment → none; the stored row is ciphertext; get_token answers
 // only a caller holding the credentials key (a provider), and nothing else ever shows a secret.
 import { AUTH_CREDENTIALS_SCOPE, type AuthProof, type CredentialsCryptoKey, type CredentialsKeyMaterial } from "@iii-edge/protocol/harness";
 import { deriveCredentialsKey, base64url, signAuthProof } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
 import { worker } from "../src/index.ts";
 
-const HARNESS_DISABLE = "auth-credentials,providers";
 const CREDENTIALS_KEY = "Zk3v9QwL2mN8xR4tB7yH1cF6";
 const OPENAI_ENV_KEY = "sk-env-openai-Qm3Xc9Lp2Vb7";
 const MISTRAL_ENV_KEY = "mistral-env-key-Rt5Yh8Ns1";
@@ -22,7 +21,7 @@ const ENV: Record<string, string> = {
 /** Every secret this suite stores or configures: none may show up anywhere but get_token. */
 const SECRETS: string[] = [OPENAI_ENV_KEY, MISTRAL_ENV_KEY, CREDENTIALS_KEY];
 
-let engine: EngineServer;
+let engine: NodeEngine;
 let auth: RunningWorkers;
 let caller: RunningWorkers;
 let proofKey: CredentialsCryptoKey;
@@ -46,12 +45,15 @@ function expectNoSecret(value: unknown, secrets: readonly string[] = SECRETS): v
 
 async function restartAuth(env: Record<string, string>, ready: () => Promise<boolean>): Promise<void> {
   await auth.shutdown();
+  // Its functions are the old worker's until the engine has seen its socket close: the new one's
+  // registrations would be refused as another worker's.
+  await until(() => !engine.core.catalog.functions.has("auth::get_token"), "the old worker's functions released");
   auth = runWorkers(engine.wsUrl, [worker], { env, workerName: "auth-credentials" });
   await until(ready, "the restarted worker answers", 20_000);
 }
 
 beforeAll(async () => {
-  engine = await startEngine({ env: { HARNESS_DISABLE } });
+  engine = await startNodeEngine();
   auth = runWorkers(engine.wsUrl, [worker], { env: ENV, workerName: "auth-credentials" });
   caller = runWorkers(engine.wsUrl, [], { workerName: "auth-test-caller" });
   proofKey = await deriveCredentialsKey(material(CREDENTIALS_KEY), "proof");

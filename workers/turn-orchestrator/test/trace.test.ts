@@ -1,16 +1,17 @@
 // The orchestrator's spans when it runs as a Node process (runWorkers): they go as binary frames on
-// its control socket and land in the engine's trace store, under one trace per turn — invoke_agent
+// its control socket and land in the engine's trace store (the core served in-process, its spans in
+// an in-memory D1: tests/support/node-engine.ts), under one trace per turn — invoke_agent
 // from run::start to the end, one span per queued step under it, the step's calls under the step.
 // (The same module inside the Worker, with the whole chain, is tests/harness/trace.test.ts.)
 import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "@iii-edge/test-support/wait";
-import { call, start, startHarness, stopHarness, waitState, type Harness } from "./support/harness.ts";
+import { call, start, startNodeHarness, stopHarness, waitState, type Harness } from "./support/harness.ts";
 import { textAnswer } from "./support/stand-ins.ts";
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness();
+  h = await startNodeHarness({ tracing: true });
 });
 afterAll(async () => {
   await stopHarness(h);

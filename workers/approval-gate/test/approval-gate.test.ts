@@ -1,17 +1,15 @@
-// approval::resolve against `npm start`'s engine, the worker run alone in Node: a decision lands in
+// approval::resolve against the engine core served in-process (tests/support/node-engine.ts), the worker run alone in Node: a decision lands in
 // state `approvals/<sid>/<cid>` (and fires a state trigger on that scope, as the orchestrator's
 // turn::on_approval is bound); a bad payload writes nothing.
 import { APPROVALS_SCOPE } from "@iii-edge/protocol/harness";
 import type { WorkerModule, WorkerSurface } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { eventually, until } from "@iii-edge/test-support/wait";
 import { registerApprovalGate, RESOLVE, worker } from "../src/index.ts";
 
-const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage";
-
-let engine: EngineServer;
+let engine: NodeEngine;
 let gate: RunningWorkers;
 let caller: RunningWorkers;
 const fired: { event_type: string; key: string; new_value: unknown }[] = [];
@@ -22,7 +20,7 @@ const stored = (key: string) =>
 const allStored = () => caller.client.trigger<unknown, unknown[]>({ function_id: "state::list", payload: { scope: APPROVALS_SCOPE } });
 
 beforeAll(async () => {
-  engine = await startEngine({ env: { HARNESS_DISABLE } });
+  engine = await startNodeEngine();
   gate = runWorkers(engine.wsUrl, [worker as WorkerModule<never>]);
   caller = runWorkers(engine.wsUrl, [], { workerName: "approval-test-caller" });
   caller.client.registerFunction("test::on_approval", (event: { event_type: string; key: string; new_value: unknown }) => {

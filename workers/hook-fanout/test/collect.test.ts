@@ -1,5 +1,5 @@
-// hook-fanout::publish_collect against `npm start`'s engine, the worker run alone in Node
-// (HARNESS_DISABLE=hook-fanout leaves the Worker's copy out), subscribers registered with the
+// hook-fanout::publish_collect against the engine core served in-process
+// (tests/support/node-engine.ts), the worker run alone in Node, subscribers registered with the
 // unmodified iii-sdk as `durable:subscriber` triggers that answer with `stream::set` on
 // agent::hook_reply. What a caller notices: how soon the collection ends (the expected replies,
 // quiescence, the deadline), which replies it gets (de-duplicated), that the reply group is cleaned
@@ -9,12 +9,12 @@ import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { eventually, until } from "@iii-edge/test-support/wait";
 import { Collectors } from "../src/collector.ts";
 import { publishCollect, worker } from "../src/index.ts";
 
-let engine: EngineServer;
+let engine: NodeEngine;
 let fanout: RunningWorkers;
 let subs: IIIClient;
 /** A collection that should end early must end this far before its deadline (the deadlines below
@@ -53,7 +53,7 @@ const group = async (eventId: string) =>
   ).items;
 
 beforeAll(async () => {
-  engine = await startEngine({ env: { HARNESS_DISABLE: "hook-fanout" } });
+  engine = await startNodeEngine();
   fanout = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], { workerName: "hook-fanout-under-test" });
   subs = registerWorker(engine.wsUrl, { workerName: "hook-subscribers", otel: { enabled: false } });
   await until(async () => {

@@ -1,11 +1,11 @@
-// `turn::subscribe` against `npm start`'s engine, the orchestrator run alone (support/harness.ts):
+// `turn::subscribe` against the engine core served in-process, the orchestrator run alone (support/harness.ts):
 // what a follower of a run relies on (sub-agents' follow.ts does) — a notice for every write of
 // the run's record, in write order, a failed one again before any later one — with real state
 // trigger fires, and `run::status` answering what the run is.
 import type { AgentEvent, RunStatus, TurnState, TurnStateChanged } from "@iii-edge/protocol/harness";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { until } from "@iii-edge/test-support/wait";
-import { call, events, listed, startHarness, start, stopHarness, waitState, type Harness } from "./support/harness.ts";
+import { call, events, listed, startNodeHarness, start, stopHarness, waitState, type Harness } from "./support/harness.ts";
 import { textAnswer } from "./support/stand-ins.ts";
 
 let h: Harness;
@@ -15,7 +15,7 @@ const attempts: TurnStateChanged[] = [];
 const heard: TurnStateChanged[] = [];
 
 beforeAll(async () => {
-  h = await startHarness();
+  h = await startNodeHarness();
   h.client.client.registerFunction("test::on_run", async (raw: TurnStateChanged & { _caller_worker_id?: string }) => {
     // The engine stamps which connection called (the orchestrator's); the notice is the rest.
     const { _caller_worker_id: _, ...n } = raw;

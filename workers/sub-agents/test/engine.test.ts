@@ -1,4 +1,4 @@
-// The sub-agents worker alone against `npm start`'s engine (run in Node with runWorkers), with the
+// The sub-agents worker alone against the engine core served in-process (tests/support/node-engine.ts) (run in Node with runWorkers), with the
 // engine's real state triggers, stream triggers, cron and engine-held bindings. The orchestrator and
 // the approval gate are stand-ins on their ids: the orchestrator's public contract only
 // (tests/support/run-contract.ts: `run::status`, `run::request`, `turn::subscribe`, from scopes of
@@ -24,19 +24,21 @@ import { subAgentMessageId, subAgentSessionId } from "../src/ids.ts";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { serveRunContract, type RunContract } from "@iii-edge/test-support/run-contract";
 import { until } from "@iii-edge/test-support/wait";
 import { ON_CHILD_EVENT, ON_CHILD_STATE, SCOPE_WAITS, SWEEP } from "../src/constants.ts";
 import { worker } from "../src/index.ts";
+import { worker as budgetTracker } from "@iii-edge/worker-budget-tracker";
+import { worker as providers } from "@iii-edge/worker-providers";
 
-/** Every built-in worker this suite stands in for, and this one (run here instead). */
-const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage,sub-agents";
 /** State-trigger deliveries go through the engine's durable queue: a few hops on a busy box. */
 const FIRE_MS = 20_000;
 
-let engine: EngineServer;
+let engine: NodeEngine;
 let subAgents: RunningWorkers;
+/** The real budget-tracker (with the providers' models catalog it prices by), as deploy/harness.ts composes them. */
+let budgets: RunningWorkers;
 let orch: RunningWorkers;
 let runs: RunContract;
 const started: Record<string, unknown>[] = [];
@@ -82,8 +84,11 @@ const endChild = (child: string, text: string, state: TurnState = "stopped") =>
   setTurn(child, state, "any", { turn_count: 2, final_text: text });
 
 beforeAll(async () => {
-  engine = await startEngine({ env: { HARNESS_DISABLE } });
+  engine = await startNodeEngine();
   subAgents = runWorkers(engine.wsUrl, [worker as WorkerModule<unknown>], { workerName: "sub-agents-under-test" });
+  budgets = runWorkers(engine.wsUrl, [budgetTracker as WorkerModule<unknown>, providers as WorkerModule<unknown>], {
+    workerName: "budgets",
+  });
   orch = runWorkers(engine.wsUrl, [], { workerName: "orchestrator-stand-in" });
   runs = serveRunContract(orch.client, "stand_in");
   orch.client.registerFunction("run::start", async (req: Record<string, unknown> & { session_id: string; message_id: string }) => {
@@ -140,7 +145,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.allSettled([orch?.shutdown(), subAgents?.shutdown()]);
+  await Promise.allSettled([orch?.shutdown(), subAgents?.shutdown(), budgets?.shutdown()]);
   await engine?.stop();
 });
 
@@ -344,7 +349,7 @@ describe("harness::join", () => {
   });
 });
 
-describe("budget share (the built-in budget-tracker)", () => {
+describe("budget share (the real budget-tracker)", () => {
   type Spawned = { child_session_id: string; budget_id?: string };
   const budget = (budget_id: string) => trigger<{ ceiling_micros: number; spent_micros: number }>("budget::get", { budget_id });
   const startedWith = (child: string) => started.find((s) => s.session_id === child);

@@ -1,4 +1,4 @@
-// The provisioning worker alone against `npm start`'s engine. Stand-ins register what other
+// The provisioning worker alone against the engine core served in-process (tests/support/node-engine.ts). Stand-ins register what other
 // workers own (the skills directory, the models catalog, the sandbox host, and harness-internal
 // ids that must stay out of the model's view); a function the model should see is registered by
 // the unmodified iii-sdk a moment before the run is provisioned.
@@ -7,15 +7,14 @@ import type { FunctionRef } from "@iii-edge/sdk-edge/client";
 import { runWorkers, type RunningWorkers, type WorkerModule } from "@iii-edge/sdk-edge/worker-node";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
 import { IDENTITY_PREAMBLE, modeParagraph, skillPlaceholder, worker } from "../src/index.ts";
 
-const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage";
 const DEFAULT_SKILL = "iii://demo/default";
 const MODEL = { id: "gpt-test", provider: "openai", context_window: 128_000, supports_tools: true };
 
-let engine: EngineServer;
+let engine: NodeEngine;
 let provisioning: RunningWorkers;
 let standIn: RunningWorkers;
 let sdk: IIIClient | undefined;
@@ -46,7 +45,7 @@ const prepare = (run_request: Record<string, unknown>, session_id = "s1") =>
 const catalogOf = (prompt: string) => prompt.slice(prompt.indexOf("# Live function catalog")).split("\n# Sandbox")[0]!;
 
 beforeAll(async () => {
-  engine = await startEngine({ env: { HARNESS_DISABLE } });
+  engine = await startNodeEngine();
   provisioning = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], {
     config: { provisioning: { system_default_skills: [DEFAULT_SKILL] } },
   });

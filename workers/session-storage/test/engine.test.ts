@@ -1,4 +1,4 @@
-// session-tree::* and session-inbox::* through `npm start`'s engine, the worker run alone in Node
+// session-tree::* and session-inbox::* through the engine core served in-process (tests/support/node-engine.ts), the worker run alone in Node
 // over its node:sqlite file (what `npm run worker -- session-storage` runs). A caller triggers the
 // functions as the orchestrator would.
 import { mkdtempSync } from "node:fs";
@@ -8,13 +8,11 @@ import type { AgentMessage } from "@iii-edge/protocol/harness";
 import type { WorkerModule } from "@iii-edge/sdk-edge/worker";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
 import { worker } from "../src/node.ts";
 
-const HARNESS_DISABLE = "harness,turn-orchestrator,provisioning,providers,auth-credentials,policy,approval-gate,session-storage";
-
-let engine: EngineServer;
+let engine: NodeEngine;
 let storage: RunningWorkers;
 let caller: RunningWorkers;
 
@@ -24,7 +22,7 @@ type Page = { messages: { entry_id: string; message: AgentMessage }[]; next_curs
 const textOf = (m: AgentMessage) => ((m as { content: { text: string }[] }).content[0] as { text: string }).text;
 
 beforeAll(async () => {
-  engine = await startEngine({ env: { HARNESS_DISABLE } });
+  engine = await startNodeEngine();
   const dbFile = path.join(mkdtempSync(path.join(tmpdir(), "iii-sessions-e2e-")), "sessions.sqlite");
   storage = runWorkers(engine.wsUrl, [worker as WorkerModule<never>], { env: { SESSIONS_DB_PATH: dbFile } });
   caller = runWorkers(engine.wsUrl, [], { workerName: "session-test-caller" });
