@@ -125,6 +125,12 @@ it("deployed (a client that is not on loopback): the page asks for the console c
     await p.fill('#stale input[type="password"]', "not it");
     await p.click('#stale button[type="submit"]');
     await p.waitForFunction(() => document.getElementById("stale")?.textContent?.includes("wrong console credential"));
+    // The page goes on probing the engine (every 2 s) while it is refused: a probe's own answer
+    // ("sign in with the console credential") must not replace what the attempt was told. A probe
+    // has run to its end once the one after it asks for /healthz.
+    await p.waitForResponse((r) => r.url().endsWith("/_console/token"), { timeout: 15_000 });
+    await p.waitForRequest((r) => r.url().endsWith("/healthz"), { timeout: 15_000 });
+    expect(await p.locator("#stale").textContent()).toContain("wrong console credential");
     await p.fill('#stale input[type="password"]', CONSOLE_CREDENTIAL);
     await p.click('#stale button[type="submit"]');
     await p.waitForSelector('#status[data-status="open"]', { timeout: 30_000 });

@@ -62,6 +62,10 @@ export class ConsoleConnection {
   private fragmentToken: string | undefined;
   private cached: { token: string; expiresAt: number } | undefined;
   private tokenProblem: { status: number; message: string } | undefined;
+  /** What the person's last sign-in was told (a wrong credential). A probe running beside the
+   * sign-in asks the token route without a credential and would replace it with the generic
+   * "sign in" prompt within seconds, so the person never reads why their attempt failed. */
+  private signInRefusal: string | undefined;
   private probeTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor() {
@@ -103,10 +107,12 @@ export class ConsoleConnection {
     sessionStorage.setItem(CREDENTIAL_KEY, credential);
     this.cached = undefined;
     this.tokenProblem = undefined;
+    this.signInRefusal = undefined;
     await this.token();
     const problem = this.tokenProblem as { status: number; message: string } | undefined;
     if (problem) {
       sessionStorage.removeItem(CREDENTIAL_KEY);
+      this.signInRefusal = problem.message;
       this.set({ status: "refused", message: problem.message, needsCredential: true });
       return;
     }
@@ -157,6 +163,7 @@ export class ConsoleConnection {
   private onState(state: ConnectionState): void {
     if (state === "connected") {
       this.stopProbing();
+      this.signInRefusal = undefined;
       this.set({
         status: "open",
         sdkState: state,
@@ -217,10 +224,11 @@ export class ConsoleConnection {
     }
     await this.token();
     if (this.tokenProblem) {
+      const needsCredential = this.tokenProblem.status === 401 && !this.fragmentToken;
       this.set({
         status: "refused",
-        message: this.tokenProblem.message,
-        needsCredential: this.tokenProblem.status === 401 && !this.fragmentToken,
+        message: (needsCredential ? this.signInRefusal : undefined) ?? this.tokenProblem.message,
+        needsCredential,
       });
       return;
     }
