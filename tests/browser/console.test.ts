@@ -7,7 +7,7 @@
 // - a dead letter redriven from the page reaches its handler; a state value a Node worker writes
 //   appears without a reload;
 // - a screenshot of every screen lands in tests/browser/screenshots/ (gitignored).
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { BrowserContext, Page } from "playwright-core";
@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerWorker, TriggerAction, type EdgeClient } from "@iii-edge/sdk-edge/node";
 import { bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
 import { launchChromium } from "@iii-edge/test-support/chromium";
-import { repoRoot, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { configuredQueues, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { until } from "@iii-edge/test-support/wait";
 
 const SHOTS = path.join(path.dirname(fileURLToPath(import.meta.url)), "screenshots");
@@ -33,8 +33,7 @@ const flaky = { failing: true, handled: [] as unknown[] };
 
 /** The engine's QUEUES plus this suite's queue (the harness queues stay as configured). */
 function queuesWithTestQueue(): string {
-  const m = /^QUEUES\s*=\s*'(.*)'\s*$/m.exec(readFileSync(path.join(repoRoot, "wrangler.toml"), "utf8"));
-  const queues = JSON.parse(m![1]!) as Record<string, unknown>;
+  const queues = JSON.parse(configuredQueues()) as Record<string, unknown>;
   queues[TEST_QUEUE] = { backend: "durable", max_retries: 0, backoff_ms: 10 };
   return JSON.stringify(queues);
 }

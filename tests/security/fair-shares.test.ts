@@ -9,12 +9,10 @@
 // - state: a per-principal quota of keys and bytes, kept through a restart; deletes free it;
 // - connections: one token's worker and stream sockets over every namespace together, slots given
 //   back on close and recovered after a restart that dropped sockets without a close.
-import { readFileSync } from "node:fs";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_OPEN_CALLS_PER_CALLER, openCallLimits } from "@iii-edge/engine-do/core/bounds.ts";
 import { TEST_AUTH_SECRET, bearer, token } from "@iii-edge/test-support/auth";
-import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { configuredQueues, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { reply, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
 import { NO_REPLY, RawSocket, flood, upgradeStatus, type Frame } from "@iii-edge/test-support/raw-socket";
 import { eventually, until } from "@iii-edge/test-support/wait";
@@ -33,8 +31,7 @@ const MB_VALUE = "x".repeat(1_000_000);
 
 /** wrangler.toml's queues, plus an owned queue whose consumers are `own::*`. */
 function queuesWithOwned(): string {
-  const m = /^QUEUES\s*=\s*'(.*)'\s*$/m.exec(readFileSync(path.join(repoRoot, "wrangler.toml"), "utf8"));
-  const queues = JSON.parse(m![1]!) as Record<string, unknown>;
+  const queues = JSON.parse(configuredQueues()) as Record<string, unknown>;
   queues.owned = { backend: "durable", consumers: ["own::*"] };
   return JSON.stringify(queues);
 }

@@ -2,7 +2,7 @@
 // with its own state directory, for node e2e, interop, browser and benchmark suites.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { cpSync, existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -10,6 +10,14 @@ import { fileURLToPath } from "node:url";
 import { isMigrated, migrationsStamp } from "../../scripts/d1-migrations.mjs";
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** wrangler.toml's QUEUES, as `npm start` reads it: the text of its `QUEUES = '…'` line (a TOML
+ * literal string, so the JSON as written). */
+export function configuredQueues(): string {
+  const m = /^QUEUES\s*=\s*'(.*)'\s*$/m.exec(readFileSync(path.join(repoRoot, "wrangler.toml"), "utf8"));
+  if (!m) throw new Error("wrangler.toml has no QUEUES = '…' line");
+  return m[1]!;
+}
 
 export interface EngineServer {
   url: string;

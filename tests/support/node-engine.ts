@@ -6,10 +6,8 @@
 // door's auth, D1, Cloudflare Queues — stays with the e2e suites.
 import { randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
-import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
-import path from "node:path";
 import type { Duplex } from "node:stream";
 import { DatabaseSync } from "node:sqlite";
 import { CHANNEL_DIRECTIONS, OPEN_GRANT, type ChannelDirection } from "@iii-edge/protocol";
@@ -17,9 +15,8 @@ import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine, type Installed } from "@iii-edge/engine-do/core/install.ts";
 import { CLOSE, type ChannelItem, type ChannelSocketPort } from "@iii-edge/engine-do/core/channels/hub.ts";
 import { SocketConn } from "@iii-edge/engine-do/core/socket-conn.ts";
+import { configuredQueues } from "./engine-server.ts";
 import { nodeD1, nodePorts, trackedTimers } from "./node-sql.ts";
-
-const repoRoot = path.resolve(import.meta.dirname, "../..");
 
 /** The parts of the `ws` package (iii-sdk's dependency) used here: @types/ws is not installed, and
  * a `declare module "ws"` would clash with the one tests/sdk declares for its own fake engine. */
@@ -40,13 +37,6 @@ const { WebSocketServer } = createRequire(import.meta.url)("ws") as {
   WebSocketServer: new (opts: { noServer: true }) => WebSocketServer;
 };
 const CHANNEL_PATH = /\/ws\/channels\/([^/?]{1,128})$/;
-
-/** wrangler.toml's vars the core reads at install (QUEUES), as `npm start` passes them. */
-function wranglerVar(name: string): string | undefined {
-  const toml = readFileSync(path.join(repoRoot, "wrangler.toml"), "utf8");
-  const m = new RegExp(`^${name}\\s*=\\s*'(.*)'\\s*$`, "m").exec(toml);
-  return m?.[1];
-}
 
 export interface NodeEngine {
   /** What workers dial (as EngineServer.wsUrl). */
@@ -113,7 +103,7 @@ export async function startNodeEngine(opts: { vars?: Record<string, string>; tra
     },
   });
   core = new EngineCore(ports, opts.tracing ? { telemetry: { vars: { TRACING: "on", TRACE_SAMPLE_RATIO: "1" }, db: nodeD1() } } : {});
-  const installed = installEngine(core, { QUEUES: opts.vars?.QUEUES ?? wranglerVar("QUEUES") });
+  const installed = installEngine(core, { QUEUES: opts.vars?.QUEUES ?? configuredQueues() });
   const channels = new NodeChannelSockets();
   installed.channels.setSockets(channels);
   core.start([]);
