@@ -277,6 +277,13 @@ settings.CREDENTIALS_KEY ||= stateCredentialsKey();
 const permissions = permissionsText();
 if (permissions !== undefined) settings.III_PERMISSIONS = permissions;
 
+// $III_WORKER_BUNDLE: run that prebuilt bundle on Miniflare instead of `wrangler dev` (the test
+// suites' fast start, scripts/worker-bundle.mjs); the vars go in a private JSON file.
+const bundleDir = process.env.III_WORKER_BUNDLE;
+if (bundleDir && process.env.III_WRANGLER_CONFIG) {
+  console.error("III_WORKER_BUNDLE is built from the root's wrangler.toml: it cannot run with III_WRANGLER_CONFIG");
+  process.exit(2);
+}
 const helpers = new Map();
 let lines;
 try {
@@ -300,11 +307,23 @@ const hasAuth = AUTH_VARS.some((k) => settings[k]);
 // An explicit ALLOW_PRIVATE_HTTP_FUNCTIONS (environment, .dev.vars, III_DEV_VARS) wins.
 const PRIVATE_HTTP_VAR = "ALLOW_PRIVATE_HTTP_FUNCTIONS";
 if (devVars[PRIVATE_HTTP_VAR] === undefined && settings[PRIVATE_HTTP_VAR] === undefined) {
-  args.push("--var", `${PRIVATE_HTTP_VAR}:${process.env[PRIVATE_HTTP_VAR] ?? String(!hasAuth)}`);
+  devVars[PRIVATE_HTTP_VAR] = process.env[PRIVATE_HTTP_VAR] ?? String(!hasAuth);
+  args.push("--var", `${PRIVATE_HTTP_VAR}:${devVars[PRIVATE_HTTP_VAR]}`);
 }
 const cleanup = () => rmSync(secretsDir, { recursive: true, force: true });
 
-const child = spawn(wrangler, args, { cwd: root, env, stdio: "inherit" });
+let child;
+if (bundleDir) {
+  const varsFile = path.join(secretsDir, "vars.json");
+  writeFileSync(varsFile, JSON.stringify({ ...settings, ...devVars }), { mode: 0o600 });
+  child = spawn(process.execPath, [path.join(root, "scripts", "run-bundle.mjs")], {
+    cwd: root,
+    env: { ...env, PORT: port, III_STATE_DIR: stateDir, III_VARS_FILE: varsFile, III_WORKER_BUNDLE: path.resolve(root, bundleDir) },
+    stdio: "inherit",
+  });
+} else {
+  child = spawn(wrangler, args, { cwd: root, env, stdio: "inherit" });
+}
 // Who runs on this port, for a second `npm start` to name (scripts/start-guard.mjs).
 const pidFile = path.join(root, ".wrangler", `engine-${port}.json`);
 try {

@@ -14,7 +14,7 @@ const EXAMPLE_TIMEOUT_MS = 20_000;
 let engine: EngineServer;
 
 beforeAll(async () => {
-  engine = await startEngine();
+  engine = await startEngine({ wrangler: true });
 }, 120_000);
 
 afterAll(async () => {

@@ -1,5 +1,8 @@
-// Runs what `npm start` runs (scripts/start.mjs: D1 migrations, then wrangler dev) on a free port
-// with its own state directory, for node e2e, interop, browser and benchmark suites.
+// Runs what `npm start` runs (scripts/start.mjs: D1 migrations, then the engine Worker) on a free port
+// with its own state directory, for node e2e, interop, browser and benchmark suites. The Worker runs
+// from a bundle built once for the whole run (scripts/worker-bundle.mjs: the same workerd and
+// bindings, without wrangler dev's 6–10 CPU-seconds a start) when under vitest; `wrangler: true`,
+// another wrangler config, or III_TEST_WRANGLER=1 runs `wrangler dev` itself, as `npm start` does.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
@@ -8,6 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { isMigrated, migrationsStamp } from "../../scripts/d1-migrations.mjs";
+import { ensureBundle } from "../../scripts/worker-bundle.mjs";
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -107,9 +111,24 @@ function freshStateDir(env: Record<string, string> | undefined): string {
   return dir;
 }
 
+/** The prebuilt Worker bundle to run, or undefined when this start runs `wrangler dev`. */
+async function bundleFor(opts: { wrangler?: boolean; env?: Record<string, string> }): Promise<string | undefined> {
+  // Outside vitest (the benches, scripts) every start is `npm start`'s own path, as a user runs it.
+  if (!process.env.VITEST || opts.wrangler || opts.env?.III_WRANGLER_CONFIG || process.env.III_TEST_WRANGLER === "1") return undefined;
+  return ensureBundle();
+}
+
 export async function startEngine(
-  opts: { port?: number; stateDir?: string; vars?: Record<string, string>; env?: Record<string, string> } = {},
+  opts: {
+    port?: number;
+    stateDir?: string;
+    vars?: Record<string, string>;
+    env?: Record<string, string>;
+    /** Run `wrangler dev` as `npm start` does, not the prebuilt bundle (for what tests wrangler's path). */
+    wrangler?: boolean;
+  } = {},
 ): Promise<EngineServer> {
+  const bundle = await bundleFor(opts);
   let port = opts.port ?? (await freePort());
   const stateDir = opts.stateDir ?? freshStateDir(opts.env);
   let url = `http://127.0.0.1:${port}`;
@@ -127,6 +146,7 @@ export async function startEngine(
       III_INSPECTOR_PORT: String(await freePort()),
       PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
       CONSOLE_CODE: consoleCode,
+      ...(bundle ? { III_WORKER_BUNDLE: bundle } : {}),
       ...opts.env,
     };
     if (opts.vars) env.III_DEV_VARS = JSON.stringify(opts.vars);

@@ -16,7 +16,7 @@ const clients: { shutdown(): Promise<void> }[] = [];
 const quiet = { warn: () => {}, error: () => {} };
 
 beforeAll(async () => {
-  engine = await startEngine();
+  engine = await startEngine({ wrangler: true });
 });
 afterAll(async () => {
   for (const c of clients) await c.shutdown().catch(() => {});
