@@ -47,133 +47,15 @@ function weatherApp(engine: EngineServer, ran: string[]): IIIClient {
   return app;
 }
 
-describe("a built-in worker left out by configuration, its ids registered by another process", () => {
+const TINY_WINDOW_MODEL = "gpt-4o-tiny-window";
+
+// The policy and context-compaction replacements share one engine: HARNESS_DISABLE leaves both out,
+// and neither describe's turns reach the other's worker (the policy cases' turns stay far from a
+// window's end, where the orchestrator would ask compact_now; the compaction case's turns call no
+// function, so no policy is asked).
+describe("policy and context-compaction left out (HARNESS_DISABLE=policy,context-compaction)", () => {
   let replay: ReplayServer;
   let engine: EngineServer;
-  let iii: IIIClient;
-  let policy: IIIClient;
-  let app: IIIClient;
-  const asked: { function_id: string; args: unknown }[] = [];
-  const ran: string[] = [];
-
-  beforeAll(async () => {
-    replay = await startProviderReplay();
-    engine = await startEngine({ env: { OPENAI_BASE_URL: replay.openaiBaseUrl, OPENAI_API_KEY: "sk-test", HARNESS_DISABLE: "policy" } });
-    iii = registerWorker(engine.wsUrl, { workerName: "replace-client", otel: { enabled: false } });
-    app = weatherApp(engine, ran);
-    // The replacement policy: its own rules (anything about the weather, nothing else).
-    policy = registerWorker(engine.wsUrl, { workerName: "my-policy", otel: { enabled: false } });
-    policy.registerFunction("policy::check_permissions", async (req: { function_id: string; args: unknown }) => {
-      asked.push({ function_id: req.function_id, args: req.args });
-      if (req.function_id.startsWith("hang::")) return new Promise(() => undefined); // a policy that never answers
-      return req.function_id.startsWith("weather::")
-        ? { decision: "allow", rule_id: "my-weather" }
-        : { decision: "deny", rule_id: "my-default", rule_action: "deny" };
-    });
-    await untilListed(
-      iii,
-      "the replacement policy, the built-in orchestrator and the app",
-      (fns) =>
-        fns.some((f) => f.function_id === "policy::check_permissions") &&
-        fns.some((f) => f.function_id === "run::start") &&
-        fns.some((f) => f.function_id === "weather::forecast"),
-    );
-  });
-
-  afterAll(() => stopAll(engine, replay, iii, policy, app));
-
-  it("the deployed Worker registers no policy; the next turn asks the iii-sdk process's, and its decisions hold", async () => {
-    const fns = await listedFunctions(iii);
-    expect(fns.filter((f) => f.function_id === "policy::check_permissions")).toHaveLength(1);
-    expect(fns.find((f) => f.function_id === "policy::check_permissions")!.worker_name).toBe("my-policy");
-
-    const ui = turnClient(engine, () => iii);
-    replay.enqueue(
-      "openai",
-      reply(callAgentTrigger("weather::forecast", { city: "Turin" }, "r-1"), callAgentTrigger("files::delete", { path: "/" }, "r-2")),
-      reply(say("Turin is clear; I may not delete files.")),
-    );
-    await ui.startTurn("replaced", "weather in Turin, and delete /");
-    await ui.finished("replaced");
-    expect(asked.map((a) => a.function_id)).toEqual(["weather::forecast", "files::delete"]);
-    expect(ran).toEqual(["replaced"]);
-    const results = (await ui.transcript("replaced")).filter((m): m is FunctionResultMessage => m.role === "function_result");
-    expect(results.map((r) => [r.function_call_id, r.is_error])).toEqual([
-      ["r-1", false],
-      ["r-2", true],
-    ]);
-    expect(results[1]!.details).toMatchObject({ status: "denied", denied_by: "permissions", rule_id: "my-default" });
-  });
-
-  it("a policy that does not answer within 5 s denies (gate_unavailable); so does a policy that is gone", async () => {
-    const ui = turnClient(engine, () => iii);
-    replay.enqueue("openai", reply(callAgentTrigger("hang::forever", {}, "g-1")), reply(say("The gate did not answer.")));
-    const t0 = Date.now();
-    await ui.startTurn("policy-slow", "try the hanging one");
-    const { events } = await ui.finished("policy-slow");
-    const end = events.find((e) => e.data.type === "function_execution_end")!.data as {
-      function_call_id: string;
-      is_error: boolean;
-      result: { details: unknown };
-    };
-    expect(end).toMatchObject({
-      function_call_id: "g-1",
-      is_error: true,
-      result: { details: { status: "denied", denied_by: "gate_unavailable" } },
-    });
-    // Denied at the 5 s bound (POLICY_TIMEOUT_MS), not after a call's 30 s default: the model's
-    // second request comes 5 s after its first, plus the turn's own hops.
-    const [first, second] = replay.requestsFor("openai").slice(-2);
-    const gap = second!.received_at - first!.received_at;
-    expect(gap).toBeGreaterThanOrEqual(POLICY_TIMEOUT_MS);
-    expect(gap).toBeLessThan(POLICY_TIMEOUT_MS + 5_000);
-    expect(Date.now() - t0).toBeLessThan(30_000);
-
-    await policy.shutdown();
-    await untilListed(iii, "the policy process gone", (fns) => !fns.some((f) => f.function_id === "policy::check_permissions"));
-    replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Bari" }, "g-2")), reply(say("No gate, no call.")));
-    await ui.startTurn("policy-down", "weather in Bari");
-    const down = await ui.finished("policy-down");
-    expect(down.events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({
-      function_call_id: "g-2",
-      is_error: true,
-      result: { details: { denied_by: "gate_unavailable" } },
-    });
-    expect(ran).not.toContain("policy-down");
-  });
-
-  it("a built-in that is running keeps its ids: another process's registration is refused and the built-in still answers", async () => {
-    const intruder = registerWorker(engine.wsUrl, { workerName: "intruder", otel: { enabled: false } });
-    try {
-      let intruderCalled = false;
-      intruder.registerFunction("approval::resolve", async () => {
-        intruderCalled = true;
-        return { ok: true };
-      });
-      intruder.registerFunction("intruder::ready", async () => ({ ok: true }));
-      // Once its next registration is in, the earlier one has been dealt with (frames are in order).
-      await untilListed(iii, "the intruder's registrations", (fns) => fns.some((f) => f.function_id === "intruder::ready"));
-      const holder = (await listedFunctions(iii)).filter((f) => f.function_id === "approval::resolve");
-      expect(holder).toHaveLength(1);
-      expect(holder[0]!.worker_name).toBe("HARNESS");
-      // The built-in answers, and validates as the built-in does.
-      expect(
-        await iii.trigger({ function_id: "approval::resolve", payload: { session_id: "a/b", function_call_id: "c", decision: "allow" } }),
-      ).toEqual({ ok: false, error: "invalid_payload" });
-      expect(intruderCalled).toBe(false);
-    } finally {
-      await intruder.shutdown();
-    }
-  });
-});
-
-describe("context-compaction replaced by an iii-sdk process", () => {
-  const MODEL = "gpt-4o-tiny-window";
-  let replay: ReplayServer;
-  let engine: EngineServer;
-  let iii: IIIClient;
-  let compactor: IIIClient;
-  const asked: { session_id: string; projected_tokens: number }[] = [];
 
   beforeAll(async () => {
     replay = await startProviderReplay();
@@ -181,79 +63,209 @@ describe("context-compaction replaced by an iii-sdk process", () => {
       env: {
         OPENAI_BASE_URL: replay.openaiBaseUrl,
         OPENAI_API_KEY: "sk-test",
-        HARNESS_DISABLE: "context-compaction",
-        MODELS_OVERRIDES: JSON.stringify([{ provider: "openai", id: MODEL, context_window: 20_000, max_output_tokens: 1_000 }]),
+        HARNESS_DISABLE: "policy,context-compaction",
+        MODELS_OVERRIDES: JSON.stringify([{ provider: "openai", id: TINY_WINDOW_MODEL, context_window: 20_000, max_output_tokens: 1_000 }]),
       },
     });
-    iii = registerWorker(engine.wsUrl, { workerName: "compaction-replace-client", otel: { enabled: false } });
-    // The replacement: summarises everything before the newest message as one line, through the
-    // same session-storage functions the built-in uses.
-    compactor = registerWorker(engine.wsUrl, { workerName: "my-compactor", otel: { enabled: false } });
-    compactor.registerFunction("context-compaction::compact_now", async (req: { session_id: string; projected_tokens: number }) => {
-      asked.push({ session_id: req.session_id, projected_tokens: req.projected_tokens });
-      const { messages } = (await compactor.trigger({
-        function_id: "session-tree::messages",
-        payload: { session_id: req.session_id },
-      })) as { messages: { entry_id: string }[] };
-      const tail = messages.at(-1)!.entry_id;
-      const summary = "SUMMARY-BY-MY-COMPACTOR";
-      const { entry_id } = (await compactor.trigger({
-        function_id: "session-tree::compact",
-        payload: {
-          session_id: req.session_id,
-          summary,
-          tokens_before: req.projected_tokens,
-          details: { read_files: [], modified_files: [] },
-          tail_start_id: tail,
-        },
-      })) as { entry_id: string };
-      return {
-        status: "ok",
-        summary_text: summary,
-        tokens_before: req.projected_tokens,
-        tokens_after: 0,
-        compaction_entry_id: entry_id,
-        tail_start_id: tail,
-        auto_continued: false,
-      };
-    });
-    await untilListed(
-      iii,
-      "the replacement compactor and the orchestrator",
-      (fns) =>
-        fns.find((f) => f.function_id === "context-compaction::compact_now")?.worker_name === "my-compactor" &&
-        fns.some((f) => f.function_id === "run::start"),
-    );
   });
 
-  afterAll(() => stopAll(engine, replay, iii, compactor));
+  afterAll(() => stopAll(engine, replay));
 
-  it("a session past its model's window: the orchestrator asks the replacement, and the model's next request carries its summary instead of the head", async () => {
-    const ui = turnClient(engine, () => iii);
-    const sid = "compaction-replaced";
-    // Runs of a large message each, until the window is full enough for the pre-flight to ask.
-    for (let k = 1; k <= 6 && asked.length === 0; k++) {
-      replay.enqueue("openai", reply(say(`reply ${k}`)));
-      const res = await ui.post("api/turns", {
-        payload: {
-          session_id: sid,
-          message_id: `${sid}-m${k}`,
-          model: MODEL,
-          provider: "openai",
-          messages: [{ role: "user", content: `MARK-${k} ${"alpha ".repeat(3_000)}`, timestamp: Date.now() }],
-        },
+  describe("a built-in worker left out by configuration, its ids registered by another process", () => {
+    let iii: IIIClient;
+    let policy: IIIClient;
+    let app: IIIClient;
+    const asked: { function_id: string; args: unknown }[] = [];
+    const ran: string[] = [];
+
+    beforeAll(async () => {
+      iii = registerWorker(engine.wsUrl, { workerName: "replace-client", otel: { enabled: false } });
+      app = weatherApp(engine, ran);
+      // The replacement policy: its own rules (anything about the weather, nothing else).
+      policy = registerWorker(engine.wsUrl, { workerName: "my-policy", otel: { enabled: false } });
+      policy.registerFunction("policy::check_permissions", async (req: { function_id: string; args: unknown }) => {
+        asked.push({ function_id: req.function_id, args: req.args });
+        if (req.function_id.startsWith("hang::")) return new Promise(() => undefined); // a policy that never answers
+        return req.function_id.startsWith("weather::")
+          ? { decision: "allow", rule_id: "my-weather" }
+          : { decision: "deny", rule_id: "my-default", rule_action: "deny" };
       });
-      expect(res.status, await res.clone().text()).toBe(200);
-      await ui.finished(sid);
-    }
-    expect(asked.length).toBeGreaterThan(0);
-    expect(asked[0]!.session_id).toBe(sid);
-    // It took more than one run to fill the window, so there was a head to summarise.
-    expect(replay.requestsFor("openai").length).toBeGreaterThan(1);
-    const last = replay.requestsFor("openai").at(-1)!;
-    const sent = JSON.stringify(last.body!.messages);
-    expect(sent).toContain("SUMMARY-BY-MY-COMPACTOR");
-    expect(sent).not.toContain("MARK-1 ");
+      await untilListed(
+        iii,
+        "the replacement policy, the built-in orchestrator and the app",
+        (fns) =>
+          fns.some((f) => f.function_id === "policy::check_permissions") &&
+          fns.some((f) => f.function_id === "run::start") &&
+          fns.some((f) => f.function_id === "weather::forecast"),
+      );
+    });
+
+    afterAll(() => Promise.allSettled([iii?.shutdown(), policy?.shutdown(), app?.shutdown()]));
+
+    it("the deployed Worker registers no policy; the next turn asks the iii-sdk process's, and its decisions hold", async () => {
+      const fns = await listedFunctions(iii);
+      expect(fns.filter((f) => f.function_id === "policy::check_permissions")).toHaveLength(1);
+      expect(fns.find((f) => f.function_id === "policy::check_permissions")!.worker_name).toBe("my-policy");
+
+      const ui = turnClient(engine, () => iii);
+      replay.enqueue(
+        "openai",
+        reply(callAgentTrigger("weather::forecast", { city: "Turin" }, "r-1"), callAgentTrigger("files::delete", { path: "/" }, "r-2")),
+        reply(say("Turin is clear; I may not delete files.")),
+      );
+      await ui.startTurn("replaced", "weather in Turin, and delete /");
+      await ui.finished("replaced");
+      expect(asked.map((a) => a.function_id)).toEqual(["weather::forecast", "files::delete"]);
+      expect(ran).toEqual(["replaced"]);
+      const results = (await ui.transcript("replaced")).filter((m): m is FunctionResultMessage => m.role === "function_result");
+      expect(results.map((r) => [r.function_call_id, r.is_error])).toEqual([
+        ["r-1", false],
+        ["r-2", true],
+      ]);
+      expect(results[1]!.details).toMatchObject({ status: "denied", denied_by: "permissions", rule_id: "my-default" });
+    });
+
+    it("a policy that does not answer within 5 s denies (gate_unavailable); so does a policy that is gone", async () => {
+      const ui = turnClient(engine, () => iii);
+      replay.enqueue("openai", reply(callAgentTrigger("hang::forever", {}, "g-1")), reply(say("The gate did not answer.")));
+      const t0 = Date.now();
+      await ui.startTurn("policy-slow", "try the hanging one");
+      const { events } = await ui.finished("policy-slow");
+      const end = events.find((e) => e.data.type === "function_execution_end")!.data as {
+        function_call_id: string;
+        is_error: boolean;
+        result: { details: unknown };
+      };
+      expect(end).toMatchObject({
+        function_call_id: "g-1",
+        is_error: true,
+        result: { details: { status: "denied", denied_by: "gate_unavailable" } },
+      });
+      // Denied at the 5 s bound (POLICY_TIMEOUT_MS), not after a call's 30 s default: the model's
+      // second request comes 5 s after its first, plus the turn's own hops.
+      const [first, second] = replay.requestsFor("openai").slice(-2);
+      const gap = second!.received_at - first!.received_at;
+      expect(gap).toBeGreaterThanOrEqual(POLICY_TIMEOUT_MS);
+      expect(gap).toBeLessThan(POLICY_TIMEOUT_MS + 5_000);
+      expect(Date.now() - t0).toBeLessThan(30_000);
+
+      await policy.shutdown();
+      await untilListed(iii, "the policy process gone", (fns) => !fns.some((f) => f.function_id === "policy::check_permissions"));
+      replay.enqueue("openai", reply(callAgentTrigger("weather::forecast", { city: "Bari" }, "g-2")), reply(say("No gate, no call.")));
+      await ui.startTurn("policy-down", "weather in Bari");
+      const down = await ui.finished("policy-down");
+      expect(down.events.find((e) => e.data.type === "function_execution_end")!.data).toMatchObject({
+        function_call_id: "g-2",
+        is_error: true,
+        result: { details: { denied_by: "gate_unavailable" } },
+      });
+      expect(ran).not.toContain("policy-down");
+    });
+
+    it("a built-in that is running keeps its ids: another process's registration is refused and the built-in still answers", async () => {
+      const intruder = registerWorker(engine.wsUrl, { workerName: "intruder", otel: { enabled: false } });
+      try {
+        let intruderCalled = false;
+        intruder.registerFunction("approval::resolve", async () => {
+          intruderCalled = true;
+          return { ok: true };
+        });
+        intruder.registerFunction("intruder::ready", async () => ({ ok: true }));
+        // Once its next registration is in, the earlier one has been dealt with (frames are in order).
+        await untilListed(iii, "the intruder's registrations", (fns) => fns.some((f) => f.function_id === "intruder::ready"));
+        const holder = (await listedFunctions(iii)).filter((f) => f.function_id === "approval::resolve");
+        expect(holder).toHaveLength(1);
+        expect(holder[0]!.worker_name).toBe("HARNESS");
+        // The built-in answers, and validates as the built-in does.
+        expect(
+          await iii.trigger({ function_id: "approval::resolve", payload: { session_id: "a/b", function_call_id: "c", decision: "allow" } }),
+        ).toEqual({ ok: false, error: "invalid_payload" });
+        expect(intruderCalled).toBe(false);
+      } finally {
+        await intruder.shutdown();
+      }
+    });
+  });
+
+  describe("context-compaction replaced by an iii-sdk process", () => {
+    const MODEL = TINY_WINDOW_MODEL;
+    let iii: IIIClient;
+    let compactor: IIIClient;
+    const asked: { session_id: string; projected_tokens: number }[] = [];
+
+    beforeAll(async () => {
+      // The requests counted below are this describe's alone, as with a replay of its own.
+      replay.reset();
+      iii = registerWorker(engine.wsUrl, { workerName: "compaction-replace-client", otel: { enabled: false } });
+      // The replacement: summarises everything before the newest message as one line, through the
+      // same session-storage functions the built-in uses.
+      compactor = registerWorker(engine.wsUrl, { workerName: "my-compactor", otel: { enabled: false } });
+      compactor.registerFunction("context-compaction::compact_now", async (req: { session_id: string; projected_tokens: number }) => {
+        asked.push({ session_id: req.session_id, projected_tokens: req.projected_tokens });
+        const { messages } = (await compactor.trigger({
+          function_id: "session-tree::messages",
+          payload: { session_id: req.session_id },
+        })) as { messages: { entry_id: string }[] };
+        const tail = messages.at(-1)!.entry_id;
+        const summary = "SUMMARY-BY-MY-COMPACTOR";
+        const { entry_id } = (await compactor.trigger({
+          function_id: "session-tree::compact",
+          payload: {
+            session_id: req.session_id,
+            summary,
+            tokens_before: req.projected_tokens,
+            details: { read_files: [], modified_files: [] },
+            tail_start_id: tail,
+          },
+        })) as { entry_id: string };
+        return {
+          status: "ok",
+          summary_text: summary,
+          tokens_before: req.projected_tokens,
+          tokens_after: 0,
+          compaction_entry_id: entry_id,
+          tail_start_id: tail,
+          auto_continued: false,
+        };
+      });
+      await untilListed(
+        iii,
+        "the replacement compactor and the orchestrator",
+        (fns) =>
+          fns.find((f) => f.function_id === "context-compaction::compact_now")?.worker_name === "my-compactor" &&
+          fns.some((f) => f.function_id === "run::start"),
+      );
+    });
+
+    afterAll(() => Promise.allSettled([iii?.shutdown(), compactor?.shutdown()]));
+
+    it("a session past its model's window: the orchestrator asks the replacement, and the model's next request carries its summary instead of the head", async () => {
+      const ui = turnClient(engine, () => iii);
+      const sid = "compaction-replaced";
+      // Runs of a large message each, until the window is full enough for the pre-flight to ask.
+      for (let k = 1; k <= 6 && asked.length === 0; k++) {
+        replay.enqueue("openai", reply(say(`reply ${k}`)));
+        const res = await ui.post("api/turns", {
+          payload: {
+            session_id: sid,
+            message_id: `${sid}-m${k}`,
+            model: MODEL,
+            provider: "openai",
+            messages: [{ role: "user", content: `MARK-${k} ${"alpha ".repeat(3_000)}`, timestamp: Date.now() }],
+          },
+        });
+        expect(res.status, await res.clone().text()).toBe(200);
+        await ui.finished(sid);
+      }
+      expect(asked.length).toBeGreaterThan(0);
+      expect(asked[0]!.session_id).toBe(sid);
+      // It took more than one run to fill the window, so there was a head to summarise.
+      expect(replay.requestsFor("openai").length).toBeGreaterThan(1);
+      const last = replay.requestsFor("openai").at(-1)!;
+      const sent = JSON.stringify(last.body!.messages);
+      expect(sent).toContain("SUMMARY-BY-MY-COMPACTOR");
+      expect(sent).not.toContain("MARK-1 ");
+    });
   });
 });
 

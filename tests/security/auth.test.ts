@@ -1,7 +1,9 @@
 // Tokens, namespaces and ownership against `npm start` with AUTH_SECRET: every attack on them
 // (connecting without a valid token, taking another's function, route or trigger, reaching into
 // another namespace), each refused with nothing registered or stored changing.
+import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TOKEN_ALGORITHM, TOKEN_ISSUER } from "@iii-edge/protocol";
 import { mintToken } from "@iii-edge/protocol/token";
 import { TEST_AUTH_SECRET, bearer, startSecureEngine, token } from "@iii-edge/test-support/auth";
 import type { EngineServer } from "@iii-edge/test-support/engine-server";
@@ -36,6 +38,19 @@ async function snapshot(s: RawSocket = admin): Promise<string> {
   return JSON.stringify({ fns: fns.functions.map((f) => [f.function_id, f.worker_name]), trg: trg.registered_triggers });
 }
 
+/** A token signed with the engine's secret whose expiry passed a minute ago: mintToken gives at least a
+ * second of life, and waiting that second out is what this saves. */
+function expiredToken(sub: string): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ ns: ["*"] })
+    .setProtectedHeader({ alg: TOKEN_ALGORITHM, typ: "JWT" })
+    .setSubject(sub)
+    .setIssuer(TOKEN_ISSUER)
+    .setIssuedAt(now - 120)
+    .setExpirationTime(now - 60)
+    .sign(new TextEncoder().encode(TEST_AUTH_SECRET));
+}
+
 beforeAll(async () => {
   engine = await startSecureEngine();
   admin = await connect("admin");
@@ -48,9 +63,8 @@ afterAll(async () => {
 describe("only who holds a token connects", () => {
   it("refuses every socket and /_iii request without a valid token with 401, before anything is registered", async () => {
     const before = await snapshot();
-    const expired = await mintToken(TEST_AUTH_SECRET, { sub: "late", ns: ["*"] }, 1);
+    const expired = await expiredToken("late");
     const forged = await mintToken("another-secret-that-is-long-enough-000000", { sub: "forged", ns: ["*"] });
-    await new Promise((r) => setTimeout(r, 1_100));
     for (const path of ["/", "/ns/a", "/otel", "/_iii/streams", "/ns/a/_iii/streams"]) {
       for (const headers of [{}, bearer("not-a-token"), bearer(forged), bearer(expired), { Authorization: "Basic YTpi" }]) {
         const r = await upgradeStatus(`${engine.wsUrl}${path}`, headers);
@@ -166,8 +180,18 @@ describe("nobody takes another's function", () => {
     });
     try {
       sdk.registerFunction("sdk::held", async () => "thief");
+      // Its registrations go out in order on one socket: once the next one is listed, the engine
+      // has dealt with the claim on sdk::held.
+      sdk.registerFunction("sdk::thief-ready", async () => "ready");
+      await eventually(
+        async () =>
+          (await admin.ok<{ functions: { function_id: string }[] }>("engine::functions::list", {})).functions.some(
+            (f) => f.function_id === "sdk::thief-ready",
+          ),
+        10_000,
+        "the thief's later registration listed",
+      );
       await eventually(async () => (await admin.call("sdk::held")).result === "a", 10_000, "owner answers");
-      await new Promise((r) => setTimeout(r, 300));
       for (let i = 0; i < 3; i++) expect((await admin.call("sdk::held")).result).toBe("a");
     } finally {
       await sdk.shutdown();
@@ -294,7 +318,12 @@ describe("namespaces isolate", () => {
 
   it("a hung target: nothing leaks into the caller's namespace when it disconnects", async () => {
     const inB = await connect("hang-b", { ns: ["b"] }, "/ns/b");
-    inB.serve("b::hang", () => NO_REPLY);
+    let reached!: () => void;
+    const arrived = new Promise<void>((r) => (reached = r));
+    inB.serve("b::hang", () => {
+      reached();
+      return NO_REPLY;
+    });
     const a = await connect("hang-a", { ns: ["a", "b"] }, "/ns/a");
     await eventually(
       async () =>
@@ -305,7 +334,7 @@ describe("namespaces isolate", () => {
       "b::hang listed",
     );
     const pending = a.call("b::hang", {}, { namespace: "b" }, 20_000);
-    await new Promise((r) => setTimeout(r, 200));
+    await arrived; // the call is open at its target when the target goes
     await inB.close();
     expect((await pending).error.code).toBe("invocation_stopped");
   });
