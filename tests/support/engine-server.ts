@@ -78,7 +78,7 @@ const ADDRESS_IN_USE = /EADDRINUSE|[Aa]ddress already in use/;
  * migrations (kept in the temp dir, keyed by their stamp, scripts/d1-migrations.mjs), so each engine
  * a suite starts skips the wrangler launch that applying them costs.
  */
-function freshStateDir(env: Record<string, string> | undefined): string {
+export function freshStateDir(env: Record<string, string> | undefined): string {
   const dir = mkdtempSync(path.join(tmpdir(), "iii-edge-state-"));
   const config = env?.III_WRANGLER_CONFIG ? path.resolve(repoRoot, env.III_WRANGLER_CONFIG) : path.join(repoRoot, "wrangler.toml");
   const stamp = migrationsStamp(config);
@@ -112,7 +112,7 @@ function freshStateDir(env: Record<string, string> | undefined): string {
 }
 
 /** The prebuilt Worker bundle to run, or undefined when this start runs `wrangler dev`. */
-async function bundleFor(opts: { wrangler?: boolean; env?: Record<string, string> }): Promise<string | undefined> {
+export async function bundleFor(opts: { wrangler?: boolean; env?: Record<string, string> }): Promise<string | undefined> {
   // Outside vitest (the benches, scripts) every start is `npm start`'s own path, as a user runs it.
   if (!process.env.VITEST || opts.wrangler || opts.env?.III_WRANGLER_CONFIG || process.env.III_TEST_WRANGLER === "1") return undefined;
   return ensureBundle();

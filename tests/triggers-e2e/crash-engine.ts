@@ -1,12 +1,11 @@
 // `npm start` (scripts/start.mjs) in its own process group, on a fixed port and state directory, so
-// a test can do to it what a user's `kill -9` does: SIGKILL to start.mjs, wrangler and workerd at
+// a test can do to it what a user's `kill -9` does: SIGKILL to start.mjs, the Worker's runner and workerd at
 // once — no shutdown handler runs, nothing is flushed — and then start it again on the same state.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import net from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
-import { freePort, repoRoot } from "@iii-edge/test-support/engine-server";
+import { bundleFor, freePort, freshStateDir, repoRoot } from "@iii-edge/test-support/engine-server";
 
 /** A cold start on a busy 2-core box (migrations + workerd boot), as engine-server.ts allows. */
 const START_TIMEOUT_MS = 90_000;
@@ -37,7 +36,9 @@ async function portBusy(port: number): Promise<boolean> {
 
 export async function crashableEngine(env: Record<string, string> = {}): Promise<CrashableEngine> {
   const port = await freePort();
-  const stateDir = mkdtempSync(path.join(tmpdir(), "iii-edge-crash-"));
+  // Migrated already and run from the suite's Worker bundle, as startEngine's engines are.
+  const stateDir = freshStateDir(env);
+  const bundle = await bundleFor({ env });
   const url = `http://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
   let log = "";
@@ -74,6 +75,7 @@ export async function crashableEngine(env: Record<string, string> = {}): Promise
           III_STATE_DIR: stateDir,
           III_INSPECTOR_PORT: String(await freePort()),
           PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+          ...(bundle ? { III_WORKER_BUNDLE: bundle } : {}),
           ...env,
         },
         detached: true,
