@@ -1,13 +1,16 @@
 // The unmodified iii-sdk@0.22.1 against the engine core served in this process
 // (@iii-edge/test-support/node-engine): two workers in this process and one in a child process,
 // calling each other through the engine (protocol/README.md §12) — calls, errors, void and enqueue,
-// state and its triggers, custom trigger types, discovery pushes, a worker killed mid-call. What
+// state and its triggers, custom trigger types, discovery pushes, a channel between two workers, a
+// worker killed mid-call. What
 // only `npm start` has (the token on the handshake, /_iii/invoke, /otel) stays in
 // tests/interop/sdk.test.ts.
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { registerWorker, TriggerAction, type IIIClient } from "iii-sdk";
+import type { ChannelReader } from "iii-sdk/channel";
+import { createChannel } from "iii-sdk/helpers";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { failure, listed, registered, sleep, until } from "../interop/sdk.ts";
@@ -277,6 +280,38 @@ describe("discovery", () => {
       functions: { function_id: string; worker_name: string; description?: string }[];
     };
     expect(fns.functions).toContainEqual({ function_id: "b::add", worker_name: "interop-b", description: "adds a and b" });
+  });
+});
+
+describe("channels (iii-sdk/helpers createChannel)", () => {
+  it("worker A writes text and binary to a channel; worker B reads them all through the reader ref", async () => {
+    b.registerFunction("b::consume", async (input: { source: ChannelReader; expect_bytes: number }) => {
+      const texts: string[] = [];
+      input.source.onMessage((m) => texts.push(m));
+      const chunks: Buffer[] = [];
+      let n = 0;
+      for await (const chunk of input.source.stream) {
+        chunks.push(chunk as Buffer);
+        n += (chunk as Buffer).length;
+        if (n >= input.expect_bytes) break;
+      }
+      const bytes = Buffer.concat(chunks);
+      return { texts, length: bytes.length, head: bytes.subarray(0, 10).toString(), sum: bytes.reduce((s, x) => s + x, 0) };
+    });
+    await registered(a, "b::consume");
+    const ch = await createChannel(a, 16);
+    expect(ch.readerRef).toMatchObject({ channel_id: ch.writerRef.channel_id, direction: "read" });
+    const result = a.trigger({ function_id: "b::consume", payload: { source: ch.readerRef, expect_bytes: 150_010 } });
+    ch.writer.sendMessage(JSON.stringify({ type: "hello" }));
+    ch.writer.stream.write(Buffer.from("binary one"));
+    ch.writer.stream.write(Buffer.alloc(150_000, 1)); // the SDK splits this into 64 KiB frames
+    ch.writer.stream.end();
+    expect(await result).toEqual({
+      texts: ['{"type":"hello"}'],
+      length: 150_010,
+      head: "binary one",
+      sum: "binary one".split("").reduce((s, c) => s + c.charCodeAt(0), 0) + 150_000,
+    });
   });
 });
 
