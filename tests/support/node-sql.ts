@@ -22,7 +22,8 @@ const fromRow = (row: Record<string, unknown>): Record<string, unknown> => {
 
 export function nodeSql(db: DatabaseSync): Sql {
   return {
-    exec: <T>(q: string, ...b: SqlValue[]) => (db.prepare(q).all(...(b.map(toBind) as never[])) as Record<string, unknown>[]).map(fromRow) as T[],
+    exec: <T>(q: string, ...b: SqlValue[]) =>
+      (db.prepare(q).all(...(b.map(toBind) as never[])) as Record<string, unknown>[]).map(fromRow) as T[],
     transaction: <T>(fn: () => T): T => {
       db.exec("BEGIN");
       try {

@@ -15,6 +15,10 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { failure, listed, registered, sleep, until } from "../interop/sdk.ts";
 
+// Waits for registrations and pushes (`until`) are the interop suite's: more than the unit
+// project's 5 s default on a loaded machine.
+vi.setConfig({ testTimeout: 30_000 });
+
 let engine: NodeEngine;
 let a: IIIClient;
 let b: IIIClient;

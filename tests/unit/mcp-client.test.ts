@@ -9,7 +9,7 @@
 import path from "node:path";
 import { run } from "@iii-edge/worker-mcp/node";
 import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { freePort, repoRoot } from "@iii-edge/test-support/engine-server";
 import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
@@ -20,6 +20,10 @@ const STDIO_FIXTURE = path.join(repoRoot, "tests/node/mcp-fixture-stdio.mjs");
 const PING_MS = 300;
 /** Catalog changes here wait on a ping, a reconnect backoff and a listing: generous for a busy box. */
 const CHANGE_MS = 15_000;
+
+// Catalog changes wait on a ping, a reconnect backoff and a listing (CHANGE_MS): more than the unit
+// project's 5 s default on a loaded machine.
+vi.setConfig({ testTimeout: 30_000 });
 
 let engine: NodeEngine;
 let calc: HttpFixture;
