@@ -1,24 +1,19 @@
-// Keyed workers outside Cloudflare and from iii-sdk (docs/keyed-workers.md): the conformance suite
-// (tests/keyed/keyed.case.ts) against the demo keyed counter run as a Node worker (`runWorkers`:
-// a node:sqlite file per key), and the Worker-hosted counter of `npm start` called by the
-// unmodified iii-sdk. Both are driven through `npm start`'s engine by an iii-sdk caller.
+// Keyed workers from iii-sdk where `npm start` is part of what is tested (docs/keyed-workers.md):
+// the Worker-hosted counter of `npm start` called by the unmodified iii-sdk, and the demo keyed
+// counter as a process of its own (`npm run worker -- counter`). The conformance suite against the
+// counter run as a Node worker is in tests/unit/keyed-worker.test.ts (the engine core in-process).
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { keyedCounter } from "@iii-edge/demo-app/counter";
-import { runWorkers, type RunningWorkers } from "@iii-edge/sdk-edge/worker-node";
 import { type IIIClient, registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { until } from "@iii-edge/test-support/wait";
-import { type CallOutcome, keyedConformance } from "../keyed/keyed.case.ts";
+import type { CallOutcome } from "../keyed/keyed.case.ts";
 
 let engine: EngineServer;
 let caller: IIIClient;
-let running: RunningWorkers | undefined;
-const prefix = `ncounter${crypto.randomUUID().slice(0, 8)}`;
-const dir = mkdtempSync(path.join(tmpdir(), "iii-keyed-"));
 const uid = (what: string) => `${what}-${crypto.randomUUID().slice(0, 8)}`;
 
 async function call(function_id: string, payload: unknown): Promise<CallOutcome> {
@@ -30,36 +25,14 @@ async function call(function_id: string, payload: unknown): Promise<CallOutcome>
   }
 }
 
-/** Start the keyed worker and wait until the engine routes to it. */
-async function startWorker(): Promise<void> {
-  running = runWorkers(`${engine.wsUrl}/`, [keyedCounter(prefix)], { workerName: prefix, keyedDir: dir, env: {} });
-  await until(async () => (await call(`${prefix}::get`, { user_id: "probe" })).error === undefined, "the keyed worker's functions", 30_000);
-}
-
 beforeAll(async () => {
   engine = await startEngine();
   caller = registerWorker(`${engine.wsUrl}/`, { workerName: "keyed-caller", otel: { enabled: false }, enableMetricsReporting: false });
-  await startWorker();
 });
 afterAll(async () => {
-  await running?.shutdown();
   await caller?.shutdown();
   await engine?.stop();
-  rmSync(dir, { recursive: true, force: true });
 });
-
-keyedConformance("Node-hosted (node:sqlite per key, runWorkers)", () => ({
-  prefix,
-  call,
-  // A restart of the worker: its instances, timers and connection gone; its data directory kept.
-  evict: async () => {
-    await running?.shutdown();
-    await startWorker();
-  },
-  wakeAlarms: async (key) => {
-    await Promise.all([0, 1].map(() => running?.keyed?.fire(prefix, key)));
-  },
-}));
 
 describe("keyed workers seen from iii-sdk", () => {
   it("the Worker-hosted counter of `npm start` is called like any function, and answers invalid_arguments without its key", async () => {
@@ -67,20 +40,6 @@ describe("keyed workers seen from iii-sdk", () => {
     expect(await caller.trigger({ function_id: "counter::add", payload: { user_id, by: 2 } })).toEqual({ user_id, count: 2 });
     expect(await caller.trigger({ function_id: "counter::get", payload: { user_id } })).toEqual({ user_id, count: 2 });
     await expect(caller.trigger({ function_id: "counter::add", payload: { by: 2 } })).rejects.toMatchObject({ code: "invalid_arguments" });
-  });
-
-  it("lists a Node-hosted keyed function with the field it is keyed by", async () => {
-    const list = (await caller.trigger({ function_id: "engine::functions::info", payload: { function_id: `${prefix}::add` } })) as {
-      metadata?: Record<string, unknown>;
-    };
-    expect(list.metadata).toMatchObject({ keyed_by: "user_id" });
-  });
-
-  it("keeps one database file per key in the data directory", async () => {
-    const before = readdirSync(dir).filter((f) => f.endsWith(".sqlite")).length;
-    await call(`${prefix}::add`, { user_id: uid("file") });
-    const after = readdirSync(dir).filter((f) => f.endsWith(".sqlite")).length;
-    expect(after).toBe(before + 1);
   });
 });
 

@@ -1,28 +1,23 @@
-// The MCP client worker (workers/mcp, what `npm run worker -- mcp` runs) against servers built with
-// the official MCP TypeScript SDK's McpServer: one over Streamable HTTP on a local port, one over
-// stdio as a child process. Their tools appear in the engine's catalog as mcp::<server>::<tool>
-// with the tool's inputSchema as request_format, calls through the engine return the tools'
-// results, a tool added later appears, and a server that goes away and comes back (the HTTP one
-// restarted, the stdio one killed) has its tools leave the catalog and return.
+// The MCP client worker (workers/mcp) where `npm start`'s engine is part of what is tested: the
+// engine's own /mcp as one of its servers (both halves of the package meet), and the worker as its
+// own process (`npm run worker -- mcp`). Its handling of servers over Streamable HTTP and stdio —
+// tools in the catalog, calls, list_changed, servers going away and coming back — runs on the
+// engine core in tests/unit/mcp-client.test.ts.
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { run } from "@iii-edge/worker-mcp/node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { httpFixture, type HttpFixture } from "./mcp-fixture-http.ts";
-import { freePort, repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { expectStoppedBySigterm } from "@iii-edge/test-support/npm-exit";
 import { until } from "@iii-edge/test-support/wait";
 
 const STDIO_FIXTURE = path.join(repoRoot, "tests/node/mcp-fixture-stdio.mjs");
-/** The client's ping in this suite: a server that went away is noticed within it. */
-const PING_MS = 300;
 /** Catalog changes here wait on a ping, a reconnect backoff and a listing: generous for a busy box. */
 const CHANGE_MS = 15_000;
 /** `npm run worker` starts npm, then Node with the workspace sources: slow on a busy 2-core box. */
 const CLI_START_MS = 60_000;
 
 let engine: EngineServer;
-let calc: HttpFixture;
 let running: ReturnType<typeof run>;
 
 async function invoke(function_id: string, payload: unknown): Promise<{ result?: unknown; error?: { code: string; message: string } }> {
@@ -40,19 +35,15 @@ const callOk = async (function_id: string, payload: unknown) => {
 };
 
 beforeAll(async () => {
-  // The engine's own /mcp (open: loopback, no AUTH_SECRET) is a third server: both halves of the
-  // package meet, and edge::hello (a Worker-hosted demo function) comes back as mcp::self::edge__hello.
-  [engine, calc] = await Promise.all([startEngine({ vars: { MCP_EXPOSE: "edge::hello" } }), freePort().then(httpFixture)]);
+  // The engine's own /mcp (open: loopback, no AUTH_SECRET) as the client's server: edge::hello (a
+  // Worker-hosted demo function) comes back as mcp::self::edge__hello.
+  engine = await startEngine({ vars: { MCP_EXPOSE: "edge::hello" } });
   running = run(engine.wsUrl, {
     workerName: "mcp",
     config: {
       mcp: {
-        servers: [
-          { name: "calc", url: calc.url },
-          { name: "local", command: process.execPath, args: [STDIO_FIXTURE] },
-          { name: "self", url: `${engine.url}/mcp` },
-        ],
-        pingMs: PING_MS,
+        servers: [{ name: "self", url: `${engine.url}/mcp` }],
+        pingMs: 300,
         reconnectInitialMs: 100,
         reconnectMaxMs: 1_000,
         log: () => undefined,
@@ -63,47 +54,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await running?.shutdown();
-  await calc?.stop();
   await engine?.stop();
 });
 
-describe("MCP client worker (official SDK McpServer over Streamable HTTP and stdio)", () => {
-  it("registers each server's tools as mcp::<server>::<tool>, with the tool's inputSchema as request_format", async () => {
-    const want = ["mcp::calc::add", "mcp::local::fail", "mcp::local::shout", "mcp::self::edge__hello", "mcp::servers"];
-    await until(async () => JSON.stringify(await catalog()) === JSON.stringify(want), "both servers' tools in the catalog", CHANGE_MS);
-    const info = (await invoke("engine::functions::info", { function_id: "mcp::calc::add" })).result as {
-      request_schema: unknown;
-      description: string;
-      metadata: unknown;
-    };
-    expect(info.request_schema).toMatchObject({
-      type: "object",
-      properties: { a: { type: "number" }, b: { type: "number" } },
-      required: ["a", "b"],
-    });
-    expect(info.description).toContain("Adds two numbers");
-    // Never served back out by this engine's own MCP server.
-    expect(info.metadata).toMatchObject({ mcp: { expose: false, server: "calc", tool: "add" } });
-  });
-
-  it("a call through the engine returns the tool's result (HTTP and stdio), and a tool error is the call's error", async () => {
-    expect(await callOk("mcp::calc::add", { a: 2, b: 3 })).toEqual({
-      content: [{ type: "text", text: "5" }],
-      structuredContent: { sum: 5 },
-    });
-    const shouted = await callOk("mcp::local::shout", { text: "hi" });
-    expect(shouted.content).toEqual([{ type: "text", text: "HI" }]);
-    expect(shouted.structuredContent?.shouted).toBe("HI");
-    expect(shouted.structuredContent?.pid).not.toBe(process.pid);
-    const failed = await invoke("mcp::local::fail", {});
-    expect(failed.error?.code).toBe("invocation_failed");
-    expect(failed.error?.message).toContain("this tool always fails");
-    // Arguments the tool's schema refuses: the server's own validation error, as the call's error.
-    const bad = await invoke("mcp::calc::add", { a: "two" });
-    expect(bad.error?.code).toBe("invocation_failed");
-  });
-
-  it("the engine's own /mcp as a server: its exposed function comes back as a tool of 'self', and the MCP functions are not served again", async () => {
+describe("MCP client worker with the engine's own /mcp as a server", () => {
+  it("its exposed function comes back as a tool of 'self', and the MCP functions are not served again", async () => {
+    await until(async () => (await catalog()).includes("mcp::self::edge__hello"), "the self server's tool in the catalog", CHANGE_MS);
     expect(await callOk("mcp::self::edge__hello", { name: "ada" })).toEqual({
       content: [{ type: "text", text: JSON.stringify({ greeting: "Hello, ada! (from a Worker)" }) }],
       structuredContent: { greeting: "Hello, ada! (from a Worker)" },
@@ -113,43 +69,6 @@ describe("MCP client worker (official SDK McpServer over Streamable HTTP and std
       (s) => s.name === "self",
     );
     expect(self?.tools.map((t) => t.tool)).toEqual(["edge__hello"]);
-  });
-
-  it("a tool the server adds later (list_changed) is registered", async () => {
-    calc.addTool("mul");
-    await until(async () => (await catalog()).includes("mcp::calc::mul"), "mcp::calc::mul after list_changed", CHANGE_MS);
-    expect((await callOk("mcp::calc::mul", { a: 6, b: 7 })).structuredContent).toEqual({ product: 42 });
-  });
-
-  it("a server that goes away leaves the catalog, and its tools come back when it does", async () => {
-    await calc.stop();
-    await until(async () => !(await catalog()).includes("mcp::calc::add"), "calc's tools gone while it is down", CHANGE_MS);
-    const status = (await callOk("mcp::servers", {})) as unknown as { servers: { name: string; connected: boolean }[] };
-    expect(status.servers.find((s) => s.name === "calc")?.connected).toBe(false);
-    await calc.start();
-    await until(async () => (await catalog()).includes("mcp::calc::add"), "calc's tools back after it restarted", CHANGE_MS);
-    expect((await callOk("mcp::calc::add", { a: 1, b: 1 })).structuredContent).toEqual({ sum: 2 });
-  });
-
-  it("a stdio server that dies is started again", async () => {
-    const pid = (await callOk("mcp::local::shout", { text: "a" })).structuredContent?.pid as number;
-    process.kill(pid, "SIGKILL");
-    const next = await until(
-      async () => {
-        const r = await invoke("mcp::local::shout", { text: "b" });
-        const p = (r.result as { structuredContent?: { pid?: number } } | undefined)?.structuredContent?.pid;
-        return p !== undefined && p !== pid ? p : undefined;
-      },
-      "a new stdio server process answering",
-      CHANGE_MS,
-    );
-    expect(next).not.toBe(pid);
-  });
-
-  it("on shutdown its functions leave the catalog", async () => {
-    await running.shutdown();
-    await until(async () => (await catalog()).length === 0, "no mcp:: functions after shutdown", CHANGE_MS);
-    expect(await invoke("mcp::calc::add", { a: 1, b: 2 })).toMatchObject({ error: { code: "function_not_found" } });
   });
 });
 

@@ -1,5 +1,5 @@
 // An MCP server built with the official SDK's McpServer over Streamable HTTP (stateful sessions) on
-// a local port, for the MCP client worker's suites (tests/node/mcp-client.test.ts,
+// a local port, for the MCP client worker's suites (tests/unit/mcp-client.test.ts,
 // tests/harness/mcp-turn.test.ts). Tools: `add` {a, b} → {sum}, and any `addTool(name)` adds later
 // ({a, b} → {product}); each live session is told with list_changed.
 import { randomUUID } from "node:crypto";

@@ -1,5 +1,5 @@
 // An MCP server on stdio, built with the official SDK's McpServer: what the MCP client worker
-// spawns in tests/node/mcp-client.test.ts. Ends when its stdin closes (the SDK's stdio transport).
+// spawns in tests/unit/mcp-client.test.ts and tests/node/mcp-client.test.ts. Ends when its stdin closes (the SDK's stdio transport).
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { z } from "zod";

@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { DatabaseSync } from "node:sqlite";
-import { CHANNEL_DIRECTIONS, OPEN_GRANT, type ChannelDirection } from "@iii-edge/protocol";
+import { CHANNEL_DIRECTIONS, OPEN_GRANT, grantSchema, type ChannelDirection } from "@iii-edge/protocol";
 import { EngineCore } from "@iii-edge/engine-do/core/engine.ts";
 import { installEngine, type Installed } from "@iii-edge/engine-do/core/install.ts";
 import { CLOSE, type ChannelItem, type ChannelSocketPort } from "@iii-edge/engine-do/core/channels/hub.ts";
@@ -155,8 +155,12 @@ export async function startNodeEngine(opts: { vars?: Record<string, string>; tra
       ws.on("close", () => {
         if (!stopped) core.disconnect(conn.workerId);
       });
-      // A loopback client of an engine without auth gets the open grant, as from `npm start`.
-      core.connect(conn, randomUUID(), { grant: OPEN_GRANT, ip: "127.0.0.1" });
+      // A loopback client of an engine without auth gets the open grant, as from `npm start`. An
+      // `x-iii-grant` header hands the socket over with that grant instead, as the front door does
+      // once a token is verified (the wire suites' narrower grants; there is no front door here).
+      const asked = req.headers["x-iii-grant"];
+      const grant = typeof asked === "string" ? grantSchema.parse(JSON.parse(asked)) : OPEN_GRANT;
+      core.connect(conn, randomUUID(), { grant, ip: "127.0.0.1" });
     });
   };
 

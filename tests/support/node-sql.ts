@@ -8,9 +8,22 @@ import type { D1Like, D1StatementLike } from "@iii-edge/engine-do/core/queues/de
 import type { EngineFrame } from "@iii-edge/protocol";
 import type { Conn, EnginePorts, Sql, SqlValue, Timers } from "@iii-edge/engine-do/core/ports.ts";
 
+/** A BLOB as the object's SqlStorage takes and gives it: an ArrayBuffer. node:sqlite binds only
+ * typed arrays and answers a BLOB as a Uint8Array, so both directions are converted here (a
+ * channel's binary items are stored so). */
+const toBind = (v: SqlValue): unknown => (v instanceof ArrayBuffer ? new Uint8Array(v) : v);
+const fromRow = (row: Record<string, unknown>): Record<string, unknown> => {
+  for (const k in row) {
+    const v = row[k];
+    if (v instanceof Uint8Array) row[k] = v.buffer.slice(v.byteOffset, v.byteOffset + v.byteLength);
+  }
+  return row;
+};
+
 export function nodeSql(db: DatabaseSync): Sql {
   return {
-    exec: <T>(q: string, ...b: SqlValue[]) => db.prepare(q).all(...(b as never[])) as T[],
+    exec: <T>(q: string, ...b: SqlValue[]) =>
+      (db.prepare(q).all(...(b.map(toBind) as never[])) as Record<string, unknown>[]).map(fromRow) as T[],
     transaction: <T>(fn: () => T): T => {
       db.exec("BEGIN");
       try {
