@@ -6,10 +6,21 @@
 // differ, and each harness says how it does that.
 import { describe, expect, it } from "vitest";
 import { eventually } from "@iii-edge/test-support/wait";
+import type { IIIClient } from "iii-sdk";
 
 export interface CallOutcome {
   result?: unknown;
   error?: { code: string; message: string };
+}
+
+/** A call through an iii-sdk client as an outcome: its result, or its typed error. */
+export async function sdkOutcome(client: IIIClient, function_id: string, payload: unknown): Promise<CallOutcome> {
+  try {
+    return { result: await client.trigger({ function_id, payload, timeoutMs: 20_000 }) };
+  } catch (e) {
+    const err = e as { code?: string; message?: string };
+    return { error: { code: String(err.code), message: String(err.message) } };
+  }
 }
 
 export interface KeyedHarness {

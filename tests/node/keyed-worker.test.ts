@@ -10,20 +10,13 @@ import { type IIIClient, registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { until } from "@iii-edge/test-support/wait";
-import type { CallOutcome } from "../keyed/keyed.case.ts";
+import { sdkOutcome } from "../keyed/keyed.case.ts";
 
 let engine: EngineServer;
 let caller: IIIClient;
 const uid = (what: string) => `${what}-${crypto.randomUUID().slice(0, 8)}`;
 
-async function call(function_id: string, payload: unknown): Promise<CallOutcome> {
-  try {
-    return { result: await caller.trigger({ function_id, payload, timeoutMs: 20_000 }) };
-  } catch (e) {
-    const err = e as { code?: string; message?: string };
-    return { error: { code: String(err.code), message: String(err.message) } };
-  }
-}
+const call = (function_id: string, payload: unknown) => sdkOutcome(caller, function_id, payload);
 
 beforeAll(async () => {
   engine = await startEngine();

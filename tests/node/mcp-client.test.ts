@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { expectStoppedBySigterm } from "@iii-edge/test-support/npm-exit";
 import { until } from "@iii-edge/test-support/wait";
+import { mcpCalls } from "./mcp-calls.ts";
 
 const STDIO_FIXTURE = path.join(repoRoot, "tests/node/mcp-fixture-stdio.mjs");
 /** Catalog changes here wait on a ping, a reconnect backoff and a listing: generous for a busy box. */
@@ -24,15 +25,7 @@ async function invoke(function_id: string, payload: unknown): Promise<{ result?:
   const r = await fetch(`${engine.url}/_iii/invoke`, { method: "POST", body: JSON.stringify({ function_id, payload }) });
   return (await r.json()) as { result?: unknown; error?: { code: string; message: string } };
 }
-const catalog = async (prefix = "mcp::") =>
-  ((await invoke("engine::functions::list", { prefix })).result as { functions: { function_id: string }[] }).functions
-    .map((f) => f.function_id)
-    .sort();
-const callOk = async (function_id: string, payload: unknown) => {
-  const r = await invoke(function_id, payload);
-  if (r.error) throw new Error(`${function_id}: ${r.error.code}: ${r.error.message}`);
-  return r.result as { content: { type: string; text: string }[]; structuredContent?: Record<string, unknown> };
-};
+const { catalog, callOk } = mcpCalls(invoke);
 
 beforeAll(async () => {
   // The engine's own /mcp (open: loopback, no AUTH_SECRET) as the client's server: edge::hello (a

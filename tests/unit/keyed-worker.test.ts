@@ -12,7 +12,7 @@ import { type IIIClient, registerWorker } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
-import { type CallOutcome, keyedConformance } from "../keyed/keyed.case.ts";
+import { keyedConformance, sdkOutcome } from "../keyed/keyed.case.ts";
 
 // A restart of the worker (the conformance suite's eviction) waits for the engine to route to the
 // new connection: more than the unit project's 5 s default on a loaded machine.
@@ -25,14 +25,7 @@ const prefix = `ncounter${crypto.randomUUID().slice(0, 8)}`;
 const dir = mkdtempSync(path.join(tmpdir(), "iii-keyed-"));
 const uid = (what: string) => `${what}-${crypto.randomUUID().slice(0, 8)}`;
 
-async function call(function_id: string, payload: unknown): Promise<CallOutcome> {
-  try {
-    return { result: await caller.trigger({ function_id, payload, timeoutMs: 20_000 }) };
-  } catch (e) {
-    const err = e as { code?: string; message?: string };
-    return { error: { code: String(err.code), message: String(err.message) } };
-  }
-}
+const call = (function_id: string, payload: unknown) => sdkOutcome(caller, function_id, payload);
 
 /** Start the keyed worker and wait until the engine routes to it. */
 async function startWorker(): Promise<void> {

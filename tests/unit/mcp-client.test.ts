@@ -14,6 +14,7 @@ import { freePort, repoRoot } from "@iii-edge/test-support/engine-server";
 import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
 import { httpFixture, type HttpFixture } from "../node/mcp-fixture-http.ts";
+import { mcpCalls } from "../node/mcp-calls.ts";
 
 const STDIO_FIXTURE = path.join(repoRoot, "tests/node/mcp-fixture-stdio.mjs");
 /** The client's ping in this suite: a server that went away is noticed within it. */
@@ -39,15 +40,7 @@ async function invoke(function_id: string, payload: unknown): Promise<{ result?:
     return { error: { code, message } };
   }
 }
-const catalog = async (prefix = "mcp::") =>
-  ((await invoke("engine::functions::list", { prefix })).result as { functions: { function_id: string }[] }).functions
-    .map((f) => f.function_id)
-    .sort();
-const callOk = async (function_id: string, payload: unknown) => {
-  const r = await invoke(function_id, payload);
-  if (r.error) throw new Error(`${function_id}: ${r.error.code}: ${r.error.message}`);
-  return r.result as { content: { type: string; text: string }[]; structuredContent?: Record<string, unknown> };
-};
+const { catalog, callOk } = mcpCalls(invoke);
 
 beforeAll(async () => {
   [engine, calc] = await Promise.all([startNodeEngine(), freePort().then(httpFixture)]);

@@ -9,26 +9,12 @@
 // tests/workers/trace.test.ts; tests/node/telemetry*.test.ts checks the parentage.
 import { afterEach, describe, expect, it } from "vitest";
 import { Wires, eventually, sleep, uuid, useNodeEngine, type Frame } from "./node-wire.ts";
+import { IN_TRACE, SAME_TRACE, TRACE, TRACEPARENT, firstCallOf, traceId } from "../workers/trace-context.ts";
 
 useNodeEngine({ tracing: true });
 
 const wires = new Wires();
 afterEach(() => wires.closeAll());
-
-const TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-const BAGGAGE = "userId=alice,tenant=acme";
-const TRACE = { traceparent: TRACEPARENT, baggage: BAGGAGE };
-const traceId = (tp: string) => tp.split("-")[1];
-/** The caller's trace, continued: its trace id, sampled, under a span of the engine; its baggage. */
-const SAME_TRACE = expect.stringMatching(new RegExp(`^00-${traceId(TRACEPARENT)}-(?!${TRACEPARENT.split("-")[2]})[0-9a-f]{16}-01$`));
-const IN_TRACE = { traceparent: SAME_TRACE, baggage: BAGGAGE };
-
-type Wire = Awaited<ReturnType<Wires["connect"]>>;
-/** Serve `fn` on `w`; resolves with the first invokefunction frame it receives. */
-const firstCallOf = (w: Wire, fn: string, handler: (d: Frame) => unknown = () => null): Promise<Frame> => {
-  w.serve(fn, handler);
-  return w.next((f) => f.type === "invokefunction" && f.function_id === fn, 5_000, `a call of ${fn}`);
-};
 
 describe("trigger fires continue the trace of what caused them", () => {
   it("state: the fire (condition and function) carries the write's traceparent and baggage", async () => {

@@ -6,23 +6,10 @@
 import { exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { Wires, uuid, type Frame } from "./wire.ts";
+import { BAGGAGE, IN_TRACE, TRACEPARENT, firstCallOf, traceId } from "./trace-context.ts";
 
 const wires = new Wires();
 afterEach(() => wires.closeAll());
-
-const TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-const BAGGAGE = "userId=alice,tenant=acme";
-const traceId = (tp: string) => tp.split("-")[1];
-/** The caller's trace, continued: its trace id, sampled, under a span of the engine; its baggage. */
-const SAME_TRACE = expect.stringMatching(new RegExp(`^00-${traceId(TRACEPARENT)}-(?!${TRACEPARENT.split("-")[2]})[0-9a-f]{16}-01$`));
-const IN_TRACE = { traceparent: SAME_TRACE, baggage: BAGGAGE };
-
-type Wire = Awaited<ReturnType<Wires["connect"]>>;
-/** Serve `fn` on `w`; resolves with the first invokefunction frame it receives. */
-const firstCallOf = (w: Wire, fn: string, handler: (d: Frame) => unknown = () => null): Promise<Frame> => {
-  w.serve(fn, handler);
-  return w.next((f) => f.type === "invokefunction" && f.function_id === fn, 5_000, `a call of ${fn}`);
-};
 
 describe("requests through the front door continue the caller's trace", () => {
   it("http: the request's traceparent / baggage headers reach its middleware and function; a malformed traceparent is ignored", async () => {
