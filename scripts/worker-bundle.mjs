@@ -37,8 +37,16 @@ function walk(dir, out) {
   return out;
 }
 
-/** A stamp of every file the bundle may include: path, size and content. */
+/** A stamp of every file the bundle may include: path, size and content. Hashing them costs
+ * 25–70 ms, and a suite file may start several engines, so a process stamps once: sources do not
+ * change under a running test process. */
+let stamped;
 export function bundleStamp() {
+  stamped ??= stampSources();
+  return stamped;
+}
+
+function stampSources() {
   const files = [...SOURCE_DIRS.flatMap((d) => walk(path.join(root, d), [])), ...SOURCE_FILES.map((f) => path.join(root, f))].sort();
   const h = createHash("sha256");
   for (const f of files) {

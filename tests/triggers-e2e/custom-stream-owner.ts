@@ -3,8 +3,10 @@
 // and a stream trigger bound by the same worker records what fired. Shared by the suites that run
 // it on the engine core (tests/unit/custom-streams.test.ts) and under `npm start`
 // (tests/triggers-e2e/custom-streams.test.ts: the stream socket's pushes).
-import type { IIIClient } from "iii-sdk";
+import { registerWorker, type IIIClient } from "iii-sdk";
 import { createStream } from "iii-sdk/helpers";
+import { afterAll, beforeAll } from "vitest";
+import { eventually } from "@iii-edge/test-support/wait";
 
 export interface Card {
   title: string;
@@ -75,4 +77,39 @@ export function ownStream(owner: IIIClient, stream: string): OwnedStream {
   });
   owner.registerTrigger({ type: "stream", function_id: "custom-streams::on-change", config: { stream_name: stream } });
   return { items, calls, fired };
+}
+
+/** A suite's engine with an owner worker holding `stream` and a plain `user` worker, both iii-sdk. */
+export interface OwnedStreamSuite<E> extends OwnedStream {
+  engine: E;
+  /** The worker that owns the custom stream (its items live in a Map, not in the engine). */
+  owner: IIIClient;
+  /** Another worker, a plain user of stream::*. */
+  user: IIIClient;
+  stream: string;
+}
+
+/** Registers the suite's beforeAll/afterAll: `start` an engine, take a fresh stream over with the
+ * owner, and wait until its operations are listed. The fields fill in once beforeAll has run. */
+export function ownedStreamSuite<E extends { wsUrl: string; stop(): Promise<void> }>(start: () => Promise<E>): OwnedStreamSuite<E> {
+  const suite = { stream: `ledger-${Date.now()}` } as OwnedStreamSuite<E>;
+  beforeAll(async () => {
+    suite.engine = await start();
+    const sdk = (name: string) =>
+      registerWorker(suite.engine.wsUrl, { workerName: name, otel: { enabled: false }, enableMetricsReporting: false });
+    suite.owner = sdk("custom-stream-owner");
+    suite.user = sdk("custom-stream-user");
+    Object.assign(suite, ownStream(suite.owner, suite.stream));
+    await eventually(
+      async () => (await functionIds(suite.user)).includes(`stream::update(${suite.stream})`),
+      15_000,
+      "custom stream operations registered",
+    );
+  });
+  afterAll(async () => {
+    await suite.owner?.shutdown();
+    await suite.user?.shutdown();
+    await suite.engine?.stop();
+  });
+  return suite;
 }

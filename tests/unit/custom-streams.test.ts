@@ -3,94 +3,73 @@
 // takes over a stream with `createStream` (it registers `stream::<op>(<stream_name>)`), another
 // worker uses the ordinary `stream::*` functions and never sees the difference. The stream socket's
 // pushes, which only `npm start` serves, are in tests/triggers-e2e/custom-streams.test.ts.
-import { registerWorker, type IIIClient } from "iii-sdk";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNodeEngine, type NodeEngine } from "@iii-edge/test-support/node-engine";
+import { describe, expect, it } from "vitest";
+import { startNodeEngine } from "@iii-edge/test-support/node-engine";
 import { eventually } from "@iii-edge/test-support/wait";
-import { functionIds, ownStream, type OwnedStream } from "../triggers-e2e/custom-stream-owner.ts";
+import { functionIds, ownedStreamSuite } from "../triggers-e2e/custom-stream-owner.ts";
 
-let engine: NodeEngine;
-/** The worker that owns the custom stream (its items live in a Map, not in the engine). */
-let owner: IIIClient;
-/** Another worker, a plain user of stream::*. */
-let user: IIIClient;
-const stream = `ledger-${Date.now()}`;
-let items: OwnedStream["items"];
-let calls: OwnedStream["calls"];
-
-const sdk = (name: string) => registerWorker(engine.wsUrl, { workerName: name, otel: { enabled: false }, enableMetricsReporting: false });
-
-beforeAll(async () => {
-  engine = await startNodeEngine();
-  owner = sdk("custom-stream-owner");
-  user = sdk("custom-stream-user");
-  ({ items, calls } = ownStream(owner, stream));
-  await eventually(
-    async () => (await functionIds(user)).includes(`stream::update(${stream})`),
-    15_000,
-    "custom stream operations registered",
-  );
-});
-
-afterAll(async () => {
-  await owner?.shutdown();
-  await user?.shutdown();
-  await engine?.stop();
-});
+const suite = ownedStreamSuite(startNodeEngine);
+const { stream } = suite;
 
 describe("custom stream operations (stream::<op>(<stream_name>))", () => {
   it("set, get, list, list_groups, update and delete reach the owning worker; other streams stay in the engine", async () => {
     const at = { stream_name: stream, group_id: "g1", item_id: "c1" };
-    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "first" } } })).toEqual({
+    expect(await suite.user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "first" } } })).toEqual({
       old_value: null,
       new_value: { title: "first" },
     });
-    expect(items.get("g1/c1")).toEqual({ title: "first" });
+    expect(suite.items.get("g1/c1")).toEqual({ title: "first" });
     // The operation gets the stream input as the caller gave it, without the engine's caller stamp.
-    expect(calls.at(-1)).toEqual({ op: "set", input: { ...at, data: { title: "first" } } });
-    expect(await user.trigger({ function_id: "stream::get", payload: at })).toEqual({ title: "first" });
-    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "second" } } })).toEqual({
+    expect(suite.calls.at(-1)).toEqual({ op: "set", input: { ...at, data: { title: "first" } } });
+    expect(await suite.user.trigger({ function_id: "stream::get", payload: at })).toEqual({ title: "first" });
+    expect(await suite.user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "second" } } })).toEqual({
       old_value: { title: "first" },
       new_value: { title: "second" },
     });
-    await user.trigger({
+    await suite.user.trigger({
       function_id: "stream::set",
       payload: { stream_name: stream, group_id: "g2", item_id: "c9", data: { title: "other group" } },
     });
-    expect(await user.trigger({ function_id: "stream::list", payload: { stream_name: stream, group_id: "g1" } })).toEqual([
+    expect(await suite.user.trigger({ function_id: "stream::list", payload: { stream_name: stream, group_id: "g1" } })).toEqual([
       { title: "second" },
     ]);
-    expect(await user.trigger({ function_id: "stream::list_groups", payload: { stream_name: stream } })).toEqual(["g1", "g2"]);
+    expect(await suite.user.trigger({ function_id: "stream::list_groups", payload: { stream_name: stream } })).toEqual(["g1", "g2"]);
     expect(
-      await user.trigger({ function_id: "stream::update", payload: { ...at, ops: [{ type: "set", path: "title", value: "third" }] } }),
+      await suite.user.trigger({
+        function_id: "stream::update",
+        payload: { ...at, ops: [{ type: "set", path: "title", value: "third" }] },
+      }),
     ).toEqual({ old_value: { title: "second" }, new_value: { title: "third" } });
-    expect(await user.trigger({ function_id: "stream::delete", payload: at })).toEqual({ old_value: { title: "third" } });
-    expect(items.has("g1/c1")).toBe(false);
-    expect(await user.trigger({ function_id: "stream::get", payload: at })).toBeUndefined();
+    expect(await suite.user.trigger({ function_id: "stream::delete", payload: at })).toEqual({ old_value: { title: "third" } });
+    expect(suite.items.has("g1/c1")).toBe(false);
+    expect(await suite.user.trigger({ function_id: "stream::get", payload: at })).toBeUndefined();
 
     // The engine stored none of it; a stream nobody took over is the engine's as before.
-    await user.trigger({ function_id: "stream::set", payload: { stream_name: `${stream}-plain`, group_id: "g", item_id: "i", data: 1 } });
-    const all = (await user.trigger({ function_id: "stream::list_all", payload: {} })) as { stream: { id: string }[] };
+    await suite.user.trigger({
+      function_id: "stream::set",
+      payload: { stream_name: `${stream}-plain`, group_id: "g", item_id: "i", data: 1 },
+    });
+    const all = (await suite.user.trigger({ function_id: "stream::list_all", payload: {} })) as { stream: { id: string }[] };
     expect(all.stream.map((s) => s.id)).toContain(`${stream}-plain`);
     expect(all.stream.map((s) => s.id)).not.toContain(stream);
-    expect(calls.filter((c) => c.input.stream_name !== stream)).toEqual([]);
+    expect(suite.calls.filter((c) => c.input.stream_name !== stream)).toEqual([]);
   });
 
   it("a failing or malformed custom operation is the caller's typed error", async () => {
     const bad = `${stream}-bad`;
-    owner.registerFunction(`stream::get(${bad})`, async () => {
+    suite.owner.registerFunction(`stream::get(${bad})`, async () => {
       throw new Error("backend is down");
     });
-    owner.registerFunction(`stream::set(${bad})`, async () => "not a set result");
-    await eventually(async () => (await functionIds(user)).includes(`stream::set(${bad})`), 10_000, "bad operations registered");
-    const err = await user.trigger({ function_id: "stream::get", payload: { stream_name: bad, group_id: "g", item_id: "i" } }).then(
+    suite.owner.registerFunction(`stream::set(${bad})`, async () => "not a set result");
+    await eventually(async () => (await functionIds(suite.user)).includes(`stream::set(${bad})`), 10_000, "bad operations registered");
+    const err = await suite.user.trigger({ function_id: "stream::get", payload: { stream_name: bad, group_id: "g", item_id: "i" } }).then(
       () => undefined,
       (e: { code?: string; message?: string }) => e,
     );
     // The handler's own error, passed through (iii-sdk prefixes the message with the code).
     expect(err?.code).toBe("invocation_failed");
     expect(err?.message).toContain("backend is down");
-    const shape = await user
+    const shape = await suite.user
       .trigger({ function_id: "stream::set", payload: { stream_name: bad, group_id: "g", item_id: "i", data: 1 } })
       .then(
         () => undefined,
@@ -101,18 +80,18 @@ describe("custom stream operations (stream::<op>(<stream_name>))", () => {
   });
 
   it("once the owning worker is gone, the stream is the engine's own again", async () => {
-    await owner.shutdown();
+    await suite.owner.shutdown();
     await eventually(
-      async () => !(await functionIds(user)).includes(`stream::get(${stream})`),
+      async () => !(await functionIds(suite.user)).includes(`stream::get(${stream})`),
       10_000,
       "custom operations gone with their worker",
     );
     const at = { stream_name: stream, group_id: "g1", item_id: "after" };
-    expect(await user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "kept by the engine" } } })).toEqual({
+    expect(await suite.user.trigger({ function_id: "stream::set", payload: { ...at, data: { title: "kept by the engine" } } })).toEqual({
       old_value: null,
       new_value: { title: "kept by the engine" },
     });
-    expect(await user.trigger({ function_id: "stream::get", payload: at })).toEqual({ title: "kept by the engine" });
-    expect(items.has("g1/after")).toBe(false);
+    expect(await suite.user.trigger({ function_id: "stream::get", payload: at })).toEqual({ title: "kept by the engine" });
+    expect(suite.items.has("g1/after")).toBe(false);
   });
 });
