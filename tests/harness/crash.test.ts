@@ -6,9 +6,17 @@
 // "interrupted" result (at most once, outcome unknown) and the model is told so.
 import type { FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { registerWorker, type IIIClient } from "iii-sdk";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
-import { callAgentTrigger, reply, replyWith, say, startProviderReplay, type ReplayServer } from "@iii-edge/test-support/provider-replay";
+import {
+  callAgentTrigger,
+  reply,
+  replyWith,
+  say,
+  startProviderReplay,
+  type RecordedRequest,
+  type ReplayServer,
+} from "@iii-edge/test-support/provider-replay";
 import { permissionsFile, replayEnv } from "@iii-edge/test-support/provider-replay";
 import { until } from "@iii-edge/test-support/wait";
 import { openaiMessages, asText, metaOf, textOf, turnClient, TURN_DEADLINE_MS, types } from "./turn-client.ts";
@@ -73,11 +81,6 @@ afterAll(async () => {
   await replay?.close();
 });
 
-beforeEach(async () => {
-  replay.reset();
-  await appBack();
-});
-
 const ranFor = (fn: string, sid: string) => ran.filter((r) => r.fn === fn && r.sid === sid);
 
 /** The app's functions are back after the restart (iii-sdk reconnected and re-registered). */
@@ -93,25 +96,59 @@ async function appBack(): Promise<void> {
   );
 }
 
+/** Each session's opening prompt: its model requests are told apart by it (the replay answers each
+ * conversation from its own script, whatever order the three send in after the restart). */
+const PROMPTS = { streaming: "tell me something", dispatched: "do the slow thing", parked: "mail ada" } as const;
+const SIDS = { streaming: "crash-streaming", dispatched: "crash-dispatched", parked: "crash-parked" } as const;
+const ofSession = (which: keyof typeof PROMPTS) => (r: RecordedRequest) =>
+  asText(openaiMessages(r).find((m) => m.role === "user")?.content).includes(PROMPTS[which]);
+const requestsOf = (which: keyof typeof PROMPTS) => replay.requestsFor("openai").filter(ofSession(which));
+
+// One restart cuts three turns, each at its own point: a call parked for approval, a function
+// dispatched and running, and a model stream in flight (the restart comes as its first deltas
+// arrive). Each case then checks how its own turn came through.
 describe("the engine killed and started again mid-turn", () => {
-  it("while the model streams: the step runs again, one assistant message, one completion", async () => {
-    const sid = "crash-streaming";
-    // A slow stream (many small pieces, 100 ms apart) for the first try, a quick one for the retry.
-    replay.enqueue(
+  beforeAll(async () => {
+    replay.enqueueFor(
       "openai",
+      ofSession("parked"),
+      reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "a-1")),
+      reply(say("Sent.")),
+    );
+    replay.enqueueFor(
+      "openai",
+      ofSession("dispatched"),
+      reply(callAgentTrigger("slow::wait", {}, "c-1")),
+      reply(say("I could not confirm that it finished.")),
+    );
+    // A slow stream (many small pieces, 100 ms apart) for the first try, a quick one for the retry.
+    replay.enqueueFor(
+      "openai",
+      ofSession("streaming"),
       replyWith({ chunkDelayMs: 100, pieceChars: 3 }, say("This answer is streamed slowly enough to be cut in the middle.")),
       reply(say("The answer, in full.")),
     );
-    await ui.startTurn(sid, "tell me something");
+    await ui.startTurn(SIDS.parked, PROMPTS.parked);
+    await ui.reached(SIDS.parked, "function_awaiting_approval");
+    await ui.startTurn(SIDS.dispatched, PROMPTS.dispatched);
+    await until(() => started.has(SIDS.dispatched), "the call to be running", TURN_DEADLINE_MS);
+    await ui.startTurn(SIDS.streaming, PROMPTS.streaming);
     await until(
-      async () => (await ui.allEvents(sid)).some((e) => e.data.type === "message_update"),
+      async () => (await ui.allEvents(SIDS.streaming)).some((e) => e.data.type === "message_update"),
       "deltas reaching agent::events",
       TURN_DEADLINE_MS,
     );
     await engine.restart();
+    // The worker finishes its call after the engine that asked for it is gone.
+    releases.splice(0).forEach((r) => r());
+    await appBack();
+  }, AFTER_RESTART_DEADLINE_MS + 60_000);
+
+  it("while the model streams: the step runs again, one assistant message, one completion", async () => {
+    const sid = SIDS.streaming;
     const { view, events } = await ui.finished(sid, "stopped", AFTER_RESTART_DEADLINE_MS);
     expect(view.turn_count).toBeGreaterThanOrEqual(1);
-    const reqs = replay.requestsFor("openai");
+    const reqs = requestsOf("streaming");
     expect(reqs).toHaveLength(2);
     expect(reqs[0]!.aborted).toBe(true);
     expect(types(events).filter((t) => t === "message_complete")).toHaveLength(1);
@@ -121,14 +158,7 @@ describe("the engine killed and started again mid-turn", () => {
   });
 
   it("between a function's dispatch and its result: it ran once, its result says interrupted, the turn ends", async () => {
-    const sid = "crash-dispatched";
-    replay.enqueue("openai", reply(callAgentTrigger("slow::wait", {}, "c-1")), reply(say("I could not confirm that it finished.")));
-    await ui.startTurn(sid, "do the slow thing");
-    await until(() => started.has(sid), "the call to be running", TURN_DEADLINE_MS);
-    await engine.restart();
-    // The worker finishes its call after the engine that asked for it is gone.
-    releases.splice(0).forEach((r) => r());
-    await appBack();
+    const sid = SIDS.dispatched;
     const { view } = await ui.finished(sid, "stopped", AFTER_RESTART_DEADLINE_MS);
     expect(view.turn_count).toBe(2);
     expect(ranFor("slow::wait", sid)).toHaveLength(1);
@@ -138,18 +168,13 @@ describe("the engine killed and started again mid-turn", () => {
     expect(fr).toMatchObject({ function_call_id: "c-1", is_error: true });
     expect(textOf(fr)).toMatch(/interrupted/i);
     // The model was told the outcome is unknown, and asked only once more.
-    const reqs = replay.requestsFor("openai");
+    const reqs = requestsOf("dispatched");
     expect(reqs).toHaveLength(2);
     expect(asText(openaiMessages(reqs[1]).find((m) => m.role === "tool")?.content)).toMatch(/interrupted/i);
   });
 
   it("while a call waits for approval: the decision after the restart runs it once and the turn finishes", async () => {
-    const sid = "crash-parked";
-    replay.enqueue("openai", reply(callAgentTrigger("mail::send", { to: "ada@example.com" }, "a-1")), reply(say("Sent.")));
-    await ui.startTurn(sid, "mail ada");
-    await ui.reached(sid, "function_awaiting_approval");
-    await engine.restart();
-    await appBack();
+    const sid = SIDS.parked;
     // Still parked, with the call visible, after the restart.
     expect(await ui.turnState(sid)).toMatchObject({
       state: "function_awaiting_approval",

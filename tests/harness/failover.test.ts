@@ -8,12 +8,13 @@
 // - a provider that cannot be reached at all trips its circuit breaker: later steps go straight
 //   to the fallback, and a run without one fails at once, saying so;
 // - a malformed fallback entry is refused before anything starts.
+import net from "node:net";
 import type { ProviderFailoverEvent } from "@iii-edge/protocol/harness";
 import type { AgentEvent, AssistantMessage, BudgetView } from "@iii-edge/protocol/harness";
 import type { Span, TracesListOutput } from "@iii-edge/protocol/telemetry";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { freePort, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import {
   callAgentTrigger,
   cutStream,
@@ -67,17 +68,53 @@ async function harnessUp(engine: EngineServer, iii: IIIClient, ids: string[]): P
 
 const sessionId = (name: string) => `fo-${name}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
 
+/** A TCP pass-through to the replay at `port`, OpenAI's base URL for the suite, until `refuse()`: then
+ * nothing listens there and every attempt is a refused connection, a provider nobody answers for. */
+async function refusable(port: number): Promise<{ baseUrl: string; refuse(): Promise<void> }> {
+  const open = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(port, "127.0.0.1");
+    open.add(client).add(upstream);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
+    };
+    client.on("error", drop).on("close", drop);
+    upstream.on("error", drop).on("close", drop);
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const own = (server.address() as net.AddressInfo).port;
+  return {
+    baseUrl: `http://127.0.0.1:${own}/v1`,
+    async refuse() {
+      const closed = new Promise((resolve) => server.close(resolve));
+      // Kept-alive connections would still reach the replay: the next attempt must dial again.
+      for (const socket of open) socket.destroy();
+      await closed;
+    },
+  };
+}
+
 describe("provider failover with both providers on the replay", () => {
   let replay: ReplayServer;
   let engine: EngineServer;
   let iii: IIIClient;
   let ui: ReturnType<typeof turnClient>;
+  let openai: Awaited<ReturnType<typeof refusable>>;
   const call = <T>(function_id: string, payload: unknown) => iii.trigger({ function_id, payload }) as Promise<T>;
 
   beforeAll(async () => {
     replay = await startProviderReplay();
+    openai = await refusable(Number(new URL(replay.url).port));
     engine = await startEngine({
-      env: { ...replayEnv(replay, { anthropic: true }), III_PERMISSIONS_PATH: permissionsFile(PERMISSIONS) },
+      env: {
+        ...replayEnv(replay, { anthropic: true }),
+        OPENAI_BASE_URL: openai.baseUrl,
+        III_PERMISSIONS_PATH: permissionsFile(PERMISSIONS),
+      },
     });
     iii = registerWorker(engine.wsUrl, { workerName: "failover-e2e-client", otel: { enabled: false } });
     iii.registerFunction("failover-app::echo", async (p: { text?: string }) => ({ echoed: p.text ?? "" }), { description: "Echo a text." });
@@ -88,13 +125,15 @@ describe("provider failover with both providers on the replay", () => {
   afterAll(async () => {
     await iii?.shutdown();
     await engine?.stop();
+    await openai?.refuse();
     await replay?.close();
   });
 
   beforeEach(() => replay.reset());
 
   // These cases share one engine, and so each provider's circuit breaker: their order keeps OpenAI
-  // below BREAKER_FAILURE_THRESHOLD failed streams in a row (a served round clears the count).
+  // below BREAKER_FAILURE_THRESHOLD failed streams in a row (a served round clears the count) until
+  // the last case, which trips it on purpose.
   it("OpenAI rate-limited on every attempt: Anthropic answers; the switch is an event and a span in the turn's trace", async () => {
     const sid = sessionId("429");
     replay.enqueue("openai", rateLimited({ ms: 10 }), rateLimited({ ms: 10 }), rateLimited({ ms: 10 }));
@@ -255,31 +294,17 @@ describe("provider failover with both providers on the replay", () => {
     expect(await ui.turnState(sid)).toBeNull();
     expect(replay.requests).toHaveLength(0);
   });
-});
 
-describe("a provider nobody answers for trips its circuit breaker", () => {
-  let replay: ReplayServer;
-  let engine: EngineServer;
-  let iii: IIIClient;
-  let ui: ReturnType<typeof turnClient>;
-
-  beforeAll(async () => {
-    replay = await startProviderReplay();
-    // OpenAI at a port nothing listens on: every attempt is a refused connection.
-    const refused = `http://127.0.0.1:${await freePort()}/v1`;
-    engine = await startEngine({ env: { ...replayEnv(replay, { anthropic: true }), OPENAI_BASE_URL: refused } });
-    iii = registerWorker(engine.wsUrl, { workerName: "failover-breaker-client", otel: { enabled: false } });
-    ui = turnClient(engine, () => iii);
-    await harnessUp(engine, iii, ["run::start"]);
-  });
-
-  afterAll(async () => {
-    await iii?.shutdown();
-    await engine?.stop();
-    await replay?.close();
-  });
-
-  it("refused connections go to the fallback; once the breaker opens OpenAI is skipped, and a run without a fallback fails at once", async () => {
+  // Last: it leaves OpenAI unreachable and its breaker open.
+  it("a provider nobody answers for trips its circuit breaker: refused connections go to the fallback; once the breaker opens OpenAI is skipped, and a run without a fallback fails at once", async () => {
+    // The cases before left OpenAI with failed streams on its count: one served round clears it, so
+    // the breaker starts closed with no failures, as on a fresh engine.
+    const served = sessionId("served");
+    replay.enqueue("openai", reply(say("OpenAI served.")));
+    await ui.startTurn(served, "hello");
+    expect(textOf(completes((await ui.finished(served)).events)[0])).toBe("OpenAI served.");
+    replay.reset();
+    await openai.refuse();
     replay.setDefault("anthropic", reply(say("Claude stands in.")));
     for (let i = 1; i <= BREAKER_FAILURE_THRESHOLD + 1; i++) {
       const sid = sessionId(`refused-${i}`);

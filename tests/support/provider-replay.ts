@@ -369,6 +369,9 @@ export interface ReplayServer {
   readonly anthropicBaseUrl: string;
   /** Scenarios answer requests in order, one each. */
   enqueue(provider: ReplayProvider, ...scenarios: Scenario[]): void;
+  /** Scenarios for the requests `match` picks (one conversation among several at once), in order, one
+   * each; they answer before the shared queue. Forgotten by reset(). */
+  enqueueFor(provider: ReplayProvider, match: (r: RecordedRequest) => boolean, ...scenarios: Scenario[]): void;
   /** What answers when the queue is empty (benchmarks: a reply repeated forever). Without one an
    * unexpected request gets a 400 naming the problem. */
   setDefault(provider: ReplayProvider, scenario: Scenario | undefined): void;
@@ -397,6 +400,7 @@ const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
 
 export async function startProviderReplay(options: ReplayOptions = {}): Promise<ReplayServer> {
   const queues: Record<ReplayProvider, Scenario[]> = { openai: [], anthropic: [] };
+  const matched: { provider: ReplayProvider; match: (r: RecordedRequest) => boolean; scenarios: Scenario[] }[] = [];
   const defaults: Partial<Record<ReplayProvider, Scenario>> = {};
   const requests: RecordedRequest[] = [];
   const waiters = new Set<() => void>();
@@ -475,7 +479,8 @@ export async function startProviderReplay(options: ReplayOptions = {}): Promise<
       if (body.stream !== true) return json(res, 400, provider, "replay: only stream:true requests are replayed");
       const problem = provider === "openai" ? openaiProblem(body) : anthropicProblem(body);
       if (problem) return json(res, 400, provider, problem);
-      const scenario = queues[provider].shift() ?? defaults[provider];
+      const own = matched.find((m) => m.provider === provider && m.scenarios.length > 0 && m.match(record));
+      const scenario = own?.scenarios.shift() ?? queues[provider].shift() ?? defaults[provider];
       if (!scenario) return json(res, 400, provider, `replay: no scenario queued for ${provider} (request ${requests.length})`);
       switch (scenario.kind) {
         case "error": {
@@ -514,6 +519,7 @@ export async function startProviderReplay(options: ReplayOptions = {}): Promise<
     openaiBaseUrl: `${url}/v1`,
     anthropicBaseUrl: url,
     enqueue: (provider, ...scenarios) => void queues[provider].push(...scenarios),
+    enqueueFor: (provider, match, ...scenarios) => void matched.push({ provider, match, scenarios }),
     setDefault: (provider, scenario) => void (defaults[provider] = scenario),
     pending: (provider) => queues[provider].length,
     requests,
@@ -538,6 +544,7 @@ export async function startProviderReplay(options: ReplayOptions = {}): Promise<
     reset() {
       queues.openai.length = 0;
       queues.anthropic.length = 0;
+      matched.length = 0;
       delete defaults.openai;
       delete defaults.anthropic;
       requests.length = 0;
