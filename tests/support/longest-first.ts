@@ -2,7 +2,7 @@
 // long file still going on one core while the other core has nothing left to do.
 //
 // vitest's own order groups the files by project name and, on a clean clone (no results cache),
-// takes each project's files by size; the `workers` project's 80 s fuzz file then starts among the
+// takes each project's files by size; the `workers` project's long files then start among the
 // last. Here every file is weighed by how long it took: the duration vitest cached from this
 // machine's last run when there is one, else its line in tests/support/file-weights.json (seconds in a
 // whole run, three files at a time). Files with neither come after the weighed ones, by size.
