@@ -78,6 +78,29 @@ const ADDRESS_IN_USE = /EADDRINUSE|[Aa]ddress already in use/;
  * migrations (kept in the temp dir, keyed by their stamp, scripts/d1-migrations.mjs), so each engine
  * a suite starts skips the wrangler launch that applying them costs.
  */
+/** PATH with the repository's own tools (wrangler, workerd's node) first, as `npm start` has it. */
+const toolsPath = () => `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`;
+
+/** The environment a suite runs `npm start` (scripts/start.mjs) under: this process's, plus the port,
+ * the state dir, an inspector port of its own (two engines would fight over wrangler's default), the
+ * repository's tools on PATH and the suite's Worker bundle; `env` last, so a suite's own settings win. */
+export async function launchEnv(o: {
+  port: number;
+  stateDir: string;
+  bundle?: string | undefined;
+  env?: Record<string, string>;
+}): Promise<NodeJS.ProcessEnv> {
+  return {
+    ...process.env,
+    PORT: String(o.port),
+    III_STATE_DIR: o.stateDir,
+    III_INSPECTOR_PORT: String(await freePort()),
+    PATH: toolsPath(),
+    ...(o.bundle ? { III_WORKER_BUNDLE: o.bundle } : {}),
+    ...o.env,
+  };
+}
+
 export function freshStateDir(env: Record<string, string> | undefined): string {
   const dir = mkdtempSync(path.join(tmpdir(), "iii-edge-state-"));
   const config = env?.III_WRANGLER_CONFIG ? path.resolve(repoRoot, env.III_WRANGLER_CONFIG) : path.join(repoRoot, "wrangler.toml");
@@ -93,7 +116,7 @@ export function freshStateDir(env: Record<string, string> | undefined): string {
         ...env,
         III_STATE_DIR: building,
         III_MIGRATE_ONLY: "1",
-        PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+        PATH: toolsPath(),
       },
       stdio: ["ignore", "ignore", "inherit"],
     });
@@ -139,16 +162,7 @@ export async function startEngine(
 
   const launch = async () => {
     log = "";
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      PORT: String(port),
-      III_STATE_DIR: stateDir,
-      III_INSPECTOR_PORT: String(await freePort()),
-      PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
-      CONSOLE_CODE: consoleCode,
-      ...(bundle ? { III_WORKER_BUNDLE: bundle } : {}),
-      ...opts.env,
-    };
+    const env = await launchEnv({ port, stateDir, bundle, env: { CONSOLE_CODE: consoleCode, ...opts.env } });
     if (opts.vars) env.III_DEV_VARS = JSON.stringify(opts.vars);
     // Its own process group, so stop() takes down wrangler, its node child and workerd together.
     child = spawn(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], {

@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { bundleFor, freePort, freshStateDir, repoRoot } from "@iii-edge/test-support/engine-server";
+import { bundleFor, freePort, freshStateDir, launchEnv, repoRoot } from "@iii-edge/test-support/engine-server";
 
 /** A cold start on a busy 2-core box (migrations + workerd boot), as engine-server.ts allows. */
 const START_TIMEOUT_MS = 90_000;
@@ -69,15 +69,7 @@ export async function crashableEngine(env: Record<string, string> = {}): Promise
       log = "";
       const c = spawn(process.execPath, [path.join(repoRoot, "scripts/start.mjs")], {
         cwd: repoRoot,
-        env: {
-          ...process.env,
-          PORT: String(port),
-          III_STATE_DIR: stateDir,
-          III_INSPECTOR_PORT: String(await freePort()),
-          PATH: `${path.join(repoRoot, "node_modules", ".bin")}${path.delimiter}${process.env.PATH ?? ""}`,
-          ...(bundle ? { III_WORKER_BUNDLE: bundle } : {}),
-          ...env,
-        },
+        env: await launchEnv({ port, stateDir, bundle, env }),
         detached: true,
         stdio: ["ignore", "pipe", "pipe"],
       });
