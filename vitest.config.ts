@@ -16,6 +16,7 @@ export default defineConfig({
     sequence: { sequencer: LongestFirst },
     projects: [
       "tests/*/vitest.config.ts",
+      "tests/unit/vitest.jitless.config.ts",
       "workers/*/vitest.config.ts",
       "workers/vitest.config.ts",
       "workers/vitest.e2e.config.ts",

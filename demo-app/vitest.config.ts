@@ -5,5 +5,5 @@ import { sourceAliases } from "../scripts/workspace-exports.mjs";
 // console in a real browser is tests/browser.
 export default defineProject({
   resolve: { alias: sourceAliases() },
-  test: { name: "console-logic", environment: "node", include: ["test/**/*.test.ts"] },
+  test: { name: "console-logic", environment: "node", include: ["test/**/*.test.ts"], isolate: false },
 });

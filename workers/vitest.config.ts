@@ -15,5 +15,7 @@ export default defineProject({
     include: ["*/test/**/*.test.ts"],
     exclude: ["**/*.e2e.test.ts", "sandbox-host/**", "**/node_modules/**"],
     testTimeout: 30_000,
+    // One process runs file after file with the modules already loaded (see tests/unit/vitest.config.ts).
+    isolate: false,
   },
 });

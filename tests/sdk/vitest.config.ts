@@ -15,5 +15,7 @@ export default defineProject({
     typecheck: { enabled: true, include: ["**/*.test-d.ts"], tsconfig: "./tsconfig.json" },
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    // One process runs file after file with the modules already loaded (see tests/unit/vitest.config.ts).
+    isolate: false,
   },
 });
