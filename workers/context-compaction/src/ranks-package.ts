@@ -5,5 +5,6 @@ import type { RankLoader } from "./ranks.ts";
 export const defaultRanks: RankLoader = {
   source: "gpt-tokenizer",
   load: async (name) =>
-    (name === "o200k_base" ? await import("gpt-tokenizer/bpeRanks/o200k_base") : await import("gpt-tokenizer/bpeRanks/cl100k_base")).default,
+    (name === "o200k_base" ? await import("gpt-tokenizer/bpeRanks/o200k_base") : await import("gpt-tokenizer/bpeRanks/cl100k_base"))
+      .default,
 };

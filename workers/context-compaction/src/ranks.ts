@@ -42,8 +42,7 @@ export class TokenizerUnavailableError extends IIIError {
 export function checkRankTable(name: EncodingName, table: unknown, source: string): RankTable {
   const size = RANK_TABLE_SIZES[name];
   if (!Array.isArray(table)) throw new TokenizerUnavailableError(name, `${source} gave ${typeof table}, not a table`);
-  if (table.length !== size)
-    throw new TokenizerUnavailableError(name, `${source} gave ${table.length} entries, the encoding has ${size}`);
+  if (table.length !== size) throw new TokenizerUnavailableError(name, `${source} gave ${table.length} entries, the encoding has ${size}`);
   // The ends are where a truncated or mixed-up table shows; every entry is read again when the
   // encoder is built.
   for (const i of [0, size - 1]) {
