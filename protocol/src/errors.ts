@@ -80,6 +80,7 @@ export const HARNESS_ERROR_CODES = [
   "session_exists",
   "session_full",
   "summary_failed",
+  "tokenizer_unavailable",
   "too_many_alerts",
   "too_many_children",
   "too_many_exemptions",

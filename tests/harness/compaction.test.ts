@@ -5,10 +5,13 @@
 // encoding) must fit and carry the summary; the second compaction updates the first summary; old
 // outputs are pruned before anything is summarised; `compaction_done` reaches `agent::events`.
 import type { AgentEvent, AgentMessage, CompactionRecord } from "@iii-edge/protocol/harness";
-import { loadEncoding, wireRequestTokens, type WireMessage, type WireTool } from "@iii-edge/worker-context-compaction/tokens";
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { counterFor, loadEncoding, wireRequestTokens, type WireMessage, type WireTool } from "@iii-edge/worker-context-compaction/tokens";
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { repoRoot, startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
+import { ensureBundle, SCRIPT_FILE } from "../../scripts/worker-bundle.mjs";
 import { callAgentTrigger, reply, replyWith, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
 import { permissionsFile, replayEnv, type RecordedRequest, type ReplayServer } from "@iii-edge/test-support/provider-replay";
 import { until } from "@iii-edge/test-support/wait";
@@ -283,5 +286,60 @@ describe("a session driven past a 6 000-token window", () => {
     const { view } = await ui.finished(sid, "failed");
     expect(view.error?.message).toMatch(/context overflow: the request needs \d+ tokens even after compaction, the model takes 5000/);
     expect(replay.requestsFor("openai").length).toBe(sent);
+  });
+});
+
+// The engine Worker's script carries no rank table (src/ranks.ts in context-compaction): the Worker
+// reads them from its static assets through ASSETS. Its counts are the same as Node's, which imports
+// gpt-tokenizer's own tables, for both encodings.
+describe("the Worker counts with the rank tables of its static assets", () => {
+  const MIXED = 'fn main() { println!("héllo, 世界 🚀"); } // Привет, γειά σου — ١٢٣';
+  const messages: AgentMessage[] = [
+    user(`U1: ${MIXED}`),
+    {
+      role: "assistant",
+      content: [{ type: "text", text: `A1: ${MIXED.repeat(3)}` }],
+      stop_reason: "end",
+      model: "gpt-4o",
+      provider: "openai",
+      timestamp: 1,
+    },
+    user("U2: and once more, in plain English please."),
+  ];
+  const SYSTEM_PROMPT = "You count tokens. Ünïcödé in the system prompt too.";
+
+  it.each([
+    ["gpt-4o", "o200k_base"],
+    ["gpt-4", "cl100k_base"],
+  ])("compact_now's count for %s (%s) is Node's exactly", async (model) => {
+    const sid = `compaction-e2e-count-${model}`;
+    await iii.trigger({ function_id: "session-tree::ensure", payload: { session_id: sid } });
+    await iii.trigger({
+      function_id: "session-tree::append_many",
+      payload: { session_id: sid, entries: messages.map((message, i) => ({ entry_id: `e${i}`, message })) },
+    });
+    const r = (await iii.trigger({
+      function_id: "context-compaction::compact_now",
+      payload: {
+        session_id: sid,
+        model: { id: model, providerID: "openai", limit: { context: 100_000, output: 1_000 } },
+        system_prompt: SYSTEM_PROMPT,
+      },
+    })) as { status: string; tokens: number };
+    const inNode = (await counterFor({ id: model, provider: "openai" })).request({ system: SYSTEM_PROMPT, messages, tools: [] });
+    expect(r).toMatchObject({ status: "fits", tokens: inNode });
+    expect(inNode).toBeGreaterThan(60);
+  });
+
+  it("the tables are not in the Worker script, and not served to the public", async () => {
+    const script = readFileSync(path.join(await ensureBundle(), SCRIPT_FILE), "utf8");
+    expect(script).toContain("workers/context-compaction/src/ranks.ts"); // the bundle's module markers are there
+    expect(script).not.toContain("gpt-tokenizer/esm/bpeRanks/");
+    for (const name of ["o200k_base", "cl100k_base"]) {
+      expect(existsSync(path.join(repoRoot, "demo-app", "dist", "_iii", "tokenizer", `${name}.json`))).toBe(true);
+      const res = await fetch(`${engine.url}/_iii/tokenizer/${name}.json`);
+      await res.body?.cancel();
+      expect(res.status).toBe(404);
+    }
   });
 });

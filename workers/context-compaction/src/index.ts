@@ -27,6 +27,7 @@ import { call, errorCode, errorText, type Trigger } from "./calls.ts";
 import { configFromEnv, type CompactionConfig } from "./config.ts";
 import { COMPACTION_LEASE_SCOPE, tryLease, waitLease } from "./lease.ts";
 import { countView, LAST_COMPACTION_SCOPE, pruneOutputs, runCompaction, type PipelineDeps } from "./pipeline.ts";
+import { assetRanks, isAssetFetcher, type RankLoader } from "./ranks.ts";
 import { counterFor } from "./tokens.ts";
 import { readPath, readView } from "./transcript.ts";
 
@@ -49,6 +50,16 @@ const HARNESS_MODEL = "harness";
 export interface ContextCompactionConfig extends CompactionConfig {
   now?: () => number;
   newId?: () => string;
+  /** The tokenizer's rank tables (ranks.ts): from the Worker's static assets when its env has an
+   * ASSETS binding, else the default (gpt-tokenizer's own modules in Node). */
+  ranks?: RankLoader;
+}
+
+/** Settings from the env, and in a Worker the rank tables from its static assets. */
+export function compactionConfigFrom(env: Readonly<Record<string, unknown>>): ContextCompactionConfig {
+  const cfg: ContextCompactionConfig = configFromEnv(env);
+  if (isAssetFetcher(env.ASSETS)) cfg.ranks = assetRanks(env.ASSETS);
+  return cfg;
 }
 
 const sessionId = z
@@ -89,7 +100,7 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
   const now = cfg.now ?? Date.now;
   const newId = cfg.newId ?? (() => crypto.randomUUID());
   const models = new Map<string, { at: number; model: CompactionModel | null }>();
-  const deps = (trigger: Trigger): PipelineDeps => ({ trigger, channels: iii.channels, cfg, now, newId });
+  const deps = (trigger: Trigger): PipelineDeps => ({ trigger, channels: iii.channels, cfg, ranks: cfg.ranks, now, newId });
 
   /** The catalog's entry (`models::get`), cached; null when unknown. */
   async function catalogModel(trigger: Trigger, provider: string, id: string): Promise<CompactionModel | null> {
@@ -300,7 +311,7 @@ export function createCompaction(iii: Pick<WorkerSurface, "channels">, cfg: Cont
     async pruneToolOutputs(trigger: Trigger, data: unknown): Promise<PruneToolOutputsResult> {
       const req = parse("context-compaction::prune_tool_outputs", pruneToolOutputsRequest, data);
       const model = await resolveModel(trigger, req.session_id, req.model);
-      const counter = await counterFor({ id: model.id, provider: model.providerID });
+      const counter = await counterFor({ id: model.id, provider: model.providerID }, cfg.ranks);
       const view = await readView(trigger, req.session_id);
       const counted = countView(counter, view.messages);
       const r = await pruneOutputs(deps(trigger), req.session_id, counted, usableTokens(model.limit, cfg), counter);
@@ -326,9 +337,9 @@ const descriptions = {
 export const worker: WorkerModule<ContextCompactionConfig> = {
   name: "context-compaction",
   kernel: true,
-  configFrom: (env) => configFromEnv(env),
+  configFrom: compactionConfigFrom,
   register(iii, config) {
-    const c = createCompaction(iii, config ?? configFromEnv(iii.env));
+    const c = createCompaction(iii, config ?? compactionConfigFrom(iii.env));
     const t = (ctx: { trigger: Trigger }) => ctx.trigger;
     iii.registerFunction("context-compaction::on_turn_end", (data: unknown, ctx) => c.onTurnEnd(t(ctx), data), {
       description: descriptions["context-compaction::on_turn_end"],

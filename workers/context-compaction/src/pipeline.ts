@@ -20,6 +20,7 @@ import type { CompactionConfig } from "./config.ts";
 import { selectPrune, selectTail, type Counted } from "./select.ts";
 import { chunkHead, continuePrompt, extractFileOps, summarySystemPrompt, summaryUserPrompt } from "./summary.ts";
 import { summarise } from "./summarizer.ts";
+import type { RankLoader } from "./ranks.ts";
 import { counterFor, type TokenCounter } from "./tokens.ts";
 import { PRUNE_LEASE_SCOPE, tryLease } from "./lease.ts";
 import { readView } from "./transcript.ts";
@@ -45,6 +46,8 @@ export interface PipelineDeps {
   trigger: Trigger;
   channels: Channels;
   cfg: CompactionConfig;
+  /** Where the tokenizer's rank tables come from (unset: the default, ranks.ts). */
+  ranks?: RankLoader;
   now: () => number;
   newId: () => string;
 }
@@ -147,7 +150,7 @@ export async function runCompaction(deps: PipelineDeps, sid: string, opts: RunOp
   const hard = hardLimit(limit);
   const usable = usableTokens(limit, cfg);
   if (usable === 0) return { status: "fits", tokens: 0, usable: 0 };
-  const counter = await counterFor({ id: opts.model.id, provider: opts.model.providerID });
+  const counter = await counterFor({ id: opts.model.id, provider: opts.model.providerID }, deps.ranks);
   const view = await readView(deps.trigger, sid);
   const fixed = counter.fixed(opts.system ?? null, opts.tools ?? []);
   const summaryTokens = view.summary ? counter.message(view.summary.message) : 0;

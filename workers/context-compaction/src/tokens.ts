@@ -1,6 +1,6 @@
 // Token counts of a provider request (docs/harness-contracts.md §6.1 budget math, made exact where it can
-// be): the model family's own BPE encoding from gpt-tokenizer (pure JS, runs in workerd) and
-// OpenAI's documented chat framing; for Anthropic, whose tokenizer is not public, a calibrated
+// be): the model family's own BPE encoding from gpt-tokenizer (pure JS, runs in workerd; its rank
+// tables come through the rank loader port, ranks.ts) and OpenAI's documented chat framing; for Anthropic, whose tokenizer is not public, a calibrated
 // multiple of o200k.
 //
 // OpenAI's framing (openai-cookbook "How to count tokens with tiktoken", §6–§7, checked against the
@@ -11,8 +11,19 @@
 // each is counted as its name + arguments + 3 (the legacy `function_call` framing).
 import type { AgentMessage, ContentBlock } from "@iii-edge/protocol/harness";
 import { isRecord } from "@iii-edge/protocol";
+import { GptEncoding } from "gpt-tokenizer/GptEncoding";
+import { defaultRanks } from "#default-ranks";
+import { checkRankTable, TokenizerUnavailableError, type EncodingName, type RankLoader } from "./ranks.ts";
 
-export type EncodingName = "o200k_base" | "cl100k_base";
+export {
+  assetRanks,
+  RANK_TABLE_SIZES,
+  rankAssetPath,
+  TokenizerUnavailableError,
+  type EncodingName,
+  type RankLoader,
+  type RankTable,
+} from "./ranks.ts";
 export type TokenFamily = "openai" | "anthropic" | "other";
 
 /** Anthropic publishes no tokenizer (only a count_tokens API call, a network round trip per
@@ -65,19 +76,34 @@ export type TextCounter = (text: string) => number;
 interface Encoding {
   countTokens(text: string, options?: { disallowedSpecial?: Set<string> }): number;
 }
-const loaded = new Map<EncodingName, Promise<Encoding>>();
+/** Built encoders, per rank source and encoding: each table is loaded and built once per process
+ * (per isolate in a Worker), on its first count. */
+const loaded = new Map<string, Promise<Encoding>>();
 const NO_SPECIAL = { disallowedSpecial: new Set<string>() };
 
-/** The encoding, loaded on first use (the rank tables are 1–2.4 MB of JS: a Worker that never
- * counts never evaluates them). */
-export function loadEncoding(name: EncodingName): Promise<Encoding> {
-  let p = loaded.get(name);
+/** The encoding, built on first use from the rank table `ranks` gives (by default gpt-tokenizer's
+ * own in Node; in a Worker bundle none: the Worker passes its static assets' loader, ranks.ts). A
+ * table that cannot be loaded fails with `tokenizer_unavailable`, and the next call tries again. */
+export function loadEncoding(name: EncodingName, ranks: RankLoader = defaultRanks): Promise<Encoding> {
+  const key = `${ranks.source}\0${name}`;
+  let p = loaded.get(key);
   if (!p) {
-    p = (name === "o200k_base" ? import("gpt-tokenizer/encoding/o200k_base") : import("gpt-tokenizer/encoding/cl100k_base")).then(
-      (m) => m.default as Encoding,
-    );
-    p.catch(() => loaded.delete(name));
-    loaded.set(name, p);
+    p = (async () => {
+      let table: unknown;
+      try {
+        table = await ranks.load(name);
+      } catch (e) {
+        if (e instanceof TokenizerUnavailableError) throw e;
+        throw new TokenizerUnavailableError(name, `${ranks.source} failed to load it`, { cause: e });
+      }
+      const checked = checkRankTable(name, table, ranks.source);
+      return GptEncoding.getEncodingApi(name, () => checked);
+    })();
+    const mine = p;
+    p.catch(() => {
+      if (loaded.get(key) === mine) loaded.delete(key);
+    });
+    loaded.set(key, p);
   }
   return p;
 }
@@ -297,8 +323,8 @@ export class TokenCounter {
   }
 }
 
-/** The counter of a model (its encoding loaded once per process). */
-export async function counterFor(model: { id: string; provider: string }): Promise<TokenCounter> {
+/** The counter of a model (its encoding loaded once per process, from `ranks`). */
+export async function counterFor(model: { id: string; provider: string }, ranks?: RankLoader): Promise<TokenCounter> {
   const spec = tokenizerSpec(model);
-  return new TokenCounter(await loadEncoding(spec.encoding), spec);
+  return new TokenCounter(await loadEncoding(spec.encoding, ranks), spec);
 }
