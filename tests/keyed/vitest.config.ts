@@ -9,5 +9,6 @@ export default defineProject(async () => ({
   resolve: { alias: sourceAliases() },
   // Only the keyed host: the engine waits for no other manifest.
   plugins: [await engineInWorkerd({ EDGE_HOSTS: "EDGE_KEYED" })],
-  test: { name: "keyed", include: ["**/*.test.ts"], setupFiles: ["./apply-migrations.ts"], testTimeout: 30_000 },
+  // One workerd per test process, reused file after file; the setup file resets its objects first.
+  test: { name: "keyed", include: ["**/*.test.ts"], setupFiles: ["../workers/apply-migrations.ts"], isolate: false, testTimeout: 30_000 },
 }));

@@ -45,5 +45,12 @@ export default defineProject(async () => ({
   // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).
   resolve: { alias: sourceAliases() },
   plugins: [await engineInWorkerd({ QUEUES: JSON.stringify(TEST_QUEUES), INVOKE_TIMEOUT_MS: String(TEST_INVOKE_TIMEOUT_MS) })],
-  test: { name: "triggers", include: ["**/*.test.ts"], setupFiles: ["./apply-migrations.ts"], testTimeout: 30_000 },
+  // One workerd per test process, reused file after file; the setup file resets its objects first.
+  test: {
+    name: "triggers",
+    include: ["**/*.test.ts"],
+    setupFiles: ["../workers/apply-migrations.ts"],
+    isolate: false,
+    testTimeout: 30_000,
+  },
 }));
