@@ -14,5 +14,7 @@ export default defineProject({
     // file at a time, after every other project: 17 files in series at the end of `npm test`.)
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    // One test process runs file after file with the modules it has loaded (tests/README.md, "Tiers").
+    isolate: false,
   },
 });

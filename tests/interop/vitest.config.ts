@@ -13,5 +13,7 @@ export default defineProject({
     include: ["**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    // One test process runs file after file with the modules it has loaded (tests/README.md, "Tiers").
+    isolate: false,
   },
 });

@@ -5,5 +5,6 @@ import { sourceAliases } from "../../scripts/workspace-exports.mjs";
 export default defineProject({
   // Workspace packages by name, resolved to their sources (scripts/workspace-exports.mjs).
   resolve: { alias: sourceAliases() },
-  test: { name: "node", environment: "node", include: ["**/*.test.ts"], testTimeout: 120_000, hookTimeout: 120_000 },
+  // One test process runs file after file with the modules it has loaded (tests/README.md, "Tiers").
+  test: { name: "node", environment: "node", include: ["**/*.test.ts"], testTimeout: 120_000, hookTimeout: 120_000, isolate: false },
 });
