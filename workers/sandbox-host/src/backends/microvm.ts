@@ -83,8 +83,8 @@ function hostTscKhz(): number {
 /**
  * Kernel options that cut the CPU a boot costs; under TCG every guest instruction is emulated, and
  * the boot is most of a sandbox's CPU (an idle guest costs about 0.01 CPU-s per second). Measured
- * with bench/boot-cpu.ts (`npm run bench:cpu`): about a sixth off a command VM's boot and a tenth
- * off a worker VM's (README.md, "Where a VM's CPU goes").
+ * with bench/boot-cpu.ts (`npm run bench:cpu`): a fifth off the boot CPU of a command VM (2.35 to
+ * 1.89 CPU-s) and of a worker VM (11.6 to 9.0), README.md, "Where a VM's CPU goes".
  * - init_on_alloc/init_on_free=0: Debian zeroes every page the kernel hands out or takes back,
  *   the 125 MB of a worker image included. Zeroing guards one kernel's memory against its own
  *   users; here the guest's only user is the sandbox, which is root in it anyway.
