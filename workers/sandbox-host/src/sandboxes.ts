@@ -599,7 +599,8 @@ export class Sandboxes {
       } catch (e) {
         if (e instanceof SandboxError && (e.code === "guest_crashed" || e.code === "exec_timeout")) {
           // The machine is dead or was killed for hanging: drop the sandbox with the reason.
-          const message = e.code === "exec_timeout" ? `sandbox ${id} hung and was destroyed` : e.message.replace(/^guest_crashed: /, "");
+          const message =
+            e.code === "exec_timeout" ? `sandbox ${id} hung and was destroyed: ${e.message}` : e.message.replace(/^guest_crashed: /, "");
           this.forget(rec, "guest_crashed", message);
           void rec.machine.destroy();
         }

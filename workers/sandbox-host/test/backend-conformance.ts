@@ -6,6 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { SandboxBackend } from "../src/backends/types.ts";
+import type { SandboxError } from "../src/errors.ts";
 import { OUTPUT_LIMIT_BYTES } from "../src/limits.ts";
 import { Sandboxes } from "../src/sandboxes.ts";
 import { alive, codeOf, waitFor } from "./support.ts";
@@ -232,11 +233,22 @@ export function describeBackendConformance(name: string, make: () => SandboxBack
 
       vmCase("a guest that stops answering is killed: exec_timeout, then guest_crashed", async () => {
         const sandbox_id = await spare.hang;
-        // Freeze the agent itself: the command finishes but no answer ever comes back.
+        // Freeze the agent itself: the command finishes but no answer ever comes back. What the
+        // guest printed on its console last is kept in the error, read before the VM is killed.
+        const marker = `last words ${Math.random().toString(36).slice(2)}`;
         const t = Date.now();
-        expect(await codeOf(sandboxes.exec({ sandbox_id, command: "kill -STOP $PPID", timeout_ms: 500 }))).toBe("exec_timeout");
+        const hung = await sandboxes
+          .exec({ sandbox_id, command: `echo '${marker}' > /dev/console; kill -STOP $PPID`, timeout_ms: 500 })
+          .then(
+            () => undefined,
+            (e: unknown) => e as SandboxError,
+          );
+        expect(hung?.code).toBe("exec_timeout");
+        expect(hung?.message).toMatch(/\(console: .*\)$/);
+        expect(hung?.message).toContain(marker);
         expect(Date.now() - t).toBeLessThan(15_000);
         expect(await codeOf(sandboxes.exec({ sandbox_id, command: "true" }))).toBe("guest_crashed");
+        await expect(sandboxes.exec({ sandbox_id, command: "true" })).rejects.toThrow(marker);
         expect(sandboxes.list().sandboxes.map((s) => s.sandbox_id)).toEqual([id]);
       });
     });

@@ -42,8 +42,12 @@ describe.skipIf(qemuMissing)(`sandbox registry on microvm-tcg${qemuMissing ? ` (
       await sandboxes?.shutdown();
     });
 
+    /** The pooled sandbox the first case takes: the ordering case reuses it rather than boot another. */
+    let pooled: string | undefined;
+
     test.sequential("the warm pool serves create without a boot wait, then refills", async () => {
       const r = await sandboxes.create({});
+      pooled = r.sandbox_id;
       expect(r).toMatchObject({ from_pool: true, backend: "microvm-tcg", memory_mb: 256, disk_mb: 64 });
       expect(r.boot_ms).toBeLessThan(200);
       expect((await sandboxes.exec({ sandbox_id: r.sandbox_id, command: "echo hi" })).stdout).toBe("hi\n");
@@ -60,7 +64,7 @@ describe.skipIf(qemuMissing)(`sandbox registry on microvm-tcg${qemuMissing ? ` (
     });
 
     test.sequential("requests on one sandbox run one at a time, in order", async () => {
-      const { sandbox_id } = await sandboxes.create({});
+      const sandbox_id = pooled ?? (await sandboxes.create({})).sandbox_id;
       await sandboxes.exec({ sandbox_id, command: ": > /tmp/log" });
       const t = Date.now();
       await Promise.all(

@@ -12,7 +12,9 @@ import { qemuMissing, retryingCall, startEngineAndHost, stopHost, testStateDir, 
  * an overloaded box (run queue above the core count, as when several suites run at once) the budget
  * stretches by that overload; the figure itself is printed either way. */
 const CATALOG_WITHIN_MS = 1_000;
-/** Warm worker VMs: the idle and crash case spawn two at once. */
+/** Warm worker VMs: the idle and crash case spawn two at once. It runs last: the pool refills
+ * after every spawn, and each worker VM costs about 10 CPU-s to boot on the software CPU, so the
+ * refills it starts are cut short by the teardown instead of booting VMs no case takes. */
 const WORKER_POOL = 2;
 const overload = () => Math.max(1, os.loadavg()[0]! / os.availableParallelism());
 
@@ -154,6 +156,32 @@ iii.registerFunction("mine::callout", async () => {
     healthy = r.sandbox_id; // kept running: the flood test checks it is unaffected
   });
 
+  test("a worker flooding the engine with frames is stopped; another sandbox worker is unaffected", async () => {
+    // Far more frames than the burst, written straight onto the socket: building each through
+    // iii-sdk costs the software-CPU guest so much on a loaded box that it could fall under the
+    // relay's rate, and the test would measure the box instead of the relay. The spawn waits for
+    // the last one, so a guest cannot look settled after its first thousand.
+    const FLOOD = 20_000;
+    const source = `const ws = new WebSocket(process.env.III_URL);
+ws.onopen = () => { for (let i = 0; i < ${FLOOD}; i++) ws.send('{"type":"registerfunction","id":"flood::f' + i + '"}'); };
+`;
+    expect(await warm(1)).toBe(true);
+    // 120 s rather than the engine's default 30 s: what is judged is the relay's verdict, and a guest
+    // on a software CPU beside other test files can take a minute just to start its script (the
+    // host allows 60 s to connect, then 30 s to register).
+    const err = await call(
+      "sandbox::spawn_worker",
+      { source, register_prefix: "flood::", wait_for: [`flood::f${FLOOD - 1}`] },
+      SPAWN_CALL_MS,
+    ).catch((e: Error) => e);
+    expect((err as { code?: string }).code).toBe("limit_exceeded");
+    expect((err as Error).message).toContain("frame flood");
+    expect(await until(async () => (await catalog("flood::")).length === 0, 10_000)).toBe(true);
+    expect(healthy).toMatch(/^sbw_/);
+    expect(await call("mine::callout", {})).toEqual({ code: "forbidden" });
+    await call("sandbox::stop_worker", { sandbox_id: healthy });
+  }, 240_000);
+
   test("an idle worker is stopped and its functions unregister; a crashed one is not restarted", async () => {
     expect(await warm(2)).toBe(true);
     const idle = await call("sandbox::spawn_worker", {
@@ -185,30 +213,4 @@ iii.registerFunction("mine::callout", async () => {
     expect((err as { code?: string }).code).toBe("worker_crashed");
     expect((err as Error).message).toContain("boom");
   });
-
-  test("a worker flooding the engine with frames is stopped; another sandbox worker is unaffected", async () => {
-    // Far more frames than the burst, written straight onto the socket: building each through
-    // iii-sdk costs the software-CPU guest so much on a loaded box that it could fall under the
-    // relay's rate, and the test would measure the box instead of the relay. The spawn waits for
-    // the last one, so a guest cannot look settled after its first thousand.
-    const FLOOD = 20_000;
-    const source = `const ws = new WebSocket(process.env.III_URL);
-ws.onopen = () => { for (let i = 0; i < ${FLOOD}; i++) ws.send('{"type":"registerfunction","id":"flood::f' + i + '"}'); };
-`;
-    expect(await warm(1)).toBe(true);
-    // 120 s rather than the engine's default 30 s: what is judged is the relay's verdict, and a guest
-    // on a software CPU beside other test files can take a minute just to start its script (the
-    // host allows 60 s to connect, then 30 s to register).
-    const err = await call(
-      "sandbox::spawn_worker",
-      { source, register_prefix: "flood::", wait_for: [`flood::f${FLOOD - 1}`] },
-      SPAWN_CALL_MS,
-    ).catch((e: Error) => e);
-    expect((err as { code?: string }).code).toBe("limit_exceeded");
-    expect((err as Error).message).toContain("frame flood");
-    expect(await until(async () => (await catalog("flood::")).length === 0, 10_000)).toBe(true);
-    expect(healthy).toMatch(/^sbw_/);
-    expect(await call("mine::callout", {})).toEqual({ code: "forbidden" });
-    await call("sandbox::stop_worker", { sandbox_id: healthy });
-  }, 240_000);
 });

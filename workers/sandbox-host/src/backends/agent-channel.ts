@@ -66,14 +66,16 @@ export class AgentChannel {
   /**
    * Send one request and wait for its answer. Requests are serialised: the agent reads exact byte
    * counts, so a pipelined request could be swallowed by the one before it. `onHang` runs when
-   * no answer arrives within `timeoutMs`; the request then fails with exec_timeout.
+   * no answer arrives within `timeoutMs`; the request then fails with exec_timeout, and what
+   * `onHang` returns (the guest console's tail) goes into the message: it is the only account of
+   * why the guest went silent once the VM is gone.
    */
   request(
     op: string,
     args: (string | number)[],
     payload: Uint8Array[],
     timeoutMs: number,
-    onHang: () => void,
+    onHang: () => string | undefined,
     onChunk?: (streamNo: string, bytes: Buffer) => void,
   ): Promise<AgentAnswer> {
     const run = () =>
@@ -82,8 +84,13 @@ export class AgentChannel {
         const id = String(this.nextId++);
         const timer = setTimeout(() => {
           this.waiter = undefined;
-          reject(new SandboxError("exec_timeout", `the guest did not answer within ${timeoutMs} ms; the sandbox was destroyed`));
-          onHang();
+          const detail = onHang();
+          reject(
+            new SandboxError(
+              "exec_timeout",
+              `the guest did not answer within ${timeoutMs} ms; the sandbox was destroyed${detail ? ` (${detail})` : ""}`,
+            ),
+          );
         }, timeoutMs);
         this.waiter = {
           id,

@@ -26,6 +26,8 @@ export interface MicrovmOptions {
   /** Worker VMs: add a second virtio-serial port named "engine", the guest runtime's only way out
    * (guest/worker/runtime.mjs). Boot then also waits for the runtime's hello on it. */
   enginePort?: boolean;
+  /** Boot with LEAN_BOOT's kernel options (default true; bench/boot-cpu.ts boots without them too). */
+  leanBoot?: boolean;
 }
 
 /** Header of a frame on the engine port: type (1 byte) | conn (u32 BE) | length (u32 BE). */
@@ -64,7 +66,7 @@ function awaitHello(sock: net.Socket): Promise<Record<string, unknown>> {
 const STDERR_KEPT_BYTES = 4096;
 /** sun_path holds 108 bytes including the terminating NUL. */
 const MAX_UNIX_SOCKET_PATH = 107;
-/** Tail of the guest console kept for a guest_crashed message (kernel panic text). */
+/** Tail of the guest console kept for a guest_crashed or exec_timeout message (kernel panic text, a stall report). */
 const CONSOLE_TAIL_BYTES = 400;
 
 /** Under TCG the guest TSC runs at the host's rate; telling the kernel so avoids its PIT
@@ -77,6 +79,24 @@ function hostTscKhz(): number {
     return 0;
   }
 }
+
+/**
+ * Kernel options that cut the CPU a boot costs; under TCG every guest instruction is emulated, and
+ * the boot is most of a sandbox's CPU (an idle guest costs about 0.01 CPU-s per second). Measured
+ * with bench/boot-cpu.ts (`npm run bench:cpu`): a fifth off the boot CPU of a command VM (2.35 to
+ * 1.89 CPU-s) and of a worker VM (11.6 to 9.0), README.md, "Where a VM's CPU goes".
+ * - init_on_alloc/init_on_free=0: Debian zeroes every page the kernel hands out or takes back,
+ *   the 125 MB of a worker image included. Zeroing guards one kernel's memory against its own
+ *   users; here the guest's only user is the sandbox, which is root in it anyway.
+ * - mitigations=off: the same reasoning; the wall is the VM, not the guest kernel. Under TCG the
+ *   guest's speculation barriers guard nothing on the host and cost emulated instructions.
+ * - cryptomgr.notests: the crypto self-tests; lsm=capability: AppArmor, TOMOYO, Landlock, Yama and
+ *   BPF's LSM set themselves up for a guest that loads no policy; audit=0: nothing reads the audit log.
+ * - pci=off, 8250.nr_uarts=1, no_timer_check: microvm has no PCI bus and one serial port, and its
+ *   timer is known good: no probing for them.
+ */
+const LEAN_BOOT =
+  "init_on_alloc=0 init_on_free=0 mitigations=off cryptomgr.notests lsm=capability audit=0 pci=off 8250.nr_uarts=1 no_timer_check";
 
 /** util-linux `setpriv --pdeathsig KILL` makes the kernel kill QEMU when this process dies, even
  * by SIGKILL. Node cannot set PR_SET_PDEATHSIG itself. Used when present (Debian: always). */
@@ -124,7 +144,12 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
     const engineServer = opts.enginePort ? net.createServer() : undefined;
     if (engineServer) await new Promise<void>((resolve) => engineServer.listen(engineSock, resolve));
 
-    const append = ["console=ttyS0 quiet panic=-1", `sbx.disk_mb=${bo.diskMb}`, tscKhz ? `tsc_early_khz=${tscKhz} tsc=reliable` : ""]
+    const append = [
+      "console=ttyS0 quiet panic=-1",
+      opts.leanBoot === false ? "" : LEAN_BOOT,
+      `sbx.disk_mb=${bo.diskMb}`,
+      tscKhz ? `tsc_early_khz=${tscKhz} tsc=reliable` : "",
+    ]
       .filter(Boolean)
       .join(" ");
     const qemuArgs = [
@@ -202,6 +227,13 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
         // already gone
       }
     };
+    /** A guest that stopped answering: read its console before the kill removes the VM's
+     * directory, then kill it. The tail (a soft lockup, an RCU stall, an OOM report) says why. */
+    const killHung = (): string => {
+      const tail = consoleCause(path.join(dir, "console.log"));
+      kill();
+      return tail ? `console: ${tail}` : "the guest console was empty";
+    };
 
     const bootTimeoutMs = opts.bootTimeoutMs ?? BOOT_TIMEOUT_MS;
     let hello: Record<string, unknown> | undefined;
@@ -269,7 +301,7 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
           [ms, req.outputLimit, onChunk ? 1 : 0, cmd.length, stdin.length],
           [cmd, stdin],
           ms + AGENT_GRACE_MS,
-          kill,
+          killHung,
           onChunk,
         );
         return { exitCode: Number(fields[2]), timedOut: fields[3] === "1", stdout: blobs[0], stderr: blobs[1] };
@@ -282,14 +314,14 @@ export function createMicrovmBackend(opts: MicrovmOptions): SandboxBackend {
           [mode === undefined ? "-" : mode.toString(8), pb.length, data.length],
           [pb, data],
           AGENT_FILE_TIMEOUT_MS,
-          kill,
+          killHung,
         );
         if (fields[2] !== "0") throw new SandboxError("file_error", blobs[0].toString("utf8").trim() || `write ${p} failed`);
       },
 
       async readFile(p: string, limit: number): Promise<Buffer> {
         const pb = Buffer.from(p);
-        const { fields, blobs } = await ch.request("R", [limit, pb.length], [pb], AGENT_FILE_TIMEOUT_MS, kill);
+        const { fields, blobs } = await ch.request("R", [limit, pb.length], [pb], AGENT_FILE_TIMEOUT_MS, killHung);
         if (fields[2] === "2")
           throw new SandboxError("limit_exceeded", `${p} is ${blobs[0].toString()} bytes; read_file returns at most ${limit}`);
         if (fields[2] !== "0") throw new SandboxError("file_error", blobs[0].toString("utf8").trim() || `read ${p} failed`);
