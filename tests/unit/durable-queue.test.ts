@@ -84,3 +84,52 @@ describe("durable queue: a timer that cannot be set", () => {
     expect(delivered[2]).toEqual({ n: 3 });
   });
 });
+
+describe("durable queue: a result frees its slot before its deletion is written", () => {
+  it("starts the next message at once, never delivers the answered one again, and writes the deletions in one go", async () => {
+    // Concurrency 4: the deletions of up to deletionAllowance(4) - 1 = 1 delivered message wait for
+    // their flush; the second result writes both.
+    const cfg: QueueConfig = { ...QUEUE, name: "gated", concurrency: 4 };
+    const { core } = setup();
+    const gates = new Map<number, () => void>();
+    const started: number[] = [];
+    core.addBuiltin({
+      id: "gated::run",
+      description: "runs until the test opens its gate",
+      handler: (data) =>
+        new Promise<void>((open) => {
+          const n = (data as { n: number }).n;
+          started.push(n);
+          gates.set(n, open);
+        }),
+    });
+    const settled: string[] = [];
+    const queues = new DurableQueues(core, (name) => (name === cfg.name ? cfg : undefined));
+    queues.onSettled = (id) => void settled.push(id);
+    const stored = () => core.ports.sql.exec<{ id: string }>("SELECT id FROM queue_messages ORDER BY seq").map((r) => r.id);
+    for (let n = 1; n <= 6; n++) queues.push(cfg, { queue: cfg.name, function_id: "gated::run", data: { n } }, `g-${n}`);
+
+    await eventually(() => started.length === 4, 2_000, "the window filled");
+    expect(started).toEqual([1, 2, 3, 4]);
+
+    // One result: message 5 starts in the same turn of events, while message 1's row is still stored
+    // (its deletion waits for the flush) and is not handed out again.
+    gates.get(1)!();
+    await eventually(() => started.length === 5, 2_000, "the freed slot refilled");
+    expect(started).toEqual([1, 2, 3, 4, 5]);
+    expect(stored()).toEqual(["g-1", "g-2", "g-3", "g-4", "g-5", "g-6"]);
+    expect(queues.depth(cfg.name)).toBe(5);
+    expect(settled).toEqual([]);
+
+    // The second result reaches the allowance: both deletions are written in one flush.
+    gates.get(2)!();
+    await eventually(() => settled.length === 2, 2_000, "both deletions written");
+    expect(stored()).toEqual(["g-3", "g-4", "g-5", "g-6"]);
+    await eventually(() => started.length === 6, 2_000, "the last message started");
+
+    for (const n of [3, 4, 5, 6]) gates.get(n)!();
+    await eventually(() => queues.depth(cfg.name) === 0 && stored().length === 0, 2_000, "the queue drained");
+    // Each message was handed to its handler exactly once.
+    expect(started.sort()).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+});

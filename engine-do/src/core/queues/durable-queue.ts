@@ -46,6 +46,17 @@ export const ENQUEUE_FLUSH_MS = 2;
 /** Most enqueues one write takes: past it the write happens at once (bounds the memory held and
  * the length of the event that writes). */
 export const MAX_ENQUEUE_BATCH = 256;
+/**
+ * How many delivered messages of a queue may wait for their deletion before it is written at once,
+ * in the event of the result that reaches it: half the queue's concurrency (at least 1). A result
+ * gives its slot back at once, before its deletion is stored, so what a crash can repeat is the
+ * messages in flight (at most `concurrency`) plus these (fewer than this bound): at most
+ * `concurrency + deletionAllowance(concurrency)` in all. If writes fail and deletions pile up past
+ * it, each one over takes a slot of the queue until a write succeeds, so the bound holds then too.
+ */
+export function deletionAllowance(concurrency: number): number {
+  return Math.max(1, Math.floor(concurrency / 2));
+}
 /** Most times one pump looks again at a standard queue after putting off rows of missing targets
  * (each look puts off at least one target's rows; the next pump goes on from there). */
 const MAX_HOLD_ROUNDS = 16;
@@ -122,8 +133,11 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * lease is void once the instance is gone (its pending calls died with it), so writing it would
    * only cost a commit per delivery; the stored alarm (nextDue) still covers the lease ends. */
   private readonly leases = new Map<string, number>();
-  /** Delivered messages whose deletion waits for the next flush (ACK_FLUSH_MS): id → queue. */
+  /** Delivered messages whose deletion waits for the next flush (ACK_FLUSH_MS): id → queue. They
+   * are busy for the pump (never picked again by this instance) but hold no slot. */
   private readonly acked = new Map<string, string>();
+  /** `acked` counted per queue. */
+  private readonly ackedBy = new Map<string, number>();
   /** Enqueues waiting for the next flush (ENQUEUE_FLUSH_MS), acknowledged once it has stored them. */
   private readonly incoming: Incoming[] = [];
   private flushTimer: unknown = null;
@@ -205,7 +219,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     // A queue at its concurrency is pumped again when one of its deliveries settles (each settles,
     // by its deadline at the latest): a pump now could start nothing. In a flood that is one timer
     // event saved per message. (After a crash the stored alarm at the leases' end takes over.)
-    if ((this.inflight.get(cfg.name) ?? 0) >= cfg.concurrency) this.leftForConcurrency = true;
+    if (this.free(cfg) <= 0) this.leftForConcurrency = true;
     else this.kick();
     return { ok: true };
   }
@@ -281,7 +295,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       // A queue at its concurrency can start nothing before one of its deliveries settles, and
       // every settle pumps it (by its deadline at the latest; a crash leaves the leases' ends
       // below): no row of it needs the alarm, so none is read. In a flood that is most calls.
-      if (cfg && (this.inflight.get(queue) ?? 0) >= cfg.concurrency) {
+      if (cfg && this.free(cfg) <= 0) {
         if (this.leftForConcurrency && (t === null || now + SAFETY_REPUMP_MS < t)) t = now + SAFETY_REPUMP_MS;
         continue;
       }
@@ -357,9 +371,17 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   /** Delivered messages of `queue` (or of all) whose deletion waits for the flush. */
   private ackedIn(queue?: string): number {
     if (queue === undefined) return this.acked.size;
-    let n = 0;
-    for (const q of this.acked.values()) if (q === queue) n++;
-    return n;
+    return this.ackedBy.get(queue) ?? 0;
+  }
+
+  /**
+   * Deliveries `cfg`'s queue may start now: its concurrency less those in flight, less the
+   * deletions waiting past deletionAllowance (none while writes succeed: the result that reaches
+   * the allowance writes them at once).
+   */
+  private free(cfg: QueueConfig): number {
+    const over = Math.max(0, this.ackedIn(cfg.name) - deletionAllowance(cfg.concurrency));
+    return cfg.concurrency - (this.inflight.get(cfg.name) ?? 0) - over;
   }
 
   /** Does `queue` hold at least `n` messages? (Stops counting at `n`.) */
@@ -391,7 +413,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         const cfg = this.configFor(queue);
         // A queue removed from configuration keeps its messages until it is configured again.
         if (!cfg) continue;
-        const free = cfg.concurrency - (this.inflight.get(cfg.name) ?? 0);
+        const free = this.free(cfg);
         if (free <= 0) {
           // Whether rows are left is not looked up: at worst the safety net of nextDue is armed.
           this.leftForConcurrency = true;
@@ -549,14 +571,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       .then(async (outcome) => {
         const attempts = row.attempts + 1;
         if (outcome.ok) {
-          // Deleted by the next flush, with the others delivered meanwhile (one commit). Until then
-          // it keeps its slot of the queue's concurrency: what a crash can repeat stays within
-          // the messages holding a slot, at most `concurrency` (as before the coalescing).
+          // Deleted by the next flush, with the others delivered meanwhile (one commit). Its slot is
+          // free at once (the `finally` below pumps): the row stays busy, so this instance never
+          // delivers it again, and a crash repeats it at most once more (deletionAllowance).
           this.acked.set(row.id, cfg.name);
-          if (this.ackedIn(cfg.name) >= Math.max(1, Math.floor(cfg.concurrency / 2))) this.flushAcks();
-          // Messages waiting for this slot (or, in a fifo queue, for this head of their group) get
-          // it within ENQUEUE_FLUSH_MS, not ACK_FLUSH_MS.
-          else this.scheduleFlush(this.leftForConcurrency || cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
+          this.ackedBy.set(cfg.name, this.ackedIn(cfg.name) + 1);
+          if (this.ackedIn(cfg.name) >= deletionAllowance(cfg.concurrency)) this.flushAcks();
+          // The next message of a fifo group waits for this head's deletion: within ENQUEUE_FLUSH_MS.
+          else this.scheduleFlush(cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
           settled = "delivered";
           endDelivery(span, outcome, settled);
           return;
@@ -601,13 +623,11 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       })
       .finally(() => {
         this.leases.delete(row.id);
-        // A delivered message gives its slot back when its deletion is stored (flushAcks).
-        if (!this.acked.has(row.id)) this.release(cfg.name);
+        this.release(cfg.name);
         if (group) this.inflightGroups.delete(group);
         // A delivered message is reported once its deletion is stored (flushAcks).
         if (settled !== "delivered") this.onSettled?.(row.id, settled);
-        // A delivered message still waiting for its deletion holds its slot: the flush pumps.
-        if (!this.acked.has(row.id)) this.pump();
+        this.pump();
       });
     this.core.ports.background(done);
   }
@@ -673,8 +693,9 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     for (const b of batch) b.done({ ok: true });
     for (const [id, queue] of done) {
       this.acked.delete(id);
-      // Still running its settle (flushed from inside it): that settle's `finally` sees it gone.
-      if (!this.leases.has(id)) this.release(queue);
+      const left = this.ackedIn(queue) - 1;
+      if (left > 0) this.ackedBy.set(queue, left);
+      else this.ackedBy.delete(queue);
       this.onSettled?.(id, "delivered");
     }
     this.pump();
