@@ -55,6 +55,7 @@ export const MAX_ENQUEUE_BATCH = 256;
  * it, each one over takes a slot of the queue until a write succeeds, so the bound holds then too.
  */
 export function deletionAllowance(concurrency: number): number {
+  // (Retries waiting for their write count against it too: they are results not yet stored.)
   return Math.max(1, Math.floor(concurrency / 2));
 }
 /** Most times one pump looks again at a standard queue after putting off rows of missing targets
@@ -94,6 +95,21 @@ interface Incoming {
   data: string;
   group: string | null;
   done(r: EnqueueResult): void;
+}
+
+/** A failed attempt's retry, written by the next flush. */
+interface PendingRetry {
+  queue: string;
+  attempts: number;
+  next_at: number;
+  error: string;
+}
+
+/** Add `delta` to `queue`'s count in `m` (a count at zero is not kept). */
+function bump(m: Map<string, number>, queue: string, delta: number): void {
+  const n = (m.get(queue) ?? 0) + delta;
+  if (n > 0) m.set(queue, n);
+  else m.delete(queue);
 }
 
 /** Where a message goes besides its queue (QueueMessage's `trigger_id` and `group`). */
@@ -138,6 +154,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   private readonly acked = new Map<string, string>();
   /** `acked` counted per queue. */
   private readonly ackedBy = new Map<string, number>();
+  /** Failed attempts whose retry (attempts, next time, error) waits for the next flush: id → it.
+   * Busy for the pump like `acked` (the stored row still says it is due), no slot held. */
+  private readonly retrying = new Map<string, PendingRetry>();
+  /** Results waiting for their write (`acked` and `retrying`) counted per queue: what
+   * deletionAllowance bounds. */
+  private readonly unwrittenBy = new Map<string, number>();
   /** Enqueues waiting for the next flush (ENQUEUE_FLUSH_MS), acknowledged once it has stored them. */
   private readonly incoming: Incoming[] = [];
   private flushTimer: unknown = null;
@@ -301,8 +323,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       }
       if (cfg) {
         // The earliest row not in flight nor delivered (those are passed over: at most
-        // leases + acked of them come first).
-        const skip = this.leases.size + this.acked.size;
+        // busyCount() of them come first).
+        const skip = this.busyCount();
         const rows =
           cfg.type === "fifo"
             ? sql.exec<{ id: string; t: number }>(
@@ -380,7 +402,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * the allowance writes them at once).
    */
   private free(cfg: QueueConfig): number {
-    const over = Math.max(0, this.ackedIn(cfg.name) - deletionAllowance(cfg.concurrency));
+    const over = Math.max(0, (this.unwrittenBy.get(cfg.name) ?? 0) - deletionAllowance(cfg.concurrency));
     return cfg.concurrency - (this.inflight.get(cfg.name) ?? 0) - over;
   }
 
@@ -434,7 +456,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
               cfg.name,
               from,
               now,
-              free - started + 1 + (from === 0 ? this.leases.size + this.acked.size : 0),
+              free - started + 1 + (from === 0 ? this.busyCount() : 0),
             );
             let held = false;
             let mark = from;
@@ -469,7 +491,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?",
           cfg.name,
           now,
-          PUMP_SCAN_LIMIT + this.leases.size + this.acked.size,
+          PUMP_SCAN_LIMIT + this.busyCount(),
         );
         const seen = new Set<string>();
         let started = 0;
@@ -575,10 +597,8 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           // free at once (the `finally` below pumps): the row stays busy, so this instance never
           // delivers it again, and a crash repeats it at most once more (deletionAllowance).
           this.acked.set(row.id, cfg.name);
-          this.ackedBy.set(cfg.name, this.ackedIn(cfg.name) + 1);
-          if (this.ackedIn(cfg.name) >= deletionAllowance(cfg.concurrency)) this.flushAcks();
-          // The next message of a fifo group waits for this head's deletion: within ENQUEUE_FLUSH_MS.
-          else this.scheduleFlush(cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
+          bump(this.ackedBy, cfg.name, 1);
+          this.settledUnwritten(cfg, cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
           settled = "delivered";
           endDelivery(span, outcome, settled);
           return;
@@ -602,14 +622,13 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           settled = "dead";
           return;
         }
-        this.scanned.clear();
-        sql.exec(
-          "UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?",
-          attempts,
-          clock.now() + backoffDelay(backoff, attempts),
-          error,
-          row.id,
-        );
+        // Written by the next flush with the other results (one commit); the row stays busy until
+        // then. Lost in a crash, the attempt is simply made again (its count not yet raised).
+        this.retrying.set(row.id, { queue: cfg.name, attempts, next_at: clock.now() + backoffDelay(backoff, attempts), error });
+        settled = "retry";
+        // The retry's own wait is its backoff: its write is not in a hurry, but a fifo group's
+        // next message waits behind it.
+        this.settledUnwritten(cfg, cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
       })
       .catch((e) => {
         // The dead-letter store failed: keep the message and try again later.
@@ -625,11 +644,19 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         this.leases.delete(row.id);
         this.release(cfg.name);
         if (group) this.inflightGroups.delete(group);
-        // A delivered message is reported once its deletion is stored (flushAcks).
-        if (settled !== "delivered") this.onSettled?.(row.id, settled);
+        // A delivered or retried message is reported once its result is stored (flushAcks).
+        if (settled === "dead") this.onSettled?.(row.id, settled);
         this.pump();
       });
     this.core.ports.background(done);
+  }
+
+  /** A result of `cfg`'s queue waits for its write: at once if the queue's unwritten results reach
+   * deletionAllowance, else within `ms`. */
+  private settledUnwritten(cfg: QueueConfig, ms: number): void {
+    bump(this.unwrittenBy, cfg.name, 1);
+    if ((this.unwrittenBy.get(cfg.name) ?? 0) >= deletionAllowance(cfg.concurrency)) this.flushAcks();
+    else this.scheduleFlush(ms);
   }
 
   /** Flush within `ms` (an armed timer that would fire later is brought forward). */
@@ -661,12 +688,13 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * refused (their senders were told nothing yet) and the deletions wait for the next flush.
    */
   flushAcks(): void {
-    if (this.acked.size === 0 && this.incoming.length === 0) return;
+    if (this.acked.size === 0 && this.retrying.size === 0 && this.incoming.length === 0) return;
     if (this.flushTimer !== null) {
       this.core.ports.timers.clear(this.flushTimer);
       this.flushTimer = null;
     }
     const done = [...this.acked];
+    const retries = [...this.retrying];
     const batch = this.incoming.splice(0);
     const { sql } = this.core.ports;
     try {
@@ -683,20 +711,39 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           sql,
           done.map(([id]) => id),
         );
+        for (const [id, r] of retries)
+          sql.exec(
+            "UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?",
+            r.attempts,
+            r.next_at,
+            r.error,
+            id,
+          );
       });
     } catch (e) {
-      this.core.ports.log.warn("durable queue write failed", { enqueues: batch.length, deletions: done.length, error: String(e) });
+      this.core.ports.log.warn("durable queue write failed", {
+        enqueues: batch.length,
+        deletions: done.length,
+        retries: retries.length,
+        error: String(e),
+      });
       for (const b of batch) b.done({ ok: false, message: `the queue could not store the message: ${String(e)}` });
-      if (done.length > 0) this.scheduleFlush(ACK_FLUSH_MS);
+      if (done.length > 0 || retries.length > 0) this.scheduleFlush(ACK_FLUSH_MS);
       return;
     }
     for (const b of batch) b.done({ ok: true });
     for (const [id, queue] of done) {
       this.acked.delete(id);
-      const left = this.ackedIn(queue) - 1;
-      if (left > 0) this.ackedBy.set(queue, left);
-      else this.ackedBy.delete(queue);
+      bump(this.ackedBy, queue, -1);
+      bump(this.unwrittenBy, queue, -1);
       this.onSettled?.(id, "delivered");
+    }
+    // Rows written with a new next_at may now be due behind a queue's scanned mark.
+    if (retries.length > 0) this.scanned.clear();
+    for (const [id, r] of retries) {
+      this.retrying.delete(id);
+      bump(this.unwrittenBy, r.queue, -1);
+      this.onSettled?.(id, "retry");
     }
     this.pump();
   }
@@ -709,7 +756,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
 
   /** A row the pump must pass over: in flight in this instance, or delivered and not yet deleted. */
   private busy(id: string): boolean {
-    return this.leases.has(id) || this.acked.has(id);
+    return this.leases.has(id) || this.acked.has(id) || this.retrying.has(id);
+  }
+
+  /** Rows the pump passes over (busy): a read from a fresh mark asks for this many more. */
+  private busyCount(): number {
+    return this.leases.size + this.acked.size + this.retrying.size;
   }
 
   /**
