@@ -9,7 +9,9 @@
 // pending calls died with it). The message id is the invocation id of every attempt, so a handler
 // can deduplicate. Right after the object starts, a message whose function is not registered waits
 // for it (RECONNECT_GRACE_MS) rather than spending its attempts: after a restart the workers are
-// still reconnecting, and their functions come back with them.
+// still reconnecting, and their functions come back with them. Results are stored in bulk: the
+// deletions of delivered messages and the retries of failed ones wait for one write with the
+// enqueues (flushAcks), and a result frees its slot at once, before that write.
 import type { AlarmClient, CallRequest, EngineApi, EnqueueRequest, FireOptions } from "../api.ts";
 import type { CallOutcome, Sql } from "../ports.ts";
 import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
@@ -173,6 +175,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * failed settle, a missing target put off) and those clear this; new rows come after it.
    */
   private readonly scanned = new Map<string, number>();
+  /**
+   * Per standard queue, due rows the pump read past its free slots (in seq order, none busy, all
+   * before the `scanned` mark): a slot freed by a result takes the next of them without a read, so
+   * refilling the window costs one read per `concurrency` deliveries instead of one per result.
+   * Only this file writes queue_messages, and every rewrite of a row's `next_at` drops them with
+   * the marks (forgetScans); deleted rows were busy, never here. At most `concurrency` per queue.
+   */
+  private readonly ready = new Map<string, Row[]>();
   private inflightTotal = 0;
   private seq: number;
   private readonly deadLetters: DeadLetterSink | undefined;
@@ -376,7 +386,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   async run(): Promise<void> {
     // The alarm reads the queue names afresh: whatever is due is delivered, however it was stored.
     this.names = undefined;
-    this.scanned.clear();
+    this.forgetScans();
     this.pump();
   }
 
@@ -426,6 +436,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     }
     this.pumping = true;
     this.leftForConcurrency = false;
+    // A pump that only started rows read ahead (a result's freed slot) leaves the alarm as it is:
+    // what it changed is a new lease, which ends after the leases the armed alarm already covers,
+    // and reading every alarm client's next time (cron, channels, the queues) once per result
+    // would cost more SQL than the delivery. Any pump that reads the store rearms it.
+    let fromAhead = false;
+    let readStore = false;
     try {
       const { sql, clock } = this.core.ports;
       const now = clock.now();
@@ -449,18 +465,32 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           // Rows before the queue's `scanned` mark are all busy; from a fresh mark (0) the busy rows
           // come first and count against the limit.
           let started = 0;
+          // The rows read ahead by an earlier pump first (a hold drops them: the loop ends).
+          while (started < free) {
+            const row = this.ready.get(cfg.name)?.shift();
+            if (!row) break;
+            if (this.busy(row.id) || hold?.(row)) continue;
+            started++;
+            fromAhead = true;
+            this.deliver(cfg, row);
+          }
+          if (this.ready.get(cfg.name)?.length) this.leftForConcurrency = true;
+          else this.ready.delete(cfg.name);
           for (let round = 0; round < MAX_HOLD_ROUNDS && started < free; round++) {
             const from = this.scanned.get(cfg.name) ?? 0;
+            readStore = true;
+            // Up to `concurrency` rows more than the free slots: kept for the next results.
             const rows = sql.exec<Row>(
               "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND seq > ? AND next_at <= ? ORDER BY seq LIMIT ?",
               cfg.name,
               from,
               now,
-              free - started + 1 + (from === 0 ? this.busyCount() : 0),
+              free - started + cfg.concurrency + (from === 0 ? this.busyCount() : 0),
             );
             let held = false;
             let mark = from;
             let contiguous = true;
+            const ahead: Row[] = [];
             for (const row of rows) {
               if (this.busy(row.id)) {
                 if (contiguous) mark = row.seq;
@@ -468,7 +498,11 @@ export class DurableQueues implements QueueBackend, AlarmClient {
               }
               if (started >= free) {
                 this.leftForConcurrency = true;
-                break;
+                // Kept only behind an unbroken run of rows accounted for (the mark passes it).
+                if (!contiguous) break;
+                ahead.push(row);
+                mark = row.seq;
+                continue;
               }
               if (hold?.(row)) {
                 held = true;
@@ -481,12 +515,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
             }
             // (A hold rewrote rows' next_at, which clears the mark: the next round starts over.)
             if (!held && mark > from) this.scanned.set(cfg.name, mark);
+            if (!held && ahead.length > 0) this.ready.set(cfg.name, ahead);
             if (!held) break;
           }
           continue;
         }
         // fifo: only the head of each idle group is eligible, and a head waiting on backoff (or in
         // flight) holds back every later message of its group.
+        readStore = true;
         const rows = sql.exec<Row>(
           "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?",
           cfg.name,
@@ -526,7 +562,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     } finally {
       this.pumping = false;
     }
-    this.core.rearmAlarm();
+    if (readStore || !fromAhead) this.core.rearmAlarm();
     if (this.pumpAgain) {
       this.pumpAgain = false;
       this.kick();
@@ -552,7 +588,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         missing = fn === undefined || !this.core.functionExists(fn);
         checked.set(key, missing);
         if (missing) {
-          this.scanned.clear();
+          this.forgetScans();
           sql.exec(
             "UPDATE queue_messages SET next_at = ? WHERE leased = 0 AND next_at <= ? AND function_id = ? AND trigger_id IS ?",
             now + FUNCTION_WAIT_MS,
@@ -633,7 +669,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       .catch((e) => {
         // The dead-letter store failed: keep the message and try again later.
         this.core.ports.log.warn("durable queue settle failed; message kept", { id: row.id, error: String(e) });
-        this.scanned.clear();
+        this.forgetScans();
         sql.exec(
           "UPDATE queue_messages SET leased = 0, next_at = ? WHERE id = ?",
           clock.now() + backoffDelay(backoff, row.attempts + 1),
@@ -739,13 +775,19 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       this.onSettled?.(id, "delivered");
     }
     // Rows written with a new next_at may now be due behind a queue's scanned mark.
-    if (retries.length > 0) this.scanned.clear();
+    if (retries.length > 0) this.forgetScans();
     for (const [id, r] of retries) {
       this.retrying.delete(id);
       bump(this.unwrittenBy, r.queue, -1);
       this.onSettled?.(id, "retry");
     }
     this.pump();
+  }
+
+  /** Rows' `next_at` were rewritten (or the alarm reads afresh): the pump reads from the start. */
+  private forgetScans(): void {
+    this.scanned.clear();
+    this.ready.clear();
   }
 
   /** One delivery of `queue` is over: its slot is free. */
