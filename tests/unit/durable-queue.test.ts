@@ -172,7 +172,10 @@ describe("durable queue: failed attempts are written in bulk", () => {
     const queues = new DurableQueues(core, (name) => (name === cfg.name ? cfg : undefined));
     core.addAlarmClient(queues);
     const stored = (id: string) =>
-      core.ports.sql.exec<{ attempts: number; last_error: string | null }>("SELECT attempts, last_error FROM queue_messages WHERE id = ?", id)[0];
+      core.ports.sql.exec<{ attempts: number; last_error: string | null }>(
+        "SELECT attempts, last_error FROM queue_messages WHERE id = ?",
+        id,
+      )[0];
     const reported: [string, string, number | undefined][] = [];
     queues.onSettled = (id, outcome) => {
       reported.push([id, outcome, stored(id)?.attempts]);
