@@ -5,7 +5,8 @@
 // the same handler, in the same run on the same engine. Part of `npm run bench`; alone:
 //   node --conditions=iii-edge-source tests/bench/queue-flood-bench.ts
 // Options (env): BENCH_RUNS (3), BENCH_FLOOD (1000 messages), BENCH_CF_FLOOD (1000), BENCH_CALLERS (10),
-// BENCH_DURATION_MS (3000, the routed measurement), BENCH_WARMUP_MS (1000).
+// BENCH_DURATION_MS (3000, the routed measurement), BENCH_WARMUP_MS (1000), BENCH_KINDS (all; a comma
+// list of routed,durable,cloudflare,http,plain,object to run only those, e.g. "routed,durable").
 //
 // Method: the producer is one raw WebSocket in this process keeping ENQUEUE_WINDOW enqueue frames
 // (`invokefunction` with `action: {type: "enqueue"}`) outstanding, the next sent when an ack comes
@@ -38,6 +39,9 @@ const TARGET_HTTP_RATIO = 0.7;
 /** HTTP clients in the http measurements (keep-alive fetch loops), and seconds recorded. */
 const HTTP_CONNECTIONS = Number(process.env.BENCH_HTTP_CONNECTIONS ?? 16);
 const HTTP_MS = Number(process.env.BENCH_HTTP_MS ?? 3000);
+/** The measurements to run (BENCH_KINDS), all by default. */
+const ALL_KINDS = ["routed", "durable", "cloudflare", "http", "plain", "object"] as const;
+const KINDS = process.env.BENCH_KINDS ? ALL_KINDS.filter((k) => process.env.BENCH_KINDS!.split(",").includes(k)) : ALL_KINDS;
 
 /** Resolves on the next IPC message of `child` matching `pred`. */
 function nextMessage<T>(child: ChildProcess, pred: (m: T) => boolean, timeoutMs: number): Promise<T | undefined> {
@@ -165,7 +169,8 @@ async function main(): Promise<void> {
       await sleep(200);
     }
     // Warm every path once.
-    const warm = [await flood(engine.wsUrl, handler, "jobs", 100), await flood(engine.wsUrl, handler, "default", 50)];
+    const warm = [await flood(engine.wsUrl, handler, "jobs", 100)];
+    if (KINDS.includes("cloudflare")) warm.push(await flood(engine.wsUrl, handler, "default", 50));
     if (warm.some((w) => w.delivered === 0)) throw new Error(`a warm-up flood was not delivered within ${FLOOD_TIMEOUT_MS / 1000} s`);
     await routed(engine.wsUrl, CALLERS);
     for (let i = 0; (await fetch(`${engine.url}/bench/json`)).status !== 200; i++) {
@@ -177,7 +182,7 @@ async function main(): Promise<void> {
       "routed" | "durable" | "cloudflare" | "http" | "plain" | "object",
       { perSec: number; p50: number; p99: number; enqueuePerSec?: number }[]
     > = { routed: [], durable: [], cloudflare: [], http: [], plain: [], object: [] };
-    const kinds = ["routed", "durable", "cloudflare", "http", "plain", "object"] as const;
+    const kinds = KINDS;
     for (let run = 1; run <= RUNS; run++) {
       for (const kind of run % 2 ? kinds : [...kinds].reverse()) {
         const r =

@@ -9,7 +9,9 @@
 // pending calls died with it). The message id is the invocation id of every attempt, so a handler
 // can deduplicate. Right after the object starts, a message whose function is not registered waits
 // for it (RECONNECT_GRACE_MS) rather than spending its attempts: after a restart the workers are
-// still reconnecting, and their functions come back with them.
+// still reconnecting, and their functions come back with them. Results are stored in bulk: the
+// deletions of delivered messages and the retries of failed ones wait for one write with the
+// enqueues (flushAcks), and a result frees its slot at once, before that write.
 import type { AlarmClient, CallRequest, EngineApi, EnqueueRequest, FireOptions } from "../api.ts";
 import type { CallOutcome, Sql } from "../ports.ts";
 import type { EnqueueResult, MessageOverrides, QueueBackend, QueueMessage } from "./backend.ts";
@@ -46,6 +48,18 @@ export const ENQUEUE_FLUSH_MS = 2;
 /** Most enqueues one write takes: past it the write happens at once (bounds the memory held and
  * the length of the event that writes). */
 export const MAX_ENQUEUE_BATCH = 256;
+/**
+ * How many delivered messages of a queue may wait for their deletion before it is written at once,
+ * in the event of the result that reaches it: half the queue's concurrency (at least 1). A result
+ * gives its slot back at once, before its deletion is stored, so what a crash can repeat is the
+ * messages in flight (at most `concurrency`) plus these (fewer than this bound): at most
+ * `concurrency + deletionAllowance(concurrency)` in all. If writes fail and deletions pile up past
+ * it, each one over takes a slot of the queue until a write succeeds, so the bound holds then too.
+ */
+export function deletionAllowance(concurrency: number): number {
+  // (Retries waiting for their write count against it too: they are results not yet stored.)
+  return Math.max(1, Math.floor(concurrency / 2));
+}
 /** Most times one pump looks again at a standard queue after putting off rows of missing targets
  * (each look puts off at least one target's rows; the next pump goes on from there). */
 const MAX_HOLD_ROUNDS = 16;
@@ -85,6 +99,21 @@ interface Incoming {
   done(r: EnqueueResult): void;
 }
 
+/** A failed attempt's retry, written by the next flush. */
+interface PendingRetry {
+  queue: string;
+  attempts: number;
+  next_at: number;
+  error: string;
+}
+
+/** Add `delta` to `queue`'s count in `m` (a count at zero is not kept). */
+function bump(m: Map<string, number>, queue: string, delta: number): void {
+  const n = (m.get(queue) ?? 0) + delta;
+  if (n > 0) m.set(queue, n);
+  else m.delete(queue);
+}
+
 /** Where a message goes besides its queue (QueueMessage's `trigger_id` and `group`). */
 export interface PushExtras {
   /** A `state` trigger fire: delivered through this binding (condition, function, metadata). */
@@ -122,8 +151,17 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * lease is void once the instance is gone (its pending calls died with it), so writing it would
    * only cost a commit per delivery; the stored alarm (nextDue) still covers the lease ends. */
   private readonly leases = new Map<string, number>();
-  /** Delivered messages whose deletion waits for the next flush (ACK_FLUSH_MS): id → queue. */
+  /** Delivered messages whose deletion waits for the next flush (ACK_FLUSH_MS): id → queue. They
+   * are busy for the pump (never picked again by this instance) but hold no slot. */
   private readonly acked = new Map<string, string>();
+  /** `acked` counted per queue. */
+  private readonly ackedBy = new Map<string, number>();
+  /** Failed attempts whose retry (attempts, next time, error) waits for the next flush: id → it.
+   * Busy for the pump like `acked` (the stored row still says it is due), no slot held. */
+  private readonly retrying = new Map<string, PendingRetry>();
+  /** Results waiting for their write (`acked` and `retrying`) counted per queue: what
+   * deletionAllowance bounds. */
+  private readonly unwrittenBy = new Map<string, number>();
   /** Enqueues waiting for the next flush (ENQUEUE_FLUSH_MS), acknowledged once it has stored them. */
   private readonly incoming: Incoming[] = [];
   private flushTimer: unknown = null;
@@ -137,6 +175,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * failed settle, a missing target put off) and those clear this; new rows come after it.
    */
   private readonly scanned = new Map<string, number>();
+  /**
+   * Per standard queue, due rows the pump read past its free slots (in seq order, none busy, all
+   * before the `scanned` mark): a slot freed by a result takes the next of them without a read, so
+   * refilling the window costs one read per `concurrency` deliveries instead of one per result.
+   * Only this file writes queue_messages, and every rewrite of a row's `next_at` drops them with
+   * the marks (forgetScans); deleted rows were busy, never here. At most `concurrency` per queue.
+   */
+  private readonly ready = new Map<string, Row[]>();
   private inflightTotal = 0;
   private seq: number;
   private readonly deadLetters: DeadLetterSink | undefined;
@@ -205,7 +251,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     // A queue at its concurrency is pumped again when one of its deliveries settles (each settles,
     // by its deadline at the latest): a pump now could start nothing. In a flood that is one timer
     // event saved per message. (After a crash the stored alarm at the leases' end takes over.)
-    if ((this.inflight.get(cfg.name) ?? 0) >= cfg.concurrency) this.leftForConcurrency = true;
+    if (this.free(cfg) <= 0) this.leftForConcurrency = true;
     else this.kick();
     return { ok: true };
   }
@@ -281,14 +327,14 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       // A queue at its concurrency can start nothing before one of its deliveries settles, and
       // every settle pumps it (by its deadline at the latest; a crash leaves the leases' ends
       // below): no row of it needs the alarm, so none is read. In a flood that is most calls.
-      if (cfg && (this.inflight.get(queue) ?? 0) >= cfg.concurrency) {
+      if (cfg && this.free(cfg) <= 0) {
         if (this.leftForConcurrency && (t === null || now + SAFETY_REPUMP_MS < t)) t = now + SAFETY_REPUMP_MS;
         continue;
       }
       if (cfg) {
         // The earliest row not in flight nor delivered (those are passed over: at most
-        // leases + acked of them come first).
-        const skip = this.leases.size + this.acked.size;
+        // busyCount() of them come first).
+        const skip = this.busyCount();
         const rows =
           cfg.type === "fifo"
             ? sql.exec<{ id: string; t: number }>(
@@ -340,7 +386,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   async run(): Promise<void> {
     // The alarm reads the queue names afresh: whatever is due is delivered, however it was stored.
     this.names = undefined;
-    this.scanned.clear();
+    this.forgetScans();
     this.pump();
   }
 
@@ -357,9 +403,17 @@ export class DurableQueues implements QueueBackend, AlarmClient {
   /** Delivered messages of `queue` (or of all) whose deletion waits for the flush. */
   private ackedIn(queue?: string): number {
     if (queue === undefined) return this.acked.size;
-    let n = 0;
-    for (const q of this.acked.values()) if (q === queue) n++;
-    return n;
+    return this.ackedBy.get(queue) ?? 0;
+  }
+
+  /**
+   * Deliveries `cfg`'s queue may start now: its concurrency less those in flight, less the
+   * deletions waiting past deletionAllowance (none while writes succeed: the result that reaches
+   * the allowance writes them at once).
+   */
+  private free(cfg: QueueConfig): number {
+    const over = Math.max(0, (this.unwrittenBy.get(cfg.name) ?? 0) - deletionAllowance(cfg.concurrency));
+    return cfg.concurrency - (this.inflight.get(cfg.name) ?? 0) - over;
   }
 
   /** Does `queue` hold at least `n` messages? (Stops counting at `n`.) */
@@ -382,6 +436,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     }
     this.pumping = true;
     this.leftForConcurrency = false;
+    // A pump that only started rows read ahead (a result's freed slot) leaves the alarm as it is:
+    // what it changed is a new lease, which ends after the leases the armed alarm already covers,
+    // and reading every alarm client's next time (cron, channels, the queues) once per result
+    // would cost more SQL than the delivery. Any pump that reads the store rearms it.
+    let fromAhead = false;
+    let readStore = false;
     try {
       const { sql, clock } = this.core.ports;
       const now = clock.now();
@@ -391,7 +451,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         const cfg = this.configFor(queue);
         // A queue removed from configuration keeps its messages until it is configured again.
         if (!cfg) continue;
-        const free = cfg.concurrency - (this.inflight.get(cfg.name) ?? 0);
+        const free = this.free(cfg);
         if (free <= 0) {
           // Whether rows are left is not looked up: at worst the safety net of nextDue is armed.
           this.leftForConcurrency = true;
@@ -405,18 +465,32 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           // Rows before the queue's `scanned` mark are all busy; from a fresh mark (0) the busy rows
           // come first and count against the limit.
           let started = 0;
+          // The rows read ahead by an earlier pump first (a hold drops them: the loop ends).
+          while (started < free) {
+            const row = this.ready.get(cfg.name)?.shift();
+            if (!row) break;
+            if (this.busy(row.id) || hold?.(row)) continue;
+            started++;
+            fromAhead = true;
+            this.deliver(cfg, row);
+          }
+          if (this.ready.get(cfg.name)?.length) this.leftForConcurrency = true;
+          else this.ready.delete(cfg.name);
           for (let round = 0; round < MAX_HOLD_ROUNDS && started < free; round++) {
             const from = this.scanned.get(cfg.name) ?? 0;
+            readStore = true;
+            // Up to `concurrency` rows more than the free slots: kept for the next results.
             const rows = sql.exec<Row>(
               "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND seq > ? AND next_at <= ? ORDER BY seq LIMIT ?",
               cfg.name,
               from,
               now,
-              free - started + 1 + (from === 0 ? this.leases.size + this.acked.size : 0),
+              free - started + cfg.concurrency + (from === 0 ? this.busyCount() : 0),
             );
             let held = false;
             let mark = from;
             let contiguous = true;
+            const ahead: Row[] = [];
             for (const row of rows) {
               if (this.busy(row.id)) {
                 if (contiguous) mark = row.seq;
@@ -424,7 +498,11 @@ export class DurableQueues implements QueueBackend, AlarmClient {
               }
               if (started >= free) {
                 this.leftForConcurrency = true;
-                break;
+                // Kept only behind an unbroken run of rows accounted for (the mark passes it).
+                if (!contiguous) break;
+                ahead.push(row);
+                mark = row.seq;
+                continue;
               }
               if (hold?.(row)) {
                 held = true;
@@ -437,17 +515,19 @@ export class DurableQueues implements QueueBackend, AlarmClient {
             }
             // (A hold rewrote rows' next_at, which clears the mark: the next round starts over.)
             if (!held && mark > from) this.scanned.set(cfg.name, mark);
+            if (!held && ahead.length > 0) this.ready.set(cfg.name, ahead);
             if (!held) break;
           }
           continue;
         }
         // fifo: only the head of each idle group is eligible, and a head waiting on backoff (or in
         // flight) holds back every later message of its group.
+        readStore = true;
         const rows = sql.exec<Row>(
           "SELECT * FROM queue_messages INDEXED BY queue_messages_ready WHERE queue = ? AND leased = 0 AND next_at <= ? ORDER BY seq LIMIT ?",
           cfg.name,
           now,
-          PUMP_SCAN_LIMIT + this.leases.size + this.acked.size,
+          PUMP_SCAN_LIMIT + this.busyCount(),
         );
         const seen = new Set<string>();
         let started = 0;
@@ -482,7 +562,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
     } finally {
       this.pumping = false;
     }
-    this.core.rearmAlarm();
+    if (readStore || !fromAhead) this.core.rearmAlarm();
     if (this.pumpAgain) {
       this.pumpAgain = false;
       this.kick();
@@ -508,7 +588,7 @@ export class DurableQueues implements QueueBackend, AlarmClient {
         missing = fn === undefined || !this.core.functionExists(fn);
         checked.set(key, missing);
         if (missing) {
-          this.scanned.clear();
+          this.forgetScans();
           sql.exec(
             "UPDATE queue_messages SET next_at = ? WHERE leased = 0 AND next_at <= ? AND function_id = ? AND trigger_id IS ?",
             now + FUNCTION_WAIT_MS,
@@ -549,14 +629,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       .then(async (outcome) => {
         const attempts = row.attempts + 1;
         if (outcome.ok) {
-          // Deleted by the next flush, with the others delivered meanwhile (one commit). Until then
-          // it keeps its slot of the queue's concurrency: what a crash can repeat stays within
-          // the messages holding a slot, at most `concurrency` (as before the coalescing).
+          // Deleted by the next flush, with the others delivered meanwhile (one commit). Its slot is
+          // free at once (the `finally` below pumps): the row stays busy, so this instance never
+          // delivers it again, and a crash repeats it at most once more (deletionAllowance).
           this.acked.set(row.id, cfg.name);
-          if (this.ackedIn(cfg.name) >= Math.max(1, Math.floor(cfg.concurrency / 2))) this.flushAcks();
-          // Messages waiting for this slot (or, in a fifo queue, for this head of their group) get
-          // it within ENQUEUE_FLUSH_MS, not ACK_FLUSH_MS.
-          else this.scheduleFlush(this.leftForConcurrency || cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
+          bump(this.ackedBy, cfg.name, 1);
+          this.settledUnwritten(cfg, cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
           settled = "delivered";
           endDelivery(span, outcome, settled);
           return;
@@ -580,19 +658,18 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           settled = "dead";
           return;
         }
-        this.scanned.clear();
-        sql.exec(
-          "UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?",
-          attempts,
-          clock.now() + backoffDelay(backoff, attempts),
-          error,
-          row.id,
-        );
+        // Written by the next flush with the other results (one commit); the row stays busy until
+        // then. Lost in a crash, the attempt is simply made again (its count not yet raised).
+        this.retrying.set(row.id, { queue: cfg.name, attempts, next_at: clock.now() + backoffDelay(backoff, attempts), error });
+        settled = "retry";
+        // The retry's own wait is its backoff: its write is not in a hurry, but a fifo group's
+        // next message waits behind it.
+        this.settledUnwritten(cfg, cfg.type === "fifo" ? ENQUEUE_FLUSH_MS : ACK_FLUSH_MS);
       })
       .catch((e) => {
         // The dead-letter store failed: keep the message and try again later.
         this.core.ports.log.warn("durable queue settle failed; message kept", { id: row.id, error: String(e) });
-        this.scanned.clear();
+        this.forgetScans();
         sql.exec(
           "UPDATE queue_messages SET leased = 0, next_at = ? WHERE id = ?",
           clock.now() + backoffDelay(backoff, row.attempts + 1),
@@ -601,15 +678,21 @@ export class DurableQueues implements QueueBackend, AlarmClient {
       })
       .finally(() => {
         this.leases.delete(row.id);
-        // A delivered message gives its slot back when its deletion is stored (flushAcks).
-        if (!this.acked.has(row.id)) this.release(cfg.name);
+        this.release(cfg.name);
         if (group) this.inflightGroups.delete(group);
-        // A delivered message is reported once its deletion is stored (flushAcks).
-        if (settled !== "delivered") this.onSettled?.(row.id, settled);
-        // A delivered message still waiting for its deletion holds its slot: the flush pumps.
-        if (!this.acked.has(row.id)) this.pump();
+        // A delivered or retried message is reported once its result is stored (flushAcks).
+        if (settled === "dead") this.onSettled?.(row.id, settled);
+        this.pump();
       });
     this.core.ports.background(done);
+  }
+
+  /** A result of `cfg`'s queue waits for its write: at once if the queue's unwritten results reach
+   * deletionAllowance, else within `ms`. */
+  private settledUnwritten(cfg: QueueConfig, ms: number): void {
+    bump(this.unwrittenBy, cfg.name, 1);
+    if ((this.unwrittenBy.get(cfg.name) ?? 0) >= deletionAllowance(cfg.concurrency)) this.flushAcks();
+    else this.scheduleFlush(ms);
   }
 
   /** Flush within `ms` (an armed timer that would fire later is brought forward). */
@@ -641,12 +724,13 @@ export class DurableQueues implements QueueBackend, AlarmClient {
    * refused (their senders were told nothing yet) and the deletions wait for the next flush.
    */
   flushAcks(): void {
-    if (this.acked.size === 0 && this.incoming.length === 0) return;
+    if (this.acked.size === 0 && this.retrying.size === 0 && this.incoming.length === 0) return;
     if (this.flushTimer !== null) {
       this.core.ports.timers.clear(this.flushTimer);
       this.flushTimer = null;
     }
     const done = [...this.acked];
+    const retries = [...this.retrying];
     const batch = this.incoming.splice(0);
     const { sql } = this.core.ports;
     try {
@@ -663,21 +747,47 @@ export class DurableQueues implements QueueBackend, AlarmClient {
           sql,
           done.map(([id]) => id),
         );
+        for (const [id, r] of retries)
+          sql.exec(
+            "UPDATE queue_messages SET attempts = ?, leased = 0, next_at = ?, last_error = ? WHERE id = ?",
+            r.attempts,
+            r.next_at,
+            r.error,
+            id,
+          );
       });
     } catch (e) {
-      this.core.ports.log.warn("durable queue write failed", { enqueues: batch.length, deletions: done.length, error: String(e) });
+      this.core.ports.log.warn("durable queue write failed", {
+        enqueues: batch.length,
+        deletions: done.length,
+        retries: retries.length,
+        error: String(e),
+      });
       for (const b of batch) b.done({ ok: false, message: `the queue could not store the message: ${String(e)}` });
-      if (done.length > 0) this.scheduleFlush(ACK_FLUSH_MS);
+      if (done.length > 0 || retries.length > 0) this.scheduleFlush(ACK_FLUSH_MS);
       return;
     }
     for (const b of batch) b.done({ ok: true });
     for (const [id, queue] of done) {
       this.acked.delete(id);
-      // Still running its settle (flushed from inside it): that settle's `finally` sees it gone.
-      if (!this.leases.has(id)) this.release(queue);
+      bump(this.ackedBy, queue, -1);
+      bump(this.unwrittenBy, queue, -1);
       this.onSettled?.(id, "delivered");
     }
+    // Rows written with a new next_at may now be due behind a queue's scanned mark.
+    if (retries.length > 0) this.forgetScans();
+    for (const [id, r] of retries) {
+      this.retrying.delete(id);
+      bump(this.unwrittenBy, r.queue, -1);
+      this.onSettled?.(id, "retry");
+    }
     this.pump();
+  }
+
+  /** Rows' `next_at` were rewritten (or the alarm reads afresh): the pump reads from the start. */
+  private forgetScans(): void {
+    this.scanned.clear();
+    this.ready.clear();
   }
 
   /** One delivery of `queue` is over: its slot is free. */
@@ -688,7 +798,12 @@ export class DurableQueues implements QueueBackend, AlarmClient {
 
   /** A row the pump must pass over: in flight in this instance, or delivered and not yet deleted. */
   private busy(id: string): boolean {
-    return this.leases.has(id) || this.acked.has(id);
+    return this.leases.has(id) || this.acked.has(id) || this.retrying.has(id);
+  }
+
+  /** Rows the pump passes over (busy): a read from a fresh mark asks for this many more. */
+  private busyCount(): number {
+    return this.leases.size + this.acked.size + this.retrying.size;
   }
 
   /**
