@@ -207,7 +207,8 @@ async function main(): Promise<void> {
     }
     const m = (k: keyof typeof res, f: "perSec" | "p50" | "p99" | "enqueuePerSec") => median(res[k].map((x) => x[f] ?? NaN));
     const paired = (k: "durable" | "cloudflare" | "http" | "object", base: "routed" | "plain" | "object" = "routed") =>
-      median(res[k].map((x, i) => x.perSec / res[base][i]!.perSec));
+      // A kind left out by BENCH_KINDS has no runs: its ratios print as "—".
+      median(res[k].map((x, i) => x.perSec / (res[base][i]?.perSec ?? Number.NaN)));
     console.log(`\nMedians of ${RUNS} runs:`);
     console.log("| measurement | rate | p50 | p99 | × routed (median of paired runs) |");
     console.log("|---|--:|--:|--:|--:|");
