@@ -6,28 +6,18 @@ import {
   type AgentMessage,
   type CompactionRecord,
   type CompactNowResult,
-  type Model,
 } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { tryLease, COMPACTION_LEASE_SCOPE } from "../src/lease.ts";
 import { counterFor } from "../src/tokens.ts";
 import { fakeEngine } from "./support/fake-engine.ts";
+import { said, TINY } from "./support/fixtures.ts";
 
-/** 4 000-token window, 500 out: hard limit 3 500, usable 3 100, tail budget 1 550, prune protect
- * 1 240 / min free 620, summary max 620. */
-const TINY: Model = { id: "gpt-4o-tiny", provider: "openai", context_window: 4_000, max_output_tokens: 500 };
+/** TINY's limits as a caller names them (support/fixtures.ts has what they give). */
 const MODEL = { id: TINY.id, providerID: "openai", limit: { context: 4_000, output: 500 } };
 
 const words = (marker: string, n: number) => `${marker}:${" alpha".repeat(n)}`;
 const user = (text: string): AgentMessage => ({ role: "user", content: [{ type: "text", text }], timestamp: 1 });
-const said = (text: string): AgentMessage => ({
-  role: "assistant",
-  content: [{ type: "text", text }],
-  stop_reason: "end",
-  model: TINY.id,
-  provider: "openai",
-  timestamp: 1,
-});
 const calls = (id: string, fn: string): AgentMessage => ({
   role: "assistant",
   content: [{ type: "function_call", id, function_id: "agent_trigger", arguments: { function: fn, payload: { path: `/src/${id}.ts` } } }],

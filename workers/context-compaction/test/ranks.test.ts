@@ -2,29 +2,16 @@
 // build writes them, give the same counts as gpt-tokenizer's own modules; a table that does not load
 // is a typed error, never a count, changes nothing, and is tried again on the next call; the Worker
 // bundle's default refuses rather than count without tables.
-import type { AgentMessage, Model } from "@iii-edge/protocol/harness";
 import { describe, expect, it } from "vitest";
 import { rankAssetFiles } from "../src/rank-assets.ts";
 import { assetRanks, noRanks, RANK_ASSET_DIR, RANK_TABLE_SIZES, type AssetFetcher, type RankLoader } from "../src/ranks.ts";
 import { defaultRanks as workerdDefault } from "../src/ranks-workerd.ts";
 import { compactionConfigFrom } from "../src/index.ts";
 import { COMPACTION_LEASE_SCOPE, tryLease } from "../src/lease.ts";
-import { counterFor, loadEncoding, wireRequestTokens, type WireMessage } from "../src/tokens.ts";
+import { counterFor, loadEncoding, wireRequestTokens } from "../src/tokens.ts";
 import { fakeEngine } from "./support/fake-engine.ts";
+import { JARGON, said, TINY } from "./support/fixtures.ts";
 
-/** The cookbook's named-messages example (tokens.test.ts): 124 tokens in o200k, 129 in cl100k. */
-const JARGON: WireMessage[] = [
-  { role: "system", content: "You are a helpful, pattern-following assistant that translates corporate jargon into plain English." },
-  { role: "system", name: "example_user", content: "New synergies will help drive top-line growth." },
-  { role: "system", name: "example_assistant", content: "Things working well together will increase revenue." },
-  {
-    role: "system",
-    name: "example_user",
-    content: "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage.",
-  },
-  { role: "system", name: "example_assistant", content: "Let's talk later when we're less busy about how to do better." },
-  { role: "user", content: "This late pivot means we don't have time to boil the ocean for the client deliverable." },
-];
 /** Text that exercises the byte-level entries (non-UTF-8 tokens), code, and non-Latin scripts. */
 const MIXED = 'fn main() { println!("héllo, 世界 🚀"); } // Привет, γειά σου — ١٢٣ \u0000\u00ff'.repeat(20);
 
@@ -133,16 +120,7 @@ describe("a table that does not load", () => {
   });
 
   it("compact_now fails with the typed error and changes nothing", async () => {
-    const TINY: Model = { id: "gpt-4o-tiny", provider: "openai", context_window: 4_000, max_output_tokens: 500 };
     const e = fakeEngine({ models: [TINY], config: { ranks: named("missing", (name) => noRanks("gone").load(name)) } });
-    const said = (text: string): AgentMessage => ({
-      role: "assistant",
-      content: [{ type: "text", text }],
-      stop_reason: "end",
-      model: TINY.id,
-      provider: "openai",
-      timestamp: 1,
-    });
     await e.call("session-tree::ensure", { session_id: "s" });
     const entries = Array.from({ length: 8 }, (_, k) => ({ entry_id: `a${k}`, message: said(` alpha`.repeat(800)) }));
     await e.call("session-tree::append_many", { session_id: "s", entries });
