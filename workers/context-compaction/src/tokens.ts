@@ -1,7 +1,7 @@
 // Token counts of a provider request (docs/harness-contracts.md §6.1 budget math, made exact where it can
 // be): the model family's own BPE encoding from gpt-tokenizer (pure JS, runs in workerd; its rank
-// tables come through the rank loader port, ranks.ts) and OpenAI's documented chat framing; for Anthropic, whose tokenizer is not public, a calibrated
-// multiple of o200k.
+// tables come through the rank loader port, ranks.ts) and OpenAI's documented chat framing; for
+// Anthropic, whose tokenizer is not public, a calibrated multiple of o200k.
 //
 // OpenAI's framing (openai-cookbook "How to count tokens with tiktoken", §6–§7, checked against the
 // API's `prompt_tokens` there): 3 tokens per message plus every string field's tokens (+1 for a
@@ -15,15 +15,8 @@ import { GptEncoding } from "gpt-tokenizer/GptEncoding";
 import { defaultRanks } from "#default-ranks";
 import { checkRankTable, TokenizerUnavailableError, type EncodingName, type RankLoader } from "./ranks.ts";
 
-export {
-  assetRanks,
-  RANK_TABLE_SIZES,
-  rankAssetPath,
-  TokenizerUnavailableError,
-  type EncodingName,
-  type RankLoader,
-  type RankTable,
-} from "./ranks.ts";
+// The encodings a counter is built from, named here for callers of this module (the `./tokens` export).
+export type { EncodingName } from "./ranks.ts";
 export type TokenFamily = "openai" | "anthropic" | "other";
 
 /** Anthropic publishes no tokenizer (only a count_tokens API call, a network round trip per
