@@ -18,9 +18,11 @@ import { pct, median, fmt } from "./stats.ts";
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const TURNS = Number(process.env.BENCH_TURNS ?? 30);
 const WARMUP = Number(process.env.BENCH_WARMUP_TURNS ?? 5);
-/** Targets of the harness issue. */
-const TARGET_FUNCTION_STEP_P50_MS = 15;
-const TARGET_TTFT_OVERHEAD_MS = 10;
+/** Targets of the keyed-session issue: the function-call step as a multiple of the same run's routed
+ * invoke (machine speed cancels out), the other two in milliseconds of harness overhead. */
+const TARGET_FUNCTION_STEP_X_ROUTED = 8;
+const TARGET_ASSISTANT_STEP_MS = 3;
+const TARGET_TTFT_OVERHEAD_MS = 3;
 const ROUTED_CALLS = 300;
 
 const { replay, engine, iii } = await startHarnessBench("harness-bench", { rules: "version: 1\nrules:\n  - 'bench::*'\n" });
@@ -92,6 +94,7 @@ try {
   const routedP50 = m((r) => median(r.routed));
   const fnP50 = m((r) => median(r.fn));
   const ttftP50 = m((r) => median(r.ttft));
+  const stepP50 = m((r) => median(r.step));
   console.log(`\nMedians of ${RUNS} runs:`);
   console.log("| measure | p50 | p99 | × routed invoke p50 |");
   console.log("|---|--:|--:|--:|");
@@ -105,17 +108,22 @@ try {
     `| TTFT overhead (provider answered → first delta at the UI) | ${fmt(ttftP50)} ms | ${fmt(m((r) => pct(r.ttft, 99)))} ms | ${fmt(ttftP50 / routedP50)} |`,
   );
   console.log(
-    `| assistant step (provider answered → message_complete at the UI) | ${fmt(m((r) => median(r.step)))} ms | ${fmt(m((r) => pct(r.step, 99)))} ms | ${fmt(m((r) => median(r.step)) / routedP50)} |`,
+    `| assistant step (provider answered → message_complete at the UI) | ${fmt(stepP50)} ms | ${fmt(m((r) => pct(r.step, 99)))} ms | ${fmt(stepP50 / routedP50)} |`,
   );
   console.log(
     `| function-call step (model's request → its next, one allowed call) | ${fmt(fnP50)} ms | ${fmt(m((r) => pct(r.fn, 99)))} ms | ${fmt(fnP50 / routedP50)} |`,
   );
   console.log("");
+  const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
+  const fnX = fnP50 / routedP50;
   console.log(
-    `function-call step p50: ${fmt(fnP50)} ms (target ≤ ${TARGET_FUNCTION_STEP_P50_MS} ms) ${fnP50 <= TARGET_FUNCTION_STEP_P50_MS ? "PASS" : "MISS"}`,
+    `function-call step p50: ${fmt(fnX)}× routed (target ≤ ${TARGET_FUNCTION_STEP_X_ROUTED}×) ${verdict(fnX <= TARGET_FUNCTION_STEP_X_ROUTED)}`,
   );
   console.log(
-    `TTFT overhead p50: ${fmt(ttftP50)} ms (target ≤ ${TARGET_TTFT_OVERHEAD_MS} ms) ${ttftP50 <= TARGET_TTFT_OVERHEAD_MS ? "PASS" : "MISS"}`,
+    `assistant step p50: ${fmt(stepP50)} ms (target ≤ ${TARGET_ASSISTANT_STEP_MS} ms) ${verdict(stepP50 <= TARGET_ASSISTANT_STEP_MS)}`,
+  );
+  console.log(
+    `TTFT overhead p50: ${fmt(ttftP50)} ms (target ≤ ${TARGET_TTFT_OVERHEAD_MS} ms) ${verdict(ttftP50 <= TARGET_TTFT_OVERHEAD_MS)}`,
   );
 } finally {
   await Promise.allSettled([iii.shutdown(), app.shutdown()]);
