@@ -106,7 +106,9 @@ export async function assistantStreaming(tx: Tx, channels: Channels): Promise<vo
     const text = message.error_message || message.content.map((b) => (b.type === "text" ? b.text : "")).join("") || "provider error";
     return failRun(tx, message.error_kind ?? "transient", text, { assistant: message, bodyStreamed });
   }
-  tx.afterSave({ type: "message_complete", message, body_streamed: bodyStreamed });
+  // The round's message is complete as the provider's last frame arrives: the UI hears it now, not
+  // after the transcript append and the save (its deltas are out already; spec §2.3 emits it first).
+  tx.emitNow({ type: "message_complete", message, body_streamed: bodyStreamed });
   if (message.stop_reason === "aborted") {
     turnEndOnce(tx, message);
     return finishSession(tx);

@@ -160,6 +160,16 @@ export class Tx {
     this.pending.push(event);
   }
 
+  /**
+   * Emit `event` now, after the events this step holds for its write (in emission order): for what
+   * a UI may see before the step's state is saved. A crash before the save runs the step again,
+   * which emits it again, as it does the deltas already out.
+   */
+  emitNow(event: AgentEvent): void {
+    for (const e of this.pending.splice(0)) this.events.emit(e);
+    this.events.emit(event);
+  }
+
   /** A silent progress write (per-call checkpoints): no step, no wake. */
   async checkpoint(): Promise<void> {
     await this.write(undefined);
