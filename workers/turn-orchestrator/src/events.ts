@@ -26,6 +26,16 @@ export const SET_MANY_RECHECK_MS = 60_000;
 /** Until when `stream::set_many` is known to be missing (Date.now() ms; 0: not known). */
 let setManyMissingUntil = 0;
 
+/** An event's JSON length; one that cannot be serialised counts as a batch of its own (its write
+ * fails alone, as it would have by itself). */
+function jsonLength(event: AgentEvent): number {
+  try {
+    return JSON.stringify(event).length;
+  } catch {
+    return EVENT_BATCH_BYTES;
+  }
+}
+
 interface Item {
   item_id: string;
   data: AgentEvent;
@@ -60,8 +70,11 @@ export class EventLog {
   private async drain(): Promise<void> {
     // One microtask first: the events a step emits in a row after its save are all pending by then.
     await Promise.resolve();
-    while (this.pending.length > 0) await this.write(this.take());
-    this.draining = undefined;
+    try {
+      while (this.pending.length > 0) await this.write(this.take());
+    } finally {
+      this.draining = undefined;
+    }
   }
 
   /** The next batch: pending events in order, up to the engine's item bound and EVENT_BATCH_BYTES. */
@@ -69,7 +82,7 @@ export class EventLog {
     let n = 0;
     let bytes = 0;
     while (n < this.pending.length && n < MAX_STREAM_SET_MANY_ITEMS) {
-      bytes += JSON.stringify(this.pending[n]).length;
+      bytes += jsonLength(this.pending[n]);
       if (n > 0 && bytes > EVENT_BATCH_BYTES) break;
       n++;
     }

@@ -78,13 +78,6 @@ const customDelete = z.object({ old_value: z.unknown().optional() });
 const customList = z.array(z.unknown());
 const customGroups = z.array(z.string());
 
-/** A stream value as stored (JSON text), refused past MAX_VALUE_BYTES. */
-function valueText(value: unknown): string {
-  const text = JSON.stringify(value ?? null);
-  if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
-  return text;
-}
-
 /** A value that counts as "there was one" (iii: `Option<Value>` is None for both absent and null). */
 const present = (v: unknown): boolean => v !== undefined && v !== null;
 
@@ -254,7 +247,9 @@ export class Streams {
     return { items, next: items.length === limit ? items.at(-1)!.item_id : null };
   }
   private write(stream: string, group: string, item: string, value: unknown, code: ErrorCode): void {
-    this.store(stream, group, item, valueText(value), code);
+    const text = JSON.stringify(value ?? null);
+    if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+    this.store(stream, group, item, text, code);
   }
   private store(stream: string, group: string, item: string, text: string, code: ErrorCode): void {
     try {
@@ -281,11 +276,10 @@ export class Streams {
    * follow the commit, one per item in order, create or update as each set would have said. */
   setMany(stream: string, group: string, items: readonly { item_id: string; data: unknown }[], trace?: TraceContext): { count: number } {
     const texts = items.map((it, i) => {
-      try {
-        return valueText(it.data);
-      } catch (e) {
-        throw new IIIError("value_too_large", `items[${i}] (${it.item_id}): ${(e as Error).message}`);
-      }
+      const text = JSON.stringify(it.data ?? null);
+      if (text.length > MAX_VALUE_BYTES)
+        throw new IIIError("value_too_large", `items[${i}] (${it.item_id}): value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+      return text;
     });
     const { sql } = this.core.ports;
     const existed = sql.transaction(() =>
