@@ -4,7 +4,7 @@
 // engine::functions::info publishes are derived from the same schemas (`builtinFormats`).
 import { z } from "zod";
 import { jsonBytes } from "./frames.ts";
-import { MAX_LIST_PAGE, MAX_WORKER_INFO_BYTES } from "./limits.ts";
+import { MAX_LIST_PAGE, MAX_STREAM_SET_MANY_ITEMS, MAX_WORKER_INFO_BYTES } from "./limits.ts";
 import { streamName } from "./streams.ts";
 import * as telemetry from "./telemetry.ts";
 
@@ -360,6 +360,15 @@ export const streamListItemsOutput = z.object({
   items: z.array(z.object({ item_id: z.string(), data: z.unknown() })),
   next: z.string().nullable(),
 });
+/** iii-edge: `stream::set_many` — items of one group stored in one transaction, in order, each as
+ * `stream::set` stores it (the same pushes and `stream` trigger fires, in the same order). Answers
+ * how many it stored: the old values a batch of sets would answer are not worth a frame of them. */
+export const streamSetManyInput = z.object({
+  stream_name: streamName,
+  group_id: streamName,
+  items: z.array(z.object({ item_id: streamName, data: z.unknown() })).max(MAX_STREAM_SET_MANY_ITEMS),
+});
+export const streamSetManyOutput = z.object({ count: z.number().int().nonnegative() });
 export const streamUpdateInput = streamItemKey.extend({ ops: z.array(updateOp).max(1024) });
 
 // ---------------------------------------------------------------- pub/sub (§7.4, §7.5)
@@ -451,6 +460,7 @@ export const BUILTINS = {
   "state::list_keys": contract(stateListKeysInput, stateListKeysOutput),
 
   "stream::set": contract(streamSetInput, valueChange),
+  "stream::set_many": contract(streamSetManyInput, streamSetManyOutput),
   "stream::get": contract(streamItemInput, storedValue),
   "stream::delete": contract(streamItemInput, z.object({ old_value: z.unknown() })),
   "stream::list": contract(streamGroupInput, z.array(z.unknown())),

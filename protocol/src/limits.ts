@@ -20,6 +20,10 @@ export const MAX_INVOCATION_ID_LENGTH = 128;
 /** Longest function, trigger or trigger-type id (UTF-16 units): a namespaced name with room to
  * spare; every listing entry carries it. */
 export const MAX_ID_LENGTH = 512;
+/** Most items one `stream::set_many` stores: a turn step's events (a function-call round emits ~8,
+ * a burst of streamed deltas a few dozen) in one call; the items also share one frame, so most of
+ * them are small, and one transaction of this many rows keeps the object's thread free. */
+export const MAX_STREAM_SET_MANY_ITEMS = 256;
 /** Longest queue name or enqueue idempotency key of a call's `action` (UTF-16 units). */
 export const MAX_QUEUE_NAME_LENGTH = 256;
 /** What a namespace may be called: it is the engine object's name and a path segment (`/ns/<ns>`). */

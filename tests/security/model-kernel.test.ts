@@ -193,6 +193,7 @@ describe("the model reaches no kernel function", () => {
       "state::delete",
       "state::list_groups",
       "stream::set",
+      "stream::set_many",
       "stream::send",
       "stream::delete",
       "stream::update",

@@ -83,6 +83,40 @@ describe("streams", () => {
     await w.close();
   });
 
+  it("stream::set_many: one call, then a push and a trigger fire per item in order, as the same sets", async () => {
+    const ns = "st-many";
+    const w = await RawWorker.connect(ns);
+    const fired: { id: string | null; event: { type: string; data?: unknown } }[] = [];
+    w.fn("st::many", (p) => void fired.push(p as never));
+    w.trigger("stream", "st::many", { stream_name: "ev", group_id: "g" });
+    await w.settle();
+    await w.call("stream::set", { stream_name: "ev", group_id: "g", item_id: "b", data: 0 });
+    const s = await subscriber(ns);
+    s.send({ type: "join", data: { subscriptionId: "sub-m", streamName: "ev", groupId: "g" } });
+    await eventually(() => s.got.length === 1, 5000, "sync");
+    const items = [
+      { item_id: "a", data: 1 },
+      { item_id: "b", data: 2 },
+      { item_id: "a", data: 3 },
+    ];
+    expect((await w.call("stream::set_many", { stream_name: "ev", group_id: "g", items })).result).toEqual({ count: 3 });
+    // A bad item refuses the batch: nothing stored, nothing pushed.
+    const bad = await w.call("stream::set_many", { stream_name: "ev", group_id: "g", items: [{ item_id: "c", data: 4 }, { item_id: "" }] });
+    expect(bad.error?.code).toBe("deserialization_error");
+    await w.call("stream::set", { stream_name: "ev", group_id: "g", item_id: "z", data: 9 });
+    await eventually(() => s.got.length === 5 && fired.length === 5, 5000, "four pushes and five fires");
+    const expected = [
+      ["create", "a", 1],
+      ["update", "b", 2],
+      ["update", "a", 3],
+      ["create", "z", 9],
+    ];
+    expect(s.got.slice(1).map((m) => [m.event.type, m.id, (m.event as { data?: unknown }).data])).toEqual(expected);
+    expect(fired.slice(1).map((e) => [e.event.type, e.id, e.event.data])).toEqual(expected);
+    expect((await w.call("stream::list", { stream_name: "ev", group_id: "g" })).result).toEqual([3, 2, 9]);
+    await Promise.all([closed(s.ws), w.close()]);
+  });
+
   it("fires stream triggers with the §8.6 payload for create/update/delete/event", async () => {
     const w = await RawWorker.connect("st-trig");
     const events: { type: string; streamName: string; groupId: string; id: string | null; event: { type: string } }[] = [];

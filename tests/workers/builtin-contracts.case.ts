@@ -34,6 +34,7 @@ export function builtinContractCases(): void {
     ["state::list_keys", { scope: "c", limit: 10 }],
     ["state::delete", { scope: "c", key: "a" }],
     ["stream::set", { stream_name: "s", group_id: "g", item_id: "i", data: 1 }],
+    ["stream::set_many", { stream_name: "s", group_id: "g", items: [{ item_id: "j", data: 1 }] }],
     ["stream::get", { stream_name: "s", group_id: "g", item_id: "i" }],
     ["stream::update", { stream_name: "s", group_id: "g", item_id: "i", ops: [{ type: "set", path: "", value: 2 }] }],
     ["stream::list", { stream_name: "s", group_id: "g" }],

@@ -38,6 +38,7 @@ export const MUTATING = [
   "engine::register_trigger",
   "engine::unregister_trigger",
   "stream::set",
+  "stream::set_many",
   "stream::update",
   "stream::delete",
 ];

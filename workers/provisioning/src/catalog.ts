@@ -38,6 +38,7 @@ export const EXCLUDED_IDS: ReadonlySet<string> = new Set([
   "state::update",
   "state::delete",
   "stream::set",
+  "stream::set_many",
   "stream::update",
   "stream::delete",
   "stream::send",

@@ -1,19 +1,53 @@
 // `agent::events` (docs/harness-contracts.md §4.1): one stream group per session, item ids `<sid>-<seq>` from
 // a persisted counter (unique and ordered across restarts). A step reserves a block of sequence
-// numbers with one counter write and numbers its events from it, so an event costs one engine call
-// (its `stream::set`), not two; ids may skip numbers between steps — readers page by id
-// (`stream::list_items`), never by counting. Emission is best effort — a lost event is recoverable
-// (UIs re-read state), a wedged FSM is not — and writes go out one after another so live followers
-// see them in id order.
+// numbers with one counter write and numbers its events from it; ids may skip numbers between
+// steps — readers page by id (`stream::list_items`), never by counting. Emission is best effort — a
+// lost event is recoverable (UIs re-read state), a wedged FSM is not.
+//
+// Writes go out one batch at a time, so live followers see them in id order: whatever was emitted
+// while nothing was being written goes at once (a quiet stream of deltas, one by one, as soon as
+// each comes), and whatever is emitted while a write is in flight waits for the next one — so a
+// step's events after its save cost one `stream::set_many`, not one engine call each.
+import { MAX_FRAME_BYTES, MAX_STREAM_SET_MANY_ITEMS } from "@iii-edge/protocol";
 import { AGENT_EVENTS_STREAM, TURN_END_STREAM, type AgentEvent } from "@iii-edge/protocol/harness";
-import { errorText, type Trigger } from "./calls.ts";
+import { errorCode, errorText, type Trigger } from "./calls.ts";
 import { EVENT_ID_BLOCK, SCOPE_EVENT_COUNTER, STORAGE_TIMEOUT_MS } from "./constants.ts";
 import { eventItemId } from "./record.ts";
+
+/** Event JSON one batch carries: half a frame leaves room for the call's envelope, and a batch of
+ * streamed updates (each carries the partial message) is cut well before the frame bound. An event
+ * bigger than this goes alone. */
+export const EVENT_BATCH_BYTES = MAX_FRAME_BYTES / 2;
+
+/** After an engine answered that it has no `stream::set_many`, how long this process writes events
+ * one `stream::set` each before it asks again: a process talks to one engine, which only gains the
+ * function by a restart, and a step's first batch would otherwise pay a refused call every time. */
+export const SET_MANY_RECHECK_MS = 60_000;
+/** Until when `stream::set_many` is known to be missing (Date.now() ms; 0: not known). */
+let setManyMissingUntil = 0;
+
+/** An event's JSON length; one that cannot be serialised counts as a batch of its own (its write
+ * fails alone, as it would have by itself). */
+function jsonLength(event: AgentEvent): number {
+  try {
+    return JSON.stringify(event).length;
+  } catch {
+    return EVENT_BATCH_BYTES;
+  }
+}
+
+interface Item {
+  item_id: string;
+  data: AgentEvent;
+}
 
 export class EventLog {
   private readonly trigger: Trigger;
   private readonly sid: string;
-  private chain: Promise<void> = Promise.resolve();
+  /** Emitted, not yet taken into a write. */
+  private pending: AgentEvent[] = [];
+  /** The writes of what is pending, while any are going on. */
+  private draining: Promise<void> | undefined;
   /** The next sequence number of the reserved block, and the block's last one. */
   private next = 1;
   private last = 0;
@@ -25,11 +59,34 @@ export class EventLog {
 
   /** Queue `event` (written in order, in the background); `flush` waits for the queue. */
   emit(event: AgentEvent): void {
-    this.chain = this.chain.then(() => this.write(event));
+    this.pending.push(event);
+    this.draining ??= this.drain();
   }
 
   flush(): Promise<void> {
-    return this.chain;
+    return this.draining ?? Promise.resolve();
+  }
+
+  private async drain(): Promise<void> {
+    // One microtask first: the events a step emits in a row after its save are all pending by then.
+    await Promise.resolve();
+    try {
+      while (this.pending.length > 0) await this.write(this.take());
+    } finally {
+      this.draining = undefined;
+    }
+  }
+
+  /** The next batch: pending events in order, up to the engine's item bound and EVENT_BATCH_BYTES. */
+  private take(): AgentEvent[] {
+    let n = 0;
+    let bytes = 0;
+    while (n < this.pending.length && n < MAX_STREAM_SET_MANY_ITEMS) {
+      bytes += jsonLength(this.pending[n]);
+      if (n > 0 && bytes > EVENT_BATCH_BYTES) break;
+      n++;
+    }
+    return this.pending.splice(0, n);
   }
 
   /** The next sequence number, reserving a new block when this one is used up. */
@@ -49,25 +106,54 @@ export class EventLog {
     return this.next++;
   }
 
-  private async write(event: AgentEvent): Promise<void> {
+  private async write(batch: AgentEvent[]): Promise<void> {
     try {
-      const seq = await this.seq();
-      const item_id = eventItemId(this.sid, seq);
+      const items: Item[] = [];
+      for (const data of batch) items.push({ item_id: eventItemId(this.sid, await this.seq()), data });
+      // Compaction wakes once per round from this second stream (§7 item 3), same item ids.
+      const ends = items.filter((i) => i.data.type === "turn_end");
+      if (Date.now() >= setManyMissingUntil) {
+        try {
+          await this.setMany(AGENT_EVENTS_STREAM, items);
+          if (ends.length > 0) await this.setMany(TURN_END_STREAM, ends);
+          return;
+        } catch (e) {
+          if (errorCode(e) !== "function_not_found") throw e;
+          // An engine without `stream::set_many` (another iii engine): per event for a while.
+          setManyMissingUntil = Date.now() + SET_MANY_RECHECK_MS;
+        }
+      }
+      for (const item of items) await this.writeOne(item);
+    } catch (e) {
+      const types = batch.map((e) => e.type).join(", ");
+      console.warn(`turn-orchestrator: events of ${this.sid} not written (${types}): ${errorText(e)}`);
+    }
+  }
+
+  private setMany(stream_name: string, items: Item[]): Promise<unknown> {
+    return this.trigger({
+      function_id: "stream::set_many",
+      payload: { stream_name, group_id: this.sid, items },
+      timeoutMs: STORAGE_TIMEOUT_MS,
+    });
+  }
+
+  /** One event as before `stream::set_many`: its own calls, its failure its own. */
+  private async writeOne({ item_id, data }: Item): Promise<void> {
+    try {
       await this.trigger({
         function_id: "stream::set",
-        payload: { stream_name: AGENT_EVENTS_STREAM, group_id: this.sid, item_id, data: event },
+        payload: { stream_name: AGENT_EVENTS_STREAM, group_id: this.sid, item_id, data },
         timeoutMs: STORAGE_TIMEOUT_MS,
       });
-      // Compaction wakes once per round from this second stream (§7 item 3), same item id.
-      if (event.type === "turn_end") {
+      if (data.type === "turn_end")
         await this.trigger({
           function_id: "stream::set",
-          payload: { stream_name: TURN_END_STREAM, group_id: this.sid, item_id, data: event },
+          payload: { stream_name: TURN_END_STREAM, group_id: this.sid, item_id, data },
           timeoutMs: STORAGE_TIMEOUT_MS,
         });
-      }
     } catch (e) {
-      console.warn(`turn-orchestrator: event ${event.type} of ${this.sid} not written: ${errorText(e)}`);
+      console.warn(`turn-orchestrator: event ${data.type} of ${this.sid} not written: ${errorText(e)}`);
     }
   }
 }

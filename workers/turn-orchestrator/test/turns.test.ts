@@ -5,6 +5,7 @@
 // model calls). The same workers inside workerd are the harness suites' (tests/harness).
 import { AGENT_TRIGGER_FUNCTION, type AgentEvent, type AssistantMessage, type FunctionResultMessage } from "@iii-edge/protocol/harness";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NodeEngine } from "@iii-edge/test-support/node-engine";
 import { until } from "@iii-edge/test-support/wait";
 import {
   call,
@@ -35,7 +36,7 @@ import {
   type PolicyRule,
 } from "./support/stand-ins.ts";
 
-let h: Harness;
+let h: Harness<NodeEngine>;
 
 beforeAll(async () => {
   h = await startNodeHarness();
@@ -472,6 +473,90 @@ describe("run::events", () => {
       code: "invalid_input",
       message: expect.stringContaining("has no event"),
     });
+  });
+});
+
+describe("agent::events writes", () => {
+  /** The stream writes the engine serves for session `sid` while `run` runs, in the order it served them. */
+  async function streamWrites(sid: string, run: () => Promise<void>): Promise<{ fn: string; stream: string; ids: string[] }[]> {
+    const writes: { fn: string; stream: string; ids: string[] }[] = [];
+    const restore = ["stream::set", "stream::set_many"].map((id) => {
+      const fn = h.engine.core.builtins.get(id);
+      if (!fn) return () => undefined;
+      const handler = fn.handler;
+      fn.handler = (input, ctx) => {
+        const q = input as { stream_name: string; group_id: string; item_id?: string; items?: { item_id: string }[] };
+        if (q.group_id === sid) writes.push({ fn: id, stream: q.stream_name, ids: q.items?.map((i) => i.item_id) ?? [q.item_id!] });
+        return handler(input, ctx);
+      };
+      return () => void (fn.handler = handler);
+    });
+    try {
+      await run();
+    } finally {
+      for (const r of restore) r();
+    }
+    return writes;
+  }
+
+  /** One function-call round and the closing answer, to its last event. */
+  const round = (sid: string) => async () => {
+    callThenText(`gpt-${sid}`, [{ id: `${sid}-c1`, fn: "test::echo", payload: { x: 1 } }]);
+    await start(h, sid, `gpt-${sid}`);
+    await waitState(h, sid, "stopped");
+    await finalEvents(h, sid);
+  };
+
+  it("a step's events go in one stream::set_many after its save; a follower reads every one, in order", async () => {
+    const sid = "batched";
+    const writes = await streamWrites(sid, round(sid));
+    const ids = (await events(h, sid)).map((e) => e.item_id);
+    const onEvents = writes.filter((w) => w.stream === "agent::events");
+    expect(onEvents.every((w) => w.fn === "stream::set_many")).toBe(true);
+    // Every event was written once, in id order, and is what a follower of run::events reads.
+    expect(onEvents.flatMap((w) => w.ids)).toEqual(ids);
+    expect([...ids].sort()).toEqual(ids);
+    // Far fewer calls than events: the function step's events after its save went in one batch.
+    // What a step emits in a row after its save goes in one call: run::start's three, each round's
+    // end with its state change, the last one with agent_end too.
+    const evs = (await events(h, sid)).map((e) => e.data);
+    const batchOf = (i: number) => onEvents.findIndex((w) => w.ids.includes(ids[i]!));
+    expect(typesOf(evs.slice(0, 3))).toEqual(["agent_start", "message_start", "message_end"]);
+    expect([batchOf(1), batchOf(2)]).toEqual([batchOf(0), batchOf(0)]);
+    const turnEnds = evs.flatMap((e, i) => (e.type === "turn_end" ? [i] : []));
+    expect(turnEnds).toHaveLength(2);
+    for (const i of turnEnds) {
+      expect(evs[i + 1]?.type).toBe("turn_state_changed");
+      expect(batchOf(i + 1)).toBe(batchOf(i));
+    }
+    expect(evs.at(-1)?.type).toBe("agent_end");
+    expect(batchOf(evs.length - 1)).toBe(batchOf(turnEnds[1]!));
+    expect(onEvents.length).toBeLessThan(ids.length);
+    // The turn_end copies, same item ids, one batch each.
+    const ends = writes.filter((w) => w.stream === "agent::turn_end");
+    expect(ends.every((w) => w.fn === "stream::set_many")).toBe(true);
+    expect(ends.flatMap((w) => w.ids)).toEqual(ids.filter((_, i) => evs[i]?.type === "turn_end"));
+  });
+
+  it("an engine without stream::set_many gets one stream::set per event, every event, in order", async () => {
+    const sid = "per-item";
+    const { builtins } = h.engine.core;
+    const setMany = builtins.get("stream::set_many")!;
+    builtins.delete("stream::set_many");
+    let writes: { fn: string; stream: string; ids: string[] }[];
+    try {
+      writes = await streamWrites(sid, round(sid));
+    } finally {
+      builtins.set("stream::set_many", setMany);
+    }
+    const all = await events(h, sid);
+    const onEvents = writes.filter((w) => w.stream === "agent::events");
+    expect(onEvents.every((w) => w.fn === "stream::set")).toBe(true);
+    expect(onEvents.flatMap((w) => w.ids)).toEqual(all.map((e) => e.item_id));
+    expect(all.map((e) => e.data.type)).toContain("agent_end");
+    expect(writes.filter((w) => w.stream === "agent::turn_end").map((w) => w.ids[0])).toEqual(
+      all.filter((e) => e.data.type === "turn_end").map((e) => e.item_id),
+    );
   });
 });
 

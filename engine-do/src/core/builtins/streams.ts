@@ -249,6 +249,9 @@ export class Streams {
   private write(stream: string, group: string, item: string, value: unknown, code: ErrorCode): void {
     const text = JSON.stringify(value ?? null);
     if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+    this.store(stream, group, item, text, code);
+  }
+  private store(stream: string, group: string, item: string, text: string, code: ErrorCode): void {
     try {
       this.core.ports.sql.exec(
         "INSERT OR REPLACE INTO stream_items (stream_name, group_id, item_id, value) VALUES (?, ?, ?, ?)",
@@ -267,6 +270,34 @@ export class Streams {
     this.write(stream, group, item, data, "stream_set_error");
     this.emit(stream, group, item, { type: old === undefined ? "create" : "update", data: data ?? null }, trace);
     return { old_value: old ?? null, new_value: data ?? null };
+  }
+  /** Store `items` as that many `set`s would, in one transaction: every value is sized before the
+   * first row is written, so a refused batch stores nothing; the pushes and `stream` trigger fires
+   * follow the commit, one per item in order, create or update as each set would have said. */
+  setMany(stream: string, group: string, items: readonly { item_id: string; data: unknown }[], trace?: TraceContext): { count: number } {
+    const texts = items.map((it, i) => {
+      const text = JSON.stringify(it.data ?? null);
+      if (text.length > MAX_VALUE_BYTES)
+        throw new IIIError("value_too_large", `items[${i}] (${it.item_id}): value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+      return text;
+    });
+    const { sql } = this.core.ports;
+    const existed = sql.transaction(() =>
+      items.map((it, i) => {
+        const had = sql.exec(
+          "SELECT 1 FROM stream_items WHERE stream_name = ? AND group_id = ? AND item_id = ?",
+          stream,
+          group,
+          it.item_id,
+        );
+        this.store(stream, group, it.item_id, texts[i]!, "stream_set_error");
+        return had.length > 0;
+      }),
+    );
+    items.forEach((it, i) =>
+      this.emit(stream, group, it.item_id, { type: existed[i] ? "update" : "create", data: it.data ?? null }, trace),
+    );
+    return { count: items.length };
   }
   update(stream: string, group: string, item: string, ops: UpdateOp[], trace?: TraceContext): UpdateOutput {
     const old = this.read(stream, group, item);
@@ -362,6 +393,20 @@ export class Streams {
     const out = { old_value: r.old_value ?? null, new_value: r.new_value ?? null };
     this.emit(stream, group, item, { type: present(r.old_value) ? "update" : "create", data: out.new_value }, ctx);
     return out;
+  }
+  /** stream::set_many: the caller may use every item (checked before anything is written), then
+   * one transaction; a stream whose set a worker took over gets one call of it per item, in order,
+   * each pushed as `setAny` pushes it (atomic only if that back end makes it so). */
+  async setManyAny(
+    stream: string,
+    group: string,
+    items: readonly { item_id: string; data: unknown }[],
+    ctx: CallContext,
+  ): Promise<{ count: number }> {
+    for (const it of items) this.guard(ctx, stream, group, it.item_id);
+    if (!this.customOp("set", stream)) return this.setMany(stream, group, items, ctx);
+    for (const it of items) await this.setAny(stream, group, it.item_id, it.data, ctx);
+    return { count: items.length };
   }
   /** stream::update through its custom operation when there is one; the change is pushed either way. */
   async updateAny(stream: string, group: string, item: string, ops: UpdateOp[], ctx?: CallContext): Promise<UpdateOutput> {
@@ -607,6 +652,11 @@ export function installStreams(core: EngineApi): Streams {
     description: "Store an item: {stream_name, group_id, item_id, data} → {old_value, new_value}",
     handler: (q, ctx) =>
       s.checked(ctx, q.stream_name, q.group_id, q.item_id, () => s.setAny(q.stream_name, q.group_id, q.item_id, q.data, ctx)),
+  });
+  defineBuiltin(core, "stream::set_many", {
+    description:
+      "Store items of one group in one transaction, in order, each as stream::set would: {stream_name, group_id, items:[{item_id, data}]} → {count}",
+    handler: (q, ctx) => s.setManyAny(q.stream_name, q.group_id, q.items, ctx),
   });
   defineBuiltin(core, "stream::get", {
     description: "Read an item; no result when absent",
