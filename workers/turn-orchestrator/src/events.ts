@@ -51,6 +51,8 @@ export class EventLog {
   /** The next sequence number of the reserved block, and the block's last one. */
   private next = 1;
   private last = 0;
+  /** The counter write reserving the next block, while one is in flight. */
+  private reserving: Promise<void> | undefined;
 
   constructor(trigger: Trigger, sessionId: string) {
     this.trigger = trigger;
@@ -89,21 +91,40 @@ export class EventLog {
     return this.pending.splice(0, n);
   }
 
+  /**
+   * Reserve the next block of ids now, in the background, unless one is left: a step about to
+   * stream calls this beside its reads, so its first delta does not wait for the counter write. A
+   * failure here is the first write's to report (it asks again).
+   */
+  reserve(): void {
+    if (this.next > this.last) this.block().catch(() => {});
+  }
+
+  /** The reservation in flight, or a new one: one at a time, so blocks are taken in order. */
+  private block(): Promise<void> {
+    this.reserving ??= this.reserveBlock().finally(() => {
+      this.reserving = undefined;
+    });
+    return this.reserving;
+  }
+
   /** The next sequence number, reserving a new block when this one is used up. */
   private async seq(): Promise<number> {
-    if (this.next > this.last) {
-      const counter = await this.trigger<unknown, { new_value?: { seq?: unknown } }>({
-        function_id: "state::update",
-        payload: { scope: SCOPE_EVENT_COUNTER, key: this.sid, ops: [{ type: "increment", path: "seq", by: EVENT_ID_BLOCK }] },
-        timeoutMs: STORAGE_TIMEOUT_MS,
-      });
-      const end = counter?.new_value?.seq;
-      if (typeof end !== "number" || !Number.isInteger(end) || end < EVENT_ID_BLOCK)
-        throw new Error(`event counter answered ${JSON.stringify(counter?.new_value)}`);
-      this.next = end - EVENT_ID_BLOCK + 1;
-      this.last = end;
-    }
+    if (this.next > this.last) await this.block();
     return this.next++;
+  }
+
+  private async reserveBlock(): Promise<void> {
+    const counter = await this.trigger<unknown, { new_value?: { seq?: unknown } }>({
+      function_id: "state::update",
+      payload: { scope: SCOPE_EVENT_COUNTER, key: this.sid, ops: [{ type: "increment", path: "seq", by: EVENT_ID_BLOCK }] },
+      timeoutMs: STORAGE_TIMEOUT_MS,
+    });
+    const end = counter?.new_value?.seq;
+    if (typeof end !== "number" || !Number.isInteger(end) || end < EVENT_ID_BLOCK)
+      throw new Error(`event counter answered ${JSON.stringify(counter?.new_value)}`);
+    this.next = end - EVENT_ID_BLOCK + 1;
+    this.last = end;
   }
 
   private async write(batch: AgentEvent[]): Promise<void> {

@@ -63,6 +63,8 @@ export async function provisioning(tx: Tx): Promise<void> {
 export async function assistantStreaming(tx: Tx, channels: Channels): Promise<void> {
   const rec = tx.rec;
   if (maxTurnsReached(rec)) return endAtMaxTurns(tx);
+  // The round's first delta should not wait for the event ids' counter write: take the block now.
+  tx.events.reserve();
   // A batch's results come straight here (no steering_check hop on the function path, which saves a
   // queue round trip per batch; docs/harness-contracts.md §2.8): steering sent meanwhile joins the transcript
   // before this round. The three reads go out together: a steering message appended while the

@@ -538,6 +538,46 @@ describe("agent::events writes", () => {
     expect(ends.flatMap((w) => w.ids)).toEqual(ids.filter((_, i) => evs[i]?.type === "turn_end"));
   });
 
+  it("a round takes its block of event ids before the model is asked, so its first delta waits for no counter write", async () => {
+    const sid = "reserved";
+    // In arrival order: this session's event-counter writes and event batches at the engine, and
+    // each request reaching the model.
+    const order: string[] = [];
+    const restore = [
+      ["state::update", (q: { scope?: string; key?: string }) => q.scope === "event_counter" && q.key === sid && "counter"],
+      [
+        "stream::set_many",
+        (q: { stream_name?: string; group_id?: string }) => q.stream_name === "agent::events" && q.group_id === sid && "events",
+      ],
+    ].map(([id, label]) => {
+      const fn = h.engine.core.builtins.get(id as string)!;
+      const handler = fn.handler;
+      fn.handler = (input, ctx) => {
+        const l = (label as (q: unknown) => string | false)(input);
+        if (l) order.push(l);
+        return handler(input, ctx);
+      };
+      return () => void (fn.handler = handler);
+    });
+    const requests = h.provider.requests;
+    const push = requests.push;
+    requests.push = (...items) => {
+      for (const r of items) if (r.model === `gpt-${sid}`) order.push("model");
+      return push.apply(requests, items);
+    };
+    try {
+      await round(sid)();
+    } finally {
+      requests.push = push;
+      for (const r of restore) r();
+    }
+    // Two rounds; what reaches the engine next after each request is the round's streamed events,
+    // not a counter write taking their ids.
+    const asked = order.flatMap((o, i) => (o === "model" ? [i] : []));
+    expect(asked).toHaveLength(2);
+    for (const i of asked) expect(order[i + 1]).toBe("events");
+  });
+
   it("an engine without stream::set_many gets one stream::set per event, every event, in order", async () => {
     const sid = "per-item";
     const { builtins } = h.engine.core;
