@@ -5,7 +5,6 @@
 import {
   IIIError,
   MAX_LIST_PAGE,
-  MAX_VALUE_BYTES,
   TRIGGER_TYPES,
   exceedsJsonDepth,
   jsonDepthMessage,
@@ -25,6 +24,7 @@ import { STATE_TRIGGER_PREFIX } from "../queues/config.ts";
 import { stateFireGroup, type PreparedEnqueue, type QueueRouter } from "../queues/router.ts";
 import { applyUpdateOps } from "../update-ops.ts";
 import { defineBuiltin } from "./define.ts";
+import { storedText } from "./input.ts";
 import { stateListing } from "./state-list.ts";
 
 /** JSON text with object keys sorted, so equal values compare equal whatever their key order. */
@@ -82,8 +82,7 @@ export function installState(
     // A value nested deeper than MAX_JSON_DEPTH could be stored but not read back (a recursive
     // serialiser on the way out overflows the stack): refused before it is stored.
     if (exceedsJsonDepth(value)) throw new IIIError("invalid_input", jsonDepthMessage("value"));
-    const text = JSON.stringify(value ?? null);
-    if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
+    const text = storedText(value);
     // The per-principal quota (bounds.ts), checked before anything is stored: the value counts for
     // its writer from now on, and whoever it counted for before gets it back.
     const charge = text.length + scope.length + key.length;

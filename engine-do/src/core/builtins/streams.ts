@@ -25,7 +25,6 @@ import {
   seesAllSessions,
   type Grant,
   MAX_RESULT_BYTES,
-  MAX_VALUE_BYTES,
   TRIGGER_TYPES,
   streamSocketMessage,
   type ErrorCode,
@@ -41,6 +40,7 @@ import type { CallContext, CallRequest, EngineApi } from "../api.ts";
 import { traceOf, type TraceContext } from "../trace.ts";
 import { applyUpdateOps } from "../update-ops.ts";
 import { defineBuiltin } from "./define.ts";
+import { storedText } from "./input.ts";
 
 /** Subscriptions one browser socket may hold (bounds the fan-out one socket can cause). */
 export const MAX_SUBSCRIPTIONS_PER_SOCKET = 256;
@@ -247,9 +247,7 @@ export class Streams {
     return { items, next: items.length === limit ? items.at(-1)!.item_id : null };
   }
   private write(stream: string, group: string, item: string, value: unknown, code: ErrorCode): void {
-    const text = JSON.stringify(value ?? null);
-    if (text.length > MAX_VALUE_BYTES) throw new IIIError("value_too_large", `value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
-    this.store(stream, group, item, text, code);
+    this.store(stream, group, item, storedText(value), code);
   }
   private store(stream: string, group: string, item: string, text: string, code: ErrorCode): void {
     try {
@@ -275,12 +273,7 @@ export class Streams {
    * first row is written, so a refused batch stores nothing; the pushes and `stream` trigger fires
    * follow the commit, one per item in order, create or update as each set would have said. */
   setMany(stream: string, group: string, items: readonly { item_id: string; data: unknown }[], trace?: TraceContext): { count: number } {
-    const texts = items.map((it, i) => {
-      const text = JSON.stringify(it.data ?? null);
-      if (text.length > MAX_VALUE_BYTES)
-        throw new IIIError("value_too_large", `items[${i}] (${it.item_id}): value of ${text.length} bytes exceeds ${MAX_VALUE_BYTES}`);
-      return text;
-    });
+    const texts = items.map((it, i) => storedText(it.data, `items[${i}] (${it.item_id}): value`));
     const { sql } = this.core.ports;
     const existed = sql.transaction(() =>
       items.map((it, i) => {
