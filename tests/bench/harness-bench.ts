@@ -12,7 +12,7 @@
 // Options (env): BENCH_RUNS (3), BENCH_TURNS (30 per kind and run), BENCH_WARMUP_TURNS (5).
 import { registerWorker } from "iii-sdk";
 import { callAgentTrigger, reply, say } from "@iii-edge/test-support/provider-replay";
-import { followTurn, postTurn, registered, startHarnessBench, toPerf } from "./harness-engine.ts";
+import { followedTurn, registered, startHarnessBench, toPerf } from "./harness-engine.ts";
 import { pct, median, fmt } from "./stats.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -32,24 +32,20 @@ app.registerFunction("bench::echo", async (p: unknown) => p);
 let turnSeq = 0;
 async function turn(kind: "plain" | "call"): Promise<{ ttft: number; assistantStep: number; functionStep?: number }> {
   const sid = `bench-${kind}-${++turnSeq}`;
-  const before = replay.requestsFor("openai").length;
-  if (kind === "plain") replay.enqueue("openai", reply(say("Hello from the bench.")));
-  else replay.enqueue("openai", reply(callAgentTrigger("bench::echo", { n: turnSeq }, `c-${turnSeq}`)), reply(say("Echoed.")));
+  const answers =
+    kind === "plain"
+      ? [reply(say("Hello from the bench."))]
+      : [reply(callAgentTrigger("bench::echo", { n: turnSeq }, `c-${turnSeq}`)), reply(say("Echoed."))];
   const completes: number[] = [];
   let firstDelta: number | undefined;
-  const f = followTurn(engine, sid, (e, now) => {
+  const reqs = await followedTurn({ replay, engine }, sid, answers, (e, now) => {
     if (e.type === "message_update" && e.llm_event?.type === "text_delta" && firstDelta === undefined) firstDelta = now;
     if (e.type === "message_complete") completes.push(now);
   });
-  await f.joined;
-  await postTurn(engine, sid);
-  await f;
-  const r = { firstDelta, completes };
-  const reqs = replay.requestsFor("openai").slice(before);
   const first = toPerf(reqs[0]!.received_at);
   const out: { ttft: number; assistantStep: number; functionStep?: number } = {
-    ttft: (r.firstDelta ?? NaN) - first,
-    assistantStep: (r.completes[0] ?? NaN) - first,
+    ttft: (firstDelta ?? NaN) - first,
+    assistantStep: (completes[0] ?? NaN) - first,
   };
   if (kind === "call") out.functionStep = reqs[1]!.received_at - reqs[0]!.received_at;
   return out;

@@ -3,7 +3,7 @@
 import { registerWorker, type IIIClient } from "iii-sdk";
 import { startEngine, type EngineServer } from "@iii-edge/test-support/engine-server";
 import { callAgentTrigger, permissionsFile, replayEnv, reply, say, startProviderReplay } from "@iii-edge/test-support/provider-replay";
-import type { ReplayServer } from "@iii-edge/test-support/provider-replay";
+import type { RecordedRequest, ReplayServer, Scenario } from "@iii-edge/test-support/provider-replay";
 
 /** The harness registers within this on a busy 2-core box. */
 const REGISTER_TIMEOUT_MS = 30_000;
@@ -67,20 +67,33 @@ export async function shutdownSettled(client: IIIClient, what: string, count: ()
  * calls `fn` (default `bench::echo`) once, then answers. Each sample is a fresh session
  * `<prefix>-<kind>-<n>`, followed from before the turn starts.
  */
-export function functionSteps({ replay, engine }: HarnessBench, prefix: string): (kind: string, fn?: string) => Promise<number> {
+export function functionSteps(bench: HarnessBench, prefix: string): (kind: string, fn?: string) => Promise<number> {
   let seq = 0;
   return async (kind, fn = "bench::echo") => {
     const n = ++seq;
-    const sid = `${prefix}-${kind}-${n}`;
-    const before = replay.requestsFor("openai").length;
-    replay.enqueue("openai", reply(callAgentTrigger(fn, { n }, `c-${n}`)), reply(say("Echoed.")));
-    const f = followTurn(engine, sid);
-    await f.joined;
-    await postTurn(engine, sid);
-    await f;
-    const reqs = replay.requestsFor("openai").slice(before);
+    const reqs = await followedTurn(bench, `${prefix}-${kind}-${n}`, [reply(callAgentTrigger(fn, { n }, `c-${n}`)), reply(say("Echoed."))]);
     return reqs[1]!.received_at - reqs[0]!.received_at;
   };
+}
+
+/**
+ * One turn of session `sid` on the replayed OpenAI model, which answers with `scenarios`: a UI
+ * follows it from before it starts (`onEvent` as for followTurn) to its `agent_end`. Returns the
+ * requests the model received during the turn.
+ */
+export async function followedTurn(
+  { replay, engine }: Pick<HarnessBench, "replay" | "engine">,
+  sid: string,
+  scenarios: Scenario[],
+  onEvent?: (e: TurnEvent, now: number) => void,
+): Promise<RecordedRequest[]> {
+  const before = replay.requestsFor("openai").length;
+  replay.enqueue("openai", ...scenarios);
+  const f = followTurn(engine, sid, onEvent);
+  await f.joined;
+  await postTurn(engine, sid);
+  await f;
+  return replay.requestsFor("openai").slice(before);
 }
 
 /** A turn that has not ended within this is a failure of the run, not a slow sample. */

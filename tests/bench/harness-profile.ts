@@ -9,7 +9,7 @@
 // Options (env): BENCH_TURNS (15), BENCH_WARMUP_TURNS (5).
 import { callAgentTrigger, reply, say } from "@iii-edge/test-support/provider-replay";
 import { registerWorker } from "iii-sdk";
-import { followTurn, postTurn, registered, startHarnessBench } from "./harness-engine.ts";
+import { followedTurn, registered, startHarnessBench } from "./harness-engine.ts";
 import { fmt, median } from "./stats.ts";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 15);
@@ -30,13 +30,10 @@ app.registerFunction("bench::echo", async (p: unknown) => p);
 /** One turn's spans inside its function-call step, as [name, start offset ms, duration ms, depth]. */
 async function profiledTurn(n: number): Promise<{ step: number; spans: [string, number, number, number][] }> {
   const sid = `profile-${n}`;
-  const before = replay.requestsFor("openai").length;
-  replay.enqueue("openai", reply(callAgentTrigger("bench::echo", { n }, `c-${n}`)), reply(say("Echoed.")));
-  const f = followTurn(engine, sid);
-  await f.joined;
-  await postTurn(engine, sid);
-  await f;
-  const [first, second] = replay.requestsFor("openai").slice(before);
+  const [first, second] = await followedTurn({ replay, engine }, sid, [
+    reply(callAgentTrigger("bench::echo", { n }, `c-${n}`)),
+    reply(say("Echoed.")),
+  ]);
   const from = first!.received_at;
   const to = second!.received_at;
   // The engine stores what it holds in batches: ask until the spans of the step are there.

@@ -23,6 +23,7 @@ import { registerWorker, type IIIClient } from "iii-sdk";
 import { reply, say } from "@iii-edge/test-support/provider-replay";
 import { postTurn, registered, startHarnessBench, TURN_TIMEOUT_MS, waitFor } from "./harness-engine.ts";
 import { fmt } from "./stats.ts";
+import { runtimeOf, usage } from "./ws-sink/common.mjs";
 
 const N = Number(process.env.BENCH_SESSIONS ?? 1000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 4);
@@ -38,47 +39,26 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---- memory --------------------------------------------------------------------------------------
 
-/** `/proc/<pid>/stat`'s process group, or undefined when the process is gone. */
-function pgidOf(pid: string): number | undefined {
-  try {
-    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[2]);
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * The workerd that runs this engine's Worker and objects. `npm start` runs in a process group of its
- * own (engine-server.ts), found by the wrangler in it that persists to `stateDir`; of the two workerd
- * processes in that group, the other one is wrangler's proxy, listening on the engine's port.
+ * own (engine-server.ts), found by the wrangler in it that persists to `stateDir`; in that group,
+ * `runtimeOf` tells the runtime from wrangler's proxy, which listens on the engine's port.
  */
 function runtimePid(stateDir: string, port: number): number {
-  const pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
-  const cmdline = (pid: string) => {
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
     try {
-      return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes(stateDir)) continue;
+      const runtime = runtimeOf(usage(Number(pid)).pgid, port);
+      if (runtime !== undefined) return runtime;
     } catch {
-      return [];
+      // gone
     }
-  };
-  const group = pids
-    .filter((pid) => cmdline(pid).includes(stateDir))
-    .map(pgidOf)
-    .find((g) => g !== undefined);
-  for (const pid of pids) {
-    const cmd = cmdline(pid);
-    if (pgidOf(pid) !== group || !cmd[0]?.endsWith("/workerd")) continue;
-    if (cmd.some((a) => a.includes(`127.0.0.1:${port}`))) continue;
-    return Number(pid);
   }
   throw new Error(`no workerd runtime found for the engine on port ${port} (state ${stateDir})`);
 }
 
-function rssKiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(m[1]);
-}
+/** `usage` gives MiB (VmRSS's KiB ÷ 1024): back to KiB, exactly. */
+const rssKiB = (pid: number): number => usage(pid).rss * 1024;
 
 // ---- storage -------------------------------------------------------------------------------------
 

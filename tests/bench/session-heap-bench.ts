@@ -7,7 +7,7 @@
 import WebSocket from "ws";
 import { reply, say } from "@iii-edge/test-support/provider-replay";
 import { freePort } from "@iii-edge/test-support/engine-server";
-import { followTurn, postTurn, registered, startHarnessBench } from "./harness-engine.ts";
+import { followedTurn, registered, startHarnessBench } from "./harness-engine.ts";
 const inspectorPort = await freePort();
 const { replay, engine, iii } = await startHarnessBench("heap", { env: { III_INSPECTOR_PORT: String(inspectorPort) } });
 await registered(iii, ["run::start", "provider::openai::stream"]);
@@ -37,14 +37,7 @@ const heap = async () => {
   return `used ${(u.usedSize / 1048576).toFixed(1)} MiB / total ${(u.totalSize / 1048576).toFixed(1)} MiB`;
 };
 let n = 0;
-async function session() {
-  const sid = `heap-${++n}`;
-  replay.enqueue("openai", reply(say("Short answer.")));
-  const f = followTurn(engine, sid);
-  await f.joined;
-  await postTurn(engine, sid);
-  await f;
-}
+const session = () => followedTurn({ replay, engine }, `heap-${++n}`, [reply(say("Short answer."))]);
 console.log(`iii-edge session heap: npm start, zero-latency replay; the isolate's live heap after a collection`);
 console.log("  at start", await heap());
 for (let batch = 1; batch <= Number(process.env.BATCHES ?? 4); batch++) {

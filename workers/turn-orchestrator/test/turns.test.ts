@@ -477,16 +477,15 @@ describe("run::events", () => {
 });
 
 describe("agent::events writes", () => {
-  /** The stream writes the engine serves for session `sid` while `run` runs, in the order it served them. */
-  async function streamWrites(sid: string, run: () => Promise<void>): Promise<{ fn: string; stream: string; ids: string[] }[]> {
-    const writes: { fn: string; stream: string; ids: string[] }[] = [];
-    const restore = ["stream::set", "stream::set_many"].map((id) => {
+  /** Run `run` with `tap` told of each call of the built-ins `ids` the engine serves (in the order it
+   * serves them); their handlers are put back after. */
+  async function tapping(ids: string[], tap: (id: string, input: unknown) => void, run: () => Promise<void>): Promise<void> {
+    const restore = ids.map((id) => {
       const fn = h.engine.core.builtins.get(id);
       if (!fn) return () => undefined;
       const handler = fn.handler;
       fn.handler = (input, ctx) => {
-        const q = input as { stream_name: string; group_id: string; item_id?: string; items?: { item_id: string }[] };
-        if (q.group_id === sid) writes.push({ fn: id, stream: q.stream_name, ids: q.items?.map((i) => i.item_id) ?? [q.item_id!] });
+        tap(id, input);
         return handler(input, ctx);
       };
       return () => void (fn.handler = handler);
@@ -496,6 +495,19 @@ describe("agent::events writes", () => {
     } finally {
       for (const r of restore) r();
     }
+  }
+
+  /** The stream writes the engine serves for session `sid` while `run` runs, in the order it served them. */
+  async function streamWrites(sid: string, run: () => Promise<void>): Promise<{ fn: string; stream: string; ids: string[] }[]> {
+    const writes: { fn: string; stream: string; ids: string[] }[] = [];
+    await tapping(
+      ["stream::set", "stream::set_many"],
+      (fn, input) => {
+        const q = input as { stream_name: string; group_id: string; item_id?: string; items?: { item_id: string }[] };
+        if (q.group_id === sid) writes.push({ fn, stream: q.stream_name, ids: q.items?.map((i) => i.item_id) ?? [q.item_id!] });
+      },
+      run,
+    );
     return writes;
   }
 
@@ -543,22 +555,6 @@ describe("agent::events writes", () => {
     // In arrival order: this session's event-counter writes and event batches at the engine, and
     // each request reaching the model.
     const order: string[] = [];
-    const restore = [
-      ["state::update", (q: { scope?: string; key?: string }) => q.scope === "event_counter" && q.key === sid && "counter"],
-      [
-        "stream::set_many",
-        (q: { stream_name?: string; group_id?: string }) => q.stream_name === "agent::events" && q.group_id === sid && "events",
-      ],
-    ].map(([id, label]) => {
-      const fn = h.engine.core.builtins.get(id as string)!;
-      const handler = fn.handler;
-      fn.handler = (input, ctx) => {
-        const l = (label as (q: unknown) => string | false)(input);
-        if (l) order.push(l);
-        return handler(input, ctx);
-      };
-      return () => void (fn.handler = handler);
-    });
     const requests = h.provider.requests;
     const push = requests.push;
     requests.push = (...items) => {
@@ -566,10 +562,17 @@ describe("agent::events writes", () => {
       return push.apply(requests, items);
     };
     try {
-      await round(sid)();
+      await tapping(
+        ["state::update", "stream::set_many"],
+        (id, input) => {
+          const q = input as { scope?: string; key?: string; stream_name?: string; group_id?: string };
+          if (id === "state::update" && q.scope === "event_counter" && q.key === sid) order.push("counter");
+          if (id === "stream::set_many" && q.stream_name === "agent::events" && q.group_id === sid) order.push("events");
+        },
+        round(sid),
+      );
     } finally {
       requests.push = push;
-      for (const r of restore) r();
     }
     // Two rounds; what reaches the engine next after each request is the round's streamed events,
     // not a counter write taking their ids.
