@@ -37,7 +37,7 @@ import { runStart } from "./run-start.ts";
 import { registerHarnessSurface } from "./surface.ts";
 import { assistantStreaming, provisioning, steeringCheck } from "./steps.ts";
 import type { Tx } from "./store.ts";
-import { runTransition, stepPayload, type StepPayload } from "./transition.ts";
+import { runSteps, stepPayload, type StepPayload } from "./transition.ts";
 
 export { TransientError } from "./calls.ts";
 export { inferProvider } from "./streaming.ts";
@@ -69,16 +69,17 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       function_awaiting_approval: functionAwaitingApproval,
       steering_check: steeringCheck,
     };
-    for (const [state, handler] of Object.entries(steps) as [TurnState, (tx: Tx) => Promise<void>][]) {
+    const chain = { handlers: steps, tracer };
+    for (const state of Object.keys(steps) as TurnState[]) {
       // A step is the orchestrator's own queue message: a caller with a grant must own the session too.
       iii.registerFunction(
         `turn::${state}`,
         async (data: StepPayload, ctx) => {
           await checkSession(ctx.trigger as Trigger, ctx.caller, data.session_id);
-          return runTransition(ctx.trigger as Trigger, state, data, handler, tracer);
+          return runSteps(ctx.trigger as Trigger, state, data, chain);
         },
         {
-          description: `Turn step: the ${state} state of a session's run (queued on turn-step with {session_id, step})`,
+          description: `Turn step: the ${state} state of a session's run (queued on turn-step with {session_id, step, queued})`,
           input: stepPayload,
           metadata: OWNER_CHECKED,
         },

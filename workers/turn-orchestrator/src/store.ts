@@ -28,13 +28,13 @@ export interface Loaded {
 /** The queue message a save carries: `turn::<state> {session_id, step}` on `turn-step`. */
 export interface StepMessage {
   function_id: string;
-  payload: { session_id: string; step: number };
+  payload: { session_id: string; step: number; queued: true };
   queue: string;
   idempotency_key: string;
 }
 
 export function stepMessage(sid: string, state: string, step: number, key = stepKey(sid, step)): StepMessage {
-  return { function_id: `turn::${state}`, payload: { session_id: sid, step }, queue: TURN_STEP_QUEUE, idempotency_key: key };
+  return { function_id: `turn::${state}`, payload: { session_id: sid, step, queued: true }, queue: TURN_STEP_QUEUE, idempotency_key: key };
 }
 
 export async function loadRaw(trigger: Trigger, sid: string): Promise<unknown> {

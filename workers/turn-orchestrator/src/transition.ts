@@ -11,10 +11,17 @@ import { STOPPED_BY_USER_TEXT } from "./constants.ts";
 import { closeBatchOnStop } from "./functions.ts";
 import { failRun, finishSession, turnEndOnce } from "./lifecycle.ts";
 import { syntheticAssistant } from "./messages.ts";
+import { isStepable } from "./record.ts";
 import { StateConflict, loadRecord, Tx } from "./store.ts";
 import { stepSpan } from "./trace.ts";
 
-export const stepPayload = z.object({ session_id: z.string().min(1).max(128), step: z.number().int().min(0).optional() });
+export const stepPayload = z.object({
+  session_id: z.string().min(1).max(128),
+  step: z.number().int().min(0).optional(),
+  /** Set on the orchestrator's own `turn-step` messages: the delivery holds the session's fifo group,
+   * so the step may run the steps after it itself (runSteps). */
+  queued: z.boolean().optional(),
+});
 export type StepPayload = z.infer<typeof stepPayload>;
 
 export type StepResult = TurnStepResult;
@@ -38,6 +45,22 @@ export async function runTransition(
   handler: StepHandler,
   tracer?: Tracer,
 ): Promise<StepResult> {
+  return (await transition(trigger, state, payload, handler, tracer)).result;
+}
+
+/** A step's result, and the step its save queued (a stepable state at a new step), if any. */
+interface Stepped {
+  result: StepResult;
+  next?: { state: TurnState; step: number };
+}
+
+async function transition(
+  trigger: Trigger,
+  state: TurnState,
+  payload: StepPayload,
+  handler: StepHandler,
+  tracer?: Tracer,
+): Promise<Stepped> {
   const loaded = await loadRecord(trigger, payload.session_id);
   if (!loaded)
     throw new IIIError(
@@ -45,10 +68,64 @@ export async function runTransition(
       `turn::${state}: no turn record for session ${payload.session_id} (invariant: a step is only queued by a saved record)`,
     );
   if (loaded.rec.state !== state || (payload.step !== undefined && payload.step !== loaded.rec.step))
-    return { ok: true, skipped: true, reason: "stale" };
+    return { result: { ok: true, skipped: true, reason: "stale" } };
   const tx = new Tx(trigger, payload.session_id, loaded, undefined, tracer);
   // The step's span, under the run's invoke_agent span: everything the step calls is its child.
-  return stepSpan(tx.tracer, tx.rec, state, () => step(tx, state, payload, handler));
+  const result = await stepSpan(tx.tracer, tx.rec, state, () => step(tx, state, payload, handler));
+  const saved = tx.persisted();
+  if (!result.ok || "skipped" in result || !saved || !isStepable(saved.state) || saved.step === loaded.rec.step) return { result };
+  return { result, next: { state: saved.state, step: saved.step } };
+}
+
+/**
+ * How long after its delivery a step still runs the next one itself. A delivery has the queue's
+ * deadline (360 s) for everything it runs, and each step is written to fit in it: an inline step
+ * starts with all but this much of it left.
+ */
+export const INLINE_WINDOW_MS = 10_000;
+/** The most steps one delivery runs after its own. */
+export const MAX_INLINE_STEPS = 32;
+
+export interface StepChain {
+  handlers: Partial<Record<TurnState, StepHandler>>;
+  tracer?: Tracer;
+  now?: () => number;
+}
+
+/**
+ * A delivered step, then the steps its saves queue, in this one invocation, while the window lasts:
+ * no durable-queue hop between two steps of a session. Safe because the step's own delivery holds the
+ * session's fifo group on `turn-step`: the message each save queued (saving is still the wake) waits
+ * behind it, is delivered once this invocation answers, and is then stale (its step has run), so
+ * nothing runs twice. A crash mid-chain loses nothing: the queued message of the step that was
+ * running is delivered and runs it as any redelivery does. A step that throws ends the chain and
+ * leaves its queued message to run it again; the delivery itself still answers its own step's result.
+ * Only a `queued` delivery chains: a direct call holds no fifo group.
+ */
+export async function runSteps(trigger: Trigger, state: TurnState, payload: StepPayload, chain: StepChain): Promise<StepResult> {
+  const now = chain.now ?? Date.now;
+  const started = now();
+  const handler = chain.handlers[state];
+  if (!handler) throw new IIIError("invalid_arguments", `turn::${state} is not a stepable state`);
+  const first = await transition(trigger, state, payload, handler, chain.tracer);
+  let next = payload.queued ? first.next : undefined;
+  for (let n = 0; next && n < MAX_INLINE_STEPS && now() - started < INLINE_WINDOW_MS; n++) {
+    const { state: nextState, step: nextStep } = next;
+    const nextHandler = chain.handlers[nextState];
+    if (!nextHandler) break;
+    try {
+      next = (
+        await transition(trigger, nextState, { session_id: payload.session_id, step: nextStep, queued: true }, nextHandler, chain.tracer)
+      ).next;
+    } catch (e) {
+      // Its own queued message runs it again, with the queue's retries and backoff.
+      console.warn(
+        `turn-orchestrator: session ${payload.session_id}: turn::${nextState} (step ${nextStep}) left to its queued message: ${errorText(e)}`,
+      );
+      break;
+    }
+  }
+  return first.result;
 }
 
 async function step(tx: Tx, state: TurnState, payload: StepPayload, handler: StepHandler): Promise<StepResult> {

@@ -10,7 +10,7 @@ import { callMetadata, consultBefore, invokeTarget, normaliseResult, planBatch, 
 import { canonicalJson } from "../src/record.ts";
 import { Tx, loadRecord } from "../src/store.ts";
 import { inferProvider } from "../src/streaming.ts";
-import { runTransition } from "../src/transition.ts";
+import { INLINE_WINDOW_MS, runSteps, runTransition, type StepHandler } from "../src/transition.ts";
 
 interface Enqueued {
   function_id: string;
@@ -117,7 +117,7 @@ describe("saving is the wake", () => {
     expect(e.enqueued).toEqual([
       {
         function_id: "turn::assistant_streaming",
-        payload: { session_id: "s1", step: 4 },
+        payload: { session_id: "s1", step: 4, queued: true },
         queue: "turn-step",
         idempotency_key: "s1:4",
         via: "write",
@@ -178,6 +178,98 @@ describe("saving is the wake", () => {
     tx2.rec.state = "function_execute";
     await expect(tx2.save()).rejects.toMatchObject({ name: "StateConflict" });
     expect(stored(e)).toMatchObject({ state: "assistant_streaming", turn_count: 9 });
+  });
+});
+
+describe("runSteps: a delivered step runs the steps its saves queue", () => {
+  // provisioning → assistant_streaming → steering_check → stopped, each handler one save.
+  const moves = (ran: string[], fail?: { state: string; error: Error }): Partial<Record<TurnStateRecord["state"], StepHandler>> => {
+    const to = { provisioning: "assistant_streaming", assistant_streaming: "steering_check", steering_check: "stopped" } as const;
+    return Object.fromEntries(
+      Object.entries(to).map(([from, next]) => [
+        from,
+        async (tx: Tx) => {
+          ran.push(from);
+          if (fail?.state === from) throw fail.error;
+          tx.rec.state = next;
+          await tx.save();
+        },
+      ]),
+    );
+  };
+
+  it("a queued delivery runs the whole chain in one invocation; the messages its saves queued are then stale", async () => {
+    const e = fakeEngine();
+    put(e, record("provisioning"));
+    const ran: string[] = [];
+    const handlers = moves(ran);
+    expect(await runSteps(e.trigger, "provisioning", { session_id: "s1", step: 3, queued: true }, { handlers })).toEqual({
+      ok: true,
+      from_state: "provisioning",
+      to_state: "assistant_streaming",
+    });
+    expect(ran).toEqual(["provisioning", "assistant_streaming", "steering_check"]);
+    expect(stored(e)).toMatchObject({ state: "stopped", step: 6 });
+    // Saving is still the wake: every stepable save queued its message, with the write.
+    expect(e.enqueued.map((m) => [m.function_id, (m.payload as { step: number }).step, m.via])).toEqual([
+      ["turn::assistant_streaming", 4, "write"],
+      ["turn::steering_check", 5, "write"],
+    ]);
+    // Delivered once this invocation answered (the fifo group held them back), they find their step run.
+    for (const m of e.enqueued) {
+      const state = m.function_id.slice("turn::".length) as TurnStateRecord["state"];
+      expect(await runSteps(e.trigger, state, m.payload as { session_id: string }, { handlers })).toEqual({
+        ok: true,
+        skipped: true,
+        reason: "stale",
+      });
+    }
+    expect(ran).toHaveLength(3);
+  });
+
+  it("a direct call (not a queued delivery) runs its own step only", async () => {
+    const e = fakeEngine();
+    put(e, record("provisioning"));
+    const ran: string[] = [];
+    await runSteps(e.trigger, "provisioning", { session_id: "s1", step: 3 }, { handlers: moves(ran) });
+    expect(ran).toEqual(["provisioning"]);
+    expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
+  });
+
+  it("past the window the next step is left to its queued message", async () => {
+    const e = fakeEngine();
+    put(e, record("provisioning"));
+    const ran: string[] = [];
+    let t = 1_000;
+    const now = () => t;
+    const handlers = moves(ran);
+    const slow = handlers.provisioning!;
+    handlers.provisioning = async (tx) => {
+      t += INLINE_WINDOW_MS; // the step took the whole window
+      await slow(tx);
+    };
+    await runSteps(e.trigger, "provisioning", { session_id: "s1", step: 3, queued: true }, { handlers, now });
+    expect(ran).toEqual(["provisioning"]);
+    expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
+  });
+
+  it("a chained step that throws ends the chain, the delivery answers its own step, and the step's queued message runs it again", async () => {
+    const e = fakeEngine();
+    put(e, record("provisioning"));
+    const ran: string[] = [];
+    const handlers = moves(ran, { state: "assistant_streaming", error: new TransientError("provider not registered yet") });
+    expect(await runSteps(e.trigger, "provisioning", { session_id: "s1", step: 3, queued: true }, { handlers })).toMatchObject({
+      ok: true,
+      to_state: "assistant_streaming",
+    });
+    expect(ran).toEqual(["provisioning", "assistant_streaming"]);
+    expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
+    // The retry: the message the provisioning save queued, delivered now.
+    const retry = e.enqueued[0];
+    const ran2: string[] = [];
+    await runSteps(e.trigger, "assistant_streaming", retry.payload as { session_id: string }, { handlers: moves(ran2) });
+    expect(ran2).toEqual(["assistant_streaming", "steering_check"]);
+    expect(stored(e)).toMatchObject({ state: "stopped" });
   });
 });
 
