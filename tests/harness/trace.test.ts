@@ -200,6 +200,18 @@ describe("one agent turn is one trace", () => {
       "assistant_streaming",
       "steering_check",
     ]);
+    // A delivery runs the chain (runSteps): the steps after provisioning ran in its delivery, up to
+    // the park; the steps after the approval in the wake's delivery. No queue hop between them.
+    const chainedFrom = new Map(steps.map((s) => [Number(attr(s, "iii.turn.step")), attr(s, "iii.turn.chained_from")]));
+    const first = Math.min(...chainedFrom.keys());
+    expect([...chainedFrom.entries()].sort(([a], [b]) => a - b).map(([, from]) => from)).toEqual([
+      undefined,
+      first,
+      first,
+      undefined,
+      first + 3,
+      first + 3,
+    ]);
     // The engine's own span of each queued step is in the same trace (the queue hops carried it).
     for (const state of new Set(stepNames)) expect(named(`invoke turn::${state}`).length, `invoke turn::${state}`).toBeGreaterThan(0);
     expect(named("deliver turn-step").length).toBeGreaterThanOrEqual(stepNames.length);

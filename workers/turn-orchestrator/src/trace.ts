@@ -67,7 +67,7 @@ export function inTurn<T>(tracer: Tracer | undefined, rec: TurnStateRecord, fn: 
 
 /** One queued step's span, under invoke_agent. `rec` is the step's working copy (its state when the
  * step is done is the span's `iii.turn.next_state`). */
-export function stepSpan<T>(tracer: Tracer, rec: TurnStateRecord, state: string, fn: () => Promise<T>): Promise<T> {
+export function stepSpan<T>(tracer: Tracer, rec: TurnStateRecord, state: string, fn: () => Promise<T>, chainedFrom?: number): Promise<T> {
   const t = traceOf(rec);
   if (!t) return fn();
   const attributes: Attributes = {
@@ -77,6 +77,8 @@ export function stepSpan<T>(tracer: Tracer, rec: TurnStateRecord, state: string,
     "iii.run_id": rec.run_id,
     "iii.turn.count": rec.turn_count,
   };
+  // Run by the delivery of an earlier step (runSteps), not by its own queue message.
+  if (chainedFrom !== undefined) attributes["iii.turn.chained_from"] = chainedFrom;
   return tracer.withSpan(`step ${state}`, { parent: t.traceparent, attributes }, async (span) => {
     const out = await fn();
     span.setAttribute("iii.turn.next_state", rec.state);

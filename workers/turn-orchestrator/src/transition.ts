@@ -60,6 +60,7 @@ async function transition(
   payload: StepPayload,
   handler: StepHandler,
   tracer?: Tracer,
+  chainedFrom?: number,
 ): Promise<Stepped> {
   const loaded = await loadRecord(trigger, payload.session_id);
   if (!loaded)
@@ -71,7 +72,7 @@ async function transition(
     return { result: { ok: true, skipped: true, reason: "stale" } };
   const tx = new Tx(trigger, payload.session_id, loaded, undefined, tracer);
   // The step's span, under the run's invoke_agent span: everything the step calls is its child.
-  const result = await stepSpan(tx.tracer, tx.rec, state, () => step(tx, state, payload, handler));
+  const result = await stepSpan(tx.tracer, tx.rec, state, () => step(tx, state, payload, handler), chainedFrom);
   const saved = tx.persisted();
   if (!result.ok || "skipped" in result || !saved || !isStepable(saved.state) || saved.step === loaded.rec.step) return { result };
   return { result, next: { state: saved.state, step: saved.step } };
@@ -114,9 +115,8 @@ export async function runSteps(trigger: Trigger, state: TurnState, payload: Step
     const nextHandler = chain.handlers[nextState];
     if (!nextHandler) break;
     try {
-      next = (
-        await transition(trigger, nextState, { session_id: payload.session_id, step: nextStep, queued: true }, nextHandler, chain.tracer)
-      ).next;
+      const nextPayload = { session_id: payload.session_id, step: nextStep, queued: true };
+      next = (await transition(trigger, nextState, nextPayload, nextHandler, chain.tracer, payload.step)).next;
     } catch (e) {
       // Its own queued message runs it again, with the queue's retries and backoff.
       console.warn(
