@@ -135,10 +135,11 @@ export class Tx {
   private raw: unknown;
   private pending: AgentEvent[] = [];
 
-  constructor(trigger: Trigger, sid: string, loaded: Loaded | undefined, fresh?: TurnStateRecord, tracer?: Tracer) {
+  constructor(trigger: Trigger, sid: string, loaded: Loaded | undefined, fresh?: TurnStateRecord, tracer?: Tracer, events?: EventLog) {
     this.trigger = trigger;
     this.tracer = tracer ?? tracerOf({});
-    this.events = new EventLog(trigger, sid);
+    // A chain of steps (runSteps) shares one log: its events stay in order across the steps.
+    this.events = events ?? new EventLog(trigger, sid);
     this.written = loaded ? structuredClone(loaded.rec) : undefined;
     this.raw = loaded?.raw ?? null;
     // The working copy is a deep copy: handler mutations never leak into `written`, which must stay

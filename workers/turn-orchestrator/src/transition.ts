@@ -12,6 +12,7 @@ import { closeBatchOnStop } from "./functions.ts";
 import { failRun, finishSession, turnEndOnce } from "./lifecycle.ts";
 import { syntheticAssistant } from "./messages.ts";
 import { isStepable } from "./record.ts";
+import { EventLog } from "./events.ts";
 import { StateConflict, loadRecord, Tx } from "./store.ts";
 import { stepSpan } from "./trace.ts";
 
@@ -45,7 +46,12 @@ export async function runTransition(
   handler: StepHandler,
   tracer?: Tracer,
 ): Promise<StepResult> {
-  return (await transition(trigger, state, payload, handler, tracer)).result;
+  const events = new EventLog(trigger, payload.session_id);
+  try {
+    return (await transition(trigger, state, payload, handler, events, tracer)).result;
+  } finally {
+    await events.flush();
+  }
 }
 
 /** A step's result, and the step its save queued (a stepable state at a new step), if any. */
@@ -59,6 +65,7 @@ async function transition(
   state: TurnState,
   payload: StepPayload,
   handler: StepHandler,
+  events: EventLog,
   tracer?: Tracer,
   chainedFrom?: number,
 ): Promise<Stepped> {
@@ -70,7 +77,7 @@ async function transition(
     );
   if (loaded.rec.state !== state || (payload.step !== undefined && payload.step !== loaded.rec.step))
     return { result: { ok: true, skipped: true, reason: "stale" } };
-  const tx = new Tx(trigger, payload.session_id, loaded, undefined, tracer);
+  const tx = new Tx(trigger, payload.session_id, loaded, undefined, tracer, events);
   // The step's span, under the run's invoke_agent span: everything the step calls is its child.
   const result = await stepSpan(tx.tracer, tx.rec, state, () => step(tx, state, payload, handler), chainedFrom);
   const saved = tx.persisted();
@@ -108,15 +115,34 @@ export async function runSteps(trigger: Trigger, state: TurnState, payload: Step
   const started = now();
   const handler = chain.handlers[state];
   if (!handler) throw new IIIError("invalid_arguments", `turn::${state} is not a stepable state`);
-  const first = await transition(trigger, state, payload, handler, chain.tracer);
+  // One event log for the chain: its steps' events go out in order, one batch at a time, from one
+  // block of ids, and a step does not wait for the last one's events to be written before it starts.
+  const events = new EventLog(trigger, payload.session_id);
+  try {
+    return await chainFrom(trigger, state, payload, handler, chain, events, () => now() - started < INLINE_WINDOW_MS);
+  } finally {
+    await events.flush();
+  }
+}
+
+async function chainFrom(
+  trigger: Trigger,
+  state: TurnState,
+  payload: StepPayload,
+  handler: StepHandler,
+  chain: StepChain,
+  events: EventLog,
+  inWindow: () => boolean,
+): Promise<StepResult> {
+  const first = await transition(trigger, state, payload, handler, events, chain.tracer);
   let next = payload.queued ? first.next : undefined;
-  for (let n = 0; next && n < MAX_INLINE_STEPS && now() - started < INLINE_WINDOW_MS; n++) {
+  for (let n = 0; next && n < MAX_INLINE_STEPS && inWindow(); n++) {
     const { state: nextState, step: nextStep } = next;
     const nextHandler = chain.handlers[nextState];
     if (!nextHandler) break;
     try {
       const nextPayload = { session_id: payload.session_id, step: nextStep, queued: true };
-      next = (await transition(trigger, nextState, nextPayload, nextHandler, chain.tracer, payload.step)).next;
+      next = (await transition(trigger, nextState, nextPayload, nextHandler, events, chain.tracer, payload.step)).next;
     } catch (e) {
       // Its own queued message runs it again, with the queue's retries and backoff.
       console.warn(
@@ -148,7 +174,5 @@ async function step(tx: Tx, state: TurnState, payload: StepPayload, handler: Ste
       throw e2;
     }
     return { ok: false, from_state: state, to_state: "failed", error: message };
-  } finally {
-    await tx.events.flush();
   }
 }

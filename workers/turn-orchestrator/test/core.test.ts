@@ -7,6 +7,7 @@ import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
 import { describe, expect, it } from "vitest";
 import { TransientError, type Trigger } from "../src/calls.ts";
 import { callMetadata, consultBefore, invokeTarget, normaliseResult, planBatch, targetErrorResult } from "../src/gate.ts";
+import { EVENT_ID_BLOCK, SCOPE_EVENT_COUNTER } from "../src/constants.ts";
 import { canonicalJson } from "../src/record.ts";
 import { Tx, loadRecord } from "../src/store.ts";
 import { inferProvider } from "../src/streaming.ts";
@@ -210,6 +211,15 @@ describe("runSteps: a delivered step runs the steps its saves queue", () => {
     });
     expect(ran).toEqual(["provisioning", "assistant_streaming", "steering_check"]);
     expect(stored(e)).toMatchObject({ state: "stopped", step: 6 });
+    // One event log for the chain: the steps' events come from one block of ids, in order.
+    expect(e.streams.map((s) => (s.data as { new_value?: { state?: string } }).new_value?.state)).toEqual([
+      "assistant_streaming",
+      "steering_check",
+      "stopped",
+    ]);
+    const ids = e.streams.map((s) => s.item_id);
+    expect(ids).toEqual(["s1-000000000001", "s1-000000000002", "s1-000000000003"]);
+    expect(e.state.get(`${SCOPE_EVENT_COUNTER}\u0000s1`)).toEqual({ seq: EVENT_ID_BLOCK });
     // Saving is still the wake: every stepable save queued its message, with the write.
     expect(e.enqueued.map((m) => [m.function_id, (m.payload as { step: number }).step, m.via])).toEqual([
       ["turn::assistant_streaming", 4, "write"],
