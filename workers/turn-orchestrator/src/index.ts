@@ -1,5 +1,6 @@
 // The turn-orchestrator worker (docs/harness-contracts.md §1.2, §2): one durable FSM per session, every fact
-// of it in engine state, every step a `turn::<state>` message on the `turn-step` queue. Runs in
+// of it in engine state, every step a `turn::<state>` message on the `turn-step` queue (a delivery
+// runs the steps its saves queue after it, transition.ts runSteps). Runs in
 // workerd and in Node (Web APIs only).
 import { configurePendingTimeout, pendingTimeoutFrom } from "./approvals.ts";
 import { responseFormat } from "@iii-edge/protocol";
