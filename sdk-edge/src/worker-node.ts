@@ -79,11 +79,18 @@ export function nodeSurface(
     openWriter: (ref) => openChannelWriter(url, ref),
     read: (ref) => readChannel(url, ref),
   };
+  let drops = 0;
+  let up = client.getConnectionState() === "connected";
+  client.addConnectionStateListener((state) => {
+    if (up && state !== "connected") drops++;
+    up = state === "connected";
+  });
   return {
     runtime: "node",
     env,
     channels,
     tracer,
+    connectionEpoch: () => drops,
     registerFunction(id: string, handler: WorkerHandler, options?: WorkerFunctionOptions) {
       let run: WorkerHandler = handler;
       let registered: WorkerFunctionOptions | undefined = options;

@@ -119,6 +119,11 @@ export interface WorkerSurface {
    * invocation's trace; a call made inside `tracer.withSpan` carries that span as its parent. Both
    * surfaces provide it; it is optional only so hand-made test surfaces need not (use `tracerOf`). */
   readonly tracer?: Tracer;
+  /** How many times this surface's connection to the engine dropped: a handler that sees it change
+   * while it runs knows the engine may have given its invocation up (a restart voids a queue
+   * delivery's lease, and the message is delivered again). Absent where no connection can drop
+   * under a running handler and leave it running (in the Worker, calls come by RPC). */
+  connectionEpoch?(): number;
 }
 
 /** A typed call through the engine, as a worker's helpers take it (`iii.trigger` or `ctx.trigger`). */

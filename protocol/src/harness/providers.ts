@@ -5,7 +5,8 @@ import { ERROR_KINDS } from "./messages.ts";
 import type { StateKey } from "./state.ts";
 
 /** `provider::<name>::stream` request. `writer_ref` is the write end of an engine channel: the
- * provider writes one JSON text item per AssistantMessageEvent and closes it after the terminal one. */
+ * provider writes one JSON text item per AssistantMessageEvent (or, asked with `batch_frames`, an
+ * array of them) and closes it after the terminal one. */
 export const providerStreamRequest = z.object({
   writer_ref: z.object({ channel_id: z.string(), access_key: z.string(), direction: z.literal("write") }),
   system_prompt: z.string().nullable().optional(),
@@ -16,6 +17,11 @@ export const providerStreamRequest = z.object({
   /** A typed turn's output (docs/harness.md, "Typed outputs"): OpenAI-compatible providers send it as
    * `response_format` (json_schema when a schema is given, json_object otherwise). */
   response_format: z.object({ type: z.literal("json"), schema: z.record(z.string(), z.unknown()).optional() }).optional(),
+  /** The reader takes several events in one item: the provider may write the events it has at once
+   * (those one chunk of the upstream body made) as one JSON array item, in order, instead of one
+   * item each. A reader that does not ask gets one event per item; a provider that does not know
+   * the field writes one event per item, which such a reader also takes. */
+  batch_frames: z.boolean().optional(),
 });
 export type ProviderStreamRequest = z.infer<typeof providerStreamRequest>;
 

@@ -168,6 +168,9 @@ export async function runProviderStream(deps: StreamDeps, data: unknown, ctx: In
   }
 }
 
+/** The most event JSON one batched channel item holds (a larger event goes alone). */
+export const FRAME_BATCH_BYTES = 64 * 1024;
+
 async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContext, chat: ChatOutcome): Promise<ProviderStreamResponse> {
   const { adapter, iii, limits } = deps;
   const ref = providerStreamRequest.shape.writer_ref.safeParse(isRecord(data) ? data.writer_ref : undefined);
@@ -208,16 +211,38 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
 
   let secret: string | undefined;
   const redact = (text: string) => (secret && secret.length >= 4 ? text.split(secret).join("[redacted]") : text);
-  const emit = (event: AssistantMessageEvent) => {
-    if (stopped === "cancelled") return;
+  const send = (text: string) => {
     try {
-      writer.write(JSON.stringify(event));
+      writer.write(text);
     } catch {
       stop("cancelled"); // the reader left: nobody hears the rest
     }
   };
+  // Asked with `batch_frames`: the events one chunk of the body made (they come in one synchronous
+  // run) go as one array item, released at the next microtask or once FRAME_BATCH_BYTES are held —
+  // one channel message instead of one per event.
+  let batched = false;
+  let held: string[] = [];
+  let heldBytes = 0;
+  const release = () => {
+    if (held.length === 0) return;
+    const items = held;
+    held = [];
+    heldBytes = 0;
+    send(items.length === 1 ? items[0] : `[${items.join(",")}]`);
+  };
+  const emit = (event: AssistantMessageEvent) => {
+    if (stopped === "cancelled") return;
+    const text = JSON.stringify(event);
+    if (!batched) return send(text);
+    if (held.length === 0) queueMicrotask(release);
+    held.push(text);
+    heldBytes += text.length;
+    if (heldBytes >= FRAME_BATCH_BYTES) release();
+  };
 
   const parsed = providerStreamRequest.safeParse(data);
+  batched = parsed.success && parsed.data.batch_frames === true;
   const meta = { provider: adapter.name, model: parsed.success ? parsed.data.model : "", timestamp: deps.now() };
   // Replaced (before it emits anything) by one that knows the model's pricing once the catalog answered.
   let builder = new AssistantBuilder(emit, meta);
@@ -357,6 +382,7 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
     clearTimeout(idleTimer);
     clearTimeout(totalTimer);
     abort.abort(); // releases the connection if the body was not read to its end
+    release();
     writer.close();
   }
 }

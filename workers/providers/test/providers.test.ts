@@ -108,6 +108,8 @@ interface StreamRun {
   frames: AssistantMessageEvent[];
   /** When each frame arrived (ms since epoch). */
   arrivals: number[];
+  /** The channel messages they came in (several frames each when asked with `batch_frames`). */
+  items: number;
   result: ProviderStreamResponse;
   terminal: AssistantMessageEvent;
   message: AssistantMessage;
@@ -132,15 +134,19 @@ async function stream(
   const ws = new WebSocket(channelUrl(engine.wsUrl, ch.reader));
   const frames: AssistantMessageEvent[] = [];
   const arrivals: number[] = [];
+  let items = 0;
   const ended = new Promise<void>((resolve, reject) => {
     let quiet: ReturnType<typeof setTimeout> | undefined;
     const finish = () => (clearTimeout(quiet), ws.close(1000), resolve());
     ws.addEventListener("message", (e: MessageEvent) => {
-      const frame = JSON.parse(String(e.data)) as AssistantMessageEvent;
-      frames.push(frame);
-      arrivals.push(Date.now());
-      if (opts.stopAfter?.(frame)) finish();
-      else if (frame.type === "done" || frame.type === "error") quiet = setTimeout(finish, AFTER_TERMINAL_MS);
+      const item = JSON.parse(String(e.data)) as AssistantMessageEvent | AssistantMessageEvent[];
+      items++;
+      for (const frame of Array.isArray(item) ? item : [item]) {
+        frames.push(frame);
+        arrivals.push(Date.now());
+        if (opts.stopAfter?.(frame)) finish();
+        else if (frame.type === "done" || frame.type === "error") quiet = setTimeout(finish, AFTER_TERMINAL_MS);
+      }
     });
     ws.addEventListener("close", () => (clearTimeout(quiet), resolve()));
     ws.addEventListener("error", () => reject(new Error("channel reader failed")));
@@ -158,7 +164,7 @@ async function stream(
   await ended;
   const terminal = frames[frames.length - 1]!;
   const message = terminal?.type === "done" ? terminal.message : terminal?.type === "error" ? terminal.error : (undefined as never);
-  return { frames, arrivals, result: await result, terminal, message };
+  return { frames, arrivals, items, result: await result, terminal, message };
 }
 
 /** §4.2's rules, for any stream: `start` first, triplets per block with the running partial, a
@@ -215,6 +221,31 @@ describe.each(["openai", "anthropic"] as const)("%s: a text reply", (provider) =
     expect(message.usage).toMatchObject({ input: 12, output: 9 });
     expect(frames.some((f) => f.type === "usage")).toBe(true);
     expect(result).toEqual({ ok: true, status: "done" });
+  });
+});
+
+describe.each(["openai", "anthropic"] as const)("%s: batch_frames", (provider) => {
+  it("the events one chunk of the answer made cross the channel as one item, the same events in the same order", async () => {
+    const text = "Hello there! This reply arrives in several small pieces.";
+    replay.enqueue(provider, replyWith({ usage: { input: 12, output: 9 } }, say(text)));
+    const single = await stream(provider);
+    expect(single.items).toBe(single.frames.length);
+    replay.enqueue(provider, replyWith({ usage: { input: 12, output: 9 } }, say(text)));
+    const batched = await stream(provider, { batch_frames: true });
+    expectWellFormed(batched.frames);
+    expect(deltas(batched.frames, "text_delta").join("")).toBe(text);
+    const shape = (frames: AssistantMessageEvent[]) => frames.map((f) => f.type);
+    expect(shape(batched.frames)).toEqual(shape(single.frames));
+    // The zero-latency replay sends the whole body at once: a handful of items, not one per event.
+    expect(batched.items).toBeLessThan(batched.frames.length / 2);
+  });
+
+  it("a slow answer still reaches the reader delta by delta", async () => {
+    const DELAY_MS = 60;
+    replay.enqueue(provider, replyWith({ chunkDelayMs: DELAY_MS, pieceChars: 4 }, say("one two three four five")));
+    const { frames, arrivals } = await stream(provider, { batch_frames: true });
+    const firstDelta = frames.findIndex((f) => f.type === "text_delta");
+    expect(arrivals[arrivals.length - 1]! - arrivals[firstDelta]!).toBeGreaterThanOrEqual(5 * DELAY_MS);
   });
 });
 

@@ -70,7 +70,7 @@ export const worker: WorkerModule<TurnOrchestratorConfig> = {
       function_awaiting_approval: functionAwaitingApproval,
       steering_check: steeringCheck,
     };
-    const chain = { handlers: steps, tracer };
+    const chain = { handlers: steps, tracer, connectionEpoch: iii.connectionEpoch?.bind(iii) };
     for (const state of Object.keys(steps) as TurnState[]) {
       // A step is the orchestrator's own queue message: a caller with a grant must own the session too.
       iii.registerFunction(

@@ -27,16 +27,18 @@ const assistantShape = z.looseObject({
 });
 const frameShape = z.looseObject({ type: z.string() });
 
-function parseFrame(item: string | Uint8Array): AssistantMessageEvent | undefined {
+/** The events of one channel item: one event, or (the request asks `batch_frames`) an array of
+ * them; what does not parse is left out. The frame union is the providers' contract (§4.2); its
+ * discriminator is checked here, the message fields where they are used. */
+function parseFrames(item: string | Uint8Array): AssistantMessageEvent[] {
   const text = typeof item === "string" ? item : new TextDecoder().decode(item);
+  let v: unknown;
   try {
-    const v: unknown = JSON.parse(text);
-    // The frame union is the providers' contract (§4.2); its discriminator is checked here, the
-    // message fields where they are used.
-    return frameShape.safeParse(v).success ? (v as AssistantMessageEvent) : undefined;
+    v = JSON.parse(text);
   } catch {
-    return undefined;
+    return [];
   }
+  return (Array.isArray(v) ? v : [v]).filter((f): f is AssistantMessageEvent => frameShape.safeParse(f).success);
 }
 
 const asAssistant = (v: unknown): AssistantMessage | undefined =>
@@ -74,12 +76,41 @@ async function streamOnce(
 ): Promise<Attempt> {
   let partial: AssistantMessage | undefined;
   const out: Attempt = { bodyStreamed: false, answered: false, held: [] };
+  /** One event of the stream; true at the terminal one (what follows it is not read). */
+  const onFrame = (frame: AssistantMessageEvent): boolean => {
+    if (frame.type === "ping") return false;
+    if (frame.type === "done") {
+      out.terminal = asAssistant(frame.message);
+      return true;
+    }
+    if (frame.type === "error") {
+      const m = asAssistant(frame.error);
+      out.terminal = m ? { ...m, stop_reason: "error" } : undefined;
+      return true;
+    }
+    if ("partial" in frame) partial = asAssistant(frame.partial) ?? partial;
+    if (frame.type === "text_delta" || frame.type === "thinking_delta") out.bodyStreamed = true;
+    const update: AgentEvent = {
+      type: "message_update",
+      message: partial ?? syntheticAssistant("", "end", { model: target.model, provider: target.provider }),
+      llm_event: frame,
+    };
+    if (!out.answered && isAnswerFrame(frame.type)) {
+      out.answered = true;
+      for (const held of out.held.splice(0)) events.emit(held);
+    }
+    if (out.answered) events.emit(update);
+    else out.held.push(update);
+    return false;
+  };
   const { callError } = await callIntoChannel(
     { trigger, channels },
     (writer) => ({
       function_id: `provider::${target.provider}::stream`,
       payload: {
         writer_ref: writer,
+        // Several events per channel item: a chunk of the answer crosses the channel as one message.
+        batch_frames: true,
         system_prompt: req.system_prompt || null,
         model: target.model,
         messages,
@@ -87,32 +118,7 @@ async function streamOnce(
       },
     }),
     { timeoutMs: PROVIDER_TIMEOUT_MS, drainGraceMs: PROVIDER_DRAIN_GRACE_MS },
-    (item) => {
-      const frame = parseFrame(item);
-      if (!frame || frame.type === "ping") return;
-      if (frame.type === "done") {
-        out.terminal = asAssistant(frame.message);
-        return true;
-      }
-      if (frame.type === "error") {
-        const m = asAssistant(frame.error);
-        out.terminal = m ? { ...m, stop_reason: "error" } : undefined;
-        return true;
-      }
-      if ("partial" in frame) partial = asAssistant(frame.partial) ?? partial;
-      if (frame.type === "text_delta" || frame.type === "thinking_delta") out.bodyStreamed = true;
-      const update: AgentEvent = {
-        type: "message_update",
-        message: partial ?? syntheticAssistant("", "end", { model: target.model, provider: target.provider }),
-        llm_event: frame,
-      };
-      if (!out.answered && isAnswerFrame(frame.type)) {
-        out.answered = true;
-        for (const held of out.held.splice(0)) events.emit(held);
-      }
-      if (out.answered) events.emit(update);
-      else out.held.push(update);
-    },
+    (item) => parseFrames(item).some(onFrame),
   );
   out.providerError = callError;
   return out;

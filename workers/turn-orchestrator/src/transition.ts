@@ -98,6 +98,8 @@ export interface StepChain {
   handlers: Partial<Record<TurnState, StepHandler>>;
   tracer?: Tracer;
   now?: () => number;
+  /** How many times the connection the delivery came on dropped (WorkerSurface.connectionEpoch). */
+  connectionEpoch?: () => number;
 }
 
 /**
@@ -106,9 +108,12 @@ export interface StepChain {
  * session's fifo group on `turn-step`: the message each save queued (saving is still the wake) waits
  * behind it, is delivered once this invocation answers, and is then stale (its step has run), so
  * nothing runs twice. A crash mid-chain loses nothing: the queued message of the step that was
- * running is delivered and runs it as any redelivery does. A step that throws ends the chain and
- * leaves its queued message to run it again; the delivery itself still answers its own step's result.
- * Only a `queued` delivery chains: a direct call holds no fifo group.
+ * running is delivered and runs it as any redelivery does. An engine restart voids the delivery's
+ * lease and delivers the queued messages again at once: a chain whose connection dropped starts no
+ * further step (the one it was running may run twice, as any step running across a restart could;
+ * the compare-and-set lets one of them write). A step that throws ends the chain and leaves its
+ * queued message to run it again; the delivery itself still answers its own step's result. Only a
+ * `queued` delivery chains: a direct call holds no fifo group.
  */
 export async function runSteps(trigger: Trigger, state: TurnState, payload: StepPayload, chain: StepChain): Promise<StepResult> {
   const now = chain.now ?? Date.now;
@@ -118,8 +123,13 @@ export async function runSteps(trigger: Trigger, state: TurnState, payload: Step
   // One event log for the chain: its steps' events go out in order, one batch at a time, from one
   // block of ids, and a step does not wait for the last one's events to be written before it starts.
   const events = new EventLog(trigger, payload.session_id);
+  // The delivery still holds the session's fifo group: inside its window, and on the connection it
+  // came on. After a drop the engine may have voided its lease (a restart does) and delivered the
+  // queued messages already: a step started now could run beside the same step delivered again.
+  const epoch = chain.connectionEpoch?.();
+  const held = () => now() - started < INLINE_WINDOW_MS && chain.connectionEpoch?.() === epoch;
   try {
-    return await chainFrom(trigger, state, payload, handler, chain, events, () => now() - started < INLINE_WINDOW_MS);
+    return await chainFrom(trigger, state, payload, handler, chain, events, held);
   } finally {
     await events.flush();
   }
@@ -132,11 +142,11 @@ async function chainFrom(
   handler: StepHandler,
   chain: StepChain,
   events: EventLog,
-  inWindow: () => boolean,
+  held: () => boolean,
 ): Promise<StepResult> {
   const first = await transition(trigger, state, payload, handler, events, chain.tracer);
   let next = payload.queued ? first.next : undefined;
-  for (let n = 0; next && n < MAX_INLINE_STEPS && inWindow(); n++) {
+  for (let n = 0; next && n < MAX_INLINE_STEPS && held(); n++) {
     const { state: nextState, step: nextStep } = next;
     const nextHandler = chain.handlers[nextState];
     if (!nextHandler) break;

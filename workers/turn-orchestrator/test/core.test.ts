@@ -263,6 +263,23 @@ describe("runSteps: a delivered step runs the steps its saves queue", () => {
     expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
   });
 
+  it("after the connection the delivery came on dropped, no further step starts: its queued message runs it", async () => {
+    const e = fakeEngine();
+    put(e, record("provisioning"));
+    const ran: string[] = [];
+    let drops = 0;
+    const handlers = moves(ran);
+    const first = handlers.provisioning!;
+    handlers.provisioning = async (tx) => {
+      await first(tx);
+      drops++; // the engine restarted while the step ran: it may deliver step 4 again now
+    };
+    await runSteps(e.trigger, "provisioning", { session_id: "s1", step: 3, queued: true }, { handlers, connectionEpoch: () => drops });
+    expect(ran).toEqual(["provisioning"]);
+    expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
+    expect(e.enqueued.map((m) => m.function_id)).toEqual(["turn::assistant_streaming"]);
+  });
+
   it("a chained step that throws ends the chain, the delivery answers its own step, and the step's queued message runs it again", async () => {
     const e = fakeEngine();
     put(e, record("provisioning"));
