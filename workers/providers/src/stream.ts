@@ -231,6 +231,7 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
     heldBytes = 0;
     send(items.length === 1 ? items[0] : `[${items.join(",")}]`);
   };
+  let firstDelta = true;
   const emit = (event: AssistantMessageEvent) => {
     if (stopped === "cancelled") return;
     const text = JSON.stringify(event);
@@ -238,7 +239,11 @@ async function streamChat(deps: StreamDeps, data: unknown, ctx: InvocationContex
     if (held.length === 0) queueMicrotask(release);
     held.push(text);
     heldBytes += text.length;
-    if (heldBytes >= FRAME_BATCH_BYTES) release();
+    // The answer's first delta goes at once (with what came before it): the reader shows it while
+    // the rest of the chunk is still being decoded.
+    const first = firstDelta && event.type.endsWith("_delta");
+    if (first) firstDelta = false;
+    if (first || heldBytes >= FRAME_BATCH_BYTES) release();
   };
 
   const parsed = providerStreamRequest.safeParse(data);

@@ -46,6 +46,8 @@ export class EventLog {
   private readonly sid: string;
   /** Emitted, not yet taken into a write. */
   private pending: AgentEvent[] = [];
+  /** How many of `pending` the next batch may take at most (cut()), if bounded. */
+  private cutAt: number | undefined;
   /** The writes of what is pending, while any are going on. */
   private draining: Promise<void> | undefined;
   /** The next sequence number of the reserved block, and the block's last one. */
@@ -63,6 +65,16 @@ export class EventLog {
   emit(event: AgentEvent): void {
     this.pending.push(event);
     this.draining ??= this.drain();
+  }
+
+  /**
+   * End the next batch after what is pending now: what is emitted next waits for the write after.
+   * For the answer's first frame, which should reach the UI as soon as it can even when the rest of
+   * the answer came with it (a provider writing a chunk's events as one item): alone, its write is
+   * small and quick.
+   */
+  cut(): void {
+    this.cutAt = this.pending.length;
   }
 
   flush(): Promise<void> {
@@ -83,11 +95,13 @@ export class EventLog {
   private take(): AgentEvent[] {
     let n = 0;
     let bytes = 0;
-    while (n < this.pending.length && n < MAX_STREAM_SET_MANY_ITEMS) {
+    const most = Math.min(this.pending.length, MAX_STREAM_SET_MANY_ITEMS, this.cutAt || Number.POSITIVE_INFINITY);
+    while (n < most) {
       bytes += jsonLength(this.pending[n]);
       if (n > 0 && bytes > EVENT_BATCH_BYTES) break;
       n++;
     }
+    if (this.cutAt !== undefined) this.cutAt = this.cutAt > n ? this.cutAt - n : undefined;
     return this.pending.splice(0, n);
   }
 

@@ -56,6 +56,8 @@ interface Attempt {
   bodyStreamed: boolean;
   /** Some of the answer (a text, thinking or function-call frame) was streamed. */
   answered: boolean;
+  /** Its first delta was. */
+  firstDelta?: boolean;
   /** The frames before the answer began (`start`, `usage`, an error's `stop`), not yet sent: a
    * step that goes on to the next model drops them, so the UI sees one message, not a failed one
    * first. */
@@ -99,8 +101,16 @@ async function streamOnce(
       out.answered = true;
       for (const held of out.held.splice(0)) events.emit(held);
     }
-    if (out.answered) events.emit(update);
-    else out.held.push(update);
+    if (!out.answered) {
+      out.held.push(update);
+      return false;
+    }
+    events.emit(update);
+    // The answer's first delta goes in a write of its own, not behind the frames that came with it.
+    if (!out.firstDelta && frame.type.endsWith("_delta")) {
+      out.firstDelta = true;
+      events.cut();
+    }
     return false;
   };
   const { callError } = await callIntoChannel(

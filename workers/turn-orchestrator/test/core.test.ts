@@ -4,10 +4,11 @@
 import { IIIError } from "@iii-edge/protocol";
 import { AGENT_TRIGGER, type AgentEvent, type AssistantMessage, type TurnStateRecord } from "@iii-edge/protocol/harness";
 import type { TriggerRequest } from "@iii-edge/sdk-edge/client";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { TransientError, type Trigger } from "../src/calls.ts";
 import { callMetadata, consultBefore, invokeTarget, normaliseResult, planBatch, targetErrorResult } from "../src/gate.ts";
 import { EVENT_ID_BLOCK, SCOPE_EVENT_COUNTER } from "../src/constants.ts";
+import { EventLog, SET_MANY_RECHECK_MS } from "../src/events.ts";
 import { canonicalJson } from "../src/record.ts";
 import { Tx, loadRecord } from "../src/store.ts";
 import { inferProvider } from "../src/streaming.ts";
@@ -297,6 +298,39 @@ describe("runSteps: a delivered step runs the steps its saves queue", () => {
     await runSteps(e.trigger, "assistant_streaming", retry.payload as { session_id: string }, { handlers: moves(ran2) });
     expect(ran2).toEqual(["assistant_streaming", "steering_check"]);
     expect(stored(e)).toMatchObject({ state: "stopped" });
+  });
+});
+
+describe("EventLog", () => {
+  it("cut(): the next write ends with what was pending; what is emitted after goes in the write after", async () => {
+    const batches: string[][] = [];
+    const trigger = (async (req: TriggerRequest) => {
+      const p = req.payload as { ops?: unknown; items?: { data: AgentEvent }[] };
+      if (req.function_id === "state::update") return { new_value: { seq: EVENT_ID_BLOCK } };
+      if (req.function_id === "stream::set_many") return void batches.push(p.items!.map((i) => (i.data as { note?: string }).note!));
+      throw new IIIError("function_not_found", req.function_id);
+    }) as Trigger;
+    // Earlier tests' engine has no stream::set_many, which the process remembers for a while.
+    const later = Date.now() + SET_MANY_RECHECK_MS + 1;
+    const clock = vi.spyOn(Date, "now").mockImplementation(() => later);
+    onTestFinished(() => clock.mockRestore());
+    const log = new EventLog(trigger, "s1");
+    const ev = (note: string) =>
+      ({ type: "turn_state_changed", event_type: "state:updated", new_value: {}, note }) as unknown as AgentEvent;
+    log.emit(ev("start"));
+    log.emit(ev("first delta"));
+    log.cut();
+    for (const n of ["delta 2", "delta 3", "complete"]) log.emit(ev(n));
+    await log.flush();
+    expect(batches).toEqual([
+      ["start", "first delta"],
+      ["delta 2", "delta 3", "complete"],
+    ]);
+    // Without a cut, what is pending at once goes in one write.
+    batches.length = 0;
+    for (const n of ["a", "b", "c"]) log.emit(ev(n));
+    await log.flush();
+    expect(batches).toEqual([["a", "b", "c"]]);
   });
 });
 
