@@ -12,7 +12,7 @@ import { EventLog, SET_MANY_RECHECK_MS } from "../src/events.ts";
 import { canonicalJson } from "../src/record.ts";
 import { Tx, loadRecord } from "../src/store.ts";
 import { inferProvider } from "../src/streaming.ts";
-import { INLINE_WINDOW_MS, runSteps, runTransition, type StepHandler } from "../src/transition.ts";
+import { INLINE_WINDOW_MS, runSteps, runTransition, type StepChain, type StepHandler } from "../src/transition.ts";
 
 interface Enqueued {
   function_id: string;
@@ -247,38 +247,34 @@ describe("runSteps: a delivered step runs the steps its saves queue", () => {
     expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
   });
 
-  it("past the window the next step is left to its queued message", async () => {
+  /** The chain with `meanwhile` happening while provisioning runs; only provisioning may run. */
+  async function onlyTheDeliveredStep(meanwhile: () => void, chain: Omit<StepChain, "handlers">): Promise<void> {
     const e = fakeEngine();
     put(e, record("provisioning"));
     const ran: string[] = [];
-    let t = 1_000;
-    const now = () => t;
     const handlers = moves(ran);
-    const slow = handlers.provisioning!;
+    const provisioning = handlers.provisioning!;
     handlers.provisioning = async (tx) => {
-      t += INLINE_WINDOW_MS; // the step took the whole window
-      await slow(tx);
+      meanwhile();
+      await provisioning(tx);
     };
-    await runSteps(e.trigger, "provisioning", { session_id: "s1", step: 3, queued: true }, { handlers, now });
+    await runSteps(e.trigger, "provisioning", { session_id: "s1", step: 3, queued: true }, { ...chain, handlers });
     expect(ran).toEqual(["provisioning"]);
     expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
+    // The next step's message is queued: it runs it.
+    expect(e.enqueued.map((m) => m.function_id)).toEqual(["turn::assistant_streaming"]);
+  }
+
+  it("past the window the next step is left to its queued message", async () => {
+    let t = 1_000;
+    // The step took the whole window.
+    await onlyTheDeliveredStep(() => (t += INLINE_WINDOW_MS), { now: () => t });
   });
 
   it("after the connection the delivery came on dropped, no further step starts: its queued message runs it", async () => {
-    const e = fakeEngine();
-    put(e, record("provisioning"));
-    const ran: string[] = [];
     let drops = 0;
-    const handlers = moves(ran);
-    const first = handlers.provisioning!;
-    handlers.provisioning = async (tx) => {
-      await first(tx);
-      drops++; // the engine restarted while the step ran: it may deliver step 4 again now
-    };
-    await runSteps(e.trigger, "provisioning", { session_id: "s1", step: 3, queued: true }, { handlers, connectionEpoch: () => drops });
-    expect(ran).toEqual(["provisioning"]);
-    expect(stored(e)).toMatchObject({ state: "assistant_streaming", step: 4 });
-    expect(e.enqueued.map((m) => m.function_id)).toEqual(["turn::assistant_streaming"]);
+    // The engine restarted while the step ran: it may deliver step 4 again now.
+    await onlyTheDeliveredStep(() => drops++, { connectionEpoch: () => drops });
   });
 
   it("a chained step that throws ends the chain, the delivery answers its own step, and the step's queued message runs it again", async () => {
