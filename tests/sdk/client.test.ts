@@ -17,6 +17,7 @@ import {
   DEFAULT_RECONNECTION,
   type EdgeClient,
 } from "@iii-edge/sdk-edge/node";
+import { nodeSurface } from "@iii-edge/sdk-edge/worker-node";
 import { FakeEngine, types } from "./fake-engine.ts";
 
 /** The version the client must announce: its package's, as the manifest says. */
@@ -227,6 +228,19 @@ describe("calls", () => {
     expect(err).toBeInstanceOf(IIIError);
     expect((err as IIIError).code).toBe("invocation_stopped");
     expect(Date.now() - t0).toBeLessThan(1_000);
+  });
+
+  it("a worker surface counts the drops of its connection (a handler that sees the count move knows the engine may have given its invocation up)", async () => {
+    const c = connect();
+    const surface = nodeSurface(c, engine.url, {});
+    await engine.until(() => c.getConnectionState() === "connected");
+    expect(surface.connectionEpoch?.()).toBe(0);
+    for (const drops of [1, 2]) {
+      engine.dropAll();
+      await engine.until(() => surface.connectionEpoch?.() === drops && c.getConnectionState() === "connected");
+      expect(engine.connections.length).toBe(drops + 1);
+    }
+    expect(surface.connectionEpoch?.()).toBe(2);
   });
 
   it("keeps calls made while disconnected and sends them after reconnect", async () => {
