@@ -74,7 +74,7 @@ export class EventLog {
    * small and quick.
    */
   cut(): void {
-    this.cutAt = this.pending.length;
+    this.cutAt = this.pending.length || undefined;
   }
 
   flush(): Promise<void> {
@@ -95,7 +95,7 @@ export class EventLog {
   private take(): AgentEvent[] {
     let n = 0;
     let bytes = 0;
-    const most = Math.min(this.pending.length, MAX_STREAM_SET_MANY_ITEMS, this.cutAt || Number.POSITIVE_INFINITY);
+    const most = Math.min(this.pending.length, MAX_STREAM_SET_MANY_ITEMS, this.cutAt ?? Number.POSITIVE_INFINITY);
     while (n < most) {
       bytes += jsonLength(this.pending[n]);
       if (n > 0 && bytes > EVENT_BATCH_BYTES) break;

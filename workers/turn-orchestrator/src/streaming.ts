@@ -56,8 +56,6 @@ interface Attempt {
   bodyStreamed: boolean;
   /** Some of the answer (a text, thinking or function-call frame) was streamed. */
   answered: boolean;
-  /** Its first delta was. */
-  firstDelta?: boolean;
   /** The frames before the answer began (`start`, `usage`, an error's `stop`), not yet sent: a
    * step that goes on to the next model drops them, so the UI sees one message, not a failed one
    * first. */
@@ -78,6 +76,7 @@ async function streamOnce(
 ): Promise<Attempt> {
   let partial: AssistantMessage | undefined;
   const out: Attempt = { bodyStreamed: false, answered: false, held: [] };
+  let deltaSeen = false;
   /** One event of the stream; true at the terminal one (what follows it is not read). */
   const onFrame = (frame: AssistantMessageEvent): boolean => {
     if (frame.type === "ping") return false;
@@ -107,8 +106,8 @@ async function streamOnce(
     }
     events.emit(update);
     // The answer's first delta goes in a write of its own, not behind the frames that came with it.
-    if (!out.firstDelta && frame.type.endsWith("_delta")) {
-      out.firstDelta = true;
+    if (!deltaSeen && frame.type.endsWith("_delta")) {
+      deltaSeen = true;
       events.cut();
     }
     return false;

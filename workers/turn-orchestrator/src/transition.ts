@@ -46,12 +46,8 @@ export async function runTransition(
   handler: StepHandler,
   tracer?: Tracer,
 ): Promise<StepResult> {
-  const events = new EventLog(trigger, payload.session_id);
-  try {
-    return (await transition(trigger, state, payload, handler, events, tracer)).result;
-  } finally {
-    await events.flush();
-  }
+  // One step by itself: with no handler for any other state there is nothing to chain into.
+  return runSteps(trigger, state, payload, { handlers: { [state]: handler }, tracer });
 }
 
 /** A step's result, and the step its save queued (a stepable state at a new step), if any. */
@@ -129,39 +125,27 @@ export async function runSteps(trigger: Trigger, state: TurnState, payload: Step
   const epoch = chain.connectionEpoch?.();
   const held = () => now() - started < INLINE_WINDOW_MS && chain.connectionEpoch?.() === epoch;
   try {
-    return await chainFrom(trigger, state, payload, handler, chain, events, held);
+    const first = await transition(trigger, state, payload, handler, events, chain.tracer);
+    let next = payload.queued ? first.next : undefined;
+    for (let n = 0; next && n < MAX_INLINE_STEPS && held(); n++) {
+      const { state: nextState, step: nextStep } = next;
+      const nextHandler = chain.handlers[nextState];
+      if (!nextHandler) break;
+      try {
+        const nextPayload = { session_id: payload.session_id, step: nextStep, queued: true };
+        next = (await transition(trigger, nextState, nextPayload, nextHandler, events, chain.tracer, payload.step)).next;
+      } catch (e) {
+        // Its own queued message runs it again, with the queue's retries and backoff.
+        console.warn(
+          `turn-orchestrator: session ${payload.session_id}: turn::${nextState} (step ${nextStep}) left to its queued message: ${errorText(e)}`,
+        );
+        break;
+      }
+    }
+    return first.result;
   } finally {
     await events.flush();
   }
-}
-
-async function chainFrom(
-  trigger: Trigger,
-  state: TurnState,
-  payload: StepPayload,
-  handler: StepHandler,
-  chain: StepChain,
-  events: EventLog,
-  held: () => boolean,
-): Promise<StepResult> {
-  const first = await transition(trigger, state, payload, handler, events, chain.tracer);
-  let next = payload.queued ? first.next : undefined;
-  for (let n = 0; next && n < MAX_INLINE_STEPS && held(); n++) {
-    const { state: nextState, step: nextStep } = next;
-    const nextHandler = chain.handlers[nextState];
-    if (!nextHandler) break;
-    try {
-      const nextPayload = { session_id: payload.session_id, step: nextStep, queued: true };
-      next = (await transition(trigger, nextState, nextPayload, nextHandler, events, chain.tracer, payload.step)).next;
-    } catch (e) {
-      // Its own queued message runs it again, with the queue's retries and backoff.
-      console.warn(
-        `turn-orchestrator: session ${payload.session_id}: turn::${nextState} (step ${nextStep}) left to its queued message: ${errorText(e)}`,
-      );
-      break;
-    }
-  }
-  return first.result;
 }
 
 async function step(tx: Tx, state: TurnState, payload: StepPayload, handler: StepHandler): Promise<StepResult> {
